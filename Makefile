@@ -1,0 +1,40 @@
+# Top-level commands. `make demo` and `make test` install the Debian packages they need first
+# (idempotent), so that both work on a fresh Debian 12 machine.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
+DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
+	zlib1g-dev libcmocka-dev dataset-fashion-mnist
+
+.PHONY: all deps build demo test test-asan bench install clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh $(DEB_PACKAGES)
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: deps build
+	OMP_NUM_THREADS=$(JOBS) $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam --learning_rate=0.001
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j 2
+
+test-asan: deps
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTNT_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2
+
+bench: deps build
+	@./scripts/install-deps.sh python3-torch python3-torchvision
+	./bench/run.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,392 @@
+/* tarantella.h: public API of libtarantella, a Keras-style deep-learning engine in C with a
+ * data-parallel runtime on MPI.
+ *
+ * Conventions
+ * - Every public symbol starts with tnt_. Handles are opaque.
+ * - Calls that can fail return tnt_status (TNT_OK == 0) or NULL; tnt_last_error() then gives a
+ *   message that names the bad value. Bad input never aborts the process.
+ * - Ownership: a function that takes a handle "consumes" it when documented so (layers added to a
+ *   model, datasets passed to a dataset op, an optimizer passed to compile). A consumed handle is
+ *   freed by its new owner, even when the call fails. Everything else is borrowed.
+ * - Tensors are float32, row-major, channels last (NHWC). Shapes given to layers and datasets
+ *   exclude the batch dimension.
+ */
+#ifndef TARANTELLA_H
+#define TARANTELLA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TNT_API __attribute__((visibility("default")))
+#else
+#define TNT_API
+#endif
+
+#define TNT_VERSION_MAJOR 0
+#define TNT_VERSION_MINOR 1
+#define TNT_VERSION_PATCH 0
+#define TNT_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tnt_status {
+    TNT_OK = 0,
+    TNT_ERR_ARG = -1,         /* a bad argument value */
+    TNT_ERR_SHAPE = -2,       /* shapes that do not fit */
+    TNT_ERR_IO = -3,          /* a file could not be opened, read or written */
+    TNT_ERR_FORMAT = -4,      /* a file or string has the wrong format */
+    TNT_ERR_NOMEM = -5,       /* out of memory */
+    TNT_ERR_STATE = -6,       /* call out of order (e.g. fit before compile) */
+    TNT_ERR_BACKEND = -7,     /* oneDNN failed */
+    TNT_ERR_UNSUPPORTED = -8, /* a valid request this library does not support */
+    TNT_ERR_MPI = -9,         /* MPI failed, or ranks disagree */
+} tnt_status;
+
+/* Message of the last failed call on this thread ("" when none). */
+TNT_API const char *tnt_last_error(void);
+/* Name of a status code, e.g. "TNT_ERR_SHAPE". */
+TNT_API const char *tnt_status_name(tnt_status status);
+/* Version of the library linked at run time, e.g. "0.1.0". */
+TNT_API const char *tnt_version(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Runtime and ranks. Without the launcher the program runs as one rank.
+ * ------------------------------------------------------------------------------------------- */
+TNT_API tnt_status tnt_init(int *argc, char ***argv);
+TNT_API void tnt_finalize(void);
+TNT_API int tnt_get_rank(void);
+TNT_API int tnt_get_size(void);
+TNT_API int tnt_get_master_rank(void);
+TNT_API bool tnt_is_master_rank(void);
+
+typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
+/* printf-style log line, prefixed with level and rank; printed on the master only unless
+ * TNT_LOG_ON_ALL_DEVICES is set. The level threshold comes from TNT_LOG_LEVEL. */
+TNT_API void tnt_log(tnt_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------------------------------------
+ * Shapes and tensors
+ * ------------------------------------------------------------------------------------------- */
+#define TNT_MAX_DIMS 8
+typedef struct tnt_shape {
+    int ndim;
+    int64_t dim[TNT_MAX_DIMS];
+} tnt_shape;
+/* TNT_SHAPE(28, 28, 1) */
+#define TNT_SHAPE(...)                                                                            \
+    ((tnt_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),              \
+                 .dim = {__VA_ARGS__}})
+TNT_API int64_t tnt_shape_numel(tnt_shape shape);
+/* Writes "(28, 28, 1)" into buf; returns buf. */
+TNT_API char *tnt_shape_str(tnt_shape shape, char *buf, size_t size);
+
+/* A float32 array with a shape. Owned by whoever created it unless documented otherwise. */
+typedef struct tnt_tensor {
+    tnt_shape shape;
+    float *data;
+} tnt_tensor;
+TNT_API tnt_tensor *tnt_tensor_new(tnt_shape shape); /* zero-filled */
+TNT_API void tnt_tensor_free(tnt_tensor *t);
+
+/* ---------------------------------------------------------------------------------------------
+ * Layers (Keras names and defaults). Options structs may be NULL; zero fields mean the Keras
+ * default. Constructors return NULL on bad arguments (see tnt_last_error()).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tnt_layer tnt_layer;
+
+typedef enum tnt_activation {
+    TNT_ACT_LINEAR = 0,
+    TNT_ACT_RELU,
+    TNT_ACT_SIGMOID,
+    TNT_ACT_TANH,
+    TNT_ACT_SOFTMAX,    /* over the last axis */
+    TNT_ACT_ELU,        /* alpha 1 */
+    TNT_ACT_SELU,
+    TNT_ACT_GELU,       /* exact (erf), Keras's default approximate=False */
+    TNT_ACT_SWISH,      /* also called silu */
+    TNT_ACT_SOFTPLUS,
+    TNT_ACT_LEAKY_RELU, /* alpha 0.2 as tf.nn.leaky_relu; the LeakyReLU layer's 0.3 via alpha */
+    TNT_ACT_COUNT
+} tnt_activation;
+/* Keras name ("relu", "silu", ...) to enum; -1 when unknown. */
+TNT_API int tnt_activation_from_name(const char *name);
+TNT_API const char *tnt_activation_name(tnt_activation act);
+
+typedef enum tnt_padding { TNT_PADDING_VALID = 0, TNT_PADDING_SAME } tnt_padding;
+
+typedef enum tnt_initializer {
+    TNT_INIT_DEFAULT = 0, /* glorot_uniform for kernels, zeros for biases */
+    TNT_INIT_GLOROT_UNIFORM,
+    TNT_INIT_GLOROT_NORMAL,
+    TNT_INIT_HE_UNIFORM,
+    TNT_INIT_HE_NORMAL,
+    TNT_INIT_LECUN_UNIFORM,
+    TNT_INIT_LECUN_NORMAL,
+    TNT_INIT_ZEROS,
+    TNT_INIT_ONES,
+} tnt_initializer;
+
+typedef struct tnt_layer_opts {
+    const char *name; /* NULL: Keras-style automatic name, e.g. "dense_1" */
+    tnt_activation activation;
+    float activation_alpha; /* leaky relu slope; 0 = default */
+    bool no_bias;           /* use_bias=False */
+    tnt_initializer kernel_initializer, bias_initializer;
+    int strides[2];  /* conv/pool; 0 = Keras default (1 for conv, the pool size for pooling) */
+    tnt_padding padding;
+    int dilation[2]; /* conv; 0 = 1 */
+} tnt_layer_opts;
+
+TNT_API tnt_layer *tnt_input_layer(tnt_shape shape, const char *name);
+TNT_API tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_max_pooling2d(int pool_h, int pool_w, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_average_pooling2d(int pool_h, int pool_w, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_flatten(const char *name);
+/* target excludes the batch dimension; one entry may be -1 (inferred) */
+TNT_API tnt_layer *tnt_reshape(tnt_shape target, const char *name);
+/* seed 0: derived from the model seed and the layer's position */
+TNT_API tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_activation_layer(tnt_activation act, const tnt_layer_opts *opts);
+
+TNT_API const char *tnt_layer_name(const tnt_layer *layer);
+TNT_API const char *tnt_layer_class(const tnt_layer *layer);
+/* Frees a layer that was never added to a model. */
+TNT_API void tnt_layer_free(tnt_layer *layer);
+
+/* ---------------------------------------------------------------------------------------------
+ * Optimizers (Keras 2.11+ formulas and defaults). Hyperparameters of 0 mean the Keras default,
+ * except where a 0 is meaningful (momentum, which defaults to 0 anyway).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tnt_optimizer tnt_optimizer;
+typedef struct tnt_optimizer_opts {
+    float learning_rate;
+    float momentum;  /* SGD, RMSprop */
+    bool nesterov;   /* SGD */
+    float beta_1, beta_2, epsilon, rho;
+    bool amsgrad;    /* Adam */
+    bool centered;   /* RMSprop */
+    float initial_accumulator_value; /* Adagrad; default 0.1 */
+    float weight_decay; /* decoupled weight decay, as Keras's optimizers' weight_decay */
+} tnt_optimizer_opts;
+/* name: "sgd", "adam", "rmsprop", "adagrad", "adadelta", "adamax", "nadam" (case-insensitive).
+ * "ftrl" is rejected: it is not supported (as in Tarantella). */
+TNT_API tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opts);
+TNT_API tnt_optimizer *tnt_sgd(float learning_rate);
+TNT_API tnt_optimizer *tnt_adam(float learning_rate);
+TNT_API void tnt_optimizer_free(tnt_optimizer *opt);
+TNT_API float tnt_optimizer_get_lr(const tnt_optimizer *opt);
+TNT_API tnt_status tnt_optimizer_set_lr(tnt_optimizer *opt, float learning_rate);
+TNT_API int64_t tnt_optimizer_iterations(const tnt_optimizer *opt);
+TNT_API const char *tnt_optimizer_name(const tnt_optimizer *opt);
+
+/* ---------------------------------------------------------------------------------------------
+ * Losses and metrics
+ * ------------------------------------------------------------------------------------------- */
+typedef enum tnt_loss_kind {
+    TNT_LOSS_NONE = 0,
+    TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+    TNT_CATEGORICAL_CROSSENTROPY,
+    TNT_BINARY_CROSSENTROPY,
+    TNT_MEAN_SQUARED_ERROR,
+    TNT_MEAN_ABSOLUTE_ERROR,
+} tnt_loss_kind;
+TNT_API int tnt_loss_from_name(const char *name); /* -1 when unknown */
+TNT_API const char *tnt_loss_name(tnt_loss_kind loss);
+
+/* ---------------------------------------------------------------------------------------------
+ * Datasets: a tf.data-like pipeline. An element is (x, y): features and labels, both float32
+ * (integer labels are stored as floats, exact up to 2^24). Ops consume their input dataset.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tnt_dataset tnt_dataset;
+typedef struct tnt_dataset_iter tnt_dataset_iter;
+
+/* n samples; x holds n*numel(x_shape) floats, y n*numel(y_shape) (y may be NULL: no labels).
+ * copy=false borrows the arrays, which must outlive the dataset. */
+TNT_API tnt_dataset *tnt_dataset_from_arrays(const float *x, tnt_shape x_shape, const float *y,
+                                             tnt_shape y_shape, int64_t n, bool copy);
+/* IDX files (MNIST format), plain or gzip-compressed. Images become float32 of shape (rows,
+ * cols, 1) with raw values 0..255; labels become float32 of shape (). labels may be NULL. */
+TNT_API tnt_dataset *tnt_dataset_from_idx(const char *images_path, const char *labels_path);
+/* NPY files (version 1/2/3, little-endian, C order; float32/64, int8..int64, uint8..uint64,
+ * bool). The first axis is the sample axis. y_path may be NULL. */
+TNT_API tnt_dataset *tnt_dataset_from_npy(const char *x_path, const char *y_path);
+
+/* tf.data shuffle: a buffer of buffer_size elements, reshuffled each iteration (epoch) from
+ * seed and the epoch number, so runs are reproducible. */
+TNT_API tnt_dataset *tnt_dataset_shuffle(tnt_dataset *in, int64_t buffer_size, uint64_t seed);
+TNT_API tnt_dataset *tnt_dataset_batch(tnt_dataset *in, int64_t batch_size, bool drop_remainder);
+/* fn transforms one element in place or into new shapes: it reads x_in/y_in (shapes given at
+ * creation) and writes x_out/y_out (x_out_shape/y_out_shape; NULL means unchanged). Returns 0
+ * on success, nonzero to fail the iteration. Runs at materialization, possibly on the prefetch
+ * thread. */
+typedef int (*tnt_map_fn)(const float *x_in, const float *y_in, float *x_out, float *y_out,
+                          void *user);
+TNT_API tnt_dataset *tnt_dataset_map(tnt_dataset *in, tnt_map_fn fn, void *user,
+                                     const tnt_shape *x_out_shape, const tnt_shape *y_out_shape);
+/* count < 0: forever */
+TNT_API tnt_dataset *tnt_dataset_repeat(tnt_dataset *in, int64_t count);
+TNT_API tnt_dataset *tnt_dataset_take(tnt_dataset *in, int64_t count);
+TNT_API tnt_dataset *tnt_dataset_skip(tnt_dataset *in, int64_t count);
+/* Materializes up to buffer_size elements ahead on a background thread. */
+TNT_API tnt_dataset *tnt_dataset_prefetch(tnt_dataset *in, int64_t buffer_size);
+TNT_API void tnt_dataset_free(tnt_dataset *ds);
+
+/* Number of elements one iteration yields; -1 when infinite. */
+TNT_API int64_t tnt_dataset_cardinality(const tnt_dataset *ds);
+/* Shapes of one element (for a batched dataset: without the batch dimension). */
+TNT_API tnt_shape tnt_dataset_x_shape(const tnt_dataset *ds);
+TNT_API tnt_shape tnt_dataset_y_shape(const tnt_dataset *ds);
+TNT_API bool tnt_dataset_has_labels(const tnt_dataset *ds);
+TNT_API bool tnt_dataset_is_batched(const tnt_dataset *ds);
+
+/* One element or batch. The arrays belong to the iterator and stay valid until the next call.
+ * For a batched dataset x has shape (n, x_shape...); otherwise n == 1 and the shapes are the
+ * element shapes with a leading 1. */
+typedef struct tnt_batch {
+    int64_t n;
+    tnt_tensor x, y; /* y.data NULL when the dataset has no labels */
+} tnt_batch;
+/* epoch selects the shuffle order of this iteration. */
+TNT_API tnt_dataset_iter *tnt_dataset_iter_new(tnt_dataset *ds, int64_t epoch);
+/* 1: an element was written; 0: end of data; <0: a tnt_status error. */
+TNT_API int tnt_dataset_iter_next(tnt_dataset_iter *it, tnt_batch *out);
+TNT_API void tnt_dataset_iter_free(tnt_dataset_iter *it);
+
+/* ---------------------------------------------------------------------------------------------
+ * Logs, history and callbacks
+ * ------------------------------------------------------------------------------------------- */
+#define TNT_MAX_LOGS 16
+#define TNT_LOG_NAME_MAX 48
+/* Keras's logs dict: "loss", "accuracy", "val_loss", ... */
+typedef struct tnt_logs {
+    int n;
+    char names[TNT_MAX_LOGS][TNT_LOG_NAME_MAX];
+    double values[TNT_MAX_LOGS];
+} tnt_logs;
+/* Returns false when name is absent. */
+TNT_API bool tnt_logs_get(const tnt_logs *logs, const char *name, double *value);
+
+typedef struct tnt_history tnt_history;
+TNT_API int tnt_history_epochs(const tnt_history *h);
+/* The logs of the i-th epoch run by fit (0-based), NULL when out of range. */
+TNT_API const tnt_logs *tnt_history_logs(const tnt_history *h, int i);
+/* value of name at epoch i; NAN when absent */
+TNT_API double tnt_history_get(const tnt_history *h, const char *name, int i);
+TNT_API void tnt_history_free(tnt_history *h);
+
+typedef struct tnt_model tnt_model;
+/* A custom callback: any pointer may be NULL. Return a nonzero status to stop training with an
+ * error. logs may be modified by earlier callbacks. */
+typedef struct tnt_callback {
+    void *user;
+    tnt_status (*on_train_begin)(tnt_model *m, const tnt_logs *logs, void *user);
+    tnt_status (*on_train_end)(tnt_model *m, const tnt_logs *logs, void *user);
+    tnt_status (*on_epoch_begin)(tnt_model *m, int epoch, const tnt_logs *logs, void *user);
+    tnt_status (*on_epoch_end)(tnt_model *m, int epoch, const tnt_logs *logs, void *user);
+    tnt_status (*on_train_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_train_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_test_begin)(tnt_model *m, const tnt_logs *logs, void *user);
+    tnt_status (*on_test_end)(tnt_model *m, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_begin)(tnt_model *m, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_end)(tnt_model *m, const tnt_logs *logs, void *user);
+} tnt_callback;
+/* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
+TNT_API void tnt_model_stop_training(tnt_model *m);
+
+/* ---------------------------------------------------------------------------------------------
+ * Models
+ * ------------------------------------------------------------------------------------------- */
+/* An empty Sequential model. */
+TNT_API tnt_model *tnt_sequential(const char *name);
+/* Appends a layer; consumes it. The first layer must be an InputLayer, unless
+ * tnt_model_build() is given the input shape. Shape errors are reported here, naming the layer
+ * and both shapes, once the input shape is known. */
+TNT_API tnt_status tnt_model_add(tnt_model *m, tnt_layer *layer);
+/* Fixes the input shape (without batch) when the model has no InputLayer. */
+TNT_API tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape);
+TNT_API void tnt_model_free(tnt_model *m);
+
+typedef struct tnt_compile_opts {
+    tnt_optimizer *optimizer; /* consumed */
+    tnt_loss_kind loss;
+    bool from_logits;
+    /* comma-separated Keras metric names: "accuracy", "sparse_categorical_accuracy",
+     * "categorical_accuracy", "binary_accuracy", "top_k_categorical_accuracy",
+     * "sparse_top_k_categorical_accuracy" (k = 5, or "...:K"), "mean_squared_error",
+     * "mean_absolute_error" */
+    const char *metrics;
+    uint64_t seed; /* weight initialization and dropout; 0 = 42 */
+} tnt_compile_opts;
+TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
+
+typedef struct tnt_fit_opts {
+    int epochs;        /* 0 = 1 */
+    int initial_epoch;
+    tnt_dataset *validation_data; /* borrowed; NULL: none */
+    int validation_freq;          /* 0 = 1 */
+    int verbose;                  /* 0 silent, 1 progress bar, 2 one line per epoch */
+    int64_t steps_per_epoch;      /* 0 = until the dataset ends */
+    const tnt_callback *callbacks;
+    int n_callbacks;
+    FILE *out; /* progress output; NULL = stdout */
+} tnt_fit_opts;
+/* Trains on a batched dataset (borrowed). *history (may be NULL) receives a new History that the
+ * caller frees. */
+TNT_API tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts,
+                           tnt_history **history);
+
+typedef struct tnt_eval_opts {
+    int verbose;
+    int64_t steps; /* 0 = until the dataset ends */
+    const tnt_callback *callbacks;
+    int n_callbacks;
+    FILE *out;
+} tnt_eval_opts;
+/* Loss and metrics over a batched dataset, as Keras's evaluate(return_dict=True). */
+TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,
+                                tnt_logs *logs);
+/* Outputs for every sample of a batched dataset, in dataset order: *out receives a new tensor of
+ * shape (n, output_shape...). */
+TNT_API tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,
+                               tnt_tensor **out);
+/* Forward pass on an in-memory batch x of shape (n, input_shape...) without a dataset. */
+TNT_API tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out);
+
+/* Keras-like summary table. */
+TNT_API tnt_status tnt_model_summary(const tnt_model *m, FILE *out);
+TNT_API int64_t tnt_model_count_params(const tnt_model *m);
+TNT_API tnt_shape tnt_model_input_shape(const tnt_model *m);
+TNT_API tnt_shape tnt_model_output_shape(const tnt_model *m);
+TNT_API int tnt_model_num_layers(const tnt_model *m);
+TNT_API tnt_layer *tnt_model_layer(const tnt_model *m, int i);
+TNT_API tnt_layer *tnt_model_get_layer(const tnt_model *m, const char *name);
+TNT_API tnt_optimizer *tnt_model_optimizer(const tnt_model *m);
+
+/* Weights in Keras's get_weights() order: layer by layer in forward order, each layer's weights
+ * in Keras order (kernel, bias). */
+TNT_API int tnt_model_num_weights(const tnt_model *m);
+/* A view of weight i: its full name ("dense/kernel:0"), shape and data (borrowed, writable;
+ * writing it changes the model). */
+TNT_API tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *shape,
+                                    float **data);
+/* Copies all weights into buf (n floats, n == tnt_model_count_params). */
+TNT_API tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n);
+TNT_API tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TARANTELLA_H */

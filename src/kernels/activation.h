@@ -1,0 +1,28 @@
+/* activation.h: forward and backward of Keras activations over a (rows, cols) float array, on
+ * oneDNN eltwise/softmax primitives (softmax runs over cols). SELU, which oneDNN lacks, is own C. */
+#ifndef TNT_ACTIVATION_H
+#define TNT_ACTIVATION_H
+
+#include "kernels/dnnl_util.h"
+
+typedef struct tnt__act {
+    tnt_activation act;
+    float alpha;
+    int64_t rows, cols;
+    tnt__prim fwd, bwd;
+    dnnl_memory_t src, dst, diff_dst, diff_src;
+} tnt__act;
+
+/* The default alpha of an activation when alpha == 0 (leaky relu 0.2, elu 1). */
+float tnt__act_default_alpha(tnt_activation act);
+/* True when backward needs the activation's input (x); otherwise its output (y) suffices. */
+bool tnt__act_backward_needs_src(tnt_activation act);
+
+tnt_status tnt__act_create(tnt__act *a, tnt_activation act, float alpha, int64_t rows, int64_t cols);
+/* y = act(x); y may equal x. */
+tnt_status tnt__act_forward(tnt__act *a, const float *x, float *y);
+/* dx = dy * act'(.) using x (pre-activation, may be NULL if not needed) or y; dx may equal dy. */
+tnt_status tnt__act_backward(tnt__act *a, const float *x, const float *y, const float *dy, float *dx);
+void tnt__act_destroy(tnt__act *a);
+
+#endif

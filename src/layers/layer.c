@@ -1,0 +1,102 @@
+/* layer.c: layer allocation, weight declaration and Keras initializers. */
+#include "layers/layer.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+
+tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *priv) {
+    tnt_layer *l = tnt__calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->ops = ops;
+    l->priv = priv;
+    l->activation = TNT_ACT_LINEAR;
+    if (name && name[0]) {
+        if (strlen(name) >= TNT_NAME_MAX) {
+            tnt__error(TNT_ERR_ARG, "%s: name \"%.40s...\" is %zu characters (at most %d)",
+                       ops->class_name, name, strlen(name), TNT_NAME_MAX - 1);
+            free(l);
+            return NULL;
+        }
+        snprintf(l->name, sizeof l->name, "%s", name);
+    } else {
+        l->auto_name = true;
+    }
+    return l;
+}
+
+void tnt_layer_free(tnt_layer *l) {
+    if (!l) return;
+    if (l->ops->destroy) l->ops->destroy(l);
+    free(l);
+}
+
+const char *tnt_layer_name(const tnt_layer *l) { return l ? l->name : ""; }
+const char *tnt_layer_class(const tnt_layer *l) { return l ? l->ops->class_name : ""; }
+
+int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_initializer init,
+                          int64_t fan_in, int64_t fan_out) {
+    if (l->n_weights >= TNT_MAX_LAYER_WEIGHTS) {
+        tnt__error(TNT_ERR_ARG, "layer \"%s\": more than %d weights", l->name, TNT_MAX_LAYER_WEIGHTS);
+        return -1;
+    }
+    tnt__weight *w = &l->weights[l->n_weights];
+    memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->shape = shape;
+    w->init = init;
+    w->fan_in = fan_in;
+    w->fan_out = fan_out;
+    w->trainable = true;
+    return l->n_weights++;
+}
+
+void tnt__layer_base_name(const char *cls, char *out, size_t size) {
+    /* Keras: insert '_' before an upper-case letter that follows a lower-case letter or digit,
+     * and before "Upper lower" after an upper run: "Conv2D" -> "conv2d", "MaxPooling2D" ->
+     * "max_pooling2d", "InputLayer" -> "input_layer". */
+    size_t j = 0;
+    for (size_t i = 0; cls[i] && j + 2 < size; i++) {
+        char c = cls[i];
+        if (i > 0 && isupper((unsigned char)c) &&
+            (islower((unsigned char)cls[i - 1]) ||
+             (isupper((unsigned char)cls[i - 1]) && islower((unsigned char)cls[i + 1]))))
+            out[j++] = '_';
+        out[j++] = (char)tolower((unsigned char)c);
+    }
+    out[j] = '\0';
+}
+
+void tnt__weight_init(tnt__weight *w, uint64_t seed) {
+    int64_t n = tnt_shape_numel(w->shape);
+    double fan_in = (double)(w->fan_in > 0 ? w->fan_in : 1);
+    double fan_out = (double)(w->fan_out > 0 ? w->fan_out : 1);
+    double scale = 1.0, mode_fan = 1.0;
+    bool uniform = true;
+    switch (w->init) {
+    case TNT_INIT_ZEROS:
+    case TNT_INIT_DEFAULT:
+        memset(w->value, 0, (size_t)n * sizeof(float));
+        return;
+    case TNT_INIT_ONES:
+        for (int64_t i = 0; i < n; i++) w->value[i] = 1.0f;
+        return;
+    case TNT_INIT_GLOROT_UNIFORM: mode_fan = (fan_in + fan_out) / 2; break;
+    case TNT_INIT_GLOROT_NORMAL: mode_fan = (fan_in + fan_out) / 2; uniform = false; break;
+    case TNT_INIT_HE_UNIFORM: mode_fan = fan_in; scale = 2.0; break;
+    case TNT_INIT_HE_NORMAL: mode_fan = fan_in; scale = 2.0; uniform = false; break;
+    case TNT_INIT_LECUN_UNIFORM: mode_fan = fan_in; break;
+    case TNT_INIT_LECUN_NORMAL: mode_fan = fan_in; uniform = false; break;
+    }
+    double var = scale / mode_fan;
+    if (uniform) {
+        float limit = (float)sqrt(3.0 * var);
+        for (int64_t i = 0; i < n; i++)
+            w->value[i] = (2.0f * tnt__rand_uniform(seed, (uint64_t)i) - 1.0f) * limit;
+    } else {
+        /* Keras VarianceScaling: truncated normal with stddev sqrt(var) / .87962566 */
+        float stddev = (float)(sqrt(var) / 0.87962566103423978);
+        for (int64_t i = 0; i < n; i++)
+            w->value[i] = tnt__rand_truncated_normal(seed, (uint64_t)i) * stddev;
+    }
+}

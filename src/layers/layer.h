@@ -1,0 +1,94 @@
+/* layer.h: the internal contract between a layer and the model.
+ *
+ * A layer is a small table of functions (tnt__layer_ops) plus private state. The model calls:
+ *   build        once, when the input shape is known: infer the output shape, declare weights;
+ *   plan_create  once per batch size: create oneDNN primitives for that shape (cached by the
+ *                model, so the last partial batch does not recreate the full-batch plan);
+ *   forward / backward every step, with buffers from the model's activation arena.
+ * Weights are views into the model's flat parameter and gradient buffers, assigned after build. */
+#ifndef TNT_LAYER_H
+#define TNT_LAYER_H
+
+#include "core/core.h"
+
+#define TNT_MAX_LAYER_WEIGHTS 4
+#define TNT_NAME_MAX 64
+
+typedef struct tnt__weight {
+    char name[TNT_NAME_MAX];  /* "kernel", "bias" */
+    tnt_shape shape;
+    tnt_initializer init;     /* resolved: never TNT_INIT_DEFAULT after build */
+    int64_t fan_in, fan_out;  /* for variance-scaling initializers */
+    float *value;             /* view into the model's parameter buffer */
+    float *grad;              /* view into the model's gradient buffer */
+    bool trainable;
+} tnt__weight;
+
+typedef struct tnt__fwd_args {
+    int64_t batch;      /* samples in this step */
+    const float *x;     /* (batch, in_shape...) */
+    float *y;           /* (batch, out_shape...) */
+    float *preact;      /* NULL, or (batch, out_shape...): also store the value before the fused
+                           activation (the loss uses logits for a fused softmax + cross-entropy) */
+    void *workspace;    /* workspace_size bytes, kept until backward of the same step */
+    bool training;
+    uint64_t seed;      /* per-step random seed (dropout) */
+} tnt__fwd_args;
+
+typedef struct tnt__bwd_args {
+    int64_t batch;
+    const float *x;     /* the forward input */
+    const float *y;     /* the forward output */
+    const float *dy;    /* (batch, out_shape...) */
+    float *dx;          /* (batch, in_shape...), NULL when the input gradient is not needed */
+    void *workspace;
+    bool dy_is_preact;  /* dy is already the gradient before the fused activation */
+} tnt__bwd_args;
+
+typedef struct tnt__layer_ops {
+    const char *class_name; /* Keras class name: "Dense" */
+    /* Infer out_shape from in_shape (both without batch) and declare weights with
+     * tnt__layer_add_weight. Errors name the layer and the shapes. */
+    tnt_status (*build)(tnt_layer *l, tnt_shape in_shape, tnt_shape *out_shape);
+    /* Execution state for one batch size (may return a non-NULL dummy); NULL + error on failure.
+     * May be NULL in the table: the layer then needs no plan. */
+    void *(*plan_create)(tnt_layer *l, int64_t batch);
+    void (*plan_destroy)(void *plan);
+    /* Bytes of workspace per step for this plan (0 if none). May be NULL. */
+    size_t (*workspace_size)(tnt_layer *l, void *plan, int64_t batch);
+    tnt_status (*forward)(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+    /* Writes dx (if requested) and this layer's weight gradients (overwriting, not adding). */
+    tnt_status (*backward)(tnt_layer *l, void *plan, const tnt__bwd_args *a);
+    /* Frees priv (not the layer). May be NULL. */
+    void (*destroy)(tnt_layer *l);
+    /* True when y can alias x (in-place layers such as Flatten/Reshape): the model then gives
+     * forward x == y storage and skips copies. May be false. */
+    bool is_view;
+} tnt__layer_ops;
+
+struct tnt_layer {
+    const tnt__layer_ops *ops;
+    char name[TNT_NAME_MAX];
+    bool auto_name;           /* name to be assigned Keras-style by the model */
+    tnt_shape in_shape, out_shape;
+    int n_weights;
+    tnt__weight weights[TNT_MAX_LAYER_WEIGHTS];
+    tnt_activation activation; /* the fused activation, TNT_ACT_LINEAR if none */
+    float activation_alpha;
+    uint64_t seed;            /* set by the model before build: derived from the model seed */
+    bool built;
+    void *priv;
+};
+
+/* Allocates a layer with ops and priv; name NULL means automatic. NULL + error on failure. */
+tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *priv);
+/* Declares a weight during build; returns its index or -1 with an error. */
+int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_initializer init,
+                          int64_t fan_in, int64_t fan_out);
+/* Snake-case Keras base name for automatic names: "Conv2D" -> "conv2d" */
+void tnt__layer_base_name(const char *class_name, char *out, size_t size);
+
+/* Fills a weight from its initializer, with a seed per weight. */
+void tnt__weight_init(tnt__weight *w, uint64_t seed);
+
+#endif
