@@ -21,7 +21,13 @@ tnt_status tnt__error_prefix(tnt_status status, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s%s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n >= sizeof last_error) n = sizeof last_error - 1;
+    memcpy(last_error, prefix, n);
+    size_t rest = strlen(old);
+    if (n + rest >= sizeof last_error) rest = sizeof last_error - 1 - n;
+    memcpy(last_error + n, old, rest);
+    last_error[n + rest] = '\0';
     return status;
 }
 

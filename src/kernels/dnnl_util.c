@@ -164,7 +164,7 @@ dnnl_memory_t tnt__scratchpad(size_t bytes) {
     scratch_buf = tnt__alloc(bytes);
     if (!scratch_buf) return NULL;
     dnnl_memory_desc_t md;
-    int64_t dims[1] = {(int64_t)bytes};
+    dnnl_dims_t dims = {(int64_t)bytes};
     if (dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_a) != dnnl_success ||
         tnt__memory(&scratch_mem, &md, scratch_buf, false) != TNT_OK) {
         tnt__free(scratch_buf);

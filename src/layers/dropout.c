@@ -1,0 +1,85 @@
+/* dropout.c: Dropout (Keras's inverted dropout). In training each value is kept with probability
+ * 1-rate and scaled by 1/(1-rate); outside training it is the identity. The mask is not stored:
+ * it is recomputed in backward from the step's seed (kept in an 8-byte workspace), since the
+ * counter-based generator gives the same value for the same (seed, index). */
+#include "layers/layer.h"
+
+typedef struct dropout_priv {
+    float rate;
+    uint64_t seed; /* 0: derive from the model's seed (l->seed) */
+} dropout_priv;
+
+static tnt_status dropout_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    (void)l;
+    *out = in;
+    return TNT_OK;
+}
+
+static size_t dropout_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)l, (void)plan, (void)batch;
+    return sizeof(uint64_t);
+}
+
+static uint64_t step_seed(const tnt_layer *l, uint64_t model_step_seed) {
+    const dropout_priv *p = l->priv;
+    return tnt__hash64((p->seed ? p->seed : l->seed) ^ model_step_seed);
+}
+
+/* x, y: (batch, shape...) */
+static tnt_status dropout_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const dropout_priv *p = l->priv;
+    int64_t n = a->batch * tnt_shape_numel(l->in_shape);
+    uint64_t seed = step_seed(l, a->seed);
+    *(uint64_t *)a->workspace = seed;
+    if (!a->training || p->rate == 0.0f) {
+        if (a->y != a->x) memcpy(a->y, a->x, (size_t)n * sizeof(float));
+        *(uint64_t *)a->workspace = 0;
+        return TNT_OK;
+    }
+    float scale = 1.0f / (1.0f - p->rate);
+    for (int64_t i = 0; i < n; i++)
+        a->y[i] = tnt__rand_uniform(seed, (uint64_t)i) >= p->rate ? a->x[i] * scale : 0.0f;
+    return TNT_OK;
+}
+
+static tnt_status dropout_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const dropout_priv *p = l->priv;
+    if (!a->dx) return TNT_OK;
+    int64_t n = a->batch * tnt_shape_numel(l->in_shape);
+    uint64_t seed = *(const uint64_t *)a->workspace;
+    if (seed == 0 || p->rate == 0.0f) {
+        if (a->dx != a->dy) memcpy(a->dx, a->dy, (size_t)n * sizeof(float));
+        return TNT_OK;
+    }
+    float scale = 1.0f / (1.0f - p->rate);
+    for (int64_t i = 0; i < n; i++)
+        a->dx[i] = tnt__rand_uniform(seed, (uint64_t)i) >= p->rate ? a->dy[i] * scale : 0.0f;
+    return TNT_OK;
+}
+
+static void dropout_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops dropout_ops = {
+    .class_name = "Dropout",
+    .build = dropout_build,
+    .workspace_size = dropout_workspace,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .destroy = dropout_destroy,
+};
+
+tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name) {
+    if (!(rate >= 0.0f && rate < 1.0f)) {
+        tnt__error(TNT_ERR_ARG, "Dropout: rate %g (expected 0 <= rate < 1)", (double)rate);
+        return NULL;
+    }
+    dropout_priv *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->rate = rate;
+    p->seed = seed;
+    tnt_layer *l = tnt__layer_new(&dropout_ops, name, p);
+    if (!l) free(p);
+    return l;
+}
