@@ -31,7 +31,7 @@ test-asan: deps
 
 bench: deps build
 	@./scripts/install-deps.sh python3-torch python3-torchvision
-	./bench/run.sh $(BUILD)
+	/usr/bin/python3 bench/run.py --build $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
