@@ -1,0 +1,232 @@
+/* loss.c: Keras 2 losses (keras/losses.py over keras/backend.py) with their gradients: sparse
+ * and categorical cross-entropy (from logits or from probabilities), binary cross-entropy,
+ * mean squared and mean absolute error. Per-sample values are summed in double in sample order,
+ * so the sum does not depend on threads; the loss is O(n*c) and negligible next to the model. */
+#include "train/loss.h"
+
+#include "core/core.h"
+
+#include <ctype.h>
+#include <math.h>
+
+/* Keras's backend.epsilon() = 1e-7, as the float32 tensors Keras clips with: the clip range is
+ * [float32(1e-7), float32(1) - float32(1e-7)]. */
+#define CLIP_LO ((double)1e-7f)
+#define CLIP_HI ((double)(1.0f - 1e-7f))
+/* BCE adds the Python float epsilon() inside the logs. */
+#define BCE_EPS 1e-7
+
+static const char *const LOSS_NAMES[] = {
+    [TNT_LOSS_NONE] = "none",
+    [TNT_SPARSE_CATEGORICAL_CROSSENTROPY] = "sparse_categorical_crossentropy",
+    [TNT_CATEGORICAL_CROSSENTROPY] = "categorical_crossentropy",
+    [TNT_BINARY_CROSSENTROPY] = "binary_crossentropy",
+    [TNT_MEAN_SQUARED_ERROR] = "mean_squared_error",
+    [TNT_MEAN_ABSOLUTE_ERROR] = "mean_absolute_error",
+};
+
+const char *tnt_loss_name(tnt_loss_kind loss) {
+    if ((int)loss < 0 || (size_t)loss >= TNT_ARRAY_LEN(LOSS_NAMES)) return "unknown";
+    return LOSS_NAMES[loss];
+}
+
+/* Lower case without '_', so that Keras's function names ("mean_squared_error") and class names
+ * ("MeanSquaredError") compare equal. Returns false when the name does not fit. */
+static bool normalize(const char *s, char *out, size_t size) {
+    size_t j = 0;
+    for (; *s; s++) {
+        if (*s == '_') continue;
+        if (j + 1 >= size) return false;
+        out[j++] = (char)tolower((unsigned char)*s);
+    }
+    out[j] = '\0';
+    return true;
+}
+
+int tnt_loss_from_name(const char *name) {
+    static const struct { const char *key; tnt_loss_kind kind; } ALIASES[] = {
+        {"sparsecategoricalcrossentropy", TNT_SPARSE_CATEGORICAL_CROSSENTROPY},
+        {"categoricalcrossentropy", TNT_CATEGORICAL_CROSSENTROPY},
+        {"binarycrossentropy", TNT_BINARY_CROSSENTROPY},
+        {"meansquarederror", TNT_MEAN_SQUARED_ERROR},
+        {"mse", TNT_MEAN_SQUARED_ERROR},
+        {"meanabsoluteerror", TNT_MEAN_ABSOLUTE_ERROR},
+        {"mae", TNT_MEAN_ABSOLUTE_ERROR},
+    };
+    char key[64];
+    if (name && normalize(name, key, sizeof key))
+        for (size_t i = 0; i < TNT_ARRAY_LEN(ALIASES); i++)
+            if (!strcmp(key, ALIASES[i].key)) return (int)ALIASES[i].kind;
+    tnt__error(TNT_ERR_ARG,
+               "unknown loss \"%s\": expected one of sparse_categorical_crossentropy, categorical_crossentropy, "
+               "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae)",
+               name ? name : "(null)");
+    return -1;
+}
+
+static double clip(double v) { return v < CLIP_LO ? CLIP_LO : v > CLIP_HI ? CLIP_HI : v; }
+/* tf.clip_by_value passes the gradient where lo <= v <= hi */
+static bool in_clip(double v) { return v >= CLIP_LO && v <= CLIP_HI; }
+
+/* Class index of sample i, validated: an integer in [0, c). */
+static tnt_status sparse_label(const float *y, int64_t i, int64_t c, int64_t *out) {
+    double v = y[i];
+    if (!(v >= 0 && v < (double)c) || v != floor(v))
+        return tnt__error(TNT_ERR_ARG,
+                          "sparse_categorical_crossentropy: label %g of sample %lld is %s: expected an integer "
+                          "class index in [0, %lld)",
+                          v, (long long)i,
+                          isnan(v) ? "not a number" : (isfinite(v) && v != floor(v)) ? "not an integer" : "out of range",
+                          (long long)c);
+    *out = (int64_t)v;
+    return TNT_OK;
+}
+
+/* max and log-sum-exp of a row of logits */
+static double row_lse(const float *x, int64_t c, double *max_out) {
+    double mx = x[0];
+    for (int64_t j = 1; j < c; j++)
+        if (x[j] > mx) mx = x[j];
+    double se = 0;
+    for (int64_t j = 0; j < c; j++) se += exp((double)x[j] - mx);
+    *max_out = mx;
+    return mx + log(se);
+}
+
+/* Cross-entropy from logits; y is NULL for sparse labels (then label is the class). The label
+ * weights of a dense row are y[0..c); the gradient is softmax * sum(y) - y, the exact gradient of
+ * the loss also when a row of y does not sum to 1. */
+static double ce_logits_row(const float *x, const float *y, int64_t label, int64_t c, double scale, float *d) {
+    double mx, lse = row_lse(x, c, &mx);
+    double loss = 0, ysum = 0;
+    if (!y) {
+        loss = lse - (double)x[label];
+        ysum = 1;
+    } else {
+        /* zero labels are skipped so that a -inf logit with label 0 contributes 0, not NaN */
+        for (int64_t j = 0; j < c; j++)
+            if (y[j] != 0) loss += (double)y[j] * (lse - (double)x[j]), ysum += y[j];
+    }
+    if (d)
+        for (int64_t j = 0; j < c; j++) {
+            double sm = exp((double)x[j] - lse);
+            double yj = y ? (double)y[j] : (j == label ? 1.0 : 0.0);
+            d[j] = (float)((sm * ysum - yj) * scale);
+        }
+    return loss;
+}
+
+/* Sparse CE from probabilities, as Keras: logits = log(clip(p)), then
+ * sparse_softmax_cross_entropy_with_logits: log(sum_j r_j) - log(r_label). */
+static double sparse_ce_probs_row(const float *p, int64_t label, int64_t c, double scale, float *d) {
+    double s = 0;
+    for (int64_t j = 0; j < c; j++) s += clip(p[j]);
+    double ry = clip(p[label]);
+    if (d)
+        for (int64_t j = 0; j < c; j++) {
+            double g = in_clip(p[j]) ? 1.0 / s - (j == label ? 1.0 / ry : 0.0) : 0.0;
+            d[j] = (float)(g * scale);
+        }
+    return log(s) - log(ry);
+}
+
+/* Categorical CE from probabilities, as Keras: q = p / sum(p), r = clip(q), -sum y log r.
+ * Gradient through the normalization: dL/dp_i = (g_i - sum_j g_j q_j) / s, g_j = -y_j / r_j
+ * where the clip passes the gradient. */
+static double ce_probs_row(const float *p, const float *y, int64_t c, double scale, float *d) {
+    double s = 0;
+    for (int64_t j = 0; j < c; j++) s += p[j];
+    double loss = 0, dot = 0;
+    for (int64_t j = 0; j < c; j++) {
+        double q = p[j] / s;
+        if (y[j] != 0) loss -= (double)y[j] * log(clip(q));
+        if (in_clip(q)) dot += -(double)y[j] / clip(q) * q;
+    }
+    if (d)
+        for (int64_t j = 0; j < c; j++) {
+            double q = p[j] / s;
+            double g = in_clip(q) ? -(double)y[j] / clip(q) : 0.0;
+            d[j] = (float)((g - dot) / s * scale);
+        }
+    return loss;
+}
+
+tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, int64_t c, const float *pred,
+                             const float *y_true, double inv_batch, float *dpred, double *loss_sum) {
+    if (kind <= TNT_LOSS_NONE || kind > TNT_MEAN_ABSOLUTE_ERROR)
+        return tnt__error(TNT_ERR_ARG, "loss %d is not a known loss", (int)kind);
+    if (n < 0 || c < 1)
+        return tnt__error(TNT_ERR_SHAPE, "%s: %lld samples of %lld outputs: expected n >= 0 and c >= 1",
+                          tnt_loss_name(kind), (long long)n, (long long)c);
+    if (!loss_sum || (n > 0 && (!pred || !y_true)))
+        return tnt__error(TNT_ERR_ARG, "%s: prediction, label or result pointer is NULL", tnt_loss_name(kind));
+    double total = 0;
+    const double inv_c = 1.0 / (double)c;
+    for (int64_t i = 0; i < n; i++) {
+        const float *p = pred + i * c;
+        float *d = dpred ? dpred + i * c : NULL;
+        double l = 0;
+        switch (kind) {
+        case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: {
+            int64_t label = 0;
+            tnt_status s = sparse_label(y_true, i, c, &label);
+            if (s != TNT_OK) return s;
+            l = from_logits ? ce_logits_row(p, NULL, label, c, inv_batch, d)
+                            : sparse_ce_probs_row(p, label, c, inv_batch, d);
+            break;
+        }
+        case TNT_CATEGORICAL_CROSSENTROPY: {
+            const float *y = y_true + i * c;
+            l = from_logits ? ce_logits_row(p, y, -1, c, inv_batch, d) : ce_probs_row(p, y, c, inv_batch, d);
+            break;
+        }
+        case TNT_BINARY_CROSSENTROPY: {
+            const float *y = y_true + i * c;
+            const double gs = inv_batch * inv_c;
+            for (int64_t j = 0; j < c; j++) {
+                double x = p[j], z = y[j];
+                if (from_logits) {
+                    /* tf.nn.sigmoid_cross_entropy_with_logits: stable for any |x| */
+                    l += (x > 0 ? x : 0) - x * z + log1p(exp(-fabs(x)));
+                    if (d) {
+                        double e = exp(-fabs(x)), sig = x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+                        d[j] = (float)((sig - z) * gs);
+                    }
+                } else {
+                    double r = clip(x);
+                    l -= z * log(r + BCE_EPS) + (1 - z) * log(1 - r + BCE_EPS);
+                    if (d) d[j] = in_clip(x) ? (float)((-z / (r + BCE_EPS) + (1 - z) / (1 - r + BCE_EPS)) * gs) : 0.0f;
+                }
+            }
+            l *= inv_c;
+            break;
+        }
+        case TNT_MEAN_SQUARED_ERROR: {
+            const float *y = y_true + i * c;
+            const double gs = 2.0 * inv_batch * inv_c;
+            for (int64_t j = 0; j < c; j++) {
+                double e = (double)p[j] - (double)y[j];
+                l += e * e;
+                if (d) d[j] = (float)(e * gs);
+            }
+            l *= inv_c;
+            break;
+        }
+        case TNT_MEAN_ABSOLUTE_ERROR: {
+            const float *y = y_true + i * c;
+            const double gs = inv_batch * inv_c;
+            for (int64_t j = 0; j < c; j++) {
+                double e = (double)p[j] - (double)y[j];
+                l += fabs(e);
+                if (d) d[j] = (float)((e > 0 ? gs : e < 0 ? -gs : 0.0));
+            }
+            l *= inv_c;
+            break;
+        }
+        default: break;
+        }
+        total += l;
+    }
+    *loss_sum = total;
+    return TNT_OK;
+}

@@ -1,0 +1,32 @@
+/* loss.h: Keras losses on a batch of n samples with c outputs each, returning the SUM of the
+ * per-sample losses (so that sums over ranks and batches stay exact) and the gradient of that
+ * sum scaled by the caller's 1/global_batch. */
+#ifndef TNT_TRAIN_LOSS_H
+#define TNT_TRAIN_LOSS_H
+
+#include "tarantella.h"
+
+/* pred: (n, c) row-major. y_true: for sparse categorical cross-entropy n class indices stored as
+ * floats (each must be an integer in [0, c), else TNT_ERR_ARG naming the value, the sample and
+ * the range); for every other loss (n, c).
+ *
+ * *loss_sum receives the sum over the n samples of Keras's per-sample loss:
+ *   sparse / categorical CE: -sum_j y_j log p_j over the c outputs;
+ *   binary CE, MSE, MAE:     the mean over the c outputs.
+ * dpred (may be NULL) receives d(loss_sum * inv_batch) / d(pred).
+ *
+ * from_logits=true with (sparse) categorical CE: pred are logits; a max-shifted log-softmax,
+ * dpred = (softmax * sum_j y_j - y) * inv_batch (softmax - onehot for one-hot or normalized
+ * labels). The model takes this path for a fused softmax output layer, as Keras does in graph
+ * mode. from_logits=false follows Keras's backend exactly, clipping included, and dpred is the
+ * gradient of the clipped formula (zero where the clip is active):
+ *   categorical: q = p / sum(p), clipped to [1e-7, 1 - 1e-7], loss -sum y log q;
+ *   sparse:      r = clip(p) (not renormalized first), loss log(sum r) - log r_y, which is what
+ *                sparse_softmax_cross_entropy_with_logits(log r) computes;
+ *   binary:      r = clip(p), loss -(y log(r + 1e-7) + (1 - y) log(1 - r + 1e-7)), mean over c;
+ *   binary from logits: max(x, 0) - x y + log(1 + exp(-|x|)), gradient sigmoid(x) - y.
+ * MSE: mean (p - y)^2; MAE: mean |p - y| with gradient sign(p - y) (0 at 0). */
+tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, int64_t c, const float *pred,
+                             const float *y_true, double inv_batch, float *dpred, double *loss_sum);
+
+#endif

@@ -1,0 +1,251 @@
+/* metrics.c: parsing of Keras metric names and per-batch (sum, count) updates with Keras 2
+ * semantics (keras/metrics/metrics.py, keras/utils/metrics_utils.py). */
+#include "train/metrics.h"
+
+#include "core/core.h"
+#include "train/loss.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+
+static const char *const KIND_NAMES[TNT__METRIC_COUNT] = {
+    [TNT__METRIC_ACCURACY] = "accuracy",
+    [TNT__METRIC_CROSSENTROPY] = "crossentropy",
+    [TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY] = "sparse_categorical_accuracy",
+    [TNT__METRIC_CATEGORICAL_ACCURACY] = "categorical_accuracy",
+    [TNT__METRIC_BINARY_ACCURACY] = "binary_accuracy",
+    [TNT__METRIC_SPARSE_TOP_K] = "sparse_top_k_categorical_accuracy",
+    [TNT__METRIC_TOP_K] = "top_k_categorical_accuracy",
+    [TNT__METRIC_MSE] = "mean_squared_error",
+    [TNT__METRIC_MAE] = "mean_absolute_error",
+    [TNT__METRIC_SPARSE_CE] = "sparse_categorical_crossentropy",
+    [TNT__METRIC_CE] = "categorical_crossentropy",
+    [TNT__METRIC_BCE] = "binary_crossentropy",
+};
+
+const char *tnt__metric_kind_name(int kind) {
+    return kind >= 0 && kind < TNT__METRIC_COUNT ? KIND_NAMES[kind] : "unknown";
+}
+
+/* Accepted names, compared lower-case without '_' (Keras function and class names). */
+static const struct { const char *key; int kind; } NAMES[] = {
+    {"accuracy", TNT__METRIC_ACCURACY},
+    {"acc", TNT__METRIC_ACCURACY},
+    {"crossentropy", TNT__METRIC_CROSSENTROPY},
+    {"ce", TNT__METRIC_CROSSENTROPY},
+    {"sparsecategoricalaccuracy", TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY},
+    {"categoricalaccuracy", TNT__METRIC_CATEGORICAL_ACCURACY},
+    {"binaryaccuracy", TNT__METRIC_BINARY_ACCURACY},
+    {"sparsetopkcategoricalaccuracy", TNT__METRIC_SPARSE_TOP_K},
+    {"topkcategoricalaccuracy", TNT__METRIC_TOP_K},
+    {"meansquarederror", TNT__METRIC_MSE},
+    {"mse", TNT__METRIC_MSE},
+    {"meanabsoluteerror", TNT__METRIC_MAE},
+    {"mae", TNT__METRIC_MAE},
+    {"sparsecategoricalcrossentropy", TNT__METRIC_SPARSE_CE},
+    {"categoricalcrossentropy", TNT__METRIC_CE},
+    {"binarycrossentropy", TNT__METRIC_BCE},
+};
+#define VALID_METRICS                                                                             \
+    "accuracy (acc), sparse_categorical_accuracy, categorical_accuracy, binary_accuracy, "        \
+    "sparse_top_k_categorical_accuracy[:K], top_k_categorical_accuracy[:K], mean_squared_error "  \
+    "(mse), mean_absolute_error (mae), crossentropy (ce), sparse_categorical_crossentropy, "      \
+    "categorical_crossentropy, binary_crossentropy"
+
+/* Which label layout a kind reads: 1 = one class index per sample, 0 = c values, -1 = either. */
+static int needs_sparse(int kind) {
+    switch (kind) {
+    case TNT__METRIC_ACCURACY:
+    case TNT__METRIC_CROSSENTROPY: return -1;
+    case TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY:
+    case TNT__METRIC_SPARSE_TOP_K:
+    case TNT__METRIC_SPARSE_CE: return 1;
+    default: return 0;
+    }
+}
+
+static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
+
+/* Parses one trimmed entry [s, s+len) into *m. */
+static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
+    if (len >= TNT__METRIC_NAME_MAX)
+        return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": name longer than %d characters", (int)len, s,
+                          TNT__METRIC_NAME_MAX - 1);
+    char entry[TNT__METRIC_NAME_MAX], key[TNT__METRIC_NAME_MAX];
+    memcpy(entry, s, len);
+    entry[len] = '\0';
+    /* base name without '_', lower case, up to an optional ":K" */
+    size_t j = 0;
+    const char *colon = strchr(entry, ':');
+    for (const char *q = entry; *q && q != colon; q++)
+        if (*q != '_') key[j++] = (char)tolower((unsigned char)*q);
+    key[j] = '\0';
+    int kind = -1;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(NAMES); i++)
+        if (!strcmp(key, NAMES[i].key)) kind = NAMES[i].kind;
+    if (kind < 0) return tnt__error(TNT_ERR_ARG, "unknown metric \"%s\": expected one of " VALID_METRICS, entry);
+    int k = 0;
+    if (kind == TNT__METRIC_SPARSE_TOP_K || kind == TNT__METRIC_TOP_K) k = 5; /* Keras's default */
+    if (colon) {
+        if (!k)
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": a \":K\" suffix only applies to the top-k metrics", entry);
+        char *end;
+        errno = 0;
+        long v = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || errno || v < 1 || v > 1000000000L)
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": k \"%s\" is not valid: expected a positive integer", entry,
+                              colon + 1);
+        k = (int)v;
+    }
+    int need = needs_sparse(kind);
+    bool sparse = loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY;
+    if (need == 1 && !sparse)
+        return tnt__error(TNT_ERR_ARG,
+                          "metric \"%s\" needs integer class labels (one per sample), but loss %s takes one label "
+                          "per output; use %s",
+                          entry, tnt_loss_name(loss),
+                          kind == TNT__METRIC_SPARSE_TOP_K ? "top_k_categorical_accuracy"
+                          : kind == TNT__METRIC_SPARSE_CE  ? "categorical_crossentropy"
+                                                           : "categorical_accuracy or accuracy");
+    if (need == 0 && sparse)
+        return tnt__error(TNT_ERR_ARG,
+                          "metric \"%s\" needs one label per output, but loss sparse_categorical_crossentropy takes "
+                          "one class index per sample; use %s",
+                          entry,
+                          kind == TNT__METRIC_TOP_K ? "sparse_top_k_categorical_accuracy"
+                          : kind == TNT__METRIC_CE  ? "sparse_categorical_crossentropy"
+                                                    : "sparse_categorical_accuracy or accuracy");
+    memset(m, 0, sizeof *m);
+    memcpy(m->name, entry, len + 1);
+    m->kind = kind;
+    m->k = k;
+    m->loss = loss;
+    return TNT_OK;
+}
+
+int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, int max_out) {
+    if (!spec) return 0;
+    const char *p = spec;
+    while (is_space(*p)) p++;
+    if (!*p) return 0;
+    int count = 0, index = 0;
+    for (const char *s = spec;; index++) {
+        const char *e = strchr(s, ',');
+        if (!e) e = s + strlen(s);
+        const char *a = s, *b = e;
+        while (a < b && is_space(*a)) a++;
+        while (b > a && is_space(b[-1])) b--;
+        if (a == b) {
+            tnt__error(TNT_ERR_ARG, "metrics \"%s\": entry %d is empty", spec, index + 1);
+            return -1;
+        }
+        if (count >= max_out) {
+            tnt__error(TNT_ERR_ARG, "metrics \"%s\": more than %d metrics", spec, max_out);
+            return -1;
+        }
+        if (parse_one(a, (size_t)(b - a), loss, &out[count]) != TNT_OK) return -1;
+        for (int i = 0; i < count; i++)
+            if (!strcmp(out[i].name, out[count].name)) {
+                tnt__error(TNT_ERR_ARG, "metrics \"%s\": \"%s\" is listed twice", spec, out[count].name);
+                return -1;
+            }
+        count++;
+        if (!*e) break;
+        s = e + 1;
+    }
+    return count;
+}
+
+int tnt__metric_resolve(const tnt__metric *m, int64_t c) {
+    bool sparse = m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY;
+    if (m->kind == TNT__METRIC_ACCURACY)
+        return c == 1 ? TNT__METRIC_BINARY_ACCURACY
+               : sparse ? TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY
+                        : TNT__METRIC_CATEGORICAL_ACCURACY;
+    if (m->kind == TNT__METRIC_CROSSENTROPY)
+        return c == 1 ? TNT__METRIC_BCE : sparse ? TNT__METRIC_SPARSE_CE : TNT__METRIC_CE;
+    return m->kind;
+}
+
+/* tf.argmax over a row: the first index of the maximum */
+static int64_t argmax(const float *x, int64_t c) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; j++)
+        if (x[j] > x[best]) best = j;
+    return best;
+}
+
+/* tf.math.in_top_k for one row: label (as cast to int32, truncating) is in the top k when fewer
+ * than k entries are strictly greater than its score. */
+static bool in_top_k(const float *x, int64_t c, double label, int k) {
+    if (!(label > -1.0 && label < (double)c)) return false; /* covers NaN; (int) truncates toward 0 */
+    int64_t t = (int64_t)label;
+    float target = x[t];
+    if (!isfinite(target)) return false;
+    int64_t greater = 0;
+    for (int64_t j = 0; j < c && greater < k; j++)
+        if (x[j] > target) greater++;
+    return greater < k;
+}
+
+tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const float *pred, const float *y_true,
+                              double *sum, double *count) {
+    if (!m || !sum || !count) return tnt__error(TNT_ERR_ARG, "metric update: NULL argument");
+    if (n < 0 || c < 1)
+        return tnt__error(TNT_ERR_SHAPE, "metric \"%s\": %lld samples of %lld outputs: expected n >= 0 and c >= 1",
+                          m->name, (long long)n, (long long)c);
+    if (n > 0 && (!pred || !y_true))
+        return tnt__error(TNT_ERR_ARG, "metric \"%s\": prediction or label buffer is NULL", m->name);
+    int kind = tnt__metric_resolve(m, c);
+    double total = 0;
+    switch (kind) {
+    case TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY:
+        /* metrics_utils.sparse_categorical_matches: argmax cast to the label's float type */
+        for (int64_t i = 0; i < n; i++) total += (double)argmax(pred + i * c, c) == (double)y_true[i];
+        break;
+    case TNT__METRIC_CATEGORICAL_ACCURACY:
+        for (int64_t i = 0; i < n; i++) total += argmax(pred + i * c, c) == argmax(y_true + i * c, c);
+        break;
+    case TNT__METRIC_BINARY_ACCURACY:
+        /* y_true == (y_pred > 0.5), averaged over the last axis */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t hits = 0;
+            for (int64_t j = 0; j < c; j++) hits += (pred[i * c + j] > 0.5f ? 1.0f : 0.0f) == y_true[i * c + j];
+            total += (double)hits / (double)c;
+        }
+        break;
+    case TNT__METRIC_SPARSE_TOP_K:
+        for (int64_t i = 0; i < n; i++) total += in_top_k(pred + i * c, c, y_true[i], m->k);
+        break;
+    case TNT__METRIC_TOP_K:
+        for (int64_t i = 0; i < n; i++) total += in_top_k(pred + i * c, c, (double)argmax(y_true + i * c, c), m->k);
+        break;
+    case TNT__METRIC_MSE:
+    case TNT__METRIC_MAE:
+        for (int64_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < c; j++) {
+                double e = (double)pred[i * c + j] - (double)y_true[i * c + j];
+                s += kind == TNT__METRIC_MSE ? e * e : fabs(e);
+            }
+            total += s / (double)c;
+        }
+        break;
+    case TNT__METRIC_SPARSE_CE:
+    case TNT__METRIC_CE:
+    case TNT__METRIC_BCE: {
+        tnt_loss_kind lk = kind == TNT__METRIC_SPARSE_CE ? TNT_SPARSE_CATEGORICAL_CROSSENTROPY
+                           : kind == TNT__METRIC_CE      ? TNT_CATEGORICAL_CROSSENTROPY
+                                                         : TNT_BINARY_CROSSENTROPY;
+        /* Keras's metric functions default to from_logits=False */
+        tnt_status s = tnt__loss_compute(lk, false, n, c, pred, y_true, 0.0, NULL, &total);
+        if (s != TNT_OK) return tnt__error_prefix(s, "metric \"%s\": ", m->name);
+        break;
+    }
+    default: return tnt__error(TNT_ERR_ARG, "metric \"%s\": unknown kind %d", m->name, m->kind);
+    }
+    *sum += total;
+    *count += (double)n;
+    return TNT_OK;
+}

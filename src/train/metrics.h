@@ -1,0 +1,60 @@
+/* metrics.h: Keras metrics named in tnt_compile_opts.metrics, kept as (sum, count) pairs so
+ * that epoch values are exact sample means and aggregate exactly across batches and ranks. */
+#ifndef TNT_TRAIN_METRICS_H
+#define TNT_TRAIN_METRICS_H
+
+#include "tarantella.h"
+
+typedef enum tnt__metric_kind {
+    /* "accuracy"/"acc" and "crossentropy"/"ce": resolved at update time from the output size c
+     * and the loss, by Keras's rule (compile_utils._get_metric_object): c == 1 -> binary; sparse
+     * labels (loss sparse_categorical_crossentropy) -> sparse categorical; else categorical. */
+    TNT__METRIC_ACCURACY = 0,
+    TNT__METRIC_CROSSENTROPY,
+    TNT__METRIC_SPARSE_CATEGORICAL_ACCURACY,
+    TNT__METRIC_CATEGORICAL_ACCURACY,
+    TNT__METRIC_BINARY_ACCURACY,
+    TNT__METRIC_SPARSE_TOP_K, /* sparse_top_k_categorical_accuracy */
+    TNT__METRIC_TOP_K,        /* top_k_categorical_accuracy */
+    TNT__METRIC_MSE,
+    TNT__METRIC_MAE,
+    TNT__METRIC_SPARSE_CE, /* the cross-entropies as metrics: from probabilities, as Keras */
+    TNT__METRIC_CE,
+    TNT__METRIC_BCE,
+    TNT__METRIC_COUNT
+} tnt__metric_kind;
+
+#define TNT__METRIC_NAME_MAX 48
+
+typedef struct tnt__metric {
+    char name[TNT__METRIC_NAME_MAX]; /* the log key: the name as written, e.g. "acc", "mse",
+                                        "sparse_top_k_categorical_accuracy:3" */
+    int kind;                        /* tnt__metric_kind */
+    int k;                           /* top-k: k (default 5); else 0 */
+    tnt_loss_kind loss;              /* the compiled loss, which fixes the label layout */
+} tnt__metric;
+
+/* Parses a comma-separated list of Keras metric names (spaces allowed around names; names are
+ * matched case-insensitively and with or without underscores, so Keras class names such as
+ * "SparseCategoricalAccuracy" work too). Top-k metrics take k = 5 or a ":K" suffix. A metric whose
+ * labels do not fit the loss (e.g. categorical_accuracy with sparse labels) is an error, as are
+ * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
+ * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */
+int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, int max_out);
+
+/* The concrete kind a metric computes for c outputs per sample (resolves accuracy/crossentropy). */
+int tnt__metric_resolve(const tnt__metric *m, int64_t c);
+/* Keras name of a kind, e.g. "sparse_categorical_accuracy". */
+const char *tnt__metric_kind_name(int kind);
+
+/* Adds one batch: *sum += the sum over the n samples of the per-sample metric value, *count += n.
+ * pred (n, c) is the model output (probabilities, or logits when the model ends without softmax:
+ * argmax and top-k are the same either way); y_true is (n) class indices for sparse metrics, else
+ * (n, c). Semantics are Keras's: argmax ties go to the first index (tf.argmax); binary accuracy
+ * thresholds at 0.5 (pred > 0.5) and averages over the c outputs; top-k counts a sample when fewer
+ * than k classes score strictly higher than the label's (tf.math.in_top_k: ties at the boundary
+ * count as in), and a label that is out of range or whose score is not finite never counts. */
+tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const float *pred, const float *y_true,
+                              double *sum, double *count);
+
+#endif
