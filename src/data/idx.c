@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -23,7 +24,12 @@ static int64_t read_full(gzFile gz, void *buf, int64_t n, const char **msg) {
             *msg = gzerror(gz, &code);
             return got > 0 ? got : -1;
         }
-        if (r == 0) break;
+        if (r == 0) { /* zlib reports a truncated stream as a soft error after the data */
+            int code;
+            const char *m = gzerror(gz, &code);
+            if (code != Z_OK) *msg = m;
+            break;
+        }
         got += r;
     }
     return got;
@@ -40,6 +46,11 @@ static const char *zlib_note(const char *msg, char *buf, size_t size) {
 static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int64_t *n) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tnt__error(TNT_ERR_IO, "idx: \"%s\": %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) { /* open() accepts directories */
+        close(fd);
+        return tnt__error(TNT_ERR_IO, "idx: \"%s\": %s", path, strerror(EISDIR));
+    }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
         close(fd);
@@ -101,6 +112,15 @@ static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int6
         free(data);
         s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": truncated: expected %lld data bytes, got %lld%s",
                        path, (long long)total, (long long)TNT_MAX(got, 0), zlib_note(zmsg, note, sizeof note));
+        goto done;
+    }
+    /* one read past the data makes zlib check the gzip trailer (CRC and length) */
+    unsigned char extra;
+    int code = Z_OK;
+    if (gzread(gz, &extra, 1) < 0 || (gzerror(gz, &code), code != Z_OK)) {
+        free(data);
+        s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": corrupt or truncated gzip stream%s", path,
+                       zlib_note(gzerror(gz, &code), note, sizeof note));
         goto done;
     }
     *col = (tnt__column){.data = data, .dtype = TNT__U8, .shape = shape, .own = TNT__OWN_FREE, .base = data};

@@ -34,8 +34,8 @@ static tnt_status parse_descr(const char *path, const char *v, tnt__dtype *dt) {
         if (end && end - v - 1 < (long)sizeof d) memcpy(d, v + 1, (size_t)(end - v - 1));
     }
     if (!v || !d[0])
-        return tnt__error(TNT_ERR_UNSUPPORTED, "npy: \"%s\": descr %.24s is not a simple dtype (structured arrays are not supported)",
-                          path, v ? v : "(missing)");
+        return tnt__error(TNT_ERR_UNSUPPORTED, "npy: \"%s\": descr %.40s: not a simple dtype (structured arrays are not supported)",
+                          path, v ? v : "missing");
     static const struct { const char *name; tnt__dtype dt; } known[] = {
         {"f4", TNT__F32}, {"f8", TNT__F64}, {"i1", TNT__I8},  {"i2", TNT__I16},
         {"i4", TNT__I32}, {"i8", TNT__I64}, {"u1", TNT__U8},  {"u2", TNT__U16},
@@ -113,8 +113,14 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
     if (fd < 0) return tnt__error(TNT_ERR_IO, "npy: \"%s\": %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return tnt__error(TNT_ERR_IO, "npy: \"%s\": %s", path, strerror(errno));
+        return tnt__error(TNT_ERR_IO, "npy: \"%s\": %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) { /* mmap needs a regular file */
+        close(fd);
+        return tnt__error(TNT_ERR_IO, "npy: \"%s\": %s", path,
+                          S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
     }
     size_t size = (size_t)st.st_size;
     if (size < 10) {
@@ -122,8 +128,9 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
         return tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": %zu bytes is too short for an NPY file", path, size);
     }
     unsigned char *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
     close(fd);
-    if (map == MAP_FAILED) return tnt__error(TNT_ERR_IO, "npy: \"%s\": mmap: %s", path, strerror(errno));
+    if (map == MAP_FAILED) return tnt__error(TNT_ERR_IO, "npy: \"%s\": mmap: %s", path, strerror(e));
     tnt_status s = TNT_OK;
     if (memcmp(map, "\x93NUMPY", 6) != 0) {
         s = tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": bad magic (expected \\x93NUMPY)", path);
@@ -143,9 +150,9 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
                        path, hlen, size);
         goto fail;
     }
-    tnt__dtype dt;
+    tnt__dtype dt = TNT__F32;
     int64_t dims[TNT_MAX_DIMS];
-    int ndim;
+    int ndim = 0;
     if ((s = parse_header(path, map + start, hlen, &dt, dims, &ndim))) goto fail;
     tnt_shape shape = {.ndim = ndim - 1};
     int64_t total = dims[0];
