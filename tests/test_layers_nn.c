@@ -1,0 +1,499 @@
+/* test_layers_nn.c: Conv2D, MaxPooling2D/AveragePooling2D and Dense driven directly through the
+ * layer contract (build, plan, workspace, forward, backward) without a model: outputs and
+ * gradients against PyTorch references (tests/fixtures/gen_layers.py), finite differences, the
+ * dx == NULL path, several batch-size plans side by side, and argument/shape errors. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/dnnl_util.h"
+#include "layers/layer.h"
+
+/* ---- a layer driven without a model ------------------------------------------------------- */
+
+typedef struct drv {
+    tnt_layer *l;
+    int64_t batch;
+    void *plan;
+    void *ws;
+    float *x, *y, *pre, *dy, *dx; /* (batch, in...) / (batch, out...) */
+} drv;
+
+static int64_t in_numel(const drv *d) { return d->batch * tnt_shape_numel(d->l->in_shape); }
+static int64_t out_numel(const drv *d) { return d->batch * tnt_shape_numel(d->l->out_shape); }
+
+/* Builds l for in (without batch), gives each weight a value and grad array, makes a plan and
+ * workspace for batch, and zeroed activation buffers. */
+static void drv_init(drv *d, tnt_layer *l, tnt_shape in, int64_t batch) {
+    memset(d, 0, sizeof *d);
+    assert_non_null(l);
+    d->l = l;
+    d->batch = batch;
+    l->in_shape = in;
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    for (int i = 0; i < l->n_weights; i++) {
+        int64_t n = tnt_shape_numel(l->weights[i].shape);
+        l->weights[i].value = calloc((size_t)n, sizeof(float));
+        l->weights[i].grad = calloc((size_t)n, sizeof(float));
+        tnt__weight_init(&l->weights[i], 1234 + (uint64_t)i);
+    }
+    d->plan = l->ops->plan_create(l, batch);
+    if (!d->plan) fail_msg("plan_create: %s", tnt_last_error());
+    size_t ws = l->ops->workspace_size ? l->ops->workspace_size(l, d->plan, batch) : 0;
+    d->ws = tnt__alloc(ws ? ws : 64);
+    d->x = calloc((size_t)in_numel(d), sizeof(float));
+    d->dx = calloc((size_t)in_numel(d), sizeof(float));
+    d->y = calloc((size_t)out_numel(d), sizeof(float));
+    d->pre = calloc((size_t)out_numel(d), sizeof(float));
+    d->dy = calloc((size_t)out_numel(d), sizeof(float));
+}
+
+/* Frees the buffers and the plan; frees the layer too when free_layer. */
+static void drv_free(drv *d, bool free_layer) {
+    tnt_layer *l = d->l;
+    if (d->plan) l->ops->plan_destroy(d->plan);
+    tnt__free(d->ws);
+    free(d->x), free(d->y), free(d->pre), free(d->dy), free(d->dx);
+    if (free_layer) {
+        for (int i = 0; i < l->n_weights; i++) free(l->weights[i].value), free(l->weights[i].grad);
+        tnt_layer_free(l);
+    }
+}
+
+static void drv_forward(drv *d, bool want_preact) {
+    tnt__fwd_args a = {.batch = d->batch, .x = d->x, .y = d->y, .preact = want_preact ? d->pre : NULL,
+                       .workspace = d->ws, .training = true, .seed = 1};
+    tu_ok(d->l->ops->forward(d->l, d->plan, &a));
+}
+
+static void drv_backward(drv *d, bool want_dx, bool dy_is_preact) {
+    tnt__bwd_args a = {.batch = d->batch, .x = d->x, .y = d->y, .dy = d->dy,
+                       .dx = want_dx ? d->dx : NULL, .workspace = d->ws, .dy_is_preact = dy_is_preact};
+    tu_ok(d->l->ops->backward(d->l, d->plan, &a));
+}
+
+/* Fills every weight gradient with garbage, to prove that backward overwrites it. */
+static void poison_grads(tnt_layer *l) {
+    for (int i = 0; i < l->n_weights; i++) {
+        int64_t n = tnt_shape_numel(l->weights[i].shape);
+        for (int64_t j = 0; j < n; j++) l->weights[i].grad[j] = 1e6f;
+    }
+}
+
+/* ---- comparison with the PyTorch fixtures ------------------------------------------------- */
+
+static float max_abs(const float *x, int64_t n) {
+    float m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+
+/* rtol 1e-4; atol scaled to the tensor (sums of many products cancel to near zero). */
+static void check(const float *got, const char *fixture, int64_t n, const char *what) {
+    tnt_shape s;
+    float *ref = tu_load(fixture, &s);
+    assert_int_equal(tnt_shape_numel(s), n);
+    char label[160];
+    snprintf(label, sizeof label, "%s: %s", fixture, what);
+    tu_assert_close(got, ref, n, 1e-4, 1e-5 * fmax(1.0, max_abs(ref, n)), label);
+    free(ref);
+}
+
+static void load_into(float *dst, const char *fixture, int64_t n) {
+    tnt_shape s;
+    float *src = tu_load(fixture, &s);
+    assert_int_equal(tnt_shape_numel(s), n);
+    memcpy(dst, src, (size_t)n * sizeof(float));
+    free(src);
+}
+
+static bool fixture_exists(const char *fixture) {
+    char path[512];
+    snprintf(path, sizeof path, "fixtures/%s.bin", fixture);
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* Runs one fixture case on layer l (consumed): forward (with and without preact), backward with
+ * dx, without dx, and with dy already the pre-activation gradient. */
+static void run_case(const char *name, tnt_layer *l) {
+    char f[128];
+    tnt_shape xs;
+    snprintf(f, sizeof f, "%s_x", name);
+    float *x = tu_load(f, &xs);
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    drv d;
+    drv_init(&d, l, in, xs.dim[0]);
+    memcpy(d.x, x, (size_t)in_numel(&d) * sizeof(float));
+    free(x);
+    const char *wnames[2] = {"w", "b"};
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(f, sizeof f, "%s_%s", name, wnames[i]);
+        load_into(l->weights[i].value, f, tnt_shape_numel(l->weights[i].shape));
+    }
+    snprintf(f, sizeof f, "%s_dy", name);
+    load_into(d.dy, f, out_numel(&d));
+
+    /* forward, without and with the pre-activation output */
+    drv_forward(&d, false);
+    snprintf(f, sizeof f, "%s_y", name);
+    check(d.y, f, out_numel(&d), "y");
+    memset(d.y, 0, (size_t)out_numel(&d) * sizeof(float));
+    drv_forward(&d, true);
+    check(d.y, f, out_numel(&d), "y (preact requested)");
+    snprintf(f, sizeof f, "%s_pre", name);
+    if (fixture_exists(f)) check(d.pre, f, out_numel(&d), "preact");
+
+    /* backward with dx */
+    poison_grads(l);
+    drv_backward(&d, true, false);
+    snprintf(f, sizeof f, "%s_dx", name);
+    check(d.dx, f, in_numel(&d), "dx");
+    const char *gnames[2] = {"dw", "db"};
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(f, sizeof f, "%s_%s", name, gnames[i]);
+        check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), gnames[i]);
+    }
+
+    /* backward without dx: same weight gradients, dx untouched */
+    poison_grads(l);
+    for (int64_t i = 0; i < in_numel(&d); i++) d.dx[i] = 7.0f;
+    drv_backward(&d, false, false);
+    for (int64_t i = 0; i < in_numel(&d); i++) assert_true(d.dx[i] == 7.0f);
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(f, sizeof f, "%s_%s", name, gnames[i]);
+        check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), "grad (dx NULL)");
+    }
+
+    /* dy given as the pre-activation gradient (the fused softmax + cross-entropy path) */
+    snprintf(f, sizeof f, "%s_dpre", name);
+    if (l->activation != TNT_ACT_LINEAR && fixture_exists(f)) {
+        load_into(d.dy, f, out_numel(&d));
+        poison_grads(l);
+        drv_forward(&d, true);
+        drv_backward(&d, true, true);
+        snprintf(f, sizeof f, "%s_dx", name);
+        check(d.dx, f, in_numel(&d), "dx (dy_is_preact)");
+        for (int i = 0; i < l->n_weights; i++) {
+            snprintf(f, sizeof f, "%s_%s", name, gnames[i]);
+            check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), "grad (dy_is_preact)");
+        }
+    }
+    drv_free(&d, true);
+}
+
+static tnt_layer_opts conv_opts(int sh, int sw, int dh, int dw, tnt_padding pad, bool bias,
+                                tnt_activation act) {
+    return (tnt_layer_opts){.strides = {sh, sw}, .dilation = {dh, dw}, .padding = pad,
+                            .no_bias = !bias, .activation = act};
+}
+
+static void test_conv_fixtures(void **state) {
+    (void)state;
+    tnt_layer_opts o;
+    o = conv_opts(2, 2, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_LINEAR);
+    run_case("conv_s2_same_even", tnt_conv2d(4, 3, 3, &o));
+    o = conv_opts(2, 2, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_RELU);
+    run_case("conv_s2_same_odd", tnt_conv2d(5, 4, 4, &o));
+    o = conv_opts(3, 2, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_LEAKY_RELU);
+    run_case("conv_s32_same_leaky", tnt_conv2d(3, 3, 3, &o));
+    o = conv_opts(0, 0, 2, 2, TNT_PADDING_VALID, true, TNT_ACT_TANH);
+    run_case("conv_dil2_valid_tanh", tnt_conv2d(3, 3, 3, &o));
+    o = conv_opts(1, 1, 2, 2, TNT_PADDING_SAME, false, TNT_ACT_GELU);
+    run_case("conv_dil2_same_gelu_nobias", tnt_conv2d(4, 3, 2, &o));
+    o = conv_opts(0, 0, 0, 0, TNT_PADDING_VALID, true, TNT_ACT_SIGMOID);
+    run_case("conv_1x1_sigmoid", tnt_conv2d(7, 1, 1, &o));
+    o = conv_opts(2, 1, 0, 0, TNT_PADDING_VALID, false, TNT_ACT_SWISH);
+    run_case("conv_rect_s21_nobias_swish", tnt_conv2d(6, 3, 2, &o));
+    o = conv_opts(0, 0, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_SOFTMAX);
+    run_case("conv_softmax", tnt_conv2d(4, 3, 3, &o));
+    o = conv_opts(0, 0, 0, 0, TNT_PADDING_VALID, true, TNT_ACT_ELU);
+    run_case("conv_elu", tnt_conv2d(3, 2, 2, &o));
+    o = conv_opts(0, 0, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_RELU);
+    run_case("conv_lenet1", tnt_conv2d(20, 5, 5, &o));
+    run_case("conv_lenet2", tnt_conv2d(50, 5, 5, &o));
+}
+
+static void test_pool_fixtures(void **state) {
+    (void)state;
+    run_case("maxpool_2x2_valid", tnt_max_pooling2d(2, 2, NULL));
+    tnt_layer_opts o = {.strides = {2, 2}, .padding = TNT_PADDING_SAME};
+    run_case("maxpool_3x3_s2_same_odd", tnt_max_pooling2d(3, 3, &o));
+    o = (tnt_layer_opts){.strides = {1, 2}, .padding = TNT_PADDING_SAME};
+    run_case("maxpool_2x3_s12_same", tnt_max_pooling2d(2, 3, &o));
+    o = (tnt_layer_opts){.strides = {2, 2}};
+    run_case("maxpool_3x3_s2_valid_odd", tnt_max_pooling2d(3, 3, &o));
+    o = (tnt_layer_opts){.padding = TNT_PADDING_SAME};
+    run_case("avgpool_2x2_same_odd", tnt_average_pooling2d(2, 2, &o));
+    o = (tnt_layer_opts){.strides = {1, 1}};
+    run_case("avgpool_3x3_s1_valid", tnt_average_pooling2d(3, 3, &o));
+    o = (tnt_layer_opts){.strides = {1, 1}, .padding = TNT_PADDING_SAME};
+    run_case("avgpool_3x3_s1_same", tnt_average_pooling2d(3, 3, &o));
+    o = (tnt_layer_opts){.strides = {2, 2}, .padding = TNT_PADDING_SAME};
+    run_case("avgpool_3x3_s2_same", tnt_average_pooling2d(3, 3, &o));
+}
+
+static void test_dense_fixtures(void **state) {
+    (void)state;
+    tnt_layer_opts o = {.activation = TNT_ACT_RELU};
+    run_case("dense_relu", tnt_dense(7, &o));
+    o = (tnt_layer_opts){.activation = TNT_ACT_SOFTMAX};
+    run_case("dense_softmax", tnt_dense(6, &o));
+    o = (tnt_layer_opts){.no_bias = true};
+    run_case("dense_linear_nobias", tnt_dense(5, &o));
+    o = (tnt_layer_opts){.activation = TNT_ACT_GELU};
+    run_case("dense_gelu", tnt_dense(5, &o));
+    o = (tnt_layer_opts){.activation = TNT_ACT_TANH};
+    run_case("dense_tanh", tnt_dense(4, &o));
+    o = (tnt_layer_opts){.activation = TNT_ACT_SELU};
+    run_case("dense_selu", tnt_dense(4, &o));
+    o = (tnt_layer_opts){.activation = TNT_ACT_RELU};
+    run_case("dense_wide_relu", tnt_dense(70, &o));
+}
+
+/* Two plans of one layer side by side (the model caches the full and the last partial batch):
+ * the batch-1 plan must give the first sample of the batch-2 results. */
+static void test_two_plans(void **state) {
+    (void)state;
+    tnt_layer_opts o = conv_opts(2, 2, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_RELU);
+    tnt_layer *l = tnt_conv2d(5, 4, 4, &o);
+    tnt_shape xs;
+    float *x = tu_load("conv_s2_same_odd_x", &xs);
+    tnt_shape in = TNT_SHAPE(xs.dim[1], xs.dim[2], xs.dim[3]);
+    drv d2, d1;
+    drv_init(&d2, l, in, 2);
+    load_into(l->weights[0].value, "conv_s2_same_odd_w", tnt_shape_numel(l->weights[0].shape));
+    load_into(l->weights[1].value, "conv_s2_same_odd_b", 5);
+    /* a second plan on the same built layer */
+    memset(&d1, 0, sizeof d1);
+    d1.l = l, d1.batch = 1;
+    d1.plan = l->ops->plan_create(l, 1);
+    assert_non_null(d1.plan);
+    d1.ws = tnt__alloc(l->ops->workspace_size(l, d1.plan, 1) + 64);
+    d1.x = calloc((size_t)in_numel(&d1), sizeof(float));
+    d1.dx = calloc((size_t)in_numel(&d1), sizeof(float));
+    d1.y = calloc((size_t)out_numel(&d1), sizeof(float));
+    d1.pre = calloc((size_t)out_numel(&d1), sizeof(float));
+    d1.dy = calloc((size_t)out_numel(&d1), sizeof(float));
+    memcpy(d2.x, x, (size_t)in_numel(&d2) * sizeof(float));
+    memcpy(d1.x, x, (size_t)in_numel(&d1) * sizeof(float));
+    float *dy = tu_load("conv_s2_same_odd_dy", NULL);
+    memcpy(d2.dy, dy, (size_t)out_numel(&d2) * sizeof(float));
+    memcpy(d1.dy, dy, (size_t)out_numel(&d1) * sizeof(float));
+    drv_forward(&d2, false);
+    drv_forward(&d1, false);
+    drv_backward(&d1, true, false);
+    drv_backward(&d2, true, false);
+    float *y = tu_load("conv_s2_same_odd_y", NULL), *dx = tu_load("conv_s2_same_odd_dx", NULL);
+    tu_assert_close(d1.y, y, out_numel(&d1), 1e-4, 1e-5, "y batch 1");
+    tu_assert_close(d2.y, y, out_numel(&d2), 1e-4, 1e-5, "y batch 2");
+    tu_assert_close(d1.dx, dx, in_numel(&d1), 1e-4, 1e-5, "dx batch 1");
+    tu_assert_close(d2.dx, dx, in_numel(&d2), 1e-4, 1e-5, "dx batch 2");
+    free(x), free(dy), free(y), free(dx);
+    drv_free(&d1, false);
+    drv_free(&d2, true);
+}
+
+/* ---- finite differences ------------------------------------------------------------------- */
+
+/* L = sum(y * r) in double, for the current x and weights. */
+static double fd_loss(drv *d, const float *r) {
+    drv_forward(d, false);
+    double s = 0;
+    for (int64_t i = 0; i < out_numel(d); i++) s += (double)d->y[i] * r[i];
+    return s;
+}
+
+typedef struct fd_target {
+    float *v, *g; /* values and backward's gradient */
+    int64_t n;
+    const char *what;
+} fd_target;
+
+/* Central differences of L against backward's dx and weight gradients, for every entry of x and
+ * of each weight (the cases are small). */
+static void fd_check(tnt_layer *l, tnt_shape in, int64_t batch) {
+    drv d;
+    drv_init(&d, l, in, batch);
+    tu_fill(d.x, in_numel(&d), 11);
+    tu_fill(d.dy, out_numel(&d), 12);
+    for (int i = 0; i < l->n_weights; i++)
+        tu_fill(l->weights[i].value, tnt_shape_numel(l->weights[i].shape), 13 + (uint64_t)i);
+    drv_forward(&d, false);
+    drv_backward(&d, true, false);
+    const float h = 1e-2f;
+    fd_target t[1 + TNT_MAX_LAYER_WEIGHTS];
+    int nt = 0;
+    t[nt++] = (fd_target){d.x, d.dx, in_numel(&d), "dx"};
+    for (int i = 0; i < l->n_weights; i++)
+        t[nt++] = (fd_target){l->weights[i].value, l->weights[i].grad,
+                              tnt_shape_numel(l->weights[i].shape), l->weights[i].name};
+    for (int k = 0; k < nt; k++) {
+        for (int64_t i = 0; i < t[k].n; i++) {
+            float old = t[k].v[i];
+            t[k].v[i] = old + h;
+            double lp = fd_loss(&d, d.dy);
+            t[k].v[i] = old - h;
+            double lm = fd_loss(&d, d.dy);
+            t[k].v[i] = old;
+            double num = (lp - lm) / (2.0 * h), ana = t[k].g[i];
+            if (fabs(num - ana) > 2e-3 + 1e-2 * fabs(num))
+                fail_msg("%s %s[%lld]: backward %.6g, finite difference %.6g", tnt_layer_class(l),
+                         t[k].what, (long long)i, ana, num);
+        }
+    }
+    drv_free(&d, true);
+}
+
+static void test_finite_differences(void **state) {
+    (void)state;
+    tnt_layer_opts o = conv_opts(2, 2, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_TANH);
+    fd_check(tnt_conv2d(3, 3, 2, &o), TNT_SHAPE(5, 6, 2), 2);
+    o = conv_opts(1, 1, 2, 1, TNT_PADDING_SAME, false, TNT_ACT_GELU);
+    fd_check(tnt_conv2d(2, 2, 3, &o), TNT_SHAPE(6, 5, 3), 2);
+    o = (tnt_layer_opts){.activation = TNT_ACT_SOFTMAX};
+    fd_check(tnt_dense(4, &o), TNT_SHAPE(6), 3);
+    o = (tnt_layer_opts){.activation = TNT_ACT_SWISH};
+    fd_check(tnt_dense(5, &o), TNT_SHAPE(7), 3);
+    o = (tnt_layer_opts){.strides = {1, 1}, .padding = TNT_PADDING_SAME};
+    fd_check(tnt_average_pooling2d(2, 3, &o), TNT_SHAPE(4, 5, 2), 2);
+}
+
+/* ---- configuration, defaults and errors --------------------------------------------------- */
+
+static void test_defaults_and_names(void **state) {
+    (void)state;
+    tnt_layer *l = tnt_conv2d(6, 5, 5, NULL);
+    assert_non_null(l);
+    assert_string_equal(tnt_layer_class(l), "Conv2D");
+    assert_true(l->auto_name);
+    l->in_shape = TNT_SHAPE(28, 28, 3);
+    tnt_shape out;
+    tu_ok(l->ops->build(l, l->in_shape, &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(24, 24, 6))); /* valid, stride 1 */
+    assert_int_equal(l->n_weights, 2);
+    assert_true(tnt__shape_equal(l->weights[0].shape, TNT_SHAPE(5, 5, 3, 6)));
+    assert_int_equal(l->weights[0].init, TNT_INIT_GLOROT_UNIFORM);
+    assert_int_equal(l->weights[0].fan_in, 75);
+    assert_int_equal(l->weights[0].fan_out, 150);
+    assert_int_equal(l->weights[1].init, TNT_INIT_ZEROS);
+    assert_string_equal(l->weights[0].name, "kernel");
+    assert_string_equal(l->weights[1].name, "bias");
+    tnt_layer_free(l);
+
+    tnt_layer_opts o = {.name = "fc1", .activation = TNT_ACT_RELU, .no_bias = true,
+                        .kernel_initializer = TNT_INIT_HE_NORMAL};
+    l = tnt_dense(10, &o);
+    assert_string_equal(tnt_layer_name(l), "fc1");
+    assert_string_equal(tnt_layer_class(l), "Dense");
+    assert_false(l->auto_name);
+    assert_int_equal(l->activation, TNT_ACT_RELU);
+    tu_ok(l->ops->build(l, TNT_SHAPE(20), &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(10)));
+    assert_int_equal(l->n_weights, 1);
+    assert_int_equal(l->weights[0].init, TNT_INIT_HE_NORMAL);
+    assert_int_equal(l->weights[0].fan_in, 20);
+    assert_int_equal(l->weights[0].fan_out, 10);
+    tnt_layer_free(l);
+
+    l = tnt_max_pooling2d(2, 2, NULL);
+    assert_string_equal(tnt_layer_class(l), "MaxPooling2D");
+    tu_ok(l->ops->build(l, TNT_SHAPE(28, 28, 20), &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(14, 14, 20))); /* strides default to pool size */
+    assert_int_equal(l->n_weights, 0);
+    tnt_layer_free(l);
+    l = tnt_average_pooling2d(3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME});
+    assert_string_equal(tnt_layer_class(l), "AveragePooling2D");
+    tu_ok(l->ops->build(l, TNT_SHAPE(7, 8, 2), &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(3, 3, 2)));
+    tnt_layer_free(l);
+
+    /* TF "same" with stride 2: ceil(in / s) */
+    l = tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.strides = {2, 2}, .padding = TNT_PADDING_SAME});
+    tu_ok(l->ops->build(l, TNT_SHAPE(7, 8, 1), &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(4, 4, 4)));
+    tnt_layer_free(l);
+}
+
+static void test_constructor_errors(void **state) {
+    (void)state;
+    assert_null(tnt_dense(0, NULL));
+    tu_error_contains("units 0");
+    assert_null(tnt_dense(-3, NULL));
+    tu_error_contains("units -3");
+    assert_null(tnt_dense(4, &(tnt_layer_opts){.activation = (tnt_activation)99}));
+    tu_error_contains("activation 99");
+    assert_null(tnt_conv2d(0, 3, 3, NULL));
+    tu_error_contains("filters 0");
+    assert_null(tnt_conv2d(4, 0, 3, NULL));
+    tu_error_contains("kernel_size (0, 3)");
+    assert_null(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.strides = {-1, 1}}));
+    tu_error_contains("strides (-1, 1)");
+    assert_null(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.dilation = {1, -2}}));
+    tu_error_contains("dilation_rate (1, -2)");
+    assert_null(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.strides = {2, 2}, .dilation = {2, 2}}));
+    tu_error_contains("not both");
+    assert_null(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.padding = (tnt_padding)5}));
+    tu_error_contains("padding 5");
+    assert_null(tnt_max_pooling2d(0, 2, NULL));
+    tu_error_contains("MaxPooling2D: pool_size (0, 2)");
+    assert_null(tnt_average_pooling2d(2, 2, &(tnt_layer_opts){.strides = {2, -1}}));
+    tu_error_contains("AveragePooling2D: strides (2, -1)");
+    assert_null(tnt_max_pooling2d(2, 2, &(tnt_layer_opts){.activation = TNT_ACT_RELU}));
+    tu_error_contains("no activation");
+}
+
+static void expect_build_error(tnt_layer *l, tnt_shape in, const char *needle1, const char *needle2) {
+    tnt_shape out;
+    assert_non_null(l);
+    snprintf(l->name, sizeof l->name, "%s", "lyr");
+    assert_int_equal(l->ops->build(l, in, &out), TNT_ERR_SHAPE);
+    tu_error_contains("\"lyr\"");
+    tu_error_contains(needle1);
+    tu_error_contains(needle2);
+    tnt_layer_free(l);
+}
+
+static void test_build_errors(void **state) {
+    (void)state;
+    expect_build_error(tnt_conv2d(4, 3, 3, NULL), TNT_SHAPE(28, 28), "(28, 28)", "rank 2");
+    expect_build_error(tnt_conv2d(4, 5, 5, NULL), TNT_SHAPE(3, 3, 1), "(3, 3, 1)",
+                       "smaller than the kernel (5, 5)");
+    expect_build_error(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.dilation = {3, 3}}), TNT_SHAPE(6, 9, 1),
+                       "(6, 9, 1)", "dilation (3, 3)");
+    expect_build_error(tnt_dense(4, NULL), TNT_SHAPE(4, 5, 6), "(4, 5, 6)", "rank 3");
+    expect_build_error(tnt_max_pooling2d(2, 2, NULL), TNT_SHAPE(10), "(10,)", "rank 1");
+    expect_build_error(tnt_average_pooling2d(4, 4, NULL), TNT_SHAPE(3, 8, 2), "(3, 8, 2)",
+                       "smaller than pool_size (4, 4)");
+    /* "same" padding never fails for a kernel larger than the input */
+    tnt_shape out;
+    tnt_layer *l = tnt_conv2d(2, 5, 5, &(tnt_layer_opts){.padding = TNT_PADDING_SAME});
+    tu_ok(l->ops->build(l, TNT_SHAPE(3, 3, 1), &out));
+    assert_true(tnt__shape_equal(out, TNT_SHAPE(3, 3, 2)));
+    tnt_layer_free(l);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tnt__dnnl_shutdown();
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_fixtures),
+        cmocka_unit_test(test_pool_fixtures),
+        cmocka_unit_test(test_dense_fixtures),
+        cmocka_unit_test(test_two_plans),
+        cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_defaults_and_names),
+        cmocka_unit_test(test_constructor_errors),
+        cmocka_unit_test(test_build_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, teardown);
+}
