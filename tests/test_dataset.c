@@ -606,7 +606,7 @@ static tnt_dataset *npy_or_fail(const char *x, const char *y) {
     return ds;
 }
 
-/* All samples of a dataset in one batch: x into xs (cap values), y into ys. */
+/* All samples of ds (consumed) in one batch: x into xs (cap values), y into ys. */
 static void first_batch(tnt_dataset *ds, float *xs, int64_t cap, float *ys) {
     int64_t xn = tnt_shape_numel(tnt_dataset_x_shape(ds)), n = tnt_dataset_cardinality(ds);
     ds = tnt_dataset_batch(ds, n, false);
