@@ -40,8 +40,10 @@ static void drv_init(drv *d, tnt_layer *l, tnt_shape in, int64_t batch) {
         l->weights[i].grad = calloc((size_t)n, sizeof(float));
         tnt__weight_init(&l->weights[i], 1234 + (uint64_t)i);
     }
-    d->plan = l->ops->plan_create(l, batch);
-    if (!d->plan) fail_msg("plan_create: %s", tnt_last_error());
+    if (l->ops->plan_create) { /* layers without oneDNN primitives have no plan */
+        d->plan = l->ops->plan_create(l, batch);
+        if (!d->plan) fail_msg("plan_create: %s", tnt_last_error());
+    }
     size_t ws = l->ops->workspace_size ? l->ops->workspace_size(l, d->plan, batch) : 0;
     d->ws = tnt__alloc(ws ? ws : 64);
     d->x = calloc((size_t)in_numel(d), sizeof(float));
@@ -54,7 +56,7 @@ static void drv_init(drv *d, tnt_layer *l, tnt_shape in, int64_t batch) {
 /* Frees the buffers and the plan; frees the layer too when free_layer. */
 static void drv_free(drv *d, bool free_layer) {
     tnt_layer *l = d->l;
-    if (d->plan) l->ops->plan_destroy(d->plan);
+    if (d->plan && l->ops->plan_destroy) l->ops->plan_destroy(d->plan);
     tnt__free(d->ws);
     free(d->x), free(d->y), free(d->pre), free(d->dy), free(d->dx);
     if (free_layer) {
