@@ -69,7 +69,7 @@ tnt_status tnt__act_create(tnt__act *a, tnt_activation act, float alpha, int64_t
         TNT_DNNL(dnnl_softmax_backward_desc_init(&bd, &md, &md, 1));
         if ((status = tnt__prim_create(&a->bwd, &bd, NULL, a->fwd.pd)) != TNT_OK) goto fail;
     } else {
-        dnnl_alg_kind_t fa, ba;
+        dnnl_alg_kind_t fa = dnnl_alg_kind_undef, ba = dnnl_alg_kind_undef;
         eltwise_alg(act, &fa, &ba);
         float alpha_dnnl = (act == TNT_ACT_SWISH) ? 1.0f
                          : (act == TNT_ACT_RELU) ? 0.0f : a->alpha;

@@ -54,11 +54,12 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     m->loss = opts->loss;
     m->from_logits = opts->from_logits;
     const tnt_layer *last = m->layers[m->n_layers - 1];
-    /* Keras in graph mode computes cross-entropy from the logits under a softmax output: the same
-     * numerically stable fused path here. */
-    m->fused_softmax_ce = !opts->from_logits && last->activation == TNT_ACT_SOFTMAX &&
-                          (opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ||
-                           opts->loss == TNT_CATEGORICAL_CROSSENTROPY);
+    /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
+     * binary cross-entropy) output: the same numerically stable fused path here. */
+    bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
+    m->fused_output_loss = !opts->from_logits &&
+                           ((ce && last->activation == TNT_ACT_SOFTMAX) ||
+                            (opts->loss == TNT_BINARY_CROSSENTROPY && last->activation == TNT_ACT_SIGMOID));
     m->compiled = true;
     return TNT_OK;
 fail:
@@ -94,9 +95,9 @@ static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_
 static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *pred, const tnt_batch *b,
                                    double inv_batch, float *dpred, accum *acc) {
     int64_t c = tnt__model_output_size(m);
-    const float *loss_in = m->fused_softmax_ce ? (const float *)((char *)m->arena + p->preact_offset) : pred;
+    const float *loss_in = m->fused_output_loss ? (const float *)((char *)m->arena + p->preact_offset) : pred;
     double loss_sum = 0;
-    tnt_status s = tnt__loss_compute(m->loss, m->from_logits || m->fused_softmax_ce, b->n, c, loss_in,
+    tnt_status s = tnt__loss_compute(m->loss, m->from_logits || m->fused_output_loss, b->n, c, loss_in,
                                      b->y.data, inv_batch, dpred, &loss_sum);
     if (s != TNT_OK) return s;
     acc->loss_sum += loss_sum;

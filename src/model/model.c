@@ -54,11 +54,11 @@ static void assign_name(tnt_model *m, tnt_layer *l) {
     char base[TNT_NAME_MAX];
     tnt__layer_base_name(l->ops->class_name, base, sizeof base);
     for (int k = 0;; k++) {
-        char cand[TNT_NAME_MAX + 16];
-        if (k == 0) snprintf(cand, sizeof cand, "%s", base);
-        else snprintf(cand, sizeof cand, "%s_%d", base, k);
+        char cand[TNT_NAME_MAX];
+        if (k == 0) snprintf(cand, sizeof cand, "%.*s", TNT_NAME_MAX - 1, base);
+        else snprintf(cand, sizeof cand, "%.*s_%d", TNT_NAME_MAX - 12, base, k);
         if (!tnt_model_get_layer(m, cand)) {
-            snprintf(l->name, sizeof l->name, "%s", cand);
+            memcpy(l->name, cand, sizeof cand);
             return;
         }
     }
@@ -411,7 +411,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool t
             .batch = p->batch,
             .x = tnt__plan_act(m, p, i, x),
             .y = tnt__plan_act(m, p, i + 1, x),
-            .preact = (i == m->n_layers - 1 && m->fused_softmax_ce)
+            .preact = (i == m->n_layers - 1 && m->fused_output_loss)
                           ? (float *)((char *)m->arena + p->preact_offset) : NULL,
             .workspace = ws_ptr(m, p, i),
             .training = training,
@@ -450,7 +450,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .dy = dy,
             .dx = dx,
             .workspace = ws_ptr(m, p, i),
-            .dy_is_preact = (i == m->n_layers - 1 && m->fused_softmax_ce),
+            .dy_is_preact = (i == m->n_layers - 1 && m->fused_output_loss),
         };
         tnt_status s = l->ops->backward(l, p->layer_plans[i], &a);
         if (s != TNT_OK)

@@ -39,7 +39,7 @@ struct tnt_model {
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
     bool from_logits;
-    bool fused_softmax_ce; /* last layer ends in softmax, loss is CE: loss runs on logits */
+    bool fused_output_loss; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
     tnt__metric metrics[TNT_MAX_METRICS];
     int n_metrics;
     bool compiled;
