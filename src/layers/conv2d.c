@@ -116,8 +116,9 @@ static float act_alpha(const tnt_layer *l) {
     return l->activation_alpha != 0.0f ? l->activation_alpha : tnt__act_default_alpha(l->activation);
 }
 
-/* Memory descriptors of one plan: x (batch, ic, ih, iw) and y as nhwc, the weights as `wtag`
- * (any for the primitives, hwio for Keras's buffer), the bias (filters). */
+/* Memory descriptors of one plan: x (batch, ic, ih, iw) and y (batch, filters, oh, ow) as nhwc,
+ * the weights (filters, ic, kh, kw) as any (for the primitives) and as hwio (Keras's buffer), the
+ * bias (filters). */
 typedef struct conv_mds {
     dnnl_memory_desc_t x, y, w, w_hwio, b;
     dnnl_dims_t strides, dil, pl, pr;

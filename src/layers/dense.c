@@ -169,8 +169,7 @@ fail:
 
 /* [dpre: rows*units floats, when there is an activation][preact: rows*units floats, when the
  * activation's backward needs its input] */
-static size_t act_block(const tnt_layer *l, int64_t rows, int64_t units) {
-    (void)l;
+static size_t act_block(int64_t rows, int64_t units) {
     return ((size_t)(rows * units) * sizeof(float) + 63) & ~(size_t)63;
 }
 
@@ -178,14 +177,13 @@ static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     dense_cfg *c = l->priv;
     (void)plan;
     if (l->activation == TNT_ACT_LINEAR) return 0;
-    size_t blk = act_block(l, batch, c->units);
+    size_t blk = act_block(batch, c->units);
     return tnt__act_backward_needs_src(l->activation) ? 2 * blk : blk;
 }
 
-static float *ws_dpre(const tnt_layer *l, void *ws) { (void)l; return ws; }
 static float *ws_preact(const tnt_layer *l, void *ws, int64_t rows) {
     const dense_cfg *c = l->priv;
-    return (float *)((char *)ws + act_block(l, rows, c->units));
+    return (float *)((char *)ws + act_block(rows, c->units));
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
@@ -244,7 +242,7 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     /* dpre (rows, units): the gradient before the activation. */
     const float *dpre = a->dy;
     if (l->activation != TNT_ACT_LINEAR && !a->dy_is_preact) {
-        float *buf = ws_dpre(l, a->workspace);
+        float *buf = a->workspace;
         const float *pre = tnt__act_backward_needs_src(l->activation)
                                ? ws_preact(l, a->workspace, rows) : NULL;
         if ((status = tnt__act_backward(&p->act, pre, a->y, a->dy, buf)) != TNT_OK) return status;
