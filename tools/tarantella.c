@@ -1,0 +1,941 @@
+/* tarantella: the launcher of Tarantella in C.
+ *
+ *   tarantella [options] -- PROGRAM [ARGS]
+ *
+ * Starts PROGRAM data-parallel on one or more hosts through Open MPI's mpirun: it works out
+ * ranks, hosts and threads per rank, exports the runtime's TNT_* settings to every rank, and
+ * forwards Ctrl+C / SIGTERM to mpirun, which then stops all ranks on all hosts. With --cleanup it
+ * ends a running PROGRAM on every host instead. The options follow the original Tarantella CLI
+ * (tarantella_cli.py); see --help. mpirun is run with execvp on an argv vector, never through a
+ * shell, so arguments reach the ranks unchanged.
+ *
+ * Exit codes: 0 success, 2 usage errors and bad option values, 1 other errors, otherwise mpirun's
+ * (128+N when mpirun died of signal N or when the launcher forwarded signal N). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TNT_LAUNCHER_VERSION "0.1.0"
+enum { EXIT_USAGE = 2, CONTINUE = -1 };
+
+extern char **environ;
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static void die_oom(void) {
+    fputs("tarantella: out of memory\n", stderr);
+    exit(1);
+}
+
+static char *xstrdup(const char *s) {
+    char *d = strdup(s);
+    if (!d) die_oom();
+    return d;
+}
+
+static char *xasprintf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int rc = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (rc < 0) die_oom();
+    return s;
+}
+
+/* A growable, NULL-terminated vector of owned strings (argv lists, host names). */
+typedef struct { char **v; size_t n, cap; } strv;
+
+static void sv_push_owned(strv *a, char *s) {
+    if (a->n + 2 > a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        char **v = realloc(a->v, cap * sizeof *v);
+        if (!v) die_oom();
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = s;
+    a->v[a->n] = NULL;
+}
+static void sv_push(strv *a, const char *s) { sv_push_owned(a, xstrdup(s)); }
+
+static void sv_remove(strv *a, size_t i) {
+    free(a->v[i]);
+    memmove(a->v + i, a->v + i + 1, (a->n - i) * sizeof *a->v); /* moves the NULL too */
+    a->n--;
+}
+
+static void sv_free(strv *a) {
+    for (size_t i = 0; i < a->n; i++) free(a->v[i]);
+    free(a->v);
+    *a = (strv){0};
+}
+
+/* Splits on whitespace; used for --interpreter and the rsh agent, which are command prefixes. */
+static void sv_split_words(strv *a, const char *s) {
+    while (*s) {
+        while (*s && isspace((unsigned char)*s)) s++;
+        const char *b = s;
+        while (*s && !isspace((unsigned char)*s)) s++;
+        if (s > b) {
+            char *w = strndup(b, (size_t)(s - b));
+            if (!w) die_oom();
+            sv_push_owned(a, w);
+        }
+    }
+}
+
+/* Appends s to out, single-quoted for a POSIX shell when it holds anything unsafe, so the
+ * --dry-run line can be pasted into a shell as is. */
+static void shell_quote(FILE *out, const char *s) {
+    bool safe = *s != '\0';
+    for (const char *p = s; *p && safe; p++)
+        safe = isalnum((unsigned char)*p) || strchr("_@%+=:,./-", *p);
+    if (safe) {
+        fputs(s, out);
+        return;
+    }
+    fputc('\'', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') fputs("'\\''", out);
+        else fputc(*p, out);
+    }
+    fputc('\'', out);
+}
+
+static char *shell_quoted(const char *s) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) die_oom();
+    shell_quote(f, s);
+    if (fclose(f) != 0) die_oom();
+    return buf;
+}
+
+/* Full-string decimal parse within [min, max]; false on anything else. */
+static bool parse_long(const char *s, long min, long max, long *out) {
+    if (!*s || isspace((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static bool valid_env_name(const char *s, size_t len) {
+    if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+    for (size_t i = 1; i < len; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) return false;
+    return true;
+}
+
+/* Looks PROG up like execvp would; the result is owned by the caller (NULL: not found). */
+static char *find_in_path(const char *prog) {
+    if (strchr(prog, '/')) return access(prog, X_OK) == 0 ? xstrdup(prog) : NULL;
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        char *cand = xasprintf("%.*s%s%s", (int)len, p, len ? "/" : "", prog);
+        if (access(cand, X_OK) == 0) return cand;
+        free(cand);
+        if (!colon) return NULL;
+        p = colon + 1;
+    }
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+typedef struct {
+    long n, npn, fusion_kb;      /* -1: not given */
+    const char *hostfile, *log_level, *interpreter;
+    bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory;
+    strv xvars;                  /* -x VAR=VALUE in the order given */
+    char **prog;                 /* PROGRAM and its ARGS, inside argv */
+} options;
+
+static const char *const SYNOPSIS = "usage: tarantella [options] -- PROGRAM [ARGS]\n";
+
+static void print_help(void) {
+    fputs(SYNOPSIS, stdout);
+    fputs(
+        "\nRuns PROGRAM data-parallel on MPI ranks (through mpirun) and exports the Tarantella\n"
+        "settings to every rank.\n"
+        "\nRanks and hosts:\n"
+        "  -n N, --n N              total number of ranks (default: hosts x ranks per node)\n"
+        "  --hostfile FILE          hosts to run on, one per line (optional 'slots=K', '#' comments;\n"
+        "                           names must be unique); default: localhost\n"
+        "  --n-per-node N           ranks per host (aliases --devices-per-node, --npernode);\n"
+        "                           default: ceil(N / hosts) with -n, else the host's slots or 1\n"
+        "  --no-gpu                 run on CPUs (accepted; ranks always run on CPUs here)\n"
+        "\nRuntime settings (exported to every rank):\n"
+        "  --log-level LEVEL        DEBUG, INFO, WARNING or ERROR (TNT_LOG_LEVEL)\n"
+        "  --log-on-all-devices     library log messages on every rank (TNT_LOG_ON_ALL_DEVICES=1)\n"
+        "  --output-on-all-devices  fit/evaluate output on every rank (TNT_OUTPUT_ON_ALL_DEVICES=1)\n"
+        "  --fusion-threshold KB    tensor fusion threshold in KB, >= 0 (TNT_FUSION_THRESHOLD_KB)\n"
+        "  -x VAR=VALUE [VAR=VALUE ...]\n"
+        "                           set variables on every rank, in the given order (repeatable)\n"
+        "\nPlacement:\n"
+        "  --pin-to-socket          bind each rank to a socket (mpirun --map-by socket --bind-to\n"
+        "                           socket); memory preferably local (numactl --localalloc)\n"
+        "  --pin-memory-to-socket   also restrict memory to the rank's socket (implies\n"
+        "                           --pin-to-socket; needs numactl)\n"
+        "  --interpreter CMD        prefix PROGRAM with CMD on every rank, split on whitespace,\n"
+        "                           e.g. \"valgrind --error-exitcode=1\" (alias --python-interpreter)\n"
+        "\nOther:\n"
+        "  --dry-run                print the mpirun command line and the exported environment\n"
+        "  --cleanup [--force]      end PROGRAM on every host instead of starting it (SIGTERM;\n"
+        "                           SIGKILL with --force)\n"
+        "  --version                print the version\n"
+        "  --help                   print this help\n"
+        "\nThreads per rank are cores per node / ranks per node (OMP_NUM_THREADS and\n"
+        "TNT_THREADS_PER_RANK; -x OMP_NUM_THREADS=K overrides). PATH, LD_LIBRARY_PATH and all TNT_*\n"
+        "variables are exported too. TNT_MPIRUN overrides the mpirun program; remote hosts are\n"
+        "reached as mpirun does (OMPI_MCA_plm_rsh_agent, default ssh).\n"
+        "\nExamples:\n"
+        "  tarantella -n 2 -- ./lenet5 --batch_size=64\n"
+        "  tarantella --hostfile hosts --n-per-node 2 -x DATASET=/scratch/data -- ./resnet50\n"
+        "  tarantella --hostfile hosts --cleanup -- ./resnet50\n",
+        stdout);
+}
+
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tarantella: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%sTry 'tarantella --help' for all options.\n", SYNOPSIS);
+    return EXIT_USAGE;
+}
+
+/* Matches "--name" and "--name=value"; *val is set for the second form (else NULL). */
+static bool opt_is(const char *arg, const char *name, const char **val) {
+    size_t len = strlen(name);
+    if (strncmp(arg, name, len) != 0) return false;
+    if (arg[len] == '\0') { *val = NULL; return true; }
+    if (arg[len] == '=' && name[1] == '-') { *val = arg + len + 1; return true; }
+    return false;
+}
+
+/* Returns CONTINUE, or the exit code (0 after --help/--version). */
+static int parse_args(int argc, char **argv, options *o) {
+    *o = (options){.n = -1, .npn = -1, .fusion_kb = -1};
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *val = NULL, *name = a;
+        if (strcmp(a, "--") == 0) break;
+        if (a[0] != '-' || a[1] == '\0')
+            return usage_error("unexpected argument '%s': missing '--' before PROGRAM", a);
+
+        /* Options taking a value: --name VALUE or --name=VALUE (-n also as -nN). */
+        static const char *const valued[] = {
+            "-n", "--n", "--hostfile", "--n-per-node", "--devices-per-node", "--npernode",
+            "--log-level", "--fusion-threshold", "--interpreter", "--python-interpreter", NULL};
+        bool takes_value = false;
+        for (int k = 0; valued[k]; k++)
+            if (opt_is(a, valued[k], &val)) { takes_value = true; name = valued[k]; break; }
+        if (!takes_value && strncmp(a, "-n", 2) == 0) {
+            takes_value = true; name = "-n"; val = a + 2;
+        }
+        if (takes_value && !val) {
+            if (i + 1 >= argc) return usage_error("option '%s' needs a value", name);
+            val = argv[++i];
+        }
+
+        if (takes_value) {
+            if (!strcmp(name, "-n") || !strcmp(name, "--n")) {
+                if (!parse_long(val, 1, 1000000, &o->n))
+                    return usage_error("invalid value '%s' for %s: expected a positive integer "
+                                       "(number of ranks)", val, name);
+            } else if (!strcmp(name, "--hostfile")) {
+                o->hostfile = val;
+            } else if (!strcmp(name, "--log-level")) {
+                static const char *const levels[] = {"DEBUG", "INFO", "WARNING", "ERROR", NULL};
+                o->log_level = NULL;
+                for (int k = 0; levels[k]; k++)
+                    if (!strcasecmp(val, levels[k])) o->log_level = levels[k];
+                if (!o->log_level)
+                    return usage_error("invalid value '%s' for --log-level: expected DEBUG, "
+                                       "INFO, WARNING or ERROR", val);
+            } else if (!strcmp(name, "--fusion-threshold")) {
+                if (!parse_long(val, 0, INT_MAX, &o->fusion_kb))
+                    return usage_error("invalid value '%s' for --fusion-threshold: expected an "
+                                       "integer >= 0 (kilobytes)", val);
+            } else if (!strcmp(name, "--interpreter") || !strcmp(name, "--python-interpreter")) {
+                o->interpreter = val; /* "" is allowed: no prefix, as in the original CLI */
+            } else if (!parse_long(val, 1, 100000, &o->npn)) {
+                return usage_error("invalid value '%s' for %s: expected a positive integer "
+                                   "(ranks per node)", val, name);
+            }
+            continue;
+        }
+
+        /* -x VAR=VALUE [VAR=VALUE ...] up to the next option or "--" (also -xVAR=VALUE). */
+        if (a[0] == '-' && a[1] == 'x') {
+            const char *first = a[2] ? a + 2 : NULL;
+            if (!first) {
+                if (i + 1 >= argc || strcmp(argv[i + 1], "--") == 0)
+                    return usage_error("option '-x' needs VAR=VALUE");
+                first = argv[++i];
+            }
+            for (const char *xv = first;;) {
+                const char *eq = strchr(xv, '=');
+                if (!eq || !valid_env_name(xv, (size_t)(eq - xv)))
+                    return usage_error("invalid -x '%s': expected VAR=VALUE with VAR made of "
+                                       "letters, digits and '_' (missing '--' before PROGRAM?)",
+                                       xv);
+                sv_push(&o->xvars, xv);
+                if (i + 1 >= argc || argv[i + 1][0] == '-') break;
+                xv = argv[++i];
+            }
+            continue;
+        }
+
+        bool *flag = NULL;
+        if (!strcmp(a, "--help")) { print_help(); return 0; }
+        if (!strcmp(a, "--version")) { puts("tarantella " TNT_LAUNCHER_VERSION); return 0; }
+        if (!strcmp(a, "--no-gpu") || !strcmp(a, "--no-gpus")) continue; /* CPU ranks anyway */
+        if (!strcmp(a, "--log-on-all-devices")) flag = &o->log_all;
+        else if (!strcmp(a, "--output-on-all-devices")) flag = &o->output_all;
+        else if (!strcmp(a, "--dry-run")) flag = &o->dry_run;
+        else if (!strcmp(a, "--cleanup")) flag = &o->cleanup;
+        else if (!strcmp(a, "--force")) flag = &o->force;
+        else if (!strcmp(a, "--pin-to-socket")) flag = &o->pin_socket;
+        else if (!strcmp(a, "--pin-memory-to-socket")) flag = &o->pin_memory;
+        if (!flag) {
+            const char *eq = strchr(a, '=');
+            if (eq) return usage_error("unknown option '%s' (or it takes no value)", a);
+            return usage_error("unknown option '%s'", a);
+        }
+        *flag = true;
+    }
+    if (i >= argc) return usage_error("missing '--' before PROGRAM");
+    if (i + 1 >= argc) return usage_error("missing PROGRAM after '--'");
+    if (o->force && !o->cleanup) return usage_error("--force only applies to --cleanup");
+    o->prog = argv + i + 1;
+    if (o->pin_memory) o->pin_socket = true; /* memory on the rank's socket needs the rank there */
+    return CONTINUE;
+}
+
+/* ---- hosts -------------------------------------------------------------------------------- */
+
+typedef struct { strv names; long *slots; } hostlist; /* slots[i] <= 0: not given */
+
+static void hosts_free(hostlist *h) {
+    sv_free(&h->names);
+    free(h->slots);
+    h->slots = NULL;
+}
+
+static void hosts_add(hostlist *h, const char *name, long slots) {
+    long *s = realloc(h->slots, (h->names.n + 1) * sizeof *s);
+    if (!s) die_oom();
+    h->slots = s;
+    h->slots[h->names.n] = slots;
+    sv_push(&h->names, name);
+}
+
+/* Reads FILE: one host per line, optional "slots=K" (and Open MPI's "max_slots=K", ignored),
+ * '#' starts a comment. Returns 0, or 1 after printing an error naming the file and line. */
+static int read_hostfile(const char *file, hostlist *h) {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "tarantella: cannot read hostfile '%s': %s\n", file, strerror(errno));
+        return 1;
+    }
+    char *line = NULL, *save = NULL;
+    size_t cap = 0;
+    int *first_line = NULL, rc = 0;
+    for (int lineno = 1; getline(&line, &cap, f) >= 0; lineno++) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *name = strtok_r(line, " \t\r\n", &save);
+        if (!name) continue;
+        /* Names go into mpirun's --host list and onto the rsh agent's command line: no ',' or
+         * ':' (list syntax) and no leading '-' (would read as an option). */
+        for (const char *p = name; *p; p++)
+            if (!(isalnum((unsigned char)*p) || (p > name && strchr(".-_", *p)))) {
+                fprintf(stderr, "tarantella: hostfile '%s' line %d: invalid host name '%s'\n",
+                        file, lineno, name);
+                rc = 1;
+                goto out;
+            }
+        long slots = 0;
+        for (char *tok; (tok = strtok_r(NULL, " \t\r\n", &save));) {
+            long v;
+            if (!strncmp(tok, "slots=", 6) && parse_long(tok + 6, 1, 100000, &v)) slots = v;
+            else if (!strncmp(tok, "max_slots=", 10) && parse_long(tok + 10, 1, 100000, &v)) {
+            } else {
+                fprintf(stderr, "tarantella: hostfile '%s' line %d: unexpected '%s' after host "
+                        "'%s' (expected slots=K with K >= 1)\n", file, lineno, tok, name);
+                rc = 1;
+                goto out;
+            }
+        }
+        /* Hosts must be unique (as in Tarantella): a repeated name would silently double the
+         * ranks on that host and break the threads-per-rank split. */
+        for (size_t k = 0; k < h->names.n; k++)
+            if (!strcasecmp(h->names.v[k], name)) {
+                fprintf(stderr, "tarantella: hostfile '%s' line %d: duplicate host '%s' (already "
+                        "on line %d); host names must be unique\n", file, lineno, name,
+                        first_line[k]);
+                rc = 1;
+                goto out;
+            }
+        int *fl = realloc(first_line, (h->names.n + 1) * sizeof *fl);
+        if (!fl) die_oom();
+        first_line = fl;
+        first_line[h->names.n] = lineno;
+        hosts_add(h, name, slots);
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "tarantella: cannot read hostfile '%s': %s\n", file, strerror(errno));
+        rc = 1;
+    } else if (h->names.n == 0) {
+        fprintf(stderr, "tarantella: hostfile '%s' lists no hosts (only empty or comment "
+                "lines)\n", file);
+        rc = 1;
+    }
+out:
+    free(line);
+    free(first_line);
+    fclose(f);
+    return rc;
+}
+
+static bool host_is_local(const char *name) {
+    if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1")) return true;
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1) != 0) return false;
+    /* Same short name, and one of the two is short: "node1" is "node1.cluster" and vice versa. */
+    size_t nl = strcspn(name, "."), ml = strcspn(me, ".");
+    return nl == ml && !strncasecmp(name, me, nl) &&
+           (!name[nl] || !me[ml] || !strcasecmp(name, me));
+}
+
+/* ---- running a child with signal forwarding ---------------------------------------------- */
+
+/* Signal handlers can only reach state through globals: the child's pid and what was forwarded. */
+static volatile sig_atomic_t g_child_pid = 0;
+static volatile sig_atomic_t g_interrupt = 0;   /* first SIGINT/SIGTERM/SIGHUP received */
+static volatile sig_atomic_t g_last_fwd_sec = -100;
+
+static const int FORWARDED[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+#define N_FORWARDED (sizeof FORWARDED / sizeof FORWARDED[0])
+
+static void on_signal(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+    if (stop && !g_interrupt) g_interrupt = sig;
+    /* Ctrl+C at a terminal reaches the whole foreground process group, mpirun included
+     * (si_code SI_KERNEL). Forwarding it again would count as mpirun's "second Ctrl+C", on which
+     * it exits at once and leaves its ranks running. */
+    if (si && si->si_code == SI_KERNEL) return;
+    pid_t child = (pid_t)g_child_pid;
+    if (child <= 0) return;
+    if (stop) { /* the same for a burst (e.g. a signal sent to launcher and mpirun together) */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((long)now.tv_sec - (long)g_last_fwd_sec < 2) return;
+        g_last_fwd_sec = (sig_atomic_t)now.tv_sec;
+    }
+    kill(child, sig);
+}
+
+/* Runs argv with execvp in a child, forwarding signals; returns the exit code to report. */
+static int run_forwarding(char **argv) {
+    sigset_t block, old;
+    sigemptyset(&block);
+    for (size_t k = 0; k < N_FORWARDED; k++) sigaddset(&block, FORWARDED[k]);
+    struct sigaction sa = {0}, saved[N_FORWARDED];
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigfillset(&sa.sa_mask);
+    /* Blocked across fork so a signal cannot arrive before the child's pid is known. */
+    sigprocmask(SIG_BLOCK, &block, &old);
+    for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &sa, &saved[k]);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "tarantella: cannot start '%s': fork: %s\n", argv[0], strerror(errno));
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return 1;
+    }
+    if (pid == 0) {
+        for (size_t k = 0; k < N_FORWARDED; k++) signal(FORWARDED[k], SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[0], argv);
+        fprintf(stderr, "tarantella: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    g_child_pid = pid;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "tarantella: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    g_child_pid = 0;
+    for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &saved[k], NULL);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    int code = WEXITSTATUS(status);
+    /* mpirun exits 1 after an interrupt; report the signal so scripts see it was stopped. */
+    if (g_interrupt && code != 0) return 128 + g_interrupt;
+    return code;
+}
+
+/* ---- cleanup ------------------------------------------------------------------------------ */
+
+static bool read_cmdline(pid_t pid, strv *out) {
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    for (size_t off = 0; off < len; off += strlen(buf + off) + 1) sv_push(out, buf + off);
+    return out->n > 0;
+}
+
+/* Parent pid and state letter from /proc/PID/stat ("pid (comm) S ppid ..."; comm may hold
+ * spaces and parentheses, so parse after the last ')'). */
+static bool read_stat(pid_t pid, pid_t *ppid, char *state) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *rp = strrchr(buf, ')');
+    int pp = 0;
+    if (!rp || sscanf(rp + 1, " %c %d", state, &pp) != 2) return false;
+    *ppid = pp;
+    return true;
+}
+
+static bool alive(pid_t pid) {
+    pid_t pp;
+    char st;
+    return read_stat(pid, &pp, &st) && st != 'Z' && st != 'X';
+}
+
+/* A rank of PROGRAM: its argv holds PROGRAM (same base name) followed by ARGS (and maybe more
+ * arguments). That also catches ranks under an interpreter or wrapper. Launchers (mpirun, this program) also carry
+ * PROGRAM in argv but are left alone: they end by themselves once their ranks are gone. */
+static bool is_rank_of(const strv *cmd, char **prog) {
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted",
+                                            "prterun", "tarantella", NULL};
+    for (int k = 0; launchers[k]; k++)
+        if (!strcmp(base_name(cmd->v[0]), launchers[k])) return false;
+    size_t nprog = 0;
+    while (prog[nprog]) nprog++;
+    for (size_t i = 0; i + nprog <= cmd->n; i++) {
+        if (strcmp(base_name(cmd->v[i]), base_name(prog[0])) != 0) continue;
+        size_t k = 1;
+        while (k < nprog && !strcmp(cmd->v[i + k], prog[k])) k++;
+        if (k == nprog) return true;
+    }
+    return false;
+}
+
+static int cleanup_local(const char *host, char **prog, bool force, bool dry_run,
+                         const char *what) {
+    /* Never signal ourselves or an ancestor (the shell that runs us may carry PROGRAM too). */
+    pid_t skip[64];
+    int nskip = 0;
+    for (pid_t p = getpid(); p > 1 && nskip < 64;) {
+        skip[nskip++] = p;
+        char st;
+        if (!read_stat(p, &p, &st)) break;
+    }
+    char self[PATH_MAX];
+    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+    DIR *d = opendir("/proc");
+    if (!d) {
+        fprintf(stderr, "tarantella: %s: cannot list processes: /proc: %s\n", host,
+                strerror(errno));
+        return 1;
+    }
+    const int sig = force ? SIGKILL : SIGTERM;
+    const char *signame = force ? "SIGKILL" : "SIGTERM";
+    pid_t *hit = NULL;
+    size_t nhit = 0;
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        long v;
+        if (!parse_long(e->d_name, 2, INT_MAX, &v)) continue;
+        pid_t pid = (pid_t)v;
+        bool mine = false;
+        for (int k = 0; k < nskip; k++) mine |= skip[k] == pid;
+        /* Other launchers, whatever their file is called, end by themselves (see is_rank_of). */
+        char exe_path[64], exe[PATH_MAX];
+        snprintf(exe_path, sizeof exe_path, "/proc/%d/exe", (int)pid);
+        ssize_t len = readlink(exe_path, exe, sizeof exe - 1);
+        if (len > 0 && self_len > 0 && len == self_len && !memcmp(exe, self, (size_t)len))
+            mine = true;
+        strv cmd = {0};
+        if (!mine && read_cmdline(pid, &cmd) && is_rank_of(&cmd, prog) && alive(pid)) {
+            pid_t *h = realloc(hit, (nhit + 1) * sizeof *h);
+            if (!h) die_oom();
+            hit = h;
+            hit[nhit++] = pid;
+        }
+        sv_free(&cmd);
+    }
+    closedir(d);
+    if (nhit == 0) {
+        printf("%s: no process of '%s' running\n", host, what);
+        free(hit);
+        return 0;
+    }
+    printf("%s: %s %s to %zu process%s of '%s':", host, dry_run ? "would send" : "sending",
+           signame, nhit, nhit == 1 ? "" : "es", what);
+    for (size_t k = 0; k < nhit; k++) printf(" %d", (int)hit[k]);
+    putchar('\n');
+    if (dry_run) {
+        free(hit);
+        return 0;
+    }
+    for (size_t k = 0; k < nhit; k++)
+        if (kill(hit[k], sig) != 0 && errno != ESRCH) {
+            fprintf(stderr, "tarantella: %s: cannot signal pid %d: %s\n", host, (int)hit[k],
+                    strerror(errno));
+            rc = 1;
+        }
+    /* Wait a little so "done" means done (the ranks' parent, mpirun, reaps them). */
+    size_t left = nhit;
+    for (int tick = 0; tick < 50 && left > 0; tick++) {
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        left = 0;
+        for (size_t k = 0; k < nhit; k++) left += alive(hit[k]);
+    }
+    if (left > 0) {
+        fprintf(stderr, "tarantella: %s: %zu process%s of '%s' still running 5 s after %s%s\n",
+                host, left, left == 1 ? "" : "es", what, signame,
+                force ? "" : "; try --cleanup --force");
+        rc = 1;
+    } else if (rc == 0) {
+        printf("%s: all ended\n", host);
+    }
+    free(hit);
+    return rc;
+}
+
+/* Extended regex (pkill -f) for the words "PROGRAM ARGS" in a command line, with PROGRAM's
+ * first letter in brackets so the pattern does not match the remote shell that runs pkill. */
+static char *cleanup_regex(char **prog) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) die_oom();
+    fputs("(^|[ /])", f);
+    for (int k = 0; prog[k]; k++) {
+        const char *s = k == 0 ? base_name(prog[0]) : prog[k];
+        if (k > 0) fputc(' ', f);
+        for (const char *p = s; *p; p++) {
+            if (k == 0 && p == s && isalnum((unsigned char)*p)) fprintf(f, "[%c]", *p);
+            else if (strchr("\\.[]()*+?{}|^$", *p)) fprintf(f, "\\%c", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputs("( |$)", f);
+    if (fclose(f) != 0) die_oom();
+    return buf;
+}
+
+static int cleanup_remote(const char *host, char **prog, bool force, bool dry_run,
+                          const char *what) {
+    /* The rsh agent mpirun uses; Open MPI allows alternatives separated by ':', take the first. */
+    const char *agent = getenv("OMPI_MCA_plm_rsh_agent");
+    if (!agent || !*agent) agent = "ssh";
+    char *first = strndup(agent, strcspn(agent, ":"));
+    if (!first) die_oom();
+    strv argv = {0};
+    sv_split_words(&argv, first);
+    free(first);
+    if (argv.n == 0) sv_push(&argv, "ssh");
+    sv_push(&argv, host);
+    /* pkill -f alone would also hit launchers there (or this very launcher when the "remote"
+     * host is this one under another name), so the remote side applies the local rule: pgrep,
+     * then skip its own ancestors, mpirun and launchers (by process name). It exits 0 also when
+     * nothing matched, so any other status (ssh: 255) is a failure. Host names are validated,
+     * so they are safe to embed. */
+    const char *sig = force ? "KILL" : "TERM";
+    char *re = cleanup_regex(prog), *qre = shell_quoted(re);
+    char *script = xasprintf(
+        "command -v pgrep >/dev/null || { echo \"%s: pgrep not found\" >&2; exit 3; }; k=; f=0; "
+        "a=\" \"; q=$$; while [ \"${q:-1}\" -gt 1 ]; do a=\"$a$q \"; "
+        "q=$(ps -o ppid= -p $q | tr -d \" \"); done; "
+        "for p in $(pgrep -f %s); do case $a in *\" $p \"*) continue ;; esac; "
+        "case $(cat /proc/$p/comm 2>/dev/null) in "
+        "mpirun|mpiexec|orterun|orted|prterun|tarantella|\"\") ;; "
+        "*) if kill -%s $p; then k=\"$k $p\"; else f=1; fi ;; esac; done; "
+        "if [ -n \"$k\" ]; then echo \"%s: sent SIG%s to$k\"; "
+        "else echo \"%s: no matching process running\"; fi; exit $f",
+        host, qre, sig, host, sig, host);
+    char *qscript = shell_quoted(script);
+    /* The agent hands its arguments to the remote login shell: one command string, run by sh. */
+    sv_push_owned(&argv, xasprintf("sh -c %s", qscript));
+    free(re);
+    free(qre);
+    free(script);
+    free(qscript);
+    printf("%s: %s '%s' through '%s'\n", host, dry_run ? "would end" : "ending", what,
+           argv.v[0]);
+    if (dry_run) {
+        for (size_t k = 0; k < argv.n; k++) {
+            shell_quote(stdout, argv.v[k]);
+            putchar(k + 1 < argv.n ? ' ' : '\n');
+        }
+    }
+    int rc = 0;
+    fflush(stdout);
+    if (!dry_run && (rc = run_forwarding(argv.v)) != 0) {
+        fprintf(stderr, "tarantella: %s: cleanup failed: '%s' exited with %d\n", host,
+                argv.v[0], rc);
+        rc = 1;
+    }
+    sv_free(&argv);
+    return rc;
+}
+
+static int do_cleanup(const options *o, const hostlist *h) {
+    char *what = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&what, &len);
+    if (!f) die_oom();
+    for (int k = 0; o->prog[k]; k++) fprintf(f, "%s%s", k ? " " : "", o->prog[k]);
+    if (fclose(f) != 0) die_oom();
+    int rc = 0;
+    for (size_t i = 0; i < h->names.n; i++) {
+        const char *host = h->names.v[i];
+        rc |= host_is_local(host) ? cleanup_local(host, o->prog, o->force, o->dry_run, what)
+                                  : cleanup_remote(host, o->prog, o->force, o->dry_run, what);
+    }
+    fflush(stdout);
+    free(what);
+    return rc ? 1 : 0;
+}
+
+/* ---- launching ---------------------------------------------------------------------------- */
+
+/* Exported variables, in the order mpirun gets them; setting one again moves it to the end so
+ * that later definitions (-x) win and keep their given order. */
+typedef struct { strv names, values; } exports;
+
+static void ex_set(exports *e, const char *name, const char *value) {
+    for (size_t k = 0; k < e->names.n; k++)
+        if (!strcmp(e->names.v[k], name)) {
+            sv_remove(&e->names, k);
+            sv_remove(&e->values, k);
+            break;
+        }
+    sv_push(&e->names, name);
+    sv_push(&e->values, value);
+}
+
+/* For "NAME=VALUE" strings (environ, -x). */
+static void ex_set_pair(exports *e, const char *pair) {
+    const char *eq = strchr(pair, '=');
+    char *name = strndup(pair, (size_t)(eq - pair));
+    if (!name) die_oom();
+    ex_set(e, name, eq + 1);
+    free(name);
+}
+
+static void ex_setf(exports *e, const char *name, long v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%ld", v);
+    ex_set(e, name, buf);
+}
+
+static int launch(const options *o, const hostlist *h) {
+    /* Ranks per node: --n-per-node, else -n spread evenly (ceil), else each host's slots or 1. */
+    size_t nh = h->names.n;
+    long n = o->n, ppn = o->npn;
+    long *slots = calloc(nh, sizeof *slots);
+    if (!slots) die_oom();
+    if (ppn < 0 && n < 0) {
+        n = 0;
+        ppn = 1;
+        for (size_t i = 0; i < nh; i++) {
+            slots[i] = h->slots[i] > 0 ? h->slots[i] : 1;
+            n += slots[i];
+            if (slots[i] > ppn) ppn = slots[i];
+        }
+    } else {
+        if (ppn < 0) ppn = (n + (long)nh - 1) / (long)nh;
+        if (n < 0) n = (long)nh * ppn;
+        if (n > (long)nh * ppn) {
+            free(slots);
+            return usage_error("-n %ld needs more than %zu host%s x %ld ranks per node", n, nh,
+                               nh == 1 ? "" : "s", ppn);
+        }
+        for (size_t i = 0; i < nh; i++) slots[i] = ppn;
+    }
+    if (ppn > n) ppn = n; /* fewer ranks than slots: the first host gets them all */
+
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    long threads = cores / ppn > 0 ? cores / ppn : 1;
+    bool oversubscribe = ppn > cores;
+    if (oversubscribe)
+        fprintf(stderr, "tarantella: WARNING: %ld ranks per node exceed the %ld cores of this "
+                "node; running oversubscribed with 1 thread per rank (slow)\n", ppn, cores);
+
+    /* What every rank gets: launcher environment first, then options, then -x in order. */
+    exports ex = {0};
+    static const char *const passed[] = {"PATH", "LD_LIBRARY_PATH", NULL};
+    for (int k = 0; passed[k]; k++) {
+        const char *v = getenv(passed[k]);
+        if (v) ex_set(&ex, passed[k], v);
+    }
+    for (char **e = environ; *e; e++)
+        if (!strncmp(*e, "TNT_", 4) && strchr(*e, '=')) ex_set_pair(&ex, *e);
+    if (o->log_level) ex_set(&ex, "TNT_LOG_LEVEL", o->log_level);
+    if (o->log_all) ex_set(&ex, "TNT_LOG_ON_ALL_DEVICES", "1");
+    if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
+    if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
+    ex_setf(&ex, "TNT_THREADS_PER_RANK", threads);
+    ex_setf(&ex, "OMP_NUM_THREADS", threads);
+    for (size_t k = 0; k < o->xvars.n; k++) ex_set_pair(&ex, o->xvars.v[k]);
+
+    int rc = 0;
+    strv argv = {0};
+    char *mpirun_path = NULL;
+    const char *mpirun = getenv("TNT_MPIRUN");
+    if (!mpirun || !*mpirun) mpirun = "mpirun";
+    if (!o->dry_run && !(mpirun_path = find_in_path(mpirun))) {
+        fprintf(stderr, "tarantella: cannot find '%s' in PATH: install openmpi-bin or set "
+                "TNT_MPIRUN to the mpirun program\n", mpirun);
+        rc = 1;
+        goto out;
+    }
+    if (o->pin_socket) {
+        char *numactl = find_in_path("numactl");
+        if (!numactl) {
+            fprintf(stderr, "tarantella: %s needs numactl to place each rank's memory on its "
+                    "socket, but 'numactl' is not in PATH (install the numactl package)\n",
+                    o->pin_memory ? "--pin-memory-to-socket" : "--pin-to-socket");
+            rc = 1;
+            goto out;
+        }
+        free(numactl);
+    }
+
+    sv_push(&argv, mpirun);
+    if (geteuid() == 0) sv_push(&argv, "--allow-run-as-root"); /* Open MPI refuses root without */
+    sv_push(&argv, "-np");
+    sv_push_owned(&argv, xasprintf("%ld", n));
+    char *hosts = NULL;
+    size_t hlen = 0;
+    FILE *hf = open_memstream(&hosts, &hlen);
+    if (!hf) die_oom();
+    for (size_t i = 0; i < nh; i++) fprintf(hf, "%s%s:%ld", i ? "," : "", h->names.v[i], slots[i]);
+    if (fclose(hf) != 0) die_oom();
+    sv_push(&argv, "--host");
+    sv_push_owned(&argv, hosts);
+    if (oversubscribe) sv_push(&argv, "--oversubscribe");
+    if (o->pin_socket) {
+        sv_push(&argv, "--map-by");
+        sv_push(&argv, "socket");
+        sv_push(&argv, "--bind-to");
+        sv_push(&argv, "socket");
+    } else {
+        /* mpirun binds ranks to one core by default; the rank's OpenMP threads need all of its
+         * share of the cores. */
+        sv_push(&argv, "--bind-to");
+        sv_push(&argv, "none");
+    }
+    if (o->pin_memory) { /* strict: Open MPI restricts allocations to the local NUMA node */
+        sv_push(&argv, "--mca");
+        sv_push(&argv, "hwloc_base_mem_alloc_policy");
+        sv_push(&argv, "local_only");
+    }
+    for (size_t k = 0; k < ex.names.n; k++) {
+        sv_push(&argv, "-x");
+        sv_push(&argv, ex.names.v[k]);
+    }
+    if (o->pin_socket) { /* first-touch memory on the socket the rank is bound to */
+        sv_push(&argv, "numactl");
+        sv_push(&argv, "--localalloc");
+    }
+    if (o->interpreter) sv_split_words(&argv, o->interpreter);
+    for (int k = 0; o->prog[k]; k++) sv_push(&argv, o->prog[k]);
+
+    if (o->dry_run) {
+        for (size_t k = 0; k < argv.n; k++) {
+            if (k) putchar(' ');
+            shell_quote(stdout, argv.v[k]);
+        }
+        putchar('\n');
+        for (size_t k = 0; k < ex.names.n; k++) {
+            printf("%s=", ex.names.v[k]);
+            shell_quote(stdout, ex.values.v[k]);
+            putchar('\n');
+        }
+        fflush(stdout);
+        goto out;
+    }
+    /* mpirun -x NAME forwards the value NAME has in mpirun's environment, which it inherits
+     * from here; values thus never pass through a command line. */
+    for (size_t k = 0; k < ex.names.n; k++)
+        if (setenv(ex.names.v[k], ex.values.v[k], 1) != 0) {
+            fprintf(stderr, "tarantella: cannot set %s: %s\n", ex.names.v[k], strerror(errno));
+            rc = 1;
+            goto out;
+        }
+    rc = run_forwarding(argv.v);
+out:
+    free(mpirun_path);
+    free(slots);
+    sv_free(&argv);
+    sv_free(&ex.names);
+    sv_free(&ex.values);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != CONTINUE) {
+        sv_free(&o.xvars);
+        return rc;
+    }
+    hostlist h = {0};
+    rc = 0;
+    if (o.hostfile) rc = read_hostfile(o.hostfile, &h);
+    else hosts_add(&h, "localhost", 0);
+    if (rc == 0) rc = o.cleanup ? do_cleanup(&o, &h) : launch(&o, &h);
+    hosts_free(&h);
+    sv_free(&o.xvars);
+    return rc;
+}
