@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
     tnt_dataset *train = NULL, *val = NULL, *test = NULL;
     tnt_history *history = NULL;
     rc = 1;
-    if (!model) goto fail;
+    if (!model || tnt_distribute(model)) goto fail; /* the one line that makes it data-parallel */
     tnt_optimizer_opts oo = {.learning_rate = (float)a.learning_rate, .momentum = (float)a.momentum};
     if (tnt_compile(model, &(tnt_compile_opts){
                                .optimizer = tnt_optimizer_new(a.optimizer, &oo),

@@ -319,6 +319,13 @@ TNT_API tnt_status tnt_model_add(tnt_model *m, tnt_layer *layer);
 TNT_API tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape);
 TNT_API void tnt_model_free(tnt_model *m);
 
+/* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
+ * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the
+ * master at the first use after compile or set_weights, gradients are summed with fused
+ * allreduces overlapped with backward, and losses and metrics are combined exactly. With one
+ * rank (no launcher) it changes nothing. Call it before or after compile. */
+TNT_API tnt_status tnt_distribute(tnt_model *m);
+
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed */
     tnt_loss_kind loss;
@@ -342,6 +349,11 @@ typedef struct tnt_fit_opts {
     const tnt_callback *callbacks;
     int n_callbacks;
     FILE *out; /* progress output; NULL = stdout */
+    /* Distributed models: the datasets are not split across ranks; each rank brings its own
+     * (sharded by hand with the rank API). The gradient is still the exact mean over all ranks'
+     * samples. */
+    bool no_distribute;
+    bool no_distribute_validation;
 } tnt_fit_opts;
 /* Trains on a batched dataset (borrowed). *history (may be NULL) receives a new History that the
  * caller frees. */
@@ -354,6 +366,9 @@ typedef struct tnt_eval_opts {
     const tnt_callback *callbacks;
     int n_callbacks;
     FILE *out;
+    bool no_distribute; /* distributed models: each rank evaluates its own dataset */
+    bool all_ranks;     /* predict: every rank receives all rows (default: the master only;
+                           the other ranks receive a tensor of 0 rows) */
 } tnt_eval_opts;
 /* Loss and metrics over a batched dataset, as Keras's evaluate(return_dict=True). */
 TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,

@@ -1,6 +1,7 @@
 /* runtime.c: process-wide runtime (ranks, logging). Without the launcher a program is one rank;
  * the data-parallel runtime adds MPI underneath without changing these calls. */
 #include "core/core.h"
+#include "dist/dist.h"
 #include "kernels/dnnl_util.h"
 
 #include <stdio.h>
@@ -29,10 +30,11 @@ static bool env_true(const char *name) {
 }
 
 tnt_status tnt_init(int *argc, char ***argv) {
-    (void)argc, (void)argv;
     if (rt.initialized) return TNT_OK;
-    rt.rank = 0;
-    rt.size = 1;
+    tnt_status s = tnt__world_init(argc, argv);
+    if (s != TNT_OK) return s;
+    rt.rank = tnt__world_rank();
+    rt.size = tnt__world_size();
     rt.level = parse_level(getenv("TNT_LOG_LEVEL"), TNT_LOG_WARNING);
     rt.log_all = env_true("TNT_LOG_ON_ALL_DEVICES");
     rt.initialized = true;
@@ -41,6 +43,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
 
 void tnt_finalize(void) {
     tnt__dnnl_shutdown();
+    tnt__world_finalize();
     rt.initialized = false;
 }
 

@@ -274,3 +274,5 @@ tnt_shape tnt_dataset_x_shape(const tnt_dataset *ds) { return ds ? ds->x_shape :
 tnt_shape tnt_dataset_y_shape(const tnt_dataset *ds) { return ds ? ds->y_shape : (tnt_shape){0}; }
 bool tnt_dataset_has_labels(const tnt_dataset *ds) { return ds && ds->has_y; }
 bool tnt_dataset_is_batched(const tnt_dataset *ds) { return ds && ds->batched; }
+
+int64_t tnt__dataset_batch_size(const tnt_dataset *ds) { return ds && ds->batched ? ds->width : 0; }

@@ -16,4 +16,7 @@
 int tnt__dataset_iter_next_part(tnt_dataset_iter *it, int part, int nparts, tnt_batch *out,
                                 int64_t *global_n);
 
+/* The batch size of a batched dataset (the largest element), 0 when unbatched. */
+int64_t tnt__dataset_batch_size(const tnt_dataset *ds);
+
 #endif

@@ -151,7 +151,7 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
         goto fail;
     }
     tnt__dtype dt = TNT__F32;
-    int64_t dims[TNT_MAX_DIMS];
+    int64_t dims[TNT_MAX_DIMS] = {0};
     int ndim = 0;
     if ((s = parse_header(path, map + start, hlen, &dt, dims, &ndim))) goto fail;
     tnt_shape shape = {.ndim = ndim - 1};

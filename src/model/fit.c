@@ -3,6 +3,7 @@
  * buffer, one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count)
  * so that epoch figures are exact sample means, as Keras reports them. */
 #include "data/dataset.h"
+#include "dist/dist.h"
 #include "model/history.h"
 #include "model/model.h"
 #include "model/progress.h"
@@ -61,6 +62,7 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
                            ((ce && last->activation == TNT_ACT_SOFTMAX) ||
                             (opts->loss == TNT_BINARY_CROSSENTROPY && last->activation == TNT_ACT_SIGMOID));
     m->compiled = true;
+    m->weights_synced = false; /* broadcast from the master at the first use */
     return TNT_OK;
 fail:
     tnt_optimizer_free(opts->optimizer);
@@ -108,18 +110,183 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *pred
     return TNT_OK;
 }
 
-static tnt_status train_step(tnt_model *m, const tnt_batch *b, accum *acc) {
-    tnt__plan *p = tnt__model_plan(m, b->n);
-    if (!p) return TNT_ERR_BACKEND;
-    float *pred;
-    tnt_status s = tnt__model_forward(m, p, b->x.data, true, &pred);
+/* ---- data parallelism ---------------------------------------------------------------------- */
+
+tnt_status tnt_distribute(tnt_model *m) {
+    if (!m) return tnt__error(TNT_ERR_ARG, "distribute: model is NULL");
+    m->distributed = true;
+    return TNT_OK;
+}
+
+static bool is_parallel(const tnt_model *m) { return m->distributed && tnt__world_active(); }
+
+/* A training or inference data feed: a rank's share of each global batch (split), or the
+ * rank's own batches (not split, or one rank). */
+typedef struct feed {
+    tnt_dataset_iter *it;
+    bool split;
+} feed;
+
+static int feed_next(feed *f, tnt_batch *b, int64_t *global_n) {
+    if (f->split)
+        return tnt__dataset_iter_next_part(f->it, tnt_get_rank(), tnt_get_size(), b, global_n);
+    int r = tnt_dataset_iter_next(f->it, b);
+    *global_n = r == 1 ? b->n : 0;
+    return r;
+}
+
+static uint64_t hash_shape(uint64_t h, tnt_shape s) {
+    h = tnt__fnv1a(h, &s.ndim, sizeof s.ndim);
+    return tnt__fnv1a(h, s.dim, (size_t)s.ndim * sizeof s.dim[0]);
+}
+
+static uint64_t model_fingerprint(const tnt_model *m) {
+    uint64_t h = tnt__fnv1a(0, &m->n_layers, sizeof m->n_layers);
+    for (int i = 0; i < m->n_layers; i++) {
+        const tnt_layer *l = m->layers[i];
+        h = tnt__fnv1a(h, l->ops->class_name, strlen(l->ops->class_name));
+        h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
+        h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
+        for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
+    }
+    return h;
+}
+
+static uint64_t compile_fingerprint(const tnt_model *m) {
+    const tnt_optimizer *o = m->optimizer;
+    uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
+    h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
+    for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
+    h = tnt__fnv1a(h, &o->kind, sizeof o->kind);
+    float hyper[] = {o->learning_rate, o->momentum, o->beta_1, o->beta_2, o->epsilon, o->rho,
+                     o->initial_accumulator_value, o->weight_decay,
+                     (float)o->nesterov, (float)o->amsgrad, (float)o->centered};
+    return tnt__fnv1a(h, hyper, sizeof hyper);
+}
+
+static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
+    if (!ds) return 0;
+    int64_t v[2] = {tnt_dataset_cardinality(ds), tnt__dataset_batch_size(ds)};
+    uint64_t h = tnt__fnv1a(0, v, sizeof v);
+    return hash_shape(hash_shape(h, tnt_dataset_x_shape(ds)), tnt_dataset_y_shape(ds));
+}
+
+/* Before the first distributed use: every rank must run the same configuration (checked by
+ * fingerprints, which fail on every rank instead of hanging), then the master's weights are
+ * broadcast, and the gradient reducer is planned. */
+static tnt_status prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
+                                   const tnt_dataset *val, const tnt_fit_opts *fit) {
+    if (!is_parallel(m)) return TNT_OK;
+    const char *names[5] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration"};
+    uint64_t v[5] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
+                     dataset_fingerprint(data), dataset_fingerprint(val), 0};
+    if (fit) {
+        int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
+                        fit->no_distribute, fit->no_distribute_validation};
+        v[4] = tnt__fnv1a(0, f, sizeof f);
+    }
+    tnt_status s = tnt__check_same(who, names, v, 5);
     if (s != TNT_OK) return s;
-    float *dpred = (float *)((char *)m->arena + p->grad_offset[0]);
-    if ((s = loss_and_metrics(m, p, pred, b, 1.0 / (double)b->n, dpred, acc)) != TNT_OK) return s;
-    if ((s = tnt__model_backward(m, p, b->x.data, dpred)) != TNT_OK) return s;
+    if (!m->weights_synced) {
+        if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
+        m->weights_synced = true;
+    }
+    if (fit && !m->reducer) {
+        int64_t *ends = tnt__calloc((size_t)m->n_layers, sizeof *ends);
+        if (!ends) return TNT_ERR_NOMEM;
+        int k = 0;
+        for (int i = m->n_layers - 1; i >= 0; i--)
+            if (m->layers[i]->n_weights > 0) ends[k++] = m->grad_end[i];
+        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(),
+                                      tnt__comm_mode_from_env());
+        free(ends);
+        if (!m->reducer) return TNT_ERR_NOMEM;
+        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %zu bytes)",
+                m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, tnt__fusion_threshold_bytes());
+    }
+    return TNT_OK;
+}
+
+static void warn_small_micro_batch(tnt_model *m, int64_t micro) {
+    if (m->warned_small_batch || micro >= 16) return;
+    for (int i = 0; i < m->n_layers; i++)
+        if (strstr(m->layers[i]->ops->class_name, "BatchNormalization")) {
+            tnt_log(TNT_LOG_WARNING, "model \"%s\": micro-batch of %lld samples per rank with BatchNormalization "
+                    "(statistics are per rank; below 16 they get noisy)", m->name, (long long)micro);
+            m->warned_small_batch = true;
+            return;
+        }
+}
+
+/* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
+ * every rank returns the same. */
+static int train_step(tnt_model *m, feed *f, accum *acc) {
+    tnt_batch b = {0};
+    int64_t global_n = 0;
+    bool parallel = is_parallel(m);
+    int r = feed_next(f, &b, &global_n);
+    tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
+    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
+    if (r == 1 && s == TNT_OK && f->split && global_n < tnt_get_size())
+        s = tnt__error(TNT_ERR_ARG, "fit: global batch of %lld samples is smaller than the %d ranks "
+                       "(use a global batch size of at least the number of ranks)", (long long)global_n, tnt_get_size());
+    accum step = {0};
+    tnt__plan *p = NULL;
+    float *dpred = NULL;
+    bool have = r == 1 && b.n > 0 && s == TNT_OK;
+    if (have) {
+        warn_small_micro_batch(m, b.n);
+        p = tnt__model_plan(m, b.n);
+        float *pred;
+        if (!p) s = TNT_ERR_BACKEND;
+        if (s == TNT_OK) s = tnt__model_forward(m, p, b.x.data, true, &pred);
+        if (s == TNT_OK) {
+            dpred = (float *)((char *)m->arena + p->grad_offset[0]);
+            /* the loss is summed over local samples and divided by the global batch, so the sum
+             * over ranks is the serial mean; unsplit feeds learn the global count below */
+            s = loss_and_metrics(m, p, pred, &b, f->split || !parallel ? 1.0 / (double)global_n : 1.0, dpred, &step);
+        }
+    }
+    if (!parallel) {
+        if (s != TNT_OK) return s;
+        if (r == 0) return 0;
+        if (!have) return 1;
+    } else {
+        int64_t sums[2] = {r == 1, have ? b.n : 0};
+        if ((s = tnt__agree(s, sums, 2)) != TNT_OK) return s;
+        if (sums[0] == 0) return 0;
+        if (sums[0] != tnt_get_size()) {
+            tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here "
+                    "(hand-sharded datasets need the same number of batches on every rank)",
+                    (long long)(tnt_get_size() - sums[0]), tnt_get_size());
+            return 0;
+        }
+        if (!f->split && have) {
+            float scale = (float)(1.0 / (double)sums[1]);
+            int64_t k = b.n * tnt__model_output_size(m);
+            for (int64_t i = 0; i < k; i++) dpred[i] *= scale;
+        }
+        tnt__reducer_begin_step(m->reducer);
+    }
+    if (have) {
+        if ((s = tnt__model_backward(m, p, b.x.data, dpred)) != TNT_OK) return s;
+    } else {
+        memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
+    }
+    if (parallel && (s = tnt__reducer_finish_step(m->reducer)) != TNT_OK) return s;
     if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
-    return TNT_OK;
+    acc->loss_sum += step.loss_sum;
+    acc->loss_count += step.loss_count;
+    for (int k = 0; k < m->n_metrics; k++) acc->sum[k] += step.sum[k], acc->count[k] += step.count[k];
+    return 1;
+}
+
+/* Sums of all ranks (exact aggregation: sums and counts, never means of means). */
+static tnt_status accum_global(const accum *local, accum *global, bool parallel) {
+    *global = *local;
+    if (!parallel) return TNT_OK;
+    return tnt__allreduce_sum_f64((double *)global, (int64_t)(sizeof *global / sizeof(double)));
 }
 
 #define CALL_CB(cbs, n, fn, ...)                                                                  \
@@ -134,60 +301,97 @@ static tnt_status train_step(tnt_model *m, const tnt_batch *b, accum *acc) {
             }                                                                                     \
     } while (0)
 
-/* Forward-only pass over data, accumulating loss/metrics (evaluate) or outputs (predict). */
+/* Places each rank's rows of every global batch back into dataset order: batch j of global size
+ * n_j was split into contiguous shares (n_j/p, the first n_j%p ranks one more). */
+static void reorder_rows(float *dst, const float *gathered, const int64_t *displs, const int64_t *batch_n,
+                         int64_t n_batches, int p, int64_t c) {
+    int64_t *cursor = calloc((size_t)p, sizeof *cursor);
+    if (!cursor) return;
+    int64_t row = 0;
+    for (int64_t j = 0; j < n_batches; j++)
+        for (int r = 0; r < p; r++) {
+            int64_t share = batch_n[j] / p + (r < batch_n[j] % p);
+            memcpy(dst + row * c, gathered + displs[r] + cursor[r] * c, (size_t)(share * c) * sizeof(float));
+            cursor[r] += share;
+            row += share;
+        }
+    free(cursor);
+}
+
+/* Forward-only pass over data, accumulating loss/metrics (evaluate) or outputs (predict). A
+ * distributed model processes its share of each batch; the figures are combined exactly at the
+ * end and the outputs gathered in dataset order. */
 static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *o, bool labels,
                                 tnt_logs *logs, tnt_tensor **out, const char *who) {
     tnt_status s = TNT_OK;
     accum acc = {0};
-    tnt_dataset_iter *it = NULL;
-    float *rows = NULL;
+    feed f = {0};
+    float *rows = NULL, *gathered = NULL;
+    int64_t *batch_n = NULL, n_batches = 0, cap_batches = 0;
     int64_t n_rows = 0, cap_rows = 0, c = tnt__model_output_size(m);
     const tnt_callback *cbs = o ? o->callbacks : NULL;
     int n_cbs = o ? o->n_callbacks : 0;
-    int verbose = o ? o->verbose : 0;
     tnt__progress prog;
     tnt_logs empty = {0};
+    bool parallel = is_parallel(m);
     if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
     if (!tnt_dataset_is_batched(data))
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
-    it = tnt_dataset_iter_new(data, 0);
-    if (!it) {
+    f.split = parallel && !(o && o->no_distribute);
+    f.it = tnt_dataset_iter_new(data, 0);
+    if (!f.it) {
         s = TNT_ERR_ARG;
         goto done;
     }
-    int64_t steps = o && o->steps > 0 ? o->steps : tnt_dataset_cardinality(data);
-    tnt__progress_start(&prog, o && o->out ? o->out : stdout, verbose, steps);
-    tnt_batch b;
+    tnt__progress_start(&prog, o && o->out ? o->out : stdout, o ? o->verbose : 0,
+                        o && o->steps > 0 ? o->steps : tnt_dataset_cardinality(data));
+    /* No collective runs inside the loop, so a rank that fails stops early and the ranks agree
+     * on the outcome once, after it. */
+    tnt_status local = TNT_OK;
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
-        int r = tnt_dataset_iter_next(it, &b);
-        if (r < 0) {
-            s = (tnt_status)r;
-            goto done;
+        tnt_batch b;
+        int64_t global_n;
+        int r = feed_next(&f, &b, &global_n);
+        if (r <= 0) {
+            local = (tnt_status)r;
+            break;
         }
-        if (r == 0) break;
+        if (!labels) {
+            if (n_batches == cap_batches) {
+                cap_batches = cap_batches ? 2 * cap_batches : 64;
+                int64_t *nb = realloc(batch_n, (size_t)cap_batches * sizeof *nb);
+                if (!nb) {
+                    local = tnt__error(TNT_ERR_NOMEM, "%s: out of memory", who);
+                    break;
+                }
+                batch_n = nb;
+            }
+            batch_n[n_batches++] = global_n;
+        }
         if (b.n == 0) continue;
-        if ((s = check_batch(m, &b, labels, who)) != TNT_OK) goto done;
+        if ((local = check_batch(m, &b, labels, who)) != TNT_OK) break;
         tnt__plan *p = tnt__model_plan(m, b.n);
-        if (!p) {
-            s = TNT_ERR_BACKEND;
-            goto done;
-        }
         float *pred;
-        if ((s = tnt__model_forward(m, p, b.x.data, false, &pred)) != TNT_OK) goto done;
+        if (!p) {
+            local = TNT_ERR_BACKEND;
+            break;
+        }
+        if ((local = tnt__model_forward(m, p, b.x.data, false, &pred)) != TNT_OK) break;
         if (labels) {
-            if ((s = loss_and_metrics(m, p, pred, &b, 1.0 / (double)b.n, NULL, &acc)) != TNT_OK) goto done;
+            if ((local = loss_and_metrics(m, p, pred, &b, 1.0 / (double)global_n, NULL, &acc)) != TNT_OK) break;
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
-            tnt__progress_update(&prog, step + 1, &cur);
+            /* running figures are exact only with one rank; in parallel the bar shows steps */
+            tnt__progress_update(&prog, step + 1, parallel ? NULL : &cur);
         } else {
             if (n_rows + b.n > cap_rows) {
                 int64_t cap = TNT_MAX(2 * cap_rows, n_rows + b.n);
                 float *nr = realloc(rows, (size_t)(cap * c) * sizeof(float));
                 if (!nr) {
-                    s = tnt__error(TNT_ERR_NOMEM, "%s: out of memory for %lld output rows", who, (long long)cap);
-                    goto done;
+                    local = tnt__error(TNT_ERR_NOMEM, "%s: out of memory for %lld output rows", who, (long long)cap);
+                    break;
                 }
                 rows = nr;
                 cap_rows = cap;
@@ -197,26 +401,38 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             tnt__progress_update(&prog, step + 1, NULL);
         }
     }
+    if ((s = parallel ? tnt__agree(local, NULL, 0) : local) != TNT_OK) goto done;
     if (labels) {
+        accum total;
         tnt_logs res;
-        accum_logs(m, &acc, &res);
+        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        accum_logs(m, &total, &res);
         tnt__progress_finish(&prog, &res, NULL);
         if (logs) *logs = res;
         CALL_CB(cbs, n_cbs, on_test_end, m, &res);
     } else {
         tnt__progress_finish(&prog, NULL, NULL);
-        tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(n_rows, m->output_shape));
+        int p = parallel ? tnt_get_size() : 1;
+        bool all = o && o->all_ranks;
+        int64_t counts[p], displs[p];
+        if ((s = tnt__gatherv_f32(rows ? rows : (float[1]){0}, n_rows * c, all || !parallel, &gathered, counts, displs)) != TNT_OK)
+            goto done;
+        int64_t total = gathered ? (displs[p - 1] + counts[p - 1]) / (c ? c : 1) : 0;
+        tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(total, m->output_shape));
         if (!t) {
             s = TNT_ERR_NOMEM;
             goto done;
         }
-        if (n_rows) memcpy(t->data, rows, (size_t)(n_rows * c) * sizeof(float));
+        if (total && f.split) reorder_rows(t->data, gathered, displs, batch_n, n_batches, p, c);
+        else if (total) memcpy(t->data, gathered, (size_t)(total * c) * sizeof(float));
         *out = t;
         CALL_CB(cbs, n_cbs, on_predict_end, m, &empty);
     }
 done:
     free(rows);
-    tnt_dataset_iter_free(it);
+    free(gathered);
+    free(batch_n);
+    tnt_dataset_iter_free(f.it);
     return s;
 }
 
@@ -229,6 +445,8 @@ static tnt_status require_compiled(const tnt_model *m, const char *who) {
 
 tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_logs *logs) {
     tnt_status s = require_compiled(m, "evaluate");
+    if (m && is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    if (s == TNT_OK) s = prepare_parallel(m, "evaluate", opts && opts->no_distribute ? NULL : data, NULL, NULL);
     if (s != TNT_OK) return s;
     return run_inference(m, data, opts, true, logs, NULL, "evaluate");
 }
@@ -238,6 +456,8 @@ tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opt
     if (!out) return tnt__error(TNT_ERR_ARG, "predict: out is NULL");
     *out = NULL;
     tnt_status s = tnt__model_setup_weights(m);
+    if (is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    if (s == TNT_OK) s = prepare_parallel(m, "predict", opts && opts->no_distribute ? NULL : data, NULL, NULL);
     if (s != TNT_OK) return s;
     return run_inference(m, data, opts, false, NULL, out, "predict");
 }
@@ -261,83 +481,102 @@ tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **
     return TNT_OK;
 }
 
-tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, tnt_history **history) {
+static tnt_status check_fit_args(tnt_model *m, tnt_dataset *train, tnt_fit_opts *o) {
     tnt_status s = require_compiled(m, "fit");
-    if (history) *history = NULL;
     if (s != TNT_OK) return s;
     if (!train) return tnt__error(TNT_ERR_ARG, "fit: training dataset is NULL");
     if (!tnt_dataset_is_batched(train))
         return tnt__error(TNT_ERR_ARG, "fit: training dataset is not batched (use tnt_dataset_batch)");
-    tnt_fit_opts o = opts ? *opts : (tnt_fit_opts){0};
-    if (o.epochs <= 0) o.epochs = 1;
-    if (o.validation_freq <= 0) o.validation_freq = 1;
-    if (o.initial_epoch < 0 || o.initial_epoch >= o.epochs)
+    if (o->epochs <= 0) o->epochs = 1;
+    if (o->validation_freq <= 0) o->validation_freq = 1;
+    if (o->initial_epoch < 0 || o->initial_epoch >= o->epochs)
         return tnt__error(TNT_ERR_ARG, "fit: initial_epoch %d (expected 0 <= initial_epoch < epochs = %d)",
-                          o.initial_epoch, o.epochs);
-    if (o.validation_data && !tnt_dataset_is_batched(o.validation_data))
+                          o->initial_epoch, o->epochs);
+    if (o->validation_data && !tnt_dataset_is_batched(o->validation_data))
         return tnt__error(TNT_ERR_ARG, "fit: validation dataset is not batched (use tnt_dataset_batch)");
-    if (!o.out) o.out = stdout;
+    if (!o->out) o->out = stdout;
+    return TNT_OK;
+}
+
+tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, tnt_history **history) {
+    if (history) *history = NULL;
+    if (!m) return tnt__error(TNT_ERR_ARG, "fit: model is NULL");
+    tnt_fit_opts o = opts ? *opts : (tnt_fit_opts){0};
+    tnt_status s = check_fit_args(m, train, &o);
+    bool parallel = is_parallel(m);
+    /* all ranks agree before the first collective, so a bad argument on one rank cannot hang
+     * the others */
+    if (parallel) s = tnt__agree(s, NULL, 0);
+    if (s != TNT_OK) return s;
+    if ((s = prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
     tnt_history *h = tnt__history_new();
     if (!h) return TNT_ERR_NOMEM;
-    tnt_dataset_iter *it = NULL;
+    feed f = {.split = parallel && !o.no_distribute};
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
+    bool batch_logs = false; /* exact logs at every step: only when something reads them */
+    for (int i = 0; i < n_cbs; i++) batch_logs |= cbs[i].on_train_batch_end != NULL;
     tnt_logs logs = {0};
     m->stop_training = false;
     CALL_CB(cbs, n_cbs, on_train_begin, m, &logs);
     int64_t steps_hint = o.steps_per_epoch > 0 ? o.steps_per_epoch : tnt_dataset_cardinality(train);
     for (int epoch = o.initial_epoch; epoch < o.epochs && !m->stop_training; epoch++) {
-        accum acc = {0};
+        accum acc = {0}, total;
         tnt__progress prog;
         logs.n = 0;
-        if (o.verbose) fprintf(o.out, "Epoch %d/%d\n", epoch + 1, o.epochs);
+        if (o.verbose && tnt_is_master_rank()) fprintf(o.out, "Epoch %d/%d\n", epoch + 1, o.epochs);
         tnt__progress_start(&prog, o.out, o.verbose, steps_hint);
+        bool live = batch_logs || prog.verbose == 1; /* a live bar needs the running figures */
         CALL_CB(cbs, n_cbs, on_epoch_begin, m, epoch, &logs);
-        it = tnt_dataset_iter_new(train, epoch);
-        if (!it) {
+        f.it = tnt_dataset_iter_new(train, epoch);
+        if (!f.it) {
             s = TNT_ERR_ARG;
             goto done;
         }
         int64_t step = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
-            tnt_batch b;
-            int r = tnt_dataset_iter_next(it, &b);
+            CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
+            int r = train_step(m, &f, &acc);
             if (r < 0) {
                 s = (tnt_status)r;
                 goto done;
             }
             if (r == 0) break;
-            if ((s = check_batch(m, &b, true, "fit")) != TNT_OK) goto done;
-            if (b.n == 0) continue;
-            CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
-            if ((s = train_step(m, &b, &acc)) != TNT_OK) goto done;
-            accum_logs(m, &acc, &logs);
+            if (live) {
+                if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+                accum_logs(m, &total, &logs);
+            }
             CALL_CB(cbs, n_cbs, on_train_batch_end, m, step, &logs);
             tnt__progress_update(&prog, step + 1, &logs);
         }
-        tnt_dataset_iter_free(it);
-        it = NULL;
+        tnt_dataset_iter_free(f.it);
+        f.it = NULL;
         if (step == 0) {
             s = tnt__error(TNT_ERR_ARG, "fit: the training dataset yielded no batches in epoch %d", epoch + 1);
             goto done;
         }
-        accum_logs(m, &acc, &logs);
-        tnt_logs val = {0};
-        bool has_val = false;
+        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        accum_logs(m, &total, &logs);
         if (o.validation_data && (epoch + 1) % o.validation_freq == 0) {
-            tnt_eval_opts eo = {.verbose = 0, .callbacks = cbs, .n_callbacks = n_cbs, .out = o.out};
+            tnt_logs val = {0};
+            tnt_eval_opts eo = {.callbacks = cbs, .n_callbacks = n_cbs, .out = o.out,
+                                .no_distribute = o.no_distribute_validation};
             if ((s = run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
                 goto done;
             tnt__logs_merge(&logs, &val, "val_");
-            has_val = true;
         }
-        tnt__progress_finish(&prog, &logs, has_val ? "val_" : NULL);
+        tnt__progress_finish(&prog, &logs, NULL);
         if ((s = tnt__history_append(h, epoch, &logs)) != TNT_OK) goto done;
         CALL_CB(cbs, n_cbs, on_epoch_end, m, epoch, &logs);
+        if (parallel) { /* a callback that stopped training on one rank stops every rank */
+            int64_t stop = m->stop_training;
+            if ((s = tnt__agree(TNT_OK, &stop, 1)) != TNT_OK) goto done;
+            m->stop_training = stop > 0;
+        }
     }
     CALL_CB(cbs, n_cbs, on_train_end, m, &logs);
 done:
-    tnt_dataset_iter_free(it);
+    tnt_dataset_iter_free(f.it);
     if (s == TNT_OK && history) *history = h;
     else tnt_history_free(h);
     return s;

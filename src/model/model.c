@@ -2,6 +2,7 @@
  * gradient buffers, weight access, summary, and the per-batch-size execution plans with the
  * forward and backward passes. */
 #include "model/model.h"
+#include "dist/dist.h"
 #include "train/optimizer.h"
 
 #include <stdio.h>
@@ -45,6 +46,8 @@ void tnt_model_free(tnt_model *m) {
     free(m->layers);
     tnt__free(m->params);
     tnt__free(m->grads);
+    free(m->grad_end);
+    tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
     free(m);
 }
@@ -164,10 +167,13 @@ static tnt_status setup_weights(tnt_model *m) {
             total += tnt_shape_numel(m->layers[i]->weights[j].shape);
     m->params = tnt__alloc((size_t)total * sizeof(float));
     m->grads = tnt__alloc((size_t)total * sizeof(float));
-    if (!m->params || !m->grads) {
+    m->grad_end = tnt__calloc((size_t)m->n_layers, sizeof(int64_t));
+    if (!m->params || !m->grads || !m->grad_end) {
         tnt__free(m->params);
         tnt__free(m->grads);
+        free(m->grad_end);
         m->params = m->grads = NULL;
+        m->grad_end = NULL;
         return TNT_ERR_NOMEM;
     }
     int64_t off = 0;
@@ -180,6 +186,7 @@ static tnt_status setup_weights(tnt_model *m) {
             tnt__weight_init(w, tnt__hash64(l->seed + 7919ull * (uint64_t)(j + 1)));
             off += tnt_shape_numel(w->shape);
         }
+        m->grad_end[i] = off;
     }
     m->n_params = total;
     m->weights_ready = true;
@@ -277,6 +284,7 @@ tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
             memcpy(w->value, buf, (size_t)k * sizeof(float));
             buf += k;
         }
+    m->weights_synced = false; /* the master's weights are broadcast at the next use */
     return TNT_OK;
 }
 
@@ -455,6 +463,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         tnt_status s = l->ops->backward(l, p->layer_plans[i], &a);
         if (s != TNT_OK)
             return tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
+        if (m->reducer && l->n_weights > 0) tnt__reducer_ready(m->reducer, m->grad_end[i]);
         if (!need_dx) break;
         dy = dx;
     }

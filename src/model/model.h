@@ -47,6 +47,13 @@ struct tnt_model {
     int64_t step; /* forward passes in training, for per-step dropout seeds */
     bool stop_training;
 
+    /* data parallelism */
+    bool distributed;      /* tnt_distribute() was called */
+    bool weights_synced;   /* all ranks hold the master's weights */
+    int64_t *grad_end;     /* [n_layers]: gradient prefix complete after layer i's backward */
+    struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
+    bool warned_small_batch;
+
     tnt__plan plans[TNT_PLAN_CACHE];
     uint64_t plan_clock;
     void *arena;

@@ -77,7 +77,7 @@ void tnt__progress_finish(tnt__progress *p, const tnt_logs *logs, const char *va
         print_time_per_step(p->out, elapsed, p->seen);
     }
     print_logs(p->out, logs);
-    if (p->tty) fputs("\033[K", p->out);
+    if (p->tty && p->verbose == 1) fputs("\033[K", p->out);
     fputc('\n', p->out);
     fflush(p->out);
 }

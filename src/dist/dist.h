@@ -1,0 +1,69 @@
+/* dist.h: the data-parallel runtime on MPI: the world (ranks, collectives with errors checked),
+ * configuration fingerprints, and the gradient reducer that allreduces fused buckets of the flat
+ * gradient buffer while backward goes on. */
+#ifndef TNT_DIST_H
+#define TNT_DIST_H
+
+#include "core/core.h"
+
+/* World: started by tnt_init when the program runs under mpirun (the launcher). Otherwise, or
+ * with one rank, every collective below is a no-op that returns TNT_OK. */
+tnt_status tnt__world_init(int *argc, char ***argv);
+void tnt__world_finalize(void);
+int tnt__world_rank(void);
+int tnt__world_size(void);
+bool tnt__world_active(void); /* MPI is initialized and size > 1 */
+
+/* In-place sums across ranks (double / int64 / float). */
+tnt_status tnt__allreduce_sum_f64(double *x, int64_t n);
+tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n);
+tnt_status tnt__allreduce_sum_f32(float *x, int64_t n);
+/* Broadcast of n floats from the master. */
+tnt_status tnt__bcast_f32(float *x, int64_t n);
+tnt_status tnt__barrier(void);
+/* Gathers variable-length float arrays at the master (all=false) or on every rank (all=true).
+ * counts/displs are filled for every rank (size entries, in floats); *out receives a new buffer
+ * of the total (NULL on non-receiving ranks). */
+tnt_status tnt__gatherv_f32(const float *x, int64_t n, bool all, float **out, int64_t *counts, int64_t *displs);
+
+/* Every rank passes k named 64-bit fingerprints of its configuration; when any rank differs,
+ * every rank returns TNT_ERR_MPI with a message naming the component, the rank and both values.
+ * Never hangs: all ranks take part in the same collective. */
+tnt_status tnt__check_same(const char *who, const char *const *names, const uint64_t *values, int k);
+
+/* Agreement after a step that only some ranks may have failed: sums[k] are summed across ranks
+ * in the same collective. When any rank's local status is not TNT_OK, every rank returns that
+ * status with the message of the lowest failing rank ("rank 1: ..."). */
+tnt_status tnt__agree(tnt_status local, int64_t *sums, int k);
+
+/* FNV-1a, for fingerprints */
+uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len);
+
+/* ---- gradient reducer ------------------------------------------------------------------------
+ * Buckets are contiguous slices [begin, end) of the flat gradient buffer (backward order), cut at
+ * layer boundaries once a bucket holds at least threshold bytes (0: one bucket per layer).
+ * Every rank computes the same plan and issues the same allreduces in the same order. */
+typedef struct tnt__reducer tnt__reducer;
+
+typedef enum tnt__comm_mode { TNT_COMM_THREAD, TNT_COMM_NONBLOCKING } tnt__comm_mode;
+
+/* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
+ * i-th layer with weights has finished backward. */
+tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
+                               size_t threshold_bytes, tnt__comm_mode mode);
+void tnt__reducer_free(tnt__reducer *r);
+void tnt__reducer_begin_step(tnt__reducer *r);
+/* Backward has finished writing grads[0, prefix): start every bucket inside it. */
+void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
+/* Starts what is left and waits for all buckets of the step. */
+tnt_status tnt__reducer_finish_step(tnt__reducer *r);
+int tnt__reducer_num_buckets(const tnt__reducer *r);
+/* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread
+ * waited in finish_step (the part not hidden behind backward). */
+void tnt__reducer_stats(const tnt__reducer *r, double *comm_seconds, double *exposed_seconds, int64_t *steps);
+
+/* Fusion threshold from TNT_FUSION_THRESHOLD_KB (default 32 KB). */
+size_t tnt__fusion_threshold_bytes(void);
+tnt__comm_mode tnt__comm_mode_from_env(void);
+
+#endif

@@ -1,0 +1,194 @@
+/* world.c: MPI start-up and the collectives the runtime needs, each with its error checked and
+ * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1); a program
+ * started on its own is one rank with no MPI at all. */
+#include "dist/dist.h"
+
+#include <mpi.h>
+#include <stdio.h>
+
+static struct {
+    bool initialized_by_us;
+    bool active;
+    int rank, size;
+} world = {.size = 1};
+
+static tnt_status mpi_error(int code, const char *call) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, msg, &len);
+    return tnt__error(TNT_ERR_MPI, "MPI: %s failed on rank %d: %.*s", call, world.rank, len, msg);
+}
+#define MPI_CHECK(call)                                                                           \
+    do {                                                                                          \
+        int rc_ = (call);                                                                         \
+        if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
+    } while (0)
+
+static bool launched_by_mpirun(void) {
+    const char *force = getenv("TNT_FORCE_MPI");
+    if (force && !strcmp(force, "1")) return true;
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+tnt_status tnt__world_init(int *argc, char ***argv) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        if (!launched_by_mpirun()) return TNT_OK;
+        int provided;
+        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+        world.initialized_by_us = true;
+        if (provided < MPI_THREAD_SERIALIZED)
+            return tnt__error(TNT_ERR_MPI, "MPI: thread level %d provided, MPI_THREAD_SERIALIZED needed", provided);
+    }
+    /* errors come back as codes, so that a failing collective gives a message, not an abort */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world.size));
+    world.active = world.size > 1;
+    return TNT_OK;
+}
+
+void tnt__world_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (world.initialized_by_us && !fin) MPI_Finalize();
+    world.initialized_by_us = false;
+    world.active = false;
+    world.rank = 0;
+    world.size = 1;
+}
+
+int tnt__world_rank(void) { return world.rank; }
+int tnt__world_size(void) { return world.size; }
+bool tnt__world_active(void) { return world.active; }
+
+/* MPI counts are int: large buffers go in chunks. */
+#define CHUNK (1 << 30)
+
+tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
+    if (!world.active || n == 0) return TNT_OK;
+    for (int64_t off = 0; off < n; off += CHUNK)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return TNT_OK;
+}
+
+tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n) {
+    if (!world.active || n == 0) return TNT_OK;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    return TNT_OK;
+}
+
+tnt_status tnt__allreduce_sum_f32(float *x, int64_t n) {
+    if (!world.active || n == 0) return TNT_OK;
+    for (int64_t off = 0; off < n; off += CHUNK)
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    return TNT_OK;
+}
+
+tnt_status tnt__bcast_f32(float *x, int64_t n) {
+    if (!world.active || n == 0) return TNT_OK;
+    for (int64_t off = 0; off < n; off += CHUNK)
+        MPI_CHECK(MPI_Bcast(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, 0, MPI_COMM_WORLD));
+    return TNT_OK;
+}
+
+tnt_status tnt__barrier(void) {
+    if (!world.active) return TNT_OK;
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    return TNT_OK;
+}
+
+tnt_status tnt__gatherv_f32(const float *x, int64_t n, bool all, float **out, int64_t *counts, int64_t *displs) {
+    *out = NULL;
+    int p = world.size;
+    if (!world.active) {
+        counts[0] = n;
+        displs[0] = 0;
+        *out = malloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!*out) return tnt__error(TNT_ERR_NOMEM, "gather: out of memory for %lld floats", (long long)n);
+        memcpy(*out, x, (size_t)n * sizeof(float));
+        return TNT_OK;
+    }
+    MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT64_T, counts, 1, MPI_INT64_T, MPI_COMM_WORLD));
+    int64_t total = 0;
+    for (int r = 0; r < p; r++) {
+        displs[r] = total;
+        total += counts[r];
+    }
+    if (total > INT32_MAX)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "gather: %lld values exceed MPI's int count", (long long)total);
+    int *ic = malloc((size_t)p * sizeof(int)), *id = malloc((size_t)p * sizeof(int));
+    bool receive = all || world.rank == 0;
+    float *buf = receive ? malloc((size_t)(total ? total : 1) * sizeof(float)) : NULL;
+    if (!ic || !id || (receive && !buf)) {
+        free(ic), free(id), free(buf);
+        return tnt__error(TNT_ERR_NOMEM, "gather: out of memory for %lld floats", (long long)total);
+    }
+    for (int r = 0; r < p; r++) ic[r] = (int)counts[r], id[r] = (int)displs[r];
+    int rc = all ? MPI_Allgatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, MPI_COMM_WORLD)
+                 : MPI_Gatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    free(ic), free(id);
+    if (rc != MPI_SUCCESS) {
+        free(buf);
+        return mpi_error(rc, all ? "MPI_Allgatherv" : "MPI_Gatherv");
+    }
+    *out = buf;
+    return TNT_OK;
+}
+
+uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = data;
+    if (h == 0) h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+tnt_status tnt__check_same(const char *who, const char *const *names, const uint64_t *values, int k) {
+    if (!world.active || k == 0) return TNT_OK;
+    int p = world.size;
+    uint64_t *all = malloc((size_t)p * (size_t)k * sizeof(uint64_t));
+    if (!all) return tnt__error(TNT_ERR_NOMEM, "%s: out of memory checking ranks", who);
+    int rc = MPI_Allgather(values, k, MPI_UINT64_T, all, k, MPI_UINT64_T, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_error(rc, "MPI_Allgather");
+    }
+    tnt_status s = TNT_OK;
+    for (int r = 1; r < p && s == TNT_OK; r++)
+        for (int j = 0; j < k; j++)
+            if (all[(size_t)r * k + j] != all[j]) {
+                s = tnt__error(TNT_ERR_MPI,
+                               "%s: rank %d has a different %s than the master (fingerprint %016llx, master %016llx): "
+                               "every rank must run the same program with the same configuration",
+                               who, r, names[j], (unsigned long long)all[(size_t)r * k + j], (unsigned long long)all[j]);
+                break;
+            }
+    free(all);
+    return s;
+}
+
+tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
+    if (!world.active) return local;
+    int64_t buf[8];
+    if (k > 7) return tnt__error(TNT_ERR_ARG, "agree: %d values (at most 7)", k);
+    buf[0] = local != TNT_OK;
+    memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
+    if (buf[0] == 0) return TNT_OK;
+    /* the lowest failing rank tells everyone its status and message */
+    int me = local != TNT_OK ? world.rank : world.size, first;
+    MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    struct {
+        int32_t status;
+        char msg[1000];
+    } report = {0};
+    if (world.rank == first) {
+        report.status = (int32_t)local;
+        snprintf(report.msg, sizeof report.msg, "%s", tnt_last_error());
+    }
+    MPI_CHECK(MPI_Bcast(&report, (int)sizeof report, MPI_BYTE, first, MPI_COMM_WORLD));
+    if (world.rank == first) return local;
+    return tnt__error((tnt_status)report.status, "rank %d: %s", first, report.msg);
+}
