@@ -26,7 +26,7 @@ def main():
     peers = os.path.join(ROOT, "..", "shared", "bench")
     if not os.path.isdir(peers): peers = os.path.join(ROOT, "bench", "peers")
     have_torch = subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
-    tnt = os.path.join(a.build, "bench", "bench_train")
+    tnt = os.path.join(a.build, "bin", "bench_train")
     q = a.quick
     configs = [  # (label, model, tnt args, torch script args)
         ("LeNet-5 (batch 64, Fashion-MNIST)", "lenet5", ["--steps", "100" if q else "300", "--warmup", "20"],
