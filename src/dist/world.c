@@ -173,9 +173,9 @@ tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
     int64_t buf[8];
     if (k > 7) return tnt__error(TNT_ERR_ARG, "agree: %d values (at most 7)", k);
     buf[0] = local != TNT_OK;
-    memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
+    if (k) memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
-    memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
+    if (k) memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
     if (buf[0] == 0) return TNT_OK;
     /* the lowest failing rank tells everyone its status and message */
     int me = local != TNT_OK ? world.rank : world.size, first;

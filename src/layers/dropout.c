@@ -38,8 +38,9 @@ static tnt_status dropout_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         return TNT_OK;
     }
     float scale = 1.0f / (1.0f - p->rate);
+    uint64_t base = (uint64_t)(a->sample_offset * tnt_shape_numel(l->in_shape));
     for (int64_t i = 0; i < n; i++)
-        a->y[i] = tnt__rand_uniform(seed, (uint64_t)i) >= p->rate ? a->x[i] * scale : 0.0f;
+        a->y[i] = tnt__rand_uniform(seed, base + (uint64_t)i) >= p->rate ? a->x[i] * scale : 0.0f;
     return TNT_OK;
 }
 
@@ -54,8 +55,9 @@ static tnt_status dropout_backward(tnt_layer *l, void *plan, const tnt__bwd_args
         return TNT_OK;
     }
     float scale = 1.0f / (1.0f - p->rate);
+    uint64_t base = (uint64_t)(a->sample_offset * tnt_shape_numel(l->in_shape));
     for (int64_t i = 0; i < n; i++)
-        a->dx[i] = tnt__rand_uniform(seed, (uint64_t)i) >= p->rate ? a->dy[i] * scale : 0.0f;
+        a->dx[i] = tnt__rand_uniform(seed, base + (uint64_t)i) >= p->rate ? a->dy[i] * scale : 0.0f;
     return TNT_OK;
 }
 

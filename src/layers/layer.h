@@ -33,6 +33,8 @@ typedef struct tnt__fwd_args {
     void *workspace;    /* workspace_size bytes, kept until backward of the same step */
     bool training;
     uint64_t seed;      /* per-step random seed (dropout) */
+    int64_t sample_offset; /* index of x's first sample in the global batch, so that random
+                              masks are the same whatever the split across ranks */
 } tnt__fwd_args;
 
 typedef struct tnt__bwd_args {
@@ -43,6 +45,7 @@ typedef struct tnt__bwd_args {
     float *dx;          /* (batch, in_shape...), NULL when the input gradient is not needed */
     void *workspace;
     bool dy_is_preact;  /* dy is already the gradient before the fused activation */
+    int64_t sample_offset;
 } tnt__bwd_args;
 
 typedef struct tnt__layer_ops {

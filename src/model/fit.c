@@ -236,6 +236,8 @@ static int train_step(tnt_model *m, feed *f, accum *acc) {
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
     if (have) {
         warn_small_micro_batch(m, b.n);
+        int rank = tnt_get_rank(), size = tnt_get_size();
+        m->sample_offset = f->split ? rank * (global_n / size) + TNT_MIN(rank, global_n % size) : 0;
         p = tnt__model_plan(m, b.n);
         float *pred;
         if (!p) s = TNT_ERR_BACKEND;
@@ -415,8 +417,14 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
         int p = parallel ? tnt_get_size() : 1;
         bool all = o && o->all_ranks;
         int64_t counts[p], displs[p];
-        if ((s = tnt__gatherv_f32(rows ? rows : (float[1]){0}, n_rows * c, all || !parallel, &gathered, counts, displs)) != TNT_OK)
+        if (!parallel) { /* this rank's rows are all the rows */
+            gathered = rows;
+            rows = NULL;
+            counts[0] = n_rows * c;
+            displs[0] = 0;
+        } else if ((s = tnt__gatherv_f32(rows ? rows : (float[1]){0}, n_rows * c, all, &gathered, counts, displs)) != TNT_OK) {
             goto done;
+        }
         int64_t total = gathered ? (displs[p - 1] + counts[p - 1]) / (c ? c : 1) : 0;
         tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(total, m->output_shape));
         if (!t) {

@@ -424,6 +424,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool t
             .workspace = ws_ptr(m, p, i),
             .training = training,
             .seed = step_seed,
+            .sample_offset = m->sample_offset,
         };
         tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
         if (s != TNT_OK)
@@ -459,6 +460,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .dx = dx,
             .workspace = ws_ptr(m, p, i),
             .dy_is_preact = (i == m->n_layers - 1 && m->fused_output_loss),
+            .sample_offset = m->sample_offset,
         };
         tnt_status s = l->ops->backward(l, p->layer_plans[i], &a);
         if (s != TNT_OK)

@@ -45,6 +45,7 @@ struct tnt_model {
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training, for per-step dropout seeds */
+    int64_t sample_offset; /* this rank's first sample in the current global batch */
     bool stop_training;
 
     /* data parallelism */

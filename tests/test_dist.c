@@ -1,0 +1,286 @@
+/* test_dist.c: the data-parallel runtime, run by ctest under mpirun with 1, 2, 3 and 4 ranks.
+ * Each rank trains a serial model (not distributed: every sample, one process) and a distributed
+ * copy side by side, and checks: weights and History equal serial within 1e-5 relative, weights
+ * bitwise identical on all ranks, runs bitwise repeatable, for every optimizer and fusion
+ * threshold, with uneven micro-batches and a last partial batch; evaluate and predict equal
+ * serial; and bad input (a rank with another batch size or model, a tiny global batch, a bad label
+ * on one rank) fails on every rank with a clear message instead of hanging. */
+#include "testutil.h"
+
+#include "dist/dist.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_SAMPLES = 100, BATCH = 16, FEATURES = 12, CLASSES = 3 }; /* 100 = 6*16 + 4 */
+
+static float xs[N_SAMPLES * FEATURES], ys[N_SAMPLES];
+
+static void make_data(void) {
+    tu_fill(xs, N_SAMPLES * FEATURES, 11);
+    for (int i = 0; i < N_SAMPLES; i++) {
+        float s[3] = {0};
+        for (int j = 0; j < FEATURES; j++) s[j % 3] += xs[i * FEATURES + j] * (j < 6 ? 1.0f : -0.5f);
+        ys[i] = (float)(s[0] > s[1] ? (s[0] > s[2] ? 0 : 2) : (s[1] > s[2] ? 1 : 2));
+    }
+}
+
+static tnt_dataset *data(int64_t batch, bool shuffle) {
+    tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N_SAMPLES, false);
+    if (shuffle) ds = tnt_dataset_shuffle(ds, N_SAMPLES, 42);
+    return tnt_dataset_batch(ds, batch, false);
+}
+
+typedef struct run_cfg {
+    const char *optimizer;
+    tnt_optimizer_opts opts;
+    bool conv;      /* a small conv model with dropout instead of the MLP */
+    int epochs;
+} run_cfg;
+
+static tnt_model *model(bool conv) {
+    tnt_model *m = tnt_sequential("m");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    if (conv) {
+        tu_ok(tnt_model_add(m, tnt_conv2d(6, 2, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU})));
+        tu_ok(tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)));
+        tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+        tu_ok(tnt_model_add(m, tnt_dropout(0.3f, 0, NULL)));
+    } else {
+        tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+        tu_ok(tnt_model_add(m, tnt_dense(10, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    }
+    tu_ok(tnt_model_add(m, tnt_dense(8, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+/* Trains one model; returns its weights (malloc'd) and History. */
+static float *train(const run_cfg *c, bool distributed, tnt_history **h, int64_t *n_out) {
+    tnt_model *m = model(c->conv);
+    if (distributed) tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new(c->optimizer, &c->opts),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .metrics = "accuracy", .seed = 3}));
+    tnt_dataset *train_ds = data(BATCH, true), *val = data(24, false);
+    tu_ok(tnt_fit(m, train_ds, &(tnt_fit_opts){.epochs = c->epochs, .validation_data = val}, h));
+    int64_t n = tnt_model_count_params(m);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, w, n));
+    *n_out = n;
+    tnt_dataset_free(train_ds), tnt_dataset_free(val);
+    tnt_model_free(m);
+    return w;
+}
+
+static void assert_same_on_all_ranks(const float *w, int64_t n) {
+    float *master = malloc((size_t)n * sizeof(float));
+    memcpy(master, w, (size_t)n * sizeof(float));
+    tu_ok(tnt__bcast_f32(master, n));
+    if (memcmp(master, w, (size_t)n * sizeof(float)))
+        fail_msg("rank %d: weights differ bitwise from the master's", tnt_get_rank());
+    free(master);
+}
+
+static void compare_with_serial(const run_cfg *c) {
+    tnt_history *hs, *hd, *hd2;
+    int64_t n;
+    float *ws = train(c, false, &hs, &n);
+    float *wd = train(c, true, &hd, &n);
+    float *wd2 = train(c, true, &hd2, &n);
+    char what[96];
+    snprintf(what, sizeof what, "%s weights (ranks %d)", c->optimizer, tnt_get_size());
+    tu_assert_close(wd, ws, n, 1e-5, 1e-6, what);
+    assert_same_on_all_ranks(wd, n);
+    assert_memory_equal(wd, wd2, (size_t)n * sizeof(float)); /* repeatable bitwise */
+    const char *keys[] = {"loss", "accuracy", "val_loss", "val_accuracy"};
+    for (int e = 0; e < c->epochs; e++)
+        for (int k = 0; k < 4; k++) {
+            double s = tnt_history_get(hs, keys[k], e), d = tnt_history_get(hd, keys[k], e);
+            if (!(fabs(s - d) <= 1e-5 * fabs(s) + 1e-7))
+                fail_msg("%s epoch %d %s: distributed %.9g, serial %.9g (ranks %d)", c->optimizer, e, keys[k], d, s,
+                         tnt_get_size());
+        }
+    tnt_history_free(hs), tnt_history_free(hd), tnt_history_free(hd2);
+    free(ws), free(wd), free(wd2);
+}
+
+static void test_optimizers_equal_serial(void **state) {
+    (void)state;
+    run_cfg cfgs[] = {
+        {"sgd", {.learning_rate = 0.1f}, false, 3},
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f}, false, 3},
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}, false, 2},
+        {"adam", {.learning_rate = 0.01f}, false, 3},
+        {"adam", {.learning_rate = 0.01f, .amsgrad = true}, false, 2},
+        {"rmsprop", {.learning_rate = 0.01f}, false, 2},
+        {"adagrad", {.learning_rate = 0.1f}, false, 2},
+        {"adadelta", {.learning_rate = 1.0f}, false, 2},
+        {"adamax", {.learning_rate = 0.01f}, false, 2},
+        {"nadam", {.learning_rate = 0.01f}, false, 2},
+        {"adam", {.learning_rate = 0.01f}, true, 2}, /* conv + pool + dropout */
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) compare_with_serial(&cfgs[i]);
+}
+
+static void test_fusion_thresholds(void **state) {
+    (void)state;
+    const char *kb[] = {"0", "0.00390625" /* 4 bytes */, "32", "1048576" /* 1 GB */};
+    run_cfg c = {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f}, false, 2};
+    for (size_t i = 0; i < 4; i++) {
+        setenv("TNT_FUSION_THRESHOLD_KB", kb[i], 1);
+        compare_with_serial(&c);
+    }
+    setenv("TNT_COMM_MODE", "nonblocking", 1);
+    compare_with_serial(&c);
+    unsetenv("TNT_COMM_MODE");
+    unsetenv("TNT_FUSION_THRESHOLD_KB");
+}
+
+static void test_evaluate_predict_equal_serial(void **state) {
+    (void)state;
+    tnt_model *s = model(false), *d = model(false);
+    tu_ok(tnt_distribute(d));
+    tnt_compile_opts co = {.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .metrics = "accuracy,sparse_top_k_categorical_accuracy:2", .seed = 9};
+    co.optimizer = tnt_sgd(0.1f);
+    tu_ok(tnt_compile(s, &co));
+    co.optimizer = tnt_sgd(0.1f);
+    tu_ok(tnt_compile(d, &co));
+    /* rank-dependent weights on the distributed model: the master's must win (broadcast) */
+    int64_t n = tnt_model_count_params(d);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(s, w, n));
+    if (!tnt_is_master_rank()) for (int64_t i = 0; i < n; i++) w[i] += 1.0f;
+    tu_ok(tnt_set_weights(d, w, n));
+    tnt_dataset *ds = data(BATCH, false);
+    tnt_logs ls, ld;
+    tu_ok(tnt_evaluate(s, ds, NULL, &ls));
+    tu_ok(tnt_evaluate(d, ds, NULL, &ld));
+    for (int k = 0; k < ls.n; k++) {
+        double v;
+        assert_true(tnt_logs_get(&ld, ls.names[k], &v));
+        assert_float_equal(v, ls.values[k], 1e-6 * fabs(ls.values[k]) + 1e-9);
+    }
+    tnt_tensor *ps, *pd, *pa;
+    tu_ok(tnt_predict(s, ds, NULL, &ps));
+    tu_ok(tnt_predict(d, ds, NULL, &pd));
+    tu_ok(tnt_predict(d, ds, &(tnt_eval_opts){.all_ranks = true}, &pa));
+    assert_int_equal(pa->shape.dim[0], N_SAMPLES);
+    tu_assert_close(pa->data, ps->data, N_SAMPLES * CLASSES, 1e-6, 1e-7, "predict (all ranks)");
+    if (tnt_is_master_rank()) {
+        assert_int_equal(pd->shape.dim[0], N_SAMPLES);
+        tu_assert_close(pd->data, ps->data, N_SAMPLES * CLASSES, 1e-6, 1e-7, "predict (master)");
+    } else {
+        assert_int_equal(pd->shape.dim[0], 0);
+    }
+    tnt_tensor_free(ps), tnt_tensor_free(pd), tnt_tensor_free(pa);
+    tnt_dataset_free(ds);
+    free(w);
+    tnt_model_free(s), tnt_model_free(d);
+}
+
+/* Hand-sharded data (no_distribute): each rank brings every size-th batch; the result still
+ * equals serial training on the whole batches when the shards are interleaved this way. */
+static void test_hand_sharded_equals_serial(void **state) {
+    (void)state;
+    int p = tnt_get_size(), r = tnt_get_rank();
+    /* serial: batches of BATCH*p samples; distributed: rank r takes samples [r*BATCH, r*BATCH+BATCH) of each */
+    int64_t global = (int64_t)BATCH * p, steps = N_SAMPLES / global;
+    if (steps == 0) return;
+    float *lx = malloc((size_t)(steps * BATCH * FEATURES) * sizeof(float)), *ly = malloc((size_t)(steps * BATCH) * sizeof(float));
+    for (int64_t s = 0; s < steps; s++)
+        for (int i = 0; i < BATCH; i++) {
+            int64_t src = s * global + r * BATCH + i;
+            memcpy(lx + (s * BATCH + i) * FEATURES, xs + src * FEATURES, FEATURES * sizeof(float));
+            ly[s * BATCH + i] = ys[src];
+        }
+    tnt_dataset *local = tnt_dataset_batch(tnt_dataset_from_arrays(lx, TNT_SHAPE(2, 2, 3), ly, TNT_SHAPE(), steps * BATCH, false), BATCH, true);
+    tnt_dataset *whole = tnt_dataset_batch(tnt_dataset_take(tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N_SAMPLES, false), steps * global), global, true);
+    tnt_model *s = model(false), *d = model(false);
+    tu_ok(tnt_distribute(d));
+    tnt_compile_opts co = {.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4};
+    co.optimizer = tnt_adam(0.01f);
+    tu_ok(tnt_compile(s, &co));
+    co.optimizer = tnt_adam(0.01f);
+    tu_ok(tnt_compile(d, &co));
+    tnt_history *hs, *hd;
+    tu_ok(tnt_fit(s, whole, &(tnt_fit_opts){.epochs = 2}, &hs));
+    tu_ok(tnt_fit(d, local, &(tnt_fit_opts){.epochs = 2, .no_distribute = true}, &hd));
+    int64_t n = tnt_model_count_params(s);
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(s, a, n));
+    tu_ok(tnt_get_weights(d, b, n));
+    tu_assert_close(b, a, n, 1e-5, 1e-6, "hand-sharded weights");
+    assert_float_equal(tnt_history_get(hd, "loss", 1), tnt_history_get(hs, "loss", 1), 1e-5 * tnt_history_get(hs, "loss", 1));
+    tnt_history_free(hs), tnt_history_free(hd);
+    free(a), free(b), free(lx), free(ly);
+    tnt_dataset_free(local), tnt_dataset_free(whole);
+    tnt_model_free(s), tnt_model_free(d);
+}
+
+static void test_bad_input_fails_everywhere(void **state) {
+    (void)state;
+    int p = tnt_get_size(), r = tnt_get_rank();
+    if (p == 1) return;
+    /* a rank with a different batch size */
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(r == p - 1 ? BATCH + 1 : BATCH, false);
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("dataset");
+    tu_error_contains("rank");
+    tnt_dataset_free(ds);
+    /* a rank with a different model */
+    tnt_model *other = tnt_sequential("m");
+    tu_ok(tnt_model_add(other, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(other, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(other, tnt_dense(r == 1 ? 4 : 5, NULL)));
+    tu_ok(tnt_model_add(other, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_distribute(other));
+    tu_ok(tnt_compile(other, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    ds = data(BATCH, false);
+    assert_int_equal(tnt_fit(other, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("model");
+    tnt_dataset_free(ds);
+    tnt_model_free(other);
+    /* a global batch smaller than the number of ranks */
+    ds = data(p - 1, false);
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_ARG);
+    tu_error_contains("smaller than");
+    tnt_dataset_free(ds);
+    /* a bad label that only the last rank sees */
+    float y_bad[N_SAMPLES];
+    memcpy(y_bad, ys, sizeof y_bad);
+    y_bad[BATCH - 1] = 9; /* last sample of the first batch: the last rank's share */
+    ds = tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), y_bad, TNT_SHAPE(), N_SAMPLES, false), BATCH, false);
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_ARG);
+    tu_error_contains("9");
+    if (r != p - 1) tu_error_contains("rank");
+    /* a bad argument on one rank only */
+    tnt_dataset_free(ds);
+    ds = data(BATCH, false);
+    assert_int_not_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .initial_epoch = r == 0 ? 5 : 0}, NULL), TNT_OK);
+    tu_error_contains("initial_epoch");
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
+        return 1;
+    }
+    make_data();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_optimizers_equal_serial),
+        cmocka_unit_test(test_fusion_thresholds),
+        cmocka_unit_test(test_evaluate_predict_equal_serial),
+        cmocka_unit_test(test_hand_sharded_equals_serial),
+        cmocka_unit_test(test_bad_input_fails_everywhere),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_finalize();
+    return rc;
+}
