@@ -6,6 +6,9 @@
  * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. */
 #include <tarantella.h>
 
+#include "dist/dist.h"
+#include "model/model.h"
+
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,14 +55,15 @@ static tnt_model *build(const char *name) {
 
 int main(int argc, char **argv) {
     const char *model = "lenet5";
-    long steps = 300, warmup = 20, batch = 64;
+    long steps = 300, warmup = 20, batch = 64, allreduce_reps = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--allreduce")) allreduce_reps = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s --model lenet5|mlp [--steps S] [--warmup W] [--batch B]\n", argv[0]);
+            fprintf(stderr, "usage: %s --model lenet5|mlp [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
             return 2;
         }
     }
@@ -72,7 +76,7 @@ int main(int argc, char **argv) {
     tnt_model *m = build(model);
     tnt_dataset *ds = NULL;
     float *x = NULL, *y = NULL;
-    if (!m) goto fail;
+    if (!m || tnt_distribute(m)) goto fail;
     tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = lenet ? 0.0f : 0.9f};
     if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo),
                                            .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}))
@@ -98,11 +102,43 @@ int main(int argc, char **argv) {
     double t0 = now();
     if (tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = steps}, &h)) goto fail;
     double dt = now() - t0;
-    printf("tnt %s %s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f\n",
-           tnt_version(), model, (long long)tnt_model_count_params(m), tnt_get_size(),
-           omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
-           tnt_history_get(h, "loss", 0));
+    double comm = 0, exposed = 0;
+    int buckets = 0;
+    if (m->reducer) {
+        tnt__reducer_stats(m->reducer, &comm, &exposed, NULL);
+        buckets = tnt__reducer_num_buckets(m->reducer);
+    }
+    /* hidden share: the part of allreduce time the compute thread did not wait for */
+    if (tnt_is_master_rank())
+        printf("tnt %s %s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
+               "buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f\n",
+               tnt_version(), model, (long long)tnt_model_count_params(m), tnt_get_size(),
+               omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
+               tnt_history_get(h, "loss", 0), buckets, comm, exposed,
+               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0);
     tnt_history_free(h);
+    if (allreduce_reps > 0 && m->reducer) {
+        /* fused buckets (the reducer, all buckets ready at once) against one plain MPI_Allreduce
+         * of the same bytes */
+        double fused = 1e30, plain = 1e30;
+        for (long r = 0; r < allreduce_reps; r++) {
+            tnt__barrier();
+            double t = now();
+            tnt__reducer_begin_step(m->reducer);
+            if (tnt__reducer_finish_step(m->reducer)) goto fail;
+            double f = now() - t;
+            tnt__barrier();
+            t = now();
+            if (tnt__allreduce_sum_f32(m->grads, m->n_params)) goto fail;
+            double p = now() - t;
+            fused = f < fused ? f : fused;
+            plain = p < plain ? p : plain;
+        }
+        double bytes = (double)m->n_params * sizeof(float);
+        if (tnt_is_master_rank())
+            printf("allreduce bytes=%.0f buckets=%d fused_GBps=%.3f plain_GBps=%.3f ratio=%.3f\n", bytes,
+                   tnt__reducer_num_buckets(m->reducer), bytes / fused / 1e9, bytes / plain / 1e9, plain / fused);
+    }
     tnt_dataset_free(ds);
     tnt_model_free(m);
     free(x), free(y);

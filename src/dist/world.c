@@ -35,6 +35,9 @@ tnt_status tnt__world_init(int *argc, char ***argv) {
     MPI_Initialized(&inited);
     if (!inited) {
         if (!launched_by_mpirun()) return TNT_OK;
+        /* The comm thread waits inside MPI while backward computes on the same cores: a waiting
+         * MPI that yields leaves the core to the computation (measured: +5-10% at 2 ranks). */
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         int provided;
         MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
         world.initialized_by_us = true;
