@@ -18,8 +18,9 @@ build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The Tarantella quick start: LeNet-5 on Fashion-MNIST, data-parallel on 2 ranks.
 demo: deps build
-	OMP_NUM_THREADS=$(JOBS) $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam --learning_rate=0.001
+	$(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam --learning_rate=0.001
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 2

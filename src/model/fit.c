@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 tnt_status tnt__model_setup_weights(tnt_model *m);
 
@@ -522,8 +523,20 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     feed f = {.split = parallel && !o.no_distribute};
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
-    bool batch_logs = false; /* exact logs at every step: only when something reads them */
+    bool batch_logs = false; /* exact logs at every step */
     for (int i = 0; i < n_cbs; i++) batch_logs |= cbs[i].on_train_batch_end != NULL;
+    /* Running figures need a metrics allreduce per step: only when a live bar (on the master's
+     * terminal) or a batch callback reads them. The master decides, so that every rank issues
+     * the same collectives. */
+    if (o.verbose == 1 && tnt_is_master_rank() && isatty(fileno(o.out))) batch_logs = true;
+    if (parallel) {
+        int64_t live_ranks = batch_logs;
+        if ((s = tnt__agree(TNT_OK, &live_ranks, 1)) != TNT_OK) {
+            tnt_history_free(h);
+            return s;
+        }
+        batch_logs = live_ranks > 0;
+    }
     tnt_logs logs = {0};
     m->stop_training = false;
     CALL_CB(cbs, n_cbs, on_train_begin, m, &logs);
@@ -534,7 +547,6 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
         logs.n = 0;
         if (o.verbose && tnt_is_master_rank()) fprintf(o.out, "Epoch %d/%d\n", epoch + 1, o.epochs);
         tnt__progress_start(&prog, o.out, o.verbose, steps_hint);
-        bool live = batch_logs || prog.verbose == 1; /* a live bar needs the running figures */
         CALL_CB(cbs, n_cbs, on_epoch_begin, m, epoch, &logs);
         f.it = tnt_dataset_iter_new(train, epoch);
         if (!f.it) {
@@ -550,7 +562,7 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
                 goto done;
             }
             if (r == 0) break;
-            if (live) {
+            if (batch_logs) {
                 if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
                 accum_logs(m, &total, &logs);
             }
