@@ -825,6 +825,9 @@ static int launch(const options *o, const hostlist *h) {
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
     if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
     ex_setf(&ex, "TNT_THREADS_PER_RANK", threads);
+    /* mpirun hands ranks a pseudo-terminal whatever the launcher writes to: tell them whether
+     * the user's output really is a terminal (a live progress bar or plain lines) */
+    if (!getenv("TNT_STDOUT_TTY")) ex_set(&ex, "TNT_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0");
     ex_setf(&ex, "OMP_NUM_THREADS", threads);
     for (size_t k = 0; k < o->xvars.n; k++) ex_set_pair(&ex, o->xvars.v[k]);
 

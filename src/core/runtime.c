@@ -6,6 +6,9 @@
 
 #include <stdio.h>
 #include <strings.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 static struct {
     bool initialized;
@@ -31,6 +34,13 @@ static bool env_true(const char *name) {
 
 tnt_status tnt_init(int *argc, char ***argv) {
     if (rt.initialized) return TNT_OK;
+#if defined(__x86_64__) || defined(__i386__)
+    /* Flush denormals to zero, as TensorFlow does on its CPU threads: late in training tiny
+     * gradients and optimizer moments turn denormal and slow every kernel down (measured: an
+     * epoch of LeNet-5 with Adam went from 39 to 65 ms/step). Threads started later (OpenMP,
+     * comm, prefetch) inherit the setting. */
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ | DAZ */
+#endif
     tnt_status s = tnt__world_init(argc, argv);
     if (s != TNT_OK) return s;
     rt.rank = tnt__world_rank();

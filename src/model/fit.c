@@ -12,7 +12,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <unistd.h>
 
 tnt_status tnt__model_setup_weights(tnt_model *m);
 
@@ -528,7 +527,7 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     /* Running figures need a metrics allreduce per step: only when a live bar (on the master's
      * terminal) or a batch callback reads them. The master decides, so that every rank issues
      * the same collectives. */
-    if (o.verbose == 1 && tnt_is_master_rank() && isatty(fileno(o.out))) batch_logs = true;
+    if (o.verbose == 1 && tnt_is_master_rank() && tnt__output_is_tty(o.out)) batch_logs = true;
     if (parallel) {
         int64_t live_ranks = batch_logs;
         if ((s = tnt__agree(TNT_OK, &live_ranks, 1)) != TNT_OK) {

@@ -10,10 +10,17 @@ double tnt__now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+bool tnt__output_is_tty(FILE *out) {
+    /* under the launcher, ranks write to mpirun's pseudo-terminals: the launcher tells */
+    const char *v = getenv("TNT_STDOUT_TTY");
+    if (v && (out == stdout || fileno(out) == STDOUT_FILENO)) return !strcmp(v, "1");
+    return isatty(fileno(out));
+}
+
 void tnt__progress_start(tnt__progress *p, FILE *out, int verbose, int64_t target) {
     p->out = out ? out : stdout;
     p->verbose = tnt_is_master_rank() || getenv("TNT_OUTPUT_ON_ALL_DEVICES") ? verbose : 0;
-    p->tty = isatty(fileno(p->out));
+    p->tty = tnt__output_is_tty(p->out);
     p->target = target;
     p->seen = 0;
     p->start = p->last_draw = tnt__now();
