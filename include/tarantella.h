@@ -354,6 +354,9 @@ typedef struct tnt_fit_opts {
      * samples. */
     bool no_distribute;
     bool no_distribute_validation;
+    /* Unbatched datasets (training and validation): batch them here with a global batch of
+     * micro_batch_size x ranks (Tarantella's tnt_micro_batch_size). 0: datasets must be batched. */
+    int64_t micro_batch_size;
 } tnt_fit_opts;
 /* Trains on a batched dataset (borrowed). *history (may be NULL) receives a new History that the
  * caller frees. */
@@ -369,6 +372,7 @@ typedef struct tnt_eval_opts {
     bool no_distribute; /* distributed models: each rank evaluates its own dataset */
     bool all_ranks;     /* predict: every rank receives all rows (default: the master only;
                            the other ranks receive a tensor of 0 rows) */
+    int64_t micro_batch_size; /* as in tnt_fit_opts, for an unbatched dataset */
 } tnt_eval_opts;
 /* Loss and metrics over a batched dataset, as Keras's evaluate(return_dict=True). */
 TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,

@@ -222,6 +222,38 @@ static void test_hand_sharded_equals_serial(void **state) {
     tnt_model_free(s), tnt_model_free(d);
 }
 
+/* An unbatched dataset with micro_batch_size: the runtime batches micro x ranks samples. */
+static void test_micro_batch_size_equals_serial(void **state) {
+    (void)state;
+    int64_t micro = 5, global = micro * tnt_get_size();
+    tnt_dataset *unbatched = tnt_dataset_shuffle(tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N_SAMPLES, false), N_SAMPLES, 42);
+    tnt_dataset *whole = data(global, true);
+    tnt_model *s = model(false), *d = model(false);
+    tu_ok(tnt_distribute(d));
+    tnt_compile_opts co = {.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 6};
+    co.optimizer = tnt_sgd(0.1f);
+    tu_ok(tnt_compile(s, &co));
+    co.optimizer = tnt_sgd(0.1f);
+    tu_ok(tnt_compile(d, &co));
+    tu_ok(tnt_fit(s, whole, &(tnt_fit_opts){.epochs = 2}, NULL));
+    tu_ok(tnt_fit(d, unbatched, &(tnt_fit_opts){.epochs = 2, .micro_batch_size = micro}, NULL));
+    int64_t n = tnt_model_count_params(s);
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(s, a, n));
+    tu_ok(tnt_get_weights(d, b, n));
+    tu_assert_close(b, a, n, 1e-5, 1e-6, "micro_batch_size weights");
+    tnt_logs ls, ld;
+    tu_ok(tnt_evaluate(s, whole, NULL, &ls));
+    tu_ok(tnt_evaluate(d, unbatched, &(tnt_eval_opts){.micro_batch_size = micro}, &ld));
+    assert_float_equal(ld.values[0], ls.values[0], 1e-5 * ls.values[0]);
+    /* without the option an unbatched dataset is still an error, on every rank */
+    assert_int_equal(tnt_fit(d, unbatched, NULL, NULL), TNT_ERR_ARG);
+    tu_error_contains("not batched");
+    free(a), free(b);
+    tnt_dataset_free(unbatched), tnt_dataset_free(whole);
+    tnt_model_free(s), tnt_model_free(d);
+}
+
 static void test_bad_input_fails_everywhere(void **state) {
     (void)state;
     int p = tnt_get_size(), r = tnt_get_rank();
@@ -281,6 +313,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fusion_thresholds),
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
+        cmocka_unit_test(test_micro_batch_size_equals_serial),
         cmocka_unit_test(test_bad_input_fails_everywhere),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

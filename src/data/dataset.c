@@ -275,4 +275,23 @@ tnt_shape tnt_dataset_y_shape(const tnt_dataset *ds) { return ds ? ds->y_shape :
 bool tnt_dataset_has_labels(const tnt_dataset *ds) { return ds && ds->has_y; }
 bool tnt_dataset_is_batched(const tnt_dataset *ds) { return ds && ds->batched; }
 
+tnt_dataset *tnt__dataset_batch_view(tnt_dataset *in, int64_t batch_size, bool drop_remainder) {
+    if (!in || in->batched || batch_size <= 0) {
+        tnt__error(TNT_ERR_ARG, "batch view: needs an unbatched dataset and batch_size %lld > 0",
+                   (long long)batch_size);
+        return NULL;
+    }
+    tnt_dataset *ds = tnt__calloc(1, sizeof *ds);
+    if (!ds) return NULL;
+    *ds = (tnt_dataset){.op = TNT__OP_BATCH, .in = in, .depth = in->depth + 1, .x_shape = in->x_shape,
+                        .y_shape = in->y_shape, .has_y = in->has_y, .batched = true,
+                        .width = batch_size, .count = batch_size, .drop_remainder = drop_remainder,
+                        .card = in->card < 0 ? -1
+                                : drop_remainder ? in->card / batch_size
+                                                 : (in->card + batch_size - 1) / batch_size};
+    return ds;
+}
+
+void tnt__dataset_view_free(tnt_dataset *view) { free(view); }
+
 int64_t tnt__dataset_batch_size(const tnt_dataset *ds) { return ds && ds->batched ? ds->width : 0; }

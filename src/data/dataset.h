@@ -16,6 +16,11 @@
 int tnt__dataset_iter_next_part(tnt_dataset_iter *it, int part, int nparts, tnt_batch *out,
                                 int64_t *global_n);
 
+/* A batch node over a borrowed unbatched dataset (in stays the caller's): the runtime batches an
+ * unbatched dataset with micro_batch_size x ranks. Free it with tnt__dataset_view_free. */
+tnt_dataset *tnt__dataset_batch_view(tnt_dataset *in, int64_t batch_size, bool drop_remainder);
+void tnt__dataset_view_free(tnt_dataset *view);
+
 /* The batch size of a batched dataset (the largest element), 0 when unbatched. */
 int64_t tnt__dataset_batch_size(const tnt_dataset *ds);
 

@@ -109,6 +109,16 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
             begin = end;
         }
     }
+    /* a small last bucket (the first layers, e.g. a first conv's few weights) joins the one
+     * before: one collective's latency less for a few bytes' later start */
+    if (r->n_buckets >= 2) {
+        bucket *last = &r->buckets[r->n_buckets - 1], *prev = last - 1;
+        if ((size_t)(last->end - last->begin) * sizeof(float) < threshold_bytes &&
+            last->end - prev->begin <= max_floats) {
+            prev->end = last->end;
+            r->n_buckets--;
+        }
+    }
     for (int i = 0; i < r->n_buckets; i++)
         if (r->buckets[i].end - r->buckets[i].begin > max_floats) {
             tnt__error(TNT_ERR_UNSUPPORTED, "reducer: one layer has %lld gradient values (at most 2^30)",

@@ -26,6 +26,19 @@ float tnt__act_default_alpha(tnt_activation act) {
     return 0.0f;
 }
 
+bool tnt__act_post_op(tnt_activation act, float alpha, dnnl_alg_kind_t *alg, float *post_alpha) {
+    if (alpha == 0.0f) alpha = tnt__act_default_alpha(act);
+    *post_alpha = 0.0f;
+    switch (act) {
+    case TNT_ACT_RELU: *alg = dnnl_eltwise_relu; return true;
+    case TNT_ACT_LEAKY_RELU: *alg = dnnl_eltwise_relu; *post_alpha = alpha; return true;
+    case TNT_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return true;
+    case TNT_ACT_TANH: *alg = dnnl_eltwise_tanh; return true;
+    case TNT_ACT_ELU: *alg = dnnl_eltwise_elu; *post_alpha = alpha; return true;
+    default: return false;
+    }
+}
+
 bool tnt__act_backward_needs_src(tnt_activation act) {
     return act == TNT_ACT_GELU || act == TNT_ACT_SWISH || act == TNT_ACT_SOFTPLUS ||
            act == TNT_ACT_SELU;

@@ -15,6 +15,11 @@ typedef struct tnt__act {
 
 /* The default alpha of an activation when alpha == 0 (leaky relu 0.2, elu 1). */
 float tnt__act_default_alpha(tnt_activation act);
+/* The oneDNN eltwise post-op that fuses act into a conv or matmul, for the activations whose
+ * backward needs only the output (y), so that y is all backward keeps; false for the others
+ * (softmax is not elementwise; gelu, swish, softplus and selu need their input). alpha 0 means
+ * the default. */
+bool tnt__act_post_op(tnt_activation act, float alpha, dnnl_alg_kind_t *alg, float *post_alpha);
 /* True when backward needs the activation's input (x); otherwise its output (y) suffices. */
 bool tnt__act_backward_needs_src(tnt_activation act);
 

@@ -99,23 +99,6 @@ typedef struct conv_plan {
     dnnl_memory_t wf, wb, dw;  /* weights in each primitive's layout */
 } conv_plan;
 
-static bool post_op_alg(tnt_activation act, float alpha, dnnl_alg_kind_t *alg, float *palpha) {
-    /* Activations whose backward needs only the output (y); the others are run unfused. */
-    *palpha = 0.0f;
-    switch (act) {
-    case TNT_ACT_RELU: *alg = dnnl_eltwise_relu; return true;
-    case TNT_ACT_LEAKY_RELU: *alg = dnnl_eltwise_relu; *palpha = alpha; return true;
-    case TNT_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return true;
-    case TNT_ACT_TANH: *alg = dnnl_eltwise_tanh; return true;
-    case TNT_ACT_ELU: *alg = dnnl_eltwise_elu; *palpha = alpha; return true;
-    default: return false;
-    }
-}
-
-static float act_alpha(const tnt_layer *l) {
-    return l->activation_alpha != 0.0f ? l->activation_alpha : tnt__act_default_alpha(l->activation);
-}
-
 /* Memory descriptors of one plan: x (batch, ic, ih, iw) and y (batch, filters, oh, ow) as nhwc,
  * the weights (filters, ic, kh, kw) as any (for the primitives) and as hwio (Keras's buffer), the
  * bias (filters). */
@@ -201,7 +184,7 @@ static tnt_status create_fwd(tnt_layer *l, const conv_mds *m, const dnnl_memory_
     if (fuse_act) {
         dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
         float alpha;
-        post_op_alg(l->activation, act_alpha(l), &alg, &alpha);
+        tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
         TNT_DNNL(dnnl_post_ops_create(&ops));
         TNT_DNNL(dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f));
         TNT_DNNL(dnnl_primitive_attr_set_post_ops(attr, ops));
@@ -252,7 +235,7 @@ static void *conv_plan_create(tnt_layer *l, int64_t batch) {
     if ((status = conv_mds_init(c, batch, &m)) != TNT_OK) goto fail;
     dnnl_alg_kind_t alg;
     float alpha;
-    p->fused = post_op_alg(l->activation, act_alpha(l), &alg, &alpha);
+    p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
     if ((status = create_fwd(l, &m, &m.w, p->fused, &p->fwd)) != TNT_OK) goto fail;
 
     dnnl_convolution_desc_t bd, bw;

@@ -61,25 +61,6 @@ typedef struct dense_plan {
     dnnl_memory_t dy, wt, dx;  /* backward-data arguments */
 } dense_plan;
 
-/* The oneDNN post-op for an activation whose backward needs only its output, so that y is all
- * backward keeps; false for the others (softmax is not elementwise; gelu, swish, softplus and
- * selu need their input). */
-static bool post_op_alg(tnt_activation act, float alpha, dnnl_alg_kind_t *alg, float *palpha) {
-    *palpha = 0.0f;
-    switch (act) {
-    case TNT_ACT_RELU: *alg = dnnl_eltwise_relu; return true;
-    case TNT_ACT_LEAKY_RELU: *alg = dnnl_eltwise_relu; *palpha = alpha; return true;
-    case TNT_ACT_SIGMOID: *alg = dnnl_eltwise_logistic; return true;
-    case TNT_ACT_TANH: *alg = dnnl_eltwise_tanh; return true;
-    case TNT_ACT_ELU: *alg = dnnl_eltwise_elu; *palpha = alpha; return true;
-    default: return false;
-    }
-}
-
-static float act_alpha(const tnt_layer *l) {
-    return l->activation_alpha != 0.0f ? l->activation_alpha : tnt__act_default_alpha(l->activation);
-}
-
 /* A matmul y(rows, units) = x(rows, in) · W(in, units) + b(1, units), with post-ops from attr. */
 static tnt_status create_fwd(tnt_layer *l, dense_plan *p, tnt__prim *prim, bool fuse_act) {
     dense_cfg *c = l->priv;
@@ -99,7 +80,7 @@ static tnt_status create_fwd(tnt_layer *l, dense_plan *p, tnt__prim *prim, bool 
     if (fuse_act) {
         dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
         float alpha;
-        post_op_alg(l->activation, act_alpha(l), &alg, &alpha);
+        tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
         TNT_DNNL(dnnl_post_ops_create(&ops));
         TNT_DNNL(dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f));
         TNT_DNNL(dnnl_primitive_attr_set_post_ops(attr, ops));
@@ -132,7 +113,7 @@ static void *dense_plan_create(tnt_layer *l, int64_t batch) {
     p->rows = batch;
     dnnl_alg_kind_t alg;
     float alpha;
-    p->fused = post_op_alg(l->activation, act_alpha(l), &alg, &alpha);
+    p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
     if ((status = create_fwd(l, p, &p->fwd, p->fused)) != TNT_OK) goto fail;
     if (l->activation != TNT_ACT_LINEAR &&
         (status = tnt__act_create(&p->act, l->activation, l->activation_alpha, p->rows, c->units)) != TNT_OK)

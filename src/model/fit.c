@@ -444,6 +444,15 @@ done:
     return s;
 }
 
+/* An unbatched dataset with a micro-batch size becomes a borrowed batched view with the global
+ * batch micro x ranks; *view (NULL when unused) is freed by the caller. */
+static tnt_dataset *batched(tnt_dataset *ds, int64_t micro, tnt_dataset **view) {
+    *view = NULL;
+    if (!ds || micro <= 0 || tnt_dataset_is_batched(ds)) return ds;
+    *view = tnt__dataset_batch_view(ds, micro * tnt_get_size(), false);
+    return *view ? *view : ds;
+}
+
 static tnt_status require_compiled(const tnt_model *m, const char *who) {
     if (!m) return tnt__error(TNT_ERR_ARG, "%s: model is NULL", who);
     if (!m->compiled)
@@ -454,9 +463,12 @@ static tnt_status require_compiled(const tnt_model *m, const char *who) {
 tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_logs *logs) {
     tnt_status s = require_compiled(m, "evaluate");
     if (m && is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    tnt_dataset *view;
+    data = batched(data, opts ? opts->micro_batch_size : 0, &view);
     if (s == TNT_OK) s = prepare_parallel(m, "evaluate", opts && opts->no_distribute ? NULL : data, NULL, NULL);
-    if (s != TNT_OK) return s;
-    return run_inference(m, data, opts, true, logs, NULL, "evaluate");
+    if (s == TNT_OK) s = run_inference(m, data, opts, true, logs, NULL, "evaluate");
+    tnt__dataset_view_free(view);
+    return s;
 }
 
 tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_tensor **out) {
@@ -465,9 +477,12 @@ tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opt
     *out = NULL;
     tnt_status s = tnt__model_setup_weights(m);
     if (is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    tnt_dataset *view;
+    data = batched(data, opts ? opts->micro_batch_size : 0, &view);
     if (s == TNT_OK) s = prepare_parallel(m, "predict", opts && opts->no_distribute ? NULL : data, NULL, NULL);
-    if (s != TNT_OK) return s;
-    return run_inference(m, data, opts, false, NULL, out, "predict");
+    if (s == TNT_OK) s = run_inference(m, data, opts, false, NULL, out, "predict");
+    tnt__dataset_view_free(view);
+    return s;
 }
 
 tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out) {
@@ -506,10 +521,23 @@ static tnt_status check_fit_args(tnt_model *m, tnt_dataset *train, tnt_fit_opts 
     return TNT_OK;
 }
 
+static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts, tnt_history **history);
+
 tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, tnt_history **history) {
     if (history) *history = NULL;
     if (!m) return tnt__error(TNT_ERR_ARG, "fit: model is NULL");
     tnt_fit_opts o = opts ? *opts : (tnt_fit_opts){0};
+    tnt_dataset *train_view, *val_view;
+    train = batched(train, o.micro_batch_size, &train_view);
+    o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
+    tnt_status s = fit_loop(m, train, &o, history);
+    tnt__dataset_view_free(train_view);
+    tnt__dataset_view_free(val_view);
+    return s;
+}
+
+static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts, tnt_history **history) {
+    tnt_fit_opts o = *opts;
     tnt_status s = check_fit_args(m, train, &o);
     bool parallel = is_parallel(m);
     /* all ranks agree before the first collective, so a bad argument on one rank cannot hang
