@@ -225,7 +225,8 @@ TNT_API tnt_dataset *tnt_dataset_from_idx(const char *images_path, const char *l
 TNT_API tnt_dataset *tnt_dataset_from_npy(const char *x_path, const char *y_path);
 
 /* tf.data shuffle: a buffer of buffer_size elements, reshuffled each iteration (epoch) from
- * seed and the epoch number, so runs are reproducible. */
+ * seed and the epoch number, so runs are reproducible. seed 0 means the default, 42 (as in
+ * Tarantella: every rank must shuffle the same way). */
 TNT_API tnt_dataset *tnt_dataset_shuffle(tnt_dataset *in, int64_t buffer_size, uint64_t seed);
 TNT_API tnt_dataset *tnt_dataset_batch(tnt_dataset *in, int64_t batch_size, bool drop_remainder);
 /* fn transforms one element in place or into new shapes: it reads x_in/y_in (shapes given at

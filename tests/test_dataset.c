@@ -171,6 +171,10 @@ static void test_shuffle_determinism(void **state) {
     assert_true(is_permutation(a, N));
     assert_true(is_permutation(c, N));
     tnt_dataset_free(ds);
+    ds = tnt_dataset_shuffle(range_ds(N), N, 0); /* no seed: the default 42 */
+    collect(ds, 0, d, N, NULL, NULL);
+    assert_floats(a, d, N);
+    tnt_dataset_free(ds);
     ds = tnt_dataset_shuffle(range_ds(N), N, 43); /* another seed, another order */
     collect(ds, 0, d, N, NULL, NULL);
     assert_true(memcmp(a, d, sizeof a) != 0);

@@ -161,7 +161,8 @@ tnt_dataset *tnt_dataset_shuffle(tnt_dataset *in, int64_t buffer_size, uint64_t 
         return fail_op(in);
     }
     tnt_dataset *ds = new_node(in, TNT__OP_SHUFFLE);
-    if (ds) ds->count = buffer_size, ds->seed = seed;
+    /* no seed given: 42 as in Tarantella, so that every rank shuffles the same way */
+    if (ds) ds->count = buffer_size, ds->seed = seed ? seed : 42;
     return ds;
 }
 
