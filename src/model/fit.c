@@ -1,19 +1,19 @@
-/* fit.c: compile, fit, evaluate and predict. One training step: forward, loss summed over the
- * batch's samples and scaled by 1/batch, backward (last layer first) into the flat gradient
- * buffer, one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count)
- * so that epoch figures are exact sample means, as Keras reports them. */
+/* fit.c: compile, fit, evaluate and predict. One training step: this rank's share of the global
+ * batch, forward, loss summed over the local samples and scaled by 1/global batch, backward
+ * (last layer first) into the flat gradient buffer while fused buckets are allreduced, one
+ * optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that epoch
+ * figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
 #include "dist/dist.h"
 #include "model/history.h"
 #include "model/model.h"
+#include "model/parallel.h"
 #include "model/progress.h"
 #include "train/loss.h"
 #include "train/optimizer.h"
 
 #include <math.h>
 #include <stdio.h>
-
-tnt_status tnt__model_setup_weights(tnt_model *m);
 
 /* Running sums of one pass over data: loss and each metric as (sum, count). */
 typedef struct accum {
@@ -110,121 +110,13 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *pred
     return TNT_OK;
 }
 
-/* ---- data parallelism ---------------------------------------------------------------------- */
-
-tnt_status tnt_distribute(tnt_model *m) {
-    if (!m) return tnt__error(TNT_ERR_ARG, "distribute: model is NULL");
-    m->distributed = true;
-    return TNT_OK;
-}
-
-static bool is_parallel(const tnt_model *m) { return m->distributed && tnt__world_active(); }
-
-/* A training or inference data feed: a rank's share of each global batch (split), or the
- * rank's own batches (not split, or one rank). */
-typedef struct feed {
-    tnt_dataset_iter *it;
-    bool split;
-} feed;
-
-static int feed_next(feed *f, tnt_batch *b, int64_t *global_n) {
-    if (f->split)
-        return tnt__dataset_iter_next_part(f->it, tnt_get_rank(), tnt_get_size(), b, global_n);
-    int r = tnt_dataset_iter_next(f->it, b);
-    *global_n = r == 1 ? b->n : 0;
-    return r;
-}
-
-static uint64_t hash_shape(uint64_t h, tnt_shape s) {
-    h = tnt__fnv1a(h, &s.ndim, sizeof s.ndim);
-    return tnt__fnv1a(h, s.dim, (size_t)s.ndim * sizeof s.dim[0]);
-}
-
-static uint64_t model_fingerprint(const tnt_model *m) {
-    uint64_t h = tnt__fnv1a(0, &m->n_layers, sizeof m->n_layers);
-    for (int i = 0; i < m->n_layers; i++) {
-        const tnt_layer *l = m->layers[i];
-        h = tnt__fnv1a(h, l->ops->class_name, strlen(l->ops->class_name));
-        h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
-        h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
-        for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
-    }
-    return h;
-}
-
-static uint64_t compile_fingerprint(const tnt_model *m) {
-    const tnt_optimizer *o = m->optimizer;
-    uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
-    h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
-    for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
-    h = tnt__fnv1a(h, &o->kind, sizeof o->kind);
-    float hyper[] = {o->learning_rate, o->momentum, o->beta_1, o->beta_2, o->epsilon, o->rho,
-                     o->initial_accumulator_value, o->weight_decay,
-                     (float)o->nesterov, (float)o->amsgrad, (float)o->centered};
-    return tnt__fnv1a(h, hyper, sizeof hyper);
-}
-
-static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
-    if (!ds) return 0;
-    int64_t v[2] = {tnt_dataset_cardinality(ds), tnt__dataset_batch_size(ds)};
-    uint64_t h = tnt__fnv1a(0, v, sizeof v);
-    return hash_shape(hash_shape(h, tnt_dataset_x_shape(ds)), tnt_dataset_y_shape(ds));
-}
-
-/* Before the first distributed use: every rank must run the same configuration (checked by
- * fingerprints, which fail on every rank instead of hanging), then the master's weights are
- * broadcast, and the gradient reducer is planned. */
-static tnt_status prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
-                                   const tnt_dataset *val, const tnt_fit_opts *fit) {
-    if (!is_parallel(m)) return TNT_OK;
-    const char *names[5] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration"};
-    uint64_t v[5] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
-                     dataset_fingerprint(data), dataset_fingerprint(val), 0};
-    if (fit) {
-        int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
-                        fit->no_distribute, fit->no_distribute_validation};
-        v[4] = tnt__fnv1a(0, f, sizeof f);
-    }
-    tnt_status s = tnt__check_same(who, names, v, 5);
-    if (s != TNT_OK) return s;
-    if (!m->weights_synced) {
-        if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
-        m->weights_synced = true;
-    }
-    if (fit && !m->reducer) {
-        int64_t *ends = tnt__calloc((size_t)m->n_layers, sizeof *ends);
-        if (!ends) return TNT_ERR_NOMEM;
-        int k = 0;
-        for (int i = m->n_layers - 1; i >= 0; i--)
-            if (m->layers[i]->n_weights > 0) ends[k++] = m->grad_end[i];
-        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(),
-                                      tnt__comm_mode_from_env());
-        free(ends);
-        if (!m->reducer) return TNT_ERR_NOMEM;
-        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %zu bytes)",
-                m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, tnt__fusion_threshold_bytes());
-    }
-    return TNT_OK;
-}
-
-static void warn_small_micro_batch(tnt_model *m, int64_t micro) {
-    if (m->warned_small_batch || micro >= 16) return;
-    for (int i = 0; i < m->n_layers; i++)
-        if (strstr(m->layers[i]->ops->class_name, "BatchNormalization")) {
-            tnt_log(TNT_LOG_WARNING, "model \"%s\": micro-batch of %lld samples per rank with BatchNormalization "
-                    "(statistics are per rank; below 16 they get noisy)", m->name, (long long)micro);
-            m->warned_small_batch = true;
-            return;
-        }
-}
-
 /* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
  * every rank returns the same. */
-static int train_step(tnt_model *m, feed *f, accum *acc) {
+static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
     tnt_batch b = {0};
     int64_t global_n = 0;
-    bool parallel = is_parallel(m);
-    int r = feed_next(f, &b, &global_n);
+    bool parallel = tnt__is_parallel(m);
+    int r = tnt__feed_next(f, &b, &global_n);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
     if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
     if (r == 1 && s == TNT_OK && f->split && global_n < tnt_get_size())
@@ -235,7 +127,7 @@ static int train_step(tnt_model *m, feed *f, accum *acc) {
     float *dpred = NULL;
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
     if (have) {
-        warn_small_micro_batch(m, b.n);
+        tnt__warn_small_micro_batch(m, b.n);
         int rank = tnt_get_rank(), size = tnt_get_size();
         m->sample_offset = f->split ? rank * (global_n / size) + TNT_MIN(rank, global_n % size) : 0;
         p = tnt__model_plan(m, b.n);
@@ -327,7 +219,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
                                 tnt_logs *logs, tnt_tensor **out, const char *who) {
     tnt_status s = TNT_OK;
     accum acc = {0};
-    feed f = {0};
+    tnt__feed f = {0};
     float *rows = NULL, *gathered = NULL;
     int64_t *batch_n = NULL, n_batches = 0, cap_batches = 0;
     int64_t n_rows = 0, cap_rows = 0, c = tnt__model_output_size(m);
@@ -335,7 +227,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     int n_cbs = o ? o->n_callbacks : 0;
     tnt__progress prog;
     tnt_logs empty = {0};
-    bool parallel = is_parallel(m);
+    bool parallel = tnt__is_parallel(m);
     if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
     if (!tnt_dataset_is_batched(data))
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
@@ -355,7 +247,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
         tnt_batch b;
         int64_t global_n;
-        int r = feed_next(&f, &b, &global_n);
+        int r = tnt__feed_next(&f, &b, &global_n);
         if (r <= 0) {
             local = (tnt_status)r;
             break;
@@ -462,10 +354,10 @@ static tnt_status require_compiled(const tnt_model *m, const char *who) {
 
 tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_logs *logs) {
     tnt_status s = require_compiled(m, "evaluate");
-    if (m && is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    if (m && tnt__is_parallel(m)) s = tnt__agree(s, NULL, 0);
     tnt_dataset *view;
     data = batched(data, opts ? opts->micro_batch_size : 0, &view);
-    if (s == TNT_OK) s = prepare_parallel(m, "evaluate", opts && opts->no_distribute ? NULL : data, NULL, NULL);
+    if (s == TNT_OK) s = tnt__prepare_parallel(m, "evaluate", opts && opts->no_distribute ? NULL : data, NULL, NULL);
     if (s == TNT_OK) s = run_inference(m, data, opts, true, logs, NULL, "evaluate");
     tnt__dataset_view_free(view);
     return s;
@@ -476,10 +368,10 @@ tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opt
     if (!out) return tnt__error(TNT_ERR_ARG, "predict: out is NULL");
     *out = NULL;
     tnt_status s = tnt__model_setup_weights(m);
-    if (is_parallel(m)) s = tnt__agree(s, NULL, 0);
+    if (tnt__is_parallel(m)) s = tnt__agree(s, NULL, 0);
     tnt_dataset *view;
     data = batched(data, opts ? opts->micro_batch_size : 0, &view);
-    if (s == TNT_OK) s = prepare_parallel(m, "predict", opts && opts->no_distribute ? NULL : data, NULL, NULL);
+    if (s == TNT_OK) s = tnt__prepare_parallel(m, "predict", opts && opts->no_distribute ? NULL : data, NULL, NULL);
     if (s == TNT_OK) s = run_inference(m, data, opts, false, NULL, out, "predict");
     tnt__dataset_view_free(view);
     return s;
@@ -539,15 +431,15 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
 static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts, tnt_history **history) {
     tnt_fit_opts o = *opts;
     tnt_status s = check_fit_args(m, train, &o);
-    bool parallel = is_parallel(m);
+    bool parallel = tnt__is_parallel(m);
     /* all ranks agree before the first collective, so a bad argument on one rank cannot hang
      * the others */
     if (parallel) s = tnt__agree(s, NULL, 0);
     if (s != TNT_OK) return s;
-    if ((s = prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
+    if ((s = tnt__prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
     tnt_history *h = tnt__history_new();
     if (!h) return TNT_ERR_NOMEM;
-    feed f = {.split = parallel && !o.no_distribute};
+    tnt__feed f = {.split = parallel && !o.no_distribute};
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
     bool batch_logs = false; /* exact logs at every step */

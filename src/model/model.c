@@ -156,7 +156,7 @@ tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape) {
 }
 
 /* Allocates the flat buffers (backward order) and initializes the weights. */
-static tnt_status setup_weights(tnt_model *m) {
+tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (m->weights_ready) return TNT_OK;
     if (!m->has_input_shape)
         return tnt__error(TNT_ERR_STATE, "model \"%s\": input shape unknown (add an InputLayer or call tnt_model_build)", m->name);
@@ -192,8 +192,6 @@ static tnt_status setup_weights(tnt_model *m) {
     m->weights_ready = true;
     return TNT_OK;
 }
-
-tnt_status tnt__model_setup_weights(tnt_model *m) { return setup_weights(m); }
 
 int64_t tnt_model_count_params(const tnt_model *m) {
     if (!m) return 0;
@@ -238,7 +236,7 @@ static tnt__weight *weight_at(const tnt_model *m, int index, tnt_layer **layer) 
 
 tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *shape, float **data) {
     if (!m) return tnt__error(TNT_ERR_ARG, "model_weight: model is NULL");
-    tnt_status s = setup_weights(m);
+    tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     tnt_layer *l;
     tnt__weight *w = weight_at(m, i, &l);
@@ -255,7 +253,7 @@ tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *s
 
 tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
     if (!m || !buf) return tnt__error(TNT_ERR_ARG, "get_weights: model or buffer is NULL");
-    tnt_status s = setup_weights((tnt_model *)m);
+    tnt_status s = tnt__model_setup_weights((tnt_model *)m);
     if (s != TNT_OK) return s;
     if (n != m->n_params)
         return tnt__error(TNT_ERR_ARG, "get_weights: buffer of %lld floats, model \"%s\" has %lld",
@@ -272,7 +270,7 @@ tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
 
 tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
     if (!m || !buf) return tnt__error(TNT_ERR_ARG, "set_weights: model or buffer is NULL");
-    tnt_status s = setup_weights(m);
+    tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     if (n != m->n_params)
         return tnt__error(TNT_ERR_ARG, "set_weights: buffer of %lld floats, model \"%s\" has %lld",

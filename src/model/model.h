@@ -61,6 +61,8 @@ struct tnt_model {
     size_t arena_bytes;
 };
 
+/* Allocates the flat buffers (backward order) and initializes the weights, once. */
+tnt_status tnt__model_setup_weights(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch);
 /* Pointer to activation i (0 = input) of a plan; x is the caller's input buffer. */
