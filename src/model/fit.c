@@ -162,12 +162,15 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         }
         tnt__reducer_begin_step(m->reducer);
     }
-    if (have) {
-        if ((s = tnt__model_backward(m, p, b.x.data, dpred)) != TNT_OK) return s;
-    } else {
-        memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
+    if (have) s = tnt__model_backward(m, p, b.x.data, dpred);
+    else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
+    if (parallel) {
+        /* a rank whose backward failed still completes the step's collectives, and all ranks
+         * agree on the outcome (8 bytes: negligible next to the gradients) */
+        tnt_status rs = tnt__reducer_finish_step(m->reducer);
+        if ((s = tnt__agree(s != TNT_OK ? s : rs, NULL, 0)) != TNT_OK) return s;
     }
-    if (parallel && (s = tnt__reducer_finish_step(m->reducer)) != TNT_OK) return s;
+    if (s != TNT_OK) return s;
     if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
     acc->loss_sum += step.loss_sum;
