@@ -143,6 +143,7 @@ int main(int argc, char **argv) {
     train = tnt_dataset_shuffle(train, a.train_size, a.shuffle_seed);
     train = tnt_dataset_batch(train, a.batch_size, false);
     train = tnt_dataset_prefetch(train, 2);
+    if (!train) goto fail; /* report the first failure, not a later one */
     if (a.val_size > 0) val = tnt_dataset_batch(load(a.data_dir, "train", a.train_size, a.val_size), a.batch_size, false);
     test = tnt_dataset_batch(load(a.data_dir, "t10k", 0, a.test_size), a.batch_size, false);
     if (!train || (a.val_size > 0 && !val) || !test) goto fail;
