@@ -467,8 +467,8 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         accum acc = {0}, total;
         tnt__progress prog;
         logs.n = 0;
-        if (o.verbose && tnt_is_master_rank()) fprintf(o.out, "Epoch %d/%d\n", epoch + 1, o.epochs);
         tnt__progress_start(&prog, o.out, o.verbose, steps_hint);
+        if (prog.verbose) fprintf(o.out, "Epoch %d/%d\n", epoch + 1, o.epochs);
         CALL_CB(cbs, n_cbs, on_epoch_begin, m, epoch, &logs);
         f.it = tnt_dataset_iter_new(train, epoch);
         if (!f.it) {

@@ -1,6 +1,7 @@
 /* progress.c: Keras-style progress bar and per-epoch lines. Output is on the master rank only. */
 #include "model/progress.h"
 
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +20,9 @@ bool tnt__output_is_tty(FILE *out) {
 
 void tnt__progress_start(tnt__progress *p, FILE *out, int verbose, int64_t target) {
     p->out = out ? out : stdout;
-    p->verbose = tnt_is_master_rank() || getenv("TNT_OUTPUT_ON_ALL_DEVICES") ? verbose : 0;
+    const char *all = getenv("TNT_OUTPUT_ON_ALL_DEVICES");
+    bool everywhere = all && (!strcmp(all, "1") || !strcasecmp(all, "true"));
+    p->verbose = tnt_is_master_rank() || everywhere ? verbose : 0;
     p->tty = tnt__output_is_tty(p->out);
     p->target = target;
     p->seen = 0;
