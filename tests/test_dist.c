@@ -254,6 +254,29 @@ static void test_micro_batch_size_equals_serial(void **state) {
     tnt_model_free(s), tnt_model_free(d);
 }
 
+/* fit output on the master only, unless TNT_OUTPUT_ON_ALL_DEVICES=1 (--output-on-all-devices) */
+static void test_output_on_master_only(void **state) {
+    (void)state;
+    for (int all = 0; all < 2; all++) {
+        if (all) setenv("TNT_OUTPUT_ON_ALL_DEVICES", "1", 1);
+        tnt_model *m = model(false);
+        tu_ok(tnt_distribute(m));
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+        tnt_dataset *ds = data(BATCH, false);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.verbose = 2, .out = out}, NULL));
+        fclose(out);
+        bool printed = strstr(buf, "Epoch 1/1") && strstr(buf, "loss: ");
+        assert_int_equal(printed, all || tnt_is_master_rank());
+        free(buf);
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+    unsetenv("TNT_OUTPUT_ON_ALL_DEVICES");
+}
+
 static void test_bad_input_fails_everywhere(void **state) {
     (void)state;
     int p = tnt_get_size(), r = tnt_get_rank();
@@ -314,6 +337,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
         cmocka_unit_test(test_micro_batch_size_equals_serial),
+        cmocka_unit_test(test_output_on_master_only),
         cmocka_unit_test(test_bad_input_fails_everywhere),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
