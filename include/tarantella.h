@@ -160,6 +160,10 @@ TNT_API tnt_layer *tnt_reshape(tnt_shape target, const char *name);
 /* seed 0: derived from the model seed and the layer's position */
 TNT_API tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_activation_layer(tnt_activation act, const tnt_layer_opts *opts);
+/* (h, w, c) -> (c): the mean (GlobalAveragePooling2D) or maximum (GlobalMaxPooling2D) of each
+ * channel, keepdims=False; the max gradient is split equally among tied maxima. */
+TNT_API tnt_layer *tnt_global_average_pooling2d(const char *name);
+TNT_API tnt_layer *tnt_global_max_pooling2d(const char *name);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);

