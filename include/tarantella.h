@@ -164,6 +164,11 @@ TNT_API tnt_layer *tnt_activation_layer(tnt_activation act, const tnt_layer_opts
  * channel, keepdims=False; the max gradient is split equally among tied maxima. */
 TNT_API tnt_layer *tnt_global_average_pooling2d(const char *name);
 TNT_API tnt_layer *tnt_global_max_pooling2d(const char *name);
+/* (h, w, c) -> (h+top+bottom, w+left+right, c), zeros around; Keras padding
+ * ((top, bottom), (left, right)), each >= 0. */
+TNT_API tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name);
+/* (h, w, c) -> (h-top-bottom, w-left-right, c); building fails if no row or column is left. */
+TNT_API tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *name);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);

@@ -81,9 +81,49 @@ static void test_global_pooling(void **state) {
     tnt_layer_free(l);
 }
 
+static void test_zero_padding_cropping(void **state) {
+    (void)state;
+    check_fixture(tnt_zero_padding2d(1, 1, 1, 1, NULL), "zpad_1_1_1_1", "ZeroPadding2D");
+    check_fixture(tnt_zero_padding2d(2, 0, 1, 3, "zp"), "zpad_2_0_1_3", "ZeroPadding2D");
+    check_fixture(tnt_zero_padding2d(0, 1, 0, 0, NULL), "zpad_0_1_0_0", "ZeroPadding2D");
+    check_fixture(tnt_cropping2d(1, 1, 1, 1, NULL), "crop_1_1_1_1", "Cropping2D");
+    check_fixture(tnt_cropping2d(2, 0, 1, 3, "cr"), "crop_2_0_1_3", "Cropping2D");
+    check_fixture(tnt_cropping2d(0, 1, 0, 0, NULL), "crop_0_1_0_0", "Cropping2D");
+
+    assert_null(tnt_zero_padding2d(1, -2, 0, 0, "zp"));
+    tu_error_contains("ZeroPadding2D \"zp\"");
+    tu_error_contains("((1, -2), (0, 0))");
+    assert_null(tnt_cropping2d(0, 0, -1, 0, NULL));
+    tu_error_contains("Cropping2D");
+    tu_error_contains("((0, 0), (-1, 0))");
+
+    tnt_shape out;
+    tnt_layer *l = tnt_zero_padding2d(1, 1, 1, 1, "zp");
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(4, 5, 2, 1), &out), TNT_ERR_SHAPE);
+    tu_error_contains("ZeroPadding2D \"zp\"");
+    tu_error_contains("(4, 5, 2, 1)");
+    tnt_layer_free(l);
+    l = tnt_cropping2d(2, 1, 0, 0, "cr");
+    tu_ok(l->ops->build(l, TNT_SHAPE(4, 5, 2), &out));
+    assert_int_equal(out.dim[0], 1);
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(3, 5, 2), &out), TNT_ERR_SHAPE);
+    tu_error_contains("Cropping2D \"cr\"");
+    tu_error_contains("((2, 1), (0, 0))");
+    tu_error_contains("(3, 5, 2)");
+    tu_error_contains("(0, 5, 2)");
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(8), &out), TNT_ERR_SHAPE);
+    tu_error_contains("(8,)");
+    tnt_layer_free(l);
+    l = tnt_cropping2d(0, 0, 3, 4, "cw");
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(5, 7, 1), &out), TNT_ERR_SHAPE);
+    tu_error_contains("(5, 0, 1)");
+    tnt_layer_free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_global_pooling),
+        cmocka_unit_test(test_zero_padding_cropping),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();
