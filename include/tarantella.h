@@ -169,6 +169,9 @@ TNT_API tnt_layer *tnt_global_max_pooling2d(const char *name);
 TNT_API tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name);
 /* (h, w, c) -> (h-top-bottom, w-left-right, c); building fails if no row or column is left. */
 TNT_API tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *name);
+/* (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated; interpolation NULL or "nearest"
+ * ("bilinear" fails with TNT_ERR_UNSUPPORTED). */
+TNT_API tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, const char *name);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);

@@ -120,10 +120,40 @@ static void test_zero_padding_cropping(void **state) {
     tnt_layer_free(l);
 }
 
+static void test_upsampling(void **state) {
+    (void)state;
+    check_fixture(tnt_upsampling2d(2, 2, NULL, NULL), "up_2x2", "UpSampling2D");
+    check_fixture(tnt_upsampling2d(3, 2, "nearest", "up"), "up_3x2", "UpSampling2D");
+    check_fixture(tnt_upsampling2d(1, 3, NULL, NULL), "up_1x3", "UpSampling2D");
+
+    assert_null(tnt_upsampling2d(0, 2, NULL, "up"));
+    tu_error_contains("UpSampling2D \"up\"");
+    tu_error_contains("size (0, 2)");
+    assert_null(tnt_upsampling2d(2, -1, NULL, NULL));
+    tu_error_contains("(2, -1)");
+    assert_null(tnt_upsampling2d(2, 2, "bilinear", "up"));
+    tu_error_contains("\"bilinear\" is not supported");
+    assert_null(tnt_upsampling2d(2, 2, "cubic", NULL));
+    tu_error_contains("\"cubic\"");
+
+    tnt_shape out;
+    tnt_layer *l = tnt_upsampling2d(2, 3, NULL, "up");
+    tu_ok(l->ops->build(l, TNT_SHAPE(4, 5, 2), &out));
+    assert_int_equal(out.ndim, 3);
+    assert_int_equal(out.dim[0], 8);
+    assert_int_equal(out.dim[1], 15);
+    assert_int_equal(out.dim[2], 2);
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(4, 5), &out), TNT_ERR_SHAPE);
+    tu_error_contains("UpSampling2D \"up\"");
+    tu_error_contains("(4, 5)");
+    tnt_layer_free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_global_pooling),
         cmocka_unit_test(test_zero_padding_cropping),
+        cmocka_unit_test(test_upsampling),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();
