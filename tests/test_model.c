@@ -286,6 +286,63 @@ static void test_bad_data_errors(void **state) {
     tnt_model_free(m);
 }
 
+/* A test layer with a non-trainable weight, as BatchNormalization's moving statistics: y = x + s,
+ * where s (init ones) is state, not a parameter. */
+static tnt_status shift_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    int k = tnt__layer_add_weight(l, "shift", TNT_SHAPE(tnt_shape_numel(in)), TNT_INIT_ONES, 0, 0);
+    if (k < 0) return TNT_ERR_ARG;
+    l->weights[k].trainable = false;
+    *out = in;
+    return TNT_OK;
+}
+static tnt_status shift_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    int64_t c = tnt_shape_numel(l->in_shape);
+    for (int64_t i = 0; i < a->batch * c; i++) a->y[i] = a->x[i] + l->weights[0].value[i % c];
+    return TNT_OK;
+}
+static tnt_status shift_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    if (a->dx) memcpy(a->dx, a->dy, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+    return TNT_OK;
+}
+static const tnt__layer_ops shift_ops = {.class_name = "Shift", .build = shift_build,
+                                         .forward = shift_forward, .backward = shift_backward};
+
+static void test_non_trainable_weights(void **state) {
+    (void)state;
+    tnt_model *m = tnt_sequential("nt");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(4, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(5, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    tu_ok(tnt_model_add(m, tnt__layer_new(&shift_ops, NULL, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.1f}),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    int64_t total = 12 * 5 + 5 + 5 + 5 * 3 + 3;
+    assert_int_equal(tnt_model_count_params(m), total);
+    assert_int_equal(m->n_params, total - 5); /* the gradient buffer has no room for state */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tu_ok(tnt_model_summary(m, f));
+    fclose(f);
+    assert_non_null(strstr(buf, "Trainable params: 83"));
+    assert_non_null(strstr(buf, "Non-trainable params: 5"));
+    free(buf);
+    tnt_dataset *ds = toy_data(64, 16, 4);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+    /* neither the optimizer nor weight decay touched the state */
+    float w[88];
+    tu_ok(tnt_get_weights(m, w, total));
+    for (int i = 0; i < 5; i++) assert_float_equal(w[65 + i], 1.0f, 0.0); /* Keras order: dense, shift, dense_1 */
+    const char *name;
+    tu_ok(tnt_model_weight(m, 2, &name, NULL, NULL));
+    assert_string_equal(name, "shift/shift:0");
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 static int scale(const float *x, const float *y, float *xo, float *yo, void *user) {
     (void)user;
     for (int i = 0; i < 784; i++) xo[i] = x[i] / 255.0f;
@@ -336,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_fit_evaluate_predict_and_determinism),
         cmocka_unit_test(test_epoch_loss_is_sample_mean),
         cmocka_unit_test(test_bad_data_errors),
+        cmocka_unit_test(test_non_trainable_weights),
         cmocka_unit_test(test_lenet5_smoke),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

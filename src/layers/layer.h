@@ -20,8 +20,9 @@ typedef struct tnt__weight {
     tnt_initializer init;     /* resolved: never TNT_INIT_DEFAULT after build */
     int64_t fan_in, fan_out;  /* for variance-scaling initializers */
     float *value;             /* view into the model's parameter buffer */
-    float *grad;              /* view into the model's gradient buffer */
-    bool trainable;
+    float *grad;              /* view into the model's gradient buffer; NULL when not trainable */
+    bool trainable;           /* false: state (moving statistics) that the optimizer, the gradient
+                                 buffer and the allreduce never see; set it in build */
 } tnt__weight;
 
 typedef struct tnt__fwd_args {

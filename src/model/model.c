@@ -46,6 +46,7 @@ void tnt_model_free(tnt_model *m) {
     free(m->layers);
     tnt__free(m->params);
     tnt__free(m->grads);
+    tnt__free(m->state);
     free(m->grad_end);
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
@@ -155,40 +156,55 @@ tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape) {
     return TNT_OK;
 }
 
-/* Allocates the flat buffers (backward order) and initializes the weights. */
+/* Allocates the flat buffers (backward order) and initializes the weights. Trainable weights go
+ * to the parameter buffer, which has a gradient twin, the optimizer's slots and the allreduce;
+ * non-trainable ones (BatchNormalization's moving statistics) to the state buffer, which has
+ * none of these. */
 tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (m->weights_ready) return TNT_OK;
     if (!m->has_input_shape)
         return tnt__error(TNT_ERR_STATE, "model \"%s\": input shape unknown (add an InputLayer or call tnt_model_build)", m->name);
     if (m->n_layers == 0) return tnt__error(TNT_ERR_STATE, "model \"%s\": has no layers", m->name);
-    int64_t total = 0;
+    int64_t trainable = 0, state = 0;
     for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; j < m->layers[i]->n_weights; j++)
-            total += tnt_shape_numel(m->layers[i]->weights[j].shape);
-    m->params = tnt__alloc((size_t)total * sizeof(float));
-    m->grads = tnt__alloc((size_t)total * sizeof(float));
+        for (int j = 0; j < m->layers[i]->n_weights; j++) {
+            const tnt__weight *w = &m->layers[i]->weights[j];
+            *(w->trainable ? &trainable : &state) += tnt_shape_numel(w->shape);
+        }
+    m->params = tnt__alloc((size_t)trainable * sizeof(float));
+    m->grads = tnt__alloc((size_t)trainable * sizeof(float));
+    m->state = tnt__alloc((size_t)state * sizeof(float));
     m->grad_end = tnt__calloc((size_t)m->n_layers, sizeof(int64_t));
-    if (!m->params || !m->grads || !m->grad_end) {
+    if (!m->params || !m->grads || !m->state || !m->grad_end) {
         tnt__free(m->params);
         tnt__free(m->grads);
+        tnt__free(m->state);
         free(m->grad_end);
-        m->params = m->grads = NULL;
+        m->params = m->grads = m->state = NULL;
         m->grad_end = NULL;
         return TNT_ERR_NOMEM;
     }
-    int64_t off = 0;
+    int64_t off = 0, state_off = 0;
     for (int i = m->n_layers - 1; i >= 0; i--) {
         tnt_layer *l = m->layers[i];
         for (int j = 0; j < l->n_weights; j++) {
             tnt__weight *w = &l->weights[j];
-            w->value = m->params + off;
-            w->grad = m->grads + off;
+            int64_t n = tnt_shape_numel(w->shape);
+            if (w->trainable) {
+                w->value = m->params + off;
+                w->grad = m->grads + off;
+                off += n;
+            } else {
+                w->value = m->state + state_off;
+                w->grad = NULL;
+                state_off += n;
+            }
             tnt__weight_init(w, tnt__hash64(l->seed + 7919ull * (uint64_t)(j + 1)));
-            off += tnt_shape_numel(w->shape);
         }
         m->grad_end[i] = off;
     }
-    m->n_params = total;
+    m->n_params = trainable;
+    m->n_state = state;
     m->weights_ready = true;
     return TNT_OK;
 }
@@ -255,9 +271,9 @@ tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
     if (!m || !buf) return tnt__error(TNT_ERR_ARG, "get_weights: model or buffer is NULL");
     tnt_status s = tnt__model_setup_weights((tnt_model *)m);
     if (s != TNT_OK) return s;
-    if (n != m->n_params)
+    if (n != m->n_params + m->n_state)
         return tnt__error(TNT_ERR_ARG, "get_weights: buffer of %lld floats, model \"%s\" has %lld",
-                          (long long)n, m->name, (long long)m->n_params);
+                          (long long)n, m->name, (long long)(m->n_params + m->n_state));
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
             const tnt__weight *w = &m->layers[i]->weights[j];
@@ -272,9 +288,9 @@ tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
     if (!m || !buf) return tnt__error(TNT_ERR_ARG, "set_weights: model or buffer is NULL");
     tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
-    if (n != m->n_params)
+    if (n != m->n_params + m->n_state)
         return tnt__error(TNT_ERR_ARG, "set_weights: buffer of %lld floats, model \"%s\" has %lld",
-                          (long long)n, m->name, (long long)m->n_params);
+                          (long long)n, m->name, (long long)(m->n_params + m->n_state));
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
             tnt__weight *w = &m->layers[i]->weights[j];
@@ -305,12 +321,16 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     const char *dbl = "=================================================================";
     fprintf(out, "Model: \"%s\"\n%s\n", m->name, rule);
     fprintf(out, " %-28s%-26s%-10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
-    int64_t total = 0;
+    int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
         char col[80], shape[96], n[32];
         int64_t params = 0;
-        for (int j = 0; j < l->n_weights; j++) params += tnt_shape_numel(l->weights[j].shape);
+        for (int j = 0; j < l->n_weights; j++) {
+            int64_t k = tnt_shape_numel(l->weights[j].shape);
+            params += k;
+            if (l->weights[j].trainable) trainable += k;
+        }
         total += params;
         snprintf(col, sizeof col, "%s (%s)", l->name, l->ops->class_name);
         if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
@@ -320,8 +340,8 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     }
     char n[32];
     fprintf(out, "Total params: %s\n", with_commas(total, n, sizeof n));
-    fprintf(out, "Trainable params: %s\n", with_commas(total, n, sizeof n));
-    fprintf(out, "Non-trainable params: 0\n%s\n", rule);
+    fprintf(out, "Trainable params: %s\n", with_commas(trainable, n, sizeof n));
+    fprintf(out, "Non-trainable params: %s\n%s\n", with_commas(total - trainable, n, sizeof n), rule);
     return TNT_OK;
 }
 

@@ -32,8 +32,10 @@ struct tnt_model {
     bool has_input_shape;
     tnt_shape input_shape, output_shape;
 
-    float *params, *grads; /* flat buffers, backward order */
+    float *params, *grads; /* flat buffers of the trainable weights, backward order */
     int64_t n_params;
+    float *state;          /* non-trainable weights (moving statistics), backward order */
+    int64_t n_state;
     bool weights_ready;    /* buffers allocated and initialized */
 
     tnt_optimizer *optimizer;

@@ -74,6 +74,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     if (s != TNT_OK) return s;
     if (!m->weights_synced) {
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
+        if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
         m->weights_synced = true;
     }
     if (fit && !m->reducer) {
