@@ -124,7 +124,8 @@ typedef enum tnt_activation {
 TNT_API int tnt_activation_from_name(const char *name);
 TNT_API const char *tnt_activation_name(tnt_activation act);
 
-typedef enum tnt_padding { TNT_PADDING_VALID = 0, TNT_PADDING_SAME } tnt_padding;
+/* CAUSAL: Conv1D only (left padding (kernel_size - 1) * dilation, as Keras). */
+typedef enum tnt_padding { TNT_PADDING_VALID = 0, TNT_PADDING_SAME, TNT_PADDING_CAUSAL } tnt_padding;
 
 typedef enum tnt_initializer {
     TNT_INIT_DEFAULT = 0, /* glorot_uniform for kernels, zeros for biases */
@@ -172,6 +173,13 @@ TNT_API tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, cons
 /* (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated; interpolation NULL or "nearest"
  * ("bilinear" fails with TNT_ERR_UNSUPPORTED). */
 TNT_API tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, const char *name);
+/* (steps, in) -> (out_steps, filters): Keras Conv1D, kernel (kernel_size, in, filters); uses
+ * opts->strides[0], dilation[0], padding (valid, same or causal), activation, no_bias. */
+TNT_API tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts);
+/* (steps, c) -> (out_steps, c): Keras MaxPooling1D; opts->strides[0] (0: pool_size), padding. */
+TNT_API tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts);
+/* (steps, c) -> (c): the mean of each channel over the steps (keepdims=False). */
+TNT_API tnt_layer *tnt_global_average_pooling1d(const char *name);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
@@ -193,16 +201,72 @@ typedef struct tnt_optimizer_opts {
     float initial_accumulator_value; /* Adagrad; default 0.1 */
     float weight_decay; /* decoupled weight decay, as Keras's optimizers' weight_decay */
 } tnt_optimizer_opts;
-/* name: "sgd", "adam", "rmsprop", "adagrad", "adadelta", "adamax", "nadam" (case-insensitive).
- * "ftrl" is rejected: it is not supported (as in Tarantella). */
+/* name: "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam"
+ * (case-insensitive). "adamw" is Keras's AdamW: Adam with decoupled weight decay, weight_decay
+ * defaulting to 0.004. "ftrl" is rejected: it is not supported (as in Tarantella). */
 TNT_API tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opts);
 TNT_API tnt_optimizer *tnt_sgd(float learning_rate);
 TNT_API tnt_optimizer *tnt_adam(float learning_rate);
+/* AdamW; 0 for either argument means its default (0.001, 0.004). */
+TNT_API tnt_optimizer *tnt_adamw(float learning_rate, float weight_decay);
 TNT_API void tnt_optimizer_free(tnt_optimizer *opt);
 TNT_API float tnt_optimizer_get_lr(const tnt_optimizer *opt);
 TNT_API tnt_status tnt_optimizer_set_lr(tnt_optimizer *opt, float learning_rate);
 TNT_API int64_t tnt_optimizer_iterations(const tnt_optimizer *opt);
 TNT_API const char *tnt_optimizer_name(const tnt_optimizer *opt);
+
+/* ---------------------------------------------------------------------------------------------
+ * Learning-rate schedules (Keras's keras.optimizers.schedules, and the warm-up schedules of the
+ * Tarantella tutorials). A schedule maps the 0-based step, the optimizer's iteration count
+ * before the step, to a learning rate. Constructors return NULL on bad arguments
+ * (decay_steps <= 0, non-increasing boundaries, NULL arrays, ...).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tnt_lr_schedule tnt_lr_schedule;
+/* initial * decay_rate^(step / decay_steps); the exponent floored if staircase. */
+TNT_API tnt_lr_schedule *tnt_exponential_decay(float initial, int64_t decay_steps, float decay_rate,
+                                               bool staircase);
+/* values[0] while step <= boundaries[0], values[i] while boundaries[i-1] < step <= boundaries[i],
+ * values[n_boundaries] after; boundaries strictly increasing, values has n_boundaries + 1 entries. */
+TNT_API tnt_lr_schedule *tnt_piecewise_constant_decay(const int64_t *boundaries, const float *values,
+                                                      int n_boundaries);
+/* (initial - end_lr) * (1 - step / decay_steps)^power + end_lr, step capped at decay_steps;
+ * with cycle, decay_steps grows to the next multiple of itself instead. Keras defaults:
+ * end_lr 0.0001, power 1, cycle false. */
+TNT_API tnt_lr_schedule *tnt_polynomial_decay(float initial, int64_t decay_steps, float end_lr, float power,
+                                              bool cycle);
+/* initial * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha). */
+TNT_API tnt_lr_schedule *tnt_cosine_decay(float initial, int64_t decay_steps, float alpha);
+/* Keras 2.13+ CosineDecay with warmup_target: linear from initial to warmup_target over
+ * warmup_steps, then the cosine decay from warmup_target over decay_steps. */
+TNT_API tnt_lr_schedule *tnt_cosine_decay_warmup(float initial, int64_t decay_steps, float alpha,
+                                                 float warmup_target, int64_t warmup_steps);
+/* initial / (1 + decay_rate * step / decay_steps); the quotient floored if staircase. */
+TNT_API tnt_lr_schedule *tnt_inverse_time_decay(float initial, int64_t decay_steps, float decay_rate,
+                                                bool staircase);
+/* The ResNet-50 tutorial's ExpDecayWithWarmupSchedule. initial = base_lr * num_ranks (linear
+ * scaling rule; num_ranks 0 means tnt_get_size() at the time of the call); for
+ * step <= warmup_steps: initial * warmup_rate * step / warmup_steps (0 at step 0), after that
+ * tnt_exponential_decay(initial, decay_steps, decay_rate, staircase). */
+TNT_API tnt_lr_schedule *tnt_exp_decay_with_warmup(float base_lr, int num_ranks, int64_t decay_steps,
+                                                   float decay_rate, bool staircase, int64_t warmup_steps,
+                                                   float warmup_rate);
+/* The tutorial's PiecewiseConstantDecayWithWarmup (TF official ResNet): the linear scaling rule
+ * by the global batch size, rescaled = base_lr * batch_size / 256 (base_lr 0.1 there);
+ * steps_per_epoch = epoch_size / batch_size (integer division); for
+ * step < warmup_epochs * steps_per_epoch: rescaled * step / warmup_steps, after that piecewise
+ * constant with boundaries[i] * steps_per_epoch (boundaries in epochs) and values
+ * rescaled * multipliers[i] (n_boundaries + 1 multipliers). */
+TNT_API tnt_lr_schedule *tnt_piecewise_constant_decay_with_warmup(float base_lr, int64_t batch_size,
+                                                                  int64_t epoch_size, int64_t warmup_epochs,
+                                                                  const int64_t *boundaries,
+                                                                  const float *multipliers, int n_boundaries);
+/* The value at step >= 0 (NaN with an error for a NULL schedule or a negative step). */
+TNT_API float tnt_lr_schedule_value(const tnt_lr_schedule *s, int64_t step);
+TNT_API void tnt_lr_schedule_free(tnt_lr_schedule *s);
+/* Consumes s (also on failure; NULL is an error). The optimizer then uses
+ * lr = s(iterations) for every step, as Keras does; tnt_optimizer_get_lr returns the value for
+ * the next step and tnt_optimizer_set_lr is refused. A second call replaces the schedule. */
+TNT_API tnt_status tnt_optimizer_set_schedule(tnt_optimizer *opt, tnt_lr_schedule *s);
 
 /* ---------------------------------------------------------------------------------------------
  * Losses and metrics

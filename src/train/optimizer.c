@@ -1,5 +1,9 @@
-/* optimizer.c: the Keras 2.11+ optimizers (tf.keras.optimizers.SGD, Adam, RMSprop, Adagrad,
- * Adadelta, Adamax, Nadam) over the model's flat parameter and gradient buffers.
+/* optimizer.c: the Keras 2.11+ optimizers (tf.keras.optimizers.SGD, Adam, AdamW, RMSprop,
+ * Adagrad, Adadelta, Adamax, Nadam) over the model's flat parameter and gradient buffers.
+ * AdamW is Keras's adamw.py: Adam's update_step with the base optimizer's decoupled weight decay
+ * (p -= p * weight_decay * lr, before the update), weight_decay defaulting to 0.004. A
+ * learning-rate schedule (train/schedule.c) sets the rate once per step to schedule(iterations),
+ * as Keras's apply_gradients does.
  *
  * Each step is one fused elementwise pass: read the parameter, its gradient and the slots, write
  * the parameter and the slots. Per-step scalars (bias corrections, Nadam's momentum cache) are
@@ -20,6 +24,7 @@
 #include "train/optimizer.h"
 
 #include "core/core.h"
+#include "train/schedule.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -49,20 +54,22 @@ typedef struct opt_info {
     const char *name; /* Keras class name */
     tnt__opt_kind kind;
     unsigned allowed;
-    float lr, beta_1, beta_2, epsilon, rho, init_acc; /* Keras defaults */
+    float lr, beta_1, beta_2, epsilon, rho, init_acc, weight_decay; /* Keras defaults */
 } opt_info;
 
 static const opt_info OPTS[] = {
-    {"sgd", "SGD", TNT__OPT_SGD, OPT_MOMENTUM | OPT_NESTEROV, 0.01f, 0, 0, 0, 0, 0},
-    {"adam", "Adam", TNT__OPT_ADAM, OPT_BETAS | OPT_EPSILON | OPT_AMSGRAD, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0},
+    {"sgd", "SGD", TNT__OPT_SGD, OPT_MOMENTUM | OPT_NESTEROV, 0.01f, 0, 0, 0, 0, 0, 0},
+    {"adam", "Adam", TNT__OPT_ADAM, OPT_BETAS | OPT_EPSILON | OPT_AMSGRAD, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0, 0},
+    {"adamw", "AdamW", TNT__OPT_ADAM, OPT_BETAS | OPT_EPSILON | OPT_AMSGRAD, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0,
+     0.004f},
     {"rmsprop", "RMSprop", TNT__OPT_RMSPROP, OPT_MOMENTUM | OPT_EPSILON | OPT_RHO | OPT_CENTERED, 0.001f, 0, 0,
-     1e-7f, 0.9f, 0},
-    {"adagrad", "Adagrad", TNT__OPT_ADAGRAD, OPT_EPSILON | OPT_INIT_ACC, 0.001f, 0, 0, 1e-7f, 0, 0.1f},
-    {"adadelta", "Adadelta", TNT__OPT_ADADELTA, OPT_EPSILON | OPT_RHO, 0.001f, 0, 0, 1e-7f, 0.95f, 0},
-    {"adamax", "Adamax", TNT__OPT_ADAMAX, OPT_BETAS | OPT_EPSILON, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0},
-    {"nadam", "Nadam", TNT__OPT_NADAM, OPT_BETAS | OPT_EPSILON, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0},
+     1e-7f, 0.9f, 0, 0},
+    {"adagrad", "Adagrad", TNT__OPT_ADAGRAD, OPT_EPSILON | OPT_INIT_ACC, 0.001f, 0, 0, 1e-7f, 0, 0.1f, 0},
+    {"adadelta", "Adadelta", TNT__OPT_ADADELTA, OPT_EPSILON | OPT_RHO, 0.001f, 0, 0, 1e-7f, 0.95f, 0, 0},
+    {"adamax", "Adamax", TNT__OPT_ADAMAX, OPT_BETAS | OPT_EPSILON, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0, 0},
+    {"nadam", "Nadam", TNT__OPT_NADAM, OPT_BETAS | OPT_EPSILON, 0.001f, 0.9f, 0.999f, 1e-7f, 0, 0, 0},
 };
-#define VALID_NAMES "sgd, adam, rmsprop, adagrad, adadelta, adamax, nadam"
+#define VALID_NAMES "sgd, adam, adamw, rmsprop, adagrad, adadelta, adamax, nadam"
 
 static bool name_eq(const char *a, const char *b) {
     for (; *a && *b; a++, b++)
@@ -123,6 +130,7 @@ tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opt
     if (o.epsilon == 0) o.epsilon = in->epsilon;
     if (o.rho == 0) o.rho = in->rho;
     if (o.initial_accumulator_value == 0) o.initial_accumulator_value = in->init_acc;
+    if (o.weight_decay == 0) o.weight_decay = in->weight_decay; /* AdamW: 0.004 */
     if (!lr_ok(o.learning_rate)) {
         tnt__error(TNT_ERR_ARG, "optimizer %s: learning_rate %g is invalid: expected a finite value >= 0", in->name,
                    (double)o.learning_rate);
@@ -158,6 +166,7 @@ tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opt
     opt->iterations = 0;
     opt->nadam_u_product = 1.0;
     opt->n_params = -1;
+    opt->schedule_step = -1;
     /* Slot names and order as Keras's build() creates them. */
     const char **sn = opt->slot_names;
     int k = 0;
@@ -193,16 +202,44 @@ tnt_optimizer *tnt_adam(float learning_rate) {
     return tnt_optimizer_new("adam", &(tnt_optimizer_opts){.learning_rate = learning_rate});
 }
 
+tnt_optimizer *tnt_adamw(float learning_rate, float weight_decay) {
+    return tnt_optimizer_new("adamw",
+                             &(tnt_optimizer_opts){.learning_rate = learning_rate, .weight_decay = weight_decay});
+}
+
 void tnt_optimizer_free(tnt_optimizer *opt) {
     if (!opt) return;
+    tnt_lr_schedule_free(opt->schedule);
     for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++) tnt__free(opt->slots[k]);
     free(opt);
 }
 
-float tnt_optimizer_get_lr(const tnt_optimizer *opt) { return opt ? opt->learning_rate : NAN; }
+float tnt_optimizer_get_lr(const tnt_optimizer *opt) {
+    if (!opt) return NAN;
+    if (opt->schedule) return (float)tnt__lr_schedule_eval(opt->schedule, opt->iterations);
+    return opt->learning_rate;
+}
+
+tnt_status tnt_optimizer_set_schedule(tnt_optimizer *opt, tnt_lr_schedule *s) {
+    if (!opt) {
+        tnt_lr_schedule_free(s);
+        return tnt__error(TNT_ERR_ARG, "optimizer_set_schedule: optimizer is NULL");
+    }
+    if (!s)
+        return tnt__error(TNT_ERR_ARG,
+                          "optimizer %s: schedule is NULL (did the schedule constructor fail? see its error)",
+                          opt->name);
+    tnt_lr_schedule_free(opt->schedule);
+    opt->schedule = s;
+    opt->schedule_step = -1;
+    return TNT_OK;
+}
 
 tnt_status tnt_optimizer_set_lr(tnt_optimizer *opt, float learning_rate) {
     if (!opt) return tnt__error(TNT_ERR_ARG, "optimizer_set_lr: optimizer is NULL");
+    if (opt->schedule) /* as Keras, which refuses to set a rate created as a schedule */
+        return tnt__error(TNT_ERR_STATE, "optimizer %s: learning rate is set by a schedule and cannot be set",
+                          opt->name);
     if (!lr_ok(learning_rate))
         return tnt__error(TNT_ERR_ARG, "optimizer %s: learning_rate %g is invalid: expected a finite value >= 0",
                           opt->name, (double)learning_rate);
@@ -461,6 +498,10 @@ tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *gr
     float *s[TNT__OPT_MAX_SLOTS] = {NULL, NULL, NULL};
     for (int k = 0; k < o->n_slots; k++) s[k] = o->slots[k] + begin;
 
+    if (o->schedule && o->schedule_step != o->iterations) { /* once per step, for every slice */
+        o->learning_rate = (float)tnt__lr_schedule_eval(o->schedule, o->iterations);
+        o->schedule_step = o->iterations;
+    }
     const double lr = o->learning_rate, t = (double)(o->iterations + 1);
     const float wdl = (float)((double)o->weight_decay * lr);
     const float eps = o->epsilon;

@@ -1,5 +1,5 @@
 /* optimizer.h: internal view of the optimizers (Keras 2.11+ "new" optimizers: SGD, Adam,
- * RMSprop, Adagrad, Adadelta, Adamax, Nadam). The model owns one flat parameter buffer and one
+ * AdamW, RMSprop, Adagrad, Adadelta, Adamax, Nadam). The model owns one flat parameter buffer and one
  * flat gradient buffer; an optimizer keeps its slot variables as flat buffers of the same length
  * and updates all of them in one fused elementwise pass per step. The struct is defined here so
  * that the model and the checkpoint writer can read the hyperparameters and the state. */
@@ -34,6 +34,12 @@ struct tnt_optimizer {
     bool centered;  /* RMSprop */
     float initial_accumulator_value; /* Adagrad */
     float weight_decay;              /* 0: none */
+
+    /* Learning-rate schedule (NULL: none). With one, learning_rate is set to
+     * schedule(iterations) once per step, at the step's first apply; schedule_step is the
+     * iterations value it was computed for (-1: none yet). */
+    tnt_lr_schedule *schedule;
+    int64_t schedule_step;
 
     int64_t iterations; /* completed steps (Keras's optimizer.iterations) */
     /* Nadam only: Keras's _u_product, the product of the momentum cache u_1 ... u_iterations
