@@ -1,0 +1,240 @@
+/* pooling1d.c: MaxPooling1D and GlobalAveragePooling1D (Keras) over NWC input (batch, steps, c),
+ * in plain C like pooling.c and global_pooling.c.
+ * MaxPooling1D: padding "same" is TensorFlow's, total = max((ceil(in/s)-1)*s + k - in, 0), the
+ * extra step on the right; windows are clipped to the real steps, so a padded step never wins.
+ * The argmax of each window (its index inside the window, first one on ties as TensorFlow) is
+ * kept in the per-step workspace from forward to backward.
+ * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
+ * Neither layer needs a plan. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+/* ---- MaxPooling1D ------------------------------------------------------------------------- */
+
+typedef struct mp1_cfg {
+    int k, s; /* pool size, stride */
+    tnt_padding padding;
+    int64_t iw, c, ow, pad_l; /* from build */
+} mp1_cfg;
+
+static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    mp1_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim != 2)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "MaxPooling1D \"%s\": input shape %s has rank %d (expected 2: steps, "
+                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    if (in.dim[0] <= 0 || in.dim[1] <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "MaxPooling1D \"%s\": input shape %s has an empty dimension",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    c->iw = in.dim[0];
+    c->c = in.dim[1];
+    if (c->padding == TNT_PADDING_SAME) {
+        c->ow = (c->iw + c->s - 1) / c->s;
+        c->pad_l = TNT_MAX((c->ow - 1) * c->s + c->k - c->iw, 0) / 2;
+    } else {
+        c->ow = c->iw >= c->k ? (c->iw - c->k) / c->s + 1 : 0;
+        c->pad_l = 0;
+    }
+    if (c->ow <= 0)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "MaxPooling1D \"%s\": input shape %s is smaller than pool_size %d with "
+                          "padding \"valid\": output would be (%lld, %lld)",
+                          l->name, tnt_shape_str(in, b, sizeof b), c->k, (long long)c->ow,
+                          (long long)c->c);
+    *out = TNT_SHAPE(c->ow, c->c);
+    return TNT_OK;
+}
+
+/* The window of output step j: input steps [*w0, *w1), and the offset of w0 inside the
+ * unclipped window. */
+static void mp1_window(const mp1_cfg *c, int64_t j, int64_t *w0, int64_t *w1, int64_t *k0) {
+    int64_t ws = j * c->s - c->pad_l;
+    *w0 = TNT_MAX(ws, 0);
+    *w1 = TNT_MIN(ws + c->k, c->iw);
+    *k0 = *w0 - ws;
+}
+
+/* The window index of each maximum (uint16: pool_size is at most 65536). */
+static size_t mp1_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return (size_t)(batch * tnt_shape_numel(l->out_shape)) * sizeof(uint16_t);
+}
+
+/* x: (batch, iw, C) -> y: (batch, ow, C); workspace arg: (batch, ow, C) */
+static tnt_status mp1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const mp1_cfg *c = l->priv;
+    const int64_t C = c->c;
+    uint16_t *arg = a->workspace;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < a->batch * c->ow; r++) {
+        int64_t n = r / c->ow, j = r % c->ow, w0, w1, k0;
+        mp1_window(c, j, &w0, &w1, &k0);
+        float *yo = a->y + r * C;
+        uint16_t *ao = arg + r * C;
+        for (int64_t v = w0; v < w1; v++) {
+            const float *xi = a->x + (n * c->iw + v) * C;
+            uint16_t k = (uint16_t)(v - w0 + k0);
+            if (v == w0) {
+                for (int64_t ch = 0; ch < C; ch++) yo[ch] = xi[ch], ao[ch] = k;
+            } else {
+                for (int64_t ch = 0; ch < C; ch++)
+                    if (xi[ch] > yo[ch]) yo[ch] = xi[ch], ao[ch] = k;
+            }
+        }
+    }
+    if (a->preact) /* no activation: the pre-activation is the output */
+        memcpy(a->preact, a->y, (size_t)(a->batch * c->ow * C) * sizeof(float));
+    return TNT_OK;
+}
+
+/* dy: (batch, ow, C), the workspace's argmax -> dx: (batch, iw, C); parallel over samples since
+ * windows of one sample may overlap (stride < pool_size). */
+static tnt_status mp1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const mp1_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    const int64_t C = c->c;
+    const uint16_t *arg = a->workspace;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < a->batch; n++) {
+        memset(a->dx + n * c->iw * C, 0, (size_t)(c->iw * C) * sizeof(float));
+        for (int64_t j = 0; j < c->ow; j++) {
+            int64_t w0, w1, k0;
+            mp1_window(c, j, &w0, &w1, &k0);
+            const float *go = a->dy + (n * c->ow + j) * C;
+            const uint16_t *ao = arg + (n * c->ow + j) * C;
+            for (int64_t v = w0; v < w1; v++) {
+                float *gi = a->dx + (n * c->iw + v) * C;
+                uint16_t k = (uint16_t)(v - w0 + k0);
+                for (int64_t ch = 0; ch < C; ch++) gi[ch] += ao[ch] == k ? go[ch] : 0.0f;
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+static void priv_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops mp1_ops = {
+    .class_name = "MaxPooling1D",
+    .build = mp1_build,
+    .workspace_size = mp1_workspace_size,
+    .forward = mp1_forward,
+    .backward = mp1_backward,
+    .destroy = priv_destroy,
+};
+
+tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts) {
+    static const tnt_layer_opts defaults;
+    const tnt_layer_opts *o = opts ? opts : &defaults;
+    if (pool_size <= 0 || pool_size > 65536) {
+        tnt__error(TNT_ERR_ARG, "MaxPooling1D: pool_size %d (expected 1..65536)", pool_size);
+        return NULL;
+    }
+    if (o->strides[0] < 0) {
+        tnt__error(TNT_ERR_ARG, "MaxPooling1D: strides %d (expected > 0, or 0 for the default "
+                   "pool_size)", o->strides[0]);
+        return NULL;
+    }
+    if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME) {
+        tnt__error(TNT_ERR_ARG, "MaxPooling1D: padding %d (expected TNT_PADDING_VALID or "
+                   "TNT_PADDING_SAME)", (int)o->padding);
+        return NULL;
+    }
+    /* Keras pooling layers have no activation and no dilation: refuse rather than ignore. */
+    if (o->activation != TNT_ACT_LINEAR) {
+        tnt__error(TNT_ERR_ARG, "MaxPooling1D: activation %d (pooling has no activation; expected "
+                   "TNT_ACT_LINEAR)", (int)o->activation);
+        return NULL;
+    }
+    if (o->dilation[0] > 1 || o->dilation[0] < 0) {
+        tnt__error(TNT_ERR_ARG, "MaxPooling1D: dilation %d (pooling has no dilation; expected 0 or 1)",
+                   o->dilation[0]);
+        return NULL;
+    }
+    mp1_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = (mp1_cfg){.k = pool_size, .s = o->strides[0] ? o->strides[0] : pool_size,
+                   .padding = o->padding};
+    tnt_layer *l = tnt__layer_new(&mp1_ops, o->name, c);
+    if (!l) free(c);
+    return l;
+}
+
+/* ---- GlobalAveragePooling1D --------------------------------------------------------------- */
+
+typedef struct gap1_cfg {
+    int64_t w, c; /* from build */
+} gap1_cfg;
+
+static tnt_status gap1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    gap1_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim != 2)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "GlobalAveragePooling1D \"%s\": input shape %s has rank %d (expected 2: "
+                          "steps, channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    if (in.dim[0] <= 0 || in.dim[1] <= 0)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "GlobalAveragePooling1D \"%s\": input shape %s has an empty dimension",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    c->w = in.dim[0];
+    c->c = in.dim[1];
+    *out = TNT_SHAPE(c->c);
+    return TNT_OK;
+}
+
+/* x: (batch, w, C) -> y: (batch, C) */
+static tnt_status gap1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const gap1_cfg *c = l->priv;
+    const int64_t C = c->c, W = c->w;
+    const float inv = 1.0f / (float)W;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < a->batch; n++) {
+        const float *xs = a->x + n * W * C;
+        float *yo = a->y + n * C;
+        memcpy(yo, xs, (size_t)C * sizeof(float));
+        for (int64_t p = 1; p < W; p++)
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
+        for (int64_t ch = 0; ch < C; ch++) yo[ch] *= inv;
+    }
+    if (a->preact) memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
+    return TNT_OK;
+}
+
+/* dy: (batch, C) -> dx: (batch, w, C), dy / w at every step */
+static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const gap1_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    const int64_t C = c->c, W = c->w;
+    const float inv = 1.0f / (float)W;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < a->batch; n++) {
+        const float *go = a->dy + n * C;
+        float *gi = a->dx + n * W * C;
+        for (int64_t p = 0; p < W; p++)
+            for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * inv;
+    }
+    return TNT_OK;
+}
+
+static const tnt__layer_ops gap1_ops = {
+    .class_name = "GlobalAveragePooling1D",
+    .build = gap1_build,
+    .forward = gap1_forward,
+    .backward = gap1_backward,
+    .destroy = priv_destroy,
+};
+
+tnt_layer *tnt_global_average_pooling1d(const char *name) {
+    gap1_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    tnt_layer *l = tnt__layer_new(&gap1_ops, name, c);
+    if (!l) free(c);
+    return l;
+}
