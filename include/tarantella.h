@@ -180,6 +180,8 @@ TNT_API tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts
 TNT_API tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts);
 /* (steps, c) -> (c): the mean of each channel over the steps (keepdims=False). */
 TNT_API tnt_layer *tnt_global_average_pooling1d(const char *name);
+/* Keras BatchNormalization over the last axis (channels, or features for rank-1 inputs). */
+TNT_API tnt_layer *tnt_batch_normalization(float momentum /* 0 = 0.99 */, float epsilon /* 0 = 1e-3 */, const char *name);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);

@@ -1,0 +1,198 @@
+/* batch_norm.c: BatchNormalization (Keras, axis=-1): each channel (the last axis) is normalized
+ * over all the other axes of the batch, then scaled by gamma and shifted by beta:
+ *   y = gamma * (x - mean) / sqrt(var + epsilon) + beta
+ *
+ * Weights, in Keras order, all of shape (channels): gamma (ones), beta (zeros), and the state
+ * moving_mean (zeros) and moving_variance (ones), which are not trainable (the model keeps them
+ * outside the gradient buffer, the optimizer and the allreduce).
+ *
+ * Training (a->training): mean and the biased variance of this rank's micro-batch (all samples
+ * and spatial positions) normalize x; the moving statistics are updated Keras-style:
+ *   moving = moving * momentum + batch_stat * (1 - momentum)
+ * where the variance in the moving update is the unbiased one, var * m / (m - 1) for m values per
+ * channel (the biased one when m == 1). This is what Keras 2 does on its default fused path
+ * (TensorFlow's FusedBatchNormV3 with exponential_avg_factor returns the Bessel-corrected
+ * variance) and what PyTorch does for running_var; Keras's non-fused path would use the biased
+ * variance instead. Inference: the moving statistics normalize x and nothing is updated.
+ *
+ * Own C code in double accumulation (a few passes over x per step): one channel-last loop serves
+ * every rank (features, NHWC, ...) without oneDNN layout juggling. The step's mean and 1/std are
+ * kept in the workspace for backward. Backward (gradients of the statistics used in forward):
+ *   dbeta = sum(dy), dgamma = sum(dy * xhat),
+ *   dx = gamma / std * (dy - dbeta / m - xhat * dgamma / m)   (training: batch statistics)
+ *   dx = gamma / std * dy                                      (inference: constant statistics) */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <stdio.h>
+
+typedef struct bn_cfg {
+    float momentum, epsilon;
+    int64_t channels; /* from build: the last axis */
+} bn_cfg;
+
+enum { BN_GAMMA, BN_BETA, BN_MOVING_MEAN, BN_MOVING_VAR };
+
+static tnt_status bn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    bn_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim < 1)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "BatchNormalization \"%s\": input shape %s has rank 0 (expected at least "
+                          "1: ..., channels)", l->name, tnt_shape_str(in, b, sizeof b));
+    for (int i = 0; i < in.ndim; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE,
+                              "BatchNormalization \"%s\": input shape %s has an empty dimension",
+                              l->name, tnt_shape_str(in, b, sizeof b));
+    c->channels = in.dim[in.ndim - 1];
+    l->n_weights = 0;
+    static const struct { const char *name; tnt_initializer init; bool trainable; } w[4] = {
+        {"gamma", TNT_INIT_ONES, true},
+        {"beta", TNT_INIT_ZEROS, true},
+        {"moving_mean", TNT_INIT_ZEROS, false},
+        {"moving_variance", TNT_INIT_ONES, false},
+    };
+    for (int i = 0; i < 4; i++) {
+        int k = tnt__layer_add_weight(l, w[i].name, TNT_SHAPE(c->channels), w[i].init, 0, 0);
+        if (k < 0) return TNT_ERR_ARG;
+        l->weights[k].trainable = w[i].trainable;
+    }
+    *out = in;
+    return TNT_OK;
+}
+
+/* ---- workspace ---------------------------------------------------------------------------- */
+
+/* [acc: 2*channels doubles, per-channel sums (scratch)][mean: channels floats]
+ * [inv_std: channels floats][flag: 1 float, 1 = forward used the batch statistics] */
+static size_t bn_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan, (void)batch;
+    const bn_cfg *c = l->priv;
+    return (size_t)(2 * c->channels) * sizeof(double) + (size_t)(2 * c->channels + 1) * sizeof(float);
+}
+
+static double *ws_acc(void *ws) { return ws; }
+static float *ws_mean(void *ws, int64_t C) { return (float *)((double *)ws + 2 * C); }
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* x, y: (batch, ..., channels), seen as (m, channels) with m = batch * spatial positions */
+static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const bn_cfg *c = l->priv;
+    const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
+    const float *gamma = l->weights[BN_GAMMA].value, *beta = l->weights[BN_BETA].value;
+    float *mmean = l->weights[BN_MOVING_MEAN].value, *mvar = l->weights[BN_MOVING_VAR].value;
+    float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
+    const float *x = a->x;
+
+    if (a->training && m > 0) {
+        double *sum = ws_acc(a->workspace), *sq = sum + C;
+        memset(sum, 0, (size_t)(2 * C) * sizeof(double));
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < C; k++) sum[k] += x[i * C + k];
+        for (int64_t k = 0; k < C; k++) sum[k] /= (double)m; /* now the mean */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < C; k++) {
+                double d = x[i * C + k] - sum[k];
+                sq[k] += d * d;
+            }
+        const double mom = c->momentum;
+        for (int64_t k = 0; k < C; k++) {
+            double var = sq[k] / (double)m; /* biased: normalizes this batch */
+            double unbiased = m > 1 ? sq[k] / (double)(m - 1) : var;
+            mean[k] = (float)sum[k];
+            inv_std[k] = (float)(1.0 / sqrt(var + c->epsilon));
+            mmean[k] = (float)(mmean[k] * mom + sum[k] * (1.0 - mom));
+            mvar[k] = (float)(mvar[k] * mom + unbiased * (1.0 - mom));
+        }
+        *flag = 1.0f;
+    } else {
+        for (int64_t k = 0; k < C; k++) {
+            mean[k] = mmean[k];
+            inv_std[k] = (float)(1.0 / sqrt((double)mvar[k] + c->epsilon));
+        }
+        *flag = 0.0f;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < C; k++)
+            a->y[i * C + k] = gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k];
+    if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(m * C) * sizeof(float));
+    return TNT_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* x, dy, dx: (batch, ..., channels) as (m, channels); dx may be NULL */
+static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const bn_cfg *c = l->priv;
+    const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
+    const float *gamma = l->weights[BN_GAMMA].value;
+    const float *mean = ws_mean(a->workspace, C), *inv_std = mean + C;
+    const bool batch_stats = inv_std[C] != 0.0f;
+    const float *x = a->x, *dy = a->dy;
+
+    double *dbeta = ws_acc(a->workspace), *dgamma = dbeta + C;
+    memset(dbeta, 0, (size_t)(2 * C) * sizeof(double));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < C; k++) {
+            double g = dy[i * C + k];
+            dbeta[k] += g;
+            dgamma[k] += g * (x[i * C + k] - mean[k]) * inv_std[k];
+        }
+    float *gg = l->weights[BN_GAMMA].grad, *gb = l->weights[BN_BETA].grad;
+    for (int64_t k = 0; k < C; k++) {
+        if (gg) gg[k] = (float)dgamma[k];
+        if (gb) gb[k] = (float)dbeta[k];
+    }
+    if (a->dx) {
+        for (int64_t k = 0; k < C; k++) { /* per-channel terms, reusing the buffers */
+            dbeta[k] = batch_stats && m > 0 ? dbeta[k] / (double)m : 0.0;
+            dgamma[k] = batch_stats && m > 0 ? dgamma[k] / (double)m : 0.0;
+        }
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < C; k++) {
+                double xhat = (x[i * C + k] - mean[k]) * (double)inv_std[k];
+                a->dx[i * C + k] = (float)((double)gamma[k] * inv_std[k] *
+                                           (dy[i * C + k] - dbeta[k] - xhat * dgamma[k]));
+            }
+    }
+    return TNT_OK;
+}
+
+/* ---- constructor -------------------------------------------------------------------------- */
+
+static void bn_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops batch_norm_ops = {
+    .class_name = "BatchNormalization",
+    .build = bn_build,
+    .workspace_size = bn_workspace_size,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .destroy = bn_destroy,
+};
+
+tnt_layer *tnt_batch_normalization(float momentum, float epsilon, const char *name) {
+    if (!(momentum >= 0.0f && momentum < 1.0f)) {
+        tnt__error(TNT_ERR_ARG,
+                   "BatchNormalization: momentum %g (expected in [0, 1), or 0 for the default 0.99)",
+                   (double)momentum);
+        return NULL;
+    }
+    if (!(epsilon >= 0.0f) || isinf(epsilon)) {
+        tnt__error(TNT_ERR_ARG,
+                   "BatchNormalization: epsilon %g (expected > 0, or 0 for the default 1e-3)",
+                   (double)epsilon);
+        return NULL;
+    }
+    bn_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->momentum = momentum == 0.0f ? 0.99f : momentum;
+    c->epsilon = epsilon == 0.0f ? 1e-3f : epsilon;
+    tnt_layer *l = tnt__layer_new(&batch_norm_ops, name, c);
+    if (!l) free(c);
+    return l;
+}
