@@ -1,33 +1,12 @@
 /* test_layers_basic.c: Activation (every Keras activation against PyTorch), Flatten, Reshape,
  * Dropout and InputLayer, driven directly through the layer contract. */
-#include "testutil.h"
+#include "layer_harness.h"
 
 #include "layers/layer.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Runs build, plan, forward and (if dy) backward of a weightless layer on n samples. */
-static void run_layer(tnt_layer *l, tnt_shape in, int64_t n, const float *x, float *y,
-                      const float *dy, float *dx, bool training) {
-    tnt_shape out;
-    tu_ok(l->ops->build(l, in, &out));
-    l->in_shape = in;
-    l->out_shape = out;
-    void *plan = l->ops->plan_create ? l->ops->plan_create(l, n) : NULL;
-    if (l->ops->plan_create && !plan) fail_msg("plan_create: %s", tnt_last_error());
-    size_t ws = l->ops->workspace_size ? l->ops->workspace_size(l, plan, n) : 0;
-    void *work = calloc(1, ws + 8);
-    tnt__fwd_args fa = {.batch = n, .x = x, .y = y, .workspace = work, .training = training, .seed = 7};
-    tu_ok(l->ops->forward(l, plan, &fa));
-    if (dy) {
-        tnt__bwd_args ba = {.batch = n, .x = x, .y = y, .dy = dy, .dx = dx, .workspace = work};
-        tu_ok(l->ops->backward(l, plan, &ba));
-    }
-    if (plan) l->ops->plan_destroy(plan);
-    free(work);
-}
 
 static void test_activations_match_torch(void **state) {
     (void)state;

@@ -1,33 +1,12 @@
 /* test_layers_shape.c: the weightless shape layers GlobalAveragePooling2D, GlobalMaxPooling2D,
  * ZeroPadding2D, Cropping2D and UpSampling2D, driven directly through the layer contract and
  * compared with PyTorch (tests/fixtures/gen_shape_layers.py), plus their argument and shape errors. */
-#include "testutil.h"
+#include "layer_harness.h"
 
 #include "layers/layer.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* Runs build, plan, forward and (if dy) backward of a weightless layer on n samples. */
-static void run_layer(tnt_layer *l, tnt_shape in, int64_t n, const float *x, float *y,
-                      const float *dy, float *dx, bool training) {
-    tnt_shape out;
-    tu_ok(l->ops->build(l, in, &out));
-    l->in_shape = in;
-    l->out_shape = out;
-    void *plan = l->ops->plan_create ? l->ops->plan_create(l, n) : NULL;
-    if (l->ops->plan_create && !plan) fail_msg("plan_create: %s", tnt_last_error());
-    size_t ws = l->ops->workspace_size ? l->ops->workspace_size(l, plan, n) : 0;
-    void *work = calloc(1, ws + 8);
-    tnt__fwd_args fa = {.batch = n, .x = x, .y = y, .workspace = work, .training = training, .seed = 7};
-    tu_ok(l->ops->forward(l, plan, &fa));
-    if (dy) {
-        tnt__bwd_args ba = {.batch = n, .x = x, .y = y, .dy = dy, .dx = dx, .workspace = work};
-        tu_ok(l->ops->backward(l, plan, &ba));
-    }
-    if (plan) l->ops->plan_destroy(plan);
-    free(work);
-}
 
 /* Checks layer l (freed here) against fixtures PREFIX_{x,y,dy,dx}: x is (n, h, w, c). */
 static void check_fixture(tnt_layer *l, const char *prefix, const char *class_name) {
