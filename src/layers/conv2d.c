@@ -1,4 +1,4 @@
-/* conv2d.c: Conv2D (Keras): 2-D convolution of NHWC input with a kernel in Keras layout HWIO
+/* conv2d.c: Conv2D, and Conv1D as a convolution of height 1 (Keras): 2-D convolution of NHWC input with a kernel in Keras layout HWIO
  * (kh, kw, in_ch, filters), optional bias and a fused activation, on oneDNN convolution
  * primitives (forward, backward-data, backward-weights with the bias gradient).
  *
@@ -27,6 +27,7 @@ typedef struct conv_cfg {
     int dh, dw;  /* dilation (1-based, Keras) */
     tnt_padding padding;
     bool use_bias;
+    bool one_d; /* Conv1D: (steps, channels) inputs run as height-1 images, kernel (1, k) */
     tnt_initializer kernel_init, bias_init;
     /* from build */
     int64_t ih, iw, ic, oh, ow;
@@ -49,6 +50,54 @@ static bool conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t 
     return *out > 0;
 }
 
+static tnt_status add_weights(tnt_layer *l, tnt_shape kernel) {
+    conv_cfg *c = l->priv;
+    int64_t k2 = (int64_t)c->kh * c->kw;
+    l->n_weights = 0;
+    if (tnt__layer_add_weight(l, "kernel", kernel, c->kernel_init, k2 * c->ic, k2 * c->filters) < 0)
+        return TNT_ERR_ARG;
+    if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->filters), c->bias_init, 0, 0) < 0)
+        return TNT_ERR_ARG;
+    return TNT_OK;
+}
+
+/* Conv1D: input (steps, channels) is the NHWC image (1, steps, channels), and Keras's kernel
+ * (k, in, filters) has the memory of the HWIO kernel (1, k, in, filters), so the Conv2D plans
+ * run it unchanged. "causal" pads (k-1)*d steps on the left only. */
+static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    conv_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim != 2)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "Conv1D \"%s\": input shape %s has rank %d (expected 2: steps, channels)",
+                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    if (in.dim[0] <= 0 || in.dim[1] <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "Conv1D \"%s\": input shape %s has an empty dimension",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    c->ih = c->oh = 1;
+    c->pad_t = c->pad_b = 0;
+    c->iw = in.dim[0];
+    c->ic = in.dim[1];
+    bool ok;
+    if (c->padding == TNT_PADDING_CAUSAL) {
+        c->pad_l = (int64_t)(c->kw - 1) * c->dw;
+        c->pad_r = 0;
+        c->ow = (c->iw - 1) / c->sw + 1;
+        ok = true;
+    } else {
+        ok = conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r);
+    }
+    if (!ok)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "Conv1D \"%s\": input shape %s is smaller than the kernel (%d) with "
+                          "dilation %d and padding \"%s\": output would be (%lld, %d)",
+                          l->name, tnt_shape_str(in, b, sizeof b), c->kw, c->dw,
+                          c->padding == TNT_PADDING_SAME ? "same" : "valid", (long long)c->ow, c->filters);
+    tnt_status s = add_weights(l, TNT_SHAPE(c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = TNT_SHAPE(c->ow, c->filters);
+    return s;
+}
+
 static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     conv_cfg *c = l->priv;
     char b[96];
@@ -69,15 +118,9 @@ static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "dilation (%d, %d) and padding \"valid\": output would be (%lld, %lld, %d)",
                           l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw, c->dh, c->dw,
                           (long long)c->oh, (long long)c->ow, c->filters);
-    l->n_weights = 0;
-    int64_t k2 = (int64_t)c->kh * c->kw;
-    if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(c->kh, c->kw, c->ic, c->filters), c->kernel_init,
-                              k2 * c->ic, k2 * c->filters) < 0)
-        return TNT_ERR_ARG;
-    if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->filters), c->bias_init, 0, 0) < 0)
-        return TNT_ERR_ARG;
-    *out = TNT_SHAPE(c->oh, c->ow, c->filters);
-    return TNT_OK;
+    tnt_status s = add_weights(l, TNT_SHAPE(c->kh, c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = TNT_SHAPE(c->oh, c->ow, c->filters);
+    return s;
 }
 
 /* ---- plan: primitives for one batch size -------------------------------------------------- */
@@ -415,6 +458,62 @@ static const tnt__layer_ops conv2d_ops = {
     .destroy = conv_destroy,
 };
 
+static const tnt__layer_ops conv1d_ops = {
+    .class_name = "Conv1D",
+    .build = conv1d_build,
+    .plan_create = conv_plan_create,
+    .plan_destroy = conv_plan_destroy,
+    .workspace_size = conv_workspace_size,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .destroy = conv_destroy,
+};
+
+/* The checks both constructors share, then the layer; cls names the class in messages. */
+static tnt_layer *conv_new(const char *cls, const tnt__layer_ops *ops, conv_cfg cfg,
+                           const tnt_layer_opts *o) {
+    if ((cfg.sh > 1 || cfg.sw > 1) && (cfg.dh > 1 || cfg.dw > 1)) {
+        if (cfg.one_d)
+            tnt__error(TNT_ERR_ARG, "%s: strides %d with dilation_rate %d (Keras allows strides > 1 or "
+                       "dilation_rate > 1, not both)", cls, cfg.sw, cfg.dw);
+        else
+            tnt__error(TNT_ERR_ARG, "%s: strides (%d, %d) with dilation_rate (%d, %d) (Keras allows "
+                       "strides > 1 or dilation_rate > 1, not both)", cls, cfg.sh, cfg.sw, cfg.dh, cfg.dw);
+        return NULL;
+    }
+    bool causal_ok = cfg.one_d && o->padding == TNT_PADDING_CAUSAL;
+    if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME && !causal_ok) {
+        tnt__error(TNT_ERR_ARG, "%s: padding %d (expected TNT_PADDING_VALID, TNT_PADDING_SAME%s)", cls,
+                   (int)o->padding, cfg.one_d ? " or TNT_PADDING_CAUSAL" : "");
+        return NULL;
+    }
+    if ((unsigned)o->activation >= TNT_ACT_COUNT) {
+        tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation,
+                   TNT_ACT_COUNT - 1);
+        return NULL;
+    }
+    if ((unsigned)o->kernel_initializer > TNT_INIT_ONES || (unsigned)o->bias_initializer > TNT_INIT_ONES) {
+        tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
+                   (int)o->bias_initializer, (int)TNT_INIT_ONES);
+        return NULL;
+    }
+    cfg.padding = o->padding;
+    cfg.use_bias = !o->no_bias;
+    cfg.kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
+    cfg.bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
+    conv_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = cfg;
+    tnt_layer *l = tnt__layer_new(ops, o->name, c);
+    if (!l) {
+        free(c);
+        return NULL;
+    }
+    l->activation = o->activation;
+    l->activation_alpha = o->activation_alpha;
+    return l;
+}
+
 tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts) {
     static const tnt_layer_opts defaults;
     const tnt_layer_opts *o = opts ? opts : &defaults;
@@ -436,43 +535,33 @@ tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_o
                    o->dilation[0], o->dilation[1]);
         return NULL;
     }
-    int sh = o->strides[0] ? o->strides[0] : 1, sw = o->strides[1] ? o->strides[1] : 1;
-    int dh = o->dilation[0] ? o->dilation[0] : 1, dw = o->dilation[1] ? o->dilation[1] : 1;
-    if ((sh > 1 || sw > 1) && (dh > 1 || dw > 1)) {
-        tnt__error(TNT_ERR_ARG,
-                   "Conv2D: strides (%d, %d) with dilation_rate (%d, %d) (Keras allows strides > 1 "
-                   "or dilation_rate > 1, not both)", sh, sw, dh, dw);
+    conv_cfg cfg = {.filters = filters, .kh = kernel_h, .kw = kernel_w,
+                    .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
+                    .dh = o->dilation[0] ? o->dilation[0] : 1, .dw = o->dilation[1] ? o->dilation[1] : 1};
+    return conv_new("Conv2D", &conv2d_ops, cfg, o);
+}
+
+tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) {
+    static const tnt_layer_opts defaults;
+    const tnt_layer_opts *o = opts ? opts : &defaults;
+    if (filters <= 0) {
+        tnt__error(TNT_ERR_ARG, "Conv1D: filters %d (expected > 0)", filters);
         return NULL;
     }
-    if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME) {
-        tnt__error(TNT_ERR_ARG, "Conv2D: padding %d (expected TNT_PADDING_VALID or TNT_PADDING_SAME)",
-                   (int)o->padding);
+    if (kernel_size <= 0) {
+        tnt__error(TNT_ERR_ARG, "Conv1D: kernel_size %d (expected > 0)", kernel_size);
         return NULL;
     }
-    if ((unsigned)o->activation >= TNT_ACT_COUNT) {
-        tnt__error(TNT_ERR_ARG, "Conv2D: activation %d (expected 0..%d)", (int)o->activation,
-                   TNT_ACT_COUNT - 1);
+    if (o->strides[0] < 0) {
+        tnt__error(TNT_ERR_ARG, "Conv1D: strides %d (expected > 0, or 0 for the default 1)", o->strides[0]);
         return NULL;
     }
-    if ((unsigned)o->kernel_initializer > TNT_INIT_ONES || (unsigned)o->bias_initializer > TNT_INIT_ONES) {
-        tnt__error(TNT_ERR_ARG, "Conv2D: initializer %d/%d (expected 0..%d)", (int)o->kernel_initializer,
-                   (int)o->bias_initializer, (int)TNT_INIT_ONES);
+    if (o->dilation[0] < 0) {
+        tnt__error(TNT_ERR_ARG, "Conv1D: dilation_rate %d (expected > 0, or 0 for the default 1)",
+                   o->dilation[0]);
         return NULL;
     }
-    conv_cfg *c = tnt__calloc(1, sizeof *c);
-    if (!c) return NULL;
-    *c = (conv_cfg){
-        .filters = filters, .kh = kernel_h, .kw = kernel_w, .sh = sh, .sw = sw, .dh = dh, .dw = dw,
-        .padding = o->padding, .use_bias = !o->no_bias,
-        .kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM,
-        .bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS,
-    };
-    tnt_layer *l = tnt__layer_new(&conv2d_ops, o->name, c);
-    if (!l) {
-        free(c);
-        return NULL;
-    }
-    l->activation = o->activation;
-    l->activation_alpha = o->activation_alpha;
-    return l;
+    conv_cfg cfg = {.filters = filters, .kh = 1, .kw = kernel_size, .sh = 1, .dh = 1, .one_d = true,
+                    .sw = o->strides[0] ? o->strides[0] : 1, .dw = o->dilation[0] ? o->dilation[0] : 1};
+    return conv_new("Conv1D", &conv1d_ops, cfg, o);
 }
