@@ -14,8 +14,7 @@
  * 100 KB for LeNet-5's conv2 (~0.05 ms).
  * Padding "same" is TensorFlow's: total = max((ceil(in/s)-1)*s + (k-1)*d+1 - in, 0), the extra
  * row/column at the bottom/right. oneDNN dilation is 0-based (d-1). */
-#include "kernels/activation.h"
-#include "layers/layer.h"
+#include "layers/fused.h"
 
 #include <stdio.h>
 
@@ -319,34 +318,28 @@ fail:
     return NULL;
 }
 
-/* ---- workspace ---------------------------------------------------------------------------- */
-
-/* [dpre: batch*oh*ow*filters floats, when there is an activation][preact: as large, when the
- * activation's backward needs its input] */
-static size_t out_bytes(const conv_cfg *c, int64_t batch) {
-    return ((size_t)(batch * c->oh * c->ow * c->filters) * sizeof(float) + 63) & ~(size_t)63;
-}
-
-static size_t conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
-    (void)plan;
-    if (l->activation == TNT_ACT_LINEAR) return 0;
-    size_t blk = out_bytes(l->priv, batch);
-    return tnt__act_backward_needs_src(l->activation) ? 2 * blk : blk;
-}
-
-static float *ws_preact(const tnt_layer *l, void *ws, int64_t batch) {
-    return (float *)((char *)ws + out_bytes(l->priv, batch));
-}
-
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already in the
- * forward layout (w). */
-static tnt_status run_fwd(tnt_layer *l, conv_plan *p, const tnt__prim *prim, const float *w,
-                          const float *x, float *out) {
+/* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already reordered into
+ * the forward layout by conv_forward. A fused plan's variant without the post-op is made on first
+ * use: it is needed only when the model asks a fused layer for its pre-activation. */
+static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
+    conv_plan *p = plan;
     conv_cfg *c = l->priv;
-    tnt__set_data(p->x, x);
-    tnt__set_data(p->wf, w);
+    tnt_status status;
+    const tnt__prim *prim = &p->fwd;
+    if (p->fused && !post_op) {
+        if (!p->fwd_plain.prim) {
+            conv_mds m;
+            if ((status = conv_mds_init(c, p->batch, &m)) != TNT_OK ||
+                (status = create_fwd(l, &m, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false,
+                                     &p->fwd_plain)) != TNT_OK)
+                return status;
+        }
+        prim = &p->fwd_plain;
+    }
+    tnt__set_data(p->x, a->x);
+    tnt__set_data(p->wf, p->w_fwd.prim ? p->w_fwd_buf : l->weights[0].value);
     tnt__set_data(p->y, out);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_WEIGHTS, p->wf}, {DNNL_ARG_DST, p->y}};
     int n = 3;
@@ -357,41 +350,19 @@ static tnt_status run_fwd(tnt_layer *l, conv_plan *p, const tnt__prim *prim, con
     return tnt__prim_exec(prim, n, args);
 }
 
+static size_t conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return tnt__fused_workspace_size(l, batch);
+}
+
 /* x: (batch, ih, iw, ic); y, preact: (batch, oh, ow, filters) */
 static tnt_status conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     conv_plan *p = plan;
-    conv_cfg *c = l->priv;
     tnt_status status;
-    const float *w = l->weights[0].value;
-    if (p->w_fwd.prim) {
-        if ((status = tnt__reorder_run(&p->w_fwd, w, p->w_fwd_buf)) != TNT_OK) return status;
-        w = p->w_fwd_buf;
-    }
-    size_t bytes = (size_t)(p->batch * c->oh * c->ow * c->filters) * sizeof(float);
-    if (l->activation == TNT_ACT_LINEAR) {
-        if ((status = run_fwd(l, p, &p->fwd, w, a->x, a->y)) != TNT_OK) return status;
-        if (a->preact) memcpy(a->preact, a->y, bytes);
-        return TNT_OK;
-    }
-    if (p->fused && !a->preact) return run_fwd(l, p, &p->fwd, w, a->x, a->y);
-
-    /* Unfused: the convolution writes the pre-activation, then the activation runs. */
-    const tnt__prim *prim = &p->fwd;
-    if (p->fused) {
-        if (!p->fwd_plain.prim) {
-            conv_mds m;
-            if ((status = conv_mds_init(c, p->batch, &m)) != TNT_OK ||
-                (status = create_fwd(l, &m, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false,
-                                     &p->fwd_plain)) != TNT_OK)
-                return status;
-        }
-        prim = &p->fwd_plain;
-    }
-    bool keep = tnt__act_backward_needs_src(l->activation);
-    float *pre = keep ? ws_preact(l, a->workspace, p->batch) : a->preact ? a->preact : a->y;
-    if ((status = run_fwd(l, p, prim, w, a->x, pre)) != TNT_OK) return status;
-    if (keep && a->preact) memcpy(a->preact, pre, bytes);
-    return tnt__act_forward(&p->act, pre, a->y);
+    if (p->w_fwd.prim &&
+        (status = tnt__reorder_run(&p->w_fwd, l->weights[0].value, p->w_fwd_buf)) != TNT_OK)
+        return status;
+    return tnt__fused_forward(l, plan, a, p->fused, &p->act, conv_run);
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -403,14 +374,8 @@ static tnt_status conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     tnt_status status;
 
     /* dpre (batch, oh, ow, filters): the gradient before the activation. */
-    const float *dpre = a->dy;
-    if (l->activation != TNT_ACT_LINEAR && !a->dy_is_preact) {
-        float *buf = a->workspace;
-        const float *pre = tnt__act_backward_needs_src(l->activation)
-                               ? ws_preact(l, a->workspace, p->batch) : NULL;
-        if ((status = tnt__act_backward(&p->act, pre, a->y, a->dy, buf)) != TNT_OK) return status;
-        dpre = buf;
-    }
+    const float *dpre;
+    if ((status = tnt__fused_backward(l, a, &p->act, &dpre)) != TNT_OK) return status;
 
     /* Weight and bias gradients first: the model can start reducing them while dx runs. */
     tnt__weight *k = &l->weights[0];

@@ -10,7 +10,7 @@
  *   dW        dnnl_sgemm "TN" (x^T · dpre): 2.2 ms / 32 ms against 3.0 ms / 32 ms for matmul.
  *   db        column sums of dpre in a plain loop (vectorized over units, fixed order).
  * Weights are read where they lie in the model's flat buffer: no reorder. */
-#include "kernels/activation.h"
+#include "layers/fused.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
@@ -146,35 +146,28 @@ fail:
     return NULL;
 }
 
-/* ---- workspace ---------------------------------------------------------------------------- */
-
-/* [dpre: rows*units floats, when there is an activation][preact: rows*units floats, when the
- * activation's backward needs its input] */
-static size_t act_block(int64_t rows, int64_t units) {
-    return ((size_t)(rows * units) * sizeof(float) + 63) & ~(size_t)63;
-}
-
-static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
-    dense_cfg *c = l->priv;
-    (void)plan;
-    if (l->activation == TNT_ACT_LINEAR) return 0;
-    size_t blk = act_block(batch, c->units);
-    return tnt__act_backward_needs_src(l->activation) ? 2 * blk : blk;
-}
-
-static float *ws_preact(const tnt_layer *l, void *ws, int64_t rows) {
-    const dense_cfg *c = l->priv;
-    return (float *)((char *)ws + act_block(rows, c->units));
-}
-
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* Runs the matmul prim: y(rows, units) = x(rows, in) · W + b (plus fused post-ops). */
-static tnt_status run_fwd(tnt_layer *l, dense_plan *p, const tnt__prim *prim, const float *x, float *y) {
+static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return tnt__fused_workspace_size(l, batch);
+}
+
+/* Runs the matmul: out(rows, units) = x(rows, in) · W + b, with the fused post-op or, for a fused
+ * plan asked for its pre-activation, without it (that primitive is made on first use). */
+static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
+    dense_plan *p = plan;
     dense_cfg *c = l->priv;
-    tnt__set_data(p->x, x);
+    tnt_status status;
+    const tnt__prim *prim = &p->fwd;
+    if (p->fused && !post_op) {
+        if (!p->fwd_plain.prim && (status = create_fwd(l, p, &p->fwd_plain, false)) != TNT_OK)
+            return status;
+        prim = &p->fwd_plain;
+    }
+    tnt__set_data(p->x, a->x);
     tnt__set_data(p->w, l->weights[0].value);
-    tnt__set_data(p->y, y);
+    tnt__set_data(p->y, out);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_WEIGHTS, p->w}, {DNNL_ARG_DST, p->y}};
     int n = 3;
     if (c->use_bias) {
@@ -187,28 +180,7 @@ static tnt_status run_fwd(tnt_layer *l, dense_plan *p, const tnt__prim *prim, co
 /* x: (batch, in); y, preact: (batch, units) */
 static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     dense_plan *p = plan;
-    dense_cfg *c = l->priv;
-    size_t bytes = (size_t)(p->rows * c->units) * sizeof(float);
-    tnt_status status;
-    if (l->activation == TNT_ACT_LINEAR) {
-        if ((status = run_fwd(l, p, &p->fwd, a->x, a->y)) != TNT_OK) return status;
-        if (a->preact) memcpy(a->preact, a->y, bytes);
-        return TNT_OK;
-    }
-    if (p->fused && !a->preact) return run_fwd(l, p, &p->fwd, a->x, a->y);
-
-    /* Unfused: the matmul writes the pre-activation, then the activation runs. */
-    const tnt__prim *prim = &p->fwd;
-    if (p->fused) {
-        if (!p->fwd_plain.prim && (status = create_fwd(l, p, &p->fwd_plain, false)) != TNT_OK)
-            return status;
-        prim = &p->fwd_plain;
-    }
-    bool keep = tnt__act_backward_needs_src(l->activation);
-    float *pre = keep ? ws_preact(l, a->workspace, p->rows) : a->preact ? a->preact : a->y;
-    if ((status = run_fwd(l, p, prim, a->x, pre)) != TNT_OK) return status;
-    if (keep && a->preact) memcpy(a->preact, pre, bytes);
-    return tnt__act_forward(&p->act, pre, a->y);
+    return tnt__fused_forward(l, plan, a, p->fused, &p->act, dense_run);
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -221,14 +193,8 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     const int64_t rows = p->rows, units = c->units, in = c->in;
 
     /* dpre (rows, units): the gradient before the activation. */
-    const float *dpre = a->dy;
-    if (l->activation != TNT_ACT_LINEAR && !a->dy_is_preact) {
-        float *buf = a->workspace;
-        const float *pre = tnt__act_backward_needs_src(l->activation)
-                               ? ws_preact(l, a->workspace, rows) : NULL;
-        if ((status = tnt__act_backward(&p->act, pre, a->y, a->dy, buf)) != TNT_OK) return status;
-        dpre = buf;
-    }
+    const float *dpre;
+    if ((status = tnt__fused_backward(l, a, &p->act, &dpre)) != TNT_OK) return status;
 
     /* dW (in, units) = x^T (in, rows) · dpre (rows, units), written over the old gradient. */
     tnt__weight *k = &l->weights[0];
