@@ -137,6 +137,8 @@ typedef enum tnt_initializer {
     TNT_INIT_LECUN_NORMAL,
     TNT_INIT_ZEROS,
     TNT_INIT_ONES,
+    TNT_INIT_RANDOM_UNIFORM, /* Keras RandomUniform(-0.05, 0.05): Embedding's default */
+    TNT_INIT_RANDOM_NORMAL,  /* Keras RandomNormal(0, 0.05) */
 } tnt_initializer;
 
 typedef struct tnt_layer_opts {
@@ -182,6 +184,80 @@ TNT_API tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_global_average_pooling1d(const char *name);
 /* Keras BatchNormalization over the last axis (channels, or features for rank-1 inputs). */
 TNT_API tnt_layer *tnt_batch_normalization(float momentum /* 0 = 0.99 */, float epsilon /* 0 = 1e-3 */, const char *name);
+
+/* Keras DepthwiseConv2D: (h, w, c) -> (oh, ow, c * depth_multiplier); depthwise_kernel
+ * (kh, kw, c, depth_multiplier), bias (c * depth_multiplier). opts: strides, padding (valid or
+ * same), dilation, activation, no_bias, kernel_initializer (the depthwise initializer). */
+TNT_API tnt_layer *tnt_depthwise_conv2d(int kernel_h, int kernel_w, int depth_multiplier, const tnt_layer_opts *opts);
+/* Keras SeparableConv2D: a depthwise convolution, then a 1x1 convolution to filters channels;
+ * depthwise_kernel (kh, kw, c, depth_multiplier), pointwise_kernel (1, 1, c * depth_multiplier,
+ * filters), bias (filters). depth_multiplier 0 = 1. */
+TNT_API tnt_layer *tnt_separable_conv2d(int filters, int kernel_h, int kernel_w, int depth_multiplier,
+                                        const tnt_layer_opts *opts);
+/* Keras Embedding: (seq) integer ids stored as floats -> (seq, output_dim); embeddings
+ * (input_dim, output_dim) initialized uniform(-0.05, 0.05). An id outside [0, input_dim) fails
+ * the step with an error naming it. mask_zero: id 0 is padding, and the sequence mask reaches
+ * the layers that support masking (MultiHeadAttention uses it as Keras does). */
+TNT_API tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const char *name);
+/* Keras LayerNormalization over the last axis: gamma (ones), beta (zeros); epsilon 0 = 1e-3. */
+TNT_API tnt_layer *tnt_layer_normalization(float epsilon, const char *name);
+/* Keras Permute: dims is a permutation of 1..n of the non-batch axes (1-based, as Keras). */
+TNT_API tnt_layer *tnt_permute(int n, const int *dims, const char *name);
+/* Keras RepeatVector: (features) -> (n, features). */
+TNT_API tnt_layer *tnt_repeat_vector(int n, const char *name);
+/* Keras SyncBatchNormalization: BatchNormalization whose training statistics (mean and variance,
+ * and the gradient sums in backward) are reduced over all ranks of a distributed model, so that
+ * the result equals BatchNormalization on the whole global batch. Same weights and defaults. */
+TNT_API tnt_layer *tnt_sync_batch_normalization(float momentum, float epsilon, const char *name);
+
+/* Merge layers: called on two or more inputs of equal shape (Subtract: exactly two).
+ * Concatenate joins along axis (Keras: -1 = last; counts the batch axis as 0, so axis 1 is the
+ * first non-batch axis); the other dimensions must agree. */
+TNT_API tnt_layer *tnt_add(const char *name);
+TNT_API tnt_layer *tnt_subtract(const char *name);
+TNT_API tnt_layer *tnt_multiply(const char *name);
+TNT_API tnt_layer *tnt_average(const char *name);
+TNT_API tnt_layer *tnt_maximum(const char *name);
+TNT_API tnt_layer *tnt_minimum(const char *name);
+TNT_API tnt_layer *tnt_concatenate(int axis, const char *name);
+
+/* Keras MultiHeadAttention. Call it with tnt_call_attention. Weights in Keras order:
+ * query/kernel (dq, heads, key_dim), query/bias (heads, key_dim), key/kernel (dk, heads,
+ * key_dim), key/bias, value/kernel (dv, heads, value_dim), value/bias (heads, value_dim),
+ * attention_output/kernel (heads, value_dim, out), attention_output/bias (out). */
+typedef struct tnt_attention_opts {
+    const char *name;
+    int value_dim;     /* 0 = key_dim */
+    float dropout;     /* on the attention probabilities, training only */
+    bool no_bias;      /* use_bias=False */
+    int output_dim;    /* Keras output_shape; 0 = the query's last dimension */
+    tnt_initializer kernel_initializer, bias_initializer;
+} tnt_attention_opts;
+TNT_API tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tnt_attention_opts *opts);
+
+/* Custom layers: the user supplies shape inference, forward and backward, and declares weights
+ * in build with tnt_layer_add_weight. Each function gets the layer and user; any may fail with a
+ * status (and tnt_custom_layer_error for the message). Single input, single output. */
+typedef struct tnt_custom_layer_def {
+    const char *class_name; /* e.g. "PositionEmbedding"; required */
+    void *user;
+    /* Required: the output shape (without batch) from the input shape; declare weights here. */
+    tnt_status (*build)(tnt_layer *l, tnt_shape in_shape, tnt_shape *out_shape, void *user);
+    /* Required: y (batch, out...) from x (batch, in...). */
+    tnt_status (*forward)(tnt_layer *l, int64_t batch, const float *x, float *y, bool training, void *user);
+    /* Required for training: dx (NULL when not needed) and every trainable weight's gradient
+     * (tnt_layer_weight_grad, to be overwritten, not added to) from dy. */
+    tnt_status (*backward)(tnt_layer *l, int64_t batch, const float *x, const float *y, const float *dy,
+                           float *dx, void *user);
+    void (*destroy)(void *user); /* may be NULL; called once when the layer is freed */
+} tnt_custom_layer_def;
+TNT_API tnt_layer *tnt_custom_layer(const tnt_custom_layer_def *def, const char *name);
+/* In build: declares a weight; returns its index, or -1 with an error. */
+TNT_API int tnt_layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_initializer init,
+                                 bool trainable);
+/* In forward and backward: the values of weight i, and its gradient (NULL when not trainable). */
+TNT_API float *tnt_layer_weight_value(tnt_layer *l, int i);
+TNT_API float *tnt_layer_weight_grad(tnt_layer *l, int i);
 
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
@@ -397,6 +473,55 @@ TNT_API tnt_status tnt_model_add(tnt_model *m, tnt_layer *layer);
 /* Fixes the input shape (without batch) when the model has no InputLayer. */
 TNT_API tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape);
 TNT_API void tnt_model_free(tnt_model *m);
+
+/* Functional models (Keras's functional API). A graph holds symbolic tensors (Keras's
+ * KerasTensor) made by inputs and layer calls; a model is then cut from it by naming inputs and
+ * outputs. Symbolic tensors are small values that the graph owns; a failed call returns one with
+ * id < 0, and passing it on fails the next call too, so a whole graph can be checked once, at
+ * tnt_functional. Tensors of a multi-input model are fed as one dataset element holding the
+ * inputs' values one after the other (per sample); the same for the labels of several outputs.
+ *
+ *   tnt_graph *g = tnt_graph_new();
+ *   tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(32, 32, 3), "image");
+ *   tnt_ktensor x = tnt_call(g, tnt_conv2d(16, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), in);
+ *   tnt_ktensor y = tnt_call2(g, tnt_add(NULL), x, tnt_call(g, tnt_conv2d(16, 1, 1, NULL), in));
+ *   tnt_model *m = tnt_functional(g, 1, &in, 1, &y, "resnet_block");
+ *   tnt_graph_free(g);
+ */
+typedef struct tnt_graph tnt_graph;
+typedef struct tnt_ktensor {
+    int id; /* < 0: the call that made it failed */
+} tnt_ktensor;
+TNT_API tnt_graph *tnt_graph_new(void);
+/* Models cut from the graph stay valid after it is freed. */
+TNT_API void tnt_graph_free(tnt_graph *g);
+/* An input (Keras's keras.Input) of shape without batch; name NULL: "input_1", ... */
+TNT_API tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name);
+/* Calls layer on inputs. The first call consumes the layer (also on failure); calling the same
+ * layer again shares its weights (the gradients of all calls are summed). Every call must see
+ * the same input shapes. */
+TNT_API tnt_ktensor tnt_call(tnt_graph *g, tnt_layer *layer, tnt_ktensor x);
+TNT_API tnt_ktensor tnt_call2(tnt_graph *g, tnt_layer *layer, tnt_ktensor a, tnt_ktensor b);
+TNT_API tnt_ktensor tnt_call_n(tnt_graph *g, tnt_layer *layer, int n, const tnt_ktensor *inputs);
+/* MultiHeadAttention(query, value, key, attention_mask, use_causal_mask) as Keras: key.id < 0
+ * means key = value; attention_mask.id < 0 means none, otherwise a (Tq, Tv) tensor of 1 (attend)
+ * and 0 (masked). Sequence masks of query and value (Embedding mask_zero) are applied too. */
+TNT_API tnt_ktensor tnt_call_attention(tnt_graph *g, tnt_layer *layer, tnt_ktensor query, tnt_ktensor value,
+                                       tnt_ktensor key, tnt_ktensor attention_mask, bool use_causal_mask);
+/* Calls a model as a layer: its layers join the graph with their weights (shared with inner:
+ * train through the outer model once it is used). inner is borrowed. outputs receives
+ * tnt_model_num_outputs(inner) tensors. */
+TNT_API tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tnt_ktensor *inputs,
+                                  tnt_ktensor *outputs);
+/* The model from inputs to outputs; layers not on a path between them are left out. */
+TNT_API tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs, int n_outputs,
+                                  const tnt_ktensor *outputs, const char *name);
+TNT_API tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t);
+TNT_API int tnt_model_num_inputs(const tnt_model *m);
+TNT_API int tnt_model_num_outputs(const tnt_model *m);
+/* Shape of input or output i (without batch). */
+TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
+TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the

@@ -27,6 +27,10 @@ tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *pri
 
 void tnt_layer_free(tnt_layer *l) {
     if (!l) return;
+    if (l->refs > 1) { /* shared by graphs or models: the last owner frees it */
+        l->refs--;
+        return;
+    }
     if (l->ops->destroy) l->ops->destroy(l);
     free(l);
 }
@@ -80,6 +84,12 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
         return;
     case TNT_INIT_ONES:
         for (int64_t i = 0; i < n; i++) w->value[i] = 1.0f;
+        return;
+    case TNT_INIT_RANDOM_UNIFORM:
+        for (int64_t i = 0; i < n; i++) w->value[i] = (2.0f * tnt__rand_uniform(seed, (uint64_t)i) - 1.0f) * 0.05f;
+        return;
+    case TNT_INIT_RANDOM_NORMAL:
+        for (int64_t i = 0; i < n; i++) w->value[i] = tnt__rand_normal(seed, (uint64_t)i) * 0.05f;
         return;
     case TNT_INIT_GLOROT_UNIFORM: mode_fan = (fan_in + fan_out) / 2; break;
     case TNT_INIT_GLOROT_NORMAL: mode_fan = (fan_in + fan_out) / 2; uniform = false; break;

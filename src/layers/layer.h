@@ -11,7 +11,8 @@
 
 #include "core/core.h"
 
-#define TNT_MAX_LAYER_WEIGHTS 4
+#define TNT_MAX_LAYER_WEIGHTS 8
+#define TNT_MAX_LAYER_INPUTS 16
 #define TNT_NAME_MAX 64
 
 typedef struct tnt__weight {
@@ -27,7 +28,9 @@ typedef struct tnt__weight {
 
 typedef struct tnt__fwd_args {
     int64_t batch;      /* samples in this step */
-    const float *x;     /* (batch, in_shape...) */
+    const float *x;     /* (batch, in_shape...): input 0 */
+    int n_inputs;       /* 1, or more for layers with build_multi */
+    const float *const *xs; /* all inputs, xs[0] == x: (batch, in_shapes[k]...) */
     float *y;           /* (batch, out_shape...) */
     float *preact;      /* NULL, or (batch, out_shape...): also store the value before the fused
                            activation (the loss uses logits for a fused softmax + cross-entropy) */
@@ -36,17 +39,24 @@ typedef struct tnt__fwd_args {
     uint64_t seed;      /* per-step random seed (dropout) */
     int64_t sample_offset; /* index of x's first sample in the global batch, so that random
                               masks are the same whatever the split across ranks */
+    bool parallel;      /* data-parallel step: this call sees one rank's micro-batch, and every
+                           rank makes the same call (SyncBatchNormalization reduces across them) */
 } tnt__fwd_args;
 
 typedef struct tnt__bwd_args {
     int64_t batch;
-    const float *x;     /* the forward input */
+    const float *x;     /* the forward input 0 */
     const float *y;     /* the forward output */
     const float *dy;    /* (batch, out_shape...) */
     float *dx;          /* (batch, in_shape...), NULL when the input gradient is not needed */
     void *workspace;
     bool dy_is_preact;  /* dy is already the gradient before the fused activation */
     int64_t sample_offset;
+    int n_inputs;
+    const float *const *xs; /* all forward inputs, xs[0] == x */
+    float *const *dxs;  /* gradient of each input (dxs[0] == dx), each NULL when not needed;
+                           written (overwritten), never accumulated */
+    bool parallel;      /* as in tnt__fwd_args */
 } tnt__bwd_args;
 
 typedef struct tnt__layer_ops {
@@ -54,6 +64,9 @@ typedef struct tnt__layer_ops {
     /* Infer out_shape from in_shape (both without batch) and declare weights with
      * tnt__layer_add_weight. Errors name the layer and the shapes. */
     tnt_status (*build)(tnt_layer *l, tnt_shape in_shape, tnt_shape *out_shape);
+    /* Layers with several inputs (merge layers, MultiHeadAttention) set this instead of build:
+     * n_inputs shapes (1 <= n <= TNT_MAX_LAYER_INPUTS); the layer checks n itself. */
+    tnt_status (*build_multi)(tnt_layer *l, int n_inputs, const tnt_shape *in_shapes, tnt_shape *out_shape);
     /* Execution state for one batch size (may return a non-NULL dummy); NULL + error on failure.
      * May be NULL in the table: the layer then needs no plan. */
     void *(*plan_create)(tnt_layer *l, int64_t batch);
@@ -68,19 +81,25 @@ typedef struct tnt__layer_ops {
     /* True when y can alias x (in-place layers such as Flatten/Reshape): the model then gives
      * forward x == y storage and skips copies. May be false. */
     bool is_view;
+    /* Keras supports_masking: the output keeps the sequence mask of input 0 (set by an Embedding
+     * with mask_zero). Layers without it drop the mask. */
+    bool supports_masking;
 } tnt__layer_ops;
 
 struct tnt_layer {
     const tnt__layer_ops *ops;
     char name[TNT_NAME_MAX];
     bool auto_name;           /* name to be assigned Keras-style by the model */
-    tnt_shape in_shape, out_shape;
+    tnt_shape in_shape, out_shape;   /* in_shape == in_shapes[0] */
+    int n_inputs;
+    tnt_shape in_shapes[TNT_MAX_LAYER_INPUTS];
     int n_weights;
     tnt__weight weights[TNT_MAX_LAYER_WEIGHTS];
     tnt_activation activation; /* the fused activation, TNT_ACT_LINEAR if none */
     float activation_alpha;
     uint64_t seed;            /* set by the model before build: derived from the model seed */
     bool built;
+    int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
     void *priv;
 };
 
