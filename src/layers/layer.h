@@ -111,6 +111,15 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
 /* Snake-case Keras base name for automatic names: "Conv2D" -> "conv2d" */
 void tnt__layer_base_name(const char *class_name, char *out, size_t size);
 
+/* Layer-specific queries and settings used by the graph (implemented in the layer's file). */
+/* Embedding: true when mask_zero was set (the graph then derives the sequence mask ids != 0). */
+bool tnt__embedding_mask_zero(const tnt_layer *l);
+/* MultiHeadAttention: which optional inputs follow query, value and key (always inputs 0, 1, 2),
+ * in this order: attention_mask (batch, Tq, Tv), query_mask (batch, Tq), value_mask (batch, Tv),
+ * each 1 = attend, 0 = masked; and Keras's use_causal_mask. Called by the graph before build. */
+tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool has_query_mask,
+                                    bool has_value_mask, bool use_causal_mask);
+
 /* Fills a weight from its initializer, with a seed per weight. */
 void tnt__weight_init(tnt__weight *w, uint64_t seed);
 
