@@ -48,6 +48,7 @@ static const tnt__layer_ops activation_ops = {
     .plan_destroy = act_plan_destroy,
     .forward = act_forward,
     .backward = act_backward,
+    .supports_masking = true,
 };
 
 tnt_layer *tnt_activation_layer(tnt_activation act, const tnt_layer_opts *opts) {

@@ -1,4 +1,5 @@
 /* dense.c: Dense (Keras): y = act(x·W + b) over the last axis, W in Keras layout (in, units).
+ * Input of any rank >= 1: the leading axes of every sample are rows of one (rows, in) matmul.
  *
  * Algorithms, chosen by timing the alternatives at 1 thread (batch 64; shapes 2450->500 of
  * LeNet-5 and 4096->4096 of the MLP benchmark):
@@ -21,36 +22,40 @@ typedef struct dense_cfg {
     int units;
     bool use_bias;
     tnt_initializer kernel_init, bias_init;
-    int64_t in; /* input features, from build */
+    int64_t in;   /* input features (the last axis), from build */
+    int64_t lead; /* rows per sample: the product of the leading axes (1 for rank-1 input) */
 } dense_cfg;
 
 static tnt_status dense_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     dense_cfg *c = l->priv;
     char b[96];
-    /* Keras applies Dense to the last axis of any rank; only (features,) is supported so far. */
-    if (in.ndim != 1)
+    /* Keras applies Dense to the last axis of any rank: (..., features) -> (..., units), every
+     * leading position a row of one matmul. */
+    if (in.ndim < 1)
         return tnt__error(TNT_ERR_SHAPE,
-                          "Dense \"%s\": input shape %s has rank %d; Dense supports rank-1 inputs "
-                          "(features,) only so far (add a Flatten before it)",
-                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Dense \"%s\": input shape %s has no features", l->name,
-                          tnt_shape_str(in, b, sizeof b));
-    c->in = in.dim[0];
+                          "Dense \"%s\": input shape %s has rank 0 (expected at least 1: ..., features)",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    for (int i = 0; i < in.ndim; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "Dense \"%s\": input shape %s has an empty dimension",
+                              l->name, tnt_shape_str(in, b, sizeof b));
+    c->in = in.dim[in.ndim - 1];
+    c->lead = tnt_shape_numel(in) / c->in;
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(c->in, c->units), c->kernel_init, c->in,
                               c->units) < 0)
         return TNT_ERR_ARG;
     if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->units), c->bias_init, 0, 0) < 0)
         return TNT_ERR_ARG;
-    *out = TNT_SHAPE(c->units);
+    *out = in;
+    out->dim[in.ndim - 1] = c->units;
     return TNT_OK;
 }
 
 /* ---- plan: primitives for one batch size -------------------------------------------------- */
 
 typedef struct dense_plan {
-    int64_t rows;       /* samples (times leading axes, once higher ranks are supported) */
+    int64_t rows;       /* samples times the leading axes of each sample */
     tnt__prim fwd;      /* matmul with bias and, when `fused`, the activation as a post-op */
     tnt__prim fwd_plain; /* without the activation: created on the first forward that needs the
                             pre-activation (a->preact) while `fused` */
@@ -110,7 +115,7 @@ static void *dense_plan_create(tnt_layer *l, int64_t batch) {
     tnt_status status = TNT_OK;
     dense_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->rows = batch;
+    p->rows = batch * c->lead;
     dnnl_alg_kind_t alg;
     float alpha;
     p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
@@ -177,7 +182,7 @@ static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bo
     return tnt__prim_exec(prim, n, args);
 }
 
-/* x: (batch, in); y, preact: (batch, units) */
+/* x: (batch, ..., in); y, preact: (batch, ..., units), as (rows, in) and (rows, units) */
 static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     dense_plan *p = plan;
     return tnt__fused_forward(l, plan, a, p->fused, &p->act, dense_run);
@@ -185,7 +190,7 @@ static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* x: (batch, in); y, dy: (batch, units); dx: (batch, in) or NULL */
+/* x: (rows, in); y, dy: (rows, units); dx: (rows, in) or NULL; rows = batch * lead */
 static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     dense_plan *p = plan;
     dense_cfg *c = l->priv;
@@ -234,6 +239,7 @@ static const tnt__layer_ops dense_ops = {
     .forward = dense_forward,
     .backward = dense_backward,
     .destroy = dense_destroy,
+    .supports_masking = true,
 };
 
 tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts) {

@@ -70,6 +70,7 @@ static const tnt__layer_ops dropout_ops = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .destroy = dropout_destroy,
+    .supports_masking = true,
 };
 
 tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name) {

@@ -1,0 +1,153 @@
+/* embedding.c: Embedding (Keras): integer ids, stored as float32, look up rows of a table
+ * "embeddings" (input_dim, output_dim): input (...) -> output (..., output_dim).
+ *
+ * Forward checks every id (an integer in [0, input_dim)) before it copies anything, so a bad id
+ * fails the step with TNT_ERR_ARG and a message naming the id, its position and the range.
+ * Backward: the table's gradient is a scatter-add of dy's rows (repeated ids accumulate, rows not
+ * seen are zero); ids have no gradient, so dx (when asked) is zeros.
+ *
+ * Parallelism (vocabularies of 8000-40000 x 256-1024): the gradient is zeroed by rows across
+ * threads, then the scatter is split across threads by column blocks of the table: each thread
+ * adds its columns of every dy row in id order, so there are no races, no atomics, and the sums do
+ * not depend on the number of threads.
+ *
+ * mask_zero: id 0 is padding; the graph asks tnt__embedding_mask_zero and derives the sequence
+ * mask (ids != 0) itself. Embedding does not pass on an incoming mask (supports_masking false). */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+
+typedef struct emb_cfg {
+    int input_dim, output_dim;
+    bool mask_zero;
+} emb_cfg;
+
+static tnt_status emb_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    emb_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim < 1 || in.ndim >= TNT_MAX_DIMS)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "Embedding \"%s\": input shape %s has rank %d (expected 1 to %d: the ids "
+                          "of a sequence, ...)",
+                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim, TNT_MAX_DIMS - 1);
+    for (int i = 0; i < in.ndim; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "Embedding \"%s\": input shape %s has an empty dimension",
+                              l->name, tnt_shape_str(in, b, sizeof b));
+    l->n_weights = 0;
+    if (tnt__layer_add_weight(l, "embeddings", TNT_SHAPE(c->input_dim, c->output_dim),
+                              TNT_INIT_RANDOM_UNIFORM, c->input_dim, c->output_dim) < 0)
+        return TNT_ERR_ARG;
+    *out = in;
+    out->dim[out->ndim++] = c->output_dim;
+    return TNT_OK;
+}
+
+/* The position of the first id of x[0..n) that is not an integer in [0, input_dim), or -1. */
+static int64_t first_bad_id(const float *x, int64_t n, int input_dim) {
+    const float lim = (float)input_dim;
+    int64_t bad = n; /* the smallest bad position: the reported id is the first one */
+#pragma omp parallel for schedule(static) reduction(min : bad) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        const float v = x[i];
+        if (!(v >= 0.0f && v < lim && v == floorf(v)) && i < bad) bad = i;
+    }
+    return bad < n ? bad : -1;
+}
+
+/* x: (batch, ...) ids -> y: (batch, ..., output_dim) */
+static tnt_status emb_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const emb_cfg *c = l->priv;
+    const int64_t n = a->batch * tnt_shape_numel(l->in_shape), D = c->output_dim;
+    int64_t bad = first_bad_id(a->x, n, c->input_dim);
+    if (bad >= 0) {
+        const int64_t per = tnt_shape_numel(l->in_shape);
+        return tnt__error(TNT_ERR_ARG,
+                          "Embedding \"%s\": id %g at position %lld of sample %lld is not an integer "
+                          "in [0, %d) (input_dim %d)",
+                          l->name, (double)a->x[bad], (long long)(bad % per), (long long)(bad / per),
+                          c->input_dim, c->input_dim);
+    }
+    const float *table = l->weights[0].value;
+#pragma omp parallel for schedule(static) if (n * D > 32768)
+    for (int64_t i = 0; i < n; i++)
+        memcpy(a->y + i * D, table + (int64_t)a->x[i] * D, (size_t)D * sizeof(float));
+    if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(n * D) * sizeof(float));
+    return TNT_OK;
+}
+
+/* dy: (batch, ..., output_dim) -> grad (input_dim, output_dim) overwritten; dx zeros */
+static tnt_status emb_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const emb_cfg *c = l->priv;
+    const int64_t n = a->batch * tnt_shape_numel(l->in_shape), D = c->output_dim, V = c->input_dim;
+    float *g = l->weights[0].grad;
+    if (a->dx) memset(a->dx, 0, (size_t)n * sizeof(float));
+    if (!g) return TNT_OK;
+    const float *x = a->x, *dy = a->dy;
+    const bool par = V * D + n * D > 65536;
+#pragma omp parallel if (par)
+    {
+        const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+        /* zero: rows split across threads */
+        const int64_t r0 = V * t / T, r1 = V * (t + 1) / T;
+        memset(g + r0 * D, 0, (size_t)((r1 - r0) * D) * sizeof(float));
+#pragma omp barrier
+        /* scatter: columns split across threads, in blocks of 16 floats (a cache line) */
+        const int64_t blocks = (D + 15) / 16;
+        const int64_t c0 = TNT_MIN(D, blocks * t / T * 16), c1 = TNT_MIN(D, blocks * (t + 1) / T * 16);
+        if (c1 > c0) {
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t id = (int64_t)x[i];
+                if (id < 0 || id >= V) continue; /* forward rejected it already */
+                float *gr = g + id * D;
+                const float *d = dy + i * D;
+                for (int64_t k = c0; k < c1; k++) gr[k] += d[k];
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+static void emb_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops embedding_ops = {
+    .class_name = "Embedding",
+    .build = emb_build,
+    .forward = emb_forward,
+    .backward = emb_backward,
+    .destroy = emb_destroy,
+    .supports_masking = false,
+};
+
+bool tnt__embedding_mask_zero(const tnt_layer *l) {
+    return l && l->ops == &embedding_ops && ((const emb_cfg *)l->priv)->mask_zero;
+}
+
+tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const char *name) {
+    if (input_dim <= 0) {
+        tnt__error(TNT_ERR_ARG, "Embedding: input_dim %d (expected > 0: the vocabulary size)", input_dim);
+        return NULL;
+    }
+    if (output_dim <= 0) {
+        tnt__error(TNT_ERR_ARG, "Embedding: output_dim %d (expected > 0)", output_dim);
+        return NULL;
+    }
+    if (input_dim > (1 << 24)) { /* ids are float32: larger integers are not all representable */
+        tnt__error(TNT_ERR_ARG,
+                   "Embedding: input_dim %d (expected at most %d: ids are stored as float32)",
+                   input_dim, 1 << 24);
+        return NULL;
+    }
+    emb_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->input_dim = input_dim;
+    c->output_dim = output_dim;
+    c->mask_zero = mask_zero;
+    tnt_layer *l = tnt__layer_new(&embedding_ops, name, c);
+    if (!l) free(c);
+    return l;
+}

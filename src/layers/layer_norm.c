@@ -1,0 +1,181 @@
+/* layer_norm.c: LayerNormalization (Keras, axis=-1): every row (all axes but the last) is
+ * normalized over its last axis with its own mean and biased variance, then scaled and shifted:
+ *   y = (x - mean) / sqrt(var + epsilon) * gamma + beta
+ * gamma (ones) and beta (zeros) have shape (last_dim,); epsilon defaults to 1e-3 as in Keras.
+ * The statistics are the same in training and inference (no state).
+ *
+ * Own C code with double accumulation per row (two passes: mean, then the centered sum of
+ * squares; vectorized in several double partial sums by `omp simd`, in a fixed order), parallel
+ * over rows with OpenMP; each row's mean and 1/std are kept in the workspace for backward.
+ * Backward, with xhat = (x - mean) * rstd and g = dy * gamma per row of C values:
+ *   dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))
+ *   dgamma = sum over rows of dy * xhat,  dbeta = sum over rows of dy
+ * dx is parallel over rows; dgamma/dbeta are parallel over column blocks, each thread summing its
+ * columns over all rows in row order, so the result does not depend on the thread count. */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+
+typedef struct ln_cfg {
+    float epsilon;
+    int64_t cols; /* from build: the last axis */
+} ln_cfg;
+
+enum { LN_GAMMA, LN_BETA };
+
+static tnt_status ln_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    ln_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim < 1)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "LayerNormalization \"%s\": input shape %s has rank 0 (expected at least 1: "
+                          "..., features)", l->name, tnt_shape_str(in, b, sizeof b));
+    for (int i = 0; i < in.ndim; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE,
+                              "LayerNormalization \"%s\": input shape %s has an empty dimension",
+                              l->name, tnt_shape_str(in, b, sizeof b));
+    c->cols = in.dim[in.ndim - 1];
+    l->n_weights = 0;
+    if (tnt__layer_add_weight(l, "gamma", TNT_SHAPE(c->cols), TNT_INIT_ONES, 0, 0) < 0 ||
+        tnt__layer_add_weight(l, "beta", TNT_SHAPE(c->cols), TNT_INIT_ZEROS, 0, 0) < 0)
+        return TNT_ERR_ARG;
+    *out = in;
+    return TNT_OK;
+}
+
+/* ---- workspace ---------------------------------------------------------------------------- */
+
+static int64_t ln_rows(const tnt_layer *l, int64_t batch) {
+    const ln_cfg *c = l->priv;
+    return batch * (tnt_shape_numel(l->in_shape) / c->cols);
+}
+
+/* [mean: rows doubles][rstd: rows doubles][dgamma, dbeta: 2*cols doubles (backward scratch)] */
+static size_t ln_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const ln_cfg *c = l->priv;
+    return (size_t)(2 * ln_rows(l, batch) + 2 * c->cols) * sizeof(double);
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+static tnt_status ln_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const ln_cfg *c = l->priv;
+    const int64_t C = c->cols, rows = ln_rows(l, a->batch);
+    const float *gamma = l->weights[LN_GAMMA].value, *beta = l->weights[LN_BETA].value;
+    double *mean = a->workspace, *rstd = mean + rows;
+    const double eps = c->epsilon;
+#pragma omp parallel for schedule(static) if (rows * C > 16384)
+    for (int64_t i = 0; i < rows; i++) {
+        const float *x = a->x + i * C;
+        float *y = a->y + i * C;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t k = 0; k < C; k++) s += x[k];
+        const double mu = s / (double)C;
+        double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t k = 0; k < C; k++) {
+            const double d = x[k] - mu;
+            sq += d * d;
+        }
+        const double r = 1.0 / sqrt(sq / (double)C + eps);
+        mean[i] = mu;
+        rstd[i] = r;
+        const float muf = (float)mu, rf = (float)r;
+        for (int64_t k = 0; k < C; k++) y[k] = (x[k] - muf) * rf * gamma[k] + beta[k];
+    }
+    if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(rows * C) * sizeof(float));
+    return TNT_OK;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+static tnt_status ln_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const ln_cfg *c = l->priv;
+    const int64_t C = c->cols, rows = ln_rows(l, a->batch);
+    const float *gamma = l->weights[LN_GAMMA].value;
+    float *gg = l->weights[LN_GAMMA].grad, *gb = l->weights[LN_BETA].grad;
+    const double *mean = a->workspace, *rstd = mean + rows;
+    double *dgamma = (double *)a->workspace + 2 * rows, *dbeta = dgamma + C;
+    const float *x = a->x, *dy = a->dy;
+    const bool par = rows * C > 16384;
+
+    if (gg || gb) {
+#pragma omp parallel if (par)
+        {
+            const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+            const int64_t blocks = (C + 15) / 16; /* column blocks of a cache line */
+            const int64_t c0 = TNT_MIN(C, blocks * t / T * 16), c1 = TNT_MIN(C, blocks * (t + 1) / T * 16);
+            for (int64_t k = c0; k < c1; k++) dgamma[k] = dbeta[k] = 0.0;
+            for (int64_t i = 0; i < rows; i++) {
+                const float *xr = x + i * C, *dr = dy + i * C;
+                const double mu = mean[i], r = rstd[i];
+                for (int64_t k = c0; k < c1; k++) {
+                    dbeta[k] += dr[k];
+                    dgamma[k] += dr[k] * ((xr[k] - mu) * r);
+                }
+            }
+            for (int64_t k = c0; k < c1; k++) {
+                if (gg) gg[k] = (float)dgamma[k];
+                if (gb) gb[k] = (float)dbeta[k];
+            }
+        }
+    }
+
+    if (a->dx) {
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t i = 0; i < rows; i++) {
+            const float *xr = x + i * C, *dr = dy + i * C;
+            float *dx = a->dx + i * C;
+            const double mu = mean[i], r = rstd[i];
+            double sg = 0.0, sgx = 0.0; /* sums of g and g * xhat */
+#pragma omp simd reduction(+ : sg, sgx)
+            for (int64_t k = 0; k < C; k++) {
+                const double g = (double)dr[k] * gamma[k];
+                sg += g;
+                sgx += g * ((xr[k] - mu) * r);
+            }
+            const float mg = (float)(sg / (double)C), mgx = (float)(sgx / (double)C);
+            const float muf = (float)mu, rf = (float)r;
+            for (int64_t k = 0; k < C; k++) {
+                const float xhat = (xr[k] - muf) * rf;
+                dx[k] = rf * (dr[k] * gamma[k] - mg - xhat * mgx);
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+/* ---- constructor -------------------------------------------------------------------------- */
+
+static void ln_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops layer_norm_ops = {
+    .class_name = "LayerNormalization",
+    .build = ln_build,
+    .workspace_size = ln_workspace_size,
+    .forward = ln_forward,
+    .backward = ln_backward,
+    .destroy = ln_destroy,
+    .supports_masking = true,
+};
+
+tnt_layer *tnt_layer_normalization(float epsilon, const char *name) {
+    if (!(epsilon >= 0.0f) || isinf(epsilon)) {
+        tnt__error(TNT_ERR_ARG, "LayerNormalization: epsilon %g (expected >= 0; 0 = the default 1e-3)",
+                   (double)epsilon);
+        return NULL;
+    }
+    ln_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->epsilon = epsilon > 0.0f ? epsilon : 1e-3f;
+    tnt_layer *l = tnt__layer_new(&layer_norm_ops, name, c);
+    if (!l) free(c);
+    return l;
+}

@@ -1,0 +1,79 @@
+/* repeat_vector.c: RepeatVector (Keras): (features) -> (n, features), n copies of each sample's
+ * vector. Backward sums dy over the n copies (in copy order, float32, as the copies are few). */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef struct repeat_cfg {
+    int n;
+    int64_t features; /* from build */
+} repeat_cfg;
+
+static tnt_status repeat_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    repeat_cfg *c = l->priv;
+    char b[96];
+    if (in.ndim != 1)
+        return tnt__error(TNT_ERR_SHAPE,
+                          "RepeatVector \"%s\": input shape %s has rank %d (expected 1: features)",
+                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    if (in.dim[0] <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "RepeatVector \"%s\": input shape %s has no features",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    c->features = in.dim[0];
+    *out = TNT_SHAPE(c->n, c->features);
+    return TNT_OK;
+}
+
+/* x: (batch, F) -> y: (batch, n, F) */
+static tnt_status repeat_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const repeat_cfg *c = l->priv;
+    const int64_t F = c->features, n = c->n;
+#pragma omp parallel for schedule(static) if (a->batch * n * F > 65536)
+    for (int64_t s = 0; s < a->batch; s++)
+        for (int64_t r = 0; r < n; r++)
+            memcpy(a->y + (s * n + r) * F, a->x + s * F, (size_t)F * sizeof(float));
+    if (a->preact && a->preact != a->y)
+        memcpy(a->preact, a->y, (size_t)(a->batch * n * F) * sizeof(float));
+    return TNT_OK;
+}
+
+/* dy: (batch, n, F) -> dx: (batch, F), the sum over the n copies */
+static tnt_status repeat_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    if (!a->dx) return TNT_OK;
+    const repeat_cfg *c = l->priv;
+    const int64_t F = c->features, n = c->n;
+#pragma omp parallel for schedule(static) if (a->batch * n * F > 65536)
+    for (int64_t s = 0; s < a->batch; s++) {
+        float *dx = a->dx + s * F;
+        const float *dy = a->dy + s * n * F;
+        memcpy(dx, dy, (size_t)F * sizeof(float));
+        for (int64_t r = 1; r < n; r++)
+            for (int64_t k = 0; k < F; k++) dx[k] += dy[r * F + k];
+    }
+    return TNT_OK;
+}
+
+static void repeat_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops repeat_ops = {
+    .class_name = "RepeatVector",
+    .build = repeat_build,
+    .forward = repeat_forward,
+    .backward = repeat_backward,
+    .destroy = repeat_destroy,
+};
+
+tnt_layer *tnt_repeat_vector(int n, const char *name) {
+    if (n < 1) {
+        tnt__error(TNT_ERR_ARG, "RepeatVector: n %d (expected >= 1 copies)", n);
+        return NULL;
+    }
+    repeat_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->n = n;
+    tnt_layer *l = tnt__layer_new(&repeat_ops, name, c);
+    if (!l) free(c);
+    return l;
+}
