@@ -242,7 +242,6 @@ static void test_build_errors(void **state) {
                        "smaller than the kernel (5, 5)");
     expect_build_error(tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.dilation = {3, 3}}), TNT_SHAPE(6, 9, 1),
                        "(6, 9, 1)", "dilation (3, 3)");
-    expect_build_error(tnt_dense(4, NULL), TNT_SHAPE(4, 5, 6), "(4, 5, 6)", "rank 3");
     expect_build_error(tnt_max_pooling2d(2, 2, NULL), TNT_SHAPE(10), "(10,)", "rank 1");
     expect_build_error(tnt_average_pooling2d(4, 4, NULL), TNT_SHAPE(3, 8, 2), "(3, 8, 2)",
                        "smaller than pool_size (4, 4)");

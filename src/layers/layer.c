@@ -31,6 +31,7 @@ void tnt_layer_free(tnt_layer *l) {
         l->refs--;
         return;
     }
+    for (int j = 0; j < l->n_weights; j++) free(l->weights[j].saved);
     if (l->ops->destroy) l->ops->destroy(l);
     free(l);
 }

@@ -24,6 +24,8 @@ typedef struct tnt__weight {
     float *grad;              /* view into the model's gradient buffer; NULL when not trainable */
     bool trainable;           /* false: state (moving statistics) that the optimizer, the gradient
                                  buffer and the allreduce never see; set it in build */
+    float *saved;             /* the values of a layer that outlived its model (NULL if none): a
+                                 later model starts from them instead of the initializer */
 } tnt__weight;
 
 typedef struct tnt__fwd_args {

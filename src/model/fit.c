@@ -15,17 +15,61 @@
 #include <math.h>
 #include <stdio.h>
 
-/* Running sums of one pass over data: loss and each metric as (sum, count). */
+/* Running sums of one pass over data: the loss and each metric of each output as (sum, count).
+ * With several outputs the loss is the sum of the outputs' losses, as Keras's. */
 typedef struct accum {
     double loss_sum, loss_count;
-    double sum[TNT_MAX_METRICS], count[TNT_MAX_METRICS];
+    double out_loss[TNT_MAX_IO];
+    double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
 } accum;
+
+/* Keras 2 names the figures of output k after its layer: "dense_1_loss", "dense_1_accuracy". */
+static const char *output_prefix(const tnt_model *m, int k, char *buf, size_t size) {
+    if (m->n_outputs == 1) return NULL;
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].out == m->outputs[k]) snprintf(buf, size, "%s_", m->nodes[i].layer->name);
+    return buf;
+}
 
 static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
     logs->n = 0;
-    tnt__logs_set(logs, NULL, "loss", a->loss_count > 0 ? a->loss_sum / a->loss_count : NAN);
-    for (int k = 0; k < m->n_metrics; k++)
-        tnt__logs_set(logs, NULL, m->metrics[k].name, a->count[k] > 0 ? a->sum[k] / a->count[k] : NAN);
+    double count = a->loss_count > 0 ? a->loss_count : NAN;
+    tnt__logs_set(logs, NULL, "loss", a->loss_sum / count);
+    for (int o = 0; o < m->n_outputs && m->n_outputs > 1; o++) {
+        char pre[TNT_NAME_MAX + 2];
+        tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), "loss", a->out_loss[o] / count);
+    }
+    for (int o = 0; o < m->n_outputs; o++)
+        for (int k = 0; k < m->n_metrics; k++) {
+            char pre[TNT_NAME_MAX + 2];
+            tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
+                          a->count[o][k] > 0 ? a->sum[o][k] / a->count[o][k] : NAN);
+        }
+}
+
+static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
+    acc->loss_sum += step->loss_sum;
+    acc->loss_count += step->loss_count;
+    for (int o = 0; o < m->n_outputs; o++) {
+        acc->out_loss[o] += step->out_loss[o];
+        for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
+    }
+}
+
+/* Output k is produced by a softmax (sigmoid) that only the loss reads. */
+static tnt_activation output_activation(const tnt_model *m, int k) {
+    int t = m->outputs[k];
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_in; j++)
+            if (m->nodes[i].in[j] == t) return TNT_ACT_LINEAR; /* also read by another layer */
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].out == t) return m->nodes[i].layer->activation;
+    return TNT_ACT_LINEAR;
+}
+
+/* Label values per sample for output k. */
+static int64_t labels_per_sample(const tnt_model *m, int k) {
+    return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : tnt_shape_numel(tnt_model_output_shape_at(m, k));
 }
 
 tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
@@ -54,13 +98,15 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     m->optimizer = opts->optimizer;
     m->loss = opts->loss;
     m->from_logits = opts->from_logits;
-    const tnt_layer *last = m->layers[m->n_layers - 1];
     /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
      * binary cross-entropy) output: the same numerically stable fused path here. */
     bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
-    m->fused_output_loss = !opts->from_logits &&
-                           ((ce && last->activation == TNT_ACT_SOFTMAX) ||
-                            (opts->loss == TNT_BINARY_CROSSENTROPY && last->activation == TNT_ACT_SIGMOID));
+    for (int k = 0; k < m->n_outputs; k++) {
+        tnt_activation act = output_activation(m, k);
+        m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
+                                                         (opts->loss == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
+    }
+    tnt__model_clear_plans(m); /* the plans know where the fused logits go */
     m->compiled = true;
     m->weights_synced = false; /* broadcast from the master at the first use */
     return TNT_OK;
@@ -85,7 +131,8 @@ static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_
     if (!need_labels) return TNT_OK;
     if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
     int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
-    int64_t want = m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : tnt__model_output_size(m);
+    int64_t want = 0;
+    for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
     if (b->n && per != want)
         return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
@@ -93,21 +140,38 @@ static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_
     return TNT_OK;
 }
 
-/* Loss and metrics of one forward pass; dpred (may be NULL) receives the loss gradient. */
-static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *pred, const tnt_batch *b,
-                                   double inv_batch, float *dpred, accum *acc) {
-    int64_t c = tnt__model_output_size(m);
-    const float *loss_in = m->fused_output_loss ? (const float *)((char *)m->arena + p->preact_offset) : pred;
-    double loss_sum = 0;
-    tnt_status s = tnt__loss_compute(m->loss, m->from_logits || m->fused_output_loss, b->n, c, loss_in,
-                                     b->y.data, inv_batch, dpred, &loss_sum);
-    if (s != TNT_OK) return s;
-    acc->loss_sum += loss_sum;
-    acc->loss_count += (double)b->n;
-    for (int k = 0; k < m->n_metrics; k++)
-        if ((s = tnt__metric_update(&m->metrics[k], b->n, c, pred, b->y.data, &acc->sum[k], &acc->count[k])) != TNT_OK)
-            return s;
-    return TNT_OK;
+/* Loss and metrics of one forward pass; with_grad: the loss gradients are written to the
+ * outputs' gradient buffers. Labels of several outputs come packed per sample. */
+static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
+                                   double inv_batch, bool with_grad, accum *acc) {
+    int64_t per = 0, col = 0;
+    for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
+    float *labels = NULL;
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
+        int64_t c = tnt_shape_numel(tnt_model_output_shape_at(m, k)), lk = labels_per_sample(m, k);
+        const float *y = b->y.data;
+        if (m->n_outputs > 1) {
+            if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
+                return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
+            for (int64_t i = 0; i < b->n; i++) memcpy(labels + i * lk, b->y.data + i * per + col, (size_t)lk * sizeof(float));
+            y = labels;
+            col += lk;
+        }
+        double loss_sum = 0;
+        s = tnt__loss_compute(m->loss, m->from_logits || m->fused_output_loss[k], b->n, c,
+                              tnt__plan_loss_input(m, p, k, x), y, inv_batch,
+                              with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum);
+        if (s != TNT_OK) break;
+        acc->loss_sum += loss_sum;
+        acc->out_loss[k] += loss_sum;
+        const float *pred = tnt__plan_output(m, p, k, x);
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
+            s = tnt__metric_update(&m->metrics[j], b->n, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
+    }
+    free(labels);
+    if (s == TNT_OK) acc->loss_count += (double)b->n;
+    return s;
 }
 
 /* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
@@ -124,7 +188,6 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
                        "(use a global batch size of at least the number of ranks)", (long long)global_n, tnt_get_size());
     accum step = {0};
     tnt__plan *p = NULL;
-    float *dpred = NULL;
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
     if (have) {
         tnt__warn_small_micro_batch(m, b.n);
@@ -133,13 +196,12 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         p = tnt__model_plan(m, b.n);
         float *pred;
         if (!p) s = TNT_ERR_BACKEND;
+        m->parallel_step = parallel;
         if (s == TNT_OK) s = tnt__model_forward(m, p, b.x.data, true, &pred);
-        if (s == TNT_OK) {
-            dpred = (float *)((char *)m->arena + p->grad_offset[0]);
-            /* the loss is summed over local samples and divided by the global batch, so the sum
-             * over ranks is the serial mean; unsplit feeds learn the global count below */
-            s = loss_and_metrics(m, p, pred, &b, f->split || !parallel ? 1.0 / (double)global_n : 1.0, dpred, &step);
-        }
+        /* the loss is summed over local samples and divided by the global batch, so the sum over
+         * ranks is the serial mean; unsplit feeds learn the global count below */
+        if (s == TNT_OK)
+            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !parallel ? 1.0 / (double)global_n : 1.0, true, &step);
     }
     if (!parallel) {
         if (s != TNT_OK) return s;
@@ -157,12 +219,15 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         }
         if (!f->split && have) {
             float scale = (float)(1.0 / (double)sums[1]);
-            int64_t k = b.n * tnt__model_output_size(m);
-            for (int64_t i = 0; i < k; i++) dpred[i] *= scale;
+            for (int k = 0; k < m->n_outputs; k++) {
+                float *d = tnt__plan_output_grad(m, p, k);
+                int64_t n = b.n * tnt_shape_numel(tnt_model_output_shape_at(m, k));
+                for (int64_t i = 0; i < n; i++) d[i] *= scale;
+            }
         }
         tnt__reducer_begin_step(m->reducer);
     }
-    if (have) s = tnt__model_backward(m, p, b.x.data, dpred);
+    if (have) s = tnt__model_backward(m, p, b.x.data);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
     if (parallel) {
         /* a rank whose backward failed still completes the step's collectives, and all ranks
@@ -173,9 +238,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
     if (s != TNT_OK) return s;
     if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
-    acc->loss_sum += step.loss_sum;
-    acc->loss_count += step.loss_count;
-    for (int k = 0; k < m->n_metrics; k++) acc->sum[k] += step.sum[k], acc->count[k] += step.count[k];
+    accum_add(m, acc, &step);
     return 1;
 }
 
@@ -275,9 +338,10 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             local = TNT_ERR_BACKEND;
             break;
         }
+        m->parallel_step = false;
         if ((local = tnt__model_forward(m, p, b.x.data, false, &pred)) != TNT_OK) break;
         if (labels) {
-            if ((local = loss_and_metrics(m, p, pred, &b, 1.0 / (double)global_n, NULL, &acc)) != TNT_OK) break;
+            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)global_n, false, &acc)) != TNT_OK) break;
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
             /* running figures are exact only with one rank; in parallel the bar shows steps */
@@ -391,6 +455,7 @@ tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **
     tnt__plan *p = tnt__model_plan(m, b.n);
     if (!p) return TNT_ERR_BACKEND;
     float *pred;
+    m->parallel_step = false;
     if ((s = tnt__model_forward(m, p, x->data, false, &pred)) != TNT_OK) return s;
     tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(b.n, m->output_shape));
     if (!t) return TNT_ERR_NOMEM;

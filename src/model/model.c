@@ -1,57 +1,205 @@
-/* model.c: Sequential models: adding layers with shape inference, the flat parameter and
- * gradient buffers, weight access, summary, and the per-batch-size execution plans with the
- * forward and backward passes. */
+/* model.c: the model's graph (nodes and tensors), Sequential models, the flat parameter and
+ * gradient buffers, weight access and summary. Functional graphs are made in graph.c; plans and
+ * the forward and backward passes live in plan.c. */
 #include "model/model.h"
 #include "dist/dist.h"
 #include "train/optimizer.h"
 
 #include <stdio.h>
 
-tnt_model *tnt_sequential(const char *name) {
-    tnt_model *m = tnt__calloc(1, sizeof *m);
-    if (!m) return NULL;
-    const char *n = name && name[0] ? name : "sequential";
+static tnt_model *model_new(const char *name, const char *default_name) {
+    const char *n = name && name[0] ? name : default_name;
     if (strlen(n) >= TNT_NAME_MAX) {
-        tnt__error(TNT_ERR_ARG, "sequential: name \"%.40s...\" is %zu characters (at most %d)", n,
-                   strlen(n), TNT_NAME_MAX - 1);
-        free(m);
+        tnt__error(TNT_ERR_ARG, "model: name \"%.40s...\" is %zu characters (at most %d)", n, strlen(n),
+                   TNT_NAME_MAX - 1);
         return NULL;
     }
+    tnt_model *m = tnt__calloc(1, sizeof *m);
+    if (!m) return NULL;
     snprintf(m->name, sizeof m->name, "%s", n);
     m->seed = 42;
     return m;
 }
 
-static void plan_free(tnt_model *m, tnt__plan *p) {
-    if (p->layer_plans)
-        for (int i = 0; i < m->n_layers; i++)
-            if (p->layer_plans[i] && m->layers[i]->ops->plan_destroy)
-                m->layers[i]->ops->plan_destroy(p->layer_plans[i]);
-    free(p->layer_plans);
-    free(p->act_offset);
-    free(p->act_is_input);
-    free(p->ws_offset);
-    memset(p, 0, sizeof *p);
+tnt_model *tnt_sequential(const char *name) {
+    tnt_model *m = model_new(name, "sequential");
+    if (!m) return NULL;
+    m->n_inputs = m->n_outputs = 1;
+    if (tnt__model_add_tensor(m, (tnt_shape){0}) < 0) {
+        tnt_model_free(m);
+        return NULL;
+    }
+    return m;
 }
 
-static void plans_clear(tnt_model *m) {
-    for (int i = 0; i < TNT_PLAN_CACHE; i++) plan_free(m, &m->plans[i]);
+tnt_model *tnt__functional_new(const char *name) {
+    tnt_model *m = model_new(name, "model");
+    if (m) m->functional = true;
+    return m;
+}
+
+/* A layer that outlives this model (shared with a graph or another model) keeps its values. */
+static void detach_weights(tnt_layer *l) {
+    for (int j = 0; j < l->n_weights; j++) {
+        tnt__weight *w = &l->weights[j];
+        if (w->value && !w->saved) {
+            size_t bytes = (size_t)tnt_shape_numel(w->shape) * sizeof(float);
+            w->saved = malloc(bytes ? bytes : 1);
+            if (w->saved) memcpy(w->saved, w->value, bytes);
+        }
+        w->value = w->grad = NULL;
+    }
+}
+
+/* The layer's weights are views into this model's buffers (not into a later model's). */
+static bool owns_values(const tnt_model *m, const tnt_layer *l) {
+    for (int j = 0; j < l->n_weights; j++) {
+        const float *v = l->weights[j].value;
+        uintptr_t a = (uintptr_t)v, p = (uintptr_t)m->params, st = (uintptr_t)m->state;
+        if (v && !(a >= p && a < p + (uintptr_t)m->n_params * sizeof(float)) &&
+            !(a >= st && a < st + (uintptr_t)m->n_state * sizeof(float)))
+            return false;
+    }
+    return true;
 }
 
 void tnt_model_free(tnt_model *m) {
     if (!m) return;
-    plans_clear(m);
+    tnt__model_clear_plans(m);
     tnt__free(m->arena);
-    for (int i = 0; i < m->n_layers; i++) tnt_layer_free(m->layers[i]);
+    for (int i = 0; i < m->n_layers; i++) {
+        tnt_layer *l = m->layers[i];
+        if (l->refs > 1 && m->weights_ready && owns_values(m, l)) detach_weights(l);
+        tnt_layer_free(l);
+    }
+    for (int i = 0; i < m->n_hidden; i++) tnt_layer_free(m->hidden[i]);
     free(m->layers);
+    free(m->hidden);
+    free(m->nodes);
+    free(m->tensor_shape);
+    free(m->tensor_alias);
     tnt__free(m->params);
     tnt__free(m->grads);
     tnt__free(m->state);
-    free(m->grad_end);
+    tnt__free(m->shared_scratch);
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
     free(m);
 }
+
+/* ---- graph storage ----------------------------------------------------------------------- */
+
+static bool grow(void **arr, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int c = *cap ? *cap : 8;
+    while (c < need) c *= 2;
+    void *n = realloc(*arr, (size_t)c * elem);
+    if (!n) return false;
+    *arr = n;
+    *cap = c;
+    return true;
+}
+
+int tnt__model_add_tensor(tnt_model *m, tnt_shape shape) {
+    int cap = m->cap_tensors;
+    if (!grow((void **)&m->tensor_shape, &cap, m->n_tensors + 1, sizeof *m->tensor_shape)) goto nomem;
+    cap = m->cap_tensors;
+    if (!grow((void **)&m->tensor_alias, &cap, m->n_tensors + 1, sizeof *m->tensor_alias)) goto nomem;
+    m->cap_tensors = cap;
+    m->tensor_shape[m->n_tensors] = shape;
+    m->tensor_alias[m->n_tensors] = m->n_tensors;
+    return m->n_tensors++;
+nomem:
+    tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a tensor", m->name);
+    return -1;
+}
+
+tnt_status tnt__model_own_layer(tnt_model *m, tnt_layer *l, bool hidden) {
+    tnt_layer ***list = hidden ? &m->hidden : &m->layers;
+    int *n = hidden ? &m->n_hidden : &m->n_layers;
+    for (int i = 0; i < *n; i++)
+        if ((*list)[i] == l) return TNT_OK;
+    int cap = hidden ? m->n_hidden : m->cap_layers;
+    if (!grow((void **)list, &cap, *n + 1, sizeof **list))
+        return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a layer", m->name);
+    if (!hidden) m->cap_layers = cap;
+    (*list)[(*n)++] = l;
+    l->refs++;
+    return TNT_OK;
+}
+
+bool tnt__layer_has_trainable(const tnt_layer *l) {
+    for (int j = 0; j < l->n_weights; j++)
+        if (l->weights[j].trainable) return true;
+    return false;
+}
+
+tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const char *who) {
+    char a[96], b[96];
+    if (l->built) {
+        bool same = n_in == l->n_inputs;
+        for (int k = 0; same && k < n_in; k++) same = tnt__shape_equal(in[k], l->in_shapes[k]);
+        if (!same)
+            return tnt__error(TNT_ERR_SHAPE, "%slayer \"%s\" (%s) was built for %d input(s) of shape %s%s, "
+                              "called again on %d of shape %s (a shared layer needs the same input shapes)",
+                              who, l->name, l->ops->class_name, l->n_inputs, tnt_shape_str(l->in_shapes[0], a, sizeof a),
+                              l->n_inputs > 1 ? ", ..." : "", n_in, tnt_shape_str(in[0], b, sizeof b));
+        return TNT_OK;
+    }
+    if (n_in < 1 || n_in > TNT_MAX_LAYER_INPUTS)
+        return tnt__error(TNT_ERR_ARG, "%slayer \"%s\" (%s): called on %d inputs (expected 1..%d)", who, l->name,
+                          l->ops->class_name, n_in, TNT_MAX_LAYER_INPUTS);
+    tnt_status s;
+    if (l->ops->build_multi) s = l->ops->build_multi(l, n_in, in, &l->out_shape);
+    else if (n_in != 1)
+        s = tnt__error(TNT_ERR_ARG, "layer \"%s\" (%s) takes one input, called on %d", l->name, l->ops->class_name, n_in);
+    else s = l->ops->build(l, in[0], &l->out_shape);
+    if (s != TNT_OK)
+        return tnt__error_prefix(s, "%slayer \"%s\" (%s) with input shape %s: ", who, l->name, l->ops->class_name,
+                                 tnt_shape_str(in[0], a, sizeof a));
+    l->n_inputs = n_in;
+    for (int k = 0; k < n_in; k++) l->in_shapes[k] = in[k];
+    l->in_shape = in[0];
+    l->built = true;
+    return TNT_OK;
+}
+
+int tnt__model_add_node(tnt_model *m, tnt_layer *l, int n_in, const int *in) {
+    tnt_shape shapes[TNT_MAX_LAYER_INPUTS];
+    for (int k = 0; k < n_in && k < TNT_MAX_LAYER_INPUTS; k++) shapes[k] = m->tensor_shape[in[k]];
+    char who[TNT_NAME_MAX + 32];
+    snprintf(who, sizeof who, "model \"%s\": ", m->name);
+    if (tnt__layer_build(l, n_in, shapes, who) != TNT_OK) return -1;
+    if (!grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof *m->nodes)) {
+        tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a node", m->name);
+        return -1;
+    }
+    int out = tnt__model_add_tensor(m, l->out_shape);
+    if (out < 0) return -1;
+    tnt__node *n = &m->nodes[m->n_nodes++];
+    memset(n, 0, sizeof *n);
+    n->layer = l;
+    n->n_in = n_in;
+    memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    n->out = out;
+    if (l->ops->is_view) m->tensor_alias[out] = m->tensor_alias[in[0]];
+    return out;
+}
+
+static tnt_shape packed_shape(const tnt_model *m, int n, const int *ids) {
+    if (n == 1) return m->tensor_shape[ids[0]];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += tnt_shape_numel(m->tensor_shape[ids[i]]);
+    return TNT_SHAPE(total);
+}
+
+void tnt__model_set_io_shapes(tnt_model *m) {
+    m->input_shape = packed_shape(m, m->n_inputs, m->inputs);
+    m->output_shape = packed_shape(m, m->n_outputs, m->outputs);
+    m->has_input_shape = true;
+}
+
+/* ---- Sequential -------------------------------------------------------------------------- */
 
 /* Keras-style automatic name: "dense", then "dense_1", "dense_2", ... unique in the model. */
 static void assign_name(tnt_model *m, tnt_layer *l) {
@@ -63,70 +211,76 @@ static void assign_name(tnt_model *m, tnt_layer *l) {
         else snprintf(cand, sizeof cand, "%.*s_%d", TNT_NAME_MAX - 12, base, k);
         if (!tnt_model_get_layer(m, cand)) {
             memcpy(l->name, cand, sizeof cand);
+            l->auto_name = false;
             return;
         }
     }
 }
 
-static tnt_status build_layer(tnt_model *m, tnt_layer *l, int index, tnt_shape in) {
-    l->in_shape = in;
-    l->seed = tnt__hash64(m->seed * 1000003ull + (uint64_t)index);
-    tnt_status s = l->ops->build(l, in, &l->out_shape);
-    if (s != TNT_OK) {
-        char b[96];
-        return tnt__error_prefix(s, "model \"%s\": layer %d \"%s\" (%s) with input shape %s: ",
-                                 m->name, index, l->name, l->ops->class_name,
-                                 tnt_shape_str(in, b, sizeof b));
+/* Builds the chain from node `from` on; Sequential's error names the layer's index. */
+static tnt_status build_chain(tnt_model *m, int from) {
+    for (int i = from; i < m->n_nodes; i++) {
+        tnt__node *n = &m->nodes[i];
+        tnt_layer *l = n->layer;
+        char who[TNT_NAME_MAX + 32];
+        snprintf(who, sizeof who, "model \"%s\": layer %d ", m->name, i);
+        tnt_status s = tnt__layer_build(l, 1, &m->tensor_shape[n->in[0]], who);
+        if (s != TNT_OK) return s;
+        m->tensor_shape[n->out] = l->out_shape;
     }
-    l->built = true;
     return TNT_OK;
 }
 
 tnt_status tnt_model_add(tnt_model *m, tnt_layer *l) {
     if (!l) return tnt__error_prefix(TNT_ERR_ARG, "model_add: layer is NULL (its constructor failed?): ");
-    if (!m) {
-        tnt_layer_free(l);
-        return tnt__error(TNT_ERR_ARG, "model_add: model is NULL");
-    }
-    if (m->compiled || m->weights_ready) {
-        tnt_layer_free(l);
-        return tnt__error(TNT_ERR_STATE, "model \"%s\": cannot add layers after compile or first use", m->name);
-    }
-    if (l->auto_name) assign_name(m, l);
-    else if (tnt_model_get_layer(m, l->name)) {
-        tnt__error(TNT_ERR_ARG, "model \"%s\": a layer named \"%s\" already exists (names must be unique)",
-                   m->name, l->name);
-        tnt_layer_free(l);
-        return TNT_ERR_ARG;
-    }
-    if (tnt__is_input_layer(l)) {
-        if (m->n_layers > 0) {
-            tnt__error(TNT_ERR_ARG, "model \"%s\": InputLayer \"%s\" must be the first layer", m->name, l->name);
-            tnt_layer_free(l);
-            return TNT_ERR_ARG;
+    if (l->refs > 0) /* not ours to consume */
+        return tnt__error(TNT_ERR_ARG, "model_add: layer \"%s\" already belongs to a model or graph", l->name);
+    tnt_status s = TNT_OK;
+    if (!m) s = tnt__error(TNT_ERR_ARG, "model_add: model is NULL");
+    else if (m->functional) s = tnt__error(TNT_ERR_STATE, "model \"%s\": tnt_model_add is for Sequential models", m->name);
+    else if (m->compiled || m->weights_ready)
+        s = tnt__error(TNT_ERR_STATE, "model \"%s\": cannot add layers after compile or first use", m->name);
+    else if (l->auto_name) assign_name(m, l);
+    else if (tnt_model_get_layer(m, l->name))
+        s = tnt__error(TNT_ERR_ARG, "model \"%s\": a layer named \"%s\" already exists (names must be unique)",
+                       m->name, l->name);
+    if (s == TNT_OK && tnt__is_input_layer(l)) {
+        if (m->n_nodes > 0) s = tnt__error(TNT_ERR_ARG, "model \"%s\": InputLayer \"%s\" must be the first layer", m->name, l->name);
+        else {
+            m->has_input_shape = true;
+            m->tensor_shape[0] = tnt__input_layer_shape(l);
         }
-        m->has_input_shape = true;
-        m->input_shape = m->output_shape = tnt__input_layer_shape(l);
     }
+    if (s != TNT_OK) {
+        tnt_layer_free(l);
+        return s;
+    }
+    int in = m->n_tensors - 1;
+    int out = -1;
+    if (!grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof *m->nodes) ||
+        (out = tnt__model_add_tensor(m, (tnt_shape){0})) < 0 || tnt__model_own_layer(m, l, false) != TNT_OK) {
+        if (out >= 0) m->n_tensors--;
+        tnt_layer_free(l);
+        return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a layer", m->name);
+    }
+    l->refs = 1; /* the user's reference is consumed: the model is the only owner */
+    tnt__node *n = &m->nodes[m->n_nodes++];
+    memset(n, 0, sizeof *n);
+    *n = (tnt__node){.layer = l, .n_in = 1, .in = {in}, .out = out};
+    if (l->ops->is_view) m->tensor_alias[out] = m->tensor_alias[in];
+    m->inputs[0] = 0;
+    m->outputs[0] = out;
     if (m->has_input_shape) {
-        tnt_status s = build_layer(m, l, m->n_layers, m->output_shape);
-        if (s != TNT_OK) {
+        if ((s = build_chain(m, m->n_nodes - 1)) != TNT_OK) {
+            m->n_nodes--;
+            m->n_tensors--;
+            m->n_layers--;
+            m->outputs[0] = out - 1;
             tnt_layer_free(l);
             return s;
         }
-        m->output_shape = l->out_shape;
+        tnt__model_set_io_shapes(m);
     }
-    if (m->n_layers == m->cap_layers) {
-        int cap = m->cap_layers ? 2 * m->cap_layers : 8;
-        tnt_layer **nl = realloc(m->layers, (size_t)cap * sizeof *nl);
-        if (!nl) {
-            tnt_layer_free(l);
-            return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a layer", m->name);
-        }
-        m->layers = nl;
-        m->cap_layers = cap;
-    }
-    m->layers[m->n_layers++] = l;
     return TNT_OK;
 }
 
@@ -138,70 +292,90 @@ tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape) {
         return tnt__error(TNT_ERR_SHAPE, "model \"%s\": already built for input %s, got %s", m->name,
                           tnt_shape_str(m->input_shape, a, sizeof a), tnt_shape_str(input_shape, b, sizeof b));
     }
-    tnt_shape s = input_shape;
-    for (int i = 0; i < s.ndim; i++)
-        if (s.dim[i] <= 0) {
-            char b[96];
+    char b[96];
+    for (int i = 0; i < input_shape.ndim; i++)
+        if (input_shape.dim[i] <= 0)
             return tnt__error(TNT_ERR_SHAPE, "model \"%s\": input shape %s: dimensions must be > 0",
-                              m->name, tnt_shape_str(s, b, sizeof b));
-        }
-    for (int i = 0; i < m->n_layers; i++) {
-        tnt_status st = build_layer(m, m->layers[i], i, s);
-        if (st != TNT_OK) return st;
-        s = m->layers[i]->out_shape;
-    }
-    m->has_input_shape = true;
-    m->input_shape = input_shape;
-    m->output_shape = s;
+                              m->name, tnt_shape_str(input_shape, b, sizeof b));
+    if (input_shape.ndim < 1) return tnt__error(TNT_ERR_SHAPE, "model \"%s\": input shape has no dimensions", m->name);
+    m->tensor_shape[0] = input_shape;
+    tnt_status s = build_chain(m, 0);
+    if (s != TNT_OK) return s;
+    tnt__model_set_io_shapes(m);
     return TNT_OK;
 }
 
-/* Allocates the flat buffers (backward order) and initializes the weights. Trainable weights go
- * to the parameter buffer, which has a gradient twin, the optimizer's slots and the allreduce;
- * non-trainable ones (BatchNormalization's moving statistics) to the state buffer, which has
- * none of these. */
+/* ---- weights ----------------------------------------------------------------------------- */
+
+/* Allocates the flat buffers and initializes the weights. Trainable weights go to the parameter
+ * buffer, which has a gradient twin, the optimizer's slots and the allreduce; non-trainable ones
+ * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both
+ * are laid out in the order backward completes the layers: a layer called several times is
+ * complete after the backward of its first call. */
 tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (m->weights_ready) return TNT_OK;
     if (!m->has_input_shape)
         return tnt__error(TNT_ERR_STATE, "model \"%s\": input shape unknown (add an InputLayer or call tnt_model_build)", m->name);
-    if (m->n_layers == 0) return tnt__error(TNT_ERR_STATE, "model \"%s\": has no layers", m->name);
-    int64_t trainable = 0, state = 0;
-    for (int i = 0; i < m->n_layers; i++)
+    if (m->n_nodes == 0) return tnt__error(TNT_ERR_STATE, "model \"%s\": has no layers", m->name);
+    int64_t trainable = 0, state = 0, max_shared = 0;
+    int *calls = tnt__calloc((size_t)m->n_layers + 1, sizeof *calls);
+    if (!calls) return TNT_ERR_NOMEM;
+    for (int i = 0; i < m->n_layers; i++) {
+        m->layers[i]->seed = tnt__hash64(m->seed * 1000003ull + (uint64_t)i);
+        int64_t mine = 0;
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
             const tnt__weight *w = &m->layers[i]->weights[j];
-            *(w->trainable ? &trainable : &state) += tnt_shape_numel(w->shape);
+            int64_t k = tnt_shape_numel(w->shape);
+            *(w->trainable ? &trainable : &state) += k;
+            if (w->trainable) mine += k;
         }
+        for (int n = 0; n < m->n_nodes; n++) calls[i] += m->nodes[n].layer == m->layers[i];
+        if (calls[i] > 1) max_shared = TNT_MAX(max_shared, mine);
+    }
+    free(calls);
     m->params = tnt__alloc((size_t)trainable * sizeof(float));
     m->grads = tnt__alloc((size_t)trainable * sizeof(float));
     m->state = tnt__alloc((size_t)state * sizeof(float));
-    m->grad_end = tnt__calloc((size_t)m->n_layers, sizeof(int64_t));
-    if (!m->params || !m->grads || !m->state || !m->grad_end) {
+    m->shared_scratch = max_shared ? tnt__alloc((size_t)max_shared * sizeof(float)) : NULL;
+    if (!m->params || !m->grads || !m->state || (max_shared && !m->shared_scratch)) {
         tnt__free(m->params);
         tnt__free(m->grads);
         tnt__free(m->state);
-        free(m->grad_end);
-        m->params = m->grads = m->state = NULL;
-        m->grad_end = NULL;
-        return TNT_ERR_NOMEM;
+        tnt__free(m->shared_scratch);
+        m->params = m->grads = m->state = m->shared_scratch = NULL;
+        return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory for %lld parameters", m->name, (long long)trainable);
     }
     int64_t off = 0, state_off = 0;
-    for (int i = m->n_layers - 1; i >= 0; i--) {
-        tnt_layer *l = m->layers[i];
-        for (int j = 0; j < l->n_weights; j++) {
-            tnt__weight *w = &l->weights[j];
-            int64_t n = tnt_shape_numel(w->shape);
-            if (w->trainable) {
-                w->value = m->params + off;
-                w->grad = m->grads + off;
-                off += n;
-            } else {
-                w->value = m->state + state_off;
-                w->grad = NULL;
-                state_off += n;
+    for (int i = m->n_nodes - 1; i >= 0; i--) {
+        tnt__node *n = &m->nodes[i];
+        tnt_layer *l = n->layer;
+        n->first_backward = true;
+        n->last_backward = true;
+        for (int k = i + 1; k < m->n_nodes; k++)
+            if (m->nodes[k].layer == l) n->first_backward = false;
+        for (int k = 0; k < i; k++)
+            if (m->nodes[k].layer == l) n->last_backward = false;
+        if (n->last_backward) {
+            for (int j = 0; j < l->n_weights; j++) {
+                tnt__weight *w = &l->weights[j];
+                int64_t k = tnt_shape_numel(w->shape);
+                float *old = w->value ? w->value : w->saved;
+                if (w->trainable) {
+                    w->value = m->params + off;
+                    w->grad = m->grads + off;
+                    off += k;
+                } else {
+                    w->value = m->state + state_off;
+                    w->grad = NULL;
+                    state_off += k;
+                }
+                if (old) memcpy(w->value, old, (size_t)k * sizeof(float)); /* came from another model */
+                else tnt__weight_init(w, tnt__hash64(l->seed + 7919ull * (uint64_t)(j + 1)));
+                free(w->saved);
+                w->saved = NULL;
             }
-            tnt__weight_init(w, tnt__hash64(l->seed + 7919ull * (uint64_t)(j + 1)));
         }
-        m->grad_end[i] = off;
+        n->grad_end = off;
     }
     m->n_params = trainable;
     m->n_state = state;
@@ -220,6 +394,14 @@ int64_t tnt_model_count_params(const tnt_model *m) {
 
 tnt_shape tnt_model_input_shape(const tnt_model *m) { return m ? m->input_shape : (tnt_shape){0}; }
 tnt_shape tnt_model_output_shape(const tnt_model *m) { return m ? m->output_shape : (tnt_shape){0}; }
+int tnt_model_num_inputs(const tnt_model *m) { return m ? m->n_inputs : 0; }
+int tnt_model_num_outputs(const tnt_model *m) { return m ? m->n_outputs : 0; }
+tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
+    return m && m->has_input_shape && i >= 0 && i < m->n_inputs ? m->tensor_shape[m->inputs[i]] : (tnt_shape){0};
+}
+tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
+    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? m->tensor_shape[m->outputs[i]] : (tnt_shape){0};
+}
 int tnt_model_num_layers(const tnt_model *m) { return m ? m->n_layers : 0; }
 tnt_layer *tnt_model_layer(const tnt_model *m, int i) {
     return m && i >= 0 && i < m->n_layers ? m->layers[i] : NULL;
@@ -255,7 +437,7 @@ tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *s
     tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     tnt_layer *l;
-    tnt__weight *w = weight_at(m, i, &l);
+    tnt__weight *w = i >= 0 ? weight_at(m, i, &l) : NULL;
     if (!w)
         return tnt__error(TNT_ERR_ARG, "model \"%s\": weight index %d (expected 0..%d)", m->name, i,
                           tnt_model_num_weights(m) - 1);
@@ -267,40 +449,36 @@ tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *s
     return TNT_OK;
 }
 
-tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
-    if (!m || !buf) return tnt__error(TNT_ERR_ARG, "get_weights: model or buffer is NULL");
-    tnt_status s = tnt__model_setup_weights((tnt_model *)m);
+/* Copies all weights in Keras order to buf (to_model false) or from it. */
+static tnt_status copy_weights(tnt_model *m, float *buf, int64_t n, bool to_model, const char *who) {
+    if (!m || !buf) return tnt__error(TNT_ERR_ARG, "%s: model or buffer is NULL", who);
+    tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     if (n != m->n_params + m->n_state)
-        return tnt__error(TNT_ERR_ARG, "get_weights: buffer of %lld floats, model \"%s\" has %lld",
-                          (long long)n, m->name, (long long)(m->n_params + m->n_state));
+        return tnt__error(TNT_ERR_ARG, "%s: buffer of %lld floats, model \"%s\" has %lld", who, (long long)n,
+                          m->name, (long long)(m->n_params + m->n_state));
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
-            const tnt__weight *w = &m->layers[i]->weights[j];
-            int64_t k = tnt_shape_numel(w->shape);
-            memcpy(buf, w->value, (size_t)k * sizeof(float));
+            tnt__weight *w = &m->layers[i]->weights[j];
+            size_t k = (size_t)tnt_shape_numel(w->shape);
+            if (to_model) memcpy(w->value, buf, k * sizeof(float));
+            else memcpy(buf, w->value, k * sizeof(float));
             buf += k;
         }
     return TNT_OK;
 }
 
-tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
-    if (!m || !buf) return tnt__error(TNT_ERR_ARG, "set_weights: model or buffer is NULL");
-    tnt_status s = tnt__model_setup_weights(m);
-    if (s != TNT_OK) return s;
-    if (n != m->n_params + m->n_state)
-        return tnt__error(TNT_ERR_ARG, "set_weights: buffer of %lld floats, model \"%s\" has %lld",
-                          (long long)n, m->name, (long long)(m->n_params + m->n_state));
-    for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; j < m->layers[i]->n_weights; j++) {
-            tnt__weight *w = &m->layers[i]->weights[j];
-            int64_t k = tnt_shape_numel(w->shape);
-            memcpy(w->value, buf, (size_t)k * sizeof(float));
-            buf += k;
-        }
-    m->weights_synced = false; /* the master's weights are broadcast at the next use */
-    return TNT_OK;
+tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
+    return copy_weights((tnt_model *)m, buf, n, false, "get_weights");
 }
+
+tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
+    tnt_status s = copy_weights(m, (float *)buf, n, true, "set_weights");
+    if (s == TNT_OK) m->weights_synced = false; /* the master's weights are broadcast at the next use */
+    return s;
+}
+
+/* ---- summary ----------------------------------------------------------------------------- */
 
 /* 1234567 -> "1,234,567" */
 static char *with_commas(int64_t v, char *buf, size_t size) {
@@ -314,13 +492,30 @@ static char *with_commas(int64_t v, char *buf, size_t size) {
     return buf;
 }
 
+/* Keras's "Connected to" entry of tensor t: "conv2d[0][0]", the producer layer and its call
+ * index; a model input names its InputLayer. */
+static void producer_name(const tnt_model *m, int t, char *buf, size_t size) {
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        if (n->out != t) continue;
+        int call = 0;
+        for (int k = 0; k < i; k++) call += m->nodes[k].layer == n->layer;
+        snprintf(buf, size, "%s[%d][0]", n->layer->name, call);
+        return;
+    }
+    snprintf(buf, size, "?");
+}
+
 tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     if (!m) return tnt__error(TNT_ERR_ARG, "summary: model is NULL");
     if (!out) out = stdout;
-    const char *rule = "_________________________________________________________________";
-    const char *dbl = "=================================================================";
+    const char *rule = m->functional ? "__________________________________________________________________________________________________"
+                                     : "_________________________________________________________________";
+    const char *dbl = m->functional ? "=================================================================================================="
+                                    : "=================================================================";
     fprintf(out, "Model: \"%s\"\n%s\n", m->name, rule);
-    fprintf(out, " %-28s%-26s%-10s\n%s\n", "Layer (type)", "Output Shape", "Param #", dbl);
+    fprintf(out, " %-28s%-26s%-10s%s\n%s\n", "Layer (type)", "Output Shape", "Param #",
+            m->functional ? " Connected to" : "", dbl);
     int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
@@ -335,157 +530,26 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
         snprintf(col, sizeof col, "%s (%s)", l->name, l->ops->class_name);
         if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
         else snprintf(shape, sizeof shape, "multiple");
-        fprintf(out, " %-28s%-26s%-10s\n", col, shape, with_commas(params, n, sizeof n));
-        fprintf(out, "%s\n", i + 1 < m->n_layers ? "" : dbl);
+        fprintf(out, " %-28s%-26s%-10s", col, shape, with_commas(params, n, sizeof n));
+        if (m->functional) { /* every input of every call: "[]" for an InputLayer */
+            bool first = true;
+            for (int k = 0; k < m->n_nodes; k++) {
+                const tnt__node *nd = &m->nodes[k];
+                if (nd->layer != l || tnt__is_input_layer(l)) continue;
+                for (int j = 0; j < nd->n_in; j++) {
+                    char pn[TNT_NAME_MAX + 24];
+                    producer_name(m, nd->in[j], pn, sizeof pn);
+                    fprintf(out, "%s%s", first ? " " : ",\n" "                                                                  ", pn);
+                    first = false;
+                }
+            }
+            if (first) fprintf(out, " []");
+        }
+        fprintf(out, "\n%s\n", i + 1 < m->n_layers ? "" : dbl);
     }
     char n[32];
     fprintf(out, "Total params: %s\n", with_commas(total, n, sizeof n));
     fprintf(out, "Trainable params: %s\n", with_commas(trainable, n, sizeof n));
     fprintf(out, "Non-trainable params: %s\n%s\n", with_commas(total - trainable, n, sizeof n), rule);
-    return TNT_OK;
-}
-
-/* ---- plans ------------------------------------------------------------------------------- */
-
-static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
-
-static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
-    int L = m->n_layers;
-    p->batch = batch;
-    p->layer_plans = tnt__calloc((size_t)L, sizeof(void *));
-    p->act_offset = tnt__calloc((size_t)L + 1, sizeof(size_t));
-    p->act_is_input = tnt__calloc((size_t)L + 1, sizeof(bool));
-    p->ws_offset = tnt__calloc((size_t)L, sizeof(size_t));
-    if (!p->layer_plans || !p->act_offset || !p->act_is_input || !p->ws_offset) return TNT_ERR_NOMEM;
-    size_t off = 0, max_act = 0;
-    p->act_is_input[0] = true;
-    for (int i = 0; i < L; i++) {
-        tnt_layer *l = m->layers[i];
-        if (l->ops->plan_create) {
-            p->layer_plans[i] = l->ops->plan_create(l, batch);
-            if (!p->layer_plans[i])
-                return tnt__error_prefix(TNT_ERR_BACKEND, "model \"%s\": layer \"%s\" (%s), batch %lld: ",
-                                         m->name, l->name, l->ops->class_name, (long long)batch);
-        }
-        size_t bytes = (size_t)(batch * tnt_shape_numel(l->out_shape)) * sizeof(float);
-        max_act = TNT_MAX(max_act, bytes);
-        max_act = TNT_MAX(max_act, (size_t)(batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
-        if (l->ops->is_view) {
-            p->act_offset[i + 1] = p->act_offset[i];
-            p->act_is_input[i + 1] = p->act_is_input[i];
-        } else {
-            p->act_offset[i + 1] = off;
-            off += align64(bytes);
-        }
-        if (l->ops->workspace_size) {
-            p->ws_offset[i] = off;
-            off += align64(l->ops->workspace_size(l, p->layer_plans[i], batch));
-        }
-    }
-    p->grad_offset[0] = off;
-    off += align64(max_act);
-    p->grad_offset[1] = off;
-    off += align64(max_act);
-    p->preact_offset = off;
-    off += align64((size_t)(batch * tnt_shape_numel(m->output_shape)) * sizeof(float));
-    p->arena_bytes = off;
-    if (off > m->arena_bytes) {
-        tnt__free(m->arena);
-        m->arena_bytes = 0;
-        m->arena = tnt__alloc(off);
-        if (!m->arena) return TNT_ERR_NOMEM;
-        m->arena_bytes = off;
-    }
-    return TNT_OK;
-}
-
-tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
-    tnt__plan *victim = &m->plans[0];
-    for (int i = 0; i < TNT_PLAN_CACHE; i++) {
-        tnt__plan *p = &m->plans[i];
-        if (p->batch == batch && p->layer_plans) {
-            p->last_use = ++m->plan_clock;
-            return p;
-        }
-        if (p->last_use < victim->last_use) victim = p;
-    }
-    plan_free(m, victim);
-    if (plan_init(m, victim, batch) != TNT_OK) {
-        plan_free(m, victim);
-        return NULL;
-    }
-    victim->last_use = ++m->plan_clock;
-    return victim;
-}
-
-float *tnt__plan_act(tnt_model *m, tnt__plan *p, int i, const float *x) {
-    if (p->act_is_input[i]) return (float *)x;
-    return (float *)((char *)m->arena + p->act_offset[i]);
-}
-
-static void *ws_ptr(tnt_model *m, tnt__plan *p, int i) {
-    return m->layers[i]->ops->workspace_size ? (char *)m->arena + p->ws_offset[i] : NULL;
-}
-
-tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training, float **out) {
-    uint64_t step_seed = tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(m->step + 1)));
-    if (training) m->step++;
-    for (int i = 0; i < m->n_layers; i++) {
-        tnt_layer *l = m->layers[i];
-        if (l->ops->is_view) continue;
-        tnt__fwd_args a = {
-            .batch = p->batch,
-            .x = tnt__plan_act(m, p, i, x),
-            .y = tnt__plan_act(m, p, i + 1, x),
-            .preact = (i == m->n_layers - 1 && m->fused_output_loss)
-                          ? (float *)((char *)m->arena + p->preact_offset) : NULL,
-            .workspace = ws_ptr(m, p, i),
-            .training = training,
-            .seed = step_seed,
-            .sample_offset = m->sample_offset,
-        };
-        tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
-        if (s != TNT_OK)
-            return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
-    }
-    *out = tnt__plan_act(m, p, m->n_layers, x);
-    return TNT_OK;
-}
-
-tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const float *dpred) {
-    const float *dy = dpred;
-    int first_trainable = m->n_layers; /* layers before the first weighted one need no dx */
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i]->n_weights > 0) {
-            first_trainable = i;
-            break;
-        }
-    for (int i = m->n_layers - 1; i >= 0; i--) {
-        tnt_layer *l = m->layers[i];
-        if (l->ops->is_view) continue;
-        bool need_dx = i > first_trainable;
-        float *dx = NULL;
-        if (need_dx) {
-            float *g0 = (float *)((char *)m->arena + p->grad_offset[0]);
-            float *g1 = (float *)((char *)m->arena + p->grad_offset[1]);
-            dx = (dy == g0) ? g1 : g0;
-        }
-        tnt__bwd_args a = {
-            .batch = p->batch,
-            .x = tnt__plan_act(m, p, i, x),
-            .y = tnt__plan_act(m, p, i + 1, x),
-            .dy = dy,
-            .dx = dx,
-            .workspace = ws_ptr(m, p, i),
-            .dy_is_preact = (i == m->n_layers - 1 && m->fused_output_loss),
-            .sample_offset = m->sample_offset,
-        };
-        tnt_status s = l->ops->backward(l, p->layer_plans[i], &a);
-        if (s != TNT_OK)
-            return tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
-        if (m->reducer && l->n_weights > 0) tnt__reducer_ready(m->reducer, m->grad_end[i]);
-        if (!need_dx) break;
-        dy = dx;
-    }
     return TNT_OK;
 }

@@ -1,7 +1,10 @@
-/* model.h: the model's internal structure. A Sequential model is a list of layers with shapes
- * fixed at build time, one flat parameter buffer and one flat gradient buffer (both laid out in
- * backward order: last layer first, so a tail of backward completes a prefix of the gradient
- * buffer), and a cache of execution plans, one per batch size. */
+/* model.h: the model's internal structure. A model is a graph of nodes (layer calls) over tensors,
+ * in a topological order fixed when the model is made: a Sequential model is a chain, a
+ * Functional one any DAG with several inputs and outputs and layers called more than once.
+ * Weights live in one flat parameter buffer and one flat gradient buffer, both laid out in the
+ * order backward completes them (the last layer first), so a tail of backward completes a prefix
+ * of the gradient buffer that the allreduce can start on. Execution plans (oneDNN primitives and
+ * arena offsets) are cached per batch size. */
 #ifndef TNT_MODEL_H
 #define TNT_MODEL_H
 
@@ -10,40 +13,73 @@
 
 #define TNT_PLAN_CACHE 4
 #define TNT_MAX_METRICS 8
+#define TNT_MAX_IO 8 /* model inputs and outputs */
 
-/* Execution state for one batch size: each layer's plan, and offsets into the model's
- * activation arena. */
+/* One call of a layer: inputs and output are tensor ids of the model. */
+typedef struct tnt__node {
+    tnt_layer *layer;
+    int n_in;
+    int in[TNT_MAX_LAYER_INPUTS];
+    int out;
+    bool first_backward; /* the first backward of its layer (the last call): writes the weight
+                            gradients; later ones (shared layers) add to them */
+    bool last_backward;  /* the last backward of its layer: its gradients are complete after it */
+    int64_t grad_end;    /* gradient prefix complete after this node's backward */
+} tnt__node;
+
+/* Execution state for one batch size. */
 typedef struct tnt__plan {
     int64_t batch;
     uint64_t last_use;
-    void **layer_plans;    /* [n_layers] */
-    size_t *act_offset;    /* [n_layers + 1]: output of layer i-1 (0: the input batch) */
-    bool *act_is_input;    /* [n_layers + 1]: aliases the caller's input buffer */
-    size_t *ws_offset;     /* [n_layers] */
-    size_t grad_offset[2]; /* two ping-pong buffers for activation gradients */
-    size_t preact_offset;  /* logits of a fused softmax output */
+    void **layer_plans;   /* [n_nodes] */
+    size_t *ws_offset;    /* [n_nodes] */
+    size_t *act_offset;   /* [n_tensors]: forward value of each tensor */
+    bool *act_is_input;   /* [n_tensors]: aliases the caller's input buffer (single-input models) */
+    size_t *grad_offset;  /* [n_tensors]: gradient of each tensor (only valid while live) */
+    size_t *dx_offset;    /* [n_nodes * TNT_MAX_LAYER_INPUTS]: where input k's gradient is written */
+    signed char *dx_mode; /* same index: 0 not needed, 1 written in place, 2 written to a temporary
+                             then added to the tensor's gradient, 3 a view's input sharing the
+                             output's gradient storage */
+    size_t preact_offset[TNT_MAX_IO]; /* logits of a fused softmax/sigmoid output */
+    size_t packed_offset; /* outputs packed per sample, for models with several outputs */
     size_t arena_bytes;
 } tnt__plan;
 
 struct tnt_model {
     char name[TNT_NAME_MAX];
+    bool functional;
+
+    /* the graph */
+    tnt__node *nodes;
+    int n_nodes, cap_nodes;
+    tnt_shape *tensor_shape;     /* [n_tensors]; Sequential: tensor i is the output of node i-1 */
+    int *tensor_alias;           /* [n_tensors]: the tensor whose storage it shares (views), or itself */
+    int n_tensors, cap_tensors;
+    int n_inputs, inputs[TNT_MAX_IO];
+    int n_outputs, outputs[TNT_MAX_IO];
+    bool has_input_shape;
+    tnt_shape input_shape, output_shape; /* packed: the sum of the inputs' (outputs') sizes when
+                                            there are several */
+
+    /* the distinct layers in order of first call, each holding one reference of this model */
     tnt_layer **layers;
     int n_layers, cap_layers;
-    bool has_input_shape;
-    tnt_shape input_shape, output_shape;
+    tnt_layer **hidden;          /* internal layers (sequence masks), not listed */
+    int n_hidden;
 
     float *params, *grads; /* flat buffers of the trainable weights, backward order */
     int64_t n_params;
     float *state;          /* non-trainable weights (moving statistics), backward order */
     int64_t n_state;
+    float *shared_scratch; /* weight gradients of a shared layer's second and later calls */
     bool weights_ready;    /* buffers allocated and initialized */
 
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
     bool from_logits;
-    bool fused_output_loss; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
     tnt__metric metrics[TNT_MAX_METRICS];
-    int n_metrics;
+    int n_metrics;         /* per output */
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training, for per-step dropout seeds */
@@ -52,8 +88,8 @@ struct tnt_model {
 
     /* data parallelism */
     bool distributed;      /* tnt_distribute() was called */
+    bool parallel_step;    /* the current forward/backward is one rank's share of a global batch */
     bool weights_synced;   /* all ranks hold the master's weights */
-    int64_t *grad_end;     /* [n_layers]: gradient prefix complete after layer i's backward */
     struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
     bool warned_small_batch;
 
@@ -65,22 +101,42 @@ struct tnt_model {
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */
 tnt_status tnt__model_setup_weights(tnt_model *m);
+/* Drops the cached plans (after the graph or the loss configuration changed). */
+void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch);
-/* Pointer to activation i (0 = input) of a plan; x is the caller's input buffer. */
-float *tnt__plan_act(tnt_model *m, tnt__plan *p, int i, const float *x);
 
-/* Forward pass of n samples x -> output (stored in the plan's last activation). */
+/* Forward pass of n samples x (packed inputs) -> *out: the output, packed per sample when the
+ * model has several. */
 tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training,
                               float **out);
-/* Backward from dpred (gradient w.r.t. the output, or the logits when fused) into m->grads. */
-tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const float *dpred);
+/* Output k of the last forward (batch, output_shape_k...), and the buffer its loss gradient is
+ * written to (w.r.t. the output, or its logits when fused_output_loss[k]). */
+float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x);
+float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k);
+/* The loss input of output k: the logits when the loss is fused, else the output. */
+float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x);
+/* Backward from the output gradients into m->grads. */
+tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x);
 
-/* Output values per sample */
+/* Values per sample of the (packed) output */
 int64_t tnt__model_output_size(const tnt_model *m);
+
+/* Adds a node calling l on tensors in[] (whose shapes are known) and a new output tensor; builds
+ * l on first use or checks the shapes of a later call. Returns the output tensor or -1. */
+int tnt__model_add_node(tnt_model *m, tnt_layer *l, int n_in, const int *in);
+/* A new tensor of this shape with no producer; -1 on failure. */
+int tnt__model_add_tensor(tnt_model *m, tnt_shape shape);
+/* Keeps one reference to l in the model's layer list (or hidden list); no-op if present. */
+tnt_status tnt__model_own_layer(tnt_model *m, tnt_layer *l, bool hidden);
+/* Fixes inputs/outputs and the packed shapes; done by Sequential build and tnt_functional. */
+void tnt__model_set_io_shapes(tnt_model *m);
 
 /* internal queries on special layers */
 bool tnt__is_input_layer(const tnt_layer *l);
 tnt_shape tnt__input_layer_shape(const tnt_layer *l);
+bool tnt__layer_has_trainable(const tnt_layer *l);
+/* Builds l for these input shapes, or checks them against the first build (shared layers). */
+tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const char *who);
 
 #endif

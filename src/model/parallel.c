@@ -29,10 +29,12 @@ static uint64_t hash_shape(uint64_t h, tnt_shape s) {
 }
 
 static uint64_t model_fingerprint(const tnt_model *m) {
-    uint64_t h = tnt__fnv1a(0, &m->n_layers, sizeof m->n_layers);
-    for (int i = 0; i < m->n_layers; i++) {
-        const tnt_layer *l = m->layers[i];
+    uint64_t h = tnt__fnv1a(0, &m->n_nodes, sizeof m->n_nodes);
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        const tnt_layer *l = n->layer;
         h = tnt__fnv1a(h, l->ops->class_name, strlen(l->ops->class_name));
+        h = tnt__fnv1a(h, n->in, (size_t)n->n_in * sizeof n->in[0]);
         h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
         h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
         for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
@@ -78,11 +80,12 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         m->weights_synced = true;
     }
     if (fit && !m->reducer) {
-        int64_t *ends = tnt__calloc((size_t)m->n_layers, sizeof *ends);
+        /* bucket boundaries: where each layer's gradients are complete, in backward order */
+        int64_t *ends = tnt__calloc((size_t)m->n_nodes, sizeof *ends);
         if (!ends) return TNT_ERR_NOMEM;
         int k = 0;
-        for (int i = m->n_layers - 1; i >= 0; i--)
-            if (m->layers[i]->n_weights > 0) ends[k++] = m->grad_end[i];
+        for (int i = m->n_nodes - 1; i >= 0; i--)
+            if (m->nodes[i].grad_end > (k ? ends[k - 1] : 0)) ends[k++] = m->nodes[i].grad_end;
         m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(),
                                       tnt__comm_mode_from_env());
         free(ends);

@@ -1,0 +1,402 @@
+/* graph.c: Keras's functional API. A graph records inputs and layer calls as nodes over symbolic
+ * tensors (it reuses the model's node storage); tnt_functional cuts a model out of it between
+ * given inputs and outputs. Sequence masks (Embedding mask_zero) are tensors of the graph too:
+ * a hidden node computes ids != 0, and the mask follows the layers that support masking. */
+#include "model/model.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+tnt_model *tnt__functional_new(const char *name);
+
+struct tnt_graph {
+    tnt_model *m;  /* nodes, tensors and the layers the graph owns */
+    int *mask;     /* [tensor]: the tensor holding its sequence mask, or -1 */
+    bool *is_mask; /* [tensor]: made by a hidden mask node */
+    int cap;
+};
+
+/* ---- the hidden mask layer: 1 where the id is not 0 ------------------------------------- */
+
+static tnt_status mask_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    (void)l;
+    *out = in;
+    return TNT_OK;
+}
+
+static tnt_status mask_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    int64_t n = a->batch * tnt_shape_numel(l->in_shape);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[i] != 0.0f ? 1.0f : 0.0f;
+    return TNT_OK;
+}
+
+static tnt_status mask_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    if (a->dx) memset(a->dx, 0, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+    return TNT_OK;
+}
+
+static const tnt__layer_ops mask_ops = {
+    .class_name = "NotEqual",
+    .build = mask_build,
+    .forward = mask_forward,
+    .backward = mask_backward,
+};
+
+/* Fallbacks until the Embedding and MultiHeadAttention layers are linked in. TEMPORARY. */
+__attribute__((weak)) bool tnt__embedding_mask_zero(const tnt_layer *l) { (void)l; return false; }
+__attribute__((weak)) tnt_status tnt__attention_configure(tnt_layer *l, bool a, bool q, bool v, bool c) {
+    (void)a, (void)q, (void)v, (void)c;
+    return tnt__error(TNT_ERR_UNSUPPORTED, "layer \"%s\": not an attention layer", l->name);
+}
+
+/* ---- names ------------------------------------------------------------------------------- */
+
+/* Keras's process-wide counters per class: "dense", "dense_1", ... so that layers of different
+ * graphs (a model used inside another) never share a name. Input layers count from 1. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char base[TNT_NAME_MAX];
+    int next;
+} names[512];
+static int n_names;
+
+static void auto_name(tnt_layer *l) {
+    char base[TNT_NAME_MAX];
+    bool input = tnt__is_input_layer(l);
+    if (input) snprintf(base, sizeof base, "input");
+    else tnt__layer_base_name(l->ops->class_name, base, sizeof base);
+    pthread_mutex_lock(&names_lock);
+    int i = 0;
+    while (i < n_names && strcmp(names[i].base, base)) i++;
+    if (i == n_names && n_names < 512) {
+        snprintf(names[i].base, sizeof names[i].base, "%s", base);
+        names[i].next = input ? 1 : 0;
+        n_names++;
+    }
+    int k = i < 512 ? names[i].next++ : (int)(tnt__hash64((uint64_t)(uintptr_t)l) % 1000000);
+    pthread_mutex_unlock(&names_lock);
+    if (k == 0) snprintf(l->name, sizeof l->name, "%.*s", TNT_NAME_MAX - 1, base);
+    else snprintf(l->name, sizeof l->name, "%.*s_%d", TNT_NAME_MAX - 12, base, k);
+    l->auto_name = false;
+}
+
+/* ---- graph ------------------------------------------------------------------------------- */
+
+tnt_graph *tnt_graph_new(void) {
+    tnt_graph *g = tnt__calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->m = tnt__functional_new("graph");
+    if (!g->m) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void tnt_graph_free(tnt_graph *g) {
+    if (!g) return;
+    tnt_model_free(g->m);
+    free(g->mask);
+    free(g->is_mask);
+    free(g);
+}
+
+static const tnt_ktensor bad = {-1};
+
+/* Keeps the per-tensor mask arrays as long as the tensor arrays. */
+static bool track(tnt_graph *g, int t, int mask, bool is_mask) {
+    if (t >= g->cap) {
+        int cap = g->cap ? 2 * g->cap : 64;
+        while (cap <= t) cap *= 2;
+        int *nm = realloc(g->mask, (size_t)cap * sizeof *nm);
+        if (nm) g->mask = nm;
+        bool *ni = realloc(g->is_mask, (size_t)cap * sizeof *ni);
+        if (ni) g->is_mask = ni;
+        if (!nm || !ni) return false;
+        g->cap = cap;
+    }
+    g->mask[t] = mask;
+    g->is_mask[t] = is_mask;
+    return true;
+}
+
+static tnt_status check_tensor(const tnt_graph *g, tnt_ktensor t, const char *who, int k) {
+    if (t.id < 0 || t.id >= g->m->n_tensors)
+        return tnt__error_prefix(TNT_ERR_ARG, "%s: input %d is %s (id %d): ", who, k,
+                                 t.id < 0 ? "the result of a failed call" : "not a tensor of this graph", t.id);
+    if (g->is_mask[t.id]) return tnt__error(TNT_ERR_ARG, "%s: input %d is an internal mask tensor", who, k);
+    return TNT_OK;
+}
+
+tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
+    if (!g) {
+        tnt__error(TNT_ERR_ARG, "graph_input: graph is NULL");
+        return bad;
+    }
+    tnt_layer *l = tnt_input_layer(shape, name);
+    if (!l) return bad;
+    if (l->auto_name) auto_name(l);
+    int ext = tnt__model_add_tensor(g->m, shape);
+    if (ext < 0 || !track(g, ext, -1, false) || tnt__model_own_layer(g->m, l, false) != TNT_OK) {
+        tnt_layer_free(l);
+        return bad;
+    }
+    int out = tnt__model_add_node(g->m, l, 1, &ext);
+    if (out < 0 || !track(g, out, -1, false)) return bad;
+    return (tnt_ktensor){out};
+}
+
+/* Adds the node and derives the output's mask. */
+static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in, bool hidden) {
+    int out = tnt__model_add_node(g->m, l, n, in);
+    if (out < 0 || !track(g, out, -1, hidden)) return bad;
+    if (l->ops->supports_masking)
+        for (int k = 0; k < n && g->mask[out] < 0; k++) g->mask[out] = g->mask[in[k]];
+    if (!hidden && tnt__embedding_mask_zero(l)) {
+        tnt_layer *ml = tnt__layer_new(&mask_ops, "embedding_mask", NULL);
+        if (!ml || tnt__model_own_layer(g->m, ml, true) != TNT_OK) {
+            tnt_layer_free(ml);
+            return bad;
+        }
+        ml->refs = 1;
+        tnt_ktensor mt = add_call(g, ml, 1, in, true);
+        if (mt.id < 0) return bad;
+        g->mask[out] = mt.id;
+    }
+    return (tnt_ktensor){out};
+}
+
+/* The first call takes the layer into the graph (consumed even if the call fails). */
+static tnt_status take_layer(tnt_graph *g, tnt_layer *l, const char *who) {
+    for (int i = 0; i < g->m->n_layers; i++)
+        if (g->m->layers[i] == l) return TNT_OK; /* a shared layer's next call */
+    if (l->refs > 0)
+        return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\" belongs to a model or another graph (use tnt_call_model "
+                          "to call a model's layers)", who, l->name);
+    if (l->auto_name) auto_name(l);
+    for (int i = 0; i < g->m->n_layers; i++)
+        if (!strcmp(g->m->layers[i]->name, l->name)) {
+            tnt__error(TNT_ERR_ARG, "%s: a layer named \"%s\" already exists in the graph (names must be unique)",
+                       who, l->name);
+            tnt_layer_free(l);
+            return TNT_ERR_ARG;
+        }
+    if (tnt__model_own_layer(g->m, l, false) != TNT_OK) {
+        tnt_layer_free(l);
+        return TNT_ERR_NOMEM;
+    }
+    l->refs = 1;
+    return TNT_OK;
+}
+
+tnt_ktensor tnt_call_n(tnt_graph *g, tnt_layer *layer, int n, const tnt_ktensor *inputs) {
+    const char *who = "call";
+    if (!layer) {
+        tnt__error_prefix(TNT_ERR_ARG, "%s: layer is NULL (its constructor failed?): ", who);
+        return bad;
+    }
+    if (!g || !inputs || n < 1 || n > TNT_MAX_LAYER_INPUTS) {
+        tnt__error(TNT_ERR_ARG, "%s: layer \"%s\": %s", who, layer->name,
+                   !g ? "graph is NULL" : !inputs ? "inputs are NULL" : "number of inputs out of 1..16");
+        if (layer->refs == 0) tnt_layer_free(layer);
+        return bad;
+    }
+    if (take_layer(g, layer, who) != TNT_OK) return bad;
+    int in[TNT_MAX_LAYER_INPUTS];
+    for (int k = 0; k < n; k++) {
+        if (check_tensor(g, inputs[k], who, k) != TNT_OK) return bad;
+        in[k] = inputs[k].id;
+    }
+    return add_call(g, layer, n, in, false);
+}
+
+tnt_ktensor tnt_call(tnt_graph *g, tnt_layer *layer, tnt_ktensor x) { return tnt_call_n(g, layer, 1, &x); }
+
+tnt_ktensor tnt_call2(tnt_graph *g, tnt_layer *layer, tnt_ktensor a, tnt_ktensor b) {
+    return tnt_call_n(g, layer, 2, (tnt_ktensor[]){a, b});
+}
+
+tnt_ktensor tnt_call_attention(tnt_graph *g, tnt_layer *layer, tnt_ktensor query, tnt_ktensor value,
+                               tnt_ktensor key, tnt_ktensor attention_mask, bool use_causal_mask) {
+    const char *who = "call_attention";
+    if (!layer || !g) {
+        tnt__error(TNT_ERR_ARG, "%s: %s is NULL", who, layer ? "graph" : "layer");
+        if (layer && layer->refs == 0) tnt_layer_free(layer);
+        return bad;
+    }
+    if (take_layer(g, layer, who) != TNT_OK) return bad;
+    tnt_ktensor parts[3] = {query, value, key.id < 0 ? value : key};
+    int in[TNT_MAX_LAYER_INPUTS], n = 0;
+    for (int k = 0; k < 3; k++) {
+        if (check_tensor(g, parts[k], who, k) != TNT_OK) return bad;
+        in[n++] = parts[k].id;
+    }
+    bool has_attention = attention_mask.id >= 0;
+    if (has_attention) {
+        if (check_tensor(g, attention_mask, who, 3) != TNT_OK) return bad;
+        in[n++] = attention_mask.id;
+    }
+    /* Keras: the query's mask, and the key's (or else the value's) mask */
+    int qmask = g->mask[query.id];
+    int vmask = key.id >= 0 && g->mask[key.id] >= 0 ? g->mask[key.id] : g->mask[value.id];
+    if (qmask >= 0) in[n++] = qmask;
+    if (vmask >= 0) in[n++] = vmask;
+    if (!layer->built &&
+        tnt__attention_configure(layer, has_attention, qmask >= 0, vmask >= 0, use_causal_mask) != TNT_OK)
+        return bad;
+    tnt_ktensor out = add_call(g, layer, n, in, false);
+    if (out.id >= 0) g->mask[out.id] = qmask; /* Keras: the output keeps the query's mask */
+    return out;
+}
+
+static bool is_hidden(const tnt_model *m, const tnt_layer *l) {
+    for (int i = 0; i < m->n_hidden; i++)
+        if (m->hidden[i] == l) return true;
+    return false;
+}
+
+tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tnt_ktensor *inputs,
+                          tnt_ktensor *outputs) {
+    const char *who = "call_model";
+    if (!g || !inner || !inputs || !outputs) return tnt__error(TNT_ERR_ARG, "%s: NULL argument", who);
+    if (!inner->has_input_shape)
+        return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" has no input shape yet", who, inner->name);
+    if (n_inputs != inner->n_inputs)
+        return tnt__error(TNT_ERR_ARG, "%s: model \"%s\" has %d inputs, called on %d", who, inner->name,
+                          inner->n_inputs, n_inputs);
+    int *map = tnt__calloc((size_t)inner->n_tensors, sizeof *map);
+    if (!map) return TNT_ERR_NOMEM;
+    tnt_status s = TNT_OK;
+    for (int t = 0; t < inner->n_tensors; t++) map[t] = -1;
+    for (int k = 0; k < n_inputs && s == TNT_OK; k++) {
+        if ((s = check_tensor(g, inputs[k], who, k)) != TNT_OK) break;
+        tnt_shape want = inner->tensor_shape[inner->inputs[k]], got = g->m->tensor_shape[inputs[k].id];
+        if (!tnt__shape_equal(want, got)) {
+            char a[96], b[96];
+            s = tnt__error(TNT_ERR_SHAPE, "%s: model \"%s\" input %d has shape %s, called on %s", who, inner->name, k,
+                           tnt_shape_str(want, a, sizeof a), tnt_shape_str(got, b, sizeof b));
+        }
+        map[inner->inputs[k]] = inputs[k].id;
+    }
+    /* the inner nodes join the graph with the same layers; input layers are skipped */
+    for (int i = 0; i < inner->n_nodes && s == TNT_OK; i++) {
+        const tnt__node *n = &inner->nodes[i];
+        if (tnt__is_input_layer(n->layer)) {
+            map[n->out] = map[n->in[0]];
+            continue;
+        }
+        bool hidden = is_hidden(inner, n->layer);
+        if ((s = tnt__model_own_layer(g->m, n->layer, hidden)) != TNT_OK) break;
+        int in[TNT_MAX_LAYER_INPUTS];
+        for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
+        int out = tnt__model_add_node(g->m, n->layer, n->n_in, in);
+        if (out < 0 || !track(g, out, -1, hidden)) {
+            s = out < 0 ? tnt__error_prefix(TNT_ERR_SHAPE, "%s: model \"%s\": ", who, inner->name) : TNT_ERR_NOMEM;
+            break;
+        }
+        if (n->layer->ops->supports_masking) g->mask[out] = g->mask[in[0]];
+        map[n->out] = out;
+    }
+    for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};
+    free(map);
+    return s;
+}
+
+tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t) {
+    if (!g || t.id < 0 || t.id >= g->m->n_tensors) return (tnt_shape){0};
+    return g->m->tensor_shape[t.id];
+}
+
+/* ---- cutting a model out of the graph ---------------------------------------------------- */
+
+tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs, int n_outputs,
+                          const tnt_ktensor *outputs, const char *name) {
+    const char *who = "functional";
+    if (!g || !inputs || !outputs) {
+        tnt__error(TNT_ERR_ARG, "%s: NULL argument", who);
+        return NULL;
+    }
+    if (n_inputs < 1 || n_inputs > TNT_MAX_IO || n_outputs < 1 || n_outputs > TNT_MAX_IO) {
+        tnt__error(TNT_ERR_ARG, "%s: %d inputs and %d outputs (expected 1..%d of each)", who, n_inputs, n_outputs, TNT_MAX_IO);
+        return NULL;
+    }
+    const tnt_model *gm = g->m;
+    for (int k = 0; k < n_outputs; k++) {
+        if (check_tensor(g, outputs[k], who, k) != TNT_OK) return NULL;
+        for (int j = 0; j < k; j++)
+            if (outputs[j].id == outputs[k].id) {
+                tnt__error(TNT_ERR_ARG, "%s: output %d repeats output %d", who, k, j);
+                return NULL;
+            }
+    }
+    /* the graph input behind each model input: the InputLayer node's outer tensor */
+    int ext[TNT_MAX_IO];
+    for (int k = 0; k < n_inputs; k++) {
+        ext[k] = -1;
+        if (check_tensor(g, inputs[k], who, k) != TNT_OK) return NULL;
+        for (int i = 0; i < gm->n_nodes; i++)
+            if (gm->nodes[i].out == inputs[k].id && tnt__is_input_layer(gm->nodes[i].layer)) ext[k] = gm->nodes[i].in[0];
+        if (ext[k] < 0) {
+            tnt__error(TNT_ERR_ARG, "%s: input %d is not made by tnt_graph_input", who, k);
+            return NULL;
+        }
+    }
+    bool *need = tnt__calloc((size_t)gm->n_tensors + (size_t)gm->n_nodes, sizeof *need);
+    int *map = tnt__calloc((size_t)gm->n_tensors, sizeof *map);
+    tnt_model *m = tnt__functional_new(name);
+    if (!need || !map || !m) goto fail;
+    bool *node_needed = need + gm->n_tensors;
+    for (int k = 0; k < n_outputs; k++) need[outputs[k].id] = true;
+    for (int i = gm->n_nodes - 1; i >= 0; i--) {
+        const tnt__node *n = &gm->nodes[i];
+        if (!need[n->out]) continue;
+        node_needed[i] = true;
+        if (tnt__is_input_layer(n->layer)) {
+            bool given = false;
+            for (int k = 0; k < n_inputs; k++) given |= inputs[k].id == n->out;
+            if (!given) {
+                tnt__error(TNT_ERR_ARG, "%s: the outputs depend on input \"%s\", which is not among the model's inputs",
+                           who, n->layer->name);
+                goto fail;
+            }
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++) need[n->in[k]] = true;
+    }
+    for (int t = 0; t < gm->n_tensors; t++) map[t] = -1;
+    m->n_inputs = n_inputs;
+    for (int k = 0; k < n_inputs; k++) {
+        for (int j = 0; j < k; j++)
+            if (ext[j] == ext[k]) {
+                tnt__error(TNT_ERR_ARG, "%s: input %d repeats input %d", who, k, j);
+                goto fail;
+            }
+        if ((map[ext[k]] = m->inputs[k] = tnt__model_add_tensor(m, gm->tensor_shape[ext[k]])) < 0) goto fail;
+    }
+    for (int i = 0; i < gm->n_nodes; i++) {
+        const tnt__node *n = &gm->nodes[i];
+        if (!node_needed[i]) continue;
+        tnt_layer *l = n->layer;
+        if (!is_hidden(gm, l) && tnt_model_get_layer(m, l->name) && tnt_model_get_layer(m, l->name) != l) {
+            tnt__error(TNT_ERR_ARG, "%s: two layers are named \"%s\" (names must be unique in a model)", who, l->name);
+            goto fail;
+        }
+        if (tnt__model_own_layer(m, l, is_hidden(gm, l)) != TNT_OK) goto fail;
+        int in[TNT_MAX_LAYER_INPUTS];
+        for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
+        if ((map[n->out] = tnt__model_add_node(m, l, n->n_in, in)) < 0) goto fail;
+    }
+    m->n_outputs = n_outputs;
+    for (int k = 0; k < n_outputs; k++) m->outputs[k] = map[outputs[k].id];
+    tnt__model_set_io_shapes(m);
+    free(need);
+    free(map);
+    return m;
+fail:
+    free(need);
+    free(map);
+    tnt_model_free(m);
+    return NULL;
+}

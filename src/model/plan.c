@@ -1,0 +1,392 @@
+/* plan.c: execution plans and the forward and backward passes over the model's graph.
+ *
+ * A plan fixes, for one batch size, each node's layer plan and workspace and the arena offsets
+ * of every tensor's value and gradient. Forward values are all kept (backward reads them).
+ * Gradients live only from the backward of a tensor's last consumer to that of its producer, so
+ * their storage is assigned by simulating backward once with a first-fit allocator: for a chain
+ * this gives the two ping-pong buffers of a Sequential model, and for ResNet-style graphs a few
+ * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
+ * order writes it in place, later ones write a temporary that is added. */
+#include "model/model.h"
+#include "dist/dist.h"
+
+#include <stdio.h>
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static size_t tensor_bytes(const tnt_model *m, int t, int64_t batch) {
+    return (size_t)(batch * tnt_shape_numel(m->tensor_shape[t])) * sizeof(float);
+}
+
+static void plan_free(tnt_model *m, tnt__plan *p) {
+    if (p->layer_plans)
+        for (int i = 0; i < m->n_nodes; i++)
+            if (p->layer_plans[i] && m->nodes[i].layer->ops->plan_destroy)
+                m->nodes[i].layer->ops->plan_destroy(p->layer_plans[i]);
+    free(p->layer_plans);
+    free(p->ws_offset);
+    free(p->act_offset);
+    free(p->act_is_input);
+    free(p->grad_offset);
+    free(p->dx_offset);
+    free(p->dx_mode);
+    memset(p, 0, sizeof *p);
+}
+
+void tnt__model_clear_plans(tnt_model *m) {
+    for (int i = 0; i < TNT_PLAN_CACHE; i++) plan_free(m, &m->plans[i]);
+}
+
+/* ---- first-fit allocator of gradient storage --------------------------------------------- */
+
+typedef struct block {
+    size_t off, size;
+} block;
+
+typedef struct galloc {
+    block *live; /* sorted by offset */
+    int n, cap;
+    size_t peak;
+} galloc;
+
+static bool galloc_take(galloc *g, size_t size, size_t *off) {
+    size = align64(size ? size : 1);
+    size_t at = 0;
+    int i = 0;
+    for (; i < g->n; i++) {
+        if (g->live[i].off >= at + size) break;
+        at = TNT_MAX(at, g->live[i].off + g->live[i].size);
+    }
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 16;
+        block *nb = realloc(g->live, (size_t)cap * sizeof *nb);
+        if (!nb) return false;
+        g->live = nb;
+        g->cap = cap;
+    }
+    memmove(g->live + i + 1, g->live + i, (size_t)(g->n - i) * sizeof *g->live);
+    g->live[i] = (block){at, size};
+    g->n++;
+    g->peak = TNT_MAX(g->peak, at + size);
+    *off = at;
+    return true;
+}
+
+static void galloc_release(galloc *g, size_t off) {
+    for (int i = 0; i < g->n; i++)
+        if (g->live[i].off == off) {
+            memmove(g->live + i, g->live + i + 1, (size_t)(g->n - i - 1) * sizeof *g->live);
+            g->n--;
+            return;
+        }
+}
+
+/* needs_grad[t]: some trainable weight lies upstream of tensor t, so backward must reach it. */
+static void compute_needs_grad(const tnt_model *m, bool *needs_grad) {
+    memset(needs_grad, 0, (size_t)m->n_tensors * sizeof *needs_grad);
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        bool need = tnt__layer_has_trainable(n->layer);
+        for (int k = 0; k < n->n_in; k++) need |= needs_grad[n->in[k]];
+        needs_grad[n->out] = need;
+    }
+}
+
+#define DX(p, node, k) ((size_t)(node) * TNT_MAX_LAYER_INPUTS + (size_t)(k))
+
+/* Assigns gradient storage by walking backward; offsets are relative to base. */
+static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t *bytes) {
+    bool *needs = tnt__calloc((size_t)m->n_tensors, 2 * sizeof(bool));
+    if (!needs) return TNT_ERR_NOMEM;
+    bool *assigned = needs + m->n_tensors;
+    compute_needs_grad(m, needs);
+    galloc g = {0};
+    tnt_status s = TNT_OK;
+    size_t off;
+    for (int k = 0; k < m->n_outputs; k++) {
+        int t = m->outputs[k];
+        if (!galloc_take(&g, tensor_bytes(m, t, p->batch), &off)) goto nomem;
+        p->grad_offset[t] = off;
+        assigned[t] = true;
+    }
+    for (int i = m->n_nodes - 1; i >= 0; i--) {
+        const tnt__node *n = &m->nodes[i];
+        if (!needs[n->out]) continue;
+        size_t temps[TNT_MAX_LAYER_INPUTS];
+        int n_temps = 0;
+        bool transferred = false;
+        for (int k = 0; k < n->n_in; k++) {
+            int t = n->in[k];
+            signed char *mode = &p->dx_mode[DX(p, i, k)];
+            if (!needs[t]) {
+                *mode = 0;
+            } else if (n->layer->ops->is_view && !assigned[t]) {
+                *mode = 3; /* dx is dy: the input takes over the output's gradient storage */
+                p->grad_offset[t] = p->grad_offset[n->out];
+                assigned[t] = transferred = true;
+            } else if (!assigned[t]) {
+                if (!galloc_take(&g, tensor_bytes(m, t, p->batch), &off)) goto nomem;
+                *mode = 1;
+                p->grad_offset[t] = p->dx_offset[DX(p, i, k)] = off;
+                assigned[t] = true;
+            } else {
+                *mode = 2;
+                if (!n->layer->ops->is_view) {
+                    if (!galloc_take(&g, tensor_bytes(m, t, p->batch), &off)) goto nomem;
+                    p->dx_offset[DX(p, i, k)] = temps[n_temps++] = off;
+                }
+            }
+        }
+        for (int k = 0; k < n_temps; k++) galloc_release(&g, temps[k]);
+        if (!transferred) galloc_release(&g, p->grad_offset[n->out]);
+    }
+    for (int t = 0; t < m->n_tensors; t++) p->grad_offset[t] += base;
+    for (int i = 0; i < m->n_nodes * TNT_MAX_LAYER_INPUTS; i++) p->dx_offset[i] += base;
+    *bytes = g.peak;
+    goto done;
+nomem:
+    s = tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory planning gradients", m->name);
+done:
+    free(g.live);
+    free(needs);
+    return s;
+}
+
+static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
+    int N = m->n_nodes, T = m->n_tensors;
+    p->batch = batch;
+    p->layer_plans = tnt__calloc((size_t)N, sizeof(void *));
+    p->ws_offset = tnt__calloc((size_t)N, sizeof(size_t));
+    p->act_offset = tnt__calloc((size_t)T, sizeof(size_t));
+    p->act_is_input = tnt__calloc((size_t)T, sizeof(bool));
+    p->grad_offset = tnt__calloc((size_t)T, sizeof(size_t));
+    p->dx_offset = tnt__calloc((size_t)N * TNT_MAX_LAYER_INPUTS, sizeof(size_t));
+    p->dx_mode = tnt__calloc((size_t)N * TNT_MAX_LAYER_INPUTS, 1);
+    if (!p->layer_plans || !p->ws_offset || !p->act_offset || !p->act_is_input || !p->grad_offset ||
+        !p->dx_offset || !p->dx_mode)
+        return TNT_ERR_NOMEM;
+    size_t off = 0;
+    /* forward values: a single input is read from the caller's buffer; several are unpacked */
+    for (int t = 0; t < T; t++) {
+        if (m->tensor_alias[t] != t) continue;
+        bool is_input = false;
+        for (int k = 0; k < m->n_inputs; k++) is_input |= m->inputs[k] == t;
+        if (is_input && m->n_inputs == 1) {
+            p->act_is_input[t] = true;
+            continue;
+        }
+        p->act_offset[t] = off;
+        off += align64(tensor_bytes(m, t, batch));
+    }
+    for (int t = 0; t < T; t++) {
+        p->act_offset[t] = p->act_offset[m->tensor_alias[t]];
+        p->act_is_input[t] = p->act_is_input[m->tensor_alias[t]];
+    }
+    for (int i = 0; i < N; i++) {
+        tnt_layer *l = m->nodes[i].layer;
+        if (l->ops->plan_create) {
+            p->layer_plans[i] = l->ops->plan_create(l, batch);
+            if (!p->layer_plans[i])
+                return tnt__error_prefix(TNT_ERR_BACKEND, "model \"%s\": layer \"%s\" (%s), batch %lld: ",
+                                         m->name, l->name, l->ops->class_name, (long long)batch);
+        }
+        if (l->ops->workspace_size) {
+            p->ws_offset[i] = off;
+            off += align64(l->ops->workspace_size(l, p->layer_plans[i], batch));
+        }
+    }
+    for (int k = 0; k < m->n_outputs; k++) {
+        p->preact_offset[k] = off;
+        off += align64(tensor_bytes(m, m->outputs[k], batch));
+    }
+    p->packed_offset = off;
+    if (m->n_outputs > 1) off += align64((size_t)(batch * tnt__model_output_size(m)) * sizeof(float));
+    size_t grad_bytes = 0;
+    tnt_status s = plan_gradients(m, p, off, &grad_bytes);
+    if (s != TNT_OK) return s;
+    off += grad_bytes;
+    p->arena_bytes = off;
+    if (off > m->arena_bytes) {
+        tnt__free(m->arena);
+        m->arena_bytes = 0;
+        m->arena = tnt__alloc(off);
+        if (!m->arena) return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory for a %zu-byte arena (batch %lld)",
+                                         m->name, off, (long long)batch);
+        m->arena_bytes = off;
+    }
+    return TNT_OK;
+}
+
+tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
+    tnt__plan *victim = &m->plans[0];
+    for (int i = 0; i < TNT_PLAN_CACHE; i++) {
+        tnt__plan *p = &m->plans[i];
+        if (p->batch == batch && p->layer_plans) {
+            p->last_use = ++m->plan_clock;
+            return p;
+        }
+        if (p->last_use < victim->last_use) victim = p;
+    }
+    plan_free(m, victim);
+    if (plan_init(m, victim, batch) != TNT_OK) {
+        plan_free(m, victim);
+        return NULL;
+    }
+    victim->last_use = ++m->plan_clock;
+    return victim;
+}
+
+/* ---- execution --------------------------------------------------------------------------- */
+
+static float *at(tnt_model *m, size_t off) { return (float *)((char *)m->arena + off); }
+
+static float *act(tnt_model *m, tnt__plan *p, int t, const float *x) {
+    return p->act_is_input[t] ? (float *)x : at(m, p->act_offset[t]);
+}
+
+static int output_index(const tnt_model *m, int t) {
+    for (int k = 0; k < m->n_outputs; k++)
+        if (m->outputs[k] == t) return k;
+    return -1;
+}
+
+float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x) { return act(m, p, m->outputs[k], x); }
+float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k) { return at(m, p->grad_offset[m->outputs[k]]); }
+float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x) {
+    return m->fused_output_loss[k] ? at(m, p->preact_offset[k]) : tnt__plan_output(m, p, k, x);
+}
+
+/* Copies between the per-sample packed layout and one (batch, numel) array per tensor. */
+static void repack(tnt_model *m, tnt__plan *p, int n, const int *ids, float *packed, const float *x, bool unpack) {
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) total += tnt_shape_numel(m->tensor_shape[ids[k]]);
+    int64_t col = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t c = tnt_shape_numel(m->tensor_shape[ids[k]]);
+        float *t = act(m, p, ids[k], x);
+        for (int64_t i = 0; i < p->batch; i++) {
+            if (unpack) memcpy(t + i * c, packed + i * total + col, (size_t)c * sizeof(float));
+            else memcpy(packed + i * total + col, t + i * c, (size_t)c * sizeof(float));
+        }
+        col += c;
+    }
+}
+
+tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training, float **out) {
+    uint64_t step_seed = tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(m->step + 1)));
+    if (training) m->step++;
+    if (m->n_inputs > 1) repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        tnt_layer *l = n->layer;
+        if (l->ops->is_view) continue;
+        const float *xs[TNT_MAX_LAYER_INPUTS];
+        for (int k = 0; k < n->n_in; k++) xs[k] = act(m, p, n->in[k], x);
+        int ok = output_index(m, n->out);
+        tnt__fwd_args a = {
+            .batch = p->batch,
+            .x = xs[0],
+            .n_inputs = n->n_in,
+            .xs = xs,
+            .y = act(m, p, n->out, x),
+            .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p->preact_offset[ok]) : NULL,
+            .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
+            .training = training,
+            .seed = step_seed,
+            .sample_offset = m->sample_offset,
+            .parallel = m->parallel_step,
+        };
+        tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
+        if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
+    }
+    if (m->n_outputs == 1) {
+        *out = tnt__plan_output(m, p, 0, x);
+    } else {
+        *out = at(m, p->packed_offset);
+        repack(m, p, m->n_outputs, m->outputs, *out, x, false);
+    }
+    return TNT_OK;
+}
+
+static void add_into(float *dst, const float *src, int64_t n) {
+#pragma omp parallel for simd if (n > 65536) schedule(static)
+    for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* Backward of one node whose weight gradients must be added to an earlier call's (a shared
+ * layer): its trainable weights point at scratch during the call. */
+static tnt_status backward_shared(tnt_model *m, tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    float *real[TNT_MAX_LAYER_WEIGHTS] = {0};
+    int64_t off = 0;
+    for (int j = 0; j < l->n_weights; j++) {
+        tnt__weight *w = &l->weights[j];
+        if (!w->trainable) continue;
+        real[j] = w->grad;
+        w->grad = m->shared_scratch + off;
+        off += tnt_shape_numel(w->shape);
+    }
+    tnt_status s = l->ops->backward(l, plan, a);
+    for (int j = 0; j < l->n_weights; j++) {
+        tnt__weight *w = &l->weights[j];
+        if (!w->trainable) continue;
+        if (s == TNT_OK) add_into(real[j], w->grad, tnt_shape_numel(w->shape));
+        w->grad = real[j];
+    }
+    return s;
+}
+
+tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x) {
+    bool needs_stack[256];
+    bool *needs = m->n_tensors <= 256 ? needs_stack : tnt__calloc((size_t)m->n_tensors, sizeof *needs);
+    if (!needs) return TNT_ERR_NOMEM;
+    compute_needs_grad(m, needs);
+    tnt_status s = TNT_OK;
+    int64_t ready = 0;
+    for (int i = m->n_nodes - 1; i >= 0 && s == TNT_OK; i--) {
+        const tnt__node *n = &m->nodes[i];
+        tnt_layer *l = n->layer;
+        if (!needs[n->out]) continue;
+        const float *dy = at(m, p->grad_offset[n->out]);
+        int64_t numel = p->batch * tnt_shape_numel(m->tensor_shape[n->out]);
+        if (l->ops->is_view) { /* dx is dy, already in place unless it must be added */
+            if (p->dx_mode[DX(p, i, 0)] == 2) add_into(at(m, p->grad_offset[n->in[0]]), dy, numel);
+            continue;
+        }
+        const float *xs[TNT_MAX_LAYER_INPUTS];
+        float *dxs[TNT_MAX_LAYER_INPUTS];
+        for (int k = 0; k < n->n_in; k++) {
+            xs[k] = act(m, p, n->in[k], x);
+            dxs[k] = p->dx_mode[DX(p, i, k)] ? at(m, p->dx_offset[DX(p, i, k)]) : NULL;
+        }
+        int ok = output_index(m, n->out);
+        tnt__bwd_args a = {
+            .batch = p->batch,
+            .x = xs[0],
+            .y = act(m, p, n->out, x),
+            .dy = dy,
+            .dx = dxs[0],
+            .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
+            .dy_is_preact = ok >= 0 && m->fused_output_loss[ok],
+            .sample_offset = m->sample_offset,
+            .n_inputs = n->n_in,
+            .xs = xs,
+            .dxs = dxs,
+            .parallel = m->parallel_step,
+        };
+        s = n->first_backward ? l->ops->backward(l, p->layer_plans[i], &a)
+                              : backward_shared(m, l, p->layer_plans[i], &a);
+        if (s != TNT_OK) {
+            s = tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
+            break;
+        }
+        for (int k = 0; k < n->n_in; k++)
+            if (p->dx_mode[DX(p, i, k)] == 2)
+                add_into(at(m, p->grad_offset[n->in[k]]), dxs[k], p->batch * tnt_shape_numel(m->tensor_shape[n->in[k]]));
+        if (m->reducer && n->grad_end > ready) {
+            tnt__reducer_ready(m->reducer, n->grad_end);
+            ready = n->grad_end;
+        }
+    }
+    if (needs != needs_stack) free(needs);
+    return s;
+}
