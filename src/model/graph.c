@@ -44,13 +44,6 @@ static const tnt__layer_ops mask_ops = {
     .backward = mask_backward,
 };
 
-/* Fallbacks until the Embedding and MultiHeadAttention layers are linked in. TEMPORARY. */
-__attribute__((weak)) bool tnt__embedding_mask_zero(const tnt_layer *l) { (void)l; return false; }
-__attribute__((weak)) tnt_status tnt__attention_configure(tnt_layer *l, bool a, bool q, bool v, bool c) {
-    (void)a, (void)q, (void)v, (void)c;
-    return tnt__error(TNT_ERR_UNSUPPORTED, "layer \"%s\": not an attention layer", l->name);
-}
-
 /* ---- names ------------------------------------------------------------------------------- */
 
 /* Keras's process-wide counters per class: "dense", "dense_1", ... so that layers of different
