@@ -14,28 +14,17 @@
  * 100 KB for LeNet-5's conv2 (~0.05 ms).
  * Padding "same" is TensorFlow's: total = max((ceil(in/s)-1)*s + (k-1)*d+1 - in, 0), the extra
  * row/column at the bottom/right. oneDNN dilation is 0-based (d-1). */
+#include "layers/conv2d.h"
 #include "layers/fused.h"
 
 #include <stdio.h>
 
 /* ---- configuration ------------------------------------------------------------------------ */
 
-typedef struct conv_cfg {
-    int filters, kh, kw;
-    int sh, sw;  /* strides */
-    int dh, dw;  /* dilation (1-based, Keras) */
-    tnt_padding padding;
-    bool use_bias;
-    bool one_d; /* Conv1D: (steps, channels) inputs run as height-1 images, kernel (1, k) */
-    tnt_initializer kernel_init, bias_init;
-    /* from build */
-    int64_t ih, iw, ic, oh, ow;
-    int64_t pad_t, pad_l, pad_b, pad_r;
-} conv_cfg;
+typedef tnt__conv_cfg conv_cfg; /* conv2d.h */
 
-/* Output size and padding along one axis; false when the output would be empty. */
-static bool conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *out, int64_t *pl,
-                      int64_t *pr) {
+bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *out, int64_t *pl,
+                    int64_t *pr) {
     int64_t ek = (int64_t)(k - 1) * d + 1; /* effective (dilated) kernel extent */
     if (pad == TNT_PADDING_SAME) {
         *out = (in + s - 1) / s;
@@ -84,7 +73,7 @@ static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
         c->ow = (c->iw - 1) / c->sw + 1;
         ok = true;
     } else {
-        ok = conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r);
+        ok = tnt__conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r);
     }
     if (!ok)
         return tnt__error(TNT_ERR_SHAPE,
@@ -110,8 +99,8 @@ static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     c->ih = in.dim[0];
     c->iw = in.dim[1];
     c->ic = in.dim[2];
-    if (!conv_axis(c->ih, c->kh, c->sh, c->dh, c->padding, &c->oh, &c->pad_t, &c->pad_b) ||
-        !conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
+    if (!tnt__conv_axis(c->ih, c->kh, c->sh, c->dh, c->padding, &c->oh, &c->pad_t, &c->pad_b) ||
+        !tnt__conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
         return tnt__error(TNT_ERR_SHAPE,
                           "Conv2D \"%s\": input shape %s is smaller than the kernel (%d, %d) with "
                           "dilation (%d, %d) and padding \"valid\": output would be (%lld, %lld, %d)",
@@ -155,8 +144,14 @@ static tnt_status conv_mds_init(const conv_cfg *c, int64_t batch, conv_mds *m) {
                 wd = {c->filters, c->ic, c->kh, c->kw}, bd = {c->filters};
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, dnnl_nhwc));
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dnnl_f32, dnnl_nhwc));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 4, wd, dnnl_f32, dnnl_format_tag_any));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 4, wd, dnnl_f32, dnnl_hwio));
+    if (c->groups > 1) { /* (g, filters/g, ic/g, kh, kw); Keras's (kh, kw, ic/g, filters) is hwigo */
+        dnnl_dims_t gd = {c->groups, c->filters / c->groups, c->ic / c->groups, c->kh, c->kw};
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 5, gd, dnnl_f32, dnnl_format_tag_any));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 5, gd, dnnl_f32, dnnl_hwigo));
+    } else {
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 4, wd, dnnl_f32, dnnl_format_tag_any));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 4, wd, dnnl_f32, dnnl_hwio));
+    }
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->b, 1, bd, dnnl_f32, dnnl_a));
     memset(m->strides, 0, sizeof m->strides);
     memset(m->dil, 0, sizeof m->dil);
@@ -238,7 +233,7 @@ fail:
     return status;
 }
 
-static void conv_plan_destroy(void *plan) {
+void tnt__conv_plan_destroy(void *plan) {
     conv_plan *p = plan;
     if (!p) return;
     tnt__prim_destroy(&p->fwd);
@@ -267,7 +262,7 @@ static tnt_status weight_reorder(tnt__reorder *r, float **buf, const dnnl_memory
     return *buf ? TNT_OK : TNT_ERR_NOMEM;
 }
 
-static void *conv_plan_create(tnt_layer *l, int64_t batch) {
+void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
     conv_cfg *c = l->priv;
     tnt_status status = TNT_OK;
     conv_plan *p = tnt__calloc(1, sizeof *p);
@@ -314,15 +309,15 @@ static void *conv_plan_create(tnt_layer *l, int64_t batch) {
     return p;
 fail:
     (void)status;
-    conv_plan_destroy(p);
+    tnt__conv_plan_destroy(p);
     return NULL;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
 /* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already reordered into
- * the forward layout by conv_forward. A fused plan's variant without the post-op is made on first
- * use: it is needed only when the model asks a fused layer for its pre-activation. */
+ * the forward layout by tnt__conv_forward. A fused plan's variant without the post-op is made on
+ * first use: it is needed only when the model asks a fused layer for its pre-activation. */
 static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
     conv_plan *p = plan;
     conv_cfg *c = l->priv;
@@ -350,13 +345,13 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
     return tnt__prim_exec(prim, n, args);
 }
 
-static size_t conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
     return tnt__fused_workspace_size(l, batch);
 }
 
 /* x: (batch, ih, iw, ic); y, preact: (batch, oh, ow, filters) */
-static tnt_status conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     conv_plan *p = plan;
     tnt_status status;
     if (p->w_fwd.prim &&
@@ -368,7 +363,7 @@ static tnt_status conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
 /* ---- backward ----------------------------------------------------------------------------- */
 
 /* x: (batch, ih, iw, ic); y, dy: (batch, oh, ow, filters); dx: like x, or NULL */
-static tnt_status conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     conv_plan *p = plan;
     conv_cfg *c = l->priv;
     tnt_status status;
@@ -415,57 +410,55 @@ static void conv_destroy(tnt_layer *l) { free(l->priv); }
 static const tnt__layer_ops conv2d_ops = {
     .class_name = "Conv2D",
     .build = conv_build,
-    .plan_create = conv_plan_create,
-    .plan_destroy = conv_plan_destroy,
-    .workspace_size = conv_workspace_size,
-    .forward = conv_forward,
-    .backward = conv_backward,
+    .plan_create = tnt__conv_plan_create,
+    .plan_destroy = tnt__conv_plan_destroy,
+    .workspace_size = tnt__conv_workspace_size,
+    .forward = tnt__conv_forward,
+    .backward = tnt__conv_backward,
     .destroy = conv_destroy,
 };
 
 static const tnt__layer_ops conv1d_ops = {
     .class_name = "Conv1D",
     .build = conv1d_build,
-    .plan_create = conv_plan_create,
-    .plan_destroy = conv_plan_destroy,
-    .workspace_size = conv_workspace_size,
-    .forward = conv_forward,
-    .backward = conv_backward,
+    .plan_create = tnt__conv_plan_create,
+    .plan_destroy = tnt__conv_plan_destroy,
+    .workspace_size = tnt__conv_workspace_size,
+    .forward = tnt__conv_forward,
+    .backward = tnt__conv_backward,
     .destroy = conv_destroy,
 };
 
-/* The checks both constructors share, then the layer; cls names the class in messages. */
+/* The checks every constructor shares; cls names the class in messages. */
+tnt_status tnt__conv_opts(const char *cls, conv_cfg *cfg, const tnt_layer_opts *o) {
+    if ((cfg->sh > 1 || cfg->sw > 1) && (cfg->dh > 1 || cfg->dw > 1)) {
+        if (cfg->one_d)
+            return tnt__error(TNT_ERR_ARG, "%s: strides %d with dilation_rate %d (Keras allows strides > 1 or "
+                              "dilation_rate > 1, not both)", cls, cfg->sw, cfg->dw);
+        return tnt__error(TNT_ERR_ARG, "%s: strides (%d, %d) with dilation_rate (%d, %d) (Keras allows "
+                          "strides > 1 or dilation_rate > 1, not both)", cls, cfg->sh, cfg->sw, cfg->dh, cfg->dw);
+    }
+    bool causal_ok = cfg->one_d && o->padding == TNT_PADDING_CAUSAL;
+    if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME && !causal_ok)
+        return tnt__error(TNT_ERR_ARG, "%s: padding %d (expected TNT_PADDING_VALID, TNT_PADDING_SAME%s)", cls,
+                          (int)o->padding, cfg->one_d ? " or TNT_PADDING_CAUSAL" : "");
+    if ((unsigned)o->activation >= TNT_ACT_COUNT)
+        return tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation,
+                          TNT_ACT_COUNT - 1);
+    if ((unsigned)o->kernel_initializer > TNT_INIT_ONES || (unsigned)o->bias_initializer > TNT_INIT_ONES)
+        return tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
+                          (int)o->bias_initializer, (int)TNT_INIT_ONES);
+    cfg->padding = o->padding;
+    cfg->use_bias = !o->no_bias;
+    cfg->kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
+    cfg->bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
+    return TNT_OK;
+}
+
+/* The shared checks, then the layer. */
 static tnt_layer *conv_new(const char *cls, const tnt__layer_ops *ops, conv_cfg cfg,
                            const tnt_layer_opts *o) {
-    if ((cfg.sh > 1 || cfg.sw > 1) && (cfg.dh > 1 || cfg.dw > 1)) {
-        if (cfg.one_d)
-            tnt__error(TNT_ERR_ARG, "%s: strides %d with dilation_rate %d (Keras allows strides > 1 or "
-                       "dilation_rate > 1, not both)", cls, cfg.sw, cfg.dw);
-        else
-            tnt__error(TNT_ERR_ARG, "%s: strides (%d, %d) with dilation_rate (%d, %d) (Keras allows "
-                       "strides > 1 or dilation_rate > 1, not both)", cls, cfg.sh, cfg.sw, cfg.dh, cfg.dw);
-        return NULL;
-    }
-    bool causal_ok = cfg.one_d && o->padding == TNT_PADDING_CAUSAL;
-    if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME && !causal_ok) {
-        tnt__error(TNT_ERR_ARG, "%s: padding %d (expected TNT_PADDING_VALID, TNT_PADDING_SAME%s)", cls,
-                   (int)o->padding, cfg.one_d ? " or TNT_PADDING_CAUSAL" : "");
-        return NULL;
-    }
-    if ((unsigned)o->activation >= TNT_ACT_COUNT) {
-        tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation,
-                   TNT_ACT_COUNT - 1);
-        return NULL;
-    }
-    if ((unsigned)o->kernel_initializer > TNT_INIT_ONES || (unsigned)o->bias_initializer > TNT_INIT_ONES) {
-        tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
-                   (int)o->bias_initializer, (int)TNT_INIT_ONES);
-        return NULL;
-    }
-    cfg.padding = o->padding;
-    cfg.use_bias = !o->no_bias;
-    cfg.kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
-    cfg.bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
+    if (tnt__conv_opts(cls, &cfg, o) != TNT_OK) return NULL;
     conv_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = cfg;

@@ -1,0 +1,42 @@
+/* conv2d.h: the Conv2D engine (conv2d.c) shared with the layers that run on its plans:
+ * DepthwiseConv2D (a grouped convolution) and, through it and a 1x1 Conv2D, SeparableConv2D
+ * (depthwise_conv.c). A layer using the engine has a tnt__conv_cfg as the first member of its
+ * priv, weights[0] the kernel and weights[1] the bias (when use_bias). */
+#ifndef TNT_CONV2D_H
+#define TNT_CONV2D_H
+
+#include "layers/layer.h"
+
+typedef struct tnt__conv_cfg {
+    int filters, kh, kw;
+    int sh, sw;  /* strides */
+    int dh, dw;  /* dilation (1-based, Keras) */
+    tnt_padding padding;
+    bool use_bias;
+    bool one_d; /* Conv1D: (steps, channels) inputs run as height-1 images, kernel (1, k) */
+    /* Grouped convolution when > 1 (DepthwiseConv2D: groups = ic): the kernel is Keras's
+     * (kh, kw, ic / groups, filters), output channel g * (filters / groups) + o reading input
+     * channels g * (ic / groups) ...; 0 or 1: an ordinary convolution. Set in build. */
+    int groups;
+    tnt_initializer kernel_init, bias_init;
+    /* from build */
+    int64_t ih, iw, ic, oh, ow;
+    int64_t pad_t, pad_l, pad_b, pad_r;
+} tnt__conv_cfg;
+
+/* Output size and padding along one axis (valid, or TensorFlow's same); false when the output
+ * would be empty. */
+bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *out, int64_t *pl,
+                    int64_t *pr);
+/* Checks opts (strides with dilation, padding, activation, initializers) for class cls and fills
+ * cfg's padding, use_bias and initializers (defaults resolved). */
+tnt_status tnt__conv_opts(const char *cls, tnt__conv_cfg *cfg, const tnt_layer_opts *o);
+
+/* The layer-contract functions of the engine, for a layer built as above. */
+void *tnt__conv_plan_create(tnt_layer *l, int64_t batch);
+void tnt__conv_plan_destroy(void *plan);
+size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch);
+tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
+
+#endif
