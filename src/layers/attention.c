@@ -176,8 +176,8 @@ static mha_ws ws_map(const mha_cfg *c, int64_t B, void *base) {
 /* exp(x) for the softmax: Cephes's range reduction and polynomial (about 1 ulp), written so that
  * the compiler vectorizes it; 0 below the float range (the masked scores near -1e9). */
 static inline float exp_ps(float x) {
-    const float xc = fmaxf(x, -87.0f);
-    const float n = nearbyintf(xc * 1.44269504088896341f);
+    const float xc = x > -87.0f ? x : -87.0f;
+    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -187,7 +187,7 @@ static inline float exp_ps(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } e = {.i = ((int32_t)n + 127) << 23};
+    union { int32_t i; float f; } e = {.i = ((int32_t)n + 127) * (1 << 23)};
     return x < -87.0f ? 0.0f : p * e.f;
 }
 
@@ -198,7 +198,8 @@ static void softmax_row(float *s, const float *m, int64_t n) {
     if (m)
         for (int64_t j = 0; j < n; j++) s[j] = m[j] != 0.0f ? s[j] : s[j] + -1e9f;
     float mx = s[0];
-    for (int64_t j = 1; j < n; j++) mx = fmaxf(mx, s[j]);
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 1; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; j++) {
