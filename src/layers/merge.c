@@ -1,0 +1,227 @@
+/* merge.c: the elementwise Keras merge layers Add, Subtract, Multiply, Average, Maximum and
+ * Minimum. All inputs have the same shape (Keras's broadcasting of unequal shapes is not
+ * supported), which is also the output shape; at least two inputs (Subtract: exactly two). No
+ * weights, no plan, no workspace; supports_masking as Keras (the mask of input 0 passes on).
+ *
+ * Forward follows Keras's order of operations (TensorFlow's _merge_function):
+ *   Add: ((x0 + x1) + x2) ...      Subtract: x0 - x1      Multiply: ((x0 * x1) * x2) ...
+ *   Average: (x0 + x1 + ...) / n   Maximum / Minimum: chained tf.maximum / tf.minimum
+ * Backward (each dxs[k] overwritten, or skipped when NULL):
+ *   Add: dy to every input; Subtract: dy, -dy; Average: dy / n;
+ *   Multiply: dy * the product of the other inputs (computed directly, so zeros are fine);
+ *   Maximum / Minimum: dy to one input, 0 to the others. Ties: the FIRST input (lowest index)
+ *   that holds the extreme gets all of dy. This is what Keras's chain
+ *   out = maximum(maximum(x0, x1), x2) gets from TensorFlow's gradient of tf.maximum(a, b), which
+ *   sends the gradient to a where a >= b and to b where b > a (tf.minimum: a <= b): a later input
+ *   only takes the gradient when strictly beyond everything before it. (PyTorch's torch.maximum
+ *   would split a tie in halves instead.) A NaN in any input makes the output NaN, as TF.
+ * Large tensors (ResNet-50's Add on (16, 56, 56, 256)) are split into blocks across OpenMP
+ * threads; each block runs input by input so that the inner loops vectorize. */
+#include "layers/layer.h"
+
+#include <stdio.h>
+
+typedef enum merge_op { M_ADD, M_SUB, M_MUL, M_AVG, M_MAX, M_MIN } merge_op;
+
+typedef struct merge_cfg {
+    merge_op op;
+    int n;        /* inputs, from build */
+    int64_t numel; /* per sample */
+} merge_cfg;
+
+/* Elements per block; OpenMP only when a step has more than one block's worth of work. */
+#define MERGE_BLOCK 8192
+#define MERGE_PAR_MIN 65536
+
+static tnt_status merge_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
+    merge_cfg *c = l->priv;
+    const char *cls = l->ops->class_name;
+    char a[96], b[96];
+    if (c->op == M_SUB && n != 2)
+        return tnt__error(TNT_ERR_ARG,
+                          "%s \"%s\": called on %d input(s) of shape %s%s (expected exactly 2)", cls,
+                          l->name, n, n > 0 ? tnt_shape_str(in[0], a, sizeof a) : "()", n > 1 ? ", ..." : "");
+    if (n < 2)
+        return tnt__error(TNT_ERR_ARG,
+                          "%s \"%s\": called on %d input(s) of shape %s (expected at least 2)", cls,
+                          l->name, n, n > 0 ? tnt_shape_str(in[0], a, sizeof a) : "()");
+    for (int k = 1; k < n; k++)
+        if (!tnt__shape_equal(in[k], in[0]))
+            return tnt__error(TNT_ERR_SHAPE,
+                              "%s \"%s\": input %d has shape %s but input 0 has shape %s (all inputs "
+                              "must have the same shape; broadcasting is not supported)",
+                              cls, l->name, k, tnt_shape_str(in[k], a, sizeof a),
+                              tnt_shape_str(in[0], b, sizeof b));
+    c->n = n;
+    c->numel = tnt_shape_numel(in[0]);
+    *out = in[0];
+    return TNT_OK;
+}
+
+/* y[i0, i1) from the n inputs */
+static void merge_fwd_block(merge_op op, int n, const float *const *xs, float *y, int64_t i0, int64_t i1) {
+    const float *x0 = xs[0];
+    switch (op) {
+    case M_ADD:
+    case M_AVG:
+        for (int64_t i = i0; i < i1; i++) y[i] = x0[i] + xs[1][i];
+        for (int k = 2; k < n; k++) {
+            const float *xk = xs[k];
+            for (int64_t i = i0; i < i1; i++) y[i] += xk[i];
+        }
+        if (op == M_AVG) {
+            const float fn = (float)n;
+            for (int64_t i = i0; i < i1; i++) y[i] /= fn;
+        }
+        break;
+    case M_SUB:
+        for (int64_t i = i0; i < i1; i++) y[i] = x0[i] - xs[1][i];
+        break;
+    case M_MUL:
+        for (int64_t i = i0; i < i1; i++) y[i] = x0[i] * xs[1][i];
+        for (int k = 2; k < n; k++) {
+            const float *xk = xs[k];
+            for (int64_t i = i0; i < i1; i++) y[i] *= xk[i];
+        }
+        break;
+    case M_MAX:
+        for (int64_t i = i0; i < i1; i++) y[i] = x0[i];
+        for (int k = 1; k < n; k++) {
+            const float *xk = xs[k];
+            for (int64_t i = i0; i < i1; i++) y[i] = xk[i] > y[i] || xk[i] != xk[i] ? xk[i] : y[i];
+        }
+        break;
+    case M_MIN:
+        for (int64_t i = i0; i < i1; i++) y[i] = x0[i];
+        for (int k = 1; k < n; k++) {
+            const float *xk = xs[k];
+            for (int64_t i = i0; i < i1; i++) y[i] = xk[i] < y[i] || xk[i] != xk[i] ? xk[i] : y[i];
+        }
+        break;
+    }
+}
+
+static tnt_status merge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    if (a->n_inputs != c->n || !a->xs)
+        return tnt__error(TNT_ERR_STATE, "%s \"%s\": forward with %d input(s), built for %d",
+                          l->ops->class_name, l->name, a->n_inputs, c->n);
+    const int64_t N = a->batch * c->numel, nb = (N + MERGE_BLOCK - 1) / MERGE_BLOCK;
+    const merge_op op = c->op;
+    const int n = c->n;
+    const float *const *xs = a->xs;
+    float *y = a->y;
+#pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
+        merge_fwd_block(op, n, xs, y, i0, i1);
+    }
+    if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)N * sizeof(float));
+    return TNT_OK;
+}
+
+/* dxs[k][i0, i1) for every requested k */
+static void merge_bwd_block(merge_op op, int n, const float *const *xs, const float *dy, float *const *dxs,
+                            int64_t i0, int64_t i1) {
+    switch (op) {
+    case M_ADD:
+    case M_SUB:
+    case M_AVG: {
+        const float inv = op == M_AVG ? 1.0f / (float)n : 1.0f;
+        for (int k = 0; k < n; k++) {
+            float *g = dxs[k];
+            if (!g) continue;
+            if (op == M_ADD) memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
+            else if (op == M_SUB && k == 0) memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
+            else if (op == M_SUB) for (int64_t i = i0; i < i1; i++) g[i] = -dy[i];
+            else for (int64_t i = i0; i < i1; i++) g[i] = dy[i] * inv;
+        }
+        break;
+    }
+    case M_MUL:
+        for (int k = 0; k < n; k++) {
+            float *g = dxs[k];
+            if (!g) continue;
+            memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
+            for (int j = 0; j < n; j++) {
+                if (j == k) continue;
+                const float *xj = xs[j];
+                for (int64_t i = i0; i < i1; i++) g[i] *= xj[i];
+            }
+        }
+        break;
+    case M_MAX:
+    case M_MIN: {
+        const bool is_max = op == M_MAX;
+        for (int64_t i = i0; i < i1; i++) {
+            float best = xs[0][i];
+            int arg = 0;
+            for (int k = 1; k < n; k++) {
+                float v = xs[k][i];
+                if (is_max ? v > best : v < best) best = v, arg = k; /* strict: ties stay earlier */
+            }
+            for (int k = 0; k < n; k++)
+                if (dxs[k]) dxs[k][i] = k == arg ? dy[i] : 0.0f;
+        }
+        break;
+    }
+    }
+}
+
+static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    if (a->n_inputs != c->n || !a->xs || !a->dxs)
+        return tnt__error(TNT_ERR_STATE, "%s \"%s\": backward with %d input(s), built for %d",
+                          l->ops->class_name, l->name, a->n_inputs, c->n);
+    bool any = false;
+    for (int k = 0; k < c->n; k++) any = any || a->dxs[k];
+    if (!any) return TNT_OK;
+    const int64_t N = a->batch * c->numel, nb = (N + MERGE_BLOCK - 1) / MERGE_BLOCK;
+    const merge_op op = c->op;
+    const int n = c->n;
+    const float *const *xs = a->xs;
+    float *const *dxs = a->dxs;
+    const float *dy = a->dy;
+#pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
+        merge_bwd_block(op, n, xs, dy, dxs, i0, i1);
+    }
+    return TNT_OK;
+}
+
+static void merge_destroy(tnt_layer *l) { free(l->priv); }
+
+#define MERGE_OPS(var, cls)                                                                       \
+    static const tnt__layer_ops var = {                                                           \
+        .class_name = cls,                                                                        \
+        .build_multi = merge_build,                                                               \
+        .forward = merge_forward,                                                                 \
+        .backward = merge_backward,                                                               \
+        .destroy = merge_destroy,                                                                 \
+        .supports_masking = true,                                                                 \
+    }
+MERGE_OPS(add_ops, "Add");
+MERGE_OPS(subtract_ops, "Subtract");
+MERGE_OPS(multiply_ops, "Multiply");
+MERGE_OPS(average_ops, "Average");
+MERGE_OPS(maximum_ops, "Maximum");
+MERGE_OPS(minimum_ops, "Minimum");
+
+static tnt_layer *merge_new(merge_op op, const tnt__layer_ops *ops, const char *name) {
+    merge_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->op = op;
+    tnt_layer *l = tnt__layer_new(ops, name, c);
+    if (!l) free(c);
+    return l;
+}
+
+tnt_layer *tnt_add(const char *name) { return merge_new(M_ADD, &add_ops, name); }
+tnt_layer *tnt_subtract(const char *name) { return merge_new(M_SUB, &subtract_ops, name); }
+tnt_layer *tnt_multiply(const char *name) { return merge_new(M_MUL, &multiply_ops, name); }
+tnt_layer *tnt_average(const char *name) { return merge_new(M_AVG, &average_ops, name); }
+tnt_layer *tnt_maximum(const char *name) { return merge_new(M_MAX, &maximum_ops, name); }
+tnt_layer *tnt_minimum(const char *name) { return merge_new(M_MIN, &minimum_ops, name); }
