@@ -540,7 +540,16 @@ typedef struct tnt_compile_opts {
      * "mean_absolute_error" */
     const char *metrics;
     uint64_t seed; /* weight initialization and dropout; 0 = 42 */
+    /* Cross-entropies: Keras's label_smoothing (the targets become y * (1 - s) + s / classes). */
+    float label_smoothing;
+    /* Sparse categorical cross-entropy: Keras's ignore_class. Positions whose label is
+     * ignore_class add nothing, and the loss is the mean over the other positions (of the global
+     * batch). Only read when has_ignore_class is set. */
+    bool has_ignore_class;
+    int ignore_class;
 } tnt_compile_opts;
+/* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
+ * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
 
 typedef struct tnt_fit_opts {
