@@ -20,31 +20,50 @@
  * kept in the workspace for backward. Backward (gradients of the statistics used in forward):
  *   dbeta = sum(dy), dgamma = sum(dy * xhat),
  *   dx = gamma / std * (dy - dbeta / m - xhat * dgamma / m)   (training: batch statistics)
- *   dx = gamma / std * dy                                      (inference: constant statistics) */
+ *   dx = gamma / std * dy                                      (inference: constant statistics)
+ *
+ * SyncBatchNormalization (Keras tf.keras.layers.experimental.SyncBatchNormalization) is this
+ * layer with the flag sync: same weights, defaults and code. In a data-parallel training step
+ * (a->parallel: every rank makes the same call on its own micro-batch) the statistics are those
+ * of the global batch: the per-channel sums and the value count are summed over ranks
+ * (tnt__allreduce_sum_f64), then the sums of squared deviations from the global mean (two passes,
+ * as the local path, rather than sum(x^2) - m * mean^2, which cancels badly), so mean, variance and
+ * the moving update (unbiased with the GLOBAL count M) equal BatchNormalization on the whole
+ * batch. Backward sums dbeta and dgamma over ranks for dx (divided by M), which is then the
+ * full-batch gradient; the weight gradients stay the LOCAL sums, because the model's gradient
+ * allreduce adds them up afterwards. Without a->parallel, or in inference, it is exactly
+ * BatchNormalization (no collective). Every rank takes part in the collectives even when its
+ * micro-batch is empty, so no rank waits for another. */
 #include "layers/layer.h"
+
+#include "dist/dist.h"
 
 #include <math.h>
 #include <stdio.h>
 
 typedef struct bn_cfg {
     float momentum, epsilon;
+    bool sync;        /* SyncBatchNormalization */
     int64_t channels; /* from build: the last axis */
 } bn_cfg;
 
 enum { BN_GAMMA, BN_BETA, BN_MOVING_MEAN, BN_MOVING_VAR };
+
+/* What forward normalized with (kept in the workspace for backward). */
+enum { BN_USED_MOVING = 0, BN_USED_LOCAL = 1, BN_USED_GLOBAL = 2 };
 
 static tnt_status bn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     bn_cfg *c = l->priv;
     char b[96];
     if (in.ndim < 1)
         return tnt__error(TNT_ERR_SHAPE,
-                          "BatchNormalization \"%s\": input shape %s has rank 0 (expected at least "
-                          "1: ..., channels)", l->name, tnt_shape_str(in, b, sizeof b));
+                          "%s \"%s\": input shape %s has rank 0 (expected at least "
+                          "1: ..., channels)", l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     for (int i = 0; i < in.ndim; i++)
         if (in.dim[i] <= 0)
             return tnt__error(TNT_ERR_SHAPE,
-                              "BatchNormalization \"%s\": input shape %s has an empty dimension",
-                              l->name, tnt_shape_str(in, b, sizeof b));
+                              "%s \"%s\": input shape %s has an empty dimension",
+                              l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     c->channels = in.dim[in.ndim - 1];
     l->n_weights = 0;
     static const struct { const char *name; tnt_initializer init; bool trainable; } w[4] = {
@@ -64,16 +83,26 @@ static tnt_status bn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 /* ---- workspace ---------------------------------------------------------------------------- */
 
-/* [acc: 2*channels doubles, per-channel sums (scratch)][mean: channels floats]
- * [inv_std: channels floats][flag: 1 float, 1 = forward used the batch statistics] */
+/* [acc: 2*channels + 1 doubles, per-channel sums and a count (scratch)]
+ * [count: 1 double, the values per channel behind the batch statistics (global when synced)]
+ * [mean: channels floats][inv_std: channels floats][flag: 1 float, BN_USED_*] */
 static size_t bn_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan, (void)batch;
     const bn_cfg *c = l->priv;
-    return (size_t)(2 * c->channels) * sizeof(double) + (size_t)(2 * c->channels + 1) * sizeof(float);
+    return (size_t)(2 * c->channels + 2) * sizeof(double) + (size_t)(2 * c->channels + 1) * sizeof(float);
 }
 
 static double *ws_acc(void *ws) { return ws; }
-static float *ws_mean(void *ws, int64_t C) { return (float *)((double *)ws + 2 * C); }
+static double *ws_count(void *ws, int64_t C) { return (double *)ws + 2 * C + 1; }
+static float *ws_mean(void *ws, int64_t C) { return (float *)((double *)ws + 2 * C + 2); }
+
+/* Sums x over ranks for SyncBatchNormalization, with the layer named in an error. */
+static tnt_status bn_allreduce(tnt_layer *l, double *x, int64_t n, const char *what) {
+    tnt_status s = tnt__allreduce_sum_f64(x, n);
+    if (s != TNT_OK)
+        return tnt__error_prefix(s, "%s \"%s\": allreduce of the %s: ", l->ops->class_name, l->name, what);
+    return TNT_OK;
+}
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
@@ -86,34 +115,50 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     float *mmean = l->weights[BN_MOVING_MEAN].value, *mvar = l->weights[BN_MOVING_VAR].value;
     float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
     const float *x = a->x;
-
-    if (a->training && m > 0) {
-        double *sum = ws_acc(a->workspace), *sq = sum + C;
-        memset(sum, 0, (size_t)(2 * C) * sizeof(double));
+    const bool sync = c->sync && a->parallel && a->training;
+    /* m values per channel here, M in the whole (global when synced) batch */
+    double M = (double)m;
+    double *sum = ws_acc(a->workspace), *cnt = sum + C, *sq = cnt + 1;
+    if (sync || (a->training && m > 0)) {
+        memset(sum, 0, (size_t)(2 * C + 1) * sizeof(double));
         for (int64_t i = 0; i < m; i++)
             for (int64_t k = 0; k < C; k++) sum[k] += x[i * C + k];
-        for (int64_t k = 0; k < C; k++) sum[k] /= (double)m; /* now the mean */
+        if (sync) { /* every rank, even with an empty micro-batch */
+            *cnt = (double)m;
+            tnt_status s = bn_allreduce(l, sum, C + 1, "per-channel sums");
+            if (s != TNT_OK) return s;
+            M = *cnt; /* the same on every rank */
+        }
+    }
+    if (a->training && M > 0) {
+        for (int64_t k = 0; k < C; k++) sum[k] /= M; /* now the mean */
         for (int64_t i = 0; i < m; i++)
             for (int64_t k = 0; k < C; k++) {
                 double d = x[i * C + k] - sum[k];
                 sq[k] += d * d;
             }
+        if (sync) {
+            tnt_status s = bn_allreduce(l, sq, C, "per-channel squared deviations");
+            if (s != TNT_OK) return s;
+        }
         const double mom = c->momentum;
         for (int64_t k = 0; k < C; k++) {
-            double var = sq[k] / (double)m; /* biased: normalizes this batch */
-            double unbiased = m > 1 ? sq[k] / (double)(m - 1) : var;
+            double var = sq[k] / M; /* biased: normalizes this batch */
+            double unbiased = M > 1 ? sq[k] / (M - 1) : var;
             mean[k] = (float)sum[k];
             inv_std[k] = (float)(1.0 / sqrt(var + c->epsilon));
             mmean[k] = (float)(mmean[k] * mom + sum[k] * (1.0 - mom));
             mvar[k] = (float)(mvar[k] * mom + unbiased * (1.0 - mom));
         }
-        *flag = 1.0f;
+        *ws_count(a->workspace, C) = M;
+        *flag = sync ? (float)BN_USED_GLOBAL : (float)BN_USED_LOCAL;
     } else {
         for (int64_t k = 0; k < C; k++) {
             mean[k] = mmean[k];
             inv_std[k] = (float)(1.0 / sqrt((double)mvar[k] + c->epsilon));
         }
-        *flag = 0.0f;
+        *ws_count(a->workspace, C) = M;
+        *flag = (float)BN_USED_MOVING;
     }
     for (int64_t i = 0; i < m; i++)
         for (int64_t k = 0; k < C; k++)
@@ -131,7 +176,9 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
     const float *gamma = l->weights[BN_GAMMA].value;
     const float *mean = ws_mean(a->workspace, C), *inv_std = mean + C;
-    const bool batch_stats = inv_std[C] != 0.0f;
+    const int used = (int)inv_std[C];
+    const bool batch_stats = used != BN_USED_MOVING;
+    const double M = *ws_count(a->workspace, C); /* values per channel behind the statistics */
     const float *x = a->x, *dy = a->dy;
 
     double *dbeta = ws_acc(a->workspace), *dgamma = dbeta + C;
@@ -147,10 +194,14 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         if (gg) gg[k] = (float)dgamma[k];
         if (gb) gb[k] = (float)dbeta[k];
     }
+    if (used == BN_USED_GLOBAL) { /* every rank, as forward: dx needs the global sums */
+        tnt_status s = bn_allreduce(l, dbeta, 2 * C, "gradient sums");
+        if (s != TNT_OK) return s;
+    }
     if (a->dx) {
         for (int64_t k = 0; k < C; k++) { /* per-channel terms, reusing the buffers */
-            dbeta[k] = batch_stats && m > 0 ? dbeta[k] / (double)m : 0.0;
-            dgamma[k] = batch_stats && m > 0 ? dgamma[k] / (double)m : 0.0;
+            dbeta[k] = batch_stats && M > 0 ? dbeta[k] / M : 0.0;
+            dgamma[k] = batch_stats && M > 0 ? dgamma[k] / M : 0.0;
         }
         for (int64_t i = 0; i < m; i++)
             for (int64_t k = 0; k < C; k++) {
@@ -175,24 +226,43 @@ static const tnt__layer_ops batch_norm_ops = {
     .destroy = bn_destroy,
 };
 
-tnt_layer *tnt_batch_normalization(float momentum, float epsilon, const char *name) {
+static const tnt__layer_ops sync_batch_norm_ops = {
+    .class_name = "SyncBatchNormalization",
+    .build = bn_build,
+    .workspace_size = bn_workspace_size,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .destroy = bn_destroy,
+};
+
+static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *name) {
+    const tnt__layer_ops *ops = sync ? &sync_batch_norm_ops : &batch_norm_ops;
     if (!(momentum >= 0.0f && momentum < 1.0f)) {
         tnt__error(TNT_ERR_ARG,
-                   "BatchNormalization: momentum %g (expected in [0, 1), or 0 for the default 0.99)",
-                   (double)momentum);
+                   "%s: momentum %g (expected in [0, 1), or 0 for the default 0.99)",
+                   ops->class_name, (double)momentum);
         return NULL;
     }
     if (!(epsilon >= 0.0f) || isinf(epsilon)) {
         tnt__error(TNT_ERR_ARG,
-                   "BatchNormalization: epsilon %g (expected > 0, or 0 for the default 1e-3)",
-                   (double)epsilon);
+                   "%s: epsilon %g (expected > 0, or 0 for the default 1e-3)",
+                   ops->class_name, (double)epsilon);
         return NULL;
     }
     bn_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->momentum = momentum == 0.0f ? 0.99f : momentum;
     c->epsilon = epsilon == 0.0f ? 1e-3f : epsilon;
-    tnt_layer *l = tnt__layer_new(&batch_norm_ops, name, c);
+    c->sync = sync;
+    tnt_layer *l = tnt__layer_new(ops, name, c);
     if (!l) free(c);
     return l;
+}
+
+tnt_layer *tnt_batch_normalization(float momentum, float epsilon, const char *name) {
+    return bn_new(false, momentum, epsilon, name);
+}
+
+tnt_layer *tnt_sync_batch_normalization(float momentum, float epsilon, const char *name) {
+    return bn_new(true, momentum, epsilon, name);
 }
