@@ -170,6 +170,52 @@ static void test_bad_labels(void **state) {
     assert_int_equal(tnt__loss_compute(TNT_MEAN_SQUARED_ERROR, false, 3, 5, p, p, 1.0, NULL, NULL), TNT_ERR_ARG);
 }
 
+/* label_smoothing and ignore_class against torch's cross_entropy(label_smoothing, ignore_index). */
+static void test_smoothing_and_ignore_class(void **state) {
+    (void)state;
+    tnt_shape sh;
+    float *logits = tu_load("lossopt_logits", &sh), *labels = tu_load("lossopt_labels", &sh);
+    const int64_t rows = 12, c = 5;
+    const struct { const char *name; tnt__loss_opts o; } cases[] = {
+        {"smooth", {0.1f, false, 0}}, {"ignore", {0, true, 0}}, {"both", {0.2f, true, 0}}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char f[64];
+        snprintf(f, sizeof f, "lossopt_%s_loss", cases[k].name);
+        float *want = tu_load(f, &sh);
+        snprintf(f, sizeof f, "lossopt_%s_grad", cases[k].name);
+        float *want_grad = tu_load(f, &sh);
+        float grad[12 * 5];
+        double sum;
+        int64_t valid;
+        tu_ok(tnt__loss_compute_opts(TNT_SPARSE_CATEGORICAL_CROSSENTROPY, true, &cases[k].o, rows, c, logits, labels, 1.0,
+                                     grad, &sum, &valid));
+        int64_t expect_valid = cases[k].o.has_ignore_class ? 8 : 12;
+        assert_int_equal(valid, expect_valid);
+        float mean = (float)(sum / (double)valid);
+        tu_assert_close(&mean, want, 1, 1e-5, 1e-7, cases[k].name);
+        for (int i = 0; i < 60; i++) grad[i] /= (float)valid; /* the model scales by the global count */
+        tu_assert_close(grad, want_grad, 60, 1e-4, 1e-7, cases[k].name);
+        free(want), free(want_grad);
+    }
+    /* categorical from probabilities with smoothing */
+    float *probs = tu_load("lossopt_cce_probs", &sh), *onehot = tu_load("lossopt_cce_onehot", &sh);
+    float *want = tu_load("lossopt_cce_loss", &sh), *want_grad = tu_load("lossopt_cce_grad", &sh);
+    float grad[20];
+    double sum;
+    tnt__loss_opts smooth = {0.2f, false, 0};
+    tu_ok(tnt__loss_compute_opts(TNT_CATEGORICAL_CROSSENTROPY, false, &smooth, 4, 5, probs, onehot, 0.25, grad, &sum, NULL));
+    float mean = (float)(sum / 4);
+    tu_assert_close(&mean, want, 1, 1e-5, 1e-7, "cce smoothing");
+    tu_assert_close(grad, want_grad, 20, 1e-4, 1e-7, "cce smoothing grad");
+    /* smoothing of sparse labels needs logits; MSE has none */
+    assert_int_equal(tnt__loss_compute_opts(TNT_SPARSE_CATEGORICAL_CROSSENTROPY, false, &smooth, 4, 5, probs, labels, 1.0,
+                                            NULL, &sum, NULL), TNT_ERR_UNSUPPORTED);
+    assert_int_equal(tnt__loss_compute_opts(TNT_MEAN_SQUARED_ERROR, false, &smooth, 4, 5, probs, onehot, 1.0, NULL, &sum,
+                                            NULL), TNT_ERR_ARG);
+    tu_error_contains("label_smoothing");
+    free(probs), free(onehot), free(want), free(want_grad), free(logits), free(labels);
+}
+
 static void test_names(void **state) {
     (void)state;
     assert_int_equal(tnt_loss_from_name("sparse_categorical_crossentropy"), TNT_SPARSE_CATEGORICAL_CROSSENTROPY);
@@ -196,6 +242,7 @@ int main(void) {
         cmocka_unit_test(test_against_torch),
         cmocka_unit_test(test_hand_checked),
         cmocka_unit_test(test_bad_labels),
+        cmocka_unit_test(test_smoothing_and_ignore_class),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

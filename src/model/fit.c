@@ -67,10 +67,15 @@ static tnt_activation output_activation(const tnt_model *m, int k) {
     return TNT_ACT_LINEAR;
 }
 
-/* Label values per sample for output k. */
+/* Label values per sample for output k: sparse labels have one per position (all axes but the
+ * last, the classes), others one per output value. */
 static int64_t labels_per_sample(const tnt_model *m, int k) {
-    return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? 1 : tnt_shape_numel(tnt_model_output_shape_at(m, k));
+    tnt_shape out = tnt_model_output_shape_at(m, k);
+    int64_t n = tnt_shape_numel(out);
+    return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
+
+static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
 tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     if (!m) {
@@ -91,6 +96,30 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
         goto fail;
     }
     m->n_metrics = nm;
+    if (opts->label_smoothing < 0 || opts->label_smoothing > 1 || opts->label_smoothing != opts->label_smoothing) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing %g (expected 0 <= s <= 1)", m->name,
+                       opts->label_smoothing);
+        goto fail;
+    }
+    if (opts->has_ignore_class && opts->loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": ignore_class applies to sparse_categorical_crossentropy, not %s",
+                       m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    if ((opts->label_smoothing != 0 && (opts->loss == TNT_MEAN_SQUARED_ERROR || opts->loss == TNT_MEAN_ABSOLUTE_ERROR))) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing applies to the cross-entropies, not %s",
+                       m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    free(m->loss_opts);
+    m->loss_opts = NULL;
+    if (opts->label_smoothing != 0 || opts->has_ignore_class) {
+        if (!(m->loss_opts = malloc(sizeof *m->loss_opts))) {
+            s = TNT_ERR_NOMEM;
+            goto fail;
+        }
+        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class};
+    }
     if (opts->seed) m->seed = opts->seed;
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
@@ -141,15 +170,25 @@ static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_
 }
 
 /* Loss and metrics of one forward pass; with_grad: the loss gradients are written to the
- * outputs' gradient buffers. Labels of several outputs come packed per sample. */
+ * outputs' gradient buffers. Labels of several outputs come packed per sample. A sparse loss on a
+ * sequence output (T, classes) runs on n*T rows; each sample's loss is the mean over its
+ * positions, as Keras's. With ignore_class the loss is summed over the positions not ignored, and
+ * acc->loss_count counts them (the caller scales the gradient by the global count). */
 static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
                                    double inv_batch, bool with_grad, accum *acc) {
-    int64_t per = 0, col = 0;
+    int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
     float *labels = NULL;
     tnt_status s = TNT_OK;
+    bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int64_t c = tnt_shape_numel(tnt_model_output_shape_at(m, k)), lk = labels_per_sample(m, k);
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        int64_t rows = b->n, positions = 1;
+        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) { /* one row per position */
+            positions = lk;
+            rows = b->n * lk;
+            c /= lk;
+        }
         const float *y = b->y.data;
         if (m->n_outputs > 1) {
             if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
@@ -159,19 +198,31 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             col += lk;
         }
         double loss_sum = 0;
-        s = tnt__loss_compute(m->loss, m->from_logits || m->fused_output_loss[k], b->n, c,
-                              tnt__plan_loss_input(m, p, k, x), y, inv_batch,
-                              with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum);
+        int64_t valid = 0;
+        s = tnt__loss_compute_opts(m->loss, m->from_logits || m->fused_output_loss[k], m->loss_opts, rows, c,
+                                   tnt__plan_loss_input(m, p, k, x), y, ignore ? 1.0 : inv_batch / (double)positions,
+                                   with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum, &valid);
         if (s != TNT_OK) break;
+        if (!ignore) loss_sum /= (double)positions;
+        valid_total += valid;
         acc->loss_sum += loss_sum;
         acc->out_loss[k] += loss_sum;
         const float *pred = tnt__plan_output(m, p, k, x);
         for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
-            s = tnt__metric_update(&m->metrics[j], b->n, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
+            s = tnt__metric_update(&m->metrics[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
     }
     free(labels);
-    if (s == TNT_OK) acc->loss_count += (double)b->n;
+    if (s == TNT_OK) acc->loss_count += ignore ? (double)valid_total : (double)b->n;
     return s;
+}
+
+/* Multiplies every output's loss gradient by scale. */
+static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scale) {
+    for (int k = 0; k < m->n_outputs; k++) {
+        float *d = tnt__plan_output_grad(m, p, k);
+        int64_t len = n * tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        for (int64_t i = 0; i < len; i++) d[i] *= scale;
+    }
 }
 
 /* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
@@ -203,13 +254,14 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         if (s == TNT_OK)
             s = loss_and_metrics(m, p, b.x.data, &b, f->split || !parallel ? 1.0 / (double)global_n : 1.0, true, &step);
     }
+    int64_t sums[3] = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
     if (!parallel) {
         if (s != TNT_OK) return s;
         if (r == 0) return 0;
         if (!have) return 1;
+        if (ignores_labels(m)) scale_output_grads(m, p, b.n, sums[2] ? (float)(1.0 / (double)sums[2]) : 0.0f);
     } else {
-        int64_t sums[2] = {r == 1, have ? b.n : 0};
-        if ((s = tnt__agree(s, sums, 2)) != TNT_OK) return s;
+        if ((s = tnt__agree(s, sums, 3)) != TNT_OK) return s;
         if (sums[0] == 0) return 0;
         if (sums[0] != tnt_get_size()) {
             tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here "
@@ -217,14 +269,9 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
                     (long long)(tnt_get_size() - sums[0]), tnt_get_size());
             return 0;
         }
-        if (!f->split && have) {
-            float scale = (float)(1.0 / (double)sums[1]);
-            for (int k = 0; k < m->n_outputs; k++) {
-                float *d = tnt__plan_output_grad(m, p, k);
-                int64_t n = b.n * tnt_shape_numel(tnt_model_output_shape_at(m, k));
-                for (int64_t i = 0; i < n; i++) d[i] *= scale;
-            }
-        }
+        /* the mean over the global batch (or its positions not ignored) */
+        if (have && ignores_labels(m)) scale_output_grads(m, p, b.n, sums[2] ? (float)(1.0 / (double)sums[2]) : 0.0f);
+        else if (have && !f->split) scale_output_grads(m, p, b.n, (float)(1.0 / (double)sums[1]));
         tnt__reducer_begin_step(m->reducer);
     }
     if (have) s = tnt__model_backward(m, p, b.x.data);

@@ -84,6 +84,7 @@ void tnt_model_free(tnt_model *m) {
     tnt__free(m->shared_scratch);
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
+    free(m->loss_opts);
     free(m);
 }
 

@@ -77,6 +77,7 @@ struct tnt_model {
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
     bool from_logits;
+    struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
     tnt__metric metrics[TNT_MAX_METRICS];
     int n_metrics;         /* per output */

@@ -94,23 +94,26 @@ static double row_lse(const float *x, int64_t c, double *max_out) {
 }
 
 /* Cross-entropy from logits; y is NULL for sparse labels (then label is the class). The label
- * weights of a dense row are y[0..c); the gradient is softmax * sum(y) - y, the exact gradient of
- * the loss also when a row of y does not sum to 1. */
-static double ce_logits_row(const float *x, const float *y, int64_t label, int64_t c, double scale, float *d) {
+ * weights of a dense row are y[0..c), smoothed to y (1 - s) + s / c; the gradient is
+ * softmax * sum(y) - y, the exact gradient of the loss also when a row of y does not sum to 1. */
+static double ce_logits_row(const float *x, const float *y, int64_t label, int64_t c, double s, double scale,
+                            float *d) {
     double mx, lse = row_lse(x, c, &mx);
-    double loss = 0, ysum = 0;
-    if (!y) {
+    double loss = 0, ysum = 0, keep = 1.0 - s, spread = s / (double)c;
+    if (!y && s == 0) {
         loss = lse - (double)x[label];
         ysum = 1;
     } else {
         /* zero labels are skipped so that a -inf logit with label 0 contributes 0, not NaN */
-        for (int64_t j = 0; j < c; j++)
-            if (y[j] != 0) loss += (double)y[j] * (lse - (double)x[j]), ysum += y[j];
+        for (int64_t j = 0; j < c; j++) {
+            double yj = (y ? (double)y[j] : (double)(j == label)) * keep + spread;
+            if (yj != 0) loss += yj * (lse - (double)x[j]), ysum += yj;
+        }
     }
     if (d)
         for (int64_t j = 0; j < c; j++) {
             double sm = exp((double)x[j] - lse);
-            double yj = y ? (double)y[j] : (j == label ? 1.0 : 0.0);
+            double yj = (y ? (double)y[j] : (j == label ? 1.0 : 0.0)) * keep + spread;
             d[j] = (float)((sm * ysum - yj) * scale);
         }
     return loss;
@@ -153,6 +156,24 @@ static double ce_probs_row(const float *p, const float *y, int64_t c, double sca
 
 tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, int64_t c, const float *pred,
                              const float *y_true, double inv_batch, float *dpred, double *loss_sum) {
+    return tnt__loss_compute_opts(kind, from_logits, NULL, n, c, pred, y_true, inv_batch, dpred, loss_sum, NULL);
+}
+
+tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tnt__loss_opts *o, int64_t n,
+                                  int64_t c, const float *pred, const float *y_true, double inv_batch, float *dpred,
+                                  double *loss_sum, int64_t *valid) {
+    tnt__loss_opts none = {0};
+    if (!o) o = &none;
+    const double smooth = o->label_smoothing;
+    float *smoothed = NULL; /* a dense row of labels smoothed, for the probability paths */
+    int64_t n_valid = 0;
+    if (smooth != 0 && (kind == TNT_MEAN_SQUARED_ERROR || kind == TNT_MEAN_ABSOLUTE_ERROR))
+        return tnt__error(TNT_ERR_ARG, "%s: label_smoothing %g applies to the cross-entropies only", tnt_loss_name(kind), smooth);
+    if (smooth != 0 && kind == TNT_SPARSE_CATEGORICAL_CROSSENTROPY && !from_logits)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "sparse_categorical_crossentropy: label_smoothing needs logits "
+                          "(from_logits, or a softmax output layer, whose logits the loss then reads)");
+    if (smooth != 0 && !from_logits && (smoothed = malloc((size_t)c * sizeof(float))) == NULL)
+        return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", tnt_loss_name(kind));
     if (kind <= TNT_LOSS_NONE || kind > TNT_MEAN_ABSOLUTE_ERROR)
         return tnt__error(TNT_ERR_ARG, "loss %d is not a known loss", (int)kind);
     if (n < 0 || c < 1)
@@ -169,19 +190,37 @@ tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, in
         switch (kind) {
         case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: {
             int64_t label = 0;
+            if (o->has_ignore_class && y_true[i] == (float)o->ignore_class) {
+                if (d) memset(d, 0, (size_t)c * sizeof(float));
+                n_valid--;
+                break;
+            }
             tnt_status s = sparse_label(y_true, i, c, &label);
-            if (s != TNT_OK) return s;
-            l = from_logits ? ce_logits_row(p, NULL, label, c, inv_batch, d)
+            if (s != TNT_OK) {
+                free(smoothed);
+                return s;
+            }
+            l = from_logits ? ce_logits_row(p, NULL, label, c, smooth, inv_batch, d)
                             : sparse_ce_probs_row(p, label, c, inv_batch, d);
             break;
         }
         case TNT_CATEGORICAL_CROSSENTROPY: {
             const float *y = y_true + i * c;
-            l = from_logits ? ce_logits_row(p, y, -1, c, inv_batch, d) : ce_probs_row(p, y, c, inv_batch, d);
+            if (smoothed) {
+                for (int64_t j = 0; j < c; j++) smoothed[j] = (float)(y[j] * (1.0 - smooth) + smooth / (double)c);
+                y = smoothed;
+            }
+            l = from_logits ? ce_logits_row(p, y, -1, c, smooth, inv_batch, d) : ce_probs_row(p, y, c, inv_batch, d);
             break;
         }
         case TNT_BINARY_CROSSENTROPY: {
             const float *y = y_true + i * c;
+            if (smooth != 0) {
+                if (!smoothed && (smoothed = malloc((size_t)c * sizeof(float))) == NULL)
+                    return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", tnt_loss_name(kind));
+                for (int64_t j = 0; j < c; j++) smoothed[j] = (float)(y[j] * (1.0 - smooth) + 0.5 * smooth);
+                y = smoothed;
+            }
             const double gs = inv_batch * inv_c;
             for (int64_t j = 0; j < c; j++) {
                 double x = p[j], z = y[j];
@@ -226,7 +265,10 @@ tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, in
         default: break;
         }
         total += l;
+        n_valid++;
     }
+    free(smoothed);
     *loss_sum = total;
+    if (valid) *valid = n_valid;
     return TNT_OK;
 }

@@ -29,4 +29,16 @@
 tnt_status tnt__loss_compute(tnt_loss_kind kind, bool from_logits, int64_t n, int64_t c, const float *pred,
                              const float *y_true, double inv_batch, float *dpred, double *loss_sum);
 
+/* Keras's options of the cross-entropies. */
+typedef struct tnt__loss_opts {
+    float label_smoothing; /* targets y * (1 - s) + s / c (binary: + s / 2) */
+    bool has_ignore_class; /* sparse CE: rows labelled ignore_class add no loss and no gradient */
+    int ignore_class;
+} tnt__loss_opts;
+/* As tnt__loss_compute with options (NULL: none); *valid (may be NULL) receives the number of rows
+ * not ignored. Label smoothing of a sparse label needs logits (from_logits or a fused softmax). */
+tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tnt__loss_opts *opts, int64_t n,
+                                  int64_t c, const float *pred, const float *y_true, double inv_batch, float *dpred,
+                                  double *loss_sum, int64_t *valid);
+
 #endif
