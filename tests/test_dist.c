@@ -180,6 +180,60 @@ static void test_evaluate_predict_equal_serial(void **state) {
     tnt_model_free(s), tnt_model_free(d);
 }
 
+/* A Functional sequence model (shared layer, merge, per-position outputs) with label smoothing and
+ * ignore_class: the per-step mean over the positions not ignored uses the global count. */
+static tnt_model *sequence_model(bool distributed) {
+    enum { T = 5, V = 9 };
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor ids = tnt_graph_input(g, TNT_SHAPE(T), NULL);
+    tnt_ktensor e = tnt_call(g, tnt_embedding(V, 4, false, NULL), ids);
+    tnt_ktensor h = tnt_call(g, tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_TANH}), e);
+    tnt_layer *shared = tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_TANH});
+    tnt_ktensor h2 = tnt_call(g, shared, tnt_call(g, shared, h));
+    tnt_ktensor out = tnt_call(g, tnt_dense(V, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}),
+                               tnt_call2(g, tnt_add(NULL), h, h2));
+    tnt_model *m = tnt_functional(g, 1, &ids, 1, &out, NULL);
+    tnt_graph_free(g);
+    assert_non_null(m);
+    if (distributed) tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.02f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .metrics = "accuracy", .seed = 5, .label_smoothing = 0.1f,
+                                             .has_ignore_class = true, .ignore_class = 0}));
+    return m;
+}
+
+static void test_functional_sequence_model_equals_serial(void **state) {
+    (void)state;
+    enum { N = 37, T = 5 };
+    float x[N * T], y[N * T];
+    for (int i = 0; i < N * T; i++) {
+        x[i] = (float)((i * 7 + i / 5) % 9);
+        y[i] = (i % 4 == 0) ? 0.0f : (float)((int)x[i] * 2 % 9); /* a quarter ignored */
+    }
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(T), y, TNT_SHAPE(T), N, false), 12, false);
+    tnt_model *s = sequence_model(false), *d = sequence_model(true);
+    tnt_history *hs, *hd;
+    tu_ok(tnt_fit(s, ds, &(tnt_fit_opts){.epochs = 3}, &hs));
+    tu_ok(tnt_fit(d, ds, &(tnt_fit_opts){.epochs = 3}, &hd));
+    int64_t n = tnt_model_count_params(s);
+    float *ws = malloc((size_t)n * sizeof(float)), *wd = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(s, ws, n));
+    tu_ok(tnt_get_weights(d, wd, n));
+    tu_assert_close(wd, ws, n, 1e-5, 1e-6, "functional sequence model weights");
+    assert_same_on_all_ranks(wd, n);
+    for (int e = 0; e < 3; e++)
+        for (int k = 0; k < 2; k++) {
+            const char *key = k ? "accuracy" : "loss";
+            double a = tnt_history_get(hs, key, e), b = tnt_history_get(hd, key, e);
+            if (!(fabs(a - b) <= 1e-5 * fabs(a) + 1e-7)) fail_msg("epoch %d %s: distributed %.9g, serial %.9g", e, key, b, a);
+        }
+    assert_true(tnt_history_get(hs, "loss", 2) < tnt_history_get(hs, "loss", 0));
+    tnt_history_free(hs), tnt_history_free(hd);
+    free(ws), free(wd);
+    tnt_dataset_free(ds);
+    tnt_model_free(s), tnt_model_free(d);
+}
+
 /* Hand-sharded data (no_distribute): each rank brings every size-th batch; the result still
  * equals serial training on the whole batches when the shards are interleaved this way. */
 static void test_hand_sharded_equals_serial(void **state) {
@@ -336,6 +390,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_fusion_thresholds),
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
+        cmocka_unit_test(test_functional_sequence_model_equals_serial),
         cmocka_unit_test(test_micro_batch_size_equals_serial),
         cmocka_unit_test(test_output_on_master_only),
         cmocka_unit_test(test_bad_input_fails_everywhere),
