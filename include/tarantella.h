@@ -54,6 +54,12 @@ typedef enum tnt_status {
 TNT_API const char *tnt_last_error(void);
 /* Name of a status code, e.g. "TNT_ERR_SHAPE". */
 TNT_API const char *tnt_status_name(tnt_status status);
+/* Sets this thread's last error (for custom layers and callbacks); returns status. */
+TNT_API tnt_status tnt_set_error(tnt_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Version of the library linked at run time, e.g. "0.1.0". */
 TNT_API const char *tnt_version(void);
 
@@ -237,7 +243,7 @@ TNT_API tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tn
 
 /* Custom layers: the user supplies shape inference, forward and backward, and declares weights
  * in build with tnt_layer_add_weight. Each function gets the layer and user; any may fail with a
- * status (and tnt_custom_layer_error for the message). Single input, single output. */
+ * status (and tnt_set_error for the message). Single input, single output. */
 typedef struct tnt_custom_layer_def {
     const char *class_name; /* e.g. "PositionEmbedding"; required */
     void *user;

@@ -14,6 +14,15 @@ tnt_status tnt__error(tnt_status status, const char *fmt, ...) {
     return status;
 }
 
+/* The public name of tnt__error, for user code (custom layers, callbacks). */
+tnt_status tnt_set_error(tnt_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 tnt_status tnt__error_prefix(tnt_status status, const char *fmt, ...) {
     char prefix[512], old[sizeof last_error];
     va_list ap;
