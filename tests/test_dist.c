@@ -331,6 +331,38 @@ static void test_output_on_master_only(void **state) {
     unsetenv("TNT_OUTPUT_ON_ALL_DEVICES");
 }
 
+/* The tutorials' rank-dependent code: a callback given on the master only, which stops training
+ * there; every rank stops at the same epoch with the same weights. */
+static tnt_status count_and_stop(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {
+    (void)logs;
+    ++*(int *)user;
+    if (epoch == 1) tnt_model_stop_training(m);
+    return TNT_OK;
+}
+
+static void test_callback_on_master_only(void **state) {
+    (void)state;
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH, false);
+    int calls = 0;
+    tnt_callback cb = {.user = &calls, .on_epoch_end = count_and_stop};
+    bool master = tnt_is_master_rank();
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 5, .callbacks = master ? &cb : NULL, .n_callbacks = master}, &h));
+    assert_int_equal(tnt_history_epochs(h), 2);
+    assert_int_equal(calls, master ? 2 : 0);
+    int64_t n = tnt_model_count_params(m);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, w, n));
+    assert_same_on_all_ranks(w, n);
+    free(w);
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 static void test_bad_input_fails_everywhere(void **state) {
     (void)state;
     int p = tnt_get_size(), r = tnt_get_rank();
@@ -393,6 +425,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_functional_sequence_model_equals_serial),
         cmocka_unit_test(test_micro_batch_size_equals_serial),
         cmocka_unit_test(test_output_on_master_only),
+        cmocka_unit_test(test_callback_on_master_only),
         cmocka_unit_test(test_bad_input_fails_everywhere),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
