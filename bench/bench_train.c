@@ -1,15 +1,19 @@
 /* bench_train.c: training throughput of the benchmark models, through the public API.
- *   bench_train --model lenet5|mlp [--steps S] [--warmup W] [--batch B]
+ *   bench_train --model lenet5|mlp|transformer [--steps S] [--warmup W] [--batch B]
  * Threads come from OMP_NUM_THREADS. Prints one line: samples/s over the timed steps (after
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
- * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. */
+ * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. --model transformer: the
+ * peer's encoder classifier (examples/models/transformer.h, 5.24M parameters, seq 128) on one
+ * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. */
 #include <tarantella.h>
 
 #include "dist/dist.h"
 #include "model/model.h"
+#include "transformer.h"
 
 #include <omp.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +33,8 @@ static int scale(const float *x, const float *y, float *xo, float *yo, void *use
 }
 
 static tnt_model *build(const char *name) {
+    /* the peer's encoder classifier: torch_models.py --model transformer */
+    if (!strcmp(name, "transformer")) return transformer_encoder_classifier(8000, 128, 256, 4, 1024, 4, 2);
     tnt_model *m = tnt_sequential(name);
     tnt_layer_opts relu = {.activation = TNT_ACT_RELU};
     tnt_layer_opts same_relu = {.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU};
@@ -63,29 +69,42 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--allreduce")) allreduce_reps = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s --model lenet5|mlp [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
+            fprintf(stderr, "usage: %s --model lenet5|mlp|transformer [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
             return 2;
         }
     }
-    if (strcmp(model, "lenet5") && strcmp(model, "mlp")) {
-        fprintf(stderr, "bench_train: unknown model '%s' (expected lenet5 or mlp)\n", model);
+    if (strcmp(model, "lenet5") && strcmp(model, "mlp") && strcmp(model, "transformer")) {
+        fprintf(stderr, "bench_train: unknown model '%s' (expected lenet5, mlp or transformer)\n", model);
         return 2;
     }
     tnt_init(&argc, &argv);
     bool lenet = !strcmp(model, "lenet5");
+    bool transformer = !strcmp(model, "transformer"); /* SGD(0.01, momentum 0.9), logits, random ids */
     tnt_model *m = build(model);
     tnt_dataset *ds = NULL;
     float *x = NULL, *y = NULL;
     if (!m || tnt_distribute(m)) goto fail;
     tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = lenet ? 0.0f : 0.9f};
     if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo),
-                                           .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}))
+                                           .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                           .from_logits = transformer}))
         goto fail;
     if (lenet) {
         ds = tnt_dataset_from_idx("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz",
                                   "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz");
         ds = tnt_dataset_map(ds, scale, NULL, NULL, NULL);
         ds = tnt_dataset_shuffle(ds, 60000, 42);
+    } else if (transformer) { /* one fixed batch of random ids (0..7999) and labels, as the peer */
+        x = malloc((size_t)batch * 128 * sizeof(float));
+        y = malloc((size_t)batch * sizeof(float));
+        if (!x || !y) goto fail;
+        uint64_t r = 0x9e3779b97f4a7c15ull;
+        for (long i = 0; i < batch * 128; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = (float)((r >> 33) % 8000);
+        }
+        for (long i = 0; i < batch; i++) y[i] = (float)(i % 2);
+        ds = tnt_dataset_from_arrays(x, TNT_SHAPE(128), y, TNT_SHAPE(), batch, false);
     } else {
         x = malloc((size_t)batch * 784 * sizeof(float));
         y = malloc((size_t)batch * sizeof(float));
@@ -117,6 +136,11 @@ int main(int argc, char **argv) {
                tnt_history_get(h, "loss", 0), buckets, comm, exposed,
                comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0);
     tnt_history_free(h);
+    if (transformer && tnt_is_master_rank()) { /* peak RSS of this rank (the ranks are alike) */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("rank0_maxrss_mb=%.1f\n", (double)ru.ru_maxrss / 1024.0);
+    }
     if (allreduce_reps > 0 && m->reducer) {
         /* fused buckets (the reducer, all buckets ready at once) against one plain MPI_Allreduce
          * of the same bytes */
