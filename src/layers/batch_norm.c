@@ -233,6 +233,7 @@ static const tnt__layer_ops sync_batch_norm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_destroy,
+    .collective = true,
 };
 
 static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *name) {

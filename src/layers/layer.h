@@ -86,6 +86,9 @@ typedef struct tnt__layer_ops {
     /* Keras supports_masking: the output keeps the sequence mask of input 0 (set by an Embedding
      * with mask_zero). Layers without it drop the mask. */
     bool supports_masking;
+    /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
+     * model then keeps every MPI call on the compute thread, in the same order on every rank. */
+    bool collective;
 } tnt__layer_ops;
 
 struct tnt_layer {

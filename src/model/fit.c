@@ -245,8 +245,22 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         int rank = tnt_get_rank(), size = tnt_get_size();
         m->sample_offset = f->split ? rank * (global_n / size) + TNT_MIN(rank, global_n % size) : 0;
         p = tnt__model_plan(m, b.n);
-        float *pred;
         if (!p) s = TNT_ERR_BACKEND;
+    }
+    /* a layer with its own collectives (SyncBatchNormalization) must be entered by every rank or
+     * by none: the ranks agree on errors and on having data before the forward pass */
+    if (parallel && tnt__model_has_collective_layers(m)) {
+        int64_t ready = have;
+        if ((s = tnt__agree(s, &ready, 1)) != TNT_OK) return s;
+        if (ready < tnt_get_size()) {
+            if (ready > 0)
+                tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here",
+                        (long long)(tnt_get_size() - ready), tnt_get_size());
+            return 0;
+        }
+    }
+    if (have && s == TNT_OK) {
+        float *pred;
         m->parallel_step = parallel;
         if (s == TNT_OK) s = tnt__model_forward(m, p, b.x.data, true, &pred);
         /* the loss is summed over local samples and divided by the global batch, so the sum over

@@ -13,6 +13,12 @@ tnt_status tnt_distribute(tnt_model *m) {
     return TNT_OK;
 }
 
+bool tnt__model_has_collective_layers(const tnt_model *m) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->ops->collective) return true;
+    return false;
+}
+
 bool tnt__is_parallel(const tnt_model *m) { return m->distributed && tnt__world_active(); }
 
 int tnt__feed_next(tnt__feed *f, tnt_batch *b, int64_t *global_n) {
@@ -86,8 +92,11 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         int k = 0;
         for (int i = m->n_nodes - 1; i >= 0; i--)
             if (m->nodes[i].grad_end > (k ? ends[k - 1] : 0)) ends[k++] = m->nodes[i].grad_end;
-        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(),
-                                      tnt__comm_mode_from_env());
+        /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share
+         * the communicator with a comm thread, so the gradient allreduces are then nonblocking
+         * calls on the compute thread, issued in the same order on every rank */
+        tnt__comm_mode mode = tnt__model_has_collective_layers(m) ? TNT_COMM_NONBLOCKING : tnt__comm_mode_from_env();
+        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(), mode);
         free(ends);
         if (!m->reducer) return TNT_ERR_NOMEM;
         tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %zu bytes)",

@@ -15,6 +15,8 @@ typedef struct tnt__feed {
  * whole batch's size. Returns 1/0/<0 like tnt_dataset_iter_next. */
 int tnt__feed_next(tnt__feed *f, tnt_batch *b, int64_t *global_n);
 /* The model is distributed and more than one rank runs. */
+/* Some layer runs MPI collectives itself (SyncBatchNormalization). */
+bool tnt__model_has_collective_layers(const tnt_model *m);
 bool tnt__is_parallel(const tnt_model *m);
 /* Before the first distributed use: every rank must run the same configuration (checked by
  * fingerprints, which fail on every rank instead of hanging), then the master's weights are
