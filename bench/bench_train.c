@@ -1,5 +1,5 @@
 /* bench_train.c: training throughput of the benchmark models, through the public API.
- *   bench_train --model lenet5|mlp|transformer [--steps S] [--warmup W] [--batch B]
+ *   bench_train --model lenet5|mlp|resnet50|transformer [--steps S] [--warmup W] [--batch B]
  * Threads come from OMP_NUM_THREADS. Prints one line: samples/s over the timed steps (after
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
@@ -10,6 +10,7 @@
 
 #include "dist/dist.h"
 #include "model/model.h"
+#include "resnet.h"
 #include "transformer.h"
 
 #include <omp.h>
@@ -33,6 +34,8 @@ static int scale(const float *x, const float *y, float *xo, float *yo, void *use
 }
 
 static tnt_model *build(const char *name) {
+    /* the peer's torchvision resnet50(num_classes=1000): Keras's ResNet50 (examples/models/resnet.h) */
+    if (!strcmp(name, "resnet50")) return resnet50(1000, 224);
     /* the peer's encoder classifier: torch_models.py --model transformer */
     if (!strcmp(name, "transformer")) return transformer_encoder_classifier(8000, 128, 256, 4, 1024, 4, 2);
     tnt_model *m = tnt_sequential(name);
@@ -69,12 +72,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--allreduce")) allreduce_reps = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s --model lenet5|mlp|transformer [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
+            fprintf(stderr, "usage: %s --model lenet5|mlp|resnet50|transformer [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
             return 2;
         }
     }
-    if (strcmp(model, "lenet5") && strcmp(model, "mlp") && strcmp(model, "transformer")) {
-        fprintf(stderr, "bench_train: unknown model '%s' (expected lenet5, mlp or transformer)\n", model);
+    if (strcmp(model, "lenet5") && strcmp(model, "resnet50") && strcmp(model, "mlp") && strcmp(model, "transformer")) {
+        fprintf(stderr, "bench_train: unknown model '%s' (expected resnet50, lenet5, mlp or transformer)\n", model);
         return 2;
     }
     tnt_init(&argc, &argv);
@@ -105,6 +108,16 @@ int main(int argc, char **argv) {
         }
         for (long i = 0; i < batch; i++) y[i] = (float)(i % 2);
         ds = tnt_dataset_from_arrays(x, TNT_SHAPE(128), y, TNT_SHAPE(), batch, false);
+    } else if (!strcmp(model, "resnet50")) {
+        /* one fixed batch of synthetic 224x224x3 images in [-1, 1) and labels, SGD(0.01, momentum
+         * 0.9): torch_models.py --model resnet50 */
+        const long px = 224 * 224 * 3;
+        x = malloc((size_t)(batch * px) * sizeof(float));
+        y = malloc((size_t)batch * sizeof(float));
+        if (!x || !y) goto fail;
+        for (long i = 0; i < batch * px; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        for (long i = 0; i < batch; i++) y[i] = (float)((i * 37) % 1000);
+        ds = tnt_dataset_from_arrays(x, TNT_SHAPE(224, 224, 3), y, TNT_SHAPE(), batch, false);
     } else {
         x = malloc((size_t)batch * 784 * sizeof(float));
         y = malloc((size_t)batch * sizeof(float));

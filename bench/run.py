@@ -6,6 +6,9 @@ bench/peers/), measured in the same run. Prints Markdown tables:
   3. fused allreduce bandwidth against one plain MPI_Allreduce of the same bytes;
   4. a fusion-threshold sweep, with the share of allreduce time hidden behind backward;
   5. the two comm engines (comm thread, nonblocking collectives);
+  6. ResNet-50 (batch 16, synthetic 224x224, 1 thread): against PyTorch (torchvision), and 2 ranks
+     against 1 with peak RSS per rank (one run each: a step takes seconds; --resnet-only runs just
+     this table, --no-resnet skips it);
   7. the Transformer encoder classifier of torch_models.py --model transformer (batch 32, seq 128,
      1 thread): against PyTorch, and 2 ranks against 1 with peak RSS per rank (--transformer-only
      runs just this table, --no-transformer skips it).
@@ -61,6 +64,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--resnet-only", action="store_true")
     ap.add_argument("--no-transformer", action="store_true")
     ap.add_argument("--transformer-only", action="store_true")
     a = ap.parse_args()
@@ -73,11 +78,64 @@ def main():
     tl = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_lenet5.py"), "--steps", "200"] + list(x)
     tm = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "mlp", "--steps", "6", "--warmup", "1"] + list(x)
     out = []
-    if a.transformer_only:
+    if not a.resnet_only and not a.transformer_only:
+        generic_tables(a, out, tnt, torch, lenet, mlp, tl, tm)
+    if not a.no_resnet and not a.transformer_only:
+        resnet_tables(a, out, tnt, torch, peers)
+    if not a.no_transformer and not a.resnet_only:
         transformer_tables(a, out, tnt, torch, peers)
-        print("\n".join(out))
-        return
+    print("\n".join(out))
 
+def transformer_tables(a, out, tnt, torch, peers):
+    """The encoder classifier of torch_models.py --model transformer (examples/models/transformer.h),
+    global batch 32, SGD(0.01, momentum 0.9), 1 thread per process: 1 process against PyTorch, and
+    2 ranks against 1 rank (mpirun both); ours best of --reps runs in alternation. Peak RSS: our
+    rank 0's own ru_maxrss (the ranks are alike); PyTorch's process. The peer takes tens of seconds
+    per step (Debian's torch has BLAS_INFO=generic), so it runs 1 warm-up + 2 timed steps once."""
+    env1 = {"OMP_NUM_THREADS": "1"}
+    tt = ["--model", "transformer", "--batch", "32", "--steps", "10", "--warmup", "2"]
+    out.append("\n### Transformer encoder classifier (5.24M parameters), batch 32, seq 128, 1 thread per process\n")
+    out.append("| run | tarantella samples/s | against | its samples/s | ratio | peak RSS per rank tnt / other (MiB) |")
+    out.append("|---|---|---|---|---|---|")
+    serial, one, two = best([([tnt] + tt, env1), (MPIRUN + ["-np", "1", tnt] + tt, env1),
+                             (MPIRUN + ["-np", "2", tnt] + tt, env1)], a.reps)
+    theirs, trss = (rss_run(["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "transformer",
+                             "--threads", "1", "--batch", "32", "--steps", "2", "--warmup", "1"], env1)
+                    if torch else (None, None))
+    g = lambda r, k: r and r.get(k)
+    out.append(f"| 1 process x 1 thread | {f(g(serial, 'samples_per_s'))} | PyTorch, 1 thread | {f(theirs)} | "
+               f"{ratio(g(serial, 'samples_per_s'), theirs)} | {f(g(serial, 'rank0_maxrss_mb'), 0)} / {f(trss, 0)} |")
+    out.append(f"| 2 ranks x 1 thread (global batch 32) | {f(g(two, 'samples_per_s'))} | 1 rank x 1 thread (mpirun) | "
+               f"{f(g(one, 'samples_per_s'))} | {ratio(g(two, 'samples_per_s'), g(one, 'samples_per_s'))} | "
+               f"{f(g(two, 'rank0_maxrss_mb'), 0)} / {f(g(one, 'rank0_maxrss_mb'), 0)} |")
+    print("\n".join(out[-2:]), file=sys.stderr, flush=True)
+
+def resnet_tables(a, out, tnt, torch, peers):
+    """ResNet-50, global batch 16, synthetic 224x224 images, SGD(0.01, momentum 0.9), 1 thread per
+    process; 2 warm-up + 5 timed steps, one run of each (peak RSS from the same run). Under mpirun
+    the peak RSS is the largest process of the tree: one rank's."""
+    args = ["--model", "resnet50", "--batch", "16", "--warmup", "2", "--steps", "5"]
+    peer = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "resnet50", "--batch", "16",
+                       "--warmup", "2", "--steps", "5"] + list(x)
+    env1 = {"OMP_NUM_THREADS": "1"}
+    out.append("\n### ResNet-50 (25.6M parameters), batch 16, synthetic 224x224, 1 thread per process\n")
+    out.append("| run | tarantella samples/s | PyTorch samples/s | ratio | peak RSS tnt / torch (MiB) |")
+    out.append("|---|---|---|---|---|")
+    ours, rss = rss_run([tnt] + args, env1)
+    theirs, trss = rss_run(peer("--threads", "1"), env1) if torch else (None, None)
+    out.append(f"| 1 process x 1 thread | {f(ours)} | {f(theirs)} | {ratio(ours, theirs)} | {f(rss, 0)} / {f(trss, 0)} |")
+    print(out[-1], file=sys.stderr, flush=True)
+    one, rss1 = rss_run(MPIRUN + ["-np", "1", tnt] + args, env1)
+    two, rss2 = rss_run(MPIRUN + ["-np", "2", tnt] + args, env1)
+    p2, prss2 = rss_run(peer("--threads", "1", "--ddp", "2"), env1) if torch else (None, None)
+    out.append(f"| tnt 1 rank x 1 thread (mpirun) | {f(one)} | | | {f(rss1, 0)} / |")
+    out.append(f"| 2 ranks x 1 thread (global batch 16) | {f(two)} | {f(p2)} (DDP) | {ratio(two, p2)} | "
+               f"{f(rss2, 0)} per rank / {f(prss2, 0)} |")
+    out.append(f"\nResNet-50 data-parallel speed-up, 2 ranks against 1: tarantella {ratio(two, one)}, "
+               f"PyTorch DDP {ratio(p2, theirs)}.")
+    print("\n".join(out[-3:]), file=sys.stderr, flush=True)
+
+def generic_tables(a, out, tnt, torch, lenet, mlp, tl, tm):
     out.append("### One process\n")
     out.append("| model | threads | tarantella samples/s | PyTorch samples/s | ratio | peak RSS tnt / torch (MiB) |")
     out.append("|---|---|---|---|---|---|")
@@ -130,33 +188,6 @@ def main():
     res = best([(MPIRUN + ["-np", "2", tnt] + lenet, dict(env1, TNT_COMM_MODE=m)) for m in modes], a.reps)
     for m, r in zip(modes, res):
         out.append(f"| {m} | {f(r and r['samples_per_s'])} | {f(r and r['hidden'], 2)} |")
-    if not a.no_transformer:
-        transformer_tables(a, out, tnt, torch, peers)
-    print("\n".join(out))
-
-def transformer_tables(a, out, tnt, torch, peers):
-    """The encoder classifier of torch_models.py --model transformer (examples/models/transformer.h),
-    global batch 32, SGD(0.01, momentum 0.9), 1 thread per process: 1 process against PyTorch, and
-    2 ranks against 1 rank (mpirun both); ours best of --reps runs in alternation. Peak RSS: our
-    rank 0's own ru_maxrss (the ranks are alike); PyTorch's process. The peer takes tens of seconds
-    per step (Debian's torch has BLAS_INFO=generic), so it runs 1 warm-up + 2 timed steps once."""
-    env1 = {"OMP_NUM_THREADS": "1"}
-    tt = ["--model", "transformer", "--batch", "32", "--steps", "10", "--warmup", "2"]
-    out.append("\n### Transformer encoder classifier (5.24M parameters), batch 32, seq 128, 1 thread per process\n")
-    out.append("| run | tarantella samples/s | against | its samples/s | ratio | peak RSS per rank tnt / other (MiB) |")
-    out.append("|---|---|---|---|---|---|")
-    serial, one, two = best([([tnt] + tt, env1), (MPIRUN + ["-np", "1", tnt] + tt, env1),
-                             (MPIRUN + ["-np", "2", tnt] + tt, env1)], a.reps)
-    theirs, trss = (rss_run(["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "transformer",
-                             "--threads", "1", "--batch", "32", "--steps", "2", "--warmup", "1"], env1)
-                    if torch else (None, None))
-    g = lambda r, k: r and r.get(k)
-    out.append(f"| 1 process x 1 thread | {f(g(serial, 'samples_per_s'))} | PyTorch, 1 thread | {f(theirs)} | "
-               f"{ratio(g(serial, 'samples_per_s'), theirs)} | {f(g(serial, 'rank0_maxrss_mb'), 0)} / {f(trss, 0)} |")
-    out.append(f"| 2 ranks x 1 thread (global batch 32) | {f(g(two, 'samples_per_s'))} | 1 rank x 1 thread (mpirun) | "
-               f"{f(g(one, 'samples_per_s'))} | {ratio(g(two, 'samples_per_s'), g(one, 'samples_per_s'))} | "
-               f"{f(g(two, 'rank0_maxrss_mb'), 0)} / {f(g(one, 'rank0_maxrss_mb'), 0)} |")
-    print("\n".join(out[-2:]), file=sys.stderr, flush=True)
 
 if __name__ == "__main__":
     main()
