@@ -144,7 +144,7 @@ fail:
 const transformer_params TRANSFORMER_TINY_PARAMS = {
     .name = "tiny", .vocab_size = 64, .hidden_size = 64, .num_hidden_layers = 2, .num_heads = 4,
     .filter_size = 128, .layer_postprocess_dropout = 0.1f, .attention_dropout = 0.1f, .relu_dropout = 0.1f,
-    .label_smoothing = 0.1f, .learning_rate = 2.0f, .learning_rate_warmup_steps = 100,
+    .label_smoothing = 0.1f, .learning_rate = 0.5f, .learning_rate_warmup_steps = 100,
     .adam_beta1 = 0.9f, .adam_beta2 = 0.997f, .adam_epsilon = 1e-9f, .max_length = 16, .batch_size = 64};
 const transformer_params TRANSFORMER_BASE_PARAMS = {
     .name = "base", .vocab_size = 33708, .hidden_size = 512, .num_hidden_layers = 6, .num_heads = 8,
