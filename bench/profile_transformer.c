@@ -1,0 +1,152 @@
+/* profile_transformer.c: where a training step of the benchmark's Transformer encoder classifier
+ * (examples/models/transformer.h, the torch peer's model) spends its time, by layer class, the
+ * method of profile_resnet.c: every layer's forward and backward are wrapped with timers.
+ *   profile_transformer [--batch 32] [--steps 3] [--warmup 1]
+ * Prints, over the timed steps: total step time, forward and backward time per layer class, the
+ * slowest layers, and the rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. */
+#include <tarantella.h>
+
+#include "layers/layer.h"
+#include "model/model.h"
+#include "transformer.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define MAX_LAYERS 512
+typedef struct wrapped {
+    tnt_layer *l;
+    const tnt__layer_ops *orig;
+    tnt__layer_ops copy;
+    double fwd, bwd;
+} wrapped;
+static wrapped W[MAX_LAYERS];
+static int n_wrapped;
+static bool timing;
+
+static wrapped *find(tnt_layer *l) {
+    for (int i = 0; i < n_wrapped; i++)
+        if (W[i].l == l) return &W[i];
+    abort();
+}
+
+static tnt_status fwd(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    wrapped *w = find(l);
+    double t = now();
+    tnt_status s = w->orig->forward(l, plan, a);
+    if (timing) w->fwd += now() - t;
+    return s;
+}
+
+static tnt_status bwd(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    wrapped *w = find(l);
+    double t = now();
+    tnt_status s = w->orig->backward(l, plan, a);
+    if (timing) w->bwd += now() - t;
+    return s;
+}
+
+static int by_total(const void *a, const void *b) {
+    const wrapped *x = a, *y = b;
+    double d = (y->fwd + y->bwd) - (x->fwd + x->bwd);
+    return d > 0 ? 1 : d < 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv) {
+    long batch = 32, steps = 3, warmup = 1;
+    const long image = 128; /* the sequence length */
+    const char *model = "transformer encoder classifier";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: %s [--batch B] [--steps N] [--warmup W]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (batch < 1 || steps < 1 || warmup < 0 || argc % 2 == 0) {
+        fprintf(stderr, "profile_transformer: bad arguments\n");
+        return 2;
+    }
+    tnt_init(&argc, &argv);
+    tnt_model *m = transformer_encoder_classifier(8000, (int)image, 256, 4, 1024, 4, 2);
+    float *x = NULL, *y = NULL;
+    tnt_dataset *ds = NULL;
+    if (!m) goto fail;
+    tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = 0.9f};
+    if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                           .from_logits = true}))
+        goto fail;
+    for (int i = 0; i < m->n_layers && n_wrapped < MAX_LAYERS; i++) {
+        tnt_layer *l = m->layers[i];
+        if (tnt__is_input_layer(l) || l->ops->is_view) continue;
+        wrapped *w = &W[n_wrapped++];
+        w->l = l, w->orig = l->ops, w->copy = *l->ops;
+        w->copy.forward = fwd;
+        if (w->copy.backward) w->copy.backward = bwd;
+        l->ops = &w->copy;
+    }
+    x = malloc((size_t)(batch * image) * sizeof(float));
+    y = malloc((size_t)batch * sizeof(float));
+    if (!x || !y) goto fail;
+    for (long i = 0; i < batch * image; i++) x[i] = (float)((i * 2654435761u) % 8000);
+    for (long i = 0; i < batch; i++) y[i] = (float)(i % 2);
+    ds = tnt_dataset_repeat(tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(image), y, TNT_SHAPE(), batch, false), batch, true), -1);
+    if (!ds) goto fail;
+    if (warmup && tnt_fit(m, ds, &(tnt_fit_opts){.steps_per_epoch = warmup}, NULL)) goto fail;
+    timing = true;
+    double t0 = now();
+    if (tnt_fit(m, ds, &(tnt_fit_opts){.steps_per_epoch = steps}, NULL)) goto fail;
+    double total = (now() - t0) / (double)steps;
+    timing = false;
+
+    /* per class */
+    const char *classes[32];
+    double cf[32] = {0}, cb[32] = {0};
+    int cn[32] = {0}, nc = 0;
+    double layers_total = 0;
+    for (int i = 0; i < n_wrapped; i++) {
+        const char *c = W[i].orig->class_name;
+        int k = 0;
+        while (k < nc && strcmp(classes[k], c)) k++;
+        if (k == nc && nc < 32) classes[nc++] = c;
+        if (k < 32) cf[k] += W[i].fwd / (double)steps, cb[k] += W[i].bwd / (double)steps, cn[k]++;
+        layers_total += (W[i].fwd + W[i].bwd) / (double)steps;
+    }
+    printf("%s, batch %ld, seq %ld, %d thread(s): %.3f s per step (%.2f samples/s)\n", model, batch, image,
+           omp_get_max_threads(), total, (double)batch / total);
+    printf("| layer class | layers | forward s/step | backward s/step | share of step |\n|---|---|---|---|---|\n");
+    for (int k = 0; k < nc; k++)
+        printf("| %s | %d | %.3f | %.3f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
+    printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.3f s) |\n", 100.0 * (total - layers_total) / total,
+           total - layers_total);
+    qsort(W, (size_t)n_wrapped, sizeof *W, by_total);
+    printf("\nslowest layers (s/step forward + backward):\n");
+    for (int i = 0; i < 12 && i < n_wrapped; i++)
+        printf("  %-22s %-20s %.3f + %.3f\n", W[i].l->name, W[i].orig->class_name, W[i].fwd / (double)steps, W[i].bwd / (double)steps);
+    /* restore the ops before freeing (destroy goes through them) */
+    for (int i = 0; i < n_wrapped; i++) W[i].l->ops = W[i].orig;
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    free(x), free(y);
+    tnt_finalize();
+    return 0;
+fail:
+    fprintf(stderr, "profile_transformer: %s\n", tnt_last_error());
+    for (int i = 0; i < n_wrapped; i++) W[i].l->ops = W[i].orig;
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    free(x), free(y);
+    tnt_finalize();
+    return 1;
+}
