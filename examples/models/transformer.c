@@ -275,9 +275,6 @@ static tnt_status lin_build(tnt_layer *l, tnt_shape in, tnt_shape *out, void *us
         return tnt_set_error(TNT_ERR_STATE, "EmbeddingLinear: call the EmbeddingSharedWeights layer first");
     if (in.ndim != 2 || in.dim[1] != s->hidden)
         return tnt_set_error(TNT_ERR_SHAPE, "EmbeddingLinear: expected input (T, %lld)", (long long)s->hidden);
-    if (!s->dw_logits) s->dw_logits = malloc((size_t)(s->vocab * s->hidden) * sizeof(float));
-    if (!s->wt) s->wt = malloc((size_t)(s->vocab * s->hidden) * sizeof(float));
-    if (!s->dw_logits || !s->wt) return tnt_set_error(TNT_ERR_NOMEM, "EmbeddingLinear: out of memory");
     *out = TNT_SHAPE(in.dim[0], s->vocab);
     return TNT_OK;
 }
@@ -320,6 +317,10 @@ static tnt_status lin_forward(tnt_layer *l, int64_t batch, const float *x, float
     const int64_t H = s->hidden, V = s->vocab;
     const float *w = tnt_layer_weight_value(s->emb, 0);
     if (!w) return TNT_ERR_STATE;
+    /* allocated at the first use, not in build: building the big model stays cheap */
+    if (!s->wt && !(s->wt = malloc((size_t)(V * H) * sizeof(float))))
+        return tnt_set_error(TNT_ERR_NOMEM, "EmbeddingLinear: out of memory for W^T (%lld x %lld)", (long long)H,
+                             (long long)V);
     for (int64_t v = 0; v < V; v++)
         for (int64_t h = 0; h < H; h++) s->wt[h * V + v] = w[v * H + h];
     logits_forward(x, s->wt, y, batch * s->t, H, V);
@@ -333,6 +334,9 @@ static tnt_status lin_backward(tnt_layer *l, int64_t batch, const float *x, cons
     const int64_t H = s->hidden, V = s->vocab, rows = batch * s->t;
     const float *w = tnt_layer_weight_value(s->emb, 0);
     if (!w) return TNT_ERR_STATE;
+    if (!s->dw_logits && !(s->dw_logits = malloc((size_t)(V * H) * sizeof(float))))
+        return tnt_set_error(TNT_ERR_NOMEM, "EmbeddingLinear: out of memory for dW (%lld x %lld)", (long long)V,
+                             (long long)H);
     if (dx) /* dx (rows, H) = dy (rows, V) @ W (V, H) */
         for (int64_t r = 0; r < rows; r++) {
             float *d = dx + r * H;
