@@ -286,6 +286,51 @@ static void test_sequence_mask_reaches_attention(void **state) {
     tnt_model_free(masked), tnt_model_free(explicit_mask);
 }
 
+/* conv -> BN -> relu -> conv -> BN -> Add -> relu -> pooling -> Dense; with block_fold a Reshape
+ * view before each relu keeps the model from folding it into the BN or the Add. */
+static tnt_model *bn_relu_model(bool block_fold) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(6, 6, 3), NULL);
+    tnt_layer_opts same = {.padding = TNT_PADDING_SAME};
+    tnt_ktensor x = tnt_call(g, tnt_batch_normalization(0, 0, NULL), tnt_call(g, tnt_conv2d(4, 3, 3, &same), in));
+    if (block_fold) x = tnt_call(g, tnt_reshape(TNT_SHAPE(6, 6, 4), NULL), x);
+    tnt_ktensor r = tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), x);
+    tnt_ktensor y = tnt_call(g, tnt_batch_normalization(0, 0, NULL), tnt_call(g, tnt_conv2d(4, 3, 3, &same), r));
+    y = tnt_call2(g, tnt_add(NULL), y, r);
+    if (block_fold) y = tnt_call(g, tnt_reshape(TNT_SHAPE(6, 6, 4), NULL), y);
+    y = tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), y);
+    y = tnt_call(g, tnt_dense(3, NULL), tnt_call(g, tnt_global_average_pooling2d(NULL), y));
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &y, NULL);
+    tnt_graph_free(g);
+    assert_non_null(m);
+    compile_mse(m);
+    return m;
+}
+
+/* The relus folded into BatchNormalization and Add compute what the Activation layers do. */
+static void test_folded_bn_relu_equals_separate(void **state) {
+    (void)state;
+    tnt_model *folded = bn_relu_model(false), *separate = bn_relu_model(true);
+    int64_t n = tnt_model_count_params(folded);
+    assert_int_equal(n, tnt_model_count_params(separate));
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(folded, w, n));
+    tu_ok(tnt_set_weights(separate, w, n));
+    int folds = 0;
+    for (int i = 0; i < folded->n_nodes; i++) folds += folded->nodes[i].folded;
+    for (int i = 0; i < separate->n_nodes; i++) assert_false(separate->nodes[i].folded);
+    assert_int_equal(folds, 2); /* into the first BN, and into the Add */
+    enum { N = 5 };
+    float x[N * 108], y[N * 3];
+    tu_fill(x, N * 108, 21);
+    tu_fill(y, N * 3, 22);
+    double lf = graph_loss(folded, x, y, N, true), ls = graph_loss(separate, x, y, N, true);
+    assert_true(fabs(lf - ls) <= 1e-6 * fabs(ls));
+    tu_assert_close(folded->grads, separate->grads, folded->n_params, 1e-5, 1e-7, "gradients");
+    free(w);
+    tnt_model_free(folded), tnt_model_free(separate);
+}
+
 static void test_graph_errors(void **state) {
     (void)state;
     tnt_graph *g = tnt_graph_new();
@@ -341,6 +386,7 @@ int main(void) {
         cmocka_unit_test(test_sequential_equals_functional),
         cmocka_unit_test(test_nested_model),
         cmocka_unit_test(test_sequence_mask_reaches_attention),
+        cmocka_unit_test(test_folded_bn_relu_equals_separate),
         cmocka_unit_test(test_graph_errors),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -160,9 +160,11 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
         *ws_count(a->workspace, C) = M;
         *flag = (float)BN_USED_MOVING;
     }
+    /* a relu folded in by the model (Activation("relu") right after) costs no extra pass */
+    const float floor_value = l->activation == TNT_ACT_RELU ? 0.0f : -INFINITY;
     for (int64_t i = 0; i < m; i++)
         for (int64_t k = 0; k < C; k++)
-            a->y[i * C + k] = gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k];
+            a->y[i * C + k] = fmaxf(gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k], floor_value);
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(m * C) * sizeof(float));
     return TNT_OK;
 }
@@ -179,13 +181,16 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const int used = (int)inv_std[C];
     const bool batch_stats = used != BN_USED_MOVING;
     const double M = *ws_count(a->workspace, C); /* values per channel behind the statistics */
-    const float *x = a->x, *dy = a->dy;
+    const float *x = a->x, *dy = a->dy, *y = a->y;
+    /* with a folded relu, dy is taken after it: the gradient passes where y > 0 */
+    const bool relu = l->activation == TNT_ACT_RELU;
+#define BN_DY(i) (relu && !(y[i] > 0.0f) ? 0.0f : dy[i])
 
     double *dbeta = ws_acc(a->workspace), *dgamma = dbeta + C;
     memset(dbeta, 0, (size_t)(2 * C) * sizeof(double));
     for (int64_t i = 0; i < m; i++)
         for (int64_t k = 0; k < C; k++) {
-            double g = dy[i * C + k];
+            double g = BN_DY(i * C + k);
             dbeta[k] += g;
             dgamma[k] += g * (x[i * C + k] - mean[k]) * inv_std[k];
         }
@@ -207,9 +212,10 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
             for (int64_t k = 0; k < C; k++) {
                 double xhat = (x[i * C + k] - mean[k]) * (double)inv_std[k];
                 a->dx[i * C + k] = (float)((double)gamma[k] * inv_std[k] *
-                                           (dy[i * C + k] - dbeta[k] - xhat * dgamma[k]));
+                                           (BN_DY(i * C + k) - dbeta[k] - xhat * dgamma[k]));
             }
     }
+#undef BN_DY
     return TNT_OK;
 }
 
@@ -224,6 +230,7 @@ static const tnt__layer_ops batch_norm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .destroy = bn_destroy,
+    .folds_relu = true,
 };
 
 static const tnt__layer_ops sync_batch_norm_ops = {
@@ -234,6 +241,7 @@ static const tnt__layer_ops sync_batch_norm_ops = {
     .backward = bn_backward,
     .destroy = bn_destroy,
     .collective = true,
+    .folds_relu = true,
 };
 
 static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *name) {

@@ -89,6 +89,9 @@ typedef struct tnt__layer_ops {
     /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
      * model then keeps every MPI call on the compute thread, in the same order on every rank. */
     bool collective;
+    /* The layer applies l->activation == TNT_ACT_RELU itself, in the same pass: the model folds
+     * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
+    bool folds_relu;
 } tnt__layer_ops;
 
 struct tnt_layer {

@@ -19,6 +19,7 @@
  * threads; each block runs input by input so that the inner loops vectorize. */
 #include "layers/layer.h"
 
+#include <math.h>
 #include <stdio.h>
 
 typedef enum merge_op { M_ADD, M_SUB, M_MUL, M_AVG, M_MAX, M_MIN } merge_op;
@@ -112,18 +113,21 @@ static tnt_status merge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
     const int n = c->n;
     const float *const *xs = a->xs;
     float *y = a->y;
+    const bool relu = l->activation == TNT_ACT_RELU; /* folded in by the model (Add only) */
 #pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
     for (int64_t b = 0; b < nb; b++) {
         int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
         merge_fwd_block(op, n, xs, y, i0, i1);
+        if (relu)
+            for (int64_t i = i0; i < i1; i++) y[i] = fmaxf(y[i], 0.0f);
     }
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)N * sizeof(float));
     return TNT_OK;
 }
 
-/* dxs[k][i0, i1) for every requested k */
+/* dxs[k][i0, i1) for every requested k; relu_y: the output of a folded relu (Add), or NULL */
 static void merge_bwd_block(merge_op op, int n, const float *const *xs, const float *dy, float *const *dxs,
-                            int64_t i0, int64_t i1) {
+                            const float *relu_y, int64_t i0, int64_t i1) {
     switch (op) {
     case M_ADD:
     case M_SUB:
@@ -132,7 +136,8 @@ static void merge_bwd_block(merge_op op, int n, const float *const *xs, const fl
         for (int k = 0; k < n; k++) {
             float *g = dxs[k];
             if (!g) continue;
-            if (op == M_ADD) memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
+            if (relu_y) for (int64_t i = i0; i < i1; i++) g[i] = relu_y[i] > 0.0f ? dy[i] : 0.0f;
+            else if (op == M_ADD) memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
             else if (op == M_SUB && k == 0) memcpy(g + i0, dy + i0, (size_t)(i1 - i0) * sizeof(float));
             else if (op == M_SUB) for (int64_t i = i0; i < i1; i++) g[i] = -dy[i];
             else for (int64_t i = i0; i < i1; i++) g[i] = dy[i] * inv;
@@ -187,14 +192,14 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
 #pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
     for (int64_t b = 0; b < nb; b++) {
         int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
-        merge_bwd_block(op, n, xs, dy, dxs, i0, i1);
+        merge_bwd_block(op, n, xs, dy, dxs, l->activation == TNT_ACT_RELU ? a->y : NULL, i0, i1);
     }
     return TNT_OK;
 }
 
 static void merge_destroy(tnt_layer *l) { free(l->priv); }
 
-#define MERGE_OPS(var, cls)                                                                       \
+#define MERGE_OPS(var, cls, relu)                                                                 \
     static const tnt__layer_ops var = {                                                           \
         .class_name = cls,                                                                        \
         .build_multi = merge_build,                                                               \
@@ -202,13 +207,14 @@ static void merge_destroy(tnt_layer *l) { free(l->priv); }
         .backward = merge_backward,                                                               \
         .destroy = merge_destroy,                                                                 \
         .supports_masking = true,                                                                 \
+        .folds_relu = relu,                                                                       \
     }
-MERGE_OPS(add_ops, "Add");
-MERGE_OPS(subtract_ops, "Subtract");
-MERGE_OPS(multiply_ops, "Multiply");
-MERGE_OPS(average_ops, "Average");
-MERGE_OPS(maximum_ops, "Maximum");
-MERGE_OPS(minimum_ops, "Minimum");
+MERGE_OPS(add_ops, "Add", true); /* ResNet's Add + relu */
+MERGE_OPS(subtract_ops, "Subtract", false);
+MERGE_OPS(multiply_ops, "Multiply", false);
+MERGE_OPS(average_ops, "Average", false);
+MERGE_OPS(maximum_ops, "Maximum", false);
+MERGE_OPS(minimum_ops, "Minimum", false);
 
 static tnt_layer *merge_new(merge_op op, const tnt__layer_ops *ops, const char *name) {
     merge_cfg *c = tnt__calloc(1, sizeof *c);

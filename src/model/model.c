@@ -306,6 +306,38 @@ tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape) {
     return TNT_OK;
 }
 
+/* ---- activation folding ------------------------------------------------------------------ */
+
+static int calls_of(const tnt_model *m, const tnt_layer *l) {
+    int n = 0;
+    for (int i = 0; i < m->n_nodes; i++) n += m->nodes[i].layer == l;
+    return n;
+}
+
+void tnt__model_fold_activations(tnt_model *m) {
+    for (int i = 0; i < m->n_nodes; i++) {
+        tnt__node *a = &m->nodes[i];
+        int t = a->in[0], readers = 0, producer = -1;
+        if (strcmp(a->layer->ops->class_name, "Activation") || a->layer->activation != TNT_ACT_RELU ||
+            calls_of(m, a->layer) != 1)
+            continue;
+        for (int k = 0; k < m->n_nodes; k++) {
+            for (int j = 0; j < m->nodes[k].n_in; j++) readers += m->nodes[k].in[j] == t;
+            if (m->nodes[k].out == t) producer = k;
+        }
+        for (int k = 0; k < m->n_outputs; k++) readers += m->outputs[k] == t;
+        if (producer < 0 || readers != 1) continue;
+        tnt_layer *host = m->nodes[producer].layer;
+        if (!host->ops->folds_relu || host->activation != TNT_ACT_LINEAR || calls_of(m, host) != 1) continue;
+        host->activation = TNT_ACT_RELU;
+        a->folded = true;
+    }
+    for (int i = 0; i < m->n_nodes; i++) { /* storage sharing through the folded nodes */
+        const tnt__node *n = &m->nodes[i];
+        m->tensor_alias[n->out] = tnt__node_is_alias(n) ? m->tensor_alias[n->in[0]] : n->out;
+    }
+}
+
 /* ---- weights ----------------------------------------------------------------------------- */
 
 /* Allocates the flat buffers and initializes the weights. Trainable weights go to the parameter
@@ -318,6 +350,7 @@ tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (!m->has_input_shape)
         return tnt__error(TNT_ERR_STATE, "model \"%s\": input shape unknown (add an InputLayer or call tnt_model_build)", m->name);
     if (m->n_nodes == 0) return tnt__error(TNT_ERR_STATE, "model \"%s\": has no layers", m->name);
+    tnt__model_fold_activations(m);
     int64_t trainable = 0, state = 0, max_shared = 0;
     int *calls = tnt__calloc((size_t)m->n_layers + 1, sizeof *calls);
     if (!calls) return TNT_ERR_NOMEM;

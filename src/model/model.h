@@ -25,6 +25,8 @@ typedef struct tnt__node {
                             gradients; later ones (shared layers) add to them */
     bool last_backward;  /* the last backward of its layer: its gradients are complete after it */
     int64_t grad_end;    /* gradient prefix complete after this node's backward */
+    bool folded;         /* an Activation(relu) computed by the layer before it (folds_relu): the
+                            node is then an identity, like a view */
 } tnt__node;
 
 /* Execution state for one batch size. */
@@ -99,6 +101,13 @@ struct tnt_model {
     void *arena;
     size_t arena_bytes;
 };
+
+/* Folds each Activation(relu) that alone reads the output of a layer with folds_relu
+ * (BatchNormalization, Add) into that layer: one pass over the data instead of two, forward and
+ * backward. Done once, before any plan. */
+void tnt__model_fold_activations(tnt_model *m);
+/* The node passes its input through (a view, or a folded activation). */
+static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops->is_view || n->folded; }
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */
 tnt_status tnt__model_setup_weights(tnt_model *m);

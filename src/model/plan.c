@@ -120,7 +120,7 @@ static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t
             signed char *mode = &p->dx_mode[DX(p, i, k)];
             if (!needs[t]) {
                 *mode = 0;
-            } else if (n->layer->ops->is_view && !assigned[t]) {
+            } else if (tnt__node_is_alias(n) && !assigned[t]) {
                 *mode = 3; /* dx is dy: the input takes over the output's gradient storage */
                 p->grad_offset[t] = p->grad_offset[n->out];
                 assigned[t] = transferred = true;
@@ -131,7 +131,7 @@ static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t
                 assigned[t] = true;
             } else {
                 *mode = 2;
-                if (!n->layer->ops->is_view) {
+                if (!tnt__node_is_alias(n)) {
                     if (!galloc_take(&g, tensor_bytes(m, t, p->batch), &off)) goto nomem;
                     p->dx_offset[DX(p, i, k)] = temps[n_temps++] = off;
                 }
@@ -184,6 +184,7 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     for (int i = 0; i < N; i++) {
         tnt_layer *l = m->nodes[i].layer;
+        if (m->nodes[i].folded) continue;
         if (l->ops->plan_create) {
             p->layer_plans[i] = l->ops->plan_create(l, batch);
             if (!p->layer_plans[i])
@@ -279,7 +280,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool t
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
-        if (l->ops->is_view) continue;
+        if (tnt__node_is_alias(n)) continue;
         const float *xs[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) xs[k] = act(m, p, n->in[k], x);
         int ok = output_index(m, n->out);
@@ -348,7 +349,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x) {
         if (!needs[n->out]) continue;
         const float *dy = at(m, p->grad_offset[n->out]);
         int64_t numel = p->batch * tnt_shape_numel(m->tensor_shape[n->out]);
-        if (l->ops->is_view) { /* dx is dy, already in place unless it must be added */
+        if (tnt__node_is_alias(n)) { /* dx is dy, already in place unless it must be added */
             if (p->dx_mode[DX(p, i, 0)] == 2) add_into(at(m, p->grad_offset[n->in[0]]), dy, numel);
             continue;
         }
