@@ -161,15 +161,59 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
         *flag = (float)BN_USED_MOVING;
     }
     /* a relu folded in by the model (Activation("relu") right after) costs no extra pass */
-    const float floor_value = l->activation == TNT_ACT_RELU ? 0.0f : -INFINITY;
+    const bool relu = l->activation == TNT_ACT_RELU;
     for (int64_t i = 0; i < m; i++)
-        for (int64_t k = 0; k < C; k++)
-            a->y[i * C + k] = fmaxf(gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k], floor_value);
+        for (int64_t k = 0; k < C; k++) {
+            float v = gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k];
+            a->y[i * C + k] = relu && !(v > 0.0f) ? 0.0f : v; /* a ternary, unlike fmaxf, vectorizes */
+        }
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(m * C) * sizeof(float));
     return TNT_OK;
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
+
+/* The gradient reaching the normalization: dy, or with a folded relu dy where y > 0. The loops
+ * are instantiated for both cases (relu is a constant after inlining) so that each vectorizes. */
+static inline __attribute__((always_inline)) float bn_dy(bool relu, const float *dy, const float *y, int64_t i) {
+    return relu ? (y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
+}
+
+/* Per-channel sums of g and g * xhat: float partial sums over blocks of rows (they vectorize),
+ * added into double per block so that long sums keep their precision. Blocks never span two
+ * samples, so the partial sums are the same however the batch is split across ranks. */
+#define BN_BLOCK_ROWS 64
+static inline __attribute__((always_inline)) void bn_grad_sums(bool relu, int64_t m, int64_t per_sample, int64_t C,
+                                                                const float *x, const float *dy, const float *y,
+                                                                const float *mean, const float *inv_std,
+                                                                double *dbeta, double *dgamma, float *pb, float *pg) {
+    for (int64_t i0 = 0; i0 < m;) {
+        int64_t sample_end = (i0 / per_sample + 1) * per_sample;
+        int64_t i1 = TNT_MIN(TNT_MIN(m, i0 + BN_BLOCK_ROWS), sample_end);
+        memset(pb, 0, (size_t)C * sizeof(float));
+        memset(pg, 0, (size_t)C * sizeof(float));
+        for (int64_t i = i0; i < i1; i++)
+            for (int64_t k = 0; k < C; k++) {
+                float g = bn_dy(relu, dy, y, i * C + k);
+                pb[k] += g;
+                pg[k] += g * (x[i * C + k] - mean[k]) * inv_std[k];
+            }
+        for (int64_t k = 0; k < C; k++) dbeta[k] += pb[k], dgamma[k] += pg[k];
+        i0 = i1;
+    }
+}
+
+/* dx = gamma * inv_std * (g - mean(g) - xhat * mean(g * xhat)), with the two means per channel */
+static inline __attribute__((always_inline)) void bn_dx(bool relu, int64_t m, int64_t C, const float *x,
+                                                         const float *dy, const float *y, const float *gamma,
+                                                         const float *mean, const float *inv_std,
+                                                         const float *mean_g, const float *mean_gx, float *dx) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < C; k++) {
+            float xhat = (x[i * C + k] - mean[k]) * inv_std[k];
+            dx[i * C + k] = gamma[k] * inv_std[k] * (bn_dy(relu, dy, y, i * C + k) - mean_g[k] - xhat * mean_gx[k]);
+        }
+}
 
 /* x, dy, dx: (batch, ..., channels) as (m, channels); dx may be NULL */
 static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
@@ -184,16 +228,14 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const float *x = a->x, *dy = a->dy, *y = a->y;
     /* with a folded relu, dy is taken after it: the gradient passes where y > 0 */
     const bool relu = l->activation == TNT_ACT_RELU;
-#define BN_DY(i) (relu && !(y[i] > 0.0f) ? 0.0f : dy[i])
 
     double *dbeta = ws_acc(a->workspace), *dgamma = dbeta + C;
     memset(dbeta, 0, (size_t)(2 * C) * sizeof(double));
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t k = 0; k < C; k++) {
-            double g = BN_DY(i * C + k);
-            dbeta[k] += g;
-            dgamma[k] += g * (x[i * C + k] - mean[k]) * inv_std[k];
-        }
+    float *part = malloc((size_t)(2 * C) * sizeof(float)); /* partial sums, then the two means */
+    if (!part) return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory", l->ops->class_name, l->name);
+    const int64_t per_sample = tnt_shape_numel(l->in_shape) / C;
+    if (relu) bn_grad_sums(true, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
+    else bn_grad_sums(false, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
     float *gg = l->weights[BN_GAMMA].grad, *gb = l->weights[BN_BETA].grad;
     for (int64_t k = 0; k < C; k++) {
         if (gg) gg[k] = (float)dgamma[k];
@@ -201,21 +243,21 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     }
     if (used == BN_USED_GLOBAL) { /* every rank, as forward: dx needs the global sums */
         tnt_status s = bn_allreduce(l, dbeta, 2 * C, "gradient sums");
-        if (s != TNT_OK) return s;
+        if (s != TNT_OK) {
+            free(part);
+            return s;
+        }
     }
     if (a->dx) {
-        for (int64_t k = 0; k < C; k++) { /* per-channel terms, reusing the buffers */
-            dbeta[k] = batch_stats && M > 0 ? dbeta[k] / M : 0.0;
-            dgamma[k] = batch_stats && M > 0 ? dgamma[k] / M : 0.0;
+        float *mean_g = part, *mean_gx = part + C;
+        for (int64_t k = 0; k < C; k++) {
+            mean_g[k] = batch_stats && M > 0 ? (float)(dbeta[k] / M) : 0.0f;
+            mean_gx[k] = batch_stats && M > 0 ? (float)(dgamma[k] / M) : 0.0f;
         }
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t k = 0; k < C; k++) {
-                double xhat = (x[i * C + k] - mean[k]) * (double)inv_std[k];
-                a->dx[i * C + k] = (float)((double)gamma[k] * inv_std[k] *
-                                           (BN_DY(i * C + k) - dbeta[k] - xhat * dgamma[k]));
-            }
+        if (relu) bn_dx(true, m, C, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
+        else bn_dx(false, m, C, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
     }
-#undef BN_DY
+    free(part);
     return TNT_OK;
 }
 

@@ -119,7 +119,7 @@ static tnt_status merge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
         int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
         merge_fwd_block(op, n, xs, y, i0, i1);
         if (relu)
-            for (int64_t i = i0; i < i1; i++) y[i] = fmaxf(y[i], 0.0f);
+            for (int64_t i = i0; i < i1; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
     }
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)N * sizeof(float));
     return TNT_OK;
