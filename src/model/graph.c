@@ -7,8 +7,6 @@
 #include <pthread.h>
 #include <stdio.h>
 
-tnt_model *tnt__functional_new(const char *name);
-
 struct tnt_graph {
     tnt_model *m;  /* nodes, tensors and the layers the graph owns */
     int *mask;     /* [tensor]: the tensor holding its sequence mask, or -1 */

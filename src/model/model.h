@@ -135,6 +135,8 @@ int64_t tnt__model_output_size(const tnt_model *m);
 /* Adds a node calling l on tensors in[] (whose shapes are known) and a new output tensor; builds
  * l on first use or checks the shapes of a later call. Returns the output tensor or -1. */
 int tnt__model_add_node(tnt_model *m, tnt_layer *l, int n_in, const int *in);
+/* An empty Functional model (graph.c fills it). */
+tnt_model *tnt__functional_new(const char *name);
 /* A new tensor of this shape with no producer; -1 on failure. */
 int tnt__model_add_tensor(tnt_model *m, tnt_shape shape);
 /* Keeps one reference to l in the model's layer list (or hidden list); no-op if present. */
