@@ -5,7 +5,8 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
-	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2
+	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
+	libcurl4-openssl-dev
 
 .PHONY: all deps build demo test test-asan bench install clean
 
