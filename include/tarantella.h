@@ -624,6 +624,32 @@ TNT_API tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_
 TNT_API tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n);
 TNT_API tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n);
 
+/* ---------------------------------------------------------------------------------------------
+ * Keras files. Saving happens on the master rank only, followed by a barrier (save_all_devices:
+ * every rank writes its own file); loading happens on every rank, with no broadcast. Files are
+ * written atomically: a temporary file beside the target, fsync, rename.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct tnt_save_opts {
+    bool save_all_devices; /* every rank saves (to the same path: use distinct paths per rank) */
+} tnt_save_opts;
+/* Keras 2's HDF5 weights layout (model.save_weights("w.h5")): root attribute layer_names, a group
+ * per layer with weight_names, datasets at the paths weight_names gives, Keras kernel layouts. */
+TNT_API tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts *opts);
+/* Reads Keras 2 HDF5 weights (fixed- or variable-length string attributes, attributes split into
+ * layer_names0, layer_names1, ...). by_name=false: layer by layer in order (weightless layers
+ * skipped), names of layers may differ; by_name=true: matched by layer name, unmatched layers
+ * kept. Shapes are checked; a mismatch names the layer, the weight and both shapes. */
+TNT_API tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name);
+
+/* Keras 2 JSON architecture (model.to_json()): Sequential (dict with "layers", or the old bare
+ * list) and Functional ("Model"/"Functional" with inbound_nodes, input_layers, output_layers).
+ * *json receives a malloc'd string the caller frees. Unknown keys are ignored; an unsupported
+ * layer class names the layer and the class; a syntax error gives its line and column. */
+TNT_API tnt_status tnt_model_to_json(const tnt_model *m, char **json);
+TNT_API tnt_model *tnt_model_from_json(const char *json);
+/* A new model with the same architecture and freshly initialized weights (Keras clone_model). */
+TNT_API tnt_model *tnt_clone_model(const tnt_model *m);
+
 #ifdef __cplusplus
 }
 #endif
