@@ -310,10 +310,11 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
     return tnt__allreduce_sum_f64((double *)global, (int64_t)(sizeof *global / sizeof(double)));
 }
 
+/* master_only callbacks (Tarantella's run_on_all_ranks=False) run on the master rank only. */
 #define CALL_CB(cbs, n, fn, ...)                                                                  \
     do {                                                                                          \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
-            if ((cbs)[i_].fn) {                                                                   \
+            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
                 tnt_status cs_ = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                       \
                 if (cs_ != TNT_OK) {                                                              \
                     s = cs_;                                                                      \
