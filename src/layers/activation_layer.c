@@ -1,6 +1,7 @@
 /* activation_layer.c: the Activation layer: y = act(x) over the last axis (softmax) or
  * elementwise, on the shared activation kernels. */
 #include "kernels/activation.h"
+#include "io/keras_json.h"
 #include "layers/layer.h"
 
 static tnt_status act_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
@@ -41,8 +42,13 @@ static tnt_status act_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
     return tnt__act_backward(plan, a->x, a->y, a->dy, a->dx);
 }
 
+static tnt_status act_get_config(const tnt_layer *l, cJSON *c) {
+    return tnt__kj_add_activation(c, l->activation, l->activation_alpha);
+}
+
 static const tnt__layer_ops activation_ops = {
     .class_name = "Activation",
+    .get_config = act_get_config,
     .build = act_build,
     .plan_create = act_plan_create,
     .plan_destroy = act_plan_destroy,

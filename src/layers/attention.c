@@ -20,6 +20,7 @@
  * Kernel fans follow Keras's VarianceScaling for rank-3 kernels (receptive field = leading axis):
  * (d, H, kd): fan_in = d*H, fan_out = d*kd; (H, vd, out): fan_in = H*vd, fan_out = H*out. */
 #include "kernels/dnnl_util.h"
+#include "io/keras_json.h"
 #include "layers/layer.h"
 
 #include <math.h>
@@ -467,8 +468,49 @@ static tnt_status mha_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
 
 static void mha_destroy(tnt_layer *l) { free(l->priv); }
 
+void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask) {
+    const mha_cfg *c = l->priv;
+    *has_attention_mask = c->has_attention_mask;
+    *use_causal_mask = c->causal;
+}
+
+/* [null, steps, features], or null before build */
+static tnt_status mha_add_shape(const tnt_layer *l, cJSON *c, const char *key, int64_t t, int64_t d) {
+    if (!l->built) {
+        TNT_KJ(cJSON_AddNullToObject(c, key));
+        return TNT_OK;
+    }
+    cJSON *a = cJSON_AddArrayToObject(c, key);
+    TNT_KJ(a);
+    TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNull()));
+    TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t)));
+    TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)d)));
+    return TNT_OK;
+}
+
+/* Keras 2.11's keys; attention_axes becomes [1] at build (the sequence axis). */
+static tnt_status mha_get_config(const tnt_layer *l, cJSON *c) {
+    const mha_cfg *p = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "num_heads", p->heads));
+    TNT_KJ(cJSON_AddNumberToObject(c, "key_dim", p->key_dim));
+    TNT_KJ(cJSON_AddNumberToObject(c, "value_dim", p->value_dim));
+    TNT_KJ(cJSON_AddNumberToObject(c, "dropout", tnt__kj_f(p->dropout)));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", p->use_bias));
+    if (p->output_dim) TNT_KJ(cJSON_AddNumberToObject(c, "output_shape", p->output_dim));
+    else TNT_KJ(cJSON_AddNullToObject(c, "output_shape"));
+    if (l->built) TNT_KJ_S(tnt__kj_add_ints(c, "attention_axes", 1, (int[]){1}));
+    else TNT_KJ(cJSON_AddNullToObject(c, "attention_axes"));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", p->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", p->bias_init));
+    TNT_KJ_S(tnt__kj_add_nulls(c, tnt__kj_kernel_nulls));
+    TNT_KJ_S(mha_add_shape(l, c, "query_shape", p->tq, p->dq));
+    TNT_KJ_S(mha_add_shape(l, c, "key_shape", p->tv, p->dk));
+    return mha_add_shape(l, c, "value_shape", p->tv, p->dv);
+}
+
 static const tnt__layer_ops mha_ops = {
     .class_name = "MultiHeadAttention",
+    .get_config = mha_get_config,
     .build_multi = mha_build,
     .workspace_size = mha_workspace_size,
     .forward = mha_forward,

@@ -35,6 +35,7 @@
  * BatchNormalization (no collective). Every rank takes part in the collectives even when its
  * micro-batch is empty, so no rank waits for another. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include "dist/dist.h"
 
@@ -265,8 +266,27 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
 
 static void bn_destroy(tnt_layer *l) { free(l->priv); }
 
+/* Keras: axis -1, which build turns into [rank - 1] (counting the batch axis). */
+static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
+    const bn_cfg *p = l->priv;
+    if (l->built) TNT_KJ_S(tnt__kj_add_ints(c, "axis", 1, (int[]){l->in_shape.ndim}));
+    else TNT_KJ(cJSON_AddNumberToObject(c, "axis", -1));
+    TNT_KJ(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(p->momentum)));
+    TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
+    TNT_KJ(cJSON_AddBoolToObject(c, "center", true));
+    TNT_KJ(cJSON_AddBoolToObject(c, "scale", true));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", TNT_INIT_ZEROS));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", TNT_INIT_ONES));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_mean_initializer", TNT_INIT_ZEROS));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_variance_initializer", TNT_INIT_ONES));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint", NULL};
+    return tnt__kj_add_nulls(c, nulls);
+}
+
 static const tnt__layer_ops batch_norm_ops = {
     .class_name = "BatchNormalization",
+    .get_config = bn_get_config,
     .build = bn_build,
     .workspace_size = bn_workspace_size,
     .forward = bn_forward,
@@ -277,6 +297,7 @@ static const tnt__layer_ops batch_norm_ops = {
 
 static const tnt__layer_ops sync_batch_norm_ops = {
     .class_name = "SyncBatchNormalization",
+    .get_config = bn_get_config,
     .build = bn_build,
     .workspace_size = bn_workspace_size,
     .forward = bn_forward,

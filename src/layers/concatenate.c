@@ -9,6 +9,7 @@
  * copies each input's slice of dy back (dxs[k] NULL: skipped). Rows are shared out across OpenMP
  * threads when the tensor is large. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <stdio.h>
 
@@ -117,8 +118,15 @@ static tnt_status concat_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
 
 static void concat_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status concat_get_config(const tnt_layer *l, cJSON *c) {
+    const concat_cfg *p = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "axis", p->axis));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops concat_ops = {
     .class_name = "Concatenate",
+    .get_config = concat_get_config,
     .build_multi = concat_build,
     .forward = concat_forward,
     .backward = concat_backward,

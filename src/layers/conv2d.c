@@ -15,6 +15,7 @@
  * Padding "same" is TensorFlow's: total = max((ceil(in/s)-1)*s + (k-1)*d+1 - in, 0), the extra
  * row/column at the bottom/right. oneDNN dilation is 0-based (d-1). */
 #include "layers/conv2d.h"
+#include "io/keras_json.h"
 #include "layers/fused.h"
 
 #include <stdio.h>
@@ -407,8 +408,27 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
 
 static void conv_destroy(tnt_layer *l) { free(l->priv); }
 
+/* Keras Conv2D / Conv1D config (Conv1D: one-element lists). */
+static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
+    const conv_cfg *k = l->priv;
+    int n = k->one_d ? 1 : 2;
+    TNT_KJ(cJSON_AddNumberToObject(c, "filters", k->filters));
+    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->one_d ? (int[]){k->kw} : (int[]){k->kh, k->kw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->one_d ? (int[]){k->sw} : (int[]){k->sh, k->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, k->one_d ? (int[]){k->dw} : (int[]){k->dh, k->dw}));
+    TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
+    TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", k->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", k->bias_init));
+    return tnt__kj_add_nulls(c, tnt__kj_kernel_nulls);
+}
+
 static const tnt__layer_ops conv2d_ops = {
     .class_name = "Conv2D",
+    .get_config = conv_get_config,
     .build = conv_build,
     .plan_create = tnt__conv_plan_create,
     .plan_destroy = tnt__conv_plan_destroy,
@@ -420,6 +440,7 @@ static const tnt__layer_ops conv2d_ops = {
 
 static const tnt__layer_ops conv1d_ops = {
     .class_name = "Conv1D",
+    .get_config = conv_get_config,
     .build = conv1d_build,
     .plan_create = tnt__conv_plan_create,
     .plan_destroy = tnt__conv_plan_destroy,

@@ -2,6 +2,7 @@
  * the input without its border rows and columns; an error when nothing would be left. Backward
  * puts the gradient back in place, zeros on the cropped border. No plan and no workspace. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 typedef struct crop_cfg {
     int top, bottom, left, right;
@@ -75,8 +76,24 @@ static tnt_status crop_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 
 static void crop_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status crop_get_config(const tnt_layer *l, cJSON *c) {
+    const crop_cfg *p = l->priv;
+    cJSON *a = cJSON_AddArrayToObject(c, "cropping");
+    TNT_KJ(a);
+    cJSON *h = cJSON_CreateIntArray((int[]){p->top, p->bottom}, 2), *w = cJSON_CreateIntArray((int[]){p->left, p->right}, 2);
+    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
+        cJSON_Delete(h);
+        cJSON_Delete(w);
+        TNT_KJ(NULL);
+    }
+    TNT_KJ(cJSON_AddItemToArray(a, w));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops crop_ops = {
     .class_name = "Cropping2D",
+    .get_config = crop_get_config,
     .build = crop_build,
     .forward = crop_forward,
     .backward = crop_backward,

@@ -12,6 +12,7 @@
  *   db        column sums of dpre in a plain loop (vectorized over units, fixed order).
  * Weights are read where they lie in the model's flat buffer: no reorder. */
 #include "layers/fused.h"
+#include "io/keras_json.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
@@ -230,8 +231,19 @@ fail:
 
 static void dense_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status dense_get_config(const tnt_layer *l, cJSON *c) {
+    const dense_cfg *d = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "units", d->units));
+    TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", d->use_bias));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", d->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", d->bias_init));
+    return tnt__kj_add_nulls(c, tnt__kj_kernel_nulls);
+}
+
 static const tnt__layer_ops dense_ops = {
     .class_name = "Dense",
+    .get_config = dense_get_config,
     .build = dense_build,
     .plan_create = dense_plan_create,
     .plan_destroy = dense_plan_destroy,

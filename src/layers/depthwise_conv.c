@@ -14,6 +14,7 @@
  * backward, with its gradient after it:
  *   [pointwise workspace (fused activation)][depthwise workspace][mid][dmid], each 64-aligned. */
 #include "layers/conv2d.h"
+#include "io/keras_json.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -73,8 +74,31 @@ static tnt_status dw_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 static void free_priv(tnt_layer *l) { free(l->priv); }
 
+/* Keras DepthwiseConv2D: Conv2D's keys less filters and kernel_*, plus depth_multiplier and
+ * depthwise_* (in Keras's order). */
+static tnt_status dw_get_config(const tnt_layer *l, cJSON *c) {
+    const dw_cfg *d = l->priv;
+    const tnt__conv_cfg *k = &d->conv;
+    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", 2, (int[]){k->kh, k->kw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", 2, (int[]){k->sh, k->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", 2, (int[]){k->dh, k->dw}));
+    TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
+    TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", k->bias_init));
+    static const char *const nulls[] = {"bias_regularizer", "activity_regularizer", "bias_constraint", NULL};
+    TNT_KJ_S(tnt__kj_add_nulls(c, nulls));
+    TNT_KJ(cJSON_AddNumberToObject(c, "depth_multiplier", d->dm));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "depthwise_initializer", k->kernel_init));
+    static const char *const dnulls[] = {"depthwise_regularizer", "depthwise_constraint", NULL};
+    return tnt__kj_add_nulls(c, dnulls);
+}
+
 static const tnt__layer_ops depthwise_ops = {
     .class_name = "DepthwiseConv2D",
+    .get_config = dw_get_config,
     .build = dw_build,
     .plan_create = tnt__conv_plan_create,
     .plan_destroy = tnt__conv_plan_destroy,
@@ -253,8 +277,34 @@ static void sep_destroy(tnt_layer *l) {
     free(s);
 }
 
+/* Keras SeparableConv2D: Conv2D's keys, then depth_multiplier and the depthwise and pointwise
+ * keys. */
+static tnt_status sep_get_config(const tnt_layer *l, cJSON *c) {
+    const sep_cfg *s = l->priv;
+    const tnt__conv_cfg *k = &((const dw_cfg *)s->dw->priv)->conv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "filters", s->filters));
+    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", 2, (int[]){k->kh, k->kw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", 2, (int[]){k->sh, k->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", 2, (int[]){k->dh, k->dw}));
+    TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
+    TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", s->use_bias));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", s->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", s->bias_init));
+    TNT_KJ_S(tnt__kj_add_nulls(c, tnt__kj_kernel_nulls));
+    TNT_KJ(cJSON_AddNumberToObject(c, "depth_multiplier", s->dm));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "depthwise_initializer", s->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "pointwise_initializer", s->kernel_init));
+    static const char *const nulls[] = {"depthwise_regularizer", "pointwise_regularizer", "depthwise_constraint",
+                                        "pointwise_constraint", NULL};
+    return tnt__kj_add_nulls(c, nulls);
+}
+
 static const tnt__layer_ops separable_ops = {
     .class_name = "SeparableConv2D",
+    .get_config = sep_get_config,
     .build = sep_build,
     .plan_create = sep_plan_create,
     .plan_destroy = sep_plan_destroy,

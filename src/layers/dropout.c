@@ -3,6 +3,7 @@
  * it is recomputed in backward from the step's seed (kept in an 8-byte workspace), since the
  * counter-based generator gives the same value for the same (seed, index). */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 typedef struct dropout_priv {
     float rate;
@@ -63,8 +64,18 @@ static tnt_status dropout_backward(tnt_layer *l, void *plan, const tnt__bwd_args
 
 static void dropout_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status dropout_get_config(const tnt_layer *l, cJSON *c) {
+    const dropout_priv *p = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "rate", tnt__kj_f(p->rate)));
+    TNT_KJ(cJSON_AddNullToObject(c, "noise_shape"));
+    if (p->seed) TNT_KJ(cJSON_AddNumberToObject(c, "seed", (double)p->seed));
+    else TNT_KJ(cJSON_AddNullToObject(c, "seed"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops dropout_ops = {
     .class_name = "Dropout",
+    .get_config = dropout_get_config,
     .build = dropout_build,
     .workspace_size = dropout_workspace,
     .forward = dropout_forward,

@@ -14,6 +14,7 @@
  * mask_zero: id 0 is padding; the graph asks tnt__embedding_mask_zero and derives the sequence
  * mask (ids != 0) itself. Embedding does not pass on an incoming mask (supports_masking false). */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <math.h>
 #include <omp.h>
@@ -114,8 +115,22 @@ static tnt_status emb_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
 
 static void emb_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status emb_get_config(const tnt_layer *l, cJSON *c) {
+    const emb_cfg *p = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "input_dim", p->input_dim));
+    TNT_KJ(cJSON_AddNumberToObject(c, "output_dim", p->output_dim));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM));
+    static const char *const nulls[] = {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
+                                        NULL};
+    TNT_KJ_S(tnt__kj_add_nulls(c, nulls));
+    TNT_KJ(cJSON_AddBoolToObject(c, "mask_zero", p->mask_zero));
+    TNT_KJ(cJSON_AddNullToObject(c, "input_length"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops embedding_ops = {
     .class_name = "Embedding",
+    .get_config = emb_get_config,
     .build = emb_build,
     .forward = emb_forward,
     .backward = emb_backward,

@@ -1,6 +1,7 @@
 /* flatten.c: Flatten, (h, w, c) -> (h*w*c) in NHWC order, which is Keras's order. A view: the
  * model aliases its output to its input and never calls forward or backward. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 static tnt_status flatten_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     (void)l;
@@ -8,8 +9,15 @@ static tnt_status flatten_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     return TNT_OK;
 }
 
+static tnt_status flatten_get_config(const tnt_layer *l, cJSON *c) {
+    (void)l;
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops flatten_ops = {
     .class_name = "Flatten",
+    .get_config = flatten_get_config,
     .build = flatten_build,
     .is_view = true,
 };

@@ -4,6 +4,7 @@
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
  * model keeps alive until backward, so neither a plan nor a workspace is needed. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 typedef struct gpool_cfg {
     bool is_max;
@@ -98,8 +99,16 @@ static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
 
 static void gpool_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status gpool_get_config(const tnt_layer *l, cJSON *c) {
+    (void)l;
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ(cJSON_AddBoolToObject(c, "keepdims", false));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops gavg_ops = {
     .class_name = "GlobalAveragePooling2D",
+    .get_config = gpool_get_config,
     .build = gpool_build,
     .forward = gpool_forward,
     .backward = gpool_backward,
@@ -108,6 +117,7 @@ static const tnt__layer_ops gavg_ops = {
 
 static const tnt__layer_ops gmax_ops = {
     .class_name = "GlobalMaxPooling2D",
+    .get_config = gpool_get_config,
     .build = gpool_build,
     .forward = gpool_forward,
     .backward = gpool_backward,

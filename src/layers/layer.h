@@ -11,6 +11,8 @@
 
 #include "core/core.h"
 
+struct cJSON; /* <cjson/cJSON.h>: layer configs (src/io/keras_json.c) */
+
 #define TNT_MAX_LAYER_WEIGHTS 8
 #define TNT_MAX_LAYER_INPUTS 16
 #define TNT_NAME_MAX 64
@@ -92,6 +94,10 @@ typedef struct tnt__layer_ops {
     /* The layer applies l->activation == TNT_ACT_RELU itself, in the same pass: the model folds
      * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
     bool folds_relu;
+    /* Keras get_config(): adds the layer's own keys (units, activation, kernel_initializer, ...)
+     * to config, which already holds name, trainable and dtype (src/io/keras_json.c writes those
+     * and builds layers back from configs). May be NULL: the base keys only. */
+    tnt_status (*get_config)(const tnt_layer *l, struct cJSON *config);
 } tnt__layer_ops;
 
 struct tnt_layer {

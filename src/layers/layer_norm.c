@@ -13,6 +13,7 @@
  * dx is parallel over rows; dgamma/dbeta are parallel over column blocks, each thread summing its
  * columns over all rows in row order, so the result does not depend on the thread count. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <math.h>
 #include <omp.h>
@@ -156,8 +157,24 @@ static tnt_status ln_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
 
 static void ln_destroy(tnt_layer *l) { free(l->priv); }
 
+/* Keras: axis -1, which build turns into [rank - 1] (counting the batch axis). */
+static tnt_status ln_get_config(const tnt_layer *l, cJSON *c) {
+    const ln_cfg *p = l->priv;
+    if (l->built) TNT_KJ_S(tnt__kj_add_ints(c, "axis", 1, (int[]){l->in_shape.ndim}));
+    else TNT_KJ(cJSON_AddNumberToObject(c, "axis", -1));
+    TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
+    TNT_KJ(cJSON_AddBoolToObject(c, "center", true));
+    TNT_KJ(cJSON_AddBoolToObject(c, "scale", true));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", TNT_INIT_ZEROS));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", TNT_INIT_ONES));
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint", NULL};
+    return tnt__kj_add_nulls(c, nulls);
+}
+
 static const tnt__layer_ops layer_norm_ops = {
     .class_name = "LayerNormalization",
+    .get_config = ln_get_config,
     .build = ln_build,
     .workspace_size = ln_workspace_size,
     .forward = ln_forward,

@@ -5,6 +5,7 @@
  * the source stride of the axis that the destination's last axis comes from (gathers: writes stay
  * sequential). */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <stdio.h>
 
@@ -102,8 +103,16 @@ static tnt_status permute_backward(tnt_layer *l, void *plan, const tnt__bwd_args
 
 static void permute_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status permute_get_config(const tnt_layer *l, cJSON *c) {
+    const permute_cfg *p = l->priv;
+    int v[TNT_MAX_DIMS];
+    for (int i = 0; i < p->n; i++) v[i] = p->perm[i] + 1; /* Keras: 1-based */
+    return tnt__kj_add_ints(c, "dims", p->n, v);
+}
+
 static const tnt__layer_ops permute_ops = {
     .class_name = "Permute",
+    .get_config = permute_get_config,
     .build = permute_build,
     .forward = permute_forward,
     .backward = permute_backward,

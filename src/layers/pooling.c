@@ -9,6 +9,7 @@
  * 0.2 / 0.35 ms for 64x14x14x50): these layers are memory-bound and the loops touch each byte
  * once. No plan is needed. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <stdio.h>
 
@@ -212,8 +213,18 @@ static tnt_status pool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 
 static void pool_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status pool_get_config(const tnt_layer *l, cJSON *c) {
+    const pool_cfg *p = l->priv;
+    TNT_KJ_S(tnt__kj_add_ints(c, "pool_size", 2, (int[]){p->ph, p->pw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(p->padding)));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", 2, (int[]){p->sh, p->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops max_pool_ops = {
     .class_name = "MaxPooling2D",
+    .get_config = pool_get_config,
     .build = pool_build,
     .workspace_size = max_workspace_size,
     .forward = pool_forward,
@@ -223,6 +234,7 @@ static const tnt__layer_ops max_pool_ops = {
 
 static const tnt__layer_ops avg_pool_ops = {
     .class_name = "AveragePooling2D",
+    .get_config = pool_get_config,
     .build = pool_build,
     .forward = pool_forward,
     .backward = pool_backward,

@@ -7,6 +7,7 @@
  * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
  * Neither layer needs a plan. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <stdio.h>
 
@@ -118,8 +119,18 @@ static tnt_status mp1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
 
 static void priv_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status mp1_get_config(const tnt_layer *l, cJSON *c) {
+    const mp1_cfg *p = l->priv;
+    TNT_KJ_S(tnt__kj_add_ints(c, "pool_size", 1, &p->k));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(p->padding)));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", 1, &p->s));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops mp1_ops = {
     .class_name = "MaxPooling1D",
+    .get_config = mp1_get_config,
     .build = mp1_build,
     .workspace_size = mp1_workspace_size,
     .forward = mp1_forward,
@@ -223,8 +234,16 @@ static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     return TNT_OK;
 }
 
+static tnt_status gap1_get_config(const tnt_layer *l, cJSON *c) {
+    (void)l;
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ(cJSON_AddBoolToObject(c, "keepdims", false));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops gap1_ops = {
     .class_name = "GlobalAveragePooling1D",
+    .get_config = gap1_get_config,
     .build = gap1_build,
     .forward = gap1_forward,
     .backward = gap1_backward,

@@ -1,6 +1,7 @@
 /* repeat_vector.c: RepeatVector (Keras): (features) -> (n, features), n copies of each sample's
  * vector. Backward sums dy over the n copies (in copy order, float32, as the copies are few). */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <stdio.h>
 
@@ -57,8 +58,15 @@ static tnt_status repeat_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
 
 static void repeat_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status repeat_get_config(const tnt_layer *l, cJSON *c) {
+    const repeat_cfg *p = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "n", p->n));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops repeat_ops = {
     .class_name = "RepeatVector",
+    .get_config = repeat_get_config,
     .build = repeat_build,
     .forward = repeat_forward,
     .backward = repeat_backward,

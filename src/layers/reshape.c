@@ -1,5 +1,6 @@
 /* reshape.c: Reshape to a target shape (batch excluded), one dimension may be -1. A view layer. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 typedef struct reshape_priv {
     tnt_shape target;
@@ -32,8 +33,16 @@ static tnt_status reshape_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 static void reshape_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status reshape_get_config(const tnt_layer *l, cJSON *c) {
+    const reshape_priv *p = l->priv;
+    int v[TNT_MAX_DIMS];
+    for (int i = 0; i < p->target.ndim; i++) v[i] = (int)p->target.dim[i];
+    return tnt__kj_add_ints(c, "target_shape", p->target.ndim, v);
+}
+
 static const tnt__layer_ops reshape_ops = {
     .class_name = "Reshape",
+    .get_config = reshape_get_config,
     .build = reshape_build,
     .destroy = reshape_destroy,
     .is_view = true,

@@ -3,6 +3,7 @@
  * Backward sums the gradient over each block. "bilinear" is refused as unsupported. No plan and
  * no workspace. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 #include <string.h>
 
@@ -75,8 +76,17 @@ static tnt_status up_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
 
 static void up_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status up_get_config(const tnt_layer *l, cJSON *c) {
+    const up_cfg *p = l->priv;
+    TNT_KJ_S(tnt__kj_add_ints(c, "size", 2, (int[]){p->sh, p->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ(cJSON_AddStringToObject(c, "interpolation", "nearest"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops up_ops = {
     .class_name = "UpSampling2D",
+    .get_config = up_get_config,
     .build = up_build,
     .forward = up_forward,
     .backward = up_backward,

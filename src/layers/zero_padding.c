@@ -2,6 +2,7 @@
  * w+left+right, c), zeros around the input. Backward takes the interior of the gradient. No plan
  * and no workspace. */
 #include "layers/layer.h"
+#include "io/keras_json.h"
 
 typedef struct zpad_cfg {
     int top, bottom, left, right;
@@ -67,8 +68,24 @@ static tnt_status zpad_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 
 static void zpad_destroy(tnt_layer *l) { free(l->priv); }
 
+static tnt_status zpad_get_config(const tnt_layer *l, cJSON *c) {
+    const zpad_cfg *p = l->priv;
+    cJSON *a = cJSON_AddArrayToObject(c, "padding");
+    TNT_KJ(a);
+    cJSON *h = cJSON_CreateIntArray((int[]){p->top, p->bottom}, 2), *w = cJSON_CreateIntArray((int[]){p->left, p->right}, 2);
+    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
+        cJSON_Delete(h);
+        cJSON_Delete(w);
+        TNT_KJ(NULL);
+    }
+    TNT_KJ(cJSON_AddItemToArray(a, w));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 static const tnt__layer_ops zpad_ops = {
     .class_name = "ZeroPadding2D",
+    .get_config = zpad_get_config,
     .build = zpad_build,
     .forward = zpad_forward,
     .backward = zpad_backward,
