@@ -1,0 +1,589 @@
+/* h5_weights.c: Keras 2 HDF5 weights files (model.save_weights("w.h5") / model.load_weights),
+ * following keras/src/saving/legacy/hdf5_format.py:
+ *   root attributes  layer_names   fixed-length byte strings, one per layer of model.layers (a
+ *                                  Sequential model's InputLayer is not among them, a Functional
+ *                                  model's are), split into layer_names0, layer_names1, ... when
+ *                                  larger than HDF5_OBJECT_HEADER_LIMIT (64512 bytes)
+ *                    backend, keras_version
+ *   /<layer>         a group per layer (created in order of name) with attribute weight_names
+ *                    ("dense/kernel:0", ...; trainable weights first, then non-trainable, as
+ *                    _legacy_weights; an empty float64 array for a weightless layer)
+ *   /<layer>/<weight name>   float32 datasets in Keras layout
+ *   /top_level_model_weights  an empty group (weights of the model itself: none here)
+ * Reading also takes variable-length strings, chunked attributes and a full-model file's
+ * model_weights group. The helper for atomic writes (io.h) lives here too. */
+#include "io/io.h"
+
+#include "dist/dist.h"
+#include "model/model.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HDF5_OBJECT_HEADER_LIMIT 64512
+/* the Keras version whose layout is written (Keras reads it to decide on legacy conversions) */
+#define TNT__KERAS_VERSION "2.15.0"
+
+/* ---- atomic writes ------------------------------------------------------------------------- */
+
+static tnt_status fsync_path(const char *p, bool dir) {
+    int fd = open(p, dir ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+    if (fd < 0) return tnt__error(TNT_ERR_IO, "%s: cannot open for fsync: %s", p, strerror(errno));
+    int rc = fsync(fd), e = errno;
+    close(fd);
+    /* some file systems cannot fsync a directory (EINVAL): not a failure of ours */
+    if (rc != 0 && !(dir && (e == EINVAL || e == EBADF)))
+        return tnt__error(TNT_ERR_IO, "%s: fsync failed: %s", p, strerror(e));
+    return TNT_OK;
+}
+
+tnt_status tnt__atomic_write_path(const char *path, tnt__write_fn fill, void *ctx) {
+    if (!path || !*path) return tnt__error(TNT_ERR_ARG, "write: path is NULL or empty");
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 32), *dir = malloc(len + 2);
+    if (!tmp || !dir) {
+        free(tmp), free(dir);
+        return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, len + 32, "%s.tmp.%ld", path, (long)getpid());
+    const char *slash = strrchr(path, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == path) strcpy(dir, "/");
+    else {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    }
+    tnt_status s = fill(tmp, ctx);
+    if (s == TNT_OK) s = fsync_path(tmp, false);
+    if (s == TNT_OK && rename(tmp, path) != 0)
+        s = tnt__error(TNT_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (s != TNT_OK) unlink(tmp); /* may not exist */
+    else s = fsync_path(dir, true);
+    free(tmp), free(dir);
+    return s;
+}
+
+typedef struct data_ctx {
+    const void *data;
+    size_t len;
+} data_ctx;
+
+static tnt_status write_data(const char *tmp, void *ctx) {
+    const data_ctx *c = ctx;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return tnt__error(TNT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = c->data;
+    size_t left = c->len;
+    while (left > 0) {
+        ssize_t k = write(fd, p, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : ENOSPC;
+            close(fd);
+            return tnt__error(TNT_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
+        }
+        p += k, left -= (size_t)k;
+    }
+    if (close(fd) != 0) return tnt__error(TNT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    return TNT_OK;
+}
+
+tnt_status tnt__atomic_write_data(const char *path, const void *data, size_t len) {
+    if (!data && len) return tnt__error(TNT_ERR_ARG, "write %s: data is NULL", path ? path : "(null)");
+    data_ctx c = {data, len};
+    return tnt__atomic_write_path(path, write_data, &c);
+}
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+static void close_id(hid_t id) {
+    if (id < 0) return;
+    switch (H5Iget_type(id)) {
+    case H5I_FILE: H5Fclose(id); break;
+    case H5I_GROUP: H5Gclose(id); break;
+    case H5I_DATASET: H5Dclose(id); break;
+    case H5I_ATTR: H5Aclose(id); break;
+    case H5I_DATATYPE: H5Tclose(id); break;
+    case H5I_DATASPACE: H5Sclose(id); break;
+    case H5I_GENPROP_LST: H5Pclose(id); break;
+    default: break;
+    }
+}
+
+static void shape_str(const tnt_shape *s, char *buf, size_t size) {
+    size_t o = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < s->ndim && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
+    if (o < size) snprintf(buf + o, size - o, s->ndim == 1 ? ",)" : ")");
+}
+
+/* The layers of Keras's model.layers: a Sequential model's InputLayer is not listed. */
+static bool keras_listed(const tnt_model *m, const tnt_layer *l) { return m->functional || !tnt__is_input_layer(l); }
+
+/* A layer's weights in _legacy_weights order: trainable, then non-trainable. */
+static int legacy_weights(tnt_layer *l, tnt__weight **out) {
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < l->n_weights; j++)
+            if (l->weights[j].trainable == (pass == 0)) out[n++] = &l->weights[j];
+    return n;
+}
+
+/* ---- string attributes ----------------------------------------------------------------------- */
+
+typedef struct strlist {
+    int n, cap;
+    char **s;
+} strlist;
+
+static void strlist_free(strlist *l) {
+    for (int i = 0; i < l->n; i++) free(l->s[i]);
+    free(l->s);
+    *l = (strlist){0};
+}
+
+static tnt_status strlist_push(strlist *l, const char *s, size_t len) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        char **p = realloc(l->s, (size_t)cap * sizeof *p);
+        if (!p) return tnt__error(TNT_ERR_NOMEM, "out of memory reading names");
+        l->s = p, l->cap = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return tnt__error(TNT_ERR_NOMEM, "out of memory reading names");
+    memcpy(c, s, len);
+    c[len] = '\0';
+    l->s[l->n++] = c;
+    return TNT_OK;
+}
+
+/* Appends the strings of attribute name of obj (fixed- or variable-length; an empty array of any
+ * type gives none). where names the object in messages. */
+static tnt_status read_str_attr(hid_t obj, const char *name, const char *where, strlist *out) {
+    tnt_status s = TNT_OK;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT), space = -1, type = -1, mem = -1;
+    void *buf = NULL;
+    if (a < 0) return tnt__error(TNT_ERR_FORMAT, "%s: cannot open attribute %s", where, name);
+    space = H5Aget_space(a);
+    type = H5Aget_type(a);
+    hssize_t n = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    if (n < 0 || type < 0) {
+        s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s is unreadable", where, name);
+        goto done;
+    }
+    if (n == 0) goto done;
+    if (H5Tget_class(type) != H5T_STRING) {
+        s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s holds no strings", where, name);
+        goto done;
+    }
+    htri_t var = H5Tis_variable_str(type);
+    mem = H5Tcopy(H5T_C_S1);
+    if (var > 0) {
+        H5Tset_size(mem, H5T_VARIABLE);
+        H5Tset_cset(mem, H5Tget_cset(type));
+        char **v = calloc((size_t)n, sizeof *v);
+        if (!v) {
+            s = tnt__error(TNT_ERR_NOMEM, "out of memory reading %s", name);
+            goto done;
+        }
+        if (H5Aread(a, mem, v) < 0) {
+            free(v);
+            s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read attribute %s", where, name);
+            goto done;
+        }
+        for (hssize_t i = 0; i < n && s == TNT_OK; i++) s = strlist_push(out, v[i] ? v[i] : "", v[i] ? strlen(v[i]) : 0);
+        H5Dvlen_reclaim(mem, space, H5P_DEFAULT, v);
+        free(v);
+    } else {
+        size_t size = H5Tget_size(type);
+        if (size == 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s has strings of size 0", where, name);
+            goto done;
+        }
+        H5Tset_size(mem, size);
+        H5Tset_strpad(mem, H5T_STR_NULLPAD);
+        buf = malloc((size_t)n * size);
+        if (!buf) {
+            s = tnt__error(TNT_ERR_NOMEM, "out of memory reading %s", name);
+            goto done;
+        }
+        if (H5Aread(a, mem, buf) < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read attribute %s", where, name);
+            goto done;
+        }
+        for (hssize_t i = 0; i < n && s == TNT_OK; i++) {
+            const char *p = (const char *)buf + (size_t)i * size;
+            s = strlist_push(out, p, strnlen(p, size));
+        }
+    }
+done:
+    free(buf);
+    close_id(mem), close_id(type), close_id(space), close_id(a);
+    return s;
+}
+
+/* Keras's load_attributes_from_hdf5_group: name, else name0, name1, ...; *found false when
+ * neither exists. */
+static tnt_status read_names(hid_t obj, const char *name, const char *where, strlist *out, bool *found) {
+    *found = false;
+    if (H5Aexists(obj, name) > 0) {
+        *found = true;
+        return read_str_attr(obj, name, where, out);
+    }
+    char chunk[96];
+    for (int k = 0;; k++) {
+        snprintf(chunk, sizeof chunk, "%s%d", name, k);
+        if (H5Aexists(obj, chunk) <= 0) break;
+        *found = true;
+        tnt_status s = read_str_attr(obj, chunk, where, out);
+        if (s != TNT_OK) return s;
+    }
+    return TNT_OK;
+}
+
+/* Fixed-length (NULLPAD, as numpy's 'S' dtype) string array attribute; Keras's
+ * save_attributes_to_hdf5_group: split in chunks (np.array_split) while one exceeds the limit;
+ * none at all is an empty float64 array (np.asarray([])). */
+static tnt_status write_names(hid_t obj, const char *name, char *const *v, int n, const char *path) {
+    tnt_status s = TNT_OK;
+    hid_t type = -1, space = -1, a = -1;
+    if (n == 0) {
+        hsize_t zero = 0;
+        space = H5Screate_simple(1, &zero, NULL);
+        a = space >= 0 ? H5Acreate2(obj, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        if (a < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot write attribute %s", path, name);
+        close_id(a), close_id(space);
+        return s;
+    }
+    size_t width = 1;
+    for (int i = 0; i < n; i++) width = TNT_MAX(width, strlen(v[i]));
+    int chunks = 1;
+    while (((size_t)((n + chunks - 1) / chunks)) * width > HDF5_OBJECT_HEADER_LIMIT) chunks++;
+    char *buf = calloc((size_t)n, width);
+    type = H5Tcopy(H5T_C_S1);
+    if (!buf || type < 0) {
+        free(buf);
+        close_id(type);
+        return tnt__error(TNT_ERR_NOMEM, "%s: out of memory writing %s", path, name);
+    }
+    H5Tset_size(type, width);
+    H5Tset_strpad(type, H5T_STR_NULLPAD);
+    for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * width, v[i], strlen(v[i]));
+    int start = 0;
+    for (int c = 0; c < chunks && s == TNT_OK; c++) {
+        int count = n / chunks + (c < n % chunks); /* np.array_split: the first n % chunks get one more */
+        char an[96];
+        if (chunks == 1) snprintf(an, sizeof an, "%s", name);
+        else snprintf(an, sizeof an, "%s%d", name, c);
+        hsize_t dim = (hsize_t)count;
+        space = H5Screate_simple(1, &dim, NULL);
+        a = space >= 0 ? H5Acreate2(obj, an, type, space, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        if (a < 0 || H5Awrite(a, type, buf + (size_t)start * width) < 0)
+            s = tnt__error(TNT_ERR_IO, "%s: cannot write attribute %s", path, an);
+        close_id(a), close_id(space);
+        a = space = -1;
+        start += count;
+    }
+    free(buf);
+    close_id(type);
+    return s;
+}
+
+/* A scalar variable-length ASCII string attribute (what h5py makes of Keras's bytes values). */
+static tnt_status write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
+    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR), a = -1;
+    tnt_status s = TNT_OK;
+    if (type >= 0) {
+        H5Tset_size(type, H5T_VARIABLE);
+        H5Tset_cset(type, H5T_CSET_ASCII);
+    }
+    if (type >= 0 && space >= 0) a = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0 || H5Awrite(a, type, &value) < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot write attribute %s", path, name);
+    close_id(a), close_id(space), close_id(type);
+    return s;
+}
+
+/* ---- saving ---------------------------------------------------------------------------------- */
+
+static int cmp_layer_name(const void *a, const void *b) {
+    return strcmp((*(tnt_layer *const *)a)->name, (*(tnt_layer *const *)b)->name);
+}
+
+/* Group g gets weight_names and the datasets of these weights. */
+static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int nw, const char *path) {
+    char *names[TNT_MAX_LAYER_WEIGHTS] = {0};
+    char store[TNT_MAX_LAYER_WEIGHTS][2 * TNT_NAME_MAX + 8];
+    for (int j = 0; j < nw; j++) {
+        snprintf(store[j], sizeof store[j], "%s/%s:0", lname, ws[j]->name);
+        names[j] = store[j];
+    }
+    tnt_status s = write_names(g, "weight_names", names, nw, path);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    if (lcpl < 0) return tnt__error(TNT_ERR_IO, "%s: HDF5 property list", path);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    for (int j = 0; j < nw && s == TNT_OK; j++) {
+        hsize_t dims[TNT_MAX_DIMS];
+        for (int d = 0; d < ws[j]->shape.ndim; d++) dims[d] = (hsize_t)ws[j]->shape.dim[d];
+        hid_t space = ws[j]->shape.ndim ? H5Screate_simple(ws[j]->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+        hid_t d = space >= 0 ? H5Dcreate2(g, names[j], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ws[j]->value) < 0)
+            s = tnt__error(TNT_ERR_IO, "%s: cannot write dataset %s/%s", path, lname, names[j]);
+        close_id(d), close_id(space);
+    }
+    close_id(lcpl);
+    return s;
+}
+
+/* The whole file is made in memory (HDF5's core driver, no backing store) and its image written
+ * by tnt__atomic_write_data: HDF5 never meets a failing disk (a file it cannot flush stays open
+ * inside the library), and our own write reports the error and removes the temp file. */
+static tnt_status make_image(tnt_model *m, const char *path, void **image, size_t *size) {
+    *image = NULL, *size = 0;
+    tnt_status s = TNT_OK;
+    tnt_layer **sorted = tnt__calloc((size_t)m->n_layers + 1, sizeof *sorted);
+    char **names = tnt__calloc((size_t)m->n_layers + 1, sizeof *names);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
+    if (!sorted || !names || fapl < 0) {
+        s = tnt__error(TNT_ERR_NOMEM, "save_weights %s: out of memory", path);
+        goto done;
+    }
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
+    /* Keras: groups made in order of layer name */
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_layer_name);
+
+    if (H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0) f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (f < 0) {
+        s = tnt__error(TNT_ERR_IO, "save_weights %s: HDF5 cannot make the file in memory", path);
+        goto done;
+    }
+    s = write_names(f, "layer_names", names, n, path);
+    if (s == TNT_OK) s = write_scalar_str(f, "backend", "tensorflow", path);
+    if (s == TNT_OK) s = write_scalar_str(f, "keras_version", TNT__KERAS_VERSION, path);
+    for (int i = 0; i < n && s == TNT_OK; i++) {
+        tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
+        int nw = legacy_weights(sorted[i], ws);
+        hid_t g = H5Gcreate2(f, sorted[i]->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot create group %s", path, sorted[i]->name);
+        else s = write_layer(g, sorted[i]->name, ws, nw, path);
+        close_id(g);
+    }
+    if (s == TNT_OK) { /* Keras 2.13+: the model's own weights (none) */
+        hid_t g = H5Gcreate2(f, "top_level_model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot create group top_level_model_weights", path);
+        else s = write_names(g, "weight_names", NULL, 0, path);
+        close_id(g);
+    }
+    if (s == TNT_OK) {
+        /* without the flush, the image holds stale metadata (HDF5 1.10) */
+        ssize_t k = H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0 ? H5Fget_file_image(f, NULL, 0) : -1;
+        if (k > 0 && (*image = malloc((size_t)k)) && H5Fget_file_image(f, *image, (size_t)k) == k) *size = (size_t)k;
+        else {
+            free(*image);
+            *image = NULL;
+            s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot get the HDF5 file image", path);
+        }
+    }
+done:
+    if (f >= 0 && H5Fclose(f) < 0 && s == TNT_OK) s = tnt__error(TNT_ERR_IO, "save_weights %s: HDF5 close failed", path);
+    if (s != TNT_OK) {
+        free(*image);
+        *image = NULL, *size = 0;
+    }
+    close_id(fapl);
+    free(sorted), free(names);
+    return s;
+}
+
+tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+    tnt_status s = TNT_OK;
+    if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "save_weights: model or path is NULL");
+    else s = tnt__model_setup_weights(m);
+    bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
+    if (s == TNT_OK && writer) {
+        quiet_hdf5();
+        void *image;
+        size_t size;
+        s = make_image(m, path, &image, &size);
+        if (s == TNT_OK) s = tnt__atomic_write_data(path, image, size);
+        if (s != TNT_OK && !strstr(tnt_last_error(), path)) tnt__error_prefix(s, "save_weights %s: ", path);
+        free(image);
+    }
+    /* every rank returns the same status (and waits for the file to be complete) */
+    return tnt__agree(s, NULL, 0);
+}
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+typedef struct staged {
+    tnt__weight *w;
+    float *data;
+} staged;
+
+/* Reads the weights of file group name into the staging area for model layer l. */
+static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const char *path, staged *st, int *n_st) {
+    tnt_status s = TNT_OK;
+    char where[TNT_NAME_MAX + 64];
+    snprintf(where, sizeof where, "%s: group \"%s\"", path, gname);
+    hid_t g = H5Oexists_by_name(root, gname, H5P_DEFAULT) > 0 ? H5Gopen2(root, gname, H5P_DEFAULT) : -1;
+    if (g < 0) return tnt__error(TNT_ERR_FORMAT, "load_weights %s: layer \"%s\" is listed but its group is missing", path, gname);
+    strlist wn = {0};
+    bool found;
+    s = read_names(g, "weight_names", where, &wn, &found);
+    tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
+    int nw = legacy_weights(l, ws);
+    if (s == TNT_OK && wn.n != nw)
+        s = tnt__error(TNT_ERR_SHAPE,
+                       "load_weights %s: weight count mismatch for layer \"%s\" (\"%s\" in the file): the layer "
+                       "has %d weight(s), the file %d",
+                       path, l->name, gname, nw, wn.n);
+    for (int j = 0; j < wn.n && s == TNT_OK; j++) {
+        tnt__weight *w = ws[j];
+        hid_t d = H5Oexists_by_name(g, wn.s[j], H5P_DEFAULT) > 0 ? H5Dopen2(g, wn.s[j], H5P_DEFAULT) : -1;
+        if (d < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: layer \"%s\": weight \"%s\": dataset %s/%s is missing", path,
+                           l->name, w->name, gname, wn.s[j]);
+            break;
+        }
+        hid_t space = H5Dget_space(d), type = H5Dget_type(d);
+        int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+        hsize_t dims[32];
+        H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+        if (nd < 0 || nd > 32 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: dataset %s/%s is unreadable", path, gname, wn.s[j]);
+        } else if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: dataset %s/%s is not numeric", path, gname, wn.s[j]);
+        } else {
+            bool same = nd == w->shape.ndim;
+            for (int k = 0; same && k < nd; k++) same = (int64_t)dims[k] == w->shape.dim[k];
+            if (!same) {
+                char fs[256], ms[256];
+                tnt_shape file_shape = {.ndim = nd > TNT_MAX_DIMS ? TNT_MAX_DIMS : nd};
+                for (int k = 0; k < file_shape.ndim; k++) file_shape.dim[k] = (int64_t)dims[k];
+                shape_str(&file_shape, fs, sizeof fs);
+                shape_str(&w->shape, ms, sizeof ms);
+                s = tnt__error(TNT_ERR_SHAPE,
+                               "load_weights %s: shape mismatch in layer \"%s\" for weight \"%s\" (%s in the file): "
+                               "the file has shape %s%s, the model %s",
+                               path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
+            } else {
+                int64_t k = tnt_shape_numel(w->shape);
+                float *buf = malloc((size_t)(k ? k : 1) * sizeof(float));
+                if (!buf) s = tnt__error(TNT_ERR_NOMEM, "load_weights: out of memory");
+                else if (k && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+                    free(buf);
+                    s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (truncated or corrupt file?)",
+                                   path, gname, wn.s[j]);
+                } else {
+                    st[*n_st].w = w, st[*n_st].data = buf;
+                    (*n_st)++;
+                }
+            }
+        }
+        close_id(type), close_id(space), close_id(d);
+    }
+    strlist_free(&wn);
+    close_id(g);
+    return s;
+}
+
+static bool has_weights(const tnt_layer *l) { return l->n_weights > 0; }
+
+tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
+    if (!m || !path || !*path) return tnt__error(TNT_ERR_ARG, "load_weights: model or path is NULL");
+    tnt_status s = tnt__model_setup_weights(m);
+    if (s != TNT_OK) return s;
+    quiet_hdf5();
+    if (access(path, R_OK) != 0) return tnt__error(TNT_ERR_IO, "load_weights %s: %s", path, strerror(errno));
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0)
+        return tnt__error(TNT_ERR_FORMAT, "load_weights %s: %s", path,
+                          is == 0 ? "not an HDF5 file" : "unreadable as HDF5 (truncated or corrupt file?)");
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), root = -1;
+    if (f < 0) return tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot open the HDF5 file (truncated or corrupt?)", path);
+
+    int total_w = 0;
+    for (int i = 0; i < m->n_layers; i++) total_w += m->layers[i]->n_weights;
+    staged *st = tnt__calloc((size_t)total_w + 1, sizeof *st);
+    int n_st = 0;
+    strlist names = {0}, weighted = {0};
+    if (!st) {
+        s = TNT_ERR_NOMEM;
+        goto done;
+    }
+    /* a full-model file (model.save("m.h5")) keeps the weights in model_weights */
+    if (H5Aexists(f, "layer_names") <= 0 && H5Aexists(f, "layer_names0") <= 0 &&
+        H5Lexists(f, "model_weights", H5P_DEFAULT) > 0)
+        root = H5Gopen2(f, "model_weights", H5P_DEFAULT);
+    else root = H5Gopen2(f, "/", H5P_DEFAULT);
+    if (root < 0) {
+        s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot open the root group", path);
+        goto done;
+    }
+    bool found;
+    s = read_names(root, "layer_names", path, &names, &found);
+    if (s == TNT_OK && !found)
+        s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: no layer_names attribute: not a Keras 2 HDF5 weights file", path);
+    if (s != TNT_OK) goto done;
+
+    if (!by_name) {
+        /* Keras: the file's layers with weight names against the model's layers with weights */
+        for (int i = 0; i < names.n && s == TNT_OK; i++) {
+            hid_t g = H5Lexists(root, names.s[i], H5P_DEFAULT) > 0 ? H5Gopen2(root, names.s[i], H5P_DEFAULT) : -1;
+            if (g < 0) {
+                s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: layer \"%s\" is listed but its group is missing", path, names.s[i]);
+                break;
+            }
+            strlist wn = {0};
+            char where[TNT_NAME_MAX + 64];
+            snprintf(where, sizeof where, "%s: group \"%s\"", path, names.s[i]);
+            s = read_names(g, "weight_names", where, &wn, &found);
+            if (s == TNT_OK && wn.n > 0) s = strlist_push(&weighted, names.s[i], strlen(names.s[i]));
+            strlist_free(&wn);
+            close_id(g);
+        }
+        if (s != TNT_OK) goto done;
+        int n_model = 0;
+        for (int i = 0; i < m->n_layers; i++) n_model += keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
+        if (n_model != weighted.n) {
+            s = tnt__error(TNT_ERR_SHAPE,
+                           "load_weights %s: layer count mismatch: the model has %d layer(s) with weights, the file %d",
+                           path, n_model, weighted.n);
+            goto done;
+        }
+        int k = 0;
+        for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
+            tnt_layer *l = m->layers[i];
+            if (!keras_listed(m, l) || !has_weights(l)) continue;
+            s = read_layer(root, weighted.s[k++], l, path, st, &n_st);
+        }
+    } else {
+        for (int i = 0; i < names.n && s == TNT_OK; i++) {
+            tnt_layer *l = NULL;
+            for (int j = 0; j < m->n_layers && !l; j++)
+                if (keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
+            if (!l) continue; /* not in the model: ignored */
+            s = read_layer(root, names.s[i], l, path, st, &n_st);
+        }
+    }
+    if (s == TNT_OK) { /* all read and checked: only now the model changes */
+        for (int i = 0; i < n_st; i++)
+            memcpy(st[i].w->value, st[i].data, (size_t)tnt_shape_numel(st[i].w->shape) * sizeof(float));
+        m->weights_synced = false; /* broadcast from the master at the next distributed use */
+    }
+done:
+    for (int i = 0; i < n_st; i++) free(st[i].data);
+    free(st);
+    strlist_free(&names), strlist_free(&weighted);
+    close_id(root);
+    H5Fclose(f);
+    return s;
+}
