@@ -324,6 +324,20 @@ static void test_keras_fixtures(void **state) {
     assert_shape(tnt_model_output_shape(m), TNT_SHAPE(1));
     tnt_model_free(m);
 
+    /* nested models: a Sequential encoder shared by two inputs (Keras numbers its calls from 1),
+     * and a Sequential inside a Sequential; their layers join the outer (Functional) model */
+    m = load_fixture("keras_nested.json");
+    assert_int_equal(tnt_model_count_params(m), 8 * 4 + 4 + 4 * 2 + 2 + 2 + 1);
+    assert_int_equal(tnt_model_num_inputs(m), 2);
+    assert_shape(tnt_model_output_shape(m), TNT_SHAPE(1));
+    assert_non_null(tnt_model_get_layer(m, "enc_2"));
+    char *j = round_trip(m);
+    free(j);
+    m = load_fixture("keras_nested_sequential.json");
+    assert_int_equal(tnt_model_count_params(m), 8 * 3 + 3 + 3 + 1);
+    assert_shape(tnt_model_output_shape(m), TNT_SHAPE(1));
+    tnt_model_free(m);
+
     /* the old bare-list Sequential form with batch_input_shape on the first layer */
     m = load_fixture("keras_legacy_sequential.json");
     assert_int_equal(tnt_model_count_params(m), 8 * 16 + 16 + 16 * 4 + 4);
@@ -398,7 +412,7 @@ static void test_errors(void **state) {
                        (const char *const[]){"Conv2D", "\"c\"", NULL});
     /* nested models */
     expect_layer_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"inner\", \"layers\": []}}",
-                       (const char *const[]){"nested models", "\"inner\"", NULL});
+                       (const char *const[]){"nested model \"inner\"", "no layers", NULL});
     /* Functional: unknown inbound layer */
     expect_error("{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", \"layers\": [{\"class_name\": \"InputLayer\", "
                  "\"config\": {\"batch_input_shape\": [null, 4], \"name\": \"x\"}, \"name\": \"x\", \"inbound_nodes\": []}, "
@@ -445,12 +459,12 @@ static uint64_t rnd(void) {
 static void test_fuzz(void **state) {
     (void)state;
     const char *files[] = {"keras_cnn.json", "keras_mlp_functional.json", "keras_transformer.json",
-                           "keras_siamese_model.json", "keras_legacy_sequential.json"};
+                           "keras_siamese_model.json", "keras_legacy_sequential.json", "keras_nested.json"};
     static const char tokens[] = "{}[],:\"0123456789-.eEnulltruefalse \n\\";
     int loaded = 0;
     for (int it = 0; it < 2000; it++) {
         char path[128];
-        snprintf(path, sizeof path, "fixtures/%s", files[it % 5]);
+        snprintf(path, sizeof path, "fixtures/%s", files[it % 6]);
         char *src = read_text(path);
         size_t n = strlen(src);
         char *s = malloc(n * 2 + 64);

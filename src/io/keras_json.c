@@ -936,8 +936,8 @@ static bool is_model_class(const char *cls) {
 /* The layer of one {"class_name", "config"} entry (not InputLayer). */
 static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char *name) {
     kctx k = {name ? name : "?", cls};
-    if (is_model_class(cls)) {
-        kerr(&k, TNT_ERR_UNSUPPORTED, "nested models (a %s used as a layer) are not supported", cls);
+    if (is_model_class(cls)) { /* callers read nested models themselves */
+        kerr(&k, TNT_ERR_UNSUPPORTED, "a nested %s is not supported here", cls);
         return NULL;
     }
     for (size_t i = 0; i < TNT_ARRAY_LEN(registry); i++)
@@ -996,17 +996,119 @@ static tnt_status entry(const cJSON *e, int i, const char **cls, const cJSON **c
     return TNT_OK;
 }
 
+/* Models inside models (Keras nested models) are read recursively, at most this deep. */
+#define MAX_MODEL_DEPTH 8
+static tnt_model *model_from_cjson(const cJSON *root, int depth);
+
+/* A nested model entry {"class_name": "Sequential" | "Functional" | "Model", "config", ...}: the
+ * inner model, with a single input shape known. */
+static tnt_model *nested_from_json(const cJSON *e, const char *name, const char *cls, int depth) {
+    if (depth >= MAX_MODEL_DEPTH) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%s): models nested more than %d deep", name, cls,
+                   MAX_MODEL_DEPTH);
+        return NULL;
+    }
+    tnt_model *inner = model_from_cjson(e, depth + 1);
+    if (!inner) {
+        tnt__error_prefix(TNT_ERR_ARG, "from_json: nested model \"%.64s\": ", name);
+        return NULL;
+    }
+    if (!inner->has_input_shape) {
+        tnt__error(TNT_ERR_FORMAT, "from_json: nested model \"%.64s\" has no input shape (no InputLayer or "
+                   "batch_input_shape)", name);
+        tnt_model_free(inner);
+        return NULL;
+    }
+    return inner;
+}
+
 /* ---- reading: Sequential ------------------------------------------------------------------ */
 
-static tnt_model *sequential_from_json(const cJSON *layers, const char *name) {
+/* A Sequential model holding nested models: rebuilt as a chain in a graph, so it becomes a
+ * Functional model (the inner models' layers join it, as with tnt_call_model). */
+static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *name, int depth) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_model *inners[64] = {0}, *m = NULL;
+    int n_inner = 0, i = 0;
+    tnt_ktensor in = {-1}, x = {-1};
+    const cJSON *e;
+    if (!g) return NULL;
+    cJSON_ArrayForEach(e, layers) {
+        const char *cls, *lname;
+        const cJSON *cfg;
+        if (entry(e, i, &cls, &cfg, &lname) != TNT_OK) goto done;
+        kctx k = {lname ? lname : "?", cls};
+        const cJSON *bs = batch_shape_key(cfg);
+        if (i == 0 && (!strcmp(cls, "InputLayer") || !absent(bs))) {
+            tnt_shape shape;
+            char iname[TNT_NAME_MAX + 8];
+            if (shape_from_json(bs, &shape, &k) != TNT_OK) goto done;
+            snprintf(iname, sizeof iname, "%.50s_input", lname ? lname : "input");
+            in = x = tnt_graph_input(g, shape, !strcmp(cls, "InputLayer") ? lname : iname);
+            if (x.id < 0) {
+                tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
+                goto done;
+            }
+            if (!strcmp(cls, "InputLayer")) {
+                i++;
+                continue;
+            }
+        }
+        if (x.id < 0) {
+            kerr(&k, TNT_ERR_FORMAT, "%s", i == 0 ? "a Sequential model with nested models needs an input shape (an "
+                 "InputLayer or batch_input_shape)" : "InputLayer must be the first layer");
+            goto done;
+        }
+        if (is_model_class(cls)) {
+            if (n_inner == 64) {
+                kerr(&k, TNT_ERR_UNSUPPORTED, "more than 64 nested models");
+                goto done;
+            }
+            tnt_model *inner = nested_from_json(e, k.name, cls, depth);
+            if (!inner) goto done;
+            inners[n_inner++] = inner;
+            tnt_ktensor y;
+            if (inner->n_inputs != 1 || inner->n_outputs != 1) {
+                kerr(&k, TNT_ERR_UNSUPPORTED, "a nested model in a Sequential model must have one input and one output");
+                goto done;
+            }
+            if (tnt_call_model(g, inner, 1, &x, &y) != TNT_OK) {
+                tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
+                goto done;
+            }
+            x = y;
+        } else {
+            tnt_layer *l = layer_from_json(cls, cfg, lname);
+            if (!l) goto done;
+            x = tnt_call(g, l, x);
+            if (x.id < 0) {
+                tnt__error_prefix(TNT_ERR_ARG, "from_json: layer \"%.64s\": ", k.name);
+                goto done;
+            }
+        }
+        i++;
+    }
+    m = tnt_functional(g, 1, &in, 1, &x, name ? name : "sequential");
+    if (!m) tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
+done:
+    for (int k = 0; k < n_inner; k++) tnt_model_free(inners[k]);
+    tnt_graph_free(g);
+    return m;
+}
+
+static tnt_model *sequential_from_json(const cJSON *layers, const char *name, int depth) {
     if (!cJSON_IsArray(layers)) {
         tnt__error(TNT_ERR_FORMAT, "from_json: Sequential: missing required key \"layers\" (a list)");
         return NULL;
     }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, layers) {
+        const cJSON *c = item(e, "class_name");
+        if (cJSON_IsString(c) && is_model_class(c->valuestring)) return sequential_graph_from_json(layers, name, depth);
+    }
     tnt_model *m = tnt_sequential(name);
     if (!m) return NULL;
     int i = 0;
-    const cJSON *e;
     bool first_shape = false;
     tnt_shape shape = {0};
     cJSON_ArrayForEach(e, layers) {
@@ -1052,10 +1154,14 @@ fail:
 typedef struct jlayer {
     const char *name, *cls;
     const cJSON *nodes; /* inbound_nodes */
-    tnt_layer *layer;   /* NULL for InputLayer */
+    tnt_layer *layer;   /* NULL for InputLayer and nested models */
+    tnt_model *inner;   /* a nested model */
     bool taken;         /* called once: the graph owns it */
     int n_nodes, done;
-    tnt_ktensor *outs;  /* [n_nodes] (InputLayer: 1) */
+    int base;           /* node index of the first call in references: 1 for nested models (Keras
+                           counts the inner model's own node first) */
+    int n_out;          /* output tensors per call */
+    tnt_ktensor *outs;  /* [n_nodes * TNT_MAX_IO] (InputLayer: one node) */
 } jlayer;
 
 typedef struct jgraph {
@@ -1086,13 +1192,13 @@ static int resolve(const jgraph *j, const cJSON *ref, tnt_ktensor *t, const char
         return -1;
     }
     const jlayer *l = &j->ls[i];
-    if (ti != 0 || ni < 0 || ni >= l->n_nodes) {
-        tnt__error(TNT_ERR_FORMAT, "from_json: %s: reference [\"%.64s\", %d, %d] is out of range (%d node(s), one "
-                   "output each)", who, name, ni, ti, l->n_nodes);
+    if (ti < 0 || ti >= l->n_out || ni < l->base || ni - l->base >= l->n_nodes) {
+        tnt__error(TNT_ERR_FORMAT, "from_json: %s: reference [\"%.64s\", %d, %d] is out of range (nodes %d to %d, "
+                   "%d output(s) each)", who, name, ni, ti, l->base, l->base + l->n_nodes - 1, l->n_out);
         return -1;
     }
-    if (ni >= l->done) return 0;
-    *t = l->outs[ni];
+    if (ni - l->base >= l->done) return 0;
+    *t = l->outs[(ni - l->base) * TNT_MAX_IO + ti];
     return 1;
 }
 
@@ -1114,6 +1220,19 @@ static int call_node(jgraph *j, jlayer *l) {
         if ((r = resolve(j, ref, &in[n++], who)) <= 0) return r;
     }
     tnt_ktensor out;
+    if (l->inner) {
+        if (n != l->inner->n_inputs) {
+            tnt__error(TNT_ERR_FORMAT, "from_json: %s: nested model with %d inputs called on %d", who,
+                       l->inner->n_inputs, n);
+            return -1;
+        }
+        if (tnt_call_model(j->g, l->inner, n, in, &l->outs[l->done * TNT_MAX_IO]) != TNT_OK) {
+            tnt__error_prefix(TNT_ERR_ARG, "from_json: %s: ", who);
+            return -1;
+        }
+        l->done++;
+        return 1;
+    }
     if (!strcmp(l->cls, "MultiHeadAttention")) {
         const cJSON *kw = cJSON_GetArrayItem(cJSON_GetArrayItem(node, 0), 3);
         tnt_ktensor value = n > 1 ? in[1] : (tnt_ktensor){-1}, key = n > 2 ? in[2] : (tnt_ktensor){-1},
@@ -1143,7 +1262,7 @@ static int call_node(jgraph *j, jlayer *l) {
         tnt__error_prefix(TNT_ERR_ARG, "from_json: %s: ", who);
         return -1;
     }
-    l->outs[l->done++] = out;
+    l->outs[l->done++ * TNT_MAX_IO] = out;
     return 1;
 }
 
@@ -1153,7 +1272,11 @@ static int io_refs(const jgraph *j, const cJSON *v, const char *key, tnt_ktensor
         tnt__error(TNT_ERR_FORMAT, "from_json: Functional: missing required key \"%s\" (a list)", key);
         return -1;
     }
-    if (cJSON_IsString(cJSON_GetArrayItem(v, 0))) return resolve(j, v, &t[0], key) == 1 ? 1 : -1;
+    if (cJSON_IsString(cJSON_GetArrayItem(v, 0))) {
+        int r = resolve(j, v, &t[0], key);
+        if (r == 0) tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s: a layer without that inbound node", key);
+        return r == 1 ? 1 : -1;
+    }
     if (cJSON_GetArraySize(v) > TNT_MAX_IO) {
         tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: %d %s (at most %d)", cJSON_GetArraySize(v), key, TNT_MAX_IO);
         return -1;
@@ -1169,7 +1292,7 @@ static int io_refs(const jgraph *j, const cJSON *v, const char *key, tnt_ktensor
     return n;
 }
 
-static tnt_model *functional_from_json(const cJSON *cfg) {
+static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
     const cJSON *layers = item(cfg, "layers");
     if (!cJSON_IsArray(layers)) {
         tnt__error(TNT_ERR_FORMAT, "from_json: Functional: missing required key \"layers\" (a list)");
@@ -1200,13 +1323,13 @@ static tnt_model *functional_from_json(const cJSON *cfg) {
         if (!strcmp(l->cls, "InputLayer")) {
             tnt_shape shape;
             if (shape_from_json(batch_shape_key(lcfg), &shape, &k) != TNT_OK) goto done;
-            if (!(l->outs = tnt__calloc(1, sizeof *l->outs))) goto done;
+            if (!(l->outs = tnt__calloc(TNT_MAX_IO, sizeof *l->outs))) goto done;
             l->outs[0] = tnt_graph_input(j.g, shape, l->name);
             if (l->outs[0].id < 0) {
                 tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
                 goto done;
             }
-            l->n_nodes = l->done = 1;
+            l->n_nodes = l->done = l->n_out = 1;
             continue;
         }
         l->nodes = item(e, "inbound_nodes");
@@ -1215,8 +1338,13 @@ static tnt_model *functional_from_json(const cJSON *cfg) {
             goto done;
         }
         l->n_nodes = cJSON_GetArraySize(l->nodes);
-        if (!(l->outs = tnt__calloc((size_t)l->n_nodes + 1, sizeof *l->outs))) goto done;
-        if (!(l->layer = layer_from_json(l->cls, lcfg, l->name))) goto done;
+        l->n_out = 1;
+        if (!(l->outs = tnt__calloc(((size_t)l->n_nodes + 1) * TNT_MAX_IO, sizeof *l->outs))) goto done;
+        if (is_model_class(l->cls)) {
+            if (!(l->inner = nested_from_json(e, l->name, l->cls, depth))) goto done;
+            l->base = 1;
+            l->n_out = l->inner->n_outputs;
+        } else if (!(l->layer = layer_from_json(l->cls, lcfg, l->name))) goto done;
     }
     /* Keras's order: repeatedly call each layer on its next node once that node's inputs exist */
     for (bool progress = true; progress;) {
@@ -1247,6 +1375,7 @@ static tnt_model *functional_from_json(const cJSON *cfg) {
 done:
     for (int i = 0; i < j.n; i++) {
         if (j.ls[i].layer && !j.ls[i].taken) tnt_layer_free(j.ls[i].layer);
+        tnt_model_free(j.ls[i].inner);
         free(j.ls[i].outs);
     }
     free(j.ls);
@@ -1256,8 +1385,8 @@ done:
 
 /* ---- entry points ------------------------------------------------------------------------- */
 
-static tnt_model *model_from_cjson(const cJSON *root) {
-    if (cJSON_IsArray(root)) return sequential_from_json(root, NULL); /* the old bare list */
+static tnt_model *model_from_cjson(const cJSON *root, int depth) {
+    if (cJSON_IsArray(root)) return sequential_from_json(root, NULL, depth); /* the old bare list */
     const cJSON *cls = item(root, "class_name");
     if (!cJSON_IsString(cls)) {
         tnt__error(TNT_ERR_FORMAT, "from_json: missing required key \"class_name\" at the top level");
@@ -1265,16 +1394,16 @@ static tnt_model *model_from_cjson(const cJSON *root) {
     }
     const cJSON *cfg = item(root, "config");
     if (!strcmp(cls->valuestring, "Sequential")) {
-        if (cJSON_IsArray(cfg)) return sequential_from_json(cfg, NULL); /* Keras 1 / early 2 */
+        if (cJSON_IsArray(cfg)) return sequential_from_json(cfg, NULL, depth); /* Keras 1 / early 2 */
         const cJSON *nm = item(cfg, "name");
-        return sequential_from_json(item(cfg, "layers"), cJSON_IsString(nm) ? nm->valuestring : NULL);
+        return sequential_from_json(item(cfg, "layers"), cJSON_IsString(nm) ? nm->valuestring : NULL, depth);
     }
     if (!strcmp(cls->valuestring, "Functional") || !strcmp(cls->valuestring, "Model")) {
         if (!cJSON_IsObject(cfg)) {
             tnt__error(TNT_ERR_FORMAT, "from_json: %s: missing required key \"config\"", cls->valuestring);
             return NULL;
         }
-        return functional_from_json(cfg);
+        return functional_from_json(cfg, depth);
     }
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: unsupported model class \"%.64s\" (expected Sequential, Functional "
                "or Model)", cls->valuestring);
@@ -1307,7 +1436,7 @@ tnt_model *tnt_model_from_json(const char *json) {
                    pos < json + len ? "\"" : "");
         return NULL;
     }
-    tnt_model *m = model_from_cjson(root);
+    tnt_model *m = model_from_cjson(root, 0);
     cJSON_Delete(root);
     return m;
 }
