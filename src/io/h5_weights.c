@@ -577,7 +577,8 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
     if (s == TNT_OK) { /* all read and checked: only now the model changes */
         for (int i = 0; i < n_st; i++)
             memcpy(st[i].w->value, st[i].data, (size_t)tnt_shape_numel(st[i].w->shape) * sizeof(float));
-        m->weights_synced = false; /* broadcast from the master at the next distributed use */
+        /* weights_synced is left as it is: every rank loads the same file (a flag set on some
+         * ranks only would make the next distributed fit broadcast on those alone) */
     }
 done:
     for (int i = 0; i < n_st; i++) free(st[i].data);
