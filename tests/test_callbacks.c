@@ -3,12 +3,14 @@
  * 2.11's rules worked out by hand in the comments) and in a real fit. */
 #include "testutil.h"
 
+#include "model/history.h"
 #include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { N = 32, FEATURES = 4, CLASSES = 3, BATCH = 8 };
@@ -348,6 +350,118 @@ static void test_csv_logger(void **state) {
     tnt_model_free(m);
 }
 
+static void test_format_filepath(void **state) {
+    (void)state;
+    char buf[128];
+    tnt_logs l = logs1("val_loss", 0.5234);
+    tnt__logs_set(&l, NULL, "loss", 1e-5);
+    tu_ok(tnt_format_filepath("ckpt-{epoch:02d}-{val_loss:.2f}.h5", 3, -1, &l, buf, sizeof buf));
+    assert_string_equal(buf, "ckpt-03-0.52.h5");
+    tu_ok(tnt_format_filepath("w{epoch}_{val_loss:.4f}_{loss}_{{x}}.h5", 12, -1, &l, buf, sizeof buf));
+    assert_string_equal(buf, "w12_0.5234_1e-05_{x}.h5");
+    tu_ok(tnt_format_filepath("{epoch:03d}-{batch:04d}-{val_loss:8.3f}-{val_loss:e}-{val_loss:.1%}", 7, 250, &l, buf,
+                              sizeof buf));
+    assert_string_equal(buf, "007-0250-   0.523-5.234000e-01-52.3%");
+    tu_ok(tnt_format_filepath("{val_loss:.3}", 1, -1, &l, buf, sizeof buf));
+    assert_string_equal(buf, "0.523");
+    assert_int_equal(tnt_format_filepath("{epoch}-{batch}", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    tu_error_contains("{batch}");
+    assert_int_equal(tnt_format_filepath("{val_acc:.2f}", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    tu_error_contains("val_loss");
+    assert_int_equal(tnt_format_filepath("{val_loss:d}", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    assert_int_equal(tnt_format_filepath("{epoch", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    assert_int_equal(tnt_format_filepath("a}", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    assert_int_equal(tnt_format_filepath("{epoch:>5}", 1, -1, &l, buf, sizeof buf), TNT_ERR_ARG);
+    assert_int_equal(tnt_format_filepath("long-{epoch}", 1, -1, &l, buf, 6), TNT_ERR_ARG);
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void test_model_checkpoint(void **state) {
+    (void)state;
+    const char *dir = "/tmp/tnt_test_ckpt";
+    char tmpl[256], path[256];
+    mkdir(dir, 0755);
+    snprintf(tmpl, sizeof tmpl, "%s/ckpt-{epoch:02d}-{val_loss:.2f}.h5", dir);
+    tnt_model *m = model(0.1f);
+    /* save_best_only on val_loss (min): 0.5 saved, 0.6 not, 0.4 saved */
+    tnt_callback c = tnt_model_checkpoint(tmpl, &(tnt_checkpoint_opts){.save_best_only = true, .save_weights_only = true,
+                                                                       .verbose = 1});
+    assert_non_null(c.user);
+    assert_false(c.master_only); /* every rank calls tnt_save_weights */
+    assert_null(c.on_train_batch_end);
+    tnt_logs empty = {0};
+    double v[] = {0.5, 0.6, 0.4};
+    const char *names[] = {"ckpt-01-0.50.h5", "ckpt-02-0.60.h5", "ckpt-03-0.40.h5"};
+    for (int e = 0; e < 3; e++) snprintf(path, sizeof path, "%s/%s", dir, names[e]), unlink(path);
+    tu_ok(c.on_train_begin(m, &empty, c.user));
+    for (int e = 0; e < 3; e++) {
+        tnt_logs l = logs1("val_loss", v[e]);
+        tu_ok(c.on_epoch_begin(m, e, &l, c.user));
+        tu_ok(c.on_epoch_end(m, e, &l, c.user));
+    }
+    for (int e = 0; e < 3; e++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[e]);
+        assert_int_equal(exists(path), e != 1);
+    }
+    /* the saved weights load back */
+    snprintf(path, sizeof path, "%s/%s", dir, names[2]);
+    tnt_model *m2 = model(0.1f);
+    tu_ok(tnt_load_weights(m2, path, false));
+    int64_t n = tnt_model_count_params(m);
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, a, n));
+    tu_ok(tnt_get_weights(m2, b, n));
+    assert_memory_equal(a, b, (size_t)n * sizeof(float));
+    free(a), free(b);
+    tnt_model_free(m2);
+    for (int e = 0; e < 3; e++) snprintf(path, sizeof path, "%s/%s", dir, names[e]), unlink(path);
+    tnt_callback_free(&c);
+
+    /* a real fit with save_freq 3 batches (4 batches per epoch, 2 epochs: saves after global
+     * batches 3 and 6, i.e. epoch 1 batch 3 and epoch 2 batch 2), and one per epoch */
+    snprintf(tmpl, sizeof tmpl, "%s/b-{epoch}-{batch}.h5", dir);
+    c = tnt_model_checkpoint(tmpl, &(tnt_checkpoint_opts){.save_weights_only = true, .save_freq = 3});
+    assert_non_null(c.on_train_batch_end);
+    char tmpl2[256];
+    snprintf(tmpl2, sizeof tmpl2, "%s/e-{epoch}-{loss:.3f}.h5", dir);
+    tnt_callback cbs[2] = {c, tnt_model_checkpoint(tmpl2, &(tnt_checkpoint_opts){.save_weights_only = true})};
+    tnt_dataset *ds = data();
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .callbacks = cbs, .n_callbacks = 2}, &h));
+    const char *want[] = {"b-1-3.h5", "b-2-2.h5"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, want[i]);
+        assert_true(exists(path));
+        unlink(path);
+    }
+    for (int e = 0; e < 2; e++) {
+        snprintf(path, sizeof path, "%s/e-%d-%.3f.h5", dir, e + 1, tnt_history_get(h, "loss", e));
+        assert_true(exists(path));
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/b-1-1.h5", dir);
+    assert_false(exists(path));
+    tnt_history_free(h);
+    tnt_callback_free(&cbs[0]);
+    tnt_callback_free(&cbs[1]);
+    /* whole-model saving is not available: TNT_ERR_UNSUPPORTED, at construction and in fit */
+    c = tnt_model_checkpoint(tmpl, NULL);
+    assert_null(c.user);
+    tu_error_contains("save_weights_only");
+    assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &c, .n_callbacks = 1}, NULL),
+                     TNT_ERR_UNSUPPORTED);
+    tu_error_contains("save_weights_only");
+    /* a template naming an absent log fails fit with the name */
+    c = tnt_model_checkpoint("/tmp/x-{val_loss}.h5", &(tnt_checkpoint_opts){.save_weights_only = true});
+    assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &c, .n_callbacks = 1}, NULL), TNT_ERR_ARG);
+    tu_error_contains("{val_loss}");
+    tnt_callback_free(&c);
+    rmdir(dir);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 int main(void) {
     make_data();
     const struct CMUnitTest tests[] = {
@@ -357,6 +471,8 @@ int main(void) {
         cmocka_unit_test(test_learning_rate_scheduler),
         cmocka_unit_test(test_terminate_on_nan),
         cmocka_unit_test(test_csv_logger),
+        cmocka_unit_test(test_format_filepath),
+        cmocka_unit_test(test_model_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
