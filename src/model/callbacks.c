@@ -1,7 +1,7 @@
 /* callbacks.c: Keras's built-in callbacks (keras.callbacks of Keras 2.11): EarlyStopping,
- * ReduceLROnPlateau, LearningRateScheduler, TerminateOnNaN, CSVLogger (ModelCheckpoint: checkpoint.c), each a
- * tnt_callback whose user is the callback's state (ModelCheckpoint: checkpoint.c). The logs fit hands over are exact global
- * figures, identical on every rank, so the decisions below (stop, reduce, save) are the same on
+ * ReduceLROnPlateau, LearningRateScheduler, TerminateOnNaN and CSVLogger (ModelCheckpoint is in
+ * checkpoint.c), each a tnt_callback whose user is the callback's state. The logs fit hands over
+ * are exact global figures, identical on every rank, so the decisions below (stop, reduce, save) are the same on
  * every rank without any communication here. Messages (verbose) are printed by the master. */
 #include "core/core.h"
 #include "model/callbacks.h"
@@ -384,20 +384,34 @@ tnt_callback tnt_learning_rate_scheduler(tnt_lr_scheduler_fn schedule, void *use
 /* ---------------------------------------------------------------------------------------------
  * TerminateOnNaN
  * ------------------------------------------------------------------------------------------- */
+/* fit stops at the end of the epoch, so later batches of it may report invalid losses too: the
+ * message is printed once per fit. */
+typedef struct terminate_on_nan {
+    bool said;
+} terminate_on_nan;
+
+static tnt_status tn_train_begin(tnt_model *m, const tnt_logs *logs, void *user) {
+    (void)m, (void)logs;
+    ((terminate_on_nan *)user)->said = false;
+    return TNT_OK;
+}
+
 static tnt_status tn_batch_end(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
-    (void)user;
+    terminate_on_nan *t = user;
     double loss;
     if (tnt_logs_get(logs, "loss", &loss) && !isfinite(loss)) {
-        tnt__callback_say("Batch %lld: Invalid loss, terminating training\n", (long long)batch);
+        if (!t->said) tnt__callback_say("Batch %lld: Invalid loss, terminating training\n", (long long)batch);
+        t->said = true;
         tnt_model_stop_training(m);
     }
     return TNT_OK;
 }
 
 tnt_callback tnt_terminate_on_nan(void) {
-    /* user is unused but non-NULL, so that a failed constructor (user NULL) can be told apart */
-    static int tag;
-    return (tnt_callback){.user = &tag, .on_train_batch_end = tn_batch_end};
+    terminate_on_nan *t = tnt__calloc(1, sizeof *t);
+    if (!t) return tnt__callback_failed(TNT_ERR_NOMEM);
+    return (tnt_callback){.user = t, .on_train_begin = tn_train_begin, .on_train_batch_end = tn_batch_end,
+                          .destroy = free};
 }
 
 /* ---------------------------------------------------------------------------------------------
