@@ -383,6 +383,8 @@ TNT_API tnt_dataset *tnt_dataset_from_idx(const char *images_path, const char *l
 /* NPY files (version 1/2/3, little-endian, C order; float32/64, int8..int64, uint8..uint64,
  * bool). The first axis is the sample axis. y_path may be NULL. */
 TNT_API tnt_dataset *tnt_dataset_from_npy(const char *x_path, const char *y_path);
+/* Writes t as an NPY file (version 1.0, little-endian float32, C order), atomically. */
+TNT_API tnt_status tnt_save_npy(const char *path, const tnt_tensor *t);
 
 /* tf.data shuffle: a buffer of buffer_size elements, reshuffled each iteration (epoch) from
  * seed and the epoch number, so runs are reproducible. seed 0 means the default, 42 (as in

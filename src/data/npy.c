@@ -2,6 +2,7 @@
  * rank touches only the pages of the samples it decodes; values are converted to float32 at
  * materialization. */
 #include "data/pipeline.h"
+#include "io/io.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -201,4 +202,34 @@ tnt_dataset *tnt_dataset_from_npy(const char *x_path, const char *y_path) {
         }
     }
     return tnt__dataset_source("npy", nx, &x, y_path ? &y : NULL);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+tnt_status tnt_save_npy(const char *path, const tnt_tensor *t) {
+    if (!path || !t || (!t->data && tnt_shape_numel(t->shape) > 0))
+        return tnt__error(TNT_ERR_ARG, "save_npy: NULL path or tensor");
+    /* version 1.0: magic, version, header length, then the dict padded with spaces and a
+     * newline to a multiple of 64 bytes */
+    char dict[256], shape[160] = "";
+    size_t at = 0;
+    for (int i = 0; i < t->shape.ndim; i++)
+        at += (size_t)snprintf(shape + at, sizeof shape - at, "%lld%s", (long long)t->shape.dim[i],
+                               t->shape.ndim == 1 ? "," : i + 1 < t->shape.ndim ? ", " : "");
+    int dn = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }", shape);
+    size_t header = 10 + (size_t)dn + 1, padded = (header + 63) / 64 * 64;
+    size_t data_bytes = (size_t)tnt_shape_numel(t->shape) * sizeof(float);
+    unsigned char *buf = malloc(padded + data_bytes);
+    if (!buf) return tnt__error(TNT_ERR_NOMEM, "save_npy: out of memory for %zu bytes", padded + data_bytes);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    uint16_t hlen = (uint16_t)(padded - 10);
+    buf[8] = (unsigned char)(hlen & 0xff);
+    buf[9] = (unsigned char)(hlen >> 8);
+    memcpy(buf + 10, dict, (size_t)dn);
+    memset(buf + 10 + dn, ' ', padded - 10 - (size_t)dn - 1);
+    buf[padded - 1] = '\n';
+    if (data_bytes) memcpy(buf + padded, t->data, data_bytes); /* x86-64: little-endian floats */
+    tnt_status s = tnt__atomic_write_data(path, buf, padded + data_bytes);
+    free(buf);
+    return s;
 }

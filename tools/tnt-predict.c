@@ -1,0 +1,128 @@
+/* tnt-predict: inference of a saved Keras model on an NPY array, written as NPY in input order.
+ *
+ *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N]
+ *   tarantella -n 4 -- tnt-predict ...     (data-parallel: each rank runs its share of every
+ *                                           batch; the master gathers and writes the rows)
+ * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
+#include <tarantella.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N]\n"
+    "  MODEL.json   the architecture as Keras's model.to_json() writes it\n"
+    "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32)\n"
+    "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order\n"
+    "  --weights    Keras HDF5 weights (model.save_weights), required\n"
+    "  --batch_size global batch size (default 32)\n"
+    "Run it with `tarantella -n RANKS -- tnt-predict ...` to split every batch across ranks.\n";
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, 4096, f);
+        len += n;
+        if (n < 4096) break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "tnt-predict: %s: %s\n", what, tnt_last_error());
+    tnt_finalize();
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    const char *pos[3] = {0}, *weights = NULL;
+    long batch = 32;
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+        bool is_weights = !strncmp(argv[i], "--weights", 9), is_batch = !strncmp(argv[i], "--batch_size", 12);
+        if (is_weights || is_batch) { /* "--opt value" or "--opt=value" */
+            const char *name = argv[i], *eq = strchr(name, '=');
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) {
+                fprintf(stderr, "tnt-predict: %s needs a value\n%s", name, USAGE);
+                return 2;
+            }
+            if (is_weights) {
+                weights = v;
+                continue;
+            }
+            char *end;
+            batch = strtol(v, &end, 10);
+            if (*end || batch < 1) {
+                fprintf(stderr, "tnt-predict: --batch_size \"%s\": expected a positive integer\n", v);
+                return 2;
+            }
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "tnt-predict: unknown option \"%s\"\n%s", argv[i], USAGE);
+            return 2;
+        } else if (n_pos < 3) {
+            pos[n_pos++] = argv[i];
+        } else {
+            fprintf(stderr, "tnt-predict: unexpected argument \"%s\"\n%s", argv[i], USAGE);
+            return 2;
+        }
+    }
+    if (n_pos != 3 || !weights) {
+        fprintf(stderr, "tnt-predict: %s\n%s", n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required",
+                USAGE);
+        return 2;
+    }
+    if (tnt_init(&argc, &argv) != TNT_OK) return fail("init");
+    char *json = read_file(pos[0]);
+    if (!json) {
+        fprintf(stderr, "tnt-predict: cannot read \"%s\"\n", pos[0]);
+        tnt_finalize();
+        return 1;
+    }
+    tnt_model *m = tnt_model_from_json(json);
+    free(json);
+    if (!m) return fail(pos[0]);
+    tnt_tensor *out = NULL;
+    tnt_dataset *ds = NULL;
+    int rc = 0;
+    const char *stage = weights;
+    if (tnt_load_weights(m, weights, false) != TNT_OK) goto error;
+    stage = pos[1];
+    ds = tnt_dataset_batch(tnt_dataset_from_npy(pos[1], NULL), batch, false);
+    if (!ds) goto error;
+    stage = "predict";
+    if (tnt_distribute(m) != TNT_OK || tnt_predict(m, ds, NULL, &out) != TNT_OK) goto error;
+    stage = pos[2];
+    if (tnt_is_master_rank() && tnt_save_npy(pos[2], out) != TNT_OK) goto error;
+    goto done;
+error:
+    fprintf(stderr, "tnt-predict: %s: %s\n", stage, tnt_last_error());
+    rc = 1;
+done:
+    tnt_tensor_free(out);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    tnt_finalize();
+    return rc;
+}
