@@ -567,6 +567,17 @@ TNT_API tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkp
 TNT_API tnt_status tnt_format_filepath(const char *tmpl, int epoch, int64_t batch, const tnt_logs *logs,
                                        char *buf, size_t size);
 
+/* Keras TensorBoard: event files under log_dir/train and log_dir/validation with the epoch
+ * scalars ("epoch_loss", "epoch_accuracy", ...; validation figures without their "val_" prefix,
+ * as Keras writes them) and "epoch_learning_rate"; with update_freq N > 0 also "batch_<name>"
+ * every N batches (exact global figures, at the cost of a metrics allreduce per step). Written on
+ * the master only, unless TNT_TENSORBOARD_ON_ALL_DEVICES=true: then every rank writes under
+ * log_dir/rank_<r> (Tarantella's behaviour). No graph is written. */
+typedef struct tnt_tensorboard_opts {
+    int64_t update_freq; /* 0: "epoch"; N > 0: batch scalars every N batches */
+} tnt_tensorboard_opts;
+TNT_API tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *opts);
+
 /* ---------------------------------------------------------------------------------------------
  * Models
  * ------------------------------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
-/* test_tfevents.c: TensorBoard event files. An independent Python reader
- * (tests/tools/tfevents_read.py: bitwise CRC-32C, protobuf wire format) checks the framing, the
- * masked CRCs and the decoded scalars; CRC-32C against the standard check value; errors. */
+/* test_tfevents.c: TensorBoard event files and the TensorBoard callback. An independent Python
+ * reader (tests/tools/tfevents_read.py: bitwise CRC-32C, protobuf wire format) checks the
+ * framing, the masked CRCs and the decoded scalars; CRC-32C against the standard check value;
+ * the callback's train/validation files after a real fit; errors. */
 #include "testutil.h"
 
 #include "io/tfevents.h"
@@ -46,6 +47,62 @@ static void test_scalars_read_back(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* The decoded scalars of the one event file in dir, as the reader prints them. */
+static void read_dir(const char *dir, char *out, size_t size) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/tfevents_read.py %s/events.out.tfevents.*", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+}
+
+static void test_tensorboard_callback(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tnt_tb_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tnt_model *m = tnt_sequential(NULL);
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(2, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.5f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .metrics = "accuracy"}));
+    float x[24], y[8];
+    tu_fill(x, 24, 3);
+    for (int i = 0; i < 8; i++) y[i] = (float)(x[i * 3] > 0);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3), y, TNT_SHAPE(), 8, true), 4, false);
+    tnt_callback tb = tnt_tensorboard(dir, &(tnt_tensorboard_opts){.update_freq = 2});
+    assert_non_null(tb.user);
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .validation_data = ds, .callbacks = &tb, .n_callbacks = 1}, &h));
+    char out[2048], sub[64], want[512];
+    snprintf(sub, sizeof sub, "%s/train", dir);
+    read_dir(sub, out, sizeof out);
+    /* epoch scalars with the History's values, the learning rate, batch scalars every 2 steps */
+    snprintf(want, sizeof want, "scalar 0 epoch_loss %.6g\n", (double)(float)tnt_history_get(h, "loss", 0));
+    assert_non_null(strstr(out, want));
+    snprintf(want, sizeof want, "scalar 1 epoch_accuracy %.6g\n", (double)(float)tnt_history_get(h, "accuracy", 1));
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "scalar 1 epoch_learning_rate 0.5\n"));
+    assert_non_null(strstr(out, "scalar 2 batch_loss "));
+    assert_non_null(strstr(out, "scalar 4 batch_loss "));
+    assert_null(strstr(out, "val_"));
+    snprintf(sub, sizeof sub, "%s/validation", dir);
+    read_dir(sub, out, sizeof out);
+    snprintf(want, sizeof want, "scalar 1 epoch_loss %.6g\n", (double)(float)tnt_history_get(h, "val_loss", 1));
+    assert_non_null(strstr(out, want));
+    tnt_callback_free(&tb);
+    assert_null(tb.user);
+    assert_null(tnt_tensorboard("", NULL).user);
+    assert_null(tnt_tensorboard(dir, &(tnt_tensorboard_opts){.update_freq = -1}).user);
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_errors(void **state) {
     (void)state;
     assert_null(tnt__tfevents_open("", NULL));
@@ -70,7 +127,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_check_value),
         cmocka_unit_test(test_scalars_read_back),
+        cmocka_unit_test(test_tensorboard_callback),
         cmocka_unit_test(test_errors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_init(NULL, NULL);
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_finalize();
+    return r;
 }
