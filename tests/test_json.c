@@ -109,6 +109,9 @@ static void test_layer_round_trips(void **state) {
     check_layer(TNT_SHAPE(8, 8, 3),
                 tnt_separable_conv2d(5, 3, 3, 2, &(tnt_layer_opts){.strides = {2, 2}, .activation = TNT_ACT_RELU}),
                 "SeparableConv2D", "\"pointwise_initializer\"");
+    check_layer(TNT_SHAPE(8, 8, 3),
+                tnt_separable_conv2d(4, 3, 3, 0, &(tnt_layer_opts){.kernel_initializer = TNT_INIT_HE_UNIFORM}),
+                "SeparableConv2D", "\"depth_multiplier\":1,\"depthwise_initializer\":{\"class_name\":\"HeUniform\"");
     check_layer(TNT_SHAPE(6, 6, 2),
                 tnt_max_pooling2d(2, 2, &(tnt_layer_opts){.strides = {1, 1}, .padding = TNT_PADDING_SAME}),
                 "MaxPooling2D", "\"pool_size\":[2,2],\"padding\":\"same\",\"strides\":[1,1]");

@@ -291,7 +291,8 @@ static tnt_status sep_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
     TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", s->use_bias));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", s->kernel_init));
+    /* Keras leaves Conv's kernel_initializer at its default; the kernels use the two below */
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM));
     TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", s->bias_init));
     TNT_KJ_S(tnt__kj_add_nulls(c, tnt__kj_kernel_nulls));
     TNT_KJ(cJSON_AddNumberToObject(c, "depth_multiplier", s->dm));
