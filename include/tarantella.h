@@ -567,6 +567,17 @@ TNT_API tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkp
 TNT_API tnt_status tnt_format_filepath(const char *tmpl, int epoch, int64_t batch, const tnt_logs *logs,
                                        char *buf, size_t size);
 
+/* Keras RemoteMonitor: at each epoch end, an HTTP POST of {"epoch": e, "loss": ..., ...} to
+ * root + path (defaults "http://localhost:9000" and "/publish/epoch/end/"), as a form field
+ * (field, default "data") or as a JSON body (send_as_json). Master only. A server that cannot
+ * be reached gets a warning and training goes on, as in Keras. */
+typedef struct tnt_remote_monitor_opts {
+    const char *root, *path, *field;
+    bool send_as_json;
+    const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
+} tnt_remote_monitor_opts;
+TNT_API tnt_callback tnt_remote_monitor(const tnt_remote_monitor_opts *opts);
+
 /* Keras TensorBoard: event files under log_dir/train and log_dir/validation with the epoch
  * scalars ("epoch_loss", "epoch_accuracy", ...; validation figures without their "val_" prefix,
  * as Keras writes them) and "epoch_learning_rate"; with update_freq N > 0 also "batch_<name>"
