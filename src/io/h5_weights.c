@@ -11,7 +11,8 @@
  *   /<layer>/<weight name>   float32 datasets in Keras layout
  *   /top_level_model_weights  an empty group (weights of the model itself: none here)
  * Reading also takes variable-length strings, chunked attributes and a full-model file's
- * model_weights group. The helper for atomic writes (io.h) lives here too. */
+ * model_weights group. The helper for atomic writes (io.h) lives here too, and the pieces
+ * h5_model.c (whole-model files) shares: the tnt__h5_* functions below (declared there). */
 #include "io/io.h"
 
 #include "dist/dist.h"
@@ -310,6 +311,33 @@ static tnt_status write_scalar_str(hid_t obj, const char *name, const char *valu
     return s;
 }
 
+/* ---- shared with h5_model.c ------------------------------------------------------------------ */
+
+void tnt__h5_quiet(void);
+void tnt__h5_quiet(void) { quiet_hdf5(); }
+tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
+tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
+    return write_scalar_str(obj, name, value, path);
+}
+tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
+tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path) {
+    return write_names(obj, name, v, n, path);
+}
+/* The strings of attribute name (or name0, name1, ...): *v receives n malloc'd strings in a
+ * malloc'd array (free each and the array); *found is false when the attribute is absent. */
+tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
+tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found) {
+    strlist l = {0};
+    tnt_status s = read_names(obj, name, where, &l, found);
+    if (s != TNT_OK) {
+        strlist_free(&l);
+        *v = NULL, *n = 0;
+        return s;
+    }
+    *v = l.s, *n = l.n;
+    return TNT_OK;
+}
+
 /* ---- saving ---------------------------------------------------------------------------------- */
 
 static int cmp_layer_name(const void *a, const void *b) {
@@ -344,14 +372,19 @@ static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int 
 /* The whole file is made in memory (HDF5's core driver, no backing store) and its image written
  * by tnt__atomic_write_data: HDF5 never meets a failing disk (a file it cannot flush stays open
  * inside the library), and our own write reports the error and removes the temp file. */
-static tnt_status make_image(tnt_model *m, const char *path, void **image, size_t *size) {
+typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
+
+/* who names the operation in messages; the weights layout goes into group (NULL: the root), then
+ * extra (may be NULL) adds what else the file holds. */
+static tnt_status make_image(tnt_model *m, const char *path, const char *who, const char *group,
+                             tnt__h5_extra_fn extra, void *ctx, void **image, size_t *size) {
     *image = NULL, *size = 0;
     tnt_status s = TNT_OK;
     tnt_layer **sorted = tnt__calloc((size_t)m->n_layers + 1, sizeof *sorted);
     char **names = tnt__calloc((size_t)m->n_layers + 1, sizeof *names);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1, root = -1;
     if (!sorted || !names || fapl < 0) {
-        s = tnt__error(TNT_ERR_NOMEM, "save_weights %s: out of memory", path);
+        s = tnt__error(TNT_ERR_NOMEM, "%s %s: out of memory", who, path);
         goto done;
     }
     int n = 0;
@@ -362,26 +395,32 @@ static tnt_status make_image(tnt_model *m, const char *path, void **image, size_
 
     if (H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0) f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (f < 0) {
-        s = tnt__error(TNT_ERR_IO, "save_weights %s: HDF5 cannot make the file in memory", path);
+        s = tnt__error(TNT_ERR_IO, "%s %s: HDF5 cannot make the file in memory", who, path);
         goto done;
     }
-    s = write_names(f, "layer_names", names, n, path);
-    if (s == TNT_OK) s = write_scalar_str(f, "backend", "tensorflow", path);
-    if (s == TNT_OK) s = write_scalar_str(f, "keras_version", TNT__KERAS_VERSION, path);
+    root = group ? H5Gcreate2(f, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : H5Gopen2(f, "/", H5P_DEFAULT);
+    if (root < 0) {
+        s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group %s", who, path, group ? group : "/");
+        goto done;
+    }
+    s = write_names(root, "layer_names", names, n, path);
+    if (s == TNT_OK) s = write_scalar_str(root, "backend", "tensorflow", path);
+    if (s == TNT_OK) s = write_scalar_str(root, "keras_version", TNT__KERAS_VERSION, path);
     for (int i = 0; i < n && s == TNT_OK; i++) {
         tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
         int nw = legacy_weights(sorted[i], ws);
-        hid_t g = H5Gcreate2(f, sorted[i]->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0) s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot create group %s", path, sorted[i]->name);
+        hid_t g = H5Gcreate2(root, sorted[i]->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group %s", who, path, sorted[i]->name);
         else s = write_layer(g, sorted[i]->name, ws, nw, path);
         close_id(g);
     }
     if (s == TNT_OK) { /* Keras 2.13+: the model's own weights (none) */
-        hid_t g = H5Gcreate2(f, "top_level_model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0) s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot create group top_level_model_weights", path);
+        hid_t g = H5Gcreate2(root, "top_level_model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group top_level_model_weights", who, path);
         else s = write_names(g, "weight_names", NULL, 0, path);
         close_id(g);
     }
+    if (s == TNT_OK && extra) s = extra(m, f, path, ctx);
     if (s == TNT_OK) {
         /* without the flush, the image holds stale metadata (HDF5 1.10) */
         ssize_t k = H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0 ? H5Fget_file_image(f, NULL, 0) : -1;
@@ -389,11 +428,12 @@ static tnt_status make_image(tnt_model *m, const char *path, void **image, size_
         else {
             free(*image);
             *image = NULL;
-            s = tnt__error(TNT_ERR_IO, "save_weights %s: cannot get the HDF5 file image", path);
+            s = tnt__error(TNT_ERR_IO, "%s %s: cannot get the HDF5 file image", who, path);
         }
     }
 done:
-    if (f >= 0 && H5Fclose(f) < 0 && s == TNT_OK) s = tnt__error(TNT_ERR_IO, "save_weights %s: HDF5 close failed", path);
+    close_id(root);
+    if (f >= 0 && H5Fclose(f) < 0 && s == TNT_OK) s = tnt__error(TNT_ERR_IO, "%s %s: HDF5 close failed", who, path);
     if (s != TNT_OK) {
         free(*image);
         *image = NULL, *size = 0;
@@ -403,22 +443,31 @@ done:
     return s;
 }
 
-tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+/* tnt_save_weights, and tnt_save_model (h5_model.c) with the weights in group "model_weights" and
+ * the rest added by extra: the master (or every rank) writes, every rank returns the same status. */
+tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
+                        const char *group, tnt__h5_extra_fn extra, void *ctx);
+tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
+                        const char *group, tnt__h5_extra_fn extra, void *ctx) {
     tnt_status s = TNT_OK;
-    if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "save_weights: model or path is NULL");
+    if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "%s: model or path is NULL", who);
     else s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
     if (s == TNT_OK && writer) {
         quiet_hdf5();
         void *image;
         size_t size;
-        s = make_image(m, path, &image, &size);
+        s = make_image(m, path, who, group, extra, ctx, &image, &size);
         if (s == TNT_OK) s = tnt__atomic_write_data(path, image, size);
-        if (s != TNT_OK && !strstr(tnt_last_error(), path)) tnt__error_prefix(s, "save_weights %s: ", path);
+        if (s != TNT_OK && !strstr(tnt_last_error(), path)) tnt__error_prefix(s, "%s %s: ", who, path);
         free(image);
     }
     /* every rank returns the same status (and waits for the file to be complete) */
     return tnt__agree(s, NULL, 0);
+}
+
+tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+    return tnt__h5_save(m, path, opts, "save_weights", NULL, NULL, NULL);
 }
 
 /* ---- loading --------------------------------------------------------------------------------- */

@@ -1,0 +1,543 @@
+/* h5_model.c: Keras 2 whole-model HDF5 files (model.save("m.h5") / keras.models.load_model), as
+ * keras/src/saving/legacy/hdf5_format.py save_model_to_hdf5 writes them:
+ *   root attributes   model_config     the architecture (tnt_model_to_json), a scalar string
+ *                     training_config  {"loss": ..., "metrics": [...], "weighted_metrics": null,
+ *                                       "loss_weights": null, "optimizer_config": {"class_name":
+ *                                       "Adam", "config": {...}}} (compiled models only)
+ *                     keras_version, backend
+ *   /model_weights    the weights layout of tnt_save_weights (h5_weights.c)
+ *   /optimizer_weights  attribute weight_names, the optimizer's variables() in Keras 2.11+ order:
+ *                     "iteration:0" (int64 scalar: the optimizer creates it first), then the slot
+ *                     variables as build() creates them, named "<Opt>/<slot>/<layer>/<weight>:0"
+ *                     (add_variable_from_reference under the name scope of the optimizer's name).
+ *                     Adam, Adadelta, Adamax and Nadam create their two slots per variable in one
+ *                     loop (m/kernel, v/kernel, m/bias, ...); Adam's vhat and RMSprop's slots
+ *                     come one kind after another (velocity/..., then momentum/..., ...).
+ * The loss is written as its name when compiled with no options, else as Keras's loss class
+ * ({"class_name": "SparseCategoricalCrossentropy", "config": {...}}); metrics as the names given
+ * to compile. A learning-rate schedule is not stored: the config holds the rate for the next step
+ * (a loaded model trains on with that constant rate). Keras creates SGD's "m" slot even without
+ * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
+ * load_model then warns that the optimizer weights do not match and starts it afresh). */
+#include "io/io.h"
+#include "io/keras_json.h"
+
+#include "dist/dist.h"
+#include "model/model.h"
+#include "train/loss.h"
+#include "train/optimizer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* from h5_weights.c */
+typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
+tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
+                        const char *group, tnt__h5_extra_fn extra, void *ctx);
+void tnt__h5_quiet(void);
+tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
+tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
+tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
+
+#define TNT__KERAS_VERSION "2.15.0" /* as h5_weights.c writes */
+
+static void free_strs(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* ---- the optimizer's variables ---------------------------------------------------------------- */
+
+/* The model's trainable weights in Keras's order (model.trainable_weights: layer by layer in
+ * order, each layer's weights in its order). out may be NULL (count only). */
+static int trainable_weights(tnt_model *m, tnt__weight **out, tnt_layer **owner) {
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; j < m->layers[i]->n_weights; j++)
+            if (m->layers[i]->weights[j].trainable) {
+                if (out) out[n] = &m->layers[i]->weights[j], owner[n] = m->layers[i];
+                n++;
+            }
+    return n;
+}
+
+/* Entry e (0-based, after iteration:0) of the optimizer's slot variables in Keras's creation
+ * order: slot *k of weight *v. ns slots, nw weights. */
+static void slot_entry(const tnt_optimizer *o, int ns, int nw, int e, int *k, int *v) {
+    /* the first `inter` slots are created together per weight, the others kind after kind */
+    int inter = (o->kind == TNT__OPT_ADAM || o->kind == TNT__OPT_ADADELTA || o->kind == TNT__OPT_ADAMAX ||
+                 o->kind == TNT__OPT_NADAM)
+                    ? TNT_MIN(ns, 2)
+                    : TNT_MIN(ns, 1);
+    if (e < inter * nw) {
+        *v = e / inter, *k = e % inter;
+    } else {
+        e -= inter * nw;
+        *k = inter + e / nw, *v = e % nw;
+    }
+}
+
+typedef struct opt_layout {
+    int ns, nw, n; /* slots, weights, names (1 + ns * nw) */
+    tnt__weight **w;
+    tnt_layer **owner;
+    char **names;
+} opt_layout;
+
+static void layout_free(opt_layout *L) {
+    free(L->w), free(L->owner);
+    if (L->names) free_strs(L->names, L->n);
+    *L = (opt_layout){0};
+}
+
+static tnt_status layout_make(tnt_model *m, opt_layout *L) {
+    tnt_optimizer *o = m->optimizer;
+    *L = (opt_layout){0};
+    L->ns = tnt__optimizer_num_slots(o);
+    L->nw = trainable_weights(m, NULL, NULL);
+    L->n = 1 + L->ns * L->nw;
+    L->w = calloc((size_t)L->nw + 1, sizeof *L->w);
+    L->owner = calloc((size_t)L->nw + 1, sizeof *L->owner);
+    L->names = calloc((size_t)L->n, sizeof *L->names);
+    if (!L->w || !L->owner || !L->names) goto nomem;
+    trainable_weights(m, L->w, L->owner);
+    if (!(L->names[0] = strdup("iteration:0"))) goto nomem;
+    for (int e = 0; e < L->n - 1; e++) {
+        int k, v;
+        slot_entry(o, L->ns, L->nw, e, &k, &v);
+        size_t len = strlen(o->name) + strlen(tnt__optimizer_slot_name(o, k)) + strlen(L->owner[v]->name) +
+                     strlen(L->w[v]->name) + 8;
+        if (!(L->names[1 + e] = malloc(len))) goto nomem;
+        snprintf(L->names[1 + e], len, "%s/%s/%s/%s:0", o->name, tnt__optimizer_slot_name(o, k), L->owner[v]->name,
+                 L->w[v]->name);
+    }
+    return TNT_OK;
+nomem:
+    layout_free(L);
+    return tnt__error(TNT_ERR_NOMEM, "out of memory");
+}
+
+/* The slice of slot k that belongs to weight w. */
+static float *slot_slice(tnt_model *m, int k, const tnt__weight *w) {
+    float *base = tnt__optimizer_slot(m->optimizer, k);
+    return base ? base + (w->value - m->params) : NULL;
+}
+
+/* ---- saving ------------------------------------------------------------------------------------ */
+
+static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
+    opt_layout L;
+    tnt_status s = layout_make(m, &L);
+    if (s != TNT_OK) return s;
+    hid_t g = H5Gcreate2(f, "optimizer_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), lcpl = H5Pcreate(H5P_LINK_CREATE);
+    if (g < 0 || lcpl < 0) s = tnt__error(TNT_ERR_IO, "save_model %s: cannot create group optimizer_weights", path);
+    if (s == TNT_OK) s = tnt__h5_write_names(g, "weight_names", L.names, L.n, path);
+    if (s == TNT_OK) {
+        H5Pset_create_intermediate_group(lcpl, 1);
+        hid_t space = H5Screate(H5S_SCALAR);
+        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[0], H5T_STD_I64LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        int64_t it = m->optimizer->iterations;
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0)
+            s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[0]);
+        if (d >= 0) H5Dclose(d);
+        if (space >= 0) H5Sclose(space);
+    }
+    for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
+        int k, v;
+        slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
+        const tnt__weight *w = L.w[v];
+        const float *data = slot_slice(m, k, w);
+        if (!data || w->value < m->params || w->value >= m->params + m->n_params) {
+            s = tnt__error(TNT_ERR_STATE, "save_model %s: the optimizer's slots are not allocated for weight %s/%s",
+                           path, L.owner[v]->name, w->name);
+            break;
+        }
+        hsize_t dims[TNT_MAX_DIMS];
+        for (int i = 0; i < w->shape.ndim; i++) dims[i] = (hsize_t)w->shape.dim[i];
+        hid_t space = w->shape.ndim ? H5Screate_simple(w->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[1 + e], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+            s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[1 + e]);
+        if (d >= 0) H5Dclose(d);
+        if (space >= 0) H5Sclose(space);
+    }
+    if (lcpl >= 0) H5Pclose(lcpl);
+    if (g >= 0) H5Gclose(g);
+    layout_free(&L);
+    return s;
+}
+
+#define CK(x)                                                                                                  \
+    do {                                                                                                       \
+        if (!(x)) goto nomem;                                                                                  \
+    } while (0)
+
+/* Keras's loss class names */
+static const char *loss_class(tnt_loss_kind k) {
+    switch (k) {
+    case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: return "SparseCategoricalCrossentropy";
+    case TNT_CATEGORICAL_CROSSENTROPY: return "CategoricalCrossentropy";
+    case TNT_BINARY_CROSSENTROPY: return "BinaryCrossentropy";
+    case TNT_MEAN_SQUARED_ERROR: return "MeanSquaredError";
+    case TNT_MEAN_ABSOLUTE_ERROR: return "MeanAbsoluteError";
+    default: return "";
+    }
+}
+
+static tnt_status training_config(const tnt_model *m, char **out) {
+    *out = NULL;
+    const tnt_optimizer *o = m->optimizer;
+    cJSON *tc = cJSON_CreateObject();
+    CK(tc);
+    const tnt__loss_opts *lo = m->loss_opts;
+    if (!m->from_logits && !lo) {
+        CK(cJSON_AddStringToObject(tc, "loss", tnt_loss_name(m->loss)));
+    } else {
+        cJSON *l = cJSON_AddObjectToObject(tc, "loss"), *c;
+        CK(l && cJSON_AddStringToObject(l, "class_name", loss_class(m->loss)) && (c = cJSON_AddObjectToObject(l, "config")));
+        CK(cJSON_AddStringToObject(c, "reduction", "auto") && cJSON_AddStringToObject(c, "name", tnt_loss_name(m->loss)));
+        bool ce = m->loss == TNT_CATEGORICAL_CROSSENTROPY || m->loss == TNT_BINARY_CROSSENTROPY;
+        if (m->loss != TNT_MEAN_SQUARED_ERROR && m->loss != TNT_MEAN_ABSOLUTE_ERROR)
+            CK(cJSON_AddBoolToObject(c, "from_logits", m->from_logits));
+        /* Keras's SparseCategoricalCrossentropy has no label_smoothing: ours goes in when set */
+        if (ce || (lo && lo->label_smoothing != 0))
+            CK(cJSON_AddNumberToObject(c, "label_smoothing", tnt__kj_f(lo ? lo->label_smoothing : 0)));
+        if (ce) CK(cJSON_AddNumberToObject(c, "axis", -1));
+        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
+            if (lo && lo->has_ignore_class) CK(cJSON_AddNumberToObject(c, "ignore_class", lo->ignore_class));
+            else CK(cJSON_AddNullToObject(c, "ignore_class"));
+        }
+    }
+    cJSON *met = cJSON_AddArrayToObject(tc, "metrics");
+    CK(met);
+    for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+    CK(cJSON_AddNullToObject(tc, "weighted_metrics") && cJSON_AddNullToObject(tc, "loss_weights"));
+    cJSON *oc = cJSON_AddObjectToObject(tc, "optimizer_config"), *c;
+    CK(oc && cJSON_AddStringToObject(oc, "class_name", o->name) && (c = cJSON_AddObjectToObject(oc, "config")));
+    /* Keras 2.11+ get_config: the base optimizer's keys, then the optimizer's own */
+    CK(cJSON_AddStringToObject(c, "name", o->name));
+    if (o->weight_decay != 0) CK(cJSON_AddNumberToObject(c, "weight_decay", tnt__kj_f(o->weight_decay)));
+    else CK(cJSON_AddNullToObject(c, "weight_decay"));
+    CK(cJSON_AddNullToObject(c, "clipnorm") && cJSON_AddNullToObject(c, "global_clipnorm") &&
+       cJSON_AddNullToObject(c, "clipvalue") && cJSON_AddFalseToObject(c, "use_ema") &&
+       cJSON_AddNumberToObject(c, "ema_momentum", 0.99) && cJSON_AddNullToObject(c, "ema_overwrite_frequency") &&
+       cJSON_AddFalseToObject(c, "jit_compile") && cJSON_AddFalseToObject(c, "is_legacy_optimizer"));
+    CK(cJSON_AddNumberToObject(c, "learning_rate", tnt__kj_f(tnt_optimizer_get_lr(o))));
+    switch (o->kind) {
+    case TNT__OPT_SGD:
+        CK(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) && cJSON_AddBoolToObject(c, "nesterov", o->nesterov));
+        break;
+    case TNT__OPT_ADAM:
+    case TNT__OPT_ADAMAX:
+    case TNT__OPT_NADAM:
+        CK(cJSON_AddNumberToObject(c, "beta_1", tnt__kj_f(o->beta_1)) && cJSON_AddNumberToObject(c, "beta_2", tnt__kj_f(o->beta_2)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        if (o->kind == TNT__OPT_ADAM) CK(cJSON_AddBoolToObject(c, "amsgrad", o->amsgrad));
+        break;
+    case TNT__OPT_RMSPROP:
+        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)) && cJSON_AddBoolToObject(c, "centered", o->centered));
+        break;
+    case TNT__OPT_ADAGRAD:
+        CK(cJSON_AddNumberToObject(c, "initial_accumulator_value", tnt__kj_f(o->initial_accumulator_value)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        break;
+    case TNT__OPT_ADADELTA:
+        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        break;
+    }
+    *out = cJSON_PrintUnformatted(tc);
+    cJSON_Delete(tc);
+    return *out ? TNT_OK : tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
+nomem:
+    cJSON_Delete(tc);
+    return tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
+}
+
+static tnt_status fill_model(tnt_model *m, hid_t f, const char *path, void *ctx) {
+    (void)ctx;
+    char *json = NULL;
+    tnt_status s = tnt_model_to_json(m, &json);
+    if (s != TNT_OK) return tnt__error_prefix(s, "save_model %s: model_config: ", path);
+    s = tnt__h5_write_scalar_str(f, "model_config", json, path);
+    free(json);
+    if (s == TNT_OK) s = tnt__h5_write_scalar_str(f, "keras_version", TNT__KERAS_VERSION, path);
+    if (s == TNT_OK) s = tnt__h5_write_scalar_str(f, "backend", "tensorflow", path);
+    if (s != TNT_OK || !m->compiled || !m->optimizer) return s;
+    char *tc;
+    if ((s = training_config(m, &tc)) != TNT_OK) return s;
+    s = tnt__h5_write_scalar_str(f, "training_config", tc, path);
+    free(tc);
+    if (s == TNT_OK) s = write_optimizer(m, f, path);
+    return s;
+}
+
+tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+    return tnt__h5_save(m, path, opts, "save_model", "model_weights", fill_model, NULL);
+}
+
+/* ---- loading ----------------------------------------------------------------------------------- */
+
+/* The single string of a scalar string attribute; NULL with an error when absent. */
+static char *read_str(hid_t f, const char *name, const char *path) {
+    if (H5Aexists(f, name) <= 0) {
+        tnt__error(TNT_ERR_FORMAT, "load_model %s: no %s attribute%s", path, name,
+                   strcmp(name, "model_config") == 0
+                       ? ": not a Keras whole-model file (a weights file? use tnt_load_weights)"
+                       : "");
+        return NULL;
+    }
+    char **v;
+    int n;
+    bool found;
+    if (tnt__h5_read_strs(f, name, path, &v, &n, &found) != TNT_OK) {
+        tnt__error_prefix(TNT_ERR_FORMAT, "load_model: ");
+        return NULL;
+    }
+    if (n != 1) {
+        free_strs(v, n);
+        tnt__error(TNT_ERR_FORMAT, "load_model %s: attribute %s holds %d strings (expected one)", path, name, n);
+        return NULL;
+    }
+    char *s = v[0];
+    free(v);
+    return s;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+static bool flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
+
+/* Appends the metric names of a (possibly nested per output) Keras metrics list to buf. */
+static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const char *path) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        const char *name = NULL;
+        if (cJSON_IsArray(x)) {
+            tnt_status s = metric_names(x, buf, size, path);
+            if (s != TNT_OK) return s;
+            continue;
+        }
+        if (cJSON_IsString(x)) name = x->valuestring;
+        else if (cJSON_IsObject(x)) { /* a serialized metric: its config's name */
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "config"), "name");
+            if (cJSON_IsString(n)) name = n->valuestring;
+        }
+        if (!name) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: a metric is neither a name nor a config", path);
+        if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
+        if (*buf) strcat(buf, ",");
+        strcat(buf, name);
+    }
+    return TNT_OK;
+}
+
+/* Compiles m as training_config says. */
+static tnt_status compile_from_config(tnt_model *m, const char *json, const char *path) {
+    tnt_status s = TNT_OK;
+    cJSON *tc = cJSON_Parse(json);
+    if (!cJSON_IsObject(tc)) {
+        cJSON_Delete(tc);
+        return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
+    }
+    tnt_compile_opts co = {0};
+    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(tc, "loss");
+    const cJSON *lcfg = NULL;
+    const char *lname = NULL;
+    if (cJSON_IsObject(loss)) {
+        const cJSON *cn = cJSON_GetObjectItemCaseSensitive(loss, "class_name");
+        lname = cJSON_IsString(cn) ? cn->valuestring : NULL;
+        lcfg = cJSON_GetObjectItemCaseSensitive(loss, "config");
+    } else if (cJSON_IsString(loss)) {
+        lname = loss->valuestring;
+    }
+    int lk = lname ? tnt_loss_from_name(lname) : -1;
+    if (lk < 0) {
+        s = lname ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
+                  : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no loss name", path);
+        goto done;
+    }
+    co.loss = (tnt_loss_kind)lk;
+    if (lcfg) {
+        co.from_logits = flag(lcfg, "from_logits");
+        co.label_smoothing = (float)num(lcfg, "label_smoothing");
+        const cJSON *ic = cJSON_GetObjectItemCaseSensitive(lcfg, "ignore_class");
+        if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
+    }
+    char metrics[1024] = "";
+    const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");
+    if (cJSON_IsArray(met) && (s = metric_names(met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
+    co.metrics = metrics;
+
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");
+    const cJSON *ocn = cJSON_GetObjectItemCaseSensitive(oc, "class_name");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(oc, "config");
+    if (!cJSON_IsString(ocn) || !cJSON_IsObject(c)) {
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no optimizer_config with class_name and config", path);
+        goto done;
+    }
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(c, "learning_rate");
+    if (lr && !cJSON_IsNumber(lr)) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: the optimizer's learning_rate is not a number (a "
+                                            "learning-rate schedule?): not supported",
+                       path);
+        goto done;
+    }
+    tnt_optimizer_opts oo = {
+        .learning_rate = (float)num(c, "learning_rate"),
+        .momentum = (float)num(c, "momentum"),
+        .nesterov = flag(c, "nesterov"),
+        .beta_1 = (float)num(c, "beta_1"),
+        .beta_2 = (float)num(c, "beta_2"),
+        .epsilon = (float)num(c, "epsilon"),
+        .rho = (float)num(c, "rho"),
+        .amsgrad = flag(c, "amsgrad"),
+        .centered = flag(c, "centered"),
+        .initial_accumulator_value = (float)num(c, "initial_accumulator_value"),
+        .weight_decay = (float)num(c, "weight_decay"),
+    };
+    co.optimizer = tnt_optimizer_new(ocn->valuestring, &oo);
+    if (!co.optimizer) {
+        s = tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path);
+        goto done;
+    }
+    /* a learning rate of exactly 0 means the default to tnt_optimizer_new */
+    if (cJSON_IsNumber(lr) && lr->valuedouble == 0) tnt_optimizer_set_lr(co.optimizer, 0);
+    s = tnt_compile(m, &co); /* consumes the optimizer */
+    if (s != TNT_OK) tnt__error_prefix(s, "load_model %s: ", path);
+done:
+    cJSON_Delete(tc);
+    return s;
+}
+
+/* Restores iterations and slots from optimizer_weights (all checked before anything changes). */
+static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
+    if (H5Lexists(f, "optimizer_weights", H5P_DEFAULT) <= 0) {
+        tnt_log(TNT_LOG_WARNING, "load_model %s: no optimizer_weights: the optimizer starts afresh", path);
+        return TNT_OK;
+    }
+    opt_layout L;
+    tnt_status s = layout_make(m, &L);
+    if (s != TNT_OK) return s;
+    hid_t g = H5Gopen2(f, "optimizer_weights", H5P_DEFAULT);
+    char **names = NULL;
+    int n = 0;
+    bool found = false;
+    float *stage = NULL;
+    int64_t it = 0;
+    if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
+    if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
+    if (s == TNT_OK && !found) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights has no weight_names", path);
+    if (s == TNT_OK && n != L.n)
+        s = tnt__error(TNT_ERR_SHAPE,
+                       "load_model %s: optimizer_weights holds %d variable(s), the %s optimizer of this model %d "
+                       "(iteration and %d slot(s) for %d weight(s))",
+                       path, n, m->optimizer->name, L.n, L.ns, L.nw);
+    for (int i = 0; i < n && s == TNT_OK; i++)
+        if (strcmp(names[i], L.names[i]) != 0)
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights: variable %d is \"%s\", expected \"%s\"", path,
+                           i, names[i], L.names[i]);
+    if (s == TNT_OK && L.ns > 0 && !(stage = malloc((size_t)(L.ns * m->n_params) * sizeof(float))))
+        s = tnt__error(TNT_ERR_NOMEM, "load_model: out of memory");
+    for (int i = 0; i < L.n && s == TNT_OK; i++) {
+        hid_t d = H5Oexists_by_name(g, L.names[i], H5P_DEFAULT) > 0 ? H5Dopen2(g, L.names[i], H5P_DEFAULT) : -1;
+        if (d < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is missing", path, L.names[i]);
+            break;
+        }
+        hid_t space = H5Dget_space(d);
+        int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+        hsize_t dims[32];
+        if (nd < 0 || nd > 32 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
+        } else if (i == 0) {
+            if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
+            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0 || it < 0)
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
+                               path, L.names[0]);
+        } else {
+            int k, v;
+            slot_entry(m->optimizer, L.ns, L.nw, i - 1, &k, &v);
+            const tnt__weight *w = L.w[v];
+            bool same = nd == w->shape.ndim;
+            for (int j = 0; same && j < nd; j++) same = (int64_t)dims[j] == w->shape.dim[j];
+            if (!same) {
+                char fs[160] = "(", ms[96];
+                for (int j = 0; j < nd && j < 8; j++)
+                    snprintf(fs + strlen(fs), sizeof fs - strlen(fs), "%s%lld", j ? ", " : "", (long long)dims[j]);
+                strcat(fs, ")");
+                s = tnt__error(TNT_ERR_SHAPE, "load_model %s: shape mismatch for optimizer_weights/%s: the file has %s, the weight %s",
+                               path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
+            } else if (tnt_shape_numel(w->shape) > 0 &&
+                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                               stage + (size_t)k * (size_t)m->n_params + (size_t)(w->value - m->params)) < 0) {
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
+                               path, L.names[i]);
+            }
+        }
+        if (space >= 0) H5Sclose(space);
+        H5Dclose(d);
+    }
+    if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
+    if (s == TNT_OK) {
+        /* weights that are not trainable have no slots: the slices read cover all of them */
+        for (int e = 0; e < L.n - 1; e++) {
+            int k, v;
+            slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
+            const tnt__weight *w = L.w[v];
+            size_t off = (size_t)(w->value - m->params);
+            memcpy(slot_slice(m, k, w), stage + (size_t)k * (size_t)m->n_params + off,
+                   (size_t)tnt_shape_numel(w->shape) * sizeof(float));
+        }
+    }
+    free(stage);
+    if (names) free_strs(names, n);
+    if (g >= 0) H5Gclose(g);
+    layout_free(&L);
+    return s;
+}
+
+tnt_model *tnt_load_model(const char *path, bool compile) {
+    if (!path || !*path) {
+        tnt__error(TNT_ERR_ARG, "load_model: path is NULL or empty");
+        return NULL;
+    }
+    tnt__h5_quiet();
+    if (access(path, R_OK) != 0) {
+        tnt__error(TNT_ERR_IO, "load_model %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) {
+        tnt__error(TNT_ERR_FORMAT, "load_model %s: %s", path,
+                   is == 0 ? "not an HDF5 file" : "unreadable as HDF5 (truncated or corrupt file?)");
+        return NULL;
+    }
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open the HDF5 file (truncated or corrupt?)", path);
+        return NULL;
+    }
+    tnt_model *m = NULL;
+    char *tc = NULL, *mc = read_str(f, "model_config", path);
+    tnt_status s = mc ? TNT_OK : TNT_ERR_FORMAT;
+    if (s == TNT_OK && !(m = tnt_model_from_json(mc))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
+    if (s == TNT_OK) s = tnt_load_weights(m, path, false);
+    if (s == TNT_OK && compile && H5Aexists(f, "training_config") > 0) {
+        if (!(tc = read_str(f, "training_config", path))) s = TNT_ERR_FORMAT;
+        if (s == TNT_OK) s = compile_from_config(m, tc, path);
+        if (s == TNT_OK) s = restore_optimizer(m, f, path);
+    }
+    free(mc), free(tc);
+    H5Fclose(f);
+    if (s != TNT_OK) {
+        tnt_model_free(m);
+        return NULL;
+    }
+    return m;
+}
