@@ -548,14 +548,16 @@ typedef struct tnt_checkpoint_opts {
     const char *monitor;    /* NULL = "val_loss" */
     int verbose;
     bool save_best_only;    /* save only when the monitored value improves */
-    bool save_weights_only; /* must be true for now: whole-model saving is not available */
+    bool save_weights_only; /* true: tnt_save_weights; false: the whole model (tnt_save_model:
+                               architecture, weights, optimizer state; resumable) */
     tnt_monitor_mode mode;
     int64_t save_freq;      /* 0: at the end of every epoch ("epoch"); N > 0: every N batches */
     bool has_initial_value_threshold; /* save_best_only: the value to beat at first */
     double initial_value_threshold;
     bool save_all_devices;  /* passed to tnt_save_weights (tnt_save_opts) */
 } tnt_checkpoint_opts;
-/* ModelCheckpoint: saves the weights (tnt_save_weights, HDF5) to filepath, a Python format
+/* ModelCheckpoint: saves the weights (tnt_save_weights, HDF5) or the whole model
+ * (tnt_save_model, unless save_weights_only) to filepath, a Python format
  * template (see tnt_format_filepath). Runs on every rank; the master writes the file. */
 TNT_API tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkpoint_opts *opts);
 /* ModelCheckpoint's file names, as Python's filepath.format(epoch=epoch, batch=batch, **logs):

@@ -2,7 +2,7 @@
  * of compiled models (same predictions; the same optimizer kind, hyperparameters, iterations and
  * slots; loss and metrics) and compile=false; resuming training bitwise (4 epochs unbroken equal
  * 2 epochs, save, load, epochs 2..4 with initial_epoch, with Adam, BatchNormalization and a
- * shuffled dataset); the file's structure read with
+ * shuffled dataset); ModelCheckpoint with save_weights_only=false; the file's structure read with
  * h5py (skipped without it); malformed files (truncated, model_config missing, bad JSON, a weight
  * shape that does not fit the architecture) give clear errors. */
 #include "testutil.h"
@@ -216,6 +216,27 @@ static void test_resume_bitwise(void **state) {
     tnt_model_free(d), tnt_model_free(c), tnt_model_free(a);
 }
 
+/* ModelCheckpoint(save_weights_only=false) writes whole-model files that resume exactly. */
+static void test_checkpoint_whole_model(void **state) {
+    (void)state;
+    tnt_model *a = build(tnt_adam(0.01f), NULL);
+    fit(a, 0, 4);
+    char tmpl[600];
+    snprintf(tmpl, sizeof tmpl, "%s/ck_{epoch:02d}.h5", tmpdir);
+    tnt_callback cb = tnt_model_checkpoint(tmpl, &(tnt_checkpoint_opts){.monitor = "loss"});
+    tnt_model *b = build(tnt_adam(0.01f), NULL);
+    tnt_dataset *d = data();
+    tu_ok(tnt_fit(b, d, &(tnt_fit_opts){.epochs = 2, .callbacks = &cb, .n_callbacks = 1}, NULL));
+    tnt_dataset_free(d);
+    tnt_callback_free(&cb);
+    tnt_model *c = tnt_load_model(tmp_path("ck_02.h5"), true);
+    if (!c) fail_msg("load_model: %s", tnt_last_error());
+    assert_same_weights(b, c);
+    fit(c, 2, 4);
+    assert_same_weights(a, c);
+    tnt_model_free(c), tnt_model_free(b), tnt_model_free(a);
+}
+
 /* ---- structure (h5py) ------------------------------------------------------------------------------- */
 
 /* Runs python code with the file as sys.argv[1]; NULL when h5py is missing (exit 77). */
@@ -366,6 +387,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_others),
         cmocka_unit_test(test_loss_options),
         cmocka_unit_test(test_resume_bitwise),
+        cmocka_unit_test(test_checkpoint_whole_model),
         cmocka_unit_test(test_structure),
         cmocka_unit_test(test_malformed),
     };

@@ -121,7 +121,8 @@ tnt_status tnt_format_filepath(const char *tmpl, int epoch, int64_t batch, const
 }
 
 /* ---------------------------------------------------------------------------------------------
- * ModelCheckpoint. Every rank calls tnt_save_weights (the master writes, all meet at its
+ * ModelCheckpoint. Every rank calls tnt_save_weights, or tnt_save_model when not
+ * save_weights_only (the master writes, all meet at its
  * barrier), so the callback is not master_only; the decisions depend on the logs alone, which
  * are the same on every rank.
  * ------------------------------------------------------------------------------------------- */
@@ -133,6 +134,7 @@ typedef struct checkpoint {
     int verbose;
     int64_t save_freq; /* 0: each epoch */
     tnt_save_opts save;
+    bool weights_only; /* false: the whole model (tnt_save_model) */
     int epoch;
     int64_t last_batch, since_save;
 } checkpoint;
@@ -174,7 +176,7 @@ static tnt_status ck_save(tnt_model *m, checkpoint *c, int epoch, int64_t batch,
     } else if (c->verbose > 0) {
         tnt__callback_say("\nEpoch %05d: saving model to %s\n", epoch + 1, path);
     }
-    s = tnt_save_weights(m, path, &c->save);
+    s = c->weights_only ? tnt_save_weights(m, path, &c->save) : tnt_save_model(m, path, &c->save);
     if (s != TNT_OK) return tnt__error_prefix(s, "ModelCheckpoint: ");
     return TNT_OK;
 }
@@ -213,11 +215,6 @@ tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkpoint_opt
                    monitor, (long long)o.save_freq);
         return tnt__callback_failed(TNT_ERR_ARG);
     }
-    if (!o.save_weights_only) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "ModelCheckpoint(\"%s\"): saving the whole model is not supported yet; set "
-                                        "save_weights_only to save the weights (HDF5)", filepath);
-        return tnt__callback_failed(TNT_ERR_UNSUPPORTED);
-    }
     checkpoint *c = tnt__calloc(1, sizeof *c);
     if (!c || !(c->filepath = tnt__strdup(filepath))) {
         free(c);
@@ -232,6 +229,7 @@ tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkpoint_opt
     c->verbose = o.verbose;
     c->save_freq = o.save_freq;
     c->save.save_all_devices = o.save_all_devices;
+    c->weights_only = o.save_weights_only;
     c->last_batch = -1;
     /* a batch function only with save_freq N: it makes fit compute exact logs at every step */
     return (tnt_callback){.user = c, .on_train_begin = ck_train_begin, .on_epoch_begin = ck_epoch_begin,
