@@ -3,6 +3,8 @@
  * 2.11's rules worked out by hand in the comments) and in a real fit. */
 #include "testutil.h"
 
+#include <dirent.h>
+
 #include "model/history.h"
 #include "model/model.h"
 
@@ -445,13 +447,29 @@ static void test_model_checkpoint(void **state) {
     tnt_history_free(h);
     tnt_callback_free(&cbs[0]);
     tnt_callback_free(&cbs[1]);
-    /* whole-model saving is not available: TNT_ERR_UNSUPPORTED, at construction and in fit */
+    /* the default saves the whole model, which tnt_load_model reads back compiled */
+    snprintf(tmpl, sizeof tmpl, "%s/whole-{epoch:02d}.h5", dir);
     c = tnt_model_checkpoint(tmpl, NULL);
-    assert_null(c.user);
-    tu_error_contains("save_weights_only");
-    assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &c, .n_callbacks = 1}, NULL),
-                     TNT_ERR_UNSUPPORTED);
-    tu_error_contains("save_weights_only");
+    assert_non_null(c.user);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &c, .n_callbacks = 1}, NULL));
+    tnt_callback_free(&c);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int whole = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char file[600];
+        snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+        assert_non_null(strstr(file, "/whole-01.h5"));
+        tnt_model *loaded = tnt_load_model(file, true);
+        assert_non_null(loaded);
+        assert_non_null(tnt_model_optimizer(loaded));
+        tnt_model_free(loaded);
+        unlink(file);
+        whole++;
+    }
+    closedir(d);
+    assert_int_equal(whole, 1);
     /* a template naming an absent log fails fit with the name */
     c = tnt_model_checkpoint("/tmp/x-{val_loss}.h5", &(tnt_checkpoint_opts){.save_weights_only = true});
     assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &c, .n_callbacks = 1}, NULL), TNT_ERR_ARG);

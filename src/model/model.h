@@ -85,7 +85,7 @@ struct tnt_model {
     int n_metrics;         /* per output */
     bool compiled;
     uint64_t seed;
-    int64_t step; /* forward passes in training, for per-step dropout seeds */
+    int64_t step; /* forward passes in training: the dropout step of a model without optimizer */
     int64_t sample_offset; /* this rank's first sample in the current global batch */
     bool stop_training;
 

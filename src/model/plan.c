@@ -274,7 +274,10 @@ static void repack(tnt_model *m, tnt__plan *p, int n, const int *ids, float *pac
 }
 
 tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training, float **out) {
-    uint64_t step_seed = tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(m->step + 1)));
+    /* dropout masks follow the optimizer's step count, which a loaded checkpoint restores, so a
+     * resumed run draws the masks an unbroken one would */
+    int64_t step = m->optimizer ? tnt_optimizer_iterations(m->optimizer) : m->step;
+    uint64_t step_seed = tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(step + 1)));
     if (training) m->step++;
     if (m->n_inputs > 1) repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
     for (int i = 0; i < m->n_nodes; i++) {
