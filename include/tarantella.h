@@ -470,6 +470,10 @@ typedef struct tnt_callback {
     /* Tarantella's run_on_all_ranks=False: fit, evaluate and predict call this callback's
      * functions on the master rank only. Default false: every rank, with the same (global) logs. */
     bool master_only;
+    /* Tarantella's aggregate_logs=False: on_train_batch_end and on_epoch_end receive this rank's
+     * own training figures (its share of every batch) instead of the exact global ones; the
+     * validation figures stay global. Default false. */
+    bool local_logs;
 } tnt_callback;
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);

@@ -363,6 +363,42 @@ static void test_callback_on_master_only(void **state) {
     tnt_model_free(m);
 }
 
+/* aggregate_logs=False (local_logs): the epoch loss of this rank's shares; weighted by the
+ * shares' sizes, the ranks' figures average to the global one. */
+static tnt_status record_loss(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {
+    (void)m, (void)epoch;
+    return tnt_logs_get(logs, "loss", (double *)user) ? TNT_OK : TNT_ERR_ARG;
+}
+
+static void test_local_logs(void **state) {
+    (void)state;
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH, false);
+    double local = NAN, global = NAN;
+    tnt_callback cbs[2] = {{.user = &local, .on_epoch_end = record_loss, .local_logs = true},
+                           {.user = &global, .on_epoch_end = record_loss}};
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = cbs, .n_callbacks = 2}, NULL));
+    int p = tnt_get_size(), r = tnt_get_rank();
+    double mine = 0; /* samples this rank saw: its shares of 6 batches of 16 and one of 4 */
+    for (int b = 0; b < 7; b++) {
+        int n = b < 6 ? BATCH : N_SAMPLES - 6 * BATCH;
+        mine += n / p + (r < n % p);
+    }
+    double sums[2] = {local * mine, mine};
+    tu_ok(tnt__allreduce_sum_f64(sums, 2));
+    assert_float_equal(sums[1], N_SAMPLES, 0);
+    assert_float_equal(sums[0] / sums[1], global, 1e-6 * fabs(global));
+    if (p > 1) { /* the shares differ, so some rank's own figure differs from the global one */
+        double diff = fabs(local - global);
+        tu_ok(tnt__allreduce_sum_f64(&diff, 1));
+        assert_true(diff > 1e-6);
+    }
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 static void test_bad_input_fails_everywhere(void **state) {
     (void)state;
     int p = tnt_get_size(), r = tnt_get_rank();
@@ -426,6 +462,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_micro_batch_size_equals_serial),
         cmocka_unit_test(test_output_on_master_only),
         cmocka_unit_test(test_callback_on_master_only),
+        cmocka_unit_test(test_local_logs),
         cmocka_unit_test(test_bad_input_fails_everywhere),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -311,6 +311,21 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
 }
 
 /* master_only callbacks (Tarantella's run_on_all_ranks=False) run on the master rank only. */
+/* As CALL_CB for (model, index, logs) callbacks, giving callbacks with local_logs this rank's
+ * own figures (Tarantella's aggregate_logs=False) instead of the global ones. */
+#define CALL_CB_LOGS(cbs, n, fn, model, index, global, local)                                     \
+    do {                                                                                          \
+        for (int i_ = 0; i_ < (n); i_++)                                                          \
+            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
+                tnt_status cs_ = (cbs)[i_].fn(model, index, (cbs)[i_].local_logs ? (local) : (global), \
+                                              (cbs)[i_].user);                                    \
+                if (cs_ != TNT_OK) {                                                              \
+                    s = cs_;                                                                      \
+                    goto done;                                                                    \
+                }                                                                                 \
+            }                                                                                     \
+    } while (0)
+
 #define CALL_CB(cbs, n, fn, ...)                                                                  \
     do {                                                                                          \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
@@ -615,7 +630,9 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
                 if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
                 accum_logs(m, &total, &logs);
             }
-            CALL_CB(cbs, n_cbs, on_train_batch_end, m, step, &logs);
+            tnt_logs local;
+            accum_logs(m, &acc, &local);
+            CALL_CB_LOGS(cbs, n_cbs, on_train_batch_end, m, step, &logs, &local);
             tnt__progress_update(&prog, step + 1, &logs);
         }
         tnt_dataset_iter_free(f.it);
@@ -626,6 +643,8 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         }
         if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &logs);
+        tnt_logs local; /* this rank's own training figures, for callbacks with local_logs */
+        accum_logs(m, &acc, &local);
         if (o.validation_data && (epoch + 1) % o.validation_freq == 0) {
             tnt_logs val = {0};
             tnt_eval_opts eo = {.callbacks = cbs, .n_callbacks = n_cbs, .out = o.out,
@@ -633,10 +652,11 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             if ((s = run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
                 goto done;
             tnt__logs_merge(&logs, &val, "val_");
+            tnt__logs_merge(&local, &val, "val_");
         }
         tnt__progress_finish(&prog, &logs, NULL);
         if ((s = tnt__history_append(h, epoch, &logs)) != TNT_OK) goto done;
-        CALL_CB(cbs, n_cbs, on_epoch_end, m, epoch, &logs);
+        CALL_CB_LOGS(cbs, n_cbs, on_epoch_end, m, epoch, &logs, &local);
         if (parallel) { /* a callback that stopped training on one rank stops every rank */
             int64_t stop = m->stop_training;
             if ((s = tnt__agree(TNT_OK, &stop, 1)) != TNT_OK) goto done;
