@@ -82,6 +82,12 @@ static void test_predicts_like_the_library(void **state) {
                          program, dir, dir, dir, dir), 0);
     snprintf(path, sizeof path, "%s/out2.npy", dir);
     check_output(path, want->data, N, C);
+    /* a whole model (Keras's model.save .h5) needs no --weights */
+    snprintf(path, sizeof path, "%s/whole.h5", dir);
+    tu_ok(tnt_save_model(m, path, NULL));
+    assert_int_equal(run("'%s' %s/whole.h5 %s/in.npy %s/out3.npy", program, dir, dir, dir), 0);
+    snprintf(path, sizeof path, "%s/out3.npy", dir);
+    check_output(path, want->data, N, C);
     tnt_tensor_free(x), tnt_tensor_free(want);
     free(w);
     tnt_model_free(m);
@@ -90,7 +96,7 @@ static void test_predicts_like_the_library(void **state) {
 static void test_bad_usage_and_failures(void **state) {
     (void)state;
     assert_int_equal(run("'%s' --help > /dev/null", program), 0);
-    assert_int_equal(run("'%s' a.json b.npy c.npy 2> /dev/null", program), 2);              /* no --weights */
+    assert_int_equal(run("'%s' a.json b.npy c.npy 2> /dev/null", program), 2);              /* .json: no --weights */
     assert_int_equal(run("'%s' a.json b.npy --weights w.h5 2> /dev/null", program), 2);      /* no OUTPUT */
     assert_int_equal(run("'%s' a b c --weights w --batch_size 0 2> /dev/null", program), 2); /* bad batch */
     assert_int_equal(run("'%s' a b c --weights w --frobnicate 2> /dev/null", program), 2);

@@ -1,5 +1,6 @@
 /* tnt-predict: inference of a saved Keras model on an NPY array, written as NPY in input order.
  *
+ *   tnt-predict MODEL.h5 INPUT.npy OUTPUT.npy [--batch_size N]
  *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N]
  *   tarantella -n 4 -- tnt-predict ...     (data-parallel: each rank runs its share of every
  *                                           batch; the master gathers and writes the rows)
@@ -12,11 +13,12 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N]\n"
-    "  MODEL.json   the architecture as Keras's model.to_json() writes it\n"
+    "usage: tnt-predict MODEL INPUT.npy OUTPUT.npy [--weights W.h5] [--batch_size N]\n"
+    "  MODEL        a whole model saved by Keras's model.save (.h5), or the architecture as\n"
+    "               model.to_json() writes it (.json, with --weights)\n"
     "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32)\n"
     "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order\n"
-    "  --weights    Keras HDF5 weights (model.save_weights), required\n"
+    "  --weights    Keras HDF5 weights (model.save_weights); required with a .json model\n"
     "  --batch_size global batch size (default 32)\n"
     "Run it with `tarantella -n RANKS -- tnt-predict ...` to split every batch across ranks.\n";
 
@@ -88,26 +90,33 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (n_pos != 3 || !weights) {
-        fprintf(stderr, "tnt-predict: %s\n%s", n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required",
-                USAGE);
+    size_t len = n_pos == 3 ? strlen(pos[0]) : 0;
+    bool whole = len > 3 && !strcmp(pos[0] + len - 3, ".h5");
+    if (n_pos != 3 || (!whole && !weights)) {
+        fprintf(stderr, "tnt-predict: %s\n%s",
+                n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required with a .json model", USAGE);
         return 2;
     }
     if (tnt_init(&argc, &argv) != TNT_OK) return fail("init");
-    char *json = read_file(pos[0]);
-    if (!json) {
-        fprintf(stderr, "tnt-predict: cannot read \"%s\"\n", pos[0]);
-        tnt_finalize();
-        return 1;
+    tnt_model *m = NULL;
+    if (whole) {
+        m = tnt_load_model(pos[0], false);
+    } else {
+        char *json = read_file(pos[0]);
+        if (!json) {
+            fprintf(stderr, "tnt-predict: cannot read \"%s\"\n", pos[0]);
+            tnt_finalize();
+            return 1;
+        }
+        m = tnt_model_from_json(json);
+        free(json);
     }
-    tnt_model *m = tnt_model_from_json(json);
-    free(json);
     if (!m) return fail(pos[0]);
     tnt_tensor *out = NULL;
     tnt_dataset *ds = NULL;
     int rc = 0;
     const char *stage = weights;
-    if (tnt_load_weights(m, weights, false) != TNT_OK) goto error;
+    if (weights && tnt_load_weights(m, weights, false) != TNT_OK) goto error;
     stage = pos[1];
     ds = tnt_dataset_batch(tnt_dataset_from_npy(pos[1], NULL), batch, false);
     if (!ds) goto error;

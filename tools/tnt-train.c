@@ -4,7 +4,8 @@
  *       --batch_size 64 --optimizer adam --learning_rate 1e-3 \
  *       --loss sparse_categorical_crossentropy --metrics accuracy --save out.h5
  *
- * The model is Keras 2 JSON (model.to_json()); --weights loads Keras HDF5 weights first. Data:
+ * The model is Keras 2 JSON (model.to_json()) or a whole .h5 model (its architecture and weights;
+ * it is compiled again from the flags); --weights loads Keras HDF5 weights first. Data:
  *   fashion-mnist            Debian's dataset-fashion-mnist (train split; pixels scaled to [0, 1])
  *   idx:IMAGES,LABELS        IDX files, plain or .gz (values as stored; add --rescale 255)
  *   npy:X.npy,Y.npy          NPY arrays, samples along the first axis
@@ -20,13 +21,14 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: tnt-train MODEL.json --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
+    "usage: tnt-train MODEL --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
     "                 [--optimizer sgd] [--learning_rate 0.01] [--loss sparse_categorical_crossentropy]\n"
     "                 [--from_logits] [--metrics accuracy] [--validation_data SPEC] [--shuffle_seed 42]\n"
     "                 [--rescale DIVISOR] [--num_samples N] [--save OUT.h5] [--verbose 1] [--help]\n"
+    "  MODEL: Keras JSON (model.to_json()) or a whole model saved by model.save (.h5)\n"
     "  SPEC: fashion-mnist | idx:IMAGES,LABELS | npy:X.npy,Y.npy | synthetic:N\n"
-    "  --num_samples uses the first N training samples; --save writes the trained weights as\n"
-    "  Keras HDF5 (model.load_weights reads them).\n"
+    "  --num_samples uses the first N training samples; --save writes the trained model as\n"
+    "  Keras's model.save does (.h5: architecture, weights, optimizer state).\n"
     "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
 
 typedef struct args {
@@ -197,9 +199,11 @@ int main(int argc, char **argv) {
     tnt_dataset *train = NULL, *val = NULL;
     tnt_history *h = NULL;
     double train_map[2] = {a.rescale, 0}, val_map[2] = {a.rescale, 0};
-    char *json = read_file(a.model);
-    bool readable = json != NULL;
-    tnt_model *m = json ? tnt_model_from_json(json) : NULL;
+    size_t len = strlen(a.model);
+    bool whole = len > 3 && !strcmp(a.model + len - 3, ".h5");
+    char *json = whole ? NULL : read_file(a.model);
+    bool readable = whole || json != NULL;
+    tnt_model *m = whole ? tnt_load_model(a.model, false) : json ? tnt_model_from_json(json) : NULL;
     free(json);
     if (!m) {
         fprintf(stderr, "tnt-train: %s: %s\n", a.model, readable ? tnt_last_error() : "cannot read the file");
@@ -223,11 +227,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tnt-train: %s\n", tnt_last_error());
         goto done;
     }
-    if (a.save && tnt_save_weights(m, a.save, NULL) != TNT_OK) {
+    if (a.save && tnt_save_model(m, a.save, NULL) != TNT_OK) {
         fprintf(stderr, "tnt-train: --save %s: %s\n", a.save, tnt_last_error());
         goto done;
     }
-    if (tnt_is_master_rank() && a.save) printf("saved weights to %s\n", a.save);
+    if (tnt_is_master_rank() && a.save) printf("saved the model to %s\n", a.save);
     rc = 0;
 done:
     tnt_history_free(h);

@@ -29,10 +29,14 @@ check "2 ranks print the serial figures" '[ -n "$l1" ] && paste <(echo "$l1") <(
 check "the loss falls" 'awk "NR==1{a=\$2} NR==2{b=\$2} END{exit !(b < a)}" <<< "$l1"'
 check "master saved the weights" '[ -s "$dir/two.h5" ]'
 
-# the trained weights predict through tnt-predict
+# the saved model predicts through tnt-predict, with the JSON + its weights or as a whole file
 /usr/bin/python3 -c "import numpy; numpy.save('$dir/x.npy', numpy.zeros((5, 28, 28, 1), numpy.float32))" 2>/dev/null &&
-  "$BIN/tnt-predict" $model "$dir/x.npy" "$dir/y.npy" --weights "$dir/two.h5" > /dev/null 2>&1
-check "tnt-predict reads tnt-train's weights" '[ -s "$dir/y.npy" ]'
+  "$BIN/tnt-predict" $model "$dir/x.npy" "$dir/y1.npy" --weights "$dir/two.h5" > /dev/null 2>&1 &&
+  "$BIN/tnt-predict" "$dir/two.h5" "$dir/x.npy" "$dir/y2.npy" > /dev/null 2>&1
+check "tnt-predict reads tnt-train's model both ways, with equal rows" 'cmp -s "$dir/y1.npy" "$dir/y2.npy" && [ -s "$dir/y1.npy" ]'
+# and training goes on from the saved .h5
+"$BIN/tnt-train" "$dir/two.h5" --data synthetic:32 --epochs 1 --batch_size 16 --verbose 0 > /dev/null 2>&1
+check "tnt-train continues from a .h5 model" '[ $? -eq 0 ]'
 
 "$BIN/tnt-train" > /dev/null 2>&1; check "no arguments: exit 2" '[ $? -eq 2 ]'
 "$BIN/tnt-train" $model --data synthetic:8 --epochs zero > /dev/null 2>&1; check "bad --epochs: exit 2" '[ $? -eq 2 ]'
