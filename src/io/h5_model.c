@@ -381,7 +381,9 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
         s = tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no optimizer_config with class_name and config", path);
         goto done;
     }
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(c, "learning_rate");
+    /* Keras 2.0-2.2 wrote the rate as "lr", Keras 2.3+ and tf.keras as "learning_rate" */
+    const char *lr_key = cJSON_GetObjectItemCaseSensitive(c, "learning_rate") ? "learning_rate" : "lr";
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(c, lr_key);
     if (lr && !cJSON_IsNumber(lr)) {
         s = tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: the optimizer's learning_rate is not a number (a "
                                             "learning-rate schedule?): not supported",
@@ -389,7 +391,7 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
         goto done;
     }
     tnt_optimizer_opts oo = {
-        .learning_rate = (float)num(c, "learning_rate"),
+        .learning_rate = (float)num(c, lr_key),
         .momentum = (float)num(c, "momentum"),
         .nesterov = flag(c, "nesterov"),
         .beta_1 = (float)num(c, "beta_1"),
