@@ -390,6 +390,9 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
                        path);
         goto done;
     }
+    if (num(c, "decay") != 0) /* the time-based decay of Keras <= 2.3's optimizers */
+        tnt_log(TNT_LOG_WARNING, "load_model %s: the optimizer's decay %g is not supported and is ignored "
+                "(set a learning-rate schedule instead)", path, num(c, "decay"));
     tnt_optimizer_opts oo = {
         .learning_rate = (float)num(c, lr_key),
         .momentum = (float)num(c, "momentum"),
