@@ -1,14 +1,17 @@
-/* profile_resnet.c: where a ResNet training step spends its time, by layer class, without a
- * profiler: every layer's forward and backward are wrapped with timers (the layers' ops tables
- * are swapped for copies whose forward/backward time the originals).
- *   profile_resnet [--model resnet50|resnet18] [--batch 16] [--image 224] [--steps 3] [--warmup 1]
- * Prints, over the timed steps: total step time, forward and backward time per layer class, the
- * slowest layers, and the rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. */
+/* profile_model.c: where a training step of a benchmark model spends its time, by layer class:
+ * every layer's forward and backward are wrapped with timers.
+ *   profile_model [--model resnet50|resnet34|resnet18|transformer] [--batch B] [--image S]
+ *                 [--steps 3] [--warmup 1]
+ * resnet*: synthetic images of S x S (default 224), batch 16; transformer: the benchmark's encoder
+ * classifier (the torch peer's model), sequences of 128 tokens, batch 32. Prints, over the timed
+ * steps: the step time, forward and backward time per layer class, the slowest layers, and the
+ * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. */
 #include <tarantella.h>
 
 #include "layers/layer.h"
 #include "model/model.h"
 #include "resnet.h"
+#include "transformer.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -63,7 +66,7 @@ static int by_total(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *model = "resnet50";
-    long batch = 16, image = 224, steps = 3, warmup = 1;
+    long batch = 0, image = 224, steps = 3, warmup = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
@@ -71,22 +74,28 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18] [--batch B] [--image S] [--steps N] [--warmup W]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18|transformer] [--batch B] [--image S] "
+                    "[--steps N] [--warmup W]\n", argv[0]);
             return 2;
         }
     }
-    resnet_arch arch = resnet_arch_from_name(model);
-    if (!arch || batch < 1 || image < 1 || steps < 1 || warmup < 0) {
-        fprintf(stderr, "profile_resnet: bad arguments\n");
+    bool transformer = !strcmp(model, "transformer");
+    resnet_arch arch = transformer ? 0 : resnet_arch_from_name(model);
+    if (transformer) image = 128; /* the sequence length */
+    if (!batch) batch = transformer ? 32 : 16;
+    if ((!transformer && !arch) || batch < 1 || image < 1 || steps < 1 || warmup < 0 || argc % 2 == 0) {
+        fprintf(stderr, "profile_model: bad arguments\n");
         return 2;
     }
     tnt_init(&argc, &argv);
-    tnt_model *m = resnet_build(&(resnet_config){.arch = arch, .classes = 1000, .image_size = (int)image});
+    tnt_model *m = transformer ? transformer_encoder_classifier(8000, (int)image, 256, 4, 1024, 4, 2)
+                               : resnet_build(&(resnet_config){.arch = arch, .classes = 1000, .image_size = (int)image});
     float *x = NULL, *y = NULL;
     tnt_dataset *ds = NULL;
     if (!m) goto fail;
     tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = 0.9f};
-    if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}))
+    if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                           .from_logits = transformer}))
         goto fail;
     for (int i = 0; i < m->n_layers && n_wrapped < MAX_LAYERS; i++) {
         tnt_layer *l = m->layers[i];
@@ -97,13 +106,15 @@ int main(int argc, char **argv) {
         if (w->copy.backward) w->copy.backward = bwd;
         l->ops = &w->copy;
     }
-    const long px = image * image * 3;
-    x = malloc((size_t)(batch * px) * sizeof(float));
+    tnt_shape sample = transformer ? TNT_SHAPE(image) : TNT_SHAPE(image, image, 3);
+    const long per = tnt_shape_numel(sample), n_classes = transformer ? 2 : 1000;
+    x = malloc((size_t)(batch * per) * sizeof(float));
     y = malloc((size_t)batch * sizeof(float));
     if (!x || !y) goto fail;
-    for (long i = 0; i < batch * px; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-    for (long i = 0; i < batch; i++) y[i] = (float)((i * 37) % 1000);
-    ds = tnt_dataset_repeat(tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(image, image, 3), y, TNT_SHAPE(), batch, false), batch, true), -1);
+    for (long i = 0; i < batch * per; i++) /* token ids, or pixels in [-1, 1) */
+        x[i] = transformer ? (float)((i * 2654435761u) % 8000) : (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    for (long i = 0; i < batch; i++) y[i] = (float)((i * 37) % n_classes);
+    ds = tnt_dataset_repeat(tnt_dataset_batch(tnt_dataset_from_arrays(x, sample, y, TNT_SHAPE(), batch, false), batch, true), -1);
     if (!ds) goto fail;
     if (warmup && tnt_fit(m, ds, &(tnt_fit_opts){.steps_per_epoch = warmup}, NULL)) goto fail;
     timing = true;
@@ -125,8 +136,8 @@ int main(int argc, char **argv) {
         if (k < 32) cf[k] += W[i].fwd / (double)steps, cb[k] += W[i].bwd / (double)steps, cn[k]++;
         layers_total += (W[i].fwd + W[i].bwd) / (double)steps;
     }
-    printf("%s, batch %ld, %ldx%ld, %d thread(s): %.3f s per step (%.2f samples/s)\n", model, batch, image, image,
-           omp_get_max_threads(), total, (double)batch / total);
+    printf("%s, batch %ld, %s %ld, %d thread(s): %.3f s per step (%.2f samples/s)\n", model, batch,
+           transformer ? "sequence" : "image", image, omp_get_max_threads(), total, (double)batch / total);
     printf("| layer class | layers | forward s/step | backward s/step | share of step |\n|---|---|---|---|---|\n");
     for (int k = 0; k < nc; k++)
         printf("| %s | %d | %.3f | %.3f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
@@ -144,7 +155,7 @@ int main(int argc, char **argv) {
     tnt_finalize();
     return 0;
 fail:
-    fprintf(stderr, "profile_resnet: %s\n", tnt_last_error());
+    fprintf(stderr, "profile_model: %s\n", tnt_last_error());
     for (int i = 0; i < n_wrapped; i++) W[i].l->ops = W[i].orig;
     tnt_dataset_free(ds);
     tnt_model_free(m);
