@@ -95,6 +95,20 @@ tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v) {
     return TNT_OK;
 }
 
+tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right) {
+    cJSON *a = cJSON_AddArrayToObject(c, key);
+    TNT_KJ(a);
+    cJSON *h = cJSON_CreateIntArray((int[]){top, bottom}, 2), *w = cJSON_CreateIntArray((int[]){left, right}, 2);
+    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
+        cJSON_Delete(h);
+        cJSON_Delete(w);
+        TNT_KJ(NULL);
+    }
+    TNT_KJ(cJSON_AddItemToArray(a, w));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
 tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys) {
     for (; *keys; keys++) TNT_KJ(cJSON_AddNullToObject(c, *keys));
     return TNT_OK;

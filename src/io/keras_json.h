@@ -26,6 +26,9 @@ tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer in
 tnt_status tnt__kj_add_activation(cJSON *c, tnt_activation act, float alpha);
 /* key: [v0, v1, ...] */
 tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v);
+/* key: [[top, bottom], [left, right]], and "data_format": "channels_last" (ZeroPadding2D,
+ * Cropping2D) */
+tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right);
 /* key: null, for each key of a NULL-terminated list (regularizers, constraints) */
 tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys);
 /* The regularizer and constraint keys of Dense and Conv*: kernel_regularizer, ... */

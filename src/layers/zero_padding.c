@@ -70,17 +70,7 @@ static void zpad_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status zpad_get_config(const tnt_layer *l, cJSON *c) {
     const zpad_cfg *p = l->priv;
-    cJSON *a = cJSON_AddArrayToObject(c, "padding");
-    TNT_KJ(a);
-    cJSON *h = cJSON_CreateIntArray((int[]){p->top, p->bottom}, 2), *w = cJSON_CreateIntArray((int[]){p->left, p->right}, 2);
-    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
-        cJSON_Delete(h);
-        cJSON_Delete(w);
-        TNT_KJ(NULL);
-    }
-    TNT_KJ(cJSON_AddItemToArray(a, w));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
-    return TNT_OK;
+    return tnt__kj_add_2d_margins(c, "padding", p->top, p->bottom, p->left, p->right);
 }
 
 static const tnt__layer_ops zpad_ops = {
