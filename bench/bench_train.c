@@ -4,11 +4,11 @@
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
  * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. --model transformer: the
- * peer's encoder classifier (examples/models/transformer.h, 5.24M parameters, seq 128) on one
+ * peer's encoder classifier (zoo/transformer.h, 5.24M parameters, seq 128) on one
  * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. */
 #include <tarantella.h>
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "model/model.h"
 #include "resnet.h"
 #include "transformer.h"
@@ -34,7 +34,7 @@ static int scale(const float *x, const float *y, float *xo, float *yo, void *use
 }
 
 static tnt_model *build(const char *name) {
-    /* the peer's torchvision resnet50(num_classes=1000): Keras's ResNet50 (examples/models/resnet.h) */
+    /* the peer's torchvision resnet50(num_classes=1000): Keras's ResNet50 (zoo/resnet.h) */
     if (!strcmp(name, "resnet50")) return resnet50(1000, 224);
     /* the peer's encoder classifier: torch_models.py --model transformer */
     if (!strcmp(name, "transformer")) return transformer_encoder_classifier(8000, 128, 256, 4, 1024, 4, 2);

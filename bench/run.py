@@ -87,7 +87,7 @@ def main():
     print("\n".join(out))
 
 def transformer_tables(a, out, tnt, torch, peers):
-    """The encoder classifier of torch_models.py --model transformer (examples/models/transformer.h),
+    """The encoder classifier of torch_models.py --model transformer (zoo/transformer.h),
     global batch 32, SGD(0.01, momentum 0.9), 1 thread per process: 1 process against PyTorch, and
     2 ranks against 1 rank (mpirun both); ours best of --reps runs in alternation. Peak RSS: our
     rank 0's own ru_maxrss (the ranks are alike); PyTorch's process. The peer takes tens of seconds

@@ -1,5 +1,5 @@
 /* resnet50.c: the Tarantella ResNet-50 tutorial (train_imagenet_main.py) in C. The model is
- * tf.keras.applications.ResNet50(include_top=True, weights=None) built by examples/models/resnet.c,
+ * tf.keras.applications.ResNet50(include_top=True, weights=None) built by zoo/resnet.c,
  * made data-parallel with one call (tnt_distribute), trained with SGD (momentum 0.9) on the
  * tutorial's PiecewiseConstantDecayWithWarmup schedule (base 0.1 x global batch / 256, 5 warm-up
  * epochs, x0.1 at epochs 30, 60, 80), sparse categorical cross-entropy and accuracy.

@@ -3,7 +3,7 @@
  *               [--epochs_between_evals=K] [--max_length=T] [--num_samples=N] [--task=reverse|copy]
  *               [--learning_rate=LR] [--warmup_steps=W] [--seed=S] [--eval_samples=N] [--verbose=2]
  *
- * The model is Model Garden's Transformer (examples/models/transformer.h: shared embedding and
+ * The model is Model Garden's Transformer (zoo/transformer.h: shared embedding and
  * logits weights, sinusoidal positions, pre-layer-norm, dropout 0.1; base and big are
  * BASE_PARAMS/BIG_PARAMS, tiny is ours and trains in seconds). The data: random "sentences" of
  * ids 2..vocab-1 with random lengths 1..max_length-2, an end-of-sentence id 1, padded with 0 to

@@ -1,11 +1,11 @@
-/* test_callbacks.c: Keras's built-in callbacks (src/model/callbacks.c), single process. Each
+/* test_callbacks.c: Keras's built-in callbacks (src/callbacks/callbacks.c), single process. Each
  * callback is driven directly with hand-made logs (the decisions epoch by epoch, against Keras
  * 2.11's rules worked out by hand in the comments) and in a real fit. */
 #include "testutil.h"
 
 #include <dirent.h>
 
-#include "model/history.h"
+#include "training/history.h"
 #include "model/model.h"
 
 #include <math.h>

@@ -7,7 +7,7 @@
  * on one rank) fails on every rank with a clear message instead of hanging. */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include "testutil.h"
 
 #include "model/model.h"
-#include "train/loss.h"
+#include "objectives/loss.h"
 
 #include <math.h>
 #include <stdlib.h>

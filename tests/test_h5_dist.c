@@ -5,7 +5,7 @@
  * bitwise identical weights and predictions, and save_all_devices writes one file per rank. */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <dirent.h>
 #include <stdio.h>

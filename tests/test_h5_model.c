@@ -8,8 +8,8 @@
 #include "testutil.h"
 
 #include "model/model.h"
-#include "train/loss.h"
-#include "train/optimizer.h"
+#include "objectives/loss.h"
+#include "optimizers/optimizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,9 +8,9 @@
  * other ranks' statistics resume from the master's). */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "model/model.h"
-#include "train/optimizer.h"
+#include "optimizers/optimizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
-#include "train/loss.h"
+#include "objectives/loss.h"
 
 #include <math.h>
 #include <stdlib.h>

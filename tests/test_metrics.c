@@ -3,8 +3,8 @@
 #include "testutil.h"
 
 #include "core/core.h"
-#include "train/loss.h"
-#include "train/metrics.h"
+#include "objectives/loss.h"
+#include "objectives/metrics.h"
 
 #include <math.h>
 #include <string.h>

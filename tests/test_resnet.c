@@ -1,4 +1,4 @@
-/* test_resnet.c: the ResNet builders of examples/models/resnet.c. ResNet-50 against
+/* test_resnet.c: the ResNet builders of zoo/resnet.c. ResNet-50 against
  * tf.keras.applications.ResNet50(include_top=True, weights=None, classes=1000,
  * input_shape=(224, 224, 3)): parameter counts (total, trainable, non-trainable), the 177 layers
  * of model.layers in Keras's order of creation with their names and classes, output shapes of

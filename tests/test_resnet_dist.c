@@ -1,4 +1,4 @@
-/* test_resnet_dist.c: ResNet-18 (examples/models/resnet.c, 16x16 inputs) trained data-parallel,
+/* test_resnet_dist.c: ResNet-18 (zoo/resnet.c, 16x16 inputs) trained data-parallel,
  * run by ctest under mpirun with 2 ranks. With SyncBatchNormalization (batch statistics over the
  * global batch) two steps of distributed training equal serial training on the whole batches:
  * weights (moving statistics included) and losses within 1e-5 relative, and the weights are
@@ -12,7 +12,7 @@
  * (TNT_FUSION_THRESHOLD_KB=1048576) and TNT_COMM_MODE=nonblocking. */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "model/model.h"
 #include "resnet.h"
 

@@ -5,7 +5,7 @@
 #include "testutil.h"
 
 #include "core/core.h"
-#include "train/optimizer.h"
+#include "optimizers/optimizer.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * gradients; inference and parallel = false are BatchNormalization on the share alone. */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "layers/layer.h"
 
 #include <math.h>

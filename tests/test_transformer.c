@@ -1,4 +1,4 @@
-/* test_transformer.c: the Transformer builders of examples/models/transformer.c.
+/* test_transformer.c: the Transformer builders of zoo/transformer.c.
  * - the encoder classifier has the torch peer's parameter count (5,240,322) and shapes;
  * - Model Garden's base and big Transformers (graphs only, never compiled: building does not
  *   allocate weights) have the hand-derived counts 61,362,176 and 210,804,736, attention layers

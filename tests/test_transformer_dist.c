@@ -1,4 +1,4 @@
-/* test_transformer_dist.c: a small Model Garden Transformer (examples/models/transformer.c: the
+/* test_transformer_dist.c: a small Model Garden Transformer (zoo/transformer.c: the
  * shared embedding and logits custom layers, padding masks, causal attention; dropout 0) trained
  * data-parallel, run by ctest under mpirun with 2 ranks. Two steps of distributed training equal
  * serial training on the whole global batches (weights within 1e-5 relative, the same losses),
@@ -10,7 +10,7 @@
  * Sparse cross-entropy on the (T, vocab) logits, from_logits, label_smoothing 0.1, ignore_class 0. */
 #include "testutil.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "transformer.h"
 
 #include <math.h>

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <time.h>
 
 static _Thread_local char last_error[1024];
 
@@ -181,4 +182,10 @@ void tnt_tensor_free(tnt_tensor *t) {
     if (!t) return;
     tnt__free(t->data);
     free(t);
+}
+
+double tnt__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

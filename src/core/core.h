@@ -53,6 +53,9 @@ bool tnt__shape_equal(tnt_shape a, tnt_shape b);
 /* prepend a batch dimension */
 tnt_shape tnt__shape_with_batch(int64_t n, tnt_shape s);
 
+/* Seconds on a monotonic clock (durations only) */
+double tnt__now(void);
+
 /* Sequential sum with a double accumulator (deterministic, order fixed) */
 double tnt__sum_f32(const float *x, int64_t n);
 

@@ -2,7 +2,7 @@
  * rank touches only the pages of the samples it decodes; values are converted to float32 at
  * materialization. */
 #include "data/pipeline.h"
-#include "io/io.h"
+#include "core/atomic_file.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -19,13 +19,13 @@
  * (a loaded model trains on with that constant rate). Keras creates SGD's "m" slot even without
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
-#include "io/io.h"
+#include "core/atomic_file.h"
 #include "io/keras_json.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "model/model.h"
-#include "train/loss.h"
-#include "train/optimizer.h"
+#include "objectives/loss.h"
+#include "optimizers/optimizer.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

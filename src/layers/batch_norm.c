@@ -37,7 +37,7 @@
 #include "layers/layer.h"
 #include "io/keras_json.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * gradient buffers, weight access and summary. Functional graphs are made in graph.c; plans and
  * the forward and backward passes live in plan.c. */
 #include "model/model.h"
-#include "dist/dist.h"
-#include "train/optimizer.h"
+#include "comm/comm.h"
+#include "optimizers/optimizer.h"
 
 #include <stdio.h>
 

@@ -9,7 +9,7 @@
 #define TNT_MODEL_H
 
 #include "layers/layer.h"
-#include "train/metrics.h"
+#include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
 #define TNT_MAX_METRICS 8

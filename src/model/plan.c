@@ -8,7 +8,7 @@
  * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
  * order writes it in place, later ones write a temporary that is added. */
 #include "model/model.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <stdio.h>
 

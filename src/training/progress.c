@@ -1,15 +1,8 @@
 /* progress.c: Keras-style progress bar and per-epoch lines. Output is on the master rank only. */
-#include "model/progress.h"
+#include "training/progress.h"
 
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
-
-double tnt__now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 bool tnt__output_is_tty(FILE *out) {
     /* under the launcher, ranks write to mpirun's pseudo-terminals: the launcher tells */

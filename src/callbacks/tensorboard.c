@@ -1,6 +1,6 @@
 /* tensorboard.c: the TensorBoard callback, over the event-file writer in io/tfevents.c. */
 #include "io/tfevents.h"
-#include "model/callbacks.h"
+#include "callbacks/callbacks.h"
 
 #include <stdio.h>
 #include <stdlib.h>

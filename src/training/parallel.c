@@ -1,9 +1,9 @@
 /* parallel.c: what makes a model data-parallel: the rank's data feed, the configuration
  * fingerprints every rank must share, the weight broadcast and the gradient reducer's plan. */
-#include "model/parallel.h"
+#include "training/parallel.h"
 #include "data/dataset.h"
-#include "dist/dist.h"
-#include "train/optimizer.h"
+#include "comm/comm.h"
+#include "optimizers/optimizer.h"
 
 #include <stdio.h>
 

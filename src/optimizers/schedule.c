@@ -35,7 +35,7 @@
  *   The linear scaling rule is in both: by the number of ranks in the first (as the tutorial:
  *   initial_learning_rate = base_learning_rate * num_ranks), by the global batch size in the
  *   second (batch_size / 256). */
-#include "train/schedule.h"
+#include "optimizers/schedule.h"
 
 #include "core/core.h"
 

@@ -1,5 +1,5 @@
 /* history.c: Keras's logs dict as a small fixed table, and the History of a fit. */
-#include "model/history.h"
+#include "training/history.h"
 
 #include <math.h>
 #include <stdio.h>

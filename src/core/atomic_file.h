@@ -1,7 +1,7 @@
-/* io.h: helpers shared by the file formats in src/io (Keras HDF5 weights, JSON architectures,
- * checkpoints written by callbacks). */
-#ifndef TNT_IO_H
-#define TNT_IO_H
+/* atomic_file.h: atomic file writes, for every file the library saves (weights, models,
+ * checkpoints, NPY arrays, CSV logs). */
+#ifndef TNT_ATOMIC_FILE_H
+#define TNT_ATOMIC_FILE_H
 
 #include "core/core.h"
 

@@ -1,9 +1,9 @@
 /* metrics.c: parsing of Keras metric names and per-batch (sum, count) updates with Keras 2
  * semantics (keras/metrics/metrics.py, keras/utils/metrics_utils.py). */
-#include "train/metrics.h"
+#include "objectives/metrics.h"
 
 #include "core/core.h"
-#include "train/loss.h"
+#include "objectives/loss.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -8,8 +8,7 @@
  *    calls MPI during backward; the compute thread calls MPI again only after finish_step);
  *  - nonblocking: MPI_Iallreduce, progressed with MPI_Testall whenever backward reports.
  * Every rank has the same plan and issues the same collectives in the same order. */
-#include "dist/dist.h"
-#include "model/progress.h"
+#include "comm/comm.h"
 
 #include <mpi.h>
 #include <pthread.h>

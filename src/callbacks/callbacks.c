@@ -4,7 +4,7 @@
  * are exact global figures, identical on every rank, so the decisions below (stop, reduce, save) are the same on
  * every rank without any communication here. Messages (verbose) are printed by the master. */
 #include "core/core.h"
-#include "model/callbacks.h"
+#include "callbacks/callbacks.h"
 #include "model/model.h"
 
 #include <ctype.h>

@@ -1,7 +1,7 @@
 /* runtime.c: process-wide runtime (ranks, logging). Without the launcher a program is one rank;
  * the data-parallel runtime adds MPI underneath without changing these calls. */
 #include "core/core.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "kernels/dnnl_util.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* world.c: MPI start-up and the collectives the runtime needs, each with its error checked and
  * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1); a program
  * started on its own is one rank with no MPI at all. */
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <mpi.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * and categorical cross-entropy (from logits or from probabilities), binary cross-entropy,
  * mean squared and mean absolute error. Per-sample values are summed in double in sample order,
  * so the sum does not depend on threads; the loss is O(n*c) and negligible next to the model. */
-#include "train/loss.h"
+#include "objectives/loss.h"
 
 #include "core/core.h"
 

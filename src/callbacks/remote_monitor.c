@@ -1,5 +1,5 @@
 /* remote_monitor.c: the RemoteMonitor callback, an HTTP POST per epoch through libcurl. */
-#include "model/callbacks.h"
+#include "callbacks/callbacks.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>

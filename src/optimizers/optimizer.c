@@ -21,10 +21,10 @@
  * same holds for beta_1, rho, epsilon and initial_accumulator_value: an explicit 0 there cannot
  * be asked for (use a tiny value). Options that do not apply to the chosen optimizer are
  * rejected, as Keras rejects unknown arguments. */
-#include "train/optimizer.h"
+#include "optimizers/optimizer.h"
 
 #include "core/core.h"
-#include "train/schedule.h"
+#include "optimizers/schedule.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -21,7 +21,6 @@ void tnt__progress_start(tnt__progress *p, FILE *out, int verbose, int64_t targe
 void tnt__progress_update(tnt__progress *p, int64_t step, const tnt_logs *logs);
 /* Final line; val_prefix non-NULL means validation entries are part of logs. */
 void tnt__progress_finish(tnt__progress *p, const tnt_logs *logs, const char *val_prefix);
-double tnt__now(void);
 /* Whether out is the user's terminal (TNT_STDOUT_TTY from the launcher wins for stdout). */
 bool tnt__output_is_tty(FILE *out);
 

@@ -1,6 +1,6 @@
 /* checkpoint.c: Keras's ModelCheckpoint, and its file-name templates (Python's str.format). */
 #include "core/core.h"
-#include "model/callbacks.h"
+#include "callbacks/callbacks.h"
 #include "model/model.h"
 
 #include <ctype.h>

@@ -4,13 +4,13 @@
  * optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that epoch
  * figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
-#include "dist/dist.h"
-#include "model/history.h"
+#include "comm/comm.h"
+#include "training/history.h"
 #include "model/model.h"
-#include "model/parallel.h"
-#include "model/progress.h"
-#include "train/loss.h"
-#include "train/optimizer.h"
+#include "training/parallel.h"
+#include "training/progress.h"
+#include "objectives/loss.h"
+#include "optimizers/optimizer.h"
 
 #include <math.h>
 #include <stdio.h>
