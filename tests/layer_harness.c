@@ -238,3 +238,54 @@ void run_layer(tnt_layer *l, tnt_shape in, int64_t n, const float *x, float *y,
     if (plan) l->ops->plan_destroy(plan);
     free(work);
 }
+
+/* Two plans of one layer side by side (the model caches the full and the last partial batch):
+ * the batch-1 plan must give the first sample of the batch-2 results. Fixtures: <name>_x (2 or
+ * more samples), _<wnames[i]> for the weights, _dy, _y, _dx. Frees the layer. */
+void check_two_plans(tnt_layer *l, const char *name, int n_weights, const char *const *wnames) {
+    char f[128];
+    tnt_shape xs;
+    snprintf(f, sizeof f, "%s_x", name);
+    float *x = tu_load(f, &xs);
+    assert_true(xs.dim[0] >= 2); /* the first two samples are used */
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    drv d2, d1;
+    drv_init(&d2, l, in, 2);
+    assert_int_equal(l->n_weights, n_weights);
+    for (int i = 0; i < n_weights; i++) {
+        snprintf(f, sizeof f, "%s_%s", name, wnames[i]);
+        load_into(l->weights[i].value, f, tnt_shape_numel(l->weights[i].shape));
+    }
+    memset(&d1, 0, sizeof d1);
+    d1.l = l, d1.batch = 1;
+    d1.plan = l->ops->plan_create(l, 1);
+    assert_non_null(d1.plan);
+    d1.ws = tnt__alloc(l->ops->workspace_size(l, d1.plan, 1) + 64);
+    d1.x = calloc((size_t)in_numel(&d1), sizeof(float));
+    d1.dx = calloc((size_t)in_numel(&d1), sizeof(float));
+    d1.y = calloc((size_t)out_numel(&d1), sizeof(float));
+    d1.pre = calloc((size_t)out_numel(&d1), sizeof(float));
+    d1.dy = calloc((size_t)out_numel(&d1), sizeof(float));
+    memcpy(d2.x, x, (size_t)in_numel(&d2) * sizeof(float));
+    memcpy(d1.x, x, (size_t)in_numel(&d1) * sizeof(float));
+    snprintf(f, sizeof f, "%s_dy", name);
+    float *dy = tu_load(f, NULL);
+    memcpy(d2.dy, dy, (size_t)out_numel(&d2) * sizeof(float));
+    memcpy(d1.dy, dy, (size_t)out_numel(&d1) * sizeof(float));
+    drv_forward(&d2, false);
+    drv_forward(&d1, false);
+    drv_backward(&d1, true, false);
+    drv_backward(&d2, true, false);
+    snprintf(f, sizeof f, "%s_y", name);
+    float *y = tu_load(f, NULL);
+    snprintf(f, sizeof f, "%s_dx", name);
+    float *dx = tu_load(f, NULL);
+    tu_assert_close(d1.y, y, out_numel(&d1), 1e-4, 1e-5, "y batch 1");
+    tu_assert_close(d2.y, y, out_numel(&d2), 1e-4, 1e-5, "y batch 2");
+    tu_assert_close(d1.dx, dx, in_numel(&d1), 1e-4, 1e-5, "dx batch 1");
+    tu_assert_close(d2.dx, dx, in_numel(&d2), 1e-4, 1e-5, "dx batch 2");
+    free(x), free(dy), free(y), free(dx);
+    drv_free(&d1, false);
+    drv_free(&d2, true);
+}

@@ -39,5 +39,9 @@ void fd_check(tnt_layer *l, tnt_shape in, int64_t batch);
 /* A weightless layer on n samples: build, plan, forward and (if dy) backward. */
 void run_layer(tnt_layer *l, tnt_shape in, int64_t n, const float *x, float *y, const float *dy,
                float *dx, bool training);
+/* Two plans of one built layer side by side (the model caches the full and the last partial batch):
+ * the batch-1 plan must give the first sample of the batch-2 results (fixtures <name>_x, _dy, _y,
+ * _dx and _<wnames[i]>). Frees l. */
+void check_two_plans(tnt_layer *l, const char *name, int n_weights, const char *const *wnames);
 
 #endif

@@ -115,62 +115,13 @@ static void test_separable_fixtures(void **state) {
     run_sep_case("sepconv_dil2_dm2_tanh", tnt_separable_conv2d(4, 3, 3, 2, &o));
 }
 
-/* Two plans of one layer side by side (the model caches the full and the last partial batch):
- * the batch-1 plan must give the first sample of the batch-2 results. */
-static void two_plans(tnt_layer *l, const char *name, int n_weights, const char *const *wnames) {
-    char f[128];
-    tnt_shape xs;
-    snprintf(f, sizeof f, "%s_x", name);
-    float *x = tu_load(f, &xs);
-    assert_int_equal(xs.dim[0], 2);
-    tnt_shape in = TNT_SHAPE(xs.dim[1], xs.dim[2], xs.dim[3]);
-    drv d2, d1;
-    drv_init(&d2, l, in, 2);
-    assert_int_equal(l->n_weights, n_weights);
-    for (int i = 0; i < n_weights; i++) {
-        snprintf(f, sizeof f, "%s_%s", name, wnames[i]);
-        load_into(l->weights[i].value, f, tnt_shape_numel(l->weights[i].shape));
-    }
-    memset(&d1, 0, sizeof d1);
-    d1.l = l, d1.batch = 1;
-    d1.plan = l->ops->plan_create(l, 1);
-    assert_non_null(d1.plan);
-    d1.ws = tnt__alloc(l->ops->workspace_size(l, d1.plan, 1) + 64);
-    d1.x = calloc((size_t)in_numel(&d1), sizeof(float));
-    d1.dx = calloc((size_t)in_numel(&d1), sizeof(float));
-    d1.y = calloc((size_t)out_numel(&d1), sizeof(float));
-    d1.pre = calloc((size_t)out_numel(&d1), sizeof(float));
-    d1.dy = calloc((size_t)out_numel(&d1), sizeof(float));
-    memcpy(d2.x, x, (size_t)in_numel(&d2) * sizeof(float));
-    memcpy(d1.x, x, (size_t)in_numel(&d1) * sizeof(float));
-    snprintf(f, sizeof f, "%s_dy", name);
-    float *dy = tu_load(f, NULL);
-    memcpy(d2.dy, dy, (size_t)out_numel(&d2) * sizeof(float));
-    memcpy(d1.dy, dy, (size_t)out_numel(&d1) * sizeof(float));
-    drv_forward(&d2, false);
-    drv_forward(&d1, false);
-    drv_backward(&d1, true, false);
-    drv_backward(&d2, true, false);
-    snprintf(f, sizeof f, "%s_y", name);
-    float *y = tu_load(f, NULL);
-    snprintf(f, sizeof f, "%s_dx", name);
-    float *dx = tu_load(f, NULL);
-    tu_assert_close(d1.y, y, out_numel(&d1), 1e-4, 1e-5, "y batch 1");
-    tu_assert_close(d2.y, y, out_numel(&d2), 1e-4, 1e-5, "y batch 2");
-    tu_assert_close(d1.dx, dx, in_numel(&d1), 1e-4, 1e-5, "dx batch 1");
-    tu_assert_close(d2.dx, dx, in_numel(&d2), 1e-4, 1e-5, "dx batch 2");
-    free(x), free(dy), free(y), free(dx);
-    drv_free(&d1, false);
-    drv_free(&d2, true);
-}
-
 static void test_two_plans(void **state) {
     (void)state;
     static const char *const dw_w[2] = {"w", "b"};
     tnt_layer_opts o = opts2(2, 2, 0, TNT_PADDING_SAME, true, TNT_ACT_LINEAR);
-    two_plans(tnt_depthwise_conv2d(3, 3, 2, &o), "dwconv_s2_same_dm2", 2, dw_w);
+    check_two_plans(tnt_depthwise_conv2d(3, 3, 2, &o), "dwconv_s2_same_dm2", 2, dw_w);
     o = opts2(0, 0, 0, TNT_PADDING_SAME, true, TNT_ACT_RELU);
-    two_plans(tnt_separable_conv2d(5, 3, 3, 2, &o), "sepconv_same_dm2_relu", 3, sep_w);
+    check_two_plans(tnt_separable_conv2d(5, 3, 3, 2, &o), "sepconv_same_dm2_relu", 3, sep_w);
 }
 
 static void test_finite_differences(void **state) {
