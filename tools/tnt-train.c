@@ -255,7 +255,7 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
         from->optimizer = "from the model file, --learning_rate";
     }
     if (recompile && tnt_compile(m, &co) != TNT_OK) {
-        fprintf(stderr, "tnt-train: compile: %s\n", tnt_last_error());
+        fprintf(stderr, "tnt-train: %s\n", tnt_last_error());
         return 1;
     }
     *loss = co.loss;
