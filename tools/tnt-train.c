@@ -221,12 +221,13 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
     tnt_compile_opts co;
     bool compiled = tnt_model_compile_opts(m, &co, file_metrics, sizeof file_metrics) == TNT_OK;
     if (!compiled && (!a->loss || !a->optimizer)) {
+        const char *missing = a->loss ? "--optimizer" : a->optimizer ? "--loss" : "--loss and --optimizer";
         fprintf(stderr, "tnt-train: %s has no training configuration (a .json model, or a .h5 saved uncompiled): "
-                        "give %s\n", a->model, !a->loss && !a->optimizer ? "--loss and --optimizer" : !a->loss ? "--loss" : "--optimizer");
+                        "give %s\n", a->model, missing);
         return 2;
     }
     if (!compiled) co = (tnt_compile_opts){0};
-    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE} : (origin){0};
+    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE} : (origin){.metrics = "Keras's default"};
     bool recompile = !compiled;
     if (a->loss) {
         /* a loss named on the command line comes with its defaults, as compile(loss="name") */
@@ -234,14 +235,17 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
         co.from_logits = a->from_logits;
         co.label_smoothing = 0;
         co.has_ignore_class = false;
-        from->loss = "--loss", recompile = true;
+        from->loss = "--loss";
+        recompile = true;
     } else if (a->from_logits && !co.from_logits) {
         co.from_logits = true;
-        from->loss = "--from_logits, otherwise from the model file", recompile = true;
+        from->loss = "--from_logits, otherwise from the model file";
+        recompile = true;
     }
     if (a->metrics) {
         co.metrics = strcmp(a->metrics, "none") ? a->metrics : NULL;
-        from->metrics = "--metrics", recompile = true;
+        from->metrics = "--metrics";
+        recompile = true;
     }
     if (a->optimizer) {
         co.optimizer = tnt_optimizer_new(a->optimizer, &(tnt_optimizer_opts){.learning_rate = (float)a->learning_rate});
@@ -332,18 +336,26 @@ static double uniform(uint64_t *state) {
     return (double)(*state >> 11) / 9007199254740992.0;
 }
 
-/* Random targets of output k for one sample, of the kind the loss takes. */
+/* Random targets of output k for one sample, of the kind the loss takes; returns the end of y. */
 static float *synthetic_targets(const tnt_model *m, int k, tnt_loss_kind loss, uint64_t *state, float *y) {
     tnt_shape o = tnt_model_output_shape_at(m, k);
     int64_t classes = o.dim[o.ndim - 1], positions = tnt_shape_numel(o) / classes;
     for (int64_t p = 0; p < positions; p++) {
-        int64_t label = (int64_t)(uniform(state) * (double)classes);
-        for (int64_t c = 0; c < classes && loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY; c++)
-            y[c] = loss == TNT_CATEGORICAL_CROSSENTROPY ? (float)(c == label)
-                   : loss == TNT_BINARY_CROSSENTROPY    ? (float)(uniform(state) < 0.5)
-                                                        : (float)(2 * uniform(state) - 1);
-        if (loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) *y++ = (float)label;
-        else y += classes;
+        switch (loss) {
+        case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: /* a class index */
+            *y++ = (float)(int64_t)(uniform(state) * (double)classes);
+            break;
+        case TNT_CATEGORICAL_CROSSENTROPY: { /* a one-hot row */
+            int64_t label = (int64_t)(uniform(state) * (double)classes);
+            for (int64_t c = 0; c < classes; c++) *y++ = (float)(c == label);
+            break;
+        }
+        case TNT_BINARY_CROSSENTROPY:
+            for (int64_t c = 0; c < classes; c++) *y++ = (float)(uniform(state) < 0.5);
+            break;
+        default: /* regression */
+            for (int64_t c = 0; c < classes; c++) *y++ = (float)(2 * uniform(state) - 1);
+        }
     }
     return y;
 }
