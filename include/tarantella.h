@@ -665,7 +665,7 @@ TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
 TNT_API tnt_status tnt_distribute(tnt_model *m);
 
 typedef struct tnt_compile_opts {
-    tnt_optimizer *optimizer; /* consumed */
+    tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */
     tnt_loss_kind loss;
     bool from_logits;
     /* comma-separated Keras metric names: "accuracy", "sparse_categorical_accuracy",
@@ -685,6 +685,9 @@ typedef struct tnt_compile_opts {
 /* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
  * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
+/* What a compiled model was compiled with (TNT_ERR_STATE if it was not): optimizer (the model's
+ * own), loss and its options, metrics (comma-separated, written to metrics[size]), seed. */
+TNT_API tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, char *metrics, size_t size);
 
 typedef struct tnt_fit_opts {
     int epochs;        /* 0 = 1 */

@@ -1,6 +1,7 @@
 /* test_h5_model.c: Keras 2 whole-model HDF5 files (tnt_save_model / tnt_load_model): round trips
  * of compiled models (same predictions; the same optimizer kind, hyperparameters, iterations and
- * slots; loss and metrics) and compile=false; resuming training bitwise (4 epochs unbroken equal
+ * slots; loss and metrics) and compile=false; tnt_model_compile_opts and recompiling with the
+ * model's own optimizer; resuming training bitwise (4 epochs unbroken equal
  * 2 epochs, save, load, epochs 2..4 with initial_epoch, with Adam, BatchNormalization and a
  * shuffled dataset); ModelCheckpoint with save_weights_only=false; the file's structure read with
  * h5py (skipped without it); malformed files (truncated, model_config missing, bad JSON, a weight
@@ -182,6 +183,43 @@ static void test_loss_options(void **state) {
     assert_true(c->loss_opts->has_ignore_class);
     assert_int_equal(c->loss_opts->ignore_class, 2);
     tnt_model_free(c), tnt_model_free(m);
+}
+
+/* tnt_model_compile_opts gives back what a loaded model was compiled with; compiling again with
+ * the model's own optimizer keeps it and its state (Keras's compile(optimizer=model.optimizer)),
+ * also when that compile fails. */
+static void test_compile_opts(void **state) {
+    (void)state;
+    tnt_model *a = build(tnt_adam(0.01f), "accuracy,sparse_top_k_categorical_accuracy:2");
+    fit(a, 0, 1);
+    const char *path = tmp_path("opts.h5");
+    tu_ok(tnt_save_model(a, path, NULL));
+    tnt_model *c = tnt_load_model(path, true);
+    if (!c) fail_msg("load_model: %s", tnt_last_error());
+    tnt_compile_opts co;
+    char metrics[64];
+    tu_ok(tnt_model_compile_opts(c, &co, metrics, sizeof metrics));
+    assert_ptr_equal(co.optimizer, c->optimizer);
+    assert_int_equal(co.loss, TNT_SPARSE_CATEGORICAL_CROSSENTROPY);
+    assert_false(co.from_logits);
+    assert_string_equal(metrics, "accuracy,sparse_top_k_categorical_accuracy:2");
+    assert_int_equal(tnt_model_compile_opts(c, &co, metrics, 10), TNT_ERR_ARG); /* too small for both */
+
+    tnt_loss_kind loss = co.loss;
+    co.loss = (tnt_loss_kind)99;
+    assert_int_equal(tnt_compile(c, &co), TNT_ERR_ARG);
+    co.loss = loss;
+    co.metrics = "accuracy";
+    tu_ok(tnt_compile(c, &co));
+    assert_ptr_equal(c->optimizer, co.optimizer);
+    assert_int_equal(c->n_metrics, 1);
+    assert_same_optimizer(a, c);
+
+    tnt_model *u = tnt_load_model(path, false);
+    if (!u) fail_msg("load_model: %s", tnt_last_error());
+    assert_int_equal(tnt_model_compile_opts(u, &co, metrics, sizeof metrics), TNT_ERR_STATE);
+    tu_error_contains("not compiled");
+    tnt_model_free(u), tnt_model_free(c), tnt_model_free(a);
 }
 
 /* ---- resume -------------------------------------------------------------------------------------- */
@@ -386,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_adam),
         cmocka_unit_test(test_roundtrip_others),
         cmocka_unit_test(test_loss_options),
+        cmocka_unit_test(test_compile_opts),
         cmocka_unit_test(test_resume_bitwise),
         cmocka_unit_test(test_checkpoint_whole_model),
         cmocka_unit_test(test_structure),

@@ -1,9 +1,10 @@
 /* tnt-predict: inference of a saved Keras model on an NPY array, written as NPY in input order.
  *
- *   tnt-predict MODEL.h5 INPUT.npy OUTPUT.npy [--batch_size N]
- *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N]
+ *   tnt-predict MODEL.h5 INPUT.npy OUTPUT.npy [--batch_size N] [--verbose]
+ *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N] [--verbose]
  *   tarantella -n 4 -- tnt-predict ...     (data-parallel: each rank runs its share of every
  *                                           batch; the master gathers and writes the rows)
+ * It prints nothing but errors unless --verbose (progress, library warnings, what was written).
  * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
 #include <tarantella.h>
 
@@ -13,13 +14,15 @@
 #include <string.h>
 
 static const char USAGE[] =
-    "usage: tnt-predict MODEL INPUT.npy OUTPUT.npy [--weights W.h5] [--batch_size N]\n"
+    "usage: tnt-predict MODEL INPUT.npy OUTPUT.npy [--weights W.h5] [--batch_size N] [--verbose]\n"
     "  MODEL        a whole model saved by Keras's model.save (.h5), or the architecture as\n"
     "               model.to_json() writes it (.json, with --weights)\n"
     "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32)\n"
     "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order\n"
     "  --weights    Keras HDF5 weights (model.save_weights); required with a .json model\n"
     "  --batch_size global batch size (default 32)\n"
+    "  --verbose    a progress bar, the library's warnings and a line on what was written;\n"
+    "               without it only errors are printed\n"
     "Run it with `tarantella -n RANKS -- tnt-predict ...` to split every batch across ranks.\n";
 
 static char *read_file(const char *path) {
@@ -57,10 +60,15 @@ int main(int argc, char **argv) {
     const char *pos[3] = {0}, *weights = NULL;
     long batch = 32;
     int n_pos = 0;
+    bool verbose = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(USAGE, stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--verbose")) {
+            verbose = true;
+            continue;
         }
         bool is_weights = !strncmp(argv[i], "--weights", 9), is_batch = !strncmp(argv[i], "--batch_size", 12);
         if (is_weights || is_batch) { /* "--opt value" or "--opt=value" */
@@ -97,6 +105,7 @@ int main(int argc, char **argv) {
                 n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required with a .json model", USAGE);
         return 2;
     }
+    if (!verbose) setenv("TNT_LOG_LEVEL", "ERROR", 0); /* a level the user set explicitly wins */
     if (tnt_init(&argc, &argv) != TNT_OK) return fail("init");
     tnt_model *m = NULL;
     if (whole) {
@@ -121,9 +130,14 @@ int main(int argc, char **argv) {
     ds = tnt_dataset_batch(tnt_dataset_from_npy(pos[1], NULL), batch, false);
     if (!ds) goto error;
     stage = "predict";
-    if (tnt_distribute(m) != TNT_OK || tnt_predict(m, ds, NULL, &out) != TNT_OK) goto error;
+    if (tnt_distribute(m) != TNT_OK || tnt_predict(m, ds, &(tnt_eval_opts){.verbose = verbose}, &out) != TNT_OK)
+        goto error;
     stage = pos[2];
     if (tnt_is_master_rank() && tnt_save_npy(pos[2], out) != TNT_OK) goto error;
+    if (tnt_is_master_rank() && verbose) {
+        char shape[96];
+        printf("wrote the outputs, shape %s, to %s\n", tnt_shape_str(out->shape, shape, sizeof shape), pos[2]);
+    }
     goto done;
 error:
     fprintf(stderr, "tnt-predict: %s: %s\n", stage, tnt_last_error());

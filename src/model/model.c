@@ -3,6 +3,7 @@
  * the forward and backward passes live in plan.c. */
 #include "model/model.h"
 #include "comm/comm.h"
+#include "objectives/loss.h"
 #include "optimizers/optimizer.h"
 
 #include <stdio.h>
@@ -447,6 +448,27 @@ tnt_layer *tnt_model_get_layer(const tnt_model *m, const char *name) {
     return NULL;
 }
 tnt_optimizer *tnt_model_optimizer(const tnt_model *m) { return m ? m->optimizer : NULL; }
+
+tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, char *metrics, size_t size) {
+    if (!m || !opts || !metrics || size == 0) return tnt__error(TNT_ERR_ARG, "model_compile_opts: NULL argument");
+    if (!m->compiled) return tnt__error(TNT_ERR_STATE, "model \"%s\" is not compiled", m->name);
+    *opts = (tnt_compile_opts){.optimizer = m->optimizer, .loss = m->loss, .from_logits = m->from_logits,
+                               .metrics = metrics, .seed = m->seed};
+    if (m->loss_opts) {
+        opts->label_smoothing = m->loss_opts->label_smoothing;
+        opts->has_ignore_class = m->loss_opts->has_ignore_class;
+        opts->ignore_class = m->loss_opts->ignore_class;
+    }
+    size_t len = 0;
+    metrics[0] = '\0';
+    for (int k = 0; k < m->n_metrics; k++) {
+        int n = snprintf(metrics + len, size - len, "%s%s", k ? "," : "", m->metrics[k].name);
+        if (n < 0 || (size_t)n >= size - len)
+            return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);
+        len += (size_t)n;
+    }
+    return TNT_OK;
+}
 int64_t tnt__model_output_size(const tnt_model *m) { return tnt_shape_numel(m->output_shape); }
 
 int tnt_model_num_weights(const tnt_model *m) {

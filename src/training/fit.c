@@ -85,6 +85,8 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     if (!opts) return tnt__error(TNT_ERR_ARG, "compile: options are NULL (optimizer and loss are required)");
     if (!opts->optimizer)
         return tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": optimizer is NULL (its constructor failed?): ", m->name);
+    /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
+    bool own_optimizer = opts->optimizer == m->optimizer;
     tnt_status s = TNT_OK;
     if (opts->loss <= TNT_LOSS_NONE || opts->loss > TNT_MEAN_ABSOLUTE_ERROR) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
@@ -123,7 +125,7 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     if (opts->seed) m->seed = opts->seed;
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
-    tnt_optimizer_free(m->optimizer);
+    if (!own_optimizer) tnt_optimizer_free(m->optimizer);
     m->optimizer = opts->optimizer;
     m->loss = opts->loss;
     m->from_logits = opts->from_logits;
@@ -140,7 +142,7 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     m->weights_synced = false; /* broadcast from the master at the first use */
     return TNT_OK;
 fail:
-    tnt_optimizer_free(opts->optimizer);
+    if (!own_optimizer) tnt_optimizer_free(opts->optimizer);
     return s;
 }
 
