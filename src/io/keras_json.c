@@ -1,219 +1,16 @@
-/* keras_json.c: Keras 2 JSON architecture (model.to_json() / model_from_json), weight-free.
+/* keras_json.c: reading a Keras 2 JSON architecture (model_from_json), weight-free; writing is in
+ * keras_json_write.c.
  *
- * Writing: {"class_name": "Sequential" | "Functional", "config": {...}, "keras_version": "2.11.0",
- * "backend": "tensorflow"}, each layer {"class_name", "config"} (Functional: plus "name" and
- * "inbound_nodes"). The base keys name, trainable, dtype are written here; each layer's own keys
- * by its get_config (in the layer's file, which reads its private fields).
- *
- * Reading: a registry maps Keras class names to builders that read a config and call the public
- * constructors; Sequential models are rebuilt with tnt_model_add, Functional ones through the
- * public graph API (tnt_graph_input, tnt_call_n, tnt_call_attention, tnt_functional). */
+ * Each layer entry {"class_name", "config"} is read by its class's from_config, found in the
+ * layer registry (src/layers/registry.c); this file reads what is above the layers: Sequential
+ * models, rebuilt with tnt_model_add, Functional ones, rebuilt through the public graph API
+ * (tnt_graph_input, tnt_call_n, tnt_call_attention, tnt_functional) from their inbound_nodes,
+ * models nested in models, and the base keys name and batch_input_shape. trainable and dtype are
+ * not read (any value, null included, is accepted): layers here are float32 and trainable. */
 #include "layers/keras_config.h"
 #include "model/model.h"
 
-#include <math.h>
 #include <stdio.h>
-
-#define KERAS_VERSION "2.11.0"
-
-/* ---- writing ------------------------------------------------------------------------------ */
-
-static tnt_status add_batch_shape(cJSON *c, const char *key, tnt_shape s) {
-    cJSON *a = cJSON_AddArrayToObject(c, key);
-    TNT_KJ(a);
-    TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNull()));
-    for (int i = 0; i < s.ndim; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.dim[i])));
-    return TNT_OK;
-}
-
-/* {"class_name": ..., "config": {...}} of one layer; batch_shape (may be NULL): Keras's
- * batch_input_shape of the first layer of a Sequential model without InputLayer. */
-static tnt_status layer_to_json(const tnt_layer *l, const tnt_shape *batch_shape, cJSON **out) {
-    *out = NULL;
-    cJSON *o = cJSON_CreateObject();
-    TNT_KJ(o);
-    tnt_status s = TNT_OK;
-    cJSON *c = NULL;
-    if (!cJSON_AddStringToObject(o, "class_name", l->ops->class_name) || !(c = cJSON_AddObjectToObject(o, "config")))
-        s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    else if (tnt__is_input_layer(l)) {
-        if ((s = add_batch_shape(c, "batch_input_shape", tnt__input_layer_shape(l))) == TNT_OK &&
-            (!cJSON_AddStringToObject(c, "dtype", "float32") || !cJSON_AddFalseToObject(c, "sparse") ||
-             !cJSON_AddFalseToObject(c, "ragged") || !cJSON_AddStringToObject(c, "name", l->name)))
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    } else {
-        if (!cJSON_AddStringToObject(c, "name", l->name) || !cJSON_AddTrueToObject(c, "trainable"))
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-        if (s == TNT_OK && batch_shape) s = add_batch_shape(c, "batch_input_shape", *batch_shape);
-        if (s == TNT_OK && !cJSON_AddStringToObject(c, "dtype", "float32"))
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-        if (s == TNT_OK && l->ops->get_config && (s = l->ops->get_config(l, c)) != TNT_OK)
-            tnt__error_prefix(s, "to_json: layer \"%s\" (%s): ", l->name, l->ops->class_name);
-    }
-    if (s != TNT_OK) {
-        cJSON_Delete(o);
-        return s;
-    }
-    *out = o;
-    return TNT_OK;
-}
-
-static bool is_hidden_layer(const tnt_model *m, const tnt_layer *l) {
-    for (int i = 0; i < m->n_hidden; i++)
-        if (m->hidden[i] == l) return true;
-    return false;
-}
-
-/* [layer, node_index, tensor_index] of tensor t (+ kwargs when given): prod[t] is its producing
- * node, call[n] the index of node n among its layer's calls. */
-static cJSON *tensor_ref(const tnt_model *m, const int *prod, const int *call, int t, cJSON *kwargs) {
-    cJSON *r = cJSON_CreateArray();
-    int n = t >= 0 && t < m->n_tensors ? prod[t] : -1;
-    if (!r || n < 0 || !cJSON_AddItemToArray(r, cJSON_CreateString(m->nodes[n].layer->name)) ||
-        !cJSON_AddItemToArray(r, cJSON_CreateNumber(call[n])) || !cJSON_AddItemToArray(r, cJSON_CreateNumber(0)) ||
-        (kwargs && !cJSON_AddItemToArray(r, kwargs))) {
-        cJSON_Delete(r);
-        return NULL;
-    }
-    return r;
-}
-
-/* The inbound node of node n, Keras's form: [[layer, node_index, tensor_index, kwargs], ...]. */
-static cJSON *node_to_json(const tnt_model *m, const int *prod, const int *call, int n) {
-    const tnt__node *nd = &m->nodes[n];
-    cJSON *data = cJSON_CreateArray();
-    if (!data) return NULL;
-    bool ok = true;
-    if (!strcmp(nd->layer->ops->class_name, "MultiHeadAttention") && nd->n_in >= 3) {
-        bool has_mask = false, causal = false;
-        tnt__attention_call_info(nd->layer, &has_mask, &causal);
-        cJSON *kw = cJSON_CreateObject();
-        ok = kw && cJSON_AddItemToObject(kw, "value", tensor_ref(m, prod, call, nd->in[1], NULL));
-        if (ok && nd->in[2] != nd->in[1]) ok = cJSON_AddItemToObject(kw, "key", tensor_ref(m, prod, call, nd->in[2], NULL));
-        if (ok && has_mask) ok = cJSON_AddItemToObject(kw, "attention_mask", tensor_ref(m, prod, call, nd->in[3], NULL));
-        if (ok && causal) ok = cJSON_AddTrueToObject(kw, "use_causal_mask") != NULL;
-        cJSON *q = ok ? tensor_ref(m, prod, call, nd->in[0], kw) : NULL;
-        if (!q) {
-            if (kw && !ok) cJSON_Delete(kw);
-            ok = false;
-        } else ok = cJSON_AddItemToArray(data, q);
-    } else {
-        for (int k = 0; k < nd->n_in && ok; k++) {
-            cJSON *kw = cJSON_CreateObject();
-            cJSON *r = kw ? tensor_ref(m, prod, call, nd->in[k], kw) : NULL;
-            if (!r) cJSON_Delete(kw);
-            ok = r && cJSON_AddItemToArray(data, r);
-        }
-    }
-    if (!ok) {
-        cJSON_Delete(data);
-        return NULL;
-    }
-    return data;
-}
-
-static tnt_status functional_to_json(const tnt_model *m, cJSON *cfg) {
-    tnt_status s = TNT_OK;
-    int *prod = tnt__calloc((size_t)m->n_tensors + 1, sizeof *prod);
-    int *call = tnt__calloc((size_t)m->n_nodes + 1, sizeof *call);
-    if (!prod || !call) {
-        free(prod);
-        free(call);
-        return TNT_ERR_NOMEM;
-    }
-    for (int t = 0; t < m->n_tensors; t++) prod[t] = -1;
-    for (int n = 0; n < m->n_nodes; n++) {
-        prod[m->nodes[n].out] = n;
-        call[n] = 0;
-        for (int j = 0; j < n; j++) call[n] += m->nodes[j].layer == m->nodes[n].layer;
-    }
-    cJSON *layers = cJSON_AddArrayToObject(cfg, "layers");
-    if (!layers) s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
-        const tnt_layer *l = m->layers[i];
-        if (is_hidden_layer(m, l)) continue;
-        cJSON *lj = NULL, *nodes = NULL;
-        if ((s = layer_to_json(l, NULL, &lj)) != TNT_OK) break;
-        if (!cJSON_AddItemToArray(layers, lj)) {
-            cJSON_Delete(lj);
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-            break;
-        }
-        if (!cJSON_AddStringToObject(lj, "name", l->name) || !(nodes = cJSON_AddArrayToObject(lj, "inbound_nodes"))) {
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-            break;
-        }
-        if (tnt__is_input_layer(l)) continue;
-        for (int n = 0; n < m->n_nodes && s == TNT_OK; n++) {
-            if (m->nodes[n].layer != l) continue;
-            cJSON *d = node_to_json(m, prod, call, n);
-            if (!d || !cJSON_AddItemToArray(nodes, d)) {
-                cJSON_Delete(d);
-                s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-            }
-        }
-    }
-    cJSON *ins = NULL, *outs = NULL;
-    if (s == TNT_OK && (!(ins = cJSON_AddArrayToObject(cfg, "input_layers")) ||
-                        !(outs = cJSON_AddArrayToObject(cfg, "output_layers"))))
-        s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    for (int k = 0; k < m->n_inputs && s == TNT_OK; k++) {
-        int t = -1; /* the InputLayer node reading the model input */
-        for (int n = 0; n < m->n_nodes && t < 0; n++)
-            if (tnt__is_input_layer(m->nodes[n].layer) && m->nodes[n].in[0] == m->inputs[k]) t = m->nodes[n].out;
-        cJSON *r = tensor_ref(m, prod, call, t, NULL);
-        if (!r || !cJSON_AddItemToArray(ins, r)) {
-            cJSON_Delete(r);
-            s = tnt__error(TNT_ERR_STATE, "to_json: model \"%s\": input %d has no InputLayer", m->name, k);
-        }
-    }
-    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        cJSON *r = tensor_ref(m, prod, call, m->outputs[k], NULL);
-        if (!r || !cJSON_AddItemToArray(outs, r)) {
-            cJSON_Delete(r);
-            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-        }
-    }
-    free(prod);
-    free(call);
-    return s;
-}
-
-static tnt_status sequential_to_json(const tnt_model *m, cJSON *cfg) {
-    cJSON *layers = cJSON_AddArrayToObject(cfg, "layers");
-    if (!layers) return tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    for (int i = 0; i < m->n_layers; i++) {
-        const tnt_layer *l = m->layers[i];
-        /* no InputLayer: Keras keeps the input shape in the first layer's batch_input_shape */
-        tnt_shape in = m->tensor_shape[0];
-        bool first_shape = i == 0 && !tnt__is_input_layer(l) && m->has_input_shape;
-        cJSON *lj = NULL;
-        tnt_status s = layer_to_json(l, first_shape ? &in : NULL, &lj);
-        if (s != TNT_OK) return s;
-        if (!cJSON_AddItemToArray(layers, lj)) {
-            cJSON_Delete(lj);
-            return tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-        }
-    }
-    return TNT_OK;
-}
-
-tnt_status tnt_model_to_json(const tnt_model *m, char **json) {
-    if (!m || !json) return tnt__error(TNT_ERR_ARG, "to_json: %s is NULL", m ? "json" : "model");
-    *json = NULL;
-    cJSON *root = cJSON_CreateObject(), *cfg = NULL;
-    tnt_status s = TNT_OK;
-    if (!root || !cJSON_AddStringToObject(root, "class_name", m->functional ? "Functional" : "Sequential") ||
-        !(cfg = cJSON_AddObjectToObject(root, "config")) || !cJSON_AddStringToObject(cfg, "name", m->name))
-        s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    if (s == TNT_OK) s = m->functional ? functional_to_json(m, cfg) : sequential_to_json(m, cfg);
-    if (s == TNT_OK && (!cJSON_AddStringToObject(root, "keras_version", KERAS_VERSION) ||
-                        !cJSON_AddStringToObject(root, "backend", "tensorflow")))
-        s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    if (s == TNT_OK && !(*json = cJSON_PrintUnformatted(root))) s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    cJSON_Delete(root);
-    return s;
-}
 
 /* ---- reading: one layer --------------------------------------------------------------------- */
 
@@ -221,7 +18,7 @@ static bool is_model_class(const char *cls) {
     return !strcmp(cls, "Sequential") || !strcmp(cls, "Functional") || !strcmp(cls, "Model");
 }
 
-/* The layer of one {"class_name", "config"} entry (not InputLayer). */
+/* The layer of one {"class_name", "config"} entry (not InputLayer); cfg is an object. */
 static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char *name) {
     tnt__kj_ctx k = {name ? name : "?", cls};
     if (is_model_class(cls)) { /* callers read nested models themselves */
@@ -229,44 +26,9 @@ static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char 
         return NULL;
     }
     const tnt__layer_ops *ops = tnt__layer_class_find(cls);
-    if (ops) {
-        if (!cJSON_IsObject(cfg)) {
-            tnt__kj_error(&k, TNT_ERR_FORMAT, "\"config\" is missing or not an object");
-            return NULL;
-        }
-        return ops->from_config(cfg, &k);
-    }
+    if (ops) return ops->from_config(cfg, &k);
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\": unsupported layer class \"%.64s\"", k.name, cls);
     return NULL;
-}
-
-/* batch_input_shape [null, d1, d2, ...] -> (d1, d2, ...) */
-static tnt_status shape_from_json(const cJSON *v, tnt_shape *s, const tnt__kj_ctx *k) {
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 2 || cJSON_GetArraySize(v) > TNT_MAX_DIMS)
-        return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: expected [null, d1, ...] with 1 to %d dimensions",
-                    TNT_MAX_DIMS - 1);
-    s->ndim = 0;
-    const cJSON *e;
-    bool first = true;
-    cJSON_ArrayForEach(e, v) {
-        if (first) {
-            first = false;
-            continue; /* the batch dimension */
-        }
-        int d = 0;
-        if (cJSON_IsNull(e))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "batch_input_shape: dimension %d is null (variable sizes are not "
-                        "supported)", s->ndim + 1);
-        if (!tnt__kj_as_int(e, &d) || d <= 0) return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: dimension %d is not a "
-                                                  "positive integer", s->ndim + 1);
-        s->dim[s->ndim++] = d;
-    }
-    return TNT_OK;
-}
-
-static const cJSON *batch_shape_key(const cJSON *cfg) {
-    const cJSON *v = tnt__kj_item(cfg, "batch_input_shape");
-    return tnt__kj_absent(v) ? tnt__kj_item(cfg, "batch_shape") : v;
 }
 
 /* class_name, config and the layer name of one entry of "layers". */
@@ -326,11 +88,10 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
         const cJSON *cfg;
         if (entry(e, i, &cls, &cfg, &lname) != TNT_OK) goto done;
         tnt__kj_ctx k = {lname ? lname : "?", cls};
-        const cJSON *bs = batch_shape_key(cfg);
-        if (i == 0 && (!strcmp(cls, "InputLayer") || !tnt__kj_absent(bs))) {
+        if (i == 0 && (!strcmp(cls, "InputLayer") || tnt__kj_has_batch_shape(cfg))) {
             tnt_shape shape;
             char iname[TNT_NAME_MAX + 8];
-            if (shape_from_json(bs, &shape, &k) != TNT_OK) goto done;
+            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto done;
             snprintf(iname, sizeof iname, "%.50s_input", lname ? lname : "input");
             in = x = tnt_graph_input(g, shape, !strcmp(cls, "InputLayer") ? lname : iname);
             if (x.id < 0) {
@@ -406,12 +167,11 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         tnt__kj_ctx k = {lname ? lname : "?", cls};
         tnt_layer *l;
         if (!strcmp(cls, "InputLayer")) {
-            if (shape_from_json(batch_shape_key(cfg), &shape, &k) != TNT_OK) goto fail;
+            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
             l = tnt_input_layer(shape, lname);
         } else {
-            const cJSON *bs = batch_shape_key(cfg);
-            if (i == 0 && !tnt__kj_absent(bs)) {
-                if (shape_from_json(bs, &shape, &k) != TNT_OK) goto fail;
+            if (i == 0 && tnt__kj_has_batch_shape(cfg)) {
+                if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
                 first_shape = true;
             }
             l = layer_from_json(cls, cfg, lname);
@@ -610,7 +370,7 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
         j.n++;
         if (!strcmp(l->cls, "InputLayer")) {
             tnt_shape shape;
-            if (shape_from_json(batch_shape_key(lcfg), &shape, &k) != TNT_OK) goto done;
+            if (tnt__kj_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
             if (!(l->outs = tnt__calloc(TNT_MAX_IO, sizeof *l->outs))) goto done;
             l->outs[0] = tnt_graph_input(j.g, shape, l->name);
             if (l->outs[0].id < 0) {
