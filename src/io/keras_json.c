@@ -104,8 +104,10 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
             }
         }
         if (x.id < 0) {
-            tnt__kj_error(&k, TNT_ERR_FORMAT, "%s", i == 0 ? "a Sequential model with nested models needs an input shape (an "
-                 "InputLayer or batch_input_shape)" : "InputLayer must be the first layer");
+            tnt__kj_error(&k, TNT_ERR_FORMAT, "%s",
+                          i == 0 ? "a Sequential model with nested models needs an input shape (an "
+                                   "InputLayer or batch_input_shape)"
+                                 : "InputLayer must be the first layer");
             goto done;
         }
         if (is_model_class(cls)) {
@@ -118,7 +120,8 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
             inners[n_inner++] = inner;
             tnt_ktensor y;
             if (inner->n_inputs != 1 || inner->n_outputs != 1) {
-                tnt__kj_error(&k, TNT_ERR_UNSUPPORTED, "a nested model in a Sequential model must have one input and one output");
+                tnt__kj_error(&k, TNT_ERR_UNSUPPORTED,
+                              "a nested model in a Sequential model must have one input and one output");
                 goto done;
             }
             if (tnt_call_model(g, inner, 1, &x, &y) != TNT_OK) {
@@ -326,7 +329,8 @@ static int io_refs(const jgraph *j, const cJSON *v, const char *key, tnt_ktensor
         return r == 1 ? 1 : -1;
     }
     if (cJSON_GetArraySize(v) > TNT_MAX_IO) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: %d %s (at most %d)", cJSON_GetArraySize(v), key, TNT_MAX_IO);
+        tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: %d %s (at most %d)", cJSON_GetArraySize(v), key,
+                   TNT_MAX_IO);
         return -1;
     }
     int n = 0;

@@ -73,8 +73,10 @@ static cJSON *node_to_json(const tnt_model *m, const int *prod, const int *call,
         tnt__attention_call_info(nd->layer, &has_mask, &causal);
         cJSON *kw = cJSON_CreateObject();
         ok = kw && cJSON_AddItemToObject(kw, "value", tensor_ref(m, prod, call, nd->in[1], NULL));
-        if (ok && nd->in[2] != nd->in[1]) ok = cJSON_AddItemToObject(kw, "key", tensor_ref(m, prod, call, nd->in[2], NULL));
-        if (ok && has_mask) ok = cJSON_AddItemToObject(kw, "attention_mask", tensor_ref(m, prod, call, nd->in[3], NULL));
+        if (ok && nd->in[2] != nd->in[1])
+            ok = cJSON_AddItemToObject(kw, "key", tensor_ref(m, prod, call, nd->in[2], NULL));
+        if (ok && has_mask)
+            ok = cJSON_AddItemToObject(kw, "attention_mask", tensor_ref(m, prod, call, nd->in[3], NULL));
         if (ok && causal) ok = cJSON_AddTrueToObject(kw, "use_causal_mask") != NULL;
         cJSON *q = ok ? tensor_ref(m, prod, call, nd->in[0], kw) : NULL;
         if (!q) {

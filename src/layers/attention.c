@@ -525,7 +525,8 @@ static tnt_layer *mha_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     const cJSON *ax = tnt__kj_item(c, "attention_axes"), *ax_list = tnt__kj_list(ax);
     if (!tnt__kj_absent(ax) && !(tnt__kj_as_int(ax, &a) && a == 1) &&
         !(cJSON_GetArraySize(ax_list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(ax_list, 0), &a) && a == 1))
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "attention_axes: only null or [1] (the sequence axis) is supported");
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED,
+                            "attention_axes: only null or [1] (the sequence axis) is supported");
     TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
     TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
     TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));

@@ -299,14 +299,17 @@ static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync
     if (renorm)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "renorm true (not supported)");
     if (momentum == 0.0 || epsilon == 0.0)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "momentum or epsilon 0 (not supported: 0 selects the default here)");
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED,
+                            "momentum or epsilon 0 (not supported: 0 selects the default here)");
     return tnt__kj_built(sync ? tnt_sync_batch_normalization((float)momentum, (float)epsilon, k->name)
                       : tnt_batch_normalization((float)momentum, (float)epsilon, k->name), k);
 }
 
 static tnt_layer *batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, false); }
 
-static tnt_layer *sync_batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, true); }
+static tnt_layer *sync_batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    return bn_from_config(c, k, true);
+}
 
 const tnt__layer_ops tnt__batch_normalization_ops = {
     .class_name = "BatchNormalization",

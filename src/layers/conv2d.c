@@ -435,7 +435,8 @@ tnt_status tnt__conv_read_config(const cJSON *c, int n, int *ks, tnt_layer_opts 
         (s = tnt__kj_ints(c, "strides", false, n, ones, o->strides, k)) != TNT_OK ||
         (s = tnt__kj_ints(c, "dilation_rate", false, n, ones, o->dilation, k)) != TNT_OK ||
         (s = tnt__kj_padding(c, &o->padding, k)) != TNT_OK || (s = tnt__kj_check_data_format(c, k)) != TNT_OK ||
-        (s = tnt__kj_int(c, "groups", false, 1, &groups, k)) != TNT_OK || (s = tnt__kj_activation(c, &o->activation, k)) != TNT_OK ||
+        (s = tnt__kj_int(c, "groups", false, 1, &groups, k)) != TNT_OK ||
+        (s = tnt__kj_activation(c, &o->activation, k)) != TNT_OK ||
         (s = tnt__kj_bool(c, "use_bias", true, &use_bias, k)) != TNT_OK ||
         (s = tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o->bias_initializer, k)) != TNT_OK)
         return s;

@@ -84,7 +84,6 @@ static tnt_status crop_get_config(const tnt_layer *l, cJSON *c) {
 static tnt_layer *crop_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     int p[4] = {0};
     TNT_KJ_READ(tnt__kj_2d_margins(c, "cropping", 0, p, k));
-    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     return tnt__kj_built(tnt_cropping2d(p[0], p[1], p[2], p[3], k->name), k);
 }
 

@@ -122,8 +122,9 @@ static tnt_layer *separable_from_config(const cJSON *c, const tnt__kj_ctx *k) {
                                         "pointwise_constraint", "kernel_regularizer", "kernel_constraint", NULL};
     TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
     if (dwi != pwi)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "depthwise_initializer and pointwise_initializer differ (only one initializer "
-             "for both kernels is supported)");
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED,
+                            "depthwise_initializer and pointwise_initializer differ (only one initializer "
+                            "for both kernels is supported)");
     if (dm <= 0)
         return tnt__kj_fail(k, TNT_ERR_ARG, "depth_multiplier %d (expected > 0)", dm);
     o.kernel_initializer = dwi;

@@ -142,7 +142,8 @@ static tnt_layer *gpool_new(bool is_max, const char *name) {
     gpool_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->is_max = is_max;
-    tnt_layer *l = tnt__layer_new(is_max ? &tnt__global_max_pooling2d_ops : &tnt__global_average_pooling2d_ops, name, c);
+    tnt_layer *l =
+        tnt__layer_new(is_max ? &tnt__global_max_pooling2d_ops : &tnt__global_average_pooling2d_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -173,7 +173,8 @@ tnt_status tnt__kj_int(const cJSON *cfg, const char *key, bool required, int def
     return TNT_OK;
 }
 
-tnt_status tnt__kj_num(const cJSON *cfg, const char *key, bool required, double def, double *out, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_num(const cJSON *cfg, const char *key, bool required, double def, double *out,
+                       const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(cfg, key);
     if (tnt__kj_absent(v)) {
         if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);
@@ -237,7 +238,8 @@ tnt_status tnt__kj_ints(const cJSON *cfg, const char *key, bool required, int n,
     int i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, list) {
-        if (!tnt__kj_as_int(e, &out[i++])) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
+        if (!tnt__kj_as_int(e, &out[i++]))
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
     }
     return TNT_OK;
 }
@@ -251,7 +253,8 @@ tnt_status tnt__kj_int_list(const cJSON *cfg, const char *key, int max, int *out
     *n = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, list) {
-        if (!tnt__kj_as_int(e, &out[(*n)++])) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected integers", key);
+        if (!tnt__kj_as_int(e, &out[(*n)++]))
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected integers", key);
     }
     return TNT_OK;
 }
@@ -276,7 +279,8 @@ tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__
     const cJSON *v = tnt__kj_item(cfg, "activation");
     *act = TNT_ACT_LINEAR;
     if (tnt__kj_absent(v)) return TNT_OK;
-    if (!cJSON_IsString(v)) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "activation: expected a Keras activation name");
+    if (!cJSON_IsString(v))
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "activation: expected a Keras activation name");
     int a = tnt_activation_from_name(v->valuestring);
     if (a < 0) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "unsupported activation \"%.64s\"", v->valuestring);
     *act = (tnt_activation)a;
@@ -288,7 +292,8 @@ static bool num_is(const cJSON *cfg, const char *key, double want) {
     return tnt__kj_absent(v) || (cJSON_IsNumber(v) && fabs(v->valuedouble - want) < 1e-9);
 }
 
-tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, tnt_initializer *out, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, tnt_initializer *out,
+                        const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(cfg, key);
     *out = def;
     if (tnt__kj_absent(v)) return TNT_OK;
@@ -298,9 +303,12 @@ tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, 
     else if (cJSON_IsObject(v) && cJSON_IsString(tnt__kj_item(v, "class_name"))) {
         name = tnt__kj_item(v, "class_name")->valuestring;
         icfg = tnt__kj_item(v, "config");
-    } else return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: expected an initializer name or {\"class_name\", \"config\"}", key);
+    } else
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: expected an initializer name or {\"class_name\", \"config\"}",
+                             key);
     if (!strcmp(name, "VarianceScaling")) { /* Keras 2.0-2.2 wrote glorot_uniform etc. this way */
-        const cJSON *sc = tnt__kj_item(icfg, "scale"), *mo = tnt__kj_item(icfg, "mode"), *di = tnt__kj_item(icfg, "distribution");
+        const cJSON *sc = tnt__kj_item(icfg, "scale"), *mo = tnt__kj_item(icfg, "mode"),
+                    *di = tnt__kj_item(icfg, "distribution");
         double scale = cJSON_IsNumber(sc) ? sc->valuedouble : 1.0;
         const char *mode = cJSON_IsString(mo) ? mo->valuestring : "fan_in";
         const char *dist = cJSON_IsString(di) ? di->valuestring : "truncated_normal";
@@ -313,17 +321,21 @@ tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, 
         else if ((uniform || normal) && scale == 1.0 && !strcmp(mode, "fan_in"))
             *out = uniform ? TNT_INIT_LECUN_UNIFORM : TNT_INIT_LECUN_NORMAL;
         else
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: VarianceScaling(scale %g, mode \"%.16s\", distribution \"%.24s\") "
-                        "is not one of the Glorot, He or LeCun initializers", key, scale, mode, dist);
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED,
+                                 "%s: VarianceScaling(scale %g, mode \"%.16s\", distribution \"%.24s\") "
+                                 "is not one of the Glorot, He or LeCun initializers",
+                                 key, scale, mode, dist);
         return TNT_OK;
     }
     for (size_t i = 0; i < TNT_ARRAY_LEN(inits); i++) {
         const init_name *n = &inits[i];
         if (strcmp(name, n->cls) && strcmp(name, n->snake) && !(n->alias && !strcmp(name, n->alias))) continue;
         if (n->init == TNT_INIT_RANDOM_UNIFORM && (!num_is(icfg, "minval", -0.05) || !num_is(icfg, "maxval", 0.05)))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomUniform is supported with minval -0.05, maxval 0.05 only", key);
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED,
+                                 "%s: RandomUniform is supported with minval -0.05, maxval 0.05 only", key);
         if (n->init == TNT_INIT_RANDOM_NORMAL && (!num_is(icfg, "mean", 0.0) || !num_is(icfg, "stddev", 0.05)))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomNormal is supported with mean 0, stddev 0.05 only", key);
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomNormal is supported with mean 0, stddev 0.05 only",
+                                 key);
         *out = n->init;
         return TNT_OK;
     }
@@ -346,7 +358,9 @@ tnt_status tnt__kj_padding(const cJSON *cfg, tnt_padding *p, const tnt__kj_ctx *
     if (!s || !strcmp(s, "valid")) return TNT_OK;
     if (!strcmp(s, "same")) *p = TNT_PADDING_SAME;
     else if (!strcmp(s, "causal")) *p = TNT_PADDING_CAUSAL;
-    else return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "padding \"%.32s\" (expected \"valid\", \"same\" or \"causal\")", s);
+    else
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "padding \"%.32s\" (expected \"valid\", \"same\" or \"causal\")",
+                             s);
     return TNT_OK;
 }
 
@@ -356,7 +370,7 @@ static bool ints_pair(const cJSON *a, int out[2]) {
            tnt__kj_as_int(cJSON_GetArrayItem(a, 1), &out[1]);
 }
 
-tnt_status tnt__kj_2d_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
+static tnt_status read_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(c, key);
     int x = 0;
     if (tnt__kj_absent(v)) {
@@ -380,6 +394,12 @@ tnt_status tnt__kj_2d_margins(const cJSON *c, const char *key, int def, int tblr
     return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected an integer, [h, w] or [[top, bottom], [left, right]]",
                          key);
 }
+
+tnt_status tnt__kj_2d_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
+    tnt_status s = read_margins(c, key, def, tblr, k);
+    return s == TNT_OK ? tnt__kj_check_data_format(c, k) : s;
+}
+
 tnt_status tnt__kj_check_norm_axis(const cJSON *c, const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(c, "axis");
     int a = 0;
@@ -392,7 +412,8 @@ tnt_status tnt__kj_check_norm_axis(const cJSON *c, const tnt__kj_ctx *k) {
 tnt_status tnt__kj_check_center_scale(const cJSON *c, const tnt__kj_ctx *k) {
     bool center = false, scale = false;
     tnt_status s;
-    if ((s = tnt__kj_bool(c, "center", true, &center, k)) != TNT_OK || (s = tnt__kj_bool(c, "scale", true, &scale, k)) != TNT_OK)
+    if ((s = tnt__kj_bool(c, "center", true, &center, k)) != TNT_OK ||
+        (s = tnt__kj_bool(c, "scale", true, &scale, k)) != TNT_OK)
         return s;
     if (!center || !scale) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
     if ((s = tnt__kj_want_init(c, "beta_initializer", TNT_INIT_ZEROS, k)) != TNT_OK ||

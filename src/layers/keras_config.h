@@ -112,7 +112,8 @@ tnt_status tnt__kj_ints(const cJSON *config, const char *key, bool required, int
 /* A required tuple of 1..max integers (Reshape's target_shape, Permute's dims): out[0 .. *n). */
 tnt_status tnt__kj_int_list(const cJSON *config, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k);
 /* ZeroPadding2D's padding, Cropping2D's cropping: n, (h, w) or ((top, bottom), (left, right)) into
- * tblr = {top, bottom, left, right}; absent: def everywhere. */
+ * tblr = {top, bottom, left, right}; absent: def everywhere. Checks data_format too (the writer
+ * tnt__kj_add_2d_margins writes it). */
 tnt_status tnt__kj_2d_margins(const cJSON *config, const char *key, int def, int tblr[4], const tnt__kj_ctx *k);
 
 /* Keras objects. */

@@ -233,9 +233,13 @@ static tnt_layer *pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k, bool 
     return tnt__kj_built(is_max ? tnt_max_pooling2d(ps[0], ps[1], &o) : tnt_average_pooling2d(ps[0], ps[1], &o), k);
 }
 
-static tnt_layer *max_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool2d_from_config(c, k, true); }
+static tnt_layer *max_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    return pool2d_from_config(c, k, true);
+}
 
-static tnt_layer *avg_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool2d_from_config(c, k, false); }
+static tnt_layer *avg_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    return pool2d_from_config(c, k, false);
+}
 
 const tnt__layer_ops tnt__max_pooling2d_ops = {
     .class_name = "MaxPooling2D",

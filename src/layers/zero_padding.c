@@ -76,7 +76,6 @@ static tnt_status zpad_get_config(const tnt_layer *l, cJSON *c) {
 static tnt_layer *zpad_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     int p[4] = {0};
     TNT_KJ_READ(tnt__kj_2d_margins(c, "padding", 1, p, k));
-    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     return tnt__kj_built(tnt_zero_padding2d(p[0], p[1], p[2], p[3], k->name), k);
 }
 
