@@ -77,7 +77,8 @@ TNT_API bool tnt_is_master_rank(void);
 
 typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
 /* printf-style log line, prefixed with level and rank; printed on the master only unless
- * TNT_LOG_ON_ALL_DEVICES is set. The level threshold comes from TNT_LOG_LEVEL. */
+ * TNT_LOG_ON_ALL_DEVICES is set. The level threshold comes from TNT_LOG_LEVEL, as tnt_init read it
+ * (WARNING before tnt_init). */
 TNT_API void tnt_log(tnt_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
