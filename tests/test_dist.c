@@ -172,8 +172,8 @@ static void test_distribute_options_replaced_and_checked(void **state) {
     tu_ok(tnt_distribute(m)); /* back to the configuration's 32 KB */
     tu_ok(tnt_fit(m, ds, NULL, NULL));
     if (tnt_get_size() > 1) assert_int_equal(tnt__reducer_num_buckets(m->reducer), 1);
-    assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.has_fusion_threshold = true, .fusion_threshold_kb = -1}),
-                     TNT_ERR_ARG);
+    tnt_distribute_opts negative = {.has_fusion_threshold = true, .fusion_threshold_kb = -1};
+    assert_int_equal(tnt_distribute_with(m, &negative), TNT_ERR_ARG);
     tu_error_contains("fusion_threshold_kb -1");
     assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.comm_mode = (tnt_comm_mode)7}), TNT_ERR_ARG);
     tu_error_contains("comm_mode 7");

@@ -252,14 +252,17 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         /* the loss is summed over local samples and divided by the global batch, so the sum over
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
-            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0, true, &step);
+            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
+                                 true, &step);
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
     if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
     if (counts.samples == 0) return 1; /* no rank had samples: nothing to learn */
     /* the mean over the global batch (or its positions not ignored) */
-    if (have && ignores_labels(m)) scale_output_grads(m, p, b.n, counts.positions ? (float)(1.0 / (double)counts.positions) : 0.0f);
-    else if (have && !f->split && st.parallel) scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
+    if (have && ignores_labels(m))
+        scale_output_grads(m, p, b.n, counts.positions ? (float)(1.0 / (double)counts.positions) : 0.0f);
+    else if (have && !f->split && st.parallel)
+        scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
     if ((s = tnt__parallel_step_end(&st, s)) != TNT_OK) return s;

@@ -141,7 +141,6 @@ void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
         }
 }
 
-
 /* Both agreements of a step end the epoch for every rank when one ran out of data. */
 static int epoch_goes_on(int64_t ranks_with_data, const char *hint) {
     if (ranks_with_data == tnt_get_size()) return 1;
