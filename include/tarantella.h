@@ -66,6 +66,8 @@ TNT_API const char *tnt_version(void);
 /* ---------------------------------------------------------------------------------------------
  * Runtime and ranks. Without the launcher the program runs as one rank.
  * ------------------------------------------------------------------------------------------- */
+/* Reads the TNT_* settings from the environment, once (README.md lists them; a bad value is
+ * TNT_ERR_ARG naming the variable), and starts MPI when the launcher started the program. */
 TNT_API tnt_status tnt_init(int *argc, char ***argv);
 TNT_API void tnt_finalize(void);
 TNT_API int tnt_get_rank(void);
@@ -75,7 +77,8 @@ TNT_API bool tnt_is_master_rank(void);
 
 typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
 /* printf-style log line, prefixed with level and rank; printed on the master only unless
- * TNT_LOG_ON_ALL_DEVICES is set. The level threshold comes from TNT_LOG_LEVEL. */
+ * TNT_LOG_ON_ALL_DEVICES is set. The level threshold comes from TNT_LOG_LEVEL, as tnt_init read it
+ * (WARNING before tnt_init). */
 TNT_API void tnt_log(tnt_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -663,6 +666,27 @@ TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
  * allreduces overlapped with backward, and losses and metrics are combined exactly. With one
  * rank (no launcher) it changes nothing. Call it before or after compile. */
 TNT_API tnt_status tnt_distribute(tnt_model *m);
+
+/* How the gradient allreduces run alongside backward. */
+typedef enum tnt_comm_mode {
+    TNT_COMM_MODE_DEFAULT = 0, /* TNT_COMM_MODE as read by tnt_init (default thread) */
+    TNT_COMM_MODE_THREAD,      /* a comm thread runs blocking MPI_Allreduce calls */
+    TNT_COMM_MODE_NONBLOCKING, /* MPI_Iallreduce, progressed by the compute thread */
+} tnt_comm_mode;
+
+typedef struct tnt_distribute_opts {
+    /* Gradient buckets are cut at layer boundaries once they hold fusion_threshold_kb KB (0: one
+     * bucket per layer); at most 2147483647. Only read when has_fusion_threshold is set;
+     * otherwise TNT_FUSION_THRESHOLD_KB as read by tnt_init (default 32). */
+    bool has_fusion_threshold;
+    int64_t fusion_threshold_kb;
+    /* A model with SyncBatchNormalization always runs nonblocking: its layers' own collectives
+     * cannot share MPI with a comm thread. */
+    tnt_comm_mode comm_mode;
+} tnt_distribute_opts;
+/* tnt_distribute with options (NULL: as tnt_distribute). Calling it again replaces the options;
+ * they take effect at the next fit. */
+TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts);
 
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */

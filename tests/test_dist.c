@@ -8,6 +8,8 @@
 #include "testutil.h"
 
 #include "comm/comm.h"
+#include "core/config.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,10 +58,11 @@ static tnt_model *model(bool conv) {
     return m;
 }
 
-/* Trains one model; returns its weights (malloc'd) and History. */
-static float *train(const run_cfg *c, bool distributed, tnt_history **h, int64_t *n_out) {
+/* Trains one model, distributed with these options unless dist is NULL; returns its weights
+ * (malloc'd), History and (distributed, more than one rank) its number of gradient buckets. */
+static float *train(const run_cfg *c, const tnt_distribute_opts *dist, tnt_history **h, int64_t *n_out, int *buckets) {
     tnt_model *m = model(c->conv);
-    if (distributed) tu_ok(tnt_distribute(m));
+    if (dist) tu_ok(tnt_distribute_with(m, dist));
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new(c->optimizer, &c->opts),
                                              .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
                                              .metrics = "accuracy", .seed = 3}));
@@ -69,6 +72,7 @@ static float *train(const run_cfg *c, bool distributed, tnt_history **h, int64_t
     float *w = malloc((size_t)n * sizeof(float));
     tu_ok(tnt_get_weights(m, w, n));
     *n_out = n;
+    if (buckets) *buckets = m->reducer ? tnt__reducer_num_buckets(m->reducer) : 0;
     tnt_dataset_free(train_ds), tnt_dataset_free(val);
     tnt_model_free(m);
     return w;
@@ -83,12 +87,12 @@ static void assert_same_on_all_ranks(const float *w, int64_t n) {
     free(master);
 }
 
-static void compare_with_serial(const run_cfg *c) {
+static void compare_with_serial(const run_cfg *c, const tnt_distribute_opts *dist) {
     tnt_history *hs, *hd, *hd2;
     int64_t n;
-    float *ws = train(c, false, &hs, &n);
-    float *wd = train(c, true, &hd, &n);
-    float *wd2 = train(c, true, &hd2, &n);
+    float *ws = train(c, NULL, &hs, &n, NULL);
+    float *wd = train(c, dist, &hd, &n, NULL);
+    float *wd2 = train(c, dist, &hd2, &n, NULL);
     char what[96];
     snprintf(what, sizeof what, "%s weights (ranks %d)", c->optimizer, tnt_get_size());
     tu_assert_close(wd, ws, n, 1e-5, 1e-6, what);
@@ -121,21 +125,61 @@ static void test_optimizers_equal_serial(void **state) {
         {"nadam", {.learning_rate = 0.01f}, false, 2},
         {"adam", {.learning_rate = 0.01f}, true, 2}, /* conv + pool + dropout */
     };
-    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) compare_with_serial(&cfgs[i]);
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) compare_with_serial(&cfgs[i], &(tnt_distribute_opts){0});
 }
 
-static void test_fusion_thresholds(void **state) {
+/* tnt_distribute_with: every fusion threshold and both comm modes train as serial does, with
+ * the buckets asked for; with two ranks each gradient is one sum a + b, so all runs are bitwise
+ * the same. */
+static void test_distribute_options(void **state) {
     (void)state;
-    const char *kb[] = {"0", "0.00390625" /* 4 bytes */, "32", "1048576" /* 1 GB */};
-    run_cfg c = {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f}, false, 2};
-    for (size_t i = 0; i < 4; i++) {
-        setenv("TNT_FUSION_THRESHOLD_KB", kb[i], 1);
-        compare_with_serial(&c);
+    struct {
+        tnt_distribute_opts opts;
+        int buckets; /* the MLP has 3 layers with weights, 245 floats in all */
+    } cases[] = {
+        {{.has_fusion_threshold = true, .fusion_threshold_kb = 0}, 3},
+        {{.has_fusion_threshold = true, .fusion_threshold_kb = 1048576 /* 1 GB */}, 1},
+        {{.comm_mode = TNT_COMM_MODE_NONBLOCKING, .has_fusion_threshold = true, .fusion_threshold_kb = 0}, 3},
+        {{.comm_mode = TNT_COMM_MODE_NONBLOCKING}, 1}, /* the default 32 KB holds every layer */
+        {{.comm_mode = TNT_COMM_MODE_THREAD}, 1},
+    };
+    float *first = NULL;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(cases); i++) {
+        run_cfg c = {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f}, false, 2};
+        compare_with_serial(&c, &cases[i].opts);
+        tnt_history *h;
+        int64_t n;
+        int buckets;
+        float *w = train(&c, &cases[i].opts, &h, &n, &buckets);
+        assert_int_equal(buckets, tnt_get_size() > 1 ? cases[i].buckets : 0);
+        if (!first) first = w;
+        else if (tnt_get_size() <= 2) assert_memory_equal(w, first, (size_t)n * sizeof(float));
+        if (w != first) free(w);
+        tnt_history_free(h);
     }
-    setenv("TNT_COMM_MODE", "nonblocking", 1);
-    compare_with_serial(&c);
-    unsetenv("TNT_COMM_MODE");
-    unsetenv("TNT_FUSION_THRESHOLD_KB");
+    free(first);
+}
+
+/* Options given again replace the earlier ones at the next fit; bad ones are errors. */
+static void test_distribute_options_replaced_and_checked(void **state) {
+    (void)state;
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.has_fusion_threshold = true, .fusion_threshold_kb = 0}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH, false);
+    tu_ok(tnt_fit(m, ds, NULL, NULL));
+    if (tnt_get_size() > 1) assert_int_equal(tnt__reducer_num_buckets(m->reducer), 3);
+    tu_ok(tnt_distribute(m)); /* back to the configuration's 32 KB */
+    tu_ok(tnt_fit(m, ds, NULL, NULL));
+    if (tnt_get_size() > 1) assert_int_equal(tnt__reducer_num_buckets(m->reducer), 1);
+    tnt_distribute_opts negative = {.has_fusion_threshold = true, .fusion_threshold_kb = -1};
+    assert_int_equal(tnt_distribute_with(m, &negative), TNT_ERR_ARG);
+    tu_error_contains("fusion_threshold_kb -1");
+    assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.comm_mode = (tnt_comm_mode)7}), TNT_ERR_ARG);
+    tu_error_contains("comm_mode 7");
+    assert_int_equal(tnt_distribute_with(NULL, NULL), TNT_ERR_ARG);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
 }
 
 static void test_evaluate_predict_equal_serial(void **state) {
@@ -312,7 +356,10 @@ static void test_micro_batch_size_equals_serial(void **state) {
 static void test_output_on_master_only(void **state) {
     (void)state;
     for (int all = 0; all < 2; all++) {
-        if (all) setenv("TNT_OUTPUT_ON_ALL_DEVICES", "1", 1);
+        if (all) { /* as the launcher's --output-on-all-devices sets it before tnt_init reads it */
+            setenv("TNT_OUTPUT_ON_ALL_DEVICES", "1", 1);
+            tu_ok(tnt__config_load());
+        }
         tnt_model *m = model(false);
         tu_ok(tnt_distribute(m));
         tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
@@ -329,6 +376,7 @@ static void test_output_on_master_only(void **state) {
         tnt_model_free(m);
     }
     unsetenv("TNT_OUTPUT_ON_ALL_DEVICES");
+    tu_ok(tnt__config_load());
 }
 
 /* The tutorials' rank-dependent code: a callback given on the master only, which stops training
@@ -455,7 +503,8 @@ int main(int argc, char **argv) {
     make_data();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizers_equal_serial),
-        cmocka_unit_test(test_fusion_thresholds),
+        cmocka_unit_test(test_distribute_options),
+        cmocka_unit_test(test_distribute_options_replaced_and_checked),
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
         cmocka_unit_test(test_functional_sequence_model_equals_serial),

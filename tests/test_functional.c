@@ -16,7 +16,8 @@ static double graph_loss(tnt_model *m, const float *x, const float *y, int64_t n
     tnt__plan *p = tnt__model_plan(m, n);
     assert_non_null(p);
     float *pred;
-    tu_ok(tnt__model_forward(m, p, x, true, &pred));
+    tnt__step st = {.global_n = n, .training = true, .seed = tnt__model_training_seed(m)};
+    tu_ok(tnt__model_forward(m, p, x, &st, &pred));
     int64_t per = 0, col = 0;
     for (int k = 0; k < m->n_outputs; k++) per += tnt_shape_numel(tnt_model_output_shape_at(m, k));
     double total = 0;
@@ -31,7 +32,7 @@ static double graph_loss(tnt_model *m, const float *x, const float *y, int64_t n
         total += sum / (double)n;
         free(yk);
     }
-    if (grad) tu_ok(tnt__model_backward(m, p, x));
+    if (grad) tu_ok(tnt__model_backward(m, p, x, &st));
     return total;
 }
 

@@ -122,13 +122,14 @@ static double model_loss(tnt_model *m, const float *x, const float *y, int64_t n
     tnt__plan *p = tnt__model_plan(m, n);
     assert_non_null(p);
     float *pred;
-    tu_ok(tnt__model_forward(m, p, x, true, &pred));
+    tnt__step st = {.global_n = n, .training = true, .seed = tnt__model_training_seed(m)};
+    tu_ok(tnt__model_forward(m, p, x, &st, &pred));
     (void)pred;
     double sum;
     tu_ok(tnt__loss_compute(m->loss, m->from_logits || m->fused_output_loss[0], n, tnt__model_output_size(m),
                             tnt__plan_loss_input(m, p, 0, x), y, 1.0 / (double)n, tnt__plan_output_grad(m, p, 0), &sum));
     if (grads_out) {
-        tu_ok(tnt__model_backward(m, p, x));
+        tu_ok(tnt__model_backward(m, p, x, &st));
         memcpy(grads_out, m->grads, (size_t)m->n_params * sizeof(float));
     }
     return sum / (double)n;

@@ -6,10 +6,10 @@
  * micro-batch (Tarantella's documented behaviour), which serial training does not reproduce: that
  * run is checked for identical trainable weights on all ranks and a finite loss.
  *
- * The SyncBN check runs in the three comm set-ups: the default (comm thread, several gradient
- * buckets whose allreduces overlap backward, which SyncBN's own allreduces must not collide with:
- * this failed with MPI_ERR_TRUNCATE before c6ef5e8), one gradient bucket
- * (TNT_FUSION_THRESHOLD_KB=1048576) and TNT_COMM_MODE=nonblocking. */
+ * The SyncBN check runs in three comm set-ups (tnt_distribute_with): the default (several
+ * gradient buckets whose allreduces overlap backward, which SyncBN's own allreduces must not
+ * collide with: this failed with MPI_ERR_TRUNCATE before c6ef5e8), one gradient bucket, and a
+ * comm thread asked for (which SyncBN's collectives overrule: nonblocking allreduces). */
 #include "testutil.h"
 
 #include "comm/comm.h"
@@ -24,11 +24,12 @@ enum { N = 16, BATCH = 8, SIZE = 16, CLASSES = 5 };
 
 static float xs[N * SIZE * SIZE * 3], ys[N];
 
-/* Trains two steps; returns all weights (malloc'd; trainable only when trainable_only). */
-static float *train(bool distributed, bool sync_bn, bool trainable_only, tnt_history **h, int64_t *n_out) {
+/* Trains two steps, distributed with these options unless dist is NULL; returns all weights
+ * (malloc'd; trainable only when trainable_only). */
+static float *train(const tnt_distribute_opts *dist, bool sync_bn, bool trainable_only, tnt_history **h, int64_t *n_out) {
     tnt_model *m = resnet_build(&(resnet_config){.arch = RESNET18, .classes = CLASSES, .image_size = SIZE, .sync_bn = sync_bn});
     if (!m) fail_msg("resnet18: %s", tnt_last_error());
-    if (distributed) tu_ok(tnt_distribute(m));
+    if (dist) tu_ok(tnt_distribute_with(m, dist));
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){.learning_rate = 0.05f, .momentum = 0.9f}),
                                              .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .metrics = "accuracy", .seed = 5}));
     tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(SIZE, SIZE, 3), ys, TNT_SHAPE(), N, false), BATCH, true);
@@ -51,11 +52,11 @@ static void assert_same_on_all_ranks(const float *w, int64_t n) {
     free(master);
 }
 
-static void syncbn_equals_serial(void) {
+static void syncbn_equals_serial(const tnt_distribute_opts *dist) {
     tnt_history *hs, *hd;
     int64_t n;
-    float *ws = train(false, true, false, &hs, &n);
-    float *wd = train(true, true, false, &hd, &n);
+    float *ws = train(NULL, true, false, &hs, &n);
+    float *wd = train(dist, true, false, &hd, &n);
     tu_assert_close(wd, ws, n, 1e-5, 1e-6, "ResNet-18 weights, 2 ranks against serial");
     assert_same_on_all_ranks(wd, n);
     const char *keys[] = {"loss", "accuracy"};
@@ -78,13 +79,9 @@ static void syncbn_equals_serial(void) {
 
 static void test_resnet18_syncbn_equals_serial(void **state) {
     (void)state;
-    syncbn_equals_serial(); /* default: comm thread, several buckets overlapped with backward */
-    setenv("TNT_FUSION_THRESHOLD_KB", "1048576", 1);
-    syncbn_equals_serial();
-    unsetenv("TNT_FUSION_THRESHOLD_KB");
-    setenv("TNT_COMM_MODE", "nonblocking", 1);
-    syncbn_equals_serial();
-    unsetenv("TNT_COMM_MODE");
+    syncbn_equals_serial(&(tnt_distribute_opts){0});
+    syncbn_equals_serial(&(tnt_distribute_opts){.has_fusion_threshold = true, .fusion_threshold_kb = 1048576});
+    syncbn_equals_serial(&(tnt_distribute_opts){.comm_mode = TNT_COMM_MODE_THREAD});
 }
 
 /* Plain BatchNormalization, default comm engine (allreduces overlapped with backward). */
@@ -92,7 +89,7 @@ static void test_resnet18_bn_same_on_all_ranks(void **state) {
     (void)state;
     tnt_history *h;
     int64_t n;
-    float *w = train(true, false, true, &h, &n);
+    float *w = train(&(tnt_distribute_opts){0}, false, true, &h, &n);
     assert_same_on_all_ranks(w, n);
     assert_true(isfinite(tnt_history_get(h, "loss", 0)));
     tnt_history_free(h);

@@ -211,10 +211,10 @@ static void print_help(void) {
         "                           SIGKILL with --force)\n"
         "  --version                print the version\n"
         "  --help                   print this help\n"
-        "\nThreads per rank are cores per node / ranks per node (OMP_NUM_THREADS and\n"
-        "TNT_THREADS_PER_RANK; -x OMP_NUM_THREADS=K overrides). PATH, LD_LIBRARY_PATH and all TNT_*\n"
-        "variables are exported too. TNT_MPIRUN overrides the mpirun program; remote hosts are\n"
-        "reached as mpirun does (OMPI_MCA_plm_rsh_agent, default ssh).\n"
+        "\nThreads per rank are cores per node / ranks per node (OMP_NUM_THREADS; -x\n"
+        "OMP_NUM_THREADS=K overrides). PATH, LD_LIBRARY_PATH and all TNT_* variables are exported\n"
+        "too. TNT_MPIRUN overrides the mpirun program; remote hosts are reached as mpirun does\n"
+        "(OMPI_MCA_plm_rsh_agent, default ssh).\n"
         "\nExamples:\n"
         "  tarantella -n 2 -- ./lenet5 --batch_size=64\n"
         "  tarantella --hostfile hosts --n-per-node 2 -x DATASET=/scratch/data -- ./resnet50\n"
@@ -824,7 +824,6 @@ static int launch(const options *o, const hostlist *h) {
     if (o->log_all) ex_set(&ex, "TNT_LOG_ON_ALL_DEVICES", "1");
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
     if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
-    ex_setf(&ex, "TNT_THREADS_PER_RANK", threads);
     /* mpirun hands ranks a pseudo-terminal whatever the launcher writes to: tell them whether
      * the user's output really is a terminal (a live progress bar or plain lines) */
     if (!getenv("TNT_STDOUT_TTY")) ex_set(&ex, "TNT_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0");

@@ -1,6 +1,7 @@
 /* tensorboard.c: the TensorBoard callback, over the event-file writer in io/tfevents.c. */
 #include "io/tfevents.h"
 #include "callbacks/callbacks.h"
+#include "core/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +84,7 @@ tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *op
     }
     tensorboard *tb = tnt__calloc(1, sizeof *tb);
     if (!tb) return tnt__callback_failed(TNT_ERR_NOMEM);
-    const char *all = getenv("TNT_TENSORBOARD_ON_ALL_DEVICES");
-    bool every_rank = all && (!strcmp(all, "true") || !strcmp(all, "1") || !strcmp(all, "True"));
+    bool every_rank = tnt__config_get()->tensorboard_on_all_devices;
     if (every_rank) snprintf(tb->dir, sizeof tb->dir, "%s/rank_%d", log_dir, tnt_get_rank());
     else snprintf(tb->dir, sizeof tb->dir, "%s", log_dir);
     tb->update_freq = o.update_freq;

@@ -6,9 +6,9 @@
 
 #include "core/core.h"
 
-/* World: started by tnt_init when the program runs under mpirun (the launcher). Otherwise, or
- * with one rank, every collective below is a no-op that returns TNT_OK. */
-tnt_status tnt__world_init(int *argc, char ***argv);
+/* World: MPI starts when start_mpi (tnt_init: the program runs under mpirun, or TNT_FORCE_MPI).
+ * Otherwise, or with one rank, every collective below is a no-op that returns TNT_OK. */
+tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi);
 void tnt__world_finalize(void);
 int tnt__world_rank(void);
 int tnt__world_size(void);
@@ -45,12 +45,10 @@ uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len);
  * Every rank computes the same plan and issues the same allreduces in the same order. */
 typedef struct tnt__reducer tnt__reducer;
 
-typedef enum tnt__comm_mode { TNT_COMM_THREAD, TNT_COMM_NONBLOCKING } tnt__comm_mode;
-
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
  * i-th layer with weights has finished backward. */
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt__comm_mode mode);
+                               size_t threshold_bytes, tnt_comm_mode mode);
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
@@ -61,9 +59,5 @@ int tnt__reducer_num_buckets(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread
  * waited in finish_step (the part not hidden behind backward). */
 void tnt__reducer_stats(const tnt__reducer *r, double *comm_seconds, double *exposed_seconds, int64_t *steps);
-
-/* Fusion threshold from TNT_FUSION_THRESHOLD_KB (default 32 KB). */
-size_t tnt__fusion_threshold_bytes(void);
-tnt__comm_mode tnt__comm_mode_from_env(void);
 
 #endif

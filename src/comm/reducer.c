@@ -13,7 +13,6 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <strings.h>
 
 typedef struct bucket {
     int64_t begin, end;
@@ -24,7 +23,7 @@ struct tnt__reducer {
     int64_t n;
     bucket *buckets;
     int n_buckets;
-    tnt__comm_mode mode;
+    tnt_comm_mode mode;
     bool active;
 
     /* per step */
@@ -44,24 +43,6 @@ struct tnt__reducer {
     double comm_seconds, exposed_seconds;
     int64_t steps;
 };
-
-size_t tnt__fusion_threshold_bytes(void) {
-    const char *v = getenv("TNT_FUSION_THRESHOLD_KB");
-    if (!v || !*v) return 32 * 1024;
-    char *end;
-    double kb = strtod(v, &end);
-    if (*end != '\0' || kb < 0) {
-        tnt_log(TNT_LOG_WARNING, "TNT_FUSION_THRESHOLD_KB=%s is not a number >= 0; using 32", v);
-        return 32 * 1024;
-    }
-    return (size_t)(kb * 1024.0);
-}
-
-tnt__comm_mode tnt__comm_mode_from_env(void) {
-    const char *v = getenv("TNT_COMM_MODE");
-    if (v && !strcasecmp(v, "nonblocking")) return TNT_COMM_NONBLOCKING;
-    return TNT_COMM_THREAD;
-}
 
 static void *comm_thread(void *arg) {
     tnt__reducer *r = arg;
@@ -86,7 +67,7 @@ static void *comm_thread(void *arg) {
 }
 
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt__comm_mode mode) {
+                               size_t threshold_bytes, tnt_comm_mode mode) {
     tnt__reducer *r = tnt__calloc(1, sizeof *r);
     if (!r) return NULL;
     r->grads = grads;
@@ -125,7 +106,7 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
             goto fail;
         }
     if (!r->active) return r;
-    if (mode == TNT_COMM_NONBLOCKING) {
+    if (mode == TNT_COMM_MODE_NONBLOCKING) {
         r->requests = tnt__calloc((size_t)(r->n_buckets ? r->n_buckets : 1), sizeof(MPI_Request));
         if (!r->requests) goto fail;
         for (int i = 0; i < r->n_buckets; i++) r->requests[i] = MPI_REQUEST_NULL;
@@ -165,7 +146,7 @@ void tnt__reducer_free(tnt__reducer *r) {
 int tnt__reducer_num_buckets(const tnt__reducer *r) { return r->n_buckets; }
 
 void tnt__reducer_begin_step(tnt__reducer *r) {
-    if (r->mode == TNT_COMM_THREAD && r->thread_started) {
+    if (r->mode == TNT_COMM_MODE_THREAD && r->thread_started) {
         pthread_mutex_lock(&r->mu);
         r->started = 0;
         r->completed = 0;
@@ -177,7 +158,7 @@ void tnt__reducer_begin_step(tnt__reducer *r) {
 
 static void start_upto(tnt__reducer *r, int64_t prefix) {
     if (!r->active) return;
-    if (r->mode == TNT_COMM_NONBLOCKING) {
+    if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
         while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) {
             bucket b = r->buckets[r->started];
             MPI_Iallreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM,
@@ -204,7 +185,7 @@ tnt_status tnt__reducer_finish_step(tnt__reducer *r) {
     start_upto(r, r->n);
     double t0 = tnt__now();
     int err = 0;
-    if (r->mode == TNT_COMM_NONBLOCKING) {
+    if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
         err = MPI_Waitall(r->started, r->requests, MPI_STATUSES_IGNORE);
         r->comm_seconds += tnt__now() - t0; /* only the waited part is measurable here */
     } else {

@@ -1,11 +1,10 @@
-/* runtime.c: process-wide runtime (ranks, logging). Without the launcher a program is one rank;
- * the data-parallel runtime adds MPI underneath without changing these calls. */
-#include "core/core.h"
+/* runtime.c: process-wide runtime (settings, ranks, logging). Without the launcher a program is
+ * one rank; the data-parallel runtime adds MPI underneath without changing these calls. */
+#include "core/config.h"
 #include "comm/comm.h"
 #include "kernels/dnnl_util.h"
 
 #include <stdio.h>
-#include <strings.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -13,24 +12,7 @@
 static struct {
     bool initialized;
     int rank, size;
-    tnt_log_level level;
-    bool log_all;
-} rt = {.size = 1, .level = TNT_LOG_WARNING};
-
-static tnt_log_level parse_level(const char *s, tnt_log_level fallback) {
-    if (!s || !*s) return fallback;
-    if (!strcasecmp(s, "DEBUG")) return TNT_LOG_DEBUG;
-    if (!strcasecmp(s, "INFO")) return TNT_LOG_INFO;
-    if (!strcasecmp(s, "WARNING") || !strcasecmp(s, "WARN")) return TNT_LOG_WARNING;
-    if (!strcasecmp(s, "ERROR")) return TNT_LOG_ERROR;
-    fprintf(stderr, "tarantella: WARNING: TNT_LOG_LEVEL=%s is not one of DEBUG, INFO, WARNING, ERROR\n", s);
-    return fallback;
-}
-
-static bool env_true(const char *name) {
-    const char *v = getenv(name);
-    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
-}
+} rt = {.size = 1};
 
 tnt_status tnt_init(int *argc, char ***argv) {
     if (rt.initialized) return TNT_OK;
@@ -41,12 +23,13 @@ tnt_status tnt_init(int *argc, char ***argv) {
      * comm, prefetch) inherit the setting. */
     _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ | DAZ */
 #endif
-    tnt_status s = tnt__world_init(argc, argv);
-    if (s != TNT_OK) return s;
+    /* before MPI: a bad setting (every rank has the same environment) fails every rank alike */
+    tnt_status s = tnt__config_load();
+    if (s != TNT_OK) return tnt__error_prefix(s, "tnt_init: ");
+    const tnt__config *c = tnt__config_get();
+    if ((s = tnt__world_init(argc, argv, c->under_mpirun || c->force_mpi)) != TNT_OK) return s;
     rt.rank = tnt__world_rank();
     rt.size = tnt__world_size();
-    rt.level = parse_level(getenv("TNT_LOG_LEVEL"), TNT_LOG_WARNING);
-    rt.log_all = env_true("TNT_LOG_ON_ALL_DEVICES");
     rt.initialized = true;
     return TNT_OK;
 }
@@ -64,9 +47,9 @@ bool tnt_is_master_rank(void) { return rt.rank == 0; }
 
 void tnt_log(tnt_log_level level, const char *fmt, ...) {
     static const char *names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
-    if (!rt.initialized) rt.level = parse_level(getenv("TNT_LOG_LEVEL"), TNT_LOG_WARNING);
-    if (level < rt.level || (unsigned)level > TNT_LOG_ERROR) return;
-    if (rt.rank != 0 && !rt.log_all) return;
+    const tnt__config *c = tnt__config_get();
+    if ((int)level < c->log_level || (unsigned)level > TNT_LOG_ERROR) return;
+    if (rt.rank != 0 && !c->log_on_all_devices) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -1,6 +1,6 @@
 /* world.c: MPI start-up and the collectives the runtime needs, each with its error checked and
- * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1); a program
- * started on its own is one rank with no MPI at all. */
+ * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1: tnt_init
+ * decides); a program started on its own is one rank with no MPI at all. */
 #include "comm/comm.h"
 
 #include <mpi.h>
@@ -24,17 +24,11 @@ static tnt_status mpi_error(int code, const char *call) {
         if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
     } while (0)
 
-static bool launched_by_mpirun(void) {
-    const char *force = getenv("TNT_FORCE_MPI");
-    if (force && !strcmp(force, "1")) return true;
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-}
-
-tnt_status tnt__world_init(int *argc, char ***argv) {
+tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
-        if (!launched_by_mpirun()) return TNT_OK;
+        if (!start_mpi) return TNT_OK;
         /* The comm thread waits inside MPI while backward computes on the same cores: a waiting
          * MPI that yields leaves the core to the computation (measured: +5-10% at 2 ranks). */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);

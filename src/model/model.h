@@ -86,12 +86,11 @@ struct tnt_model {
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */
-    int64_t sample_offset; /* this rank's first sample in the current global batch */
     bool stop_training;
 
     /* data parallelism */
     bool distributed;      /* tnt_distribute() was called */
-    bool parallel_step;    /* the current forward/backward is one rank's share of a global batch */
+    tnt_distribute_opts distribute_opts; /* as given; the configuration fills in the defaults */
     bool weights_synced;   /* all ranks hold the master's weights */
     struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
     bool warned_small_batch;
@@ -116,9 +115,25 @@ void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch);
 
-/* Forward pass of n samples x (packed inputs) -> *out: the output, packed per sample when the
- * model has several. */
-tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training,
+/* One forward (and backward) pass over a batch: what the layers need beyond the data. fit,
+ * evaluate and predict make one per step; {0} is an inference pass on one process. */
+typedef struct tnt__step {
+    int64_t global_n;      /* samples of the global batch (all ranks) */
+    int64_t sample_offset; /* this rank's first sample in the global batch */
+    bool training;
+    uint64_t seed;         /* dropout masks of a training step (tnt__model_training_seed) */
+    bool parallel;         /* one rank's share of a global batch: collective layers
+                              (SyncBatchNormalization) reduce over the ranks */
+    struct tnt__reducer *reducer; /* allreduces the gradients backward completes; NULL: none */
+} tnt__step;
+
+/* The dropout seed of the next training step; counts the step. The masks follow the
+ * optimizer's step count, which a loaded checkpoint restores, so a resumed run draws the masks
+ * an unbroken one would. */
+uint64_t tnt__model_training_seed(tnt_model *m);
+/* Forward pass of the plan's batch x (packed inputs) -> *out: the output, packed per sample when
+ * the model has several. */
+tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st,
                               float **out);
 /* Output k of the last forward (batch, output_shape_k...), and the buffer its loss gradient is
  * written to (w.r.t. the output, or its logits when fused_output_loss[k]). */
@@ -126,8 +141,9 @@ float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x);
 float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k);
 /* The loss input of output k: the logits when the loss is fused, else the output. */
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x);
-/* Backward from the output gradients into m->grads. */
-tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x);
+/* Backward from the output gradients into m->grads, handing each completed prefix of them to
+ * st->reducer. */
+tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st);
 
 /* Values per sample of the (packed) output */
 int64_t tnt__model_output_size(const tnt_model *m);

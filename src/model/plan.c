@@ -273,12 +273,13 @@ static void repack(tnt_model *m, tnt__plan *p, int n, const int *ids, float *pac
     }
 }
 
-tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool training, float **out) {
-    /* dropout masks follow the optimizer's step count, which a loaded checkpoint restores, so a
-     * resumed run draws the masks an unbroken one would */
+uint64_t tnt__model_training_seed(tnt_model *m) {
     int64_t step = m->optimizer ? tnt_optimizer_iterations(m->optimizer) : m->step;
-    uint64_t step_seed = tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(step + 1)));
-    if (training) m->step++;
+    m->step++;
+    return tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(step + 1)));
+}
+
+tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st, float **out) {
     if (m->n_inputs > 1) repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
@@ -295,10 +296,10 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, bool t
             .y = act(m, p, n->out, x),
             .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p->preact_offset[ok]) : NULL,
             .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
-            .training = training,
-            .seed = step_seed,
-            .sample_offset = m->sample_offset,
-            .parallel = m->parallel_step,
+            .training = st->training,
+            .seed = st->seed,
+            .sample_offset = st->sample_offset,
+            .parallel = st->parallel,
         };
         tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
@@ -339,7 +340,7 @@ static tnt_status backward_shared(tnt_model *m, tnt_layer *l, void *plan, const 
     return s;
 }
 
-tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x) {
+tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st) {
     bool needs_stack[256];
     bool *needs = m->n_tensors <= 256 ? needs_stack : tnt__calloc((size_t)m->n_tensors, sizeof *needs);
     if (!needs) return TNT_ERR_NOMEM;
@@ -371,11 +372,11 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x) {
             .dx = dxs[0],
             .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
             .dy_is_preact = ok >= 0 && m->fused_output_loss[ok],
-            .sample_offset = m->sample_offset,
+            .sample_offset = st->sample_offset,
             .n_inputs = n->n_in,
             .xs = xs,
             .dxs = dxs,
-            .parallel = m->parallel_step,
+            .parallel = st->parallel,
         };
         s = n->first_backward ? l->ops->backward(l, p->layer_plans[i], &a)
                               : backward_shared(m, l, p->layer_plans[i], &a);
@@ -386,8 +387,8 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x) {
         for (int k = 0; k < n->n_in; k++)
             if (p->dx_mode[DX(p, i, k)] == 2)
                 add_into(at(m, p->grad_offset[n->in[k]]), dxs[k], p->batch * tnt_shape_numel(m->tensor_shape[n->in[k]]));
-        if (m->reducer && n->grad_end > ready) {
-            tnt__reducer_ready(m->reducer, n->grad_end);
+        if (st->reducer && n->grad_end > ready) {
+            tnt__reducer_ready(st->reducer, n->grad_end);
             ready = n->grad_end;
         }
     }

@@ -231,74 +231,43 @@ static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scal
  * every rank returns the same. */
 static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
     tnt_batch b = {0};
-    int64_t global_n = 0;
-    bool parallel = tnt__is_parallel(m);
-    int r = tnt__feed_next(f, &b, &global_n);
+    tnt__step st = {.training = true, .parallel = tnt__is_parallel(m)};
+    int r = tnt__feed_next(f, &b, &st);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
     if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
-    if (r == 1 && s == TNT_OK && f->split && global_n < tnt_get_size())
+    if (r == 1 && s == TNT_OK && f->split && st.global_n < tnt_get_size())
         s = tnt__error(TNT_ERR_ARG, "fit: global batch of %lld samples is smaller than the %d ranks "
-                       "(use a global batch size of at least the number of ranks)", (long long)global_n, tnt_get_size());
+                       "(use a global batch size of at least the number of ranks)", (long long)st.global_n, tnt_get_size());
     accum step = {0};
     tnt__plan *p = NULL;
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
     if (have) {
         tnt__warn_small_micro_batch(m, b.n);
-        int rank = tnt_get_rank(), size = tnt_get_size();
-        m->sample_offset = f->split ? rank * (global_n / size) + TNT_MIN(rank, global_n % size) : 0;
-        p = tnt__model_plan(m, b.n);
-        if (!p) s = TNT_ERR_BACKEND;
+        if (!(p = tnt__model_plan(m, b.n))) s = TNT_ERR_BACKEND;
     }
-    /* a layer with its own collectives (SyncBatchNormalization) must be entered by every rank or
-     * by none: the ranks agree on errors and on having data before the forward pass */
-    if (parallel && tnt__model_has_collective_layers(m)) {
-        int64_t ready = have;
-        if ((s = tnt__agree(s, &ready, 1)) != TNT_OK) return s;
-        if (ready < tnt_get_size()) {
-            if (ready > 0)
-                tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here",
-                        (long long)(tnt_get_size() - ready), tnt_get_size());
-            return 0;
-        }
-    }
+    int go = tnt__parallel_step_enter(m, &st, s, have);
+    if (go <= 0) return go;
     if (have && s == TNT_OK) {
         float *pred;
-        m->parallel_step = parallel;
-        if (s == TNT_OK) s = tnt__model_forward(m, p, b.x.data, true, &pred);
+        st.seed = tnt__model_training_seed(m);
+        s = tnt__model_forward(m, p, b.x.data, &st, &pred);
         /* the loss is summed over local samples and divided by the global batch, so the sum over
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
-            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !parallel ? 1.0 / (double)global_n : 1.0, true, &step);
+            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
+                                 true, &step);
     }
-    int64_t sums[3] = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
-    if (!parallel) {
-        if (s != TNT_OK) return s;
-        if (r == 0) return 0;
-        if (!have) return 1;
-        if (ignores_labels(m)) scale_output_grads(m, p, b.n, sums[2] ? (float)(1.0 / (double)sums[2]) : 0.0f);
-    } else {
-        if ((s = tnt__agree(s, sums, 3)) != TNT_OK) return s;
-        if (sums[0] == 0) return 0;
-        if (sums[0] != tnt_get_size()) {
-            tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here "
-                    "(hand-sharded datasets need the same number of batches on every rank)",
-                    (long long)(tnt_get_size() - sums[0]), tnt_get_size());
-            return 0;
-        }
-        /* the mean over the global batch (or its positions not ignored) */
-        if (have && ignores_labels(m)) scale_output_grads(m, p, b.n, sums[2] ? (float)(1.0 / (double)sums[2]) : 0.0f);
-        else if (have && !f->split) scale_output_grads(m, p, b.n, (float)(1.0 / (double)sums[1]));
-        tnt__reducer_begin_step(m->reducer);
-    }
-    if (have) s = tnt__model_backward(m, p, b.x.data);
+    tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
+    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
+    if (counts.samples == 0) return 1; /* no rank had samples: nothing to learn */
+    /* the mean over the global batch (or its positions not ignored) */
+    if (have && ignores_labels(m))
+        scale_output_grads(m, p, b.n, counts.positions ? (float)(1.0 / (double)counts.positions) : 0.0f);
+    else if (have && !f->split && st.parallel)
+        scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
+    if (have) s = tnt__model_backward(m, p, b.x.data, &st);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
-    if (parallel) {
-        /* a rank whose backward failed still completes the step's collectives, and all ranks
-         * agree on the outcome (8 bytes: negligible next to the gradients) */
-        tnt_status rs = tnt__reducer_finish_step(m->reducer);
-        if ((s = tnt__agree(s != TNT_OK ? s : rs, NULL, 0)) != TNT_OK) return s;
-    }
-    if (s != TNT_OK) return s;
+    if ((s = tnt__parallel_step_end(&st, s)) != TNT_OK) return s;
     if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
     accum_add(m, acc, &step);
@@ -391,8 +360,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     tnt_status local = TNT_OK;
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
         tnt_batch b;
-        int64_t global_n;
-        int r = tnt__feed_next(&f, &b, &global_n);
+        tnt__step st = {0};
+        int r = tnt__feed_next(&f, &b, &st);
         if (r <= 0) {
             local = (tnt_status)r;
             break;
@@ -407,7 +376,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
                 }
                 batch_n = nb;
             }
-            batch_n[n_batches++] = global_n;
+            batch_n[n_batches++] = st.global_n;
         }
         if (b.n == 0) continue;
         if ((local = check_batch(m, &b, labels, who)) != TNT_OK) break;
@@ -417,10 +386,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             local = TNT_ERR_BACKEND;
             break;
         }
-        m->parallel_step = false;
-        if ((local = tnt__model_forward(m, p, b.x.data, false, &pred)) != TNT_OK) break;
+        if ((local = tnt__model_forward(m, p, b.x.data, &st, &pred)) != TNT_OK) break;
         if (labels) {
-            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)global_n, false, &acc)) != TNT_OK) break;
+            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, &acc)) != TNT_OK) break;
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
             /* running figures are exact only with one rank; in parallel the bar shows steps */
@@ -534,8 +502,7 @@ tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **
     tnt__plan *p = tnt__model_plan(m, b.n);
     if (!p) return TNT_ERR_BACKEND;
     float *pred;
-    m->parallel_step = false;
-    if ((s = tnt__model_forward(m, p, x->data, false, &pred)) != TNT_OK) return s;
+    if ((s = tnt__model_forward(m, p, x->data, &(tnt__step){.global_n = b.n}, &pred)) != TNT_OK) return s;
     tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(b.n, m->output_shape));
     if (!t) return TNT_ERR_NOMEM;
     memcpy(t->data, pred, (size_t)(b.n * tnt__model_output_size(m)) * sizeof(float));

@@ -1,17 +1,31 @@
 /* parallel.c: what makes a model data-parallel: the rank's data feed, the configuration
- * fingerprints every rank must share, the weight broadcast and the gradient reducer's plan. */
+ * fingerprints every rank must share, the weight broadcast, the gradient reducer's plan, and
+ * the collectives of a training step. */
 #include "training/parallel.h"
+#include "core/config.h"
 #include "data/dataset.h"
 #include "comm/comm.h"
 #include "optimizers/optimizer.h"
 
 #include <stdio.h>
 
-tnt_status tnt_distribute(tnt_model *m) {
+tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts) {
     if (!m) return tnt__error(TNT_ERR_ARG, "distribute: model is NULL");
+    tnt_distribute_opts o = opts ? *opts : (tnt_distribute_opts){0};
+    if (o.has_fusion_threshold && (o.fusion_threshold_kb < 0 || o.fusion_threshold_kb > INT32_MAX))
+        return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": fusion_threshold_kb %lld (expected 0 to %d)",
+                          m->name, (long long)o.fusion_threshold_kb, INT32_MAX);
+    if (o.comm_mode < TNT_COMM_MODE_DEFAULT || o.comm_mode > TNT_COMM_MODE_NONBLOCKING)
+        return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": comm_mode %d (expected a tnt_comm_mode)",
+                          m->name, (int)o.comm_mode);
     m->distributed = true;
+    m->distribute_opts = o;
+    tnt__reducer_free(m->reducer); /* planned again, with these options, at the next fit */
+    m->reducer = NULL;
     return TNT_OK;
 }
+
+tnt_status tnt_distribute(tnt_model *m) { return tnt_distribute_with(m, NULL); }
 
 bool tnt__model_has_collective_layers(const tnt_model *m) {
     for (int i = 0; i < m->n_layers; i++)
@@ -21,11 +35,17 @@ bool tnt__model_has_collective_layers(const tnt_model *m) {
 
 bool tnt__is_parallel(const tnt_model *m) { return m->distributed && tnt__world_active(); }
 
-int tnt__feed_next(tnt__feed *f, tnt_batch *b, int64_t *global_n) {
-    if (f->split)
-        return tnt__dataset_iter_next_part(f->it, tnt_get_rank(), tnt_get_size(), b, global_n);
-    int r = tnt_dataset_iter_next(f->it, b);
-    *global_n = r == 1 ? b->n : 0;
+int tnt__feed_next(tnt__feed *f, tnt_batch *b, tnt__step *st) {
+    st->sample_offset = 0;
+    if (!f->split) {
+        int r = tnt_dataset_iter_next(f->it, b);
+        st->global_n = r == 1 ? b->n : 0;
+        return r;
+    }
+    int rank = tnt_get_rank(), size = tnt_get_size();
+    int r = tnt__dataset_iter_next_part(f->it, rank, size, b, &st->global_n);
+    /* shares are contiguous: global_n / size samples, one more on the first global_n % size ranks */
+    if (r == 1) st->sample_offset = rank * (st->global_n / size) + TNT_MIN(rank, st->global_n % size);
     return r;
 }
 
@@ -92,15 +112,20 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         int k = 0;
         for (int i = m->n_nodes - 1; i >= 0; i--)
             if (m->nodes[i].grad_end > (k ? ends[k - 1] : 0)) ends[k++] = m->nodes[i].grad_end;
+        const tnt_distribute_opts *o = &m->distribute_opts;
+        const tnt__config *c = tnt__config_get();
+        int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
+        tnt_comm_mode mode = o->comm_mode != TNT_COMM_MODE_DEFAULT ? o->comm_mode : (tnt_comm_mode)c->comm_mode;
         /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share
          * the communicator with a comm thread, so the gradient allreduces are then nonblocking
          * calls on the compute thread, issued in the same order on every rank */
-        tnt__comm_mode mode = tnt__model_has_collective_layers(m) ? TNT_COMM_NONBLOCKING : tnt__comm_mode_from_env();
-        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, tnt__fusion_threshold_bytes(), mode);
+        if (tnt__model_has_collective_layers(m)) mode = TNT_COMM_MODE_NONBLOCKING;
+        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode);
         free(ends);
         if (!m->reducer) return TNT_ERR_NOMEM;
-        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %zu bytes)",
-                m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, tnt__fusion_threshold_bytes());
+        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s)",
+                m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, (long long)kb,
+                mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking");
     }
     return TNT_OK;
 }
@@ -116,3 +141,42 @@ void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
         }
 }
 
+/* Both agreements of a step end the epoch for every rank when one ran out of data. */
+static int epoch_goes_on(int64_t ranks_with_data, const char *hint) {
+    if (ranks_with_data == tnt_get_size()) return 1;
+    if (ranks_with_data > 0)
+        tnt_log(TNT_LOG_WARNING, "fit: %lld of %d ranks ran out of data; the epoch ends here%s",
+                (long long)(tnt_get_size() - ranks_with_data), tnt_get_size(), hint);
+    return 0;
+}
+
+int tnt__parallel_step_enter(const tnt_model *m, const tnt__step *st, tnt_status local, bool have_samples) {
+    if (!st->parallel || !tnt__model_has_collective_layers(m)) return 1;
+    int64_t ready = have_samples;
+    tnt_status s = tnt__agree(local, &ready, 1);
+    return s != TNT_OK ? s : epoch_goes_on(ready, "");
+}
+
+int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt__step_counts *counts) {
+    if (!st->parallel) {
+        if (local != TNT_OK) return local;
+        return counts->batches > 0;
+    }
+    int64_t sums[3] = {counts->batches, counts->samples, counts->positions};
+    tnt_status s = tnt__agree(local, sums, 3);
+    if (s != TNT_OK) return s;
+    *counts = (tnt__step_counts){sums[0], sums[1], sums[2]};
+    int go = epoch_goes_on(counts->batches, " (hand-sharded datasets need the same number of batches on every rank)");
+    if (go <= 0) return go;
+    st->reducer = m->reducer;
+    tnt__reducer_begin_step(st->reducer);
+    return 1;
+}
+
+tnt_status tnt__parallel_step_end(const tnt__step *st, tnt_status local) {
+    if (!st->parallel) return local;
+    /* a rank whose backward failed still completes the step's collectives, and all ranks agree
+     * on the outcome (8 bytes: negligible next to the gradients) */
+    tnt_status rs = tnt__reducer_finish_step(st->reducer);
+    return tnt__agree(local != TNT_OK ? local : rs, NULL, 0);
+}

@@ -1,21 +1,19 @@
 /* progress.c: Keras-style progress bar and per-epoch lines. Output is on the master rank only. */
 #include "training/progress.h"
+#include "core/config.h"
 
-#include <strings.h>
 #include <unistd.h>
 
 bool tnt__output_is_tty(FILE *out) {
     /* under the launcher, ranks write to mpirun's pseudo-terminals: the launcher tells */
-    const char *v = getenv("TNT_STDOUT_TTY");
-    if (v && (out == stdout || fileno(out) == STDOUT_FILENO)) return !strcmp(v, "1");
+    int told = tnt__config_get()->stdout_tty;
+    if (told >= 0 && (out == stdout || fileno(out) == STDOUT_FILENO)) return told == 1;
     return isatty(fileno(out));
 }
 
 void tnt__progress_start(tnt__progress *p, FILE *out, int verbose, int64_t target) {
     p->out = out ? out : stdout;
-    const char *all = getenv("TNT_OUTPUT_ON_ALL_DEVICES");
-    bool everywhere = all && (!strcmp(all, "1") || !strcasecmp(all, "true"));
-    p->verbose = tnt_is_master_rank() || everywhere ? verbose : 0;
+    p->verbose = tnt_is_master_rank() || tnt__config_get()->output_on_all_devices ? verbose : 0;
     p->tty = tnt__output_is_tty(p->out);
     p->target = target;
     p->seen = 0;

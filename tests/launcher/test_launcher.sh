@@ -127,7 +127,7 @@ else
     expect_not_in "dry-run not as root" "$CMD" "--allow-run-as-root"
 fi
 expect_in "OMP_NUM_THREADS = cores/2" "$OUT" $'\n'"OMP_NUM_THREADS=$(threads_for 2)"
-expect_in "TNT_THREADS_PER_RANK = cores/2" "$OUT" $'\n'"TNT_THREADS_PER_RANK=$(threads_for 2)"
+expect_not_in "threads only through OMP_NUM_THREADS" "$OUT" "TNT_THREADS_PER_RANK"
 expect_not_in "no warning at 2 ranks" "$ERR" "WARNING"
 
 run "$T" -n 1 --dry-run -- ./prog

@@ -1,0 +1,127 @@
+/* config.c: the table of settings and its strict reader (the whole value must parse, numbers
+ * are range-checked); the one place the library calls getenv. */
+#include "core/config.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <strings.h>
+
+typedef enum setting_kind {
+    SETTING_FLAG,    /* bool field: 1/true/yes or 0/false/no */
+    SETTING_INT,     /* int64_t field in [min, max] */
+    SETTING_CHOICE,  /* int field: the value of the matching name */
+    SETTING_PRESENT, /* bool field: set to true when the variable exists, whatever its value */
+} setting_kind;
+
+typedef struct choice {
+    const char *name; /* matched without regard to case */
+    int value;
+} choice;
+
+typedef struct setting {
+    const char *name;
+    setting_kind kind;
+    size_t offset; /* of the field in tnt__config */
+    int64_t min, max;
+    const choice *choices; /* terminated by a NULL name */
+} setting;
+
+static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_INFO},
+                                    {"WARNING", TNT_LOG_WARNING}, {"ERROR", TNT_LOG_ERROR}, {NULL, 0}};
+static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
+                                    {NULL, 0}};
+static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
+
+#define FIELD(f) offsetof(tnt__config, f)
+#define FLAG(var, f) {var, SETTING_FLAG, FIELD(f), 0, 0, NULL}
+#define INT(var, f, lo, hi) {var, SETTING_INT, FIELD(f), lo, hi, NULL}
+#define CHOICE(var, f, choices) {var, SETTING_CHOICE, FIELD(f), 0, 0, choices}
+#define PRESENT(var, f) {var, SETTING_PRESENT, FIELD(f), 0, 0, NULL}
+static const setting settings[] = {
+    CHOICE("TNT_LOG_LEVEL", log_level, log_levels),
+    FLAG("TNT_LOG_ON_ALL_DEVICES", log_on_all_devices),
+    FLAG("TNT_OUTPUT_ON_ALL_DEVICES", output_on_all_devices),
+    FLAG("TNT_TENSORBOARD_ON_ALL_DEVICES", tensorboard_on_all_devices),
+    CHOICE("TNT_STDOUT_TTY", stdout_tty, tty_answers),
+    FLAG("TNT_FORCE_MPI", force_mpi),
+    INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
+    CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
+    /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
+    PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
+    PRESENT("PMIX_RANK", under_mpirun),
+    PRESENT("PMI_RANK", under_mpirun),
+};
+
+static const tnt__config defaults = {
+    .log_level = TNT_LOG_WARNING,
+    .stdout_tty = -1,
+    .fusion_threshold_kb = 32,
+    .comm_mode = TNT_COMM_MODE_THREAD,
+};
+
+static tnt__config current = defaults;
+
+static tnt_status bad_value(const setting *s, const char *v) {
+    char expected[160];
+    int len = 0;
+    if (s->kind == SETTING_FLAG) {
+        len = snprintf(expected, sizeof expected, "1, 0, true, false, yes or no");
+    } else if (s->kind == SETTING_INT) {
+        len = snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)s->min, (long long)s->max);
+    } else {
+        for (const choice *c = s->choices; c->name && len < (int)sizeof expected; c++)
+            len += snprintf(expected + len, sizeof expected - (size_t)len, "%s%s",
+                            c == s->choices ? "" : c[1].name ? ", " : " or ", c->name);
+    }
+    return tnt__error(TNT_ERR_ARG, "%s=%s: expected %s", s->name, v, expected);
+}
+
+static bool parse_flag(const char *v, bool *out) {
+    static const char *const yes[] = {"1", "true", "yes"}, *const no[] = {"0", "false", "no"};
+    for (size_t k = 0; k < TNT_ARRAY_LEN(yes); k++) {
+        if (!strcasecmp(v, yes[k])) return *out = true, true;
+        if (!strcasecmp(v, no[k])) return *out = false, true;
+    }
+    return false;
+}
+
+static bool parse_int(const char *v, int64_t min, int64_t max, int64_t *out) {
+    if (!(*v == '-' || (*v >= '0' && *v <= '9'))) return false; /* no spaces, no '+' */
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || x < min || x > max) return false;
+    *out = x;
+    return true;
+}
+
+static bool parse_choice(const char *v, const choice *choices, int *out) {
+    for (const choice *c = choices; c->name; c++)
+        if (!strcasecmp(v, c->name)) return *out = c->value, true;
+    return false;
+}
+
+tnt_status tnt__config_read(tnt__config *c) {
+    tnt__config read = defaults;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(settings); i++) {
+        const setting *s = &settings[i];
+        const char *v = getenv(s->name);
+        void *field = (char *)&read + s->offset;
+        if (s->kind == SETTING_PRESENT) {
+            *(bool *)field |= v != NULL;
+            continue;
+        }
+        if (!v || !*v) continue;
+        bool ok = s->kind == SETTING_FLAG ? parse_flag(v, field)
+                  : s->kind == SETTING_INT ? parse_int(v, s->min, s->max, field)
+                                           : parse_choice(v, s->choices, field);
+        if (!ok) return bad_value(s, v);
+    }
+    *c = read;
+    return TNT_OK;
+}
+
+tnt_status tnt__config_load(void) { return tnt__config_read(&current); }
+
+const tnt__config *tnt__config_get(void) { return &current; }

@@ -1,0 +1,29 @@
+/* config.h: the process's settings, read from the environment once, by tnt_init, and handed down
+ * from there: no other file of the library reads the environment. A setting is a field here and
+ * one entry in the table of config.c. README.md lists them all. */
+#ifndef TNT_CONFIG_H
+#define TNT_CONFIG_H
+
+#include "core/core.h"
+
+typedef struct tnt__config {
+    int log_level;                   /* TNT_LOG_LEVEL: a tnt_log_level */
+    bool log_on_all_devices;         /* TNT_LOG_ON_ALL_DEVICES */
+    bool output_on_all_devices;      /* TNT_OUTPUT_ON_ALL_DEVICES: fit/evaluate output */
+    bool tensorboard_on_all_devices; /* TNT_TENSORBOARD_ON_ALL_DEVICES */
+    int stdout_tty;                  /* TNT_STDOUT_TTY: 1 or 0 (the launcher tells), -1 unset */
+    bool force_mpi;                  /* TNT_FORCE_MPI: start MPI without a launcher */
+    bool under_mpirun;               /* OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set */
+    int64_t fusion_threshold_kb;     /* TNT_FUSION_THRESHOLD_KB */
+    int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
+} tnt__config;
+
+/* Reads every setting into *c (defaults for those unset or empty). A bad value gives
+ * TNT_ERR_ARG naming the variable, its value and what was expected; *c is then untouched. */
+tnt_status tnt__config_read(tnt__config *c);
+/* Reads the process's settings (tnt_init); on failure they stay as they were. */
+tnt_status tnt__config_load(void);
+/* The process's settings: the defaults until tnt_init has read them. */
+const tnt__config *tnt__config_get(void);
+
+#endif
