@@ -1072,7 +1072,7 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
             }
         }
         if (x.id < 0) {
-            kerr(&k, TNT_ERR_FORMAT, "%s", i == 0 ? "a Sequential model with nested models needs an input shape (an "
+            kerr(&k, TNT_ERR_FORMAT, "%s", i == 0 ? "a Sequential model with nested models or sequence masks needs an input shape (an "
                  "InputLayer or batch_input_shape)" : "InputLayer must be the first layer");
             goto done;
         }
@@ -1119,9 +1119,12 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         return NULL;
     }
     const cJSON *e;
+    /* nested models, and sequence masks (which only a graph carries), need the graph */
     cJSON_ArrayForEach(e, layers) {
         const cJSON *c = item(e, "class_name");
-        if (cJSON_IsString(c) && is_model_class(c->valuestring)) return sequential_graph_from_json(layers, name, depth);
+        if ((cJSON_IsString(c) && (is_model_class(c->valuestring) || !strcmp(c->valuestring, "Masking"))) ||
+            cJSON_IsTrue(item(item(e, "config"), "mask_zero")))
+            return sequential_graph_from_json(layers, name, depth);
     }
     tnt_model *m = tnt_sequential(name);
     if (!m) return NULL;
