@@ -18,7 +18,7 @@
  * per global sample (sample_offset) and kept in the workspace for backward. */
 #include "layers/rnn_common.h"
 
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 #include "kernels/dnnl_util.h"
 
 #include <math.h>
@@ -523,6 +523,10 @@ fail:
 
 /* ---- Keras config ------------------------------------------------------------------------- */
 
+static const char *const rnn_nulls[] = {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
+                                        "activity_regularizer", "kernel_constraint", "recurrent_constraint",
+                                        "bias_constraint", NULL};
+
 tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
     const tnt__rnn *r = l->priv;
     TNT_KJ(cJSON_AddNumberToObject(c, "units", r->units));
@@ -543,10 +547,7 @@ tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_initializer(c, "recurrent_initializer", r->recurrent_init));
     TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", r->bias_init));
     if (r->cell == TNT__RNN_LSTM) TNT_KJ(cJSON_AddBoolToObject(c, "unit_forget_bias", r->unit_forget_bias));
-    static const char *const nulls[] = {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
-                                        "activity_regularizer", "kernel_constraint", "recurrent_constraint",
-                                        "bias_constraint", NULL};
-    TNT_KJ_S(tnt__kj_add_nulls(c, nulls));
+    TNT_KJ_S(tnt__kj_add_nulls(c, rnn_nulls));
     if (!r->cudnn) {
         TNT_KJ(cJSON_AddNumberToObject(c, "dropout", tnt__kj_f(r->dropout)));
         TNT_KJ(cJSON_AddNumberToObject(c, "recurrent_dropout", tnt__kj_f(r->recurrent_dropout)));
@@ -554,4 +555,41 @@ tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
     }
     if (r->cell == TNT__RNN_GRU && !r->cudnn) TNT_KJ(cJSON_AddBoolToObject(c, "reset_after", r->reset_after));
     return TNT_OK;
+}
+
+tnt_layer *tnt__rnn_from_config(const cJSON *c, const tnt__kj_ctx *k, const tnt__layer_ops *ops, tnt__rnn_cell cell,
+                                bool cudnn) {
+    tnt_rnn_opts o = {.name = k->name};
+    int units = 0;
+    bool bad = false, use_bias = true, unit_forget_bias = true, reset_after = false, time_major = false;
+    double dropout = 0, recurrent_dropout = 0;
+    TNT_KJ_READ(tnt__kj_int(c, "units", true, 0, &units, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "return_sequences", false, &o.return_sequences, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "return_state", false, &o.return_state, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "go_backwards", false, &o.go_backwards, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "stateful", false, &o.stateful, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "time_major", false, &time_major, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "zero_output_for_mask", false, &o.zero_output_for_mask, k));
+    if (time_major) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "time_major=true is not supported (batch-major only)");
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "recurrent_initializer", TNT_INIT_ORTHOGONAL, &o.recurrent_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, rnn_nulls, k));
+    if (cell == TNT__RNN_LSTM) TNT_KJ_READ(tnt__kj_bool(c, "unit_forget_bias", true, &unit_forget_bias, k));
+    o.no_unit_forget_bias = !unit_forget_bias;
+    if (!cudnn) {
+        /* Keras <= 2.2 wrote GRU without reset_after: the reset gate then acts before the matmul */
+        if (cell == TNT__RNN_GRU) TNT_KJ_READ(tnt__kj_bool(c, "reset_after", false, &reset_after, k));
+        o.reset_before = !reset_after;
+        TNT_KJ_READ(tnt__kj_bool(c, "use_bias", true, &use_bias, k));
+        o.no_bias = !use_bias;
+        TNT_KJ_READ(tnt__kj_num(c, "dropout", false, 0.0, &dropout, k));
+        TNT_KJ_READ(tnt__kj_num(c, "recurrent_dropout", false, 0.0, &recurrent_dropout, k));
+        o.dropout = (float)dropout;
+        o.recurrent_dropout = (float)recurrent_dropout;
+        o.activation = tnt__kj_str(c, "activation", &bad, k);
+        if (!bad && cell != TNT__RNN_SIMPLE) o.recurrent_activation = tnt__kj_str(c, "recurrent_activation", &bad, k);
+        if (bad) return NULL;
+    }
+    return tnt__kj_built(tnt__rnn_new(ops, cell, cudnn, units, &o), k);
 }

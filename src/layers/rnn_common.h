@@ -30,8 +30,8 @@ typedef struct tnt__rnn {
 } tnt__rnn;
 
 /* The ops table of a recurrent class: everything but the class name is shared. */
-#define RNN_OPS(var, cls)                                                                        \
-    static const tnt__layer_ops var = {                                                          \
+#define RNN_OPS(var, cls, from_config_fn)                                                        \
+    const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                       \
         .build = tnt__rnn_build,                                                                 \
         .build_multi = tnt__rnn_build_multi,                                                     \
@@ -40,6 +40,7 @@ typedef struct tnt__rnn {
         .backward = tnt__rnn_backward,                                                           \
         .destroy = tnt__rnn_destroy,                                                             \
         .get_config = tnt__rnn_get_config,                                                       \
+        .from_config = from_config_fn,                                                           \
         .consumes_mask = true,                                                                   \
         .keeps_mask = tnt__rnn_returns_sequences,                                                \
     }
@@ -56,6 +57,11 @@ void tnt__rnn_destroy(tnt_layer *l);
 /* Keras get_config keys shared by the classes (units, activations, flags, initializers). */
 tnt_status tnt__rnn_get_config(const tnt_layer *l, struct cJSON *c);
 bool tnt__rnn_returns_sequences(const tnt_layer *l);
+/* Keras from_config of a recurrent class: the keys get_config writes, and Keras 2's older
+ * spellings (GRU without reset_after is reset_before). */
+struct tnt__kj_ctx;
+tnt_layer *tnt__rnn_from_config(const struct cJSON *c, const struct tnt__kj_ctx *k, const tnt__layer_ops *ops,
+                                tnt__rnn_cell cell, bool cudnn);
 
 /* The engine state of a recurrent layer, or NULL when l is not one. */
 tnt__rnn *tnt__rnn_of(const tnt_layer *l);
