@@ -14,7 +14,9 @@
     X("CuDNNLSTM", tnt__cudnn_lstm_ops)                                                           \
     X("GRU", tnt__gru_ops)                                                                        \
     X("CuDNNGRU", tnt__cudnn_gru_ops)                                                             \
-    X("SimpleRNN", tnt__simple_rnn_ops)
+    X("SimpleRNN", tnt__simple_rnn_ops)                                                           \
+    X("Bidirectional", tnt__bidirectional_ops)                                                    \
+    X("TimeDistributed", tnt__time_distributed_ops)
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
 TNT_KERAS_CLASSES(DECLARE_OPS)
