@@ -29,18 +29,19 @@ static void rnn_case(const char *name, tnt_layer *l) {
     tu_ok(l->ops->build_multi(l, n_in, in, &out));
     l->in_shape = in[0];
     l->out_shape = out;
-    const char *wn[3] = {"kernel", "rkernel", "bias"}, *gn[3] = {"dkernel", "drkernel", "dbias"};
     for (int i = 0; i < l->n_weights; i++) {
         int64_t n = tnt_shape_numel(l->weights[i].shape);
         l->weights[i].value = calloc((size_t)n, sizeof(float));
         l->weights[i].grad = calloc((size_t)n, sizeof(float));
-        snprintf(f, sizeof f, "rnn_%s_%s", name, wn[i]);
+        snprintf(f, sizeof f, "rnn_%s_w%d", name, i);
         load_into(l->weights[i].value, f, n);
     }
     int64_t ny = B * tnt_shape_numel(out), nx = B * tnt_shape_numel(in[0]);
     float *y = calloc((size_t)ny, sizeof(float)), *dy = calloc((size_t)ny, sizeof(float));
     float *dx = calloc((size_t)nx, sizeof(float)), *dmask = calloc((size_t)(B * T), sizeof(float));
     void *ws = calloc(1, l->ops->workspace_size(l, NULL, B));
+    snprintf(f, sizeof f, "rnn_%s_w%d", name, l->n_weights);
+    assert_false(fixture_exists(f)); /* every weight of the fixture was used */
     snprintf(f, sizeof f, "rnn_%s_dy", name);
     load_into(dy, f, ny);
     const float *xsp[2] = {x, mask};
@@ -63,8 +64,8 @@ static void rnn_case(const char *name, tnt_layer *l) {
         else
             for (int64_t i = 0; i < nx; i++) assert_true(dx[i] == 7.0f);
         for (int i = 0; i < l->n_weights; i++) {
-            snprintf(f, sizeof f, "rnn_%s_%s", name, gn[i]);
-            check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), gn[i]);
+            snprintf(f, sizeof f, "rnn_%s_dw%d", name, i);
+            check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), l->weights[i].name);
         }
         if (mask)
             for (int64_t i = 0; i < B * T; i++) assert_true(dmask[i] == 0.0f);
@@ -114,6 +115,72 @@ static void test_mask_fixtures(void **state) {
                                                                  .zero_output_for_mask = true}));
 }
 
+/* ---- wrappers ------------------------------------------------------------------------------ */
+
+static tnt_layer *bidi(tnt_layer *inner, tnt_merge_mode mode) { return tnt_bidirectional(inner, NULL, mode, NULL); }
+
+static void test_bidirectional_fixtures(void **state) {
+    (void)state;
+    tnt_rnn_opts seq = {.return_sequences = true};
+    rnn_case("bidi_lstm_concat", bidi(tnt_lstm(3, &seq), TNT_MERGE_CONCAT));
+    rnn_case("bidi_lstm_sum", bidi(tnt_lstm(3, &seq), TNT_MERGE_SUM));
+    rnn_case("bidi_gru_mul", bidi(tnt_gru(3, NULL), TNT_MERGE_MUL));
+    rnn_case("bidi_rnn_ave", bidi(tnt_simple_rnn(3, &seq), TNT_MERGE_AVE));
+    rnn_case("bidi_lstm_mask", bidi(tnt_lstm(3, &seq), TNT_MERGE_CONCAT));
+    rnn_case("bidi_gru_mask_last", bidi(tnt_gru(3, NULL), TNT_MERGE_SUM));
+    tnt_layer *back = tnt_simple_rnn(3, &(tnt_rnn_opts){.return_sequences = true, .go_backwards = true, .activation = "relu"});
+    tnt_layer *l = tnt_bidirectional(tnt_simple_rnn(3, &seq), back, TNT_MERGE_CONCAT, "bi");
+    assert_string_equal(tnt_layer_name(back), "backward_simple_rnn");
+    rnn_case("bidi_rnn_backward_layer", l);
+}
+
+static void test_bidirectional_weights_and_errors(void **state) {
+    (void)state;
+    tnt_layer *l = tnt_bidirectional(tnt_lstm(4, &(tnt_rnn_opts){.name = "lstm_1"}), NULL, TNT_MERGE_CONCAT, NULL);
+    tnt_shape out;
+    tu_ok(l->ops->build(l, TNT_SHAPE(5, 3), &out));
+    assert_int_equal(out.ndim, 1);
+    assert_int_equal(out.dim[0], 8);
+    assert_int_equal(l->n_weights, 6);
+    assert_string_equal(l->weights[0].name, "forward_lstm_1/kernel");
+    assert_string_equal(l->weights[5].name, "backward_lstm_1/bias");
+    tnt_layer_free(l);
+    assert_null(tnt_bidirectional(tnt_dense(3, NULL), NULL, TNT_MERGE_SUM, NULL));
+    tu_error_contains("must be recurrent");
+    assert_null(tnt_bidirectional(tnt_lstm(3, NULL), NULL, TNT_MERGE_NONE, NULL));
+    tu_error_contains("merge_mode None");
+    assert_null(tnt_bidirectional(tnt_lstm(3, NULL), tnt_lstm(3, NULL), TNT_MERGE_SUM, NULL));
+    tu_error_contains("go_backwards");
+    assert_null(tnt_bidirectional(tnt_lstm(3, &(tnt_rnn_opts){.return_sequences = true}),
+                                  tnt_lstm(3, &(tnt_rnn_opts){.go_backwards = true}), TNT_MERGE_SUM, NULL));
+    tu_error_contains("return_sequences");
+}
+
+static void test_time_distributed(void **state) {
+    (void)state;
+    run_case("td_dense", tnt_time_distributed(tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), NULL));
+    run_case("td_conv2d", tnt_time_distributed(tnt_conv2d(4, 3, 3, NULL), NULL));
+    fd_check(tnt_time_distributed(tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_TANH}), NULL), TNT_SHAPE(4, 2), 2);
+    /* Flatten inside: the model never runs a view layer, the wrapper copies */
+    tnt_layer *l = tnt_time_distributed(tnt_flatten(NULL), NULL);
+    float x[2 * 3 * 4], y[2 * 3 * 4], dy[2 * 3 * 4], dx[2 * 3 * 4];
+    tu_fill(x, 24, 1);
+    tu_fill(dy, 24, 2);
+    run_layer(l, TNT_SHAPE(3, 2, 2), 2, x, y, dy, dx, true);
+    assert_int_equal(l->out_shape.ndim, 2);
+    assert_int_equal(l->out_shape.dim[1], 4);
+    assert_memory_equal(y, x, sizeof x);
+    assert_memory_equal(dx, dy, sizeof dy);
+    tnt_layer_free(l);
+    assert_null(tnt_time_distributed(NULL, NULL));
+    tu_error_contains("NULL");
+    l = tnt_time_distributed(tnt_dense(2, NULL), NULL);
+    tnt_shape out;
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(4), &out), TNT_ERR_SHAPE);
+    tu_error_contains("rank >= 2");
+    tnt_layer_free(l);
+}
+
 /* ---- finite differences ------------------------------------------------------------------- */
 
 static void test_finite_differences(void **state) {
@@ -128,6 +195,7 @@ static void test_finite_differences(void **state) {
     fd_check(tnt_lstm(3, &(tnt_rnn_opts){.return_sequences = true, .dropout = 0.3f, .recurrent_dropout = 0.4f}), in, 3);
     fd_check(tnt_gru(3, &(tnt_rnn_opts){.reset_before = true, .dropout = 0.3f, .recurrent_dropout = 0.4f}), in, 3);
     fd_check(tnt_gru(3, &(tnt_rnn_opts){.dropout = 0.2f, .recurrent_dropout = 0.5f}), in, 3);
+    fd_check(tnt_bidirectional(tnt_lstm(2, &(tnt_rnn_opts){.return_sequences = true}), NULL, TNT_MERGE_MUL, NULL), in, 2);
 }
 
 /* ---- dropout ------------------------------------------------------------------------------ */
@@ -237,6 +305,9 @@ int main(void) {
         cmocka_unit_test(test_gru_fixtures),
         cmocka_unit_test(test_simple_rnn_fixtures),
         cmocka_unit_test(test_mask_fixtures),
+        cmocka_unit_test(test_bidirectional_fixtures),
+        cmocka_unit_test(test_bidirectional_weights_and_errors),
+        cmocka_unit_test(test_time_distributed),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_dropout_split_invariant),
         cmocka_unit_test(test_mask_through_graph),
