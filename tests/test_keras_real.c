@@ -143,12 +143,13 @@ static void test_simple_sparse_xent_model(void **state) {
 
 /* Recurrent networks, loaded uncompiled: LSTM and SimpleRNN of Keras 2.0.6 / 2.0.8 / 2.1.3 (Keras 2's
  * hard_sigmoid recurrent activation, input dropout that inference ignores, Functional and
- * Sequential) and tf.keras 2.2.4-tf stacks with RepeatVector and relu activations. SimpleRNN also
+ * Sequential) and tf.keras 2.2.4-tf stacks with RepeatVector, relu activations and Bidirectional
+ * wrappers (concat; LSTM and SimpleRNN, last output and sequences). SimpleRNN also
  * against the predictions Keras stored beside it. */
 static void test_recurrent(void **state) {
     (void)state;
     static const char *const names[] = {"simple_lstm", "simple_rnn", "lstm_functional", "tfkeras_rnn_126",
-                                        "tfkeras_rnn_134", "tfkeras_rnn_128"};
+                                        "tfkeras_rnn_134", "tfkeras_rnn_128", "tfkeras_rnn_135", "tfkeras_rnn_121"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[160];
         bool model_file = !strncmp(names[i], "simple_", 7);
