@@ -89,20 +89,27 @@ static void reverse_steps(float *v, int64_t batch, int64_t steps, int64_t units)
 
 static bool returns_sequences(const bidi *b) { return tnt__rnn_returns_sequences(b->fwd); }
 
+/* Carves the step's workspace and points both layers at their weights: returns the units of one
+ * direction. */
+static int64_t prepare(tnt_layer *l, int64_t batch, void *workspace, bidi_ws *w) {
+    bidi *b = l->priv;
+    bidi_layout(l, batch, workspace, w);
+    tnt__wrapper_bind(l, 0, b->fwd, 1);
+    tnt__wrapper_bind(l, b->fwd->n_weights, b->bwd, 2);
+    return b->fwd->out_shape.dim[b->fwd->out_shape.ndim - 1];
+}
+
 static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     bidi *b = l->priv;
     bidi_ws w;
-    bidi_layout(l, a->batch, a->workspace, &w);
-    tnt__wrapper_bind(l, 0, b->fwd, 1);
-    tnt__wrapper_bind(l, b->fwd->n_weights, b->bwd, 2);
+    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
     tnt__fwd_args af = *a, ab = *a;
     af.y = w.yf, af.workspace = w.wf, af.preact = NULL;
     ab.y = w.yb, ab.workspace = w.wb, ab.preact = NULL;
     tnt_status s;
     if ((s = b->fwd->ops->forward(b->fwd, NULL, &af)) != TNT_OK || (s = b->bwd->ops->forward(b->bwd, NULL, &ab)) != TNT_OK)
         return s;
-    const int64_t B = a->batch, n = b->out_f, units = b->fwd->out_shape.dim[b->fwd->out_shape.ndim - 1];
     if (returns_sequences(b)) reverse_steps(w.yb, B, n / units, units);
     for (int64_t r = 0; r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
@@ -123,10 +130,7 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     (void)plan;
     bidi *b = l->priv;
     bidi_ws w;
-    bidi_layout(l, a->batch, a->workspace, &w);
-    tnt__wrapper_bind(l, 0, b->fwd, 1);
-    tnt__wrapper_bind(l, b->fwd->n_weights, b->bwd, 2);
-    const int64_t B = a->batch, n = b->out_f, units = b->fwd->out_shape.dim[b->fwd->out_shape.ndim - 1];
+    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
     for (int64_t r = 0; r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
         const float *dy = a->dy + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
