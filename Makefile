@@ -8,7 +8,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py
 
-.PHONY: all deps build demo test test-asan bench install clean
+.PHONY: all deps build demo test test-asan bench bench-rnn install clean
 
 all: build
 
@@ -34,6 +34,16 @@ test-asan: deps
 bench: deps build
 	@./scripts/install-deps.sh python3-torch python3-torchvision
 	/usr/bin/python3 bench/run.py --build $(BUILD)
+
+# The recurrent text classifier (bench/bench_rnn.c) against PyTorch at 1 thread, LSTM and GRU
+# alternating, three rounds (the machine is shared: take the best), then 2 ranks against 1.
+bench-rnn: deps build
+	@./scripts/install-deps.sh python3-torch libopenblas0-pthread
+	@for round in 1 2 3; do for cell in lstm gru; do \
+		OMP_NUM_THREADS=1 $(BUILD)/bin/bench_rnn --cell $$cell; \
+		/usr/bin/python3 bench/peers/torch_rnn.py --cell $$cell --threads 1; \
+	done; done
+	@for cell in lstm gru; do $(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/bench_rnn --cell $$cell; done
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

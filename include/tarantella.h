@@ -148,6 +148,7 @@ typedef enum tnt_initializer {
     TNT_INIT_ONES,
     TNT_INIT_RANDOM_UNIFORM, /* Keras RandomUniform(-0.05, 0.05): Embedding's default */
     TNT_INIT_RANDOM_NORMAL,  /* Keras RandomNormal(0, 0.05) */
+    TNT_INIT_ORTHOGONAL,     /* Keras Orthogonal(gain 1): recurrent kernels' default */
 } tnt_initializer;
 
 typedef struct tnt_layer_opts {
@@ -229,6 +230,59 @@ TNT_API tnt_layer *tnt_average(const char *name);
 TNT_API tnt_layer *tnt_maximum(const char *name);
 TNT_API tnt_layer *tnt_minimum(const char *name);
 TNT_API tnt_layer *tnt_concatenate(int axis, const char *name);
+
+/* Recurrent layers (Keras LSTM, GRU, SimpleRNN) over (timesteps, features) -> (units), or
+ * (timesteps, units) with return_sequences. Weights in Keras layout: kernel (features, g*units),
+ * recurrent_kernel (units, g*units), bias, with g gates: LSTM 4 (i, f, c, o), GRU 3 (z, r, h),
+ * SimpleRNN 1. Bias: LSTM and SimpleRNN (g*units); GRU (2, 3*units) (input and recurrent
+ * biases) with reset_after, (3*units) without. A sequence mask (Embedding mask_zero) reaches
+ * them in a graph: masked steps keep the previous state and output (zeros with
+ * zero_output_for_mask). Dropout masks are drawn per global sample index, so a data-parallel
+ * step draws what a serial one does. */
+typedef struct tnt_rnn_opts {
+    const char *name;
+    const char *activation;           /* Keras name; NULL: "tanh" */
+    const char *recurrent_activation; /* NULL: "sigmoid" (LSTM, GRU); "hard_sigmoid" is Keras 2's
+                                         clip(0.2x + 0.5, 0, 1), "hard_sigmoid_v3" Keras 3's
+                                         relu6(x + 3) / 6 */
+    bool return_sequences;
+    bool return_state;       /* not supported (a layer has one output): an error */
+    bool go_backwards;       /* process the sequence reversed (the output sequence too, as Keras) */
+    bool stateful;           /* not supported: an error */
+    bool no_bias;            /* use_bias=False */
+    bool no_unit_forget_bias; /* LSTM: unit_forget_bias=False (default: forget bias starts at 1) */
+    bool reset_before;       /* GRU: reset_after=False (Keras 1/2.2 GRU) */
+    bool zero_output_for_mask;
+    float dropout, recurrent_dropout; /* in [0, 1) */
+    tnt_initializer kernel_initializer;    /* default glorot_uniform */
+    tnt_initializer recurrent_initializer; /* default orthogonal */
+    tnt_initializer bias_initializer;      /* default zeros */
+} tnt_rnn_opts;
+TNT_API tnt_layer *tnt_lstm(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_gru(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_simple_rnn(int units, const tnt_rnn_opts *opts);
+/* Keras 2's CuDNNLSTM and CuDNNGRU: the same math (tanh/sigmoid, GRU reset_after) with cuDNN's
+ * double bias: LSTM (8*units) whose two halves add up, GRU (6*units) = input then recurrent. */
+TNT_API tnt_layer *tnt_cudnn_lstm(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
+
+/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
+typedef enum tnt_merge_mode {
+    TNT_MERGE_CONCAT = 0,
+    TNT_MERGE_SUM,
+    TNT_MERGE_MUL,
+    TNT_MERGE_AVE,
+    TNT_MERGE_NONE
+} tnt_merge_mode;
+/* Keras Bidirectional over a recurrent layer (consumed): forward runs it, backward runs
+ * backward_layer (consumed; NULL: a copy of forward with go_backwards flipped), whose output
+ * sequence is reversed back before the merge. Weights: the forward layer's, then the backward
+ * one's, named "forward_<name>/kernel", ... as Keras 2 files have them. */
+TNT_API tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_merge_mode mode,
+                                     const char *name);
+/* Keras TimeDistributed: applies inner (consumed; any single-input layer) to every timestep:
+ * (T, ...) -> (T, inner's output...), as one call on batch * T samples. */
+TNT_API tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name);
 
 /* Keras MultiHeadAttention. Call it with tnt_call_attention. Weights in Keras order:
  * query/kernel (dq, heads, key_dim), query/bias (heads, key_dim), key/kernel (dk, heads,

@@ -400,8 +400,8 @@ static void test_errors(void **state) {
                        "\"swoosh\"}}",
                        (const char *const[]){"\"head\"", "unsupported activation \"swoosh\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"kernel_initializer\": "
-                       "{\"class_name\": \"Orthogonal\", \"config\": {\"gain\": 1.0, \"seed\": null}}}}",
-                       (const char *const[]){"\"head\"", "unsupported initializer \"Orthogonal\"", NULL});
+                       "{\"class_name\": \"Identity\", \"config\": {\"gain\": 1.0}}}}",
+                       (const char *const[]){"\"head\"", "unsupported initializer \"Identity\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"kernel_regularizer\": "
                        "{\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}}}",
                        (const char *const[]){"\"kernel_regularizer\" is set", NULL});

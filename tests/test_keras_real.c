@@ -141,6 +141,26 @@ static void test_simple_sparse_xent_model(void **state) {
     tnt_model_free(m);
 }
 
+/* Recurrent networks, loaded uncompiled: LSTM and SimpleRNN of Keras 2.0.6 / 2.0.8 / 2.1.3 (Keras 2's
+ * hard_sigmoid recurrent activation, input dropout that inference ignores, Functional and
+ * Sequential) and tf.keras 2.2.4-tf stacks with RepeatVector, relu activations and Bidirectional
+ * wrappers (concat; LSTM and SimpleRNN, last output and sequences). SimpleRNN also
+ * against the predictions Keras stored beside it. */
+static void test_recurrent(void **state) {
+    (void)state;
+    static const char *const names[] = {"simple_lstm", "simple_rnn", "lstm_functional", "tfkeras_rnn_126",
+                                        "tfkeras_rnn_134", "tfkeras_rnn_128", "tfkeras_rnn_135", "tfkeras_rnn_121"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[160];
+        bool model_file = !strncmp(names[i], "simple_", 7);
+        snprintf(path, sizeof path, DIR "%s%s.h5", names[i], model_file ? "_model" : "");
+        tnt_model *m = load_full(path, false);
+        check_predictions(m, names[i]);
+        if (!strcmp(names[i], "simple_rnn")) check_predictions(m, "simple_rnn_keras");
+        tnt_model_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_batch_norm),
@@ -150,6 +170,7 @@ int main(void) {
         cmocka_unit_test(test_tfkeras_misc_0),
         cmocka_unit_test(test_simple_sparse_xent_json_weights),
         cmocka_unit_test(test_simple_sparse_xent_model),
+        cmocka_unit_test(test_recurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,7 +55,7 @@ static void shape_str(const tnt_shape *s, char *buf, size_t size) {
 }
 
 /* The layers of Keras's model.layers: a Sequential model's InputLayer is not listed. */
-static bool keras_listed(const tnt_model *m, const tnt_layer *l) { return m->functional || !tnt__is_input_layer(l); }
+static bool keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
 
 /* A layer's weights in _legacy_weights order: trainable, then non-trainable. */
 static int legacy_weights(tnt_layer *l, tnt__weight **out) {

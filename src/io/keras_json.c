@@ -76,7 +76,7 @@ static tnt_model *nested_from_json(const cJSON *e, const char *name, const char 
 
 /* A Sequential model holding nested models: rebuilt as a chain in a graph, so it becomes a
  * Functional model (the inner models' layers join it, as with tnt_call_model). */
-static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *name, int depth) {
+static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *name, int depth, bool masks) {
     tnt_graph *g = tnt_graph_new();
     tnt_model *inners[64] = {0}, *m = NULL;
     int n_inner = 0, i = 0;
@@ -105,8 +105,8 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
         }
         if (x.id < 0) {
             tnt__kj_error(&k, TNT_ERR_FORMAT, "%s",
-                          i == 0 ? "a Sequential model with nested models needs an input shape (an "
-                                   "InputLayer or batch_input_shape)"
+                          i == 0 ? "a Sequential model with nested models or sequence masks needs an "
+                                   "input shape (an InputLayer or batch_input_shape)"
                                  : "InputLayer must be the first layer");
             goto done;
         }
@@ -142,6 +142,7 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
     }
     m = tnt_functional(g, 1, &in, 1, &x, name ? name : "sequential");
     if (!m) tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
+    else m->keras_sequential = masks && n_inner == 0;
 done:
     for (int k = 0; k < n_inner; k++) tnt_model_free(inners[k]);
     tnt_graph_free(g);
@@ -154,10 +155,15 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         return NULL;
     }
     const cJSON *e;
+    /* nested models, and sequence masks (which only a graph carries), need the graph */
+    bool nested = false, masks = false;
     cJSON_ArrayForEach(e, layers) {
         const cJSON *c = tnt__kj_item(e, "class_name");
-        if (cJSON_IsString(c) && is_model_class(c->valuestring)) return sequential_graph_from_json(layers, name, depth);
+        nested |= cJSON_IsString(c) && is_model_class(c->valuestring);
+        masks |= (cJSON_IsString(c) && !strcmp(c->valuestring, "Masking")) ||
+                 cJSON_IsTrue(tnt__kj_item(tnt__kj_item(e, "config"), "mask_zero"));
     }
+    if (nested || masks) return sequential_graph_from_json(layers, name, depth, masks);
     tnt_model *m = tnt_sequential(name);
     if (!m) return NULL;
     int i = 0;

@@ -189,10 +189,11 @@ tnt_status tnt_model_to_json(const tnt_model *m, char **json) {
     *json = NULL;
     cJSON *root = cJSON_CreateObject(), *cfg = NULL;
     tnt_status s = TNT_OK;
-    if (!root || !cJSON_AddStringToObject(root, "class_name", m->functional ? "Functional" : "Sequential") ||
+    bool functional = tnt__model_keras_functional(m);
+    if (!root || !cJSON_AddStringToObject(root, "class_name", functional ? "Functional" : "Sequential") ||
         !(cfg = cJSON_AddObjectToObject(root, "config")) || !cJSON_AddStringToObject(cfg, "name", m->name))
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    if (s == TNT_OK) s = m->functional ? functional_to_json(m, cfg) : sequential_to_json(m, cfg);
+    if (s == TNT_OK) s = functional ? functional_to_json(m, cfg) : sequential_to_json(m, cfg);
     if (s == TNT_OK && (!cJSON_AddStringToObject(root, "keras_version", KERAS_VERSION) ||
                         !cJSON_AddStringToObject(root, "backend", "tensorflow")))
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");

@@ -41,6 +41,7 @@ static const init_name inits[] = {
     {TNT_INIT_ONES, "Ones", "ones", "one"},
     {TNT_INIT_RANDOM_UNIFORM, "RandomUniform", "random_uniform", "uniform"},
     {TNT_INIT_RANDOM_NORMAL, "RandomNormal", "random_normal", "normal"},
+    {TNT_INIT_ORTHOGONAL, "Orthogonal", "orthogonal", NULL},
 };
 
 tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer init) {
@@ -336,6 +337,8 @@ tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, 
         if (n->init == TNT_INIT_RANDOM_NORMAL && (!num_is(icfg, "mean", 0.0) || !num_is(icfg, "stddev", 0.05)))
             return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomNormal is supported with mean 0, stddev 0.05 only",
                                  key);
+        if (n->init == TNT_INIT_ORTHOGONAL && !num_is(icfg, "gain", 1.0))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Orthogonal is supported with gain 1 only", key);
         *out = n->init;
         return TNT_OK;
     }

@@ -72,8 +72,43 @@ void tnt__layer_base_name(const char *cls, char *out, size_t size) {
     out[j] = '\0';
 }
 
+/* Keras Orthogonal: a (rows, cols) matrix (rows = all axes but the last) with orthonormal
+ * columns, or rows when rows < cols: Gram-Schmidt on the columns of a normal (max, min) matrix
+ * gives Keras's q * sign(diag(r)), whose diagonal of r is positive by construction. */
+static void init_orthogonal(tnt__weight *w, uint64_t seed) {
+    int64_t cols = w->shape.ndim ? w->shape.dim[w->shape.ndim - 1] : 1;
+    int64_t rows = tnt_shape_numel(w->shape) / (cols ? cols : 1);
+    int64_t n = rows > cols ? rows : cols, k = rows > cols ? cols : rows;
+    double *q = tnt__calloc((size_t)(n * k), sizeof *q); /* (n, k), column j at q[i * k + j] */
+    if (!q) { /* out of memory: a scaled normal keeps training possible */
+        for (int64_t i = 0; i < rows * cols; i++) w->value[i] = tnt__rand_normal(seed, (uint64_t)i) / sqrtf((float)n);
+        return;
+    }
+    for (int64_t i = 0; i < n * k; i++) q[i] = tnt__rand_normal(seed, (uint64_t)i);
+    for (int64_t j = 0; j < k; j++) {
+        for (int64_t p = 0; p < j; p++) {
+            double dot = 0;
+            for (int64_t i = 0; i < n; i++) dot += q[i * k + j] * q[i * k + p];
+            for (int64_t i = 0; i < n; i++) q[i * k + j] -= dot * q[i * k + p];
+        }
+        double norm = 0;
+        for (int64_t i = 0; i < n; i++) norm += q[i * k + j] * q[i * k + j];
+        norm = sqrt(norm);
+        for (int64_t i = 0; i < n; i++) q[i * k + j] /= norm > 0 ? norm : 1.0;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            w->value[r * cols + c] = (float)(rows >= cols ? q[r * k + c] : q[c * k + r]);
+    free(q);
+}
+
 void tnt__weight_init(tnt__weight *w, uint64_t seed) {
     int64_t n = tnt_shape_numel(w->shape);
+    if (w->init == TNT__INIT_UNIT_FORGET_BIAS) {
+        memset(w->value, 0, (size_t)n * sizeof(float));
+        for (int64_t i = w->fan_in; i < w->fan_out && i < n; i++) w->value[i] = 1.0f;
+        return;
+    }
     double fan_in = (double)(w->fan_in > 0 ? w->fan_in : 1);
     double fan_out = (double)(w->fan_out > 0 ? w->fan_out : 1);
     double scale = 1.0, mode_fan = 1.0;
@@ -91,6 +126,9 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
         return;
     case TNT_INIT_RANDOM_NORMAL:
         for (int64_t i = 0; i < n; i++) w->value[i] = tnt__rand_normal(seed, (uint64_t)i) * 0.05f;
+        return;
+    case TNT_INIT_ORTHOGONAL:
+        init_orthogonal(w, seed);
         return;
     case TNT_INIT_GLOROT_UNIFORM: mode_fan = (fan_in + fan_out) / 2; break;
     case TNT_INIT_GLOROT_NORMAL: mode_fan = (fan_in + fan_out) / 2; uniform = false; break;

@@ -93,6 +93,11 @@ typedef struct tnt__layer_ops {
     /* Keras supports_masking: the output keeps the sequence mask of input 0 (set by an Embedding
      * with mask_zero). Layers without it drop the mask. */
     bool supports_masking;
+    /* Recurrent layers and their wrappers: the sequence mask of input 0, when there is one, is
+     * appended as one more input (batch, steps) of 1 and 0 (its gradient is zeros); keeps_mask
+     * (may be NULL: no) says whether the output carries the mask on (return_sequences). */
+    bool consumes_mask;
+    bool (*keeps_mask)(const tnt_layer *l);
     /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
      * model then keeps every MPI call on the compute thread, in the same order on every rank. */
     bool collective;
@@ -147,6 +152,9 @@ tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool 
  * attention_mask input is used, and use_causal_mask. */
 void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask);
 
+/* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
+ * forget gate's slice of the bias). */
+#define TNT__INIT_UNIT_FORGET_BIAS ((tnt_initializer)64)
 /* Fills a weight from its initializer, with a seed per weight. */
 void tnt__weight_init(tnt__weight *w, uint64_t seed);
 

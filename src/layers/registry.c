@@ -51,6 +51,13 @@
     X("Maximum", tnt__maximum_ops) \
     X("Minimum", tnt__minimum_ops) \
     X("Concatenate", tnt__concatenate_ops) \
+    X("LSTM", tnt__lstm_ops) \
+    X("CuDNNLSTM", tnt__cudnn_lstm_ops) \
+    X("GRU", tnt__gru_ops) \
+    X("CuDNNGRU", tnt__cudnn_gru_ops) \
+    X("SimpleRNN", tnt__simple_rnn_ops) \
+    X("Bidirectional", tnt__bidirectional_ops) \
+    X("TimeDistributed", tnt__time_distributed_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

@@ -139,11 +139,17 @@ tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
     return (tnt_ktensor){out};
 }
 
-/* Adds the node and derives the output's mask. */
-static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in, bool hidden) {
+/* Adds the node and derives the output's mask. A layer that consumes the mask gets it as one
+ * more input. */
+static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, bool hidden) {
+    int in[TNT_MAX_LAYER_INPUTS + 1];
+    memcpy(in, in_, (size_t)n * sizeof *in);
+    int in_mask = g->mask[in[0]];
+    if (l->ops->consumes_mask && in_mask >= 0) in[n++] = in_mask;
     int out = tnt__model_add_node(g->m, l, n, in);
     if (out < 0 || !track(g, out, -1, hidden)) return bad;
-    if (l->ops->supports_masking)
+    if (l->ops->consumes_mask) g->mask[out] = l->ops->keeps_mask && l->ops->keeps_mask(l) ? in_mask : -1;
+    else if (l->ops->supports_masking)
         for (int k = 0; k < n && g->mask[out] < 0; k++) g->mask[out] = g->mask[in[k]];
     if (!hidden && tnt__embedding_mask_zero(l)) {
         tnt_layer *ml = tnt__layer_new(&mask_ops, "embedding_mask", NULL);
@@ -288,6 +294,8 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
             break;
         }
         if (n->layer->ops->supports_masking) g->mask[out] = g->mask[in[0]];
+        if (n->layer->ops->consumes_mask)
+            g->mask[out] = n->n_in > 1 && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer) ? in[1] : -1;
         map[n->out] = out;
     }
     for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};

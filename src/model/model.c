@@ -565,13 +565,13 @@ static void producer_name(const tnt_model *m, int t, char *buf, size_t size) {
 tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     if (!m) return tnt__error(TNT_ERR_ARG, "summary: model is NULL");
     if (!out) out = stdout;
-    const char *rule = m->functional ? "__________________________________________________________________________________________________"
+    const char *rule = tnt__model_keras_functional(m) ? "__________________________________________________________________________________________________"
                                      : "_________________________________________________________________";
-    const char *dbl = m->functional ? "=================================================================================================="
+    const char *dbl = tnt__model_keras_functional(m) ? "=================================================================================================="
                                     : "=================================================================";
     fprintf(out, "Model: \"%s\"\n%s\n", m->name, rule);
     fprintf(out, " %-28s%-26s%-10s%s\n%s\n", "Layer (type)", "Output Shape", "Param #",
-            m->functional ? " Connected to" : "", dbl);
+            tnt__model_keras_functional(m) ? " Connected to" : "", dbl);
     int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
@@ -587,7 +587,7 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
         if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
         else snprintf(shape, sizeof shape, "multiple");
         fprintf(out, " %-28s%-26s%-10s", col, shape, with_commas(params, n, sizeof n));
-        if (m->functional) { /* every input of every call: "[]" for an InputLayer */
+        if (tnt__model_keras_functional(m)) { /* every input of every call: "[]" for an InputLayer */
             bool first = true;
             for (int k = 0; k < m->n_nodes; k++) {
                 const tnt__node *nd = &m->nodes[k];

@@ -50,6 +50,8 @@ typedef struct tnt__plan {
 struct tnt_model {
     char name[TNT_NAME_MAX];
     bool functional;
+    bool keras_sequential; /* a Keras Sequential model rebuilt as a graph to carry sequence masks:
+                              a chain, written back as Sequential */
 
     /* the graph */
     tnt__node *nodes;
@@ -100,6 +102,10 @@ struct tnt_model {
     void *arena;
     size_t arena_bytes;
 };
+
+/* Keras sees a Functional model (summary, JSON, HDF5 layer lists); a Sequential one rebuilt as a
+ * graph (keras_sequential) stays Sequential. */
+static inline bool tnt__model_keras_functional(const tnt_model *m) { return m->functional && !m->keras_sequential; }
 
 /* Folds each Activation(relu) that alone reads the output of a layer with folds_relu
  * (BatchNormalization, Add) into that layer: one pass over the data instead of two, forward and

@@ -1,0 +1,262 @@
+/* bidirectional.c: Keras Bidirectional over a recurrent layer. The forward layer reads the
+ * sequence in order, the backward one (go_backwards flipped, or the user's backward_layer)
+ * reversed; with return_sequences the backward outputs are reversed back into input order and
+ * masked steps output zeros (Keras forces zero_output_for_mask there). The outputs merge by
+ * concat, sum, mul or ave. Weights: the forward layer's, then the backward layer's, named as Keras
+ * 2 files have them ("forward_lstm_1/kernel"). A sequence mask reaches both layers.
+ *
+ * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
+ * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's. */
+#include "layers/rnn_common.h"
+#include "layers/wrapper.h"
+
+#include "layers/keras_config.h"
+
+#include <stdio.h>
+
+extern const tnt__layer_ops tnt__bidirectional_ops;
+
+typedef struct bidi {
+    tnt_layer *fwd, *bwd;
+    tnt_merge_mode mode;
+    char fwd_name[TNT_NAME_MAX], bwd_name[TNT_NAME_MAX]; /* the wrapped layers' own names */
+    bool user_backward;                                   /* backward_layer was given */
+    int64_t out_f;                                        /* values per sample of one direction */
+} bidi;
+
+static const char *const merge_names[] = {"concat", "sum", "mul", "ave"};
+
+static tnt_status bidi_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
+    bidi *b = l->priv;
+    tnt_status s;
+    l->n_weights = 0;
+    if ((s = tnt__wrapper_build_inner(l, b->fwd, n, in)) != TNT_OK ||
+        (s = tnt__wrapper_build_inner(l, b->bwd, n, in)) != TNT_OK)
+        return s;
+    char a[96], c[96];
+    if (!tnt__shape_equal(b->fwd->out_shape, b->bwd->out_shape))
+        return tnt__error(TNT_ERR_SHAPE, "Bidirectional \"%s\": the forward layer outputs %s, the backward one %s "
+                          "(expected the same)", l->name, tnt_shape_str(b->fwd->out_shape, a, sizeof a),
+                          tnt_shape_str(b->bwd->out_shape, c, sizeof c));
+    if ((s = tnt__wrapper_adopt_weights(l, b->fwd, b->fwd->name)) != TNT_OK ||
+        (s = tnt__wrapper_adopt_weights(l, b->bwd, b->bwd->name)) != TNT_OK)
+        return s;
+    b->out_f = tnt_shape_numel(b->fwd->out_shape);
+    *out = b->fwd->out_shape;
+    if (b->mode == TNT_MERGE_CONCAT) out->dim[out->ndim - 1] *= 2;
+    return TNT_OK;
+}
+
+static tnt_status bidi_build(tnt_layer *l, tnt_shape in, tnt_shape *out) { return bidi_build_multi(l, 1, &in, out); }
+
+typedef struct bidi_ws {
+    void *wf, *wb;
+    float *yf, *yb, *dyf, *dyb, *dxb;
+} bidi_ws;
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+static size_t bidi_layout(tnt_layer *l, int64_t batch, void *base, bidi_ws *w) {
+    bidi *b = l->priv;
+    size_t sf = align64(b->fwd->ops->workspace_size(b->fwd, NULL, batch));
+    size_t sb = align64(b->bwd->ops->workspace_size(b->bwd, NULL, batch));
+    size_t ny = align64((size_t)(batch * b->out_f) * sizeof(float));
+    size_t nx = align64((size_t)(batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+    char *p = base;
+    if (w) *w = (bidi_ws){p, p + sf, (float *)(p + sf + sb), (float *)(p + sf + sb + ny),
+                          (float *)(p + sf + sb + 2 * ny), (float *)(p + sf + sb + 3 * ny),
+                          (float *)(p + sf + sb + 4 * ny)};
+    return sf + sb + 4 * ny + nx;
+}
+
+static size_t bidi_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return bidi_layout(l, batch, NULL, NULL);
+}
+
+/* Reverses v (batch, steps, units) along the steps, in place. */
+static void reverse_steps(float *v, int64_t batch, int64_t steps, int64_t units) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t s = 0; s < steps / 2; s++) {
+            float *p = v + (b * steps + s) * units, *q = v + (b * steps + steps - 1 - s) * units;
+            for (int64_t u = 0; u < units; u++) {
+                float t = p[u];
+                p[u] = q[u];
+                q[u] = t;
+            }
+        }
+}
+
+static bool returns_sequences(const bidi *b) { return tnt__rnn_returns_sequences(b->fwd); }
+
+/* Carves the step's workspace and points both layers at their weights: returns the units of one
+ * direction. */
+static int64_t prepare(tnt_layer *l, int64_t batch, void *workspace, bidi_ws *w) {
+    bidi *b = l->priv;
+    bidi_layout(l, batch, workspace, w);
+    tnt__wrapper_bind(l, 0, b->fwd, 1);
+    tnt__wrapper_bind(l, b->fwd->n_weights, b->bwd, 2);
+    return b->fwd->out_shape.dim[b->fwd->out_shape.ndim - 1];
+}
+
+static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    bidi *b = l->priv;
+    bidi_ws w;
+    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    tnt__fwd_args af = *a, ab = *a;
+    af.y = w.yf, af.workspace = w.wf, af.preact = NULL;
+    ab.y = w.yb, ab.workspace = w.wb, ab.preact = NULL;
+    tnt_status s;
+    if ((s = b->fwd->ops->forward(b->fwd, NULL, &af)) != TNT_OK || (s = b->bwd->ops->forward(b->bwd, NULL, &ab)) != TNT_OK)
+        return s;
+    if (returns_sequences(b)) reverse_steps(w.yb, B, n / units, units);
+    for (int64_t r = 0; r < B * n / units; r++) {
+        const float *f = w.yf + r * units, *g = w.yb + r * units;
+        float *y = a->y + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
+        for (int64_t u = 0; u < units; u++) {
+            switch (b->mode) {
+            case TNT_MERGE_CONCAT: y[u] = f[u], y[units + u] = g[u]; break;
+            case TNT_MERGE_SUM: y[u] = f[u] + g[u]; break;
+            case TNT_MERGE_MUL: y[u] = f[u] * g[u]; break;
+            default: y[u] = 0.5f * (f[u] + g[u]); break;
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    bidi *b = l->priv;
+    bidi_ws w;
+    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    for (int64_t r = 0; r < B * n / units; r++) {
+        const float *f = w.yf + r * units, *g = w.yb + r * units;
+        const float *dy = a->dy + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
+        float *df = w.dyf + r * units, *dg = w.dyb + r * units;
+        for (int64_t u = 0; u < units; u++) {
+            switch (b->mode) {
+            case TNT_MERGE_CONCAT: df[u] = dy[u], dg[u] = dy[units + u]; break;
+            case TNT_MERGE_SUM: df[u] = dg[u] = dy[u]; break;
+            case TNT_MERGE_MUL: df[u] = dy[u] * g[u], dg[u] = dy[u] * f[u]; break;
+            default: df[u] = dg[u] = 0.5f * dy[u]; break;
+            }
+        }
+    }
+    if (returns_sequences(b)) reverse_steps(w.dyb, B, n / units, units);
+    tnt__bwd_args af = *a, ab = *a;
+    af.dy = w.dyf, af.y = w.yf, af.workspace = w.wf;
+    ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = a->dx ? w.dxb : NULL;
+    tnt_status s;
+    if ((s = b->fwd->ops->backward(b->fwd, NULL, &af)) != TNT_OK || (s = b->bwd->ops->backward(b->bwd, NULL, &ab)) != TNT_OK)
+        return s;
+    if (a->dx)
+        for (int64_t i = 0; i < B * tnt_shape_numel(l->in_shape); i++) a->dx[i] += w.dxb[i];
+    return TNT_OK;
+}
+
+static void bidi_destroy(tnt_layer *l) {
+    bidi *b = l->priv;
+    tnt_layer_free(b->fwd);
+    tnt_layer_free(b->bwd);
+    free(b);
+}
+
+static bool bidi_keeps_mask(const tnt_layer *l) { return returns_sequences(l->priv); }
+
+/* ---- Keras config ------------------------------------------------------------------------- */
+
+static tnt_status bidi_get_config(const tnt_layer *l, cJSON *c) {
+    const bidi *b = l->priv;
+    TNT_KJ_S(tnt__wrapper_inner_config(b->fwd, b->fwd_name, c, "layer"));
+    TNT_KJ(cJSON_AddStringToObject(c, "merge_mode", merge_names[b->mode]));
+    if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(b->bwd, b->bwd_name, c, "backward_layer"));
+    return TNT_OK;
+}
+
+static tnt_layer *bidi_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    const cJSON *mm = tnt__kj_item(c, "merge_mode");
+    tnt_merge_mode mode = TNT_MERGE_CONCAT;
+    if (cJSON_IsNull(mm)) mode = TNT_MERGE_NONE;
+    else if (mm) {
+        int found = -1;
+        for (int i = 0; cJSON_IsString(mm) && i < 4; i++)
+            if (!strcmp(mm->valuestring, merge_names[i])) found = i;
+        if (found < 0) return tnt__kj_fail(k, TNT_ERR_FORMAT, "merge_mode: expected concat, sum, mul, ave or null");
+        mode = (tnt_merge_mode)found;
+    }
+    tnt_layer *fwd = tnt__wrapper_inner_from_config(c, "layer", k), *bwd = NULL;
+    if (!fwd) return NULL;
+    if (!tnt__kj_absent(tnt__kj_item(c, "backward_layer")) && !(bwd = tnt__wrapper_inner_from_config(c, "backward_layer", k))) {
+        tnt_layer_free(fwd);
+        return NULL;
+    }
+    return tnt__kj_built(tnt_bidirectional(fwd, bwd, mode, k->name), k);
+}
+
+const tnt__layer_ops tnt__bidirectional_ops = {
+    .class_name = "Bidirectional",
+    .build = bidi_build,
+    .build_multi = bidi_build_multi,
+    .workspace_size = bidi_workspace_size,
+    .forward = bidi_forward,
+    .backward = bidi_backward,
+    .destroy = bidi_destroy,
+    .get_config = bidi_get_config,
+    .from_config = bidi_from_config,
+    .consumes_mask = true,
+    .keeps_mask = bidi_keeps_mask,
+};
+
+/* "forward_" + the wrapped layer's name (its Keras base name when automatic) */
+static void inner_name(tnt_layer *inner, const char *side, char *own, size_t size) {
+    if (inner->auto_name) tnt__layer_base_name(inner->ops->class_name, own, size);
+    else snprintf(own, size, "%s", inner->name);
+    snprintf(inner->name, sizeof inner->name, "%s_%.*s", side, TNT_NAME_MAX - 10, own);
+    inner->auto_name = false;
+}
+
+tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_merge_mode mode, const char *name) {
+    const char *bad = NULL;
+    tnt__rnn *rf = tnt__rnn_of(forward), *rb = backward_layer ? tnt__rnn_of(backward_layer) : rf;
+    if (!forward) bad = "the forward layer is NULL (its constructor failed?)";
+    else if (!rf || !rb) bad = "the wrapped layers must be recurrent (LSTM, GRU, SimpleRNN)";
+    else if (forward->refs > 0 || (backward_layer && backward_layer->refs > 0) || forward->built)
+        bad = "the wrapped layers must be new (not in a model, graph or other wrapper)";
+    else if (rf->return_sequences != rb->return_sequences) bad = "the two layers differ in return_sequences";
+    else if (backward_layer && rf->go_backwards == rb->go_backwards)
+        bad = "backward_layer must process the sequence in the other direction (go_backwards)";
+    else if ((unsigned)mode > TNT_MERGE_NONE) bad = "merge mode out of range";
+    else if (mode == TNT_MERGE_NONE) bad = "merge_mode None (two outputs) is not supported: a layer has one output";
+    if (bad) {
+        tnt__error(mode == TNT_MERGE_NONE ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
+        tnt_layer_free(forward);
+        tnt_layer_free(backward_layer);
+        return NULL;
+    }
+    bidi *b = tnt__calloc(1, sizeof *b);
+    tnt_layer *bwd = backward_layer ? backward_layer : tnt__rnn_clone(forward, NULL);
+    tnt_layer *l = b && bwd ? tnt__layer_new(&tnt__bidirectional_ops, name, b) : NULL;
+    if (!l) {
+        free(b);
+        tnt_layer_free(forward);
+        tnt_layer_free(bwd);
+        return NULL;
+    }
+    b->mode = mode;
+    b->fwd = forward;
+    b->bwd = bwd;
+    b->user_backward = backward_layer != NULL;
+    if (!backward_layer) {
+        tnt__rnn *r = tnt__rnn_of(bwd);
+        r->go_backwards = !r->go_backwards;
+        if (!forward->auto_name) snprintf(bwd->name, sizeof bwd->name, "%s", forward->name), bwd->auto_name = false;
+    }
+    inner_name(forward, "forward", b->fwd_name, sizeof b->fwd_name);
+    inner_name(bwd, "backward", b->bwd_name, sizeof b->bwd_name);
+    /* Keras forces zero outputs on masked steps when the sequences are returned */
+    tnt__rnn_of(forward)->zero_output_for_mask = rf->return_sequences;
+    tnt__rnn_of(bwd)->zero_output_for_mask = rf->return_sequences;
+    return l;
+}

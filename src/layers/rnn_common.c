@@ -1,0 +1,595 @@
+/* rnn_common.c: the recurrent engine of LSTM, GRU and SimpleRNN, Keras semantics and layouts.
+ *
+ * Input x (batch, T, I), units U, g gates (LSTM 4: i f c o; GRU 3: z r h; SimpleRNN 1).
+ *   zx = drop(x) · kernel + b_in            one (batch*T, I) x (I, gU) GEMM for all steps
+ *   per step, in order (reversed with go_backwards):
+ *     p  = h_prev * recurrent dropout mask   (the dropped state feeds the matmuls only)
+ *     LSTM   z = zx + p·R; i f o = ra(.), c~ = act(.); c = f c_prev + i c~; h = o act(c)
+ *     GRU reset_after (Keras 2.3+, CuDNNGRU):  rh = p·R + b_rec;
+ *            z r = ra(zx + rh); hh = act(zx_h + r rh_h); h = z h_prev + (1-z) hh
+ *     GRU reset_before (Keras <= 2.2):  z r = ra(zx + p·R_zr); hh = act(zx_h + (r p)·R_h)
+ *     SimpleRNN  h = act(zx + p·R)
+ *   a masked step (mask 0) keeps h and c, and outputs h (or zeros with zero_output_for_mask).
+ * Backward runs the steps in reverse, turning the saved gate values into gate gradients in place,
+ * then makes the weight gradients in three GEMMs over all steps at once.
+ *
+ * Everything per step is stored in the workspace, batch-major (batch, T, ...) and indexed by the
+ * input step t, so that a step's rows are one strided matrix for sgemm. Dropout masks are drawn
+ * per global sample (sample_offset) and kept in the workspace for backward. */
+#include "layers/rnn_common.h"
+
+#include "layers/keras_config.h"
+#include "kernels/dnnl_util.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* ---- activations ----------------------------------------------------------------------- */
+
+static const struct {
+    tnt__rnn_act act;
+    const char *name;
+} act_names[] = {
+    {TNT__RNN_TANH, "tanh"},          {TNT__RNN_SIGMOID, "sigmoid"},
+    {TNT__RNN_HARD_SIGMOID, "hard_sigmoid"}, {TNT__RNN_HARD_SIGMOID_V3, "hard_sigmoid_v3"},
+    {TNT__RNN_RELU, "relu"},          {TNT__RNN_LINEAR, "linear"},
+};
+
+const char *tnt__rnn_act_name(tnt__rnn_act a) {
+    for (size_t i = 0; i < TNT_ARRAY_LEN(act_names); i++)
+        if (act_names[i].act == a) return act_names[i].name;
+    return "?";
+}
+
+static bool act_from_name(const char *name, tnt__rnn_act *a) {
+    for (size_t i = 0; i < TNT_ARRAY_LEN(act_names); i++)
+        if (!strcmp(act_names[i].name, name)) {
+            *a = act_names[i].act;
+            return true;
+        }
+    return false;
+}
+
+/* v[0..n) = act(v) in place */
+static void act_apply(tnt__rnn_act a, float *v, int64_t n) {
+    switch (a) {
+    case TNT__RNN_TANH:
+        for (int64_t i = 0; i < n; i++) v[i] = tanhf(v[i]);
+        break;
+    case TNT__RNN_SIGMOID:
+        for (int64_t i = 0; i < n; i++) v[i] = 1.0f / (1.0f + expf(-v[i]));
+        break;
+    case TNT__RNN_HARD_SIGMOID:
+        for (int64_t i = 0; i < n; i++) v[i] = fminf(fmaxf(0.2f * v[i] + 0.5f, 0.0f), 1.0f);
+        break;
+    case TNT__RNN_HARD_SIGMOID_V3:
+        for (int64_t i = 0; i < n; i++) v[i] = fminf(fmaxf(v[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
+        break;
+    case TNT__RNN_RELU:
+        for (int64_t i = 0; i < n; i++) v[i] = fmaxf(v[i], 0.0f);
+        break;
+    case TNT__RNN_LINEAR:
+        break;
+    }
+}
+
+/* act'(x) from the output y = act(x) */
+static inline float act_grad(tnt__rnn_act a, float y) {
+    switch (a) {
+    case TNT__RNN_TANH: return 1.0f - y * y;
+    case TNT__RNN_SIGMOID: return y * (1.0f - y);
+    case TNT__RNN_HARD_SIGMOID: return y > 0.0f && y < 1.0f ? 0.2f : 0.0f;
+    case TNT__RNN_HARD_SIGMOID_V3: return y > 0.0f && y < 1.0f ? 1.0f / 6.0f : 0.0f;
+    case TNT__RNN_RELU: return y > 0.0f ? 1.0f : 0.0f;
+    case TNT__RNN_LINEAR: return 1.0f;
+    }
+    return 0.0f;
+}
+
+/* ---- configuration and build ------------------------------------------------------------ */
+
+static int gates(const tnt__rnn *r) { return r->cell == TNT__RNN_LSTM ? 4 : r->cell == TNT__RNN_GRU ? 3 : 1; }
+
+tnt__rnn *tnt__rnn_of(const tnt_layer *l) {
+    return l && l->ops->build_multi == tnt__rnn_build_multi ? l->priv : NULL;
+}
+
+bool tnt__rnn_returns_sequences(const tnt_layer *l) { return ((const tnt__rnn *)l->priv)->return_sequences; }
+
+tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudnn, int units, const tnt_rnn_opts *opts) {
+    static const tnt_rnn_opts defaults;
+    const tnt_rnn_opts *o = opts ? opts : &defaults;
+    const char *cls = ops->class_name;
+    tnt__rnn c = {.cell = cell, .cudnn = cudnn, .units = units, .act = TNT__RNN_TANH,
+                  .rec_act = cell == TNT__RNN_SIMPLE ? TNT__RNN_TANH : TNT__RNN_SIGMOID, .use_bias = !o->no_bias,
+                  .return_sequences = o->return_sequences, .go_backwards = o->go_backwards,
+                  .unit_forget_bias = cell == TNT__RNN_LSTM && !o->no_unit_forget_bias,
+                  .reset_after = cell == TNT__RNN_GRU && !o->reset_before,
+                  .zero_output_for_mask = o->zero_output_for_mask, .dropout = o->dropout,
+                  .recurrent_dropout = o->recurrent_dropout,
+                  .kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM,
+                  .recurrent_init = o->recurrent_initializer ? o->recurrent_initializer : TNT_INIT_ORTHOGONAL,
+                  .bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS};
+    const char *bad = NULL;
+    if (units <= 0) {
+        tnt__error(TNT_ERR_ARG, "%s: units %d (expected > 0)", cls, units);
+        return NULL;
+    }
+    if (o->activation && !act_from_name(o->activation, &c.act)) bad = o->activation;
+    else if (o->recurrent_activation && !act_from_name(o->recurrent_activation, &c.rec_act)) bad = o->recurrent_activation;
+    if (bad) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "%s: activation \"%.64s\" (expected tanh, sigmoid, hard_sigmoid, "
+                   "hard_sigmoid_v3, relu or linear)", cls, bad);
+        return NULL;
+    }
+    if (!(o->dropout >= 0.0f && o->dropout < 1.0f) || !(o->recurrent_dropout >= 0.0f && o->recurrent_dropout < 1.0f)) {
+        tnt__error(TNT_ERR_ARG, "%s: dropout %g, recurrent_dropout %g (expected each in [0, 1))", cls,
+                   (double)o->dropout, (double)o->recurrent_dropout);
+        return NULL;
+    }
+    if (cudnn && (o->activation || o->recurrent_activation || o->dropout || o->recurrent_dropout || o->no_bias ||
+                  o->reset_before)) {
+        tnt__error(TNT_ERR_ARG, "%s: activations, dropout, use_bias and reset_after are fixed by cuDNN", cls);
+        return NULL;
+    }
+    if (o->return_state || o->stateful) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "%s: %s is not supported (%s)", cls, o->return_state ? "return_state" : "stateful",
+                   o->return_state ? "a layer has one output here; use return_sequences and slice, or the final output"
+                                   : "each batch starts from zero states");
+        return NULL;
+    }
+    if ((unsigned)c.kernel_init > TNT_INIT_ORTHOGONAL || (unsigned)c.recurrent_init > TNT_INIT_ORTHOGONAL ||
+        (unsigned)c.bias_init > TNT_INIT_ORTHOGONAL) {
+        tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d/%d (expected 0..%d)", cls, (int)c.kernel_init,
+                   (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_ORTHOGONAL);
+        return NULL;
+    }
+    if (c.unit_forget_bias && c.use_bias && c.bias_init != TNT_INIT_ZEROS) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "%s: unit_forget_bias with bias_initializer %d (only zeros is supported; set "
+                   "no_unit_forget_bias)", cls, (int)c.bias_init);
+        return NULL;
+    }
+    tnt__rnn *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    *p = c;
+    tnt_layer *l = tnt__layer_new(ops, o->name, p);
+    if (!l) free(p);
+    return l;
+}
+
+tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name) {
+    tnt__rnn *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    *p = *(const tnt__rnn *)l->priv;
+    tnt_layer *c = tnt__layer_new(l->ops, name, p);
+    if (!c) free(p);
+    return c;
+}
+
+void tnt__rnn_destroy(tnt_layer *l) { free(l->priv); }
+
+/* in[0]: (steps, features); in[1], when given: the sequence mask (steps) */
+tnt_status tnt__rnn_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
+    tnt__rnn *r = l->priv;
+    char b[96];
+    if (n < 1 || n > 2)
+        return tnt__error(TNT_ERR_ARG, "%s \"%s\": called on %d inputs (expected the sequence and at most a mask)",
+                          l->ops->class_name, l->name, n);
+    if (in[0].ndim != 2 || in[0].dim[0] <= 0 || in[0].dim[1] <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s (expected (timesteps, features), both > 0)",
+                          l->ops->class_name, l->name, tnt_shape_str(in[0], b, sizeof b));
+    if (n == 2 && (in[1].ndim != 1 || in[1].dim[0] != in[0].dim[0]))
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": mask shape %s (expected (%lld))", l->ops->class_name, l->name,
+                          tnt_shape_str(in[1], b, sizeof b), (long long)in[0].dim[0]);
+    r->steps = in[0].dim[0];
+    r->features = in[0].dim[1];
+    const int64_t U = r->units, gu = gates(r) * U;
+    l->n_weights = 0;
+    if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(r->features, gu), r->kernel_init, r->features, gu) < 0 ||
+        tnt__layer_add_weight(l, "recurrent_kernel", TNT_SHAPE(U, gu), r->recurrent_init, U, gu) < 0)
+        return TNT_ERR_ARG;
+    if (r->use_bias) {
+        bool two = r->cudnn || r->reset_after; /* input and recurrent biases */
+        tnt_shape bs = r->cudnn ? TNT_SHAPE(2 * gu) : two ? TNT_SHAPE(2, gu) : TNT_SHAPE(gu);
+        tnt_initializer init = r->unit_forget_bias ? TNT__INIT_UNIT_FORGET_BIAS : r->bias_init;
+        /* unit_forget_bias: ones in the forget slice [U, 2U) (CuDNNLSTM: of the recurrent half, as Keras) */
+        int64_t from = r->cudnn ? gu + U : U;
+        if (tnt__layer_add_weight(l, "bias", bs, init, from, from + U) < 0) return TNT_ERR_ARG;
+    }
+    *out = r->return_sequences ? TNT_SHAPE(r->steps, U) : TNT_SHAPE(U);
+    return TNT_OK;
+}
+
+tnt_status tnt__rnn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) { return tnt__rnn_build_multi(l, 1, &in, out); }
+
+/* ---- workspace ---------------------------------------------------------------------------- */
+
+typedef struct rnn_ws {
+    uint64_t *flags; /* bit 0: input dropout applied, bit 1: recurrent dropout applied */
+    float *z;        /* (B, T, gU): gate pre-activations, then values, then (backward) gradients */
+    float *h;        /* (B, T, U): the state after each step */
+    float *p;        /* (B, T, U): the (dropped) previous state each step's matmul read */
+    float *c, *ac;   /* LSTM (B, T, U): cell state after each step and act(c) */
+    float *rh;       /* GRU (B, T, 3U) reset_after: p·R + b_rec; (B, T, U) reset_before: r * p */
+    float *xd;       /* (B, T, I) dropped input, with input dropout */
+    float *xmask;    /* (B, I) input dropout scale (0 or 1/(1-rate)) */
+    float *rmask;    /* (B, U) recurrent dropout scale */
+    float *dh, *dc, *dp; /* (B, U) backward carries and the recurrent matmul's result */
+} rnn_ws;
+
+/* Carves the workspace (or with base NULL only counts it): returns its bytes. */
+static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
+    const int64_t T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    size_t off = 64;
+    char *at = base;
+    rnn_ws dummy;
+    if (!w) w = &dummy;
+    w->flags = base ? (uint64_t *)at : NULL;
+#define CARVE(field, n)                                                                          \
+    do {                                                                                         \
+        w->field = base ? (float *)(at + off) : NULL;                                            \
+        off += ((size_t)(n) * sizeof(float) + 63) / 64 * 64;                                     \
+    } while (0)
+    CARVE(z, B * T * gu);
+    CARVE(h, B * T * U);
+    CARVE(p, B * T * U);
+    bool lstm = r->cell == TNT__RNN_LSTM, gru = r->cell == TNT__RNN_GRU;
+    CARVE(c, lstm ? B * T * U : 0);
+    CARVE(ac, lstm ? B * T * U : 0);
+    CARVE(rh, gru ? B * T * (r->reset_after ? gu : U) : 0);
+    CARVE(xd, r->dropout > 0 ? B * T * I : 0);
+    CARVE(xmask, r->dropout > 0 ? B * I : 0);
+    CARVE(rmask, r->recurrent_dropout > 0 ? B * U : 0);
+    CARVE(dh, B * U);
+    CARVE(dc, B * U);
+    CARVE(dp, B * U);
+#undef CARVE
+    return off;
+}
+
+size_t tnt__rnn_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return ws_layout(l->priv, batch, NULL, NULL);
+}
+
+/* scale[b, j] for the batch's global samples: 0 with probability rate, else 1/(1-rate) */
+static void dropout_scales(float *scale, int64_t B, int64_t n, float rate, uint64_t seed, int64_t sample_offset) {
+    float keep = 1.0f / (1.0f - rate);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < n; j++)
+            scale[b * n + j] = tnt__rand_uniform(seed, (uint64_t)((sample_offset + b) * n + j)) >= rate ? keep : 0.0f;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* The input-side bias of gate column j..: b_in, plus the recurrent half for CuDNNLSTM. */
+static void fill_input_bias(const tnt__rnn *r, const float *bias, float *z, int64_t rows) {
+    const int64_t gu = gates(r) * r->units;
+    for (int64_t i = 0; i < rows; i++) {
+        float *zr = z + i * gu;
+        if (!bias) {
+            memset(zr, 0, (size_t)gu * sizeof(float));
+            continue;
+        }
+        for (int64_t j = 0; j < gu; j++)
+            zr[j] = bias[j] + (r->cudnn && r->cell == TNT__RNN_LSTM ? bias[gu + j] : 0.0f);
+    }
+}
+
+static inline bool is_masked(const float *mask, int64_t T, int64_t b, int64_t t) {
+    return mask && mask[b * T + t] == 0.0f;
+}
+
+/* One step's elementwise cell update for the unmasked rows; a masked row copies h (and c). */
+static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B, int64_t t, int64_t tprev) {
+    const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
+    for (int64_t b = 0; b < B; b++) {
+        float *z = w->z + (b * T + t) * gu, *h = w->h + (b * T + t) * U;
+        const float *hp = tprev >= 0 ? w->h + (b * T + tprev) * U : NULL;
+        if (is_masked(mask, T, b, t)) {
+            for (int64_t u = 0; u < U; u++) h[u] = hp ? hp[u] : 0.0f;
+            if (r->cell == TNT__RNN_LSTM)
+                for (int64_t u = 0; u < U; u++) w->c[(b * T + t) * U + u] = hp ? w->c[(b * T + tprev) * U + u] : 0.0f;
+            continue;
+        }
+        if (r->cell == TNT__RNN_SIMPLE) {
+            act_apply(r->act, z, U);
+            memcpy(h, z, (size_t)U * sizeof(float));
+        } else if (r->cell == TNT__RNN_LSTM) {
+            float *c = w->c + (b * T + t) * U, *ac = w->ac + (b * T + t) * U;
+            const float *cp = tprev >= 0 ? w->c + (b * T + tprev) * U : NULL;
+            act_apply(r->rec_act, z, 2 * U);
+            act_apply(r->act, z + 2 * U, U);
+            act_apply(r->rec_act, z + 3 * U, U);
+            for (int64_t u = 0; u < U; u++) c[u] = z[U + u] * (cp ? cp[u] : 0.0f) + z[u] * z[2 * U + u];
+            memcpy(ac, c, (size_t)U * sizeof(float));
+            act_apply(r->act, ac, U);
+            for (int64_t u = 0; u < U; u++) h[u] = z[3 * U + u] * ac[u];
+        } else { /* GRU: z and r are already activated by the caller for reset_before */
+            if (r->reset_after) {
+                const float *rh = w->rh + (b * T + t) * gu;
+                for (int64_t j = 0; j < 2 * U; j++) z[j] += rh[j];
+                act_apply(r->rec_act, z, 2 * U);
+                for (int64_t u = 0; u < U; u++) z[2 * U + u] += z[U + u] * rh[2 * U + u];
+            }
+            act_apply(r->act, z + 2 * U, U);
+            for (int64_t u = 0; u < U; u++) h[u] = z[u] * (hp ? hp[u] : 0.0f) + (1.0f - z[u]) * z[2 * U + u];
+        }
+    }
+}
+
+tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const tnt__rnn *r = l->priv;
+    tnt_status status = TNT_OK;
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    const float *W = l->weights[0].value, *R = l->weights[1].value, *bias = r->use_bias ? l->weights[2].value : NULL;
+    const float *mask = a->n_inputs > 1 && a->xs ? a->xs[1] : NULL;
+    rnn_ws w;
+    ws_layout(r, B, a->workspace, &w);
+    uint64_t seed = tnt__hash64(l->seed ^ a->seed);
+    bool drop_in = a->training && r->dropout > 0, drop_rec = a->training && r->recurrent_dropout > 0;
+    *w.flags = (drop_in ? 1u : 0u) | (drop_rec ? 2u : 0u);
+
+    const float *xin = a->x;
+    if (drop_in) {
+        dropout_scales(w.xmask, B, I, r->dropout, seed, a->sample_offset);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < I; i++) w.xd[(b * T + t) * I + i] = a->x[(b * T + t) * I + i] * w.xmask[b * I + i];
+        xin = w.xd;
+    }
+    if (drop_rec) dropout_scales(w.rmask, B, U, r->recurrent_dropout, tnt__hash64(seed ^ 0x5EC0DEull), a->sample_offset);
+
+    /* zx for every step: (B*T, I) · (I, gU) + b_in */
+    fill_input_bias(r, bias, w.z, B * T);
+    TNT_DNNL(dnnl_sgemm('N', 'N', B * T, gu, I, 1.0f, xin, I, W, gu, 1.0f, w.z, gu));
+
+    int64_t tprev = -1;
+    for (int64_t s = 0; s < T; s++) {
+        int64_t t = r->go_backwards ? T - 1 - s : s;
+        float *p = w.p + t * U, *z = w.z + t * gu; /* row b at + b * T * (U or gu) */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t u = 0; u < U; u++)
+                p[b * T * U + u] = tprev < 0 ? 0.0f : w.h[(b * T + tprev) * U + u] * (drop_rec ? w.rmask[b * U + u] : 1.0f);
+        if (r->cell != TNT__RNN_GRU) {
+            TNT_DNNL(dnnl_sgemm('N', 'N', B, gu, U, 1.0f, p, T * U, R, gu, 1.0f, z, T * gu));
+        } else if (r->reset_after) {
+            float *rh = w.rh + t * gu;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < gu; j++) rh[b * T * gu + j] = bias ? bias[gu + j] : 0.0f;
+            TNT_DNNL(dnnl_sgemm('N', 'N', B, gu, U, 1.0f, p, T * U, R, gu, 1.0f, rh, T * gu));
+        } else {
+            /* z, r from p·R_zr; then hh reads (r * p)·R_h */
+            TNT_DNNL(dnnl_sgemm('N', 'N', B, 2 * U, U, 1.0f, p, T * U, R, gu, 1.0f, z, T * gu));
+            float *rp = w.rh + t * U;
+            for (int64_t b = 0; b < B; b++) {
+                float *zb = z + b * T * gu;
+                act_apply(r->rec_act, zb, 2 * U);
+                for (int64_t u = 0; u < U; u++) rp[b * T * U + u] = zb[U + u] * p[b * T * U + u];
+            }
+            TNT_DNNL(dnnl_sgemm('N', 'N', B, U, U, 1.0f, rp, T * U, R + 2 * U, gu, 1.0f, z + 2 * U, T * gu));
+        }
+        cell_step(r, &w, mask, B, t, tprev);
+        tprev = t;
+    }
+
+    /* outputs: every step (in processing order) or the last */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = r->return_sequences ? 0 : T - 1; s < T; s++) {
+            int64_t t = r->go_backwards ? T - 1 - s : s;
+            float *y = a->y + (r->return_sequences ? (b * T + s) * U : b * U);
+            if (is_masked(mask, T, b, t) && r->zero_output_for_mask) memset(y, 0, (size_t)U * sizeof(float));
+            else memcpy(y, w.h + (b * T + t) * U, (size_t)U * sizeof(float));
+        }
+fail:
+    return status;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* Turns step t's saved gate values into gate gradients (in place in z, and rh for reset_after),
+ * given dh (B, U), which becomes the part of dh_prev that does not pass the recurrent matmul; dc
+ * likewise. GRU reset_before also needs d(r p) = dhh_pre · R_h^T, computed here. */
+static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B, int64_t t, int64_t tprev,
+                            const float *R) {
+    tnt_status status = TNT_OK;
+    const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
+    for (int64_t b = 0; b < B; b++) {
+        float *z = w->z + (b * T + t) * gu, *dh = w->dh + b * U;
+        const float *hp = tprev >= 0 ? w->h + (b * T + tprev) * U : NULL;
+        if (is_masked(mask, T, b, t)) { /* state passes through: no gate gradient */
+            memset(z, 0, (size_t)gu * sizeof(float));
+            if (r->cell == TNT__RNN_GRU && r->reset_after) memset(w->rh + (b * T + t) * gu, 0, (size_t)gu * sizeof(float));
+            continue;
+        }
+        if (r->cell == TNT__RNN_SIMPLE) {
+            for (int64_t u = 0; u < U; u++) z[u] = dh[u] * act_grad(r->act, z[u]), dh[u] = 0.0f;
+        } else if (r->cell == TNT__RNN_LSTM) {
+            const float *ac = w->ac + (b * T + t) * U;
+            float *dc = w->dc + b * U;
+            for (int64_t u = 0; u < U; u++) {
+                float i = z[u], f = z[U + u], g = z[2 * U + u], o = z[3 * U + u];
+                float cp = tprev >= 0 ? w->c[(b * T + tprev) * U + u] : 0.0f;
+                float dct = dc[u] + dh[u] * o * act_grad(r->act, ac[u]);
+                z[3 * U + u] = dh[u] * ac[u] * act_grad(r->rec_act, o);
+                z[u] = dct * g * act_grad(r->rec_act, i);
+                z[U + u] = dct * cp * act_grad(r->rec_act, f);
+                z[2 * U + u] = dct * i * act_grad(r->act, g);
+                dc[u] = dct * f;
+                dh[u] = 0.0f;
+            }
+        } else {
+            for (int64_t u = 0; u < U; u++) {
+                float zz = z[u], hh = z[2 * U + u], hpu = hp ? hp[u] : 0.0f;
+                z[2 * U + u] = dh[u] * (1.0f - zz) * act_grad(r->act, hh); /* d pre(hh) */
+                z[u] = dh[u] * (hpu - hh) * act_grad(r->rec_act, zz);
+                dh[u] *= zz;
+            }
+            if (r->reset_after) {
+                float *rh = w->rh + (b * T + t) * gu;
+                for (int64_t u = 0; u < U; u++) {
+                    float rr = z[U + u], da = z[2 * U + u];
+                    z[U + u] = da * rh[2 * U + u] * act_grad(r->rec_act, rr);
+                    rh[u] = z[u], rh[U + u] = z[U + u], rh[2 * U + u] = da * rr;
+                }
+            }
+        }
+    }
+    if (r->cell == TNT__RNN_GRU && !r->reset_after) {
+        /* d(r p) (B, U) = d pre(hh) · R_h^T, then dr and the direct part of dp */
+        TNT_DNNL(dnnl_sgemm('N', 'T', B, U, U, 1.0f, w->z + t * gu + 2 * U, T * gu, R + 2 * U, gu, 0.0f, w->dp, U));
+        for (int64_t b = 0; b < B; b++) {
+            if (is_masked(mask, T, b, t)) continue;
+            float *z = w->z + (b * T + t) * gu, *drp = w->dp + b * U;
+            const float *p = w->p + (b * T + t) * U;
+            for (int64_t u = 0; u < U; u++) {
+                float rr = z[U + u];
+                z[U + u] = drp[u] * p[u] * act_grad(r->rec_act, rr);
+                drp[u] *= rr; /* d p through r p */
+            }
+        }
+    }
+fail:
+    return status;
+}
+
+/* Column sums of m (rows, n) with row stride ld into out (n), in row order. */
+static void col_sums(const float *m, int64_t rows, int64_t n, int64_t ld, float *out) {
+    memset(out, 0, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < n; j++) out[j] += m[i * ld + j];
+}
+
+tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const tnt__rnn *r = l->priv;
+    tnt_status status = TNT_OK;
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    const float *W = l->weights[0].value, *R = l->weights[1].value;
+    const float *mask = a->n_inputs > 1 && a->xs ? a->xs[1] : NULL;
+    rnn_ws w;
+    ws_layout(r, B, a->workspace, &w);
+    bool drop_in = *w.flags & 1u, drop_rec = *w.flags & 2u;
+    bool split = r->cell == TNT__RNN_GRU && !r->reset_after; /* R_zr reads p, R_h reads r p */
+    memset(w.dh, 0, (size_t)(B * U) * sizeof(float));
+    memset(w.dc, 0, (size_t)(B * U) * sizeof(float));
+
+    for (int64_t s = T - 1; s >= 0; s--) {
+        int64_t t = r->go_backwards ? T - 1 - s : s;
+        int64_t tprev = s == 0 ? -1 : r->go_backwards ? t + 1 : t - 1;
+        for (int64_t b = 0; b < B; b++) {
+            const float *dy = r->return_sequences ? a->dy + (b * T + s) * U : s == T - 1 ? a->dy + b * U : NULL;
+            if (dy && !(r->zero_output_for_mask && is_masked(mask, T, b, t)))
+                for (int64_t u = 0; u < U; u++) w.dh[b * U + u] += dy[u];
+        }
+        if ((status = cell_grad(r, &w, mask, B, t, tprev, R)) != TNT_OK) return status;
+        if (tprev < 0) continue; /* the initial state is a constant */
+        /* dh_prev = direct part + (gate gradients · R^T) * recurrent dropout */
+        const float *dzr = r->cell == TNT__RNN_GRU && r->reset_after ? w.rh + t * gu : w.z + t * gu;
+        TNT_DNNL(dnnl_sgemm('N', 'T', B, U, split ? 2 * U : gu, 1.0f, dzr, T * gu, R, gu, split ? 1.0f : 0.0f, w.dp, U));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t u = 0; u < U; u++) w.dh[b * U + u] += w.dp[b * U + u] * (drop_rec ? w.rmask[b * U + u] : 1.0f);
+    }
+
+    /* weight gradients over all steps at once */
+    const float *xin = drop_in ? w.xd : a->x;
+    TNT_DNNL(dnnl_sgemm('T', 'N', I, gu, B * T, 1.0f, xin, I, w.z, gu, 0.0f, l->weights[0].grad, gu));
+    float *dR = l->weights[1].grad;
+    if (r->cell == TNT__RNN_GRU && r->reset_after) {
+        TNT_DNNL(dnnl_sgemm('T', 'N', U, gu, B * T, 1.0f, w.p, U, w.rh, gu, 0.0f, dR, gu));
+    } else if (split) {
+        TNT_DNNL(dnnl_sgemm('T', 'N', U, 2 * U, B * T, 1.0f, w.p, U, w.z, gu, 0.0f, dR, gu));
+        TNT_DNNL(dnnl_sgemm('T', 'N', U, U, B * T, 1.0f, w.rh, U, w.z + 2 * U, gu, 0.0f, dR + 2 * U, gu));
+    } else {
+        TNT_DNNL(dnnl_sgemm('T', 'N', U, gu, B * T, 1.0f, w.p, U, w.z, gu, 0.0f, dR, gu));
+    }
+    if (r->use_bias) {
+        float *db = l->weights[2].grad;
+        col_sums(w.z, B * T, gu, gu, db);
+        if (r->cell == TNT__RNN_GRU && r->reset_after) col_sums(w.rh, B * T, gu, gu, db + gu);
+        else if (r->cudnn) memcpy(db + gu, db, (size_t)gu * sizeof(float));
+    }
+    if (a->dx) {
+        TNT_DNNL(dnnl_sgemm('N', 'T', B * T, I, gu, 1.0f, w.z, gu, W, gu, 0.0f, a->dx, I));
+        if (drop_in)
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = 0; i < T * I; i++) a->dx[b * T * I + i] *= w.xmask[b * I + i % I];
+    }
+    if (a->dxs && a->n_inputs > 1 && a->dxs[1]) memset(a->dxs[1], 0, (size_t)(B * T) * sizeof(float));
+fail:
+    return status;
+}
+
+/* ---- Keras config ------------------------------------------------------------------------- */
+
+static const char *const rnn_nulls[] = {"kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
+                                        "activity_regularizer", "kernel_constraint", "recurrent_constraint",
+                                        "bias_constraint", NULL};
+
+tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
+    const tnt__rnn *r = l->priv;
+    TNT_KJ(cJSON_AddNumberToObject(c, "units", r->units));
+    TNT_KJ(cJSON_AddBoolToObject(c, "return_sequences", r->return_sequences));
+    TNT_KJ(cJSON_AddBoolToObject(c, "return_state", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "go_backwards", r->go_backwards));
+    TNT_KJ(cJSON_AddBoolToObject(c, "stateful", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "unroll", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "time_major", false));
+    if (r->zero_output_for_mask) TNT_KJ(cJSON_AddBoolToObject(c, "zero_output_for_mask", true));
+    if (!r->cudnn) {
+        TNT_KJ(cJSON_AddStringToObject(c, "activation", tnt__rnn_act_name(r->act)));
+        if (r->cell != TNT__RNN_SIMPLE)
+            TNT_KJ(cJSON_AddStringToObject(c, "recurrent_activation", tnt__rnn_act_name(r->rec_act)));
+        TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", r->use_bias));
+    }
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", r->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "recurrent_initializer", r->recurrent_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", r->bias_init));
+    if (r->cell == TNT__RNN_LSTM) TNT_KJ(cJSON_AddBoolToObject(c, "unit_forget_bias", r->unit_forget_bias));
+    TNT_KJ_S(tnt__kj_add_nulls(c, rnn_nulls));
+    if (!r->cudnn) {
+        TNT_KJ(cJSON_AddNumberToObject(c, "dropout", tnt__kj_f(r->dropout)));
+        TNT_KJ(cJSON_AddNumberToObject(c, "recurrent_dropout", tnt__kj_f(r->recurrent_dropout)));
+        TNT_KJ(cJSON_AddNumberToObject(c, "implementation", 2));
+    }
+    if (r->cell == TNT__RNN_GRU && !r->cudnn) TNT_KJ(cJSON_AddBoolToObject(c, "reset_after", r->reset_after));
+    return TNT_OK;
+}
+
+tnt_layer *tnt__rnn_from_config(const cJSON *c, const tnt__kj_ctx *k, const tnt__layer_ops *ops, tnt__rnn_cell cell,
+                                bool cudnn) {
+    tnt_rnn_opts o = {.name = k->name};
+    int units = 0;
+    bool bad = false, use_bias = true, unit_forget_bias = true, reset_after = false, time_major = false;
+    double dropout = 0, recurrent_dropout = 0;
+    TNT_KJ_READ(tnt__kj_int(c, "units", true, 0, &units, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "return_sequences", false, &o.return_sequences, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "return_state", false, &o.return_state, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "go_backwards", false, &o.go_backwards, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "stateful", false, &o.stateful, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "time_major", false, &time_major, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "zero_output_for_mask", false, &o.zero_output_for_mask, k));
+    if (time_major) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "time_major=true is not supported (batch-major only)");
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "recurrent_initializer", TNT_INIT_ORTHOGONAL, &o.recurrent_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, rnn_nulls, k));
+    if (cell == TNT__RNN_LSTM) TNT_KJ_READ(tnt__kj_bool(c, "unit_forget_bias", true, &unit_forget_bias, k));
+    o.no_unit_forget_bias = !unit_forget_bias;
+    if (!cudnn) {
+        /* Keras <= 2.2 wrote GRU without reset_after: the reset gate then acts before the matmul */
+        if (cell == TNT__RNN_GRU) TNT_KJ_READ(tnt__kj_bool(c, "reset_after", false, &reset_after, k));
+        o.reset_before = !reset_after;
+        TNT_KJ_READ(tnt__kj_bool(c, "use_bias", true, &use_bias, k));
+        o.no_bias = !use_bias;
+        TNT_KJ_READ(tnt__kj_num(c, "dropout", false, 0.0, &dropout, k));
+        TNT_KJ_READ(tnt__kj_num(c, "recurrent_dropout", false, 0.0, &recurrent_dropout, k));
+        o.dropout = (float)dropout;
+        o.recurrent_dropout = (float)recurrent_dropout;
+        o.activation = tnt__kj_str(c, "activation", &bad, k);
+        if (!bad && cell != TNT__RNN_SIMPLE) o.recurrent_activation = tnt__kj_str(c, "recurrent_activation", &bad, k);
+        if (bad) return NULL;
+    }
+    return tnt__kj_built(tnt__rnn_new(ops, cell, cudnn, units, &o), k);
+}

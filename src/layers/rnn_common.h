@@ -1,0 +1,73 @@
+/* rnn_common.h: the recurrent engine shared by LSTM, GRU and SimpleRNN (rnn_common.c), and the
+ * queries the wrappers (Bidirectional) use. Each class file holds its ops table, constructor and
+ * Keras config; build, forward (the time loop) and backward (through time) live here. */
+#ifndef TNT_RNN_COMMON_H
+#define TNT_RNN_COMMON_H
+
+#include "layers/layer.h"
+
+typedef enum tnt__rnn_cell { TNT__RNN_SIMPLE, TNT__RNN_LSTM, TNT__RNN_GRU } tnt__rnn_cell;
+
+/* The activations a cell may use: each has a derivative computable from its output. */
+typedef enum tnt__rnn_act {
+    TNT__RNN_TANH,
+    TNT__RNN_SIGMOID,
+    TNT__RNN_HARD_SIGMOID,    /* Keras 2: clip(0.2x + 0.5, 0, 1) */
+    TNT__RNN_HARD_SIGMOID_V3, /* Keras 3: relu6(x + 3) / 6 */
+    TNT__RNN_RELU,
+    TNT__RNN_LINEAR,
+} tnt__rnn_act;
+
+typedef struct tnt__rnn {
+    tnt__rnn_cell cell;
+    bool cudnn; /* CuDNNLSTM / CuDNNGRU: input and recurrent biases */
+    int units;
+    tnt__rnn_act act, rec_act;
+    bool use_bias, return_sequences, go_backwards, unit_forget_bias, reset_after, zero_output_for_mask;
+    float dropout, recurrent_dropout;
+    tnt_initializer kernel_init, recurrent_init, bias_init;
+    int64_t steps, features; /* from build: input (steps, features) */
+} tnt__rnn;
+
+/* The ops table of a recurrent class: everything but the class name is shared. */
+#define RNN_OPS(var, cls, from_config_fn)                                                        \
+    const tnt__layer_ops var = {                                                                 \
+        .class_name = cls,                                                                       \
+        .build = tnt__rnn_build,                                                                 \
+        .build_multi = tnt__rnn_build_multi,                                                     \
+        .workspace_size = tnt__rnn_workspace_size,                                               \
+        .forward = tnt__rnn_forward,                                                             \
+        .backward = tnt__rnn_backward,                                                           \
+        .destroy = tnt__rnn_destroy,                                                             \
+        .get_config = tnt__rnn_get_config,                                                       \
+        .from_config = from_config_fn,                                                           \
+        .consumes_mask = true,                                                                   \
+        .keeps_mask = tnt__rnn_returns_sequences,                                                \
+    }
+
+/* A recurrent layer of this cell from the public options (validated; errors name the class). */
+tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudnn, int units, const tnt_rnn_opts *o);
+/* The ops entries every recurrent class shares. */
+tnt_status tnt__rnn_build(tnt_layer *l, tnt_shape in, tnt_shape *out);
+tnt_status tnt__rnn_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out);
+size_t tnt__rnn_workspace_size(tnt_layer *l, void *plan, int64_t batch);
+tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
+void tnt__rnn_destroy(tnt_layer *l);
+/* Keras get_config keys shared by the classes (units, activations, flags, initializers). */
+tnt_status tnt__rnn_get_config(const tnt_layer *l, struct cJSON *c);
+bool tnt__rnn_returns_sequences(const tnt_layer *l);
+/* Keras from_config of a recurrent class: the keys get_config writes, and Keras 2's older
+ * spellings (GRU without reset_after is reset_before). */
+struct tnt__kj_ctx;
+tnt_layer *tnt__rnn_from_config(const struct cJSON *c, const struct tnt__kj_ctx *k, const tnt__layer_ops *ops,
+                                tnt__rnn_cell cell, bool cudnn);
+
+/* The engine state of a recurrent layer, or NULL when l is not one. */
+tnt__rnn *tnt__rnn_of(const tnt_layer *l);
+/* A new unbuilt layer of the same class and configuration (Bidirectional's backward copy). */
+tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name);
+/* Keras name of an activation this engine runs ("tanh", "hard_sigmoid", ...). */
+const char *tnt__rnn_act_name(tnt__rnn_act a);
+
+#endif

@@ -1,0 +1,152 @@
+/* time_distributed.c: Keras TimeDistributed. (batch, T, ...) is (batch*T, ...) in memory, so the
+ * inner layer runs once on batch*T samples with its own plan and workspace for that count; its
+ * weights are the wrapper's. Sample offsets scale by T, so that the inner layer's random masks
+ * (Dropout) stay those of the global batch on any split. */
+#include "layers/wrapper.h"
+
+#include "layers/keras_config.h"
+
+#include <stdio.h>
+
+extern const tnt__layer_ops tnt__time_distributed_ops;
+
+typedef struct td {
+    tnt_layer *inner;
+    int64_t steps;
+} td;
+
+static tnt_status td_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    td *t = l->priv;
+    char b[96];
+    if (in.ndim < 2)
+        return tnt__error(TNT_ERR_SHAPE, "TimeDistributed \"%s\": input shape %s (expected (timesteps, ...), rank >= 2)",
+                          l->name, tnt_shape_str(in, b, sizeof b));
+    tnt_shape step = {.ndim = in.ndim - 1};
+    for (int i = 1; i < in.ndim; i++) step.dim[i - 1] = in.dim[i];
+    tnt_status s = tnt__wrapper_build_inner(l, t->inner, 1, &step);
+    if (s != TNT_OK) return s;
+    if (t->inner->out_shape.ndim + 1 > TNT_MAX_DIMS)
+        return tnt__error(TNT_ERR_SHAPE, "TimeDistributed \"%s\": the inner output has too many axes", l->name);
+    t->steps = in.dim[0];
+    l->n_weights = 0;
+    if ((s = tnt__wrapper_adopt_weights(l, t->inner, NULL)) != TNT_OK) return s;
+    *out = (tnt_shape){.ndim = t->inner->out_shape.ndim + 1};
+    out->dim[0] = t->steps;
+    for (int i = 0; i < t->inner->out_shape.ndim; i++) out->dim[i + 1] = t->inner->out_shape.dim[i];
+    return TNT_OK;
+}
+
+/* The inner layer's plan for batch * steps samples (plan_destroy gets no layer: keep it). */
+typedef struct td_plan {
+    tnt_layer *inner;
+    void *inner_plan;
+} td_plan;
+
+static void td_plan_destroy(void *plan) {
+    td_plan *p = plan;
+    if (p && p->inner_plan && p->inner->ops->plan_destroy) p->inner->ops->plan_destroy(p->inner_plan);
+    free(p);
+}
+
+static void *td_plan_create(tnt_layer *l, int64_t batch) {
+    td *t = l->priv;
+    td_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->inner = t->inner;
+    if (t->inner->ops->plan_create && !(p->inner_plan = t->inner->ops->plan_create(t->inner, batch * t->steps))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t td_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    return t->inner->ops->workspace_size ? t->inner->ops->workspace_size(t->inner, p->inner_plan, batch * t->steps) : 0;
+}
+
+static tnt_status td_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    const float *xs[1] = {a->x};
+    tnt__fwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.preact = NULL, ia.n_inputs = 1, ia.xs = xs;
+    if (t->inner->ops->is_view) { /* Flatten, Reshape: the model never runs them, the data stays */
+        memcpy(a->y, a->x, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+        return TNT_OK;
+    }
+    return t->inner->ops->forward(t->inner, p->inner_plan, &ia);
+}
+
+static tnt_status td_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    const float *xs[1] = {a->x};
+    float *dxs[1] = {a->dx};
+    tnt__bwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.n_inputs = 1, ia.xs = xs, ia.dxs = dxs;
+    if (t->inner->ops->is_view) {
+        if (a->dx) memcpy(a->dx, a->dy, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+        return TNT_OK;
+    }
+    return t->inner->ops->backward(t->inner, p->inner_plan, &ia);
+}
+
+static void td_destroy(tnt_layer *l) {
+    td *t = l->priv;
+    tnt_layer_free(t->inner);
+    free(t);
+}
+
+static tnt_status td_get_config(const tnt_layer *l, cJSON *c) {
+    const td *t = l->priv;
+    return tnt__wrapper_inner_config(t->inner, t->inner->name, c, "layer");
+}
+
+static tnt_layer *td_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_layer *inner = tnt__wrapper_inner_from_config(c, "layer", k);
+    return inner ? tnt__kj_built(tnt_time_distributed(inner, k->name), k) : NULL;
+}
+
+const tnt__layer_ops tnt__time_distributed_ops = {
+    .class_name = "TimeDistributed",
+    .build = td_build,
+    .plan_create = td_plan_create,
+    .plan_destroy = td_plan_destroy,
+    .workspace_size = td_workspace_size,
+    .forward = td_forward,
+    .backward = td_backward,
+    .destroy = td_destroy,
+    .get_config = td_get_config,
+    .from_config = td_from_config,
+    .supports_masking = true,
+};
+
+tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name) {
+    const char *bad = !inner ? "the inner layer is NULL (its constructor failed?)"
+                      : inner->refs > 0 || inner->built ? "the inner layer must be new (not in a model or graph)"
+                      : inner->ops->build_multi && !inner->ops->build ? "the inner layer takes several inputs"
+                      : inner->ops->collective ? "the inner layer runs collectives (SyncBatchNormalization)"
+                                               : NULL;
+    if (bad) {
+        tnt__error(TNT_ERR_ARG, "TimeDistributed: %s", bad);
+        tnt_layer_free(inner);
+        return NULL;
+    }
+    td *t = tnt__calloc(1, sizeof *t);
+    tnt_layer *l = t ? tnt__layer_new(&tnt__time_distributed_ops, name, t) : NULL;
+    if (!l) {
+        free(t);
+        tnt_layer_free(inner);
+        return NULL;
+    }
+    t->inner = inner;
+    if (inner->auto_name) tnt__layer_base_name(inner->ops->class_name, inner->name, sizeof inner->name);
+    inner->auto_name = false;
+    return l;
+}
