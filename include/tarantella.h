@@ -269,6 +269,7 @@ TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
 /* Frees a layer that was never added to a model. */
 TNT_API void tnt_layer_free(tnt_layer *layer);
+#include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
 
 /* ---------------------------------------------------------------------------------------------
  * Optimizers (Keras 2.11+ formulas and defaults). Hyperparameters of 0 mean the Keras default,

@@ -1,0 +1,23 @@
+/* tarantella_layers.h: more Keras layers (included by tarantella.h, after the core layer
+ * constructors; not meant to be included on its own). Shapes exclude the batch axis; axes in
+ * Keras's numbering count the batch axis as 0. */
+#ifndef TARANTELLA_LAYERS_H
+#define TARANTELLA_LAYERS_H
+
+/* Keras ReLU: y = (x > threshold ? x : 0) clipped to [0, max_value], minus
+ * negative_slope * max(threshold - x, 0). max_value INFINITY: none (Keras None). */
+TNT_API tnt_layer *tnt_relu_layer(float max_value, float negative_slope, float threshold, const char *name);
+/* Keras LeakyReLU: y = x > 0 ? x : alpha * x (Keras's default alpha is 0.3). */
+TNT_API tnt_layer *tnt_leaky_relu_layer(float alpha, const char *name);
+/* Keras ELU: y = x > 0 ? x : alpha * (exp(x) - 1) (Keras's default alpha is 1). */
+TNT_API tnt_layer *tnt_elu_layer(float alpha, const char *name);
+/* Keras ThresholdedReLU: y = x > theta ? x : 0 (Keras's default theta is 1). */
+TNT_API tnt_layer *tnt_thresholded_relu(float theta, const char *name);
+/* Keras PReLU: y = x > 0 ? x : alpha * x with a learned alpha of the input's shape, size 1 along
+ * each of the shared axes (1-based non-batch axes, as Keras); alpha_init DEFAULT = zeros. */
+TNT_API tnt_layer *tnt_prelu(int n_shared_axes, const int *shared_axes, tnt_initializer alpha_init,
+                             const char *name);
+/* Keras Softmax layer over axis (-1 = last). */
+TNT_API tnt_layer *tnt_softmax_layer(int axis, const char *name);
+
+#endif
