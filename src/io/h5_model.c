@@ -20,7 +20,7 @@
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
 #include "core/atomic_file.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include "comm/comm.h"
 #include "model/model.h"

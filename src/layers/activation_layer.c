@@ -1,7 +1,7 @@
 /* activation_layer.c: the Activation layer: y = act(x) over the last axis (softmax) or
  * elementwise, on the shared activation kernels. */
 #include "kernels/activation.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 #include "layers/layer.h"
 
 static tnt_status act_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {

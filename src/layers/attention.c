@@ -20,7 +20,7 @@
  * Kernel fans follow Keras's VarianceScaling for rank-3 kernels (receptive field = leading axis):
  * (d, H, kd): fan_in = d*H, fan_out = d*kd; (H, vd, out): fan_in = H*vd, fan_out = H*out. */
 #include "kernels/dnnl_util.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 #include "layers/layer.h"
 
 #include <math.h>

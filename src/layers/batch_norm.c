@@ -35,7 +35,7 @@
  * BatchNormalization (no collective). Every rank takes part in the collectives even when its
  * micro-batch is empty, so no rank waits for another. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include "comm/comm.h"
 

@@ -9,7 +9,7 @@
  * copies each input's slice of dy back (dxs[k] NULL: skipped). Rows are shared out across OpenMP
  * threads when the tensor is large. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <stdio.h>
 

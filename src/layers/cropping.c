@@ -2,7 +2,7 @@
  * the input without its border rows and columns; an error when nothing would be left. Backward
  * puts the gradient back in place, zeros on the cropped border. No plan and no workspace. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 typedef struct crop_cfg {
     int top, bottom, left, right;

@@ -12,7 +12,7 @@
  *   db        column sums of dpre in a plain loop (vectorized over units, fixed order).
  * Weights are read where they lie in the model's flat buffer: no reorder. */
 #include "layers/fused.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
@@ -241,9 +241,24 @@ static tnt_status dense_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, tnt__kj_kernel_nulls);
 }
 
-static const tnt__layer_ops dense_ops = {
+static tnt_layer *dense_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_layer_opts o = {.name = k->name};
+    int units = 0;
+    bool use_bias = false;
+    TNT_KJ_READ(tnt__kj_int(c, "units", true, 0, &units, k));
+    TNT_KJ_READ(tnt__kj_activation(c, &o.activation, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "use_bias", true, &use_bias, k));
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));
+    o.no_bias = !use_bias;
+    return tnt__kj_built(tnt_dense(units, &o), k);
+}
+
+const tnt__layer_ops tnt__dense_ops = {
     .class_name = "Dense",
     .get_config = dense_get_config,
+    .from_config = dense_from_config,
     .build = dense_build,
     .plan_create = dense_plan_create,
     .plan_destroy = dense_plan_destroy,
@@ -277,7 +292,7 @@ tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts) {
     c->use_bias = !o->no_bias;
     c->kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
     c->bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
-    tnt_layer *l = tnt__layer_new(&dense_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__dense_ops, o->name, c);
     if (!l) {
         free(c);
         return NULL;

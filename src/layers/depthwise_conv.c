@@ -14,7 +14,7 @@
  * backward, with its gradient after it:
  *   [pointwise workspace (fused activation)][depthwise workspace][mid][dmid], each 64-aligned. */
 #include "layers/conv2d.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <limits.h>
 #include <stdio.h>

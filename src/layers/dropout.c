@@ -3,7 +3,7 @@
  * it is recomputed in backward from the step's seed (kept in an 8-byte workspace), since the
  * counter-based generator gives the same value for the same (seed, index). */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 typedef struct dropout_priv {
     float rate;

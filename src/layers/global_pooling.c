@@ -4,7 +4,7 @@
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
  * model keeps alive until backward, so neither a plan nor a workspace is needed. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 typedef struct gpool_cfg {
     bool is_max;

@@ -5,13 +5,18 @@
  *   plan_create  once per batch size: create oneDNN primitives for that shape (cached by the
  *                model, so the last partial batch does not recreate the full-batch plan);
  *   forward / backward every step, with buffers from the model's activation arena.
- * Weights are views into the model's flat parameter and gradient buffers, assigned after build. */
+ * Weights are views into the model's flat parameter and gradient buffers, assigned after build.
+ *
+ * Adding a layer class: one file here with its forward, backward, get_config and from_config (the
+ * Keras config both ways, through the helpers of layers/keras_config.h) and a non-static ops
+ * table tnt__<name>_ops, plus one line in registry.c mapping the Keras class name to that table. */
 #ifndef TNT_LAYER_H
 #define TNT_LAYER_H
 
 #include "core/core.h"
 
-struct cJSON; /* <cjson/cJSON.h>: layer configs (src/io/keras_json.c) */
+struct cJSON;       /* <cjson/cJSON.h>: layer configs */
+struct tnt__kj_ctx; /* layers/keras_config.h: the layer being read, for messages */
 
 #define TNT_MAX_LAYER_WEIGHTS 8
 #define TNT_MAX_LAYER_INPUTS 16
@@ -95,9 +100,14 @@ typedef struct tnt__layer_ops {
      * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
     bool folds_relu;
     /* Keras get_config(): adds the layer's own keys (units, activation, kernel_initializer, ...)
-     * to config, which already holds name, trainable and dtype (src/io/keras_json.c writes those
-     * and builds layers back from configs). May be NULL: the base keys only. */
+     * to config, which already holds name, trainable and dtype (src/io/keras_json.c writes those).
+     * May be NULL: the base keys only. */
     tnt_status (*get_config)(const tnt_layer *l, struct cJSON *config);
+    /* Keras from_config(): a new layer named k->name from the keys get_config writes (and Keras's
+     * other spellings of them), through its public constructor; NULL with an error naming the
+     * layer, its class and the bad key or value (tnt__kj_error). Unknown keys are ignored. NULL in
+     * the table for classes the registry does not list (InputLayer, custom layers). */
+    tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
 } tnt__layer_ops;
 
 struct tnt_layer {
@@ -133,6 +143,9 @@ bool tnt__embedding_mask_zero(const tnt_layer *l);
  * each 1 = attend, 0 = masked; and Keras's use_causal_mask. Called by the graph before build. */
 tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool has_query_mask,
                                     bool has_value_mask, bool use_causal_mask);
+/* MultiHeadAttention call arguments beyond query and value, for writing a call: whether an
+ * attention_mask input is used, and use_causal_mask. */
+void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask);
 
 /* Fills a weight from its initializer, with a seed per weight. */
 void tnt__weight_init(tnt__weight *w, uint64_t seed);

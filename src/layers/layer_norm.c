@@ -13,7 +13,7 @@
  * dx is parallel over rows; dgamma/dbeta are parallel over column blocks, each thread summing its
  * columns over all rows in row order, so the result does not depend on the thread count. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <math.h>
 #include <omp.h>

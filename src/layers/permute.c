@@ -5,7 +5,7 @@
  * the source stride of the axis that the destination's last axis comes from (gathers: writes stay
  * sequential). */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <stdio.h>
 

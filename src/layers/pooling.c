@@ -9,7 +9,7 @@
  * 0.2 / 0.35 ms for 64x14x14x50): these layers are memory-bound and the loops touch each byte
  * once. No plan is needed. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <stdio.h>
 

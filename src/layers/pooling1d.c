@@ -7,7 +7,7 @@
  * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
  * Neither layer needs a plan. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <stdio.h>
 

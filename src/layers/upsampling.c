@@ -3,7 +3,7 @@
  * Backward sums the gradient over each block. "bilinear" is refused as unsupported. No plan and
  * no workspace. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * w+left+right, c), zeros around the input. Backward takes the interior of the gradient. No plan
  * and no workspace. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 typedef struct zpad_cfg {
     int top, bottom, left, right;

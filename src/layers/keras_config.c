@@ -1,0 +1,396 @@
+/* keras_config.c: the shared pieces of the layers' Keras configs (keras_config.h): writing
+ * initializers, activations and tuples in Keras's spelling, and reading them back with errors that
+ * name the layer, its class and the bad key. */
+#include "layers/keras_config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+double tnt__kj_f(float v) {
+    char b[48];
+    for (int p = 6; p <= 9; p++) {
+        snprintf(b, sizeof b, "%.*g", p, (double)v);
+        if (strtof(b, NULL) == v) break;
+    }
+    return strtod(b, NULL);
+}
+
+const char *const tnt__kj_kernel_nulls[] = {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
+                                            "kernel_constraint", "bias_constraint", NULL};
+
+const char *tnt__kj_padding_name(tnt_padding p) {
+    return p == TNT_PADDING_SAME ? "same" : p == TNT_PADDING_CAUSAL ? "causal" : "valid";
+}
+
+typedef struct init_name {
+    tnt_initializer init;
+    const char *cls, *snake, *alias;
+} init_name;
+
+static const init_name inits[] = {
+    {TNT_INIT_GLOROT_UNIFORM, "GlorotUniform", "glorot_uniform", NULL},
+    {TNT_INIT_GLOROT_NORMAL, "GlorotNormal", "glorot_normal", NULL},
+    {TNT_INIT_HE_UNIFORM, "HeUniform", "he_uniform", NULL},
+    {TNT_INIT_HE_NORMAL, "HeNormal", "he_normal", NULL},
+    {TNT_INIT_LECUN_UNIFORM, "LecunUniform", "lecun_uniform", NULL},
+    {TNT_INIT_LECUN_NORMAL, "LecunNormal", "lecun_normal", NULL},
+    {TNT_INIT_ZEROS, "Zeros", "zeros", "zero"},
+    {TNT_INIT_ONES, "Ones", "ones", "one"},
+    {TNT_INIT_RANDOM_UNIFORM, "RandomUniform", "random_uniform", "uniform"},
+    {TNT_INIT_RANDOM_NORMAL, "RandomNormal", "random_normal", "normal"},
+};
+
+tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer init) {
+    const init_name *n = NULL;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(inits); i++)
+        if (inits[i].init == init) n = &inits[i];
+    if (!n) return tnt__error(TNT_ERR_UNSUPPORTED, "JSON config: initializer %d has no Keras name", (int)init);
+    cJSON *o = cJSON_AddObjectToObject(c, key);
+    TNT_KJ(o);
+    TNT_KJ(cJSON_AddStringToObject(o, "class_name", n->cls));
+    cJSON *cfg = cJSON_AddObjectToObject(o, "config");
+    TNT_KJ(cfg);
+    if (init == TNT_INIT_RANDOM_UNIFORM) {
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "minval", -0.05));
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "maxval", 0.05));
+    } else if (init == TNT_INIT_RANDOM_NORMAL) {
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "mean", 0.0));
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "stddev", 0.05));
+    }
+    if (init != TNT_INIT_ZEROS && init != TNT_INIT_ONES) TNT_KJ(cJSON_AddNullToObject(cfg, "seed"));
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_add_activation(cJSON *c, tnt_activation act, float alpha) {
+    if ((unsigned)act >= TNT_ACT_COUNT)
+        return tnt__error(TNT_ERR_ARG, "JSON config: activation %d out of range", (int)act);
+    if (act == TNT_ACT_LEAKY_RELU && alpha != 0.0f && alpha != 0.2f)
+        return tnt__error(TNT_ERR_UNSUPPORTED,
+                          "JSON config: activation leaky_relu with alpha %g (Keras's activation name carries "
+                          "only the default 0.2)", (double)alpha);
+    if (act == TNT_ACT_ELU && alpha != 0.0f && alpha != 1.0f)
+        return tnt__error(TNT_ERR_UNSUPPORTED,
+                          "JSON config: activation elu with alpha %g (Keras's activation name carries only the "
+                          "default 1.0)", (double)alpha);
+    TNT_KJ(cJSON_AddStringToObject(c, "activation", tnt_activation_name(act)));
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v) {
+    cJSON *a = cJSON_AddArrayToObject(c, key);
+    TNT_KJ(a);
+    for (int i = 0; i < n; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i])));
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right) {
+    cJSON *a = cJSON_AddArrayToObject(c, key);
+    TNT_KJ(a);
+    cJSON *h = cJSON_CreateIntArray((int[]){top, bottom}, 2), *w = cJSON_CreateIntArray((int[]){left, right}, 2);
+    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
+        cJSON_Delete(h);
+        cJSON_Delete(w);
+        TNT_KJ(NULL);
+    }
+    TNT_KJ(cJSON_AddItemToArray(a, w));
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys) {
+    for (; *keys; keys++) TNT_KJ(cJSON_AddNullToObject(c, *keys));
+    return TNT_OK;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static tnt_status kj_verror(const tnt__kj_ctx *k, tnt_status s, const char *fmt, va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return tnt__error(s, "from_json: layer \"%.64s\" (%.64s): %s", k->name, k->cls, msg);
+}
+
+tnt_status tnt__kj_error(const tnt__kj_ctx *k, tnt_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    kj_verror(k, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+tnt_layer *tnt__kj_fail(const tnt__kj_ctx *k, tnt_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    kj_verror(k, s, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+tnt_layer *tnt__kj_built(tnt_layer *l, const tnt__kj_ctx *k) {
+    if (!l) tnt__error_prefix(TNT_ERR_ARG, "from_json: layer \"%.64s\" (%.64s): ", k->name, k->cls);
+    return l;
+}
+
+const cJSON *tnt__kj_item(const cJSON *o, const char *key) {
+    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+bool tnt__kj_absent(const cJSON *v) { return !v || cJSON_IsNull(v); }
+
+bool tnt__kj_as_int(const cJSON *v, int *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!(d >= -2147483647.0 && d <= 2147483647.0) || d != floor(d)) return false;
+    *out = (int)d;
+    return true;
+}
+
+const cJSON *tnt__kj_list(const cJSON *v) {
+    if (cJSON_IsArray(v)) return v;
+    const cJSON *cls = tnt__kj_item(v, "class_name"), *items = tnt__kj_item(v, "items");
+    return cJSON_IsString(cls) && !strcmp(cls->valuestring, "__tuple__") && cJSON_IsArray(items) ? items : NULL;
+}
+
+tnt_status tnt__kj_int(const cJSON *cfg, const char *key, bool required, int def, int *out, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) {
+        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);
+        *out = def;
+        return TNT_OK;
+    }
+    if (!tnt__kj_as_int(v, out)) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected an integer", key);
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_num(const cJSON *cfg, const char *key, bool required, double def, double *out, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) {
+        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);
+        *out = def;
+        return TNT_OK;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a number", key);
+    *out = v->valuedouble;
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_bool(const cJSON *cfg, const char *key, bool def, bool *out, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) {
+        *out = def;
+        return TNT_OK;
+    }
+    if (cJSON_IsBool(v)) *out = cJSON_IsTrue(v);
+    else if (cJSON_IsNumber(v) && (v->valuedouble == 0.0 || v->valuedouble == 1.0)) *out = v->valuedouble == 1.0;
+    else return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected true or false", key);
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_want_bool(const cJSON *cfg, const char *key, bool want, const tnt__kj_ctx *k) {
+    bool got = want;
+    tnt_status s = tnt__kj_bool(cfg, key, want, &got, k);
+    if (s == TNT_OK && got != want)
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s %s (only %s is supported)", key, got ? "true" : "false",
+                             want ? "true" : "false");
+    return s;
+}
+
+const char *tnt__kj_str(const cJSON *cfg, const char *key, bool *bad, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) return NULL;
+    if (!cJSON_IsString(v)) {
+        tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a string", key);
+        *bad = true;
+        return NULL;
+    }
+    return v->valuestring;
+}
+
+tnt_status tnt__kj_ints(const cJSON *cfg, const char *key, bool required, int n, const int *def, int *out,
+                           const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) {
+        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);
+        for (int i = 0; i < n; i++) out[i] = def ? def[i] : 0;
+        return TNT_OK;
+    }
+    int x = 0;
+    if (tnt__kj_as_int(v, &x)) {
+        for (int i = 0; i < n; i++) out[i] = x;
+        return TNT_OK;
+    }
+    const cJSON *list = tnt__kj_list(v);
+    if (!list || cJSON_GetArraySize(list) != n)
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (!tnt__kj_as_int(e, &out[i++])) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
+    }
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_int_list(const cJSON *cfg, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    if (tnt__kj_absent(v)) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);
+    const cJSON *list = tnt__kj_list(v);
+    if (!list || cJSON_GetArraySize(list) < 1 || cJSON_GetArraySize(list) > max)
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of 1 to %d integers", key, max);
+    *n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        if (!tnt__kj_as_int(e, &out[(*n)++])) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected integers", key);
+    }
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_check_nulls(const cJSON *cfg, const char *const *keys, const tnt__kj_ctx *k) {
+    for (; *keys; keys++)
+        if (!tnt__kj_absent(tnt__kj_item(cfg, *keys)))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "\"%s\" is set (only null is supported)", *keys);
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_check_data_format(const cJSON *cfg, const tnt__kj_ctx *k) {
+    bool bad = false;
+    const char *f = tnt__kj_str(cfg, "data_format", &bad, k);
+    if (bad) return TNT_ERR_FORMAT;
+    if (f && strcmp(f, "channels_last"))
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "data_format \"%s\" (only \"channels_last\" is supported)", f);
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, "activation");
+    *act = TNT_ACT_LINEAR;
+    if (tnt__kj_absent(v)) return TNT_OK;
+    if (!cJSON_IsString(v)) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "activation: expected a Keras activation name");
+    int a = tnt_activation_from_name(v->valuestring);
+    if (a < 0) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "unsupported activation \"%.64s\"", v->valuestring);
+    *act = (tnt_activation)a;
+    return TNT_OK;
+}
+
+static bool num_is(const cJSON *cfg, const char *key, double want) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    return tnt__kj_absent(v) || (cJSON_IsNumber(v) && fabs(v->valuedouble - want) < 1e-9);
+}
+
+tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, tnt_initializer *out, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key);
+    *out = def;
+    if (tnt__kj_absent(v)) return TNT_OK;
+    const char *name = NULL;
+    const cJSON *icfg = NULL;
+    if (cJSON_IsString(v)) name = v->valuestring;
+    else if (cJSON_IsObject(v) && cJSON_IsString(tnt__kj_item(v, "class_name"))) {
+        name = tnt__kj_item(v, "class_name")->valuestring;
+        icfg = tnt__kj_item(v, "config");
+    } else return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: expected an initializer name or {\"class_name\", \"config\"}", key);
+    if (!strcmp(name, "VarianceScaling")) { /* Keras 2.0-2.2 wrote glorot_uniform etc. this way */
+        const cJSON *sc = tnt__kj_item(icfg, "scale"), *mo = tnt__kj_item(icfg, "mode"), *di = tnt__kj_item(icfg, "distribution");
+        double scale = cJSON_IsNumber(sc) ? sc->valuedouble : 1.0;
+        const char *mode = cJSON_IsString(mo) ? mo->valuestring : "fan_in";
+        const char *dist = cJSON_IsString(di) ? di->valuestring : "truncated_normal";
+        bool uniform = !strcmp(dist, "uniform");
+        bool normal = !strcmp(dist, "normal") || !strcmp(dist, "truncated_normal");
+        if ((uniform || normal) && scale == 1.0 && !strcmp(mode, "fan_avg"))
+            *out = uniform ? TNT_INIT_GLOROT_UNIFORM : TNT_INIT_GLOROT_NORMAL;
+        else if ((uniform || normal) && scale == 2.0 && !strcmp(mode, "fan_in"))
+            *out = uniform ? TNT_INIT_HE_UNIFORM : TNT_INIT_HE_NORMAL;
+        else if ((uniform || normal) && scale == 1.0 && !strcmp(mode, "fan_in"))
+            *out = uniform ? TNT_INIT_LECUN_UNIFORM : TNT_INIT_LECUN_NORMAL;
+        else
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: VarianceScaling(scale %g, mode \"%.16s\", distribution \"%.24s\") "
+                        "is not one of the Glorot, He or LeCun initializers", key, scale, mode, dist);
+        return TNT_OK;
+    }
+    for (size_t i = 0; i < TNT_ARRAY_LEN(inits); i++) {
+        const init_name *n = &inits[i];
+        if (strcmp(name, n->cls) && strcmp(name, n->snake) && !(n->alias && !strcmp(name, n->alias))) continue;
+        if (n->init == TNT_INIT_RANDOM_UNIFORM && (!num_is(icfg, "minval", -0.05) || !num_is(icfg, "maxval", 0.05)))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomUniform is supported with minval -0.05, maxval 0.05 only", key);
+        if (n->init == TNT_INIT_RANDOM_NORMAL && (!num_is(icfg, "mean", 0.0) || !num_is(icfg, "stddev", 0.05)))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomNormal is supported with mean 0, stddev 0.05 only", key);
+        *out = n->init;
+        return TNT_OK;
+    }
+    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: unsupported initializer \"%.64s\"", key, name);
+}
+
+tnt_status tnt__kj_want_init(const cJSON *cfg, const char *key, tnt_initializer want, const tnt__kj_ctx *k) {
+    tnt_initializer got;
+    tnt_status s = tnt__kj_init(cfg, key, want, &got, k);
+    if (s == TNT_OK && got != want)
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: only the Keras default is supported", key);
+    return s;
+}
+
+tnt_status tnt__kj_padding(const cJSON *cfg, tnt_padding *p, const tnt__kj_ctx *k) {
+    bool bad = false;
+    const char *s = tnt__kj_str(cfg, "padding", &bad, k);
+    if (bad) return TNT_ERR_FORMAT;
+    *p = TNT_PADDING_VALID;
+    if (!s || !strcmp(s, "valid")) return TNT_OK;
+    if (!strcmp(s, "same")) *p = TNT_PADDING_SAME;
+    else if (!strcmp(s, "causal")) *p = TNT_PADDING_CAUSAL;
+    else return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "padding \"%.32s\" (expected \"valid\", \"same\" or \"causal\")", s);
+    return TNT_OK;
+}
+
+/* a is a list of two integers: out[0], out[1] */
+static bool ints_pair(const cJSON *a, int out[2]) {
+    return cJSON_GetArraySize(a) == 2 && tnt__kj_as_int(cJSON_GetArrayItem(a, 0), &out[0]) &&
+           tnt__kj_as_int(cJSON_GetArrayItem(a, 1), &out[1]);
+}
+
+tnt_status tnt__kj_2d_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(c, key);
+    int x = 0;
+    if (tnt__kj_absent(v)) {
+        for (int i = 0; i < 4; i++) tblr[i] = def;
+        return TNT_OK;
+    }
+    if (tnt__kj_as_int(v, &x)) {
+        for (int i = 0; i < 4; i++) tblr[i] = x;
+        return TNT_OK;
+    }
+    const cJSON *hw = tnt__kj_list(v);
+    if (hw && cJSON_GetArraySize(hw) == 2) {
+        const cJSON *h = cJSON_GetArrayItem(hw, 0), *w = cJSON_GetArrayItem(hw, 1);
+        if (tnt__kj_as_int(h, &tblr[0]) && tnt__kj_as_int(w, &tblr[2])) {
+            tblr[1] = tblr[0];
+            tblr[3] = tblr[2];
+            return TNT_OK;
+        }
+        if (ints_pair(tnt__kj_list(h), &tblr[0]) && ints_pair(tnt__kj_list(w), &tblr[2])) return TNT_OK;
+    }
+    return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected an integer, [h, w] or [[top, bottom], [left, right]]",
+                         key);
+}
+tnt_status tnt__kj_check_norm_axis(const cJSON *c, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(c, "axis");
+    int a = 0;
+    if (tnt__kj_absent(v) || tnt__kj_as_int(v, &a)) return TNT_OK;
+    const cJSON *list = tnt__kj_list(v);
+    if (list && cJSON_GetArraySize(list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(list, 0), &a)) return TNT_OK;
+    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: only a single (the last) axis is supported");
+}
+
+tnt_status tnt__kj_check_center_scale(const cJSON *c, const tnt__kj_ctx *k) {
+    bool center = false, scale = false;
+    tnt_status s;
+    if ((s = tnt__kj_bool(c, "center", true, &center, k)) != TNT_OK || (s = tnt__kj_bool(c, "scale", true, &scale, k)) != TNT_OK)
+        return s;
+    if (!center || !scale) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
+    if ((s = tnt__kj_want_init(c, "beta_initializer", TNT_INIT_ZEROS, k)) != TNT_OK ||
+        (s = tnt__kj_want_init(c, "gamma_initializer", TNT_INIT_ONES, k)) != TNT_OK)
+        return s;
+    static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
+                                        "gamma_constraint", NULL};
+    return tnt__kj_check_nulls(c, nulls, k);
+}

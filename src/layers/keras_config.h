@@ -1,0 +1,140 @@
+/* keras_config.h: a layer's Keras config both ways (keras_config.c), and the registry of Keras
+ * class names (registry.c).
+ *
+ * Writing (get_config): the layer adds its own keys to a cJSON object that already holds name,
+ * trainable and dtype; the tnt__kj_add_* helpers write Keras's spellings of the shared pieces.
+ * Reading (from_config): the layer reads its own keys with the tnt__kj_* readers below and calls
+ * its public constructor. Every reader returns TNT_OK or an error that names the layer, its class
+ * and the bad key ("from_json: layer \"dense_1\" (Dense): key \"units\": expected an integer").
+ * Keras's leniency: unknown keys are ignored, a boolean may be written 1 or 0, a tuple may be a
+ * list or Keras 3's {"class_name": "__tuple__", "items": [...]}, and null means "absent". */
+#ifndef TNT_KERAS_CONFIG_H
+#define TNT_KERAS_CONFIG_H
+
+#include "layers/layer.h"
+
+#include <cjson/cJSON.h>
+
+/* The layer being read, for messages: its name and its Keras class as the file spells it. */
+typedef struct tnt__kj_ctx {
+    const char *name, *cls;
+} tnt__kj_ctx;
+
+/* ---- the registry (registry.c) ------------------------------------------------------------ */
+
+/* The ops of the layer class Keras calls cls ("Conv2D", or an alias such as "Convolution2D");
+ * NULL when this library has no such class. Every class listed has a from_config. */
+const tnt__layer_ops *tnt__layer_class_find(const char *cls);
+
+/* ---- writing, in get_config ------------------------------------------------------------- */
+
+/* A cJSON_Add...() result that must not be NULL, and a helper's status. */
+#define TNT_KJ(x)                                                                                 \
+    do {                                                                                          \
+        if (!(x)) return tnt__error(TNT_ERR_NOMEM, "JSON config: out of memory");                 \
+    } while (0)
+#define TNT_KJ_S(x)                                                                               \
+    do {                                                                                          \
+        tnt_status s_ = (x);                                                                      \
+        if (s_ != TNT_OK) return s_;                                                              \
+    } while (0)
+
+/* Each returns TNT_OK, or TNT_ERR_NOMEM when cJSON could not allocate. */
+/* key: {"class_name": "GlorotUniform", "config": {"seed": null}} for init (never DEFAULT). */
+tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer init);
+/* "activation": "relu"; TNT_ERR_UNSUPPORTED for a leaky relu slope Keras's name cannot carry. */
+tnt_status tnt__kj_add_activation(cJSON *c, tnt_activation act, float alpha);
+/* key: [v0, v1, ...] */
+tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v);
+/* key: [[top, bottom], [left, right]], and "data_format": "channels_last" (ZeroPadding2D,
+ * Cropping2D) */
+tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right);
+/* key: null, for each key of a NULL-terminated list (regularizers, constraints) */
+tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys);
+/* The regularizer and constraint keys of Dense, Conv* and MultiHeadAttention: kernel_regularizer,
+ * bias_regularizer, activity_regularizer, kernel_constraint, bias_constraint. */
+extern const char *const tnt__kj_kernel_nulls[];
+/* A float as the shortest decimal that reads back to it (0.99f -> 0.99), as Python prints it. */
+double tnt__kj_f(float v);
+/* Keras padding name: "valid", "same", "causal" */
+const char *tnt__kj_padding_name(tnt_padding p);
+
+/* ---- reading, in from_config ------------------------------------------------------------ */
+
+/* A reader's status: on failure from_config returns NULL (the reader has set the error). */
+#define TNT_KJ_READ(x)                                                                            \
+    do {                                                                                          \
+        if ((x) != TNT_OK) return NULL;                                                           \
+    } while (0)
+
+/* Sets the error "from_json: layer "<name>" (<cls>): <message>" and returns s. */
+tnt_status tnt__kj_error(const tnt__kj_ctx *k, tnt_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* As tnt__kj_error, but returns NULL: a from_config's way out when it rejects a value. */
+tnt_layer *tnt__kj_fail(const tnt__kj_ctx *k, tnt_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* l, or NULL with the constructor's error prefixed by the layer and class: from_config's return. */
+tnt_layer *tnt__kj_built(tnt_layer *l, const tnt__kj_ctx *k);
+
+/* config[key], NULL when config is not an object or lacks key. */
+const cJSON *tnt__kj_item(const cJSON *config, const char *key);
+/* v is missing or null: Keras's "not set". */
+bool tnt__kj_absent(const cJSON *v);
+/* v is a whole number in int range: *out = v. */
+bool tnt__kj_as_int(const cJSON *v, int *out);
+/* The items of a tuple: v itself when a list, the "items" of Keras 3's {"class_name": "__tuple__",
+ * "items": [...]}; NULL otherwise. */
+const cJSON *tnt__kj_list(const cJSON *v);
+
+/* Scalars. An absent key is an error when required, else *out = def. */
+tnt_status tnt__kj_int(const cJSON *config, const char *key, bool required, int def, int *out, const tnt__kj_ctx *k);
+tnt_status tnt__kj_num(const cJSON *config, const char *key, bool required, double def, double *out,
+                       const tnt__kj_ctx *k);
+/* true / false, or 1 / 0 */
+tnt_status tnt__kj_bool(const cJSON *config, const char *key, bool def, bool *out, const tnt__kj_ctx *k);
+/* The boolean key must be want (absent: the default, which is want). */
+tnt_status tnt__kj_want_bool(const cJSON *config, const char *key, bool want, const tnt__kj_ctx *k);
+/* A string; NULL when absent or null; NULL with the error set and *bad = true when not a string. */
+const char *tnt__kj_str(const cJSON *config, const char *key, bool *bad, const tnt__kj_ctx *k);
+
+/* Tuples. n integers: a tuple of n, or one integer meaning n copies (Keras accepts both); absent:
+ * def (NULL: zeros) unless required. */
+tnt_status tnt__kj_ints(const cJSON *config, const char *key, bool required, int n, const int *def, int *out,
+                        const tnt__kj_ctx *k);
+/* A required tuple of 1..max integers (Reshape's target_shape, Permute's dims): out[0 .. *n). */
+tnt_status tnt__kj_int_list(const cJSON *config, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k);
+/* ZeroPadding2D's padding, Cropping2D's cropping: n, (h, w) or ((top, bottom), (left, right)) into
+ * tblr = {top, bottom, left, right}; absent: def everywhere. */
+tnt_status tnt__kj_2d_margins(const cJSON *config, const char *key, int def, int tblr[4], const tnt__kj_ctx *k);
+
+/* Keras objects. */
+/* "activation": a Keras name; absent: linear. */
+tnt_status tnt__kj_activation(const cJSON *config, tnt_activation *act, const tnt__kj_ctx *k);
+/* An initializer: a name ("glorot_uniform"), {"class_name": "GlorotUniform", "config": {...}}, or
+ * Keras 2.0-2.2's VarianceScaling spelling of Glorot, He and LeCun; absent: def. */
+tnt_status tnt__kj_init(const cJSON *config, const char *key, tnt_initializer def, tnt_initializer *out,
+                        const tnt__kj_ctx *k);
+/* The initializer must be want (layers whose initializers are fixed). */
+tnt_status tnt__kj_want_init(const cJSON *config, const char *key, tnt_initializer want, const tnt__kj_ctx *k);
+/* "padding": "valid" (also when absent), "same" or "causal". */
+tnt_status tnt__kj_padding(const cJSON *config, tnt_padding *p, const tnt__kj_ctx *k);
+/* "data_format" is absent, null or "channels_last", the only layout here. */
+tnt_status tnt__kj_check_data_format(const cJSON *config, const tnt__kj_ctx *k);
+/* Each key of a NULL-terminated list (regularizers, constraints and other options this library
+ * does not implement) is absent or null. */
+tnt_status tnt__kj_check_nulls(const cJSON *config, const char *const *keys, const tnt__kj_ctx *k);
+
+/* BatchNormalization's and LayerNormalization's shared keys. */
+/* axis: a single axis (-1, or [rank - 1] as Keras writes it after build); the model checks that it
+ * is the last one. */
+tnt_status tnt__kj_check_norm_axis(const cJSON *config, const tnt__kj_ctx *k);
+/* center and scale true, beta zeros, gamma ones, and no beta/gamma regularizers or constraints. */
+tnt_status tnt__kj_check_center_scale(const cJSON *config, const tnt__kj_ctx *k);
+
+#endif
