@@ -5,7 +5,7 @@
  * the bounds; leaky relu: alpha at x == 0). None needs a plan: backward reads x (and y for
  * Softmax), which the model keeps until backward. */
 #include "layers/layer.h"
-#include "io/keras_json.h"
+#include "layers/keras_config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -108,20 +108,49 @@ static tnt_status thresholded_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-#define ELT_OPS(var, cls, getcfg)                                                                 \
-    static const tnt__layer_ops var = {                                                          \
+#define ELT_OPS(var, cls, getcfg, fromcfg)                                                        \
+    const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                        \
         .get_config = getcfg,                                                                     \
+        .from_config = fromcfg,                                                                   \
         .build = same_shape_build,                                                                \
         .forward = elt_forward,                                                                   \
         .backward = elt_backward,                                                                 \
         .destroy = priv_destroy,                                                                  \
         .supports_masking = true,                                                                 \
     }
-ELT_OPS(relu_ops, "ReLU", relu_get_config);
-ELT_OPS(leaky_ops, "LeakyReLU", leaky_get_config);
-ELT_OPS(elu_ops, "ELU", elu_get_config);
-ELT_OPS(thresholded_ops, "ThresholdedReLU", thresholded_get_config);
+static tnt_layer *relu_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double max_value = INFINITY, slope = 0.0, threshold = 0.0;
+    if (!tnt__kj_absent(tnt__kj_item(c, "max_value")))
+        TNT_KJ_READ(tnt__kj_num(c, "max_value", true, 0.0, &max_value, k));
+    TNT_KJ_READ(tnt__kj_num(c, "negative_slope", false, 0.0, &slope, k));
+    TNT_KJ_READ(tnt__kj_num(c, "threshold", false, 0.0, &threshold, k));
+    return tnt__kj_built(tnt_relu_layer((float)max_value, (float)slope, (float)threshold, k->name), k);
+}
+
+static tnt_layer *leaky_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double alpha = 0.3;
+    const char *key = tnt__kj_absent(tnt__kj_item(c, "alpha")) ? "negative_slope" : "alpha"; /* Keras 3: negative_slope */
+    TNT_KJ_READ(tnt__kj_num(c, key, false, 0.3, &alpha, k));
+    return tnt__kj_built(tnt_leaky_relu_layer((float)alpha, k->name), k);
+}
+
+static tnt_layer *elu_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double alpha = 1.0;
+    TNT_KJ_READ(tnt__kj_num(c, "alpha", false, 1.0, &alpha, k));
+    return tnt__kj_built(tnt_elu_layer((float)alpha, k->name), k);
+}
+
+static tnt_layer *thresholded_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double theta = 1.0;
+    TNT_KJ_READ(tnt__kj_num(c, "theta", false, 1.0, &theta, k));
+    return tnt__kj_built(tnt_thresholded_relu((float)theta, k->name), k);
+}
+
+ELT_OPS(tnt__relu_ops, "ReLU", relu_get_config, relu_from_config);
+ELT_OPS(tnt__leaky_relu_ops, "LeakyReLU", leaky_get_config, leaky_from_config);
+ELT_OPS(tnt__elu_ops, "ELU", elu_get_config, elu_from_config);
+ELT_OPS(tnt__thresholded_relu_ops, "ThresholdedReLU", thresholded_get_config, thresholded_from_config);
 
 static tnt_layer *elt_new(const tnt__layer_ops *ops, elt_cfg cfg, const char *name) {
     elt_cfg *c = tnt__calloc(1, sizeof *c);
@@ -145,7 +174,7 @@ tnt_layer *tnt_relu_layer(float max_value, float negative_slope, float threshold
         tnt__error(TNT_ERR_ARG, "ReLU: threshold %g (expected a finite value)", (double)threshold);
         return NULL;
     }
-    return elt_new(&relu_ops, (elt_cfg){.kind = ELT_RELU, .max_value = max_value, .slope = negative_slope,
+    return elt_new(&tnt__relu_ops, (elt_cfg){.kind = ELT_RELU, .max_value = max_value, .slope = negative_slope,
                                         .threshold = threshold}, name);
 }
 
@@ -154,7 +183,7 @@ tnt_layer *tnt_leaky_relu_layer(float alpha, const char *name) {
         tnt__error(TNT_ERR_ARG, "LeakyReLU: alpha %g (expected a finite value >= 0)", (double)alpha);
         return NULL;
     }
-    return elt_new(&leaky_ops, (elt_cfg){.kind = ELT_LEAKY, .slope = alpha}, name);
+    return elt_new(&tnt__leaky_relu_ops, (elt_cfg){.kind = ELT_LEAKY, .slope = alpha}, name);
 }
 
 tnt_layer *tnt_elu_layer(float alpha, const char *name) {
@@ -162,7 +191,7 @@ tnt_layer *tnt_elu_layer(float alpha, const char *name) {
         tnt__error(TNT_ERR_ARG, "ELU: alpha %g (expected a finite value)", (double)alpha);
         return NULL;
     }
-    return elt_new(&elu_ops, (elt_cfg){.kind = ELT_ELU, .alpha = alpha}, name);
+    return elt_new(&tnt__elu_ops, (elt_cfg){.kind = ELT_ELU, .alpha = alpha}, name);
 }
 
 tnt_layer *tnt_thresholded_relu(float theta, const char *name) {
@@ -170,7 +199,7 @@ tnt_layer *tnt_thresholded_relu(float theta, const char *name) {
         tnt__error(TNT_ERR_ARG, "ThresholdedReLU: theta %g (expected a finite value)", (double)theta);
         return NULL;
     }
-    return elt_new(&thresholded_ops, (elt_cfg){.kind = ELT_THRESHOLDED, .threshold = theta}, name);
+    return elt_new(&tnt__thresholded_relu_ops, (elt_cfg){.kind = ELT_THRESHOLDED, .threshold = theta}, name);
 }
 
 /* ---- PReLU -------------------------------------------------------------------------------- */
@@ -264,9 +293,22 @@ static tnt_status prelu_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops prelu_ops = {
+/* shared_axes: null, one axis or a list of axes */
+static tnt_layer *prelu_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int axes[TNT_MAX_DIMS], n = 0;
+    tnt_initializer init;
+    const cJSON *v = tnt__kj_item(c, "shared_axes");
+    if (tnt__kj_as_int(v, &axes[0])) n = 1;
+    else if (!tnt__kj_absent(v)) TNT_KJ_READ(tnt__kj_int_list(c, "shared_axes", TNT_MAX_DIMS, axes, &n, k));
+    TNT_KJ_READ(tnt__kj_init(c, "alpha_initializer", TNT_INIT_ZEROS, &init, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, (const char *const[]){"alpha_regularizer", "alpha_constraint", NULL}, k));
+    return tnt__kj_built(tnt_prelu(n, axes, init, k->name), k);
+}
+
+const tnt__layer_ops tnt__prelu_ops = {
     .class_name = "PReLU",
     .get_config = prelu_get_config,
+    .from_config = prelu_from_config,
     .build = prelu_build,
     .forward = prelu_forward,
     .backward = prelu_backward,
@@ -296,7 +338,7 @@ tnt_layer *tnt_prelu(int n_shared_axes, const int *shared_axes, tnt_initializer 
     c->n_shared = n_shared_axes;
     if (n_shared_axes) memcpy(c->shared, shared_axes, (size_t)n_shared_axes * sizeof(int));
     c->alpha_init = alpha_init ? alpha_init : TNT_INIT_ZEROS;
-    tnt_layer *l = tnt__layer_new(&prelu_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__prelu_ops, name, c);
     if (!l) free(c);
     return l;
 }
@@ -365,9 +407,22 @@ static tnt_status softmax_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops softmax_ops = {
+/* axis: an integer, or a list of one (Keras 2 allows several; not supported here) */
+static tnt_layer *softmax_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int axes[TNT_MAX_DIMS], n = 1;
+    const cJSON *v = tnt__kj_item(c, "axis");
+    if (tnt__kj_absent(v)) axes[0] = -1;
+    else if (!tnt__kj_as_int(v, &axes[0])) {
+        TNT_KJ_READ(tnt__kj_int_list(c, "axis", TNT_MAX_DIMS, axes, &n, k));
+        if (n != 1) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "key \"axis\": %d axes (expected one)", n);
+    }
+    return tnt__kj_built(tnt_softmax_layer(axes[0], k->name), k);
+}
+
+const tnt__layer_ops tnt__softmax_ops = {
     .class_name = "Softmax",
     .get_config = softmax_get_config,
+    .from_config = softmax_from_config,
     .build = softmax_build,
     .forward = softmax_forward,
     .backward = softmax_backward,
@@ -384,7 +439,7 @@ tnt_layer *tnt_softmax_layer(int axis, const char *name) {
     softmax_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->axis = axis;
-    tnt_layer *l = tnt__layer_new(&softmax_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__softmax_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -9,7 +9,13 @@
 #include "layers/keras_config.h"
 
 #define TNT_KERAS_CLASSES(X)                                                                      \
-    X("Dense", tnt__dense_ops)
+    X("Dense", tnt__dense_ops)                                                                   \
+    X("ReLU", tnt__relu_ops)                                                                     \
+    X("LeakyReLU", tnt__leaky_relu_ops)                                                          \
+    X("ELU", tnt__elu_ops)                                                                       \
+    X("ThresholdedReLU", tnt__thresholded_relu_ops)                                              \
+    X("PReLU", tnt__prelu_ops)                                                                   \
+    X("Softmax", tnt__softmax_ops)
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
 TNT_KERAS_CLASSES(DECLARE_OPS)
