@@ -20,4 +20,15 @@ TNT_API tnt_layer *tnt_prelu(int n_shared_axes, const int *shared_axes, tnt_init
 /* Keras Softmax layer over axis (-1 = last). */
 TNT_API tnt_layer *tnt_softmax_layer(int axis, const char *name);
 
+/* Keras Conv2DTranspose: (h, w, in) -> (oh, ow, filters), kernel (kh, kw, filters, in), bias
+ * (filters). output_padding: {h, w}, each below its stride, or NULL for Keras's None. Output size
+ * as Keras: valid h*s + max(k - s, 0), same h*s, or with output_padding p (h - 1)*s + k - 2*pad
+ * + p (pad 0 for valid, k/2 for same; k the dilated kernel). opts: strides, padding (valid or
+ * same), dilation, activation, no_bias, initializers. */
+TNT_API tnt_layer *tnt_conv2d_transpose(int filters, int kernel_h, int kernel_w, const int *output_padding,
+                                        const tnt_layer_opts *opts);
+/* Keras Conv1DTranspose: (steps, in) -> (out_steps, filters), kernel (kernel_size, filters, in);
+ * output_padding -1 for None; opts as Conv2DTranspose, using strides[0] and dilation[0]. */
+TNT_API tnt_layer *tnt_conv1d_transpose(int filters, int kernel_size, int output_padding, const tnt_layer_opts *opts);
+
 #endif

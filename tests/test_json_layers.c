@@ -96,12 +96,39 @@ static void test_activation_errors(void **state) {
     tu_error_contains("\"alpha\"");
 }
 
+static void test_conv_transpose_configs(void **state) {
+    (void)state;
+    check_layer(TNT_SHAPE(4, 4, 3),
+                tnt_conv2d_transpose(5, 3, 2, (int[]){1, 0}, &(tnt_layer_opts){.strides = {2, 2},
+                                     .padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU}),
+                "Conv2DTranspose", "\"filters\":5,\"kernel_size\":[3,2],\"strides\":[2,2],\"padding\":\"same\","
+                "\"output_padding\":[1,0],\"data_format\":\"channels_last\",\"dilation_rate\":[1,1],\"activation\":\"relu\"");
+    check_layer(TNT_SHAPE(4, 4, 3), tnt_conv2d_transpose(2, 3, 3, NULL, &(tnt_layer_opts){.no_bias = true}),
+                "Conv2DTranspose", "\"output_padding\":null");
+    check_layer(TNT_SHAPE(6, 3), tnt_conv1d_transpose(4, 3, 1, &(tnt_layer_opts){.strides = {2}}),
+                "Conv1DTranspose", "\"kernel_size\":[3],\"strides\":[2],\"padding\":\"valid\",\"output_padding\":[1]");
+    /* Keras 2.2 spelling of the class, integer kernel_size, 1 for true */
+    tnt_model *m = seq_from_layer_json("[null, 3, 3, 2]", "{\"class_name\": \"Convolution2DTranspose\", \"config\": "
+                                       "{\"name\": \"up\", \"filters\": 4, \"kernel_size\": 2, \"strides\": 2, "
+                                       "\"use_bias\": 1, \"padding\": \"valid\"}}");
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    assert_true(tnt__shape_equal(tnt_model_output_shape(m), TNT_SHAPE(6, 6, 4)));
+    assert_int_equal(tnt_model_count_params(m), 2 * 2 * 4 * 2 + 4);
+    tnt_model_free(m);
+    m = seq_from_layer_json("[null, 3, 3, 2]", "{\"class_name\": \"Conv2DTranspose\", \"config\": {\"name\": \"up\", "
+                            "\"filters\": 4, \"kernel_size\": [3, 3], \"strides\": [2, 2], \"output_padding\": [2, 2]}}");
+    assert_null(m);
+    tu_error_contains("\"up\" (Conv2DTranspose)");
+    tu_error_contains("output_padding (2, 2)");
+}
+
 int main(void) {
     tnt_init(NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activation_round_trips),
         cmocka_unit_test(test_activation_keras_spellings),
         cmocka_unit_test(test_activation_errors),
+        cmocka_unit_test(test_conv_transpose_configs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -15,7 +15,11 @@
     X("ELU", tnt__elu_ops)                                                                       \
     X("ThresholdedReLU", tnt__thresholded_relu_ops)                                              \
     X("PReLU", tnt__prelu_ops)                                                                   \
-    X("Softmax", tnt__softmax_ops)
+    X("Softmax", tnt__softmax_ops)                                                               \
+    X("Conv2DTranspose", tnt__conv2d_transpose_ops)                                              \
+    X("Convolution2DTranspose", tnt__conv2d_transpose_ops)                                       \
+    X("Conv1DTranspose", tnt__conv1d_transpose_ops)                                              \
+    X("Convolution1DTranspose", tnt__conv1d_transpose_ops)
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
 TNT_KERAS_CLASSES(DECLARE_OPS)
