@@ -46,8 +46,17 @@ static tnt_status act_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_activation(c, l->activation, l->activation_alpha);
 }
 
-static const tnt__layer_ops activation_ops = {
+static tnt_layer *activation_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_layer_opts o = {.name = k->name};
+    if (tnt__kj_absent(tnt__kj_item(c, "activation")))
+        return tnt__kj_fail(k, TNT_ERR_FORMAT, "missing required key \"activation\"");
+    TNT_KJ_READ(tnt__kj_activation(c, &o.activation, k));
+    return tnt__kj_built(tnt_activation_layer(o.activation, &o), k);
+}
+
+const tnt__layer_ops tnt__activation_ops = {
     .class_name = "Activation",
+    .from_config = activation_from_config,
     .get_config = act_get_config,
     .build = act_build,
     .plan_create = act_plan_create,
@@ -62,7 +71,7 @@ tnt_layer *tnt_activation_layer(tnt_activation act, const tnt_layer_opts *opts) 
         tnt__error(TNT_ERR_ARG, "Activation: activation %d (expected 0..%d)", (int)act, TNT_ACT_COUNT - 1);
         return NULL;
     }
-    tnt_layer *l = tnt__layer_new(&activation_ops, opts ? opts->name : NULL, NULL);
+    tnt_layer *l = tnt__layer_new(&tnt__activation_ops, opts ? opts->name : NULL, NULL);
     if (!l) return NULL;
     l->activation = act;
     l->activation_alpha = opts ? opts->activation_alpha : 0.0f;

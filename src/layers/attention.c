@@ -40,11 +40,11 @@ typedef struct mha_cfg {
     int widx[W_COUNT]; /* weight index of each role, -1 when absent (no bias) */
 } mha_cfg;
 
-static const tnt__layer_ops mha_ops;
+extern const tnt__layer_ops tnt__multi_head_attention_ops;
 
 tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool has_query_mask,
                                     bool has_value_mask, bool use_causal_mask) {
-    if (!l || l->ops != &mha_ops)
+    if (!l || l->ops != &tnt__multi_head_attention_ops)
         return tnt__error(TNT_ERR_ARG, "layer \"%s\" (%s) is not a MultiHeadAttention layer",
                           l ? l->name : "(null)", l ? l->ops->class_name : "-");
     mha_cfg *c = l->priv;
@@ -508,8 +508,35 @@ static tnt_status mha_get_config(const tnt_layer *l, cJSON *c) {
     return mha_add_shape(l, c, "value_shape", p->tv, p->dv);
 }
 
-static const tnt__layer_ops mha_ops = {
+static tnt_layer *mha_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_attention_opts o = {.name = k->name};
+    int heads = 0, key_dim = 0, a = 0;
+    double dropout = 0;
+    bool use_bias = false;
+    TNT_KJ_READ(tnt__kj_int(c, "num_heads", true, 0, &heads, k));
+    TNT_KJ_READ(tnt__kj_int(c, "key_dim", true, 0, &key_dim, k));
+    TNT_KJ_READ(tnt__kj_int(c, "value_dim", false, 0, &o.value_dim, k));
+    TNT_KJ_READ(tnt__kj_num(c, "dropout", false, 0, &dropout, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "use_bias", true, &use_bias, k));
+    const cJSON *os = tnt__kj_item(c, "output_shape"), *os_list = tnt__kj_list(os);
+    if (!tnt__kj_absent(os) && !tnt__kj_as_int(os, &o.output_dim) &&
+        !(cJSON_GetArraySize(os_list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(os_list, 0), &o.output_dim)))
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "output_shape: only an integer (or a list of one) is supported");
+    const cJSON *ax = tnt__kj_item(c, "attention_axes"), *ax_list = tnt__kj_list(ax);
+    if (!tnt__kj_absent(ax) && !(tnt__kj_as_int(ax, &a) && a == 1) &&
+        !(cJSON_GetArraySize(ax_list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(ax_list, 0), &a) && a == 1))
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "attention_axes: only null or [1] (the sequence axis) is supported");
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));
+    o.dropout = (float)dropout;
+    o.no_bias = !use_bias;
+    return tnt__kj_built(tnt_multi_head_attention(heads, key_dim, &o), k);
+}
+
+const tnt__layer_ops tnt__multi_head_attention_ops = {
     .class_name = "MultiHeadAttention",
+    .from_config = mha_from_config,
     .get_config = mha_get_config,
     .build_multi = mha_build,
     .workspace_size = mha_workspace_size,
@@ -561,7 +588,7 @@ tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tnt_attent
     c->use_bias = !o->no_bias;
     c->kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
     c->bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
-    tnt_layer *l = tnt__layer_new(&mha_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__multi_head_attention_ops, o->name, c);
     if (!l) free(c);
     return l;
 }

@@ -284,8 +284,33 @@ static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, nulls);
 }
 
-static const tnt__layer_ops batch_norm_ops = {
+static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync) {
+    double momentum = 0, epsilon = 0;
+    bool renorm = false;
+    TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
+    TNT_KJ_READ(tnt__kj_num(c, "momentum", false, 0.99, &momentum, k));
+    TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
+    TNT_KJ_READ(tnt__kj_check_center_scale(c, k));
+    TNT_KJ_READ(tnt__kj_want_init(c, "moving_mean_initializer", TNT_INIT_ZEROS, k));
+    TNT_KJ_READ(tnt__kj_want_init(c, "moving_variance_initializer", TNT_INIT_ONES, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "renorm", false, &renorm, k));
+    static const char *const nulls[] = {"virtual_batch_size", "adjustment", NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    if (renorm)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "renorm true (not supported)");
+    if (momentum == 0.0 || epsilon == 0.0)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "momentum or epsilon 0 (not supported: 0 selects the default here)");
+    return tnt__kj_built(sync ? tnt_sync_batch_normalization((float)momentum, (float)epsilon, k->name)
+                      : tnt_batch_normalization((float)momentum, (float)epsilon, k->name), k);
+}
+
+static tnt_layer *batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, false); }
+
+static tnt_layer *sync_batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, true); }
+
+const tnt__layer_ops tnt__batch_normalization_ops = {
     .class_name = "BatchNormalization",
+    .from_config = batch_norm_from_config,
     .get_config = bn_get_config,
     .build = bn_build,
     .workspace_size = bn_workspace_size,
@@ -295,8 +320,9 @@ static const tnt__layer_ops batch_norm_ops = {
     .folds_relu = true,
 };
 
-static const tnt__layer_ops sync_batch_norm_ops = {
+const tnt__layer_ops tnt__sync_batch_normalization_ops = {
     .class_name = "SyncBatchNormalization",
+    .from_config = sync_batch_norm_from_config,
     .get_config = bn_get_config,
     .build = bn_build,
     .workspace_size = bn_workspace_size,
@@ -308,7 +334,7 @@ static const tnt__layer_ops sync_batch_norm_ops = {
 };
 
 static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *name) {
-    const tnt__layer_ops *ops = sync ? &sync_batch_norm_ops : &batch_norm_ops;
+    const tnt__layer_ops *ops = sync ? &tnt__sync_batch_normalization_ops : &tnt__batch_normalization_ops;
     if (!(momentum >= 0.0f && momentum < 1.0f)) {
         tnt__error(TNT_ERR_ARG,
                    "%s: momentum %g (expected in [0, 1), or 0 for the default 0.99)",

@@ -124,8 +124,15 @@ static tnt_status concat_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops concat_ops = {
+static tnt_layer *concat_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int axis = 0;
+    TNT_KJ_READ(tnt__kj_int(c, "axis", false, -1, &axis, k));
+    return tnt__kj_built(tnt_concatenate(axis, k->name), k);
+}
+
+const tnt__layer_ops tnt__concatenate_ops = {
     .class_name = "Concatenate",
+    .from_config = concat_from_config,
     .get_config = concat_get_config,
     .build_multi = concat_build,
     .forward = concat_forward,
@@ -137,7 +144,7 @@ tnt_layer *tnt_concatenate(int axis, const char *name) {
     concat_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->axis = axis;
-    tnt_layer *l = tnt__layer_new(&concat_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__concatenate_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -426,8 +426,44 @@ static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, tnt__kj_kernel_nulls);
 }
 
-static const tnt__layer_ops conv2d_ops = {
+tnt_status tnt__conv_read_config(const cJSON *c, int n, int *ks, tnt_layer_opts *o, const tnt__kj_ctx *k) {
+    static const int ones[2] = {1, 1};
+    bool use_bias = false;
+    int groups = 0;
+    tnt_status s;
+    if ((s = tnt__kj_ints(c, "kernel_size", true, n, NULL, ks, k)) != TNT_OK ||
+        (s = tnt__kj_ints(c, "strides", false, n, ones, o->strides, k)) != TNT_OK ||
+        (s = tnt__kj_ints(c, "dilation_rate", false, n, ones, o->dilation, k)) != TNT_OK ||
+        (s = tnt__kj_padding(c, &o->padding, k)) != TNT_OK || (s = tnt__kj_check_data_format(c, k)) != TNT_OK ||
+        (s = tnt__kj_int(c, "groups", false, 1, &groups, k)) != TNT_OK || (s = tnt__kj_activation(c, &o->activation, k)) != TNT_OK ||
+        (s = tnt__kj_bool(c, "use_bias", true, &use_bias, k)) != TNT_OK ||
+        (s = tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o->bias_initializer, k)) != TNT_OK)
+        return s;
+    static const char *const nulls[] = {"bias_regularizer", "activity_regularizer", "bias_constraint", NULL};
+    if ((s = tnt__kj_check_nulls(c, nulls, k)) != TNT_OK) return s;
+    if (groups != 1) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "groups %d (only 1 is supported)", groups);
+    o->no_bias = !use_bias;
+    return TNT_OK;
+}
+
+static tnt_layer *conv_from_config(const cJSON *c, const tnt__kj_ctx *k, bool one_d) {
+    tnt_layer_opts o = {.name = k->name};
+    int filters = 0, ks[2] = {0};
+    TNT_KJ_READ(tnt__kj_int(c, "filters", true, 0, &filters, k));
+    TNT_KJ_READ(tnt__conv_read_config(c, one_d ? 1 : 2, ks, &o, k));
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    static const char *const nulls[] = {"kernel_regularizer", "kernel_constraint", NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    return tnt__kj_built(one_d ? tnt_conv1d(filters, ks[0], &o) : tnt_conv2d(filters, ks[0], ks[1], &o), k);
+}
+
+static tnt_layer *conv2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return conv_from_config(c, k, false); }
+
+static tnt_layer *conv1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return conv_from_config(c, k, true); }
+
+const tnt__layer_ops tnt__conv2d_ops = {
     .class_name = "Conv2D",
+    .from_config = conv2d_from_config,
     .get_config = conv_get_config,
     .build = conv_build,
     .plan_create = tnt__conv_plan_create,
@@ -438,8 +474,9 @@ static const tnt__layer_ops conv2d_ops = {
     .destroy = conv_destroy,
 };
 
-static const tnt__layer_ops conv1d_ops = {
+const tnt__layer_ops tnt__conv1d_ops = {
     .class_name = "Conv1D",
+    .from_config = conv1d_from_config,
     .get_config = conv_get_config,
     .build = conv1d_build,
     .plan_create = tnt__conv_plan_create,
@@ -517,7 +554,7 @@ tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_o
     conv_cfg cfg = {.filters = filters, .kh = kernel_h, .kw = kernel_w,
                     .sh = o->strides[0] ? o->strides[0] : 1, .sw = o->strides[1] ? o->strides[1] : 1,
                     .dh = o->dilation[0] ? o->dilation[0] : 1, .dw = o->dilation[1] ? o->dilation[1] : 1};
-    return conv_new("Conv2D", &conv2d_ops, cfg, o);
+    return conv_new("Conv2D", &tnt__conv2d_ops, cfg, o);
 }
 
 tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) {
@@ -542,5 +579,5 @@ tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) 
     }
     conv_cfg cfg = {.filters = filters, .kh = 1, .kw = kernel_size, .sh = 1, .dh = 1, .one_d = true,
                     .sw = o->strides[0] ? o->strides[0] : 1, .dw = o->dilation[0] ? o->dilation[0] : 1};
-    return conv_new("Conv1D", &conv1d_ops, cfg, o);
+    return conv_new("Conv1D", &tnt__conv1d_ops, cfg, o);
 }

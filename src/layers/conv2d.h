@@ -32,6 +32,13 @@ bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *o
  * cfg's padding, use_bias and initializers (defaults resolved). */
 tnt_status tnt__conv_opts(const char *cls, tnt__conv_cfg *cfg, const tnt_layer_opts *o);
 
+/* The Keras config keys Conv1D, Conv2D, DepthwiseConv2D and SeparableConv2D share, for their
+ * from_config: kernel_size into ks[0 .. n) (n = 1 or 2 spatial axes), strides, dilation_rate,
+ * padding, data_format, groups, activation, use_bias, bias_initializer into o, and no bias
+ * regularizer or constraint. */
+tnt_status tnt__conv_read_config(const struct cJSON *c, int n, int *ks, tnt_layer_opts *o,
+                                 const struct tnt__kj_ctx *k);
+
 /* The layer-contract functions of the engine, for a layer built as above. */
 void *tnt__conv_plan_create(tnt_layer *l, int64_t batch);
 void tnt__conv_plan_destroy(void *plan);

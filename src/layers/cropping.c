@@ -81,8 +81,16 @@ static tnt_status crop_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_2d_margins(c, "cropping", p->top, p->bottom, p->left, p->right);
 }
 
-static const tnt__layer_ops crop_ops = {
+static tnt_layer *crop_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int p[4] = {0};
+    TNT_KJ_READ(tnt__kj_2d_margins(c, "cropping", 0, p, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    return tnt__kj_built(tnt_cropping2d(p[0], p[1], p[2], p[3], k->name), k);
+}
+
+const tnt__layer_ops tnt__cropping2d_ops = {
     .class_name = "Cropping2D",
+    .from_config = crop_from_config,
     .get_config = crop_get_config,
     .build = crop_build,
     .forward = crop_forward,
@@ -101,7 +109,7 @@ tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *
     crop_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = (crop_cfg){.top = top, .bottom = bottom, .left = left, .right = right};
-    tnt_layer *l = tnt__layer_new(&crop_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__cropping2d_ops, name, c);
     if (!l) free(c);
     return l;
 }

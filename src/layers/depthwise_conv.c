@@ -96,8 +96,43 @@ static tnt_status dw_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, dnulls);
 }
 
-static const tnt__layer_ops depthwise_ops = {
+static tnt_layer *depthwise_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_layer_opts o = {.name = k->name};
+    int ks[2] = {0}, dm = 0;
+    TNT_KJ_READ(tnt__conv_read_config(c, 2, ks, &o, k));
+    TNT_KJ_READ(tnt__kj_int(c, "depth_multiplier", false, 1, &dm, k));
+    TNT_KJ_READ(tnt__kj_init(c, "depthwise_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    static const char *const nulls[] = {"depthwise_regularizer", "depthwise_constraint", NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    if (dm <= 0)
+        return tnt__kj_fail(k, TNT_ERR_ARG, "depth_multiplier %d (expected > 0)", dm);
+    return tnt__kj_built(tnt_depthwise_conv2d(ks[0], ks[1], dm, &o), k);
+}
+
+static tnt_layer *separable_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    tnt_layer_opts o = {.name = k->name};
+    int filters = 0, ks[2] = {0}, dm = 0;
+    tnt_initializer dwi, pwi;
+    TNT_KJ_READ(tnt__kj_int(c, "filters", true, 0, &filters, k));
+    TNT_KJ_READ(tnt__conv_read_config(c, 2, ks, &o, k));
+    TNT_KJ_READ(tnt__kj_int(c, "depth_multiplier", false, 1, &dm, k));
+    TNT_KJ_READ(tnt__kj_init(c, "depthwise_initializer", TNT_INIT_GLOROT_UNIFORM, &dwi, k));
+    TNT_KJ_READ(tnt__kj_init(c, "pointwise_initializer", TNT_INIT_GLOROT_UNIFORM, &pwi, k));
+    static const char *const nulls[] = {"depthwise_regularizer", "pointwise_regularizer", "depthwise_constraint",
+                                        "pointwise_constraint", "kernel_regularizer", "kernel_constraint", NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    if (dwi != pwi)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "depthwise_initializer and pointwise_initializer differ (only one initializer "
+             "for both kernels is supported)");
+    if (dm <= 0)
+        return tnt__kj_fail(k, TNT_ERR_ARG, "depth_multiplier %d (expected > 0)", dm);
+    o.kernel_initializer = dwi;
+    return tnt__kj_built(tnt_separable_conv2d(filters, ks[0], ks[1], dm, &o), k);
+}
+
+const tnt__layer_ops tnt__depthwise_conv2d_ops = {
     .class_name = "DepthwiseConv2D",
+    .from_config = depthwise_from_config,
     .get_config = dw_get_config,
     .build = dw_build,
     .plan_create = tnt__conv_plan_create,
@@ -137,7 +172,7 @@ tnt_layer *tnt_depthwise_conv2d(int kernel_h, int kernel_w, int depth_multiplier
     if (!d) return NULL;
     d->conv = cfg;
     d->dm = depth_multiplier ? depth_multiplier : 1;
-    tnt_layer *l = tnt__layer_new(&depthwise_ops, o->name, d);
+    tnt_layer *l = tnt__layer_new(&tnt__depthwise_conv2d_ops, o->name, d);
     if (!l) {
         free(d);
         return NULL;
@@ -303,8 +338,9 @@ static tnt_status sep_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, nulls);
 }
 
-static const tnt__layer_ops separable_ops = {
+const tnt__layer_ops tnt__separable_conv2d_ops = {
     .class_name = "SeparableConv2D",
+    .from_config = separable_from_config,
     .get_config = sep_get_config,
     .build = sep_build,
     .plan_create = sep_plan_create,
@@ -338,7 +374,7 @@ tnt_layer *tnt_separable_conv2d(int filters, int kernel_h, int kernel_w, int dep
                           .no_bias = o->no_bias};
     tnt_layer *l = NULL;
     if (!(s->dw = tnt_depthwise_conv2d(kernel_h, kernel_w, s->dm, &dwo)) ||
-        !(s->pw = tnt_conv2d(filters, 1, 1, &pwo)) || !(l = tnt__layer_new(&separable_ops, o->name, s))) {
+        !(s->pw = tnt_conv2d(filters, 1, 1, &pwo)) || !(l = tnt__layer_new(&tnt__separable_conv2d_ops, o->name, s))) {
         tnt_layer_free(s->dw);
         tnt_layer_free(s->pw);
         free(s);

@@ -5,6 +5,8 @@
 #include "layers/layer.h"
 #include "layers/keras_config.h"
 
+#include <math.h>
+
 typedef struct dropout_priv {
     float rate;
     uint64_t seed; /* 0: derive from the model's seed (l->seed) */
@@ -73,8 +75,20 @@ static tnt_status dropout_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops dropout_ops = {
+static tnt_layer *dropout_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double rate = 0, seed = 0;
+    TNT_KJ_READ(tnt__kj_num(c, "rate", true, 0, &rate, k));
+    TNT_KJ_READ(tnt__kj_num(c, "seed", false, 0, &seed, k));
+    static const char *const nulls[] = {"noise_shape", NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    if (!(seed >= 0 && seed < 9007199254740992.0) || seed != floor(seed))
+        return tnt__kj_fail(k, TNT_ERR_FORMAT, "seed %g (expected a non-negative integer or null)", seed);
+    return tnt__kj_built(tnt_dropout((float)rate, (uint64_t)seed, k->name), k);
+}
+
+const tnt__layer_ops tnt__dropout_ops = {
     .class_name = "Dropout",
+    .from_config = dropout_from_config,
     .get_config = dropout_get_config,
     .build = dropout_build,
     .workspace_size = dropout_workspace,
@@ -93,7 +107,7 @@ tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name) {
     if (!p) return NULL;
     p->rate = rate;
     p->seed = seed;
-    tnt_layer *l = tnt__layer_new(&dropout_ops, name, p);
+    tnt_layer *l = tnt__layer_new(&tnt__dropout_ops, name, p);
     if (!l) free(p);
     return l;
 }

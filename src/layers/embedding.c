@@ -128,8 +128,22 @@ static tnt_status emb_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops embedding_ops = {
+static tnt_layer *embedding_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int in_dim = 0, out_dim = 0;
+    bool mask_zero = false;
+    TNT_KJ_READ(tnt__kj_int(c, "input_dim", true, 0, &in_dim, k));
+    TNT_KJ_READ(tnt__kj_int(c, "output_dim", true, 0, &out_dim, k));
+    TNT_KJ_READ(tnt__kj_bool(c, "mask_zero", false, &mask_zero, k));
+    TNT_KJ_READ(tnt__kj_want_init(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM, k));
+    static const char *const nulls[] = {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
+                                        NULL};
+    TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
+    return tnt__kj_built(tnt_embedding(in_dim, out_dim, mask_zero, k->name), k);
+}
+
+const tnt__layer_ops tnt__embedding_ops = {
     .class_name = "Embedding",
+    .from_config = embedding_from_config,
     .get_config = emb_get_config,
     .build = emb_build,
     .forward = emb_forward,
@@ -139,7 +153,7 @@ static const tnt__layer_ops embedding_ops = {
 };
 
 bool tnt__embedding_mask_zero(const tnt_layer *l) {
-    return l && l->ops == &embedding_ops && ((const emb_cfg *)l->priv)->mask_zero;
+    return l && l->ops == &tnt__embedding_ops && ((const emb_cfg *)l->priv)->mask_zero;
 }
 
 tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const char *name) {
@@ -162,7 +176,7 @@ tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const ch
     c->input_dim = input_dim;
     c->output_dim = output_dim;
     c->mask_zero = mask_zero;
-    tnt_layer *l = tnt__layer_new(&embedding_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__embedding_ops, name, c);
     if (!l) free(c);
     return l;
 }

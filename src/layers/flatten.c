@@ -15,11 +15,17 @@ static tnt_status flatten_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops flatten_ops = {
+static tnt_layer *flatten_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    return tnt__kj_built(tnt_flatten(k->name), k);
+}
+
+const tnt__layer_ops tnt__flatten_ops = {
     .class_name = "Flatten",
+    .from_config = flatten_from_config,
     .get_config = flatten_get_config,
     .build = flatten_build,
     .is_view = true,
 };
 
-tnt_layer *tnt_flatten(const char *name) { return tnt__layer_new(&flatten_ops, name, NULL); }
+tnt_layer *tnt_flatten(const char *name) { return tnt__layer_new(&tnt__flatten_ops, name, NULL); }

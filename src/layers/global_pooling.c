@@ -106,8 +106,21 @@ static tnt_status gpool_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops gavg_ops = {
+static tnt_layer *gavg_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));
+    return tnt__kj_built(tnt_global_average_pooling2d(k->name), k);
+}
+
+static tnt_layer *gmax_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));
+    return tnt__kj_built(tnt_global_max_pooling2d(k->name), k);
+}
+
+const tnt__layer_ops tnt__global_average_pooling2d_ops = {
     .class_name = "GlobalAveragePooling2D",
+    .from_config = gavg_from_config,
     .get_config = gpool_get_config,
     .build = gpool_build,
     .forward = gpool_forward,
@@ -115,8 +128,9 @@ static const tnt__layer_ops gavg_ops = {
     .destroy = gpool_destroy,
 };
 
-static const tnt__layer_ops gmax_ops = {
+const tnt__layer_ops tnt__global_max_pooling2d_ops = {
     .class_name = "GlobalMaxPooling2D",
+    .from_config = gmax_from_config,
     .get_config = gpool_get_config,
     .build = gpool_build,
     .forward = gpool_forward,
@@ -128,7 +142,7 @@ static tnt_layer *gpool_new(bool is_max, const char *name) {
     gpool_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->is_max = is_max;
-    tnt_layer *l = tnt__layer_new(is_max ? &gmax_ops : &gavg_ops, name, c);
+    tnt_layer *l = tnt__layer_new(is_max ? &tnt__global_max_pooling2d_ops : &tnt__global_average_pooling2d_ops, name, c);
     if (!l) free(c);
     return l;
 }

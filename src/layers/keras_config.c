@@ -105,6 +105,14 @@ tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys) {
     return TNT_OK;
 }
 
+tnt_status tnt__kj_add_batch_shape(cJSON *c, tnt_shape s) {
+    cJSON *a = cJSON_AddArrayToObject(c, "batch_input_shape");
+    TNT_KJ(a);
+    TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNull()));
+    for (int i = 0; i < s.ndim; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.dim[i])));
+    return TNT_OK;
+}
+
 /* ---- reading ------------------------------------------------------------------------------ */
 
 static tnt_status kj_verror(const tnt__kj_ctx *k, tnt_status s, const char *fmt, va_list ap) {
@@ -393,4 +401,31 @@ tnt_status tnt__kj_check_center_scale(const cJSON *c, const tnt__kj_ctx *k) {
     static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                                         "gamma_constraint", NULL};
     return tnt__kj_check_nulls(c, nulls, k);
+}
+
+/* Keras 2's batch_input_shape, else Keras 3's batch_shape. */
+static const cJSON *batch_shape_item(const cJSON *cfg) {
+    const cJSON *v = tnt__kj_item(cfg, "batch_input_shape");
+    return tnt__kj_absent(v) ? tnt__kj_item(cfg, "batch_shape") : v;
+}
+
+bool tnt__kj_has_batch_shape(const cJSON *cfg) { return !tnt__kj_absent(batch_shape_item(cfg)); }
+
+tnt_status tnt__kj_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_list(batch_shape_item(cfg));
+    if (!v || cJSON_GetArraySize(v) < 2 || cJSON_GetArraySize(v) > TNT_MAX_DIMS)
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: expected [null, d1, ...] with 1 to %d dimensions",
+                             TNT_MAX_DIMS - 1);
+    s->ndim = 0;
+    for (const cJSON *e = v->child->next; e; e = e->next) { /* after the batch dimension */
+        int d = 0;
+        if (cJSON_IsNull(e))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "batch_input_shape: dimension %d is null (variable sizes are "
+                                 "not supported)", s->ndim + 1);
+        if (!tnt__kj_as_int(e, &d) || d <= 0)
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: dimension %d is not a positive integer",
+                                 s->ndim + 1);
+        s->dim[s->ndim++] = d;
+    }
+    return TNT_OK;
 }

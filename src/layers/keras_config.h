@@ -58,6 +58,8 @@ extern const char *const tnt__kj_kernel_nulls[];
 double tnt__kj_f(float v);
 /* Keras padding name: "valid", "same", "causal" */
 const char *tnt__kj_padding_name(tnt_padding p);
+/* "batch_input_shape": [null, d1, ...]: a model's input shape s, in its first layer's config. */
+tnt_status tnt__kj_add_batch_shape(cJSON *c, tnt_shape s);
 
 /* ---- reading, in from_config ------------------------------------------------------------ */
 
@@ -129,6 +131,11 @@ tnt_status tnt__kj_check_data_format(const cJSON *config, const tnt__kj_ctx *k);
 /* Each key of a NULL-terminated list (regularizers, constraints and other options this library
  * does not implement) is absent or null. */
 tnt_status tnt__kj_check_nulls(const cJSON *config, const char *const *keys, const tnt__kj_ctx *k);
+
+/* A model's input shape, in an InputLayer's or a first layer's config: "batch_input_shape" (Keras
+ * 2) or "batch_shape" (Keras 3), a tuple [null, d1, ...] whose batch size is left out of s. */
+bool tnt__kj_has_batch_shape(const cJSON *config);
+tnt_status tnt__kj_batch_shape(const cJSON *config, tnt_shape *s, const tnt__kj_ctx *k);
 
 /* BatchNormalization's and LayerNormalization's shared keys. */
 /* axis: a single axis (-1, or [rank - 1] as Keras writes it after build); the model checks that it

@@ -172,8 +172,19 @@ static tnt_status ln_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, nulls);
 }
 
-static const tnt__layer_ops layer_norm_ops = {
+static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    double epsilon = 0;
+    TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
+    TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
+    TNT_KJ_READ(tnt__kj_check_center_scale(c, k));
+    if (epsilon == 0.0)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "epsilon 0 (not supported: 0 selects the default here)");
+    return tnt__kj_built(tnt_layer_normalization((float)epsilon, k->name), k);
+}
+
+const tnt__layer_ops tnt__layer_normalization_ops = {
     .class_name = "LayerNormalization",
+    .from_config = layer_norm_from_config,
     .get_config = ln_get_config,
     .build = ln_build,
     .workspace_size = ln_workspace_size,
@@ -192,7 +203,7 @@ tnt_layer *tnt_layer_normalization(float epsilon, const char *name) {
     ln_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->epsilon = epsilon > 0.0f ? epsilon : 1e-3f;
-    tnt_layer *l = tnt__layer_new(&layer_norm_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__layer_normalization_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -17,6 +17,7 @@
  *   would split a tie in halves instead.) A NaN in any input makes the output NaN, as TF.
  * Large tensors (ResNet-50's Add on (16, 56, 56, 256)) are split into blocks across OpenMP
  * threads; each block runs input by input so that the inner loops vectorize. */
+#include "layers/keras_config.h"
 #include "layers/layer.h"
 
 #include <math.h>
@@ -199,9 +200,16 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
 
 static void merge_destroy(tnt_layer *l) { free(l->priv); }
 
+/* The ops table tnt__<var>_ops of one merge class, whose from_config calls its constructor (a
+ * merge layer has no keys of its own). */
 #define MERGE_OPS(var, cls, relu)                                                                 \
-    static const tnt__layer_ops var = {                                                           \
+    static tnt_layer *var##_from_config(const cJSON *c, const tnt__kj_ctx *k) {                   \
+        (void)c;                                                                                  \
+        return tnt__kj_built(tnt_##var(k->name), k);                                              \
+    }                                                                                             \
+    const tnt__layer_ops tnt__##var##_ops = {                                                     \
         .class_name = cls,                                                                        \
+        .from_config = var##_from_config,                                                         \
         .build_multi = merge_build,                                                               \
         .forward = merge_forward,                                                                 \
         .backward = merge_backward,                                                               \
@@ -209,12 +217,12 @@ static void merge_destroy(tnt_layer *l) { free(l->priv); }
         .supports_masking = true,                                                                 \
         .folds_relu = relu,                                                                       \
     }
-MERGE_OPS(add_ops, "Add", true); /* ResNet's Add + relu */
-MERGE_OPS(subtract_ops, "Subtract", false);
-MERGE_OPS(multiply_ops, "Multiply", false);
-MERGE_OPS(average_ops, "Average", false);
-MERGE_OPS(maximum_ops, "Maximum", false);
-MERGE_OPS(minimum_ops, "Minimum", false);
+MERGE_OPS(add, "Add", true); /* ResNet's Add + relu */
+MERGE_OPS(subtract, "Subtract", false);
+MERGE_OPS(multiply, "Multiply", false);
+MERGE_OPS(average, "Average", false);
+MERGE_OPS(maximum, "Maximum", false);
+MERGE_OPS(minimum, "Minimum", false);
 
 static tnt_layer *merge_new(merge_op op, const tnt__layer_ops *ops, const char *name) {
     merge_cfg *c = tnt__calloc(1, sizeof *c);
@@ -225,9 +233,9 @@ static tnt_layer *merge_new(merge_op op, const tnt__layer_ops *ops, const char *
     return l;
 }
 
-tnt_layer *tnt_add(const char *name) { return merge_new(M_ADD, &add_ops, name); }
-tnt_layer *tnt_subtract(const char *name) { return merge_new(M_SUB, &subtract_ops, name); }
-tnt_layer *tnt_multiply(const char *name) { return merge_new(M_MUL, &multiply_ops, name); }
-tnt_layer *tnt_average(const char *name) { return merge_new(M_AVG, &average_ops, name); }
-tnt_layer *tnt_maximum(const char *name) { return merge_new(M_MAX, &maximum_ops, name); }
-tnt_layer *tnt_minimum(const char *name) { return merge_new(M_MIN, &minimum_ops, name); }
+tnt_layer *tnt_add(const char *name) { return merge_new(M_ADD, &tnt__add_ops, name); }
+tnt_layer *tnt_subtract(const char *name) { return merge_new(M_SUB, &tnt__subtract_ops, name); }
+tnt_layer *tnt_multiply(const char *name) { return merge_new(M_MUL, &tnt__multiply_ops, name); }
+tnt_layer *tnt_average(const char *name) { return merge_new(M_AVG, &tnt__average_ops, name); }
+tnt_layer *tnt_maximum(const char *name) { return merge_new(M_MAX, &tnt__maximum_ops, name); }
+tnt_layer *tnt_minimum(const char *name) { return merge_new(M_MIN, &tnt__minimum_ops, name); }

@@ -110,8 +110,15 @@ static tnt_status permute_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_ints(c, "dims", p->n, v);
 }
 
-static const tnt__layer_ops permute_ops = {
+static tnt_layer *permute_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int v[TNT_MAX_DIMS] = {0}, n = 0;
+    TNT_KJ_READ(tnt__kj_int_list(c, "dims", TNT_MAX_DIMS - 1, v, &n, k));
+    return tnt__kj_built(tnt_permute(n, v, k->name), k);
+}
+
+const tnt__layer_ops tnt__permute_ops = {
     .class_name = "Permute",
+    .from_config = permute_from_config,
     .get_config = permute_get_config,
     .build = permute_build,
     .forward = permute_forward,
@@ -146,7 +153,7 @@ tnt_layer *tnt_permute(int n, const int *dims, const char *name) {
     if (!c) return NULL;
     c->n = n;
     for (int i = 0; i < n; i++) c->perm[i] = dims[i] - 1;
-    tnt_layer *l = tnt__layer_new(&permute_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__permute_ops, name, c);
     if (!l) free(c);
     return l;
 }

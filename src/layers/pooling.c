@@ -222,8 +222,24 @@ static tnt_status pool_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops max_pool_ops = {
+static tnt_layer *pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k, bool is_max) {
+    static const int two[2] = {2, 2};
+    tnt_layer_opts o = {.name = k->name};
+    int ps[2] = {0};
+    TNT_KJ_READ(tnt__kj_ints(c, "pool_size", false, 2, two, ps, k));
+    TNT_KJ_READ(tnt__kj_ints(c, "strides", false, 2, ps, o.strides, k));
+    TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    return tnt__kj_built(is_max ? tnt_max_pooling2d(ps[0], ps[1], &o) : tnt_average_pooling2d(ps[0], ps[1], &o), k);
+}
+
+static tnt_layer *max_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool2d_from_config(c, k, true); }
+
+static tnt_layer *avg_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool2d_from_config(c, k, false); }
+
+const tnt__layer_ops tnt__max_pooling2d_ops = {
     .class_name = "MaxPooling2D",
+    .from_config = max_pool2d_from_config,
     .get_config = pool_get_config,
     .build = pool_build,
     .workspace_size = max_workspace_size,
@@ -232,8 +248,9 @@ static const tnt__layer_ops max_pool_ops = {
     .destroy = pool_destroy,
 };
 
-static const tnt__layer_ops avg_pool_ops = {
+const tnt__layer_ops tnt__average_pooling2d_ops = {
     .class_name = "AveragePooling2D",
+    .from_config = avg_pool2d_from_config,
     .get_config = pool_get_config,
     .build = pool_build,
     .forward = pool_forward,
@@ -277,7 +294,7 @@ static tnt_layer *pool_new(bool is_max, int ph, int pw, const tnt_layer_opts *op
         .sh = o->strides[0] ? o->strides[0] : ph, .sw = o->strides[1] ? o->strides[1] : pw,
         .padding = o->padding,
     };
-    tnt_layer *l = tnt__layer_new(is_max ? &max_pool_ops : &avg_pool_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(is_max ? &tnt__max_pooling2d_ops : &tnt__average_pooling2d_ops, o->name, c);
     if (!l) free(c);
     return l;
 }

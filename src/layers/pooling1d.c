@@ -128,8 +128,26 @@ static tnt_status mp1_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops mp1_ops = {
+static tnt_layer *max_pool1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    static const int two[1] = {2};
+    tnt_layer_opts o = {.name = k->name};
+    int ps = 0;
+    TNT_KJ_READ(tnt__kj_ints(c, "pool_size", false, 1, two, &ps, k));
+    TNT_KJ_READ(tnt__kj_ints(c, "strides", false, 1, &ps, o.strides, k));
+    TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    return tnt__kj_built(tnt_max_pooling1d(ps, &o), k);
+}
+
+static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));
+    return tnt__kj_built(tnt_global_average_pooling1d(k->name), k);
+}
+
+const tnt__layer_ops tnt__max_pooling1d_ops = {
     .class_name = "MaxPooling1D",
+    .from_config = max_pool1d_from_config,
     .get_config = mp1_get_config,
     .build = mp1_build,
     .workspace_size = mp1_workspace_size,
@@ -170,7 +188,7 @@ tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts) {
     if (!c) return NULL;
     *c = (mp1_cfg){.k = pool_size, .s = o->strides[0] ? o->strides[0] : pool_size,
                    .padding = o->padding};
-    tnt_layer *l = tnt__layer_new(&mp1_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__max_pooling1d_ops, o->name, c);
     if (!l) free(c);
     return l;
 }
@@ -241,8 +259,9 @@ static tnt_status gap1_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops gap1_ops = {
+const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .class_name = "GlobalAveragePooling1D",
+    .from_config = gap1d_from_config,
     .get_config = gap1_get_config,
     .build = gap1_build,
     .forward = gap1_forward,
@@ -253,7 +272,7 @@ static const tnt__layer_ops gap1_ops = {
 tnt_layer *tnt_global_average_pooling1d(const char *name) {
     gap1_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
-    tnt_layer *l = tnt__layer_new(&gap1_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__global_average_pooling1d_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -8,18 +8,60 @@
  * The line declares the table and lists it; src/io/keras_json.c needs no change. */
 #include "layers/keras_config.h"
 
-#define TNT_KERAS_CLASSES(X)                                                                      \
-    X("Dense", tnt__dense_ops)                                                                   \
-    X("ReLU", tnt__relu_ops)                                                                     \
-    X("LeakyReLU", tnt__leaky_relu_ops)                                                          \
-    X("ELU", tnt__elu_ops)                                                                       \
-    X("ThresholdedReLU", tnt__thresholded_relu_ops)                                              \
-    X("PReLU", tnt__prelu_ops)                                                                   \
-    X("Softmax", tnt__softmax_ops)                                                               \
-    X("Conv2DTranspose", tnt__conv2d_transpose_ops)                                              \
-    X("Convolution2DTranspose", tnt__conv2d_transpose_ops)                                       \
-    X("Conv1DTranspose", tnt__conv1d_transpose_ops)                                              \
-    X("Convolution1DTranspose", tnt__conv1d_transpose_ops)
+/* Every line ends with a backslash, the last one too, so that adding a line touches no other. */
+#define TNT_KERAS_CLASSES(X) \
+    X("Dense", tnt__dense_ops) \
+    X("Conv2D", tnt__conv2d_ops) \
+    X("Convolution2D", tnt__conv2d_ops) \
+    X("Conv1D", tnt__conv1d_ops) \
+    X("Convolution1D", tnt__conv1d_ops) \
+    X("DepthwiseConv2D", tnt__depthwise_conv2d_ops) \
+    X("SeparableConv2D", tnt__separable_conv2d_ops) \
+    X("SeparableConvolution2D", tnt__separable_conv2d_ops) \
+    X("MaxPooling2D", tnt__max_pooling2d_ops) \
+    X("MaxPool2D", tnt__max_pooling2d_ops) \
+    X("AveragePooling2D", tnt__average_pooling2d_ops) \
+    X("AvgPool2D", tnt__average_pooling2d_ops) \
+    X("MaxPooling1D", tnt__max_pooling1d_ops) \
+    X("MaxPool1D", tnt__max_pooling1d_ops) \
+    X("GlobalAveragePooling2D", tnt__global_average_pooling2d_ops) \
+    X("GlobalAvgPool2D", tnt__global_average_pooling2d_ops) \
+    X("GlobalMaxPooling2D", tnt__global_max_pooling2d_ops) \
+    X("GlobalMaxPool2D", tnt__global_max_pooling2d_ops) \
+    X("GlobalAveragePooling1D", tnt__global_average_pooling1d_ops) \
+    X("GlobalAvgPool1D", tnt__global_average_pooling1d_ops) \
+    X("ZeroPadding2D", tnt__zero_padding2d_ops) \
+    X("Cropping2D", tnt__cropping2d_ops) \
+    X("UpSampling2D", tnt__upsampling2d_ops) \
+    X("Flatten", tnt__flatten_ops) \
+    X("Reshape", tnt__reshape_ops) \
+    X("Permute", tnt__permute_ops) \
+    X("RepeatVector", tnt__repeat_vector_ops) \
+    X("Dropout", tnt__dropout_ops) \
+    X("Activation", tnt__activation_ops) \
+    X("BatchNormalization", tnt__batch_normalization_ops) \
+    X("SyncBatchNormalization", tnt__sync_batch_normalization_ops) \
+    X("LayerNormalization", tnt__layer_normalization_ops) \
+    X("Embedding", tnt__embedding_ops) \
+    X("MultiHeadAttention", tnt__multi_head_attention_ops) \
+    X("Add", tnt__add_ops) \
+    X("Subtract", tnt__subtract_ops) \
+    X("Multiply", tnt__multiply_ops) \
+    X("Average", tnt__average_ops) \
+    X("Maximum", tnt__maximum_ops) \
+    X("Minimum", tnt__minimum_ops) \
+    X("Concatenate", tnt__concatenate_ops) \
+    X("ReLU", tnt__relu_ops) \
+    X("LeakyReLU", tnt__leaky_relu_ops) \
+    X("ELU", tnt__elu_ops) \
+    X("ThresholdedReLU", tnt__thresholded_relu_ops) \
+    X("PReLU", tnt__prelu_ops) \
+    X("Softmax", tnt__softmax_ops) \
+    X("Conv2DTranspose", tnt__conv2d_transpose_ops) \
+    X("Convolution2DTranspose", tnt__conv2d_transpose_ops) \
+    X("Conv1DTranspose", tnt__conv1d_transpose_ops) \
+    X("Convolution1DTranspose", tnt__conv1d_transpose_ops) \
+    /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
 TNT_KERAS_CLASSES(DECLARE_OPS)

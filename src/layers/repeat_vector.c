@@ -64,8 +64,15 @@ static tnt_status repeat_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops repeat_ops = {
+static tnt_layer *repeat_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int n = 0;
+    TNT_KJ_READ(tnt__kj_int(c, "n", true, 0, &n, k));
+    return tnt__kj_built(tnt_repeat_vector(n, k->name), k);
+}
+
+const tnt__layer_ops tnt__repeat_vector_ops = {
     .class_name = "RepeatVector",
+    .from_config = repeat_from_config,
     .get_config = repeat_get_config,
     .build = repeat_build,
     .forward = repeat_forward,
@@ -81,7 +88,7 @@ tnt_layer *tnt_repeat_vector(int n, const char *name) {
     repeat_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->n = n;
-    tnt_layer *l = tnt__layer_new(&repeat_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__repeat_vector_ops, name, c);
     if (!l) free(c);
     return l;
 }

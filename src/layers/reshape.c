@@ -40,8 +40,17 @@ static tnt_status reshape_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_ints(c, "target_shape", p->target.ndim, v);
 }
 
-static const tnt__layer_ops reshape_ops = {
+static tnt_layer *reshape_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int v[TNT_MAX_DIMS] = {0}, n = 0;
+    TNT_KJ_READ(tnt__kj_int_list(c, "target_shape", TNT_MAX_DIMS - 1, v, &n, k));
+    tnt_shape t = {.ndim = n};
+    for (int i = 0; i < n; i++) t.dim[i] = v[i];
+    return tnt__kj_built(tnt_reshape(t, k->name), k);
+}
+
+const tnt__layer_ops tnt__reshape_ops = {
     .class_name = "Reshape",
+    .from_config = reshape_from_config,
     .get_config = reshape_get_config,
     .build = reshape_build,
     .destroy = reshape_destroy,
@@ -64,7 +73,7 @@ tnt_layer *tnt_reshape(tnt_shape target, const char *name) {
     reshape_priv *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     p->target = target;
-    tnt_layer *l = tnt__layer_new(&reshape_ops, name, p);
+    tnt_layer *l = tnt__layer_new(&tnt__reshape_ops, name, p);
     if (!l) free(p);
     return l;
 }

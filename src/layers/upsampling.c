@@ -84,8 +84,20 @@ static tnt_status up_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static const tnt__layer_ops up_ops = {
+static tnt_layer *up_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    static const int two[2] = {2, 2};
+    int sz[2] = {0};
+    bool bad = false;
+    TNT_KJ_READ(tnt__kj_ints(c, "size", false, 2, two, sz, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    const char *interp = tnt__kj_str(c, "interpolation", &bad, k);
+    if (bad) return NULL;
+    return tnt__kj_built(tnt_upsampling2d(sz[0], sz[1], interp, k->name), k);
+}
+
+const tnt__layer_ops tnt__upsampling2d_ops = {
     .class_name = "UpSampling2D",
+    .from_config = up_from_config,
     .get_config = up_get_config,
     .build = up_build,
     .forward = up_forward,
@@ -115,7 +127,7 @@ tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, c
     up_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = (up_cfg){.sh = size_h, .sw = size_w};
-    tnt_layer *l = tnt__layer_new(&up_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__upsampling2d_ops, name, c);
     if (!l) free(c);
     return l;
 }

@@ -73,8 +73,16 @@ static tnt_status zpad_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_2d_margins(c, "padding", p->top, p->bottom, p->left, p->right);
 }
 
-static const tnt__layer_ops zpad_ops = {
+static tnt_layer *zpad_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int p[4] = {0};
+    TNT_KJ_READ(tnt__kj_2d_margins(c, "padding", 1, p, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    return tnt__kj_built(tnt_zero_padding2d(p[0], p[1], p[2], p[3], k->name), k);
+}
+
+const tnt__layer_ops tnt__zero_padding2d_ops = {
     .class_name = "ZeroPadding2D",
+    .from_config = zpad_from_config,
     .get_config = zpad_get_config,
     .build = zpad_build,
     .forward = zpad_forward,
@@ -93,7 +101,7 @@ tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const ch
     zpad_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = (zpad_cfg){.top = top, .bottom = bottom, .left = left, .right = right};
-    tnt_layer *l = tnt__layer_new(&zpad_ops, name, c);
+    tnt_layer *l = tnt__layer_new(&tnt__zero_padding2d_ops, name, c);
     if (!l) free(c);
     return l;
 }
