@@ -31,4 +31,22 @@ TNT_API tnt_layer *tnt_conv2d_transpose(int filters, int kernel_h, int kernel_w,
  * output_padding -1 for None; opts as Conv2DTranspose, using strides[0] and dilation[0]. */
 TNT_API tnt_layer *tnt_conv1d_transpose(int filters, int kernel_size, int output_padding, const tnt_layer_opts *opts);
 
+/* Keras GlobalMaxPooling1D: (steps, c) -> (c); GlobalAveragePooling3D, GlobalMaxPooling3D:
+ * (d, h, w, c) -> (c). keepdims=False; max gradients split equally among tied maxima. */
+TNT_API tnt_layer *tnt_global_max_pooling1d(const char *name);
+TNT_API tnt_layer *tnt_global_average_pooling3d(const char *name);
+TNT_API tnt_layer *tnt_global_max_pooling3d(const char *name);
+
+/* Keras BatchNormalization (SyncBatchNormalization when sync) over the last axis with all its
+ * options; momentum and epsilon 0 mean Keras's 0.99 and 1e-3. no_center: no beta (Keras
+ * center=False); no_scale: no gamma (scale=False); the weights are then, in Keras order, those
+ * that remain. */
+typedef struct tnt_batch_norm_opts {
+    const char *name;
+    float momentum, epsilon;
+    bool no_center, no_scale;
+    bool sync;
+} tnt_batch_norm_opts;
+TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts);
+
 #endif

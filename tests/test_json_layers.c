@@ -122,6 +122,21 @@ static void test_conv_transpose_configs(void **state) {
     tu_error_contains("output_padding (2, 2)");
 }
 
+static void test_batch_norm_configs(void **state) {
+    (void)state;
+    check_layer(TNT_SHAPE(4, 3), tnt_batch_normalization_with(&(tnt_batch_norm_opts){.no_scale = true}),
+                "BatchNormalization", "\"center\":true,\"scale\":false");
+    /* Keras: scale 0 (a 1/0 boolean), center false: only the moving statistics remain */
+    tnt_model *m = seq_from_layer_json("[null, 5]", "{\"class_name\": \"BatchNormalization\", \"config\": {\"name\": "
+                                       "\"bn\", \"axis\": -1, \"center\": false, \"scale\": 0}}");
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    assert_int_equal(tnt_model_count_params(m), 10);
+    tnt_layer *l = tnt_model_get_layer(m, "bn");
+    assert_int_equal(l->n_weights, 2);
+    assert_string_equal(l->weights[0].name, "moving_mean");
+    tnt_model_free(m);
+}
+
 int main(void) {
     tnt_init(NULL, NULL);
     const struct CMUnitTest tests[] = {
@@ -129,6 +144,7 @@ int main(void) {
         cmocka_unit_test(test_activation_keras_spellings),
         cmocka_unit_test(test_activation_errors),
         cmocka_unit_test(test_conv_transpose_configs),
+        cmocka_unit_test(test_batch_norm_configs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -61,6 +61,12 @@
     X("Convolution2DTranspose", tnt__conv2d_transpose_ops) \
     X("Conv1DTranspose", tnt__conv1d_transpose_ops) \
     X("Convolution1DTranspose", tnt__conv1d_transpose_ops) \
+    X("GlobalMaxPooling1D", tnt__global_max_pooling1d_ops) \
+    X("GlobalMaxPool1D", tnt__global_max_pooling1d_ops) \
+    X("GlobalAveragePooling3D", tnt__global_average_pooling3d_ops) \
+    X("GlobalAvgPool3D", tnt__global_average_pooling3d_ops) \
+    X("GlobalMaxPooling3D", tnt__global_max_pooling3d_ops) \
+    X("GlobalMaxPool3D", tnt__global_max_pooling3d_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
