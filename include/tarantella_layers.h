@@ -49,4 +49,18 @@ typedef struct tnt_batch_norm_opts {
 } tnt_batch_norm_opts;
 TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts);
 
+/* Training-time noise, identity at inference; seed 0 derives it from the model seed. The noise of
+ * a value depends on its sample's index in the global batch, so a data-parallel step is exact.
+ * SpatialDropout1D (steps, c) / SpatialDropout2D (h, w, c): whole channels dropped per sample,
+ * the rest scaled by 1/(1-rate); GaussianNoise: x + stddev * N(0, 1); GaussianDropout:
+ * x * N(1, rate/(1-rate)); AlphaDropout: Keras's SELU-preserving dropout. */
+TNT_API tnt_layer *tnt_spatial_dropout1d(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_spatial_dropout2d(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_gaussian_noise(float stddev, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_gaussian_dropout(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name);
+/* Keras ActivityRegularization: identity; the l1/l2 penalty on its output is not yet added to
+ * the loss (it awaits the model's regularization-penalty mechanism). */
+TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name);
+
 #endif

@@ -137,6 +137,31 @@ static void test_batch_norm_configs(void **state) {
     tnt_model_free(m);
 }
 
+static void test_noise_and_pooling_configs(void **state) {
+    (void)state;
+    check_layer(TNT_SHAPE(6, 3), tnt_spatial_dropout1d(0.25f, 0, NULL), "SpatialDropout1D", "\"rate\":0.25,\"seed\":null");
+    check_layer(TNT_SHAPE(4, 4, 3), tnt_spatial_dropout2d(0.5f, 9, NULL), "SpatialDropout2D",
+                "\"rate\":0.5,\"data_format\":\"channels_last\",\"seed\":9");
+    check_layer(TNT_SHAPE(5), tnt_gaussian_noise(0.1f, 0, NULL), "GaussianNoise", "\"stddev\":0.1");
+    check_layer(TNT_SHAPE(5), tnt_gaussian_dropout(0.3f, 0, NULL), "GaussianDropout", "\"rate\":0.3");
+    check_layer(TNT_SHAPE(5), tnt_alpha_dropout(0.1f, 0, NULL), "AlphaDropout", "\"rate\":0.1,\"noise_shape\":null");
+    check_layer(TNT_SHAPE(5), tnt_activity_regularization(0.01f, 0, NULL), "ActivityRegularization",
+                "\"l1\":0.01,\"l2\":0");
+    check_layer(TNT_SHAPE(6, 3), tnt_global_max_pooling1d(NULL), "GlobalMaxPooling1D", "\"keepdims\":false");
+    check_layer(TNT_SHAPE(2, 3, 4, 3), tnt_global_average_pooling3d(NULL), "GlobalAveragePooling3D", NULL);
+    check_layer(TNT_SHAPE(2, 3, 4, 3), tnt_global_max_pooling3d(NULL), "GlobalMaxPooling3D", NULL);
+    /* inference: identity; Keras 2 GlobalMaxPool1D alias */
+    const float x[4] = {1, -2, 3, 0.5f};
+    expect_output("[null, 4]", "{\"class_name\": \"GaussianNoise\", \"config\": {\"name\": \"g\", \"stddev\": 0.3}}", x, x, 4);
+    expect_output("[null, 2, 2]", "{\"class_name\": \"GlobalMaxPool1D\", \"config\": {\"name\": \"g\"}}", x,
+                  (const float[]){3, 0.5f}, 2);
+    tnt_model *m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"AlphaDropout\", \"config\": {\"name\": \"a\", "
+                                       "\"rate\": 1.5}}");
+    assert_null(m);
+    tu_error_contains("\"a\" (AlphaDropout)");
+    tu_error_contains("rate 1.5");
+}
+
 int main(void) {
     tnt_init(NULL, NULL);
     const struct CMUnitTest tests[] = {
@@ -145,6 +170,7 @@ int main(void) {
         cmocka_unit_test(test_activation_errors),
         cmocka_unit_test(test_conv_transpose_configs),
         cmocka_unit_test(test_batch_norm_configs),
+        cmocka_unit_test(test_noise_and_pooling_configs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

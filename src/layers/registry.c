@@ -67,6 +67,12 @@
     X("GlobalAvgPool3D", tnt__global_average_pooling3d_ops) \
     X("GlobalMaxPooling3D", tnt__global_max_pooling3d_ops) \
     X("GlobalMaxPool3D", tnt__global_max_pooling3d_ops) \
+    X("SpatialDropout1D", tnt__spatial_dropout1d_ops) \
+    X("SpatialDropout2D", tnt__spatial_dropout2d_ops) \
+    X("GaussianNoise", tnt__gaussian_noise_ops) \
+    X("GaussianDropout", tnt__gaussian_dropout_ops) \
+    X("AlphaDropout", tnt__alpha_dropout_ops) \
+    X("ActivityRegularization", tnt__activity_regularization_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
