@@ -378,6 +378,36 @@ static void test_errors(void **state) {
     assert_int_equal(tnt_model_to_json(NULL, &j), TNT_ERR_ARG);
 }
 
+/* Keras's leniency: 1 / 0 for booleans, Keras 3's {"class_name": "__tuple__", "items": [...]} or a
+ * list for tuples, a null dtype, Keras 3's batch_shape, class aliases, and unknown keys ignored. */
+static void test_leniency(void **state) {
+    (void)state;
+    const char *json =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": {\"class_name\": \"__tuple__\", "
+        "\"items\": [null, 6, 6, 2]}, \"dtype\": null, \"name\": \"in\"}},"
+        "{\"class_name\": \"Convolution2D\", \"config\": {\"name\": \"c\", \"filters\": 4, \"dtype\": null, "
+        "\"kernel_size\": {\"class_name\": \"__tuple__\", \"items\": [3, 3]}, \"strides\": [1, 1], "
+        "\"use_bias\": 1, \"some_future_key\": {\"a\": [1, 2]}}},"
+        "{\"class_name\": \"Flatten\", \"config\": {\"name\": \"f\", \"dtype\": null}},"
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3, \"use_bias\": 0}}]}}";
+    tnt_model *m = tnt_model_from_json(json);
+    if (!m) fail_msg("from_json failed: %s", tnt_last_error());
+    assert_int_equal(tnt_model_count_params(m), 3 * 3 * 2 * 4 + 4 + 4 * 4 * 4 * 3); /* Dense without bias */
+    assert_shape(tnt_model_input_shape(m), TNT_SHAPE(6, 6, 2));
+    assert_string_equal(tnt_layer_class(tnt_model_get_layer(m, "c")), "Conv2D");
+    tnt_model_free(m);
+    /* a number that is not 1 or 0 is no boolean; 1 means true where only false is supported */
+    expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3, \"use_bias\": 2}}",
+                       (const char *const[]){"\"d\"", "(Dense)", "\"use_bias\": expected true or false", NULL});
+    expect_layer_error("{\"class_name\": \"GlobalAveragePooling1D\", \"config\": {\"name\": \"g\", \"keepdims\": 1}}",
+                       (const char *const[]){"\"g\"", "keepdims true (only false is supported)", NULL});
+    /* a tuple of the wrong length names the key */
+    expect_layer_error("{\"class_name\": \"Reshape\", \"config\": {\"name\": \"r\", \"target_shape\": "
+                       "{\"class_name\": \"__tuple__\", \"items\": []}}}",
+                       (const char *const[]){"\"r\"", "(Reshape)", "\"target_shape\": expected a list of 1 to", NULL});
+}
+
 /* Deterministic mutation fuzzing of the fixtures: byte flips, truncations, insertions and
  * deletions; the reader must fail cleanly or return a model, never crash (run under ASan). */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -448,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_functional_model),
         cmocka_unit_test(test_keras_fixtures),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_leniency),
         cmocka_unit_test(test_fuzz),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,8 +35,8 @@
  * allreduce adds them up afterwards. Without a->parallel, or in inference, it is exactly
  * BatchNormalization (no collective). Every rank takes part in the collectives even when its
  * micro-batch is empty, so no rank waits for another. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include "comm/comm.h"
 

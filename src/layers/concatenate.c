@@ -8,8 +8,8 @@
  * output row of length sum_k(len_k * inner) is the inputs' rows one after another. Backward
  * copies each input's slice of dy back (dxs[k] NULL: skipped). Rows are shared out across OpenMP
  * threads when the tensor is large. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <stdio.h>
 

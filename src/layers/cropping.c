@@ -1,8 +1,8 @@
 /* cropping.c: Cropping2D (Keras) over NHWC input: (h, w, c) -> (h-top-bottom, w-left-right, c),
  * the input without its border rows and columns; an error when nothing would be left. Backward
  * puts the gradient back in place, zeros on the cropped border. No plan and no workspace. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 typedef struct crop_cfg {
     int top, bottom, left, right;

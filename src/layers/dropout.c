@@ -2,8 +2,8 @@
  * 1-rate and scaled by 1/(1-rate); outside training it is the identity. The mask is not stored:
  * it is recomputed in backward from the step's seed (kept in an 8-byte workspace), since the
  * counter-based generator gives the same value for the same (seed, index). */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <math.h>
 

@@ -13,8 +13,8 @@
  *
  * mask_zero: id 0 is padding; the graph asks tnt__embedding_mask_zero and derives the sequence
  * mask (ids != 0) itself. Embedding does not pass on an incoming mask (supports_masking false). */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <math.h>
 #include <omp.h>

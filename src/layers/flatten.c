@@ -1,7 +1,7 @@
 /* flatten.c: Flatten, (h, w, c) -> (h*w*c) in NHWC order, which is Keras's order. A view: the
  * model aliases its output to its input and never calls forward or backward. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 static tnt_status flatten_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     (void)l;

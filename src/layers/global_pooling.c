@@ -5,8 +5,8 @@
  * Max backward splits each gradient equally among the cells that tie for the maximum, as
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
  * model keeps alive until backward, so neither a plan nor a workspace is needed. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 typedef struct gpool_cfg {
     bool is_max;

@@ -12,8 +12,8 @@
  *   dgamma = sum over rows of dy * xhat,  dbeta = sum over rows of dy
  * dx is parallel over rows; dgamma/dbeta are parallel over column blocks, each thread summing its
  * columns over all rows in row order, so the result does not depend on the thread count. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <math.h>
 #include <omp.h>

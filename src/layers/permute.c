@@ -4,8 +4,8 @@
  * dx) is walked in order as rows of its last axis, parallel over those rows, each row read with
  * the source stride of the axis that the destination's last axis comes from (gathers: writes stay
  * sequential). */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <stdio.h>
 

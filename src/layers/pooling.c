@@ -8,8 +8,8 @@
  * 2x2 max pool of 64x28x28x20 at 1 thread, the loops below 0.45 / 0.65 ms (and 0.9 / 1.0 against
  * 0.2 / 0.35 ms for 64x14x14x50): these layers are memory-bound and the loops touch each byte
  * once. No plan is needed. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <stdio.h>
 

@@ -6,8 +6,8 @@
  * kept in the per-step workspace from forward to backward.
  * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
  * Neither layer needs a plan. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <stdio.h>
 

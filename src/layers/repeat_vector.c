@@ -1,7 +1,7 @@
 /* repeat_vector.c: RepeatVector (Keras): (features) -> (n, features), n copies of each sample's
  * vector. Backward sums dy over the n copies (in copy order, float32, as the copies are few). */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <stdio.h>
 

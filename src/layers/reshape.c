@@ -1,6 +1,6 @@
 /* reshape.c: Reshape to a target shape (batch excluded), one dimension may be -1. A view layer. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 typedef struct reshape_priv {
     tnt_shape target;

@@ -2,8 +2,8 @@
  * (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated over a size_h x size_w block.
  * Backward sums the gradient over each block. "bilinear" is refused as unsupported. No plan and
  * no workspace. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <string.h>
 

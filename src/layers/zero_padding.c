@@ -1,8 +1,8 @@
 /* zero_padding.c: ZeroPadding2D (Keras) over NHWC input: (h, w, c) -> (h+top+bottom,
  * w+left+right, c), zeros around the input. Backward takes the interior of the gradient. No plan
  * and no workspace. */
-#include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 typedef struct zpad_cfg {
     int top, bottom, left, right;
