@@ -63,4 +63,7 @@ TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name
  * the loss (it awaits the model's regularization-penalty mechanism). */
 TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name);
 
+/* Keras Rescaling: y = x * scale + offset. */
+TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
+
 #endif

@@ -155,6 +155,9 @@ static void test_noise_and_pooling_configs(void **state) {
     expect_output("[null, 4]", "{\"class_name\": \"GaussianNoise\", \"config\": {\"name\": \"g\", \"stddev\": 0.3}}", x, x, 4);
     expect_output("[null, 2, 2]", "{\"class_name\": \"GlobalMaxPool1D\", \"config\": {\"name\": \"g\"}}", x,
                   (const float[]){3, 0.5f}, 2);
+    check_layer(TNT_SHAPE(5), tnt_rescaling(1.0f / 255.0f, -1.0f, NULL), "Rescaling", "\"scale\":0.003921569,\"offset\":-1");
+    expect_output("[null, 4]", "{\"class_name\": \"Rescaling\", \"config\": {\"name\": \"r\", \"scale\": 0.5, \"offset\": 1}}",
+                  x, (const float[]){1.5f, 0.0f, 2.5f, 1.25f}, 4);
     tnt_model *m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"AlphaDropout\", \"config\": {\"name\": \"a\", "
                                        "\"rate\": 1.5}}");
     assert_null(m);

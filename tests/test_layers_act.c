@@ -42,6 +42,7 @@ static void test_finite_differences(void **state) {
     fd_check(tnt_prelu(1, (int[]){1}, TNT_INIT_DEFAULT, NULL), TNT_SHAPE(3, 4), 2);
     fd_check(tnt_softmax_layer(2, NULL), TNT_SHAPE(3, 4, 2), 2);
     fd_check(tnt_elu_layer(0.5f, NULL), TNT_SHAPE(6), 3);
+    fd_check(tnt_rescaling(0.25f, 2.0f, NULL), TNT_SHAPE(5), 2);
 }
 
 static void test_shapes_and_defaults(void **state) {

@@ -73,6 +73,7 @@
     X("GaussianDropout", tnt__gaussian_dropout_ops) \
     X("AlphaDropout", tnt__alpha_dropout_ops) \
     X("ActivityRegularization", tnt__activity_regularization_ops) \
+    X("Rescaling", tnt__rescaling_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
