@@ -264,7 +264,6 @@ TNT_API int tnt_layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape
 /* In forward and backward: the values of weight i, and its gradient (NULL when not trainable). */
 TNT_API float *tnt_layer_weight_value(tnt_layer *l, int i);
 TNT_API float *tnt_layer_weight_grad(tnt_layer *l, int i);
-
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
 /* Frees a layer that was never added to a model. */

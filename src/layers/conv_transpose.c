@@ -11,6 +11,7 @@
  * padding is TensorFlow's "same" (before = total / 2) or none; oneDNN's right padding is whatever
  * closes the size equation (in - 1)*s + k - before - after = out, and may be negative down to
  * 1 - s (output rows that no input reaches stay at the bias). */
+#include "layers/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
 
@@ -213,24 +214,16 @@ static tnt_status convt_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, tnt__kj_kernel_nulls);
 }
 
+/* Conv2D's keys (conv2d.h) plus output_padding (null: None) */
 static tnt_layer *convt_from_config(const cJSON *c, const tnt__kj_ctx *k, bool one_d) {
     tnt_layer_opts o = {.name = k->name};
-    int n = one_d ? 1 : 2, filters = 0, ks[2], op[2] = {-1, -1};
-    bool use_bias = true;
+    int n = one_d ? 1 : 2, filters = 0, ks[2] = {0}, op[2] = {-1, -1};
     TNT_KJ_READ(tnt__kj_int(c, "filters", true, 0, &filters, k));
-    TNT_KJ_READ(tnt__kj_ints(c, "kernel_size", true, n, NULL, ks, k));
-    TNT_KJ_READ(tnt__kj_ints(c, "strides", false, n, (int[]){1, 1}, o.strides, k));
-    TNT_KJ_READ(tnt__kj_ints(c, "dilation_rate", false, n, (int[]){1, 1}, o.dilation, k));
+    TNT_KJ_READ(tnt__conv_read_config(c, n, ks, &o, k));
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));
     if (!tnt__kj_absent(tnt__kj_item(c, "output_padding")))
         TNT_KJ_READ(tnt__kj_ints(c, "output_padding", true, n, NULL, op, k));
-    TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
-    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
-    TNT_KJ_READ(tnt__kj_activation(c, &o.activation, k));
-    TNT_KJ_READ(tnt__kj_bool(c, "use_bias", true, &use_bias, k));
-    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
-    TNT_KJ_READ(tnt__kj_init(c, "bias_initializer", TNT_INIT_ZEROS, &o.bias_initializer, k));
-    TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));
-    o.no_bias = !use_bias;
     if (one_d) return tnt__kj_built(tnt_conv1d_transpose(filters, ks[0], op[0], &o), k);
     return tnt__kj_built(tnt_conv2d_transpose(filters, ks[0], ks[1], op[0] < 0 ? NULL : op, &o), k);
 }
