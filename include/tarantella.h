@@ -321,11 +321,11 @@ TNT_API int tnt_layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape
 /* In forward and backward: the values of weight i, and its gradient (NULL when not trainable). */
 TNT_API float *tnt_layer_weight_value(tnt_layer *l, int i);
 TNT_API float *tnt_layer_weight_grad(tnt_layer *l, int i);
-
 TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
 /* Frees a layer that was never added to a model. */
 TNT_API void tnt_layer_free(tnt_layer *layer);
+#include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
 
 /* ---------------------------------------------------------------------------------------------
  * Optimizers (Keras 2.11+ formulas and defaults). Hyperparameters of 0 mean the Keras default,

@@ -4,7 +4,7 @@
  * 2.11 JSON written in Keras's format (tests/fixtures/keras_*.json) loads with the expected
  * parameter counts and shapes, errors name what is wrong, and a deterministic mutation fuzzer
  * throws corrupted JSON at the reader. */
-#include "testutil.h"
+#include "json_harness.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
@@ -23,68 +23,6 @@ static char *read_text(const char *path) {
     s[n] = '\0';
     fclose(f);
     return s;
-}
-
-static char *summary_of(const tnt_model *m) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    tu_ok(tnt_model_summary(m, f));
-    fclose(f);
-    return buf;
-}
-
-static char *to_json(const tnt_model *m) {
-    char *s = NULL;
-    tu_ok(tnt_model_to_json(m, &s));
-    assert_non_null(s);
-    return s;
-}
-
-/* to_json -> from_json -> to_json gives the same string, summary and parameter count; frees m.
- * Returns the JSON (caller frees) for further checks. */
-static char *round_trip(tnt_model *m) {
-    assert_non_null(m);
-    char *a = to_json(m);
-    tnt_model *r = tnt_model_from_json(a);
-    if (!r) fail_msg("from_json failed: %s\nJSON: %s", tnt_last_error(), a);
-    char *b = to_json(r);
-    if (strcmp(a, b)) fail_msg("round trip differs:\n%s\n%s", a, b);
-    char *sa = summary_of(m), *sb = summary_of(r);
-    if (strcmp(sa, sb)) fail_msg("summaries differ:\n%s\n%s", sa, sb);
-    assert_int_equal(tnt_model_count_params(m), tnt_model_count_params(r));
-    assert_int_equal(tnt_model_num_layers(m), tnt_model_num_layers(r));
-    /* clone_model: the same architecture again */
-    tnt_model *c = tnt_clone_model(m);
-    if (!c) fail_msg("clone_model failed: %s", tnt_last_error());
-    char *cj = to_json(c);
-    assert_string_equal(a, cj);
-    free(cj);
-    tnt_model_free(c);
-    free(sa);
-    free(sb);
-    free(b);
-    tnt_model_free(r);
-    tnt_model_free(m);
-    return a;
-}
-
-/* A Sequential model: InputLayer(in) then layer. */
-static tnt_model *seq1(tnt_shape in, tnt_layer *layer) {
-    tnt_model *m = tnt_sequential(NULL);
-    tu_ok(tnt_model_add(m, tnt_input_layer(in, NULL)));
-    tu_ok(tnt_model_add(m, layer));
-    return m;
-}
-
-static void check_layer(tnt_shape in, tnt_layer *layer, const char *cls, const char *needle) {
-    char *j = round_trip(seq1(in, layer));
-    char want[96];
-    snprintf(want, sizeof want, "\"class_name\":\"%s\"", cls);
-    if (!strstr(j, want)) fail_msg("%s missing in %s", want, j);
-    if (needle && !strstr(j, needle)) fail_msg("%s missing in %s", needle, j);
-    free(j);
 }
 
 static void test_layer_round_trips(void **state) {
@@ -347,15 +285,6 @@ static void test_keras_fixtures(void **state) {
     assert_shape(tnt_model_input_shape(m), TNT_SHAPE(8));
     assert_shape(tnt_model_output_shape(m), TNT_SHAPE(4));
     tnt_model_free(m);
-}
-
-static void expect_error(const char *json, const char *const *needles) {
-    tnt_model *m = tnt_model_from_json(json);
-    if (m) {
-        tnt_model_free(m);
-        fail_msg("from_json accepted %s", json);
-    }
-    for (; *needles; needles++) tu_error_contains(*needles);
 }
 
 static const char *const seq_head = "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [";

@@ -31,9 +31,8 @@ static void drv_init(drv *d, tnt_layer *l, tnt_shape in, int64_t batch) {
     d->batch = batch;
     l->in_shape = in;
     tu_ok(l->ops->build(l, in, &l->out_shape));
-    assert_int_equal(l->n_weights, 4);
     d->c = in.dim[in.ndim - 1];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < l->n_weights; i++) {
         assert_int_equal(tnt_shape_numel(l->weights[i].shape), d->c);
         l->weights[i].value = calloc((size_t)d->c, sizeof(float));
         /* as the model does: state has no gradient */
@@ -50,7 +49,7 @@ static void drv_init(drv *d, tnt_layer *l, tnt_shape in, int64_t batch) {
 }
 
 static void drv_free(drv *d) {
-    for (int i = 0; i < 4; i++) free(d->l->weights[i].value), free(d->l->weights[i].grad);
+    for (int i = 0; i < d->l->n_weights; i++) free(d->l->weights[i].value), free(d->l->weights[i].grad);
     tnt_layer_free(d->l);
     tnt__free(d->ws);
     free(d->x), free(d->y), free(d->dy), free(d->dx);
@@ -152,6 +151,44 @@ static void test_nhwc_vs_torch(void **state) {
 static void test_features_vs_torch(void **state) {
     (void)state;
     run_case("features", 0.9f, 1e-2f);
+}
+
+/* Keras center=False / scale=False: the weights that remain, in Keras order, and the training
+ * step against PyTorch's batch_norm without weight or bias. */
+static void affine_case(const char *name, bool scale, bool center) {
+    char f[128];
+    snprintf(f, sizeof f, "bn_%s_x", name);
+    tnt_shape xs;
+    free(tu_load(f, &xs));
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    drv d;
+    drv_init(&d, tnt_batch_normalization_with(&(tnt_batch_norm_opts){.no_scale = !scale, .no_center = !center}),
+             in, xs.dim[0]);
+    tnt_layer *l = d.l;
+    assert_int_equal(l->n_weights, 2 + scale + center);
+    const char *names[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+    int w = 0;
+    for (int i = 0; i < 4; i++)
+        if ((i != GAMMA || scale) && (i != BETA || center)) assert_string_equal(l->weights[w++].name, names[i]);
+    if (scale) load_into(l->weights[0].value, name, "gamma", d.c);
+    if (center) load_into(l->weights[scale].value, name, "beta", d.c);
+    load_into(d.x, name, "x", d.n);
+    load_into(d.dy, name, "dy", d.n);
+    drv_forward(&d, true);
+    check(d.y, name, "y", d.n);
+    drv_backward(&d, true);
+    check(d.dx, name, "dx", d.n);
+    if (scale) check(l->weights[0].grad, name, "dgamma", d.c);
+    if (center) check(l->weights[scale].grad, name, "dbeta", d.c);
+    drv_free(&d);
+}
+
+static void test_center_scale_false(void **state) {
+    (void)state;
+    affine_case("noaffine", false, false);
+    affine_case("nocenter", true, false);
+    affine_case("noscale", false, true);
 }
 
 /* ---- finite differences ------------------------------------------------------------------- */
@@ -294,6 +331,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nhwc_vs_torch),
         cmocka_unit_test(test_features_vs_torch),
+        cmocka_unit_test(test_center_scale_false),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_model_trains),

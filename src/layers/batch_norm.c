@@ -2,9 +2,10 @@
  * over all the other axes of the batch, then scaled by gamma and shifted by beta:
  *   y = gamma * (x - mean) / sqrt(var + epsilon) + beta
  *
- * Weights, in Keras order, all of shape (channels): gamma (ones), beta (zeros), and the state
- * moving_mean (zeros) and moving_variance (ones), which are not trainable (the model keeps them
- * outside the gradient buffer, the optimizer and the allreduce).
+ * Weights, in Keras order, all of shape (channels): gamma (ones; absent with scale=False), beta
+ * (zeros; absent with center=False), and the state moving_mean (zeros) and moving_variance (ones),
+ * which are not trainable (the model keeps them outside the gradient buffer, the optimizer and the
+ * allreduce). An absent gamma or beta acts as ones or zeros.
  *
  * Training (a->training): mean and the biased variance of this rank's micro-batch (all samples
  * and spatial positions) normalize x; the moving statistics are updated Keras-style:
@@ -44,11 +45,12 @@
 
 typedef struct bn_cfg {
     float momentum, epsilon;
-    bool sync;        /* SyncBatchNormalization */
-    int64_t channels; /* from build: the last axis */
+    bool sync;           /* SyncBatchNormalization */
+    bool center, scale;  /* Keras: beta and gamma exist */
+    int64_t channels;    /* from build: the last axis */
+    int gamma, beta, moving_mean, moving_var; /* weight indices from build; -1: absent */
+    float *ones_zeros;   /* (2, channels): stand-ins for an absent gamma and beta */
 } bn_cfg;
-
-enum { BN_GAMMA, BN_BETA, BN_MOVING_MEAN, BN_MOVING_VAR };
 
 /* What forward normalized with (kept in the workspace for backward). */
 enum { BN_USED_MOVING = 0, BN_USED_LOCAL = 1, BN_USED_GLOBAL = 2 };
@@ -67,17 +69,24 @@ static tnt_status bn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                               l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     c->channels = in.dim[in.ndim - 1];
     l->n_weights = 0;
-    static const struct { const char *name; tnt_initializer init; bool trainable; } w[4] = {
-        {"gamma", TNT_INIT_ONES, true},
-        {"beta", TNT_INIT_ZEROS, true},
-        {"moving_mean", TNT_INIT_ZEROS, false},
-        {"moving_variance", TNT_INIT_ONES, false},
+    const struct { const char *name; tnt_initializer init; bool trainable, present; int *index; } w[4] = {
+        {"gamma", TNT_INIT_ONES, true, c->scale, &c->gamma},
+        {"beta", TNT_INIT_ZEROS, true, c->center, &c->beta},
+        {"moving_mean", TNT_INIT_ZEROS, false, true, &c->moving_mean},
+        {"moving_variance", TNT_INIT_ONES, false, true, &c->moving_var},
     };
     for (int i = 0; i < 4; i++) {
+        *w[i].index = -1;
+        if (!w[i].present) continue;
         int k = tnt__layer_add_weight(l, w[i].name, TNT_SHAPE(c->channels), w[i].init, 0, 0);
         if (k < 0) return TNT_ERR_ARG;
         l->weights[k].trainable = w[i].trainable;
+        *w[i].index = k;
     }
+    free(c->ones_zeros);
+    c->ones_zeros = tnt__calloc((size_t)(2 * c->channels), sizeof(float));
+    if (!c->ones_zeros) return TNT_ERR_NOMEM;
+    for (int64_t k = 0; k < c->channels; k++) c->ones_zeros[k] = 1.0f;
     *out = in;
     return TNT_OK;
 }
@@ -107,13 +116,18 @@ static tnt_status bn_allreduce(tnt_layer *l, double *x, int64_t n, const char *w
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
+static const float *bn_gamma(const tnt_layer *l) {
+    const bn_cfg *c = l->priv;
+    return c->gamma >= 0 ? l->weights[c->gamma].value : c->ones_zeros;
+}
+
 /* x, y: (batch, ..., channels), seen as (m, channels) with m = batch * spatial positions */
 static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const bn_cfg *c = l->priv;
     const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
-    const float *gamma = l->weights[BN_GAMMA].value, *beta = l->weights[BN_BETA].value;
-    float *mmean = l->weights[BN_MOVING_MEAN].value, *mvar = l->weights[BN_MOVING_VAR].value;
+    const float *gamma = bn_gamma(l), *beta = c->beta >= 0 ? l->weights[c->beta].value : c->ones_zeros + C;
+    float *mmean = l->weights[c->moving_mean].value, *mvar = l->weights[c->moving_var].value;
     float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
     const float *x = a->x;
     const bool sync = c->sync && a->parallel && a->training;
@@ -221,7 +235,7 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     (void)plan;
     const bn_cfg *c = l->priv;
     const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
-    const float *gamma = l->weights[BN_GAMMA].value;
+    const float *gamma = bn_gamma(l);
     const float *mean = ws_mean(a->workspace, C), *inv_std = mean + C;
     const int used = (int)inv_std[C];
     const bool batch_stats = used != BN_USED_MOVING;
@@ -237,7 +251,7 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const int64_t per_sample = tnt_shape_numel(l->in_shape) / C;
     if (relu) bn_grad_sums(true, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
     else bn_grad_sums(false, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
-    float *gg = l->weights[BN_GAMMA].grad, *gb = l->weights[BN_BETA].grad;
+    float *gg = c->gamma >= 0 ? l->weights[c->gamma].grad : NULL, *gb = c->beta >= 0 ? l->weights[c->beta].grad : NULL;
     for (int64_t k = 0; k < C; k++) {
         if (gg) gg[k] = (float)dgamma[k];
         if (gb) gb[k] = (float)dbeta[k];
@@ -264,7 +278,11 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
 
 /* ---- constructor -------------------------------------------------------------------------- */
 
-static void bn_destroy(tnt_layer *l) { free(l->priv); }
+static void bn_destroy(tnt_layer *l) {
+    bn_cfg *c = l->priv;
+    free(c->ones_zeros);
+    free(c);
+}
 
 /* Keras: axis -1, which build turns into [rank - 1] (counting the batch axis). */
 static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
@@ -273,8 +291,8 @@ static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
     else TNT_KJ(cJSON_AddNumberToObject(c, "axis", -1));
     TNT_KJ(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(p->momentum)));
     TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
-    TNT_KJ(cJSON_AddBoolToObject(c, "center", true));
-    TNT_KJ(cJSON_AddBoolToObject(c, "scale", true));
+    TNT_KJ(cJSON_AddBoolToObject(c, "center", p->center));
+    TNT_KJ(cJSON_AddBoolToObject(c, "scale", p->scale));
     TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", TNT_INIT_ZEROS));
     TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", TNT_INIT_ONES));
     TNT_KJ_S(tnt__kj_add_initializer(c, "moving_mean_initializer", TNT_INIT_ZEROS));
@@ -286,11 +304,11 @@ static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
 
 static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync) {
     double momentum = 0, epsilon = 0;
-    bool renorm = false;
+    bool renorm = false, center = true, scale = true;
     TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
     TNT_KJ_READ(tnt__kj_num(c, "momentum", false, 0.99, &momentum, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
-    TNT_KJ_READ(tnt__kj_check_center_scale(c, k));
+    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
     TNT_KJ_READ(tnt__kj_want_init(c, "moving_mean_initializer", TNT_INIT_ZEROS, k));
     TNT_KJ_READ(tnt__kj_want_init(c, "moving_variance_initializer", TNT_INIT_ONES, k));
     TNT_KJ_READ(tnt__kj_bool(c, "renorm", false, &renorm, k));
@@ -299,10 +317,10 @@ static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync
     if (renorm)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "renorm true (not supported)");
     if (momentum == 0.0 || epsilon == 0.0)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED,
-                            "momentum or epsilon 0 (not supported: 0 selects the default here)");
-    return tnt__kj_built(sync ? tnt_sync_batch_normalization((float)momentum, (float)epsilon, k->name)
-                      : tnt_batch_normalization((float)momentum, (float)epsilon, k->name), k);
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "momentum or epsilon 0 (not supported: 0 selects the default here)");
+    tnt_batch_norm_opts o = {.name = k->name, .momentum = (float)momentum, .epsilon = (float)epsilon,
+                             .no_center = !center, .no_scale = !scale, .sync = sync};
+    return tnt__kj_built(tnt_batch_normalization_with(&o), k);
 }
 
 static tnt_layer *batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, false); }
@@ -336,7 +354,11 @@ const tnt__layer_ops tnt__sync_batch_normalization_ops = {
     .folds_relu = true,
 };
 
-static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *name) {
+tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *o) {
+    static const tnt_batch_norm_opts defaults;
+    if (!o) o = &defaults;
+    const bool sync = o->sync;
+    const float momentum = o->momentum, epsilon = o->epsilon;
     const tnt__layer_ops *ops = sync ? &tnt__sync_batch_normalization_ops : &tnt__batch_normalization_ops;
     if (!(momentum >= 0.0f && momentum < 1.0f)) {
         tnt__error(TNT_ERR_ARG,
@@ -355,15 +377,18 @@ static tnt_layer *bn_new(bool sync, float momentum, float epsilon, const char *n
     c->momentum = momentum == 0.0f ? 0.99f : momentum;
     c->epsilon = epsilon == 0.0f ? 1e-3f : epsilon;
     c->sync = sync;
-    tnt_layer *l = tnt__layer_new(ops, name, c);
+    c->center = !o->no_center;
+    c->scale = !o->no_scale;
+    tnt_layer *l = tnt__layer_new(ops, o->name, c);
     if (!l) free(c);
     return l;
 }
 
 tnt_layer *tnt_batch_normalization(float momentum, float epsilon, const char *name) {
-    return bn_new(false, momentum, epsilon, name);
+    return tnt_batch_normalization_with(&(tnt_batch_norm_opts){.momentum = momentum, .epsilon = epsilon, .name = name});
 }
 
 tnt_layer *tnt_sync_batch_normalization(float momentum, float epsilon, const char *name) {
-    return bn_new(true, momentum, epsilon, name);
+    return tnt_batch_normalization_with(
+        &(tnt_batch_norm_opts){.momentum = momentum, .epsilon = epsilon, .name = name, .sync = true});
 }

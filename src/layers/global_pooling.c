@@ -1,5 +1,7 @@
-/* global_pooling.c: GlobalAveragePooling2D and GlobalMaxPooling2D (Keras, keepdims=False) over
- * NHWC input: (h, w, c) -> (c), the mean or maximum of each channel over all rows and columns.
+/* global_pooling.c: GlobalMaxPooling1D/2D/3D and GlobalAveragePooling2D/3D (Keras,
+ * keepdims=False) over channels-last input: (spatial..., c) -> (c), the mean or maximum of each
+ * channel over all cells. (GlobalAveragePooling1D, which follows the sequence mask, is in
+ * pooling1d.c.)
  * Max backward splits each gradient equally among the cells that tie for the maximum, as
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
  * model keeps alive until backward, so neither a plan nor a workspace is needed. */
@@ -8,25 +10,27 @@
 
 typedef struct gpool_cfg {
     bool is_max;
-    int64_t hw, c; /* from build: h*w cells of c channels */
+    int spatial;   /* 1, 2 or 3 spatial axes */
+    int64_t hw, c; /* from build: hw cells of c channels */
 } gpool_cfg;
-
-static const char *gpool_class(const gpool_cfg *c) {
-    return c->is_max ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D";
-}
 
 static tnt_status gpool_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     gpool_cfg *c = l->priv;
+    static const char *const axes[] = {"", "steps, channels", "height, width, channels",
+                                       "depth, height, width, channels"};
     char b[96];
-    if (in.ndim != 3)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "%s \"%s\": input shape %s has rank %d (expected 3: height, width, channels)",
-                          gpool_class(c), l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
-                          gpool_class(c), l->name, tnt_shape_str(in, b, sizeof b));
-    c->hw = in.dim[0] * in.dim[1];
-    c->c = in.dim[2];
+    if (in.ndim != c->spatial + 1)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s)",
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim, c->spatial + 1,
+                          axes[c->spatial]);
+    c->hw = 1;
+    for (int d = 0; d < in.ndim; d++) {
+        if (in.dim[d] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
+                              l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
+        if (d < c->spatial) c->hw *= in.dim[d];
+    }
+    c->c = in.dim[c->spatial];
     *out = TNT_SHAPE(c->c);
     return TNT_OK;
 }
@@ -106,48 +110,36 @@ static tnt_status gpool_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static tnt_layer *gavg_from_config(const cJSON *c, const tnt__kj_ctx *k) {
-    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
-    TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));
-    return tnt__kj_built(tnt_global_average_pooling2d(k->name), k);
-}
-
-static tnt_layer *gmax_from_config(const cJSON *c, const tnt__kj_ctx *k) {
-    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
-    TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));
-    return tnt__kj_built(tnt_global_max_pooling2d(k->name), k);
-}
-
-const tnt__layer_ops tnt__global_average_pooling2d_ops = {
-    .class_name = "GlobalAveragePooling2D",
-    .from_config = gavg_from_config,
-    .get_config = gpool_get_config,
-    .build = gpool_build,
-    .forward = gpool_forward,
-    .backward = gpool_backward,
-    .destroy = gpool_destroy,
-};
-
-const tnt__layer_ops tnt__global_max_pooling2d_ops = {
-    .class_name = "GlobalMaxPooling2D",
-    .from_config = gmax_from_config,
-    .get_config = gpool_get_config,
-    .build = gpool_build,
-    .forward = gpool_forward,
-    .backward = gpool_backward,
-    .destroy = gpool_destroy,
-};
-
-static tnt_layer *gpool_new(bool is_max, const char *name) {
+static tnt_layer *gpool_new(const tnt__layer_ops *ops, bool is_max, int spatial, const char *name) {
     gpool_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->is_max = is_max;
-    tnt_layer *l =
-        tnt__layer_new(is_max ? &tnt__global_max_pooling2d_ops : &tnt__global_average_pooling2d_ops, name, c);
+    c->spatial = spatial;
+    tnt_layer *l = tnt__layer_new(ops, name, c);
     if (!l) free(c);
     return l;
 }
 
-tnt_layer *tnt_global_average_pooling2d(const char *name) { return gpool_new(false, name); }
+/* One class: its ops table, from_config and public constructor. */
+#define GPOOL_CLASS(fn, cls, is_max, spatial)                                                     \
+    static tnt_layer *fn##_from_config(const cJSON *c, const tnt__kj_ctx *k) {                  \
+        TNT_KJ_READ(tnt__kj_check_data_format(c, k));                                            \
+        TNT_KJ_READ(tnt__kj_want_bool(c, "keepdims", false, k));                                 \
+        return tnt__kj_built(tnt_##fn(k->name), k);                                              \
+    }                                                                                             \
+    const tnt__layer_ops tnt__##fn##_ops = {                                                     \
+        .class_name = cls,                                                                        \
+        .from_config = fn##_from_config,                                                          \
+        .get_config = gpool_get_config,                                                           \
+        .build = gpool_build,                                                                     \
+        .forward = gpool_forward,                                                                 \
+        .backward = gpool_backward,                                                               \
+        .destroy = gpool_destroy,                                                                 \
+    };                                                                                            \
+    tnt_layer *tnt_##fn(const char *name) { return gpool_new(&tnt__##fn##_ops, is_max, spatial, name); }
 
-tnt_layer *tnt_global_max_pooling2d(const char *name) { return gpool_new(true, name); }
+GPOOL_CLASS(global_max_pooling1d, "GlobalMaxPooling1D", true, 1)
+GPOOL_CLASS(global_average_pooling2d, "GlobalAveragePooling2D", false, 2)
+GPOOL_CLASS(global_max_pooling2d, "GlobalMaxPooling2D", true, 2)
+GPOOL_CLASS(global_average_pooling3d, "GlobalAveragePooling3D", false, 3)
+GPOOL_CLASS(global_max_pooling3d, "GlobalMaxPooling3D", true, 3)

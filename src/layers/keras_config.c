@@ -412,13 +412,10 @@ tnt_status tnt__kj_check_norm_axis(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: only a single (the last) axis is supported");
 }
 
-tnt_status tnt__kj_check_center_scale(const cJSON *c, const tnt__kj_ctx *k) {
-    bool center = false, scale = false;
+tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, const tnt__kj_ctx *k) {
     tnt_status s;
-    if ((s = tnt__kj_bool(c, "center", true, &center, k)) != TNT_OK ||
-        (s = tnt__kj_bool(c, "scale", true, &scale, k)) != TNT_OK)
+    if ((s = tnt__kj_bool(c, "center", true, center, k)) != TNT_OK || (s = tnt__kj_bool(c, "scale", true, scale, k)) != TNT_OK)
         return s;
-    if (!center || !scale) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
     if ((s = tnt__kj_want_init(c, "beta_initializer", TNT_INIT_ZEROS, k)) != TNT_OK ||
         (s = tnt__kj_want_init(c, "gamma_initializer", TNT_INIT_ONES, k)) != TNT_OK)
         return s;

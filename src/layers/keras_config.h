@@ -142,7 +142,8 @@ tnt_status tnt__kj_batch_shape(const cJSON *config, tnt_shape *s, const tnt__kj_
 /* axis: a single axis (-1, or [rank - 1] as Keras writes it after build); the model checks that it
  * is the last one. */
 tnt_status tnt__kj_check_norm_axis(const cJSON *config, const tnt__kj_ctx *k);
-/* center and scale true, beta zeros, gamma ones, and no beta/gamma regularizers or constraints. */
-tnt_status tnt__kj_check_center_scale(const cJSON *config, const tnt__kj_ctx *k);
+/* center and scale (default true), beta zeros, gamma ones, and no beta/gamma regularizers or
+ * constraints. */
+tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, const tnt__kj_ctx *k);
 
 #endif

@@ -176,7 +176,9 @@ static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     double epsilon = 0;
     TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
-    TNT_KJ_READ(tnt__kj_check_center_scale(c, k));
+    bool center = true, scale = true;
+    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
+    if (!center || !scale) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
     if (epsilon == 0.0)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "epsilon 0 (not supported: 0 selects the default here)");
     return tnt__kj_built(tnt_layer_normalization((float)epsilon, k->name), k);

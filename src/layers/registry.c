@@ -58,6 +58,29 @@
     X("SimpleRNN", tnt__simple_rnn_ops) \
     X("Bidirectional", tnt__bidirectional_ops) \
     X("TimeDistributed", tnt__time_distributed_ops) \
+    X("ReLU", tnt__relu_ops) \
+    X("LeakyReLU", tnt__leaky_relu_ops) \
+    X("ELU", tnt__elu_ops) \
+    X("ThresholdedReLU", tnt__thresholded_relu_ops) \
+    X("PReLU", tnt__prelu_ops) \
+    X("Softmax", tnt__softmax_ops) \
+    X("Conv2DTranspose", tnt__conv2d_transpose_ops) \
+    X("Convolution2DTranspose", tnt__conv2d_transpose_ops) \
+    X("Conv1DTranspose", tnt__conv1d_transpose_ops) \
+    X("Convolution1DTranspose", tnt__conv1d_transpose_ops) \
+    X("GlobalMaxPooling1D", tnt__global_max_pooling1d_ops) \
+    X("GlobalMaxPool1D", tnt__global_max_pooling1d_ops) \
+    X("GlobalAveragePooling3D", tnt__global_average_pooling3d_ops) \
+    X("GlobalAvgPool3D", tnt__global_average_pooling3d_ops) \
+    X("GlobalMaxPooling3D", tnt__global_max_pooling3d_ops) \
+    X("GlobalMaxPool3D", tnt__global_max_pooling3d_ops) \
+    X("SpatialDropout1D", tnt__spatial_dropout1d_ops) \
+    X("SpatialDropout2D", tnt__spatial_dropout2d_ops) \
+    X("GaussianNoise", tnt__gaussian_noise_ops) \
+    X("GaussianDropout", tnt__gaussian_dropout_ops) \
+    X("AlphaDropout", tnt__alpha_dropout_ops) \
+    X("ActivityRegularization", tnt__activity_regularization_ops) \
+    X("Rescaling", tnt__rescaling_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
