@@ -396,7 +396,7 @@ static const char *get_str(const cJSON *cfg, const char *key, bool *bad, const k
     return v->valuestring;
 }
 
-/* n integers: a list of n, or one integer repeated (Keras accepts both). */
+/* n positive integers (sizes, strides, rates): a list of n, or one integer repeated (Keras accepts both). */
 static tnt_status get_ints(const cJSON *cfg, const char *key, bool required, int n, const int *def, int *out,
                            const kctx *k) {
     const cJSON *v = item(cfg, key);
@@ -408,15 +408,19 @@ static tnt_status get_ints(const cJSON *cfg, const char *key, bool required, int
     int x = 0;
     if (as_int(v, &x)) {
         for (int i = 0; i < n; i++) out[i] = x;
-        return TNT_OK;
+    } else {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
+            return kerr(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
+        int i = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, v) {
+            if (!as_int(e, &out[i++])) return kerr(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
+        }
     }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
-        return kerr(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, v) {
-        if (!as_int(e, &out[i++])) return kerr(k, TNT_ERR_FORMAT, "key \"%s\": expected a list of %d integers", key, n);
-    }
+    /* kernel, pool, stride and dilation sizes: the layer constructors read 0 as "the default",
+     * so a 0 in the file must stop here rather than silently become 1 */
+    for (int i = 0; i < n; i++)
+        if (out[i] < 1) return kerr(k, TNT_ERR_ARG, "key \"%s\": value %d (expected >= 1)", key, out[i]);
     return TNT_OK;
 }
 
