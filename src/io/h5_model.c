@@ -19,7 +19,7 @@
  * (a loaded model trains on with that constant rate). Keras creates SGD's "m" slot even without
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
-#include "core/atomic_file.h"
+#include "io/h5.h"
 #include "io/keras_json.h"
 
 #include "comm/comm.h"
@@ -29,19 +29,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-/* from h5_weights.c */
-typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
-tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
-                        const char *group, tnt__h5_extra_fn extra, void *ctx);
-void tnt__h5_quiet(void);
-tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
-tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
-tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
+#include <sys/stat.h>
 
 #define TNT__KERAS_VERSION "2.15.0" /* as h5_weights.c writes */
 
@@ -138,13 +128,11 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
     if (s == TNT_OK) s = tnt__h5_write_names(g, "weight_names", L.names, L.n, path);
     if (s == TNT_OK) {
         H5Pset_create_intermediate_group(lcpl, 1);
-        hid_t space = H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[0], H5T_STD_I64LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[0], H5T_STD_I64LE, &(tnt_shape){.ndim = 0}, lcpl);
         int64_t it = m->optimizer->iterations;
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[0]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
         int k, v;
@@ -156,14 +144,10 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
                            path, L.owner[v]->name, w->name);
             break;
         }
-        hsize_t dims[TNT_MAX_DIMS];
-        for (int i = 0; i < w->shape.ndim; i++) dims[i] = (hsize_t)w->shape.dim[i];
-        hid_t space = w->shape.ndim ? H5Screate_simple(w->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[1 + e], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[1 + e], H5T_IEEE_F32LE, &w->shape, lcpl);
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[1 + e]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     if (lcpl >= 0) H5Pclose(lcpl);
     if (g >= 0) H5Gclose(g);
@@ -433,7 +417,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
     char **names = NULL;
     int n = 0;
     bool found = false;
-    float *stage = NULL;
     int64_t it = 0;
     if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
     if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
@@ -447,8 +430,9 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         if (strcmp(names[i], L.names[i]) != 0)
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights: variable %d is \"%s\", expected \"%s\"", path,
                            i, names[i], L.names[i]);
-    if (s == TNT_OK && L.ns > 0 && !(stage = malloc((size_t)(L.ns * m->n_params) * sizeof(float))))
-        s = tnt__error(TNT_ERR_NOMEM, "load_model: out of memory");
+    for (int k = 0; k < L.ns && s == TNT_OK; k++)
+        if (!tnt__optimizer_slot(m->optimizer, k))
+            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
     for (int i = 0; i < L.n && s == TNT_OK; i++) {
         hid_t d = H5Oexists_by_name(g, L.names[i], H5P_DEFAULT) > 0 ? H5Dopen2(g, L.names[i], H5P_DEFAULT) : -1;
         if (d < 0) {
@@ -463,8 +447,8 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
             else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0 || it < 0)
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[0]);
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
+                               it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
             int k, v;
             slot_entry(m->optimizer, L.ns, L.nw, i - 1, &k, &v);
@@ -479,32 +463,84 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
                 s = tnt__error(TNT_ERR_SHAPE, "load_model %s: shape mismatch for optimizer_weights/%s: the file has %s, the weight %s",
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
-                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                               stage + (size_t)k * (size_t)m->n_params + (size_t)(w->value - m->params)) < 0) {
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[i]);
+                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, slot_slice(m, k, w)) < 0) {
+                /* straight into the slots: this runs in the child, whose copy a failure drops */
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
+                               tnt__h5_read_failure());
             }
         }
         if (space >= 0) H5Sclose(space);
         H5Dclose(d);
     }
     if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
-    if (s == TNT_OK) {
-        /* weights that are not trainable have no slots: the slices read cover all of them */
-        for (int e = 0; e < L.n - 1; e++) {
-            int k, v;
-            slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-            const tnt__weight *w = L.w[v];
-            size_t off = (size_t)(w->value - m->params);
-            memcpy(slot_slice(m, k, w), stage + (size_t)k * (size_t)m->n_params + off,
-                   (size_t)tnt_shape_numel(w->shape) * sizeof(float));
-        }
-    }
-    free(stage);
     if (names) free_strs(names, n);
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
     return s;
+}
+
+/* ---- the load, parsed in child processes (h5_guard.c) ----------------------------------------- */
+
+typedef struct model_job {
+    const char *path;
+    bool compile, compiled;
+    tnt_model *m;
+} model_job;
+
+/* In the child: model_config, then training_config when compiling and present, each with its
+ * terminating NUL. */
+static tnt_status parse_configs(void *ctx, struct iovec *out, int *n_out) {
+    model_job *j = ctx;
+    hid_t f;
+    tnt_status s = tnt__h5_open("load_model", j->path, &f);
+    if (s != TNT_OK) return s;
+    char *mc = read_str(f, "model_config", j->path), *tc = NULL;
+    if (!mc) s = TNT_ERR_FORMAT;
+    if (s == TNT_OK && j->compile && H5Aexists(f, "training_config") > 0 && !(tc = read_str(f, "training_config", j->path)))
+        s = TNT_ERR_FORMAT;
+    H5Fclose(f);
+    *n_out = 0;
+    if (mc) out[(*n_out)++] = (struct iovec){mc, strlen(mc) + 1};
+    if (tc) out[(*n_out)++] = (struct iovec){tc, strlen(tc) + 1};
+    return s; /* the strings go with the child */
+}
+
+/* In the child: the weights, then the optimizer's iteration count and slots when compiled. */
+static tnt_status parse_state(void *ctx, struct iovec *out, int *n_out) {
+    model_job *j = ctx;
+    tnt_model *m = j->m;
+    tnt_status s = tnt__h5_load_weights_here(m, j->path, false);
+    if (s == TNT_OK && j->compiled) {
+        hid_t f;
+        s = tnt__h5_open("load_model", j->path, &f);
+        if (s == TNT_OK) s = restore_optimizer(m, f, j->path);
+        if (f >= 0) H5Fclose(f);
+    }
+    size_t np = (size_t)m->n_params * sizeof(float);
+    *n_out = 0;
+    out[(*n_out)++] = (struct iovec){m->params, np};
+    out[(*n_out)++] = (struct iovec){m->state, (size_t)m->n_state * sizeof(float)};
+    if (j->compiled) {
+        out[(*n_out)++] = (struct iovec){&m->optimizer->iterations, sizeof m->optimizer->iterations};
+        for (int k = 0; k < tnt__optimizer_num_slots(m->optimizer); k++)
+            out[(*n_out)++] = (struct iovec){tnt__optimizer_slot(m->optimizer, k), np};
+    }
+    return s;
+}
+
+/* The model's weights, iteration count and slots from the bytes parse_state handed back. */
+static tnt_status apply_state(tnt_model *m, bool compiled, const char *got, size_t len, const char *path) {
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    int slots = compiled ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    int64_t it;
+    if (len != np + ns + (compiled ? sizeof it + (size_t)slots * np : 0))
+        return tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, len);
+    memcpy(m->params, got, np);
+    memcpy(m->state, got + np, ns);
+    if (!compiled) return TNT_OK;
+    memcpy(&it, got + np + ns, sizeof it);
+    for (int k = 0; k < slots; k++) memcpy(tnt__optimizer_slot(m->optimizer, k), got + np + ns + sizeof it + (size_t)k * np, np);
+    return tnt__optimizer_set_iterations(m->optimizer, it);
 }
 
 tnt_model *tnt_load_model(const char *path, bool compile) {
@@ -512,34 +548,34 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         tnt__error(TNT_ERR_ARG, "load_model: path is NULL or empty");
         return NULL;
     }
-    tnt__h5_quiet();
-    if (access(path, R_OK) != 0) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
         tnt__error(TNT_ERR_IO, "load_model %s: %s", path, strerror(errno));
         return NULL;
     }
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0) {
-        tnt__error(TNT_ERR_FORMAT, "load_model %s: %s", path,
-                   is == 0 ? "not an HDF5 file" : "unreadable as HDF5 (truncated or corrupt file?)");
-        return NULL;
-    }
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open the HDF5 file (truncated or corrupt?)", path);
-        return NULL;
-    }
+    model_job j = {.path = path, .compile = compile};
     tnt_model *m = NULL;
-    char *tc = NULL, *mc = read_str(f, "model_config", path);
-    tnt_status s = mc ? TNT_OK : TNT_ERR_FORMAT;
-    if (s == TNT_OK && !(m = tnt_model_from_json(mc))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
-    if (s == TNT_OK) s = tnt_load_weights(m, path, false);
-    if (s == TNT_OK && compile && H5Aexists(f, "training_config") > 0) {
-        if (!(tc = read_str(f, "training_config", path))) s = TNT_ERR_FORMAT;
-        if (s == TNT_OK) s = compile_from_config(m, tc, path);
-        if (s == TNT_OK) s = restore_optimizer(m, f, path);
+    char *cfg = NULL, *state = NULL, *tc = NULL;
+    size_t len = 0;
+    /* the strings come from the file: they cannot be longer than it */
+    tnt_status s = tnt__h5_isolated("load_model", path, parse_configs, &j, (size_t)st.st_size + 2, (void **)&cfg, &len);
+    size_t ml = s == TNT_OK ? strnlen(cfg, len) : 0;
+    if (s == TNT_OK && (ml == len || (ml + 1 < len && cfg[len - 1])))
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back unterminated strings", path);
+    if (s == TNT_OK && ml + 1 < len) tc = cfg + ml + 1;
+    if (s == TNT_OK && !(m = tnt_model_from_json(cfg))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
+    if (s == TNT_OK && tc) s = compile_from_config(m, tc, path);
+    if (s == TNT_OK) s = tnt__model_setup_weights(m);
+    for (int k = 0; s == TNT_OK && tc && k < tnt__optimizer_num_slots(m->optimizer); k++)
+        if (!tnt__optimizer_slot(m->optimizer, k))
+            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
+    if (s == TNT_OK) {
+        j.m = m, j.compiled = tc != NULL;
+        size_t max = (size_t)(m->n_params * (1 + TNT__H5_MAX_OUT) + m->n_state) * sizeof(float) + sizeof(int64_t);
+        s = tnt__h5_isolated("load_model", path, parse_state, &j, max, (void **)&state, &len);
     }
-    free(mc), free(tc);
-    H5Fclose(f);
+    if (s == TNT_OK) s = apply_state(m, tc != NULL, state, len, path);
+    free(cfg), free(state);
     if (s != TNT_OK) {
         tnt_model_free(m);
         return NULL;
