@@ -31,8 +31,11 @@ static bool write_all(int fd, const void *p, size_t n) {
     return true;
 }
 
-/* The child: parse, send, _exit (no atexit handlers, no stdio flush, no MPI). */
+/* The child: parse, send, _exit (no atexit handlers, no stdio flush, no MPI). A crash must end
+ * it, whatever handlers the program installed (a test harness, a crash reporter). */
 static void child(int fd, tnt__h5_parse_fn parse, void *ctx) {
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(fatal); i++) signal(fatal[i], SIG_DFL);
     struct iovec out[TNT__H5_MAX_OUT];
     int n_out = 0;
     tnt_status s = parse(ctx, out, &n_out);
