@@ -5,24 +5,30 @@
 #include "core/core.h"
 
 #include <hdf5.h>
-#include <sys/uio.h>
 
 /* ---- reading untrusted files (h5_guard.c) -------------------------------------------------- */
 
 /* libhdf5 1.10 crashes (a wild read in H5HG_read under H5Aread) or loops for ever (H5C_protect)
  * on some damaged files, whatever the caller checks first. So libhdf5 meets a file to load only
  * in a child process with a time limit: the parse step runs there on a copy-on-write image of
- * the caller's memory and hands back plain bytes. */
-#define TNT__H5_MAX_OUT 8
-/* The parse step: reads the file and points out[0..*n_out) at the bytes to hand back (they stay
- * valid until the child exits), or returns an error (its message goes to the parent). */
-typedef tnt_status (*tnt__h5_parse_fn)(void *ctx, struct iovec *out, int *n_out);
-/* Runs parse in a child. On success *result (malloc'd; free it) holds the bytes handed back,
- * *len of them, never more than max_len. who and path name the load in messages: the child's
- * error, a crash (signal), or a child that ran past the time limit (TNT_H5_TIME_LIMIT seconds,
- * default 60 plus 1 per 10 MB of file). */
-tnt_status tnt__h5_isolated(const char *who, const char *path, tnt__h5_parse_fn parse, void *ctx, size_t max_len,
-                            void **result, size_t *len);
+ * the caller's memory (less the buffers of 1 MB and more: tnt__alloc keeps them out of fork) and
+ * writes its answer into memory shared with the caller. */
+typedef struct tnt__h5_answer {
+    char *data;    /* cap bytes shared with the child, which writes them; the caller reads len */
+    size_t cap, len;
+    bool populate; /* all cap bytes will be written: their pages are mapped at once */
+} tnt__h5_answer;
+/* populate: map every page now (a page fault costs ~30 us on a virtual machine: 1.7 s for the
+ * 25000 pages of ResNet-50's weights, one by one). */
+tnt_status tnt__h5_answer_new(tnt__h5_answer *a, size_t cap, bool populate, const char *who, const char *path);
+void tnt__h5_answer_free(tnt__h5_answer *a);
+/* The parse step: reads the file and writes its answer into a->data (never more than a->cap
+ * bytes), setting a->len; or returns an error (its message goes to the caller). */
+typedef tnt_status (*tnt__h5_parse_fn)(void *ctx, tnt__h5_answer *a);
+/* Runs parse in a child; on success a->len bytes of a->data hold its answer. who and path name
+ * the load in messages: the child's error, a crash (signal), or a child that ran past the time
+ * limit (TNT_H5_TIME_LIMIT seconds, default 60 plus 1 per 10 MB of file). */
+tnt_status tnt__h5_isolated(const char *who, const char *path, tnt__h5_parse_fn parse, void *ctx, tnt__h5_answer *a);
 
 /* ---- shared by the readers and writers (h5_weights.c) -------------------------------------- */
 
@@ -46,7 +52,8 @@ tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, cha
 typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
 tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
                         const char *group, tnt__h5_extra_fn extra, void *ctx);
-/* Loads the weights of path into m in this process (tnt_load_weights runs it in the child). */
-tnt_status tnt__h5_load_weights_here(tnt_model *m, const char *path, bool by_name);
+/* Reads the weights of path for m in this process (tnt_load_weights runs it in the child) into
+ * params and state, laid out as m->params and m->state. */
+tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, float *params, float *state);
 
 #endif

@@ -404,10 +404,12 @@ done:
     return s;
 }
 
-/* Restores iterations and slots from optimizer_weights (all checked before anything changes). */
-static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
+/* Reads the iteration count and the slots of optimizer_weights into *it and slots (slot k at
+ * slots + k * n_params, laid out as m->params); *it = -1 when the file has none. */
+static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_t *it, float *slots) {
     if (H5Lexists(f, "optimizer_weights", H5P_DEFAULT) <= 0) {
         tnt_log(TNT_LOG_WARNING, "load_model %s: no optimizer_weights: the optimizer starts afresh", path);
+        *it = -1; /* the caller leaves the optimizer as compiled */
         return TNT_OK;
     }
     opt_layout L;
@@ -417,7 +419,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
     char **names = NULL;
     int n = 0;
     bool found = false;
-    int64_t it = 0;
     if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
     if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
     if (s == TNT_OK && !found) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights has no weight_names", path);
@@ -430,9 +431,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         if (strcmp(names[i], L.names[i]) != 0)
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights: variable %d is \"%s\", expected \"%s\"", path,
                            i, names[i], L.names[i]);
-    for (int k = 0; k < L.ns && s == TNT_OK; k++)
-        if (!tnt__optimizer_slot(m->optimizer, k))
-            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
     for (int i = 0; i < L.n && s == TNT_OK; i++) {
         hid_t d = H5Oexists_by_name(g, L.names[i], H5P_DEFAULT) > 0 ? H5Dopen2(g, L.names[i], H5P_DEFAULT) : -1;
         if (d < 0) {
@@ -446,9 +444,9 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
-            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0 || it < 0)
+            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, it) < 0 || *it < 0)
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
-                               it < 0 ? "a negative count" : tnt__h5_read_failure());
+                               *it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
             int k, v;
             slot_entry(m->optimizer, L.ns, L.nw, i - 1, &k, &v);
@@ -463,8 +461,8 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
                 s = tnt__error(TNT_ERR_SHAPE, "load_model %s: shape mismatch for optimizer_weights/%s: the file has %s, the weight %s",
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
-                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, slot_slice(m, k, w)) < 0) {
-                /* straight into the slots: this runs in the child, whose copy a failure drops */
+                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                               slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
                                tnt__h5_read_failure());
             }
@@ -472,7 +470,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         if (space >= 0) H5Sclose(space);
         H5Dclose(d);
     }
-    if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
     if (names) free_strs(names, n);
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
@@ -489,7 +486,7 @@ typedef struct model_job {
 
 /* In the child: model_config, then training_config when compiling and present, each with its
  * terminating NUL. */
-static tnt_status parse_configs(void *ctx, struct iovec *out, int *n_out) {
+static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
     model_job *j = ctx;
     hid_t f;
     tnt_status s = tnt__h5_open("load_model", j->path, &f);
@@ -499,48 +496,34 @@ static tnt_status parse_configs(void *ctx, struct iovec *out, int *n_out) {
     if (s == TNT_OK && j->compile && H5Aexists(f, "training_config") > 0 && !(tc = read_str(f, "training_config", j->path)))
         s = TNT_ERR_FORMAT;
     H5Fclose(f);
-    *n_out = 0;
-    if (mc) out[(*n_out)++] = (struct iovec){mc, strlen(mc) + 1};
-    if (tc) out[(*n_out)++] = (struct iovec){tc, strlen(tc) + 1};
+    for (const char *str = mc; s == TNT_OK && str; str = str == mc ? tc : NULL) {
+        size_t n = strlen(str) + 1;
+        if (n > a->cap - a->len) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: strings longer than the file", j->path);
+        else memcpy(a->data + a->len, str, n), a->len += n;
+    }
     return s; /* the strings go with the child */
 }
 
-/* In the child: the weights, then the optimizer's iteration count and slots when compiled. */
-static tnt_status parse_state(void *ctx, struct iovec *out, int *n_out) {
-    model_job *j = ctx;
-    tnt_model *m = j->m;
-    tnt_status s = tnt__h5_load_weights_here(m, j->path, false);
-    if (s == TNT_OK && j->compiled) {
-        hid_t f;
-        s = tnt__h5_open("load_model", j->path, &f);
-        if (s == TNT_OK) s = restore_optimizer(m, f, j->path);
-        if (f >= 0) H5Fclose(f);
-    }
-    size_t np = (size_t)m->n_params * sizeof(float);
-    *n_out = 0;
-    out[(*n_out)++] = (struct iovec){m->params, np};
-    out[(*n_out)++] = (struct iovec){m->state, (size_t)m->n_state * sizeof(float)};
-    if (j->compiled) {
-        out[(*n_out)++] = (struct iovec){&m->optimizer->iterations, sizeof m->optimizer->iterations};
-        for (int k = 0; k < tnt__optimizer_num_slots(m->optimizer); k++)
-            out[(*n_out)++] = (struct iovec){tnt__optimizer_slot(m->optimizer, k), np};
-    }
-    return s;
+/* The answer of parse_state: params, state, then (compiled) the iteration count and the slots. */
+static size_t state_bytes(const tnt_model *m, bool compiled) {
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    return np + ns + (compiled ? sizeof(int64_t) + (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
 }
 
-/* The model's weights, iteration count and slots from the bytes parse_state handed back. */
-static tnt_status apply_state(tnt_model *m, bool compiled, const char *got, size_t len, const char *path) {
-    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
-    int slots = compiled ? tnt__optimizer_num_slots(m->optimizer) : 0;
-    int64_t it;
-    if (len != np + ns + (compiled ? sizeof it + (size_t)slots * np : 0))
-        return tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, len);
-    memcpy(m->params, got, np);
-    memcpy(m->state, got + np, ns);
-    if (!compiled) return TNT_OK;
-    memcpy(&it, got + np + ns, sizeof it);
-    for (int k = 0; k < slots; k++) memcpy(tnt__optimizer_slot(m->optimizer, k), got + np + ns + sizeof it + (size_t)k * np, np);
-    return tnt__optimizer_set_iterations(m->optimizer, it);
+static tnt_status parse_state(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    tnt_model *m = j->m;
+    float *params = (float *)a->data, *state = params + m->n_params;
+    a->len = state_bytes(m, j->compiled);
+    tnt_status s = tnt__h5_read_weights(m, j->path, false, params, state);
+    if (s == TNT_OK && j->compiled) {
+        hid_t f;
+        int64_t *it = (int64_t *)(state + m->n_state);
+        s = tnt__h5_open("load_model", j->path, &f);
+        if (s == TNT_OK) s = read_optimizer(m, f, j->path, it, (float *)(it + 1));
+        if (f >= 0) H5Fclose(f);
+    }
+    return s;
 }
 
 tnt_model *tnt_load_model(const char *path, bool compile) {
@@ -555,27 +538,42 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
     }
     model_job j = {.path = path, .compile = compile};
     tnt_model *m = NULL;
-    char *cfg = NULL, *state = NULL, *tc = NULL;
-    size_t len = 0;
+    const char *tc = NULL;
     /* the strings come from the file: they cannot be longer than it */
-    tnt_status s = tnt__h5_isolated("load_model", path, parse_configs, &j, (size_t)st.st_size + 2, (void **)&cfg, &len);
-    size_t ml = s == TNT_OK ? strnlen(cfg, len) : 0;
-    if (s == TNT_OK && (ml == len || (ml + 1 < len && cfg[len - 1])))
+    tnt__h5_answer cfg, a = {0};
+    tnt_status s = tnt__h5_answer_new(&cfg, (size_t)st.st_size + 2, false, "load_model", path);
+    if (s == TNT_OK) s = tnt__h5_isolated("load_model", path, parse_configs, &j, &cfg);
+    size_t ml = s == TNT_OK ? strnlen(cfg.data, cfg.len) : 0;
+    if (s == TNT_OK && (ml == cfg.len || (ml + 1 < cfg.len && cfg.data[cfg.len - 1])))
         s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back unterminated strings", path);
-    if (s == TNT_OK && ml + 1 < len) tc = cfg + ml + 1;
-    if (s == TNT_OK && !(m = tnt_model_from_json(cfg))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
+    if (s == TNT_OK && ml + 1 < cfg.len) tc = cfg.data + ml + 1;
+    if (s == TNT_OK && !(m = tnt_model_from_json(cfg.data))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
     if (s == TNT_OK && tc) s = compile_from_config(m, tc, path);
     if (s == TNT_OK) s = tnt__model_setup_weights(m);
-    for (int k = 0; s == TNT_OK && tc && k < tnt__optimizer_num_slots(m->optimizer); k++)
+    int slots = s == TNT_OK && tc ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    for (int k = 0; k < slots && s == TNT_OK; k++)
         if (!tnt__optimizer_slot(m->optimizer, k))
             s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
+    j.m = m, j.compiled = tc != NULL;
+    if (s == TNT_OK) s = tnt__h5_answer_new(&a, state_bytes(m, j.compiled), true, "load_model", path);
     if (s == TNT_OK) {
-        j.m = m, j.compiled = tc != NULL;
-        size_t max = (size_t)(m->n_params * (1 + TNT__H5_MAX_OUT) + m->n_state) * sizeof(float) + sizeof(int64_t);
-        s = tnt__h5_isolated("load_model", path, parse_state, &j, max, (void **)&state, &len);
+        size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+        s = tnt__h5_isolated("load_model", path, parse_state, &j, &a);
+        if (s == TNT_OK && a.len != state_bytes(m, j.compiled))
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, a.len);
+        if (s == TNT_OK) {
+            memcpy(m->params, a.data, np);
+            memcpy(m->state, a.data + np, ns);
+        }
+        int64_t it = -1;
+        if (s == TNT_OK && j.compiled) memcpy(&it, a.data + np + ns, sizeof it);
+        if (it >= 0) {
+            for (int k = 0; k < slots; k++)
+                memcpy(tnt__optimizer_slot(m->optimizer, k), a.data + np + ns + sizeof it + (size_t)k * np, np);
+            s = tnt__optimizer_set_iterations(m->optimizer, it);
+        }
     }
-    if (s == TNT_OK) s = apply_state(m, tc != NULL, state, len, path);
-    free(cfg), free(state);
+    tnt__h5_answer_free(&cfg), tnt__h5_answer_free(&a);
     if (s != TNT_OK) {
         tnt_model_free(m);
         return NULL;

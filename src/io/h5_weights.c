@@ -430,8 +430,14 @@ tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts 
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
-/* Reads the weights of file group name into model layer l. */
-static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const char *path) {
+/* Where weight w of m goes in params and state (laid out as m->params and m->state). */
+static float *destination(const tnt_model *m, const tnt__weight *w, float *params, float *state) {
+    return w->trainable ? params + (w->value - m->params) : state + (w->value - m->state);
+}
+
+/* Reads the weights of file group name for model layer l into params and state. */
+static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, tnt_layer *l, const char *path,
+                             float *params, float *state) {
     tnt_status s = TNT_OK;
     char where[TNT_NAME_MAX + 64];
     snprintf(where, sizeof where, "%s: group \"%s\"", path, gname);
@@ -478,8 +484,8 @@ static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const 
                                "the file has shape %s%s, the model %s",
                                path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
             } else {
-                /* straight into the model: this runs in the child, whose copy a failure drops */
-                if (tnt_shape_numel(w->shape) && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w->value) < 0)
+                if (tnt_shape_numel(w->shape) &&
+                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, destination(m, w, params, state)) < 0)
                     s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (%s)", path, gname,
                                    wn.s[j], tnt__h5_read_failure());
             }
@@ -506,7 +512,7 @@ tnt_status tnt__h5_open(const char *who, const char *path, hid_t *f) {
     return TNT_OK;
 }
 
-tnt_status tnt__h5_load_weights_here(tnt_model *m, const char *path, bool by_name) {
+tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, float *params, float *state) {
     hid_t f, root = -1;
     tnt_status s = tnt__h5_open("load_weights", path, &f);
     if (s != TNT_OK) return s;
@@ -555,7 +561,7 @@ tnt_status tnt__h5_load_weights_here(tnt_model *m, const char *path, bool by_nam
         for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
             tnt_layer *l = m->layers[i];
             if (!keras_listed(m, l) || !has_weights(l)) continue;
-            s = read_layer(root, weighted.s[k++], l, path);
+            s = read_layer(m, root, weighted.s[k++], l, path, params, state);
         }
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
@@ -563,7 +569,7 @@ tnt_status tnt__h5_load_weights_here(tnt_model *m, const char *path, bool by_nam
             for (int j = 0; j < m->n_layers && !l; j++)
                 if (keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
             if (!l) continue; /* not in the model: ignored */
-            s = read_layer(root, names.s[i], l, path);
+            s = read_layer(m, root, names.s[i], l, path, params, state);
         }
     }
 done:
@@ -581,31 +587,35 @@ typedef struct weights_job {
     bool by_name;
 } weights_job;
 
-/* In the child: the weights loaded into its copy of the model go back as params, then state. */
-static tnt_status parse_weights(void *ctx, struct iovec *out, int *n_out) {
+/* In the child: the weights into the answer, laid out as params then state. (The child has no
+ * copy of the model's buffers: core's tnt__alloc leaves them out of fork.) */
+static tnt_status parse_weights(void *ctx, tnt__h5_answer *a) {
     weights_job *j = ctx;
-    tnt_status s = tnt__h5_load_weights_here(j->m, j->path, j->by_name);
-    out[0] = (struct iovec){j->m->params, (size_t)j->m->n_params * sizeof(float)};
-    out[1] = (struct iovec){j->m->state, (size_t)j->m->n_state * sizeof(float)};
-    *n_out = 2;
-    return s;
+    float *params = (float *)a->data;
+    a->len = (size_t)(j->m->n_params + j->m->n_state) * sizeof(float);
+    return tnt__h5_read_weights(j->m, j->path, j->by_name, params, params + j->m->n_params);
 }
 
 tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
     if (!m || !path || !*path) return tnt__error(TNT_ERR_ARG, "load_weights: model or path is NULL");
     tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
-    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float), len;
-    void *got;
-    s = tnt__h5_isolated("load_weights", path, parse_weights, &(weights_job){m, path, by_name}, np + ns, &got, &len);
-    if (s == TNT_OK && len != np + ns) s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: the reader handed back %zu "
-                                                      "bytes of weights, not %zu", path, len, np + ns);
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    tnt__h5_answer a;
+    if ((s = tnt__h5_answer_new(&a, np + ns, true, "load_weights", path)) != TNT_OK) return s;
+    if (by_name) { /* a load in order reads every weight; one by name keeps the others */
+        memcpy(a.data, m->params, np);
+        memcpy(a.data + np, m->state, ns);
+    }
+    s = tnt__h5_isolated("load_weights", path, parse_weights, &(weights_job){m, path, by_name}, &a);
+    if (s == TNT_OK && a.len != np + ns) s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: the reader handed back %zu "
+                                                        "bytes of weights, not %zu", path, a.len, np + ns);
     if (s == TNT_OK) { /* all read and checked: only now the model changes */
-        memcpy(m->params, got, np);
-        memcpy(m->state, (char *)got + np, ns);
+        memcpy(m->params, a.data, np);
+        memcpy(m->state, a.data + np, ns);
         /* weights_synced is left as it is: every rank loads the same file (a flag set on some
          * ranks only would make the next distributed fit broadcast on those alone) */
     }
-    free(got);
+    tnt__h5_answer_free(&a);
     return s;
 }
