@@ -504,23 +504,25 @@ static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
     return s; /* the strings go with the child */
 }
 
-/* The answer of parse_state: params, state, then (compiled) the iteration count and the slots. */
+/* The answer of parse_state: the iteration count (first: 8-byte aligned), params, state, then
+ * (compiled) the slots. */
 static size_t state_bytes(const tnt_model *m, bool compiled) {
     size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
-    return np + ns + (compiled ? sizeof(int64_t) + (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
+    return sizeof(int64_t) + np + ns + (compiled ? (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
 }
 
 static tnt_status parse_state(void *ctx, tnt__h5_answer *a) {
     model_job *j = ctx;
     tnt_model *m = j->m;
-    float *params = (float *)a->data, *state = params + m->n_params;
+    int64_t *it = (int64_t *)a->data;
+    float *params = (float *)(it + 1), *state = params + m->n_params;
     a->len = state_bytes(m, j->compiled);
+    *it = -1;
     tnt_status s = tnt__h5_read_weights(m, j->path, false, params, state);
     if (s == TNT_OK && j->compiled) {
         hid_t f;
-        int64_t *it = (int64_t *)(state + m->n_state);
         s = tnt__h5_open("load_model", j->path, &f);
-        if (s == TNT_OK) s = read_optimizer(m, f, j->path, it, (float *)(it + 1));
+        if (s == TNT_OK) s = read_optimizer(m, f, j->path, it, state + m->n_state);
         if (f >= 0) H5Fclose(f);
     }
     return s;
@@ -561,15 +563,16 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         s = tnt__h5_isolated("load_model", path, parse_state, &j, &a);
         if (s == TNT_OK && a.len != state_bytes(m, j.compiled))
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, a.len);
+        int64_t it;
+        memcpy(&it, a.data, sizeof it);
+        const char *weights = a.data + sizeof it;
         if (s == TNT_OK) {
-            memcpy(m->params, a.data, np);
-            memcpy(m->state, a.data + np, ns);
+            memcpy(m->params, weights, np);
+            memcpy(m->state, weights + np, ns);
         }
-        int64_t it = -1;
-        if (s == TNT_OK && j.compiled) memcpy(&it, a.data + np + ns, sizeof it);
-        if (it >= 0) {
+        if (s == TNT_OK && it >= 0) { /* -1: the file has no optimizer state */
             for (int k = 0; k < slots; k++)
-                memcpy(tnt__optimizer_slot(m->optimizer, k), a.data + np + ns + sizeof it + (size_t)k * np, np);
+                memcpy(tnt__optimizer_slot(m->optimizer, k), weights + np + ns + (size_t)k * np, np);
             s = tnt__optimizer_set_iterations(m->optimizer, it);
         }
     }
