@@ -30,8 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launcher/hostfile.h"
+
 #define TNT_LAUNCHER_VERSION "0.1.0"
 enum { EXIT_USAGE = 2, CONTINUE = -1 };
+/* oversubscription beyond this many ranks per core is refused */
+enum { MAX_RANKS_PER_CORE = 16 };
 
 extern char **environ;
 
@@ -343,86 +347,16 @@ static int parse_args(int argc, char **argv, options *o) {
 
 /* ---- hosts -------------------------------------------------------------------------------- */
 
-typedef struct { strv names; long *slots; } hostlist; /* slots[i] <= 0: not given */
-
-static void hosts_free(hostlist *h) {
-    sv_free(&h->names);
-    free(h->slots);
-    h->slots = NULL;
-}
-
-static void hosts_add(hostlist *h, const char *name, long slots) {
-    long *s = realloc(h->slots, (h->names.n + 1) * sizeof *s);
-    if (!s) die_oom();
-    h->slots = s;
-    h->slots[h->names.n] = slots;
-    sv_push(&h->names, name);
-}
-
-/* Reads FILE: one host per line, optional "slots=K" (and Open MPI's "max_slots=K", ignored),
- * '#' starts a comment. Returns 0, or 1 after printing an error naming the file and line. */
+/* Reads FILE (see hostfile_read); 0, or 1 after printing the error. */
 static int read_hostfile(const char *file, hostlist *h) {
     FILE *f = fopen(file, "r");
     if (!f) {
         fprintf(stderr, "tarantella: cannot read hostfile '%s': %s\n", file, strerror(errno));
         return 1;
     }
-    char *line = NULL, *save = NULL;
-    size_t cap = 0;
-    int *first_line = NULL, rc = 0;
-    for (int lineno = 1; getline(&line, &cap, f) >= 0; lineno++) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *name = strtok_r(line, " \t\r\n", &save);
-        if (!name) continue;
-        /* Names go into mpirun's --host list and onto the rsh agent's command line: no ',' or
-         * ':' (list syntax) and no leading '-' (would read as an option). */
-        for (const char *p = name; *p; p++)
-            if (!(isalnum((unsigned char)*p) || (p > name && strchr(".-_", *p)))) {
-                fprintf(stderr, "tarantella: hostfile '%s' line %d: invalid host name '%s'\n",
-                        file, lineno, name);
-                rc = 1;
-                goto out;
-            }
-        long slots = 0;
-        for (char *tok; (tok = strtok_r(NULL, " \t\r\n", &save));) {
-            long v;
-            if (!strncmp(tok, "slots=", 6) && parse_long(tok + 6, 1, 100000, &v)) slots = v;
-            else if (!strncmp(tok, "max_slots=", 10) && parse_long(tok + 10, 1, 100000, &v)) {
-            } else {
-                fprintf(stderr, "tarantella: hostfile '%s' line %d: unexpected '%s' after host "
-                        "'%s' (expected slots=K with K >= 1)\n", file, lineno, tok, name);
-                rc = 1;
-                goto out;
-            }
-        }
-        /* Hosts must be unique (as in Tarantella): a repeated name would silently double the
-         * ranks on that host and break the threads-per-rank split. */
-        for (size_t k = 0; k < h->names.n; k++)
-            if (!strcasecmp(h->names.v[k], name)) {
-                fprintf(stderr, "tarantella: hostfile '%s' line %d: duplicate host '%s' (already "
-                        "on line %d); host names must be unique\n", file, lineno, name,
-                        first_line[k]);
-                rc = 1;
-                goto out;
-            }
-        int *fl = realloc(first_line, (h->names.n + 1) * sizeof *fl);
-        if (!fl) die_oom();
-        first_line = fl;
-        first_line[h->names.n] = lineno;
-        hosts_add(h, name, slots);
-    }
-    if (ferror(f)) {
-        fprintf(stderr, "tarantella: cannot read hostfile '%s': %s\n", file, strerror(errno));
-        rc = 1;
-    } else if (h->names.n == 0) {
-        fprintf(stderr, "tarantella: hostfile '%s' lists no hosts (only empty or comment "
-                "lines)\n", file);
-        rc = 1;
-    }
-out:
-    free(line);
-    free(first_line);
+    char err[512];
+    int rc = hostfile_read(f, file, h, err, sizeof err);
+    if (rc) fprintf(stderr, "tarantella: %s\n", err);
     fclose(f);
     return rc;
 }
@@ -735,8 +669,8 @@ static int do_cleanup(const options *o, const hostlist *h) {
     for (int k = 0; o->prog[k]; k++) fprintf(f, "%s%s", k ? " " : "", o->prog[k]);
     if (fclose(f) != 0) die_oom();
     int rc = 0;
-    for (size_t i = 0; i < h->names.n; i++) {
-        const char *host = h->names.v[i];
+    for (size_t i = 0; i < h->n; i++) {
+        const char *host = h->names[i];
         rc |= host_is_local(host) ? cleanup_local(host, o->prog, o->force, o->dry_run, what)
                                   : cleanup_remote(host, o->prog, o->force, o->dry_run, what);
     }
@@ -779,7 +713,7 @@ static void ex_setf(exports *e, const char *name, long v) {
 
 static int launch(const options *o, const hostlist *h) {
     /* Ranks per node: --n-per-node, else -n spread evenly (ceil), else each host's slots or 1. */
-    size_t nh = h->names.n;
+    size_t nh = h->n;
     long n = o->n, ppn = o->npn;
     long *slots = calloc(nh, sizeof *slots);
     if (!slots) die_oom();
@@ -805,6 +739,18 @@ static int launch(const options *o, const hostlist *h) {
 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
+    /* One mpirun daemon per host starts its ranks: 300 ranks of `true` took it 36 s on 2 cores
+     * and -n 100000 hung it. Hosts are taken to be like this one (as for threads per rank) or
+     * to have the slots the hostfile gives. */
+    long capacity = cores;
+    for (size_t i = 0; i < nh; i++) capacity = h->slots[i] > capacity ? h->slots[i] : capacity;
+    if (ppn > MAX_RANKS_PER_CORE * capacity) {
+        free(slots);
+        return usage_error("%ld ranks on %zu host%s put %ld on a host, more than %d per %s (at most %ld for %ld "
+                           "%ss): mpirun would take minutes to start them, or hang; add hosts with --hostfile",
+                           n, nh, nh == 1 ? "" : "s", ppn, MAX_RANKS_PER_CORE, capacity == cores ? "core" : "slot",
+                           MAX_RANKS_PER_CORE * capacity, capacity, capacity == cores ? "core" : "slot");
+    }
     long threads = cores / ppn > 0 ? cores / ppn : 1;
     bool oversubscribe = ppn > cores;
     if (oversubscribe)
@@ -861,7 +807,7 @@ static int launch(const options *o, const hostlist *h) {
     size_t hlen = 0;
     FILE *hf = open_memstream(&hosts, &hlen);
     if (!hf) die_oom();
-    for (size_t i = 0; i < nh; i++) fprintf(hf, "%s%s:%ld", i ? "," : "", h->names.v[i], slots[i]);
+    for (size_t i = 0; i < nh; i++) fprintf(hf, "%s%s:%ld", i ? "," : "", h->names[i], slots[i]);
     if (fclose(hf) != 0) die_oom();
     sv_push(&argv, "--host");
     sv_push_owned(&argv, hosts);
@@ -935,9 +881,9 @@ int main(int argc, char **argv) {
     hostlist h = {0};
     rc = 0;
     if (o.hostfile) rc = read_hostfile(o.hostfile, &h);
-    else hosts_add(&h, "localhost", 0);
+    else if (!hostlist_add(&h, "localhost", 0, 0)) die_oom();
     if (rc == 0) rc = o.cleanup ? do_cleanup(&o, &h) : launch(&o, &h);
-    hosts_free(&h);
+    hostlist_free(&h);
     sv_free(&o.xvars);
     return rc;
 }

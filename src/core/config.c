@@ -47,6 +47,7 @@ static const setting settings[] = {
     FLAG("TNT_FORCE_MPI", force_mpi),
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
+    INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),

@@ -19,7 +19,7 @@
  * (a loaded model trains on with that constant rate). Keras creates SGD's "m" slot even without
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
-#include "core/atomic_file.h"
+#include "io/h5.h"
 #include "layers/keras_config.h"
 
 #include "comm/comm.h"
@@ -29,19 +29,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-/* from h5_weights.c */
-typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
-tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
-                        const char *group, tnt__h5_extra_fn extra, void *ctx);
-void tnt__h5_quiet(void);
-tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
-tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
-tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
+#include <sys/stat.h>
 
 #define TNT__KERAS_VERSION "2.15.0" /* as h5_weights.c writes */
 
@@ -138,13 +128,11 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
     if (s == TNT_OK) s = tnt__h5_write_names(g, "weight_names", L.names, L.n, path);
     if (s == TNT_OK) {
         H5Pset_create_intermediate_group(lcpl, 1);
-        hid_t space = H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[0], H5T_STD_I64LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[0], H5T_STD_I64LE, &(tnt_shape){.ndim = 0}, lcpl);
         int64_t it = m->optimizer->iterations;
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[0]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
         int k, v;
@@ -156,14 +144,10 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
                            path, L.owner[v]->name, w->name);
             break;
         }
-        hsize_t dims[TNT_MAX_DIMS];
-        for (int i = 0; i < w->shape.ndim; i++) dims[i] = (hsize_t)w->shape.dim[i];
-        hid_t space = w->shape.ndim ? H5Screate_simple(w->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[1 + e], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[1 + e], H5T_IEEE_F32LE, &w->shape, lcpl);
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[1 + e]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     if (lcpl >= 0) H5Pclose(lcpl);
     if (g >= 0) H5Gclose(g);
@@ -420,10 +404,12 @@ done:
     return s;
 }
 
-/* Restores iterations and slots from optimizer_weights (all checked before anything changes). */
-static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
+/* Reads the iteration count and the slots of optimizer_weights into *it and slots (slot k at
+ * slots + k * n_params, laid out as m->params); *it = -1 when the file has none. */
+static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_t *it, float *slots) {
     if (H5Lexists(f, "optimizer_weights", H5P_DEFAULT) <= 0) {
         tnt_log(TNT_LOG_WARNING, "load_model %s: no optimizer_weights: the optimizer starts afresh", path);
+        *it = -1; /* the caller leaves the optimizer as compiled */
         return TNT_OK;
     }
     opt_layout L;
@@ -433,8 +419,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
     char **names = NULL;
     int n = 0;
     bool found = false;
-    float *stage = NULL;
-    int64_t it = 0;
     if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
     if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
     if (s == TNT_OK && !found) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights has no weight_names", path);
@@ -447,8 +431,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         if (strcmp(names[i], L.names[i]) != 0)
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights: variable %d is \"%s\", expected \"%s\"", path,
                            i, names[i], L.names[i]);
-    if (s == TNT_OK && L.ns > 0 && !(stage = malloc((size_t)(L.ns * m->n_params) * sizeof(float))))
-        s = tnt__error(TNT_ERR_NOMEM, "load_model: out of memory");
     for (int i = 0; i < L.n && s == TNT_OK; i++) {
         hid_t d = H5Oexists_by_name(g, L.names[i], H5P_DEFAULT) > 0 ? H5Dopen2(g, L.names[i], H5P_DEFAULT) : -1;
         if (d < 0) {
@@ -462,9 +444,9 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
-            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0 || it < 0)
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[0]);
+            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, it) < 0 || *it < 0)
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
+                               *it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
             int k, v;
             slot_entry(m->optimizer, L.ns, L.nw, i - 1, &k, &v);
@@ -480,30 +462,69 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
                        H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                               stage + (size_t)k * (size_t)m->n_params + (size_t)(w->value - m->params)) < 0) {
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[i]);
+                               slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
+                               tnt__h5_read_failure());
             }
         }
         if (space >= 0) H5Sclose(space);
         H5Dclose(d);
     }
-    if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
-    if (s == TNT_OK) {
-        /* weights that are not trainable have no slots: the slices read cover all of them */
-        for (int e = 0; e < L.n - 1; e++) {
-            int k, v;
-            slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-            const tnt__weight *w = L.w[v];
-            size_t off = (size_t)(w->value - m->params);
-            memcpy(slot_slice(m, k, w), stage + (size_t)k * (size_t)m->n_params + off,
-                   (size_t)tnt_shape_numel(w->shape) * sizeof(float));
-        }
-    }
-    free(stage);
     if (names) free_strs(names, n);
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
+    return s;
+}
+
+/* ---- the load, parsed in child processes (h5_guard.c) ----------------------------------------- */
+
+typedef struct model_job {
+    const char *path;
+    bool compile, compiled;
+    tnt_model *m;
+} model_job;
+
+/* In the child: model_config, then training_config when compiling and present, each with its
+ * terminating NUL. */
+static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    hid_t f;
+    tnt_status s = tnt__h5_open("load_model", j->path, &f);
+    if (s != TNT_OK) return s;
+    char *mc = read_str(f, "model_config", j->path), *tc = NULL;
+    if (!mc) s = TNT_ERR_FORMAT;
+    if (s == TNT_OK && j->compile && H5Aexists(f, "training_config") > 0 && !(tc = read_str(f, "training_config", j->path)))
+        s = TNT_ERR_FORMAT;
+    H5Fclose(f);
+    for (const char *str = mc; s == TNT_OK && str; str = str == mc ? tc : NULL) {
+        size_t n = strlen(str) + 1;
+        if (n > a->cap - a->len) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: strings longer than the file", j->path);
+        else memcpy(a->data + a->len, str, n), a->len += n;
+    }
+    return s; /* the strings go with the child */
+}
+
+/* The answer of parse_state: the iteration count (first: 8-byte aligned), params, state, then
+ * (compiled) the slots. */
+static size_t state_bytes(const tnt_model *m, bool compiled) {
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    return sizeof(int64_t) + np + ns + (compiled ? (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
+}
+
+static tnt_status parse_state(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    tnt_model *m = j->m;
+    int64_t *it = (int64_t *)a->data;
+    float *params = (float *)(it + 1), *state = params + m->n_params;
+    a->len = state_bytes(m, j->compiled);
+    *it = -1;
+    tnt_status s = tnt__h5_read_weights(m, j->path, false, params, state);
+    if (s == TNT_OK && j->compiled) {
+        hid_t f;
+        s = tnt__h5_open("load_model", j->path, &f);
+        if (s == TNT_OK) s = read_optimizer(m, f, j->path, it, state + m->n_state);
+        if (f >= 0) H5Fclose(f);
+    }
     return s;
 }
 
@@ -512,34 +533,50 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         tnt__error(TNT_ERR_ARG, "load_model: path is NULL or empty");
         return NULL;
     }
-    tnt__h5_quiet();
-    if (access(path, R_OK) != 0) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
         tnt__error(TNT_ERR_IO, "load_model %s: %s", path, strerror(errno));
         return NULL;
     }
-    htri_t is = H5Fis_hdf5(path);
-    if (is <= 0) {
-        tnt__error(TNT_ERR_FORMAT, "load_model %s: %s", path,
-                   is == 0 ? "not an HDF5 file" : "unreadable as HDF5 (truncated or corrupt file?)");
-        return NULL;
-    }
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open the HDF5 file (truncated or corrupt?)", path);
-        return NULL;
-    }
+    model_job j = {.path = path, .compile = compile};
     tnt_model *m = NULL;
-    char *tc = NULL, *mc = read_str(f, "model_config", path);
-    tnt_status s = mc ? TNT_OK : TNT_ERR_FORMAT;
-    if (s == TNT_OK && !(m = tnt_model_from_json(mc))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
-    if (s == TNT_OK) s = tnt_load_weights(m, path, false);
-    if (s == TNT_OK && compile && H5Aexists(f, "training_config") > 0) {
-        if (!(tc = read_str(f, "training_config", path))) s = TNT_ERR_FORMAT;
-        if (s == TNT_OK) s = compile_from_config(m, tc, path);
-        if (s == TNT_OK) s = restore_optimizer(m, f, path);
+    const char *tc = NULL;
+    /* the strings come from the file: they cannot be longer than it */
+    tnt__h5_answer cfg, a = {0};
+    tnt_status s = tnt__h5_answer_new(&cfg, (size_t)st.st_size + 2, false, "load_model", path);
+    if (s == TNT_OK) s = tnt__h5_isolated("load_model", path, parse_configs, &j, &cfg);
+    size_t ml = s == TNT_OK ? strnlen(cfg.data, cfg.len) : 0;
+    if (s == TNT_OK && (ml == cfg.len || (ml + 1 < cfg.len && cfg.data[cfg.len - 1])))
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back unterminated strings", path);
+    if (s == TNT_OK && ml + 1 < cfg.len) tc = cfg.data + ml + 1;
+    if (s == TNT_OK && !(m = tnt_model_from_json(cfg.data))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
+    if (s == TNT_OK && tc) s = compile_from_config(m, tc, path);
+    if (s == TNT_OK) s = tnt__model_setup_weights(m);
+    int slots = s == TNT_OK && tc ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    for (int k = 0; k < slots && s == TNT_OK; k++)
+        if (!tnt__optimizer_slot(m->optimizer, k))
+            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
+    j.m = m, j.compiled = tc != NULL;
+    if (s == TNT_OK) s = tnt__h5_answer_new(&a, state_bytes(m, j.compiled), true, "load_model", path);
+    if (s == TNT_OK) {
+        size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+        s = tnt__h5_isolated("load_model", path, parse_state, &j, &a);
+        if (s == TNT_OK && a.len != state_bytes(m, j.compiled))
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, a.len);
+        int64_t it;
+        memcpy(&it, a.data, sizeof it);
+        const char *weights = a.data + sizeof it;
+        if (s == TNT_OK) {
+            memcpy(m->params, weights, np);
+            memcpy(m->state, weights + np, ns);
+        }
+        if (s == TNT_OK && it >= 0) { /* -1: the file has no optimizer state */
+            for (int k = 0; k < slots; k++)
+                memcpy(tnt__optimizer_slot(m->optimizer, k), weights + np + ns + (size_t)k * np, np);
+            s = tnt__optimizer_set_iterations(m->optimizer, it);
+        }
     }
-    free(mc), free(tc);
-    H5Fclose(f);
+    tnt__h5_answer_free(&cfg), tnt__h5_answer_free(&a);
     if (s != TNT_OK) {
         tnt_model_free(m);
         return NULL;
