@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launcher/job.h"
+
 #define TNT_LAUNCHER_VERSION "0.1.0"
 enum { EXIT_USAGE = 2, CONTINUE = -1 };
 
@@ -479,13 +481,17 @@ static int run_forwarding(char **argv) {
     sigprocmask(SIG_BLOCK, &block, &old);
     for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &sa, &saved[k]);
     fflush(NULL);
+    tnt_job job;
+    tnt_job_begin(&job);
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "tarantella: cannot start '%s': fork: %s\n", argv[0], strerror(errno));
         sigprocmask(SIG_SETMASK, &old, NULL);
+        tnt_job_end(&job);
         return 1;
     }
     if (pid == 0) {
+        tnt_job_child(&job);
         for (size_t k = 0; k < N_FORWARDED; k++) signal(FORWARDED[k], SIG_DFL);
         sigprocmask(SIG_SETMASK, &old, NULL);
         execvp(argv[0], argv);
@@ -502,6 +508,7 @@ static int run_forwarding(char **argv) {
         }
     }
     g_child_pid = 0;
+    tnt_job_end(&job);
     for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &saved[k], NULL);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     int code = WEXITSTATUS(status);
