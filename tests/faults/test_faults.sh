@@ -51,13 +51,13 @@ run() {
     local o=$(orphans) g=$(stale_segments)
     [ "$o" -eq 0 ] || fail "$name: $o rank(s) left running"
     [ "$g" -eq 0 ] || fail "$name: $g stale segment(s) left in /dev/shm"
-    echo "     $name: exit $RC after ${SECS%.*} s, orphans $o, stale segments $g"
+    echo "     $name: exit $RC after $(printf %.1f "$SECS") s, orphans $o, stale segments $g"
 }
 expect() { # NAME PATTERN: stderr holds PATTERN
     if grep -qF -- "$2" "$TMP/err"; then ok "$1"; else fail "$1: stderr lacks '$2'"; echo "$ERR" | tail -20; fi
 }
 faster() { # NAME SECONDS
-    if [ "$(echo "$SECS < $2" | bc)" -eq 1 ]; then ok "$1 ends in ${SECS%.*} s (< $2)"; else fail "$1 took $SECS s"; fi
+    if [ "$(echo "$SECS < $2" | bc)" -eq 1 ]; then ok "$1 ends in $(printf %.1f "$SECS") s (< $2)"; else fail "$1 took $SECS s"; fi
 }
 
 run ok 60 -- "$P" ok 1 3 "$TMP/run"
@@ -99,8 +99,8 @@ kill -KILL "$L"
 for _ in $(seq 150); do [ "$(orphans)" -eq 0 ] && ! kill -0 "$MPIRUN" 2>/dev/null && break; sleep 0.1; done
 SECS=$(echo "$(date +%s.%N) - $t0" | bc)
 [ -n "$MPIRUN" ] && ! kill -0 "$MPIRUN" 2>/dev/null && ok "kill -9 launcher: mpirun ended" || fail "kill -9 launcher: mpirun $MPIRUN still running"
-[ "$(orphans)" -eq 0 ] && ok "kill -9 launcher: ranks ended in ${SECS%.*} s" || fail "kill -9 launcher: ranks still running"
-echo "     kill -9 launcher: ranks gone after ${SECS%.*} s, stale segments $(stale_segments)"
+[ "$(orphans)" -eq 0 ] && ok "kill -9 launcher: ranks ended in $(printf %.1f "$SECS") s" || fail "kill -9 launcher: ranks still running"
+echo "     kill -9 launcher: ranks gone after $(printf %.1f "$SECS") s, stale segments $(stale_segments)"
 for f in "$TMP"/run/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
 
 # Ctrl+C three times: the whole process group gets SIGINT, mpirun exits at the second one.
@@ -117,7 +117,7 @@ SECS=$(echo "$(date +%s.%N) - $t0" | bc)
 kill -0 "$L" 2>/dev/null && fail "3 x Ctrl+C: launcher still running after 30 s"
 wait "$L" 2>/dev/null
 sleep 0.5
-[ "$(orphans)" -eq 0 ] && ok "3 x Ctrl+C: ranks ended, launcher exited in ${SECS%.*} s" || fail "3 x Ctrl+C: ranks left running"
+[ "$(orphans)" -eq 0 ] && ok "3 x Ctrl+C: ranks ended, launcher exited in $(printf %.1f "$SECS") s" || fail "3 x Ctrl+C: ranks left running"
 [ "$(stale_segments)" -eq 0 ] && ok "3 x Ctrl+C: no stale segment in /dev/shm" || fail "3 x Ctrl+C: stale segments left"
 for f in "$TMP"/run/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
 

@@ -59,7 +59,7 @@ static bool mapped(const char *name) {
     bool hit = false;
     for (struct dirent *e; d && !hit && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[64], line[1024];
+        char path[300], line[1024];
         snprintf(path, sizeof path, "/proc/%s/maps", e->d_name);
         FILE *f = fopen(path, "r");
         while (f && !hit && fgets(line, sizeof line, f)) hit = strstr(line, needle) != NULL;
@@ -75,7 +75,7 @@ static int signal_children(pid_t self, int sig) {
     DIR *d = opendir("/proc");
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[64], buf[512];
+        char path[300], buf[512];
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
         FILE *f = fopen(path, "r");
         size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
