@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -149,6 +150,32 @@ static void test_roundtrip_sequential(void **state) {
     assert_same_weights(a, b);
     assert_same_predictions(a, b, TNT_SHAPE(4, 4, 2));
     tnt_model_free(a), tnt_model_free(b);
+}
+
+/* A save killed with -9 leaves seq.h5.tmp.PID behind: the next save to that path removes it, but
+ * not the temp file of a writer still alive (pid 1 here). */
+static void test_dead_writer_temp_removed(void **state) {
+    (void)state;
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    assert_true(dead > 0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead);
+    const char *path = tmp_path("dead.h5");
+    char stale[4096], live[4096];
+    snprintf(stale, sizeof stale, "%s.tmp.%ld", path, (long)dead);
+    snprintf(live, sizeof live, "%s.tmp.1", path);
+    FILE *f = fopen(stale, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_non_null(f = fopen(live, "w"));
+    fclose(f);
+    tnt_model *m = seq_model(NULL, 5, 1);
+    tu_ok(tnt_save_weights(m, path, NULL));
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    unlink(live);
+    assert_int_equal(count_temp_files(tmpdir), 0);
+    tnt_model_free(m);
 }
 
 static tnt_model *func_model(uint64_t seed) {
@@ -505,6 +532,7 @@ int main(void) {
         cmocka_unit_test(test_layer_count_mismatch),
         cmocka_unit_test(test_missing_dataset),
         cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_dead_writer_temp_removed),
         cmocka_unit_test(test_not_hdf5_and_no_file),
         cmocka_unit_test(test_atomic_failures),
     };

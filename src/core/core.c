@@ -7,8 +7,13 @@
 #include <time.h>
 
 static _Thread_local char last_error[1024];
+/* errors raised by any thread: the runtime compares it with the count its ranks last agreed on */
+static _Atomic uint64_t errors_raised;
+
+uint64_t tnt__error_count(void) { return errors_raised; }
 
 tnt_status tnt__error(tnt_status status, const char *fmt, ...) {
+    errors_raised++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
@@ -18,6 +23,7 @@ tnt_status tnt__error(tnt_status status, const char *fmt, ...) {
 
 /* The public name of tnt__error, for user code (custom layers, callbacks). */
 tnt_status tnt_set_error(tnt_status status, const char *fmt, ...) {
+    errors_raised++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
