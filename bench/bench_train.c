@@ -5,7 +5,8 @@
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
  * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. --model transformer: the
  * peer's encoder classifier (zoo/transformer.h, 5.24M parameters, seq 128) on one
- * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. */
+ * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. The line also gives the forward
+ * multiply-adds per sample, from which the benchmark counts each step's FLOPs. */
 #include <tarantella.h>
 
 #include "comm/comm.h"
@@ -31,6 +32,33 @@ static int scale(const float *x, const float *y, float *xo, float *yo, void *use
     for (int i = 0; i < 784; i++) xo[i] = x[i] * (1.0f / 255.0f);
     *yo = *y;
     return 0;
+}
+
+/* Forward multiply-adds per sample of the layers that hold the matrix products: Dense and the
+ * convolutions (each output value costs the kernel's size over one output channel),
+ * MultiHeadAttention (its four projections and the two products of attention). Normalization,
+ * pooling and elementwise layers are not counted: this is the work a matmul ceiling bounds. */
+static double forward_macs_per_sample(const tnt_model *m) {
+    double macs = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt_layer *l = m->nodes[i].layer;
+        const char *cls = l->ops->class_name;
+        const double out = (double)tnt_shape_numel(m->tensor_shape[m->nodes[i].out]);
+        if (!strcmp(cls, "Dense") || !strcmp(cls, "Conv2D") || !strcmp(cls, "Conv1D")) {
+            const tnt_shape k = l->weights[0].shape;
+            macs += out * (double)tnt_shape_numel(k) / (double)k.dim[k.ndim - 1];
+        } else if (!strcmp(cls, "MultiHeadAttention")) {
+            /* kernels: query (dq, H, kd), key (dk, H, kd), value (dv, H, vd), output (H, vd, o) */
+            const double tq = (double)l->in_shapes[0].dim[0], tv = (double)l->in_shapes[1].dim[0];
+            double kern[4];
+            int n = 0;
+            for (int w = 0; w < l->n_weights && n < 4; w++)
+                if (strstr(l->weights[w].name, "kernel")) kern[n++] = (double)tnt_shape_numel(l->weights[w].shape);
+            const double hkd = kern[0] / (double)l->in_shapes[0].dim[1], hvd = kern[2] / (double)l->in_shapes[1].dim[1];
+            macs += tq * (kern[0] + kern[3]) + tv * (kern[1] + kern[2]) + tq * tv * (hkd + hvd);
+        }
+    }
+    return macs;
 }
 
 static tnt_model *build(const char *name) {
@@ -143,11 +171,11 @@ int main(int argc, char **argv) {
     /* hidden share: the part of allreduce time the compute thread did not wait for */
     if (tnt_is_master_rank())
         printf("tnt %s %s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
-               "buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f\n",
+               "buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f fwd_macs_per_sample=%.0f\n",
                tnt_version(), model, (long long)tnt_model_count_params(m), tnt_get_size(),
                omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
                tnt_history_get(h, "loss", 0), buckets, comm, exposed,
-               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0);
+               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0, forward_macs_per_sample(m));
     tnt_history_free(h);
     if (transformer && tnt_is_master_rank()) { /* peak RSS of this rank (the ranks are alike) */
         struct rusage ru;
