@@ -9,6 +9,7 @@
  * multiply-adds per sample, from which the benchmark counts each step's FLOPs. */
 #include <tarantella.h>
 
+#include "classic.h"
 #include "comm/comm.h"
 #include "model/model.h"
 #include "resnet.h"
@@ -66,28 +67,7 @@ static tnt_model *build(const char *name) {
     if (!strcmp(name, "resnet50")) return resnet50(1000, 224);
     /* the peer's encoder classifier: torch_models.py --model transformer */
     if (!strcmp(name, "transformer")) return transformer_encoder_classifier(8000, 128, 256, 4, 1024, 4, 2);
-    tnt_model *m = tnt_sequential(name);
-    tnt_layer_opts relu = {.activation = TNT_ACT_RELU};
-    tnt_layer_opts same_relu = {.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU};
-    tnt_layer_opts softmax = {.activation = TNT_ACT_SOFTMAX};
-    tnt_status s;
-    if (!strcmp(name, "lenet5"))
-        s = tnt_model_add(m, tnt_input_layer(TNT_SHAPE(28, 28, 1), NULL)) ||
-            tnt_model_add(m, tnt_conv2d(20, 5, 5, &same_relu)) ||
-            tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)) ||
-            tnt_model_add(m, tnt_conv2d(50, 5, 5, &same_relu)) ||
-            tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)) || tnt_model_add(m, tnt_flatten(NULL)) ||
-            tnt_model_add(m, tnt_dense(500, &relu)) || tnt_model_add(m, tnt_dense(10, &softmax));
-    else
-        s = tnt_model_add(m, tnt_input_layer(TNT_SHAPE(28, 28, 1), NULL)) ||
-            tnt_model_add(m, tnt_flatten(NULL)) || tnt_model_add(m, tnt_dense(4096, &relu)) ||
-            tnt_model_add(m, tnt_dense(4096, &relu)) || tnt_model_add(m, tnt_dense(4096, &relu)) ||
-            tnt_model_add(m, tnt_dense(10, &softmax));
-    if (s) {
-        tnt_model_free(m);
-        return NULL;
-    }
-    return m;
+    return !strcmp(name, "lenet5") ? lenet5_model() : mlp_model();
 }
 
 int main(int argc, char **argv) {

@@ -36,13 +36,13 @@ MODELS = {
 
 
 def parse(out):
-    fields = dict(re.findall(r"(\w+)=([A-Za-z0-9_./]+)", out))
-    return fields if "samples_per_s" in fields else None
+    return dict(re.findall(r"(\w+)=([A-Za-z0-9_./]+)", out)) or None
 
 
 def start(cmd, env_extra):
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, **env_extra))
+    """env_extra: variables to set; a value None removes the variable."""
+    env = {k: v for k, v in dict(os.environ, **env_extra).items() if v is not None}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def finish(p, cmd):
@@ -58,11 +58,11 @@ def run(cmd, env_extra=ONE_THREAD):
 
 
 def sps(r):
-    return float(r["samples_per_s"]) if r else None
+    return float(r["samples_per_s"]) if r and "samples_per_s" in r else None
 
 
 def keep_best(best, key, r):
-    if r and (best.get(key) is None or sps(r) > sps(best[key])):
+    if sps(r) and (best.get(key) is None or sps(r) > sps(best[key])):
         best[key] = r
 
 
@@ -82,7 +82,21 @@ def machine():
             if k.strip() == "model name": model = v.strip()
             if k.strip() == "flags": flags = set(v.split())
     isa = [x for x in ("avx512f", "avx512_bf16") if x in flags] + sorted(x for x in flags if x.startswith("amx"))
-    return model, isa or ["none of avx512f, avx512_bf16, amx"], flags
+    return model, isa or ["none of avx512f, avx512_bf16, amx"]
+
+
+def openblas_core():
+    """The kernels OpenBLAS picks for the peer on this CPU by itself. An OPENBLAS_CORETYPE in the
+    environment (this project's shells set Haswell, AVX2 only) would cripple the peer on an
+    AVX-512 machine: the peer runs without it."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    p = subprocess.run([PY, "-c", "import torch; torch.ones(2, 2) @ torch.ones(2, 2)"], capture_output=True,
+                       text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+    m = re.search(r"Core: (\w+)", p.stderr)
+    core = m.group(1) if m else "unknown"
+    note = f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} of the environment dropped)" \
+        if "OPENBLAS_CORETYPE" in os.environ else ""
+    return core + note
 
 
 def ours_cmd(tnt, name, steps, warmup):
@@ -95,7 +109,7 @@ def peer_cmd(name, steps, warmup):
                                                        "--steps", str(steps), "--warmup", str(warmup)]
 
 
-def one_process(a, out, tnt, names, ceiling, torch):
+def one_process(a, out, tnt, names, ceiling, torch, peer_env):
     out.append("\n### One process x 1 thread\n")
     out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
     out.append("|---|---|---|---|---|---|")
@@ -104,7 +118,7 @@ def one_process(a, out, tnt, names, ceiling, torch):
         best = {}
         for _ in range(a.reps):  # alternate ours and the peer's, keep the best of each
             keep_best(best, "tnt", run(ours_cmd(tnt, name, steps, warmup)))
-            if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup)))
+            if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup), dict(ONE_THREAD, **peer_env)))
         ours, peer = best.get("tnt"), best.get("torch")
         blas = peer.get("blas", "not reported") if peer else None
         if peer is None: rat = "n/a"
@@ -184,11 +198,13 @@ def main():
     torch = not a.no_torch and subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
     t0 = time.time()
 
-    model, isa, _ = machine()
+    model, isa = machine()
     out = ["## make bench" + (" (quick)" if a.quick else ""), "",
            f"Machine: {model}, {os.cpu_count()} cores; ISA: {', '.join(isa)}; "
            f"load average at start {os.getloadavg()[0]:.2f}."]
-    if not torch: out.append("PyTorch (python3-torch) is not installed: no peer figures.")
+    peer_env = {"OPENBLAS_CORETYPE": None}
+    if torch: out.append(f"Peer: Debian's python3-torch; OpenBLAS kernels: {openblas_core()}.")
+    else: out.append("PyTorch (python3-torch) is not installed: no peer figures.")
     c = run([os.path.join(a.build, "bin", "matmul_ceiling")])
     ceiling = float(c["f32_gflops"]) if c else None
     out.append("\n### Ceiling: oneDNN matmul at 1 thread, 2048 x 2048 x 2048\n")
@@ -197,7 +213,7 @@ def main():
     out.append(f"| {c and c['isa']} | {fmt(ceiling)} | {c and c['bf16_gflops']} |")
     print("\n".join(out), file=sys.stderr, flush=True)
 
-    one_process(a, out, tnt, names, ceiling, torch)
+    one_process(a, out, tnt, names, ceiling, torch, peer_env)
     if not a.no_parallel:
         data_parallel(a, out, tnt, names)
         allreduce(a, out, tnt, [n for n in names if n in ("lenet5", "mlp")])
