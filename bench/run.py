@@ -20,7 +20,13 @@ import argparse, os, re, subprocess, sys, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.path.join(ROOT, "bench", "peers")
 PY = "/usr/bin/python3"
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
+# Every run, ours and the peer's: 1 thread, and glibc's allocator kept off mmap. PyTorch frees
+# and re-allocates its large tensors every step (the MLP's 64 MB weight gradients); from mmap
+# each comes back as fresh pages, and on a VM with costly page faults that alone cost the peer's
+# MLP 3.6x (94 against 340 samples/s; our buffers live across steps and do not care).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 36)}
+# The peer also drops an OPENBLAS_CORETYPE of the environment (see openblas_core).
+PEER_ENV = dict(ONE_THREAD, OPENBLAS_CORETYPE=None)
 FUSION_KB = ["0", "32", "1024", "65536"]
 
 # name: label, global batch, peer command (without --threads/--steps/--warmup/--batch),
@@ -109,7 +115,7 @@ def peer_cmd(name, steps, warmup):
                                                        "--steps", str(steps), "--warmup", str(warmup)]
 
 
-def one_process(a, out, tnt, names, ceiling, torch, peer_env):
+def one_process(a, out, tnt, names, ceiling, torch):
     out.append("\n### One process x 1 thread\n")
     out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
     out.append("|---|---|---|---|---|---|")
@@ -118,7 +124,7 @@ def one_process(a, out, tnt, names, ceiling, torch, peer_env):
         best = {}
         for _ in range(a.reps):  # alternate ours and the peer's, keep the best of each
             keep_best(best, "tnt", run(ours_cmd(tnt, name, steps, warmup)))
-            if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup), dict(ONE_THREAD, **peer_env)))
+            if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup), PEER_ENV))
         ours, peer = best.get("tnt"), best.get("torch")
         blas = peer.get("blas", "not reported") if peer else None
         if peer is None: rat = "n/a"
@@ -202,8 +208,8 @@ def main():
     out = ["## make bench" + (" (quick)" if a.quick else ""), "",
            f"Machine: {model}, {os.cpu_count()} cores; ISA: {', '.join(isa)}; "
            f"load average at start {os.getloadavg()[0]:.2f}."]
-    peer_env = {"OPENBLAS_CORETYPE": None}
-    if torch: out.append(f"Peer: Debian's python3-torch; OpenBLAS kernels: {openblas_core()}.")
+    if torch: out.append(f"Peer: Debian's python3-torch; OpenBLAS kernels: {openblas_core()}. Every run: "
+                         "1 thread, MALLOC_MMAP_MAX_=0 and a high MALLOC_TRIM_THRESHOLD_ (no fresh pages per step).")
     else: out.append("PyTorch (python3-torch) is not installed: no peer figures.")
     c = run([os.path.join(a.build, "bin", "matmul_ceiling")])
     ceiling = float(c["f32_gflops"]) if c else None
@@ -213,7 +219,7 @@ def main():
     out.append(f"| {c and c['isa']} | {fmt(ceiling)} | {c and c['bf16_gflops']} |")
     print("\n".join(out), file=sys.stderr, flush=True)
 
-    one_process(a, out, tnt, names, ceiling, torch, peer_env)
+    one_process(a, out, tnt, names, ceiling, torch)
     if not a.no_parallel:
         data_parallel(a, out, tnt, names)
         allreduce(a, out, tnt, [n for n in names if n in ("lenet5", "mlp")])
