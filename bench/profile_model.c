@@ -142,17 +142,17 @@ int main(int argc, char **argv) {
         if (k < 32) cf[k] += W[i].fwd / (double)steps, cb[k] += W[i].bwd / (double)steps, cn[k]++;
         layers_total += (W[i].fwd + W[i].bwd) / (double)steps;
     }
-    printf("%s, batch %ld, %s %ld, %d thread(s): %.3f s per step (%.2f samples/s)\n", model, batch,
+    printf("%s, batch %ld, %s %ld, %d thread(s): %.4f s per step (%.2f samples/s)\n", model, batch,
            transformer ? "sequence" : "image", image, omp_get_max_threads(), total, (double)batch / total);
     printf("| layer class | layers | forward s/step | backward s/step | share of step |\n|---|---|---|---|---|\n");
     for (int k = 0; k < nc; k++)
-        printf("| %s | %d | %.3f | %.3f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
-    printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.3f s) |\n", 100.0 * (total - layers_total) / total,
+        printf("| %s | %d | %.4f | %.4f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
+    printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.4f s) |\n", 100.0 * (total - layers_total) / total,
            total - layers_total);
     qsort(W, (size_t)n_wrapped, sizeof *W, by_total);
     printf("\nslowest layers (s/step forward + backward):\n");
     for (int i = 0; i < 12 && i < n_wrapped; i++)
-        printf("  %-22s %-20s %.3f + %.3f\n", W[i].l->name, W[i].orig->class_name, W[i].fwd / (double)steps, W[i].bwd / (double)steps);
+        printf("  %-22s %-20s %.4f + %.4f\n", W[i].l->name, W[i].orig->class_name, W[i].fwd / (double)steps, W[i].bwd / (double)steps);
     /* restore the ops before freeing (destroy goes through them) */
     for (int i = 0; i < n_wrapped; i++) W[i].l->ops = W[i].orig;
     tnt_dataset_free(ds);
