@@ -81,12 +81,16 @@ def ratio(a, b):
 
 
 def machine():
-    model, flags = "unknown", set()
+    model, flags, family = "unknown", set(), {}
     with open("/proc/cpuinfo") as f:
         for line in f:
             k, _, v = line.partition(":")
-            if k.strip() == "model name": model = v.strip()
-            if k.strip() == "flags": flags = set(v.split())
+            k = k.strip()
+            if k == "model name": model = v.strip()
+            if k == "flags": flags = set(v.split())
+            if k in ("cpu family", "model", "stepping"): family[k] = v.strip()
+    if family:  # a VM may hide the exact name ("AMD EPYC"); family 26 is Zen 5, 25 Zen 3/4
+        model += " (" + ", ".join(f"{k} {v}" for k, v in family.items()) + ")"
     isa = [x for x in ("avx512f", "avx512_bf16") if x in flags] + sorted(x for x in flags if x.startswith("amx"))
     return model, isa or ["none of avx512f, avx512_bf16, amx"]
 
