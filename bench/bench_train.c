@@ -3,7 +3,7 @@
  * Threads come from OMP_NUM_THREADS. Prints one line: samples/s over the timed steps (after
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
- * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. --model transformer: the
+ * same set-ups as bench/peers/torch_lenet5.py and torch_models.py. --model transformer: the
  * peer's encoder classifier (zoo/transformer.h, 5.24M parameters, seq 128) on one
  * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. The line also gives the forward
  * multiply-adds per sample, from which the benchmark counts each step's FLOPs. */
