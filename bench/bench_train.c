@@ -3,11 +3,13 @@
  * Threads come from OMP_NUM_THREADS. Prints one line: samples/s over the timed steps (after
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
- * same set-ups as ../shared/bench/torch_lenet5.py and torch_models.py. --model transformer: the
+ * same set-ups as bench/peers/torch_lenet5.py and torch_models.py. --model transformer: the
  * peer's encoder classifier (zoo/transformer.h, 5.24M parameters, seq 128) on one
- * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. */
+ * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. The line also gives the forward
+ * multiply-adds per sample, from which the benchmark counts each step's FLOPs. */
 #include <tarantella.h>
 
+#include "classic.h"
 #include "comm/comm.h"
 #include "model/model.h"
 #include "resnet.h"
@@ -26,6 +28,14 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* CPU time of the whole process (all threads): on a machine shared with other jobs, samples per
+ * CPU second tell a change in our code from a change in the load. */
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static int scale(const float *x, const float *y, float *xo, float *yo, void *user) {
     (void)user;
     for (int i = 0; i < 784; i++) xo[i] = x[i] * (1.0f / 255.0f);
@@ -33,33 +43,39 @@ static int scale(const float *x, const float *y, float *xo, float *yo, void *use
     return 0;
 }
 
+/* Forward multiply-adds per sample of the layers that hold the matrix products: Dense and the
+ * convolutions (each output value costs the kernel's size over one output channel),
+ * MultiHeadAttention (its four projections and the two products of attention). Normalization,
+ * pooling and elementwise layers are not counted: this is the work a matmul ceiling bounds. */
+static double forward_macs_per_sample(const tnt_model *m) {
+    double macs = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt_layer *l = m->nodes[i].layer;
+        const char *cls = l->ops->class_name;
+        const double out = (double)tnt_shape_numel(m->tensor_shape[m->nodes[i].out]);
+        if (!strcmp(cls, "Dense") || !strcmp(cls, "Conv2D") || !strcmp(cls, "Conv1D")) {
+            const tnt_shape k = l->weights[0].shape;
+            macs += out * (double)tnt_shape_numel(k) / (double)k.dim[k.ndim - 1];
+        } else if (!strcmp(cls, "MultiHeadAttention")) {
+            /* kernels: query (dq, H, kd), key (dk, H, kd), value (dv, H, vd), output (H, vd, o) */
+            const double tq = (double)l->in_shapes[0].dim[0], tv = (double)l->in_shapes[1].dim[0];
+            double kern[4];
+            int n = 0;
+            for (int w = 0; w < l->n_weights && n < 4; w++)
+                if (strstr(l->weights[w].name, "kernel")) kern[n++] = (double)tnt_shape_numel(l->weights[w].shape);
+            const double hkd = kern[0] / (double)l->in_shapes[0].dim[1], hvd = kern[2] / (double)l->in_shapes[1].dim[1];
+            macs += tq * (kern[0] + kern[3]) + tv * (kern[1] + kern[2]) + tq * tv * (hkd + hvd);
+        }
+    }
+    return macs;
+}
+
 static tnt_model *build(const char *name) {
     /* the peer's torchvision resnet50(num_classes=1000): Keras's ResNet50 (zoo/resnet.h) */
     if (!strcmp(name, "resnet50")) return resnet50(1000, 224);
     /* the peer's encoder classifier: torch_models.py --model transformer */
     if (!strcmp(name, "transformer")) return transformer_encoder_classifier(8000, 128, 256, 4, 1024, 4, 2);
-    tnt_model *m = tnt_sequential(name);
-    tnt_layer_opts relu = {.activation = TNT_ACT_RELU};
-    tnt_layer_opts same_relu = {.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU};
-    tnt_layer_opts softmax = {.activation = TNT_ACT_SOFTMAX};
-    tnt_status s;
-    if (!strcmp(name, "lenet5"))
-        s = tnt_model_add(m, tnt_input_layer(TNT_SHAPE(28, 28, 1), NULL)) ||
-            tnt_model_add(m, tnt_conv2d(20, 5, 5, &same_relu)) ||
-            tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)) ||
-            tnt_model_add(m, tnt_conv2d(50, 5, 5, &same_relu)) ||
-            tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)) || tnt_model_add(m, tnt_flatten(NULL)) ||
-            tnt_model_add(m, tnt_dense(500, &relu)) || tnt_model_add(m, tnt_dense(10, &softmax));
-    else
-        s = tnt_model_add(m, tnt_input_layer(TNT_SHAPE(28, 28, 1), NULL)) ||
-            tnt_model_add(m, tnt_flatten(NULL)) || tnt_model_add(m, tnt_dense(4096, &relu)) ||
-            tnt_model_add(m, tnt_dense(4096, &relu)) || tnt_model_add(m, tnt_dense(4096, &relu)) ||
-            tnt_model_add(m, tnt_dense(10, &softmax));
-    if (s) {
-        tnt_model_free(m);
-        return NULL;
-    }
-    return m;
+    return !strcmp(name, "lenet5") ? lenet5_model() : mlp_model();
 }
 
 int main(int argc, char **argv) {
@@ -131,9 +147,9 @@ int main(int argc, char **argv) {
     tnt_history *h = NULL;
     if (tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = warmup}, &h)) goto fail;
     tnt_history_free(h);
-    double t0 = now();
+    double t0 = now(), c0 = cpu_seconds();
     if (tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = steps}, &h)) goto fail;
-    double dt = now() - t0;
+    double dt = now() - t0, cpu = cpu_seconds() - c0;
     double comm = 0, exposed = 0;
     int buckets = 0;
     if (m->reducer) {
@@ -143,11 +159,11 @@ int main(int argc, char **argv) {
     /* hidden share: the part of allreduce time the compute thread did not wait for */
     if (tnt_is_master_rank())
         printf("tnt %s %s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
-               "buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f\n",
+               "cpu_samples_per_s=%.1f buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f fwd_macs_per_sample=%.0f\n",
                tnt_version(), model, (long long)tnt_model_count_params(m), tnt_get_size(),
                omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
-               tnt_history_get(h, "loss", 0), buckets, comm, exposed,
-               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0);
+               tnt_history_get(h, "loss", 0), (double)steps * (double)batch / cpu, buckets, comm, exposed,
+               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0, forward_macs_per_sample(m));
     tnt_history_free(h);
     if (transformer && tnt_is_master_rank()) { /* peak RSS of this rank (the ranks are alike) */
         struct rusage ru;

@@ -1,13 +1,15 @@
 /* profile_model.c: where a training step of a benchmark model spends its time, by layer class:
  * every layer's forward and backward are wrapped with timers.
- *   profile_model [--model resnet50|resnet34|resnet18|transformer] [--batch B] [--image S]
- *                 [--steps 3] [--warmup 1]
+ *   profile_model [--model resnet50|resnet34|resnet18|transformer|mlp|lenet5] [--batch B]
+ *                 [--image S] [--steps 3] [--warmup 1]
  * resnet*: synthetic images of S x S (default 224), batch 16; transformer: the benchmark's encoder
- * classifier (the torch peer's model), sequences of 128 tokens, batch 32. Prints, over the timed
+ * classifier (the torch peer's model), sequences of 128 tokens, batch 32; mlp, lenet5: the
+ * benchmark's (zoo/classic.h) on synthetic 28x28x1 images, batch 64. Prints, over the timed
  * steps: the step time, forward and backward time per layer class, the slowest layers, and the
  * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. */
 #include <tarantella.h>
 
+#include "classic.h"
 #include "layers/layer.h"
 #include "model/model.h"
 #include "resnet.h"
@@ -74,26 +76,30 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18|transformer] [--batch B] [--image S] "
+            fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18|transformer|mlp|lenet5] [--batch B] [--image S] "
                     "[--steps N] [--warmup W]\n", argv[0]);
             return 2;
         }
     }
     bool transformer = !strcmp(model, "transformer");
-    resnet_arch arch = transformer ? 0 : resnet_arch_from_name(model);
+    bool small = !strcmp(model, "mlp") || !strcmp(model, "lenet5"); /* 28x28x1 images, 10 classes */
+    resnet_arch arch = transformer || small ? 0 : resnet_arch_from_name(model);
     if (transformer) image = 128; /* the sequence length */
-    if (!batch) batch = transformer ? 32 : 16;
-    if ((!transformer && !arch) || batch < 1 || image < 1 || steps < 1 || warmup < 0 || argc % 2 == 0) {
+    if (small) image = 28;
+    if (!batch) batch = transformer ? 32 : small ? 64 : 16;
+    if ((!transformer && !small && !arch) || batch < 1 || image < 1 || steps < 1 || warmup < 0 || argc % 2 == 0) {
         fprintf(stderr, "profile_model: bad arguments\n");
         return 2;
     }
     tnt_init(&argc, &argv);
     tnt_model *m = transformer ? transformer_encoder_classifier(8000, (int)image, 256, 4, 1024, 4, 2)
+                   : small     ? (!strcmp(model, "mlp") ? mlp_model() : lenet5_model())
                                : resnet_build(&(resnet_config){.arch = arch, .classes = 1000, .image_size = (int)image});
     float *x = NULL, *y = NULL;
     tnt_dataset *ds = NULL;
     if (!m) goto fail;
-    tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = 0.9f};
+    /* as bench_train: plain SGD for LeNet-5 (its peer), momentum 0.9 for the others */
+    tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = strcmp(model, "lenet5") ? 0.9f : 0.0f};
     if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
                                            .from_logits = transformer}))
         goto fail;
@@ -106,8 +112,8 @@ int main(int argc, char **argv) {
         if (w->copy.backward) w->copy.backward = bwd;
         l->ops = &w->copy;
     }
-    tnt_shape sample = transformer ? TNT_SHAPE(image) : TNT_SHAPE(image, image, 3);
-    const long per = tnt_shape_numel(sample), n_classes = transformer ? 2 : 1000;
+    tnt_shape sample = transformer ? TNT_SHAPE(image) : TNT_SHAPE(image, image, small ? 1 : 3);
+    const long per = tnt_shape_numel(sample), n_classes = transformer ? 2 : small ? 10 : 1000;
     x = malloc((size_t)(batch * per) * sizeof(float));
     y = malloc((size_t)batch * sizeof(float));
     if (!x || !y) goto fail;
@@ -136,17 +142,17 @@ int main(int argc, char **argv) {
         if (k < 32) cf[k] += W[i].fwd / (double)steps, cb[k] += W[i].bwd / (double)steps, cn[k]++;
         layers_total += (W[i].fwd + W[i].bwd) / (double)steps;
     }
-    printf("%s, batch %ld, %s %ld, %d thread(s): %.3f s per step (%.2f samples/s)\n", model, batch,
+    printf("%s, batch %ld, %s %ld, %d thread(s): %.4f s per step (%.2f samples/s)\n", model, batch,
            transformer ? "sequence" : "image", image, omp_get_max_threads(), total, (double)batch / total);
     printf("| layer class | layers | forward s/step | backward s/step | share of step |\n|---|---|---|---|---|\n");
     for (int k = 0; k < nc; k++)
-        printf("| %s | %d | %.3f | %.3f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
-    printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.3f s) |\n", 100.0 * (total - layers_total) / total,
+        printf("| %s | %d | %.4f | %.4f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
+    printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.4f s) |\n", 100.0 * (total - layers_total) / total,
            total - layers_total);
     qsort(W, (size_t)n_wrapped, sizeof *W, by_total);
     printf("\nslowest layers (s/step forward + backward):\n");
     for (int i = 0; i < 12 && i < n_wrapped; i++)
-        printf("  %-22s %-20s %.3f + %.3f\n", W[i].l->name, W[i].orig->class_name, W[i].fwd / (double)steps, W[i].bwd / (double)steps);
+        printf("  %-22s %-20s %.4f + %.4f\n", W[i].l->name, W[i].orig->class_name, W[i].fwd / (double)steps, W[i].bwd / (double)steps);
     /* restore the ops before freeing (destroy goes through them) */
     for (int i = 0; i < n_wrapped; i++) W[i].l->ops = W[i].orig;
     tnt_dataset_free(ds);

@@ -1,193 +1,238 @@
 #!/usr/bin/python3
-"""make bench: this project's training benchmarks beside the PyTorch peers (../shared/bench, or
-bench/peers/), measured in the same run. Prints Markdown tables:
-  1. one process: samples/s at 1 and 2 threads, ratio to PyTorch, peak RSS;
-  2. data parallel: 2 ranks x 1 thread against 1 rank x 1 thread, beside PyTorch DDP (gloo);
-  3. fused allreduce bandwidth against one plain MPI_Allreduce of the same bytes;
-  4. a fusion-threshold sweep, with the share of allreduce time hidden behind backward;
-  5. the two comm engines (comm thread, nonblocking collectives);
-  6. ResNet-50 (batch 16, synthetic 224x224, 1 thread): against PyTorch (torchvision), and 2 ranks
-     against 1 with peak RSS per rank (one run each: a step takes seconds; --resnet-only runs just
-     this table, --no-resnet skips it);
-  7. the Transformer encoder classifier of torch_models.py --model transformer (batch 32, seq 128,
-     1 thread): against PyTorch, and 2 ranks against 1 with peak RSS per rank (--transformer-only
-     runs just this table, --no-transformer skips it).
-The machine is shared and noisy: each of our figures is the best of --reps runs, taken in
-alternation, so that ratios compare like with like."""
-import argparse, os, re, subprocess, sys
+"""make bench: this project's training throughput beside PyTorch's (bench/peers/, copies of the
+shared peer scripts), measured in the same run, against the machine's own matmul ceiling.
+Prints Markdown:
+  0. the machine: CPU model, the ISA flags that matter (avx512f, avx512_bf16, amx), the load;
+  1. the ceiling: oneDNN matmul GFLOP/s at 1 thread, 2048^3, f32 and (where the CPU has it) bf16
+     (build/bin/matmul_ceiling);
+  2. one process x 1 thread per model (LeNet-5, MLP, Transformer, ResNet-50): our samples/s,
+     PyTorch's, the ratio, and the share of the f32 ceiling reached: FLOPs per sample are
+     3 x the forward multiply-adds x 2, the multiply-adds counted from the model by bench_train;
+  3. data parallel: 2 ranks x 1 thread (build/bin/tarantella -n 2) against 1 rank x 1 thread,
+     at fusion thresholds 0, 32, 1024 and 65536 KB, beside two independent 1-rank runs started
+     at the same time (what 2 cores give at all, with no communication);
+  4. the fused allreduce against one plain MPI_Allreduce of the same bytes.
+Our runs and the peer's alternate and each figure is the best of --reps runs: the machine is
+shared and noisy. A peer that reports blas=reference (Debian's netlib BLAS, 5-30x slower than
+OpenBLAS) gets no ratio. --quick: LeNet-5 and the MLP only, fewer steps, one run each."""
+import argparse, os, re, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "--oversubscribe"]
+PEERS = os.path.join(ROOT, "bench", "peers")
+PY = "/usr/bin/python3"
+# Every run, ours and the peer's: 1 thread, and glibc's allocator kept off mmap. PyTorch frees
+# and re-allocates its large tensors every step (the MLP's 64 MB weight gradients); from mmap
+# each comes back as fresh pages, and on a VM with costly page faults that alone cost the peer's
+# MLP 3.6x (94 against 340 samples/s; our buffers live across steps and do not care).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 36)}
+# The peer also drops an OPENBLAS_CORETYPE of the environment (see openblas_core).
+PEER_ENV = dict(ONE_THREAD, OPENBLAS_CORETYPE=None)
+FUSION_KB = ["0", "32", "1024", "65536"]
 
-def run(cmd, env_extra=None):
-    env = dict(os.environ, **(env_extra or {}))
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+# name: label, global batch, peer command (without --threads/--steps/--warmup/--batch),
+# (steps, warm-up steps) of a full run and of a quick one (None: not in --quick)
+MODELS = {
+    "lenet5": ("LeNet-5, batch 64, Fashion-MNIST", 64, ["torch_lenet5.py"], (100, 10), (40, 5)),
+    "mlp": ("MLP 784-4096x3-10, batch 64", 64, ["torch_models.py", "--model", "mlp"], (10, 2), (4, 1)),
+    "transformer": ("Transformer encoder (5.24M), batch 32, seq 128", 32,
+                    ["torch_models.py", "--model", "transformer"], (6, 1), None),
+    "resnet50": ("ResNet-50, batch 16, synthetic 224x224", 16, ["torch_models.py", "--model", "resnet50"],
+                 (3, 1), None),
+}
+
+
+def parse(out):
+    return dict(re.findall(r"(\w+)=([A-Za-z0-9_./]+)", out)) or None
+
+
+def start(cmd, env_extra):
+    """env_extra: variables to set; a value None removes the variable."""
+    env = {k: v for k, v in dict(os.environ, **env_extra).items() if v is not None}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(p, cmd):
     out, err = p.communicate()
     if p.returncode != 0:
         sys.stderr.write(f"FAILED: {' '.join(cmd)}\n{out}\n{err}\n")
         return None
-    fields = dict(re.findall(r"(\w+)=([0-9.]+)", out))
-    fields["maxrss_mb"] = None
-    return fields
+    return parse(out)
 
-def rss_run(cmd, env_extra):
-    """samples/s and peak RSS (ru_maxrss of the process, MiB)."""
-    env = dict(os.environ, **env_extra)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.stderr.write(f"FAILED: {' '.join(cmd)}\n{out}\n")
-        return None, None
-    m = re.search(r"samples_per_s=([0-9.]+)", out)
-    return (float(m.group(1)) if m else None), usage.ru_maxrss / 1024.0
 
-def best(cmds, reps):
-    """Runs each command reps times in alternation; returns the best samples/s run of each."""
-    results = [None] * len(cmds)
-    for _ in range(reps):
-        for i, (cmd, env) in enumerate(cmds):
-            r = run(cmd, env)
-            if r and "samples_per_s" in r and (results[i] is None or
-                                               float(r["samples_per_s"]) > float(results[i]["samples_per_s"])):
-                results[i] = r
-    return results
+def run(cmd, env_extra=ONE_THREAD):
+    return finish(start(cmd, env_extra), cmd)
 
-def f(v, d=1):
+
+def sps(r):
+    return float(r["samples_per_s"]) if r and "samples_per_s" in r else None
+
+
+def keep_best(best, key, r):
+    if sps(r) and (best.get(key) is None or sps(r) > sps(best[key])):
+        best[key] = r
+
+
+def fmt(v, d=1):
     return "n/a" if v is None else f"{float(v):.{d}f}"
 
+
 def ratio(a, b):
-    return f"{float(a) / float(b):.2f}x" if a and b else "n/a"
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def machine():
+    model, flags, family = "unknown", set(), {}
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            k = k.strip()
+            if k == "model name": model = v.strip()
+            if k == "flags": flags = set(v.split())
+            if k in ("cpu family", "model", "stepping"): family[k] = v.strip()
+    if family:  # a VM may hide the exact name ("AMD EPYC"); family 26 is Zen 5, 25 Zen 3/4
+        model += " (" + ", ".join(f"{k} {v}" for k, v in family.items()) + ")"
+    isa = [x for x in ("avx512f", "avx512_bf16") if x in flags] + sorted(x for x in flags if x.startswith("amx"))
+    return model, isa or ["none of avx512f, avx512_bf16, amx"]
+
+
+def openblas_core():
+    """The kernels OpenBLAS picks for the peer on this CPU by itself. An OPENBLAS_CORETYPE in the
+    environment (this project's shells set Haswell, AVX2 only) would cripple the peer on an
+    AVX-512 machine: the peer runs without it."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    p = subprocess.run([PY, "-c", "import torch; torch.ones(2, 2) @ torch.ones(2, 2)"], capture_output=True,
+                       text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
+    m = re.search(r"Core: (\w+)", p.stderr)
+    core = m.group(1) if m else "unknown"
+    note = f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} of the environment dropped)" \
+        if "OPENBLAS_CORETYPE" in os.environ else ""
+    return core + note
+
+
+def ours_cmd(tnt, name, steps, warmup):
+    return [tnt, "--model", name, "--batch", str(MODELS[name][1]), "--steps", str(steps), "--warmup", str(warmup)]
+
+
+def peer_cmd(name, steps, warmup):
+    script, *args = MODELS[name][2]
+    return [PY, os.path.join(PEERS, script)] + args + ["--threads", "1", "--batch", str(MODELS[name][1]),
+                                                       "--steps", str(steps), "--warmup", str(warmup)]
+
+
+def one_process(a, out, tnt, names, ceiling, torch):
+    out.append("\n### One process x 1 thread\n")
+    out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
+    out.append("|---|---|---|---|---|---|")
+    for name in names:
+        steps, warmup = a.steps_of(name)
+        best = {}
+        for _ in range(a.reps):  # alternate ours and the peer's, keep the best of each
+            keep_best(best, "tnt", run(ours_cmd(tnt, name, steps, warmup)))
+            if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup), PEER_ENV))
+        ours, peer = best.get("tnt"), best.get("torch")
+        blas = peer.get("blas", "not reported") if peer else None
+        if peer is None: rat = "n/a"
+        elif blas == "reference" or blas == "not reported":
+            rat = f"refused: peer blas={blas}"
+        else: rat = ratio(sps(ours), sps(peer))
+        flops = 6.0 * float(ours["fwd_macs_per_sample"]) if ours else None
+        gflops = sps(ours) * flops / 1e9 if ours else None
+        share = f"{100 * gflops / ceiling:.0f}%" if gflops and ceiling else "n/a"
+        peer_s = f"{fmt(sps(peer))} ({blas})" if peer else "n/a"
+        out.append(f"| {MODELS[name][0]} | {fmt(sps(ours))} | {peer_s} | {rat} | "
+                   f"{fmt(gflops)} ({fmt(flops and flops / 1e6)} M) | {share} |")
+        print(out[-1], file=sys.stderr, flush=True)
+
+
+def data_parallel(a, out, tnt, names):
+    launcher = os.path.join(a.build, "bin", "tarantella")
+    ranks = lambda n, kb=None: [launcher, "-n", str(n), "-x", "OMP_NUM_THREADS=1"] + \
+        (["--fusion-threshold", kb] if kb is not None else []) + ["--"]
+    out.append("\n### Data parallel: 2 ranks x 1 thread against 1 rank x 1 thread (same global batch)\n")
+    out.append("Cells: samples/s (buckets, share of allreduce time hidden behind backward). "
+               "\"2 independent\": two 1-rank runs started together, the sum of their samples/s: "
+               "what 2 cores give with no communication at all.\n")
+    out.append("| model | 1 rank | " + " | ".join(f"2 ranks, {kb} KB" for kb in FUSION_KB) +
+               " | best 2-rank speed-up | 2 independent | its speed-up |")
+    out.append("|---|---|" + "---|" * len(FUSION_KB) + "---|---|---|")
+    for name in names:
+        steps, warmup = a.steps_of(name)
+        prog = ours_cmd(tnt, name, steps, warmup)
+        best = {}
+        # six configurations a round: one round fewer than --reps, a single one for ResNet-50
+        # (a step takes seconds), to stay within 15 minutes on 2 cores
+        for _ in range(1 if name == "resnet50" else max(1, a.reps - 1)):
+            keep_best(best, "one", run(ranks(1) + prog))
+            for kb in FUSION_KB:
+                keep_best(best, kb, run(ranks(2, kb) + prog))
+            cmd = ranks(1) + prog
+            pair = [start(cmd, ONE_THREAD) for _ in range(2)]
+            both = [finish(p, cmd) for p in pair]
+            if all(both):
+                keep_best(best, "pair", {"samples_per_s": str(sum(sps(r) for r in both))})
+        one = sps(best.get("one"))
+        cell = lambda r: (f"{fmt(sps(r))} ({r.get('buckets')}, {fmt(r.get('hidden'), 2)})" if r else "n/a")
+        top = max((sps(best[kb]) for kb in FUSION_KB if best.get(kb)), default=None)
+        pair = sps(best.get("pair"))
+        out.append(f"| {MODELS[name][0]} | {fmt(one)} | " + " | ".join(cell(best.get(kb)) for kb in FUSION_KB) +
+                   f" | {ratio(top, one)} | {fmt(pair)} | {ratio(pair, one)} |")
+        print(out[-1], file=sys.stderr, flush=True)
+
+
+def allreduce(a, out, tnt, names):
+    launcher = os.path.join(a.build, "bin", "tarantella")
+    out.append("\n### Fused allreduce against one plain MPI_Allreduce of the same bytes (2 ranks, best of 10)\n")
+    out.append("| model | gradient MB | buckets | fused GB/s | MPI_Allreduce GB/s | fused / plain |")
+    out.append("|---|---|---|---|---|---|")
+    for name in names:
+        r = run([launcher, "-n", "2", "-x", "OMP_NUM_THREADS=1", "--", tnt, "--model", name,
+                 "--batch", str(MODELS[name][1]), "--steps", "1", "--warmup", "1", "--allreduce", "10"])
+        if r:
+            out.append(f"| {MODELS[name][0].split(',')[0]} | {float(r['bytes']) / 1e6:.1f} | {r['buckets']} | "
+                       f"{fmt(r['fused_GBps'], 2)} | {fmt(r['plain_GBps'], 2)} | {fmt(r['ratio'], 2)} |")
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=None, help="runs of each figure (default 3, --quick 1)")
+    ap.add_argument("--quick", action="store_true", help="LeNet-5 and the MLP, fewer steps, one run each")
+    ap.add_argument("--models", default=None, help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--no-resnet", action="store_true")
-    ap.add_argument("--resnet-only", action="store_true")
-    ap.add_argument("--no-transformer", action="store_true")
-    ap.add_argument("--transformer-only", action="store_true")
+    ap.add_argument("--no-parallel", action="store_true", help="skip the data-parallel tables")
     a = ap.parse_args()
-    peers = os.path.join(ROOT, "..", "shared", "bench")
-    if not os.path.isdir(peers): peers = os.path.join(ROOT, "bench", "peers")
-    torch = not a.no_torch and subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True).returncode == 0
+    a.reps = a.reps or (1 if a.quick else 3)
+    a.steps_of = lambda name: MODELS[name][4] if a.quick else MODELS[name][3]
+    names = a.models.split(",") if a.models else [n for n in MODELS if not a.quick or MODELS[n][4]]
+    for n in names:
+        if n not in MODELS: sys.exit(f"run.py: unknown model {n} (expected {', '.join(MODELS)})")
     tnt = os.path.join(a.build, "bin", "bench_train")
-    lenet = ["--model", "lenet5", "--steps", "200", "--warmup", "20"]
-    mlp = ["--model", "mlp", "--steps", "12", "--warmup", "3"]
-    tl = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_lenet5.py"), "--steps", "200"] + list(x)
-    tm = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "mlp", "--steps", "6", "--warmup", "1"] + list(x)
-    out = []
-    if not a.resnet_only and not a.transformer_only:
-        generic_tables(a, out, tnt, torch, lenet, mlp, tl, tm)
-    if not a.no_resnet and not a.transformer_only:
-        resnet_tables(a, out, tnt, torch, peers)
-    if not a.no_transformer and not a.resnet_only:
-        transformer_tables(a, out, tnt, torch, peers)
+    torch = not a.no_torch and subprocess.run([PY, "-c", "import torch"], capture_output=True).returncode == 0
+    t0 = time.time()
+
+    model, isa = machine()
+    out = ["## make bench" + (" (quick)" if a.quick else ""), "",
+           f"Machine: {model}, {os.cpu_count()} cores; ISA: {', '.join(isa)}; "
+           f"load average at start {os.getloadavg()[0]:.2f}."]
+    if torch: out.append(f"Peer: Debian's python3-torch; OpenBLAS kernels: {openblas_core()}. Every run: "
+                         "1 thread, MALLOC_MMAP_MAX_=0 and a high MALLOC_TRIM_THRESHOLD_ (no fresh pages per step).")
+    else: out.append("PyTorch (python3-torch) is not installed: no peer figures.")
+    c = run([os.path.join(a.build, "bin", "matmul_ceiling")])
+    ceiling = float(c["f32_gflops"]) if c else None
+    out.append("\n### Ceiling: oneDNN matmul at 1 thread, 2048 x 2048 x 2048\n")
+    out.append("| oneDNN ISA | f32 GFLOP/s | bf16 GFLOP/s |")
+    out.append("|---|---|---|")
+    out.append(f"| {c and c['isa']} | {fmt(ceiling)} | {c and c['bf16_gflops']} |")
+    print("\n".join(out), file=sys.stderr, flush=True)
+
+    one_process(a, out, tnt, names, ceiling, torch)
+    if not a.no_parallel:
+        data_parallel(a, out, tnt, names)
+        allreduce(a, out, tnt, [n for n in names if n in ("lenet5", "mlp")])
+    out.append(f"\nBest of {a.reps} run(s) each; load average at the end {os.getloadavg()[0]:.2f}; "
+               f"{time.time() - t0:.0f} s in all.")
     print("\n".join(out))
 
-def transformer_tables(a, out, tnt, torch, peers):
-    """The encoder classifier of torch_models.py --model transformer (zoo/transformer.h),
-    global batch 32, SGD(0.01, momentum 0.9), 1 thread per process: 1 process against PyTorch, and
-    2 ranks against 1 rank (mpirun both); ours best of --reps runs in alternation. Peak RSS: our
-    rank 0's own ru_maxrss (the ranks are alike); PyTorch's process. The peer takes tens of seconds
-    per step (Debian's torch has BLAS_INFO=generic), so it runs 1 warm-up + 2 timed steps once."""
-    env1 = {"OMP_NUM_THREADS": "1"}
-    tt = ["--model", "transformer", "--batch", "32", "--steps", "10", "--warmup", "2"]
-    out.append("\n### Transformer encoder classifier (5.24M parameters), batch 32, seq 128, 1 thread per process\n")
-    out.append("| run | tarantella samples/s | against | its samples/s | ratio | peak RSS per rank tnt / other (MiB) |")
-    out.append("|---|---|---|---|---|---|")
-    serial, one, two = best([([tnt] + tt, env1), (MPIRUN + ["-np", "1", tnt] + tt, env1),
-                             (MPIRUN + ["-np", "2", tnt] + tt, env1)], a.reps)
-    theirs, trss = (rss_run(["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "transformer",
-                             "--threads", "1", "--batch", "32", "--steps", "2", "--warmup", "1"], env1)
-                    if torch else (None, None))
-    g = lambda r, k: r and r.get(k)
-    out.append(f"| 1 process x 1 thread | {f(g(serial, 'samples_per_s'))} | PyTorch, 1 thread | {f(theirs)} | "
-               f"{ratio(g(serial, 'samples_per_s'), theirs)} | {f(g(serial, 'rank0_maxrss_mb'), 0)} / {f(trss, 0)} |")
-    out.append(f"| 2 ranks x 1 thread (global batch 32) | {f(g(two, 'samples_per_s'))} | 1 rank x 1 thread (mpirun) | "
-               f"{f(g(one, 'samples_per_s'))} | {ratio(g(two, 'samples_per_s'), g(one, 'samples_per_s'))} | "
-               f"{f(g(two, 'rank0_maxrss_mb'), 0)} / {f(g(one, 'rank0_maxrss_mb'), 0)} |")
-    print("\n".join(out[-2:]), file=sys.stderr, flush=True)
-
-def resnet_tables(a, out, tnt, torch, peers):
-    """ResNet-50, global batch 16, synthetic 224x224 images, SGD(0.01, momentum 0.9), 1 thread per
-    process; 2 warm-up + 5 timed steps, one run of each (peak RSS from the same run). Under mpirun
-    the peak RSS is the largest process of the tree: one rank's."""
-    args = ["--model", "resnet50", "--batch", "16", "--warmup", "2", "--steps", "5"]
-    peer = lambda *x: ["/usr/bin/python3", os.path.join(peers, "torch_models.py"), "--model", "resnet50", "--batch", "16",
-                       "--warmup", "2", "--steps", "5"] + list(x)
-    env1 = {"OMP_NUM_THREADS": "1"}
-    out.append("\n### ResNet-50 (25.6M parameters), batch 16, synthetic 224x224, 1 thread per process\n")
-    out.append("| run | tarantella samples/s | PyTorch samples/s | ratio | peak RSS tnt / torch (MiB) |")
-    out.append("|---|---|---|---|---|")
-    ours, rss = rss_run([tnt] + args, env1)
-    theirs, trss = rss_run(peer("--threads", "1"), env1) if torch else (None, None)
-    out.append(f"| 1 process x 1 thread | {f(ours)} | {f(theirs)} | {ratio(ours, theirs)} | {f(rss, 0)} / {f(trss, 0)} |")
-    print(out[-1], file=sys.stderr, flush=True)
-    one, rss1 = rss_run(MPIRUN + ["-np", "1", tnt] + args, env1)
-    two, rss2 = rss_run(MPIRUN + ["-np", "2", tnt] + args, env1)
-    p2, prss2 = rss_run(peer("--threads", "1", "--ddp", "2"), env1) if torch else (None, None)
-    out.append(f"| tnt 1 rank x 1 thread (mpirun) | {f(one)} | | | {f(rss1, 0)} / |")
-    out.append(f"| 2 ranks x 1 thread (global batch 16) | {f(two)} | {f(p2)} (DDP) | {ratio(two, p2)} | "
-               f"{f(rss2, 0)} per rank / {f(prss2, 0)} |")
-    out.append(f"\nResNet-50 data-parallel speed-up, 2 ranks against 1: tarantella {ratio(two, one)}, "
-               f"PyTorch DDP {ratio(p2, theirs)}.")
-    print("\n".join(out[-3:]), file=sys.stderr, flush=True)
-
-def generic_tables(a, out, tnt, torch, lenet, mlp, tl, tm):
-    out.append("### One process\n")
-    out.append("| model | threads | tarantella samples/s | PyTorch samples/s | ratio | peak RSS tnt / torch (MiB) |")
-    out.append("|---|---|---|---|---|---|")
-    for label, args, peer in (("LeNet-5, batch 64, Fashion-MNIST", lenet, tl), ("MLP 784-4096x3-10, batch 64", mlp, tm)):
-        for th in (1, 2):
-            env = {"OMP_NUM_THREADS": str(th)}
-            ours = best([([tnt] + args, env)], a.reps)[0]
-            _, rss = rss_run([tnt] + args, env)
-            theirs, trss = rss_run(peer("--threads", str(th)), env) if torch else (None, None)
-            out.append(f"| {label} | {th} | {f(ours and ours['samples_per_s'])} | {f(theirs)} | "
-                       f"{ratio(ours and ours['samples_per_s'], theirs)} | {f(rss, 0)} / {f(trss, 0)} |")
-            print(out[-1], file=sys.stderr, flush=True)
-
-    out.append("\n### Data parallel: 2 ranks x 1 thread against 1 rank x 1 thread (same global batch 64)\n")
-    out.append("| model | tnt 1 rank | tnt 2 ranks | tnt speed-up | allreduce hidden | PyTorch 1 | PyTorch DDP 2 | DDP speed-up |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    env1 = {"OMP_NUM_THREADS": "1"}
-    for label, args, peer in (("LeNet-5", lenet, tl), ("MLP 36.8M", mlp, tm)):
-        one, two = best([(MPIRUN + ["-np", "1", tnt] + args, env1), (MPIRUN + ["-np", "2", tnt] + args, env1)], a.reps)
-        p1 = p2 = None
-        if torch:
-            r1, r2 = run(peer("--threads", "1"), env1), run(peer("--threads", "1", "--ddp", "2"), env1)
-            p1, p2 = r1 and r1.get("samples_per_s"), r2 and r2.get("samples_per_s")
-        out.append(f"| {label} | {f(one and one['samples_per_s'])} | {f(two and two['samples_per_s'])} | "
-                   f"{ratio(two and two['samples_per_s'], one and one['samples_per_s'])} | "
-                   f"{f(two and two.get('hidden'), 2)} | {f(p1)} | {f(p2)} | {ratio(p2, p1)} |")
-        print(out[-1], file=sys.stderr, flush=True)
-
-    out.append("\n### Fused allreduce against one plain MPI_Allreduce of the same bytes (2 ranks, best of 20)\n")
-    out.append("| gradient buffer | buckets | fused GB/s | MPI_Allreduce GB/s | fused / plain |")
-    out.append("|---|---|---|---|---|")
-    for label, args in (("LeNet-5, 5.0 MB", ["--model", "lenet5", "--steps", "5", "--warmup", "2", "--allreduce", "20"]),
-                        ("MLP, 147 MB", ["--model", "mlp", "--steps", "1", "--warmup", "1", "--allreduce", "5"])):
-        r = run(MPIRUN + ["-np", "2", tnt] + args, env1)
-        if r:
-            out.append(f"| {label} | {r['buckets']} | {f(r['fused_GBps'], 2)} | {f(r['plain_GBps'], 2)} | {f(r['ratio'], 2)} |")
-
-    out.append("\n### Fusion threshold sweep (LeNet-5, 2 ranks x 1 thread)\n")
-    out.append("| TNT_FUSION_THRESHOLD_KB | buckets | samples/s | allreduce hidden |")
-    out.append("|---|---|---|---|")
-    kbs = ["0", "4", "32", "256", "1048576"]
-    res = best([(MPIRUN + ["-np", "2", tnt] + lenet, dict(env1, TNT_FUSION_THRESHOLD_KB=kb)) for kb in kbs], a.reps)
-    for kb, r in zip(kbs, res):
-        out.append(f"| {kb} | {r and r['buckets']} | {f(r and r['samples_per_s'])} | {f(r and r['hidden'], 2)} |")
-
-    out.append("\n### Comm engine (LeNet-5, 2 ranks x 1 thread)\n")
-    out.append("| TNT_COMM_MODE | samples/s | allreduce hidden |")
-    out.append("|---|---|---|")
-    modes = ["thread", "nonblocking"]
-    res = best([(MPIRUN + ["-np", "2", tnt] + lenet, dict(env1, TNT_COMM_MODE=m)) for m in modes], a.reps)
-    for m, r in zip(modes, res):
-        out.append(f"| {m} | {f(r and r['samples_per_s'])} | {f(r and r['hidden'], 2)} |")
 
 if __name__ == "__main__":
     main()

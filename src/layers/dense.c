@@ -1,11 +1,14 @@
 /* dense.c: Dense (Keras): y = act(x·W + b) over the last axis, W in Keras layout (in, units).
  * Input of any rank >= 1: the leading axes of every sample are rows of one (rows, in) matmul.
  *
- * Algorithms, chosen by timing the alternatives at 1 thread (batch 64; shapes 2450->500 of
- * LeNet-5 and 4096->4096 of the MLP benchmark):
- *   forward   oneDNN matmul (brgemm) with the bias and, where possible, the activation fused as
- *             an eltwise post-op. dnnl_sgemm "NN" was 20% faster at 2450->500 but 50% slower at
- *             4096->4096 (54 ms against 36 ms), and the inner-product primitive runs on sgemm.
+ * Algorithms, chosen by the thread CPU time of the alternatives at 1 thread (AVX-512; batch 64:
+ * 2450->500 of LeNet-5, 784->4096 and 4096->4096 of the MLP; 4096 rows: the Transformer's
+ * 256<->1024):
+ *   forward   rows <= SGEMM_FWD_MAX_ROWS: dnnl_sgemm "NN" over rows filled with the bias, the
+ *             activation after it (12.5 ms against 19 ms for matmul at 64 x 4096->4096: brgemm
+ *             with few rows streams the plain weights badly); more rows: oneDNN matmul (brgemm)
+ *             with the bias and, where possible, the activation fused as an eltwise post-op
+ *             (14 ms against 20 ms for sgemm at 4096 x 256->1024).
  *   dx        oneDNN matmul with W read transposed in place (tag ba): 2.2 ms / 29 ms against
  *             2.6 ms / 33 ms for dnnl_sgemm "NT".
  *   dW        dnnl_sgemm "TN" (x^T · dpre): 2.2 ms / 32 ms against 3.0 ms / 32 ms for matmul.
@@ -55,8 +58,11 @@ static tnt_status dense_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 /* ---- plan: primitives for one batch size -------------------------------------------------- */
 
+#define SGEMM_FWD_MAX_ROWS 128
+
 typedef struct dense_plan {
     int64_t rows;       /* samples times the leading axes of each sample */
+    bool fwd_sgemm;     /* forward by dnnl_sgemm (few rows); no fwd primitives then */
     tnt__prim fwd;      /* matmul with bias and, when `fused`, the activation as a post-op */
     tnt__prim fwd_plain; /* without the activation: created on the first forward that needs the
                             pre-activation (a->preact) while `fused` */
@@ -117,10 +123,11 @@ static void *dense_plan_create(tnt_layer *l, int64_t batch) {
     dense_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     p->rows = batch * c->lead;
+    p->fwd_sgemm = p->rows <= SGEMM_FWD_MAX_ROWS;
     dnnl_alg_kind_t alg;
     float alpha;
-    p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
-    if ((status = create_fwd(l, p, &p->fwd, p->fused)) != TNT_OK) goto fail;
+    p->fused = !p->fwd_sgemm && tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
+    if (!p->fwd_sgemm && (status = create_fwd(l, p, &p->fwd, p->fused)) != TNT_OK) goto fail;
     if (l->activation != TNT_ACT_LINEAR &&
         (status = tnt__act_create(&p->act, l->activation, l->activation_alpha, p->rows, c->units)) != TNT_OK)
         goto fail;
@@ -136,11 +143,12 @@ static void *dense_plan_create(tnt_layer *l, int64_t batch) {
     if ((status = tnt__prim_create(&p->bwd_data, &bd, NULL, NULL)) != TNT_OK) goto fail;
 
     const tnt__prim *f = &p->fwd;
-    if ((status = tnt__memory(&p->x, tnt__prim_md(f, dnnl_query_src_md, 0), NULL, false)) ||
-        (status = tnt__memory(&p->w, tnt__prim_md(f, dnnl_query_weights_md, 0), NULL, false)) ||
-        (c->use_bias &&
-         (status = tnt__memory(&p->b, tnt__prim_md(f, dnnl_query_weights_md, 1), NULL, false))) ||
-        (status = tnt__memory(&p->y, tnt__prim_md(f, dnnl_query_dst_md, 0), NULL, false)) ||
+    if ((!p->fwd_sgemm &&
+         ((status = tnt__memory(&p->x, tnt__prim_md(f, dnnl_query_src_md, 0), NULL, false)) ||
+          (status = tnt__memory(&p->w, tnt__prim_md(f, dnnl_query_weights_md, 0), NULL, false)) ||
+          (c->use_bias &&
+           (status = tnt__memory(&p->b, tnt__prim_md(f, dnnl_query_weights_md, 1), NULL, false))) ||
+          (status = tnt__memory(&p->y, tnt__prim_md(f, dnnl_query_dst_md, 0), NULL, false)))) ||
         (status = tnt__memory(&p->dy, &dymd, NULL, false)) ||
         (status = tnt__memory(&p->wt, &wtmd, NULL, false)) ||
         (status = tnt__memory(&p->dx, &dxmd, NULL, false)))
@@ -164,7 +172,17 @@ static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
 static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
     dense_plan *p = plan;
     dense_cfg *c = l->priv;
-    tnt_status status;
+    tnt_status status = TNT_OK;
+    if (p->fwd_sgemm) { /* out = rows of b (or zeros), then out += x · W */
+        const size_t row_bytes = (size_t)c->units * sizeof(float);
+        for (int64_t i = 0; i < p->rows; i++) {
+            if (c->use_bias) memcpy(out + i * c->units, l->weights[1].value, row_bytes);
+            else memset(out + i * c->units, 0, row_bytes);
+        }
+        TNT_DNNL(dnnl_sgemm('N', 'N', p->rows, c->units, c->in, 1.0f, a->x, c->in, l->weights[0].value,
+                            c->units, 1.0f, out, c->units));
+        return TNT_OK;
+    }
     const tnt__prim *prim = &p->fwd;
     if (p->fused && !post_op) {
         if (!p->fwd_plain.prim && (status = create_fwd(l, p, &p->fwd_plain, false)) != TNT_OK)
@@ -181,6 +199,8 @@ static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bo
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
     }
     return tnt__prim_exec(prim, n, args);
+fail:
+    return status;
 }
 
 /* x: (batch, ..., in); y, preact: (batch, ..., units), as (rows, in) and (rows, units) */
