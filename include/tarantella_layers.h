@@ -66,4 +66,9 @@ TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *n
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
 
+/* Keras Masking: steps (vectors along the last axis) whose values all equal mask_value are zeroed,
+ * and in a graph (tnt_call) they are masked for the layers after it (recurrent layers,
+ * GlobalAveragePooling1D), as Embedding(mask_zero) masks id 0. */
+TNT_API tnt_layer *tnt_masking(float mask_value, const char *name);
+
 #endif

@@ -4,7 +4,9 @@
  * extra step on the right; windows are clipped to the real steps, so a padded step never wins.
  * The argmax of each window (its index inside the window, first one on ties as TensorFlow) is
  * kept in the per-step workspace from forward to backward.
- * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
+ * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False); with a
+ * sequence mask (Masking, Embedding mask_zero) the mean of the kept steps, as Keras (0, not Keras's
+ * 0/0, for a sample whose steps are all masked).
  * Neither layer needs a plan. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
@@ -199,56 +201,91 @@ typedef struct gap1_cfg {
     int64_t w, c; /* from build */
 } gap1_cfg;
 
-static tnt_status gap1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+/* in[0]: (steps, channels); in[1], when the graph appends the sequence mask: (steps) */
+static tnt_status gap1_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
     gap1_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 2)
+    if (in[0].ndim != 2)
         return tnt__error(TNT_ERR_SHAPE,
                           "GlobalAveragePooling1D \"%s\": input shape %s has rank %d (expected 2: "
-                          "steps, channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0)
+                          "steps, channels)", l->name, tnt_shape_str(in[0], b, sizeof b), in[0].ndim);
+    if (in[0].dim[0] <= 0 || in[0].dim[1] <= 0)
         return tnt__error(TNT_ERR_SHAPE,
                           "GlobalAveragePooling1D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
-    c->w = in.dim[0];
-    c->c = in.dim[1];
+                          l->name, tnt_shape_str(in[0], b, sizeof b));
+    if (n > 2 || (n == 2 && !tnt__shape_equal(in[1], TNT_SHAPE(in[0].dim[0]))))
+        return tnt__error(TNT_ERR_SHAPE, "GlobalAveragePooling1D \"%s\": %d inputs (expected the input and at "
+                          "most its sequence mask of shape (%lld,))", l->name, n, (long long)in[0].dim[0]);
+    c->w = in[0].dim[0];
+    c->c = in[0].dim[1];
     *out = TNT_SHAPE(c->c);
     return TNT_OK;
 }
 
-/* x: (batch, w, C) -> y: (batch, C) */
+static tnt_status gap1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) { return gap1_build_multi(l, 1, &in, out); }
+
+/* The weight of step p of sample n in the mean: 1/W, or mask/kept with a sequence mask. */
+static void gap1_step_weights(const gap1_cfg *c, const float *mask, int64_t n, float *weight) {
+    const int64_t W = c->w;
+    if (!mask) {
+        for (int64_t p = 0; p < W; p++) weight[p] = 1.0f / (float)W;
+        return;
+    }
+    float kept = 0;
+    for (int64_t p = 0; p < W; p++) kept += mask[n * W + p];
+    for (int64_t p = 0; p < W; p++) weight[p] = kept > 0 ? mask[n * W + p] / kept : 0.0f;
+}
+
+static const float *gap1_mask(int n_inputs, const float *const *xs) { return n_inputs > 1 && xs ? xs[1] : NULL; }
+
+/* x: (batch, w, C), mask (batch, w) or none -> y: (batch, C) */
 static tnt_status gap1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
     const int64_t C = c->c, W = c->w;
-    const float inv = 1.0f / (float)W;
+    const float *mask = gap1_mask(a->n_inputs, a->xs);
+    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < a->batch; n++) {
         const float *xs = a->x + n * W * C;
-        float *yo = a->y + n * C;
-        memcpy(yo, xs, (size_t)C * sizeof(float));
-        for (int64_t p = 1; p < W; p++)
-            for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
-        for (int64_t ch = 0; ch < C; ch++) yo[ch] *= inv;
+        float *yo = a->y + n * C, *wt = weights + n * W;
+        gap1_step_weights(c, mask, n, wt);
+        if (!mask) { /* Keras's order without a mask: the sum, then / W */
+            memcpy(yo, xs, (size_t)C * sizeof(float));
+            for (int64_t p = 1; p < W; p++)
+                for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] *= wt[0];
+            continue;
+        }
+        memset(yo, 0, (size_t)C * sizeof(float));
+        for (int64_t p = 0; p < W; p++)
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch] * wt[p];
     }
+    free(weights);
     if (a->preact) memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
     return TNT_OK;
 }
 
-/* dy: (batch, C) -> dx: (batch, w, C), dy / w at every step */
+/* dy: (batch, C) -> dx: (batch, w, C), dy times each step's weight; the mask's gradient is 0 */
 static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
-    if (!a->dx) return TNT_OK;
     const int64_t C = c->c, W = c->w;
-    const float inv = 1.0f / (float)W;
+    const float *mask = gap1_mask(a->n_inputs, a->xs);
+    if (mask && a->dxs && a->dxs[1]) memset(a->dxs[1], 0, (size_t)(a->batch * W) * sizeof(float));
+    if (!a->dx) return TNT_OK;
+    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < a->batch; n++) {
         const float *go = a->dy + n * C;
-        float *gi = a->dx + n * W * C;
+        float *gi = a->dx + n * W * C, *wt = weights + n * W;
+        gap1_step_weights(c, mask, n, wt);
         for (int64_t p = 0; p < W; p++)
-            for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * inv;
+            for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * wt[p];
     }
+    free(weights);
     return TNT_OK;
 }
 
@@ -264,9 +301,11 @@ const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .from_config = gap1d_from_config,
     .get_config = gap1_get_config,
     .build = gap1_build,
+    .build_multi = gap1_build_multi,
     .forward = gap1_forward,
     .backward = gap1_backward,
     .destroy = priv_destroy,
+    .consumes_mask = true,
 };
 
 tnt_layer *tnt_global_average_pooling1d(const char *name) {
