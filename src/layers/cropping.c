@@ -40,13 +40,7 @@ static tnt_status crop_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 /* Cropping1D: (steps, c) as (steps, 1, c), cropped on the steps axis (top, bottom) only */
 static tnt_status crop1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
-    char b[96];
-    if (in.ndim != 2)
-        return tnt__error(TNT_ERR_SHAPE, "Cropping1D \"%s\": input shape %s has rank %d (expected 2: steps, "
-                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    tnt_status s = crop_build(l, TNT_SHAPE(in.dim[0], 1, in.dim[1]), out);
-    if (s == TNT_OK) *out = TNT_SHAPE(out->dim[0], out->dim[2]);
-    return s;
+    return tnt__build_steps_as_2d(l, in, out, crop_build);
 }
 
 /* x: (batch, ih, iw, C) -> y: (batch, oh, ow, C), rows [top, top+oh), cols [left, left+ow) of x */

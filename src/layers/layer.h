@@ -139,6 +139,10 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
                           int64_t fan_in, int64_t fan_out);
 /* Snake-case Keras base name for automatic names: "Conv2D" -> "conv2d" */
 void tnt__layer_base_name(const char *class_name, char *out, size_t size);
+/* Build of the 1-D form of a layer over (h, w, c) (ZeroPadding1D, Cropping1D, UpSampling1D):
+ * (steps, c) is built as (steps, 1, c) by build_2d, and the output is given back as (steps', c). */
+tnt_status tnt__build_steps_as_2d(tnt_layer *l, tnt_shape in, tnt_shape *out,
+                                  tnt_status (*build_2d)(tnt_layer *l, tnt_shape in, tnt_shape *out));
 
 /* Layer-specific queries and settings used by the graph (implemented in the layer's file). */
 /* Embedding: true when mask_zero was set (the graph then derives the sequence mask ids != 0). */

@@ -32,13 +32,7 @@ static tnt_status zpad_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
 
 /* ZeroPadding1D: (steps, c) as (steps, 1, c), padded on the steps axis (top, bottom) only */
 static tnt_status zpad1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
-    char b[96];
-    if (in.ndim != 2)
-        return tnt__error(TNT_ERR_SHAPE, "ZeroPadding1D \"%s\": input shape %s has rank %d (expected 2: steps, "
-                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    tnt_status s = zpad_build(l, TNT_SHAPE(in.dim[0], 1, in.dim[1]), out);
-    if (s == TNT_OK) *out = TNT_SHAPE(out->dim[0], out->dim[2]);
-    return s;
+    return tnt__build_steps_as_2d(l, in, out, zpad_build);
 }
 
 /* x: (batch, ih, iw, C) -> y: (batch, oh, ow, C), x at rows [top, top+ih), cols [left, left+iw) */
