@@ -169,4 +169,17 @@ TNT_API tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_lay
  * (T, ...) -> (T, inner's output...), as one call on batch * T samples. */
 TNT_API tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name);
 
+/* Keras Masking: steps (vectors along the last axis) whose values all equal mask_value are zeroed,
+ * and in a graph (tnt_call) they are masked for the layers after it (recurrent layers,
+ * GlobalAveragePooling1D), as Embedding(mask_zero) masks id 0. */
+TNT_API tnt_layer *tnt_masking(float mask_value, const char *name);
+
+/* The Keras 1-D layers over (steps, channels): ZeroPadding1D (left, right zero steps), Cropping1D
+ * (left, right steps removed), UpSampling1D (each step repeated size times), and AveragePooling1D
+ * (opts: strides (0: pool_size) and padding valid or same; a window's mean over its real steps). */
+TNT_API tnt_layer *tnt_zero_padding1d(int left, int right, const char *name);
+TNT_API tnt_layer *tnt_cropping1d(int left, int right, const char *name);
+TNT_API tnt_layer *tnt_upsampling1d(int size, const char *name);
+TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts);
+
 #endif

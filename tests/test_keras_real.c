@@ -161,6 +161,20 @@ static void test_recurrent(void **state) {
     }
 }
 
+/* Whole-model files <name>.h5 of the layers beyond the basic ones: Masking (mask_value 0 and 2)
+ * before an LSTM, Keras 2.2.0. */
+static void test_more_layers(void **state) {
+    (void)state;
+    static const char *const names[] = {"masking_zero_lstm", "masking_two_lstm"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[160];
+        snprintf(path, sizeof path, DIR "%s.h5", names[i]);
+        tnt_model *m = load_full(path, false);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_batch_norm),
@@ -171,6 +185,7 @@ int main(void) {
         cmocka_unit_test(test_simple_sparse_xent_json_weights),
         cmocka_unit_test(test_simple_sparse_xent_model),
         cmocka_unit_test(test_recurrent),
+        cmocka_unit_test(test_more_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,10 @@
 /* test_layers_1d.c: Conv1D, MaxPooling1D and GlobalAveragePooling1D driven directly through the
  * layer contract (build, plan, workspace, forward, backward) without a model: outputs and
  * gradients against PyTorch references (tests/fixtures/gen_layers_1d.py), finite differences,
- * the dx == NULL path, two batch-size plans side by side, defaults, and argument/shape errors. The driver is tests/layer_harness.c. */
+ * the dx == NULL path, two batch-size plans side by side, defaults, and argument/shape errors; and
+ * AveragePooling1D, ZeroPadding1D, Cropping1D and UpSampling1D (with their Keras JSON). The driver
+ * is tests/layer_harness.c. */
+#include "json_harness.h"
 #include "layer_harness.h"
 
 #include <math.h>
@@ -53,6 +56,51 @@ static void test_pool1d_fixtures(void **state) {
     run_case("maxpool1d_3_s1_same", tnt_max_pooling1d(3, &o));
     run_case("gap1d_7", tnt_global_average_pooling1d(NULL));
     run_case("gap1d_1", tnt_global_average_pooling1d("gap"));
+}
+
+/* AveragePooling1D, ZeroPadding1D, Cropping1D, UpSampling1D: PyTorch fixtures, finite
+ * differences and the Keras JSON round trip */
+static void test_more_1d_layers(void **state) {
+    (void)state;
+    run_case("avgpool1d_2_valid", tnt_average_pooling1d(2, NULL));
+    tnt_layer_opts o = {.strides = {2, 0}, .padding = TNT_PADDING_SAME};
+    run_case("avgpool1d_3_s2_same", tnt_average_pooling1d(3, &o));
+    o = (tnt_layer_opts){.strides = {3, 0}, .padding = TNT_PADDING_SAME};
+    run_case("avgpool1d_4_s3_same_odd", tnt_average_pooling1d(4, &o));
+    o = (tnt_layer_opts){.strides = {1, 0}};
+    run_case("avgpool1d_3_s1_valid", tnt_average_pooling1d(3, &o));
+    run_case("zeropad1d_1_3", tnt_zero_padding1d(1, 3, NULL));
+    run_case("crop1d_2_1", tnt_cropping1d(2, 1, NULL));
+    run_case("upsample1d_3", tnt_upsampling1d(3, NULL));
+
+    o = (tnt_layer_opts){.strides = {2, 0}, .padding = TNT_PADDING_SAME};
+    fd_check(tnt_average_pooling1d(3, &o), TNT_SHAPE(7, 2), 2);
+    fd_check(tnt_zero_padding1d(2, 1, NULL), TNT_SHAPE(4, 2), 2);
+    fd_check(tnt_cropping1d(1, 1, NULL), TNT_SHAPE(5, 2), 2);
+    fd_check(tnt_upsampling1d(2, NULL), TNT_SHAPE(3, 2), 2);
+
+    o = (tnt_layer_opts){.strides = {1, 0}, .padding = TNT_PADDING_SAME};
+    check_layer(TNT_SHAPE(9, 3), tnt_average_pooling1d(3, &o), "AveragePooling1D",
+                "\"pool_size\":[3],\"padding\":\"same\",\"strides\":[1]");
+    check_layer(TNT_SHAPE(5, 2), tnt_zero_padding1d(1, 3, NULL), "ZeroPadding1D", "\"padding\":[1,3]");
+    check_layer(TNT_SHAPE(7, 2), tnt_cropping1d(2, 1, NULL), "Cropping1D", "\"cropping\":[2,1]");
+    check_layer(TNT_SHAPE(4, 2), tnt_upsampling1d(3, NULL), "UpSampling1D", "\"size\":3");
+    /* Keras's defaults and spellings: padding 1 on both sides, AvgPool1D, size 2 */
+    tnt_model *m = seq_from_layer_json("[null, 4, 2]", "{\"class_name\": \"ZeroPadding1D\", \"config\": {\"name\": \"z\"}}");
+    assert_non_null(m);
+    tnt_model_free(m);
+    m = seq_from_layer_json("[null, 6, 2]", "{\"class_name\": \"AvgPool1D\", \"config\": {\"name\": \"a\", \"pool_size\": 2}}");
+    assert_non_null(m);
+    tnt_model_free(m);
+
+    assert_null(tnt_average_pooling1d(0, NULL));
+    tu_error_contains("AveragePooling1D: pool_size 0");
+    assert_null(tnt_zero_padding1d(-1, 0, "z"));
+    tu_error_contains("ZeroPadding1D \"z\": padding (-1, 0)");
+    assert_null(tnt_cropping1d(0, -2, NULL));
+    tu_error_contains("Cropping1D \"\": cropping (0, -2)");
+    assert_null(tnt_upsampling1d(0, NULL));
+    tu_error_contains("UpSampling1D \"\": size 0");
 }
 
 /* the batch-1 plan of a strided Conv1D gives the first sample of the batch-2 results */
@@ -177,6 +225,10 @@ static void test_build_errors(void **state) {
     expect_build_error(tnt_max_pooling1d(4, NULL), TNT_SHAPE(3, 2), "(3, 2)", "smaller than pool_size 4");
     expect_build_error(tnt_global_average_pooling1d(NULL), TNT_SHAPE(3, 4, 5),
                        "GlobalAveragePooling1D", "rank 3");
+    expect_build_error(tnt_average_pooling1d(2, NULL), TNT_SHAPE(4, 4, 2), "AveragePooling1D", "rank 3");
+    expect_build_error(tnt_zero_padding1d(1, 1, NULL), TNT_SHAPE(4, 4, 2), "ZeroPadding1D", "rank 3");
+    expect_build_error(tnt_upsampling1d(2, NULL), TNT_SHAPE(4), "UpSampling1D", "rank 1");
+    expect_build_error(tnt_cropping1d(2, 2, NULL), TNT_SHAPE(4, 3), "Cropping1D", "leaves nothing");
     /* "same" padding never fails for a kernel larger than the input */
     tnt_shape out;
     tnt_layer *l = tnt_conv1d(2, 5, &(tnt_layer_opts){.padding = TNT_PADDING_SAME});
@@ -195,6 +247,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv1d_fixtures),
         cmocka_unit_test(test_pool1d_fixtures),
+        cmocka_unit_test(test_more_1d_layers),
         cmocka_unit_test(test_two_plans),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_defaults_and_names),

@@ -291,7 +291,7 @@ static void test_merge_properties(void **state) {
         {tnt_average(NULL), "Average", "average", true},
         {tnt_maximum(NULL), "Maximum", "maximum", true},
         {tnt_minimum(NULL), "Minimum", "minimum", true},
-        {tnt_concatenate(-1, NULL), "Concatenate", "concatenate", false},
+        {tnt_concatenate(-1, NULL), "Concatenate", "concatenate", true},
     };
     for (int i = 0; i < 7; i++) {
         assert_non_null(c[i].l);

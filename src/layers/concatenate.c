@@ -7,7 +7,8 @@
  * (outer, len_k * inner) with outer = batch * d0 * ... * d_{a-1} and inner = d_{a+1} * ... ; the
  * output row of length sum_k(len_k * inner) is the inputs' rows one after another. Backward
  * copies each input's slice of dy back (dxs[k] NULL: skipped). Rows are shared out across OpenMP
- * threads when the tensor is large. */
+ * threads when the tensor is large. The inputs' sequence masks, and'ed, pass on (src/model/graph.c),
+ * as Keras does when joining features; joining along the steps axis with masks is not supported. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -138,6 +139,7 @@ const tnt__layer_ops tnt__concatenate_ops = {
     .forward = concat_forward,
     .backward = concat_backward,
     .destroy = concat_destroy,
+    .supports_masking = true,
 };
 
 tnt_layer *tnt_concatenate(int axis, const char *name) {

@@ -1,5 +1,6 @@
 /* cropping.c: Cropping2D (Keras) over NHWC input: (h, w, c) -> (h-top-bottom, w-left-right, c),
- * the input without its border rows and columns; an error when nothing would be left. Backward
+ * the input without its border rows and columns; an error when nothing would be left.
+ * Cropping1D: (steps, c) -> (steps-left-right, c), the same code on (steps, 1, c). Backward
  * puts the gradient back in place, zeros on the cropped border. No plan and no workspace. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
@@ -14,18 +15,18 @@ static tnt_status crop_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     char b[96];
     if (in.ndim != 3)
         return tnt__error(TNT_ERR_SHAPE,
-                          "Cropping2D \"%s\": input shape %s has rank %d (expected 3: height, "
+                          "%s \"%s\": input shape %s has rank %d (expected 3: height, "
                           "width, channels)",
-                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
     if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Cropping2D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     int64_t oh = in.dim[0] - c->top - c->bottom, ow = in.dim[1] - c->left - c->right;
     if (oh <= 0 || ow <= 0)
         return tnt__error(TNT_ERR_SHAPE,
-                          "Cropping2D \"%s\": cropping ((%d, %d), (%d, %d)) leaves nothing of input "
+                          "%s \"%s\": cropping ((%d, %d), (%d, %d)) leaves nothing of input "
                           "shape %s: output would be (%lld, %lld, %lld)",
-                          l->name, c->top, c->bottom, c->left, c->right,
+                          l->ops->class_name, l->name, c->top, c->bottom, c->left, c->right,
                           tnt_shape_str(in, b, sizeof b), (long long)oh, (long long)ow,
                           (long long)in.dim[2]);
     c->ih = in.dim[0];
@@ -35,6 +36,11 @@ static tnt_status crop_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     c->ow = ow;
     *out = TNT_SHAPE(c->oh, c->ow, c->c);
     return TNT_OK;
+}
+
+/* Cropping1D: (steps, c) as (steps, 1, c), cropped on the steps axis (top, bottom) only */
+static tnt_status crop1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    return tnt__build_steps_as_2d(l, in, out, crop_build);
 }
 
 /* x: (batch, ih, iw, C) -> y: (batch, oh, ow, C), rows [top, top+oh), cols [left, left+ow) of x */
@@ -97,6 +103,15 @@ const tnt__layer_ops tnt__cropping2d_ops = {
     .destroy = crop_destroy,
 };
 
+static tnt_layer *crop_new(const tnt__layer_ops *ops, int top, int bottom, int left, int right, const char *name) {
+    crop_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = (crop_cfg){.top = top, .bottom = bottom, .left = left, .right = right};
+    tnt_layer *l = tnt__layer_new(ops, name, c);
+    if (!l) free(c);
+    return l;
+}
+
 tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *name) {
     if (top < 0 || bottom < 0 || left < 0 || right < 0) {
         tnt__error(TNT_ERR_ARG,
@@ -105,10 +120,36 @@ tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *
                    name ? name : "", top, bottom, left, right);
         return NULL;
     }
-    crop_cfg *c = tnt__calloc(1, sizeof *c);
-    if (!c) return NULL;
-    *c = (crop_cfg){.top = top, .bottom = bottom, .left = left, .right = right};
-    tnt_layer *l = tnt__layer_new(&tnt__cropping2d_ops, name, c);
-    if (!l) free(c);
-    return l;
+    return crop_new(&tnt__cropping2d_ops, top, bottom, left, right, name);
+}
+
+static tnt_status crop1d_get_config(const tnt_layer *l, cJSON *c) {
+    const crop_cfg *p = l->priv;
+    return tnt__kj_add_ints(c, "cropping", 2, (int[]){p->top, p->bottom});
+}
+
+static tnt_layer *crop1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    static const int ones[2] = {1, 1};
+    int p[2];
+    TNT_KJ_READ(tnt__kj_ints(c, "cropping", false, 2, ones, p, k));
+    return tnt__kj_built(tnt_cropping1d(p[0], p[1], k->name), k);
+}
+
+const tnt__layer_ops tnt__cropping1d_ops = {
+    .class_name = "Cropping1D",
+    .from_config = crop1d_from_config,
+    .get_config = crop1d_get_config,
+    .build = crop1d_build,
+    .forward = crop_forward,
+    .backward = crop_backward,
+    .destroy = crop_destroy,
+};
+
+tnt_layer *tnt_cropping1d(int left, int right, const char *name) {
+    if (left < 0 || right < 0) {
+        tnt__error(TNT_ERR_ARG, "Cropping1D \"%s\": cropping (%d, %d) (expected >= 0: (left, right))",
+                   name ? name : "", left, right);
+        return NULL;
+    }
+    return crop_new(&tnt__cropping1d_ops, left, right, 0, 0, name);
 }

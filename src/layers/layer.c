@@ -25,6 +25,17 @@ tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *pri
     return l;
 }
 
+tnt_status tnt__build_steps_as_2d(tnt_layer *l, tnt_shape in, tnt_shape *out,
+                                  tnt_status (*build_2d)(tnt_layer *l, tnt_shape in, tnt_shape *out)) {
+    char b[96];
+    if (in.ndim != 2)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected 2: steps, channels)",
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+    tnt_status s = build_2d(l, TNT_SHAPE(in.dim[0], 1, in.dim[1]), out);
+    if (s == TNT_OK) *out = TNT_SHAPE(out->dim[0], out->dim[2]);
+    return s;
+}
+
 void tnt_layer_free(tnt_layer *l) {
     if (!l) return;
     if (l->refs > 1) { /* shared by graphs or models: the last owner frees it */

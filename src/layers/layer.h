@@ -139,10 +139,19 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
                           int64_t fan_in, int64_t fan_out);
 /* Snake-case Keras base name for automatic names: "Conv2D" -> "conv2d" */
 void tnt__layer_base_name(const char *class_name, char *out, size_t size);
+/* Build of the 1-D form of a layer over (h, w, c) (ZeroPadding1D, Cropping1D, UpSampling1D):
+ * (steps, c) is built as (steps, 1, c) by build_2d, and the output is given back as (steps', c). */
+tnt_status tnt__build_steps_as_2d(tnt_layer *l, tnt_shape in, tnt_shape *out,
+                                  tnt_status (*build_2d)(tnt_layer *l, tnt_shape in, tnt_shape *out));
 
 /* Layer-specific queries and settings used by the graph (implemented in the layer's file). */
 /* Embedding: true when mask_zero was set (the graph then derives the sequence mask ids != 0). */
 bool tnt__embedding_mask_zero(const tnt_layer *l);
+/* Masking: true, and its mask_value, when l is a Masking layer (the graph then derives the sequence
+ * mask: steps with a feature other than mask_value). */
+bool tnt__masking_value(const tnt_layer *l, float *mask_value);
+/* Keras Masking's rule: whether one step of `features` values has a value other than mask_value. */
+bool tnt__masking_step_kept(const float *step, int64_t features, float mask_value);
 /* MultiHeadAttention: which optional inputs follow query, value and key (always inputs 0, 1, 2),
  * in this order: attention_mask (batch, Tq, Tv), query_mask (batch, Tq), value_mask (batch, Tv),
  * each 1 = attend, 0 = masked; and Keras's use_causal_mask. Called by the graph before build. */

@@ -1,7 +1,8 @@
 /* merge.c: the elementwise Keras merge layers Add, Subtract, Multiply, Average, Maximum and
  * Minimum. All inputs have the same shape (Keras's broadcasting of unequal shapes is not
  * supported), which is also the output shape; at least two inputs (Subtract: exactly two). No
- * weights, no plan, no workspace; supports_masking as Keras (the mask of input 0 passes on).
+ * weights, no plan, no workspace; supports_masking as Keras (the inputs' sequence masks, and'ed,
+ * pass on: src/model/graph.c).
  *
  * Forward follows Keras's order of operations (TensorFlow's _merge_function):
  *   Add: ((x0 + x1) + x2) ...      Subtract: x0 - x1      Multiply: ((x0 * x1) * x2) ...

@@ -1,20 +1,25 @@
-/* pooling1d.c: MaxPooling1D and GlobalAveragePooling1D (Keras) over NWC input (batch, steps, c),
- * in plain C like pooling.c and global_pooling.c.
+/* pooling1d.c: MaxPooling1D, AveragePooling1D and GlobalAveragePooling1D (Keras) over NWC input
+ * (batch, steps, c), in plain C like pooling.c and global_pooling.c.
  * MaxPooling1D: padding "same" is TensorFlow's, total = max((ceil(in/s)-1)*s + k - in, 0), the
  * extra step on the right; windows are clipped to the real steps, so a padded step never wins.
  * The argmax of each window (its index inside the window, first one on ties as TensorFlow) is
- * kept in the per-step workspace from forward to backward.
- * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False).
+ * kept in the per-step workspace from forward to backward. AveragePooling1D shares the windows; its
+ * mean is over the window's real steps (TensorFlow's avg_pool never counts padding) and needs no
+ * workspace.
+ * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False); with a
+ * sequence mask (Masking, Embedding mask_zero) the mean of the kept steps, as Keras (0, not Keras's
+ * 0/0, for a sample whose steps are all masked).
  * Neither layer needs a plan. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
 #include <stdio.h>
 
-/* ---- MaxPooling1D ------------------------------------------------------------------------- */
+/* ---- MaxPooling1D and AveragePooling1D ---------------------------------------------------- */
 
 typedef struct mp1_cfg {
-    int k, s; /* pool size, stride */
+    bool average; /* AveragePooling1D */
+    int k, s;     /* pool size, stride */
     tnt_padding padding;
     int64_t iw, c, ow, pad_l; /* from build */
 } mp1_cfg;
@@ -24,11 +29,11 @@ static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     char b[96];
     if (in.ndim != 2)
         return tnt__error(TNT_ERR_SHAPE,
-                          "MaxPooling1D \"%s\": input shape %s has rank %d (expected 2: steps, "
-                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+                          "%s \"%s\": input shape %s has rank %d (expected 2: steps, "
+                          "channels)", l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
     if (in.dim[0] <= 0 || in.dim[1] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "MaxPooling1D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     c->iw = in.dim[0];
     c->c = in.dim[1];
     if (c->padding == TNT_PADDING_SAME) {
@@ -40,9 +45,9 @@ static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     }
     if (c->ow <= 0)
         return tnt__error(TNT_ERR_SHAPE,
-                          "MaxPooling1D \"%s\": input shape %s is smaller than pool_size %d with "
+                          "%s \"%s\": input shape %s is smaller than pool_size %d with "
                           "padding \"valid\": output would be (%lld, %lld)",
-                          l->name, tnt_shape_str(in, b, sizeof b), c->k, (long long)c->ow,
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), c->k, (long long)c->ow,
                           (long long)c->c);
     *out = TNT_SHAPE(c->ow, c->c);
     return TNT_OK;
@@ -57,9 +62,10 @@ static void mp1_window(const mp1_cfg *c, int64_t j, int64_t *w0, int64_t *w1, in
     *k0 = *w0 - ws;
 }
 
-/* The window index of each maximum (uint16: pool_size is at most 65536). */
+/* The window index of each maximum (uint16: pool_size is at most 65536); none for the mean. */
 static size_t mp1_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
+    if (((const mp1_cfg *)l->priv)->average) return 0;
     return (size_t)(batch * tnt_shape_numel(l->out_shape)) * sizeof(uint16_t);
 }
 
@@ -74,6 +80,13 @@ static tnt_status mp1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
         int64_t n = r / c->ow, j = r % c->ow, w0, w1, k0;
         mp1_window(c, j, &w0, &w1, &k0);
         float *yo = a->y + r * C;
+        if (c->average) {
+            memset(yo, 0, (size_t)C * sizeof(float));
+            for (int64_t v = w0; v < w1; v++)
+                for (int64_t ch = 0; ch < C; ch++) yo[ch] += a->x[(n * c->iw + v) * C + ch];
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] /= (float)(w1 - w0);
+            continue;
+        }
         uint16_t *ao = arg + r * C;
         for (int64_t v = w0; v < w1; v++) {
             const float *xi = a->x + (n * c->iw + v) * C;
@@ -91,7 +104,7 @@ static tnt_status mp1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
     return TNT_OK;
 }
 
-/* dy: (batch, ow, C), the workspace's argmax -> dx: (batch, iw, C); parallel over samples since
+/* dy: (batch, ow, C), the workspace's argmax (or the window means) -> dx: (batch, iw, C); parallel over samples since
  * windows of one sample may overlap (stride < pool_size). */
 static tnt_status mp1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
@@ -106,6 +119,11 @@ static tnt_status mp1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
             int64_t w0, w1, k0;
             mp1_window(c, j, &w0, &w1, &k0);
             const float *go = a->dy + (n * c->ow + j) * C;
+            if (c->average) {
+                for (int64_t v = w0; v < w1; v++)
+                    for (int64_t ch = 0; ch < C; ch++) a->dx[(n * c->iw + v) * C + ch] += go[ch] / (float)(w1 - w0);
+                continue;
+            }
             const uint16_t *ao = arg + (n * c->ow + j) * C;
             for (int64_t v = w0; v < w1; v++) {
                 float *gi = a->dx + (n * c->iw + v) * C;
@@ -128,7 +146,7 @@ static tnt_status mp1_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-static tnt_layer *max_pool1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+static tnt_layer *pool1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     static const int two[1] = {2};
     tnt_layer_opts o = {.name = k->name};
     int ps = 0;
@@ -136,7 +154,8 @@ static tnt_layer *max_pool1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     TNT_KJ_READ(tnt__kj_sizes(c, "strides", false, 1, &ps, o.strides, k));
     TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
     TNT_KJ_READ(tnt__kj_check_data_format(c, k));
-    return tnt__kj_built(tnt_max_pooling1d(ps, &o), k);
+    bool average = !strcmp(k->cls, "AveragePooling1D") || !strcmp(k->cls, "AvgPool1D");
+    return tnt__kj_built(average ? tnt_average_pooling1d(ps, &o) : tnt_max_pooling1d(ps, &o), k);
 }
 
 static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
@@ -145,52 +164,64 @@ static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(tnt_global_average_pooling1d(k->name), k);
 }
 
-const tnt__layer_ops tnt__max_pooling1d_ops = {
-    .class_name = "MaxPooling1D",
-    .from_config = max_pool1d_from_config,
-    .get_config = mp1_get_config,
-    .build = mp1_build,
-    .workspace_size = mp1_workspace_size,
-    .forward = mp1_forward,
-    .backward = mp1_backward,
-    .destroy = priv_destroy,
-};
+#define POOL1D_OPS(var, cls)                                                                     \
+    const tnt__layer_ops var = {                                                                 \
+        .class_name = cls,                                                                       \
+        .from_config = pool1d_from_config,                                                       \
+        .get_config = mp1_get_config,                                                            \
+        .build = mp1_build,                                                                      \
+        .workspace_size = mp1_workspace_size,                                                    \
+        .forward = mp1_forward,                                                                  \
+        .backward = mp1_backward,                                                                \
+        .destroy = priv_destroy,                                                                 \
+    };
+POOL1D_OPS(tnt__max_pooling1d_ops, "MaxPooling1D")
+POOL1D_OPS(tnt__average_pooling1d_ops, "AveragePooling1D")
 
-tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts) {
+static tnt_layer *pool1d_new(const tnt__layer_ops *ops, int pool_size, const tnt_layer_opts *opts) {
     static const tnt_layer_opts defaults;
+    const char *cls = ops->class_name;
     const tnt_layer_opts *o = opts ? opts : &defaults;
     if (pool_size <= 0 || pool_size > 65536) {
-        tnt__error(TNT_ERR_ARG, "MaxPooling1D: pool_size %d (expected 1..65536)", pool_size);
+        tnt__error(TNT_ERR_ARG, "%s: pool_size %d (expected 1..65536)", cls, pool_size);
         return NULL;
     }
     if (o->strides[0] < 0) {
-        tnt__error(TNT_ERR_ARG, "MaxPooling1D: strides %d (expected > 0, or 0 for the default "
-                   "pool_size)", o->strides[0]);
+        tnt__error(TNT_ERR_ARG, "%s: strides %d (expected > 0, or 0 for the default "
+                   "pool_size)", cls, o->strides[0]);
         return NULL;
     }
     if (o->padding != TNT_PADDING_VALID && o->padding != TNT_PADDING_SAME) {
-        tnt__error(TNT_ERR_ARG, "MaxPooling1D: padding %d (expected TNT_PADDING_VALID or "
-                   "TNT_PADDING_SAME)", (int)o->padding);
+        tnt__error(TNT_ERR_ARG, "%s: padding %d (expected TNT_PADDING_VALID or "
+                   "TNT_PADDING_SAME)", cls, (int)o->padding);
         return NULL;
     }
     /* Keras pooling layers have no activation and no dilation: refuse rather than ignore. */
     if (o->activation != TNT_ACT_LINEAR) {
-        tnt__error(TNT_ERR_ARG, "MaxPooling1D: activation %d (pooling has no activation; expected "
-                   "TNT_ACT_LINEAR)", (int)o->activation);
+        tnt__error(TNT_ERR_ARG, "%s: activation %d (pooling has no activation; expected "
+                   "TNT_ACT_LINEAR)", cls, (int)o->activation);
         return NULL;
     }
     if (o->dilation[0] > 1 || o->dilation[0] < 0) {
-        tnt__error(TNT_ERR_ARG, "MaxPooling1D: dilation %d (pooling has no dilation; expected 0 or 1)",
-                   o->dilation[0]);
+        tnt__error(TNT_ERR_ARG, "%s: dilation %d (pooling has no dilation; expected 0 or 1)",
+                   cls, o->dilation[0]);
         return NULL;
     }
     mp1_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
-    *c = (mp1_cfg){.k = pool_size, .s = o->strides[0] ? o->strides[0] : pool_size,
+    *c = (mp1_cfg){.average = ops == &tnt__average_pooling1d_ops, .k = pool_size, .s = o->strides[0] ? o->strides[0] : pool_size,
                    .padding = o->padding};
-    tnt_layer *l = tnt__layer_new(&tnt__max_pooling1d_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(ops, o->name, c);
     if (!l) free(c);
     return l;
+}
+
+tnt_layer *tnt_max_pooling1d(int pool_size, const tnt_layer_opts *opts) {
+    return pool1d_new(&tnt__max_pooling1d_ops, pool_size, opts);
+}
+
+tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts) {
+    return pool1d_new(&tnt__average_pooling1d_ops, pool_size, opts);
 }
 
 /* ---- GlobalAveragePooling1D --------------------------------------------------------------- */
@@ -199,56 +230,91 @@ typedef struct gap1_cfg {
     int64_t w, c; /* from build */
 } gap1_cfg;
 
-static tnt_status gap1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+/* in[0]: (steps, channels); in[1], when the graph appends the sequence mask: (steps) */
+static tnt_status gap1_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
     gap1_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 2)
+    if (in[0].ndim != 2)
         return tnt__error(TNT_ERR_SHAPE,
                           "GlobalAveragePooling1D \"%s\": input shape %s has rank %d (expected 2: "
-                          "steps, channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0)
+                          "steps, channels)", l->name, tnt_shape_str(in[0], b, sizeof b), in[0].ndim);
+    if (in[0].dim[0] <= 0 || in[0].dim[1] <= 0)
         return tnt__error(TNT_ERR_SHAPE,
                           "GlobalAveragePooling1D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
-    c->w = in.dim[0];
-    c->c = in.dim[1];
+                          l->name, tnt_shape_str(in[0], b, sizeof b));
+    if (n > 2 || (n == 2 && !tnt__shape_equal(in[1], TNT_SHAPE(in[0].dim[0]))))
+        return tnt__error(TNT_ERR_SHAPE, "GlobalAveragePooling1D \"%s\": %d inputs (expected the input and at "
+                          "most its sequence mask of shape (%lld,))", l->name, n, (long long)in[0].dim[0]);
+    c->w = in[0].dim[0];
+    c->c = in[0].dim[1];
     *out = TNT_SHAPE(c->c);
     return TNT_OK;
 }
 
-/* x: (batch, w, C) -> y: (batch, C) */
+static tnt_status gap1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) { return gap1_build_multi(l, 1, &in, out); }
+
+/* The weight of step p of sample n in the mean: 1/W, or mask/kept with a sequence mask. */
+static void gap1_step_weights(const gap1_cfg *c, const float *mask, int64_t n, float *weight) {
+    const int64_t W = c->w;
+    if (!mask) {
+        for (int64_t p = 0; p < W; p++) weight[p] = 1.0f / (float)W;
+        return;
+    }
+    float kept = 0;
+    for (int64_t p = 0; p < W; p++) kept += mask[n * W + p];
+    for (int64_t p = 0; p < W; p++) weight[p] = kept > 0 ? mask[n * W + p] / kept : 0.0f;
+}
+
+static const float *gap1_mask(int n_inputs, const float *const *xs) { return n_inputs > 1 && xs ? xs[1] : NULL; }
+
+/* x: (batch, w, C), mask (batch, w) or none -> y: (batch, C) */
 static tnt_status gap1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
     const int64_t C = c->c, W = c->w;
-    const float inv = 1.0f / (float)W;
+    const float *mask = gap1_mask(a->n_inputs, a->xs);
+    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < a->batch; n++) {
         const float *xs = a->x + n * W * C;
-        float *yo = a->y + n * C;
-        memcpy(yo, xs, (size_t)C * sizeof(float));
-        for (int64_t p = 1; p < W; p++)
-            for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
-        for (int64_t ch = 0; ch < C; ch++) yo[ch] *= inv;
+        float *yo = a->y + n * C, *wt = weights + n * W;
+        gap1_step_weights(c, mask, n, wt);
+        if (!mask) { /* Keras's order without a mask: the sum, then / W */
+            memcpy(yo, xs, (size_t)C * sizeof(float));
+            for (int64_t p = 1; p < W; p++)
+                for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch];
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] *= wt[0];
+            continue;
+        }
+        memset(yo, 0, (size_t)C * sizeof(float));
+        for (int64_t p = 0; p < W; p++)
+            for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch] * wt[p];
     }
+    free(weights);
     if (a->preact) memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
     return TNT_OK;
 }
 
-/* dy: (batch, C) -> dx: (batch, w, C), dy / w at every step */
+/* dy: (batch, C) -> dx: (batch, w, C), dy times each step's weight; the mask's gradient is 0 */
 static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
-    if (!a->dx) return TNT_OK;
     const int64_t C = c->c, W = c->w;
-    const float inv = 1.0f / (float)W;
+    const float *mask = gap1_mask(a->n_inputs, a->xs);
+    if (mask && a->dxs && a->dxs[1]) memset(a->dxs[1], 0, (size_t)(a->batch * W) * sizeof(float));
+    if (!a->dx) return TNT_OK;
+    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < a->batch; n++) {
         const float *go = a->dy + n * C;
-        float *gi = a->dx + n * W * C;
+        float *gi = a->dx + n * W * C, *wt = weights + n * W;
+        gap1_step_weights(c, mask, n, wt);
         for (int64_t p = 0; p < W; p++)
-            for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * inv;
+            for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * wt[p];
     }
+    free(weights);
     return TNT_OK;
 }
 
@@ -264,9 +330,11 @@ const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .from_config = gap1d_from_config,
     .get_config = gap1_get_config,
     .build = gap1_build,
+    .build_multi = gap1_build_multi,
     .forward = gap1_forward,
     .backward = gap1_backward,
     .destroy = priv_destroy,
+    .consumes_mask = true,
 };
 
 tnt_layer *tnt_global_average_pooling1d(const char *name) {

@@ -77,6 +77,12 @@
     X("SpatialDropout1D", tnt__spatial_dropout1d_ops) \
     X("SpatialDropout2D", tnt__spatial_dropout2d_ops) \
     X("GaussianNoise", tnt__gaussian_noise_ops) \
+    X("Masking", tnt__masking_ops) \
+    X("ZeroPadding1D", tnt__zero_padding1d_ops) \
+    X("Cropping1D", tnt__cropping1d_ops) \
+    X("UpSampling1D", tnt__upsampling1d_ops) \
+    X("AveragePooling1D", tnt__average_pooling1d_ops) \
+    X("AvgPool1D", tnt__average_pooling1d_ops) \
     X("GaussianDropout", tnt__gaussian_dropout_ops) \
     X("AlphaDropout", tnt__alpha_dropout_ops) \
     X("ActivityRegularization", tnt__activity_regularization_ops) \

@@ -1,5 +1,6 @@
 /* upsampling.c: UpSampling2D (Keras) over NHWC input with interpolation "nearest":
- * (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated over a size_h x size_w block.
+ * (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated over a size_h x size_w block;
+ * UpSampling1D: (steps, c) -> (steps*size, c), the same code on (steps, 1, c).
  * Backward sums the gradient over each block. "bilinear" is refused as unsupported. No plan and
  * no workspace. */
 #include "layers/keras_config.h"
@@ -17,12 +18,12 @@ static tnt_status up_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     char b[96];
     if (in.ndim != 3)
         return tnt__error(TNT_ERR_SHAPE,
-                          "UpSampling2D \"%s\": input shape %s has rank %d (expected 3: height, "
+                          "%s \"%s\": input shape %s has rank %d (expected 3: height, "
                           "width, channels)",
-                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
     if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "UpSampling2D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
+                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
     c->ih = in.dim[0];
     c->iw = in.dim[1];
     c->c = in.dim[2];
@@ -30,6 +31,11 @@ static tnt_status up_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     c->ow = c->iw * c->sw;
     *out = TNT_SHAPE(c->oh, c->ow, c->c);
     return TNT_OK;
+}
+
+/* UpSampling1D: (steps, c) as (steps, 1, c), repeated along the steps axis only */
+static tnt_status up1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    return tnt__build_steps_as_2d(l, in, out, up_build);
 }
 
 /* x: (batch, ih, iw, C) -> y: (batch, ih*sh, iw*sw, C), y[i][j] = x[i/sh][j/sw] */
@@ -105,6 +111,15 @@ const tnt__layer_ops tnt__upsampling2d_ops = {
     .destroy = up_destroy,
 };
 
+static tnt_layer *up_new(const tnt__layer_ops *ops, int size_h, int size_w, const char *name) {
+    up_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = (up_cfg){.sh = size_h, .sw = size_w};
+    tnt_layer *l = tnt__layer_new(ops, name, c);
+    if (!l) free(c);
+    return l;
+}
+
 tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, const char *name) {
     const char *nm = name ? name : "";
     if (size_h <= 0 || size_w <= 0) {
@@ -124,10 +139,35 @@ tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, c
                        interpolation);
         return NULL;
     }
-    up_cfg *c = tnt__calloc(1, sizeof *c);
-    if (!c) return NULL;
-    *c = (up_cfg){.sh = size_h, .sw = size_w};
-    tnt_layer *l = tnt__layer_new(&tnt__upsampling2d_ops, name, c);
-    if (!l) free(c);
-    return l;
+    return up_new(&tnt__upsampling2d_ops, size_h, size_w, name);
+}
+
+static tnt_status up1d_get_config(const tnt_layer *l, cJSON *c) {
+    TNT_KJ(cJSON_AddNumberToObject(c, "size", ((const up_cfg *)l->priv)->sh));
+    return TNT_OK;
+}
+
+static tnt_layer *up1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    static const int two[1] = {2};
+    int size;
+    TNT_KJ_READ(tnt__kj_ints(c, "size", false, 1, two, &size, k));
+    return tnt__kj_built(tnt_upsampling1d(size, k->name), k);
+}
+
+const tnt__layer_ops tnt__upsampling1d_ops = {
+    .class_name = "UpSampling1D",
+    .from_config = up1d_from_config,
+    .get_config = up1d_get_config,
+    .build = up1d_build,
+    .forward = up_forward,
+    .backward = up_backward,
+    .destroy = up_destroy,
+};
+
+tnt_layer *tnt_upsampling1d(int size, const char *name) {
+    if (size <= 0) {
+        tnt__error(TNT_ERR_ARG, "UpSampling1D \"%s\": size %d (expected > 0)", name ? name : "", size);
+        return NULL;
+    }
+    return up_new(&tnt__upsampling1d_ops, size, 1, name);
 }

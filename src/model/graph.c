@@ -14,31 +14,79 @@ struct tnt_graph {
     int cap;
 };
 
-/* ---- the hidden mask layer: 1 where the id is not 0 ------------------------------------- */
+/* ---- the hidden mask layers ------------------------------------------------------------- */
 
-static tnt_status mask_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
-    (void)l;
+/* The mask a layer makes from its input: Embedding(mask_zero) 1 where the id is not 0; Masking 1
+ * at the steps (vectors along the last axis) with a value other than mask_value. */
+typedef struct make_mask_cfg {
+    float mask_value;
+    bool per_step; /* Masking: one mask value per vector along the last axis */
+} make_mask_cfg;
+
+static tnt_status make_mask_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    const make_mask_cfg *c = l->priv;
     *out = in;
+    if (c->per_step) out->ndim--;
     return TNT_OK;
 }
 
-static tnt_status mask_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+static tnt_status make_mask_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
-    int64_t n = a->batch * tnt_shape_numel(l->in_shape);
-    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[i] != 0.0f ? 1.0f : 0.0f;
+    const make_mask_cfg *c = l->priv;
+    int64_t group = c->per_step ? l->in_shape.dim[l->in_shape.ndim - 1] : 1;
+    int64_t n = a->batch * tnt_shape_numel(l->out_shape);
+    for (int64_t i = 0; i < n; i++)
+        a->y[i] = tnt__masking_step_kept(a->x + i * group, group, c->mask_value) ? 1.0f : 0.0f;
     return TNT_OK;
 }
 
+/* Masks carry no gradient: every input's is zeros. */
 static tnt_status mask_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
-    if (a->dx) memset(a->dx, 0, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
+    for (int k = 0; k < a->n_inputs; k++) {
+        float *dx = a->dxs ? a->dxs[k] : k == 0 ? a->dx : NULL;
+        if (dx) memset(dx, 0, (size_t)(a->batch * tnt_shape_numel(l->in_shapes[k])) * sizeof(float));
+    }
     return TNT_OK;
 }
 
-static const tnt__layer_ops mask_ops = {
+static void make_mask_destroy(tnt_layer *l) { free(l->priv); }
+
+static const tnt__layer_ops make_mask_ops = {
     .class_name = "NotEqual",
-    .build = mask_build,
-    .forward = mask_forward,
+    .build = make_mask_build,
+    .forward = make_mask_forward,
+    .backward = mask_backward,
+    .destroy = make_mask_destroy,
+};
+
+/* Keras merge layers (Add, Concatenate, ...): the output is masked where any input is (an input
+ * without a mask counts as unmasked). */
+static tnt_status mask_and_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
+    char a[96], b[96];
+    for (int k = 1; k < n; k++)
+        if (!tnt__shape_equal(in[k], in[0]))
+            return tnt__error(TNT_ERR_SHAPE, "the sequence masks of the inputs of a merge have shapes %s and %s "
+                              "(expected the same steps)", tnt_shape_str(in[0], a, sizeof a),
+                              tnt_shape_str(in[k], b, sizeof b));
+    (void)l;
+    *out = in[0];
+    return TNT_OK;
+}
+
+static tnt_status mask_and_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    int64_t n = a->batch * tnt_shape_numel(l->out_shape);
+    memcpy(a->y, a->xs[0], (size_t)n * sizeof(float));
+    for (int k = 1; k < a->n_inputs; k++)
+        for (int64_t i = 0; i < n; i++) a->y[i] *= a->xs[k][i];
+    return TNT_OK;
+}
+
+static const tnt__layer_ops mask_and_ops = {
+    .class_name = "LogicalAnd",
+    .build_multi = mask_and_build,
+    .forward = mask_and_forward,
     .backward = mask_backward,
 };
 
@@ -139,6 +187,38 @@ tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
     return (tnt_ktensor){out};
 }
 
+static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, bool hidden);
+
+/* A hidden node of the graph (a mask computation) on the given tensors. */
+static int add_hidden(tnt_graph *g, const tnt__layer_ops *ops, void *priv, int n, const int *in) {
+    tnt_layer *ml = tnt__layer_new(ops, ops == &make_mask_ops ? "sequence_mask" : "merged_mask", priv);
+    if (!ml) {
+        free(priv);
+        return -1;
+    }
+    if (tnt__model_own_layer(g->m, ml, true) != TNT_OK) {
+        tnt_layer_free(ml);
+        return -1;
+    }
+    ml->refs = 1;
+    return add_call(g, ml, n, in, true).id;
+}
+
+/* The mask of a layer's output that merges several inputs: their masks, and'ed when they differ;
+ * -1 for none, -2 on failure. */
+static int merged_mask(tnt_graph *g, int n, const int *in) {
+    int masks[TNT_MAX_LAYER_INPUTS], n_masks = 0;
+    for (int k = 0; k < n; k++) {
+        int mk = g->mask[in[k]];
+        bool seen = mk < 0;
+        for (int j = 0; j < n_masks && !seen; j++) seen = masks[j] == mk;
+        if (!seen) masks[n_masks++] = mk;
+    }
+    if (n_masks <= 1) return n_masks ? masks[0] : -1;
+    int mt = add_hidden(g, &mask_and_ops, NULL, n_masks, masks);
+    return mt < 0 ? -2 : mt;
+}
+
 /* Adds the node and derives the output's mask. A layer that consumes the mask gets it as one
  * more input. */
 static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, bool hidden) {
@@ -149,18 +229,20 @@ static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, b
     int out = tnt__model_add_node(g->m, l, n, in);
     if (out < 0 || !track(g, out, -1, hidden)) return bad;
     if (l->ops->consumes_mask) g->mask[out] = l->ops->keeps_mask && l->ops->keeps_mask(l) ? in_mask : -1;
-    else if (l->ops->supports_masking)
-        for (int k = 0; k < n && g->mask[out] < 0; k++) g->mask[out] = g->mask[in[k]];
-    if (!hidden && tnt__embedding_mask_zero(l)) {
-        tnt_layer *ml = tnt__layer_new(&mask_ops, "embedding_mask", NULL);
-        if (!ml || tnt__model_own_layer(g->m, ml, true) != TNT_OK) {
-            tnt_layer_free(ml);
-            return bad;
-        }
-        ml->refs = 1;
-        tnt_ktensor mt = add_call(g, ml, 1, in, true);
-        if (mt.id < 0) return bad;
-        g->mask[out] = mt.id;
+    else if (l->ops->supports_masking) {
+        int mt = merged_mask(g, n, in); /* may grow g->mask */
+        if (mt == -2) return bad;
+        g->mask[out] = mt;
+    }
+    float mask_value = 0;
+    bool per_step = tnt__masking_value(l, &mask_value);
+    if (!hidden && (per_step || tnt__embedding_mask_zero(l))) {
+        make_mask_cfg *c = tnt__calloc(1, sizeof *c);
+        if (!c) return bad;
+        *c = (make_mask_cfg){mask_value, per_step};
+        int mt = add_hidden(g, &make_mask_ops, c, 1, in);
+        if (mt < 0) return bad;
+        g->mask[out] = mt;
     }
     return (tnt_ktensor){out};
 }
