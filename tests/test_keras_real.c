@@ -175,6 +175,26 @@ static void test_more_layers(void **state) {
     }
 }
 
+/* Keras 2.0.6 and 2.1.3 whole-model files keep optimizer weights in Keras 2.0's layout
+ * ("training/RMSprop/Variable:0"): loaded compiled, the model keeps its optimizer class and rate,
+ * the optimizer starts afresh (as Keras's load_model does), and predictions are unchanged. */
+static void test_legacy_optimizer_weights(void **state) {
+    (void)state;
+    static const char *const names[] = {"simple_lstm", "simple_rnn"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[160];
+        snprintf(path, sizeof path, DIR "%s_model.h5", names[i]);
+        tnt_model *m = load_full(path, true);
+        tnt_compile_opts co;
+        char metrics[128];
+        tu_ok(tnt_model_compile_opts(m, &co, metrics, sizeof metrics));
+        assert_non_null(co.optimizer);
+        assert_int_equal(tnt_optimizer_iterations(co.optimizer), 0);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_batch_norm),
@@ -186,6 +206,7 @@ int main(void) {
         cmocka_unit_test(test_simple_sparse_xent_model),
         cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_more_layers),
+        cmocka_unit_test(test_legacy_optimizer_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

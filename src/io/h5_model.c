@@ -422,6 +422,21 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
     if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
     if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
     if (s == TNT_OK && !found) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights has no weight_names", path);
+    if (s == TNT_OK && n > 0 && strcmp(names[0], "iteration:0") != 0) {
+        /* Keras <= 2.10 named the optimizer's variables otherwise ("Adam/iter:0" and
+         * "Adam/dense/kernel/m:0" in tf.keras 2.3-2.10, "training/Adam/Variable_3:0" before) and
+         * kept other slots (RMSprop "rms"); Keras's own load_model then starts the optimizer
+         * afresh with a warning, and so does this */
+        tnt_log(TNT_LOG_WARNING,
+                "load_model %s: optimizer_weights in the layout of Keras <= 2.10 (\"%.64s\", ...): the %s "
+                "optimizer starts afresh, as Keras's load_model does",
+                path, names[0], m->optimizer->name);
+        *it = -1;
+        free_strs(names, n);
+        H5Gclose(g);
+        layout_free(&L);
+        return TNT_OK;
+    }
     if (s == TNT_OK && n != L.n)
         s = tnt__error(TNT_ERR_SHAPE,
                        "load_model %s: optimizer_weights holds %d variable(s), the %s optimizer of this model %d "
