@@ -330,6 +330,20 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
         return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
     }
     tnt_compile_opts co = {0};
+    /* every output's loss counts with weight 1 here: other weights would train another model */
+    const cJSON *lw = cJSON_GetObjectItemCaseSensitive(tc, "loss_weights"), *w;
+    if (lw && !cJSON_IsNull(lw)) {
+        cJSON_ArrayForEach(w, lw) {
+            if (!cJSON_IsNumber(w) || w->valuedouble != 1.0) {
+                char v[48] = "a non-number";
+                if (cJSON_IsNumber(w)) snprintf(v, sizeof v, "%g", w->valuedouble);
+                s = tnt__error(TNT_ERR_UNSUPPORTED,
+                               "load_model %s: training_config: loss_weights other than 1 (here %s) are not supported",
+                               path, v);
+                goto done;
+            }
+        }
+    }
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(tc, "loss");
     const cJSON *lcfg = NULL;
     const char *lname = NULL;

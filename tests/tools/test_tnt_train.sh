@@ -73,6 +73,14 @@ model=fixtures/keras_cnn.json
 check "a JSON model without --loss: exit 2 saying what to give" '[ $rc -eq 2 ] && grep -q "no training configuration.*give --loss and --optimizer" "$dir/e.log"'
 "$BIN/tnt-train" $model --data synthetic:8 --loss mse > "$dir/e.log" 2>&1; rc=$?
 check "a JSON model without --optimizer: exit 2" '[ $rc -eq 2 ] && grep -q "give --optimizer" "$dir/e.log"'
+# loss_weights other than 1 in the file: refused by name, not trained as another model
+cp "$ae" "$dir/lw.h5"
+/usr/bin/python3 -c 'import h5py, json, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    tc = json.loads(f.attrs["training_config"]); tc["loss_weights"] = [0.5]
+    f.attrs["training_config"] = json.dumps(tc)' "$dir/lw.h5"
+"$BIN/tnt-train" "$dir/lw.h5" --data synthetic:64 --epochs 1 > "$dir/e.log" 2>&1; rc=$?
+check "loss_weights 0.5 in the file: exit 1 naming it" '[ $rc -eq 1 ] && grep -q "loss_weights other than 1 (here 0.5)" "$dir/e.log"'
 json=(--loss sparse_categorical_crossentropy --optimizer sgd --learning_rate 0.01)
 "$BIN/tnt-train" $model "${json[@]}" --data synthetic:64 --epochs 2 --batch_size 16 --verbose 2 --save "$dir/s.h5" > "$dir/s.log" 2>&1
 check "synthetic class labels: exit 0 and saves" '[ $? -eq 0 ] && [ -s "$dir/s.h5" ] && grep -q "targets (1,)" "$dir/s.log"'
