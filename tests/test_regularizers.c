@@ -169,7 +169,7 @@ static void test_regularized_layer_classes(void **state) {
     tnt_layer *lstm = tnt_lstm(3, &(tnt_rnn_opts){0});
     tu_ok(tnt_layer_set_regularizer(lstm, "recurrent_regularizer", TNT_REG_L2, 0, 0.1f));
     check_layer(TNT_SHAPE(4, 2), lstm, "LSTM", "\"recurrent_regularizer\":{\"class_name\":\"L2\"");
-    tnt_layer *bn = tnt_batch_normalization(NULL);
+    tnt_layer *bn = tnt_batch_normalization(0, 0, NULL);
     tu_ok(tnt_layer_set_regularizer(bn, "gamma_regularizer", TNT_REG_L2, 0, 0.1f));
     check_layer(TNT_SHAPE(4), bn, "BatchNormalization", "\"gamma_regularizer\":{\"class_name\":\"L2\"");
     tnt_layer *emb = tnt_embedding(10, 3, false, NULL);
@@ -177,31 +177,32 @@ static void test_regularized_layer_classes(void **state) {
     check_layer(TNT_SHAPE(4), emb, "Embedding", "\"embeddings_regularizer\":{\"class_name\":\"L1\"");
 }
 
-/* Dense(2, kernel L2(0.5)) with weights 1: the penalty adds 0.5 * 10 to evaluate's loss. */
+/* Dense(3, kernel L2(0.5)) with weights 1 on zeros: evaluate's loss is the penalty 0.5 * 15,
+ * also after a .h5 round trip. */
 static void test_penalty_in_evaluate_and_h5(void **state) {
     (void)state;
     tnt_model *m = tnt_sequential("m");
     tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(5), NULL)));
-    tnt_layer *d = tnt_dense(2, &(tnt_layer_opts){.no_bias = true});
+    tnt_layer *d = tnt_dense(3, &(tnt_layer_opts){.no_bias = true});
     tu_ok(tnt_layer_set_regularizer(d, "kernel_regularizer", TNT_REG_L2, 0, 0.5f));
     tu_ok(tnt_model_add(m, d));
     compile_sgd(m);
-    float ones[10], x[5] = {0}, y[2] = {0};
-    for (int i = 0; i < 10; i++) ones[i] = 1;
-    tu_ok(tnt_set_weights(m, ones, 10));
+    float ones[15], x[5] = {0}, y[3] = {0};
+    for (int i = 0; i < 15; i++) ones[i] = 1;
+    tu_ok(tnt_set_weights(m, ones, 15));
     tnt_dataset *ds = rows(x, y, 0, 1);
     tnt_logs logs;
     double loss = 0;
     tu_ok(tnt_evaluate(m, ds, NULL, &logs));
     assert_true(tnt_logs_get(&logs, "loss", &loss));
-    assert_float_equal(loss, 5.0, 1e-6);
+    assert_float_equal(loss, 7.5, 1e-6);
     const char *path = "reg_model_test.h5";
     tu_ok(tnt_save_model(m, path, NULL));
     tnt_model *back = tnt_load_model(path, true);
     if (!back) fail_msg("load: %s", tnt_last_error());
     tu_ok(tnt_evaluate(back, ds, NULL, &logs));
     assert_true(tnt_logs_get(&logs, "loss", &loss));
-    assert_float_equal(loss, 5.0, 1e-6);
+    assert_float_equal(loss, 7.5, 1e-6);
     remove(path);
     tnt_dataset_free(ds);
     tnt_model_free(back);
