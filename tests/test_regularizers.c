@@ -110,6 +110,89 @@ static void test_constraints_hold_after_training(void **state) {
     tnt_model_free(m);
 }
 
+/* One step on zeros leaves the kernels' gradients zero: the weights after it are the constraints'
+ * projections, UnitNorm over a Conv2D kernel's axes [0, 1, 2] and MinMaxNorm over a Dense
+ * kernel's axis 0, as gen_regularizers.py computes them. */
+static void test_norm_constraints_equal_numpy(void **state) {
+    (void)state;
+    tnt_shape s;
+    float *w0 = tu_load("reg_constraints_w0", &s), *w1 = tu_load("reg_constraints_w1", &s);
+    tnt_model *m = tnt_sequential("m");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(3, 3, 3), NULL)));
+    tnt_layer *conv = tnt_conv2d(4, 2, 2, &(tnt_layer_opts){.no_bias = true});
+    tnt_layer *dense = tnt_dense(4, &(tnt_layer_opts){.no_bias = true});
+    tu_ok(tnt_layer_set_constraint(conv, "kernel_constraint",
+                                   &(tnt_constraint){.kind = TNT_UNIT_NORM, .n_axes = 3, .axes = {0, 1, 2}}));
+    tu_ok(tnt_layer_set_constraint(dense, "kernel_constraint",
+                                   &(tnt_constraint){.kind = TNT_MIN_MAX_NORM, .min_value = 0.5f, .max_value = 1.5f,
+                                                     .rate = 0.7f}));
+    tu_ok(tnt_model_add(m, conv));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, dense));
+    compile_sgd(m);
+    int64_t n = tnt_model_count_params(m);
+    assert_int_equal(n, 2 * 2 * 3 * 4 + 16 * 4);
+    tu_ok(tnt_set_weights(m, w0, n));
+    float x[2 * 27] = {0}, y[2 * 4] = {1, 2, 3, 4, 5, 6, 7, 8};
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3, 3, 3), y, TNT_SHAPE(4), 2, false), 2, false);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    float *w = malloc((size_t)n * sizeof *w);
+    tu_ok(tnt_get_weights(m, w, n));
+    tu_assert_close(w, w1, n, 1e-6, 1e-7, "constrained kernels");
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    free(w), free(w0), free(w1);
+}
+
+/* ActivityRegularization(l1 0.1, l2 0.2) on the input and an LSTM's recurrent_regularizer: both
+ * penalties join evaluate's loss (the activity one divided by the batch size). */
+static void test_activity_layer_and_recurrent_penalty(void **state) {
+    (void)state;
+    tnt_model *m = tnt_sequential("m");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_activity_regularization(0.1f, 0.2f, NULL)));
+    tnt_layer *lstm = tnt_lstm(2, &(tnt_rnn_opts){0});
+    tu_ok(tnt_layer_set_regularizer(lstm, "recurrent_regularizer", TNT_REG_L2, 0, 0.3f));
+    tu_ok(tnt_model_add(m, lstm));
+    compile_sgd(m);
+    float x[2 * 6], y[2 * 2] = {0};
+    tu_fill(x, 12, 9);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(2, 3), y, TNT_SHAPE(2), 2, false), 2, false);
+    double expected = 0, with = 0, without = 0;
+    for (int i = 0; i < 12; i++) expected += (0.1 * fabs(x[i]) + 0.2 * x[i] * x[i]) / 2;
+    const char *name;
+    tnt_shape s;
+    float *rk;
+    tu_ok(tnt_model_weight(m, 1, &name, &s, &rk));
+    assert_non_null(strstr(name, "recurrent_kernel"));
+    for (int64_t i = 0; i < tnt_shape_numel(s); i++) expected += 0.3f * (double)rk[i] * rk[i];
+    tnt_logs logs;
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &with));
+    tu_ok(tnt_layer_set_regularizer(lstm, "recurrent_regularizer", TNT_REG_NONE, 0, 0));
+    assert_int_equal(tnt_layer_set_regularizer(tnt_model_get_layer(m, "activity_regularization"),
+                                               "activity_regularizer", TNT_REG_NONE, 0, 0),
+                     TNT_ERR_ARG);
+    tu_error_contains("has no \"activity_regularizer\""); /* its penalty is its l1 and l2 */
+    tnt_model *plain = tnt_sequential("plain");
+    tu_ok(tnt_model_add(plain, tnt_input_layer(TNT_SHAPE(2, 3), NULL)));
+    tnt_layer *lstm2 = tnt_lstm(2, &(tnt_rnn_opts){0});
+    tu_ok(tnt_model_add(plain, lstm2));
+    compile_sgd(plain);
+    int64_t n = tnt_model_count_params(m);
+    float *w = malloc((size_t)n * sizeof *w);
+    tu_ok(tnt_get_weights(m, w, n));
+    tu_ok(tnt_set_weights(plain, w, n));
+    tu_ok(tnt_evaluate(plain, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &without));
+    if (fabs(with - without - expected) > 1e-5 * expected)
+        fail_msg("loss %.8g, without penalties %.8g: expected a difference of %.8g", with, without, expected);
+    free(w);
+    tnt_dataset_free(ds);
+    tnt_model_free(plain);
+    tnt_model_free(m);
+}
+
 /* The reference model's JSON spells every rule as Keras 2.3+ does, and reads back to itself. */
 static void test_json_round_trip(void **state) {
     (void)state;
@@ -237,6 +320,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_training_equals_pytorch),
         cmocka_unit_test(test_constraints_hold_after_training),
+        cmocka_unit_test(test_norm_constraints_equal_numpy),
+        cmocka_unit_test(test_activity_layer_and_recurrent_penalty),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_spellings),
         cmocka_unit_test(test_regularized_layer_classes),
