@@ -193,6 +193,41 @@ static void test_activity_layer_and_recurrent_penalty(void **state) {
     tnt_model_free(m);
 }
 
+/* MultiHeadAttention's kernel_regularizer acts on its four kernels (query/kernel, ...), as Keras
+ * passes it to each projection: on zeros with zero biases the loss is that penalty alone. */
+static void test_attention_kernels_penalty(void **state) {
+    (void)state;
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor q = tnt_graph_input(g, TNT_SHAPE(3, 4), NULL);
+    tnt_layer *mha = tnt_multi_head_attention(2, 2, NULL);
+    tu_ok(tnt_layer_set_regularizer(mha, "kernel_regularizer", TNT_REG_L2, 0, 0.5f));
+    tnt_ktensor none = {-1}, y = tnt_call_attention(g, mha, q, q, none, none, false);
+    tnt_model *m = tnt_functional(g, 1, &q, 1, &y, "m");
+    if (!m) fail_msg("functional: %s", tnt_last_error());
+    tnt_graph_free(g);
+    compile_sgd(m);
+    float x[3 * 4] = {0}, labels[3 * 4] = {0};
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3, 4), labels, TNT_SHAPE(3, 4), 1, false), 1, false);
+    double expected = 0, loss = 0;
+    int kernels = 0;
+    for (int i = 0; i < tnt_model_num_weights(m); i++) {
+        const char *name;
+        tnt_shape s;
+        float *w;
+        tu_ok(tnt_model_weight(m, i, &name, &s, &w));
+        if (!strstr(name, "/kernel")) continue;
+        kernels++;
+        for (int64_t k = 0; k < tnt_shape_numel(s); k++) expected += 0.5f * (double)w[k] * w[k];
+    }
+    assert_int_equal(kernels, 4);
+    tnt_logs logs;
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &loss));
+    if (fabs(loss - expected) > 1e-6 * expected) fail_msg("loss %.8g, expected the penalty %.8g", loss, expected);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 /* The reference model's JSON spells every rule as Keras 2.3+ does, and reads back to itself. */
 static void test_json_round_trip(void **state) {
     (void)state;
@@ -322,6 +357,7 @@ int main(void) {
         cmocka_unit_test(test_constraints_hold_after_training),
         cmocka_unit_test(test_norm_constraints_equal_numpy),
         cmocka_unit_test(test_activity_layer_and_recurrent_penalty),
+        cmocka_unit_test(test_attention_kernels_penalty),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_spellings),
         cmocka_unit_test(test_regularized_layer_classes),

@@ -37,16 +37,22 @@ tnt_status tnt__layer_set_rule(tnt_layer *l, const tnt__rule *rule) {
     return TNT_OK;
 }
 
-tnt__weight *tnt__rule_weight(tnt_layer *l, const tnt__rule *rule) {
+bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w) {
     /* "kernel_regularizer" -> "kernel"; "recurrent_regularizer" -> "recurrent_kernel" */
     char base[TNT_NAME_MAX], alt[TNT_NAME_MAX + 8];
     size_t n = strlen(rule->key) - strlen(rule->is_constraint ? "_constraint" : "_regularizer");
     snprintf(base, sizeof base, "%.*s", (int)n, rule->key);
     snprintf(alt, sizeof alt, "%s_kernel", base);
-    for (int j = 0; j < l->n_weights; j++)
-        if (!strcmp(l->weights[j].name, base) || !strcmp(l->weights[j].name, alt)) return &l->weights[j];
-    return NULL;
+    const char *slash = strrchr(w->name, '/'); /* MultiHeadAttention's "query/kernel" */
+    return !strcmp(w->name, base) || !strcmp(w->name, alt) || (slash && !strcmp(slash + 1, base));
 }
+
+/* Each weight of l that a rule (or constraint, when constraints) acts on, as (rule, weight). */
+#define FOR_EACH_RULED_WEIGHT(l, constraints, r, w)                                               \
+    for (int i_ = 0; (l)->rules && i_ < (l)->rules->n; i_++)                                      \
+        for (int j_ = 0; j_ < (l)->n_weights; j_++)                                               \
+            if ((r = &(l)->rules->r[i_])->is_constraint == (constraints) &&                       \
+                tnt__rule_applies(r, w = &(l)->weights[j_]))
 
 static double penalty(const tnt__rule *r, const float *v, int64_t n) {
     double s1 = 0, s2 = 0;
@@ -65,20 +71,17 @@ static void add_penalty_grad(const tnt__rule *r, const float *v, float *g, int64
 
 double tnt__layer_weight_penalty(tnt_layer *l) {
     double sum = 0;
-    for (int i = 0; l->rules && i < l->rules->n; i++) {
-        const tnt__rule *r = &l->rules->r[i];
-        tnt__weight *w = r->is_constraint ? NULL : tnt__rule_weight(l, r);
-        if (w) sum += penalty(r, w->value, tnt_shape_numel(w->shape));
-    }
+    const tnt__rule *r;
+    tnt__weight *w;
+    FOR_EACH_RULED_WEIGHT(l, false, r, w) sum += penalty(r, w->value, tnt_shape_numel(w->shape));
     return sum;
 }
 
 void tnt__layer_add_penalty_grads(tnt_layer *l) {
-    for (int i = 0; l->rules && i < l->rules->n; i++) {
-        const tnt__rule *r = &l->rules->r[i];
-        tnt__weight *w = r->is_constraint ? NULL : tnt__rule_weight(l, r);
-        if (w && w->grad) add_penalty_grad(r, w->value, w->grad, tnt_shape_numel(w->shape), 1.0);
-    }
+    const tnt__rule *r;
+    tnt__weight *w;
+    FOR_EACH_RULED_WEIGHT(l, false, r, w)
+        if (w->grad) add_penalty_grad(r, w->value, w->grad, tnt_shape_numel(w->shape), 1.0);
 }
 
 static const tnt__rule *activity_rule(const tnt_layer *l) {
@@ -143,10 +146,9 @@ static tnt_status rescale_norms(const tnt_layer *l, const tnt__rule *r, tnt__wei
 }
 
 tnt_status tnt__layer_apply_constraints(tnt_layer *l) {
-    for (int i = 0; l->rules && i < l->rules->n; i++) {
-        const tnt__rule *r = &l->rules->r[i];
-        tnt__weight *w = r->is_constraint ? tnt__rule_weight(l, r) : NULL;
-        if (!w) continue;
+    const tnt__rule *r;
+    tnt__weight *w;
+    FOR_EACH_RULED_WEIGHT(l, true, r, w) {
         if (r->con.kind == TNT_NON_NEG) {
             int64_t n = tnt_shape_numel(w->shape);
             for (int64_t k = 0; k < n; k++)

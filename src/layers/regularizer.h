@@ -3,8 +3,9 @@
  *
  * A layer keeps them by Keras key, as its config spells them: "kernel_regularizer",
  * "recurrent_constraint", "activity_regularizer". Key "X_regularizer" (or "X_constraint") acts on
- * the layer's weight named X, or X_kernel (recurrent_kernel, depthwise_kernel): a key whose weight
- * the layer lacks (bias_regularizer without a bias) does nothing, as in Keras.
+ * the layer's weights named X, X_kernel (recurrent_kernel, depthwise_kernel) or ending in /X
+ * (MultiHeadAttention's query/kernel, ...): a key whose weight the layer lacks (bias_regularizer
+ * without a bias) does nothing, as in Keras.
  * Semantics (Keras 2): the training loss gains l1 * sum|w| + l2 * sum(w^2) per regularized weight
  * and, per activity regularizer, the same penalty on the layer's output divided by the batch
  * size; constraints project a weight after each optimizer update. */
@@ -33,8 +34,8 @@ struct tnt__rules {
 /* Sets (or with kind NONE removes) the rule of key, without checking that the layer's config has
  * the key (ActivityRegularization, whose config spells its penalty l1 and l2). */
 tnt_status tnt__layer_set_rule(tnt_layer *l, const tnt__rule *rule);
-/* The weight a rule acts on; NULL for the activity regularizer or a weight the layer lacks. */
-tnt__weight *tnt__rule_weight(tnt_layer *l, const tnt__rule *rule);
+/* The rule acts on weight w (never true for the activity regularizer). */
+bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w);
 
 /* l1 * sum|w| + l2 * sum(w^2) over the layer's regularized weights. */
 double tnt__layer_weight_penalty(tnt_layer *l);
