@@ -208,17 +208,8 @@ static void test_attention_kernels_penalty(void **state) {
     compile_sgd(m);
     float x[3 * 4] = {0}, labels[3 * 4] = {0};
     tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3, 4), labels, TNT_SHAPE(3, 4), 1, false), 1, false);
-    double expected = 0, loss = 0;
     int kernels = 0;
-    for (int i = 0; i < tnt_model_num_weights(m); i++) {
-        const char *name;
-        tnt_shape s;
-        float *w;
-        tu_ok(tnt_model_weight(m, i, &name, &s, &w));
-        if (!strstr(name, "/kernel")) continue;
-        kernels++;
-        for (int64_t k = 0; k < tnt_shape_numel(s); k++) expected += 0.5f * (double)w[k] * w[k];
-    }
+    double expected = 0.5 * tu_sum_squares(m, "/kernel", &kernels), loss = 0;
     assert_int_equal(kernels, 4);
     tnt_logs logs;
     tu_ok(tnt_evaluate(m, ds, NULL, &logs));
