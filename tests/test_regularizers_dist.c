@@ -2,7 +2,8 @@
  * under mpirun with 2 and 3 ranks (3: uneven micro-batches). Each rank trains a serial model and
  * a distributed copy with weight penalties, activity penalties (one on the softmax output, whose
  * loss then runs on the probabilities) and MaxNorm/NonNeg constraints: the weights, History and
- * evaluate equal serial within 1e-5, so each penalty counts once, not once per rank. */
+ * evaluate equal serial within 1e-5, so each penalty counts once, not once per rank; a rank with
+ * another regularizer fails everywhere. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -69,6 +70,22 @@ static void test_equals_serial(void **state) {
     tnt_model_free(s), tnt_model_free(d);
 }
 
+/* A rank with another regularizer fails on every rank, naming the model, instead of diverging. */
+static void test_other_regularizer_fails_everywhere(void **state) {
+    (void)state;
+    tnt_model *m = model();
+    tnt_layer *out = tnt_model_get_layer(m, "dense_1");
+    assert_non_null(out);
+    tu_ok(tnt_layer_set_regularizer(out, "kernel_regularizer", TNT_REG_L1, tnt_get_rank() == 1 ? 0.02f : 0.01f, 0));
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH);
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("model");
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 int main(int argc, char **argv) {
     if (tnt_init(&argc, &argv) != TNT_OK) {
         fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
@@ -76,7 +93,8 @@ int main(int argc, char **argv) {
     }
     tu_fill(xs, N_SAMPLES * FEATURES, 21);
     for (int i = 0; i < N_SAMPLES; i++) ys[i] = (float)((xs[i * FEATURES] > 0) + (xs[i * FEATURES + 1] > 0.3f));
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_equals_serial)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_equals_serial),
+                                       cmocka_unit_test(test_other_regularizer_fails_everywhere)};
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();
     return failed;

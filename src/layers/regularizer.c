@@ -1,6 +1,7 @@
 /* regularizer.c: a layer's regularizers and constraints (see regularizer.h): setting them, the
  * penalties and their gradients, and the constraints' projections, as Keras computes them. */
 #include "layers/regularizer.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -100,6 +101,18 @@ double tnt__layer_activity_penalty(const tnt_layer *l, const float *y, int64_t n
 void tnt__layer_add_activity_grad(const tnt_layer *l, const float *y, float *dy, int64_t n, double scale) {
     const tnt__rule *r = activity_rule(l);
     if (r) add_penalty_grad(r, y, dy, n, scale);
+}
+
+uint64_t tnt__layer_rules_hash(const tnt_layer *l, uint64_t h) {
+    for (int i = 0; l->rules && i < l->rules->n; i++) {
+        const tnt__rule *r = &l->rules->r[i];
+        const tnt_constraint *c = &r->con;
+        float v[5] = {r->l1, r->l2, c->max_value, c->min_value, c->rate};
+        int k[3] = {(int)r->reg, (int)c->kind, c->n_axes};
+        h = tnt__fnv1a(h, r->key, strlen(r->key));
+        h = tnt__fnv1a(tnt__fnv1a(tnt__fnv1a(h, v, sizeof v), k, sizeof k), c->axes, (size_t)c->n_axes * sizeof(int));
+    }
+    return h;
 }
 
 /* Index of element i's norm: its position over the axes not reduced. */

@@ -50,6 +50,8 @@ double tnt__layer_activity_penalty(const tnt_layer *l, const float *y, int64_t n
 /* dy += scale * d(penalty)/dy: scale is 1 / the global batch size. */
 void tnt__layer_add_activity_grad(const tnt_layer *l, const float *y, float *dy, int64_t n, double scale);
 bool tnt__layer_has_activity_rule(const tnt_layer *l);
+/* h extended by the layer's rules (keys and values): ranks must train under the same ones. */
+uint64_t tnt__layer_rules_hash(const tnt_layer *l, uint64_t h);
 
 /* ---- Keras configs (regularizer_config.c) -------------------------------------------------- */
 
