@@ -109,8 +109,8 @@ TNT_API tnt_layer *tnt_spatial_dropout2d(float rate, uint64_t seed, const char *
 TNT_API tnt_layer *tnt_gaussian_noise(float stddev, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_gaussian_dropout(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name);
-/* Keras ActivityRegularization: identity; the l1/l2 penalty on its output is not yet added to
- * the loss (it awaits the model's regularization-penalty mechanism). */
+/* Keras ActivityRegularization: identity, whose output adds an activity regularizer L1L2(l1, l2)
+ * to the training loss (see tnt_layer_set_regularizer). */
 TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name);
 
 /* Keras Rescaling: y = x * scale + offset. */
@@ -181,5 +181,38 @@ TNT_API tnt_layer *tnt_zero_padding1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_cropping1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_upsampling1d(int size, const char *name);
 TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts);
+
+/* Keras regularizers: the loss fit and evaluate report (and train) gains l1 * sum|w| + l2 *
+ * sum(w^2) for each regularized weight w, and for an activity regularizer the same penalty on the
+ * layer's output divided by the batch size (Keras 2). key is one of the layer's Keras config keys:
+ * "kernel_regularizer", "bias_regularizer", "recurrent_regularizer", "depthwise_regularizer",
+ * "pointwise_regularizer", "gamma_regularizer", "beta_regularizer", "embeddings_regularizer",
+ * "alpha_regularizer", "activity_regularizer". L1 uses l1, L2 uses l2, L1L2 both (finite, >= 0);
+ * NONE removes it. Set activity regularizers before compile. */
+typedef enum tnt_regularizer_kind { TNT_REG_NONE, TNT_REG_L1, TNT_REG_L2, TNT_REG_L1L2 } tnt_regularizer_kind;
+TNT_API tnt_status tnt_layer_set_regularizer(tnt_layer *l, const char *key, tnt_regularizer_kind kind, float l1,
+                                             float l2);
+
+/* Keras constraints, applied to a weight after each optimizer update. With norms taken over axes
+ * of the weight (Keras's axis: for a Dense kernel (in, out) axis 0 is one norm per output unit):
+ * MaxNorm rescales to at most max_value (0: Keras's 2); NonNeg zeroes negative values; UnitNorm
+ * divides by the norm; MinMaxNorm moves the norm by rate (0: Keras's 1) towards [min_value,
+ * max_value] (max_value 0: Keras's 1). Norms get Keras's epsilon 1e-7. */
+typedef enum tnt_constraint_kind {
+    TNT_CONSTRAINT_NONE,
+    TNT_MAX_NORM,
+    TNT_NON_NEG,
+    TNT_UNIT_NORM,
+    TNT_MIN_MAX_NORM
+} tnt_constraint_kind;
+typedef struct tnt_constraint {
+    tnt_constraint_kind kind;
+    float max_value, min_value, rate;
+    int n_axes;               /* 0: Keras's default axis 0 */
+    int axes[TNT_MAX_DIMS];   /* weight axes, negative from the end */
+} tnt_constraint;
+/* key: "kernel_constraint", "bias_constraint", "recurrent_constraint", ... as for regularizers
+ * (no activity); c NULL or kind NONE removes it. */
+TNT_API tnt_status tnt_layer_set_constraint(tnt_layer *l, const char *key, const tnt_constraint *c);
 
 #endif

@@ -324,7 +324,7 @@ static void test_errors(void **state) {
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\"}}",
                  (const char *const[]){"missing required key \"layers\"", NULL});
     expect_error("{\"config\": {}}", (const char *const[]){"missing required key \"class_name\"", NULL});
-    /* bad activation, bad initializer, regularizers */
+    /* bad activation, bad initializer, an unsupported regularizer */
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"activation\": "
                        "\"swoosh\"}}",
                        (const char *const[]){"\"head\"", "unsupported activation \"swoosh\"", NULL});
@@ -332,8 +332,8 @@ static void test_errors(void **state) {
                        "{\"class_name\": \"Identity\", \"config\": {\"gain\": 1.0}}}}",
                        (const char *const[]){"\"head\"", "unsupported initializer \"Identity\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"kernel_regularizer\": "
-                       "{\"class_name\": \"L2\", \"config\": {\"l2\": 0.01}}}}",
-                       (const char *const[]){"\"kernel_regularizer\" is set", NULL});
+                       "{\"class_name\": \"OrthogonalRegularizer\", \"config\": {\"factor\": 0.01}}}}",
+                       (const char *const[]){"\"head\"", "regularizer \"OrthogonalRegularizer\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": \"three\"}}",
                        (const char *const[]){"\"units\": expected an integer", NULL});
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3],"

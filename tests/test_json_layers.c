@@ -88,9 +88,10 @@ static void test_activation_errors(void **state) {
     tu_error_contains("\"s\" (Softmax)");
     tu_error_contains("2 axes");
     m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"PReLU\", \"config\": {\"name\": \"p\", "
-                                         "\"alpha_regularizer\": {\"class_name\": \"L2\"}}}");
+                                         "\"alpha_regularizer\": {\"class_name\": \"L2\", \"config\": {\"l2\": -1}}}}");
     assert_null(m);
     tu_error_contains("alpha_regularizer");
+    tu_error_contains("l2 -1");
     m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"ELU\", \"config\": {\"name\": \"e\", \"alpha\": \"big\"}}");
     assert_null(m);
     tu_error_contains("\"alpha\"");

@@ -6,6 +6,7 @@
  * file also with the predictions Keras itself stored beside it. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,43 @@ static void test_legacy_optimizer_weights(void **state) {
     }
 }
 
+/* tf.keras 2.2.4-tf: Conv1D, BatchNormalization and MaxPooling1D blocks, then Dense layers, every
+ * kernel with kernel_regularizer L1L2(l1=0, l2=1e-4): predictions as the rebuild, and the loss of
+ * its training configuration (categorical cross-entropy) in evaluate grows by exactly 1e-4 * sum(kernel^2) over the four kernels. */
+static void test_kernel_regularizer(void **state) {
+    (void)state;
+    /* compiled here with a fresh Adam: the file's optimizer weights (tf.keras 2.2 layout) would start afresh anyway */
+    tnt_model *m = load_full(DIR "conv1d_l2_regularized.h5", false);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(1e-3f), .loss = TNT_CATEGORICAL_CROSSENTROPY}));
+    check_predictions(m, "conv1d_l2_regularized");
+    char *json = NULL;
+    tu_ok(tnt_model_to_json(m, &json));
+    assert_non_null(strstr(json, "\"kernel_regularizer\":{\"class_name\":\"L1L2\",\"config\":{\"l1\":0,\"l2\":0.0001}}"));
+    free(json);
+    tnt_shape xs;
+    float *x = tu_load("keras_real/conv1d_l2_regularized_x", &xs), y[2 * 10] = {0};
+    y[3] = y[10 + 7] = 1;
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(2048, 1), y, TNT_SHAPE(10), 2, false), 2, false);
+    int kernels = 0;
+    double penalty = 1e-4f * tu_sum_squares(m, "kernel", &kernels), with = 0, without = 0;
+    assert_int_equal(kernels, 4);
+    tnt_logs logs;
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &with));
+    static const char *const layers[] = {"conv1d", "conv1d_1", "dense", "dense_1"};
+    for (int i = 0; i < 4; i++)
+        tu_ok(tnt_layer_set_regularizer(tnt_model_get_layer(m, layers[i]), "kernel_regularizer", TNT_REG_NONE, 0, 0));
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &without));
+    assert_true(penalty > 1e-4);
+    if (fabs((with - without) - penalty) > 1e-6 * penalty)
+        fail_msg("loss %.10g without penalties %.10g: difference %.10g, expected %.10g", with, without, with - without,
+                 penalty);
+    tnt_dataset_free(ds);
+    free(x);
+    tnt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_batch_norm),
@@ -207,6 +245,7 @@ int main(void) {
         cmocka_unit_test(test_recurrent),
         cmocka_unit_test(test_more_layers),
         cmocka_unit_test(test_legacy_optimizer_weights),
+        cmocka_unit_test(test_kernel_regularizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

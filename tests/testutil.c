@@ -43,3 +43,19 @@ void tu_fill(float *x, int64_t n, uint64_t seed) {
         x[i] = (float)((s >> 40) * (1.0 / 16777216.0) * 2.0 - 1.0);
     }
 }
+
+double tu_sum_squares(tnt_model *m, const char *part, int *count) {
+    double sum = 0;
+    int n = 0;
+    for (int i = 0; i < tnt_model_num_weights(m); i++) {
+        const char *name;
+        tnt_shape s;
+        float *w;
+        tu_ok(tnt_model_weight(m, i, &name, &s, &w));
+        if (!strstr(name, part)) continue;
+        n++;
+        for (int64_t k = 0; k < tnt_shape_numel(s); k++) sum += (double)w[k] * w[k];
+    }
+    if (count) *count = n;
+    return sum;
+}

@@ -31,6 +31,9 @@ void tu_assert_close_(const float *a, const float *b, int64_t n, double rtol, do
         if (!strstr(tnt_last_error(), (needle)))                                                  \
             fail_msg("error \"%s\" does not mention \"%s\"", tnt_last_error(), (needle));          \
     } while (0)
+/* sum(w^2) in double over the model's weights whose name contains part; *count (may be NULL)
+ * receives how many there are. */
+double tu_sum_squares(tnt_model *m, const char *part, int *count);
 /* Deterministic pseudo-random fill in [-1, 1). */
 void tu_fill(float *x, int64_t n, uint64_t seed);
 

@@ -8,6 +8,7 @@
  * models nested in models, and the base keys name and batch_input_shape. trainable and dtype are
  * not read (any value, null included, is accepted): layers here are float32 and trainable. */
 #include "layers/keras_config.h"
+#include "layers/regularizer.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -26,7 +27,7 @@ static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char 
         return NULL;
     }
     const tnt__layer_ops *ops = tnt__layer_class_find(cls);
-    if (ops) return ops->from_config(cfg, &k);
+    if (ops) return tnt__layer_from_config(ops, cfg, &k);
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\": unsupported layer class \"%.64s\"", k.name, cls);
     return NULL;
 }

@@ -6,6 +6,7 @@
  * "inbound_nodes"). The base keys name, trainable, dtype are written here; each layer's own keys
  * by its get_config (in the layer's file, which reads its private fields). */
 #include "layers/keras_config.h"
+#include "layers/regularizer.h"
 #include "model/model.h"
 
 #define KERAS_VERSION "2.11.0"
@@ -31,7 +32,7 @@ static tnt_status layer_to_json(const tnt_layer *l, const tnt_shape *batch_shape
         if (s == TNT_OK && batch_shape) s = tnt__kj_add_batch_shape(c, *batch_shape);
         if (s == TNT_OK && !cJSON_AddStringToObject(c, "dtype", "float32"))
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-        if (s == TNT_OK && l->ops->get_config && (s = l->ops->get_config(l, c)) != TNT_OK)
+        if (s == TNT_OK && (s = tnt__layer_get_config(l, c)) != TNT_OK)
             tnt__error_prefix(s, "to_json: layer \"%s\" (%s): ", l->name, l->ops->class_name);
     }
     if (s != TNT_OK) {

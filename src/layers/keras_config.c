@@ -2,6 +2,7 @@
  * initializers, activations and tuples in Keras's spelling, and reading them back with errors that
  * name the layer, its class and the bad key. */
 #include "layers/keras_config.h"
+#include "layers/regularizer.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -271,8 +272,8 @@ tnt_status tnt__kj_int_list(const cJSON *cfg, const char *key, int max, int *out
 }
 
 tnt_status tnt__kj_check_nulls(const cJSON *cfg, const char *const *keys, const tnt__kj_ctx *k) {
-    for (; *keys; keys++)
-        if (!tnt__kj_absent(tnt__kj_item(cfg, *keys)))
+    for (; *keys; keys++) /* regularizers and constraints: read by tnt__layer_from_config */
+        if (!tnt__kj_is_rule_key(*keys) && !tnt__kj_absent(tnt__kj_item(cfg, *keys)))
             return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "\"%s\" is set (only null is supported)", *keys);
     return TNT_OK;
 }

@@ -43,6 +43,7 @@ void tnt_layer_free(tnt_layer *l) {
         return;
     }
     for (int j = 0; j < l->n_weights; j++) free(l->weights[j].saved);
+    free(l->rules);
     if (l->ops->destroy) l->ops->destroy(l);
     free(l);
 }

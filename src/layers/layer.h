@@ -129,6 +129,7 @@ struct tnt_layer {
     uint64_t seed;            /* set by the model before build: derived from the model seed */
     bool built;
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
+    struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
     void *priv;
 };
 

@@ -11,6 +11,7 @@
  * across ranks. The step seed sits in an 8-byte workspace, 0 meaning "no noise this step". */
 #include "layers/layer.h"
 #include "layers/keras_config.h"
+#include "layers/regularizer.h"
 
 #include <math.h>
 
@@ -236,6 +237,12 @@ tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name) {
                    (double)l2);
         return NULL;
     }
-    return noise_new(&tnt__activity_regularization_ops, (noise_cfg){.kind = ACTIVITY_REG, .rate = l1, .l2 = l2},
-                     name);
+    tnt_layer *l = noise_new(&tnt__activity_regularization_ops,
+                             (noise_cfg){.kind = ACTIVITY_REG, .rate = l1, .l2 = l2}, name);
+    tnt__rule penalty = {.key = "activity_regularizer", .reg = TNT_REG_L1L2, .l1 = l1, .l2 = l2};
+    if (l && tnt__layer_set_rule(l, &penalty) != TNT_OK) {
+        tnt_layer_free(l);
+        return NULL;
+    }
+    return l;
 }

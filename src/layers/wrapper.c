@@ -2,6 +2,7 @@
 #include "layers/wrapper.h"
 
 #include "layers/keras_config.h"
+#include "layers/regularizer.h"
 
 #include <stdio.h>
 
@@ -57,7 +58,11 @@ tnt_layer *tnt__wrapper_inner_from_config(const cJSON *c, const char *key, const
     if (!ops) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "%s: unsupported layer class \"%.64s\"", key, cls->valuestring);
     const cJSON *nm = tnt__kj_item(ic, "name");
     tnt__kj_ctx ik = {cJSON_IsString(nm) ? nm->valuestring : k->name, cls->valuestring};
-    tnt_layer *inner = ops->from_config(ic, &ik);
+    tnt_layer *inner = tnt__layer_from_config(ops, ic, &ik);
     if (!inner) tnt__error_prefix(TNT_ERR_ARG, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
+    if (inner && inner->rules) { /* the wrapper trains its own copies of the inner weights */
+        tnt_layer_free(inner);
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "%s: regularizers and constraints inside a wrapper are not supported", key);
+    }
     return inner;
 }

@@ -88,6 +88,8 @@ struct tnt_model {
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */
+    double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
+                                its samples (Keras divides it by the batch size) */
     bool stop_training;
 
     /* data parallelism */
@@ -131,6 +133,8 @@ typedef struct tnt__step {
     bool parallel;         /* one rank's share of a global batch: collective layers
                               (SyncBatchNormalization) reduce over the ranks */
     struct tnt__reducer *reducer; /* allreduces the gradients backward completes; NULL: none */
+    double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
+                                     penalty by the batch size */
 } tnt__step;
 
 /* The dropout seed of the next training step; counts the step. The masks follow the

@@ -9,6 +9,7 @@
  * order writes it in place, later ones write a temporary that is added. */
 #include "model/model.h"
 #include "comm/comm.h"
+#include "layers/regularizer.h"
 
 #include <stdio.h>
 
@@ -279,12 +280,23 @@ uint64_t tnt__model_training_seed(tnt_model *m) {
     return tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(step + 1)));
 }
 
+/* Keras adds a layer's activity penalty at every call, in inference too. */
+static void add_activity_penalty(tnt_model *m, tnt__plan *p, const tnt__node *n, const float *x) {
+    if (n->layer->rules)
+        m->activity_penalty += tnt__layer_activity_penalty(n->layer, act(m, p, n->out, x),
+                                                           p->batch * tnt_shape_numel(m->tensor_shape[n->out]));
+}
+
 tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st, float **out) {
     if (m->n_inputs > 1) repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
+    m->activity_penalty = 0;
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
-        if (tnt__node_is_alias(n)) continue;
+        if (tnt__node_is_alias(n)) {
+            add_activity_penalty(m, p, n, x);
+            continue;
+        }
         const float *xs[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) xs[k] = act(m, p, n->in[k], x);
         int ok = output_index(m, n->out);
@@ -303,6 +315,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         };
         tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
+        add_activity_penalty(m, p, n, x);
     }
     if (m->n_outputs == 1) {
         *out = tnt__plan_output(m, p, 0, x);
@@ -351,8 +364,17 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
         if (!needs[n->out]) continue;
-        const float *dy = at(m, p->grad_offset[n->out]);
+        float *dy = at(m, p->grad_offset[n->out]);
         int64_t numel = p->batch * tnt_shape_numel(m->tensor_shape[n->out]);
+        int ok = output_index(m, n->out);
+        if (l->rules && tnt__layer_has_activity_rule(l)) {
+            if (ok >= 0 && m->fused_output_loss[ok]) { /* dy is w.r.t. the logits, not the output */
+                s = tnt__error(TNT_ERR_ARG, "layer \"%s\": activity_regularizer set after compile on an output "
+                               "whose loss runs on its logits (set it before compile)", l->name);
+                break;
+            }
+            tnt__layer_add_activity_grad(l, act(m, p, n->out, x), dy, numel, st->activity_grad_scale);
+        }
         if (tnt__node_is_alias(n)) { /* dx is dy, already in place unless it must be added */
             if (p->dx_mode[DX(p, i, 0)] == 2) add_into(at(m, p->grad_offset[n->in[0]]), dy, numel);
             continue;
@@ -363,7 +385,6 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             xs[k] = act(m, p, n->in[k], x);
             dxs[k] = p->dx_mode[DX(p, i, k)] ? at(m, p->dx_offset[DX(p, i, k)]) : NULL;
         }
-        int ok = output_index(m, n->out);
         tnt__bwd_args a = {
             .batch = p->batch,
             .x = xs[0],

@@ -11,6 +11,7 @@
 #include "training/progress.h"
 #include "objectives/loss.h"
 #include "optimizers/optimizer.h"
+#include "layers/regularizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,7 +64,8 @@ static tnt_activation output_activation(const tnt_model *m, int k) {
         for (int j = 0; j < m->nodes[i].n_in; j++)
             if (m->nodes[i].in[j] == t) return TNT_ACT_LINEAR; /* also read by another layer */
     for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].out == t) return m->nodes[i].layer->activation;
+        if (m->nodes[i].out == t) /* an activity penalty needs the gradient w.r.t. the output itself */
+            return tnt__layer_has_activity_rule(m->nodes[i].layer) ? TNT_ACT_LINEAR : m->nodes[i].layer->activation;
     return TNT_ACT_LINEAR;
 }
 
@@ -218,6 +220,31 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
     return s;
 }
 
+/* The weight regularizers' penalty (the same on every rank: the weights are). */
+static double weight_penalty(const tnt_model *m) {
+    double sum = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rules) sum += tnt__layer_weight_penalty(m->layers[i]);
+    return sum;
+}
+
+/* Keras reports the loss plus the regularization penalties (model.losses): the weights' and the
+ * activity penalty of the last forward over its n samples divided by the batch size, counted
+ * once for each of the counted samples (or labelled positions) the pass added to a. Over the
+ * ranks of a step, the shares' activity penalties sum to the global one. */
+static void add_penalties(const tnt_model *m, accum *a, double counted, int64_t n, double weights) {
+    a->loss_sum += counted * (weights + m->activity_penalty / (double)n);
+}
+
+/* After the optimizer update: each rank projects the same weights the same way. */
+static tnt_status apply_constraints(tnt_model *m) {
+    for (int i = 0; i < m->n_layers; i++) {
+        tnt_status s = m->layers[i]->rules ? tnt__layer_apply_constraints(m->layers[i]) : TNT_OK;
+        if (s != TNT_OK) return tnt__error_prefix(s, "fit: ");
+    }
+    return TNT_OK;
+}
+
 /* Multiplies every output's loss gradient by scale. */
 static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scale) {
     for (int k = 0; k < m->n_outputs; k++) {
@@ -256,6 +283,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         if (s == TNT_OK)
             s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
                                  true, &step);
+        if (s == TNT_OK) add_penalties(m, &step, step.loss_count, b.n, weight_penalty(m));
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
     if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
@@ -265,11 +293,18 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
         scale_output_grads(m, p, b.n, counts.positions ? (float)(1.0 / (double)counts.positions) : 0.0f);
     else if (have && !f->split && st.parallel)
         scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
+    st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
     if ((s = tnt__parallel_step_end(&st, s)) != TNT_OK) return s;
+    /* The weight penalties' gradients join the summed data gradients after the allreduce: they
+     * depend on the weights alone, which every rank holds the same, so each rank adds them once,
+     * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
     if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
+    if ((s = apply_constraints(m)) != TNT_OK) return s;
     accum_add(m, acc, &step);
     return 1;
 }
@@ -388,7 +423,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
         }
         if ((local = tnt__model_forward(m, p, b.x.data, &st, &pred)) != TNT_OK) break;
         if (labels) {
+            double counted = acc.loss_count;
             if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, &acc)) != TNT_OK) break;
+            add_penalties(m, &acc, acc.loss_count - counted, b.n, weight_penalty(m));
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
             /* running figures are exact only with one rank; in parallel the bar shows steps */

@@ -6,6 +6,7 @@
 #include "data/dataset.h"
 #include "comm/comm.h"
 #include "optimizers/optimizer.h"
+#include "layers/regularizer.h"
 
 #include <stdio.h>
 
@@ -64,6 +65,7 @@ static uint64_t model_fingerprint(const tnt_model *m) {
         h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
         h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
         for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
+        h = tnt__layer_rules_hash(l, h);
     }
     return h;
 }
