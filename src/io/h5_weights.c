@@ -14,6 +14,7 @@
  * model_weights group. The pieces h5_model.c (whole-model
  * files) shares are the tnt__h5_* functions below (declared there). */
 #include "core/atomic_file.h"
+#include "io/keras_io.h"
 #include "comm/comm.h"
 #include "model/model.h"
 
@@ -54,8 +55,7 @@ static void shape_str(const tnt_shape *s, char *buf, size_t size) {
     if (o < size) snprintf(buf + o, size - o, s->ndim == 1 ? ",)" : ")");
 }
 
-/* The layers of Keras's model.layers: a Sequential model's InputLayer is not listed. */
-static bool keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
+bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
 
 /* A layer's weights in _legacy_weights order: trainable, then non-trainable. */
 static int legacy_weights(tnt_layer *l, tnt__weight **out) {
@@ -242,7 +242,6 @@ static tnt_status write_scalar_str(hid_t obj, const char *name, const char *valu
 
 /* ---- shared with h5_model.c ------------------------------------------------------------------ */
 
-void tnt__h5_quiet(void);
 void tnt__h5_quiet(void) { quiet_hdf5(); }
 tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
 tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
@@ -318,7 +317,7 @@ static tnt_status make_image(tnt_model *m, const char *path, const char *who, co
     }
     int n = 0;
     for (int i = 0; i < m->n_layers; i++)
-        if (keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
+        if (tnt__keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
     /* Keras: groups made in order of layer name */
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_layer_name);
 
@@ -488,6 +487,13 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), root = -1;
     if (f < 0) return tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot open the HDF5 file (truncated or corrupt?)", path);
 
+    if (tnt__keras3_is_layout(f)) { /* model.save_weights("w.weights.h5") of Keras 3 */
+        char where[4096];
+        snprintf(where, sizeof where, "load_weights %s", path);
+        s = tnt__keras3_read_weights(m, f, where);
+        H5Fclose(f);
+        return s;
+    }
     int total_w = 0;
     for (int i = 0; i < m->n_layers; i++) total_w += m->layers[i]->n_weights;
     staged *st = tnt__calloc((size_t)total_w + 1, sizeof *st);
@@ -530,7 +536,7 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
         }
         if (s != TNT_OK) goto done;
         int n_model = 0;
-        for (int i = 0; i < m->n_layers; i++) n_model += keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
+        for (int i = 0; i < m->n_layers; i++) n_model += tnt__keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
         if (n_model != weighted.n) {
             s = tnt__error(TNT_ERR_SHAPE,
                            "load_weights %s: layer count mismatch: the model has %d layer(s) with weights, the file %d",
@@ -540,14 +546,14 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
         int k = 0;
         for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
             tnt_layer *l = m->layers[i];
-            if (!keras_listed(m, l) || !has_weights(l)) continue;
+            if (!tnt__keras_listed(m, l) || !has_weights(l)) continue;
             s = read_layer(root, weighted.s[k++], l, path, st, &n_st);
         }
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
             tnt_layer *l = NULL;
             for (int j = 0; j < m->n_layers && !l; j++)
-                if (keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
+                if (tnt__keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
             if (!l) continue; /* not in the model: ignored */
             s = read_layer(root, names.s[i], l, path, st, &n_st);
         }
