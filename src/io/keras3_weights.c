@@ -134,7 +134,7 @@ static hid_t make_groups(hid_t f, const char *path) {
 
 /* An empty "vars" group at path (Keras makes one for every saveable). */
 static tnt_status empty_vars(hid_t f, const char *at, const char *path) {
-    char p[PATH_MAX_LEN + 8];
+    char p[2 * PATH_MAX_LEN + 8];
     snprintf(p, sizeof p, "%s%svars", at, *at ? "/" : "");
     hid_t g = make_groups(f, p);
     if (g < 0) return tnt__error(TNT_ERR_IO, "%s: cannot create group %s", path, p);
@@ -151,7 +151,18 @@ tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path) {
         if (!paths[i][0]) continue;
         layer_vars v;
         if ((s = layer_vars_of(m->layers[i], &v)) != TNT_OK) break;
-        if (v.n == 0) s = empty_vars(f, paths[i], path);
+        /* Keras makes a vars group for every saveable on the way: layers/lstm/vars (empty), then
+         * layers/lstm/cell/vars */
+        s = empty_vars(f, paths[i], path);
+        for (int k = 0; k < v.n && s == TNT_OK; k++) {
+            char at[2 * PATH_MAX_LEN];
+            snprintf(at, sizeof at, "%s/%s", paths[i], v.sub[k]);
+            for (char *slash = strchr(at + strlen(paths[i]) + 1, '/'); slash && s == TNT_OK; slash = strchr(slash + 1, '/')) {
+                *slash = '\0';
+                s = empty_vars(f, at, path);
+                *slash = '/';
+            }
+        }
         for (int k = 0; k < v.n && s == TNT_OK; k++) {
             char p[2 * PATH_MAX_LEN];
             snprintf(p, sizeof p, "%s%s%s/vars", paths[i], *v.sub[k] ? "/" : "", v.sub[k]);
@@ -224,6 +235,8 @@ static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt
 }
 
 tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path) {
+    tnt_status setup = tnt__model_setup_weights(m);
+    if (setup != TNT_OK) return setup;
     int total = 0;
     for (int i = 0; i < m->n_layers; i++) total += m->layers[i]->n_weights;
     char (*paths)[PATH_MAX_LEN] = tnt__calloc((size_t)m->n_layers + 1, sizeof *paths);
