@@ -313,11 +313,61 @@ static void test_malformed(void **state) {
     tnt_model_free(small), tnt_model_free(m);
 }
 
+
+/* ---- Keras 3 configs ----------------------------------------------------------------------------- */
+
+#define KT(layer, node) "{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 3], \"dtype\": \"float32\", " \
+                        "\"keras_history\": [\"" layer "\", " #node ", 0]}}"
+#define DTYPE "{\"module\": \"keras\", \"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}, \"registered_name\": null}"
+#define DENSE(name, nodes) "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"registered_name\": null, \"name\": \"" name "\", " \
+    "\"config\": {\"name\": \"" name "\", \"dtype\": " DTYPE ", \"units\": 3, \"kernel_initializer\": {\"module\": " \
+    "\"keras.initializers\", \"class_name\": \"GlorotUniform\", \"config\": {\"seed\": null}, \"registered_name\": null}}, " \
+    "\"build_config\": {\"input_shape\": [null, 3]}, \"inbound_nodes\": " nodes "}"
+#define INPUT(name) "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"registered_name\": null, \"name\": \"" name "\", " \
+    "\"config\": {\"batch_shape\": [null, 3], \"dtype\": \"float32\", \"sparse\": false, \"name\": \"" name "\"}, \"inbound_nodes\": []}"
+
+/* Keras 3's Functional calls ({"args", "kwargs"} with keras_history: a list argument, a shared
+ * layer's second call) make the same model as Keras 2's reference lists. */
+static void test_keras3_functional_config(void **state) {
+    (void)state;
+    const char *k3 =
+        "{\"module\": \"keras\", \"class_name\": \"Functional\", \"registered_name\": \"Functional\", \"config\": {\"name\": \"f\", "
+        "\"trainable\": true, \"dtype\": " DTYPE ", \"layers\": [" INPUT("a") ", " INPUT("b") ", "
+        DENSE("shared", "[{\"args\": [" KT("a", 0) "], \"kwargs\": {}}, {\"args\": [" KT("b", 0) "], \"kwargs\": {}}]") ", "
+        "{\"module\": \"keras.layers\", \"class_name\": \"Concatenate\", \"registered_name\": null, \"name\": \"cat\", "
+        "\"config\": {\"name\": \"cat\", \"axis\": -1, \"dtype\": " DTYPE "}, \"inbound_nodes\": [{\"args\": [["
+        KT("shared", 0) ", " KT("shared", 1) "]], \"kwargs\": {}}]}, "
+        DENSE("out", "[{\"args\": [" KT("cat", 0) "], \"kwargs\": {\"training\": false}}]")
+        "], \"input_layers\": [[\"a\", 0, 0], [\"b\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}";
+    const char *k2 =
+        "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", \"layers\": [" INPUT("a") ", " INPUT("b") ", "
+        DENSE("shared", "[[[\"a\", 0, 0, {}]], [[\"b\", 0, 0, {}]]]") ", "
+        "{\"class_name\": \"Concatenate\", \"name\": \"cat\", \"config\": {\"name\": \"cat\", \"axis\": -1}, "
+        "\"inbound_nodes\": [[[\"shared\", 0, 0, {}], [\"shared\", 1, 0, {}]]]}, "
+        DENSE("out", "[[[\"cat\", 0, 0, {}]]]")
+        "], \"input_layers\": [[\"a\", 0, 0], [\"b\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}";
+    tnt_model *m3 = tnt_model_from_json(k3), *m2 = tnt_model_from_json(k2);
+    if (!m3 || !m2) fail_msg("from_json: %s", tnt_last_error());
+    char *j3, *j2;
+    tu_ok(tnt_model_to_json(m3, &j3));
+    tu_ok(tnt_model_to_json(m2, &j2));
+    assert_string_equal(j3, j2);
+    assert_int_equal(m3->n_inputs, 2);
+    free(j3), free(j2);
+    tnt_model_free(m3), tnt_model_free(m2);
+
+    /* a call whose args hold no tensor is named */
+    const char *bad = "{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", \"layers\": [" INPUT("a") ", "
+        DENSE("d", "[{\"args\": [3], \"kwargs\": {}}]") "], \"input_layers\": [[\"a\", 0, 0]], \"output_layers\": [[\"d\", 0, 0]]}}";
+    assert_null(tnt_model_from_json(bad));
+    tu_error_contains("layer \"d\" (Dense) inbound node 0: no input tensor (__keras_tensor__ with keras_history) in args");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_sequential), cmocka_unit_test(test_roundtrip_recurrent),
         cmocka_unit_test(test_resume_bitwise),       cmocka_unit_test(test_format_by_content),
-        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_malformed),            cmocka_unit_test(test_keras3_functional_config),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

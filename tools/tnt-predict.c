@@ -56,13 +56,16 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* The file starts with a JSON object (an architecture); anything else goes to tnt_load_model,
- * which tells .keras zips and .h5 files apart by their magic bytes. */
+/* The file starts with a JSON object (an architecture; a file that cannot be read: its name ends
+ * in .json); anything else goes to tnt_load_model, which tells .keras zips and .h5 files apart by
+ * their magic bytes. */
 static bool json_text(const char *path) {
     FILE *f = fopen(path, "rb");
+    size_t n = strlen(path);
+    if (!f) return n > 5 && !strcmp(path + n - 5, ".json");
     int c = ' ';
-    while (f && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) c = fgetc(f);
-    if (f) fclose(f);
+    while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
+    fclose(f);
     return c == '{';
 }
 
