@@ -7,8 +7,10 @@ PREFIX ?= /usr/local
 DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py libzip-dev
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile
 
-.PHONY: all deps build demo test test-asan bench bench-rnn install clean
+.PHONY: all deps build demo test test-asan fuzz bench bench-rnn install clean
 
 all: build
 
@@ -31,6 +33,20 @@ test-asan: deps
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2
 
+# libFuzzer (clang) on each target for FUZZ_SECONDS, from the committed corpus; new inputs go to
+# build-fuzz/corpus/<target>, crashes to build-fuzz/crash-<target>-* (add them to
+# tests/fuzz/corpus/<target>/ once fixed: ctest replays that folder in every build).
+fuzz:
+	@./scripts/install-deps.sh clang libclang-rt-14-dev $(DEB_PACKAGES)
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTNT_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t && echo "== fuzz_$$t ($(FUZZ_SECONDS) s)" && \
+	  TNT_H5_TIME_LIMIT=5 ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=30 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/crash-$$t- \
+	    build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
 bench: deps build
 	@./scripts/install-deps.sh python3-torch python3-torchvision
 	/usr/bin/python3 bench/run.py --build $(BUILD)
@@ -49,4 +65,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -1,8 +1,58 @@
-/* tarantella_layers.h: more Keras layers (included by tarantella.h, after the core layer
- * constructors; not meant to be included on its own). Shapes exclude the batch axis; axes in
- * Keras's numbering count the batch axis as 0. */
+/* tarantella_layers.h: the Keras layers beyond the basic ones (included by tarantella.h, after
+ * tnt_layer_opts and the basic constructors; not meant to be included on its own). Shapes
+ * exclude the batch axis; axes in Keras's numbering count the batch axis as 0. */
 #ifndef TARANTELLA_LAYERS_H
 #define TARANTELLA_LAYERS_H
+
+/* Keras DepthwiseConv2D: (h, w, c) -> (oh, ow, c * depth_multiplier); depthwise_kernel
+ * (kh, kw, c, depth_multiplier), bias (c * depth_multiplier). opts: strides, padding (valid or
+ * same), dilation, activation, no_bias, kernel_initializer (the depthwise initializer). */
+TNT_API tnt_layer *tnt_depthwise_conv2d(int kernel_h, int kernel_w, int depth_multiplier, const tnt_layer_opts *opts);
+/* Keras SeparableConv2D: a depthwise convolution, then a 1x1 convolution to filters channels;
+ * depthwise_kernel (kh, kw, c, depth_multiplier), pointwise_kernel (1, 1, c * depth_multiplier,
+ * filters), bias (filters). depth_multiplier 0 = 1. */
+TNT_API tnt_layer *tnt_separable_conv2d(int filters, int kernel_h, int kernel_w, int depth_multiplier,
+                                        const tnt_layer_opts *opts);
+/* Keras Embedding: (seq) integer ids stored as floats -> (seq, output_dim); embeddings
+ * (input_dim, output_dim) initialized uniform(-0.05, 0.05). An id outside [0, input_dim) fails
+ * the step with an error naming it. mask_zero: id 0 is padding, and the sequence mask reaches
+ * the layers that support masking (MultiHeadAttention uses it as Keras does). */
+TNT_API tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const char *name);
+/* Keras LayerNormalization over the last axis: gamma (ones), beta (zeros); epsilon 0 = 1e-3. */
+TNT_API tnt_layer *tnt_layer_normalization(float epsilon, const char *name);
+/* Keras Permute: dims is a permutation of 1..n of the non-batch axes (1-based, as Keras). */
+TNT_API tnt_layer *tnt_permute(int n, const int *dims, const char *name);
+/* Keras RepeatVector: (features) -> (n, features). */
+TNT_API tnt_layer *tnt_repeat_vector(int n, const char *name);
+/* Keras SyncBatchNormalization: BatchNormalization whose training statistics (mean and variance,
+ * and the gradient sums in backward) are reduced over all ranks of a distributed model, so that
+ * the result equals BatchNormalization on the whole global batch. Same weights and defaults. */
+TNT_API tnt_layer *tnt_sync_batch_normalization(float momentum, float epsilon, const char *name);
+
+/* Merge layers: called on two or more inputs of equal shape (Subtract: exactly two).
+ * Concatenate joins along axis (Keras: -1 = last; counts the batch axis as 0, so axis 1 is the
+ * first non-batch axis); the other dimensions must agree. */
+TNT_API tnt_layer *tnt_add(const char *name);
+TNT_API tnt_layer *tnt_subtract(const char *name);
+TNT_API tnt_layer *tnt_multiply(const char *name);
+TNT_API tnt_layer *tnt_average(const char *name);
+TNT_API tnt_layer *tnt_maximum(const char *name);
+TNT_API tnt_layer *tnt_minimum(const char *name);
+TNT_API tnt_layer *tnt_concatenate(int axis, const char *name);
+
+/* Keras MultiHeadAttention. Call it with tnt_call_attention. Weights in Keras order:
+ * query/kernel (dq, heads, key_dim), query/bias (heads, key_dim), key/kernel (dk, heads,
+ * key_dim), key/bias, value/kernel (dv, heads, value_dim), value/bias (heads, value_dim),
+ * attention_output/kernel (heads, value_dim, out), attention_output/bias (out). */
+typedef struct tnt_attention_opts {
+    const char *name;
+    int value_dim;     /* 0 = key_dim */
+    float dropout;     /* on the attention probabilities, training only */
+    bool no_bias;      /* use_bias=False */
+    int output_dim;    /* Keras output_shape; 0 = the query's last dimension */
+    tnt_initializer kernel_initializer, bias_initializer;
+} tnt_attention_opts;
+TNT_API tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tnt_attention_opts *opts);
 
 /* Keras ReLU: y = (x > threshold ? x : 0) clipped to [0, max_value], minus
  * negative_slope * max(threshold - x, 0). max_value INFINITY: none (Keras None). */
@@ -65,5 +115,58 @@ TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *n
 
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
+
+/* Recurrent layers (Keras LSTM, GRU, SimpleRNN) over (timesteps, features) -> (units), or
+ * (timesteps, units) with return_sequences. Weights in Keras layout: kernel (features, g*units),
+ * recurrent_kernel (units, g*units), bias, with g gates: LSTM 4 (i, f, c, o), GRU 3 (z, r, h),
+ * SimpleRNN 1. Bias: LSTM and SimpleRNN (g*units); GRU (2, 3*units) (input and recurrent
+ * biases) with reset_after, (3*units) without. A sequence mask (Embedding mask_zero) reaches
+ * them in a graph: masked steps keep the previous state and output (zeros with
+ * zero_output_for_mask). Dropout masks are drawn per global sample index, so a data-parallel
+ * step draws what a serial one does. */
+typedef struct tnt_rnn_opts {
+    const char *name;
+    const char *activation;           /* Keras name; NULL: "tanh" */
+    const char *recurrent_activation; /* NULL: "sigmoid" (LSTM, GRU); "hard_sigmoid" is Keras 2's
+                                         clip(0.2x + 0.5, 0, 1), "hard_sigmoid_v3" Keras 3's
+                                         relu6(x + 3) / 6 */
+    bool return_sequences;
+    bool return_state;       /* not supported (a layer has one output): an error */
+    bool go_backwards;       /* process the sequence reversed (the output sequence too, as Keras) */
+    bool stateful;           /* not supported: an error */
+    bool no_bias;            /* use_bias=False */
+    bool no_unit_forget_bias; /* LSTM: unit_forget_bias=False (default: forget bias starts at 1) */
+    bool reset_before;       /* GRU: reset_after=False (Keras 1/2.2 GRU) */
+    bool zero_output_for_mask;
+    float dropout, recurrent_dropout; /* in [0, 1) */
+    tnt_initializer kernel_initializer;    /* default glorot_uniform */
+    tnt_initializer recurrent_initializer; /* default orthogonal */
+    tnt_initializer bias_initializer;      /* default zeros */
+} tnt_rnn_opts;
+TNT_API tnt_layer *tnt_lstm(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_gru(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_simple_rnn(int units, const tnt_rnn_opts *opts);
+/* Keras 2's CuDNNLSTM and CuDNNGRU: the same math (tanh/sigmoid, GRU reset_after) with cuDNN's
+ * double bias: LSTM (8*units) whose two halves add up, GRU (6*units) = input then recurrent. */
+TNT_API tnt_layer *tnt_cudnn_lstm(int units, const tnt_rnn_opts *opts);
+TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
+
+/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
+typedef enum tnt_merge_mode {
+    TNT_MERGE_CONCAT = 0,
+    TNT_MERGE_SUM,
+    TNT_MERGE_MUL,
+    TNT_MERGE_AVE,
+    TNT_MERGE_NONE
+} tnt_merge_mode;
+/* Keras Bidirectional over a recurrent layer (consumed): forward runs it, backward runs
+ * backward_layer (consumed; NULL: a copy of forward with go_backwards flipped), whose output
+ * sequence is reversed back before the merge. Weights: the forward layer's, then the backward
+ * one's, named "forward_<name>/kernel", ... as Keras 2 files have them. */
+TNT_API tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_merge_mode mode,
+                                     const char *name);
+/* Keras TimeDistributed: applies inner (consumed; any single-input layer) to every timestep:
+ * (T, ...) -> (T, inner's output...), as one call on batch * T samples. */
+TNT_API tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name);
 
 #endif

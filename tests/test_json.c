@@ -342,6 +342,19 @@ static void test_errors(void **state) {
     /* shape errors from the model name the layer */
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3]}}",
                        (const char *const[]){"Conv2D", "\"c\"", NULL});
+    /* sizes, strides and rates of 0 or below: named, never read as the default 1 */
+    expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c0\", \"filters\": 3, \"kernel_size\": 3, "
+                       "\"strides\": [0, 0]}}",
+                       (const char *const[]){"\"c0\"", "Conv2D", "key \"strides\": value 0 (expected >= 1)", NULL});
+    expect_layer_error("{\"class_name\": \"Conv1D\", \"config\": {\"name\": \"c1\", \"filters\": 3, \"kernel_size\": 3, "
+                       "\"dilation_rate\": [0]}}",
+                       (const char *const[]){"\"c1\"", "key \"dilation_rate\": value 0", NULL});
+    expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c2\", \"filters\": 3, \"kernel_size\": [3, -2]}}",
+                       (const char *const[]){"\"c2\"", "key \"kernel_size\": value -2", NULL});
+    expect_layer_error("{\"class_name\": \"MaxPooling2D\", \"config\": {\"name\": \"p\", \"pool_size\": [2, 0]}}",
+                       (const char *const[]){"\"p\"", "MaxPooling2D", "key \"pool_size\": value 0", NULL});
+    expect_layer_error("{\"class_name\": \"MaxPooling1D\", \"config\": {\"name\": \"p1\", \"strides\": -1}}",
+                       (const char *const[]){"\"p1\"", "key \"strides\": value -1", NULL});
     /* nested models */
     expect_layer_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"inner\", \"layers\": []}}",
                        (const char *const[]){"nested model \"inner\"", "no layers", NULL});

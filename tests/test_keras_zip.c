@@ -87,7 +87,9 @@ static void assert_same_predictions(tnt_model *a, tnt_model *b, tnt_shape sample
 
 static void assert_same_weights(tnt_model *a, tnt_model *b) {
     assert_int_equal(a->n_params, b->n_params);
+    assert_int_equal(a->n_state, b->n_state);
     assert_bitwise(a->params, b->params, a->n_params, "weights");
+    assert_bitwise(a->state, b->state, a->n_state, "non-trainable weights");
 }
 
 static void assert_same_optimizer(tnt_model *a, tnt_model *b) {

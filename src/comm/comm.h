@@ -36,6 +36,10 @@ tnt_status tnt__check_same(const char *who, const char *const *names, const uint
  * status with the message of the lowest failing rank ("rank 1: ..."). */
 tnt_status tnt__agree(tnt_status local, int64_t *sums, int k);
 
+/* Where training is (epoch and step from 1; phase a string literal), for the stall inspector's
+ * account of a rank that stopped arriving at collectives (TNT_STALL_CHECK_SECONDS). */
+void tnt__comm_set_position(int64_t epoch, int64_t step, const char *phase);
+
 /* FNV-1a, for fingerprints */
 uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len);
 

@@ -4,13 +4,14 @@
  * boundary once it holds threshold bytes. During backward the compute thread reports the
  * finished prefix of the buffer; each bucket inside it is started at once, in plan order, with
  * MPI_Allreduce(MPI_IN_PLACE) on its slice: no packing copy. Two engines:
- *  - thread: a comm thread runs blocking allreduces from a queue (MPI_THREAD_SERIALIZED: only it
- *    calls MPI during backward; the compute thread calls MPI again only after finish_step);
+ *  - thread: a comm thread runs the allreduces of a queue one after the other, each waited for
+ *    by tnt__wait (MPI_THREAD_SERIALIZED: only it calls MPI during backward; the compute thread
+ *    calls MPI again only after finish_step);
  *  - nonblocking: MPI_Iallreduce, progressed with MPI_Testall whenever backward reports.
+ * Waits sleep between polls and feed the stall inspector (wait.c).
  * Every rank has the same plan and issues the same collectives in the same order. */
-#include "comm/comm.h"
+#include "comm/wait.h"
 
-#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -53,8 +54,10 @@ static void *comm_thread(void *arg) {
         bucket b = r->buckets[r->completed];
         pthread_mutex_unlock(&r->mu);
         double t0 = tnt__now();
-        int rc = MPI_Allreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT,
-                               MPI_SUM, MPI_COMM_WORLD);
+        MPI_Request rq;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM,
+                                MPI_COMM_WORLD, &rq);
+        if (rc == MPI_SUCCESS) rc = tnt__wait(1, &rq, "gradient allreduce");
         double dt = tnt__now() - t0;
         pthread_mutex_lock(&r->mu);
         r->comm_seconds += dt;
@@ -186,7 +189,7 @@ tnt_status tnt__reducer_finish_step(tnt__reducer *r) {
     double t0 = tnt__now();
     int err = 0;
     if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
-        err = MPI_Waitall(r->started, r->requests, MPI_STATUSES_IGNORE);
+        err = tnt__wait(r->started, r->requests, "gradient allreduce");
         r->comm_seconds += tnt__now() - t0; /* only the waited part is measurable here */
     } else {
         pthread_mutex_lock(&r->mu);

@@ -1,9 +1,9 @@
 /* world.c: MPI start-up and the collectives the runtime needs, each with its error checked and
  * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1: tnt_init
  * decides); a program started on its own is one rank with no MPI at all. */
-#include "comm/comm.h"
+#include "comm/wait.h"
+#include "core/config.h"
 
-#include <mpi.h>
 #include <stdio.h>
 
 static struct {
@@ -21,6 +21,14 @@ static tnt_status mpi_error(int code, const char *call) {
 #define MPI_CHECK(call)                                                                           \
     do {                                                                                          \
         int rc_ = (call);                                                                         \
+        if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
+    } while (0)
+/* A collective started nonblocking (its request is rq_) and waited for by tnt__wait. */
+#define MPI_COLLECTIVE(call, what)                                                                \
+    do {                                                                                          \
+        MPI_Request rq_;                                                                          \
+        int rc_ = (call);                                                                         \
+        if (rc_ == MPI_SUCCESS) rc_ = tnt__wait(1, &rq_, what);                                   \
         if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
     } while (0)
 
@@ -43,12 +51,16 @@ tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world.size));
     world.active = world.size > 1;
+    const tnt__config *c = tnt__config_get();
+    if (world.active)
+        MPI_CHECK(tnt__wait_init(world.rank, world.size, c->stall_check_seconds, c->stall_shutdown_seconds));
     return TNT_OK;
 }
 
 void tnt__world_finalize(void) {
     int fin = 0;
     MPI_Finalized(&fin);
+    if (world.active && !fin) tnt__wait_finalize();
     if (world.initialized_by_us && !fin) MPI_Finalize();
     world.initialized_by_us = false;
     world.active = false;
@@ -66,33 +78,36 @@ bool tnt__world_active(void) { return world.active; }
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM,
+                                      MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__allreduce_sum_f32(float *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM,
+                                      MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__bcast_f32(float *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_CHECK(MPI_Bcast(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, 0, MPI_COMM_WORLD));
+        MPI_COLLECTIVE(MPI_Ibcast(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, 0, MPI_COMM_WORLD, &rq_),
+                       "broadcast");
     return TNT_OK;
 }
 
 tnt_status tnt__barrier(void) {
     if (!world.active) return TNT_OK;
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Ibarrier(MPI_COMM_WORLD, &rq_), "barrier");
     return TNT_OK;
 }
 
@@ -107,7 +122,7 @@ tnt_status tnt__gatherv_f32(const float *x, int64_t n, bool all, float **out, in
         memcpy(*out, x, (size_t)n * sizeof(float));
         return TNT_OK;
     }
-    MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT64_T, counts, 1, MPI_INT64_T, MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Iallgather(&n, 1, MPI_INT64_T, counts, 1, MPI_INT64_T, MPI_COMM_WORLD, &rq_), "gather");
     int64_t total = 0;
     for (int r = 0; r < p; r++) {
         displs[r] = total;
@@ -123,8 +138,10 @@ tnt_status tnt__gatherv_f32(const float *x, int64_t n, bool all, float **out, in
         return tnt__error(TNT_ERR_NOMEM, "gather: out of memory for %lld floats", (long long)total);
     }
     for (int r = 0; r < p; r++) ic[r] = (int)counts[r], id[r] = (int)displs[r];
-    int rc = all ? MPI_Allgatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, MPI_COMM_WORLD)
-                 : MPI_Gatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    int rc = all ? MPI_Iallgatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, MPI_COMM_WORLD, &rq)
+                 : MPI_Igatherv(x, (int)n, MPI_FLOAT, buf, ic, id, MPI_FLOAT, 0, MPI_COMM_WORLD, &rq);
+    if (rc == MPI_SUCCESS) rc = tnt__wait(1, &rq, "gather");
     free(ic), free(id);
     if (rc != MPI_SUCCESS) {
         free(buf);
@@ -146,7 +163,9 @@ tnt_status tnt__check_same(const char *who, const char *const *names, const uint
     int p = world.size;
     uint64_t *all = malloc((size_t)p * (size_t)k * sizeof(uint64_t));
     if (!all) return tnt__error(TNT_ERR_NOMEM, "%s: out of memory checking ranks", who);
-    int rc = MPI_Allgather(values, k, MPI_UINT64_T, all, k, MPI_UINT64_T, MPI_COMM_WORLD);
+    MPI_Request rq;
+    int rc = MPI_Iallgather(values, k, MPI_UINT64_T, all, k, MPI_UINT64_T, MPI_COMM_WORLD, &rq);
+    if (rc == MPI_SUCCESS) rc = tnt__wait(1, &rq, "configuration check");
     if (rc != MPI_SUCCESS) {
         free(all);
         return mpi_error(rc, "MPI_Allgather");
@@ -171,12 +190,12 @@ tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
     if (k > 7) return tnt__error(TNT_ERR_ARG, "agree: %d values (at most 7)", k);
     buf[0] = local != TNT_OK;
     if (k) memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "agreement");
     if (k) memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
     if (buf[0] == 0) return TNT_OK;
     /* the lowest failing rank tells everyone its status and message */
     int me = local != TNT_OK ? world.rank : world.size, first;
-    MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Iallreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &rq_), "agreement");
     struct {
         int32_t status;
         char msg[1000];
@@ -185,7 +204,7 @@ tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
         report.status = (int32_t)local;
         snprintf(report.msg, sizeof report.msg, "%s", tnt_last_error());
     }
-    MPI_CHECK(MPI_Bcast(&report, (int)sizeof report, MPI_BYTE, first, MPI_COMM_WORLD));
+    MPI_COLLECTIVE(MPI_Ibcast(&report, (int)sizeof report, MPI_BYTE, first, MPI_COMM_WORLD, &rq_), "agreement");
     if (world.rank == first) return local;
     return tnt__error((tnt_status)report.status, "rank %d: %s", first, report.msg);
 }

@@ -1,9 +1,12 @@
 /* atomic_file.c: write a file so that a reader sees the old file or the new one, never a torn
  * one: fill a temp file in the same directory, fsync it, rename it over the target, fsync the
- * directory. */
+ * directory. Temp files of writers that died (kill -9 during a save) are removed by the next
+ * write to the same path. */
 #include "core/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,29 @@ static tnt_status fsync_path(const char *p, bool dir) {
     if (rc != 0 && !(dir && (e == EINVAL || e == EBADF)))
         return tnt__error(TNT_ERR_IO, "%s: fsync failed: %s", p, strerror(e));
     return TNT_OK;
+}
+
+/* Removes dir/base.tmp.PID for every PID that is no process here. (On a directory shared between
+ * hosts a PID may be another host's live writer: only the master writes shared files.) */
+static void remove_dead_temps(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t blen = strlen(base);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(n + blen + 5, &end, 10);
+        if (errno || *end || pid <= 0 || n[blen + 5] < '0' || n[blen + 5] > '9') continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (EPERM: someone else's) */
+        char *p = malloc(strlen(dir) + strlen(n) + 2);
+        if (!p) break;
+        sprintf(p, "%s/%s", dir, n);
+        unlink(p);
+        free(p);
+    }
+    closedir(d);
 }
 
 tnt_status tnt__atomic_write_path(const char *path, tnt__write_fn fill, void *ctx) {
@@ -36,6 +62,7 @@ tnt_status tnt__atomic_write_path(const char *path, tnt__write_fn fill, void *ct
         memcpy(dir, path, (size_t)(slash - path));
         dir[slash - path] = '\0';
     }
+    remove_dead_temps(dir, slash ? slash + 1 : path);
     tnt_status s = fill(tmp, ctx);
     if (s == TNT_OK) s = fsync_path(tmp, false);
     if (s == TNT_OK && rename(tmp, path) != 0)

@@ -47,6 +47,9 @@ static const setting settings[] = {
     FLAG("TNT_FORCE_MPI", force_mpi),
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
+    INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
+    INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
+    INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),
@@ -58,6 +61,7 @@ static const tnt__config defaults = {
     .stdout_tty = -1,
     .fusion_threshold_kb = 32,
     .comm_mode = TNT_COMM_MODE_THREAD,
+    .stall_check_seconds = 60, /* as Horovod */
 };
 
 static tnt__config current = defaults;

@@ -23,6 +23,8 @@ tnt_status tnt__error_prefix(tnt_status status, const char *fmt, ...)
 #endif
     ;
 void tnt__error_clear(void);
+/* How many errors (tnt__error, tnt_set_error) this process has raised, on any thread. */
+uint64_t tnt__error_count(void);
 
 /* 64-byte aligned allocation, zero-filled; NULL (with tnt__error set) on failure. Free with
  * tnt__free. */

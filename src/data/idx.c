@@ -47,9 +47,10 @@ static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int6
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tnt__error(TNT_ERR_IO, "idx: \"%s\": %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) { /* open() accepts directories */
+    int e = fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0; /* open() accepts directories */
+    if (e) {
         close(fd);
-        return tnt__error(TNT_ERR_IO, "idx: \"%s\": %s", path, strerror(EISDIR));
+        return tnt__error(TNT_ERR_IO, "idx: \"%s\": %s", path, strerror(e));
     }
     gzFile gz = gzdopen(fd, "rb");
     if (!gz) {
@@ -98,29 +99,60 @@ static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int6
         }
         total *= dims[i];
     }
+    if (dims[0] == 0) {
+        s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": declares 0 samples (an empty file is no dataset)", path);
+        goto done;
+    }
+    /* A plain file's size is known: the declared data must be exactly what follows the header,
+     * checked before anything is allocated (a 16-byte file may declare terabytes). */
+    int64_t have = (int64_t)st.st_size - (4 + 4 * ndim);
+    if (S_ISREG(st.st_mode) && gzdirect(gz) && have != total) {
+        s = have < total ? tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": truncated: expected %lld data bytes, got %lld",
+                                      path, (long long)total, (long long)have)
+                         : tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": %lld bytes of trailing junk after the %lld data "
+                                      "bytes the header declares", path, (long long)(have - total), (long long)total);
+        goto done;
+    }
     /* images of 3-D files are (rows, cols) and get a channel axis, as Keras expects (NHWC) */
     tnt_shape shape = {.ndim = ndim - 1};
     for (int i = 1; i < ndim; i++) shape.dim[i - 1] = dims[i];
     if (ndim == 3) shape.dim[shape.ndim++] = 1;
-    unsigned char *data = malloc(total ? (size_t)total : 1);
-    if (!data) {
-        s = tnt__error(TNT_ERR_NOMEM, "idx: \"%s\": out of memory for %lld bytes", path, (long long)total);
-        goto done;
+    /* a compressed file's size is known only by decompressing: the buffer grows with the data
+     * that really arrives, never to more than twice of it */
+    unsigned char *data = NULL;
+    got = 0;
+    for (int64_t cap = gzdirect(gz) ? total : TNT_MIN(total, (int64_t)1 << 20);; cap = TNT_MIN(total, 2 * cap)) {
+        unsigned char *p = realloc(data, cap ? (size_t)cap : 1);
+        if (!p) {
+            free(data);
+            s = tnt__error(TNT_ERR_NOMEM, "idx: \"%s\": out of memory for %lld bytes", path, (long long)cap);
+            goto done;
+        }
+        data = p;
+        int64_t r = read_full(gz, data + got, cap - got, &zmsg);
+        got += TNT_MAX(r, 0);
+        if (got < cap || cap == total) break;
     }
-    got = read_full(gz, data, total, &zmsg);
     if (got < total) {
         free(data);
         s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": truncated: expected %lld data bytes, got %lld%s",
-                       path, (long long)total, (long long)TNT_MAX(got, 0), zlib_note(zmsg, note, sizeof note));
+                       path, (long long)total, (long long)got, zlib_note(zmsg, note, sizeof note));
         goto done;
     }
-    /* one read past the data makes zlib check the gzip trailer (CRC and length) */
+    /* one read past the data makes zlib check the gzip trailer (CRC and length); a byte there
+     * is data the header does not declare */
     unsigned char extra;
-    int code = Z_OK;
-    if (gzread(gz, &extra, 1) < 0 || (gzerror(gz, &code), code != Z_OK)) {
+    int code = Z_OK, r = gzread(gz, &extra, 1);
+    if (r < 0 || (gzerror(gz, &code), code != Z_OK)) {
         free(data);
         s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": corrupt or truncated gzip stream%s", path,
                        zlib_note(gzerror(gz, &code), note, sizeof note));
+        goto done;
+    }
+    if (r > 0) {
+        free(data);
+        s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": trailing junk after the %lld data bytes the header declares",
+                       path, (long long)total);
         goto done;
     }
     *col = (tnt__column){.data = data, .dtype = TNT__U8, .shape = shape, .own = TNT__OWN_FREE, .base = data};

@@ -165,10 +165,17 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
         }
         total *= dims[i];
     }
+    /* with no samples, nothing bounds the sample shape (a later batch of 2G-value samples) */
+    if (dims[0] == 0) {
+        s = tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": shape has 0 samples (an empty array is no dataset)", path);
+        goto fail;
+    }
     size_t need = (size_t)total * tnt__dtype_size(dt), have = size - start - hlen;
-    if (have < need) {
-        s = tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": truncated: expected %zu data bytes, file has %zu", path,
-                       need, have);
+    if (have != need) {
+        s = have < need ? tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": truncated: expected %zu data bytes, file has %zu",
+                                     path, need, have)
+                        : tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": %zu bytes of trailing junk after the %zu data "
+                                     "bytes the header declares", path, have - need, need);
         goto fail;
     }
     *col = (tnt__column){.data = map + start + hlen, .dtype = dt, .shape = shape,

@@ -19,7 +19,7 @@
  * (a loaded model trains on with that constant rate). Keras creates SGD's "m" slot even without
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
-#include "core/atomic_file.h"
+#include "io/h5.h"
 #include "io/keras_io.h"
 #include "layers/keras_config.h"
 
@@ -30,18 +30,9 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-/* from h5_weights.c */
-typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
-tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
-                        const char *group, tnt__h5_extra_fn extra, void *ctx);
-tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
-tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
-tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
+#include <sys/stat.h>
 
 #define TNT__KERAS_VERSION "2.15.0" /* as h5_weights.c writes */
 
@@ -138,13 +129,11 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
     if (s == TNT_OK) s = tnt__h5_write_names(g, "weight_names", L.names, L.n, path);
     if (s == TNT_OK) {
         H5Pset_create_intermediate_group(lcpl, 1);
-        hid_t space = H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[0], H5T_STD_I64LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[0], H5T_STD_I64LE, &(tnt_shape){.ndim = 0}, lcpl);
         int64_t it = m->optimizer->iterations;
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[0]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
         int k, v;
@@ -156,14 +145,10 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
                            path, L.owner[v]->name, w->name);
             break;
         }
-        hsize_t dims[TNT_MAX_DIMS];
-        for (int i = 0; i < w->shape.ndim; i++) dims[i] = (hsize_t)w->shape.dim[i];
-        hid_t space = w->shape.ndim ? H5Screate_simple(w->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, L.names[1 + e], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, L.names[1 + e], H5T_IEEE_F32LE, &w->shape, lcpl);
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
             s = tnt__error(TNT_ERR_IO, "save_model %s: cannot write optimizer_weights/%s", path, L.names[1 + e]);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     if (lcpl >= 0) H5Pclose(lcpl);
     if (g >= 0) H5Gclose(g);
@@ -422,10 +407,12 @@ done:
     return s;
 }
 
-/* Restores iterations and slots from optimizer_weights (all checked before anything changes). */
-static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
+/* Reads the iteration count and the slots of optimizer_weights into *it and slots (slot k at
+ * slots + k * n_params, laid out as m->params); *it = -1 when the file has none. */
+static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_t *it, float *slots) {
     if (H5Lexists(f, "optimizer_weights", H5P_DEFAULT) <= 0) {
         tnt_log(TNT_LOG_WARNING, "load_model %s: no optimizer_weights: the optimizer starts afresh", path);
+        *it = -1; /* the caller leaves the optimizer as compiled */
         return TNT_OK;
     }
     opt_layout L;
@@ -435,8 +422,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
     char **names = NULL;
     int n = 0;
     bool found = false;
-    float *stage = NULL;
-    int64_t it = 0;
     if (g < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open group optimizer_weights", path);
     if (s == TNT_OK) s = tnt__h5_read_strs(g, "weight_names", path, &names, &n, &found);
     if (s == TNT_OK && !found) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights has no weight_names", path);
@@ -449,8 +434,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
         if (strcmp(names[i], L.names[i]) != 0)
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: optimizer_weights: variable %d is \"%s\", expected \"%s\"", path,
                            i, names[i], L.names[i]);
-    if (s == TNT_OK && L.ns > 0 && !(stage = malloc((size_t)(L.ns * m->n_params) * sizeof(float))))
-        s = tnt__error(TNT_ERR_NOMEM, "load_model: out of memory");
     for (int i = 0; i < L.n && s == TNT_OK; i++) {
         hid_t d = H5Oexists_by_name(g, L.names[i], H5P_DEFAULT) > 0 ? H5Dopen2(g, L.names[i], H5P_DEFAULT) : -1;
         if (d < 0) {
@@ -464,9 +447,9 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
-            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it) < 0 || it < 0)
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[0]);
+            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, it) < 0 || *it < 0)
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
+                               *it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
             int k, v;
             slot_entry(m->optimizer, L.ns, L.nw, i - 1, &k, &v);
@@ -482,27 +465,14 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
                        H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                               stage + (size_t)k * (size_t)m->n_params + (size_t)(w->value - m->params)) < 0) {
-                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (truncated or corrupt file?)",
-                               path, L.names[i]);
+                               slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
+                s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
+                               tnt__h5_read_failure());
             }
         }
         if (space >= 0) H5Sclose(space);
         H5Dclose(d);
     }
-    if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
-    if (s == TNT_OK) {
-        /* weights that are not trainable have no slots: the slices read cover all of them */
-        for (int e = 0; e < L.n - 1; e++) {
-            int k, v;
-            slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-            const tnt__weight *w = L.w[v];
-            size_t off = (size_t)(w->value - m->params);
-            memcpy(slot_slice(m, k, w), stage + (size_t)k * (size_t)m->n_params + off,
-                   (size_t)tnt_shape_numel(w->shape) * sizeof(float));
-        }
-    }
-    free(stage);
     if (names) free_strs(names, n);
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
@@ -513,17 +483,6 @@ static tnt_status restore_optimizer(tnt_model *m, hid_t f, const char *path) {
 
 /* Keras 3's optimizer.variables: iterations (int64), learning_rate (float32), then the slots in
  * the order of Keras 2.11+ (slot_entry), stored as <group>/vars/<index>. */
-static tnt_status write_scalar(hid_t g, const char *name, hid_t file_type, hid_t mem_type, const void *v, const char *path) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t d = space >= 0 ? H5Dcreate2(g, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
-    tnt_status s = d >= 0 && H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0
-                       ? TNT_OK
-                       : tnt__error(TNT_ERR_IO, "%s: cannot write optimizer/vars/%s", path, name);
-    if (d >= 0) H5Dclose(d);
-    if (space >= 0) H5Sclose(space);
-    return s;
-}
-
 tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *path) {
     opt_layout L;
     tnt_status s = layout_make(m, &L);
@@ -531,32 +490,29 @@ tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *pa
     hid_t g = H5Gcreate2(group, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int64_t it = m->optimizer->iterations;
     float lr = tnt_optimizer_get_lr(m->optimizer);
+    const tnt_shape scalar = {0};
     if (g < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot create group optimizer/vars", path);
-    if (s == TNT_OK) s = write_scalar(g, "0", H5T_STD_I64LE, H5T_NATIVE_INT64, &it, path);
-    if (s == TNT_OK) s = write_scalar(g, "1", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &lr, path);
-    for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
-        int k, v;
-        slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-        const tnt__weight *w = L.w[v];
-        const float *data = slot_slice(m, k, w);
-        hsize_t dims[TNT_MAX_DIMS];
-        for (int i = 0; i < w->shape.ndim; i++) dims[i] = (hsize_t)w->shape.dim[i];
+    for (int e = -2; e < L.n - 1 && s == TNT_OK; e++) {
+        int k = 0, v = 0;
+        if (e >= 0) slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
+        const float *data = e >= 0 ? slot_slice(m, k, L.w[v]) : NULL;
         char name[16];
         snprintf(name, sizeof name, "%d", 2 + e);
-        hid_t space = w->shape.ndim ? H5Screate_simple(w->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 && data ? H5Dcreate2(g, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
-        if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-            s = tnt__error(TNT_ERR_IO, "%s: cannot write optimizer/vars/%s (%s)", path, name, L.names[1 + e]);
+        hid_t d = tnt__h5_create_dataset(g, name, e == -2 ? H5T_STD_I64LE : H5T_IEEE_F32LE, e >= 0 ? &L.w[v]->shape : &scalar,
+                                         H5P_DEFAULT);
+        herr_t w = d < 0 || (e >= 0 && !data) ? -1
+                   : e == -2                  ? H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it)
+                                              : H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, e >= 0 ? data : &lr);
+        if (w < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot write optimizer/vars/%s", path, name);
         if (d >= 0) H5Dclose(d);
-        if (space >= 0) H5Sclose(space);
     }
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
     return s;
 }
 
-/* Reads dataset name of g (n values of the given memory type) after checking its shape. */
-static tnt_status read_exact(hid_t g, const char *name, hid_t mem_type, const tnt_shape *shape, void *out, const char *path) {
+/* Reads dataset name of g into out (memory type mem) after checking its shape. */
+static tnt_status read_exact(hid_t g, const char *name, hid_t mem, const tnt_shape *shape, void *out, const char *path) {
     hid_t d = H5Oexists_by_name(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
     if (d < 0) return tnt__error(TNT_ERR_FORMAT, "%s: optimizer/vars/%s is missing", path, name);
     hid_t space = H5Dget_space(d);
@@ -565,17 +521,19 @@ static tnt_status read_exact(hid_t g, const char *name, hid_t mem_type, const tn
     bool same = nd == shape->ndim && H5Sget_simple_extent_dims(space, dims, NULL) >= 0;
     for (int j = 0; same && j < nd; j++) same = (int64_t)dims[j] == shape->dim[j];
     char ms[96];
-    tnt_status s = !same ? tnt__error(TNT_ERR_SHAPE, "%s: optimizer/vars/%s does not have the shape %s of its variable", path,
-                                      name, tnt_shape_str(*shape, ms, sizeof ms))
-                 : tnt_shape_numel(*shape) > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0
-                     ? tnt__error(TNT_ERR_FORMAT, "%s: cannot read optimizer/vars/%s (truncated or corrupt file?)", path, name)
-                     : TNT_OK;
+    tnt_status s = TNT_OK;
+    if (!same)
+        s = tnt__error(TNT_ERR_SHAPE, "%s: optimizer/vars/%s does not have the shape %s of its variable", path, name,
+                       tnt_shape_str(*shape, ms, sizeof ms));
+    else if (tnt_shape_numel(*shape) > 0 && H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read optimizer/vars/%s (%s)", path, name, tnt__h5_read_failure());
     if (space >= 0) H5Sclose(space);
     H5Dclose(d);
     return s;
 }
 
-tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path) {
+tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots) {
+    *it = -1;
     opt_layout L;
     tnt_status s = layout_make(m, &L);
     if (s != TNT_OK) return s;
@@ -585,41 +543,78 @@ tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *pat
         /* as Keras's load_model: variables that do not match leave the optimizer fresh */
         tnt_log(TNT_LOG_WARNING, "%s: the file has %d optimizer variable(s), the %s optimizer here %d: the optimizer "
                 "starts afresh", path, g < 0 ? 0 : (int)info.nlinks, m->optimizer->name, L.n + 1);
-        if (g >= 0) H5Gclose(g);
-        layout_free(&L);
-        return TNT_OK;
-    }
-    int64_t it = 0;
-    float lr = 0;
-    float *stage = L.ns > 0 ? malloc((size_t)(L.ns * m->n_params) * sizeof(float)) : NULL;
-    if (L.ns > 0 && !stage) s = tnt__error(TNT_ERR_NOMEM, "load_model: out of memory");
-    tnt_shape scalar = {0};
-    if (s == TNT_OK) s = read_exact(g, "0", H5T_NATIVE_INT64, &scalar, &it, path);
-    if (s == TNT_OK) s = read_exact(g, "1", H5T_NATIVE_FLOAT, &scalar, &lr, path);
-    for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
-        int k, v;
-        slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-        char name[16];
-        snprintf(name, sizeof name, "%d", 2 + e);
-        s = read_exact(g, name, H5T_NATIVE_FLOAT, &L.w[v]->shape,
-                       stage + (size_t)k * (size_t)m->n_params + (size_t)(L.w[v]->value - m->params), path);
-    }
-    if (s == TNT_OK && (it < 0 || !(lr >= 0)))
-        s = tnt__error(TNT_ERR_FORMAT, "%s: optimizer iterations %lld or learning rate %g out of range", path, (long long)it, lr);
-    if (s == TNT_OK) s = tnt__optimizer_set_iterations(m->optimizer, it);
-    if (s == TNT_OK) {
-        tnt_optimizer_set_lr(m->optimizer, lr);
-        for (int e = 0; e < L.n - 1; e++) {
+    } else {
+        const tnt_shape scalar = {0};
+        int64_t count = 0;
+        s = read_exact(g, "0", H5T_NATIVE_INT64, &scalar, &count, path);
+        if (s == TNT_OK) s = read_exact(g, "1", H5T_NATIVE_FLOAT, &scalar, lr, path);
+        for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
             int k, v;
             slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
-            size_t off = (size_t)(L.w[v]->value - m->params);
-            memcpy(slot_slice(m, k, L.w[v]), stage + (size_t)k * (size_t)m->n_params + off,
-                   (size_t)tnt_shape_numel(L.w[v]->shape) * sizeof(float));
+            char name[16];
+            snprintf(name, sizeof name, "%d", 2 + e);
+            s = read_exact(g, name, H5T_NATIVE_FLOAT, &L.w[v]->shape,
+                           slots + (size_t)k * (size_t)m->n_params + (size_t)(L.w[v]->value - m->params), path);
         }
+        if (s == TNT_OK && (count < 0 || !(*lr >= 0)))
+            s = tnt__error(TNT_ERR_FORMAT, "%s: optimizer iterations %lld or learning rate %g out of range", path,
+                           (long long)count, *lr);
+        if (s == TNT_OK) *it = count;
     }
-    free(stage);
-    H5Gclose(g);
+    if (g >= 0) H5Gclose(g);
     layout_free(&L);
+    return s;
+}
+
+/* ---- the load, parsed in child processes (h5_guard.c) ----------------------------------------- */
+
+typedef struct model_job {
+    const char *path;
+    bool compile, compiled;
+    tnt_model *m;
+} model_job;
+
+/* In the child: model_config, then training_config when compiling and present, each with its
+ * terminating NUL. */
+static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    hid_t f;
+    tnt_status s = tnt__h5_open("load_model", j->path, &f);
+    if (s != TNT_OK) return s;
+    char *mc = read_str(f, "model_config", j->path), *tc = NULL;
+    if (!mc) s = TNT_ERR_FORMAT;
+    if (s == TNT_OK && j->compile && H5Aexists(f, "training_config") > 0 && !(tc = read_str(f, "training_config", j->path)))
+        s = TNT_ERR_FORMAT;
+    H5Fclose(f);
+    for (const char *str = mc; s == TNT_OK && str; str = str == mc ? tc : NULL) {
+        size_t n = strlen(str) + 1;
+        if (n > a->cap - a->len) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: strings longer than the file", j->path);
+        else memcpy(a->data + a->len, str, n), a->len += n;
+    }
+    return s; /* the strings go with the child */
+}
+
+/* The answer of parse_state: the iteration count (first: 8-byte aligned), params, state, then
+ * (compiled) the slots. */
+static size_t state_bytes(const tnt_model *m, bool compiled) {
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    return sizeof(int64_t) + np + ns + (compiled ? (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
+}
+
+static tnt_status parse_state(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    tnt_model *m = j->m;
+    int64_t *it = (int64_t *)a->data;
+    float *params = (float *)(it + 1), *state = params + m->n_params;
+    a->len = state_bytes(m, j->compiled);
+    *it = -1;
+    tnt_status s = tnt__h5_read_weights(m, j->path, false, params, state);
+    if (s == TNT_OK && j->compiled) {
+        hid_t f;
+        s = tnt__h5_open("load_model", j->path, &f);
+        if (s == TNT_OK) s = read_optimizer(m, f, j->path, it, state + m->n_state);
+        if (f >= 0) H5Fclose(f);
+    }
     return s;
 }
 
@@ -628,8 +623,8 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         tnt__error(TNT_ERR_ARG, "load_model: path is NULL or empty");
         return NULL;
     }
-    tnt__h5_quiet();
-    if (access(path, R_OK) != 0) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
         tnt__error(TNT_ERR_IO, "load_model %s: %s", path, strerror(errno));
         return NULL;
     }
@@ -642,27 +637,50 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         return NULL;
     default: return NULL;
     }
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot open the HDF5 file (truncated or corrupt?)", path);
-        return NULL;
-    }
+    model_job j = {.path = path, .compile = compile};
     tnt_model *m = NULL;
-    char *tc = NULL, *mc = read_str(f, "model_config", path);
-    tnt_status s = mc ? TNT_OK : TNT_ERR_FORMAT;
-    if (s == TNT_OK && !(m = tnt_model_from_json(mc))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
-    if (s == TNT_OK) s = tnt_load_weights(m, path, false);
-    if (s == TNT_OK && compile && H5Aexists(f, "training_config") > 0) {
-        cJSON *config = NULL;
-        if (!(tc = read_str(f, "training_config", path))) s = TNT_ERR_FORMAT;
-        else if (!cJSON_IsObject(config = cJSON_Parse(tc)))
-            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
-        if (s == TNT_OK) s = tnt__compile_from_config(m, config, path);
+    const char *tc = NULL;
+    /* the strings come from the file: they cannot be longer than it */
+    tnt__h5_answer cfg, a = {0};
+    tnt_status s = tnt__h5_answer_new(&cfg, (size_t)st.st_size + 2, false, "load_model", path);
+    if (s == TNT_OK) s = tnt__h5_isolated("load_model", path, parse_configs, &j, &cfg);
+    size_t ml = s == TNT_OK ? strnlen(cfg.data, cfg.len) : 0;
+    if (s == TNT_OK && (ml == cfg.len || (ml + 1 < cfg.len && cfg.data[cfg.len - 1])))
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back unterminated strings", path);
+    if (s == TNT_OK && ml + 1 < cfg.len) tc = cfg.data + ml + 1;
+    if (s == TNT_OK && !(m = tnt_model_from_json(cfg.data))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
+    if (s == TNT_OK && tc) {
+        cJSON *config = cJSON_Parse(tc);
+        s = cJSON_IsObject(config) ? tnt__compile_from_config(m, config, path)
+                                   : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
         cJSON_Delete(config);
-        if (s == TNT_OK) s = restore_optimizer(m, f, path);
     }
-    free(mc), free(tc);
-    H5Fclose(f);
+    if (s == TNT_OK) s = tnt__model_setup_weights(m);
+    int slots = s == TNT_OK && tc ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    for (int k = 0; k < slots && s == TNT_OK; k++)
+        if (!tnt__optimizer_slot(m->optimizer, k))
+            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
+    j.m = m, j.compiled = tc != NULL;
+    if (s == TNT_OK) s = tnt__h5_answer_new(&a, state_bytes(m, j.compiled), true, "load_model", path);
+    if (s == TNT_OK) {
+        size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+        s = tnt__h5_isolated("load_model", path, parse_state, &j, &a);
+        if (s == TNT_OK && a.len != state_bytes(m, j.compiled))
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, a.len);
+        int64_t it;
+        memcpy(&it, a.data, sizeof it);
+        const char *weights = a.data + sizeof it;
+        if (s == TNT_OK) {
+            memcpy(m->params, weights, np);
+            memcpy(m->state, weights + np, ns);
+        }
+        if (s == TNT_OK && it >= 0) { /* -1: the file has no optimizer state */
+            for (int k = 0; k < slots; k++)
+                memcpy(tnt__optimizer_slot(m->optimizer, k), weights + np + ns + (size_t)k * np, np);
+            s = tnt__optimizer_set_iterations(m->optimizer, it);
+        }
+    }
+    tnt__h5_answer_free(&cfg), tnt__h5_answer_free(&a);
     if (s != TNT_OK) {
         tnt_model_free(m);
         return NULL;

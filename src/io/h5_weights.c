@@ -8,31 +8,37 @@
  *   /<layer>         a group per layer (created in order of name) with attribute weight_names
  *                    ("dense/kernel:0", ...; trainable weights first, then non-trainable, as
  *                    _legacy_weights; an empty float64 array for a weightless layer)
- *   /<layer>/<weight name>   float32 datasets in Keras layout
+ *   /<layer>/<weight name>   float32 datasets in Keras layout (written chunked with the
+ *                    Fletcher-32 checksum, which h5py and Keras read as any other dataset)
  *   /top_level_model_weights  an empty group (weights of the model itself: none here)
  * Reading also takes variable-length strings, chunked attributes and a full-model file's
- * model_weights group. The pieces h5_model.c (whole-model
- * files) shares are the tnt__h5_* functions below (declared there). */
-#include "core/atomic_file.h"
+ * model_weights group; it runs in a child process (h5_guard.c). The pieces h5_model.c
+ * (whole-model files) shares are the tnt__h5_* functions (io/h5.h). */
+#include "io/h5.h"
 #include "io/keras_io.h"
+
+#include "core/atomic_file.h"
 #include "comm/comm.h"
 #include "model/model.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define HDF5_OBJECT_HEADER_LIMIT 64512
+/* bounds on what a file may declare before anything is read: names per attribute (and chunks of
+ * one), bytes per fixed-length name (a model_config string is variable-length) */
+#define MAX_NAMES 1000000
+#define MAX_NAME_BYTES (1 << 20)
 /* the Keras version whose layout is written (Keras reads it to decide on legacy conversions) */
 #define TNT__KERAS_VERSION "2.15.0"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+void tnt__h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
 static void close_id(hid_t id) {
     if (id < 0) return;
@@ -109,6 +115,13 @@ static tnt_status read_str_attr(hid_t obj, const char *name, const char *where, 
         goto done;
     }
     if (n == 0) goto done;
+    /* checked before libhdf5 reads: Keras writes a scalar or a list of names */
+    H5S_class_t sc = H5Sget_simple_extent_type(space);
+    if ((sc != H5S_SCALAR && sc != H5S_SIMPLE) || H5Sget_simple_extent_ndims(space) > 1 || n > MAX_NAMES) {
+        s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s has %d dimensions and %lld elements (expected a list of at "
+                       "most %d strings)", where, name, H5Sget_simple_extent_ndims(space), (long long)n, MAX_NAMES);
+        goto done;
+    }
     if (H5Tget_class(type) != H5T_STRING) {
         s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s holds no strings", where, name);
         goto done;
@@ -133,8 +146,9 @@ static tnt_status read_str_attr(hid_t obj, const char *name, const char *where, 
         free(v);
     } else {
         size_t size = H5Tget_size(type);
-        if (size == 0) {
-            s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s has strings of size 0", where, name);
+        if (size == 0 || size > MAX_NAME_BYTES) {
+            s = tnt__error(TNT_ERR_FORMAT, "%s: attribute %s has strings of %zu bytes (expected 1 to %d)", where, name,
+                           size, MAX_NAME_BYTES);
             goto done;
         }
         H5Tset_size(mem, size);
@@ -168,7 +182,7 @@ static tnt_status read_names(hid_t obj, const char *name, const char *where, str
         return read_str_attr(obj, name, where, out);
     }
     char chunk[96];
-    for (int k = 0;; k++) {
+    for (int k = 0; k < MAX_NAMES; k++) {
         snprintf(chunk, sizeof chunk, "%s%d", name, k);
         if (H5Aexists(obj, chunk) <= 0) break;
         *found = true;
@@ -181,7 +195,7 @@ static tnt_status read_names(hid_t obj, const char *name, const char *where, str
 /* Fixed-length (NULLPAD, as numpy's 'S' dtype) string array attribute; Keras's
  * save_attributes_to_hdf5_group: split in chunks (np.array_split) while one exceeds the limit;
  * none at all is an empty float64 array (np.asarray([])). */
-static tnt_status write_names(hid_t obj, const char *name, char *const *v, int n, const char *path) {
+tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path) {
     tnt_status s = TNT_OK;
     hid_t type = -1, space = -1, a = -1;
     if (n == 0) {
@@ -227,7 +241,7 @@ static tnt_status write_names(hid_t obj, const char *name, char *const *v, int n
 }
 
 /* A scalar variable-length ASCII string attribute (what h5py makes of Keras's bytes values). */
-static tnt_status write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
+tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
     hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR), a = -1;
     tnt_status s = TNT_OK;
     if (type >= 0) {
@@ -240,20 +254,6 @@ static tnt_status write_scalar_str(hid_t obj, const char *name, const char *valu
     return s;
 }
 
-/* ---- shared with h5_model.c ------------------------------------------------------------------ */
-
-void tnt__h5_quiet(void) { quiet_hdf5(); }
-tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path);
-tnt_status tnt__h5_write_scalar_str(hid_t obj, const char *name, const char *value, const char *path) {
-    return write_scalar_str(obj, name, value, path);
-}
-tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path);
-tnt_status tnt__h5_write_names(hid_t obj, const char *name, char *const *v, int n, const char *path) {
-    return write_names(obj, name, v, n, path);
-}
-/* The strings of attribute name (or name0, name1, ...): *v receives n malloc'd strings in a
- * malloc'd array (free each and the array); *found is false when the attribute is absent. */
-tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found);
 tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, char ***v, int *n, bool *found) {
     strlist l = {0};
     tnt_status s = read_names(obj, name, where, &l, found);
@@ -268,6 +268,44 @@ tnt_status tnt__h5_read_strs(hid_t obj, const char *name, const char *where, cha
 
 /* ---- saving ---------------------------------------------------------------------------------- */
 
+/* Chunks of at most this many bytes (slabs along the leading axes): whole weights in practice. */
+#define CHUNK_MAX_BYTES (16 << 20)
+
+hid_t tnt__h5_create_dataset(hid_t g, const char *name, hid_t type, const tnt_shape *shape, hid_t lcpl) {
+    hsize_t dims[TNT_MAX_DIMS], chunk[TNT_MAX_DIMS];
+    int64_t n = tnt_shape_numel(*shape);
+    for (int i = 0; i < shape->ndim; i++) dims[i] = chunk[i] = (hsize_t)shape->dim[i];
+    hid_t space = shape->ndim ? H5Screate_simple(shape->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), d = -1;
+    if (space < 0 || dcpl < 0) goto done;
+    /* a chunk cannot be empty, nor can a scalar be chunked: those stay contiguous */
+    if (shape->ndim > 0 && n > 0) {
+        size_t bytes = (size_t)n * H5Tget_size(type);
+        for (int i = 0; i < shape->ndim; i++)
+            while (bytes > CHUNK_MAX_BYTES && chunk[i] > 1) {
+                bytes = bytes / chunk[i] * ((chunk[i] + 1) / 2);
+                chunk[i] = (chunk[i] + 1) / 2;
+            }
+        if (H5Pset_chunk(dcpl, shape->ndim, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0) goto done;
+    }
+    d = H5Dcreate2(g, name, type, space, lcpl, dcpl, H5P_DEFAULT);
+done:
+    close_id(dcpl), close_id(space);
+    return d;
+}
+
+static herr_t note_checksum_error(unsigned n, const H5E_error2_t *e, void *found) {
+    (void)n;
+    if (e->maj_num == H5E_PLINE || (e->desc && strstr(e->desc, "checksum"))) *(bool *)found = true;
+    return 0;
+}
+
+const char *tnt__h5_read_failure(void) {
+    bool checksum = false;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, note_checksum_error, &checksum);
+    return checksum ? "checksum mismatch: the data in the file is damaged" : "truncated or corrupt file?";
+}
+
 static int cmp_layer_name(const void *a, const void *b) {
     return strcmp((*(tnt_layer *const *)a)->name, (*(tnt_layer *const *)b)->name);
 }
@@ -280,18 +318,15 @@ static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int 
         snprintf(store[j], sizeof store[j], "%s/%s:0", lname, ws[j]->name);
         names[j] = store[j];
     }
-    tnt_status s = write_names(g, "weight_names", names, nw, path);
+    tnt_status s = tnt__h5_write_names(g, "weight_names", names, nw, path);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     if (lcpl < 0) return tnt__error(TNT_ERR_IO, "%s: HDF5 property list", path);
     H5Pset_create_intermediate_group(lcpl, 1);
     for (int j = 0; j < nw && s == TNT_OK; j++) {
-        hsize_t dims[TNT_MAX_DIMS];
-        for (int d = 0; d < ws[j]->shape.ndim; d++) dims[d] = (hsize_t)ws[j]->shape.dim[d];
-        hid_t space = ws[j]->shape.ndim ? H5Screate_simple(ws[j]->shape.ndim, dims, NULL) : H5Screate(H5S_SCALAR);
-        hid_t d = space >= 0 ? H5Dcreate2(g, names[j], H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+        hid_t d = tnt__h5_create_dataset(g, names[j], H5T_IEEE_F32LE, &ws[j]->shape, lcpl);
         if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ws[j]->value) < 0)
             s = tnt__error(TNT_ERR_IO, "%s: cannot write dataset %s/%s", path, lname, names[j]);
-        close_id(d), close_id(space);
+        close_id(d);
     }
     close_id(lcpl);
     return s;
@@ -300,7 +335,6 @@ static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int 
 /* The whole file is made in memory (HDF5's core driver, no backing store) and its image written
  * by tnt__atomic_write_data: HDF5 never meets a failing disk (a file it cannot flush stays open
  * inside the library), and our own write reports the error and removes the temp file. */
-typedef tnt_status (*tnt__h5_extra_fn)(tnt_model *m, hid_t file, const char *path, void *ctx);
 
 /* who names the operation in messages; the weights layout goes into group (NULL: the root), then
  * extra (may be NULL) adds what else the file holds. */
@@ -331,9 +365,9 @@ static tnt_status make_image(tnt_model *m, const char *path, const char *who, co
         s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group %s", who, path, group ? group : "/");
         goto done;
     }
-    s = write_names(root, "layer_names", names, n, path);
-    if (s == TNT_OK) s = write_scalar_str(root, "backend", "tensorflow", path);
-    if (s == TNT_OK) s = write_scalar_str(root, "keras_version", TNT__KERAS_VERSION, path);
+    s = tnt__h5_write_names(root, "layer_names", names, n, path);
+    if (s == TNT_OK) s = tnt__h5_write_scalar_str(root, "backend", "tensorflow", path);
+    if (s == TNT_OK) s = tnt__h5_write_scalar_str(root, "keras_version", TNT__KERAS_VERSION, path);
     for (int i = 0; i < n && s == TNT_OK; i++) {
         tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
         int nw = legacy_weights(sorted[i], ws);
@@ -345,7 +379,7 @@ static tnt_status make_image(tnt_model *m, const char *path, const char *who, co
     if (s == TNT_OK) { /* Keras 2.13+: the model's own weights (none) */
         hid_t g = H5Gcreate2(root, "top_level_model_weights", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group top_level_model_weights", who, path);
-        else s = write_names(g, "weight_names", NULL, 0, path);
+        else s = tnt__h5_write_names(g, "weight_names", NULL, 0, path);
         close_id(g);
     }
     if (s == TNT_OK && extra) s = extra(m, f, path, ctx);
@@ -371,10 +405,6 @@ done:
     return s;
 }
 
-/* tnt_save_weights, and tnt_save_model (h5_model.c) with the weights in group "model_weights" and
- * the rest added by extra: the master (or every rank) writes, every rank returns the same status. */
-tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
-                        const char *group, tnt__h5_extra_fn extra, void *ctx);
 tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opts, const char *who,
                         const char *group, tnt__h5_extra_fn extra, void *ctx) {
     tnt_status s = TNT_OK;
@@ -382,7 +412,7 @@ tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opt
     else s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
     if (s == TNT_OK && writer) {
-        quiet_hdf5();
+        tnt__h5_quiet();
         void *image;
         size_t size;
         s = make_image(m, path, who, group, extra, ctx, &image, &size);
@@ -400,13 +430,14 @@ tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts 
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
-typedef struct staged {
-    tnt__weight *w;
-    float *data;
-} staged;
+/* Where weight w of m goes in params and state (laid out as m->params and m->state). */
+float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state) {
+    return w->trainable ? params + (w->value - m->params) : state + (w->value - m->state);
+}
 
-/* Reads the weights of file group name into the staging area for model layer l. */
-static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const char *path, staged *st, int *n_st) {
+/* Reads the weights of file group name for model layer l into params and state. */
+static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, tnt_layer *l, const char *path,
+                             float *params, float *state) {
     tnt_status s = TNT_OK;
     char where[TNT_NAME_MAX + 64];
     snprintf(where, sizeof where, "%s: group \"%s\"", path, gname);
@@ -436,8 +467,9 @@ static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const 
         H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
         if (nd < 0 || nd > 32 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
             s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: dataset %s/%s is unreadable", path, gname, wn.s[j]);
-        } else if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
-            s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: dataset %s/%s is not numeric", path, gname, wn.s[j]);
+        } else if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Tget_size(type) > 8) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: dataset %s/%s is not numeric (a float or integer of at "
+                           "most 8 bytes)", path, gname, wn.s[j]);
         } else {
             bool same = nd == w->shape.ndim;
             for (int k = 0; same && k < nd; k++) same = (int64_t)dims[k] == w->shape.dim[k];
@@ -452,17 +484,10 @@ static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const 
                                "the file has shape %s%s, the model %s",
                                path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
             } else {
-                int64_t k = tnt_shape_numel(w->shape);
-                float *buf = malloc((size_t)(k ? k : 1) * sizeof(float));
-                if (!buf) s = tnt__error(TNT_ERR_NOMEM, "load_weights: out of memory");
-                else if (k && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
-                    free(buf);
-                    s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (truncated or corrupt file?)",
-                                   path, gname, wn.s[j]);
-                } else {
-                    st[*n_st].w = w, st[*n_st].data = buf;
-                    (*n_st)++;
-                }
+                if (tnt_shape_numel(w->shape) &&
+                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tnt__weight_destination(m, w, params, state)) < 0)
+                    s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (%s)", path, gname,
+                                   wn.s[j], tnt__h5_read_failure());
             }
         }
         close_id(type), close_id(space), close_id(d);
@@ -474,35 +499,31 @@ static tnt_status read_layer(hid_t root, const char *gname, tnt_layer *l, const 
 
 static bool has_weights(const tnt_layer *l) { return l->n_weights > 0; }
 
-tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
-    if (!m || !path || !*path) return tnt__error(TNT_ERR_ARG, "load_weights: model or path is NULL");
-    tnt_status s = tnt__model_setup_weights(m);
-    if (s != TNT_OK) return s;
-    quiet_hdf5();
-    if (access(path, R_OK) != 0) return tnt__error(TNT_ERR_IO, "load_weights %s: %s", path, strerror(errno));
+tnt_status tnt__h5_open(const char *who, const char *path, hid_t *f) {
+    tnt__h5_quiet();
+    *f = -1;
+    if (access(path, R_OK) != 0) return tnt__error(TNT_ERR_IO, "%s %s: %s", who, path, strerror(errno));
     htri_t is = H5Fis_hdf5(path);
     if (is <= 0)
-        return tnt__error(TNT_ERR_FORMAT, "load_weights %s: %s", path,
+        return tnt__error(TNT_ERR_FORMAT, "%s %s: %s", who, path,
                           is == 0 ? "not an HDF5 file" : "unreadable as HDF5 (truncated or corrupt file?)");
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), root = -1;
-    if (f < 0) return tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot open the HDF5 file (truncated or corrupt?)", path);
+    *f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*f < 0) return tnt__error(TNT_ERR_FORMAT, "%s %s: cannot open the HDF5 file (truncated or corrupt?)", who, path);
+    return TNT_OK;
+}
 
+tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, float *params, float *state) {
+    hid_t f, root = -1;
+    tnt_status s = tnt__h5_open("load_weights", path, &f);
+    if (s != TNT_OK) return s;
     if (tnt__keras3_is_layout(f)) { /* model.save_weights("w.weights.h5") of Keras 3 */
         char where[4096];
         snprintf(where, sizeof where, "load_weights %s", path);
-        s = tnt__keras3_read_weights(m, f, where);
+        s = tnt__keras3_read_weights(m, f, where, params, state);
         H5Fclose(f);
         return s;
     }
-    int total_w = 0;
-    for (int i = 0; i < m->n_layers; i++) total_w += m->layers[i]->n_weights;
-    staged *st = tnt__calloc((size_t)total_w + 1, sizeof *st);
-    int n_st = 0;
     strlist names = {0}, weighted = {0};
-    if (!st) {
-        s = TNT_ERR_NOMEM;
-        goto done;
-    }
     /* a full-model file (model.save("m.h5")) keeps the weights in model_weights */
     if (H5Aexists(f, "layer_names") <= 0 && H5Aexists(f, "layer_names0") <= 0 &&
         H5Lexists(f, "model_weights", H5P_DEFAULT) > 0)
@@ -547,7 +568,7 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
         for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
             tnt_layer *l = m->layers[i];
             if (!tnt__keras_listed(m, l) || !has_weights(l)) continue;
-            s = read_layer(root, weighted.s[k++], l, path, st, &n_st);
+            s = read_layer(m, root, weighted.s[k++], l, path, params, state);
         }
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
@@ -555,20 +576,53 @@ tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
             for (int j = 0; j < m->n_layers && !l; j++)
                 if (tnt__keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
             if (!l) continue; /* not in the model: ignored */
-            s = read_layer(root, names.s[i], l, path, st, &n_st);
+            s = read_layer(m, root, names.s[i], l, path, params, state);
         }
     }
-    if (s == TNT_OK) { /* all read and checked: only now the model changes */
-        for (int i = 0; i < n_st; i++)
-            memcpy(st[i].w->value, st[i].data, (size_t)tnt_shape_numel(st[i].w->shape) * sizeof(float));
-        /* weights_synced is left as it is: every rank loads the same file (a flag set on some
-         * ranks only would make the next distributed fit broadcast on those alone) */
-    }
 done:
-    for (int i = 0; i < n_st; i++) free(st[i].data);
-    free(st);
     strlist_free(&names), strlist_free(&weighted);
     close_id(root);
     H5Fclose(f);
+    return s;
+}
+
+/* ---- the load, parsed in a child process (h5_guard.c) ---------------------------------------- */
+
+typedef struct weights_job {
+    tnt_model *m;
+    const char *path;
+    bool by_name;
+} weights_job;
+
+/* In the child: the weights into the answer, laid out as params then state. (The child has no
+ * copy of the model's buffers: core's tnt__alloc leaves them out of fork.) */
+static tnt_status parse_weights(void *ctx, tnt__h5_answer *a) {
+    weights_job *j = ctx;
+    float *params = (float *)a->data;
+    a->len = (size_t)(j->m->n_params + j->m->n_state) * sizeof(float);
+    return tnt__h5_read_weights(j->m, j->path, j->by_name, params, params + j->m->n_params);
+}
+
+tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
+    if (!m || !path || !*path) return tnt__error(TNT_ERR_ARG, "load_weights: model or path is NULL");
+    tnt_status s = tnt__model_setup_weights(m);
+    if (s != TNT_OK) return s;
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    tnt__h5_answer a;
+    if ((s = tnt__h5_answer_new(&a, np + ns, true, "load_weights", path)) != TNT_OK) return s;
+    if (by_name) { /* a load in order reads every weight; one by name keeps the others */
+        memcpy(a.data, m->params, np);
+        memcpy(a.data + np, m->state, ns);
+    }
+    s = tnt__h5_isolated("load_weights", path, parse_weights, &(weights_job){m, path, by_name}, &a);
+    if (s == TNT_OK && a.len != np + ns) s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: the reader handed back %zu "
+                                                        "bytes of weights, not %zu", path, a.len, np + ns);
+    if (s == TNT_OK) { /* all read and checked: only now the model changes */
+        memcpy(m->params, a.data, np);
+        memcpy(m->state, a.data + np, ns);
+        /* weights_synced is left as it is: every rank loads the same file (a flag set on some
+         * ranks only would make the next distributed fit broadcast on those alone) */
+    }
+    tnt__h5_answer_free(&a);
     return s;
 }

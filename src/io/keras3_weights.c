@@ -169,17 +169,13 @@ tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path) {
             hid_t g = make_groups(f, p);
             snprintf(p + strlen(p), sizeof p - strlen(p), "/%d", v.idx[k]);
             const tnt_shape *sh = &v.w[k]->shape;
-            hsize_t dims[TNT_MAX_DIMS];
-            for (int d = 0; d < sh->ndim; d++) dims[d] = (hsize_t)sh->dim[d];
-            hid_t space = sh->ndim ? H5Screate_simple(sh->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
             char idx[16];
             snprintf(idx, sizeof idx, "%d", v.idx[k]);
-            hid_t d = g >= 0 && space >= 0 ? H5Dcreate2(g, idx, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+            hid_t d = g >= 0 ? tnt__h5_create_dataset(g, idx, H5T_IEEE_F32LE, sh, H5P_DEFAULT) : -1;
             if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.w[k]->value) < 0)
                 s = tnt__error(TNT_ERR_IO, "%s: cannot write dataset %s (layer \"%s\", weight \"%s\")", path, p,
                                m->layers[i]->name, v.w[k]->name);
             if (d >= 0) H5Dclose(d);
-            if (space >= 0) H5Sclose(space);
             if (g >= 0) H5Gclose(g);
         }
     }
@@ -194,10 +190,8 @@ static int64_t group_size(hid_t f, const char *p) {
     return H5Gget_info_by_name(f, p, &info, H5P_DEFAULT) < 0 ? -1 : (int64_t)info.nlinks;
 }
 
-/* Reads dataset p of f into a new buffer after checking its shape against w's. */
-static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt__weight *w, const char *path,
-                           float **out) {
-    *out = NULL;
+/* Reads dataset p of f into out after checking its shape against w's. */
+static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt__weight *w, const char *path, float *out) {
     hid_t d = H5Oexists_by_name(f, p, H5P_DEFAULT) > 0 ? H5Dopen2(f, p, H5P_DEFAULT) : -1;
     if (d < 0)
         return tnt__error(TNT_ERR_FORMAT, "%s: layer \"%s\" (%s): weight \"%s\": dataset %s is missing", path, l->name,
@@ -219,31 +213,19 @@ static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt
             strcat(fs, ")");
             s = tnt__error(TNT_ERR_SHAPE, "%s: shape mismatch in layer \"%s\" for weight \"%s\" (%s): the file has %s, the model %s",
                            path, l->name, w->name, p, fs, tnt_shape_str(w->shape, ms, sizeof ms));
-        } else {
-            int64_t n = tnt_shape_numel(w->shape);
-            *out = malloc((size_t)(n ? n : 1) * sizeof(float));
-            if (!*out) s = tnt__error(TNT_ERR_NOMEM, "out of memory");
-            else if (n && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0)
-                s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read dataset %s (truncated or corrupt file?)", path, p);
+        } else if (tnt_shape_numel(w->shape) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read dataset %s (%s)", path, p, tnt__h5_read_failure());
         }
     }
-    if (s != TNT_OK) free(*out), *out = NULL;
     if (type >= 0) H5Tclose(type);
     if (space >= 0) H5Sclose(space);
     H5Dclose(d);
     return s;
 }
 
-tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path) {
-    tnt_status setup = tnt__model_setup_weights(m);
-    if (setup != TNT_OK) return setup;
-    int total = 0;
-    for (int i = 0; i < m->n_layers; i++) total += m->layers[i]->n_weights;
+tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state) {
     char (*paths)[PATH_MAX_LEN] = tnt__calloc((size_t)m->n_layers + 1, sizeof *paths);
-    tnt__weight **dst = tnt__calloc((size_t)total + 1, sizeof *dst);
-    float **data = tnt__calloc((size_t)total + 1, sizeof *data);
-    int n = 0;
-    tnt_status s = paths && dst && data ? layer_paths(m, paths) : tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
+    tnt_status s = paths ? layer_paths(m, paths) : tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
     for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
         tnt_layer *l = m->layers[i];
         if (!paths[i][0] || l->n_weights == 0) continue;
@@ -260,12 +242,9 @@ tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path) {
             if (have >= 0 && have != expected)
                 s = tnt__error(TNT_ERR_SHAPE, "%s: %s holds %lld variable(s), layer \"%s\" (%s) expects %d there", path, g,
                                (long long)have, l->name, l->ops->class_name, expected);
-            else if ((s = read_var(f, p, l, v.w[k], path, &data[n])) == TNT_OK) dst[n++] = v.w[k];
+            else s = read_var(f, p, l, v.w[k], path, tnt__weight_destination(m, v.w[k], params, state));
         }
     }
-    if (s == TNT_OK) /* all read and checked: only now the model changes */
-        for (int i = 0; i < n; i++) memcpy(dst[i]->value, data[i], (size_t)tnt_shape_numel(dst[i]->shape) * sizeof(float));
-    for (int i = 0; i < n; i++) free(data[i]);
-    free(data), free(dst), free(paths);
+    free(paths);
     return s;
 }

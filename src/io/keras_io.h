@@ -6,6 +6,7 @@
 #ifndef TNT_KERAS_IO_H
 #define TNT_KERAS_IO_H
 
+#include "io/h5.h"
 #include "model/model.h"
 
 #include <cjson/cJSON.h>
@@ -23,17 +24,19 @@ typedef enum tnt__file_kind {
  * bytes when it is none of these (or unreadable). */
 tnt__file_kind tnt__file_kind_of(const char *path, const char *who);
 
-/* h5_weights.c: HDF5 prints no error stack of its own (our messages say what failed). */
-void tnt__h5_quiet(void);
 /* The layers of Keras's model.layers (a Sequential model's InputLayer is not listed). */
 bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l);
+/* h5_weights.c: where weight w of m goes in buffers params and state laid out as m->params and
+ * m->state (what a reader in the child process fills). */
+float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state);
 
 /* Keras 3 layout: true when file (or group) f holds a "layers" group and no Keras 2 layer_names. */
 bool tnt__keras3_is_layout(hid_t f);
 /* Writes vars, layers/<snake_case class>[_N]/vars/<i> ... of m into f. */
 tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path);
-/* Reads m's weights from f; checks every variable (presence, count, shape) before changing m. */
-tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path);
+/* Reads m's weights from f into params and state (tnt__weight_destination), checking every
+ * variable's presence, count and shape. */
+tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state);
 
 /* h5_model.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
 tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *config, const char *path);
@@ -42,7 +45,9 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out);
 /* h5_model.c: optimizer variables as Keras 3 keeps them (group/vars/0 iteration, 1 learning
  * rate, then the slots in Keras's order). */
 tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *path);
-tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path);
+/* Reads them into *it, *lr and slots (slot k at slots + k * n_params, laid out as m->params);
+ * *it = -1 when the file's variables do not fit this optimizer (it then starts afresh). */
+tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots);
 
 /* keras_zip.c */
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts);

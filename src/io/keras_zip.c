@@ -12,6 +12,7 @@
 #include "io/keras_io.h"
 
 #include "comm/comm.h"
+#include "optimizers/optimizer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -99,33 +100,82 @@ static hid_t open_h5_image(const void *image, size_t len) {
     return f;
 }
 
-/* Weights (and, when compiled, optimizer variables) of m from the archive's model.weights.h5. */
-static tnt_status load_state(tnt_model *m, zip_t *z, const char *path, bool optimizer) {
-    char *image;
+/* model.weights.h5 is parsed in a child process (h5_guard.c), as every HDF5 file we load: its
+ * answer is the iteration count (-1: none), the learning rate (8 bytes), params, state, then
+ * (compiled) the optimizer's slots, each laid out as m->params. */
+typedef struct zip_job {
+    tnt_model *m;
+    const char *path;
+    const char *image;
     size_t len;
+    bool compiled;
+} zip_job;
+
+static size_t answer_bytes(const tnt_model *m, bool compiled) {
+    size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+    return 2 * sizeof(int64_t) + np + ns + (compiled ? (size_t)tnt__optimizer_num_slots(m->optimizer) * np : 0);
+}
+
+static tnt_status parse_weights_image(void *ctx, tnt__h5_answer *a) {
+    const zip_job *j = ctx;
+    tnt_model *m = j->m;
+    int64_t *it = (int64_t *)a->data;
+    float *lr = (float *)(it + 1), *params = (float *)(it + 2), *state = params + m->n_params;
+    *it = -1;
+    a->len = answer_bytes(m, j->compiled);
+    char where[4096];
+    snprintf(where, sizeof where, "load_model %s: model.weights.h5", j->path);
+    tnt__h5_quiet();
+    hid_t f = open_h5_image(j->image, j->len);
+    tnt_status s = TNT_OK;
+    if (f < 0) s = tnt__error(TNT_ERR_FORMAT, "%s is not a readable HDF5 file", where);
+    else if (!tnt__keras3_is_layout(f)) s = tnt__error(TNT_ERR_FORMAT, "%s has no \"layers\" group (not the Keras 3 layout)", where);
+    if (s == TNT_OK) s = tnt__keras3_read_weights(m, f, where, params, state);
+    if (s == TNT_OK && j->compiled) {
+        hid_t g = H5Lexists(f, "optimizer", H5P_DEFAULT) > 0 ? H5Gopen2(f, "optimizer", H5P_DEFAULT) : -1;
+        if (g >= 0) s = tnt__keras3_read_optimizer(m, g, where, it, lr, state + m->n_state);
+        else tnt_log(TNT_LOG_WARNING, "%s: no optimizer variables: the optimizer starts afresh", where);
+        if (g >= 0) H5Gclose(g);
+    }
+    if (f >= 0) H5Fclose(f);
+    return s;
+}
+
+/* Weights (and, when compiled, optimizer variables) of m from the archive's model.weights.h5. */
+static tnt_status load_state(tnt_model *m, zip_t *z, const char *path, bool compiled) {
     if (zip_name_locate(z, "model.weights.npz", 0) >= 0 && zip_name_locate(z, "model.weights.h5", 0) < 0)
         return tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: weights saved as model.weights.npz are not supported "
                           "(save with the default weights_format=\"h5\")", path);
-    tnt_status s = read_entry(z, "model.weights.h5", MAX_WEIGHTS, path, &image, &len, true);
-    if (s != TNT_OK) return s;
-    tnt__h5_quiet();
-    hid_t f = open_h5_image(image, len);
-    if (f < 0) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: model.weights.h5 is not a readable HDF5 file", path);
-    else if (!tnt__keras3_is_layout(f))
-        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: model.weights.h5 has no \"layers\" group (not the Keras 3 layout)", path);
-    char where[4096];
-    snprintf(where, sizeof where, "load_model %s: model.weights.h5", path);
-    if (s == TNT_OK) s = tnt__keras3_read_weights(m, f, where);
-    if (s == TNT_OK && optimizer) {
-        if (H5Lexists(f, "optimizer", H5P_DEFAULT) > 0) {
-            hid_t g = H5Gopen2(f, "optimizer", H5P_DEFAULT);
-            s = g >= 0 ? tnt__keras3_read_optimizer(m, g, where) : tnt__error(TNT_ERR_FORMAT, "%s: cannot open group optimizer", where);
-            if (g >= 0) H5Gclose(g);
-        } else {
-            tnt_log(TNT_LOG_WARNING, "%s: no optimizer variables: the optimizer starts afresh", where);
+    zip_job j = {.m = m, .path = path, .compiled = compiled};
+    char *image;
+    tnt_status s = read_entry(z, "model.weights.h5", MAX_WEIGHTS, path, &image, &j.len, true);
+    if (s == TNT_OK) s = tnt__model_setup_weights(m);
+    int slots = s == TNT_OK && compiled ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    for (int k = 0; k < slots && s == TNT_OK; k++)
+        if (!tnt__optimizer_slot(m->optimizer, k))
+            s = tnt__error(TNT_ERR_STATE, "load_model %s: the optimizer's slots are not allocated", path);
+    j.image = image;
+    tnt__h5_answer a = {0};
+    if (s == TNT_OK) s = tnt__h5_answer_new(&a, answer_bytes(m, compiled), true, "load_model", path);
+    if (s == TNT_OK) s = tnt__h5_isolated("load_model", path, parse_weights_image, &j, &a);
+    if (s == TNT_OK && a.len != answer_bytes(m, compiled))
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back %zu bytes of weights and slots", path, a.len);
+    if (s == TNT_OK) { /* all read and checked: only now the model changes */
+        size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
+        int64_t it;
+        float lr;
+        memcpy(&it, a.data, sizeof it);
+        memcpy(&lr, a.data + sizeof it, sizeof lr);
+        const char *weights = a.data + 2 * sizeof(int64_t);
+        memcpy(m->params, weights, np);
+        memcpy(m->state, weights + np, ns);
+        if (it >= 0) { /* -1: no optimizer state that fits */
+            for (int k = 0; k < slots; k++) memcpy(tnt__optimizer_slot(m->optimizer, k), weights + np + ns + (size_t)k * np, np);
+            s = tnt__optimizer_set_iterations(m->optimizer, it);
+            if (s == TNT_OK) tnt_optimizer_set_lr(m->optimizer, lr);
         }
     }
-    if (f >= 0) H5Fclose(f);
+    tnt__h5_answer_free(&a);
     free(image);
     return s;
 }

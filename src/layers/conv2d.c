@@ -431,9 +431,9 @@ tnt_status tnt__conv_read_config(const cJSON *c, int n, int *ks, tnt_layer_opts 
     bool use_bias = false;
     int groups = 0;
     tnt_status s;
-    if ((s = tnt__kj_ints(c, "kernel_size", true, n, NULL, ks, k)) != TNT_OK ||
-        (s = tnt__kj_ints(c, "strides", false, n, ones, o->strides, k)) != TNT_OK ||
-        (s = tnt__kj_ints(c, "dilation_rate", false, n, ones, o->dilation, k)) != TNT_OK ||
+    if ((s = tnt__kj_sizes(c, "kernel_size", true, n, NULL, ks, k)) != TNT_OK ||
+        (s = tnt__kj_sizes(c, "strides", false, n, ones, o->strides, k)) != TNT_OK ||
+        (s = tnt__kj_sizes(c, "dilation_rate", false, n, ones, o->dilation, k)) != TNT_OK ||
         (s = tnt__kj_padding(c, &o->padding, k)) != TNT_OK || (s = tnt__kj_check_data_format(c, k)) != TNT_OK ||
         (s = tnt__kj_int(c, "groups", false, 1, &groups, k)) != TNT_OK ||
         (s = tnt__kj_activation(c, &o->activation, k)) != TNT_OK ||

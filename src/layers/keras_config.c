@@ -245,6 +245,16 @@ tnt_status tnt__kj_ints(const cJSON *cfg, const char *key, bool required, int n,
     return TNT_OK;
 }
 
+tnt_status tnt__kj_sizes(const cJSON *cfg, const char *key, bool required, int n, const int *def, int *out,
+                        const tnt__kj_ctx *k) {
+    tnt_status s = tnt__kj_ints(cfg, key, required, n, def, out, k);
+    /* the layer constructors read 0 as "the default", so a 0 in a file must stop here rather
+     * than silently become 1 */
+    for (int i = 0; s == TNT_OK && i < n; i++)
+        if (out[i] < 1) s = tnt__kj_error(k, TNT_ERR_ARG, "key \"%s\": value %d (expected >= 1)", key, out[i]);
+    return s;
+}
+
 tnt_status tnt__kj_int_list(const cJSON *cfg, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(cfg, key);
     if (tnt__kj_absent(v)) return tnt__kj_error(k, TNT_ERR_FORMAT, "missing required key \"%s\"", key);

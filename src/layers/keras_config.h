@@ -109,6 +109,9 @@ const char *tnt__kj_str(const cJSON *config, const char *key, bool *bad, const t
  * def (NULL: zeros) unless required. */
 tnt_status tnt__kj_ints(const cJSON *config, const char *key, bool required, int n, const int *def, int *out,
                         const tnt__kj_ctx *k);
+/* The same for sizes, strides and rates: every value must be >= 1. */
+tnt_status tnt__kj_sizes(const cJSON *config, const char *key, bool required, int n, const int *def, int *out,
+                        const tnt__kj_ctx *k);
 /* A required tuple of 1..max integers (Reshape's target_shape, Permute's dims): out[0 .. *n). */
 tnt_status tnt__kj_int_list(const cJSON *config, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k);
 /* ZeroPadding2D's padding, Cropping2D's cropping: n, (h, w) or ((top, bottom), (left, right)) into

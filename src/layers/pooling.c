@@ -108,8 +108,13 @@ static void max_forward(const pool_cfg *c, int64_t batch, const float *x, float 
                         for (int64_t ch = 0; ch < C; ch++) yo[ch] = xi[ch], ao[ch] = k;
                         first = false;
                     } else {
-                        for (int64_t ch = 0; ch < C; ch++)
-                            if (xi[ch] > yo[ch]) yo[ch] = xi[ch], ao[ch] = k;
+                        /* unconditional stores: vectorized with AVX2 blends too, where the
+                         * conditional ones needed AVX-512's masked stores (2.5x slower without) */
+                        for (int64_t ch = 0; ch < C; ch++) {
+                            bool gt = xi[ch] > yo[ch];
+                            yo[ch] = gt ? xi[ch] : yo[ch];
+                            ao[ch] = gt ? k : ao[ch];
+                        }
                     }
                 }
         }
@@ -226,8 +231,8 @@ static tnt_layer *pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k, bool 
     static const int two[2] = {2, 2};
     tnt_layer_opts o = {.name = k->name};
     int ps[2] = {0};
-    TNT_KJ_READ(tnt__kj_ints(c, "pool_size", false, 2, two, ps, k));
-    TNT_KJ_READ(tnt__kj_ints(c, "strides", false, 2, ps, o.strides, k));
+    TNT_KJ_READ(tnt__kj_sizes(c, "pool_size", false, 2, two, ps, k));
+    TNT_KJ_READ(tnt__kj_sizes(c, "strides", false, 2, ps, o.strides, k));
     TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
     TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     return tnt__kj_built(is_max ? tnt_max_pooling2d(ps[0], ps[1], &o) : tnt_average_pooling2d(ps[0], ps[1], &o), k);

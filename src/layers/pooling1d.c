@@ -132,8 +132,8 @@ static tnt_layer *max_pool1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     static const int two[1] = {2};
     tnt_layer_opts o = {.name = k->name};
     int ps = 0;
-    TNT_KJ_READ(tnt__kj_ints(c, "pool_size", false, 1, two, &ps, k));
-    TNT_KJ_READ(tnt__kj_ints(c, "strides", false, 1, &ps, o.strides, k));
+    TNT_KJ_READ(tnt__kj_sizes(c, "pool_size", false, 1, two, &ps, k));
+    TNT_KJ_READ(tnt__kj_sizes(c, "strides", false, 1, &ps, o.strides, k));
     TNT_KJ_READ(tnt__kj_padding(c, &o.padding, k));
     TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     return tnt__kj_built(tnt_max_pooling1d(ps, &o), k);

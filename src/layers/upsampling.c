@@ -88,7 +88,7 @@ static tnt_layer *up_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     static const int two[2] = {2, 2};
     int sz[2] = {0};
     bool bad = false;
-    TNT_KJ_READ(tnt__kj_ints(c, "size", false, 2, two, sz, k));
+    TNT_KJ_READ(tnt__kj_sizes(c, "size", false, 2, two, sz, k));
     TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     const char *interp = tnt__kj_str(c, "interpolation", &bad, k);
     if (bad) return NULL;

@@ -588,6 +588,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         }
         int64_t step = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
+            tnt__comm_set_position(epoch + 1, step + 1, "training step");
             CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
             int r = train_step(m, &f, &acc);
             if (r < 0) {
@@ -610,6 +611,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             s = tnt__error(TNT_ERR_ARG, "fit: the training dataset yielded no batches in epoch %d", epoch + 1);
             goto done;
         }
+        tnt__comm_set_position(epoch + 1, step, "end of epoch");
         if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &logs);
         tnt_logs local; /* this rank's own training figures, for callbacks with local_logs */

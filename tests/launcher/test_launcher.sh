@@ -230,6 +230,45 @@ printf 'nodeA\n-oProxyCommand=x\n' >"$HF"
 run "$T" --hostfile "$HF" --dry-run -- ./prog
 expect_rc "host name like an option" 1
 expect_in "bad host name line" "$ERR" "line 2"
+# RFC 1123 names and IPv4 addresses pass; mpirun 4.1 smashes its stack on a first label of 57+
+L56=$(printf 'a%.0s' $(seq 56)); L57="${L56}b"; L64="${L57}ccccccc"
+printf '%s\n10.1.2.3\nn-1.%s.example.org\n' "$L56" "$L56" >"$HF"
+run "$T" --hostfile "$HF" --dry-run -- ./prog
+expect_rc "RFC 1123 names and IPv4" 0
+expect_in "56-character label passed on" "$OUT" " --host $L56:1,10.1.2.3:1,n-1.$L56.example.org:1 "
+check_bad_host() { # NAME REASON
+    printf 'nodeA\n%s slots=2\n' "$1" >"$HF"
+    run "$T" --hostfile "$HF" --dry-run -- ./prog
+    expect_rc "bad host '${1:0:20}'" 1
+    expect_in "bad host '${1:0:20}': line" "$ERR" "line 2: invalid host name"
+    expect_in "bad host '${1:0:20}': why" "$ERR" "$2"
+}
+check_bad_host "$L57" "first label is longer than 56 characters"
+check_bad_host "x.$L64" "a label longer than 63 characters"
+check_bad_host "$(printf 'a%.0s' $(seq 254))" "longer than 253 characters"
+check_bad_host "node-.x" "starts or ends with '-'"
+check_bad_host "a..b" "an empty label"
+check_bad_host "node_1" "only letters, digits"
+check_bad_host "fe80::1" "an IPv6 address"
+check_bad_host "nodeA:4" "':' is not allowed"
+check_bad_host $'bell\x07' "'bell?'"
+
+# ---- -n capped: at most 16 ranks per core (or per slot of the hostfile) -----------------------
+run "$T" -n 100000 --dry-run -- ./prog
+expect_rc "-n 100000" 2
+expect_in "-n 100000 says why" "$ERR" "100000 ranks on 1 host put 100000 on a host, more than 16 per core (at most $((16 * CORES)) for $CORES cores)"
+run timeout 10 "$T" -n 100000 -- true
+expect_rc "-n 100000 without --dry-run fails at once" 2
+run "$T" -n $((16 * CORES)) --dry-run -- ./prog
+expect_rc "-n 16 per core" 0
+run "$T" --n-per-node $((16 * CORES + 1)) --dry-run -- ./prog
+expect_rc "--n-per-node above 16 per core" 2
+printf 'nodeA slots=64\nnodeB\n' >"$HF"
+run "$T" --hostfile "$HF" -n 2048 --dry-run -- ./prog
+expect_rc "hostfile slots raise the cap" 0
+run "$T" --hostfile "$HF" -n 2050 --dry-run -- ./prog
+expect_rc "above 16 per slot" 2
+expect_in "above 16 per slot says why" "$ERR" "more than 16 per slot (at most 1024 for 64 slots)"
 
 # ---- argv and environment through a fake mpirun (no shell in between) -------------------------
 cat >"$TMP/fakempirun" <<'EOF'

@@ -1,0 +1,21 @@
+/* wait.h: private to comm/: how every collective of the runtime is waited for (wait.c). */
+#ifndef TNT_COMM_WAIT_H
+#define TNT_COMM_WAIT_H
+
+#include "comm/comm.h"
+
+#include <mpi.h>
+
+/* Starts the stall inspector on a duplicate of MPI_COMM_WORLD (its own traffic never matches
+ * the runtime's collectives); check_seconds and shutdown_seconds as in TNT_STALL_*. */
+int tnt__wait_init(int rank, int size, int64_t check_seconds, int64_t shutdown_seconds);
+/* Waits for reqs[0, n) of the collective named what, polling with a growing sleep instead of
+ * spinning. The master logs which ranks are missing every check_seconds; after
+ * shutdown_seconds the job is aborted. Returns an MPI error code. */
+int tnt__wait(int n, MPI_Request *reqs, const char *what);
+/* Meets every rank once more before MPI_Finalize. A rank that raised an error the others never
+ * learned (it stops alone while they wait for it) aborts the job with its message when the
+ * others do not come within a few seconds. */
+void tnt__wait_finalize(void);
+
+#endif
