@@ -18,28 +18,7 @@
 #include <sys/wait.h>
 #include <zip.h>
 
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
-
-static int setup_dir(void **state) {
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/tnt_test_kzip_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define tmp_path tu_tmp_path
 
 #define N_SAMPLES 48
 #define IN 6
@@ -67,12 +46,6 @@ static void fit(tnt_model *m, int initial, int epochs) {
     tnt_dataset_free(d);
 }
 
-static void assert_bitwise(const float *a, const float *b, int64_t n, const char *what) {
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)))
-            fail_msg("%s: element %lld differs: %.9g vs %.9g", what, (long long)i, a[i], b[i]);
-}
-
 static void assert_same_predictions(tnt_model *a, tnt_model *b, tnt_shape sample) {
     tnt_shape xs_shape = {.ndim = sample.ndim + 1, .dim = {5}};
     for (int i = 0; i < sample.ndim; i++) xs_shape.dim[i + 1] = sample.dim[i];
@@ -81,15 +54,15 @@ static void assert_same_predictions(tnt_model *a, tnt_model *b, tnt_shape sample
     tu_ok(tnt_predict_on_batch(a, x, &ya));
     tu_ok(tnt_predict_on_batch(b, x, &yb));
     assert_int_equal(tnt_shape_numel(ya->shape), tnt_shape_numel(yb->shape));
-    assert_bitwise(ya->data, yb->data, tnt_shape_numel(ya->shape), "predictions");
+    tu_assert_bitwise(ya->data, yb->data, tnt_shape_numel(ya->shape), "predictions");
     tnt_tensor_free(x), tnt_tensor_free(ya), tnt_tensor_free(yb);
 }
 
 static void assert_same_weights(tnt_model *a, tnt_model *b) {
     assert_int_equal(a->n_params, b->n_params);
     assert_int_equal(a->n_state, b->n_state);
-    assert_bitwise(a->params, b->params, a->n_params, "weights");
-    assert_bitwise(a->state, b->state, a->n_state, "non-trainable weights");
+    tu_assert_bitwise(a->params, b->params, a->n_params, "weights");
+    tu_assert_bitwise(a->state, b->state, a->n_state, "non-trainable weights");
 }
 
 static void assert_same_optimizer(tnt_model *a, tnt_model *b) {
@@ -99,7 +72,7 @@ static void assert_same_optimizer(tnt_model *a, tnt_model *b) {
                 oa->epsilon == ob->epsilon);
     assert_int_equal(oa->iterations, ob->iterations);
     assert_int_equal(oa->n_slots, ob->n_slots);
-    for (int k = 0; k < oa->n_slots; k++) assert_bitwise(oa->slots[k], ob->slots[k], a->n_params, oa->slot_names[k]);
+    for (int k = 0; k < oa->n_slots; k++) tu_assert_bitwise(oa->slots[k], ob->slots[k], a->n_params, oa->slot_names[k]);
 }
 
 /* tools/keras3_read.py on path: every variable it finds by Keras's rules has the shape and sum of
@@ -371,5 +344,5 @@ int main(void) {
         cmocka_unit_test(test_resume_bitwise),       cmocka_unit_test(test_format_by_content),
         cmocka_unit_test(test_malformed),            cmocka_unit_test(test_keras3_functional_config),
     };
-    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
 }
