@@ -746,7 +746,9 @@ TNT_API tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_sa
  * skipped), names of layers may differ; by_name=true: matched by layer name, unmatched layers
  * kept. Shapes are checked; a mismatch names the layer, the weight and both shapes. */
 TNT_API tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name);
-/* Keras 2's whole-model HDF5 file (model.save("m.h5")): root attributes model_config (the
+/* A path ending in ".keras": Keras 3's zip (metadata.json, config.json with compile_config,
+ * model.weights.h5 as layers/<snake_case class>[_N]/vars/<i>, optimizer/vars). Otherwise
+ * Keras 2's whole-model HDF5 file (model.save("m.h5")): root attributes model_config (the
  * tnt_model_to_json architecture), training_config (loss, metrics and optimizer_config, as Keras
  * 2.11+ writes them; compiled models only), keras_version, backend; group model_weights (the
  * tnt_save_weights layout); group optimizer_weights (compiled models): "iteration:0" (int64) and
@@ -755,7 +757,8 @@ TNT_API tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name
  * tnt_save_weights: master only (save_all_devices: every rank), atomically, same status on every
  * rank. */
 TNT_API tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save_opts *opts);
-/* Reads a whole-model file: the model from model_config, its weights from model_weights; with
+/* Reads a whole-model file, .keras zip or .h5 (told apart by magic bytes, not name; another
+ * format is an error naming its first bytes): the model from model_config, its weights; with
  * compile and a training_config, compiled with the stored loss, metrics and optimizer, whose
  * iterations and slots are restored, so that training resumes exactly (fit with initial_epoch).
  * compile=false (or no training_config): an uncompiled model. NULL on failure (missing or

@@ -233,6 +233,23 @@ static void test_kernel_regularizer(void **state) {
     tnt_model_free(m);
 }
 
+/* Keras 3.9.2 .keras zip (MIT, 2mdtln/FlowNet-ANN): Sequential Dense(128, relu) Dropout Dense(64)
+ * LeakyReLU(0.2) Dense(32) LeakyReLU Dense(2), DTypePolicy dtypes, initializers with module,
+ * compile_config Adam + "mse", optimizer/vars (iteration, learning rate, m and v per weight). */
+static void test_keras3_zip(void **state) {
+    (void)state;
+    tnt_model *m = load_full(DIR "flownet_final.keras", true);
+    tnt_compile_opts co;
+    char metrics[64];
+    tu_ok(tnt_model_compile_opts(m, &co, metrics, sizeof metrics));
+    assert_int_equal(co.loss, TNT_MEAN_SQUARED_ERROR);
+    assert_string_equal(tnt_optimizer_name(co.optimizer), "Adam");
+    assert_true(fabsf(tnt_optimizer_get_lr(co.optimizer) - 0.001f) < 1e-9f);
+    assert_true(tnt_optimizer_iterations(co.optimizer) > 0); /* restored from optimizer/vars/0 */
+    check_predictions(m, "flownet_final");
+    tnt_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cnn_batch_norm),
@@ -246,6 +263,7 @@ int main(void) {
         cmocka_unit_test(test_more_layers),
         cmocka_unit_test(test_legacy_optimizer_weights),
         cmocka_unit_test(test_kernel_regularizer),
+        cmocka_unit_test(test_keras3_zip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

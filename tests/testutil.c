@@ -59,3 +59,32 @@ double tu_sum_squares(tnt_model *m, const char *part, int *count) {
     if (count) *count = n;
     return sum;
 }
+
+static char tu_tmpdir[256];
+
+int tu_tmpdir_setup(void **state) {
+    (void)state;
+    snprintf(tu_tmpdir, sizeof tu_tmpdir, "/tmp/tnt_test_XXXXXX");
+    return mkdtemp(tu_tmpdir) ? 0 : -1;
+}
+
+int tu_tmpdir_teardown(void **state) {
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tu_tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+const char *tu_tmp_path(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tu_tmpdir, name);
+    return buf[k];
+}
+
+void tu_assert_bitwise(const float *a, const float *b, int64_t n, const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)))
+            fail_msg("%s: element %lld differs: %.9g vs %.9g", what, (long long)i, a[i], b[i]);
+}

@@ -36,5 +36,13 @@ void tu_assert_close_(const float *a, const float *b, int64_t n, double rtol, do
 double tu_sum_squares(tnt_model *m, const char *part, int *count);
 /* Deterministic pseudo-random fill in [-1, 1). */
 void tu_fill(float *x, int64_t n, uint64_t seed);
+/* A fresh temporary directory for a cmocka group (setup and teardown of
+ * cmocka_run_group_tests, the teardown removing it), and paths in it (one of 4 rotating static
+ * buffers: copy a path that must outlive 3 more calls). */
+int tu_tmpdir_setup(void **state);
+/* Asserts a and b hold the same n floats bit for bit, naming what and the first difference. */
+void tu_assert_bitwise(const float *a, const float *b, int64_t n, const char *what);
+int tu_tmpdir_teardown(void **state);
+const char *tu_tmp_path(const char *name);
 
 #endif

@@ -1,6 +1,6 @@
 /* tnt-predict: inference of a saved Keras model on an NPY array, written as NPY in input order.
  *
- *   tnt-predict MODEL.h5 INPUT.npy OUTPUT.npy [--batch_size N] [--verbose]
+ *   tnt-predict MODEL.h5|MODEL.keras INPUT.npy OUTPUT.npy [--batch_size N] [--verbose]
  *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N] [--verbose]
  *   tarantella -n 4 -- tnt-predict ...     (data-parallel: each rank runs its share of every
  *                                           batch; the master gathers and writes the rows)
@@ -15,8 +15,8 @@
 
 static const char USAGE[] =
     "usage: tnt-predict MODEL INPUT.npy OUTPUT.npy [--weights W.h5] [--batch_size N] [--verbose]\n"
-    "  MODEL        a whole model saved by Keras's model.save (.h5), or the architecture as\n"
-    "               model.to_json() writes it (.json, with --weights)\n"
+    "  MODEL        a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
+    "               the architecture as model.to_json() writes it (.json, with --weights)\n"
     "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32)\n"
     "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order\n"
     "  --weights    Keras HDF5 weights (model.save_weights); required with a .json model\n"
@@ -54,6 +54,19 @@ static int fail(const char *what) {
     fprintf(stderr, "tnt-predict: %s: %s\n", what, tnt_last_error());
     tnt_finalize();
     return 1;
+}
+
+/* The file starts with a JSON object (an architecture; a file that cannot be read: its name ends
+ * in .json); anything else goes to tnt_load_model, which tells .keras zips and .h5 files apart by
+ * their magic bytes. */
+static bool json_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    size_t n = strlen(path);
+    if (!f) return n > 5 && !strcmp(path + n - 5, ".json");
+    int c = ' ';
+    while (c == ' ' || c == '\n' || c == '\r' || c == '\t') c = fgetc(f);
+    fclose(f);
+    return c == '{';
 }
 
 int main(int argc, char **argv) {
@@ -98,8 +111,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    size_t len = n_pos == 3 ? strlen(pos[0]) : 0;
-    bool whole = len > 3 && !strcmp(pos[0] + len - 3, ".h5");
+    bool whole = n_pos == 3 && !json_text(pos[0]);
     if (n_pos != 3 || (!whole && !weights)) {
         fprintf(stderr, "tnt-predict: %s\n%s",
                 n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required with a .json model", USAGE);

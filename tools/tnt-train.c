@@ -33,8 +33,9 @@ static const char USAGE[] =
     "                 [--loss NAME] [--from_logits] [--optimizer NAME] [--learning_rate LR]\n"
     "                 [--metrics M1,M2|none] [--target labels|input] [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
-    "                 [--csv_log FILE.csv] [--save OUT.h5] [--verbose 1] [--help]\n"
-    "  MODEL: a whole model saved by Keras's model.save (.h5), or model.to_json() (.json)\n"
+    "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--verbose 1] [--help]\n"
+    "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
+    "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
     "A model saved compiled trains with its own loss, optimizer (with its state) and metrics, as\n"
     "Keras's load_model(MODEL).fit does; --loss, --from_logits, --optimizer (a fresh one),\n"
@@ -44,8 +45,9 @@ static const char USAGE[] =
     "  --validation_split F   validate on the last fraction F of the data, taken before shuffling\n"
     "  --num_samples N        train on the first N samples only\n"
     "  --csv_log FILE         the epoch figures as Keras's CSVLogger writes them\n"
-    "  --save OUT.h5          the trained model as Keras's model.save (architecture, weights,\n"
-    "                         training configuration, optimizer state)\n"
+    "  --save OUT             the trained model as Keras's model.save (architecture, weights,\n"
+    "                         training configuration, optimizer state): a Keras 3 zip when OUT\n"
+    "                         ends in .keras, else Keras 2 HDF5\n"
     "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
 
 /* Bounds of the integer flags: far above any real use, low enough that sizes cannot overflow. */
@@ -101,11 +103,6 @@ static double real(const char *name, const char *v, double lo, bool open_lo, dou
     return d;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 static void check_names(const args *a) {
     if (a->loss && tnt_loss_from_name(a->loss) < 0) usage_error("--loss \"%s\": not a loss Tarantella has", a->loss);
     if (a->optimizer) {
@@ -113,8 +110,6 @@ static void check_names(const args *a) {
         if (!o) usage_error("--optimizer: %s", tnt_last_error());
         tnt_optimizer_free(o);
     }
-    if (a->save && ends_with(a->save, ".keras"))
-        usage_error("--save \"%s\": the Keras 3 .keras format is not supported yet; give a name ending in .h5", a->save);
     if (a->val_data && a->validation_split > 0) usage_error("%s", "give --validation_data or --validation_split, not both");
 }
 
@@ -184,13 +179,19 @@ static char *read_text(const char *path) {
     return buf;
 }
 
-/* A whole .h5 model (compiled when it was saved compiled), or a JSON architecture. */
+/* The file starts with a JSON object (an architecture). */
+static bool json_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    int c = ' ';
+    while (f && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) c = fgetc(f);
+    if (f) fclose(f);
+    return c == '{';
+}
+
+/* A whole model, .keras or .h5 (compiled when it was saved compiled), or a JSON architecture:
+ * told apart by content (tnt_load_model reads the magic bytes). */
 static tnt_model *load_model(const char *path) {
-    if (ends_with(path, ".keras")) {
-        fprintf(stderr, "tnt-train: %s: the Keras 3 .keras format is not supported yet; save the model as .h5\n", path);
-        return NULL;
-    }
-    if (ends_with(path, ".h5")) {
+    if (!json_text(path)) {
         tnt_model *m = tnt_load_model(path, true);
         if (!m) fprintf(stderr, "tnt-train: %s\n", tnt_last_error());
         return m;

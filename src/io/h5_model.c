@@ -20,6 +20,7 @@
  * momentum; we have no such slot, so such a file lists iteration:0 only (Keras's
  * load_model then warns that the optimizer weights do not match and starts it afresh). */
 #include "io/h5.h"
+#include "io/keras_io.h"
 #include "layers/keras_config.h"
 
 #include "comm/comm.h"
@@ -172,7 +173,7 @@ static const char *loss_class(tnt_loss_kind k) {
     }
 }
 
-static tnt_status training_config(const tnt_model *m, char **out) {
+tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     *out = NULL;
     const tnt_optimizer *o = m->optimizer;
     cJSON *tc = cJSON_CreateObject();
@@ -234,9 +235,8 @@ static tnt_status training_config(const tnt_model *m, char **out) {
         CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
         break;
     }
-    *out = cJSON_PrintUnformatted(tc);
-    cJSON_Delete(tc);
-    return *out ? TNT_OK : tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
+    *out = tc;
+    return TNT_OK;
 nomem:
     cJSON_Delete(tc);
     return tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
@@ -252,15 +252,19 @@ static tnt_status fill_model(tnt_model *m, hid_t f, const char *path, void *ctx)
     if (s == TNT_OK) s = tnt__h5_write_scalar_str(f, "keras_version", TNT__KERAS_VERSION, path);
     if (s == TNT_OK) s = tnt__h5_write_scalar_str(f, "backend", "tensorflow", path);
     if (s != TNT_OK || !m->compiled || !m->optimizer) return s;
-    char *tc;
-    if ((s = training_config(m, &tc)) != TNT_OK) return s;
-    s = tnt__h5_write_scalar_str(f, "training_config", tc, path);
-    free(tc);
+    cJSON *tc;
+    if ((s = tnt__training_config(m, &tc)) != TNT_OK) return s;
+    char *text = cJSON_PrintUnformatted(tc);
+    cJSON_Delete(tc);
+    s = text ? tnt__h5_write_scalar_str(f, "training_config", text, path) : tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
+    free(text);
     if (s == TNT_OK) s = write_optimizer(m, f, path);
     return s;
 }
 
 tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+    size_t n = path ? strlen(path) : 0;
+    if (m && n > 6 && !strcmp(path + n - 6, ".keras")) return tnt__keras_zip_save(m, path, opts);
     return tnt__h5_save(m, path, opts, "save_model", "model_weights", fill_model, NULL);
 }
 
@@ -321,14 +325,11 @@ static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const cha
     return TNT_OK;
 }
 
-/* Compiles m as training_config says. */
-static tnt_status compile_from_config(tnt_model *m, const char *json, const char *path) {
+/* Compiles m as a Keras 2 training_config ("optimizer_config") or a Keras 3 compile_config
+ * ("optimizer": a config, or a name such as "adam") says. */
+tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *path) {
     tnt_status s = TNT_OK;
-    cJSON *tc = cJSON_Parse(json);
-    if (!cJSON_IsObject(tc)) {
-        cJSON_Delete(tc);
-        return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
-    }
+    cJSON *no_config = NULL; /* an optimizer given by name: its defaults */
     tnt_compile_opts co = {0};
     /* every output's loss counts with weight 1 here: other weights would train another model */
     const cJSON *lw = cJSON_GetObjectItemCaseSensitive(tc, "loss_weights"), *w;
@@ -373,10 +374,12 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
     co.metrics = metrics;
 
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");
-    const cJSON *ocn = cJSON_GetObjectItemCaseSensitive(oc, "class_name");
+    if (!oc) oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer");
+    const cJSON *ocn = cJSON_IsString(oc) ? oc : cJSON_GetObjectItemCaseSensitive(oc, "class_name");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(oc, "config");
+    if (cJSON_IsString(oc) && (no_config = cJSON_CreateObject())) c = no_config;
     if (!cJSON_IsString(ocn) || !cJSON_IsObject(c)) {
-        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no optimizer_config with class_name and config", path);
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the training configuration has no optimizer with class_name and config", path);
         goto done;
     }
     /* Keras 2.0-2.2 wrote the rate as "lr", Keras 2.3+ and tf.keras as "learning_rate" */
@@ -414,7 +417,7 @@ static tnt_status compile_from_config(tnt_model *m, const char *json, const char
     s = tnt_compile(m, &co); /* consumes the optimizer */
     if (s != TNT_OK) tnt__error_prefix(s, "load_model %s: ", path);
 done:
-    cJSON_Delete(tc);
+    cJSON_Delete(no_config);
     return s;
 }
 
@@ -505,6 +508,93 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
     return s;
 }
 
+/* ---- Keras 3 optimizer variables (.keras) -------------------------------------------------------- */
+
+/* Keras 3's optimizer.variables: iterations (int64), learning_rate (float32), then the slots in
+ * the order of Keras 2.11+ (slot_entry), stored as <group>/vars/<index>. */
+tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *path) {
+    opt_layout L;
+    tnt_status s = layout_make(m, &L);
+    if (s != TNT_OK) return s;
+    hid_t g = H5Gcreate2(group, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int64_t it = m->optimizer->iterations;
+    float lr = tnt_optimizer_get_lr(m->optimizer);
+    const tnt_shape scalar = {0};
+    if (g < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot create group optimizer/vars", path);
+    for (int e = -2; e < L.n - 1 && s == TNT_OK; e++) {
+        int k = 0, v = 0;
+        if (e >= 0) slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
+        const float *data = e >= 0 ? slot_slice(m, k, L.w[v]) : NULL;
+        char name[16];
+        snprintf(name, sizeof name, "%d", 2 + e);
+        hid_t d = tnt__h5_create_dataset(g, name, e == -2 ? H5T_STD_I64LE : H5T_IEEE_F32LE, e >= 0 ? &L.w[v]->shape : &scalar,
+                                         H5P_DEFAULT);
+        herr_t w = d < 0 || (e >= 0 && !data) ? -1
+                   : e == -2                  ? H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &it)
+                                              : H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, e >= 0 ? data : &lr);
+        if (w < 0) s = tnt__error(TNT_ERR_IO, "%s: cannot write optimizer/vars/%s", path, name);
+        if (d >= 0) H5Dclose(d);
+    }
+    if (g >= 0) H5Gclose(g);
+    layout_free(&L);
+    return s;
+}
+
+/* Reads dataset name of g into out (memory type mem) after checking its shape. */
+static tnt_status read_exact(hid_t g, const char *name, hid_t mem, const tnt_shape *shape, void *out, const char *path) {
+    hid_t d = H5Oexists_by_name(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
+    if (d < 0) return tnt__error(TNT_ERR_FORMAT, "%s: optimizer/vars/%s is missing", path, name);
+    hid_t space = H5Dget_space(d);
+    int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t dims[32];
+    bool same = nd == shape->ndim && H5Sget_simple_extent_dims(space, dims, NULL) >= 0;
+    for (int j = 0; same && j < nd; j++) same = (int64_t)dims[j] == shape->dim[j];
+    char ms[96];
+    tnt_status s = TNT_OK;
+    if (!same)
+        s = tnt__error(TNT_ERR_SHAPE, "%s: optimizer/vars/%s does not have the shape %s of its variable", path, name,
+                       tnt_shape_str(*shape, ms, sizeof ms));
+    else if (tnt_shape_numel(*shape) > 0 && H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read optimizer/vars/%s (%s)", path, name, tnt__h5_read_failure());
+    if (space >= 0) H5Sclose(space);
+    H5Dclose(d);
+    return s;
+}
+
+tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots) {
+    *it = -1;
+    opt_layout L;
+    tnt_status s = layout_make(m, &L);
+    if (s != TNT_OK) return s;
+    hid_t g = H5Lexists(group, "vars", H5P_DEFAULT) > 0 ? H5Gopen2(group, "vars", H5P_DEFAULT) : -1;
+    H5G_info_t info = {0};
+    if (g < 0 || H5Gget_info(g, &info) < 0 || (int)info.nlinks != L.n + 1) {
+        /* as Keras's load_model: variables that do not match leave the optimizer fresh */
+        tnt_log(TNT_LOG_WARNING, "%s: the file has %d optimizer variable(s), the %s optimizer here %d: the optimizer "
+                "starts afresh", path, g < 0 ? 0 : (int)info.nlinks, m->optimizer->name, L.n + 1);
+    } else {
+        const tnt_shape scalar = {0};
+        int64_t count = 0;
+        s = read_exact(g, "0", H5T_NATIVE_INT64, &scalar, &count, path);
+        if (s == TNT_OK) s = read_exact(g, "1", H5T_NATIVE_FLOAT, &scalar, lr, path);
+        for (int e = 0; e < L.n - 1 && s == TNT_OK; e++) {
+            int k, v;
+            slot_entry(m->optimizer, L.ns, L.nw, e, &k, &v);
+            char name[16];
+            snprintf(name, sizeof name, "%d", 2 + e);
+            s = read_exact(g, name, H5T_NATIVE_FLOAT, &L.w[v]->shape,
+                           slots + (size_t)k * (size_t)m->n_params + (size_t)(L.w[v]->value - m->params), path);
+        }
+        if (s == TNT_OK && (count < 0 || !(*lr >= 0)))
+            s = tnt__error(TNT_ERR_FORMAT, "%s: optimizer iterations %lld or learning rate %g out of range", path,
+                           (long long)count, *lr);
+        if (s == TNT_OK) *it = count;
+    }
+    if (g >= 0) H5Gclose(g);
+    layout_free(&L);
+    return s;
+}
+
 /* ---- the load, parsed in child processes (h5_guard.c) ----------------------------------------- */
 
 typedef struct model_job {
@@ -567,6 +657,15 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         tnt__error(TNT_ERR_IO, "load_model %s: %s", path, strerror(errno));
         return NULL;
     }
+    switch (tnt__file_kind_of(path, "load_model")) {
+    case TNT__FILE_ZIP: return tnt__keras_zip_load(path, compile);
+    case TNT__FILE_HDF5: break;
+    case TNT__FILE_JSON:
+        tnt__error(TNT_ERR_FORMAT, "load_model %s: a JSON architecture without weights: read it with "
+                   "tnt_model_from_json, then tnt_load_weights", path);
+        return NULL;
+    default: return NULL;
+    }
     model_job j = {.path = path, .compile = compile};
     tnt_model *m = NULL;
     const char *tc = NULL;
@@ -579,7 +678,12 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the reader handed back unterminated strings", path);
     if (s == TNT_OK && ml + 1 < cfg.len) tc = cfg.data + ml + 1;
     if (s == TNT_OK && !(m = tnt_model_from_json(cfg.data))) s = tnt__error_prefix(TNT_ERR_FORMAT, "load_model %s: model_config: ", path);
-    if (s == TNT_OK && tc) s = compile_from_config(m, tc, path);
+    if (s == TNT_OK && tc) {
+        cJSON *config = cJSON_Parse(tc);
+        s = cJSON_IsObject(config) ? tnt__compile_from_config(m, config, path)
+                                   : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
+        cJSON_Delete(config);
+    }
     if (s == TNT_OK) s = tnt__model_setup_weights(m);
     int slots = s == TNT_OK && tc ? tnt__optimizer_num_slots(m->optimizer) : 0;
     for (int k = 0; k < slots && s == TNT_OK; k++)

@@ -15,6 +15,7 @@
  * model_weights group; it runs in a child process (h5_guard.c). The pieces h5_model.c
  * (whole-model files) shares are the tnt__h5_* functions (io/h5.h). */
 #include "io/h5.h"
+#include "io/keras_io.h"
 
 #include "core/atomic_file.h"
 #include "comm/comm.h"
@@ -60,8 +61,7 @@ static void shape_str(const tnt_shape *s, char *buf, size_t size) {
     if (o < size) snprintf(buf + o, size - o, s->ndim == 1 ? ",)" : ")");
 }
 
-/* The layers of Keras's model.layers: a Sequential model's InputLayer is not listed. */
-static bool keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
+bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
 
 /* A layer's weights in _legacy_weights order: trainable, then non-trainable. */
 static int legacy_weights(tnt_layer *l, tnt__weight **out) {
@@ -351,7 +351,7 @@ static tnt_status make_image(tnt_model *m, const char *path, const char *who, co
     }
     int n = 0;
     for (int i = 0; i < m->n_layers; i++)
-        if (keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
+        if (tnt__keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
     /* Keras: groups made in order of layer name */
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_layer_name);
 
@@ -431,7 +431,7 @@ tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts 
 /* ---- loading --------------------------------------------------------------------------------- */
 
 /* Where weight w of m goes in params and state (laid out as m->params and m->state). */
-static float *destination(const tnt_model *m, const tnt__weight *w, float *params, float *state) {
+float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state) {
     return w->trainable ? params + (w->value - m->params) : state + (w->value - m->state);
 }
 
@@ -485,7 +485,7 @@ static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, 
                                path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
             } else {
                 if (tnt_shape_numel(w->shape) &&
-                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, destination(m, w, params, state)) < 0)
+                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tnt__weight_destination(m, w, params, state)) < 0)
                     s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (%s)", path, gname,
                                    wn.s[j], tnt__h5_read_failure());
             }
@@ -516,6 +516,13 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
     hid_t f, root = -1;
     tnt_status s = tnt__h5_open("load_weights", path, &f);
     if (s != TNT_OK) return s;
+    if (tnt__keras3_is_layout(f)) { /* model.save_weights("w.weights.h5") of Keras 3 */
+        char where[4096];
+        snprintf(where, sizeof where, "load_weights %s", path);
+        s = tnt__keras3_read_weights(m, f, where, params, state);
+        H5Fclose(f);
+        return s;
+    }
     strlist names = {0}, weighted = {0};
     /* a full-model file (model.save("m.h5")) keeps the weights in model_weights */
     if (H5Aexists(f, "layer_names") <= 0 && H5Aexists(f, "layer_names0") <= 0 &&
@@ -550,7 +557,7 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
         }
         if (s != TNT_OK) goto done;
         int n_model = 0;
-        for (int i = 0; i < m->n_layers; i++) n_model += keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
+        for (int i = 0; i < m->n_layers; i++) n_model += tnt__keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
         if (n_model != weighted.n) {
             s = tnt__error(TNT_ERR_SHAPE,
                            "load_weights %s: layer count mismatch: the model has %d layer(s) with weights, the file %d",
@@ -560,14 +567,14 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
         int k = 0;
         for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
             tnt_layer *l = m->layers[i];
-            if (!keras_listed(m, l) || !has_weights(l)) continue;
+            if (!tnt__keras_listed(m, l) || !has_weights(l)) continue;
             s = read_layer(m, root, weighted.s[k++], l, path, params, state);
         }
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
             tnt_layer *l = NULL;
             for (int j = 0; j < m->n_layers && !l; j++)
-                if (keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
+                if (tnt__keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
             if (!l) continue; /* not in the model: ignored */
             s = read_layer(m, root, names.s[i], l, path, params, state);
         }

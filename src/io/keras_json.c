@@ -260,12 +260,85 @@ static int resolve(const jgraph *j, const cJSON *ref, tnt_ktensor *t, const char
     return 1;
 }
 
+/* ---- Keras 3 calls ---- */
+
+/* A Keras 3 tensor {"class_name": "__keras_tensor__", "config": {"keras_history": [layer, node,
+ * tensor], ...}}: its keras_history, else NULL. */
+static const cJSON *keras_history(const cJSON *v) {
+    const cJSON *cls = tnt__kj_item(v, "class_name");
+    if (!cJSON_IsString(cls) || strcmp(cls->valuestring, "__keras_tensor__")) return NULL;
+    return tnt__kj_item(tnt__kj_item(v, "config"), "keras_history");
+}
+
+/* Appends to refs a copy of the keras_history of every tensor in v (a tensor or nested lists of
+ * them), in order; false when out of memory. */
+static bool collect_refs(const cJSON *v, cJSON *refs) {
+    const cJSON *h = keras_history(v), *e;
+    if (h) return cJSON_AddItemToArray(refs, cJSON_Duplicate(h, true));
+    if (cJSON_IsArray(v)) cJSON_ArrayForEach(e, v) {
+            if (!collect_refs(e, refs)) return false;
+        }
+    return true;
+}
+
+/* A copy of the kwargs object kw with every tensor replaced by its keras_history (value, key and
+ * attention_mask become Keras 2's references). */
+static cJSON *kwargs_refs(const cJSON *kw) {
+    cJSON *c = cJSON_Duplicate(kw, true);
+    for (cJSON *e = c ? c->child : NULL; e; e = e->next) {
+        const cJSON *h = keras_history(e);
+        if (!h) continue;
+        cJSON *r = cJSON_Duplicate(h, true);
+        if (!r || !cJSON_ReplaceItemViaPointer(c, e, r)) {
+            cJSON_Delete(r), cJSON_Delete(c);
+            return NULL;
+        }
+        e = r;
+    }
+    return c;
+}
+
+/* Keras 3's {"args": [...], "kwargs": {...}} as Keras 2's [[layer, node, tensor, kwargs], ...]
+ * (the tensors of args in order; kwargs on the first). NULL with an error if it holds none. */
+static cJSON *keras3_node(const cJSON *node, const char *who) {
+    cJSON *refs = cJSON_CreateArray();
+    if (!refs || !collect_refs(tnt__kj_item(node, "args"), refs)) goto nomem;
+    if (cJSON_GetArraySize(refs) == 0) {
+        cJSON_Delete(refs);
+        tnt__error(TNT_ERR_FORMAT, "from_json: %s: no input tensor (__keras_tensor__ with keras_history) in args", who);
+        return NULL;
+    }
+    const cJSON *kw = tnt__kj_item(node, "kwargs");
+    if (cJSON_IsObject(kw)) {
+        cJSON *k = kwargs_refs(kw);
+        if (!k || !cJSON_AddItemToArray(cJSON_GetArrayItem(refs, 0), k)) {
+            cJSON_Delete(k);
+            goto nomem;
+        }
+    }
+    return refs;
+nomem:
+    cJSON_Delete(refs);
+    tnt__error(TNT_ERR_NOMEM, "from_json: out of memory");
+    return NULL;
+}
+
+static int call_node_refs(jgraph *j, jlayer *l, const cJSON *node, const char *who);
+
 /* Calls layer l on its next inbound node if its inputs exist: 1 done, 0 not yet, -1 error. */
 static int call_node(jgraph *j, jlayer *l) {
     const cJSON *node = cJSON_GetArrayItem(l->nodes, l->done);
     char who[160];
     snprintf(who, sizeof who, "layer \"%.64s\" (%.64s) inbound node %d", l->name, l->cls, l->done);
-    /* Keras 2: a list of references; also accept a node given as a dict {"args": ...}: no */
+    if (!cJSON_IsObject(node)) return call_node_refs(j, l, node, who);
+    cJSON *refs = keras3_node(node, who);
+    int r = refs ? call_node_refs(j, l, refs, who) : -1;
+    cJSON_Delete(refs);
+    return r;
+}
+
+/* call_node on a Keras 2 node: a list of references [layer, node, tensor(, kwargs)]. */
+static int call_node_refs(jgraph *j, jlayer *l, const cJSON *node, const char *who) {
     if (!cJSON_IsArray(node) || cJSON_GetArraySize(node) < 1 || cJSON_GetArraySize(node) > TNT_MAX_LAYER_INPUTS) {
         tnt__error(TNT_ERR_FORMAT, "from_json: %s: expected a list of 1 to %d tensor references", who,
                    TNT_MAX_LAYER_INPUTS);
@@ -401,7 +474,8 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
         if (!(l->outs = tnt__calloc(((size_t)l->n_nodes + 1) * TNT_MAX_IO, sizeof *l->outs))) goto done;
         if (is_model_class(l->cls)) {
             if (!(l->inner = nested_from_json(e, l->name, l->cls, depth))) goto done;
-            l->base = 1;
+            /* Keras 2 counts the inner model's own node first; Keras 3 makes none */
+            l->base = cJSON_IsObject(cJSON_GetArrayItem(l->nodes, 0)) ? 0 : 1;
             l->n_out = l->inner->n_outputs;
         } else if (!(l->layer = layer_from_json(l->cls, lcfg, l->name))) goto done;
     }

@@ -123,8 +123,18 @@ check "--validation_split 1: exit 2" '[ $rc -eq 2 ] && grep -q "validation_split
 "$BIN/tnt-train" $ae --data synthetic:8 --loss nope > "$dir/e.log" 2>&1; rc=$?
 check "bad --loss: exit 2 naming it" '[ $rc -eq 2 ] && grep -q "\"nope\"" "$dir/e.log"'
 "$BIN/tnt-train" $ae --data synthetic:8 --optimizer nope > /dev/null 2>&1; check "bad --optimizer: exit 2" '[ $? -eq 2 ]'
-"$BIN/tnt-train" $ae --data synthetic:8 --save "$dir/out.keras" > "$dir/e.log" 2>&1; rc=$?
-check "--save NAME.keras: exit 2, not supported yet" '[ $rc -eq 2 ] && grep -q "out.keras.*not supported yet" "$dir/e.log"'
+"$BIN/tnt-train" "$dir/ae2.h5" --data synthetic:8 --save "$dir/ae3.keras" > "$dir/k.log" 2>&1; rc=$?
+check "--save NAME.keras writes a Keras 3 zip" '[ $rc -eq 0 ] && [ "$(head -c 4 "$dir/ae3.keras")" = "$(printf "PK\003\004")" ]'
+cp "$dir/ae3.keras" "$dir/ae3_named.h5"
+"$BIN/tnt-train" "$dir/ae3_named.h5" --data synthetic:8 --verbose 1 > "$dir/k2.log" 2>&1
+check "a .keras file (told by content, not name) trains on from its state" '
+  [ $? -eq 0 ] && grep -q "Adam, learning rate 0.005, iteration 33 " "$dir/k2.log"'
+$PY -c "import numpy; numpy.save('$dir/ax5.npy', numpy.ones((5, 12), numpy.float32))" &&
+  "$BIN/tnt-predict" "$dir/ae3.keras" "$dir/ax5.npy" "$dir/k3.npy" > "$dir/p3.log" 2>&1
+check "tnt-predict reads a .keras file" '[ $? -eq 0 ] && [ -s "$dir/k3.npy" ]'
+printf 'GARBAGE!' > "$dir/bad.keras"
+"$BIN/tnt-predict" "$dir/bad.keras" "$dir/ax5.npy" "$dir/k4.npy" > "$dir/e.log" 2>&1; rc=$?
+check "tnt-predict: an unknown format exits 1 naming the magic" '[ $rc -eq 1 ] && grep -q "unknown file format (first bytes 47 41" "$dir/e.log" && [ ! -e "$dir/k4.npy" ]'
 "$BIN/tnt-train" $ae --data synthetic:8 --save /nonexistent/dir/out.h5 > "$dir/e.log" 2>&1; rc=$?
 check "an unwritable --save fails before training" '[ $rc -eq 1 ] && grep -q "/nonexistent/dir/out.h5: cannot write there" "$dir/e.log" &&
   ! grep -q "Epoch" "$dir/e.log"'

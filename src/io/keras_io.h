@@ -1,0 +1,56 @@
+/* keras_io.h: what the Keras file readers and writers of src/io share (internal).
+ *   keras3_weights.c  the Keras 3 weights layout (model.weights.h5 inside a .keras zip, and
+ *                     .weights.h5 files)
+ *   keras_zip.c       the Keras 3 .keras zip (metadata.json, config.json, model.weights.h5)
+ *   h5_model.c        compile settings and optimizer variables, shared by .h5 and .keras */
+#ifndef TNT_KERAS_IO_H
+#define TNT_KERAS_IO_H
+
+#include "io/h5.h"
+#include "model/model.h"
+
+#include <cjson/cJSON.h>
+#include <hdf5.h>
+
+/* What a file holds, by its first bytes (not its name). */
+typedef enum tnt__file_kind {
+    TNT__FILE_UNKNOWN,
+    TNT__FILE_ZIP,  /* "PK\3\4": a Keras 3 .keras archive */
+    TNT__FILE_HDF5, /* "\211HDF\r\n\032\n" */
+    TNT__FILE_JSON, /* '{' after white space */
+} tnt__file_kind;
+
+/* The kind of the file at path; TNT__FILE_UNKNOWN with an error naming who, the path and the first
+ * bytes when it is none of these (or unreadable). */
+tnt__file_kind tnt__file_kind_of(const char *path, const char *who);
+
+/* The layers of Keras's model.layers (a Sequential model's InputLayer is not listed). */
+bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l);
+/* h5_weights.c: where weight w of m goes in buffers params and state laid out as m->params and
+ * m->state (what a reader in the child process fills). */
+float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state);
+
+/* Keras 3 layout: true when file (or group) f holds a "layers" group and no Keras 2 layer_names. */
+bool tnt__keras3_is_layout(hid_t f);
+/* Writes vars, layers/<snake_case class>[_N]/vars/<i> ... of m into f. */
+tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path);
+/* Reads m's weights from f into params and state (tnt__weight_destination), checking every
+ * variable's presence, count and shape. */
+tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state);
+
+/* h5_model.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
+tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *config, const char *path);
+/* h5_model.c: the training_config of a compiled m as a cJSON object (caller frees). */
+tnt_status tnt__training_config(const tnt_model *m, cJSON **out);
+/* h5_model.c: optimizer variables as Keras 3 keeps them (group/vars/0 iteration, 1 learning
+ * rate, then the slots in Keras's order). */
+tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *path);
+/* Reads them into *it, *lr and slots (slot k at slots + k * n_params, laid out as m->params);
+ * *it = -1 when the file's variables do not fit this optimizer (it then starts afresh). */
+tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots);
+
+/* keras_zip.c */
+tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts);
+tnt_model *tnt__keras_zip_load(const char *path, bool compile);
+
+#endif
