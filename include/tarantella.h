@@ -492,7 +492,8 @@ typedef float (*tnt_lr_scheduler_fn)(int epoch, float lr, void *user);
 TNT_API tnt_callback tnt_learning_rate_scheduler(tnt_lr_scheduler_fn schedule, void *user, int verbose);
 
 /* TerminateOnNaN: stops training when the loss of a batch is NaN or infinite ("Batch 3: Invalid
- * loss, terminating training"); fit ends after the current epoch. */
+ * loss, terminating training"); fit ends after that batch, as in Keras: the epoch's logs,
+ * validation, epoch-end callbacks and History entry come from the batches run. */
 TNT_API tnt_callback tnt_terminate_on_nan(void);
 
 /* CSVLogger: one row per epoch, "epoch" then the logs' keys sorted alphabetically (the keys of the

@@ -256,7 +256,7 @@ static void test_terminate_on_nan(void **state) {
     (void)state;
     tnt_model *m = model(0.1f);
     tnt_callback t = tnt_terminate_on_nan();
-    assert_non_null(t.user);
+    assert_non_null(t.on_train_batch_end);
     m->stop_training = false;
     tnt_logs l = logs1("loss", 0.5);
     tu_ok(t.on_train_batch_end(m, 0, &l, t.user));
@@ -283,6 +283,33 @@ static void test_terminate_on_nan(void **state) {
     tnt_callback_free(&t);
     tnt_dataset_free(ds);
     tnt_model_free(m);
+}
+
+static tnt_status count_batch(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
+    (void)m, (void)batch, (void)logs;
+    (*(int *)user)++;
+    return TNT_OK;
+}
+
+/* As in Keras, fit stops after the batch whose loss is NaN, not at the end of its epoch. */
+static void test_terminate_on_nan_at_batch(void **state) {
+    (void)state;
+    float saved = xs[1 * BATCH * FEATURES];
+    xs[1 * BATCH * FEATURES] = NAN; /* the first sample of batch 1 (of 4 per epoch) */
+    tnt_dataset *ds = data();
+    tnt_model *m = model(0.1f);
+    int batches = 0;
+    tnt_callback cbs[2] = {tnt_terminate_on_nan(), {.user = &batches, .on_train_batch_end = count_batch}};
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 5, .callbacks = cbs, .n_callbacks = 2}, &h));
+    assert_int_equal(batches, 2);
+    assert_int_equal(tnt_history_epochs(h), 1);
+    assert_true(isnan(tnt_history_get(h, "loss", 0)));
+    tnt_history_free(h);
+    tnt_callback_free(&cbs[0]);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    xs[1 * BATCH * FEATURES] = saved;
 }
 
 static void test_csv_logger(void **state) {
@@ -488,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_reduce_lr_on_plateau),
         cmocka_unit_test(test_learning_rate_scheduler),
         cmocka_unit_test(test_terminate_on_nan),
+        cmocka_unit_test(test_terminate_on_nan_at_batch),
         cmocka_unit_test(test_csv_logger),
         cmocka_unit_test(test_format_filepath),
         cmocka_unit_test(test_model_checkpoint),

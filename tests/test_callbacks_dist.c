@@ -1,9 +1,10 @@
 /* test_callbacks_dist.c: the built-in callbacks on a distributed model, run by ctest under mpirun
- * with 2 ranks. EarlyStopping stops every rank at the same epoch (logs are global figures);
- * master_only callbacks (CSVLogger) run on the master only; ModelCheckpoint runs everywhere but
- * only the master writes files. */
+ * with 2 ranks. EarlyStopping stops every rank at the same epoch and TerminateOnNaN at the same
+ * batch (logs are global figures); master_only callbacks (CSVLogger) run on the master only;
+ * ModelCheckpoint runs everywhere but only the master writes files. */
 #include "testutil.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,34 @@ static tnt_status count(tnt_model *m, int epoch, const tnt_logs *logs, void *use
     (void)m, (void)epoch, (void)logs;
     (*(int *)user)++;
     return TNT_OK;
+}
+
+static tnt_status count_batch(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
+    (void)m, (void)batch, (void)logs;
+    (*(int *)user)++;
+    return TNT_OK;
+}
+
+/* NaN in one sample of batch 1 reaches one rank's data only, but the batch logs are global: every
+ * rank stops after batch 1, with no rank left waiting in a collective. */
+static void test_terminate_on_nan_same_batch(void **state) {
+    (void)state;
+    float saved = xs[1 * BATCH * FEATURES];
+    xs[1 * BATCH * FEATURES] = NAN;
+    tnt_dataset *ds = data();
+    tnt_model *m = model();
+    int batches = 0;
+    tnt_callback cbs[2] = {tnt_terminate_on_nan(), {.user = &batches, .on_train_batch_end = count_batch}};
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 5, .callbacks = cbs, .n_callbacks = 2}, &h));
+    assert_same_int(batches);
+    assert_int_equal(batches, 2);
+    assert_int_equal(tnt_history_epochs(h), 1);
+    tnt_history_free(h);
+    tnt_callback_free(&cbs[0]);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    xs[1 * BATCH * FEATURES] = saved;
 }
 
 static void test_master_only(void **state) {
@@ -162,6 +191,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N; i++) ys[i] = (float)((xs[i * FEATURES] > 0) + (xs[i * FEATURES + 2] > 0.3f));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_early_stopping_same_epoch),
+        cmocka_unit_test(test_terminate_on_nan_same_batch),
         cmocka_unit_test(test_master_only),
         cmocka_unit_test(test_checkpoint_master_writes),
     };

@@ -15,23 +15,20 @@
 #define _GNU_SOURCE
 #endif
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "launcher/cleanup.h"
+#include "launcher/forward.h"
 #include "launcher/hostfile.h"
-#include "launcher/job.h"
+#include "launcher/util.h"
 
 #define TNT_LAUNCHER_VERSION "0.1.0"
 enum { EXIT_USAGE = 2, CONTINUE = -1 };
@@ -41,108 +38,6 @@ enum { MAX_RANKS_PER_CORE = 16 };
 extern char **environ;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static void die_oom(void) {
-    fputs("tarantella: out of memory\n", stderr);
-    exit(1);
-}
-
-static char *xstrdup(const char *s) {
-    char *d = strdup(s);
-    if (!d) die_oom();
-    return d;
-}
-
-static char *xasprintf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    int rc = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (rc < 0) die_oom();
-    return s;
-}
-
-/* A growable, NULL-terminated vector of owned strings (argv lists, host names). */
-typedef struct { char **v; size_t n, cap; } strv;
-
-static void sv_push_owned(strv *a, char *s) {
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 16;
-        char **v = realloc(a->v, cap * sizeof *v);
-        if (!v) die_oom();
-        a->v = v;
-        a->cap = cap;
-    }
-    a->v[a->n++] = s;
-    a->v[a->n] = NULL;
-}
-static void sv_push(strv *a, const char *s) { sv_push_owned(a, xstrdup(s)); }
-
-static void sv_remove(strv *a, size_t i) {
-    free(a->v[i]);
-    memmove(a->v + i, a->v + i + 1, (a->n - i) * sizeof *a->v); /* moves the NULL too */
-    a->n--;
-}
-
-static void sv_free(strv *a) {
-    for (size_t i = 0; i < a->n; i++) free(a->v[i]);
-    free(a->v);
-    *a = (strv){0};
-}
-
-/* Splits on whitespace; used for --interpreter and the rsh agent, which are command prefixes. */
-static void sv_split_words(strv *a, const char *s) {
-    while (*s) {
-        while (*s && isspace((unsigned char)*s)) s++;
-        const char *b = s;
-        while (*s && !isspace((unsigned char)*s)) s++;
-        if (s > b) {
-            char *w = strndup(b, (size_t)(s - b));
-            if (!w) die_oom();
-            sv_push_owned(a, w);
-        }
-    }
-}
-
-/* Appends s to out, single-quoted for a POSIX shell when it holds anything unsafe, so the
- * --dry-run line can be pasted into a shell as is. */
-static void shell_quote(FILE *out, const char *s) {
-    bool safe = *s != '\0';
-    for (const char *p = s; *p && safe; p++)
-        safe = isalnum((unsigned char)*p) || strchr("_@%+=:,./-", *p);
-    if (safe) {
-        fputs(s, out);
-        return;
-    }
-    fputc('\'', out);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') fputs("'\\''", out);
-        else fputc(*p, out);
-    }
-    fputc('\'', out);
-}
-
-static char *shell_quoted(const char *s) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) die_oom();
-    shell_quote(f, s);
-    if (fclose(f) != 0) die_oom();
-    return buf;
-}
-
-/* Full-string decimal parse within [min, max]; false on anything else. */
-static bool parse_long(const char *s, long min, long max, long *out) {
-    if (!*s || isspace((unsigned char)*s)) return false;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max) return false;
-    *out = v;
-    return true;
-}
 
 static bool valid_env_name(const char *s, size_t len) {
     if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
@@ -167,10 +62,6 @@ static char *find_in_path(const char *prog) {
     }
 }
 
-static const char *base_name(const char *p) {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -373,328 +264,6 @@ static int read_hostfile(const char *file, hostlist *h) {
     return rc;
 }
 
-static bool host_is_local(const char *name) {
-    if (!strcasecmp(name, "localhost") || !strcmp(name, "127.0.0.1")) return true;
-    char me[256] = "";
-    if (gethostname(me, sizeof me - 1) != 0) return false;
-    /* Same short name, and one of the two is short: "node1" is "node1.cluster" and vice versa. */
-    size_t nl = strcspn(name, "."), ml = strcspn(me, ".");
-    return nl == ml && !strncasecmp(name, me, nl) &&
-           (!name[nl] || !me[ml] || !strcasecmp(name, me));
-}
-
-/* ---- running a child with signal forwarding ---------------------------------------------- */
-
-/* Signal handlers can only reach state through globals: the child's pid and what was forwarded. */
-static volatile sig_atomic_t g_child_pid = 0;
-static volatile sig_atomic_t g_interrupt = 0;   /* first SIGINT/SIGTERM/SIGHUP received */
-static volatile sig_atomic_t g_last_fwd_sec = -100;
-
-static const int FORWARDED[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
-#define N_FORWARDED (sizeof FORWARDED / sizeof FORWARDED[0])
-
-static void on_signal(int sig, siginfo_t *si, void *ctx) {
-    (void)ctx;
-    bool stop = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
-    if (stop && !g_interrupt) g_interrupt = sig;
-    /* Ctrl+C at a terminal reaches the whole foreground process group, mpirun included
-     * (si_code SI_KERNEL). Forwarding it again would count as mpirun's "second Ctrl+C", on which
-     * it exits at once and leaves its ranks running. */
-    if (si && si->si_code == SI_KERNEL) return;
-    pid_t child = (pid_t)g_child_pid;
-    if (child <= 0) return;
-    if (stop) { /* the same for a burst (e.g. a signal sent to launcher and mpirun together) */
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((long)now.tv_sec - (long)g_last_fwd_sec < 2) return;
-        g_last_fwd_sec = (sig_atomic_t)now.tv_sec;
-    }
-    kill(child, sig);
-}
-
-/* Runs argv with execvp in a child, forwarding signals; returns the exit code to report. */
-static int run_forwarding(char **argv) {
-    sigset_t block, old;
-    sigemptyset(&block);
-    for (size_t k = 0; k < N_FORWARDED; k++) sigaddset(&block, FORWARDED[k]);
-    struct sigaction sa = {0}, saved[N_FORWARDED];
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_SIGINFO;
-    sigfillset(&sa.sa_mask);
-    /* Blocked across fork so a signal cannot arrive before the child's pid is known. */
-    sigprocmask(SIG_BLOCK, &block, &old);
-    for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &sa, &saved[k]);
-    fflush(NULL);
-    tnt_job job;
-    tnt_job_begin(&job);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "tarantella: cannot start '%s': fork: %s\n", argv[0], strerror(errno));
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        tnt_job_end(&job);
-        return 1;
-    }
-    if (pid == 0) {
-        tnt_job_child(&job);
-        for (size_t k = 0; k < N_FORWARDED; k++) signal(FORWARDED[k], SIG_DFL);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        execvp(argv[0], argv);
-        fprintf(stderr, "tarantella: cannot run '%s': %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    g_child_pid = pid;
-    sigprocmask(SIG_SETMASK, &old, NULL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "tarantella: waitpid: %s\n", strerror(errno));
-            return 1;
-        }
-    }
-    g_child_pid = 0;
-    tnt_job_end(&job);
-    for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &saved[k], NULL);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    int code = WEXITSTATUS(status);
-    /* mpirun exits 1 after an interrupt; report the signal so scripts see it was stopped. */
-    if (g_interrupt && code != 0) return 128 + g_interrupt;
-    return code;
-}
-
-/* ---- cleanup ------------------------------------------------------------------------------ */
-
-static bool read_cmdline(pid_t pid, strv *out) {
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    for (size_t off = 0; off < len; off += strlen(buf + off) + 1) sv_push(out, buf + off);
-    return out->n > 0;
-}
-
-/* Parent pid and state letter from /proc/PID/stat ("pid (comm) S ppid ..."; comm may hold
- * spaces and parentheses, so parse after the last ')'). */
-static bool read_stat(pid_t pid, pid_t *ppid, char *state) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    char *rp = strrchr(buf, ')');
-    int pp = 0;
-    if (!rp || sscanf(rp + 1, " %c %d", state, &pp) != 2) return false;
-    *ppid = pp;
-    return true;
-}
-
-static bool alive(pid_t pid) {
-    pid_t pp;
-    char st;
-    return read_stat(pid, &pp, &st) && st != 'Z' && st != 'X';
-}
-
-/* A rank of PROGRAM: its argv holds PROGRAM (same base name) followed by ARGS (and maybe more
- * arguments). That also catches ranks under an interpreter or wrapper. Launchers (mpirun, this program) also carry
- * PROGRAM in argv but are left alone: they end by themselves once their ranks are gone. */
-static bool is_rank_of(const strv *cmd, char **prog) {
-    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted",
-                                            "prterun", "tarantella", NULL};
-    for (int k = 0; launchers[k]; k++)
-        if (!strcmp(base_name(cmd->v[0]), launchers[k])) return false;
-    size_t nprog = 0;
-    while (prog[nprog]) nprog++;
-    for (size_t i = 0; i + nprog <= cmd->n; i++) {
-        if (strcmp(base_name(cmd->v[i]), base_name(prog[0])) != 0) continue;
-        size_t k = 1;
-        while (k < nprog && !strcmp(cmd->v[i + k], prog[k])) k++;
-        if (k == nprog) return true;
-    }
-    return false;
-}
-
-static int cleanup_local(const char *host, char **prog, bool force, bool dry_run,
-                         const char *what) {
-    /* Never signal ourselves or an ancestor (the shell that runs us may carry PROGRAM too). */
-    pid_t skip[64];
-    int nskip = 0;
-    for (pid_t p = getpid(); p > 1 && nskip < 64;) {
-        skip[nskip++] = p;
-        char st;
-        if (!read_stat(p, &p, &st)) break;
-    }
-    char self[PATH_MAX];
-    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
-    DIR *d = opendir("/proc");
-    if (!d) {
-        fprintf(stderr, "tarantella: %s: cannot list processes: /proc: %s\n", host,
-                strerror(errno));
-        return 1;
-    }
-    const int sig = force ? SIGKILL : SIGTERM;
-    const char *signame = force ? "SIGKILL" : "SIGTERM";
-    pid_t *hit = NULL;
-    size_t nhit = 0;
-    int rc = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        long v;
-        if (!parse_long(e->d_name, 2, INT_MAX, &v)) continue;
-        pid_t pid = (pid_t)v;
-        bool mine = false;
-        for (int k = 0; k < nskip; k++) mine |= skip[k] == pid;
-        /* Other launchers, whatever their file is called, end by themselves (see is_rank_of). */
-        char exe_path[64], exe[PATH_MAX];
-        snprintf(exe_path, sizeof exe_path, "/proc/%d/exe", (int)pid);
-        ssize_t len = readlink(exe_path, exe, sizeof exe - 1);
-        if (len > 0 && self_len > 0 && len == self_len && !memcmp(exe, self, (size_t)len))
-            mine = true;
-        strv cmd = {0};
-        if (!mine && read_cmdline(pid, &cmd) && is_rank_of(&cmd, prog) && alive(pid)) {
-            pid_t *h = realloc(hit, (nhit + 1) * sizeof *h);
-            if (!h) die_oom();
-            hit = h;
-            hit[nhit++] = pid;
-        }
-        sv_free(&cmd);
-    }
-    closedir(d);
-    if (nhit == 0) {
-        printf("%s: no process of '%s' running\n", host, what);
-        free(hit);
-        return 0;
-    }
-    printf("%s: %s %s to %zu process%s of '%s':", host, dry_run ? "would send" : "sending",
-           signame, nhit, nhit == 1 ? "" : "es", what);
-    for (size_t k = 0; k < nhit; k++) printf(" %d", (int)hit[k]);
-    putchar('\n');
-    if (dry_run) {
-        free(hit);
-        return 0;
-    }
-    for (size_t k = 0; k < nhit; k++)
-        if (kill(hit[k], sig) != 0 && errno != ESRCH) {
-            fprintf(stderr, "tarantella: %s: cannot signal pid %d: %s\n", host, (int)hit[k],
-                    strerror(errno));
-            rc = 1;
-        }
-    /* Wait a little so "done" means done (the ranks' parent, mpirun, reaps them). */
-    size_t left = nhit;
-    for (int tick = 0; tick < 50 && left > 0; tick++) {
-        nanosleep(&(struct timespec){0, 100000000}, NULL);
-        left = 0;
-        for (size_t k = 0; k < nhit; k++) left += alive(hit[k]);
-    }
-    if (left > 0) {
-        fprintf(stderr, "tarantella: %s: %zu process%s of '%s' still running 5 s after %s%s\n",
-                host, left, left == 1 ? "" : "es", what, signame,
-                force ? "" : "; try --cleanup --force");
-        rc = 1;
-    } else if (rc == 0) {
-        printf("%s: all ended\n", host);
-    }
-    free(hit);
-    return rc;
-}
-
-/* Extended regex (pkill -f) for the words "PROGRAM ARGS" in a command line, with PROGRAM's
- * first letter in brackets so the pattern does not match the remote shell that runs pkill. */
-static char *cleanup_regex(char **prog) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) die_oom();
-    fputs("(^|[ /])", f);
-    for (int k = 0; prog[k]; k++) {
-        const char *s = k == 0 ? base_name(prog[0]) : prog[k];
-        if (k > 0) fputc(' ', f);
-        for (const char *p = s; *p; p++) {
-            if (k == 0 && p == s && isalnum((unsigned char)*p)) fprintf(f, "[%c]", *p);
-            else if (strchr("\\.[]()*+?{}|^$", *p)) fprintf(f, "\\%c", *p);
-            else fputc(*p, f);
-        }
-    }
-    fputs("( |$)", f);
-    if (fclose(f) != 0) die_oom();
-    return buf;
-}
-
-static int cleanup_remote(const char *host, char **prog, bool force, bool dry_run,
-                          const char *what) {
-    /* The rsh agent mpirun uses; Open MPI allows alternatives separated by ':', take the first. */
-    const char *agent = getenv("OMPI_MCA_plm_rsh_agent");
-    if (!agent || !*agent) agent = "ssh";
-    char *first = strndup(agent, strcspn(agent, ":"));
-    if (!first) die_oom();
-    strv argv = {0};
-    sv_split_words(&argv, first);
-    free(first);
-    if (argv.n == 0) sv_push(&argv, "ssh");
-    sv_push(&argv, host);
-    /* pkill -f alone would also hit launchers there (or this very launcher when the "remote"
-     * host is this one under another name), so the remote side applies the local rule: pgrep,
-     * then skip its own ancestors, mpirun and launchers (by process name). It exits 0 also when
-     * nothing matched, so any other status (ssh: 255) is a failure. Host names are validated,
-     * so they are safe to embed. */
-    const char *sig = force ? "KILL" : "TERM";
-    char *re = cleanup_regex(prog), *qre = shell_quoted(re);
-    char *script = xasprintf(
-        "command -v pgrep >/dev/null || { echo \"%s: pgrep not found\" >&2; exit 3; }; k=; f=0; "
-        "a=\" \"; q=$$; while [ \"${q:-1}\" -gt 1 ]; do a=\"$a$q \"; "
-        "q=$(ps -o ppid= -p $q | tr -d \" \"); done; "
-        "for p in $(pgrep -f %s); do case $a in *\" $p \"*) continue ;; esac; "
-        "case $(cat /proc/$p/comm 2>/dev/null) in "
-        "mpirun|mpiexec|orterun|orted|prterun|tarantella|\"\") ;; "
-        "*) if kill -%s $p; then k=\"$k $p\"; else f=1; fi ;; esac; done; "
-        "if [ -n \"$k\" ]; then echo \"%s: sent SIG%s to$k\"; "
-        "else echo \"%s: no matching process running\"; fi; exit $f",
-        host, qre, sig, host, sig, host);
-    char *qscript = shell_quoted(script);
-    /* The agent hands its arguments to the remote login shell: one command string, run by sh. */
-    sv_push_owned(&argv, xasprintf("sh -c %s", qscript));
-    free(re);
-    free(qre);
-    free(script);
-    free(qscript);
-    printf("%s: %s '%s' through '%s'\n", host, dry_run ? "would end" : "ending", what,
-           argv.v[0]);
-    if (dry_run) {
-        for (size_t k = 0; k < argv.n; k++) {
-            shell_quote(stdout, argv.v[k]);
-            putchar(k + 1 < argv.n ? ' ' : '\n');
-        }
-    }
-    int rc = 0;
-    fflush(stdout);
-    if (!dry_run && (rc = run_forwarding(argv.v)) != 0) {
-        fprintf(stderr, "tarantella: %s: cleanup failed: '%s' exited with %d\n", host,
-                argv.v[0], rc);
-        rc = 1;
-    }
-    sv_free(&argv);
-    return rc;
-}
-
-static int do_cleanup(const options *o, const hostlist *h) {
-    char *what = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&what, &len);
-    if (!f) die_oom();
-    for (int k = 0; o->prog[k]; k++) fprintf(f, "%s%s", k ? " " : "", o->prog[k]);
-    if (fclose(f) != 0) die_oom();
-    int rc = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        const char *host = h->names[i];
-        rc |= host_is_local(host) ? cleanup_local(host, o->prog, o->force, o->dry_run, what)
-                                  : cleanup_remote(host, o->prog, o->force, o->dry_run, what);
-    }
-    fflush(stdout);
-    free(what);
-    return rc ? 1 : 0;
-}
 
 /* ---- launching ---------------------------------------------------------------------------- */
 
@@ -915,7 +484,7 @@ int main(int argc, char **argv) {
     rc = 0;
     if (o.hostfile) rc = read_hostfile(o.hostfile, &h);
     else if (!hostlist_add(&h, "localhost", 0, 0)) die_oom();
-    if (rc == 0) rc = o.cleanup ? do_cleanup(&o, &h) : launch(&o, &h);
+    if (rc == 0) rc = o.cleanup ? cleanup_hosts(o.prog, o.force, o.dry_run, &h) : launch(&o, &h);
     hostlist_free(&h);
     sv_free(&o.xvars);
     return rc;

@@ -33,7 +33,8 @@ static const char USAGE[] =
     "                 [--loss NAME] [--from_logits] [--optimizer NAME] [--learning_rate LR]\n"
     "                 [--metrics M1,M2|none] [--target labels|input] [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
-    "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--verbose 1] [--help]\n"
+    "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--terminate_on_nan 1] [--verbose 1]\n"
+    "                 [--help]\n"
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
@@ -48,6 +49,8 @@ static const char USAGE[] =
     "  --save OUT             the trained model as Keras's model.save (architecture, weights,\n"
     "                         training configuration, optimizer state): a Keras 3 zip when OUT\n"
     "                         ends in .keras, else Keras 2 HDF5\n"
+    "  --terminate_on_nan 0|1 stop after a batch whose loss is NaN or infinite, exit 1 and save\n"
+    "                         nothing (Keras's TerminateOnNaN); on by default\n"
     "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
 
 /* Bounds of the integer flags: far above any real use, low enough that sizes cannot overflow. */
@@ -57,7 +60,7 @@ static const char USAGE[] =
 
 typedef struct args {
     const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log;
-    long epochs, verbose, batch_size, num_samples, shuffle_seed;
+    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan;
     double learning_rate, rescale, validation_split;
     bool from_logits, target_input;
 } args;
@@ -114,7 +117,7 @@ static void check_names(const args *a) {
 }
 
 static args parse(int argc, char **argv) {
-    args a = {.epochs = 1, .verbose = 1, .batch_size = 32, .shuffle_seed = 42, .rescale = 1};
+    args a = {.epochs = 1, .verbose = 1, .batch_size = 32, .shuffle_seed = 42, .rescale = 1, .terminate_on_nan = 1};
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -131,6 +134,8 @@ static args parse(int argc, char **argv) {
         else if ((v = value_of(argc, argv, &i, "--csv_log"))) a.csv_log = v;
         else if ((v = value_of(argc, argv, &i, "--epochs"))) a.epochs = integer("--epochs", v, 1, MAX_EPOCHS);
         else if ((v = value_of(argc, argv, &i, "--verbose"))) a.verbose = integer("--verbose", v, 0, 2);
+        else if ((v = value_of(argc, argv, &i, "--terminate_on_nan")))
+            a.terminate_on_nan = integer("--terminate_on_nan", v, 0, 1);
         else if ((v = value_of(argc, argv, &i, "--batch_size"))) a.batch_size = integer("--batch_size", v, 1, MAX_BATCH);
         else if ((v = value_of(argc, argv, &i, "--num_samples")))
             a.num_samples = integer("--num_samples", v, 1, MAX_SAMPLES);
@@ -523,7 +528,8 @@ int main(int argc, char **argv) {
     samples train_s = {0}, val_s = {0};
     tnt_dataset *train = NULL, *val = NULL;
     tnt_history *h = NULL;
-    tnt_callback csv = {0};
+    tnt_callback cbs[2];
+    int n_cbs = 0;
     origin from;
     double rescale = a.rescale, val_rescale = a.rescale;
     tnt_model *m = load_model(a.model);
@@ -552,12 +558,22 @@ int main(int argc, char **argv) {
     if (!(train = batches(&train_s, 0, n_train, true, &a))) goto done;
     if (n_val && !(val = batches(&train_s, n_train, n_val, false, &a))) goto done;
     if (a.val_data && !(val = batches(&val_s, 0, val_s.n, false, &a))) goto done;
-    if (a.csv_log) csv = tnt_csv_logger(a.csv_log, 0, false);
+    if (a.csv_log) cbs[n_cbs++] = tnt_csv_logger(a.csv_log, 0, false);
+    if (a.terminate_on_nan) cbs[n_cbs++] = tnt_terminate_on_nan();
     if (tnt_is_master_rank() && a.verbose) print_plan(m, &a, &from, &train_s, n_train, n_val);
     tnt_fit_opts fo = {.epochs = (int)a.epochs, .verbose = (int)a.verbose, .validation_data = val,
-                       .callbacks = a.csv_log ? &csv : NULL, .n_callbacks = a.csv_log ? 1 : 0};
+                       .callbacks = cbs, .n_callbacks = n_cbs};
     if (tnt_distribute(m) != TNT_OK || tnt_fit(m, train, &fo, &h) != TNT_OK) {
         fprintf(stderr, "tnt-train: %s\n", tnt_last_error());
+        goto done;
+    }
+    /* the figures are global: every rank sees the same loss and takes the same exit */
+    int last_epoch = tnt_history_epochs(h) - 1;
+    double last_loss = tnt_history_get(h, "loss", last_epoch);
+    if (a.terminate_on_nan && !isfinite(last_loss)) {
+        if (tnt_is_master_rank())
+            fprintf(stderr, "tnt-train: training stopped in epoch %d: the loss is %g%s\n", last_epoch + 1, last_loss,
+                    a.save ? "; the model is not saved" : "");
         goto done;
     }
     if (a.save && tnt_save_model(m, a.save, NULL) != TNT_OK) {
@@ -567,7 +583,7 @@ int main(int argc, char **argv) {
     if (tnt_is_master_rank() && a.save && a.verbose) printf("saved the model to %s\n", a.save);
     rc = 0;
 done:
-    tnt_callback_free(&csv);
+    for (int i = 0; i < n_cbs; i++) tnt_callback_free(&cbs[i]);
     tnt_history_free(h);
     tnt_dataset_free(train);
     tnt_dataset_free(val);

@@ -384,34 +384,19 @@ tnt_callback tnt_learning_rate_scheduler(tnt_lr_scheduler_fn schedule, void *use
 /* ---------------------------------------------------------------------------------------------
  * TerminateOnNaN
  * ------------------------------------------------------------------------------------------- */
-/* fit stops at the end of the epoch, so later batches of it may report invalid losses too: the
- * message is printed once per fit. */
-typedef struct terminate_on_nan {
-    bool said;
-} terminate_on_nan;
-
-static tnt_status tn_train_begin(tnt_model *m, const tnt_logs *logs, void *user) {
-    (void)m, (void)logs;
-    ((terminate_on_nan *)user)->said = false;
-    return TNT_OK;
-}
-
+/* fit stops after the batch whose global loss is NaN or infinite, on every rank alike. */
 static tnt_status tn_batch_end(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
-    terminate_on_nan *t = user;
+    (void)user;
     double loss;
     if (tnt_logs_get(logs, "loss", &loss) && !isfinite(loss)) {
-        if (!t->said) tnt__callback_say("Batch %lld: Invalid loss, terminating training\n", (long long)batch);
-        t->said = true;
+        tnt__callback_say("Batch %lld: Invalid loss, terminating training\n", (long long)batch);
         tnt_model_stop_training(m);
     }
     return TNT_OK;
 }
 
 tnt_callback tnt_terminate_on_nan(void) {
-    terminate_on_nan *t = tnt__calloc(1, sizeof *t);
-    if (!t) return tnt__callback_failed(TNT_ERR_NOMEM);
-    return (tnt_callback){.user = t, .on_train_begin = tn_train_begin, .on_train_batch_end = tn_batch_end,
-                          .destroy = free};
+    return (tnt_callback){.on_train_batch_end = tn_batch_end};
 }
 
 /* ---------------------------------------------------------------------------------------------

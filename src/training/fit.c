@@ -579,6 +579,15 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     return s;
 }
 
+/* A callback that stopped training on one rank (from its local logs, say) stops every rank. */
+static tnt_status agree_stop(tnt_model *m, bool parallel) {
+    if (!parallel) return TNT_OK;
+    int64_t stop = m->stop_training;
+    tnt_status s = tnt__agree(TNT_OK, &stop, 1);
+    m->stop_training = stop > 0;
+    return s;
+}
+
 static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts, tnt_history **history) {
     tnt_fit_opts o = *opts;
     tnt_status s = check_fit_args(m, train, &o);
@@ -594,18 +603,23 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
     bool batch_logs = false; /* exact logs at every step */
-    for (int i = 0; i < n_cbs; i++) batch_logs |= cbs[i].on_train_batch_end != NULL;
+    bool batch_stops = false; /* a batch callback may stop training after any step */
+    for (int i = 0; i < n_cbs; i++) {
+        batch_logs |= cbs[i].on_train_batch_end != NULL;
+        batch_stops |= cbs[i].on_train_batch_begin != NULL || cbs[i].on_train_batch_end != NULL;
+    }
     /* Running figures need a metrics allreduce per step: only when a live bar (on the master's
      * terminal) or a batch callback reads them. The master decides, so that every rank issues
      * the same collectives. */
     if (o.verbose == 1 && tnt_is_master_rank() && tnt__output_is_tty(o.out)) batch_logs = true;
     if (parallel) {
-        int64_t live_ranks = batch_logs;
-        if ((s = tnt__agree(TNT_OK, &live_ranks, 1)) != TNT_OK) {
+        int64_t ranks_wanting[2] = {batch_logs, batch_stops};
+        if ((s = tnt__agree(TNT_OK, ranks_wanting, 2)) != TNT_OK) {
             tnt_history_free(h);
             return s;
         }
-        batch_logs = live_ranks > 0;
+        batch_logs = ranks_wanting[0] > 0;
+        batch_stops = ranks_wanting[1] > 0;
     }
     tnt_logs logs = {0};
     m->stop_training = false;
@@ -641,6 +655,15 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             accum_logs(m, &acc, &local);
             CALL_CB_LOGS(cbs, n_cbs, on_train_batch_end, m, step, &logs, &local);
             tnt__progress_update(&prog, step + 1, &logs);
+            /* As in Keras, a stop takes effect after the batch; the epoch still ends (its logs,
+             * validation and callbacks) with the batches run. */
+            if (batch_stops) {
+                if ((s = agree_stop(m, parallel)) != TNT_OK) goto done;
+                if (m->stop_training) {
+                    step++;
+                    break;
+                }
+            }
         }
         tnt_dataset_iter_free(f.it);
         f.it = NULL;
@@ -665,11 +688,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         tnt__progress_finish(&prog, &logs, NULL);
         if ((s = tnt__history_append(h, epoch, &logs)) != TNT_OK) goto done;
         CALL_CB_LOGS(cbs, n_cbs, on_epoch_end, m, epoch, &logs, &local);
-        if (parallel) { /* a callback that stopped training on one rank stops every rank */
-            int64_t stop = m->stop_training;
-            if ((s = tnt__agree(TNT_OK, &stop, 1)) != TNT_OK) goto done;
-            m->stop_training = stop > 0;
-        }
+        if ((s = agree_stop(m, parallel)) != TNT_OK) goto done;
     }
     CALL_CB(cbs, n_cbs, on_train_end, m, &logs);
 done:

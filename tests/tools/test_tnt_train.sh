@@ -3,8 +3,9 @@
 # 0.005 with its state, metric mean_absolute_error) trains with its own configuration and gives
 # the losses of the C API's tnt_load_model + tnt_fit (FIT, tests/tools/fit_model_file.c) on 1 and
 # 2 ranks; flags override it; a Keras JSON model trained on synthetic data and on Fashion-MNIST,
-# alone and on 2 ranks (the same figures), read back by tnt-predict; bad usage exits 2 and
-# failures 1, naming the bad value. Run by ctest from tests/ with the build's bin/ and FIT.
+# alone and on 2 ranks (the same figures), read back by tnt-predict; a NaN loss stops training
+# (--terminate_on_nan) with exit 1 and no saved file; bad usage exits 2 and failures 1, naming the
+# bad value. Run by ctest from tests/ with the build's bin/ and FIT.
 set -u
 BIN=$1
 FIT=$2
@@ -57,6 +58,21 @@ check "--learning_rate alone keeps the optimizer's state; --loss and --metrics o
 check "synthetic regression targets, --validation_split takes the last 20%, --save writes .h5" '
   grep -q "40 training samples of (12,), targets (12,)$" "$dir/vs.log" &&
   grep -q "validation *the last 10 samples" "$dir/vs.log" && grep -q val_loss "$dir/vs.csv" && [ -s "$dir/ae2.h5" ]'
+# NaN in sample 40, which the shuffle of seed 42 puts in batch 0 of 4: TerminateOnNaN stops after
+# that batch (the bar ends at 1/4) and nothing is saved
+$PY -c "import numpy as np; x = np.load('$dir/ax.npy'); x[40, 0] = np.nan; np.save('$dir/nan.npy', x)"
+for ranks in 1 2; do
+  "$BIN/tarantella" -n $ranks -- "$BIN/tnt-train" $ae --data npy:"$dir/nan.npy" --target input --epochs 3 \
+    --save "$dir/nan$ranks.h5" > "$dir/nan$ranks.log" 2>&1; rc=$?
+  check "NaN loss, $ranks rank(s): stops after batch 0, exit 1, no --save file" '[ $rc -eq 1 ] && [ ! -e "$dir/nan$ranks.h5" ] &&
+    grep -q "Batch 0: Invalid loss, terminating training" "$dir/nan$ranks.log" && grep -q "^1/4 \[" "$dir/nan$ranks.log" &&
+    grep -q "training stopped in epoch 1: the loss is nan; the model is not saved" "$dir/nan$ranks.log" &&
+    ! grep -q "Epoch 2/3" "$dir/nan$ranks.log"'
+done
+"$BIN/tnt-train" $ae --data npy:"$dir/nan.npy" --target input --epochs 3 --terminate_on_nan 0 --save "$dir/nan0.h5" \
+  > "$dir/nan0.log" 2>&1; rc=$?
+check "--terminate_on_nan 0: all 3 epochs, exit 0, saved" '[ $rc -eq 0 ] && [ -s "$dir/nan0.h5" ] &&
+  grep -q "Epoch 3/3" "$dir/nan0.log" && ! grep -q "Invalid loss" "$dir/nan0.log"'
 "$BIN/tnt-train" "$dir/ae2.h5" --data synthetic:8 --verbose 1 > "$dir/re.log" 2>&1
 check "the saved model trains on from its state" 'grep -q "Adam, learning rate 0.005, iteration 32 " "$dir/re.log"'
 "$BIN/tnt-train" $ae --data synthetic:16 --loss sparse_categorical_crossentropy > "$dir/e.log" 2>&1; rc=$?
