@@ -5,21 +5,11 @@ sequences of 200 ids, batch 64, Adam(1e-3), cross-entropy on one fixed batch of 
 Prints one line: samples/s over the timed steps (after warm-up), the final loss and which BLAS
 torch reaches (blas=openblas with libopenblas0-pthread installed)."""
 import argparse, os, sys, time
-# Pin every thread pool to --threads before torch loads (as ../shared/bench/torch_lenet5.py):
+# torch_models (a copy of ../shared/bench's) pins every thread pool to --threads before torch loads:
 # Debian's torch calls the system BLAS, whose own pool ignores torch.set_num_threads.
-_t = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_v] = _t
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_models import blas_backend
 import torch, torch.nn as nn
-
-
-def blas_backend():
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    return "openblas" if "openblas" in maps else ("reference" if "/blas/libblas.so" in maps else "unknown")
 
 
 class TextClassifier(nn.Module):
