@@ -4,9 +4,10 @@
  * boundary once it holds threshold bytes. During backward the compute thread reports the
  * finished prefix of the buffer; each bucket inside it is started at once, in plan order, with
  * MPI_Allreduce(MPI_IN_PLACE) on its slice: no packing copy. Two engines:
- *  - thread: a comm thread runs the allreduces of a queue one after the other, each waited for
- *    by tnt__wait (MPI_THREAD_SERIALIZED: only it calls MPI during backward; the compute thread
- *    calls MPI again only after finish_step);
+ *  - thread: a comm thread runs the allreduces of a queue one after the other, each a blocking
+ *    MPI_Allreduce once every rank has arrived (tnt__wait_arrival: a stalled rank is reported
+ *    and nobody spins on it). MPI_THREAD_SERIALIZED: only this thread calls MPI during backward;
+ *    the compute thread calls MPI again only after finish_step;
  *  - nonblocking: MPI_Iallreduce, progressed with MPI_Testall whenever backward reports.
  * Waits sleep between polls and feed the stall inspector (wait.c).
  * Every rank has the same plan and issues the same collectives in the same order. */
@@ -54,10 +55,10 @@ static void *comm_thread(void *arg) {
         bucket b = r->buckets[r->completed];
         pthread_mutex_unlock(&r->mu);
         double t0 = tnt__now();
-        MPI_Request rq;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM,
-                                MPI_COMM_WORLD, &rq);
-        if (rc == MPI_SUCCESS) rc = tnt__wait(1, &rq, "gradient allreduce");
+        int rc = tnt__wait_arrival("gradient allreduce");
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Allreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD);
         double dt = tnt__now() - t0;
         pthread_mutex_lock(&r->mu);
         r->comm_seconds += dt;

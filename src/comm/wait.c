@@ -192,6 +192,13 @@ int tnt__wait(int n, MPI_Request *reqs, const char *what) {
     return rc;
 }
 
+int tnt__wait_arrival(const char *what) {
+    if (!w.on) return MPI_SUCCESS;
+    MPI_Request rq;
+    int rc = MPI_Ibarrier(MPI_COMM_WORLD, &rq);
+    return rc == MPI_SUCCESS ? tnt__wait(1, &rq, what) : rc;
+}
+
 void tnt__wait_finalize(void) {
     if (!w.on) return;
     bool alone = tnt__error_count() > w.agreed_errors;

@@ -13,6 +13,11 @@ int tnt__wait_init(int rank, int size, int64_t check_seconds, int64_t shutdown_s
  * spinning. The master logs which ranks are missing every check_seconds; after
  * shutdown_seconds the job is aborted. Returns an MPI error code. */
 int tnt__wait(int n, MPI_Request *reqs, const char *what);
+/* Waits, as tnt__wait, until every rank has entered the collective named what; the caller then
+ * runs it blocking. A large blocking collective is Open MPI's fast path (a nonblocking
+ * MPI_Iallreduce runs on libnbc: 0.3 against 2.5 GB/s for the MLP's 147 MB), and once every rank
+ * has arrived no one is missing for it to stall on. Costs one small barrier. */
+int tnt__wait_arrival(const char *what);
 /* Meets every rank once more before MPI_Finalize. A rank that raised an error the others never
  * learned (it stops alone while they wait for it) aborts the job with its message when the
  * others do not come within a few seconds. */

@@ -32,6 +32,14 @@ static tnt_status mpi_error(int code, const char *call) {
         if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
     } while (0)
 
+/* A large collective: all ranks meet first (tnt__wait_arrival), then call runs blocking. */
+#define MPI_BULK_COLLECTIVE(call, what)                                                           \
+    do {                                                                                          \
+        int rc_ = tnt__wait_arrival(what);                                                        \
+        if (rc_ == MPI_SUCCESS) rc_ = (call);                                                     \
+        if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
+    } while (0)
+
 tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     int inited = 0;
     MPI_Initialized(&inited);
@@ -78,8 +86,8 @@ bool tnt__world_active(void) { return world.active; }
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM,
-                                      MPI_COMM_WORLD, &rq_), "allreduce");
+        MPI_BULK_COLLECTIVE(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM,
+                                          MPI_COMM_WORLD), "allreduce");
     return TNT_OK;
 }
 
@@ -92,16 +100,16 @@ tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n) {
 tnt_status tnt__allreduce_sum_f32(float *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM,
-                                      MPI_COMM_WORLD, &rq_), "allreduce");
+        MPI_BULK_COLLECTIVE(MPI_Allreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM,
+                                          MPI_COMM_WORLD), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__bcast_f32(float *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_COLLECTIVE(MPI_Ibcast(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, 0, MPI_COMM_WORLD, &rq_),
-                       "broadcast");
+        MPI_BULK_COLLECTIVE(MPI_Bcast(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, 0, MPI_COMM_WORLD),
+                            "broadcast");
     return TNT_OK;
 }
 
