@@ -1,7 +1,7 @@
 /* reducer.c: gradient allreduce fused into buckets and overlapped with backward.
  *
  * The plan walks the flat gradient buffer in backward order and cuts a bucket at a layer
- * boundary once it holds threshold bytes. During backward the compute thread reports the
+ * boundary once it holds threshold bytes; a bucket over 16 MiB goes as several collectives. During backward the compute thread reports the
  * finished prefix of the buffer; each bucket inside it is started at once, in plan order, with
  * MPI_Allreduce(MPI_IN_PLACE) on its slice: no packing copy. Two engines:
  *  - thread: a comm thread runs the allreduces of a queue one after the other, each a blocking
@@ -78,37 +78,36 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
     r->n = n;
     r->mode = mode;
     r->active = tnt__world_active();
-    r->buckets = tnt__calloc((size_t)(n_layers ? n_layers : 1), sizeof *r->buckets);
-    if (!r->buckets) goto fail;
-    /* MPI counts are int: a bucket never exceeds 2^30 floats */
-    const int64_t max_floats = (int64_t)1 << 30;
+    bucket *groups = tnt__calloc((size_t)(n_layers ? n_layers : 1), sizeof *groups);
+    if (!groups) goto fail;
+    int n_groups = 0;
     int64_t begin = 0;
     for (int i = 0; i < n_layers; i++) {
         int64_t end = layer_end[i];
-        bool last = i == n_layers - 1;
         bool big = (size_t)(end - begin) * sizeof(float) >= threshold_bytes;
-        bool next_too_big = !last && layer_end[i + 1] - begin > max_floats;
-        if (end > begin && (big || last || next_too_big)) {
-            r->buckets[r->n_buckets++] = (bucket){begin, end};
+        if (end > begin && (big || i == n_layers - 1)) {
+            groups[n_groups++] = (bucket){begin, end};
             begin = end;
         }
     }
-    /* a small last bucket (the first layers, e.g. a first conv's few weights) joins the one
+    /* a small last group (the first layers, e.g. a first conv's few weights) joins the one
      * before: one collective's latency less for a few bytes' later start */
-    if (r->n_buckets >= 2) {
-        bucket *last = &r->buckets[r->n_buckets - 1], *prev = last - 1;
-        if ((size_t)(last->end - last->begin) * sizeof(float) < threshold_bytes &&
-            last->end - prev->begin <= max_floats) {
-            prev->end = last->end;
-            r->n_buckets--;
-        }
+    if (n_groups >= 2 && (size_t)(groups[n_groups - 1].end - groups[n_groups - 1].begin) * sizeof(float) < threshold_bytes) {
+        groups[n_groups - 2].end = groups[n_groups - 1].end;
+        n_groups--;
     }
-    for (int i = 0; i < r->n_buckets; i++)
-        if (r->buckets[i].end - r->buckets[i].begin > max_floats) {
-            tnt__error(TNT_ERR_UNSUPPORTED, "reducer: one layer has %lld gradient values (at most 2^30)",
-                       (long long)(r->buckets[i].end - r->buckets[i].begin));
-            goto fail;
-        }
+    /* a group over TNT__COLLECTIVE_MAX_FLOATS goes as several collectives */
+    int64_t pieces = 0;
+    for (int i = 0; i < n_groups; i++)
+        pieces += (groups[i].end - groups[i].begin + TNT__COLLECTIVE_MAX_FLOATS - 1) / TNT__COLLECTIVE_MAX_FLOATS;
+    if (pieces > INT32_MAX || !(r->buckets = tnt__calloc((size_t)(pieces ? pieces : 1), sizeof *r->buckets))) {
+        free(groups);
+        goto fail;
+    }
+    for (int i = 0; i < n_groups; i++)
+        for (int64_t at = groups[i].begin; at < groups[i].end; at += TNT__COLLECTIVE_MAX_FLOATS)
+            r->buckets[r->n_buckets++] = (bucket){at, TNT_MIN(groups[i].end, at + TNT__COLLECTIVE_MAX_FLOATS)};
+    free(groups);
     if (!r->active) return r;
     if (mode == TNT_COMM_MODE_NONBLOCKING) {
         r->requests = tnt__calloc((size_t)(r->n_buckets ? r->n_buckets : 1), sizeof(MPI_Request));

@@ -80,8 +80,7 @@ int tnt__world_rank(void) { return world.rank; }
 int tnt__world_size(void) { return world.size; }
 bool tnt__world_active(void) { return world.active; }
 
-/* MPI counts are int: large buffers go in chunks. */
-#define CHUNK (1 << 30)
+#define CHUNK TNT__COLLECTIVE_MAX_FLOATS /* see wait.h */
 
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
