@@ -5,6 +5,7 @@
 #ifndef TNT_CONV2D_H
 #define TNT_CONV2D_H
 
+#include "kernels/dnnl_util.h"
 #include "layers/layer.h"
 
 typedef struct tnt__conv_cfg {
@@ -38,6 +39,24 @@ tnt_status tnt__conv_opts(const char *cls, tnt__conv_cfg *cfg, const tnt_layer_o
  * regularizer or constraint. */
 tnt_status tnt__conv_read_config(const struct cJSON *c, int n, int *ks, tnt_layer_opts *o,
                                  const struct tnt__kj_ctx *k);
+
+/* Memory descriptors of one plan (float32): x (batch, ic, ih, iw) and y (batch, filters, oh, ow)
+ * in the model's layout, the weights (filters, ic, kh, kw) as any (for the primitives) and as
+ * Keras's buffer, the bias (filters); the bf16 engine takes them with its own data types. */
+typedef struct tnt__conv_mds {
+    dnnl_memory_desc_t x, y, w, w_hwio, b;
+    dnnl_dims_t strides, dil, pl, pr;
+} tnt__conv_mds;
+tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m);
+
+/* The bf16 engine (conv_bf16.c) for mixed_bfloat16 layers: its plan, or NULL with *use_f32 set
+ * when oneDNN has only reference bf16 kernels for this shape (the layer then runs float32), or
+ * NULL with an error. Same contract as the float32 functions below. */
+void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32);
+void tnt__conv_bf16_plan_destroy(void *plan);
+size_t tnt__conv_bf16_workspace_size(tnt_layer *l, void *plan, int64_t batch);
+tnt_status tnt__conv_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+tnt_status tnt__conv_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
 
 /* The layer-contract functions of the engine, for a layer built as above. */
 void *tnt__conv_plan_create(tnt_layer *l, int64_t batch);

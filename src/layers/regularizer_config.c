@@ -124,6 +124,10 @@ static tnt_status read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ct
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     tnt_layer *l = ops->from_config(config, k);
     if (!l) return NULL;
+    if (tnt__kj_dtype_policy(config, &l->dtype_policy, k) != TNT_OK) {
+        tnt_layer_free(l);
+        return NULL;
+    }
     const cJSON *e;
     cJSON_ArrayForEach(e, config) {
         if (!tnt__kj_is_rule_key(e->string) || tnt__kj_absent(e)) continue;

@@ -46,7 +46,7 @@ tnt_status tnt__wrapper_inner_config(const tnt_layer *inner, const char *name, c
     TNT_KJ(ic = cJSON_AddObjectToObject(o, "config"));
     TNT_KJ(cJSON_AddStringToObject(ic, "name", name));
     TNT_KJ(cJSON_AddTrueToObject(ic, "trainable"));
-    TNT_KJ(cJSON_AddStringToObject(ic, "dtype", "float32"));
+    TNT_KJ(cJSON_AddStringToObject(ic, "dtype", tnt__dtype_policy_name(inner->dtype_policy)));
     return inner->ops->get_config ? inner->ops->get_config(inner, ic) : TNT_OK;
 }
 
