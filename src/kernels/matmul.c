@@ -52,7 +52,7 @@ tnt_status tnt__mm_create(tnt__mm *mm, const tnt__mm_desc *d) {
     dnnl_memory_desc_t amd, bmd, cmd, biasmd;
     int nb = d->batch[0] > 0 ? (d->batch[1] > 0 ? 2 : 1) : 0;
     if ((status = operand_md(&amd, d->dt, d->batch, d->m, d->k, d->ta, d->lda, d->sa)) != TNT_OK ||
-        (status = operand_md(&cmd, dnnl_f32, d->batch, d->m, d->n, false, d->ldc, d->sc)) != TNT_OK)
+        (status = operand_md(&cmd, d->c_bf16 ? dnnl_bf16 : dnnl_f32, d->batch, d->m, d->n, false, d->ldc, d->sc)) != TNT_OK)
         return status;
     if (d->packed_b) {
         dnnl_dims_t bd = {d->k, d->n};
@@ -96,7 +96,7 @@ fail:
     return status;
 }
 
-tnt_status tnt__mm_run(tnt__mm *mm, const void *a, const void *b, const float *bias, float *c) {
+tnt_status tnt__mm_run(tnt__mm *mm, const void *a, const void *b, const float *bias, void *c) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mm->a}, {DNNL_ARG_WEIGHTS, mm->b}, {DNNL_ARG_DST, mm->c}};
     int n = 3;
     tnt__set_data(mm->a, a);
