@@ -10,7 +10,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile
 
-.PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn install clean
+.PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn bench-lenet-bf16 install clean
 
 all: build
 
@@ -71,6 +71,14 @@ bench-rnn: bench-deps build
 		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_rnn.py --cell $$cell --threads 1; \
 	done; done
 	@for cell in lstm gru; do $(BENCH_ENV) $(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/bench_rnn --cell $$cell; done
+
+# LeNet-5 trained 5 epochs with Adam(1e-3), float32 and then Keras's mixed_bfloat16 policy: the
+# test accuracies side by side (issue 12: within 0.3 points). Minutes: not a ctest entry.
+bench-lenet-bf16: build
+	@for policy in float32 mixed_bfloat16; do \
+		$(BENCH_ENV) OMP_NUM_THREADS=2 $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam \
+			--learning_rate=0.001 --verbose=0 --dtype_policy=$$policy; \
+	done
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -23,6 +23,7 @@ typedef struct bf_plan {
      * back to HWIO; a NULL prim: the layouts agree (w_fwd/w_bwd never do: the types differ) */
     tnt__reorder w_fwd, w_bwd, dw_out;
     void *w_fwd_buf, *w_bwd_buf, *dw_buf;
+    tnt__bf16 *w_hwio16; /* the kernel in bf16, still HWIO: the reorders start from it */
     bool bwd_uses_fwd_weights;
     dnnl_memory_t x16, y, b, db, dx, dy16, wf, wb, dw;
 } bf_plan;
@@ -60,6 +61,43 @@ static bool is_reference(const tnt__prim *p) {
     return !strncmp(impl, "ref", 3);
 }
 
+/* The forward primitive, where oneDNN ranks its brgemm kernel first taking the direct jit kernel
+ * that follows (as the float32 engine does): at 1 thread, batch 16, ResNet-50's 1x1 expansions
+ * ran in 4.35 ms (jit_bf16_1x1) against 8.4 ms (brgconv_1x1) for 56x56x64->256 and 4.5 against
+ * 5.9 for 28x28x128->512, the other 1x1 and 3x3 shapes within 10% either way. */
+static tnt_status create_fwd_prim(tnt__prim *p, const dnnl_convolution_desc_t *d, dnnl_primitive_attr_t attr) {
+    tnt_status status = TNT_OK;
+    dnnl_primitive_desc_iterator_t it = NULL;
+    memset(p, 0, sizeof *p);
+    TNT_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    TNT_DNNL(dnnl_primitive_desc_iterator_create(&it, d, attr, tnt__engine(), NULL));
+    p->pd = dnnl_primitive_desc_iterator_fetch(it);
+    const char *first = "";
+    if (p->pd) dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &first);
+    if (!strncmp(first, "brg", 3)) {
+        while (dnnl_primitive_desc_iterator_next(it) == dnnl_success) {
+            dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+            const char *name = "";
+            if (pd) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
+            if (pd && !strncmp(name, "jit_bf16", 8)) {
+                dnnl_primitive_desc_destroy(p->pd);
+                p->pd = pd;
+                break;
+            }
+            if (pd) dnnl_primitive_desc_destroy(pd);
+            if (strncmp(name, "brg", 3)) break; /* past the fast kernels: keep brgconv */
+        }
+    }
+    if (!p->pd) TNT_DNNL(dnnl_unimplemented);
+    TNT_DNNL(dnnl_primitive_create(&p->prim, p->pd));
+    dnnl_primitive_desc_iterator_destroy(it);
+    return TNT_OK;
+fail:
+    if (it) dnnl_primitive_desc_iterator_destroy(it);
+    tnt__prim_destroy(p);
+    return status;
+}
+
 static tnt_status create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_memory_desc_t *wmd, bool fuse,
                              tnt__prim *prim) {
     const tnt__conv_cfg *c = l->priv;
@@ -80,7 +118,7 @@ static tnt_status create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_me
         TNT_DNNL(dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f));
         TNT_DNNL(dnnl_primitive_attr_set_post_ops(attr, ops));
     }
-    status = tnt__prim_create(prim, &d, attr, NULL);
+    status = create_fwd_prim(prim, &d, attr);
 fail:
     if (ops) dnnl_post_ops_destroy(ops);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -99,6 +137,7 @@ void tnt__conv_bf16_plan_destroy(void *plan) {
     tnt__free(p->w_fwd_buf);
     tnt__free(p->w_bwd_buf);
     tnt__free(p->dw_buf);
+    tnt__free(p->w_hwio16);
     dnnl_memory_t *mems[] = {&p->x16, &p->y, &p->b, &p->db, &p->dx, &p->dy16, &p->wf, &p->wb, &p->dw};
     for (size_t i = 0; i < TNT_ARRAY_LEN(mems); i++)
         if (*mems[i]) dnnl_memory_destroy(*mems[i]);
@@ -149,8 +188,15 @@ void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32) {
     const dnnl_memory_desc_t *wb = tnt__prim_md(&p->bwd_data, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *dw = tnt__prim_md(&p->bwd_weights, dnnl_query_diff_weights_md, 0);
     p->bwd_uses_fwd_weights = dnnl_memory_desc_equal(wf, wb);
-    if ((status = weight_reorder(&p->w_fwd, &p->w_fwd_buf, &m.w_hwio, wf, wf)) ||
-        (!p->bwd_uses_fwd_weights && (status = weight_reorder(&p->w_bwd, &p->w_bwd_buf, &m.w_hwio, wb, wb))) ||
+    /* the weights reach the primitives' layouts from a bf16 copy of the HWIO kernel: our own
+     * conversion, then oneDNN's bf16 -> bf16 reorder, about 4x faster than its f32 -> bf16 one */
+    const dnnl_memory_desc_t w_hwio16 = as_bf16(&m.w_hwio);
+    if (!(p->w_hwio16 = tnt__alloc(dnnl_memory_desc_get_size(&w_hwio16)))) {
+        status = TNT_ERR_NOMEM;
+        goto fail;
+    }
+    if ((status = weight_reorder(&p->w_fwd, &p->w_fwd_buf, &w_hwio16, wf, wf)) ||
+        (!p->bwd_uses_fwd_weights && (status = weight_reorder(&p->w_bwd, &p->w_bwd_buf, &w_hwio16, wb, wb))) ||
         (status = weight_reorder(&p->dw_out, &p->dw_buf, dw, &m.w_hwio, dw)))
         goto fail;
 
@@ -204,7 +250,8 @@ static tnt_status run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool pos
 tnt_status tnt__conv_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     bf_plan *p = plan;
     const tnt__conv_cfg *c = l->priv;
-    tnt_status status = tnt__reorder_run(&p->w_fwd, l->weights[0].value, p->w_fwd_buf);
+    tnt__f32_to_bf16(l->weights[0].value, p->w_hwio16, tnt_shape_numel(l->weights[0].shape));
+    tnt_status status = tnt__reorder_run(&p->w_fwd, p->w_hwio16, p->w_fwd_buf);
     if (status != TNT_OK) return status;
     tnt__f32_to_bf16(a->x, ws_x16(l, a->workspace, a->batch), a->batch * c->ih * c->iw * c->ic);
     return tnt__fused_forward(l, plan, a, p->fused, &p->act, run);
@@ -239,7 +286,7 @@ tnt_status tnt__conv_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args
      * change between forward and backward of a step) */
     const void *w = p->w_fwd_buf;
     if (!p->bwd_uses_fwd_weights) {
-        if ((status = tnt__reorder_run(&p->w_bwd, k->value, p->w_bwd_buf)) != TNT_OK) return status;
+        if ((status = tnt__reorder_run(&p->w_bwd, p->w_hwio16, p->w_bwd_buf)) != TNT_OK) return status;
         w = p->w_bwd_buf;
     }
     tnt__set_data(p->wb, w);
