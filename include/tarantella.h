@@ -626,6 +626,13 @@ typedef enum tnt_comm_mode {
     TNT_COMM_MODE_NONBLOCKING, /* MPI_Iallreduce, progressed by the compute thread */
 } tnt_comm_mode;
 
+/* How gradients travel in the allreduce. */
+typedef enum tnt_compression {
+    TNT_COMPRESSION_DEFAULT = 0, /* TNT_COMPRESSION as read by tnt_init (default none) */
+    TNT_COMPRESSION_NONE,        /* float32 */
+    TNT_COMPRESSION_BF16,        /* bfloat16 on the wire, each sum in float32 (as Horovod's fp16) */
+} tnt_compression;
+
 typedef struct tnt_distribute_opts {
     /* Gradient buckets are cut at layer boundaries once they hold fusion_threshold_kb KB (0: one
      * bucket per layer); at most 2147483647. Only read when has_fusion_threshold is set;
@@ -635,6 +642,7 @@ typedef struct tnt_distribute_opts {
     /* A model with SyncBatchNormalization always runs nonblocking: its layers' own collectives
      * cannot share MPI with a comm thread. */
     tnt_comm_mode comm_mode;
+    tnt_compression compression;
 } tnt_distribute_opts;
 /* tnt_distribute with options (NULL: as tnt_distribute). Calling it again replaces the options;
  * they take effect at the next fit. */

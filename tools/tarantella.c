@@ -68,7 +68,7 @@ static char *find_in_path(const char *prog) {
 typedef struct {
     long n, npn, fusion_kb;      /* -1: not given */
     long stall_check, stall_shutdown; /* seconds, -1: not given */
-    const char *hostfile, *log_level, *interpreter;
+    const char *hostfile, *log_level, *interpreter, *compression;
     bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory;
     strv xvars;                  /* -x VAR=VALUE in the order given */
     char **prog;                 /* PROGRAM and its ARGS, inside argv */
@@ -93,6 +93,7 @@ static void print_help(void) {
         "  --log-on-all-devices     library log messages on every rank (TNT_LOG_ON_ALL_DEVICES=1)\n"
         "  --output-on-all-devices  fit/evaluate output on every rank (TNT_OUTPUT_ON_ALL_DEVICES=1)\n"
         "  --fusion-threshold KB    tensor fusion threshold in KB, >= 0 (TNT_FUSION_THRESHOLD_KB)\n"
+        "  --compression none|bf16  gradients travel as bfloat16, summed in float32 (TNT_COMPRESSION)\n"
         "  --stall-check-seconds S  warn which ranks a collective waits for after S seconds, and\n"
         "                           again every S (default 60; 0: off) (TNT_STALL_CHECK_SECONDS)\n"
         "  --stall-shutdown-seconds S\n"
@@ -156,7 +157,7 @@ static int parse_args(int argc, char **argv, options *o) {
         /* Options taking a value: --name VALUE or --name=VALUE (-n also as -nN). */
         static const char *const valued[] = {
             "-n", "--n", "--hostfile", "--n-per-node", "--devices-per-node", "--npernode",
-            "--log-level", "--fusion-threshold", "--interpreter", "--python-interpreter",
+            "--log-level", "--fusion-threshold", "--compression", "--interpreter", "--python-interpreter",
             "--stall-check-seconds", "--stall-shutdown-seconds", NULL};
         bool takes_value = false;
         for (int k = 0; valued[k]; k++)
@@ -188,6 +189,10 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (!parse_long(val, 0, INT_MAX, &o->fusion_kb))
                     return usage_error("invalid value '%s' for --fusion-threshold: expected an "
                                        "integer >= 0 (kilobytes)", val);
+            } else if (!strcmp(name, "--compression")) {
+                if (strcmp(val, "none") && strcmp(val, "bf16"))
+                    return usage_error("invalid value '%s' for --compression: expected none or bf16", val);
+                o->compression = val;
             } else if (!strncmp(name, "--stall-", 8)) {
                 if (!parse_long(val, 0, 1000000, name[8] == 'c' ? &o->stall_check : &o->stall_shutdown))
                     return usage_error("invalid value '%s' for %s: expected seconds from 0 to 1000000 "
@@ -369,6 +374,7 @@ static int launch(const options *o, const hostlist *h) {
     if (o->log_all) ex_set(&ex, "TNT_LOG_ON_ALL_DEVICES", "1");
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
     if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
+    if (o->compression) ex_set(&ex, "TNT_COMPRESSION", o->compression);
     if (o->stall_check >= 0) ex_setf(&ex, "TNT_STALL_CHECK_SECONDS", o->stall_check);
     if (o->stall_shutdown >= 0) ex_setf(&ex, "TNT_STALL_SHUTDOWN_SECONDS", o->stall_shutdown);
     /* mpirun hands ranks a pseudo-terminal whatever the launcher writes to: tell them whether

@@ -52,7 +52,7 @@ typedef struct tnt__reducer tnt__reducer;
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
  * i-th layer with weights has finished backward. */
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode);
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression);
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */

@@ -31,6 +31,7 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
                                     {"WARNING", TNT_LOG_WARNING}, {"ERROR", TNT_LOG_ERROR}, {NULL, 0}};
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
+static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -47,6 +48,7 @@ static const setting settings[] = {
     FLAG("TNT_FORCE_MPI", force_mpi),
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
+    CHOICE("TNT_COMPRESSION", compression, compressions),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
@@ -61,6 +63,7 @@ static const tnt__config defaults = {
     .stdout_tty = -1,
     .fusion_threshold_kb = 32,
     .comm_mode = TNT_COMM_MODE_THREAD,
+    .compression = TNT_COMPRESSION_NONE,
     .stall_check_seconds = 60, /* as Horovod */
 };
 
