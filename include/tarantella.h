@@ -665,12 +665,18 @@ typedef struct tnt_compile_opts {
      * batch). Only read when has_ignore_class is set. */
     bool has_ignore_class;
     int ignore_class;
+    /* Keras's loss_weights, one per output in output order (n_loss_weights == the number of
+     * outputs), each finite and >= 0: fit minimizes and logs as "loss" sum_k w_k * loss_k, while
+     * "<output>_loss" stays unweighted. NULL: all 1. */
+    const float *loss_weights;
+    int n_loss_weights;
 } tnt_compile_opts;
 /* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
  * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
 /* What a compiled model was compiled with (TNT_ERR_STATE if it was not): optimizer (the model's
- * own), loss and its options, metrics (comma-separated, written to metrics[size]), seed. */
+ * own), loss and its options (loss_weights borrowed from the model; NULL when not given), metrics
+ * (comma-separated, written to metrics[size]), seed. */
 TNT_API tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, char *metrics, size_t size);
 
 typedef struct tnt_fit_opts {

@@ -31,7 +31,8 @@
 static const char USAGE[] =
     "usage: tnt-train MODEL --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
     "                 [--loss NAME] [--from_logits] [--optimizer NAME] [--learning_rate LR]\n"
-    "                 [--metrics M1,M2|none] [--target labels|input] [--validation_split F]\n"
+    "                 [--loss_weights W1,W2] [--metrics M1,M2|none] [--target labels|input]\n"
+    "                 [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
     "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--terminate_on_nan 1] [--verbose 1]\n"
     "                 [--help]\n"
@@ -39,9 +40,11 @@ static const char USAGE[] =
     "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
     "A model saved compiled trains with its own loss, optimizer (with its state) and metrics, as\n"
-    "Keras's load_model(MODEL).fit does; --loss, --from_logits, --optimizer (a fresh one),\n"
-    "--learning_rate and --metrics override each. A model with no training configuration (.json,\n"
-    "or a .h5 saved uncompiled) needs --loss and --optimizer.\n"
+    "Keras's load_model(MODEL).fit does; --loss, --from_logits, --loss_weights, --optimizer (a fresh\n"
+    "one), --learning_rate and --metrics override each. A model with no training configuration\n"
+    "(.json, or a .h5 saved uncompiled) needs --loss and --optimizer.\n"
+    "  --loss_weights W1,W2   Keras's loss_weights, one per output in output order: the loss is\n"
+    "                         W1 * loss_1 + W2 * loss_2 (each output's own loss is logged unweighted)\n"
     "  --target input         the targets are the inputs (models that reproduce their input)\n"
     "  --validation_split F   validate on the last fraction F of the data, taken before shuffling\n"
     "  --num_samples N        train on the first N samples only\n"
@@ -63,6 +66,8 @@ typedef struct args {
     long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan;
     double learning_rate, rescale, validation_split;
     bool from_logits, target_input;
+    float loss_weights[8]; /* --loss_weights: n_loss_weights values (0: the file's) */
+    int n_loss_weights;
 } args;
 
 static void usage_error(const char *fmt, const char *value) {
@@ -106,6 +111,23 @@ static double real(const char *name, const char *v, double lo, bool open_lo, dou
     return d;
 }
 
+/* --loss_weights W1,W2,...: numbers >= 0, at most as many as the array holds. */
+static void weights_list(args *a, const char *v) {
+    const int cap = (int)(sizeof a->loss_weights / sizeof a->loss_weights[0]);
+    const char *p = v;
+    for (a->n_loss_weights = 0;; p++) {
+        char *end;
+        double d = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !isfinite(d) || d < 0 || d > 1e30 || a->n_loss_weights == cap) {
+            fprintf(stderr, "tnt-train: --loss_weights \"%s\": expected up to %d numbers >= 0 separated by commas, one "
+                            "per output\n", v, cap);
+            exit(2);
+        }
+        a->loss_weights[a->n_loss_weights++] = (float)d;
+        if (!*(p = end)) break;
+    }
+}
+
 static void check_names(const args *a) {
     if (a->loss && tnt_loss_from_name(a->loss) < 0) usage_error("--loss \"%s\": not a loss Tarantella has", a->loss);
     if (a->optimizer) {
@@ -130,6 +152,7 @@ static args parse(int argc, char **argv) {
         else if ((v = value_of(argc, argv, &i, "--optimizer"))) a.optimizer = v;
         else if ((v = value_of(argc, argv, &i, "--loss"))) a.loss = v;
         else if ((v = value_of(argc, argv, &i, "--metrics"))) a.metrics = v;
+        else if ((v = value_of(argc, argv, &i, "--loss_weights"))) weights_list(&a, v);
         else if ((v = value_of(argc, argv, &i, "--save"))) a.save = v;
         else if ((v = value_of(argc, argv, &i, "--csv_log"))) a.csv_log = v;
         else if ((v = value_of(argc, argv, &i, "--epochs"))) a.epochs = integer("--epochs", v, 1, MAX_EPOCHS);
@@ -214,7 +237,7 @@ static tnt_model *load_model(const char *path) {
 
 /* Where each part of the compile configuration came from, for the plan. */
 typedef struct origin {
-    const char *loss, *optimizer, *metrics;
+    const char *loss, *optimizer, *metrics, *loss_weights;
 } origin;
 
 static const char FROM_FILE[] = "from the model file";
@@ -233,7 +256,7 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
         return 2;
     }
     if (!compiled) co = (tnt_compile_opts){0};
-    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE} : (origin){.metrics = "Keras's default"};
+    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE, FROM_FILE} : (origin){.metrics = "Keras's default"};
     bool recompile = !compiled;
     if (a->loss) {
         /* a loss named on the command line comes with its defaults, as compile(loss="name") */
@@ -246,6 +269,12 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
     } else if (a->from_logits && !co.from_logits) {
         co.from_logits = true;
         from->loss = "--from_logits, otherwise from the model file";
+        recompile = true;
+    }
+    if (a->n_loss_weights) {
+        co.loss_weights = a->loss_weights;
+        co.n_loss_weights = a->n_loss_weights;
+        from->loss_weights = "--loss_weights";
         recompile = true;
     }
     if (a->metrics) {
@@ -482,6 +511,11 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     printf("  model       %s: %lld parameters, input %s, output %s\n", a->model, (long long)tnt_model_count_params(m),
            tnt_shape_str(tnt_model_input_shape(m), in, sizeof in), tnt_shape_str(tnt_model_output_shape(m), out, sizeof out));
     printf("  loss        %s%s (%s)\n", tnt_loss_name(co.loss), co.from_logits ? ", from logits" : "", from->loss);
+    if (co.loss_weights) {
+        printf("  loss weights");
+        for (int k = 0; k < co.n_loss_weights; k++) printf("%s%g", k ? ", " : " ", co.loss_weights[k]);
+        printf(" (%s)\n", from->loss_weights);
+    }
     printf("  optimizer   %s, learning rate %g, iteration %lld (%s)\n", tnt_optimizer_name(o), tnt_optimizer_get_lr(o),
            (long long)tnt_optimizer_iterations(o), from->optimizer);
     printf("  metrics     %s (%s)\n", met[0] ? met : "none", from->metrics);

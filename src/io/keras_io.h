@@ -2,7 +2,8 @@
  *   keras3_weights.c  the Keras 3 weights layout (model.weights.h5 inside a .keras zip, and
  *                     .weights.h5 files)
  *   keras_zip.c       the Keras 3 .keras zip (metadata.json, config.json, model.weights.h5)
- *   h5_model.c        compile settings and optimizer variables, shared by .h5 and .keras */
+ *   compile_config.c  compile settings (training_config, compile_config), shared by .h5 and .keras
+ *   h5_model.c        optimizer variables, shared by .h5 and .keras */
 #ifndef TNT_KERAS_IO_H
 #define TNT_KERAS_IO_H
 
@@ -38,9 +39,9 @@ tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path);
  * variable's presence, count and shape. */
 tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state);
 
-/* h5_model.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
+/* compile_config.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
 tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *config, const char *path);
-/* h5_model.c: the training_config of a compiled m as a cJSON object (caller frees). */
+/* compile_config.c: the training_config of a compiled m as a cJSON object (caller frees). */
 tnt_status tnt__training_config(const tnt_model *m, cJSON **out);
 /* h5_model.c: optimizer variables as Keras 3 keeps them (group/vars/0 iteration, 1 learning
  * rate, then the slots in Keras's order). */

@@ -459,6 +459,7 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
         opts->has_ignore_class = m->loss_opts->has_ignore_class;
         opts->ignore_class = m->loss_opts->ignore_class;
     }
+    if (m->has_loss_weights) opts->loss_weights = m->loss_weights, opts->n_loss_weights = m->n_outputs;
     size_t len = 0;
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
@@ -470,6 +471,12 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     return TNT_OK;
 }
 int64_t tnt__model_output_size(const tnt_model *m) { return tnt_shape_numel(m->output_shape); }
+const char *tnt__model_output_name(const tnt_model *m, int k) {
+    const char *name = "";
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].out == m->outputs[k]) name = m->nodes[i].layer->name;
+    return name;
+}
 
 int tnt_model_num_weights(const tnt_model *m) {
     int n = 0;

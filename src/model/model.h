@@ -83,6 +83,8 @@ struct tnt_model {
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
+    bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
     int n_metrics;         /* per output */
     bool compiled;
@@ -157,6 +159,8 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
 
 /* Values per sample of the (packed) output */
 int64_t tnt__model_output_size(const tnt_model *m);
+/* Keras's name of output k: the name of the layer that produces it. */
+const char *tnt__model_output_name(const tnt_model *m, int k);
 
 /* Adds a node calling l on tensors in[] (whose shapes are known) and a new output tensor; builds
  * l on first use or checks the shapes of a later call. Returns the output tensor or -1. */

@@ -78,6 +78,7 @@ static uint64_t compile_fingerprint(const tnt_model *m) {
     uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
     h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
     for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
+    h = tnt__fnv1a(h, m->loss_weights, (size_t)m->n_outputs * sizeof m->loss_weights[0]);
     h = tnt__fnv1a(h, &o->kind, sizeof o->kind);
     float hyper[] = {o->learning_rate, o->momentum, o->beta_1, o->beta_2, o->epsilon, o->rho,
                      o->initial_accumulator_value, o->weight_decay,
