@@ -147,6 +147,7 @@ void tnt__reducer_free(tnt__reducer *r) {
 }
 
 int tnt__reducer_num_buckets(const tnt__reducer *r) { return r->n_buckets; }
+tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r) { return r->mode; }
 
 void tnt__reducer_begin_step(tnt__reducer *r) {
     if (r->mode == TNT_COMM_MODE_THREAD && r->thread_started) {

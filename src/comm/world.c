@@ -10,7 +10,23 @@ static struct {
     bool initialized_by_us;
     bool active;
     int rank, size;
-} world = {.size = 1};
+    int thread_level; /* provided by MPI_Init_thread (a tnt__thread_level) */
+} world = {.size = 1, .thread_level = TNT__THREAD_MULTIPLE};
+
+static const int mpi_levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+
+static int level_of(int mpi_level) {
+    int l = TNT__THREAD_SINGLE;
+    for (int i = 0; i < 4; i++)
+        if (mpi_level >= mpi_levels[i]) l = i;
+    return l;
+}
+
+const char *tnt__thread_level_name(int level) {
+    static const char *const names[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
+                                        "MPI_THREAD_MULTIPLE"};
+    return level >= 0 && level < 4 ? names[level] : "an unknown thread level";
+}
 
 static tnt_status mpi_error(int code, const char *call) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -40,11 +56,16 @@ tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
         /* The comm thread waits inside MPI while backward computes on the same cores: a waiting
          * MPI that yields leaves the core to the computation (measured: +5-10% at 2 ranks). */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-        int provided;
-        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+        /* Any level will do: below MPI_THREAD_SERIALIZED the gradient allreduces run in the
+         * nonblocking engine, every MPI call from the main thread (tnt__world_comm_thread_ok). */
+        int provided, asked = tnt__config_get()->mpi_thread_level;
+        MPI_CHECK(MPI_Init_thread(argc, argv, mpi_levels[asked], &provided));
         world.initialized_by_us = true;
-        if (provided < MPI_THREAD_SERIALIZED)
-            return tnt__error(TNT_ERR_MPI, "MPI: thread level %d provided, MPI_THREAD_SERIALIZED needed", provided);
+        world.thread_level = level_of(provided);
+    } else {
+        int provided;
+        MPI_CHECK(MPI_Query_thread(&provided));
+        world.thread_level = level_of(provided);
     }
     /* errors come back as codes, so that a failing collective gives a message, not an abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -66,6 +87,27 @@ void tnt__world_finalize(void) {
     world.active = false;
     world.rank = 0;
     world.size = 1;
+    world.thread_level = TNT__THREAD_MULTIPLE;
+}
+
+int tnt__world_thread_level(void) { return world.thread_level; }
+bool tnt__world_comm_thread_ok(void) { return world.thread_level >= TNT__THREAD_SERIALIZED; }
+
+void tnt__world_library(char *buf, size_t size) {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (size == 0) return;
+    buf[0] = '\0';
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) return;
+    /* the first line up to a ',', blanks folded: "Open MPI v4.1.4", "MPICH Version: 4.0.2" */
+    size_t o = 0;
+    for (int i = 0; i < len && v[i] && v[i] != '\n' && v[i] != ',' && o + 1 < size; i++) {
+        bool blank = v[i] == ' ' || v[i] == '\t';
+        if (blank && (o == 0 || buf[o - 1] == ' ')) continue;
+        buf[o++] = blank ? ' ' : v[i];
+    }
+    while (o > 0 && buf[o - 1] == ' ') o--;
+    buf[o] = '\0';
 }
 
 int tnt__world_rank(void) { return world.rank; }

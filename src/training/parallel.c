@@ -122,6 +122,8 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
          * the communicator with a comm thread, so the gradient allreduces are then nonblocking
          * calls on the compute thread, issued in the same order on every rank */
         if (tnt__model_has_collective_layers(m)) mode = TNT_COMM_MODE_NONBLOCKING;
+        /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
+        if (!tnt__world_comm_thread_ok()) mode = TNT_COMM_MODE_NONBLOCKING;
         m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode);
         free(ends);
         if (!m->reducer) return TNT_ERR_NOMEM;
