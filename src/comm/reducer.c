@@ -39,6 +39,7 @@ struct tnt__reducer {
     int error_code;
     /* nonblocking engine */
     MPI_Request *requests;
+    float *send; /* SimGrid's SMPI only: a send copy of grads (start_upto) */
 
     /* statistics */
     double comm_seconds, exposed_seconds;
@@ -113,6 +114,9 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
         r->requests = tnt__calloc((size_t)(r->n_buckets ? r->n_buckets : 1), sizeof(MPI_Request));
         if (!r->requests) goto fail;
         for (int i = 0; i < r->n_buckets; i++) r->requests[i] = MPI_REQUEST_NULL;
+#ifdef TNT_SMPI
+        if (!(r->send = tnt__calloc((size_t)(n ? n : 1), sizeof(float)))) goto fail;
+#endif
         return r;
     }
     pthread_mutex_init(&r->mu, NULL);
@@ -142,6 +146,7 @@ void tnt__reducer_free(tnt__reducer *r) {
         pthread_cond_destroy(&r->cv_done);
     }
     free(r->requests);
+    free(r->send);
     free(r->buckets);
     free(r);
 }
@@ -165,8 +170,15 @@ static void start_upto(tnt__reducer *r, int64_t prefix) {
     if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
         while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) {
             bucket b = r->buckets[r->started];
-            MPI_Iallreduce(MPI_IN_PLACE, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD, &r->requests[r->started]);
+            const void *from = MPI_IN_PLACE;
+#ifdef TNT_SMPI
+            /* SimGrid 3.32's MPI_Iallreduce frees its copy of an in-place buffer before the
+             * request completes (a crash over ~2.5 MB): a send buffer of our own */
+            memcpy(r->send + b.begin, r->grads + b.begin, (size_t)(b.end - b.begin) * sizeof(float));
+            from = r->send + b.begin;
+#endif
+            MPI_Iallreduce(from, r->grads + b.begin, (int)(b.end - b.begin), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           &r->requests[r->started]);
             r->started++;
         }
         if (r->started) {

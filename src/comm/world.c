@@ -48,6 +48,19 @@ static tnt_status mpi_error(int code, const char *call) {
         if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
     } while (0)
 
+/* MPI_Iallreduce(MPI_IN_PLACE, ...). SimGrid 3.32's SMPI copies an in-place buffer into a
+ * temporary that it frees when MPI_Iallreduce returns, before the request completes (a crash over
+ * ~2.5 MB, a read of freed memory below); its blocking MPI_Allreduce keeps the temporary through the call, so
+ * under SMPI the sum is done there and *rq is MPI_REQUEST_NULL (done). */
+static int iallreduce_in_place(void *buf, int n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *rq) {
+#ifdef TNT_SMPI
+    *rq = MPI_REQUEST_NULL;
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, type, op, comm);
+#else
+    return MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, op, comm, rq);
+#endif
+}
+
 tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     int inited = 0;
     MPI_Initialized(&inited);
@@ -120,21 +133,21 @@ bool tnt__world_active(void) { return world.active; }
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM,
+        MPI_COLLECTIVE(iallreduce_in_place(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_DOUBLE, MPI_SUM,
                                       MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
-    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "allreduce");
+    MPI_COLLECTIVE(iallreduce_in_place(x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
 tnt_status tnt__allreduce_sum_f32(float *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
     for (int64_t off = 0; off < n; off += CHUNK)
-        MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM,
+        MPI_COLLECTIVE(iallreduce_in_place(x + off, (int)TNT_MIN(CHUNK, n - off), MPI_FLOAT, MPI_SUM,
                                       MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
@@ -232,7 +245,7 @@ tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
     if (k > 7) return tnt__error(TNT_ERR_ARG, "agree: %d values (at most 7)", k);
     buf[0] = local != TNT_OK;
     if (k) memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
-    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "agreement");
+    MPI_COLLECTIVE(iallreduce_in_place(buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "agreement");
     if (k) memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
     if (buf[0] == 0) return TNT_OK;
     /* the lowest failing rank tells everyone its status and message */
