@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #endif
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -361,7 +362,12 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
     }
     if (ppn > n) ppn = n; /* fewer ranks than slots: the first host gets them all */
 
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the CPUs this launcher may run on (a Slurm job step or a cpuset sees fewer than the machine
+     * has), else those online */
+    long cores = 0;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = CPU_COUNT(&allowed);
+    if (cores < 1) cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     /* One mpirun daemon per host starts its ranks: 300 ranks of `true` took it 36 s on 2 cores
      * and -n 100000 hung it. Hosts are taken to be like this one (as for threads per rank) or

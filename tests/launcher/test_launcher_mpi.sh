@@ -159,6 +159,25 @@ bad_slurm "bad tasks" "expected '(xN)' with N >= 1 after 2" SLURM_JOB_NODELIST='
 bad_slurm "bad ntasks per node" "SLURM_NTASKS_PER_NODE=two: expected a count from 1 to 100000" \
     SLURM_JOB_NODELIST='n1' SLURM_NTASKS_PER_NODE=two
 
+# examples/slurm/train.sbatch in a simulated allocation of 2 nodes x 2 tasks, its tarantella made
+# a dry run (no nodes to reach here): both of its launcher calls take the allocation's hosts
+SBATCH=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples/slurm" && pwd)/train.sbatch
+mkdir -p "$TMP/build/bin"
+printf '#!/bin/sh\nexec "%s" --dry-run "$@"\n' "$T" >"$TMP/build/bin/tarantella"
+chmod +x "$TMP/build/bin/tarantella"
+PATH="$TMP/bin:$PATH" run env SLURM_JOB_ID=99 SLURM_JOB_NODELIST='cn[07-08]' SLURM_NTASKS_PER_NODE=2 \
+    SLURM_TASKS_PER_NODE='2(x2)' TNT_MPIRUN=ompi-run TNT_BUILD="$TMP/build" TNT_DATA=/data/fmnist bash "$SBATCH"
+expect_rc "train.sbatch in a simulated allocation" 0
+expect_in "train.sbatch: 4 ranks on the allocation's nodes" "$OUT" " -np 4 --host cn07:2,cn08:2 "
+expect_in "train.sbatch: the program and its flags" "$OUT" \
+    "$TMP/build/bin/lenet5 --data_dir=/data/fmnist --number_epochs=5 --optimizer=adam --learning_rate=0.001"
+
+# threads per rank from the CPUs the launcher may use (a Slurm step's cgroup, a cpuset), not all
+if [ "$CORES" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+    PATH="$TMP/bin:$PATH" run taskset -c 0 "$T" --mpirun ompi-run -n 1 --dry-run -- ./prog
+    expect_in "one allowed CPU: 1 thread per rank" "$OUT" $'\n'"OMP_NUM_THREADS=1"
+fi
+
 # ---- real runs through each installed mpirun -----------------------------------------------------
 for m in mpirun.openmpi mpirun.mpich; do
     command -v $m >/dev/null 2>&1 || { echo "     ($m not installed)"; continue; }
