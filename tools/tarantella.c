@@ -269,6 +269,7 @@ static int parse_args(int argc, char **argv, options *o) {
     if (i >= argc) return usage_error("missing '--' before PROGRAM");
     if (i + 1 >= argc) return usage_error("missing PROGRAM after '--'");
     if (o->force && !o->cleanup) return usage_error("--force only applies to --cleanup");
+    if (o->srun && o->mpirun) return usage_error("--mpirun %s and --launcher srun exclude each other", o->mpirun);
     o->prog = argv + i + 1;
     if (o->pin_memory) o->pin_socket = true; /* memory on the rank's socket needs the rank there */
     return CONTINUE;

@@ -76,6 +76,11 @@ expect_rc "run of an mpirun not installed" 1
 expect_in "not installed: says so" "$ERR" "cannot find '/nonexistent/mpirun.mpich'"
 run "$T" --mpirun= -- ./prog
 expect_rc "empty --mpirun" 2
+run "$T" --help
+for opt in --mpirun --launcher "Hydra" "SLURM_JOB_NODELIST"; do expect_in "--help mentions $opt" "$OUT" "$opt"; done
+run "$T" --launcher srun --mpirun mpirun.mpich -- ./prog
+expect_rc "--launcher srun with --mpirun" 2
+expect_in "--launcher srun with --mpirun says why" "$ERR" "--mpirun mpirun.mpich and --launcher srun exclude each other"
 run "$T" --launcher mpiexec -- ./prog
 expect_rc "bad --launcher" 2
 expect_in "bad --launcher names it" "$ERR" "invalid value 'mpiexec' for --launcher: expected mpirun or srun"
