@@ -91,7 +91,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "profile_model: bad arguments\n");
         return 2;
     }
-    tnt_init(&argc, &argv);
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "profile_model: %s\n", tnt_last_error());
+        return 1;
+    }
     tnt_model *m = transformer ? transformer_encoder_classifier(8000, (int)image, 256, 4, 1024, 4, 2)
                    : small     ? (!strcmp(model, "mlp") ? mlp_model() : lenet5_model())
                                : resnet_build(&(resnet_config){.arch = arch, .classes = 1000, .image_size = (int)image});

@@ -124,7 +124,10 @@ int main(int argc, char **argv) {
     args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
-    tnt_init(&argc, &argv);
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "lenet5: %s\n", tnt_last_error());
+        return 1;
+    }
 
     tnt_model *model = lenet5();
     tnt_dataset *train = NULL, *val = NULL, *test = NULL;

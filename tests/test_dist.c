@@ -192,6 +192,26 @@ static void test_bf16_compression(void **state) {
     free(ws);
 }
 
+/* The engine follows the thread level MPI grants: the comm thread needs MPI_THREAD_SERIALIZED;
+ * below (ctest's *_funneled entries ask MPI_Init_thread for MPI_THREAD_FUNNELED) the nonblocking
+ * engine runs even when the comm thread is asked for, and training still equals serial (every
+ * other test of this program). */
+static void test_engine_follows_thread_level(void **state) {
+    (void)state;
+    int asked = tnt__config_get()->mpi_thread_level, got = tnt__world_thread_level();
+    if (tnt_get_size() > 1) assert_int_equal(got, asked); /* Open MPI and MPICH grant what is asked */
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.comm_mode = TNT_COMM_MODE_THREAD}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH, false);
+    tu_ok(tnt_fit(m, ds, NULL, NULL));
+    if (tnt_get_size() > 1)
+        assert_int_equal(tnt__reducer_mode(m->reducer),
+                         got >= TNT__THREAD_SERIALIZED ? TNT_COMM_MODE_THREAD : TNT_COMM_MODE_NONBLOCKING);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 /* Options given again replace the earlier ones at the next fit; bad ones are errors. */
 static void test_distribute_options_replaced_and_checked(void **state) {
     (void)state;
@@ -549,6 +569,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_distribute_options),
         cmocka_unit_test(test_distribute_options_replaced_and_checked),
         cmocka_unit_test(test_bf16_compression),
+        cmocka_unit_test(test_engine_follows_thread_level),
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
         cmocka_unit_test(test_functional_sequence_model_equals_serial),

@@ -45,6 +45,7 @@ struct tnt__reducer {
     int error_code;
     /* nonblocking engine */
     MPI_Request *requests;
+    float *send; /* SimGrid's SMPI only: a send copy of grads (start_upto) */
 
     /* statistics */
     double comm_seconds, exposed_seconds;
@@ -91,7 +92,16 @@ static int allreduce_bucket(const tnt__reducer *r, bucket b, MPI_Request *rq) {
         compress(r, b);
         buf = r->wire + b.begin, type = MPI_UINT16_T, op = r->bf16_sum;
     }
-    if (rq) return MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, MPI_COMM_WORLD, rq);
+    if (rq) {
+        const void *from = MPI_IN_PLACE;
+#ifdef TNT_SMPI
+        /* SimGrid 3.32's MPI_Iallreduce frees its copy of an in-place buffer before the request
+         * completes (a crash over ~2.5 MB): a send buffer of our own */
+        size_t bytes = (size_t)count * (r->wire ? sizeof *r->wire : sizeof(float));
+        from = memcpy((char *)r->send + (size_t)b.begin * sizeof(float), buf, bytes);
+#endif
+        return MPI_Iallreduce(from, buf, count, type, op, MPI_COMM_WORLD, rq);
+    }
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, type, op, MPI_COMM_WORLD);
     if (rc == MPI_SUCCESS && r->wire) decompress(r, b);
     return rc;
@@ -171,6 +181,9 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
         r->requests = tnt__calloc((size_t)(r->n_buckets ? r->n_buckets : 1), sizeof(MPI_Request));
         if (!r->requests) goto fail;
         for (int i = 0; i < r->n_buckets; i++) r->requests[i] = MPI_REQUEST_NULL;
+#ifdef TNT_SMPI
+        if (!(r->send = tnt__calloc((size_t)(n ? n : 1), sizeof(float)))) goto fail;
+#endif
         return r;
     }
     pthread_mutex_init(&r->mu, NULL);
@@ -202,11 +215,13 @@ void tnt__reducer_free(tnt__reducer *r) {
     if (r->wire) MPI_Op_free(&r->bf16_sum);
     free(r->wire);
     free(r->requests);
+    free(r->send);
     free(r->buckets);
     free(r);
 }
 
 int tnt__reducer_num_buckets(const tnt__reducer *r) { return r->n_buckets; }
+tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r) { return r->mode; }
 
 void tnt__reducer_begin_step(tnt__reducer *r) {
     if (r->mode == TNT_COMM_MODE_THREAD && r->thread_started) {

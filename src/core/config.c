@@ -32,6 +32,9 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
+static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
+                                       {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
+                                       {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -52,10 +55,21 @@ static const setting settings[] = {
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
+    CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),
     PRESENT("PMI_RANK", under_mpirun),
+    PRESENT("PMI_SIZE", under_mpirun),
+    /* what the launcher says about the world (comm/launcher_env.c) */
+    INT("OMPI_COMM_WORLD_SIZE", ompi_size, 1, INT32_MAX),
+    INT("OMPI_COMM_WORLD_RANK", ompi_rank, 0, INT32_MAX),
+    INT("PMI_SIZE", pmi_size, 1, INT32_MAX),
+    INT("PMI_RANK", pmi_rank, 0, INT32_MAX),
+    INT("PMIX_RANK", pmix_rank, 0, INT32_MAX),
+    PRESENT("SLURM_STEP_ID", slurm_step),
+    INT("SLURM_STEP_NUM_TASKS", slurm_step_tasks, 1, INT32_MAX),
+    INT("SLURM_PROCID", slurm_procid, 0, INT32_MAX),
 };
 
 static const tnt__config defaults = {
@@ -65,6 +79,14 @@ static const tnt__config defaults = {
     .comm_mode = TNT_COMM_MODE_THREAD,
     .compression = TNT_COMPRESSION_NONE,
     .stall_check_seconds = 60, /* as Horovod */
+    .mpi_thread_level = TNT__THREAD_SERIALIZED,
+    .ompi_size = -1,
+    .ompi_rank = -1,
+    .pmi_size = -1,
+    .pmi_rank = -1,
+    .pmix_rank = -1,
+    .slurm_step_tasks = -1,
+    .slurm_procid = -1,
 };
 
 static tnt__config current = defaults;

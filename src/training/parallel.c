@@ -106,6 +106,8 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
     if (tnt__model_has_collective_layers(m)) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
+    /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
+    if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[6] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
                             "gradient allreduce settings (fusion threshold, comm mode, compression)"};
     uint64_t v[6] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,

@@ -13,7 +13,10 @@ T=$(realpath "$1")
 TMP=$(mktemp -d)
 CORES=$(getconf _NPROCESSORS_ONLN)
 TAG="$$"                       # makes our sleep commands unique to this run
-unset TNT_MPIRUN TNT_LOG_LEVEL OMPI_MCA_plm_rsh_agent
+unset TNT_MPIRUN TNT_LOG_LEVEL OMPI_MCA_plm_rsh_agent HYDRA_LAUNCHER_EXEC
+# Open MPI's dialect (the system's mpirun), whichever MPI the launcher was built with (an MPICH
+# build defaults to mpiexec.mpich); tests/launcher/test_launcher_mpi.sh checks Hydra and srun.
+export TNT_MPIRUN=mpirun
 FAILS=0
 BG_PIDS=()
 
