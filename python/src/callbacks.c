@@ -181,7 +181,7 @@ static PyObject *py_lr_scheduler(PyObject *self, PyObject *args) {
 
 static PyObject *py_terminate_on_nan(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
-    return wrap(tnt_terminate_on_nan(), NULL, true);
+    return wrap(tnt_terminate_on_nan(), NULL, false); /* stateless: user is NULL */
 }
 
 static PyObject *py_csv_logger(PyObject *self, PyObject *args) {

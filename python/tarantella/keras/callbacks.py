@@ -46,42 +46,56 @@ class Callback:
             else:
                 self._wrapped.params = params
 
-    # Keras's hooks; the train batch hooks fall back to on_batch_* as in Keras
+    # Keras's hooks. A wrapper passes them on to the callback it wraps; the train batch hooks fall
+    # back to on_batch_* as in Keras.
+    def _pass(self, name, alias, *args):
+        w = getattr(self, "_wrapped", None)
+        if w is None:
+            return None
+        fn = getattr(w, name, None) or (getattr(w, alias, None) if alias else None)
+        return fn(*args) if fn is not None else None
+
     def on_train_begin(self, logs=None):
-        pass
+        self._pass("on_train_begin", None, logs)
 
     def on_train_end(self, logs=None):
-        pass
+        self._pass("on_train_end", None, logs)
 
     def on_epoch_begin(self, epoch, logs=None):
-        pass
+        self._pass("on_epoch_begin", None, epoch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
-        pass
+        self._pass("on_epoch_end", None, epoch, logs)
 
     def on_batch_begin(self, batch, logs=None):
-        pass
+        self._pass("on_batch_begin", None, batch, logs)
 
     def on_batch_end(self, batch, logs=None):
-        pass
+        self._pass("on_batch_end", None, batch, logs)
 
     def on_train_batch_begin(self, batch, logs=None):
-        self.on_batch_begin(batch, logs)
+        if getattr(self, "_wrapped", None) is not None:
+            self._pass("on_train_batch_begin", "on_batch_begin", batch, logs)
+        else:
+            self.on_batch_begin(batch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
-        self.on_batch_end(batch, logs)
+        if getattr(self, "_wrapped", None) is not None:
+            self._pass("on_train_batch_end", "on_batch_end", batch, logs)
+        else:
+            self.on_batch_end(batch, logs)
 
     def on_test_begin(self, logs=None):
-        pass
+        self._pass("on_test_begin", None, logs)
 
     def on_test_end(self, logs=None):
-        pass
+        self._pass("on_test_end", None, logs)
 
     def on_predict_begin(self, logs=None):
-        pass
+        self._pass("on_predict_begin", None, logs)
 
     def on_predict_end(self, logs=None):
-        pass
+        self._pass("on_predict_end", None, logs)
 
     def on_test_batch_begin(self, batch, logs=None):
         pass
@@ -97,33 +111,35 @@ class Callback:
 
     # ---- how fit runs it ----
     def _hooks(self):
-        """The hooks this callback overrides (the others are not called at all)."""
-        target = getattr(self, "_wrapped", None) or self
-        if isinstance(target, LambdaCallback):
-            return target._lambda_hooks()
-        cls = type(target)
-        out = []
-        for h in _HOOKS:
-            own = getattr(cls, h, None)
-            base = getattr(Callback, h)
-            if own is not None and own is not base:
-                out.append(h)
-            elif h in ("on_train_batch_begin", "on_train_batch_end"):
-                alias = h.replace("train_batch", "batch")
-                if getattr(cls, alias, None) is not getattr(Callback, alias):
+        """The hooks this callback implements (the others are not called at all, so that a
+        callback without batch hooks costs nothing per batch)."""
+        w = getattr(self, "_wrapped", None)
+        if isinstance(w, Callback):
+            return w._hooks()
+        if w is not None:  # any object with Keras's hook methods
+            out = [h for h in _HOOKS if callable(getattr(w, h, None))]
+            for h in ("on_train_batch_begin", "on_train_batch_end"):
+                if h not in out and callable(getattr(w, h.replace("train_batch", "batch"), None)):
                     out.append(h)
+            return out
+        cls = type(self)
+        out = [h for h in _HOOKS if h in vars(self) or getattr(cls, h) is not getattr(Callback, h)]
+        for h in ("on_train_batch_begin", "on_train_batch_end"):
+            alias = h.replace("train_batch", "batch")
+            if h not in out and (alias in vars(self) or getattr(cls, alias) is not getattr(Callback, alias)):
+                out.append(h)
         return out
 
     def _tnt_handle(self, model, params):
         self.set_model(model)
         self.set_params(params)
-        target = getattr(self, "_wrapped", None) or self
-        if isinstance(target, _Builtin):  # a wrapped built-in: its C callback with the flags
-            h = target._tnt_handle(model, params)
+        w = getattr(self, "_wrapped", None)
+        if isinstance(w, _Builtin):  # a wrapped built-in: its C callback with the flags
+            h = w._tnt_handle(model, params)
             h.master_only = not self.run_on_all_ranks
             h.local_logs = not self.aggregate_logs
             return h
-        return C.python_callback(target, self._hooks(), not self.run_on_all_ranks, not self.aggregate_logs)
+        return C.python_callback(self, self._hooks(), not self.run_on_all_ranks, not self.aggregate_logs)
 
 
 def handle_of(cb, model, params):
@@ -149,12 +165,9 @@ class LambdaCallback(Callback):
             fns[h] = kwargs.pop(h, None)
         if kwargs:
             raise TypeError(f"LambdaCallback: unexpected arguments {sorted(kwargs)}")
-        self._fns = {k: v for k, v in fns.items() if v is not None}
-        for k, fn in self._fns.items():
-            setattr(self, k, fn)
-
-    def _lambda_hooks(self):
-        return list(self._fns)
+        for k, fn in fns.items():
+            if fn is not None:
+                setattr(self, k, fn)
 
 
 class History(Callback):
