@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct args {
     long batch_size, number_epochs, train_size, val_size, test_size, verbose;
@@ -163,9 +164,16 @@ int main(int argc, char **argv) {
     test = tnt_dataset_batch(load(a.data_dir, "t10k", 0, a.test_size), a.batch_size, false);
     if (!train || (a.val_size > 0 && !val) || !test) goto fail;
 
+    struct timespec t0, t1, c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     if (tnt_fit(model, train, &(tnt_fit_opts){.epochs = (int)a.number_epochs, .verbose = (int)a.verbose,
                                               .validation_data = val}, &history))
         goto fail;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     tnt_logs logs = {0};
     if (a.test_size > 0) {
         if (tnt_evaluate(model, test, &(tnt_eval_opts){.verbose = (int)a.verbose}, &logs)) goto fail;
@@ -176,6 +184,10 @@ int main(int argc, char **argv) {
             printf("test loss %.4f, test accuracy %.2f%% (%ld images, %d threads per rank)\n", loss,
                    100.0 * acc, a.test_size, omp_get_max_threads());
     }
+    if (tnt_is_master_rank()) /* fit's wall and CPU time (the master's, all its threads), validation
+                                 included: as quick_start.py reports them */
+        printf("training: %.1f samples/s, %.1f samples per CPU second\n",
+               (double)(a.number_epochs * a.train_size) / seconds, (double)(a.number_epochs * a.train_size) / cpu);
     if (a.history_file && tnt_is_master_rank() && write_history(a.history_file, history, a.test_size > 0 ? &logs : NULL))
         goto fail;
     rc = 0;

@@ -229,10 +229,11 @@ static PyObject *model_set_weights(pytnt_model *self, PyObject *arg) {
         for (int k = 0; ok && k < shape.ndim; k++) ok = PyArray_DIM(a, k) == shape.dim[k];
         if (!ok) {
             char want[128];
-            PyObject *got = PyObject_Repr(PyObject_GetAttrString((PyObject *)a, "shape"));
-            PyErr_Format(PyExc_ValueError, "set_weights: weight %d (%s) has shape %s, the array given has shape %U",
-                         i, name, tnt_shape_str(shape, want, sizeof want), got);
-            Py_XDECREF(got);
+            tnt_shape have = {.ndim = PyArray_NDIM(a) > TNT_MAX_DIMS ? TNT_MAX_DIMS : PyArray_NDIM(a)};
+            for (int k = 0; k < have.ndim; k++) have.dim[k] = PyArray_DIM(a, k);
+            char got[128];
+            PyErr_Format(PyExc_ValueError, "set_weights: weight %d (%s) has shape %s, the array given has shape %s",
+                         i, name, tnt_shape_str(shape, want, sizeof want), tnt_shape_str(have, got, sizeof got));
             Py_DECREF(a);
             goto done;
         }
@@ -447,15 +448,31 @@ static PyObject *logs_dict(const tnt_logs *logs) {
 }
 PyObject *pytnt_logs_dict(const tnt_logs *logs) { return logs_dict(logs); }
 
-/* The callbacks of a list of Callback handles, copied into *out (PyMem; NULL when none). */
-static int callbacks_from(PyObject *list, tnt_callback **out, int *n) {
+/* Ctrl-C during fit: Python only learns of a signal when it runs, so at the end of every epoch
+ * the fit takes the GIL for a moment and asks (on the main thread; elsewhere PyErr_CheckSignals
+ * does nothing). A KeyboardInterrupt then ends the fit and comes out of it. Not per batch: a
+ * batch hook would make every step of a distributed fit agree on its logs and on stopping. */
+static tnt_status check_signals(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {
+    (void)m, (void)epoch, (void)logs, (void)user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    tnt_status s = TNT_OK;
+    if (PyErr_CheckSignals() < 0) {
+        pytnt_pending_keep();
+        s = tnt_set_error(TNT_ERR_STATE, "fit: interrupted");
+    }
+    PyGILState_Release(g);
+    return s;
+}
+
+/* The callbacks of a list of Callback handles, copied into *out (PyMem; NULL when none), with
+ * the signal check after them when signals is set. */
+static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signals) {
     *out = NULL;
     *n = 0;
-    if (list == Py_None) return 1;
-    PyObject *seq = PySequence_Fast(list, "callbacks: expected a list");
+    PyObject *seq = list == Py_None ? PyList_New(0) : PySequence_Fast(list, "callbacks: expected a list");
     if (!seq) return 0;
     Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
-    if (k > 0 && !(*out = PyMem_Calloc((size_t)k, sizeof **out))) {
+    if (k + signals > 0 && !(*out = PyMem_Calloc((size_t)(k + signals), sizeof **out))) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return 0;
@@ -471,7 +488,8 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n) {
         }
         (*out)[i] = ((pytnt_callback *)c)->cb;
     }
-    *n = (int)k;
+    if (signals) (*out)[k] = (tnt_callback){.on_epoch_end = check_signals};
+    *n = (int)k + signals;
     Py_DECREF(seq);
     return 1;
 }
@@ -506,7 +524,7 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
     if (val_o != Py_None && !(val = pytnt_dataset_get(val_o, "fit: validation_data"))) return NULL;
     tnt_callback *cbs;
     int n_cbs;
-    if (!callbacks_from(cbs_o, &cbs, &n_cbs)) return NULL;
+    if (!callbacks_from(cbs_o, &cbs, &n_cbs, 1)) return NULL;
     tnt_fit_opts o = {.epochs = epochs, .initial_epoch = initial_epoch, .validation_data = val,
                       .validation_freq = validation_freq, .verbose = verbose, .steps_per_epoch = steps,
                       .callbacks = cbs, .n_callbacks = n_cbs, .no_distribute = no_dist,
@@ -549,7 +567,7 @@ static int eval_args(PyObject *args, PyObject *kw, PyObject **data_o, tnt_eval_o
                                      &micro))
         return 0;
     int n = 0;
-    if (!callbacks_from(*cbs_o, cbs, &n)) return 0;
+    if (!callbacks_from(*cbs_o, cbs, &n, 0)) return 0;
     *o = (tnt_eval_opts){.verbose = verbose, .steps = steps, .callbacks = *cbs, .n_callbacks = n,
                          .no_distribute = no_dist, .all_ranks = all, .micro_batch_size = micro};
     return 1;

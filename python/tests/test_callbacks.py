@@ -129,3 +129,17 @@ def test_builtin_callbacks(tnt, tmp_path):
         raise RuntimeError("schedule broke")
     with pytest.raises(RuntimeError, match="schedule broke"):
         m.fit(x, y, batch_size=20, epochs=1, verbose=0, callbacks=[CB.LearningRateScheduler(broken)])
+
+
+def test_ctrl_c_ends_fit_at_the_epoch_end(tnt):
+    import signal
+    import threading
+    x, y = toy_data(64)
+    m = compiled(tnt)
+    timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))  # no Python runs in this fit
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m.fit(x, y, batch_size=8, epochs=100000, verbose=0)
+    timer.join()
+    assert 0 < m.optimizer.iterations < 100000 * 8 and m.optimizer.iterations % 8 == 0  # whole epochs
+    m.fit(x, y, batch_size=8, epochs=1, verbose=0)  # still usable
