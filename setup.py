@@ -85,5 +85,6 @@ setup(
                            depends=["python/src/pytnt.h", "include/tarantella.h", "include/tarantella_layers.h"],
                            libraries=["tarantella"], extra_compile_args=["-std=c11", "-D_GNU_SOURCE"])],
     cmdclass={"build_ext": BuildExt},
+    options={"build": {"build_base": "build-pip/setuptools"}},  # build/ is CMake's
     zip_safe=False,
 )
