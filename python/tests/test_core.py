@@ -173,3 +173,38 @@ def test_compile_objects(tnt):
     m.compile(k.optimizers.SGD(learning_rate=sched), "categorical_crossentropy")
     m.fit(x, y1, batch_size=8, epochs=1, verbose=0)  # 4 steps
     assert m.optimizer.learning_rate == pytest.approx(0.1 * 0.5 ** 2)
+
+
+def test_fit_releases_the_gil(tnt):
+    import threading
+    import time
+    x, y = toy_data(256)
+    m = small_mlp(tnt)
+    m.compile("sgd", "sparse_categorical_crossentropy")
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+    t = threading.Thread(target=spin)
+    t.start()
+    time.sleep(0.05)
+    before = count[0]
+    start = time.perf_counter()
+    m.fit(x, y, batch_size=8, epochs=20, verbose=0)  # no Python callback: all of it in C
+    seconds = time.perf_counter() - start
+    during = count[0] - before
+    stop.set()
+    t.join()
+    # with the GIL held for the whole fit the other thread could not count at all
+    assert during > 1000 * seconds, (during, seconds)
+
+
+def test_initial_epoch_and_steps(tnt):
+    x, y = toy_data(64)
+    m = small_mlp(tnt)
+    m.compile("sgd", "sparse_categorical_crossentropy")
+    h = m.fit(x, y, batch_size=8, epochs=5, initial_epoch=3, verbose=0)
+    assert h.epoch == [3, 4] and len(h.history["loss"]) == 2
+    m.fit(x, y, batch_size=8, epochs=1, steps_per_epoch=3, verbose=0)
+    assert m.optimizer.iterations == 2 * 8 + 3
