@@ -4,7 +4,9 @@ against the C program (build/bin/lenet5) on the same flags: training throughput 
 reports it, epochs x train_size samples over fit's wall time (samples/s) and over the CPU time
 the master process spent in fit, all its threads (samples per CPU second: steadier than wall time
 on a shared machine), on 1 rank x 1 thread and 2 ranks x 1 thread (build/bin/tarantella -n 2).
-The runs alternate and each figure is the best of --reps. Prints Markdown."""
+The runs alternate and each figure is the best of --reps. Then the two programs run side by side,
+started together --reps times, so that both see the same load: the median of the per-pair
+ratios of their wall-time throughput. Prints Markdown."""
 import argparse
 import os
 import re
@@ -23,14 +25,23 @@ def cpu():
     return f"{m.group(1).strip() if m else 'unknown'}, {n.group(1) if n else '?'} CPUs"
 
 
-def throughput(cmd, env):
+def start(cmd, env):
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **env))
+
+
+def finish(p, cmd):
     """(samples/s, samples per CPU second) as the program prints them, or None."""
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **env))
-    if r.returncode != 0:
-        sys.stderr.write(f"FAILED: {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}\n")
+    out, err = p.communicate()
+    if p.returncode != 0:
+        sys.stderr.write(f"FAILED: {' '.join(cmd)}\n{out[-2000:]}\n{err[-2000:]}\n")
         return None
-    m = re.search(r"training: ([0-9.]+) samples/s, ([0-9.]+) samples per CPU second", r.stdout)
+    m = re.search(r"training: ([0-9.]+) samples/s, ([0-9.]+) samples per CPU second", out)
     return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def throughput(cmd, env):
+    return finish(start(cmd, env), cmd)
 
 
 def main():
@@ -53,8 +64,8 @@ def main():
     print(f"### The quick start from Python against C\n\nCPU: {cpu()}; load {load} at the start; "
           f"LeNet-5 on Fashion-MNIST, {' '.join(flags)}; best of {a.reps} alternating runs; 1 thread per rank.\n")
     print("| ranks | C lenet5 samples/s | Python samples/s | Python / C | C samples per CPU s | "
-          "Python samples per CPU s | Python / C |")
-    print("|---|---|---|---|---|---|---|")
+          "Python samples per CPU s | Python / C | side by side: Python / C (median) |")
+    print("|---|---|---|---|---|---|---|---|")
     for ranks in [int(r) for r in a.ranks.split(",")]:
         best = {"c": [None, None], "py": [None, None]}
         for _ in range(a.reps):
@@ -64,11 +75,20 @@ def main():
                 for i in range(2):
                     if v and (best[key][i] is None or v[i] > best[key][i]):
                         best[key][i] = v[i]
+        pairs = []
+        for _ in range(a.reps):
+            cmds = [cmd if ranks == 1 else [launcher, "-n", str(ranks), "--"] + cmd for cmd in (c, py)]
+            procs = [start(cmd, env) for cmd in cmds]
+            rc, rp = (finish(p, cmd) for p, cmd in zip(procs, cmds))
+            if rc and rp:
+                pairs.append(rp[0] / rc[0])
+        pairs.sort()
         cells = []
         for i in range(2):
             c_v, p_v = best["c"][i], best["py"][i]
             cells += ["n/a" if c_v is None else f"{c_v:.1f}", "n/a" if p_v is None else f"{p_v:.1f}",
                       f"{p_v / c_v:.3f}" if c_v and p_v else "n/a"]
+        cells.append(f"{pairs[len(pairs) // 2]:.3f} ({len(pairs)} pairs)" if pairs else "n/a")
         print(f"| {ranks} | " + " | ".join(cells) + " |")
         sys.stdout.flush()
 

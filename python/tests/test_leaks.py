@@ -69,4 +69,6 @@ def test_fit_loop_does_not_leak(tnt):
     assert len(seen) == 1000
     assert (sys.getrefcount(fn), sys.getrefcount(cb), sys.getrefcount(x)) == refs
     assert objs1 - objs0 < 200, (objs0, objs1)
-    assert rss1 - rss0 < 4096, f"resident memory grew by {rss1 - rss0} KB over 900 fits"
+    if "libasan" not in os.environ.get("LD_PRELOAD", ""):  # ASan's quarantine holds freed memory
+        assert rss1 - rss0 < 4096, f"resident memory grew by {rss1 - rss0} KB over 900 fits"
+    print(f"RSS {rss0} KB -> {rss1} KB over 900 fits; {objs0} -> {objs1} Python objects")
