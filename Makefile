@@ -6,11 +6,13 @@ CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
-	libcurl4-openssl-dev python3-h5py libzip-dev
+	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
+	python3-setuptools python3-venv python3-wheel
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm
 
-.PHONY: all deps build demo test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn install clean
+.PHONY: all deps build demo demo-python test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
+	bench-python install clean
 
 all: build
 
@@ -24,6 +26,11 @@ build:
 # The Tarantella quick start: LeNet-5 on Fashion-MNIST, data-parallel on 2 ranks.
 demo: deps build
 	$(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam --learning_rate=0.001
+
+# The same quick start from Python (examples/python/quick_start.py, the tarantella package).
+demo-python: deps build
+	PYTHONPATH=$(BUILD)/python $(BUILD)/bin/tarantella -n 2 -- /usr/bin/python3 examples/python/quick_start.py \
+		--number_epochs=5 --optimizer=adam --learning_rate=0.001
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 2
@@ -81,6 +88,10 @@ bench-rnn: bench-deps build
 		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_rnn.py --cell $$cell --threads 1; \
 	done; done
 	@for cell in lstm gru; do $(BENCH_ENV) $(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/bench_rnn --cell $$cell; done
+
+# The quick start from Python against the C program on the same flags (samples/s, 1 and 2 ranks).
+bench-python: deps build
+	$(BENCH_ENV) /usr/bin/python3 bench/python_vs_c.py --build $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -52,6 +52,9 @@ typedef enum tnt_status {
 
 /* Message of the last failed call on this thread ("" when none). */
 TNT_API const char *tnt_last_error(void);
+/* Status of that error where it arose (TNT_OK when none): the kind of failure of a call that
+ * returns NULL, e.g. TNT_ERR_IO for tnt_load_model on a missing file. */
+TNT_API tnt_status tnt_last_status(void);
 /* Name of a status code, e.g. "TNT_ERR_SHAPE". */
 TNT_API const char *tnt_status_name(tnt_status status);
 /* Sets this thread's last error (for custom layers and callbacks); returns status. */
