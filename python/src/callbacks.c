@@ -342,6 +342,9 @@ static int flag(PyObject *d, const char *key, bool *out) {
 tnt_lr_schedule *pytnt_schedule_new(PyObject *spec) {
     const char *cls;
     PyObject *c;
+    if (!PyTuple_Check(spec))
+        return PyErr_Format(PyExc_TypeError, "schedule spec: expected (class_name, config), got %.80s",
+                            Py_TYPE(spec)->tp_name), NULL;
     if (!PyArg_ParseTuple(spec, "sO!;schedule spec: (class_name, config)", &cls, &PyDict_Type, &c)) return NULL;
     double init = 0, steps = 0, rate = 0, end = 0, power = 0, alpha = 0, target = 0, wsteps = 0;
     bool stair = false, cycle = false;

@@ -337,6 +337,9 @@ static int dict_bool(PyObject *d, const char *key, bool *out) {
 static tnt_optimizer *optimizer_new(PyObject *spec) {
     const char *name;
     PyObject *hp, *schedule;
+    if (!PyTuple_Check(spec))
+        return PyErr_Format(PyExc_TypeError, "optimizer spec: expected (name, dict, schedule), got %.80s",
+                            Py_TYPE(spec)->tp_name), NULL;
     if (!PyArg_ParseTuple(spec, "sO!O;optimizer spec: (name, dict, schedule)", &name, &PyDict_Type, &hp, &schedule))
         return NULL;
     tnt_optimizer_opts o = {0};
