@@ -35,6 +35,7 @@ static const char USAGE[] =
     "                 [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
     "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--terminate_on_nan 1] [--verbose 1]\n"
+    "                 [--backup_dir DIR [--backup_freq epoch|N]]\n"
     "                 [--help]\n"
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
@@ -54,7 +55,12 @@ static const char USAGE[] =
     "                         ends in .keras, else Keras 2 HDF5\n"
     "  --terminate_on_nan 0|1 stop after a batch whose loss is NaN or infinite, exit 1 and save\n"
     "                         nothing (Keras's TerminateOnNaN); on by default\n"
-    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
+    "  --backup_dir DIR       Keras's BackupAndRestore: the training state (weights, optimizer,\n"
+    "                         epoch and batch) is backed up to DIR at each epoch end (and every N\n"
+    "                         batches with --backup_freq N); a run that finds a backup there\n"
+    "                         resumes from it, bitwise; it is removed when training ends\n"
+    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel; with\n"
+    "`tarantella --max-restarts K` and --backup_dir a failed job restarts and resumes.\n";
 
 /* Bounds of the integer flags: far above any real use, low enough that sizes cannot overflow. */
 #define MAX_EPOCHS 1000000
@@ -62,8 +68,8 @@ static const char USAGE[] =
 #define MAX_SAMPLES (1L << 31)
 
 typedef struct args {
-    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log;
-    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan;
+    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log, *backup_dir;
+    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan, backup_freq;
     double learning_rate, rescale, validation_split;
     bool from_logits, target_input;
     float loss_weights[8]; /* --loss_weights: n_loss_weights values (0: the file's) */
@@ -136,6 +142,7 @@ static void check_names(const args *a) {
         tnt_optimizer_free(o);
     }
     if (a->val_data && a->validation_split > 0) usage_error("%s", "give --validation_data or --validation_split, not both");
+    if (a->backup_freq && !a->backup_dir) usage_error("%s", "--backup_freq needs --backup_dir");
 }
 
 static args parse(int argc, char **argv) {
@@ -155,6 +162,9 @@ static args parse(int argc, char **argv) {
         else if ((v = value_of(argc, argv, &i, "--loss_weights"))) weights_list(&a, v);
         else if ((v = value_of(argc, argv, &i, "--save"))) a.save = v;
         else if ((v = value_of(argc, argv, &i, "--csv_log"))) a.csv_log = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_dir"))) a.backup_dir = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_freq")))
+            a.backup_freq = strcmp(v, "epoch") ? integer("--backup_freq", v, 1, LONG_MAX) : 0;
         else if ((v = value_of(argc, argv, &i, "--epochs"))) a.epochs = integer("--epochs", v, 1, MAX_EPOCHS);
         else if ((v = value_of(argc, argv, &i, "--verbose"))) a.verbose = integer("--verbose", v, 0, 2);
         else if ((v = value_of(argc, argv, &i, "--terminate_on_nan")))
@@ -522,6 +532,8 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     printf("  data        %s: %lld training samples of %s, targets %s%s\n", a->data, (long long)n_train, in,
            tnt_shape_str(s->y_shape, ys, sizeof ys), s->y == s->x ? " (the inputs)" : "");
     if (n_val) printf("  validation  the last %lld samples (--validation_split %g)\n", (long long)n_val, a->validation_split);
+    if (a->backup_freq) printf("  backup      %s, every %ld batches and at each epoch end\n", a->backup_dir, a->backup_freq);
+    else if (a->backup_dir) printf("  backup      %s, at each epoch end\n", a->backup_dir);
     if (a->val_data) printf("  validation  %s\n", a->val_data);
     printf("  ranks       %d; batch %ld global, %ld%s per rank\n", ranks, a->batch_size, per_rank,
            a->batch_size % ranks ? " or 1 more" : "");
@@ -562,7 +574,7 @@ int main(int argc, char **argv) {
     samples train_s = {0}, val_s = {0};
     tnt_dataset *train = NULL, *val = NULL;
     tnt_history *h = NULL;
-    tnt_callback cbs[2];
+    tnt_callback cbs[3];
     int n_cbs = 0;
     origin from;
     double rescale = a.rescale, val_rescale = a.rescale;
@@ -594,6 +606,7 @@ int main(int argc, char **argv) {
     if (a.val_data && !(val = batches(&val_s, 0, val_s.n, false, &a))) goto done;
     if (a.csv_log) cbs[n_cbs++] = tnt_csv_logger(a.csv_log, 0, false);
     if (a.terminate_on_nan) cbs[n_cbs++] = tnt_terminate_on_nan();
+    if (a.backup_dir) cbs[n_cbs++] = tnt_backup_and_restore(a.backup_dir, a.backup_freq, true);
     if (tnt_is_master_rank() && a.verbose) print_plan(m, &a, &from, &train_s, n_train, n_val);
     tnt_fit_opts fo = {.epochs = (int)a.epochs, .verbose = (int)a.verbose, .validation_data = val,
                        .callbacks = cbs, .n_callbacks = n_cbs};
