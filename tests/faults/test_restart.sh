@@ -57,9 +57,22 @@ head -c 200 "$dir/backup.keep" > "$dir/bn/backup.tnt"
 run -- "$PROG" "$dir/o.npy" 4 3 32 "$dir/bn" > "$dir/t.log" 2>&1; rc=$?
 check "a truncated backup is refused, naming it" '[ $rc -eq 1 ] && grep -q "backup.tnt: .*truncated or damaged" "$dir/t.log"'
 cp "$dir/backup.keep" "$dir/bn/backup.tnt"
+printf '\x5a' | dd of="$dir/bn/backup.tnt" bs=1 seek=$(( $(stat -c %s "$dir/backup.keep") - 100 )) conv=notrunc 2> /dev/null
+run -- "$PROG" "$dir/o.npy" 4 3 32 "$dir/bn" > "$dir/t.log" 2>&1; rc=$?
+check "a backup with a flipped byte in its values is refused (checksum)" '[ $rc -eq 1 ] &&
+  grep -q "backup.tnt: checksum mismatch: the file is damaged; not loaded" "$dir/t.log"'
+cp "$dir/backup.keep" "$dir/bn/backup.tnt"
 run -- "$PROG" "$dir/n.npy" 4 3 32 "$dir/bn" > "$dir/n2.log" 2>&1; rc=$?
 check "run again by hand, the job resumes from the backup: bitwise the unbroken run's" '
   [ $rc -eq 0 ] && cmp "$dir/n.npy" "$dir/ref.npy" && ! grep -q "^Epoch [12]/4" "$dir/n2.log" && [ ! -e "$dir/bn" ]'
+
+# one process, no launcher: killed in epoch 3, run again, bitwise the unbroken 1-rank run
+rm -f "$dir/mark"
+timeout 120 "$PROG" "$dir/ref1.npy" 4 5 32 - > /dev/null 2>&1
+rc=$( (timeout 120 "$PROG" "$dir/one.npy" 4 5 32 "$dir/b1" kill 0 2 9 "$dir/mark" > /dev/null 2>&1); echo $?)
+timeout 120 "$PROG" "$dir/one.npy" 4 5 32 "$dir/b1" kill 0 2 9 "$dir/mark" > "$dir/one.log" 2>&1
+check "one process: killed (137), run again, resumes in epoch 3, bitwise" '[ $rc -eq 137 ] && [ -s "$dir/ref1.npy" ] &&
+  cmp "$dir/one.npy" "$dir/ref1.npy" && ! grep -q "^Epoch [12]/4" "$dir/one.log" && grep -q "^Epoch 3/4" "$dir/one.log"'
 
 # a stop the user asks for is no failure to restart from: SIGTERM to the launcher
 rm -f "$dir/mark"
