@@ -8,7 +8,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py libzip-dev
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile zip
 
 .PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn install clean
 

@@ -18,15 +18,12 @@
 #include <tarantella.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char USAGE[] =
     "usage: tnt-train MODEL --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
@@ -541,27 +538,12 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     fflush(stdout);
 }
 
-/* The output file can be written: a probe file beside it (the save writes a temporary file there
- * and renames it), so that a typo fails now rather than after training. */
-static bool writable(const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tnt-train: --save %s: is a directory\n", path);
-        return false;
-    }
-    char probe[4096];
-    if (snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid()) >= (int)sizeof probe) {
-        fprintf(stderr, "tnt-train: --save %s: the path is too long\n", path);
-        return false;
-    }
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "tnt-train: --save %s: cannot write there: %s\n", path, strerror(errno));
-        return false;
-    }
-    close(fd);
-    unlink(probe);
-    return true;
+/* The output file can be written and the model's names can be saved (tnt_save_model checks
+ * both and writes nothing), so that a typo or a bad layer name fails now, not after training. */
+static bool savable(tnt_model *m, const char *path) {
+    if (tnt_save_model(m, path, &(tnt_save_opts){.check_only = true}) == TNT_OK) return true;
+    fprintf(stderr, "tnt-train: --save: %s\n", tnt_last_error());
+    return false;
 }
 
 int main(int argc, char **argv) {
@@ -579,7 +561,7 @@ int main(int argc, char **argv) {
     origin from;
     double rescale = a.rescale, val_rescale = a.rescale;
     tnt_model *m = load_model(a.model);
-    if (!m || (a.save && !writable(a.save))) goto done;
+    if (!m || (a.save && !savable(m, a.save))) goto done;
     if (a.weights && tnt_load_weights(m, a.weights, false) != TNT_OK) {
         fprintf(stderr, "tnt-train: --weights %s: %s\n", a.weights, tnt_last_error());
         goto done;

@@ -17,6 +17,7 @@
 #include "callbacks/callbacks.h"
 #include "comm/comm.h"
 #include "core/atomic_file.h"
+#include "io/save_check.h"
 #include "model/model.h"
 #include "optimizers/optimizer.h"
 #include "training/parallel.h"
@@ -236,15 +237,8 @@ static void apply(tnt_model *m, const state *st) {
 /* ---- the callback ---------------------------------------------------------------------------- */
 
 /* The directory exists (made if absent) and takes files: checked before training starts. */
-static tnt_status prepare_dir(const char *dir) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return tnt__error(TNT_ERR_IO, "BackupAndRestore: backup_dir %s: cannot create it: %s", dir, strerror(errno));
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return tnt__error(TNT_ERR_IO, "BackupAndRestore: backup_dir %s is not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return tnt__error(TNT_ERR_IO, "BackupAndRestore: backup_dir %s: cannot write there: %s", dir, strerror(errno));
-    return TNT_OK;
+static tnt_status prepare_dir(const backup *b) {
+    return tnt__check_save_path(b->path, true, "BackupAndRestore: backup_dir");
 }
 
 static tnt_status on_begin(tnt_model *m, const tnt_logs *logs, void *user) {
@@ -255,7 +249,7 @@ static tnt_status on_begin(tnt_model *m, const tnt_logs *logs, void *user) {
     b->since_save = 0;
     state st = {0};
     bool found = false;
-    tnt_status s = tnt_is_master_rank() ? prepare_dir(b->dir) : TNT_OK;
+    tnt_status s = tnt_is_master_rank() ? prepare_dir(b) : TNT_OK;
     if (s == TNT_OK) s = tnt__model_setup_weights(m);
     if (s == TNT_OK) s = read_backup(m, b->path, &st, &found);
     if (s != TNT_OK && !strstr(tnt_last_error(), "BackupAndRestore")) tnt__error_prefix(s, "BackupAndRestore: ");

@@ -56,15 +56,15 @@ static const setting settings[] = {
     PRESENT("PMI_RANK", under_mpirun),
 };
 
-static const tnt__config defaults = {
-    .log_level = TNT_LOG_WARNING,
-    .stdout_tty = -1,
-    .fusion_threshold_kb = 32,
-    .comm_mode = TNT_COMM_MODE_THREAD,
-    .stall_check_seconds = 60, /* as Horovod */
-};
+/* a macro, not a const object: C (and clang) take no object as a static initializer */
+#define DEFAULTS                                                                                  \
+    {                                                                                             \
+        .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
+        .comm_mode = TNT_COMM_MODE_THREAD, .stall_check_seconds = 60, /* as Horovod */            \
+    }
+static const tnt__config defaults = DEFAULTS;
 
-static tnt__config current = defaults;
+static tnt__config current = DEFAULTS;
 
 static tnt_status bad_value(const setting *s, const char *v) {
     char expected[160];

@@ -15,6 +15,7 @@
  * model_weights group; it runs in a child process (h5_guard.c). The pieces h5_model.c
  * (whole-model files) shares are the tnt__h5_* functions (io/h5.h). */
 #include "io/h5.h"
+#include "io/save_check.h"
 #include "io/keras_io.h"
 
 #include "core/atomic_file.h"
@@ -411,7 +412,9 @@ tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opt
     if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "%s: model or path is NULL", who);
     else s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, who, path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, who);
+    else if (s == TNT_OK && writer) {
         tnt__h5_quiet();
         void *image;
         size_t size;

@@ -10,6 +10,7 @@
  * (1032:1), so a zip bomb is refused before it is inflated. */
 #include "core/atomic_file.h"
 #include "io/keras_io.h"
+#include "io/save_check.h"
 
 #include "comm/comm.h"
 #include "optimizers/optimizer.h"
@@ -315,7 +316,9 @@ static tnt_status write_zip(const char *tmp, void *ctx) {
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts) {
     tnt_status s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, "save_model", path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, "save_model");
+    else if (s == TNT_OK && writer) {
         zip_parts p = {.path = path};
         char date[32], meta[128];
         time_t now = time(NULL);

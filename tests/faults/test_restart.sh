@@ -110,7 +110,7 @@ check "tnt-train --backup_dir: a rank killed, one restart, the saved weights bit
 "$BIN/tnt-train" $model --data synthetic:8 --loss mse --optimizer sgd --backup_freq 3 > "$dir/e.log" 2>&1
 check "--backup_freq without --backup_dir: exit 2" '[ $? -eq 2 ] && grep -q "backup_freq needs --backup_dir" "$dir/e.log"'
 "$BIN/tnt-train" $model --data synthetic:8 --loss mse --optimizer sgd --backup_dir /proc/nope > "$dir/e.log" 2>&1
-check "an unwritable --backup_dir fails before training" '[ $? -eq 1 ] && grep -q "backup_dir /proc/nope: cannot create it" "$dir/e.log" &&
+check "an unwritable --backup_dir fails before training" '[ $? -eq 1 ] && grep -q "backup_dir /proc/nope/backup.tnt: cannot create the directory /proc/nope" "$dir/e.log" &&
   ! grep -q "^Epoch" "$dir/e.log"'
 "$TNT" --max-restarts -1 -- true > "$dir/e.log" 2>&1
 check "--max-restarts -1: usage error" '[ $? -eq 2 ] && grep -q "for --max-restarts: expected an integer from 0" "$dir/e.log"'
