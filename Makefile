@@ -9,7 +9,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
 	python3-setuptools python3-venv python3-wheel
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
 .PHONY: all deps build demo demo-python test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
 	bench-python install clean

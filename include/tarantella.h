@@ -639,6 +639,7 @@ TNT_API tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n);
  * ------------------------------------------------------------------------------------------- */
 typedef struct tnt_save_opts {
     bool save_all_devices; /* every rank saves (to the same path: use distinct paths per rank) */
+    bool check_only; /* write nothing: check that path takes a file and every name can be saved */
 } tnt_save_opts;
 /* Keras 2's HDF5 weights layout (model.save_weights("w.h5")): root attribute layer_names, a group
  * per layer with weight_names, datasets at the paths weight_names gives, Keras kernel layouts. */

@@ -99,6 +99,12 @@ TNT_API tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkp
 TNT_API tnt_status tnt_format_filepath(const char *tmpl, int epoch, int64_t batch, const tnt_logs *logs,
                                        char *buf, size_t size);
 
+/* BackupAndRestore: the master writes backup_dir/backup.tnt (weights, optimizer state, epoch and
+ * batch) atomically at each epoch end and, with save_freq N > 0, every N batches; a fit that
+ * finds one resumes there on every rank, bitwise as the unbroken run on the same ranks (a backup
+ * of another model is refused). delete_checkpoint: removed when fit ends without error. */
+TNT_API tnt_callback tnt_backup_and_restore(const char *backup_dir, int64_t save_freq, bool delete_checkpoint);
+
 /* Keras RemoteMonitor: at each epoch end, an HTTP POST of {"epoch": e, "loss": ..., ...} to
  * root + path (defaults "http://localhost:9000" and "/publish/epoch/end/"), as a form field
  * (field, default "data") or as a JSON body (send_as_json). Master only. A server that cannot

@@ -77,6 +77,7 @@ static char *find_in_path(const char *prog) {
 typedef struct {
     long n, npn, fusion_kb;      /* -1: not given */
     long stall_check, stall_shutdown; /* seconds, -1: not given */
+    long max_restarts;           /* runs of the whole job again after a failure */
     const char *hostfile, *log_level, *interpreter, *mpirun, *compression;
     bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory, srun;
     strv xvars;                  /* -x VAR=VALUE in the order given */
@@ -125,6 +126,11 @@ static void print_help(void) {
         "                           Hydra, also Intel MPI's (-hosts, -genv)\n"
         "  --launcher mpirun|srun   start the ranks with mpirun (default) or as tasks of Slurm's srun\n"
         "                           (the MPI must support srun's PMI: srun --mpi, SLURM_MPI_TYPE)\n"
+        "\nFailures:\n"
+        "  --max-restarts N         run the whole job again, at most N times, when it fails (a rank\n"
+        "                           killed, a host lost: a nonzero exit that no Ctrl+C or SIGTERM\n"
+        "                           of the launcher caused); with a BackupAndRestore callback\n"
+        "                           (tnt-train --backup_dir) training resumes from its backup\n"
         "\nOther:\n"
         "  --dry-run                print the command line and the exported environment\n"
         "  --cleanup [--force]      end PROGRAM on every host instead of starting it (SIGTERM;\n"
@@ -177,7 +183,7 @@ static int parse_args(int argc, char **argv, options *o) {
         static const char *const valued[] = {
             "-n", "--n", "--hostfile", "--n-per-node", "--devices-per-node", "--npernode",
             "--log-level", "--fusion-threshold", "--compression", "--interpreter", "--python-interpreter",
-            "--stall-check-seconds", "--stall-shutdown-seconds", "--mpirun", "--launcher", NULL};
+            "--stall-check-seconds", "--stall-shutdown-seconds", "--mpirun", "--launcher", "--max-restarts", NULL};
         bool takes_value = false;
         for (int k = 0; valued[k]; k++)
             if (opt_is(a, valued[k], &val)) { takes_value = true; name = valued[k]; break; }
@@ -212,6 +218,10 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (strcmp(val, "none") && strcmp(val, "bf16"))
                     return usage_error("invalid value '%s' for --compression: expected none or bf16", val);
                 o->compression = val;
+            } else if (!strcmp(name, "--max-restarts")) {
+                if (!parse_long(val, 0, 1000000, &o->max_restarts))
+                    return usage_error("invalid value '%s' for --max-restarts: expected an integer from 0 "
+                                       "to 1000000", val);
             } else if (!strncmp(name, "--stall-", 8)) {
                 if (!parse_long(val, 0, 1000000, name[8] == 'c' ? &o->stall_check : &o->stall_shutdown))
                     return usage_error("invalid value '%s' for %s: expected seconds from 0 to 1000000 "
@@ -483,7 +493,14 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
             rc = 1;
             goto out;
         }
-    rc = run_forwarding(argv.v);
+    /* A failed job runs again from the start: a program with a backup (BackupAndRestore) resumes
+     * from it. A stop the user asked for is not a failure. */
+    for (long restarts = 0;; restarts++) {
+        rc = run_forwarding(argv.v);
+        if (rc == 0 || run_interrupted() || restarts >= o->max_restarts) break;
+        fprintf(stderr, "tarantella: the job failed (exit status %d); restarting it (restart %ld of at most %ld)\n", rc,
+                restarts + 1, o->max_restarts);
+    }
 out:
     free(mpirun_path);
     free(slots);

@@ -18,15 +18,12 @@
 #include <tarantella.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char USAGE[] =
     "usage: tnt-train MODEL --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
@@ -35,6 +32,7 @@ static const char USAGE[] =
     "                 [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
     "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--terminate_on_nan 1] [--verbose 1]\n"
+    "                 [--backup_dir DIR [--backup_freq epoch|N]]\n"
     "                 [--help]\n"
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
@@ -54,7 +52,12 @@ static const char USAGE[] =
     "                         ends in .keras, else Keras 2 HDF5\n"
     "  --terminate_on_nan 0|1 stop after a batch whose loss is NaN or infinite, exit 1 and save\n"
     "                         nothing (Keras's TerminateOnNaN); on by default\n"
-    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
+    "  --backup_dir DIR       Keras's BackupAndRestore: the training state (weights, optimizer,\n"
+    "                         epoch and batch) is backed up to DIR at each epoch end (and every N\n"
+    "                         batches with --backup_freq N); a run that finds a backup there\n"
+    "                         resumes from it, bitwise; it is removed when training ends\n"
+    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel; with\n"
+    "`tarantella --max-restarts K` and --backup_dir a failed job restarts and resumes.\n";
 
 /* Bounds of the integer flags: far above any real use, low enough that sizes cannot overflow. */
 #define MAX_EPOCHS 1000000
@@ -62,8 +65,8 @@ static const char USAGE[] =
 #define MAX_SAMPLES (1L << 31)
 
 typedef struct args {
-    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log;
-    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan;
+    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log, *backup_dir;
+    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan, backup_freq;
     double learning_rate, rescale, validation_split;
     bool from_logits, target_input;
     float loss_weights[8]; /* --loss_weights: n_loss_weights values (0: the file's) */
@@ -136,6 +139,7 @@ static void check_names(const args *a) {
         tnt_optimizer_free(o);
     }
     if (a->val_data && a->validation_split > 0) usage_error("%s", "give --validation_data or --validation_split, not both");
+    if (a->backup_freq && !a->backup_dir) usage_error("%s", "--backup_freq needs --backup_dir");
 }
 
 static args parse(int argc, char **argv) {
@@ -155,6 +159,9 @@ static args parse(int argc, char **argv) {
         else if ((v = value_of(argc, argv, &i, "--loss_weights"))) weights_list(&a, v);
         else if ((v = value_of(argc, argv, &i, "--save"))) a.save = v;
         else if ((v = value_of(argc, argv, &i, "--csv_log"))) a.csv_log = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_dir"))) a.backup_dir = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_freq")))
+            a.backup_freq = strcmp(v, "epoch") ? integer("--backup_freq", v, 1, LONG_MAX) : 0;
         else if ((v = value_of(argc, argv, &i, "--epochs"))) a.epochs = integer("--epochs", v, 1, MAX_EPOCHS);
         else if ((v = value_of(argc, argv, &i, "--verbose"))) a.verbose = integer("--verbose", v, 0, 2);
         else if ((v = value_of(argc, argv, &i, "--terminate_on_nan")))
@@ -522,6 +529,8 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     printf("  data        %s: %lld training samples of %s, targets %s%s\n", a->data, (long long)n_train, in,
            tnt_shape_str(s->y_shape, ys, sizeof ys), s->y == s->x ? " (the inputs)" : "");
     if (n_val) printf("  validation  the last %lld samples (--validation_split %g)\n", (long long)n_val, a->validation_split);
+    if (a->backup_freq) printf("  backup      %s, every %ld batches and at each epoch end\n", a->backup_dir, a->backup_freq);
+    else if (a->backup_dir) printf("  backup      %s, at each epoch end\n", a->backup_dir);
     if (a->val_data) printf("  validation  %s\n", a->val_data);
     printf("  ranks       %d; batch %ld global, %ld%s per rank\n", ranks, a->batch_size, per_rank,
            a->batch_size % ranks ? " or 1 more" : "");
@@ -529,27 +538,12 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     fflush(stdout);
 }
 
-/* The output file can be written: a probe file beside it (the save writes a temporary file there
- * and renames it), so that a typo fails now rather than after training. */
-static bool writable(const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tnt-train: --save %s: is a directory\n", path);
-        return false;
-    }
-    char probe[4096];
-    if (snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid()) >= (int)sizeof probe) {
-        fprintf(stderr, "tnt-train: --save %s: the path is too long\n", path);
-        return false;
-    }
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "tnt-train: --save %s: cannot write there: %s\n", path, strerror(errno));
-        return false;
-    }
-    close(fd);
-    unlink(probe);
-    return true;
+/* The output file can be written and the model's names can be saved (tnt_save_model checks
+ * both and writes nothing), so that a typo or a bad layer name fails now, not after training. */
+static bool savable(tnt_model *m, const char *path) {
+    if (tnt_save_model(m, path, &(tnt_save_opts){.check_only = true}) == TNT_OK) return true;
+    fprintf(stderr, "tnt-train: --save: %s\n", tnt_last_error());
+    return false;
 }
 
 int main(int argc, char **argv) {
@@ -562,12 +556,12 @@ int main(int argc, char **argv) {
     samples train_s = {0}, val_s = {0};
     tnt_dataset *train = NULL, *val = NULL;
     tnt_history *h = NULL;
-    tnt_callback cbs[2];
+    tnt_callback cbs[3];
     int n_cbs = 0;
     origin from;
     double rescale = a.rescale, val_rescale = a.rescale;
     tnt_model *m = load_model(a.model);
-    if (!m || (a.save && !writable(a.save))) goto done;
+    if (!m || (a.save && !savable(m, a.save))) goto done;
     if (a.weights && tnt_load_weights(m, a.weights, false) != TNT_OK) {
         fprintf(stderr, "tnt-train: --weights %s: %s\n", a.weights, tnt_last_error());
         goto done;
@@ -594,6 +588,7 @@ int main(int argc, char **argv) {
     if (a.val_data && !(val = batches(&val_s, 0, val_s.n, false, &a))) goto done;
     if (a.csv_log) cbs[n_cbs++] = tnt_csv_logger(a.csv_log, 0, false);
     if (a.terminate_on_nan) cbs[n_cbs++] = tnt_terminate_on_nan();
+    if (a.backup_dir) cbs[n_cbs++] = tnt_backup_and_restore(a.backup_dir, a.backup_freq, true);
     if (tnt_is_master_rank() && a.verbose) print_plan(m, &a, &from, &train_s, n_train, n_val);
     tnt_fit_opts fo = {.epochs = (int)a.epochs, .verbose = (int)a.verbose, .validation_data = val,
                        .callbacks = cbs, .n_callbacks = n_cbs};

@@ -72,24 +72,19 @@ static const setting settings[] = {
     INT("SLURM_PROCID", slurm_procid, 0, INT32_MAX),
 };
 
-static const tnt__config defaults = {
-    .log_level = TNT_LOG_WARNING,
-    .stdout_tty = -1,
-    .fusion_threshold_kb = 32,
-    .comm_mode = TNT_COMM_MODE_THREAD,
-    .compression = TNT_COMPRESSION_NONE,
-    .stall_check_seconds = 60, /* as Horovod */
-    .mpi_thread_level = TNT__THREAD_SERIALIZED,
-    .ompi_size = -1,
-    .ompi_rank = -1,
-    .pmi_size = -1,
-    .pmi_rank = -1,
-    .pmix_rank = -1,
-    .slurm_step_tasks = -1,
-    .slurm_procid = -1,
-};
+/* a macro, not a const object: C (and clang) take no object as a static initializer */
+#define DEFAULTS                                                                                  \
+    {                                                                                             \
+        .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
+        .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
+        .stall_check_seconds = 60, /* as Horovod */                                               \
+        .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
+        .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
+        .slurm_procid = -1,                                                                       \
+    }
+static const tnt__config defaults = DEFAULTS;
 
-static tnt__config current = defaults;
+static tnt__config current = DEFAULTS;
 
 static tnt_status bad_value(const setting *s, const char *v) {
     char expected[160];

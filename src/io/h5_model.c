@@ -266,7 +266,7 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
-            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, it) < 0 || *it < 0)
+            else if (tnt__h5_dread(d, H5T_NATIVE_INT64, it) < 0 || *it < 0)
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
                                *it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
@@ -283,8 +283,8 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
                 s = tnt__error(TNT_ERR_SHAPE, "load_model %s: shape mismatch for optimizer_weights/%s: the file has %s, the weight %s",
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
-                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                               slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
+                       tnt__h5_dread(d, H5T_NATIVE_FLOAT,
+                                     slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
                                tnt__h5_read_failure());
             }
@@ -344,7 +344,7 @@ static tnt_status read_exact(hid_t g, const char *name, hid_t mem, const tnt_sha
     if (!same)
         s = tnt__error(TNT_ERR_SHAPE, "%s: optimizer/vars/%s does not have the shape %s of its variable", path, name,
                        tnt_shape_str(*shape, ms, sizeof ms));
-    else if (tnt_shape_numel(*shape) > 0 && H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    else if (tnt_shape_numel(*shape) > 0 && tnt__h5_dread(d, mem, out) < 0)
         s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read optimizer/vars/%s (%s)", path, name, tnt__h5_read_failure());
     if (space >= 0) H5Sclose(space);
     H5Dclose(d);

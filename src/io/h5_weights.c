@@ -15,6 +15,7 @@
  * model_weights group; it runs in a child process (h5_guard.c). The pieces h5_model.c
  * (whole-model files) shares are the tnt__h5_* functions (io/h5.h). */
 #include "io/h5.h"
+#include "io/save_check.h"
 #include "io/keras_io.h"
 
 #include "core/atomic_file.h"
@@ -300,10 +301,39 @@ static herr_t note_checksum_error(unsigned n, const H5E_error2_t *e, void *found
     return 0;
 }
 
+static _Thread_local const char *refused; /* why the last tnt__h5_dread refused a dataset */
+
 const char *tnt__h5_read_failure(void) {
+    if (refused) return refused;
     bool checksum = false;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, note_checksum_error, &checksum);
     return checksum ? "checksum mismatch: the data in the file is damaged" : "truncated or corrupt file?";
+}
+
+/* A plain number type: 1, 2, 4 or 8 bytes, all bits used. A damaged size (65535 bytes of a
+ * 32-bit float) makes H5Dread's conversion copy past the chunk it read. */
+static bool plain_number_type(hid_t type) {
+    H5T_class_t cls = H5Tget_class(type);
+    size_t size = H5Tget_size(type);
+    return (cls == H5T_FLOAT || cls == H5T_INTEGER) && (size == 1 || size == 2 || size == 4 || size == 8) &&
+           !(cls == H5T_FLOAT && size == 1) && H5Tget_precision(type) == 8 * size && H5Tget_offset(type) == 0;
+}
+
+herr_t tnt__h5_dread(hid_t d, hid_t mem_type, void *out) {
+    hid_t dcpl = H5Dget_create_plist(d), space = H5Dget_space(d), type = H5Dget_type(d);
+    refused = NULL;
+    if (dcpl < 0 || space < 0 || type < 0) refused = "unreadable dataset header: the file is damaged";
+    else if (!plain_number_type(type)) refused = "its number type is damaged or not a plain integer or float";
+    else if (H5Pget_layout(dcpl) == H5D_COMPACT) { /* data kept in the header: as many bytes as the shape needs */
+        hssize_t n = H5Sget_simple_extent_npoints(space);
+        if (n < 0 || H5Dget_storage_size(d) < (hsize_t)n * H5Tget_size(type))
+            refused = "its compact data holds fewer bytes than its shape needs: the file is damaged";
+    }
+    bool bad = refused != NULL;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    return bad ? -1 : H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
 }
 
 static int cmp_layer_name(const void *a, const void *b) {
@@ -411,7 +441,9 @@ tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opt
     if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "%s: model or path is NULL", who);
     else s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, who, path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, who);
+    else if (s == TNT_OK && writer) {
         tnt__h5_quiet();
         void *image;
         size_t size;
@@ -485,7 +517,7 @@ static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, 
                                path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
             } else {
                 if (tnt_shape_numel(w->shape) &&
-                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tnt__weight_destination(m, w, params, state)) < 0)
+                    tnt__h5_dread(d, H5T_NATIVE_FLOAT, tnt__weight_destination(m, w, params, state)) < 0)
                     s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (%s)", path, gname,
                                    wn.s[j], tnt__h5_read_failure());
             }

@@ -213,7 +213,7 @@ static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt
             strcat(fs, ")");
             s = tnt__error(TNT_ERR_SHAPE, "%s: shape mismatch in layer \"%s\" for weight \"%s\" (%s): the file has %s, the model %s",
                            path, l->name, w->name, p, fs, tnt_shape_str(w->shape, ms, sizeof ms));
-        } else if (tnt_shape_numel(w->shape) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+        } else if (tnt_shape_numel(w->shape) > 0 && tnt__h5_dread(d, H5T_NATIVE_FLOAT, out) < 0) {
             s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read dataset %s (%s)", path, p, tnt__h5_read_failure());
         }
     }

@@ -10,6 +10,7 @@
  * (1032:1), so a zip bomb is refused before it is inflated. */
 #include "core/atomic_file.h"
 #include "io/keras_io.h"
+#include "io/save_check.h"
 
 #include "comm/comm.h"
 #include "optimizers/optimizer.h"
@@ -80,8 +81,15 @@ static tnt_status read_entry(zip_t *z, const char *name, zip_uint64_t limit, con
                                    r < 0 ? zip_file_strerror(zf) : "");
         else got += (zip_uint64_t)r;
     }
-    if (zip_fclose(zf) != 0 && s == TNT_OK) /* a CRC mismatch shows here */
-        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: %s fails its checksum (corrupt archive)", path, name);
+    /* libzip checks the CRC only when a read meets the end of the data: one read past the
+     * declared size must find it (found by fuzz_zip: a damaged entry read exactly to its size
+     * went through unchecked) */
+    char past;
+    zip_int64_t end = s == TNT_OK ? zip_fread(zf, &past, 1) : 0;
+    if (zip_fclose(zf) != 0 && s == TNT_OK) end = -1;
+    if (s == TNT_OK && end != 0)
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: %s %s (corrupt archive)", path, name,
+                       end < 0 ? "fails its checksum" : "holds more bytes than it declares");
     if (s != TNT_OK) {
         free(b);
         return s;
@@ -315,7 +323,9 @@ static tnt_status write_zip(const char *tmp, void *ctx) {
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts) {
     tnt_status s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, "save_model", path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, "save_model");
+    else if (s == TNT_OK && writer) {
         zip_parts p = {.path = path};
         char date[32], meta[128];
         time_t now = time(NULL);

@@ -93,6 +93,8 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    int resume_epoch;      /* set by BackupAndRestore in on_train_begin: fit resumes at this epoch */
+    int64_t resume_step;   /* ... after skipping its first resume_step batches (already trained) */
 
     /* data parallelism */
     bool distributed;      /* tnt_distribute() was called */

@@ -544,9 +544,12 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
     }
     tnt_logs logs = {0};
     m->stop_training = false;
+    m->resume_epoch = -1;
     CALL_CB(cbs, n_cbs, on_train_begin, m, &logs);
+    int first_epoch = m->resume_epoch >= 0 ? m->resume_epoch : o.initial_epoch;
+    int64_t skip = m->resume_epoch >= 0 ? m->resume_step : 0; /* batches a backup had trained */
     int64_t steps_hint = o.steps_per_epoch > 0 ? o.steps_per_epoch : tnt_dataset_cardinality(train);
-    for (int epoch = o.initial_epoch; epoch < o.epochs && !m->stop_training; epoch++) {
+    for (int epoch = first_epoch; epoch < o.epochs && !m->stop_training; epoch++) {
         accum acc = {0}, total;
         tnt__progress prog;
         logs.n = 0;
@@ -559,6 +562,17 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         int64_t step = 0;
+        for (; step < skip; step++) { /* the same batches: the order depends on the epoch only */
+            tnt_batch b;
+            tnt__step st;
+            int r = tnt__feed_next(&f, &b, &st);
+            if (r < 0) {
+                s = (tnt_status)r;
+                goto done;
+            }
+            if (r == 0) break;
+        }
+        skip = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
             tnt__comm_set_position(epoch + 1, step + 1, "training step");
             CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);

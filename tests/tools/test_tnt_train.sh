@@ -201,6 +201,11 @@ check "tnt-predict: an unknown format exits 1 naming the magic" '[ $rc -eq 1 ] &
 "$BIN/tnt-train" $ae --data synthetic:8 --save /nonexistent/dir/out.h5 > "$dir/e.log" 2>&1; rc=$?
 check "an unwritable --save fails before training" '[ $rc -eq 1 ] && grep -q "/nonexistent/dir/out.h5: cannot write there" "$dir/e.log" &&
   ! grep -q "Epoch" "$dir/e.log"'
+sed 's/"name": "dense"/"name": "a\/b"/' $model > "$dir/slash.json"
+"$BIN/tnt-train" "$dir/slash.json" "${json[@]}" --data synthetic:8 --save "$dir/slash.h5" > "$dir/e.log" 2>&1; rc=$?
+check "a layer named a/b with --save fails before training, naming it" '[ $rc -eq 1 ] &&
+  grep -q "tnt-train: --save: save_model $dir/slash.h5: layer name \"a/b\" cannot be saved" "$dir/e.log" &&
+  ! grep -q "Epoch" "$dir/e.log" && [ ! -e "$dir/slash.h5" ]'
 "$BIN/tnt-train" $ae --data npy:"$dir/ax.npy" > "$dir/e.log" 2>&1; rc=$?
 check "npy data without targets: exit 1 pointing to --target input" '[ $rc -eq 1 ] && grep -q "has no targets.*--target input" "$dir/e.log"'
 "$BIN/tnt-train" $model --data nope:1 "${json[@]}" > "$dir/e.log" 2>&1; rc=$?
