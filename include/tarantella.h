@@ -162,6 +162,10 @@ typedef struct tnt_layer_opts {
     int dilation[2]; /* conv; 0 = 1 */
 } tnt_layer_opts;
 
+/* A dimension of TNT_DIM_NONE (Keras's None) takes any size: the model is re-instantiated for
+ * the shapes the data brings (fully convolutional and sequence models); no weight may depend on
+ * it. The shape queries then report -1 there. */
+#define TNT_DIM_NONE (-1)
 TNT_API tnt_layer *tnt_input_layer(tnt_shape shape, const char *name);
 TNT_API tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts);
@@ -608,9 +612,12 @@ TNT_API tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor 
 TNT_API tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t);
 TNT_API int tnt_model_num_inputs(const tnt_model *m);
 TNT_API int tnt_model_num_outputs(const tnt_model *m);
-/* Shape of input or output i (without batch). */
+/* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
+ * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
+TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the

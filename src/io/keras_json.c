@@ -47,6 +47,16 @@ static tnt_status entry(const cJSON *e, int i, const char **cls, const cJSON **c
     return TNT_OK;
 }
 
+/* Set when an input shape has a None dimension: a model that does not build with the first
+ * stand-in size for it is read again with larger ones (model/variable.c). */
+static _Thread_local bool saw_none;
+
+static tnt_status read_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx *k) {
+    tnt_status st = tnt__kj_batch_shape(cfg, s, k);
+    for (int i = 0; st == TNT_OK && i < s->ndim; i++) saw_none |= s->dim[i] < 0;
+    return st;
+}
+
 /* Models inside models (Keras nested models) are read recursively, at most this deep. */
 #define MAX_MODEL_DEPTH 8
 static tnt_model *model_from_cjson(const cJSON *root, int depth);
@@ -92,7 +102,7 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
         if (i == 0 && (!strcmp(cls, "InputLayer") || tnt__kj_has_batch_shape(cfg))) {
             tnt_shape shape;
             char iname[TNT_NAME_MAX + 8];
-            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto done;
+            if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto done;
             snprintf(iname, sizeof iname, "%.50s_input", lname ? lname : "input");
             in = x = tnt_graph_input(g, shape, !strcmp(cls, "InputLayer") ? lname : iname);
             if (x.id < 0) {
@@ -177,11 +187,11 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         tnt__kj_ctx k = {lname ? lname : "?", cls};
         tnt_layer *l;
         if (!strcmp(cls, "InputLayer")) {
-            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
+            if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
             l = tnt_input_layer(shape, lname);
         } else {
             if (i == 0 && tnt__kj_has_batch_shape(cfg)) {
-                if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
+                if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
                 first_shape = true;
             }
             l = layer_from_json(cls, cfg, lname);
@@ -454,7 +464,7 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
         j.n++;
         if (!strcmp(l->cls, "InputLayer")) {
             tnt_shape shape;
-            if (tnt__kj_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
+            if (read_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
             if (!(l->outs = tnt__calloc(TNT_MAX_IO, sizeof *l->outs))) goto done;
             l->outs[0] = tnt_graph_input(j.g, shape, l->name);
             if (l->outs[0].id < 0) {
@@ -569,7 +579,15 @@ tnt_model *tnt_model_from_json(const char *json) {
                    pos < json + len ? "\"" : "");
         return NULL;
     }
+    saw_none = false;
     tnt_model *m = model_from_cjson(root, 0);
+    /* stand-ins for None dimensions: larger ones for valid convolutions and deep poolings */
+    static const int64_t probes[] = {256, 1024};
+    for (int i = 0; !m && saw_none && i < 2; i++) {
+        tnt__probe_set(probes[i]);
+        m = model_from_cjson(root, 0);
+    }
+    tnt__probe_set(0);
     cJSON_Delete(root);
     return m;
 }

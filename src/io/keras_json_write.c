@@ -172,7 +172,7 @@ static tnt_status sequential_to_json(const tnt_model *m, cJSON *cfg) {
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
         /* no InputLayer: Keras keeps the input shape in the first layer's batch_input_shape */
-        tnt_shape in = m->tensor_shape[0];
+        tnt_shape in = m->variable ? m->input_decl[0] : m->tensor_shape[0];
         bool first_shape = i == 0 && !tnt__is_input_layer(l) && m->has_input_shape;
         cJSON *lj = NULL;
         tnt_status s = layer_to_json(l, first_shape ? &in : NULL, &lj);

@@ -177,7 +177,7 @@ tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
     tnt_layer *l = tnt_input_layer(shape, name);
     if (!l) return bad;
     if (l->auto_name) auto_name(l);
-    int ext = tnt__model_add_tensor(g->m, shape);
+    int ext = tnt__model_add_tensor(g->m, tnt__probe_shape(shape)); /* None: a stand-in size */
     if (ext < 0 || !track(g, ext, -1, false) || tnt__model_own_layer(g->m, l, false) != TNT_OK) {
         tnt_layer_free(l);
         return bad;
@@ -472,6 +472,7 @@ tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs,
     m->n_outputs = n_outputs;
     for (int k = 0; k < n_outputs; k++) m->outputs[k] = map[outputs[k].id];
     tnt__model_set_io_shapes(m);
+    if (tnt__model_analyse(m) != TNT_OK) goto fail;
     free(need);
     free(map);
     return m;

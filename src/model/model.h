@@ -45,6 +45,7 @@ typedef struct tnt__plan {
     size_t preact_offset[TNT_MAX_IO]; /* logits of a fused softmax/sigmoid output */
     size_t packed_offset; /* outputs packed per sample, for models with several outputs */
     size_t arena_bytes;
+    tnt_shape in_shapes[TNT_MAX_IO]; /* the input shapes it was made for (variable models) */
 } tnt__plan;
 
 struct tnt_model {
@@ -64,6 +65,15 @@ struct tnt_model {
     bool has_input_shape;
     tnt_shape input_shape, output_shape; /* packed: the sum of the inputs' (outputs') sizes when
                                             there are several */
+
+    /* Variable (None) input dimensions (variable.c): input_decl holds the declared shapes, -1 for
+     * None. The tensors and layers are those of one concrete instance of the inputs: a stand-in
+     * size at first, then the shapes the data brings (tnt__model_instantiate). tensor_var[t]
+     * marks (bit d) the dimensions of tensor t that follow the variable ones. */
+    bool variable;
+    bool inst_known;             /* the instance comes from data or the caller, not a stand-in */
+    tnt_shape input_decl[TNT_MAX_IO];
+    uint8_t *tensor_var;         /* [n_tensors] once analysed, else NULL */
 
     /* the distinct layers in order of first call, each holding one reference of this model */
     tnt_layer **layers;
@@ -169,6 +179,24 @@ int tnt__model_add_tensor(tnt_model *m, tnt_shape shape);
 tnt_status tnt__model_own_layer(tnt_model *m, tnt_layer *l, bool hidden);
 /* Fixes inputs/outputs and the packed shapes; done by Sequential build and tnt_functional. */
 void tnt__model_set_io_shapes(tnt_model *m);
+
+/* ---- variable dimensions (variable.c) ---- */
+
+/* The stand-in size of a None dimension while a model is being made (a thread's setting; the
+ * Keras readers retry larger ones when a model does not build with the first). */
+int64_t tnt__probe_dim(void);
+void tnt__probe_set(int64_t v);
+/* decl with each None (-1) replaced by the stand-in size */
+tnt_shape tnt__probe_shape(tnt_shape decl);
+/* Called once a model's inputs are fixed: records the declared shapes, and for a model with None
+ * dimensions builds it for a second stand-in to learn which dimensions of every tensor follow
+ * them (tensor_var). Fails, naming the layer, when a weight's shape depends on them. */
+tnt_status tnt__model_analyse(tnt_model *m);
+/* Rebuilds m's layers for these concrete input shapes (one per input; checked against the
+ * declared ones) unless it already has them; on failure m keeps its previous instance. */
+tnt_status tnt__model_instantiate(tnt_model *m, const tnt_shape *in, const char *who);
+/* The declared shape of tensor t: its instance's with -1 in the variable dimensions. */
+tnt_shape tnt__model_tensor_decl(const tnt_model *m, int t);
 
 /* internal queries on special layers */
 bool tnt__is_input_layer(const tnt_layer *l);
