@@ -336,6 +336,13 @@ static int64_t all_targets_per_sample(const tnt_model *m, tnt_loss_kind loss) {
     return n;
 }
 
+/* The shape has a None (variable) dimension: the data gives its size. */
+static bool has_none(tnt_shape s) {
+    for (int i = 0; i < s.ndim; i++)
+        if (s.dim[i] < 0) return true;
+    return false;
+}
+
 /* Uniform in [0, 1): a fixed-seed LCG, the same on every rank. */
 static double uniform(uint64_t *state) {
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
@@ -376,6 +383,12 @@ static bool synthetic(const char *spec, const tnt_model *m, tnt_loss_kind loss, 
         return false;
     }
     s->x_shape = tnt_model_input_shape(m);
+    if (has_none(s->x_shape) || has_none(tnt_model_output_shape(m))) {
+        char b[96];
+        fprintf(stderr, "tnt-train: --data %s: the model's input %s has variable (None) dimensions: synthetic data "
+                        "needs fixed ones; give the samples (npy:X.npy,Y.npy)\n", spec, tnt_shape_str(s->x_shape, b, sizeof b));
+        return false;
+    }
     int64_t xs = tnt_shape_numel(s->x_shape), ys = target_input ? 0 : all_targets_per_sample(m, loss);
     s->y_shape = target_input ? (tnt_shape){.ndim = -1} : (tnt_shape){.ndim = 1, .dim = {ys}};
     if (!(s->x = alloc_floats(n, xs, spec)) || (ys && !(s->y = alloc_floats(n, ys, spec)))) {
@@ -431,8 +444,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                          double rescale) {
     char have[96], want[96];
     tnt_shape in = tnt_model_input_shape(m), out = tnt_model_output_shape(m);
-    int64_t xs = tnt_shape_numel(s->x_shape), expected = all_targets_per_sample(m, loss);
-    if (xs != tnt_shape_numel(in)) {
+    /* None dimensions: the samples keep their shape (rank and fixed sizes as the model's), and
+     * fit checks the targets against the output of that shape */
+    bool variable = has_none(in) || has_none(out);
+    bool fits = s->x_shape.ndim == in.ndim;
+    for (int i = 0; variable && fits && i < in.ndim; i++) fits = in.dim[i] < 0 || in.dim[i] == s->x_shape.dim[i];
+    int64_t xs = tnt_shape_numel(s->x_shape), expected = variable ? 0 : all_targets_per_sample(m, loss);
+    if (variable ? !fits : xs != tnt_shape_numel(in)) {
         fprintf(stderr, "tnt-train: --data %s: samples of shape %s do not fit the model's input %s\n", spec,
                 tnt_shape_str(s->x_shape, have, sizeof have), tnt_shape_str(in, want, sizeof want));
         return false;
@@ -446,13 +464,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                         "model to reproduce its input\n", spec);
         return false;
     }
-    if (tnt_shape_numel(s->y_shape) != expected) {
+    if (!variable && tnt_shape_numel(s->y_shape) != expected) {
         fprintf(stderr, "tnt-train: --data %s: targets of shape %s do not fit loss %s on the output %s (%lld values "
                         "per sample expected)\n", spec, tnt_shape_str(s->y_shape, have, sizeof have),
                 tnt_loss_name(loss), tnt_shape_str(out, want, sizeof want), (long long)expected);
         return false;
     }
-    s->x_shape = in;
+    if (!variable) s->x_shape = in;
     if (rescale != 1)
         for (int64_t i = 0; i < s->n * xs; i++) s->x[i] = (float)(s->x[i] / rescale);
     return true;

@@ -152,6 +152,14 @@ void tnt_model_stop_training(tnt_model *m) {
     if (m) m->stop_training = true;
 }
 
+/* A model with None input dimensions takes the shape of a single input's data before a pass
+ * over it (the sizes of its outputs follow); several inputs keep the caller's. */
+static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
+    if (!m->variable || m->n_inputs != 1 || !data) return TNT_OK;
+    tnt_shape xs = tnt_dataset_x_shape(data);
+    return tnt__model_instantiate(m, &xs, who);
+}
+
 /* Checks a batch against the model: input shape and label count per sample. */
 static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
     char a[96], c[96];
@@ -389,6 +397,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
     if (!tnt_dataset_is_batched(data))
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
+    if ((s = instance_for(m, data, who)) != TNT_OK) return s;
+    c = tnt__model_output_size(m); /* of the instance for this data */
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);
