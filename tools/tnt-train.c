@@ -10,12 +10,15 @@
  *   fashion-mnist            Debian's dataset-fashion-mnist (train split; pixels scaled to [0, 1])
  *   idx:IMAGES[,LABELS]      IDX files, plain or .gz (values as stored; add --rescale 255)
  *   npy:X.npy[,Y.npy]        NPY arrays, samples along the first axis
+ *   npy:A=XA.npy+B=XB.npy[,Y.npy]  the inputs of a model with several, by name
  *   synthetic:N              N random samples of the model's input shape, with random targets of
  *                            the output's shape and of the kind the loss takes
  * Without targets (no labels file), --target input trains the model to reproduce its input.
  * Samples are reshaped to the model's input when the sizes agree ((28,28,1) -> (784,)).
  * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
 #include <tarantella.h>
+
+#include "common/npy_inputs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +41,7 @@ static const char USAGE[] =
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
+    "        | npy:NAME=X.npy+NAME2=X2.npy[,Y.npy]  (a model with several inputs, each by name)\n"
     "A model saved compiled trains with its own loss, optimizer (with its state) and metrics, as\n"
     "Keras's load_model(MODEL).fit does; --loss, --from_logits, --optimizer (a fresh one),\n"
     "--learning_rate and --metrics override each. A model with no training configuration (.json,\n"
@@ -416,6 +420,27 @@ static bool split_pair(const char *list, char *a, char *b, size_t size) {
     return true;
 }
 
+/* The inputs of a model with several, by name ("a=A.npy+b=B.npy"), packed per sample, and the
+ * targets of labels (NULL: none). */
+static bool named_inputs(const tnt_model *m, char *x, const char *labels, samples *s) {
+    char *specs[8];
+    int n = 0;
+    for (char *p = strtok(x, "+"); p && n < 8; p = strtok(NULL, "+")) specs[n++] = p;
+    npy_array in, y = {0};
+    if (!npy_pack_inputs("tnt-train", (tnt_model *)m, n, specs, &in)) return false;
+    if (labels && !npy_read("tnt-train", labels, &y)) {
+        free(in.data);
+        return false;
+    }
+    if (labels && y.n != in.n) {
+        fprintf(stderr, "tnt-train: %s has %lld samples, the inputs %lld\n", labels, (long long)y.n, (long long)in.n);
+        free(in.data), free(y.data);
+        return false;
+    }
+    *s = (samples){.x = in.data, .y = y.data, .n = in.n, .x_shape = in.shape, .y_shape = y.shape};
+    return true;
+}
+
 /* Loads a SPEC into memory; fashion-mnist sets the rescale divisor to 255 unless given. */
 static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind loss, const args *a, double *rescale,
                          samples *s) {
@@ -429,12 +454,14 @@ static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind los
     }
     if (!strncmp(spec, "synthetic:", 10)) return synthetic(spec, m, loss, a->target_input, s);
     bool idx = !strncmp(spec, "idx:", 4), npy = !strncmp(spec, "npy:", 4);
+    if (npy && split_pair(spec + 4, x, y, sizeof x) && strchr(x, '=')) /* NAME=X.npy+NAME2=X2.npy */
+        return named_inputs(m, x, *y ? y : NULL, s);
     if ((idx || npy) && split_pair(spec + 4, x, y, sizeof x) && *x) {
         const char *labels = *y ? y : NULL;
         return read_all(idx ? tnt_dataset_from_idx(x, labels) : tnt_dataset_from_npy(x, labels), spec, s);
     }
-    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy] or "
-                    "synthetic:N\n", spec);
+    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy], "
+                    "npy:NAME=X.npy+NAME2=X2.npy[,Y.npy] or synthetic:N\n", spec);
     return false;
 }
 

@@ -68,6 +68,7 @@ void tnt_model_free(tnt_model *m) {
     if (!m) return;
     tnt__model_clear_plans(m);
     tnt__free(m->arena);
+    tnt__scopes_free(m); /* first: their shadows' references to the layers */
     for (int i = 0; i < m->n_layers; i++) {
         tnt_layer *l = m->layers[i];
         if (l->refs > 1 && m->weights_ready && owns_values(m, l)) detach_weights(l);
@@ -459,14 +460,27 @@ tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
 tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
     return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? tnt__model_tensor_decl(m, m->outputs[i]) : (tnt_shape){0};
 }
+const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
+    if (!m || i < 0 || i >= (output ? m->n_outputs : m->n_inputs)) return NULL;
+    const char *key = output ? m->output_keys[i] : m->input_keys[i];
+    if (*key) return key;
+    int t = output ? m->outputs[i] : m->inputs[i];
+    for (int n = 0; n < m->n_nodes; n++) /* the InputLayer reading input i, or the layer making output i */
+        if (output ? m->nodes[n].out == t : m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer))
+            return m->nodes[n].layer->name;
+    return output ? "" : "input";
+}
+
 int tnt_model_num_layers(const tnt_model *m) { return m ? m->n_layers : 0; }
 tnt_layer *tnt_model_layer(const tnt_model *m, int i) {
     return m && i >= 0 && i < m->n_layers ? m->layers[i] : NULL;
 }
 tnt_layer *tnt_model_get_layer(const tnt_model *m, const char *name) {
     if (!m || !name) return NULL;
-    for (int i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i]->name, name)) return m->layers[i];
+    /* names are unique per scope: the model's own layer first, then one of a nested model */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < m->n_layers; i++)
+            if (!strcmp(m->layers[i]->name, name) && (pass || tnt__layer_scope(m, m->layers[i]) < 0)) return m->layers[i];
     return NULL;
 }
 tnt_optimizer *tnt_model_optimizer(const tnt_model *m) { return m ? m->optimizer : NULL; }
@@ -597,7 +611,7 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
-        char col[80], shape[96], n[32];
+        char col[320], shape[96], n[32];
         int64_t params = 0;
         for (int j = 0; j < l->n_weights; j++) {
             int64_t k = tnt_shape_numel(l->weights[j].shape);
@@ -605,7 +619,9 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
             if (l->weights[j].trainable) trainable += k;
         }
         total += params;
-        snprintf(col, sizeof col, "%s (%s)", l->name, l->ops->class_name);
+        char scope[160]; /* a nested model's layer: "inner/dense" */
+        tnt__scope_path(m, tnt__layer_scope(m, l), scope, sizeof scope);
+        snprintf(col, sizeof col, "%s%s%s (%s)", scope, *scope ? "/" : "", l->name, l->ops->class_name);
         int first = 0; /* the output of its first call, None where it varies */
         while (first < m->n_nodes && m->nodes[first].layer != l) first++;
         if (l->built && first < m->n_nodes)
