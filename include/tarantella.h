@@ -777,6 +777,11 @@ TNT_API tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save
  * Every rank loads the file itself (no broadcast). */
 TNT_API tnt_model *tnt_load_model(const char *path, bool compile);
 
+/* Describes a Keras file (.keras, .h5, .weights.h5, .json) on out: format, Keras version,
+ * training configuration, weights (names and shapes), every layer or setting that cannot be
+ * loaded (all at once, with the layers' names) and the summary. TNT_OK when it loads. */
+TNT_API tnt_status tnt_inspect(const char *path, FILE *out);
+
 /* Keras 2 JSON architecture (model.to_json()): Sequential (dict with "layers", or the old bare
  * list) and Functional ("Model"/"Functional" with inbound_nodes, input_layers, output_layers).
  * *json receives a malloc'd string the caller frees. Unknown keys are ignored; an unsupported

@@ -65,6 +65,11 @@ tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *pa
  * *it = -1 when the file's variables do not fit this optimizer (it then starts afresh). */
 tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots);
 
+/* keras_zip.c: entry name of the zip archive at path, read whole (NUL-terminated; sizes checked
+ * first); *buf NULL (and TNT_OK) when absent and !required. */
+tnt_status tnt__keras_zip_entry(const char *path, const char *name, char **buf, size_t *len, bool required);
+/* An HDF5 file opened read-only on an image in memory (in the child of tnt__h5_isolated). */
+hid_t tnt__h5_open_image(const void *image, size_t len);
 /* keras_zip.c */
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts);
 tnt_model *tnt__keras_zip_load(const char *path, bool compile);
