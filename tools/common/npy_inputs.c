@@ -1,5 +1,5 @@
 /* npy_inputs.c: see npy_inputs.h. */
-#include "common/npy_inputs.h"
+#include "npy_inputs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
