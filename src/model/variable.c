@@ -49,14 +49,18 @@ static tnt_status rebuild_layer(tnt_layer *l, int n_in, const tnt_shape *in, con
         same = !strcmp(l->weights[j].name, old[j].name) && tnt__shape_equal(l->weights[j].shape, old[j].shape) &&
                l->weights[j].trainable == old[j].trainable;
     if (s == TNT_OK && !same) {
-        char a[96], b[96];
+        char a[96], b[96], c[96];
         int j = 0;
         while (j < n_old && j < l->n_weights && tnt__shape_equal(l->weights[j].shape, old[j].shape)) j++;
-        s = tnt__error(TNT_ERR_SHAPE, "%slayer \"%s\" (%s): its weight %s has shape %s for input shape %s, but %s "
-                       "before: a weight cannot depend on a variable (None) input dimension", who, l->name,
-                       l->ops->class_name, j < n_old ? old[j].name : "count", j < l->n_weights ?
-                       tnt_shape_str(l->weights[j].shape, a, sizeof a) : "-", tnt_shape_str(in[0], b, sizeof b),
-                       j < n_old ? "another" : "another count");
+        if (j < n_old && j < l->n_weights)
+            s = tnt__error(TNT_ERR_SHAPE, "%slayer \"%s\" (%s): its weight %s has shape %s for input shape %s but %s for "
+                           "another: a weight cannot depend on a variable (None) input dimension", who, l->name,
+                           l->ops->class_name, old[j].name, tnt_shape_str(l->weights[j].shape, a, sizeof a),
+                           tnt_shape_str(in[0], b, sizeof b), tnt_shape_str(old[j].shape, c, sizeof c));
+        else
+            s = tnt__error(TNT_ERR_SHAPE, "%slayer \"%s\" (%s): %d weight(s) for input shape %s but %d for another: "
+                           "a weight cannot depend on a variable (None) input dimension", who, l->name,
+                           l->ops->class_name, l->n_weights, tnt_shape_str(in[0], b, sizeof b), n_old);
     }
     /* the weights stay where they were (views into the model's buffers); a failed build is
      * undone by the caller's rebuild for the old shapes */
