@@ -165,6 +165,10 @@ typedef struct tnt_layer_opts {
     int dilation[2]; /* conv; 0 = 1 */
 } tnt_layer_opts;
 
+/* A dimension of TNT_DIM_NONE (Keras's None) takes any size: the model is re-instantiated for
+ * the shapes the data brings (fully convolutional and sequence models); no weight may depend on
+ * it. The shape queries then report -1 there. */
+#define TNT_DIM_NONE (-1)
 TNT_API tnt_layer *tnt_input_layer(tnt_shape shape, const char *name);
 TNT_API tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts);
@@ -495,9 +499,15 @@ TNT_API tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor 
 TNT_API tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t);
 TNT_API int tnt_model_num_inputs(const tnt_model *m);
 TNT_API int tnt_model_num_outputs(const tnt_model *m);
-/* Shape of input or output i (without batch). */
+/* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* The name of input (output) i: its key when the Keras model's inputs (outputs) are a dict,
+ * else its InputLayer's (its producing layer's) name; NULL when out of range. */
+TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);
+/* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
+ * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
+TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the
@@ -668,6 +678,11 @@ TNT_API tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save
  * malformed attributes, bad JSON, shape mismatches, truncated files), with tnt_last_error().
  * Every rank loads the file itself (no broadcast). */
 TNT_API tnt_model *tnt_load_model(const char *path, bool compile);
+
+/* Describes a Keras file (.keras, .h5, .weights.h5, .json) on out: format, Keras version,
+ * training configuration, weights (names and shapes), every layer or setting that cannot be
+ * loaded (all at once, with the layers' names) and the summary. TNT_OK when it loads. */
+TNT_API tnt_status tnt_inspect(const char *path, FILE *out);
 
 /* Keras 2 JSON architecture (model.to_json()): Sequential (dict with "layers", or the old bare
  * list) and Functional ("Model"/"Functional" with inbound_nodes, input_layers, output_layers).

@@ -369,10 +369,11 @@ static void test_errors(void **state) {
                  "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}, \"name\": \"d\", \"inbound_nodes\": "
                  "[[[\"d\", 0, 0, {}]]]}], \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"d\", 0, 0]]}}",
                  (const char *const[]){"never produced", NULL});
-    expect_error("{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", \"layers\": [{\"class_name\": \"InputLayer\", "
-                 "\"config\": {\"batch_input_shape\": [null, null, 4], \"name\": \"x\"}, \"name\": \"x\", \"inbound_nodes\": []}],"
-                 " \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"x\", 0, 0]]}}",
-                 (const char *const[]){"variable sizes are not supported", NULL});
+    /* a None dimension is accepted, but no weight may depend on it (Flatten, then Dense) */
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "
+                 "\"config\": {\"batch_input_shape\": [null, null, 4], \"name\": \"x\"}}, {\"class_name\": \"Flatten\", "
+                 "\"config\": {\"name\": \"f\"}}, {\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}}",
+                 (const char *const[]){"layer \"d\" (Dense)", "kernel", "cannot depend on a variable (None) input dimension", NULL});
 
     /* a custom layer: to_json writes its class; from_json refuses it by name */
     tnt_custom_layer_def def = {.class_name = "Scale", .build = id_build, .forward = id_forward};

@@ -10,12 +10,15 @@
  *   fashion-mnist            Debian's dataset-fashion-mnist (train split; pixels scaled to [0, 1])
  *   idx:IMAGES[,LABELS]      IDX files, plain or .gz (values as stored; add --rescale 255)
  *   npy:X.npy[,Y.npy]        NPY arrays, samples along the first axis
+ *   npy:A=XA.npy+B=XB.npy[,Y.npy]  the inputs of a model with several, by name
  *   synthetic:N              N random samples of the model's input shape, with random targets of
  *                            the output's shape and of the kind the loss takes
  * Without targets (no labels file), --target input trains the model to reproduce its input.
  * Samples are reshaped to the model's input when the sizes agree ((28,28,1) -> (784,)).
  * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
 #include <tarantella.h>
+
+#include "common/npy_inputs.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -37,6 +40,7 @@ static const char USAGE[] =
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
+    "        | npy:NAME=X.npy+NAME2=X2.npy[,Y.npy]  (a model with several inputs, each by name)\n"
     "A model saved compiled trains with its own loss, optimizer (with its state) and metrics, as\n"
     "Keras's load_model(MODEL).fit does; --loss, --from_logits, --loss_weights, --optimizer (a fresh\n"
     "one), --learning_rate and --metrics override each. A model with no training configuration\n"
@@ -372,6 +376,13 @@ static int64_t all_targets_per_sample(const tnt_model *m, tnt_loss_kind loss) {
     return n;
 }
 
+/* The shape has a None (variable) dimension: the data gives its size. */
+static bool has_none(tnt_shape s) {
+    for (int i = 0; i < s.ndim; i++)
+        if (s.dim[i] < 0) return true;
+    return false;
+}
+
 /* Uniform in [0, 1): a fixed-seed LCG, the same on every rank. */
 static double uniform(uint64_t *state) {
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
@@ -412,6 +423,12 @@ static bool synthetic(const char *spec, const tnt_model *m, tnt_loss_kind loss, 
         return false;
     }
     s->x_shape = tnt_model_input_shape(m);
+    if (has_none(s->x_shape) || has_none(tnt_model_output_shape(m))) {
+        char b[96];
+        fprintf(stderr, "tnt-train: --data %s: the model's input %s has variable (None) dimensions: synthetic data "
+                        "needs fixed ones; give the samples (npy:X.npy,Y.npy)\n", spec, tnt_shape_str(s->x_shape, b, sizeof b));
+        return false;
+    }
     int64_t xs = tnt_shape_numel(s->x_shape), ys = target_input ? 0 : all_targets_per_sample(m, loss);
     s->y_shape = target_input ? (tnt_shape){.ndim = -1} : (tnt_shape){.ndim = 1, .dim = {ys}};
     if (!(s->x = alloc_floats(n, xs, spec)) || (ys && !(s->y = alloc_floats(n, ys, spec)))) {
@@ -439,6 +456,27 @@ static bool split_pair(const char *list, char *a, char *b, size_t size) {
     return true;
 }
 
+/* The inputs of a model with several, by name ("a=A.npy+b=B.npy"), packed per sample, and the
+ * targets of labels (NULL: none). */
+static bool named_inputs(const tnt_model *m, char *x, const char *labels, samples *s) {
+    char *specs[8];
+    int n = 0;
+    for (char *p = strtok(x, "+"); p && n < 8; p = strtok(NULL, "+")) specs[n++] = p;
+    npy_array in, y = {0};
+    if (!npy_pack_inputs("tnt-train", (tnt_model *)m, n, specs, &in)) return false;
+    if (labels && !npy_read("tnt-train", labels, &y)) {
+        free(in.data);
+        return false;
+    }
+    if (labels && y.n != in.n) {
+        fprintf(stderr, "tnt-train: %s has %lld samples, the inputs %lld\n", labels, (long long)y.n, (long long)in.n);
+        free(in.data), free(y.data);
+        return false;
+    }
+    *s = (samples){.x = in.data, .y = y.data, .n = in.n, .x_shape = in.shape, .y_shape = y.shape};
+    return true;
+}
+
 /* Loads a SPEC into memory; fashion-mnist sets the rescale divisor to 255 unless given. */
 static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind loss, const args *a, double *rescale,
                          samples *s) {
@@ -452,12 +490,14 @@ static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind los
     }
     if (!strncmp(spec, "synthetic:", 10)) return synthetic(spec, m, loss, a->target_input, s);
     bool idx = !strncmp(spec, "idx:", 4), npy = !strncmp(spec, "npy:", 4);
+    if (npy && split_pair(spec + 4, x, y, sizeof x) && strchr(x, '=')) /* NAME=X.npy+NAME2=X2.npy */
+        return named_inputs(m, x, *y ? y : NULL, s);
     if ((idx || npy) && split_pair(spec + 4, x, y, sizeof x) && *x) {
         const char *labels = *y ? y : NULL;
         return read_all(idx ? tnt_dataset_from_idx(x, labels) : tnt_dataset_from_npy(x, labels), spec, s);
     }
-    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy] or "
-                    "synthetic:N\n", spec);
+    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy], "
+                    "npy:NAME=X.npy+NAME2=X2.npy[,Y.npy] or synthetic:N\n", spec);
     return false;
 }
 
@@ -467,8 +507,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                          double rescale) {
     char have[96], want[96];
     tnt_shape in = tnt_model_input_shape(m), out = tnt_model_output_shape(m);
-    int64_t xs = tnt_shape_numel(s->x_shape), expected = all_targets_per_sample(m, loss);
-    if (xs != tnt_shape_numel(in)) {
+    /* None dimensions: the samples keep their shape (rank and fixed sizes as the model's), and
+     * fit checks the targets against the output of that shape */
+    bool variable = has_none(in) || has_none(out);
+    bool fits = s->x_shape.ndim == in.ndim;
+    for (int i = 0; variable && fits && i < in.ndim; i++) fits = in.dim[i] < 0 || in.dim[i] == s->x_shape.dim[i];
+    int64_t xs = tnt_shape_numel(s->x_shape), expected = variable ? 0 : all_targets_per_sample(m, loss);
+    if (variable ? !fits : xs != tnt_shape_numel(in)) {
         fprintf(stderr, "tnt-train: --data %s: samples of shape %s do not fit the model's input %s\n", spec,
                 tnt_shape_str(s->x_shape, have, sizeof have), tnt_shape_str(in, want, sizeof want));
         return false;
@@ -482,13 +527,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                         "model to reproduce its input\n", spec);
         return false;
     }
-    if (tnt_shape_numel(s->y_shape) != expected) {
+    if (!variable && tnt_shape_numel(s->y_shape) != expected) {
         fprintf(stderr, "tnt-train: --data %s: targets of shape %s do not fit loss %s on the output %s (%lld values "
                         "per sample expected)\n", spec, tnt_shape_str(s->y_shape, have, sizeof have),
                 tnt_loss_name(loss), tnt_shape_str(out, want, sizeof want), (long long)expected);
         return false;
     }
-    s->x_shape = in;
+    if (!variable) s->x_shape = in;
     if (rescale != 1)
         for (int64_t i = 0; i < s->n * xs; i++) s->x[i] = (float)(s->x[i] / rescale);
     return true;

@@ -101,11 +101,13 @@ static tnt_status layout_make(tnt_model *m, opt_layout *L) {
     for (int e = 0; e < L->n - 1; e++) {
         int k, v;
         slot_entry(o, L->ns, L->nw, e, &k, &v);
-        size_t len = strlen(o->name) + strlen(tnt__optimizer_slot_name(o, k)) + strlen(L->owner[v]->name) +
+        char scope[512]; /* a nested model's weights: "Adam/m/inner/dense/kernel:0" */
+        tnt__scope_path(m, tnt__layer_scope(m, L->owner[v]), scope, sizeof scope);
+        size_t len = strlen(o->name) + strlen(tnt__optimizer_slot_name(o, k)) + strlen(scope) + strlen(L->owner[v]->name) +
                      strlen(L->w[v]->name) + 8;
         if (!(L->names[1 + e] = malloc(len))) goto nomem;
-        snprintf(L->names[1 + e], len, "%s/%s/%s/%s:0", o->name, tnt__optimizer_slot_name(o, k), L->owner[v]->name,
-                 L->w[v]->name);
+        snprintf(L->names[1 + e], len, "%s/%s/%s%s%s/%s:0", o->name, tnt__optimizer_slot_name(o, k), scope,
+                 *scope ? "/" : "", L->owner[v]->name, L->w[v]->name);
     }
     return TNT_OK;
 nomem:

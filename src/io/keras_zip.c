@@ -99,8 +99,25 @@ static tnt_status read_entry(zip_t *z, const char *name, zip_uint64_t limit, con
     return TNT_OK;
 }
 
+tnt_status tnt__keras_zip_entry(const char *path, const char *name, char **buf, size_t *len, bool required) {
+    int err = 0;
+    *buf = NULL, *len = 0;
+    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
+    if (!z) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, err);
+        tnt_status s = tnt__error(TNT_ERR_FORMAT, "%s: not a readable zip archive (truncated or corrupt?): %s", path,
+                                  zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return s;
+    }
+    tnt_status s = read_entry(z, name, strcmp(name, "model.weights.h5") ? MAX_CONFIG : MAX_WEIGHTS, path, buf, len, required);
+    zip_discard(z);
+    return s;
+}
+
 /* An HDF5 file opened on an image in memory (read-only). */
-static hid_t open_h5_image(const void *image, size_t len) {
+hid_t tnt__h5_open_image(const void *image, size_t len) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
     if (fapl >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0 && H5Pset_file_image(fapl, (void *)image, len) >= 0)
         f = H5Fopen("model.weights.h5", H5F_ACC_RDONLY, fapl);
@@ -134,7 +151,7 @@ static tnt_status parse_weights_image(void *ctx, tnt__h5_answer *a) {
     char where[4096];
     snprintf(where, sizeof where, "load_model %s: model.weights.h5", j->path);
     tnt__h5_quiet();
-    hid_t f = open_h5_image(j->image, j->len);
+    hid_t f = tnt__h5_open_image(j->image, j->len);
     tnt_status s = TNT_OK;
     if (f < 0) s = tnt__error(TNT_ERR_FORMAT, "%s is not a readable HDF5 file", where);
     else if (!tnt__keras3_is_layout(f)) s = tnt__error(TNT_ERR_FORMAT, "%s has no \"layers\" group (not the Keras 3 layout)", where);

@@ -111,7 +111,8 @@ tnt_status tnt__kj_add_batch_shape(cJSON *c, tnt_shape s) {
     cJSON *a = cJSON_AddArrayToObject(c, "batch_input_shape");
     TNT_KJ(a);
     TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNull()));
-    for (int i = 0; i < s.ndim; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.dim[i])));
+    for (int i = 0; i < s.ndim; i++)
+        TNT_KJ(cJSON_AddItemToArray(a, s.dim[i] < 0 ? cJSON_CreateNull() : cJSON_CreateNumber((double)s.dim[i])));
     return TNT_OK;
 }
 
@@ -451,9 +452,10 @@ tnt_status tnt__kj_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx
     s->ndim = 0;
     for (const cJSON *e = v->child->next; e; e = e->next) { /* after the batch dimension */
         int d = 0;
-        if (cJSON_IsNull(e))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "batch_input_shape: dimension %d is null (variable sizes are "
-                                 "not supported)", s->ndim + 1);
+        if (cJSON_IsNull(e)) { /* None: any size (model/variable.c) */
+            s->dim[s->ndim++] = TNT_DIM_NONE;
+            continue;
+        }
         if (!tnt__kj_as_int(e, &d) || d <= 0)
             return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: dimension %d is not a positive integer",
                                  s->ndim + 1);

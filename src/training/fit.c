@@ -60,7 +60,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
  * last, the classes), others one per output value. */
 static int64_t labels_per_sample(const tnt_model *m, int k) {
-    tnt_shape out = tnt_model_output_shape_at(m, k);
+    tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
     return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
@@ -71,12 +71,29 @@ void tnt_model_stop_training(tnt_model *m) {
     if (m) m->stop_training = true;
 }
 
+/* A model with None input dimensions takes the shape of a single input's data before a pass
+ * over it (the sizes of its outputs follow); several inputs keep the caller's. */
+static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
+    if (!m->variable || m->n_inputs != 1 || !data) return TNT_OK;
+    tnt_shape xs = tnt_dataset_x_shape(data);
+    return tnt__model_instantiate(m, &xs, who);
+}
+
 /* Checks a batch against the model: input shape and label count per sample. */
-static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
+static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
     char a[96], c[96];
     tnt_shape xs = b->x.shape;
     xs.ndim--;
     memmove(xs.dim, xs.dim + 1, (size_t)xs.ndim * sizeof xs.dim[0]);
+    /* variable (None) dimensions: a single input takes the batch's shape; several inputs come
+     * packed, so their shapes are the caller's (tnt_model_set_input_shapes) */
+    if (m->variable && m->n_inputs == 1) {
+        tnt_status s = tnt__model_instantiate(m, &xs, who);
+        if (s != TNT_OK) return s;
+    } else if (m->variable && !m->inst_known) {
+        return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" has %d inputs with variable (None) dimensions: fix their "
+                          "shapes with tnt_model_set_input_shapes first (the dataset packs them)", who, m->name, m->n_inputs);
+    }
     if (!tnt__shape_equal(xs, m->input_shape))
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
                           who, tnt_shape_str(xs, a, sizeof a), m->name, tnt_shape_str(m->input_shape, c, sizeof c));
@@ -105,7 +122,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
         int64_t rows = b->n, positions = 1;
         if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) { /* one row per position */
             positions = lk;
@@ -170,7 +187,7 @@ static tnt_status apply_constraints(tnt_model *m) {
 static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scale) {
     for (int k = 0; k < m->n_outputs; k++) {
         float *d = tnt__plan_output_grad(m, p, k);
-        int64_t len = n * tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        int64_t len = n * tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
         for (int64_t i = 0; i < len; i++) d[i] *= scale;
     }
 }
@@ -301,6 +318,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
     if (!tnt_dataset_is_batched(data))
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
+    if ((s = instance_for(m, data, who)) != TNT_OK) return s;
+    c = tnt__model_output_size(m); /* of the instance for this data */
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);

@@ -65,7 +65,9 @@ static uint64_t model_fingerprint(const tnt_model *m) {
         const tnt_layer *l = n->layer;
         h = tnt__fnv1a(h, l->ops->class_name, strlen(l->ops->class_name));
         h = tnt__fnv1a(h, n->in, (size_t)n->n_in * sizeof n->in[0]);
-        h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
+        /* the model, not the shapes the data gave it: None dimensions stay None */
+        if (m->variable) h = hash_shape(hash_shape(h, tnt__model_tensor_decl(m, n->in[0])), tnt__model_tensor_decl(m, n->out));
+        else h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
         h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
         for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
         h = tnt__layer_rules_hash(l, h);

@@ -214,4 +214,26 @@ check "bad --data: exit 1 naming it" '[ $rc -eq 1 ] && grep -q "nope:1" "$dir/e.
 check "missing npy: exit 1" '[ $rc -eq 1 ] && grep -q nonexistent "$dir/e.log"'
 "$BIN/tnt-train" fixtures/keras_transformer.json "${json[@]}" --data idx:/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz,/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz > "$dir/e.log" 2>&1; rc=$?
 check "data that does not fit the model: exit 1" '[ $rc -eq 1 ] && grep -q "do not fit" "$dir/e.log"'
+
+# ---- None dimensions and several inputs (issue 11) ----------------------------------------------
+$PY -c "
+import numpy as np
+r = np.random.default_rng(1)
+np.save('$dir/s5.npy', r.standard_normal((6, 5, 3)).astype('float32')); np.save('$dir/t5.npy', r.standard_normal((6, 5, 4)).astype('float32'))
+np.save('$dir/s9.npy', r.standard_normal((4, 9, 3)).astype('float32'))
+np.save('$dir/l.npy', r.standard_normal((6, 4)).astype('float32')); np.save('$dir/r.npy', r.standard_normal((6, 4)).astype('float32'))
+np.save('$dir/y3.npy', r.standard_normal((6, 3)).astype('float32'))"
+"$BIN/tnt-train" fixtures/keras3_real/tfkeras_rnn_172.h5 --loss mse --optimizer adam --data npy:"$dir/s5.npy","$dir/t5.npy" \
+  --batch_size 3 --save "$dir/var.keras" > "$dir/v.log" 2>&1 &&
+  "$BIN/tnt-predict" "$dir/var.keras" "$dir/s9.npy" "$dir/v9.npy" > /dev/null 2>&1
+check "a model with None steps trains on length 5, predicts on length 9" '[ $? -eq 0 ] &&
+  $PY -c "import numpy; assert numpy.load(\"$dir/v9.npy\").shape == (4, 9, 4)"'
+"$BIN/tnt-train" fixtures/keras3_real/tfkeras_rnn_172.h5 --loss mse --optimizer adam --data synthetic:8 > "$dir/e.log" 2>&1; rc=$?
+check "synthetic data for None dimensions: exit 1 saying why" '[ $rc -eq 1 ] && grep -q "variable (None) dimensions" "$dir/e.log"'
+"$BIN/tnt-train" fixtures/keras3_real/nested_siamese_tfkeras.h5 --loss mse --optimizer sgd \
+  --data npy:right="$dir/r.npy"+left="$dir/l.npy","$dir/y3.npy" --batch_size 3 > "$dir/n.log" 2>&1
+check "two inputs by name (a nested model in between)" '[ $? -eq 0 ] && grep -q "loss:" "$dir/n.log"'
+"$BIN/tnt-train" fixtures/keras3_real/nested_siamese_tfkeras.h5 --loss mse --optimizer sgd \
+  --data npy:left="$dir/l.npy","$dir/y3.npy" > "$dir/e.log" 2>&1; rc=$?
+check "a missing input: exit 1 naming the inputs" '[ $rc -eq 1 ] && grep -q "(left, right)" "$dir/e.log"'
 exit $fails
