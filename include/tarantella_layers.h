@@ -4,6 +4,16 @@
 #ifndef TARANTELLA_LAYERS_H
 #define TARANTELLA_LAYERS_H
 
+/* Keras data_format. Channels last (the default) is (spatial..., channels); channels first is
+ * (channels, spatial...), PyTorch's NCHW. Set it on a new layer, before it joins a model, for the
+ * classes that have the option in Keras: Conv1D/2D/3D, Conv1D/2DTranspose, DepthwiseConv2D,
+ * SeparableConv2D, the pooling and global pooling layers, ZeroPadding2D/3D, Cropping2D/3D,
+ * UpSampling2D/3D, SpatialDropout2D/3D and Flatten (which then flattens in channels-last order, as
+ * Keras does); other classes refuse it. Kernels keep Keras's layout in both formats. */
+typedef enum tnt_data_format { TNT_CHANNELS_LAST = 0, TNT_CHANNELS_FIRST = 1 } tnt_data_format;
+TNT_API tnt_status tnt_layer_set_data_format(tnt_layer *l, tnt_data_format format);
+TNT_API tnt_data_format tnt_layer_data_format(const tnt_layer *l);
+
 /* Keras DepthwiseConv2D: (h, w, c) -> (oh, ow, c * depth_multiplier); depthwise_kernel
  * (kh, kw, c, depth_multiplier), bias (c * depth_multiplier). opts: strides, padding (valid or
  * same), dilation, activation, no_bias, kernel_initializer (the depthwise initializer). */
@@ -87,15 +97,17 @@ TNT_API tnt_layer *tnt_global_max_pooling1d(const char *name);
 TNT_API tnt_layer *tnt_global_average_pooling3d(const char *name);
 TNT_API tnt_layer *tnt_global_max_pooling3d(const char *name);
 
-/* Keras BatchNormalization (SyncBatchNormalization when sync) over the last axis with all its
- * options; momentum and epsilon 0 mean Keras's 0.99 and 1e-3. no_center: no beta (Keras
- * center=False); no_scale: no gamma (scale=False); the weights are then, in Keras order, those
- * that remain. */
+/* Keras BatchNormalization (SyncBatchNormalization when sync) with all its options; momentum and
+ * epsilon 0 mean Keras's 0.99 and 1e-3. no_center: no beta (Keras center=False); no_scale: no
+ * gamma (scale=False); the weights are then, in Keras order, those that remain. axis: the channel
+ * axis as Keras counts it (0 is the batch, 1 the first axis of the input shape; negative from the
+ * end, 0 here means -1, the last): 1 for channels-first images. */
 typedef struct tnt_batch_norm_opts {
     const char *name;
     float momentum, epsilon;
     bool no_center, no_scale;
     bool sync;
+    int axis;
 } tnt_batch_norm_opts;
 TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts);
 
@@ -106,6 +118,7 @@ TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts)
  * x * N(1, rate/(1-rate)); AlphaDropout: Keras's SELU-preserving dropout. */
 TNT_API tnt_layer *tnt_spatial_dropout1d(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_spatial_dropout2d(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_spatial_dropout3d(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_gaussian_noise(float stddev, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_gaussian_dropout(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name);
@@ -181,6 +194,20 @@ TNT_API tnt_layer *tnt_zero_padding1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_cropping1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_upsampling1d(int size, const char *name);
 TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts);
+
+/* The Keras 3-D layers over (depth, height, width, channels): ZeroPadding3D and Cropping3D
+ * ({{front, back}, {top, bottom}, {left, right}} cells added or removed), UpSampling3D (each cell
+ * repeated size[0] x size[1] x size[2] times), MaxPooling3D and AveragePooling3D (opts: strides[3]
+ * (0: pool_size) and padding valid or same, as the 2-D ones). */
+/* Keras Conv3D: (d, h, w, in) -> (od, oh, ow, filters), kernel (kd, kh, kw, in, filters), bias
+ * (filters); opts: strides[3], dilation[3], padding (valid or same), activation, no_bias,
+ * initializers, as Conv2D's. */
+TNT_API tnt_layer *tnt_conv3d(int filters, const int kernel_size[3], const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name);
+TNT_API tnt_layer *tnt_cropping3d(const int cropping[3][2], const char *name);
+TNT_API tnt_layer *tnt_upsampling3d(const int size[3], const char *name);
+TNT_API tnt_layer *tnt_max_pooling3d(const int pool_size[3], const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_average_pooling3d(const int pool_size[3], const tnt_layer_opts *opts);
 
 /* Keras regularizers: the loss fit and evaluate report (and train) gains l1 * sum|w| + l2 *
  * sum(w^2) for each regularized weight w, and for an activity regularizer the same penalty on the

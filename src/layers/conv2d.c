@@ -1,6 +1,11 @@
 /* conv2d.c: Conv2D, and Conv1D as a convolution of height 1 (Keras): 2-D convolution of NHWC input with a kernel in Keras layout HWIO
  * (kh, kw, in_ch, filters), optional bias and a fused activation, on oneDNN convolution
- * primitives (forward, backward-data, backward-weights with the bias gradient).
+ * primitives (forward, backward-data, backward-weights with the bias gradient). The same engine
+ * runs Conv3D (conv3d.c: 5-D descriptors, kernel DHWIO) and DepthwiseConv2D / SeparableConv2D.
+ * data_format channels_first: the activation descriptors say NCHW (NCDHW) instead of NHWC, and
+ * oneDNN reads and writes that layout itself; the kernel keeps Keras's layout in both formats. The
+ * fused activation runs over the last axis in memory (width when channels first), as Keras's
+ * activation of the output tensor does (softmax over axis -1).
  *
  * Layouts, chosen by timing LeNet-5's convolutions at 1 thread, batch 64 (fwd / bwd-data /
  * bwd-weights, ms):
@@ -39,9 +44,9 @@ bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *o
     return *out > 0;
 }
 
-static tnt_status add_weights(tnt_layer *l, tnt_shape kernel) {
+tnt_status tnt__conv_add_weights(tnt_layer *l, tnt_shape kernel) {
     conv_cfg *c = l->priv;
-    int64_t k2 = (int64_t)c->kh * c->kw;
+    int64_t k2 = (int64_t)c->kh * c->kw * (c->kd ? c->kd : 1); /* the receptive field */
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "kernel", kernel, c->kernel_init, k2 * c->ic, k2 * c->filters) < 0)
         return TNT_ERR_ARG;
@@ -50,23 +55,44 @@ static tnt_status add_weights(tnt_layer *l, tnt_shape kernel) {
     return TNT_OK;
 }
 
+tnt_status tnt__conv_input(const tnt_layer *l, const char *cls, tnt_shape in, int n, int64_t *sp, int64_t *channels) {
+    static const char *const axes[2][4] = {
+        {"", "steps, channels", "height, width, channels", "depth, height, width, channels"},
+        {"", "channels, steps", "channels, height, width", "channels, depth, height, width"}};
+    const bool cf = l->channels_first;
+    char b[96];
+    if (in.ndim != n + 1)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s)", cls, l->name,
+                          tnt_shape_str(in, b, sizeof b), in.ndim, n + 1, axes[cf][n]);
+    for (int i = 0; i <= n; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension", cls, l->name,
+                              tnt_shape_str(in, b, sizeof b));
+    *channels = cf ? in.dim[0] : in.dim[n];
+    for (int i = 0; i < n; i++) sp[i] = in.dim[cf ? i + 1 : i];
+    return TNT_OK;
+}
+
+tnt_shape tnt__conv_output(const tnt_layer *l, int n, const int64_t *sp, int64_t c) {
+    tnt_shape o = {.ndim = n + 1};
+    const bool cf = l->channels_first;
+    o.dim[cf ? 0 : n] = c;
+    for (int i = 0; i < n; i++) o.dim[cf ? i + 1 : i] = sp[i];
+    return o;
+}
+
 /* Conv1D: input (steps, channels) is the NHWC image (1, steps, channels), and Keras's kernel
  * (k, in, filters) has the memory of the HWIO kernel (1, k, in, filters), so the Conv2D plans
- * run it unchanged. "causal" pads (k-1)*d steps on the left only. */
+ * run it unchanged (channels first: (channels, steps) is the NCHW image (channels, 1, steps)).
+ * "causal" pads (k-1)*d steps on the left only. */
 static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     conv_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 2)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "Conv1D \"%s\": input shape %s has rank %d (expected 2: steps, channels)",
-                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Conv1D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
+    tnt_status s = tnt__conv_input(l, "Conv1D", in, 1, &c->iw, &c->ic);
+    if (s != TNT_OK) return s;
+    c->channels_first = l->channels_first;
     c->ih = c->oh = 1;
     c->pad_t = c->pad_b = 0;
-    c->iw = in.dim[0];
-    c->ic = in.dim[1];
     bool ok;
     if (c->padding == TNT_PADDING_CAUSAL) {
         c->pad_l = (int64_t)(c->kw - 1) * c->dw;
@@ -82,24 +108,20 @@ static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "dilation %d and padding \"%s\": output would be (%lld, %d)",
                           l->name, tnt_shape_str(in, b, sizeof b), c->kw, c->dw,
                           c->padding == TNT_PADDING_SAME ? "same" : "valid", (long long)c->ow, c->filters);
-    tnt_status s = add_weights(l, TNT_SHAPE(c->kw, c->ic, c->filters));
-    if (s == TNT_OK) *out = TNT_SHAPE(c->ow, c->filters);
+    s = tnt__conv_add_weights(l, TNT_SHAPE(c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = tnt__conv_output(l, 1, &c->ow, c->filters);
     return s;
 }
 
 static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     conv_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 3)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "Conv2D \"%s\": input shape %s has rank %d (expected 3: height, width, "
-                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Conv2D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
-    c->ih = in.dim[0];
-    c->iw = in.dim[1];
-    c->ic = in.dim[2];
+    int64_t sp[2] = {0};
+    tnt_status s = tnt__conv_input(l, "Conv2D", in, 2, sp, &c->ic);
+    if (s != TNT_OK) return s;
+    c->channels_first = l->channels_first;
+    c->ih = sp[0];
+    c->iw = sp[1];
     if (!tnt__conv_axis(c->ih, c->kh, c->sh, c->dh, c->padding, &c->oh, &c->pad_t, &c->pad_b) ||
         !tnt__conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
         return tnt__error(TNT_ERR_SHAPE,
@@ -107,8 +129,8 @@ static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "dilation (%d, %d) and padding \"valid\": output would be (%lld, %lld, %d)",
                           l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw, c->dh, c->dw,
                           (long long)c->oh, (long long)c->ow, c->filters);
-    tnt_status s = add_weights(l, TNT_SHAPE(c->kh, c->kw, c->ic, c->filters));
-    if (s == TNT_OK) *out = TNT_SHAPE(c->oh, c->ow, c->filters);
+    s = tnt__conv_add_weights(l, TNT_SHAPE(c->kh, c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
     return s;
 }
 
@@ -141,27 +163,35 @@ typedef struct conv_mds {
 
 static tnt_status conv_mds_init(const conv_cfg *c, int64_t batch, conv_mds *m) {
     tnt_status status = TNT_OK;
+    const bool d3 = c->kd > 0; /* Conv3D: 5-D descriptors */
+    const int nd = d3 ? 5 : 4;
     dnnl_dims_t xd = {batch, c->ic, c->ih, c->iw}, yd = {batch, c->filters, c->oh, c->ow},
                 wd = {c->filters, c->ic, c->kh, c->kw}, bd = {c->filters};
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, dnnl_nhwc));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dnnl_f32, dnnl_nhwc));
+    if (d3) {
+        dnnl_dims_t x3 = {batch, c->ic, c->id, c->ih, c->iw}, y3 = {batch, c->filters, c->od, c->oh, c->ow},
+                    w3 = {c->filters, c->ic, c->kd, c->kh, c->kw};
+        memcpy(xd, x3, sizeof x3), memcpy(yd, y3, sizeof y3), memcpy(wd, w3, sizeof w3);
+    }
+    dnnl_format_tag_t act = d3 ? (c->channels_first ? dnnl_ncdhw : dnnl_ndhwc) : (c->channels_first ? dnnl_nchw : dnnl_nhwc);
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, nd, xd, dnnl_f32, act));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, nd, yd, dnnl_f32, act));
     if (c->groups > 1) { /* (g, filters/g, ic/g, kh, kw); Keras's (kh, kw, ic/g, filters) is hwigo */
         dnnl_dims_t gd = {c->groups, c->filters / c->groups, c->ic / c->groups, c->kh, c->kw};
         TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 5, gd, dnnl_f32, dnnl_format_tag_any));
         TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 5, gd, dnnl_f32, dnnl_hwigo));
     } else {
-        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 4, wd, dnnl_f32, dnnl_format_tag_any));
-        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 4, wd, dnnl_f32, dnnl_hwio));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, nd, wd, dnnl_f32, dnnl_format_tag_any));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, nd, wd, dnnl_f32, d3 ? dnnl_dhwio : dnnl_hwio));
     }
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->b, 1, bd, dnnl_f32, dnnl_a));
     memset(m->strides, 0, sizeof m->strides);
     memset(m->dil, 0, sizeof m->dil);
     memset(m->pl, 0, sizeof m->pl);
     memset(m->pr, 0, sizeof m->pr);
-    m->strides[0] = c->sh, m->strides[1] = c->sw;
-    m->dil[0] = c->dh - 1, m->dil[1] = c->dw - 1;
-    m->pl[0] = c->pad_t, m->pl[1] = c->pad_l;
-    m->pr[0] = c->pad_b, m->pr[1] = c->pad_r;
+    int k = 0; /* the spatial axes in oneDNN's order: (depth,) height, width */
+    if (d3) m->strides[k] = c->sd, m->dil[k] = c->dd - 1, m->pl[k] = c->pad_f, m->pr[k] = c->pad_k, k++;
+    m->strides[k] = c->sh, m->dil[k] = c->dh - 1, m->pl[k] = c->pad_t, m->pr[k] = c->pad_b, k++;
+    m->strides[k] = c->sw, m->dil[k] = c->dw - 1, m->pl[k] = c->pad_l, m->pr[k] = c->pad_r;
 fail:
     return status;
 }
@@ -303,9 +333,11 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
         (c->use_bias && (status = tnt__memory(&p->b, &m.b, NULL, false))) ||
         (c->use_bias && (status = tnt__memory(&p->db, &m.b, NULL, false))))
         goto fail;
+    /* the activation over the output's last axis in memory: channels, or width when channels first */
+    int64_t cols = l->out_shape.dim[l->out_shape.ndim - 1];
     if (l->activation != TNT_ACT_LINEAR &&
         (status = tnt__act_create(&p->act, l->activation, l->activation_alpha,
-                                  batch * c->oh * c->ow, c->filters)) != TNT_OK)
+                                  batch * tnt_shape_numel(l->out_shape) / cols, cols)) != TNT_OK)
         goto fail;
     return p;
 fail:
@@ -416,7 +448,7 @@ static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->one_d ? (int[]){k->kw} : (int[]){k->kh, k->kw}));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->one_d ? (int[]){k->sw} : (int[]){k->sh, k->sw}));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, k->one_d ? (int[]){k->dw} : (int[]){k->dh, k->dw}));
     TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
@@ -427,7 +459,7 @@ static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
 }
 
 tnt_status tnt__conv_read_config(const cJSON *c, int n, int *ks, tnt_layer_opts *o, const tnt__kj_ctx *k) {
-    static const int ones[2] = {1, 1};
+    static const int ones[3] = {1, 1, 1};
     bool use_bias = false;
     int groups = 0;
     tnt_status s;
@@ -473,6 +505,7 @@ const tnt__layer_ops tnt__conv2d_ops = {
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
     .destroy = conv_destroy,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 const tnt__layer_ops tnt__conv1d_ops = {
@@ -486,6 +519,7 @@ const tnt__layer_ops tnt__conv1d_ops = {
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
     .destroy = conv_destroy,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 /* The checks every constructor shares; cls names the class in messages. */

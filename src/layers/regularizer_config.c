@@ -124,6 +124,11 @@ static tnt_status read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ct
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     tnt_layer *l = ops->from_config(config, k);
     if (!l) return NULL;
+    if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
+        tnt__error_prefix(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
+        tnt_layer_free(l);
+        return NULL;
+    }
     const cJSON *e;
     cJSON_ArrayForEach(e, config) {
         if (!tnt__kj_is_rule_key(e->string) || tnt__kj_absent(e)) continue;
