@@ -169,9 +169,9 @@ static bool bidi_keeps_mask(const tnt_layer *l) { return returns_sequences(l->pr
 
 static tnt_status bidi_get_config(const tnt_layer *l, cJSON *c) {
     const bidi *b = l->priv;
-    TNT_KJ_S(tnt__wrapper_inner_config(b->fwd, b->fwd_name, c, "layer"));
+    TNT_KJ_S(tnt__wrapper_inner_config(l, b->fwd, b->fwd_name, c, "layer"));
     TNT_KJ(cJSON_AddStringToObject(c, "merge_mode", merge_names[b->mode]));
-    if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(b->bwd, b->bwd_name, c, "backward_layer"));
+    if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(l, b->bwd, b->bwd_name, c, "backward_layer"));
     return TNT_OK;
 }
 
@@ -229,14 +229,18 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
         bad = "backward_layer must process the sequence in the other direction (go_backwards)";
     else if ((unsigned)mode > TNT_MERGE_NONE) bad = "merge mode out of range";
     else if (mode == TNT_MERGE_NONE) bad = "merge_mode None (two outputs) is not supported: a layer has one output";
+    else if (backward_layer && !tnt__wrapper_same_rules(forward, backward_layer))
+        bad = "the forward and backward layers have different regularizers or constraints (not supported: the "
+              "wrapper keeps one set for both)";
+    bool unsupported = bad && (mode == TNT_MERGE_NONE || strstr(bad, "not supported"));
     if (bad) {
-        tnt__error(mode == TNT_MERGE_NONE ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
+        tnt__error(unsupported ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
         tnt_layer_free(forward);
         tnt_layer_free(backward_layer);
         return NULL;
     }
     bidi *b = tnt__calloc(1, sizeof *b);
-    tnt_layer *bwd = backward_layer ? backward_layer : tnt__rnn_clone(forward, NULL);
+    tnt_layer *bwd = backward_layer ? backward_layer : tnt__rnn_clone(forward, NULL); /* no rules */
     tnt_layer *l = b && bwd ? tnt__layer_new(&tnt__bidirectional_ops, name, b) : NULL;
     if (!l) {
         free(b);
@@ -258,5 +262,11 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
     /* Keras forces zero outputs on masked steps when the sequences are returned */
     tnt__rnn_of(forward)->zero_output_for_mask = rf->return_sequences;
     tnt__rnn_of(bwd)->zero_output_for_mask = rf->return_sequences;
+    /* the regularizers of both layers (equal) act on both copies: "forward_x/kernel", "backward_x/kernel" */
+    if (tnt__wrapper_take_rules(l, forward, "Bidirectional") != TNT_OK ||
+        (backward_layer && tnt__wrapper_take_rules(l, bwd, "Bidirectional") != TNT_OK)) {
+        tnt_layer_free(l);
+        return NULL;
+    }
     return l;
 }

@@ -62,6 +62,8 @@ bool tnt__layer_config_has_key(const tnt_layer *l, const char *key);
 /* ops->from_config, then a channels_first data_format (tnt_layer_set_data_format) and the
  * layer's non-null regularizer and constraint keys. */
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const struct tnt__kj_ctx *k);
+/* Each rule of rules (NULL: none) in Keras's spelling over the null config has at its key. */
+tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config);
 /* ops->get_config, then each rule in Keras's spelling over the null the layer wrote. */
 tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config);
 

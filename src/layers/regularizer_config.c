@@ -181,8 +181,12 @@ static cJSON *rule_json(const tnt__rule *r) {
 
 tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config) {
     if (l->ops->get_config) TNT_KJ_S(l->ops->get_config(l, config));
-    for (int i = 0; l->rules && i < l->rules->n; i++) {
-        const tnt__rule *r = &l->rules->r[i];
+    return tnt__rules_write(l->rules, config);
+}
+
+tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config) {
+    for (int i = 0; rules && i < rules->n; i++) {
+        const tnt__rule *r = &rules->r[i];
         if (!cJSON_GetObjectItemCaseSensitive(config, r->key)) continue; /* ActivityRegularization's l1, l2 */
         cJSON *o = rule_json(r);
         TNT_KJ(o);
