@@ -128,6 +128,20 @@ TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *n
 
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
+/* Keras Normalization (preprocessing) with given statistics: y = (x - mean) / max(sqrt(variance),
+ * 1e-7), or with invert x * that + mean. One mean and variance per index of the kept axes (Keras's
+ * axis, counting the batch axis: n_axes 0 = the default -1; -1 = None, one value for all). mean
+ * and variance (n_values each: 1, broadcast, or one per index) are copied; NULL: the layer has
+ * the non-trainable weights mean, variance and count that tf.keras writes after adapt(), to load. */
+typedef struct tnt_normalization_opts {
+    const char *name;
+    int n_axes;
+    int axes[TNT_MAX_DIMS];
+    const float *mean, *variance;
+    int64_t n_values;
+    bool invert;
+} tnt_normalization_opts;
+TNT_API tnt_layer *tnt_normalization(const tnt_normalization_opts *opts);
 
 /* Recurrent layers (Keras LSTM, GRU, SimpleRNN) over (timesteps, features) -> (units), or
  * (timesteps, units) with return_sequences. Weights in Keras layout: kernel (features, g*units),

@@ -8,6 +8,8 @@
  *     PyTorch-checked semantics of channels_last); Flatten(channels_first) gives channels-last
  *     order, as Keras; SpatialDropout drops the same (sample, channel) pairs;
  *   - a channels-first model read from Keras JSON predicts and trains as its channels-last twin;
+ *   - Normalization (Keras preprocessing) with its statistics as constants or weights, against
+ *     PyTorch; its weights through an .h5 file;
  *   - JSON round trips and errors. */
 #include "layer_harness.h"
 #include "json_harness.h"
@@ -348,6 +350,95 @@ static void test_channels_first_model_from_json(void **state) {
     tnt_model_free(f);
 }
 
+/* ---- Normalization ------------------------------------------------------------------------ */
+
+/* Fixture NAME on l (consumed); with weights, mean and variance are loaded into them. */
+static void norm_case(const char *name, tnt_layer *l) {
+    char f[128];
+    tnt_shape xs;
+    snprintf(f, sizeof f, "%s_x", name);
+    float *x = tu_load(f, &xs);
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    drv d;
+    drv_init(&d, l, in, xs.dim[0]);
+    memcpy(d.x, x, (size_t)in_numel(&d) * sizeof(float));
+    free(x);
+    if (l->n_weights) {
+        assert_int_equal(l->n_weights, 3);
+        assert_false(l->weights[0].trainable || l->weights[1].trainable || l->weights[2].trainable);
+        snprintf(f, sizeof f, "%s_mean", name);
+        load_into(l->weights[0].value, f, tnt_shape_numel(l->weights[0].shape));
+        snprintf(f, sizeof f, "%s_var", name);
+        load_into(l->weights[1].value, f, tnt_shape_numel(l->weights[1].shape));
+    }
+    snprintf(f, sizeof f, "%s_dy", name);
+    load_into(d.dy, f, out_numel(&d));
+    drv_forward(&d, false);
+    snprintf(f, sizeof f, "%s_y", name);
+    check(d.y, f, out_numel(&d), "y");
+    drv_backward(&d, true, false);
+    snprintf(f, sizeof f, "%s_dx", name);
+    check(d.dx, f, in_numel(&d), "dx");
+    drv_free(&d, true);
+}
+
+static void test_normalization(void **state) {
+    (void)state;
+    tnt_shape s;
+    float *m = tu_load("norm_last_mean", &s), *v = tu_load("norm_last_var", &s);
+    norm_case("norm_last", tnt_normalization(&(tnt_normalization_opts){.mean = m, .variance = v, .n_values = 5}));
+    free(m), free(v);
+    norm_case("norm_axes", tnt_normalization(&(tnt_normalization_opts){.n_axes = 2, .axes = {1, -1}}));
+    m = tu_load("norm_none_invert_mean", &s), v = tu_load("norm_none_invert_var", &s);
+    norm_case("norm_none_invert", tnt_normalization(&(tnt_normalization_opts){.n_axes = -1, .mean = m, .variance = v,
+                                                                              .n_values = 1, .invert = true}));
+    free(m), free(v);
+    /* JSON: constants in the config (Keras 2.6+), weights (adapt()) otherwise */
+    check_layer(TNT_SHAPE(3, 2), tnt_normalization(&(tnt_normalization_opts){.mean = (float[]){1, 2},
+                                                                             .variance = (float[]){4, 9}, .n_values = 2}),
+                "Normalization", "\"mean\":[1,2],\"variance\":[4,9]");
+    check_layer(TNT_SHAPE(3, 2), tnt_normalization(&(tnt_normalization_opts){.n_axes = -1}), "Normalization",
+                "\"axis\":null,\"mean\":null");
+    /* the weights (count is a scalar) through an .h5 file */
+    tnt_model *a = seq1(TNT_SHAPE(4, 3), tnt_normalization(&(tnt_normalization_opts){.n_axes = 1, .axes = {1}}));
+    assert_int_equal(tnt_model_num_weights(a), 3);
+    float w[4 + 4 + 1] = {0.5f, -1, 2, 0, 1, 4, 0.25f, 9, 123};
+    const char *name;
+    tnt_shape ws;
+    float *p;
+    for (int i = 0, at = 0; i < 3; i++) {
+        tu_ok(tnt_model_weight(a, i, &name, &ws, &p));
+        memcpy(p, w + at, (size_t)tnt_shape_numel(ws) * sizeof(float));
+        at += (int)tnt_shape_numel(ws);
+    }
+    tu_tmpdir_setup(NULL);
+    const char *path = tu_tmp_path("norm.h5");
+    tu_ok(tnt_save_weights(a, path, NULL));
+    tnt_model *b = seq1(TNT_SHAPE(4, 3), tnt_normalization(&(tnt_normalization_opts){.n_axes = 1, .axes = {1}}));
+    tu_ok(tnt_load_weights(b, path, false));
+    tu_ok(tnt_model_weight(b, 2, &name, &ws, &p));
+    assert_string_equal(name, "normalization/count:0");
+    assert_int_equal(ws.ndim, 0);
+    assert_true(p[0] == 123.0f);
+    tnt_tensor *x = tnt_tensor_new(TNT_SHAPE(1, 4, 3)), *y;
+    for (int i = 0; i < 12; i++) x->data[i] = (float)i;
+    tu_ok(tnt_predict_on_batch(b, x, &y));
+    for (int i = 0; i < 12; i++) /* row r: (x - mean[r]) / sqrt(var[r]); var 0 gives the 1e-7 floor */
+        assert_float_equal(y->data[i], ((float)i - w[i / 3]) / fmaxf(sqrtf(w[4 + i / 3]), 1e-7f), 1e-3 * fabsf(y->data[i]) + 1e-6);
+    tnt_tensor_free(x), tnt_tensor_free(y);
+    tnt_model_free(a), tnt_model_free(b);
+    tu_tmpdir_teardown(NULL);
+    assert_null(tnt_normalization(&(tnt_normalization_opts){.mean = (float[]){0}, .variance = (float[]){-1}, .n_values = 1}));
+    tu_error_contains("variance -1");
+    tnt_layer *l = tnt_normalization(&(tnt_normalization_opts){.mean = (float[]){0, 1}, .variance = (float[]){1, 1},
+                                                               .n_values = 2, .name = "nz"});
+    tnt_shape out;
+    assert_int_equal(l->ops->build(l, TNT_SHAPE(3, 4), &out), TNT_ERR_SHAPE);
+    tu_error_contains("Normalization \"nz\": 2 mean and variance values for input shape (3, 4) (expected 1 or 4");
+    tnt_layer_free(l);
+}
+
 /* ---- JSON and errors ---------------------------------------------------------------------- */
 
 static void test_json_round_trips(void **state) {
@@ -452,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_spatial_layers_equal_channels_last),
         cmocka_unit_test(test_batch_norm_axis_equals_last),
         cmocka_unit_test(test_channels_first_model_from_json),
+        cmocka_unit_test(test_normalization),
         cmocka_unit_test(test_json_round_trips),
         cmocka_unit_test(test_errors),
     };

@@ -97,6 +97,7 @@
     X("SpatialDropout3D", tnt__spatial_dropout3d_ops) \
     X("Conv3D", tnt__conv3d_ops) \
     X("Convolution3D", tnt__conv3d_ops) \
+    X("Normalization", tnt__normalization_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
