@@ -178,6 +178,21 @@ TNT_API tnt_layer *tnt_simple_rnn(int units, const tnt_rnn_opts *opts);
 TNT_API tnt_layer *tnt_cudnn_lstm(int units, const tnt_rnn_opts *opts);
 TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
 
+/* Keras ConvLSTM2D over (timesteps, h, w, channels) (channels first: (timesteps, channels, h, w))
+ * -> (timesteps, oh, ow, filters) with return_sequences, else (oh, ow, filters): an LSTM whose
+ * input transform is a convolution (strides, padding valid or same, dilation) and whose recurrent
+ * transform is a "same" convolution. rnn: activation, recurrent_activation (NULL: tanh, sigmoid),
+ * return_sequences, go_backwards, no_bias, no_unit_forget_bias, initializers and name; dropout,
+ * recurrent_dropout, return_state and stateful are not supported. Weights: kernel (kh, kw,
+ * channels, 4 filters), recurrent_kernel (kh, kw, filters, 4 filters), bias (4 filters), gates
+ * i f c o. */
+typedef struct tnt_conv_lstm_opts {
+    tnt_rnn_opts rnn;
+    int strides[2], dilation[2]; /* 0 = 1 */
+    tnt_padding padding;
+} tnt_conv_lstm_opts;
+TNT_API tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_conv_lstm_opts *opts);
+
 /* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
 typedef enum tnt_merge_mode {
     TNT_MERGE_CONCAT = 0,

@@ -1,4 +1,4 @@
-/* test_keras_real_cnn.c: real Keras files with channels_first layers and 3-D layers, written by
+/* test_keras_real_cnn.c: real Keras files with channels_first layers, 3-D layers and ConvLSTM2D, written by
  * Keras itself (deeplearning4j's dl4j-test-resources, Apache-2.0; sources and commits in
  * fixtures/keras_real/README.md), loaded with tnt_load_model. Predictions are compared with an
  * independent PyTorch rebuild of each network (fixtures/gen_keras_real_cnn.py) within rtol 1e-5,
@@ -85,6 +85,23 @@ static void test_3d(void **state) {
     }
 }
 
+/* tf.keras 2.2.4-tf ConvLSTM2D(4, 3x3, tanh, hard_sigmoid, return_sequences) twice: in
+ * Bidirectional (go_backwards, same, channels_first: the concat runs along the width), plain (valid,
+ * go_backwards, channels_first), plain (same, go_backwards, channels_last), Bidirectional (valid,
+ * channels_last). The file's weight groups nest the wrapped layers as Keras 2 writes them. */
+static void test_conv_lstm2d(void **state) {
+    (void)state;
+    static const char *const names[] = {"tfkeras_convlstm2d_0", "tfkeras_convlstm2d_9", "tfkeras_convlstm2d_17",
+                                        "tfkeras_convlstm2d_26"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+}
+
 /* The channels-first Conv2DTranspose chain compiled and trained on its own predictions shifted:
  * the loss falls over a few SGD steps, and training keeps the channels_first config. */
 static void test_channels_first_trains(void **state) {
@@ -114,6 +131,7 @@ int main(void) {
         cmocka_unit_test(test_conv1d_channels_first),
         cmocka_unit_test(test_mixed_formats_2d),
         cmocka_unit_test(test_3d),
+        cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_channels_first_trains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,8 @@
  *     PyTorch-checked semantics of channels_last); Flatten(channels_first) gives channels-last
  *     order, as Keras; SpatialDropout drops the same (sample, channel) pairs;
  *   - a channels-first model read from Keras JSON predicts and trains as its channels-last twin;
+ *   - ConvLSTM2D (channels last and first, go_backwards, strides) against a PyTorch rebuild of
+ *     Keras's cell, finite differences (alone and in Bidirectional), a JSON round trip;
  *   - Normalization (Keras preprocessing) with its statistics as constants or weights, against
  *     PyTorch; its weights through an .h5 file;
  *   - JSON round trips and errors. */
@@ -350,6 +352,71 @@ static void test_channels_first_model_from_json(void **state) {
     tnt_model_free(f);
 }
 
+/* ---- ConvLSTM2D --------------------------------------------------------------------------- */
+
+/* Fixture NAME (x, w0..w2 = kernel, recurrent_kernel, bias, dy) on l (consumed): y, dx, dw0..2. */
+static void clstm_case(const char *name, tnt_layer *l) {
+    char f[128];
+    tnt_shape xs;
+    snprintf(f, sizeof f, "%s_x", name);
+    float *x = tu_load(f, &xs);
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    drv d;
+    drv_init(&d, l, in, xs.dim[0]);
+    memcpy(d.x, x, (size_t)in_numel(&d) * sizeof(float));
+    free(x);
+    assert_int_equal(l->n_weights, 3);
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s_w%d", name, i);
+        load_into(l->weights[i].value, f, tnt_shape_numel(l->weights[i].shape));
+    }
+    snprintf(f, sizeof f, "%s_dy", name);
+    load_into(d.dy, f, out_numel(&d));
+    drv_forward(&d, false);
+    snprintf(f, sizeof f, "%s_y", name);
+    check(d.y, f, out_numel(&d), "y");
+    poison_grads(l);
+    drv_backward(&d, true, false);
+    snprintf(f, sizeof f, "%s_dx", name);
+    check(d.dx, f, in_numel(&d), "dx");
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s_dw%d", name, i);
+        check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), l->weights[i].name);
+    }
+    drv_free(&d, true);
+}
+
+static void test_conv_lstm2d(void **state) {
+    (void)state;
+    tnt_conv_lstm_opts o = {.rnn.return_sequences = true, .padding = TNT_PADDING_SAME};
+    clstm_case("clstm_seq", tnt_conv_lstm2d(3, 3, 2, &o));
+    o = (tnt_conv_lstm_opts){.rnn = {.go_backwards = true, .recurrent_activation = "hard_sigmoid"}};
+    clstm_case("clstm_back_cf", cf(tnt_conv_lstm2d(2, 3, 3, &o)));
+    o = (tnt_conv_lstm_opts){.rnn = {.go_backwards = true, .return_sequences = true, .activation = "relu"},
+                             .strides = {2, 2}, .padding = TNT_PADDING_SAME};
+    clstm_case("clstm_s2", tnt_conv_lstm2d(2, 2, 2, &o));
+    o = (tnt_conv_lstm_opts){.rnn.return_sequences = true, .padding = TNT_PADDING_SAME};
+    fd_check(tnt_conv_lstm2d(2, 2, 2, &o), TNT_SHAPE(3, 3, 2, 2), 2);
+    o = (tnt_conv_lstm_opts){.rnn.go_backwards = true};
+    fd_check(cf(tnt_conv_lstm2d(2, 2, 2, &o)), TNT_SHAPE(3, 2, 3, 3), 2);
+    /* in Bidirectional: the backward copy keeps the format, the sequences reverse along time */
+    o = (tnt_conv_lstm_opts){.rnn.return_sequences = true, .padding = TNT_PADDING_SAME};
+    fd_check(tnt_bidirectional(cf(tnt_conv_lstm2d(2, 2, 2, &o)), NULL, TNT_MERGE_CONCAT, NULL), TNT_SHAPE(3, 2, 2, 3), 2);
+    fd_check(tnt_bidirectional(tnt_conv_lstm2d(2, 2, 2, &o), NULL, TNT_MERGE_MUL, NULL), TNT_SHAPE(3, 2, 3, 2), 2);
+    /* channels first equals channels last on the permuted steps */
+    o = (tnt_conv_lstm_opts){.rnn.return_sequences = true, .padding = TNT_PADDING_SAME, .strides = {1, 2}};
+    tnt_layer *cl = tnt_conv_lstm2d(2, 3, 3, &o);
+    check_layer(TNT_SHAPE(3, 4, 5, 2), cl, "ConvLSTM2D", "\"return_sequences\":true");
+    o.rnn.name = "clstm";
+    check_layer(TNT_SHAPE(3, 2, 4, 5), cf(tnt_conv_lstm2d(2, 3, 3, &o)), "ConvLSTM2D",
+                "\"data_format\":\"channels_first\"");
+    assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.dropout = 0.1f}));
+    tu_error_contains("ConvLSTM2D: dropout or recurrent_dropout > 0 is not supported");
+    assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.activation = "swish"}));
+    tu_error_contains("activation \"swish\"");
+}
+
 /* ---- Normalization ------------------------------------------------------------------------ */
 
 /* Fixture NAME on l (consumed); with weights, mean and variance are loaded into them. */
@@ -543,6 +610,7 @@ int main(void) {
         cmocka_unit_test(test_spatial_layers_equal_channels_last),
         cmocka_unit_test(test_batch_norm_axis_equals_last),
         cmocka_unit_test(test_channels_first_model_from_json),
+        cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_normalization),
         cmocka_unit_test(test_json_round_trips),
         cmocka_unit_test(test_errors),

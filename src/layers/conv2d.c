@@ -421,6 +421,13 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         return status;
 
     if (!a->dx) return TNT_OK; /* first layer: no data gradient needed */
+    return tnt__conv_backward_data(l, plan, dpre, a->dx);
+}
+
+tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx) {
+    conv_plan *p = plan;
+    tnt_status status;
+    const tnt__weight *k = &l->weights[0];
     /* The weights in bwd_data's layout: the forward's copy when the layouts agree (weights do not
      * change between forward and backward of a step), else a fresh reorder. */
     const float *w = k->value;
@@ -431,7 +438,8 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         w = p->w_bwd_buf;
     }
     tnt__set_data(p->wb, w);
-    tnt__set_data(p->x, a->dx);
+    tnt__set_data(p->y, dy);
+    tnt__set_data(p->x, dx);
     dnnl_exec_arg_t dargs[3] = {{DNNL_ARG_DIFF_DST, p->y}, {DNNL_ARG_WEIGHTS, p->wb}, {DNNL_ARG_DIFF_SRC, p->x}};
     return tnt__prim_exec(&p->bwd_data, 3, dargs);
 }

@@ -98,6 +98,7 @@
     X("Conv3D", tnt__conv3d_ops) \
     X("Convolution3D", tnt__conv3d_ops) \
     X("Normalization", tnt__normalization_ops) \
+    X("ConvLSTM2D", tnt__conv_lstm2d_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;
