@@ -1,4 +1,5 @@
-/* test_keras_real_cnn.c: real Keras files with channels_first layers, 3-D layers and ConvLSTM2D, written by
+/* test_keras_real_cnn.c: real Keras files with channels_first layers, 3-D layers, ConvLSTM2D and
+ * Keras 1 configs, written by
  * Keras itself (deeplearning4j's dl4j-test-resources, Apache-2.0; sources and commits in
  * fixtures/keras_real/README.md), loaded with tnt_load_model. Predictions are compared with an
  * independent PyTorch rebuild of each network (fixtures/gen_keras_real_cnn.py) within rtol 1e-5,
@@ -102,6 +103,27 @@ static void test_conv_lstm2d(void **state) {
     }
 }
 
+/* Keras 1.2.2 files, whose configs use Keras 1's names (output_dim, nb_filter, nb_row/nb_col,
+ * border_mode, subsample, dim_ordering, init, inner_init, bias) and whose weights are named W, U, b:
+ * Convolution2D Reshape Convolution2D Flatten Dense, and SimpleRNN. They load as Keras 2 reads
+ * them and write back with Keras 2's names. */
+static void test_keras1_configs(void **state) {
+    (void)state;
+    static const char *const names[] = {"keras1_conv2d_reshape", "keras1_simple_rnn"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        char *json = NULL;
+        tu_ok(tnt_model_to_json(m, &json));
+        assert_non_null(strstr(json, i == 0 ? "\"filters\":6" : "\"units\":6"));
+        assert_null(strstr(json, "output_dim"));
+        free(json);
+        tnt_model_free(m);
+    }
+}
+
 /* The channels-first Conv2DTranspose chain compiled and trained on its own predictions shifted:
  * the loss falls over a few SGD steps, and training keeps the channels_first config. */
 static void test_channels_first_trains(void **state) {
@@ -132,6 +154,7 @@ int main(void) {
         cmocka_unit_test(test_mixed_formats_2d),
         cmocka_unit_test(test_3d),
         cmocka_unit_test(test_conv_lstm2d),
+        cmocka_unit_test(test_keras1_configs),
         cmocka_unit_test(test_channels_first_trains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -452,3 +452,83 @@ tnt_status tnt__kj_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx
     }
     return TNT_OK;
 }
+
+/* ---- Keras 1 configs ------------------------------------------------------------------------ */
+
+/* Keras 2's own legacy conversions (keras/legacy/interfaces.py): Keras 1 key -> Keras 2 key, for
+ * every class but where the class column names one ("Embedding": its init and W_* keys differ). */
+static const struct {
+    const char *cls, *from, *to;
+} keras1_keys[] = {
+    {"Embedding", "init", "embeddings_initializer"}, {"Embedding", "W_regularizer", "embeddings_regularizer"},
+    {"Embedding", "W_constraint", "embeddings_constraint"}, {NULL, "output_dim", "units"},
+    {NULL, "nb_filter", "filters"}, {NULL, "border_mode", "padding"}, {NULL, "subsample", "strides"},
+    {NULL, "subsample_length", "strides"}, {NULL, "filter_length", "kernel_size"}, {NULL, "pool_length", "pool_size"},
+    {NULL, "stride", "strides"}, {NULL, "init", "kernel_initializer"}, {NULL, "inner_init", "recurrent_initializer"},
+    {NULL, "inner_activation", "recurrent_activation"}, {NULL, "bias", "use_bias"},
+    {NULL, "W_regularizer", "kernel_regularizer"}, {NULL, "b_regularizer", "bias_regularizer"},
+    {NULL, "U_regularizer", "recurrent_regularizer"}, {NULL, "W_constraint", "kernel_constraint"},
+    {NULL, "b_constraint", "bias_constraint"}, {NULL, "U_constraint", "recurrent_constraint"},
+    {NULL, "dropout_W", "dropout"}, {NULL, "dropout_U", "recurrent_dropout"},
+};
+
+/* Keys only Keras 1 writes: one of them marks a Keras 1 config. */
+static bool is_keras1(const cJSON *c, const char *cls) {
+    static const char *const marks[] = {"nb_filter", "border_mode", "subsample", "subsample_length", "filter_length",
+                                        "pool_length", "init", "inner_init", "W_regularizer", "dim_ordering",
+                                        "input_dtype", "consume_less", "forget_bias_init"};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(marks); i++)
+        if (tnt__kj_item(c, marks[i])) return true;
+    return strcmp(cls, "Embedding") && tnt__kj_item(c, "output_dim") && !tnt__kj_item(c, "units");
+}
+
+cJSON *tnt__kj_keras1(const cJSON *config, const char *cls) {
+    if (!cJSON_IsObject(config) || !is_keras1(config, cls)) return NULL;
+    cJSON *c = cJSON_Duplicate(config, true);
+    if (!c) return NULL;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(keras1_keys); i++) {
+        if (keras1_keys[i].cls && strcmp(keras1_keys[i].cls, cls)) continue;
+        if (!keras1_keys[i].cls && !strcmp(cls, "Embedding") && !strcmp(keras1_keys[i].from, "output_dim")) continue;
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(c, keras1_keys[i].from);
+        if (!v) continue;
+        if (tnt__kj_item(c, keras1_keys[i].to)) cJSON_Delete(v); /* a Keras 2 key wins */
+        else cJSON_AddItemToObject(c, keras1_keys[i].to, v);
+    }
+    /* Convolution2D's nb_row, nb_col -> kernel_size; forget_bias_init "one" -> unit_forget_bias */
+    const cJSON *r = tnt__kj_item(c, "nb_row"), *k = tnt__kj_item(c, "nb_col");
+    if (cJSON_IsNumber(r) && cJSON_IsNumber(k) && !tnt__kj_item(c, "kernel_size"))
+        cJSON_AddItemToObject(c, "kernel_size", cJSON_CreateIntArray((int[]){r->valueint, k->valueint}, 2));
+    const cJSON *fb = tnt__kj_item(c, "forget_bias_init");
+    if (cJSON_IsString(fb) && !tnt__kj_item(c, "unit_forget_bias"))
+        cJSON_AddBoolToObject(c, "unit_forget_bias", !strcmp(fb->valuestring, "one"));
+    /* Keras 1 regularizers {"name": "WeightRegularizer" | "ActivityRegularizer", "l1", "l2"} and
+     * constraints {"name": "MaxNorm", "m", "axis"} -> {"class_name", "config"} */
+    for (cJSON *e = c->child; e; e = e->next) {
+        const cJSON *nm = tnt__kj_item(e, "name");
+        size_t n = e->string ? strlen(e->string) : 0;
+        bool reg = n > 12 && !strcmp(e->string + n - 12, "_regularizer"), con = n > 11 && !strcmp(e->string + n - 11, "_constraint");
+        if (!(reg || con) || !cJSON_IsString(nm) || tnt__kj_item(e, "class_name")) continue;
+        cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject();
+        if (!o || !cfg) {
+            cJSON_Delete(o), cJSON_Delete(cfg);
+            continue;
+        }
+        const char *cls_name = reg ? "L1L2" : !strcmp(nm->valuestring, "MaxNorm") ? "MaxNorm"
+                               : !strcmp(nm->valuestring, "NonNeg")             ? "NonNeg"
+                               : !strcmp(nm->valuestring, "UnitNorm")           ? "UnitNorm"
+                                                                                : nm->valuestring;
+        cJSON_AddStringToObject(o, "class_name", cls_name);
+        for (const cJSON *f = e->child; f; f = f->next)
+            if (strcmp(f->string, "name"))
+                cJSON_AddItemToObject(cfg, !strcmp(f->string, "m") ? "max_value" : f->string, cJSON_Duplicate(f, true));
+        cJSON_AddItemToObject(o, "config", cfg);
+        char key[TNT_NAME_MAX];
+        snprintf(key, sizeof key, "%s", e->string);
+        cJSON_ReplaceItemInObjectCaseSensitive(c, key, o); /* o takes the key; e is freed */
+        e = o;
+    }
+    /* dim_ordering: read by tnt__kj_channels_first ("th"); Keras 1's Embedding dropout: Keras 2
+     * drops it with a warning, and so does this reader (it acts in training only) */
+    if (!strcmp(cls, "Embedding")) cJSON_DeleteItemFromObjectCaseSensitive(c, "dropout");
+    return c;
+}

@@ -140,6 +140,12 @@ bool tnt__kj_channels_first(const cJSON *config);
  * does not implement) is absent or null. */
 tnt_status tnt__kj_check_nulls(const cJSON *config, const char *const *keys, const tnt__kj_ctx *k);
 
+/* Keras 1 configs (output_dim, nb_filter, nb_row/nb_col, border_mode, subsample, init, inner_init,
+ * W_regularizer, bias, ...): a copy with Keras 2's names, as Keras 2's legacy interfaces convert
+ * them (the caller deletes it); NULL when config has no Keras 1 key. dim_ordering stays: the
+ * format reader takes "th" as channels_first. */
+cJSON *tnt__kj_keras1(const cJSON *config, const char *cls);
+
 /* A model's input shape, in an InputLayer's or a first layer's config: "batch_input_shape" (Keras
  * 2) or "batch_shape" (Keras 3), a tuple [null, d1, ...] whose batch size is left out of s. */
 bool tnt__kj_has_batch_shape(const cJSON *config);

@@ -121,7 +121,16 @@ static tnt_status read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ct
     return TNT_OK;
 }
 
+static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k);
+
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
+    cJSON *k2 = tnt__kj_keras1(config, k->cls); /* a Keras 1 config, with Keras 2's names */
+    tnt_layer *l = from_config(ops, k2 ? k2 : config, k);
+    cJSON_Delete(k2);
+    return l;
+}
+
+static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     tnt_layer *l = ops->from_config(config, k);
     if (!l) return NULL;
     if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
