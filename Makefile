@@ -10,7 +10,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile
 
-.PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn install clean
+.PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn bench-conv3d install clean
 
 all: build
 
@@ -71,6 +71,15 @@ bench-rnn: bench-deps build
 		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_rnn.py --cell $$cell --threads 1; \
 	done; done
 	@for cell in lstm gru; do $(BENCH_ENV) $(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/bench_rnn --cell $$cell; done
+
+# Conv3D and ConvLSTM2D models (bench/bench_conv3d.c) against PyTorch at 1 thread, alternating,
+# three rounds; then the same two models with data_format channels_first.
+bench-conv3d: bench-deps build
+	@for round in 1 2 3; do for model in conv3d convlstm; do \
+		$(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model; \
+		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_conv3d.py --model $$model --threads 1; \
+	done; done
+	@for model in conv3d convlstm; do $(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model --channels_first; done
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -39,4 +39,4 @@ xargs -a "$out/models.txt" -d '\n' "$tool" > "$out/results.txt" 2>/dev/null
 total=$(wc -l < "$out/results.txt")
 ok=$(grep -c '^OK ' "$out/results.txt" || true)
 echo "$ok of $total whole-model files load and predict"
-grep '^FAIL ' "$out/results.txt" | sed -E 's/^FAIL [^:]*: //; s/^load_model [^:]*: //; s/"[^"]*"/"_"/g; s/[0-9]+/N/g' | sort | uniq -c | sort -rn
+grep '^FAIL ' "$out/results.txt" | sed -E 's/^FAIL [^:]*: //; s/^load_(model|weights) [^:]*: //; s/"[^"]*"/"_"/g; s/[0-9]+/N/g' | sort | uniq -c | sort -rn

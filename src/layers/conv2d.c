@@ -151,6 +151,10 @@ typedef struct conv_plan {
     bool bwd_uses_fwd_weights; /* bwd_data's weight layout equals fwd's: reuse w_fwd_buf */
     dnnl_memory_t x, y, b, db; /* NHWC activations and the bias (shared by all primitives) */
     dnnl_memory_t wf, wb, dw;  /* weights in each primitive's layout */
+    /* channels_first: the primitives still run on NHWC (NDHWC) copies in the workspace, made by
+     * these reorders from and to the layer's NCHW (NCDHW) tensors */
+    bool cf;
+    tnt__reorder x_in, y_out, dy_in, dx_out;
 } conv_plan;
 
 /* Memory descriptors of one plan: x (batch, ic, ih, iw) and y (batch, filters, oh, ow) as nhwc,
@@ -158,6 +162,7 @@ typedef struct conv_plan {
  * bias (filters). */
 typedef struct conv_mds {
     dnnl_memory_desc_t x, y, w, w_hwio, b;
+    dnnl_memory_desc_t x_user, y_user; /* the layer's own layout (differs when channels first) */
     dnnl_dims_t strides, dil, pl, pr;
 } conv_mds;
 
@@ -172,9 +177,13 @@ static tnt_status conv_mds_init(const conv_cfg *c, int64_t batch, conv_mds *m) {
                     w3 = {c->filters, c->ic, c->kd, c->kh, c->kw};
         memcpy(xd, x3, sizeof x3), memcpy(yd, y3, sizeof y3), memcpy(wd, w3, sizeof w3);
     }
-    dnnl_format_tag_t act = d3 ? (c->channels_first ? dnnl_ncdhw : dnnl_ndhwc) : (c->channels_first ? dnnl_nchw : dnnl_nhwc);
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, nd, xd, dnnl_f32, act));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, nd, yd, dnnl_f32, act));
+    /* The primitives always take channels-last activations: with NCHW ones oneDNN 2.6 falls back to
+     * its gemm convolution (Conv3D of batch 16: 4x slower than NDHWC plus the two reorders). */
+    dnnl_format_tag_t last = d3 ? dnnl_ndhwc : dnnl_nhwc, user = c->channels_first ? (d3 ? dnnl_ncdhw : dnnl_nchw) : last;
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, nd, xd, dnnl_f32, last));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, nd, yd, dnnl_f32, last));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x_user, nd, xd, dnnl_f32, user));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y_user, nd, yd, dnnl_f32, user));
     if (c->groups > 1) { /* (g, filters/g, ic/g, kh, kw); Keras's (kh, kw, ic/g, filters) is hwigo */
         dnnl_dims_t gd = {c->groups, c->filters / c->groups, c->ic / c->groups, c->kh, c->kw};
         TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 5, gd, dnnl_f32, dnnl_format_tag_any));
@@ -275,6 +284,10 @@ void tnt__conv_plan_destroy(void *plan) {
     tnt__reorder_destroy(&p->w_fwd);
     tnt__reorder_destroy(&p->w_bwd);
     tnt__reorder_destroy(&p->dw_out);
+    tnt__reorder_destroy(&p->x_in);
+    tnt__reorder_destroy(&p->y_out);
+    tnt__reorder_destroy(&p->dy_in);
+    tnt__reorder_destroy(&p->dx_out);
     tnt__free(p->w_fwd_buf);
     tnt__free(p->w_bwd_buf);
     tnt__free(p->dw_buf);
@@ -325,6 +338,11 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
         (status = weight_reorder(&p->dw_out, &p->dw_buf, dw, &m.w_hwio, dw)))
         goto fail;
 
+    p->cf = c->channels_first;
+    if (p->cf && ((status = tnt__reorder_create(&p->x_in, &m.x_user, &m.x)) || (status = tnt__reorder_create(&p->y_out, &m.y, &m.y_user)) ||
+                  (status = tnt__reorder_create(&p->dy_in, &m.y_user, &m.y)) ||
+                  (status = tnt__reorder_create(&p->dx_out, &m.x, &m.x_user))))
+        goto fail;
     if ((status = tnt__memory(&p->x, &m.x, NULL, false)) ||
         (status = tnt__memory(&p->y, &m.y, NULL, false)) ||
         (status = tnt__memory(&p->wf, wf, NULL, false)) ||
@@ -348,6 +366,17 @@ fail:
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
+/* Channels-first workspace, after the fused activation's: [x in NHWC][y or dy in NHWC], each
+ * 64-byte aligned; the x copy stays from forward to backward. */
+static size_t cf_bytes(tnt_shape s, int64_t batch) {
+    return ((size_t)(batch * tnt_shape_numel(s)) * sizeof(float) + 63) & ~(size_t)63;
+}
+static size_t cf_off(const tnt_layer *l, int64_t batch) { return (tnt__fused_workspace_size(l, batch) + 63) & ~(size_t)63; }
+static float *cf_x(const tnt_layer *l, void *ws, int64_t batch) { return (float *)((char *)ws + cf_off(l, batch)); }
+static float *cf_y(const tnt_layer *l, void *ws, int64_t batch) {
+    return (float *)((char *)ws + cf_off(l, batch) + cf_bytes(l->in_shape, batch));
+}
+
 /* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already reordered into
  * the forward layout by tnt__conv_forward. A fused plan's variant without the post-op is made on
  * first use: it is needed only when the model asks a fused layer for its pre-activation. */
@@ -366,21 +395,30 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
         }
         prim = &p->fwd_plain;
     }
-    tnt__set_data(p->x, a->x);
+    const float *x = a->x;
+    float *y = out;
+    if (p->cf) { /* channels first: through the channels-last copies */
+        if ((status = tnt__reorder_run(&p->x_in, a->x, cf_x(l, a->workspace, p->batch))) != TNT_OK) return status;
+        x = cf_x(l, a->workspace, p->batch);
+        y = cf_y(l, a->workspace, p->batch);
+    }
+    tnt__set_data(p->x, x);
     tnt__set_data(p->wf, p->w_fwd.prim ? p->w_fwd_buf : l->weights[0].value);
-    tnt__set_data(p->y, out);
+    tnt__set_data(p->y, y);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_WEIGHTS, p->wf}, {DNNL_ARG_DST, p->y}};
     int n = 3;
     if (c->use_bias) {
         tnt__set_data(p->b, l->weights[1].value);
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
     }
-    return tnt__prim_exec(prim, n, args);
+    if ((status = tnt__prim_exec(prim, n, args)) != TNT_OK) return status;
+    return p->cf ? tnt__reorder_run(&p->y_out, y, out) : TNT_OK;
 }
 
 size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
-    return tnt__fused_workspace_size(l, batch);
+    const conv_cfg *c = l->priv;
+    return cf_off(l, batch) + (c->channels_first ? cf_bytes(l->in_shape, batch) + cf_bytes(l->out_shape, batch) : 0);
 }
 
 /* x: (batch, ih, iw, ic); y, preact: (batch, oh, ow, filters) */
@@ -395,6 +433,8 @@ tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
+static tnt_status backward_data(tnt_layer *l, conv_plan *p, const float *dy, float *dx);
+
 /* x: (batch, ih, iw, ic); y, dy: (batch, oh, ow, filters); dx: like x, or NULL */
 tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     conv_plan *p = plan;
@@ -405,9 +445,20 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const float *dpre;
     if ((status = tnt__fused_backward(l, a, &p->act, &dpre)) != TNT_OK) return status;
 
+    /* channels first: the channels-last copies of x and dpre (x again: a plan may run backward
+     * alone, as ConvLSTM2D's weight gradient over all steps does) */
+    const float *x = a->x;
+    if (p->cf) {
+        x = cf_x(l, a->workspace, p->batch);
+        float *dy = cf_y(l, a->workspace, p->batch);
+        if ((status = tnt__reorder_run(&p->x_in, a->x, cf_x(l, a->workspace, p->batch))) != TNT_OK ||
+            (status = tnt__reorder_run(&p->dy_in, dpre, dy)) != TNT_OK)
+            return status;
+        dpre = dy;
+    }
     /* Weight and bias gradients first: the model can start reducing them while dx runs. */
     tnt__weight *k = &l->weights[0];
-    tnt__set_data(p->x, a->x);
+    tnt__set_data(p->x, x);
     tnt__set_data(p->y, dpre);
     tnt__set_data(p->dw, p->dw_out.prim ? p->dw_buf : k->grad);
     dnnl_exec_arg_t wargs[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_DIFF_DST, p->y}, {DNNL_ARG_DIFF_WEIGHTS, p->dw}};
@@ -421,11 +472,25 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         return status;
 
     if (!a->dx) return TNT_OK; /* first layer: no data gradient needed */
-    return tnt__conv_backward_data(l, plan, dpre, a->dx);
+    if (!p->cf) return backward_data(l, p, dpre, a->dx);
+    /* into the x copy (no longer needed), then back to channels first */
+    float *dxt = cf_x(l, a->workspace, p->batch);
+    if ((status = backward_data(l, p, dpre, dxt)) != TNT_OK) return status;
+    return tnt__reorder_run(&p->dx_out, dxt, a->dx);
 }
 
-tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx) {
+tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx, void *workspace) {
     conv_plan *p = plan;
+    tnt_status status;
+    if (!p->cf) return backward_data(l, p, dy, dx);
+    float *xt = cf_x(l, workspace, p->batch), *yt = cf_y(l, workspace, p->batch);
+    if ((status = tnt__reorder_run(&p->dy_in, dy, yt)) != TNT_OK || (status = backward_data(l, p, yt, xt)) != TNT_OK)
+        return status;
+    return tnt__reorder_run(&p->dx_out, xt, dx);
+}
+
+/* dx = the data gradient of dy, both in the primitives' channels-last layout */
+static tnt_status backward_data(tnt_layer *l, conv_plan *p, const float *dy, float *dx) {
     tnt_status status;
     const tnt__weight *k = &l->weights[0];
     /* The weights in bwd_data's layout: the forward's copy when the layouts agree (weights do not

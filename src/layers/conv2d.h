@@ -57,7 +57,8 @@ size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch);
 tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
 tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
 /* dx = the data gradient of dy alone (no weight gradients), for a layer without activation; needs
- * the plan's forward to have run with the current weights (it may reuse their reordered copy). */
-tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx);
+ * the plan's forward to have run with the current weights (it may reuse their reordered copy), and
+ * a workspace of tnt__conv_workspace_size (scratch for a channels-first layer). */
+tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx, void *workspace);
 
 #endif

@@ -113,12 +113,16 @@ typedef struct clstm_ws {
     float *p;        /* (B, T, FP): the state each step's recurrent convolution read (0 at the first) */
     float *hp, *zh;  /* (B, FP), (B, 4FP): one step's previous state and recurrent convolution */
     float *dh, *dc;  /* (B, FP) backward carries */
+    float *wx, *w1, *wall; /* the inner convolutions' workspaces (channels first: their copies) */
 } clstm_ws;
 
 static size_t clstm_layout(const clstm *c, int64_t B, void *base, clstm_ws *w) {
-    const int64_t n = c->filters * c->P, BT = B * c->T;
-    const int64_t sizes[] = {BT * 4 * n, BT * n, BT * n, BT * n, BT * n, B * n, B * 4 * n, B * n, B * n};
-    float **fields[] = {&w->z, &w->cs, &w->ac, &w->h, &w->p, &w->hp, &w->zh, &w->dh, &w->dc};
+    const int64_t n = c->filters * c->P, BT = B * c->T, f = (int64_t)sizeof(float);
+    const int64_t sizes[] = {BT * 4 * n, BT * n, BT * n, BT * n, BT * n, B * n, B * 4 * n, B * n, B * n,
+                             (int64_t)tnt__conv_workspace_size(c->xconv, NULL, BT) / f + 1,
+                             (int64_t)tnt__conv_workspace_size(c->hconv, NULL, B) / f + 1,
+                             (int64_t)tnt__conv_workspace_size(c->hconv, NULL, BT) / f + 1};
+    float **fields[] = {&w->z, &w->cs, &w->ac, &w->h, &w->p, &w->hp, &w->zh, &w->dh, &w->dc, &w->wx, &w->w1, &w->wall};
     size_t off = 0;
     for (size_t i = 0; i < TNT_ARRAY_LEN(sizes); i++) {
         if (base) *fields[i] = (float *)((char *)base + off);
@@ -158,7 +162,8 @@ static tnt_status clstm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
     tnt_status s;
     clstm_layout(c, B, a->workspace, &w);
     clstm_bind(l);
-    tnt__fwd_args xa = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .y = w.z, .training = a->training};
+    tnt__fwd_args xa = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .y = w.z, .training = a->training,
+                        .workspace = w.wx};
     if ((s = tnt__conv_forward(c->xconv, pl->x_all, &xa)) != TNT_OK) return s;
     int64_t tprev = -1;
     for (int64_t st = 0; st < T; st++) {
@@ -171,7 +176,8 @@ static tnt_status clstm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
         }
         if (tprev >= 0) { /* the first step's recurrent term is zero */
             const float *hp = w.hp;
-            tnt__fwd_args ha = {.batch = B, .x = hp, .n_inputs = 1, .xs = &hp, .y = w.zh, .training = a->training};
+            tnt__fwd_args ha = {.batch = B, .x = hp, .n_inputs = 1, .xs = &hp, .y = w.zh, .training = a->training,
+                                .workspace = w.w1};
             if ((s = tnt__conv_forward(c->hconv, pl->h_one, &ha)) != TNT_OK) return s;
             for (int64_t b = 0; b < B; b++) {
                 float *z = w.z + (b * T + t) * 4 * n;
@@ -252,14 +258,15 @@ static tnt_status clstm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
         if (tprev < 0) continue; /* the initial state is a constant */
         for (int64_t b = 0; b < B; b++) memcpy(w.zh + b * 4 * n, w.z + (b * T + t) * 4 * n, (size_t)(4 * n) * sizeof(float));
         /* dh_prev = the recurrent convolution's data gradient (LSTM's h has no direct path) */
-        if ((s = tnt__conv_backward_data(c->hconv, pl->h_one, w.zh, w.dh)) != TNT_OK) return s;
+        if ((s = tnt__conv_backward_data(c->hconv, pl->h_one, w.zh, w.dh, w.w1)) != TNT_OK) return s;
     }
     /* weight gradients and dx over all steps at once: z now holds the gate gradients */
     const float *p = w.p;
-    tnt__bwd_args hb = {.batch = B * T, .x = p, .n_inputs = 1, .xs = &p, .dy = w.z};
+    tnt__bwd_args hb = {.batch = B * T, .x = p, .n_inputs = 1, .xs = &p, .dy = w.z, .workspace = w.wall};
     if ((s = tnt__conv_backward(c->hconv, pl->h_all, &hb)) != TNT_OK) return s;
     float *dx = a->dx;
-    tnt__bwd_args xb = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .dy = w.z, .dx = dx, .dxs = &dx};
+    tnt__bwd_args xb = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .dy = w.z, .dx = dx, .dxs = &dx,
+                        .workspace = w.wx};
     return tnt__conv_backward(c->xconv, pl->x_all, &xb);
 }
 
