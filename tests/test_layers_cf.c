@@ -218,6 +218,9 @@ static void test_convolutions_equal_channels_last(void **state) {
     EQUIV(tnt_separable_conv2d(4, 3, 3, 2, &o), TNT_SHAPE(5, 4, 3));
     o = (tnt_layer_opts){.strides = {1, 2, 2}, .padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU};
     EQUIV(tnt_conv3d(3, (int[]){2, 3, 3}, &o), TNT_SHAPE(3, 5, 4, 2));
+    /* one channel in and out: the two layouts coincide (no reorder, a plain copy) */
+    EQUIV(tnt_conv2d(1, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), TNT_SHAPE(4, 5, 1));
+    EQUIV(tnt_conv3d(1, (int[]){1, 2, 2}, NULL), TNT_SHAPE(2, 3, 3, 1));
 }
 
 static void test_spatial_layers_equal_channels_last(void **state) {

@@ -376,6 +376,13 @@ static float *cf_x(const tnt_layer *l, void *ws, int64_t batch) { return (float 
 static float *cf_y(const tnt_layer *l, void *ws, int64_t batch) {
     return (float *)((char *)ws + cf_off(l, batch) + cf_bytes(l->in_shape, batch));
 }
+/* A channels-first <-> channels-last copy of n values: a plain copy where the two layouts agree
+ * (one channel), for which tnt__reorder_create makes no primitive. */
+static tnt_status cf_move(tnt__reorder *r, const float *src, float *dst, int64_t n) {
+    if (r->prim) return tnt__reorder_run(r, src, dst);
+    memcpy(dst, src, (size_t)n * sizeof(float));
+    return TNT_OK;
+}
 
 /* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already reordered into
  * the forward layout by tnt__conv_forward. A fused plan's variant without the post-op is made on
@@ -398,8 +405,9 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
     const float *x = a->x;
     float *y = out;
     if (p->cf) { /* channels first: through the channels-last copies */
-        if ((status = tnt__reorder_run(&p->x_in, a->x, cf_x(l, a->workspace, p->batch))) != TNT_OK) return status;
         x = cf_x(l, a->workspace, p->batch);
+        if ((status = cf_move(&p->x_in, a->x, (float *)x, p->batch * tnt_shape_numel(l->in_shape))) != TNT_OK)
+            return status;
         y = cf_y(l, a->workspace, p->batch);
     }
     tnt__set_data(p->x, x);
@@ -412,7 +420,7 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
     }
     if ((status = tnt__prim_exec(prim, n, args)) != TNT_OK) return status;
-    return p->cf ? tnt__reorder_run(&p->y_out, y, out) : TNT_OK;
+    return p->cf ? cf_move(&p->y_out, y, out, p->batch * tnt_shape_numel(l->out_shape)) : TNT_OK;
 }
 
 size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
@@ -451,8 +459,8 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     if (p->cf) {
         x = cf_x(l, a->workspace, p->batch);
         float *dy = cf_y(l, a->workspace, p->batch);
-        if ((status = tnt__reorder_run(&p->x_in, a->x, cf_x(l, a->workspace, p->batch))) != TNT_OK ||
-            (status = tnt__reorder_run(&p->dy_in, dpre, dy)) != TNT_OK)
+        if ((status = cf_move(&p->x_in, a->x, (float *)x, p->batch * tnt_shape_numel(l->in_shape))) != TNT_OK ||
+            (status = cf_move(&p->dy_in, dpre, dy, p->batch * tnt_shape_numel(l->out_shape))) != TNT_OK)
             return status;
         dpre = dy;
     }
@@ -476,7 +484,7 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     /* into the x copy (no longer needed), then back to channels first */
     float *dxt = cf_x(l, a->workspace, p->batch);
     if ((status = backward_data(l, p, dpre, dxt)) != TNT_OK) return status;
-    return tnt__reorder_run(&p->dx_out, dxt, a->dx);
+    return cf_move(&p->dx_out, dxt, a->dx, p->batch * tnt_shape_numel(l->in_shape));
 }
 
 tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx, void *workspace) {
@@ -484,9 +492,10 @@ tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, fl
     tnt_status status;
     if (!p->cf) return backward_data(l, p, dy, dx);
     float *xt = cf_x(l, workspace, p->batch), *yt = cf_y(l, workspace, p->batch);
-    if ((status = tnt__reorder_run(&p->dy_in, dy, yt)) != TNT_OK || (status = backward_data(l, p, yt, xt)) != TNT_OK)
+    if ((status = cf_move(&p->dy_in, dy, yt, p->batch * tnt_shape_numel(l->out_shape))) != TNT_OK ||
+        (status = backward_data(l, p, yt, xt)) != TNT_OK)
         return status;
-    return tnt__reorder_run(&p->dx_out, xt, dx);
+    return cf_move(&p->dx_out, xt, dx, p->batch * tnt_shape_numel(l->in_shape));
 }
 
 /* dx = the data gradient of dy, both in the primitives' channels-last layout */
