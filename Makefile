@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
 .PHONY: all deps build demo demo-python test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
-	bench-python install clean
+	bench-python bench-conv3d install clean
 
 all: build
 
@@ -92,6 +92,15 @@ bench-rnn: bench-deps build
 # The quick start from Python against the C program on the same flags (samples/s, 1 and 2 ranks).
 bench-python: deps build
 	$(BENCH_ENV) /usr/bin/python3 bench/python_vs_c.py --build $(BUILD)
+
+# Conv3D and ConvLSTM2D models (bench/bench_conv3d.c) against PyTorch at 1 thread, alternating,
+# three rounds; then the same two models with data_format channels_first.
+bench-conv3d: bench-deps build
+	@for round in 1 2 3; do for model in conv3d convlstm; do \
+		$(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model; \
+		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_conv3d.py --model $$model --threads 1; \
+	done; done
+	@for model in conv3d convlstm; do $(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model --channels_first; done
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -160,9 +160,10 @@ typedef struct tnt_layer_opts {
     float activation_alpha; /* leaky relu slope; 0 = default */
     bool no_bias;           /* use_bias=False */
     tnt_initializer kernel_initializer, bias_initializer;
-    int strides[2];  /* conv/pool; 0 = Keras default (1 for conv, the pool size for pooling) */
+    int strides[3];  /* conv/pool, per spatial axis (1-D: [0], 2-D: [0..1], 3-D: [0..2]); 0 = Keras
+                        default (1 for conv, the pool size for pooling) */
     tnt_padding padding;
-    int dilation[2]; /* conv; 0 = 1 */
+    int dilation[3]; /* conv, per spatial axis as strides; 0 = 1 */
 } tnt_layer_opts;
 
 /* A dimension of TNT_DIM_NONE (Keras's None) takes any size: the model is re-instantiated for
@@ -189,8 +190,8 @@ TNT_API tnt_layer *tnt_global_max_pooling2d(const char *name);
 TNT_API tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name);
 /* (h, w, c) -> (h-top-bottom, w-left-right, c); building fails if no row or column is left. */
 TNT_API tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *name);
-/* (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated; interpolation NULL or "nearest"
- * ("bilinear" fails with TNT_ERR_UNSUPPORTED). */
+/* (h, w, c) -> (h*size_h, w*size_w, c); interpolation NULL or "nearest" (each cell repeated) or
+ * "bilinear" (TensorFlow 2's half-pixel resize, as tf.keras 2.x and Keras 3). */
 TNT_API tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, const char *name);
 /* (steps, in) -> (out_steps, filters): Keras Conv1D, kernel (kernel_size, in, filters); uses
  * opts->strides[0], dilation[0], padding (valid, same or causal), activation, no_bias. */

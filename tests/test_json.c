@@ -337,8 +337,13 @@ static void test_errors(void **state) {
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": \"three\"}}",
                        (const char *const[]){"\"units\": expected an integer", NULL});
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3],"
-                       " \"data_format\": \"channels_first\"}}",
-                       (const char *const[]){"channels_first", NULL});
+                       " \"data_format\": \"channels_middle\"}}",
+                       (const char *const[]){"\"c\"", "data_format \"channels_middle\" (expected \"channels_last\" or "
+                                             "\"channels_first\")", NULL});
+    expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3, \"data_format\": "
+                       "\"channels_first\"}}",
+                       (const char *const[]){"\"d\"", "data_format \"channels_first\" (this class has no data_format)",
+                                             NULL});
     /* shape errors from the model name the layer */
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3]}}",
                        (const char *const[]){"Conv2D", "\"c\"", NULL});
