@@ -462,6 +462,20 @@ _SPECS = {
                 "go_backwards=False, stateful=False",
     "Bidirectional": "layer, merge_mode='concat', backward_layer=None",
     "TimeDistributed": "layer",
+    "Conv3D": "filters, kernel_size, strides=(1, 1, 1), padding='valid', data_format=None, "
+              "dilation_rate=(1, 1, 1), groups=1, activation=None, use_bias=True, " + _KB,
+    "MaxPooling3D": "pool_size=(2, 2, 2), strides=None, padding='valid', data_format=None",
+    "AveragePooling3D": "pool_size=(2, 2, 2), strides=None, padding='valid', data_format=None",
+    "ZeroPadding3D": "padding=(1, 1, 1), data_format=None",
+    "Cropping3D": "cropping=((1, 1), (1, 1), (1, 1)), data_format=None",
+    "UpSampling3D": "size=(2, 2, 2), data_format=None",
+    "SpatialDropout3D": "rate, data_format=None",
+    "Normalization": "axis=-1, mean=None, variance=None, invert=False",
+    "ConvLSTM2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, dilation_rate=(1, 1), "
+                  "activation='tanh', recurrent_activation='hard_sigmoid', use_bias=True, "
+                  "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
+                  "unit_forget_bias=True, " + _RNN_REG + ", return_sequences=False, return_state=False, "
+                  "go_backwards=False, stateful=False, dropout=0.0, recurrent_dropout=0.0",
 }
 
 # Keras's other names of the same classes
@@ -472,7 +486,8 @@ _ALIASES = {
     "AvgPool1D": "AveragePooling1D", "GlobalAvgPool2D": "GlobalAveragePooling2D",
     "GlobalMaxPool2D": "GlobalMaxPooling2D", "GlobalAvgPool1D": "GlobalAveragePooling1D",
     "GlobalMaxPool1D": "GlobalMaxPooling1D", "GlobalAvgPool3D": "GlobalAveragePooling3D",
-    "GlobalMaxPool3D": "GlobalMaxPooling3D",
+    "GlobalMaxPool3D": "GlobalMaxPooling3D", "MaxPool3D": "MaxPooling3D", "AvgPool3D": "AveragePooling3D",
+    "Convolution3D": "Conv3D",
 }
 
 
