@@ -6,11 +6,13 @@ CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
-	libcurl4-openssl-dev python3-h5py libzip-dev
+	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
+	python3-setuptools python3-venv python3-wheel libsimgrid-dev
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
-.PHONY: all deps build demo test test-asan fuzz bench bench-quick bench-deps bench-rnn bench-lenet-bf16 install clean
+.PHONY: all deps build demo demo-python test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
+	bench-lenet-bf16 bench-python bench-conv3d install clean
 
 all: build
 
@@ -25,11 +27,26 @@ build:
 demo: deps build
 	$(BUILD)/bin/tarantella -n 2 -- $(BUILD)/bin/lenet5 --number_epochs=5 --optimizer=adam --learning_rate=0.001
 
+# The same quick start from Python (examples/python/quick_start.py, the tarantella package).
+demo-python: deps build
+	PYTHONPATH=$(BUILD)/python $(BUILD)/bin/tarantella -n 2 -- /usr/bin/python3 examples/python/quick_start.py \
+		--number_epochs=5 --optimizer=adam --learning_rate=0.001
+
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
+# The tests labelled mpi (the MPI test table and its _funneled entries, the lone-rank, launcher,
+# fault, tnt-train and multi-host tests) against Debian's MPICH, beside the Open MPI build: MPICH is
+# called by its own paths (mpicc.mpich, mpiexec.mpich); the system's mpicc/mpirun stay Open MPI's.
+MPICH_PACKAGES = mpich libmpich-dev
+test-mpich: deps
+	@./scripts/install-deps.sh $(MPICH_PACKAGES)
+	@cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=Release -DTNT_MPI=mpich -DTNT_SMPI_TEST=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-mpich -j $(JOBS)
+	cd build-mpich && ctest --output-on-failure -j 2 -L mpi
+
 test-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTNT_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTNT_SANITIZE=ON -DTNT_SMPI_TEST=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2
 
@@ -38,7 +55,7 @@ test-asan: deps
 # tests/fuzz/corpus/<target>/ once fixed: ctest replays that folder in every build).
 fuzz:
 	@./scripts/install-deps.sh clang libclang-rt-14-dev $(DEB_PACKAGES)
-	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTNT_FUZZ=ON >/dev/null
+	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTNT_FUZZ=ON -DTNT_SMPI_TEST=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t && echo "== fuzz_$$t ($(FUZZ_SECONDS) s)" && \
@@ -80,8 +97,21 @@ bench-lenet-bf16: build
 			--learning_rate=0.001 --verbose=0 --dtype_policy=$$policy; \
 	done
 
+# The quick start from Python against the C program on the same flags (samples/s, 1 and 2 ranks).
+bench-python: deps build
+	$(BENCH_ENV) /usr/bin/python3 bench/python_vs_c.py --build $(BUILD)
+
+# Conv3D and ConvLSTM2D models (bench/bench_conv3d.c) against PyTorch at 1 thread, alternating,
+# three rounds; then the same two models with data_format channels_first.
+bench-conv3d: bench-deps build
+	@for round in 1 2 3; do for model in conv3d convlstm; do \
+		$(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model; \
+		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_conv3d.py --model $$model --threads 1; \
+	done; done
+	@for model in conv3d convlstm; do $(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model --channels_first; done
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-mpich

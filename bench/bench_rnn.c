@@ -40,7 +40,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_rnn: unknown cell '%s' (expected lstm or gru)\n", cell);
         return 2;
     }
-    if (tnt_init(&argc, &argv) != TNT_OK) return 1;
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "bench_rnn: %s\n", tnt_last_error());
+        return 1;
+    }
     int rc = 1;
     float *x = malloc((size_t)(batch * seq) * sizeof(float)), *y = malloc((size_t)batch * sizeof(float));
     tnt_dataset *ds = NULL;

@@ -105,7 +105,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: unknown model '%s' (expected resnet50, lenet5, mlp or transformer)\n", model);
         return 2;
     }
-    tnt_init(&argc, &argv);
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "bench_train: %s\n", tnt_last_error());
+        return 1;
+    }
     bool lenet = !strcmp(model, "lenet5");
     bool transformer = !strcmp(model, "transformer"); /* SGD(0.01, momentum 0.9), logits, random ids */
     tnt_model *m = NULL;

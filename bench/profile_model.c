@@ -98,7 +98,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "profile_model: bad arguments\n");
         return 2;
     }
-    tnt_init(&argc, &argv);
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "profile_model: %s\n", tnt_last_error());
+        return 1;
+    }
     if (tnt_mixed_precision_set_global_policy(policy)) {
         fprintf(stderr, "profile_model: %s\n", tnt_last_error());
         return 2;

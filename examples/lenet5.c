@@ -1,23 +1,25 @@
 /* lenet5.c: the Tarantella quick start: LeNet-5 on Fashion-MNIST.
  *   lenet5 [--batch_size=64] [--learning_rate=0.01] [--number_epochs=1] [--train_size=N]
  *          [--val_size=N] [--test_size=N] [--shuffle_seed=42] [--data_dir=DIR]
- *          [--optimizer=sgd|adam] [--momentum=M] [--verbose=1] [--threads=T]
+ *          [--optimizer=sgd|adam] [--momentum=M] [--verbose=1] [--threads=T] [--history_file=F]
  *          [--dtype_policy=float32|mixed_bfloat16]
- * The data are the IDX files of Debian's dataset-fashion-mnist. --dtype_policy: Keras's global
- * mixed precision policy for the model's layers (mixed_bfloat16: bf16 products, float32
- * weights). */
+ * The data are the IDX files of Debian's dataset-fashion-mnist. --history_file writes every epoch's
+ * figures and the test figures at full precision (master only), as examples/python/quick_start.py
+ * does, so that the two can be compared. --dtype_policy: Keras's global mixed precision policy
+ * for the model's layers (mixed_bfloat16: bf16 products, float32 weights). */
 #include <tarantella.h>
 
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct args {
     long batch_size, number_epochs, train_size, val_size, test_size, verbose;
     unsigned long shuffle_seed;
     double learning_rate, momentum;
-    const char *data_dir, *optimizer, *dtype_policy;
+    const char *data_dir, *optimizer, *history_file, *dtype_policy;
 } args;
 
 static int usage(const char *prog, const char *bad) {
@@ -26,7 +28,8 @@ static int usage(const char *prog, const char *bad) {
             "usage: %s [--batch_size=64] [--learning_rate=0.01] [--number_epochs=1]\n"
             "          [--train_size=60000] [--val_size=0] [--test_size=10000] [--shuffle_seed=42]\n"
             "          [--data_dir=/usr/share/datasets/fashion-mnist] [--optimizer=sgd|adam]\n"
-            "          [--momentum=0] [--verbose=1] [--dtype_policy=float32|mixed_bfloat16]\n", prog);
+            "          [--momentum=0] [--verbose=1] [--history_file=FILE]\n"
+            "          [--dtype_policy=float32|mixed_bfloat16]\n", prog);
     return 2;
 }
 
@@ -77,6 +80,7 @@ static int parse_args(int argc, char **argv, args *a) {
         else if ((v = opt_value(argc, argv, &i, "--data_dir"))) a->data_dir = v;
         else if ((v = opt_value(argc, argv, &i, "--optimizer"))) a->optimizer = v;
         else if ((v = opt_value(argc, argv, &i, "--dtype_policy"))) a->dtype_policy = v;
+        else if ((v = opt_value(argc, argv, &i, "--history_file"))) a->history_file = v;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(argv[0], NULL) - 1;
         else ok = false;
         if (!ok) return usage(argv[0], argv[i]);
@@ -114,6 +118,18 @@ static int scale_pixels(const float *x, const float *y, float *xo, float *yo, vo
     return 0;
 }
 
+/* "<name> <epoch> <value>" lines: the fit's epochs, then the test figures with epoch -1. */
+static int write_history(const char *path, const tnt_history *h, const tnt_logs *test) {
+    FILE *f = fopen(path, "w");
+    if (!f) return tnt_set_error(TNT_ERR_IO, "--history_file %s: cannot open", path);
+    for (int e = 0; e < tnt_history_epochs(h); e++) {
+        const tnt_logs *l = tnt_history_logs(h, e);
+        for (int k = 0; k < l->n; k++) fprintf(f, "%s %d %.17g\n", l->names[k], e, l->values[k]);
+    }
+    for (int k = 0; test && k < test->n; k++) fprintf(f, "%s -1 %.17g\n", test->names[k], test->values[k]);
+    return fclose(f) ? tnt_set_error(TNT_ERR_IO, "--history_file %s: cannot write", path) : TNT_OK;
+}
+
 static tnt_dataset *load(const char *dir, const char *split, long skip, long take) {
     char images[1024], labels[1024];
     snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, split);
@@ -128,7 +144,10 @@ int main(int argc, char **argv) {
     args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
-    tnt_init(&argc, &argv);
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "lenet5: %s\n", tnt_last_error());
+        return 1;
+    }
 
     tnt_model *model = NULL;
     tnt_dataset *train = NULL, *val = NULL, *test = NULL;
@@ -154,11 +173,18 @@ int main(int argc, char **argv) {
     test = tnt_dataset_batch(load(a.data_dir, "t10k", 0, a.test_size), a.batch_size, false);
     if (!train || (a.val_size > 0 && !val) || !test) goto fail;
 
+    struct timespec t0, t1, c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     if (tnt_fit(model, train, &(tnt_fit_opts){.epochs = (int)a.number_epochs, .verbose = (int)a.verbose,
                                               .validation_data = val}, &history))
         goto fail;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    tnt_logs logs = {0};
     if (a.test_size > 0) {
-        tnt_logs logs;
         if (tnt_evaluate(model, test, &(tnt_eval_opts){.verbose = (int)a.verbose}, &logs)) goto fail;
         double loss = 0, acc = 0;
         tnt_logs_get(&logs, "loss", &loss);
@@ -167,6 +193,12 @@ int main(int argc, char **argv) {
             printf("test loss %.4f, test accuracy %.2f%% (%ld images, %d threads per rank, %s)\n", loss,
                    100.0 * acc, a.test_size, omp_get_max_threads(), a.dtype_policy);
     }
+    if (tnt_is_master_rank()) /* fit's wall and CPU time (the master's, all its threads), validation
+                                 included: as quick_start.py reports them */
+        printf("training: %.1f samples/s, %.1f samples per CPU second\n",
+               (double)(a.number_epochs * a.train_size) / seconds, (double)(a.number_epochs * a.train_size) / cpu);
+    if (a.history_file && tnt_is_master_rank() && write_history(a.history_file, history, a.test_size > 0 ? &logs : NULL))
+        goto fail;
     rc = 0;
 fail:
     if (rc) fprintf(stderr, "lenet5: %s\n", tnt_last_error());

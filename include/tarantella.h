@@ -52,6 +52,9 @@ typedef enum tnt_status {
 
 /* Message of the last failed call on this thread ("" when none). */
 TNT_API const char *tnt_last_error(void);
+/* Status of that error where it arose (TNT_OK when none): the kind of failure of a call that
+ * returns NULL, e.g. TNT_ERR_IO for tnt_load_model on a missing file. */
+TNT_API tnt_status tnt_last_status(void);
 /* Name of a status code, e.g. "TNT_ERR_SHAPE". */
 TNT_API const char *tnt_status_name(tnt_status status);
 /* Sets this thread's last error (for custom layers and callbacks); returns status. */
@@ -157,11 +160,16 @@ typedef struct tnt_layer_opts {
     float activation_alpha; /* leaky relu slope; 0 = default */
     bool no_bias;           /* use_bias=False */
     tnt_initializer kernel_initializer, bias_initializer;
-    int strides[2];  /* conv/pool; 0 = Keras default (1 for conv, the pool size for pooling) */
+    int strides[3];  /* conv/pool, per spatial axis (1-D: [0], 2-D: [0..1], 3-D: [0..2]); 0 = Keras
+                        default (1 for conv, the pool size for pooling) */
     tnt_padding padding;
-    int dilation[2]; /* conv; 0 = 1 */
+    int dilation[3]; /* conv, per spatial axis as strides; 0 = 1 */
 } tnt_layer_opts;
 
+/* A dimension of TNT_DIM_NONE (Keras's None) takes any size: the model is re-instantiated for
+ * the shapes the data brings (fully convolutional and sequence models); no weight may depend on
+ * it. The shape queries then report -1 there. */
+#define TNT_DIM_NONE (-1)
 TNT_API tnt_layer *tnt_input_layer(tnt_shape shape, const char *name);
 TNT_API tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_conv2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts);
@@ -182,8 +190,8 @@ TNT_API tnt_layer *tnt_global_max_pooling2d(const char *name);
 TNT_API tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name);
 /* (h, w, c) -> (h-top-bottom, w-left-right, c); building fails if no row or column is left. */
 TNT_API tnt_layer *tnt_cropping2d(int top, int bottom, int left, int right, const char *name);
-/* (h, w, c) -> (h*size_h, w*size_w, c), each cell repeated; interpolation NULL or "nearest"
- * ("bilinear" fails with TNT_ERR_UNSUPPORTED). */
+/* (h, w, c) -> (h*size_h, w*size_w, c); interpolation NULL or "nearest" (each cell repeated) or
+ * "bilinear" (TensorFlow 2's half-pixel resize, as tf.keras 2.x and Keras 3). */
 TNT_API tnt_layer *tnt_upsampling2d(int size_h, int size_w, const char *interpolation, const char *name);
 /* (steps, in) -> (out_steps, filters): Keras Conv1D, kernel (kernel_size, in, filters); uses
  * opts->strides[0], dilation[0], padding (valid, same or causal), activation, no_bias. */
@@ -437,123 +445,7 @@ typedef struct tnt_callback {
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);
 
-/* ---------------------------------------------------------------------------------------------
- * Keras's built-in callbacks (keras.callbacks, Keras 2.11 behaviour). Each constructor returns a
- * callback whose user holds its state; pass it in tnt_fit_opts.callbacks and free it with
- * tnt_callback_free after the last fit. A callback may serve several fits: on_train_begin resets
- * its state, as Keras's. Options may be NULL; zero fields mean the Keras default.
- * Bad arguments: the returned callback has user == NULL (tnt_last_error() says why) and makes
- * fit fail with the same status. LambdaCallback is tnt_callback itself: fill in the pointers.
- * Distributed models: the logs that fit passes are exact global figures, identical on every
- * rank, so EarlyStopping, ReduceLROnPlateau and TerminateOnNaN decide the same on every rank (and
- * fit agrees on stopping). CSVLogger runs on the master only (master_only). ModelCheckpoint runs
- * on every rank, because tnt_save_weights must be called by all ranks (the master writes, then
- * all meet at a barrier).
- * ------------------------------------------------------------------------------------------- */
-/* Calls cb->destroy(cb->user) and clears *cb; NULL or an already freed callback is a no-op. */
-TNT_API void tnt_callback_free(tnt_callback *cb);
-
-/* auto: the direction follows the monitored name, as each Keras callback decides it
- * (EarlyStopping: a name ending in "acc", "accuracy" or "auc" is maximized; ReduceLROnPlateau and
- * ModelCheckpoint: a name containing "acc"). */
-typedef enum tnt_monitor_mode { TNT_MODE_AUTO = 0, TNT_MODE_MIN, TNT_MODE_MAX } tnt_monitor_mode;
-
-typedef struct tnt_early_stopping_opts {
-    const char *monitor; /* NULL = "val_loss" */
-    double min_delta;    /* an improvement must beat the best by more than |min_delta| */
-    int patience;        /* epochs without improvement before stopping (default 0) */
-    int verbose;         /* 1: "Epoch 00005: early stopping" (master only) */
-    tnt_monitor_mode mode;
-    bool has_baseline;   /* baseline: training stops unless the monitored value beats it */
-    double baseline;
-    bool restore_best_weights; /* on stopping, the weights of the best epoch are set back */
-    int start_from_epoch;      /* epochs (0-based) before this one are not monitored */
-} tnt_early_stopping_opts;
-TNT_API tnt_callback tnt_early_stopping(const tnt_early_stopping_opts *opts);
-/* Keras's stopped_epoch: the 0-based epoch at which an EarlyStopping callback stopped the last
- * fit (0 when it did not stop); -1 for another kind of callback. */
-TNT_API int tnt_early_stopping_stopped_epoch(const tnt_callback *cb);
-/* The best monitored value seen in the last fit (+-inf before any), NAN for another callback. */
-TNT_API double tnt_early_stopping_best(const tnt_callback *cb);
-
-typedef struct tnt_reduce_lr_opts {
-    const char *monitor; /* NULL = "val_loss" */
-    double factor;       /* new_lr = lr * factor; 0 = 0.1; must be < 1 */
-    int patience;        /* 0 = 10; a negative value asks for 0 */
-    int verbose;
-    tnt_monitor_mode mode;
-    double min_delta;    /* 0 = 1e-4; a negative value asks for 0 */
-    int cooldown;        /* epochs to wait after a reduction before counting again */
-    double min_lr;       /* lower bound of the rate */
-} tnt_reduce_lr_opts;
-/* ReduceLROnPlateau: multiplies the optimizer's learning rate by factor once the monitored value
- * has not improved for patience epochs. */
-TNT_API tnt_callback tnt_reduce_lr_on_plateau(const tnt_reduce_lr_opts *opts);
-
-/* LearningRateScheduler: at the beginning of each epoch (0-based) the rate becomes
- * schedule(epoch, current lr, user). A rate that is not finite and >= 0 fails fit, as does an
- * optimizer driven by a tnt_lr_schedule. verbose 1 prints the new rate (master only). */
-typedef float (*tnt_lr_scheduler_fn)(int epoch, float lr, void *user);
-TNT_API tnt_callback tnt_learning_rate_scheduler(tnt_lr_scheduler_fn schedule, void *user, int verbose);
-
-/* TerminateOnNaN: stops training when the loss of a batch is NaN or infinite ("Batch 3: Invalid
- * loss, terminating training"); fit ends after that batch, as in Keras: the epoch's logs,
- * validation, epoch-end callbacks and History entry come from the batches run. */
-TNT_API tnt_callback tnt_terminate_on_nan(void);
-
-/* CSVLogger: one row per epoch, "epoch" then the logs' keys sorted alphabetically (the keys of the
- * first epoch), values as Python's str(float), lines ended by "\r\n" as Python's csv module
- * writes them; the file is flushed after each row. separator 0 = ','. append: rows go after an
- * existing file's contents, and the header is written only when the file is empty or absent.
- * Master only. */
-TNT_API tnt_callback tnt_csv_logger(const char *filename, char separator, bool append);
-
-typedef struct tnt_checkpoint_opts {
-    const char *monitor;    /* NULL = "val_loss" */
-    int verbose;
-    bool save_best_only;    /* save only when the monitored value improves */
-    bool save_weights_only; /* true: tnt_save_weights; false: the whole model (tnt_save_model:
-                               architecture, weights, optimizer state; resumable) */
-    tnt_monitor_mode mode;
-    int64_t save_freq;      /* 0: at the end of every epoch ("epoch"); N > 0: every N batches */
-    bool has_initial_value_threshold; /* save_best_only: the value to beat at first */
-    double initial_value_threshold;
-    bool save_all_devices;  /* passed to tnt_save_weights (tnt_save_opts) */
-} tnt_checkpoint_opts;
-/* ModelCheckpoint: saves the weights (tnt_save_weights, HDF5) or the whole model
- * (tnt_save_model, unless save_weights_only) to filepath, a Python format
- * template (see tnt_format_filepath). Runs on every rank; the master writes the file. */
-TNT_API tnt_callback tnt_model_checkpoint(const char *filepath, const tnt_checkpoint_opts *opts);
-/* ModelCheckpoint's file names, as Python's filepath.format(epoch=epoch, batch=batch, **logs):
- * fields {name} or {name:spec} with spec [0][width][.precision][d|f|e|g|%], and {{ }} for braces;
- * e.g. "ckpt-{epoch:02d}-{val_loss:.2f}.h5" -> "ckpt-03-0.52.h5". epoch (1-based, as in Keras's
- * names) and batch (1-based; < 0: absent) are integers, log values floats ({loss} alone gives
- * Python's str). An unknown name fails with TNT_ERR_ARG naming it; a name longer than size fails
- * with TNT_ERR_ARG. */
-TNT_API tnt_status tnt_format_filepath(const char *tmpl, int epoch, int64_t batch, const tnt_logs *logs,
-                                       char *buf, size_t size);
-
-/* Keras RemoteMonitor: at each epoch end, an HTTP POST of {"epoch": e, "loss": ..., ...} to
- * root + path (defaults "http://localhost:9000" and "/publish/epoch/end/"), as a form field
- * (field, default "data") or as a JSON body (send_as_json). Master only. A server that cannot
- * be reached gets a warning and training goes on, as in Keras. */
-typedef struct tnt_remote_monitor_opts {
-    const char *root, *path, *field;
-    bool send_as_json;
-    const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
-} tnt_remote_monitor_opts;
-TNT_API tnt_callback tnt_remote_monitor(const tnt_remote_monitor_opts *opts);
-
-/* Keras TensorBoard: event files under log_dir/train and log_dir/validation with the epoch
- * scalars ("epoch_loss", "epoch_accuracy", ...; validation figures without their "val_" prefix,
- * as Keras writes them) and "epoch_learning_rate"; with update_freq N > 0 also "batch_<name>"
- * every N batches (exact global figures, at the cost of a metrics allreduce per step). Written on
- * the master only, unless TNT_TENSORBOARD_ON_ALL_DEVICES=true: then every rank writes under
- * log_dir/rank_<r> (Tarantella's behaviour). No graph is written. */
-typedef struct tnt_tensorboard_opts {
-    int64_t update_freq; /* 0: "epoch"; N > 0: batch scalars every N batches */
-} tnt_tensorboard_opts;
-TNT_API tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *opts);
+#include "tarantella_callbacks.h" /* EarlyStopping, ModelCheckpoint, ...: Keras's built-in callbacks */
 
 /* ---------------------------------------------------------------------------------------------
  * Models
@@ -613,9 +505,15 @@ TNT_API tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor 
 TNT_API tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t);
 TNT_API int tnt_model_num_inputs(const tnt_model *m);
 TNT_API int tnt_model_num_outputs(const tnt_model *m);
-/* Shape of input or output i (without batch). */
+/* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* The name of input (output) i: its key when the Keras model's inputs (outputs) are a dict,
+ * else its InputLayer's (its producing layer's) name; NULL when out of range. */
+TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);
+/* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
+ * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
+TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the
@@ -631,6 +529,13 @@ typedef enum tnt_comm_mode {
     TNT_COMM_MODE_NONBLOCKING, /* MPI_Iallreduce, progressed by the compute thread */
 } tnt_comm_mode;
 
+/* How gradients travel in the allreduce. */
+typedef enum tnt_compression {
+    TNT_COMPRESSION_DEFAULT = 0, /* TNT_COMPRESSION as read by tnt_init (default none) */
+    TNT_COMPRESSION_NONE,        /* float32 */
+    TNT_COMPRESSION_BF16,        /* bfloat16 on the wire, each sum in float32 (as Horovod's fp16) */
+} tnt_compression;
+
 typedef struct tnt_distribute_opts {
     /* Gradient buckets are cut at layer boundaries once they hold fusion_threshold_kb KB (0: one
      * bucket per layer); at most 2147483647. Only read when has_fusion_threshold is set;
@@ -640,6 +545,7 @@ typedef struct tnt_distribute_opts {
     /* A model with SyncBatchNormalization always runs nonblocking: its layers' own collectives
      * cannot share MPI with a comm thread. */
     tnt_comm_mode comm_mode;
+    tnt_compression compression;
 } tnt_distribute_opts;
 /* tnt_distribute with options (NULL: as tnt_distribute). Calling it again replaces the options;
  * they take effect at the next fit. */
@@ -662,12 +568,18 @@ typedef struct tnt_compile_opts {
      * batch). Only read when has_ignore_class is set. */
     bool has_ignore_class;
     int ignore_class;
+    /* Keras's loss_weights, one per output in output order (n_loss_weights == the number of
+     * outputs), each finite and >= 0: fit minimizes and logs as "loss" sum_k w_k * loss_k, while
+     * "<output>_loss" stays unweighted. NULL: all 1. */
+    const float *loss_weights;
+    int n_loss_weights;
 } tnt_compile_opts;
 /* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
  * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
 /* What a compiled model was compiled with (TNT_ERR_STATE if it was not): optimizer (the model's
- * own), loss and its options, metrics (comma-separated, written to metrics[size]), seed. */
+ * own), loss and its options (loss_weights borrowed from the model; NULL when not given), metrics
+ * (comma-separated, written to metrics[size]), seed. */
 TNT_API tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, char *metrics, size_t size);
 
 typedef struct tnt_fit_opts {
@@ -743,6 +655,7 @@ TNT_API tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n);
  * ------------------------------------------------------------------------------------------- */
 typedef struct tnt_save_opts {
     bool save_all_devices; /* every rank saves (to the same path: use distinct paths per rank) */
+    bool check_only; /* write nothing: check that path takes a file and every name can be saved */
 } tnt_save_opts;
 /* Keras 2's HDF5 weights layout (model.save_weights("w.h5")): root attribute layer_names, a group
  * per layer with weight_names, datasets at the paths weight_names gives, Keras kernel layouts. */
@@ -771,6 +684,11 @@ TNT_API tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save
  * malformed attributes, bad JSON, shape mismatches, truncated files), with tnt_last_error().
  * Every rank loads the file itself (no broadcast). */
 TNT_API tnt_model *tnt_load_model(const char *path, bool compile);
+
+/* Describes a Keras file (.keras, .h5, .weights.h5, .json) on out: format, Keras version,
+ * training configuration, weights (names and shapes), every layer or setting that cannot be
+ * loaded (all at once, with the layers' names) and the summary. TNT_OK when it loads. */
+TNT_API tnt_status tnt_inspect(const char *path, FILE *out);
 
 /* Keras 2 JSON architecture (model.to_json()): Sequential (dict with "layers", or the old bare
  * list) and Functional ("Model"/"Functional" with inbound_nodes, input_layers, output_layers).

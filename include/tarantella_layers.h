@@ -4,6 +4,16 @@
 #ifndef TARANTELLA_LAYERS_H
 #define TARANTELLA_LAYERS_H
 
+/* Keras data_format. Channels last (the default) is (spatial..., channels); channels first is
+ * (channels, spatial...), PyTorch's NCHW. Set it on a new layer, before it joins a model, for the
+ * classes that have the option in Keras: Conv1D/2D/3D, Conv1D/2DTranspose, DepthwiseConv2D,
+ * SeparableConv2D, the pooling and global pooling layers, ZeroPadding2D/3D, Cropping2D/3D,
+ * UpSampling2D/3D, SpatialDropout2D/3D and Flatten (which then flattens in channels-last order, as
+ * Keras does); other classes refuse it. Kernels keep Keras's layout in both formats. */
+typedef enum tnt_data_format { TNT_CHANNELS_LAST = 0, TNT_CHANNELS_FIRST = 1 } tnt_data_format;
+TNT_API tnt_status tnt_layer_set_data_format(tnt_layer *l, tnt_data_format format);
+TNT_API tnt_data_format tnt_layer_data_format(const tnt_layer *l);
+
 /* Keras DepthwiseConv2D: (h, w, c) -> (oh, ow, c * depth_multiplier); depthwise_kernel
  * (kh, kw, c, depth_multiplier), bias (c * depth_multiplier). opts: strides, padding (valid or
  * same), dilation, activation, no_bias, kernel_initializer (the depthwise initializer). */
@@ -87,15 +97,17 @@ TNT_API tnt_layer *tnt_global_max_pooling1d(const char *name);
 TNT_API tnt_layer *tnt_global_average_pooling3d(const char *name);
 TNT_API tnt_layer *tnt_global_max_pooling3d(const char *name);
 
-/* Keras BatchNormalization (SyncBatchNormalization when sync) over the last axis with all its
- * options; momentum and epsilon 0 mean Keras's 0.99 and 1e-3. no_center: no beta (Keras
- * center=False); no_scale: no gamma (scale=False); the weights are then, in Keras order, those
- * that remain. */
+/* Keras BatchNormalization (SyncBatchNormalization when sync) with all its options; momentum and
+ * epsilon 0 mean Keras's 0.99 and 1e-3. no_center: no beta (Keras center=False); no_scale: no
+ * gamma (scale=False); the weights are then, in Keras order, those that remain. axis: the channel
+ * axis as Keras counts it (0 is the batch, 1 the first axis of the input shape; negative from the
+ * end, 0 here means -1, the last): 1 for channels-first images. */
 typedef struct tnt_batch_norm_opts {
     const char *name;
     float momentum, epsilon;
     bool no_center, no_scale;
     bool sync;
+    int axis;
 } tnt_batch_norm_opts;
 TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts);
 
@@ -106,6 +118,7 @@ TNT_API tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *opts)
  * x * N(1, rate/(1-rate)); AlphaDropout: Keras's SELU-preserving dropout. */
 TNT_API tnt_layer *tnt_spatial_dropout1d(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_spatial_dropout2d(float rate, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_spatial_dropout3d(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_gaussian_noise(float stddev, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_gaussian_dropout(float rate, uint64_t seed, const char *name);
 TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name);
@@ -115,6 +128,20 @@ TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *n
 
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
+/* Keras Normalization (preprocessing) with given statistics: y = (x - mean) / max(sqrt(variance),
+ * 1e-7), or with invert x * that + mean. One mean and variance per index of the kept axes (Keras's
+ * axis, counting the batch axis: n_axes 0 = the default -1; -1 = None, one value for all). mean
+ * and variance (n_values each: 1, broadcast, or one per index) are copied; NULL: the layer has
+ * the non-trainable weights mean, variance and count that tf.keras writes after adapt(), to load. */
+typedef struct tnt_normalization_opts {
+    const char *name;
+    int n_axes;
+    int axes[TNT_MAX_DIMS];
+    const float *mean, *variance;
+    int64_t n_values;
+    bool invert;
+} tnt_normalization_opts;
+TNT_API tnt_layer *tnt_normalization(const tnt_normalization_opts *opts);
 
 /* Recurrent layers (Keras LSTM, GRU, SimpleRNN) over (timesteps, features) -> (units), or
  * (timesteps, units) with return_sequences. Weights in Keras layout: kernel (features, g*units),
@@ -151,6 +178,21 @@ TNT_API tnt_layer *tnt_simple_rnn(int units, const tnt_rnn_opts *opts);
 TNT_API tnt_layer *tnt_cudnn_lstm(int units, const tnt_rnn_opts *opts);
 TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
 
+/* Keras ConvLSTM2D over (timesteps, h, w, channels) (channels first: (timesteps, channels, h, w))
+ * -> (timesteps, oh, ow, filters) with return_sequences, else (oh, ow, filters): an LSTM whose
+ * input transform is a convolution (strides, padding valid or same, dilation) and whose recurrent
+ * transform is a "same" convolution. rnn: activation, recurrent_activation (NULL: tanh, sigmoid),
+ * return_sequences, go_backwards, no_bias, no_unit_forget_bias, initializers and name; dropout,
+ * recurrent_dropout, return_state and stateful are not supported. Weights: kernel (kh, kw,
+ * channels, 4 filters), recurrent_kernel (kh, kw, filters, 4 filters), bias (4 filters), gates
+ * i f c o. */
+typedef struct tnt_conv_lstm_opts {
+    tnt_rnn_opts rnn;
+    int strides[2], dilation[2]; /* 0 = 1 */
+    tnt_padding padding;
+} tnt_conv_lstm_opts;
+TNT_API tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_conv_lstm_opts *opts);
+
 /* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
 typedef enum tnt_merge_mode {
     TNT_MERGE_CONCAT = 0,
@@ -181,6 +223,20 @@ TNT_API tnt_layer *tnt_zero_padding1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_cropping1d(int left, int right, const char *name);
 TNT_API tnt_layer *tnt_upsampling1d(int size, const char *name);
 TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts);
+
+/* The Keras 3-D layers over (depth, height, width, channels): ZeroPadding3D and Cropping3D
+ * ({{front, back}, {top, bottom}, {left, right}} cells added or removed), UpSampling3D (each cell
+ * repeated size[0] x size[1] x size[2] times), MaxPooling3D and AveragePooling3D (opts: strides[3]
+ * (0: pool_size) and padding valid or same, as the 2-D ones). */
+/* Keras Conv3D: (d, h, w, in) -> (od, oh, ow, filters), kernel (kd, kh, kw, in, filters), bias
+ * (filters); opts: strides[3], dilation[3], padding (valid or same), activation, no_bias,
+ * initializers, as Conv2D's. */
+TNT_API tnt_layer *tnt_conv3d(int filters, const int kernel_size[3], const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name);
+TNT_API tnt_layer *tnt_cropping3d(const int cropping[3][2], const char *name);
+TNT_API tnt_layer *tnt_upsampling3d(const int size[3], const char *name);
+TNT_API tnt_layer *tnt_max_pooling3d(const int pool_size[3], const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_average_pooling3d(const int pool_size[3], const tnt_layer_opts *opts);
 
 /* Keras regularizers: the loss fit and evaluate report (and train) gains l1 * sum|w| + l2 *
  * sum(w^2) for each regularized weight w, and for an activity regularizer the same penalty on the

@@ -2,9 +2,9 @@
 """check_layering.py: the include rules of ARCHITECTURE.md, read from the code itself.
 
 The folders of src/ form floors; a file may include headers of its own folder and of folders on
-lower floors only, which also rules out circles between folders. Programs (tools/, examples/) and
-the model zoo (zoo/) use the public API only: include/tarantella.h, zoo headers and their own
-helper files (tools/launcher/).
+lower floors only, which also rules out circles between folders. Programs (tools/, examples/), the
+model zoo (zoo/) and the Python extension (python/src/) use the public API only:
+include/tarantella.h, zoo headers and their own helper files (tools/launcher/, python/src/pytnt.h).
 
 Usage: check_layering.py [REPO]   (exit 0: clean; 1: the offending includes are listed)
 """
@@ -25,7 +25,7 @@ FLOORS = [
     ["callbacks"],
 ]
 FLOOR_OF = {folder: i for i, floor in enumerate(FLOORS) for folder in floor}
-PUBLIC_ONLY = ["tools", "examples", "zoo"]
+PUBLIC_ONLY = ["tools", "examples", "zoo", "python"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

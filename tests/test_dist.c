@@ -160,6 +160,58 @@ static void test_distribute_options(void **state) {
     free(first);
 }
 
+/* bfloat16 compression, both engines: every rank ends with bitwise the same weights, runs repeat
+ * bitwise, and training stays within bfloat16 rounding of serial (each gradient loses its last 16
+ * mantissa bits on the wire: relative 2^-9). One rank has nothing to compress. */
+static void test_bf16_compression(void **state) {
+    (void)state;
+    tnt_comm_mode modes[] = {TNT_COMM_MODE_THREAD, TNT_COMM_MODE_NONBLOCKING};
+    run_cfg c = {"adam", {.learning_rate = 0.01f}, false, 2};
+    tnt_history *hs;
+    int64_t n;
+    float *ws = train(&c, NULL, &hs, &n, NULL);
+    for (size_t i = 0; i < TNT_ARRAY_LEN(modes); i++) {
+        tnt_distribute_opts o = {.comm_mode = modes[i], .compression = TNT_COMPRESSION_BF16,
+                                 .has_fusion_threshold = true, .fusion_threshold_kb = 0};
+        tnt_history *h, *h2;
+        float *w = train(&c, &o, &h, &n, NULL), *w2 = train(&c, &o, &h2, &n, NULL);
+        assert_same_on_all_ranks(w, n);
+        assert_memory_equal(w, w2, (size_t)n * sizeof(float));
+        if (tnt_get_size() == 1) assert_memory_equal(w, ws, (size_t)n * sizeof(float));
+        tu_assert_close(w, ws, n, 3e-2, 3e-3, "bf16-compressed weights against serial");
+        for (int e = 0; e < c.epochs; e++) {
+            double s = tnt_history_get(hs, "loss", e), d = tnt_history_get(h, "loss", e);
+            if (!(fabs(s - d) <= 1e-2 * fabs(s))) fail_msg("epoch %d loss: bf16-compressed %.9g, serial %.9g", e, d, s);
+        }
+        /* the wire really is bfloat16: with more than one rank some weight differs from serial */
+        if (tnt_get_size() > 1 && !memcmp(w, ws, (size_t)n * sizeof(float))) fail_msg("bf16 compression changed nothing");
+        tnt_history_free(h), tnt_history_free(h2);
+        free(w), free(w2);
+    }
+    tnt_history_free(hs);
+    free(ws);
+}
+
+/* The engine follows the thread level MPI grants: the comm thread needs MPI_THREAD_SERIALIZED;
+ * below (ctest's *_funneled entries ask MPI_Init_thread for MPI_THREAD_FUNNELED) the nonblocking
+ * engine runs even when the comm thread is asked for, and training still equals serial (every
+ * other test of this program). */
+static void test_engine_follows_thread_level(void **state) {
+    (void)state;
+    int asked = tnt__config_get()->mpi_thread_level, got = tnt__world_thread_level();
+    if (tnt_get_size() > 1) assert_int_equal(got, asked); /* Open MPI and MPICH grant what is asked */
+    tnt_model *m = model(false);
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.comm_mode = TNT_COMM_MODE_THREAD}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data(BATCH, false);
+    tu_ok(tnt_fit(m, ds, NULL, NULL));
+    if (tnt_get_size() > 1)
+        assert_int_equal(tnt__reducer_mode(m->reducer),
+                         got >= TNT__THREAD_SERIALIZED ? TNT_COMM_MODE_THREAD : TNT_COMM_MODE_NONBLOCKING);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
 /* Options given again replace the earlier ones at the next fit; bad ones are errors. */
 static void test_distribute_options_replaced_and_checked(void **state) {
     (void)state;
@@ -177,6 +229,8 @@ static void test_distribute_options_replaced_and_checked(void **state) {
     tu_error_contains("fusion_threshold_kb -1");
     assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.comm_mode = (tnt_comm_mode)7}), TNT_ERR_ARG);
     tu_error_contains("comm_mode 7");
+    assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.compression = (tnt_compression)9}), TNT_ERR_ARG);
+    tu_error_contains("compression 9");
     assert_int_equal(tnt_distribute_with(NULL, NULL), TNT_ERR_ARG);
     tnt_dataset_free(ds);
     tnt_model_free(m);
@@ -473,6 +527,15 @@ static void test_bad_input_fails_everywhere(void **state) {
     tu_error_contains("model");
     tnt_dataset_free(ds);
     tnt_model_free(other);
+    /* a rank with another compression: its allreduce would read the others' bytes wrongly */
+    tnt_model *mixed = model(false);
+    tu_ok(tnt_distribute_with(mixed, &(tnt_distribute_opts){.compression = r == 1 ? TNT_COMPRESSION_BF16 : TNT_COMPRESSION_NONE}));
+    tu_ok(tnt_compile(mixed, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    ds = data(BATCH, false);
+    assert_int_equal(tnt_fit(mixed, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("compression");
+    tnt_dataset_free(ds);
+    tnt_model_free(mixed);
     /* a global batch smaller than the number of ranks */
     ds = data(p - 1, false);
     assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_ARG);
@@ -505,6 +568,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_optimizers_equal_serial),
         cmocka_unit_test(test_distribute_options),
         cmocka_unit_test(test_distribute_options_replaced_and_checked),
+        cmocka_unit_test(test_bf16_compression),
+        cmocka_unit_test(test_engine_follows_thread_level),
         cmocka_unit_test(test_evaluate_predict_equal_serial),
         cmocka_unit_test(test_hand_sharded_equals_serial),
         cmocka_unit_test(test_functional_sequence_model_equals_serial),

@@ -337,8 +337,13 @@ static void test_errors(void **state) {
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": \"three\"}}",
                        (const char *const[]){"\"units\": expected an integer", NULL});
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3],"
-                       " \"data_format\": \"channels_first\"}}",
-                       (const char *const[]){"channels_first", NULL});
+                       " \"data_format\": \"channels_middle\"}}",
+                       (const char *const[]){"\"c\"", "data_format \"channels_middle\" (expected \"channels_last\" or "
+                                             "\"channels_first\")", NULL});
+    expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 3, \"data_format\": "
+                       "\"channels_first\"}}",
+                       (const char *const[]){"\"d\"", "data_format \"channels_first\" (this class has no data_format)",
+                                             NULL});
     /* shape errors from the model name the layer */
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3]}}",
                        (const char *const[]){"Conv2D", "\"c\"", NULL});
@@ -369,10 +374,11 @@ static void test_errors(void **state) {
                  "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}, \"name\": \"d\", \"inbound_nodes\": "
                  "[[[\"d\", 0, 0, {}]]]}], \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"d\", 0, 0]]}}",
                  (const char *const[]){"never produced", NULL});
-    expect_error("{\"class_name\": \"Functional\", \"config\": {\"name\": \"f\", \"layers\": [{\"class_name\": \"InputLayer\", "
-                 "\"config\": {\"batch_input_shape\": [null, null, 4], \"name\": \"x\"}, \"name\": \"x\", \"inbound_nodes\": []}],"
-                 " \"input_layers\": [[\"x\", 0, 0]], \"output_layers\": [[\"x\", 0, 0]]}}",
-                 (const char *const[]){"variable sizes are not supported", NULL});
+    /* a None dimension is accepted, but no weight may depend on it (Flatten, then Dense) */
+    expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", "
+                 "\"config\": {\"batch_input_shape\": [null, null, 4], \"name\": \"x\"}}, {\"class_name\": \"Flatten\", "
+                 "\"config\": {\"name\": \"f\"}}, {\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}}",
+                 (const char *const[]){"layer \"d\" (Dense)", "kernel", "cannot depend on a variable (None) input dimension", NULL});
 
     /* a custom layer: to_json writes its class; from_json refuses it by name */
     tnt_custom_layer_def def = {.class_name = "Scale", .build = id_build, .forward = id_forward};

@@ -1,7 +1,8 @@
 /* test_json_layers.c: Keras JSON configs of the activation, convolution-transpose, 1-D, 3-D,
  * noise and preprocessing layers both ways: every constructor's config round trips (config ->
  * JSON -> config gives the same string), Keras 2 and Keras 3 spellings load with the right
- * semantics (checked through the layers' outputs), and bad values name the layer and key. */
+ * semantics (checked through the layers' outputs), Keras 1 configs load under Keras 2's names, and
+ * bad values name the layer and key. */
 #include "json_harness.h"
 #include "layers/layer.h"
 
@@ -166,6 +167,50 @@ static void test_noise_and_pooling_configs(void **state) {
     tu_error_contains("rate 1.5");
 }
 
+/* Keras 1 configs load under Keras 2's names (as Keras 2's legacy interfaces rename them), with
+ * the semantics checked through the outputs. */
+static void test_keras1_configs(void **state) {
+    (void)state;
+    const float x[4] = {1, -2, 3, 0.5f};
+    /* Dense: output_dim, init, bias false, W_regularizer */
+    tnt_model *m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", "
+                                       "\"output_dim\": 3, \"init\": \"zero\", \"bias\": false, \"activation\": \"linear\", "
+                                       "\"W_regularizer\": {\"l1\": 0.0, \"l2\": 0.5, \"name\": \"WeightRegularizer\"}, "
+                                       "\"input_dtype\": \"float32\"}}");
+    if (!m) fail_msg("%s", tnt_last_error());
+    assert_int_equal(tnt_model_count_params(m), 12); /* no bias */
+    char *json = to_json(m);
+    assert_non_null(strstr(json, "\"units\":3"));
+    assert_non_null(strstr(json, "\"kernel_regularizer\":{\"class_name\":\"L1L2\",\"config\":{\"l1\":0,\"l2\":0.5}}"));
+    free(json);
+    tnt_model_free(m);
+    /* MaxPooling1D: pool_length, stride, border_mode */
+    expect_output("[null, 4, 1]", "{\"class_name\": \"MaxPooling1D\", \"config\": {\"name\": \"p\", \"pool_length\": 2, "
+                  "\"stride\": 1, \"border_mode\": \"same\"}}", x, (const float[]){1, 3, 3, 0.5f}, 4);
+    /* Convolution2D with dim_ordering th: channels first; nb_row x nb_col 1x1 of ones sums the channels */
+    expect_output("[null, 2, 1, 2]", "{\"class_name\": \"Convolution2D\", \"config\": {\"name\": \"c\", "
+                  "\"nb_filter\": 1, \"nb_row\": 1, \"nb_col\": 1, \"init\": \"one\", \"border_mode\": \"valid\", "
+                  "\"subsample\": [1, 1], \"dim_ordering\": \"th\", \"bias\": false, \"activation\": \"linear\"}}",
+                  x, (const float[]){4, -1.5f}, 2);
+    /* LSTM: inner_activation, inner_init, forget_bias_init "one" (unit_forget_bias), consume_less */
+    m = seq_from_layer_json("[null, 3, 2]", "{\"class_name\": \"LSTM\", \"config\": {\"name\": \"l\", \"output_dim\": 2, "
+                            "\"inner_activation\": \"hard_sigmoid\", \"inner_init\": \"orthogonal\", \"init\": "
+                            "\"glorot_uniform\", \"forget_bias_init\": \"one\", \"consume_less\": \"gpu\", "
+                            "\"dropout_W\": 0.0, \"dropout_U\": 0.0}}");
+    if (!m) fail_msg("%s", tnt_last_error());
+    json = to_json(m);
+    assert_non_null(strstr(json, "\"recurrent_activation\":\"hard_sigmoid\""));
+    assert_non_null(strstr(json, "\"unit_forget_bias\":true"));
+    free(json);
+    tnt_model_free(m);
+    /* Embedding keeps output_dim; its init is embeddings_initializer, its Keras 1 dropout is dropped */
+    m = seq_from_layer_json("[null, 2]", "{\"class_name\": \"Embedding\", \"config\": {\"name\": \"e\", \"input_dim\": 5, "
+                            "\"output_dim\": 3, \"init\": \"uniform\", \"dropout\": 0.2, \"input_length\": 2}}");
+    if (!m) fail_msg("%s", tnt_last_error());
+    assert_int_equal(tnt_model_count_params(m), 15);
+    tnt_model_free(m);
+}
+
 int main(void) {
     tnt_init(NULL, NULL);
     const struct CMUnitTest tests[] = {
@@ -175,6 +220,7 @@ int main(void) {
         cmocka_unit_test(test_conv_transpose_configs),
         cmocka_unit_test(test_batch_norm_configs),
         cmocka_unit_test(test_noise_and_pooling_configs),
+        cmocka_unit_test(test_keras1_configs),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -275,6 +275,12 @@ static void test_malformed(void **state) {
     expect_load_error(tmp_path("noweight.keras"), "layers/dense_1/vars/0 is missing");
     free(w);
 
+    /* found by fuzz_zip: a damaged entry read to its declared size passed unchecked (libzip checks
+     * the CRC only at the end of the data); a float of 65535 bytes made H5Dread overrun */
+    expect_load_error("fuzz/corpus/zip/regress-entry-crc-unchecked.keras", "model.weights.h5 fails its checksum");
+    expect_load_error("fuzz/corpus/zip/regress-h5-float-size-65535.keras",
+                      "cannot read dataset layers/dense_1/vars/0 (its number type is damaged or not a plain integer or float)");
+
     write_bytes(tmp_path("magic.keras"), "GARBAGE!", 8);
     expect_load_error(tmp_path("magic.keras"), "unknown file format (first bytes 47 41 52");
     write_bytes(tmp_path("arch.keras"), "{\"class_name\": \"Sequential\"}", 28);

@@ -67,10 +67,24 @@ static tnt_layer *conv1d_causal(void) {
     return tnt_conv1d(12, 3, &(tnt_layer_opts){.padding = TNT_PADDING_CAUSAL, .dilation = {2}, .activation = TNT_ACT_TANH});
 }
 static tnt_layer *depthwise(void) { return tnt_depthwise_conv2d(3, 3, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}); }
+static tnt_layer *conv3d_relu(void) {
+    return tnt_conv3d(6, (int[3]){3, 3, 2}, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU});
+}
+static tnt_layer *conv_channels_first(void) {
+    tnt_layer *l = conv_relu();
+    return l && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) == TNT_OK ? l : NULL;
+}
+
+/* got equals ref within the bf16 tolerance where the bf16 engine runs, else bit for bit */
+static void check_policy(bool bf16, const float *got, const float *ref, int64_t n, bool differs, const char *what) {
+    if (bf16) assert_bf16_close(got, ref, n, differs, what);
+    else if (memcmp(got, ref, (size_t)n * sizeof(float))) fail_msg("%s: differs from float32 (no bf16 engine here)", what);
+}
 
 /* The layer made by mk in float32 and in mixed_bfloat16, with the same weights and input: y,
- * the pre-activation, dx and the weight gradients agree within the bf16 tolerance. */
-static void compare_layer(const char *name, make_fn mk, tnt_shape in, int64_t batch) {
+ * the pre-activation, dx and the weight gradients agree within the bf16 tolerance (bf16: the
+ * layer has a bf16 engine), or bit for bit (a layer that runs float32 under the policy). */
+static void compare_layer_as(const char *name, make_fn mk, tnt_shape in, int64_t batch, bool bf16) {
     tnt_layer *a = mk(), *b = mk();
     assert_non_null(a), assert_non_null(b);
     tu_ok(tnt_layer_set_dtype_policy(b, "mixed_bfloat16"));
@@ -88,10 +102,10 @@ static void compare_layer(const char *name, make_fn mk, tnt_shape in, int64_t ba
         drv_forward(&f, pass == 1);
         drv_forward(&h, pass == 1);
         snprintf(what, sizeof what, "%s: y%s", name, pass ? " (preact kept)" : "");
-        assert_bf16_close(h.y, f.y, out_numel(&f), true, what);
+        check_policy(bf16, h.y, f.y, out_numel(&f), true, what);
         if (pass == 1 && a->activation != TNT_ACT_LINEAR) {
             snprintf(what, sizeof what, "%s: pre-activation", name);
-            assert_bf16_close(h.pre, f.pre, out_numel(&f), true, what);
+            check_policy(bf16, h.pre, f.pre, out_numel(&f), true, what);
         }
     }
     /* backward from the same gradient before the activation: relu's mask would otherwise differ
@@ -101,16 +115,19 @@ static void compare_layer(const char *name, make_fn mk, tnt_shape in, int64_t ba
     drv_backward(&f, true, preact);
     drv_backward(&h, true, preact);
     snprintf(what, sizeof what, "%s: dx", name);
-    assert_bf16_close(h.dx, f.dx, in_numel(&f), true, what);
+    check_policy(bf16, h.dx, f.dx, in_numel(&f), true, what);
     for (int i = 0; i < a->n_weights; i++) {
         snprintf(what, sizeof what, "%s: d%s", name, a->weights[i].name);
         /* bias gradients are float32 sums of the float32 dpre: equal unless the activation's
          * derivative saw bf16-computed values */
-        assert_bf16_close(b->weights[i].grad, a->weights[i].grad, tnt_shape_numel(a->weights[i].shape),
+        check_policy(bf16, b->weights[i].grad, a->weights[i].grad, tnt_shape_numel(a->weights[i].shape),
                           strcmp(a->weights[i].name, "bias") != 0, what);
     }
     drv_free(&f, true);
     drv_free(&h, true);
+}
+static void compare_layer(const char *name, make_fn mk, tnt_shape in, int64_t batch) {
+    compare_layer_as(name, mk, in, batch, true);
 }
 
 static void test_dense_bf16_matches_f32(void **state) {
@@ -126,6 +143,9 @@ static void test_conv_bf16_matches_f32(void **state) {
     compare_layer("Conv2D 3x3 stride 2", conv_strided, TNT_SHAPE(12, 10, 32), 3);
     compare_layer("Conv1D causal dilated", conv1d_causal, TNT_SHAPE(20, 16), 5);
     compare_layer("DepthwiseConv2D", depthwise, TNT_SHAPE(8, 8, 16), 3);
+    compare_layer("Conv3D 3x3x2 same relu", conv3d_relu, TNT_SHAPE(5, 6, 7, 8), 2);
+    /* the bf16 engine reads channels-last tensors only: channels_first runs float32 */
+    compare_layer_as("Conv2D channels_first", conv_channels_first, TNT_SHAPE(16, 9, 9), 4, false);
 }
 
 /* ---- MultiHeadAttention through the multi-input contract ---------------------------------- */

@@ -219,6 +219,69 @@ static void test_attention_kernels_penalty(void **state) {
     tnt_model_free(m);
 }
 
+/* Regularizers and constraints of a layer inside TimeDistributed or Bidirectional (from Keras
+ * JSON): they act on the wrapper's copies of its weights (both directions of a Bidirectional), as
+ * Keras counts the wrapped layer's losses; on zeros with zero labels the loss is the penalty alone.
+ * They round-trip inside the wrapped layer's config. An activity regularizer inside a wrapper and
+ * a backward_layer with other rules are refused. */
+static void test_wrapped_penalties(void **state) {
+    (void)state;
+    static const char *td =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": "
+        "\"TimeDistributed\", \"config\": {\"name\": \"td\", \"batch_input_shape\": [null, 3, 4], \"layer\": "
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2, \"kernel_regularizer\": {\"class_name\": "
+        "\"L2\", \"config\": {\"l2\": 0.5}}, \"kernel_constraint\": {\"class_name\": \"NonNeg\", \"config\": {}}}}}}, "
+        "{\"class_name\": \"Bidirectional\", \"config\": {\"name\": \"bi\", \"layer\": {\"class_name\": \"LSTM\", "
+        "\"config\": {\"name\": \"l\", \"units\": 2, \"kernel_regularizer\": {\"class_name\": \"L2\", \"config\": "
+        "{\"l2\": 0.1}}, \"recurrent_regularizer\": {\"class_name\": \"L1\", \"config\": {\"l1\": 0.2}}}}}}]}}";
+    tnt_model *m = tnt_model_from_json(td);
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    compile_sgd(m);
+    float x[3 * 4] = {0}, labels[4] = {0};
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3, 4), labels, TNT_SHAPE(4), 1, false), 1, false);
+    int nk = 0, nr = 0;
+    double expected = 0.5 * tu_sum_squares(m, "td/kernel", &nk) + 0.1 * tu_sum_squares(m, "_l/kernel", &nr), loss = 0;
+    assert_int_equal(nk, 1);
+    assert_int_equal(nr, 2); /* forward_l/kernel and backward_l/kernel */
+    for (int i = 0; i < tnt_model_num_weights(m); i++) {
+        const char *name;
+        tnt_shape sh;
+        float *v;
+        tu_ok(tnt_model_weight(m, i, &name, &sh, &v));
+        if (strstr(name, "recurrent_kernel"))
+            for (int64_t j = 0; j < tnt_shape_numel(sh); j++) expected += 0.2 * fabs(v[j]), nr++;
+    }
+    assert_int_equal(nr, 2 + 2 * 2 * 8);
+    tnt_logs logs;
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    assert_true(tnt_logs_get(&logs, "loss", &loss));
+    if (fabs(loss - expected) > 1e-6 * expected) fail_msg("loss %.8g, expected the penalty %.8g", loss, expected);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 3}, NULL)); /* the penalty's gradient pulls; NonNeg holds */
+    const char *name;
+    tnt_shape sh;
+    float *k;
+    tu_ok(tnt_model_weight(m, 0, &name, &sh, &k));
+    assert_non_null(strstr(name, "kernel"));
+    for (int64_t j = 0; j < tnt_shape_numel(sh); j++) assert_true(k[j] >= 0.0f);
+    char *json = to_json(m);
+    const char *needles[] = {"\"layer\":{\"class_name\":\"Dense\"", "\"kernel_constraint\":{\"class_name\":\"NonNeg\"",
+                             "\"recurrent_regularizer\":{\"class_name\":\"L1\",\"config\":{\"l1\":0.2}}"};
+    for (size_t i = 0; i < sizeof needles / sizeof *needles; i++)
+        if (!strstr(json, needles[i])) fail_msg("JSON lacks %s:\n%s", needles[i], json);
+    free(json);
+    free(round_trip(m));
+    tnt_dataset_free(ds);
+
+    tnt_layer *d = tnt_dense(2, &(tnt_layer_opts){.name = "d"});
+    tu_ok(tnt_layer_set_regularizer(d, "activity_regularizer", TNT_REG_L2, 0, 0.1f));
+    assert_null(tnt_time_distributed(d, NULL));
+    tu_error_contains("TimeDistributed: the wrapped layer \"d\" has an activity_regularizer");
+    tnt_layer *f = tnt_lstm(2, &(tnt_rnn_opts){0}), *b = tnt_lstm(2, &(tnt_rnn_opts){.go_backwards = true});
+    tu_ok(tnt_layer_set_regularizer(f, "kernel_regularizer", TNT_REG_L2, 0, 0.1f));
+    assert_null(tnt_bidirectional(f, b, TNT_MERGE_CONCAT, NULL));
+    tu_error_contains("different regularizers or constraints");
+}
+
 /* The reference model's JSON spells every rule as Keras 2.3+ does, and reads back to itself. */
 static void test_json_round_trip(void **state) {
     (void)state;
@@ -349,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_norm_constraints_equal_numpy),
         cmocka_unit_test(test_activity_layer_and_recurrent_penalty),
         cmocka_unit_test(test_attention_kernels_penalty),
+        cmocka_unit_test(test_wrapped_penalties),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_spellings),
         cmocka_unit_test(test_regularized_layer_classes),

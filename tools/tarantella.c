@@ -2,12 +2,13 @@
  *
  *   tarantella [options] -- PROGRAM [ARGS]
  *
- * Starts PROGRAM data-parallel on one or more hosts through Open MPI's mpirun: it works out
- * ranks, hosts and threads per rank, exports the runtime's TNT_* settings to every rank, and
- * forwards Ctrl+C / SIGTERM to mpirun, which then stops all ranks on all hosts. With --cleanup it
- * ends a running PROGRAM on every host instead. The options follow the original Tarantella CLI
- * (tarantella_cli.py); see --help. mpirun is run with execvp on an argv vector, never through a
- * shell, so arguments reach the ranks unchanged.
+ * Starts PROGRAM data-parallel on one or more hosts through mpirun (Open MPI's, or MPICH's Hydra:
+ * `mpirun --version` tells which, launcher/mpi_dialect.c) or Slurm's srun: it works out ranks,
+ * hosts (a hostfile, the Slurm allocation it runs in, or localhost) and threads per rank, exports
+ * the runtime's TNT_* settings to every rank, and forwards Ctrl+C / SIGTERM to mpirun, which then
+ * stops all ranks on all hosts. With --cleanup it ends a running PROGRAM on every host instead.
+ * The options follow the original Tarantella CLI (tarantella_cli.py); see --help. mpirun is run
+ * with execvp on an argv vector, never through a shell, so arguments reach the ranks unchanged.
  *
  * Exit codes: 0 success, 2 usage errors and bad option values, 1 other errors, otherwise mpirun's
  * (128+N when mpirun died of signal N or when the launcher forwarded signal N). */
@@ -15,6 +16,7 @@
 #define _GNU_SOURCE
 #endif
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -28,7 +30,14 @@
 #include "launcher/cleanup.h"
 #include "launcher/forward.h"
 #include "launcher/hostfile.h"
+#include "launcher/mpi_dialect.h"
+#include "launcher/slurm.h"
 #include "launcher/util.h"
+
+/* the mpirun of the MPI this build uses (CMake: TNT_MPI), unless --mpirun or TNT_MPIRUN say */
+#ifndef TNT_DEFAULT_MPIRUN
+#define TNT_DEFAULT_MPIRUN "mpirun"
+#endif
 
 #define TNT_LAUNCHER_VERSION "0.1.0"
 enum { EXIT_USAGE = 2, CONTINUE = -1 };
@@ -68,8 +77,9 @@ static char *find_in_path(const char *prog) {
 typedef struct {
     long n, npn, fusion_kb;      /* -1: not given */
     long stall_check, stall_shutdown; /* seconds, -1: not given */
-    const char *hostfile, *log_level, *interpreter;
-    bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory;
+    long max_restarts;           /* runs of the whole job again after a failure */
+    const char *hostfile, *log_level, *interpreter, *mpirun, *compression;
+    bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory, srun;
     strv xvars;                  /* -x VAR=VALUE in the order given */
     char **prog;                 /* PROGRAM and its ARGS, inside argv */
 } options;
@@ -84,7 +94,9 @@ static void print_help(void) {
         "\nRanks and hosts:\n"
         "  -n N, --n N              total number of ranks (default: hosts x ranks per node)\n"
         "  --hostfile FILE          hosts to run on, one per line (optional 'slots=K', '#' comments;\n"
-        "                           names must be unique); default: localhost\n"
+        "                           names must be unique); default: the nodes and tasks of the Slurm\n"
+        "                           allocation it runs in (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE),\n"
+        "                           else localhost\n"
         "  --n-per-node N           ranks per host (aliases --devices-per-node, --npernode);\n"
         "                           default: ceil(N / hosts) with -n, else the host's slots or 1\n"
         "  --no-gpu                 run on CPUs (accepted; ranks always run on CPUs here)\n"
@@ -93,6 +105,7 @@ static void print_help(void) {
         "  --log-on-all-devices     library log messages on every rank (TNT_LOG_ON_ALL_DEVICES=1)\n"
         "  --output-on-all-devices  fit/evaluate output on every rank (TNT_OUTPUT_ON_ALL_DEVICES=1)\n"
         "  --fusion-threshold KB    tensor fusion threshold in KB, >= 0 (TNT_FUSION_THRESHOLD_KB)\n"
+        "  --compression none|bf16  gradients travel as bfloat16, summed in float32 (TNT_COMPRESSION)\n"
         "  --stall-check-seconds S  warn which ranks a collective waits for after S seconds, and\n"
         "                           again every S (default 60; 0: off) (TNT_STALL_CHECK_SECONDS)\n"
         "  --stall-shutdown-seconds S\n"
@@ -107,20 +120,33 @@ static void print_help(void) {
         "                           --pin-to-socket; needs numactl)\n"
         "  --interpreter CMD        prefix PROGRAM with CMD on every rank, split on whitespace,\n"
         "                           e.g. \"valgrind --error-exitcode=1\" (alias --python-interpreter)\n"
+        "\nMPI:\n"
+        "  --mpirun PATH            the mpirun to run (default: TNT_MPIRUN, else " TNT_DEFAULT_MPIRUN "); its\n"
+        "                           --version tells its dialect: Open MPI (--host, -x) or MPICH's\n"
+        "                           Hydra, also Intel MPI's (-hosts, -genv)\n"
+        "  --launcher mpirun|srun   start the ranks with mpirun (default) or as tasks of Slurm's srun\n"
+        "                           (the MPI must support srun's PMI: srun --mpi, SLURM_MPI_TYPE)\n"
+        "\nFailures:\n"
+        "  --max-restarts N         run the whole job again, at most N times, when it fails (a rank\n"
+        "                           killed, a host lost: a nonzero exit that no Ctrl+C or SIGTERM\n"
+        "                           of the launcher caused); with a BackupAndRestore callback\n"
+        "                           (tnt-train --backup_dir) training resumes from its backup\n"
         "\nOther:\n"
-        "  --dry-run                print the mpirun command line and the exported environment\n"
+        "  --dry-run                print the command line and the exported environment\n"
         "  --cleanup [--force]      end PROGRAM on every host instead of starting it (SIGTERM;\n"
         "                           SIGKILL with --force)\n"
         "  --version                print the version\n"
         "  --help                   print this help\n"
         "\nThreads per rank are cores per node / ranks per node (OMP_NUM_THREADS; -x\n"
         "OMP_NUM_THREADS=K overrides). PATH, LD_LIBRARY_PATH and all TNT_* variables are exported\n"
-        "too. TNT_MPIRUN overrides the mpirun program; remote hosts are reached as mpirun does\n"
-        "(OMPI_MCA_plm_rsh_agent, default ssh).\n"
+        "too. Remote hosts are reached as mpirun does (OMPI_MCA_plm_rsh_agent; Hydra:\n"
+        "HYDRA_LAUNCHER_EXEC; default ssh).\n"
         "\nExamples:\n"
         "  tarantella -n 2 -- ./lenet5 --batch_size=64\n"
         "  tarantella --hostfile hosts --n-per-node 2 -x DATASET=/scratch/data -- ./resnet50\n"
-        "  tarantella --hostfile hosts --cleanup -- ./resnet50\n",
+        "  tarantella --hostfile hosts --cleanup -- ./resnet50\n"
+        "  tarantella --mpirun mpirun.mpich -n 4 -- ./lenet5       (MPICH's Hydra)\n"
+        "  sbatch --nodes 2 --ntasks-per-node 2 --wrap 'tarantella -- ./lenet5'\n",
         stdout);
 }
 
@@ -156,8 +182,8 @@ static int parse_args(int argc, char **argv, options *o) {
         /* Options taking a value: --name VALUE or --name=VALUE (-n also as -nN). */
         static const char *const valued[] = {
             "-n", "--n", "--hostfile", "--n-per-node", "--devices-per-node", "--npernode",
-            "--log-level", "--fusion-threshold", "--interpreter", "--python-interpreter",
-            "--stall-check-seconds", "--stall-shutdown-seconds", NULL};
+            "--log-level", "--fusion-threshold", "--compression", "--interpreter", "--python-interpreter",
+            "--stall-check-seconds", "--stall-shutdown-seconds", "--mpirun", "--launcher", "--max-restarts", NULL};
         bool takes_value = false;
         for (int k = 0; valued[k]; k++)
             if (opt_is(a, valued[k], &val)) { takes_value = true; name = valued[k]; break; }
@@ -188,10 +214,25 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (!parse_long(val, 0, INT_MAX, &o->fusion_kb))
                     return usage_error("invalid value '%s' for --fusion-threshold: expected an "
                                        "integer >= 0 (kilobytes)", val);
+            } else if (!strcmp(name, "--compression")) {
+                if (strcmp(val, "none") && strcmp(val, "bf16"))
+                    return usage_error("invalid value '%s' for --compression: expected none or bf16", val);
+                o->compression = val;
+            } else if (!strcmp(name, "--max-restarts")) {
+                if (!parse_long(val, 0, 1000000, &o->max_restarts))
+                    return usage_error("invalid value '%s' for --max-restarts: expected an integer from 0 "
+                                       "to 1000000", val);
             } else if (!strncmp(name, "--stall-", 8)) {
                 if (!parse_long(val, 0, 1000000, name[8] == 'c' ? &o->stall_check : &o->stall_shutdown))
                     return usage_error("invalid value '%s' for %s: expected seconds from 0 to 1000000 "
                                        "(0: off)", val, name);
+            } else if (!strcmp(name, "--mpirun")) {
+                if (!*val) return usage_error("invalid value '' for --mpirun: expected the mpirun program");
+                o->mpirun = val;
+            } else if (!strcmp(name, "--launcher")) {
+                if (strcmp(val, "mpirun") && strcmp(val, "srun"))
+                    return usage_error("invalid value '%s' for --launcher: expected mpirun or srun", val);
+                o->srun = !strcmp(val, "srun");
             } else if (!strcmp(name, "--interpreter") || !strcmp(name, "--python-interpreter")) {
                 o->interpreter = val; /* "" is allowed: no prefix, as in the original CLI */
             } else if (!parse_long(val, 1, 100000, &o->npn)) {
@@ -243,6 +284,7 @@ static int parse_args(int argc, char **argv, options *o) {
     if (i >= argc) return usage_error("missing '--' before PROGRAM");
     if (i + 1 >= argc) return usage_error("missing PROGRAM after '--'");
     if (o->force && !o->cleanup) return usage_error("--force only applies to --cleanup");
+    if (o->srun && o->mpirun) return usage_error("--mpirun %s and --launcher srun exclude each other", o->mpirun);
     o->prog = argv + i + 1;
     if (o->pin_memory) o->pin_socket = true; /* memory on the rank's socket needs the rank there */
     return CONTINUE;
@@ -310,7 +352,7 @@ static void warn_threads(const exports *e, long ppn, long cores) {
     }
 }
 
-static int launch(const options *o, const hostlist *h) {
+static int launch(const options *o, const hostlist *h, bool hosts_given) {
     /* Ranks per node: --n-per-node, else -n spread evenly (ceil), else each host's slots or 1. */
     size_t nh = h->n;
     long n = o->n, ppn = o->npn;
@@ -336,7 +378,12 @@ static int launch(const options *o, const hostlist *h) {
     }
     if (ppn > n) ppn = n; /* fewer ranks than slots: the first host gets them all */
 
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the CPUs this launcher may run on (a Slurm job step or a cpuset sees fewer than the machine
+     * has), else those online */
+    long cores = 0;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) cores = CPU_COUNT(&allowed);
+    if (cores < 1) cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     /* One mpirun daemon per host starts its ranks: 300 ranks of `true` took it 36 s on 2 cores
      * and -n 100000 hung it. Hosts are taken to be like this one (as for threads per rank) or
@@ -369,6 +416,7 @@ static int launch(const options *o, const hostlist *h) {
     if (o->log_all) ex_set(&ex, "TNT_LOG_ON_ALL_DEVICES", "1");
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
     if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
+    if (o->compression) ex_set(&ex, "TNT_COMPRESSION", o->compression);
     if (o->stall_check >= 0) ex_setf(&ex, "TNT_STALL_CHECK_SECONDS", o->stall_check);
     if (o->stall_shutdown >= 0) ex_setf(&ex, "TNT_STALL_SHUTDOWN_SECONDS", o->stall_shutdown);
     /* mpirun hands ranks a pseudo-terminal whatever the launcher writes to: tell them whether
@@ -381,14 +429,22 @@ static int launch(const options *o, const hostlist *h) {
     int rc = 0;
     strv argv = {0};
     char *mpirun_path = NULL;
-    const char *mpirun = getenv("TNT_MPIRUN");
-    if (!mpirun || !*mpirun) mpirun = "mpirun";
-    if (!o->dry_run && !(mpirun_path = find_in_path(mpirun))) {
-        fprintf(stderr, "tarantella: cannot find '%s' in PATH: install openmpi-bin or set "
-                "TNT_MPIRUN to the mpirun program\n", mpirun);
+    const char *mpirun = o->mpirun ? o->mpirun : getenv("TNT_MPIRUN");
+    if (!mpirun || !*mpirun) mpirun = TNT_DEFAULT_MPIRUN;
+    if (o->srun) mpirun = "srun";
+    mpirun_path = find_in_path(mpirun);
+    if (!o->dry_run && !mpirun_path) {
+        if (o->srun)
+            fprintf(stderr, "tarantella: --launcher srun: cannot find 'srun' in PATH (run inside a Slurm allocation, "
+                    "or use --launcher mpirun)\n");
+        else
+            fprintf(stderr, "tarantella: cannot find '%s' in PATH: install openmpi-bin (or mpich), or give the "
+                    "mpirun program with --mpirun PATH or TNT_MPIRUN\n", mpirun);
         rc = 1;
         goto out;
     }
+    const char *how = "by --launcher srun";
+    mpi_dialect dialect = o->srun ? DIALECT_SRUN : detect_dialect(mpirun_path, mpirun, &how);
     if (o->pin_socket) {
         char *numactl = find_in_path("numactl");
         if (!numactl) {
@@ -401,47 +457,21 @@ static int launch(const options *o, const hostlist *h) {
         free(numactl);
     }
 
-    sv_push(&argv, mpirun);
-    if (geteuid() == 0) sv_push(&argv, "--allow-run-as-root"); /* Open MPI refuses root without */
-    sv_push(&argv, "-np");
-    sv_push_owned(&argv, xasprintf("%ld", n));
-    char *hosts = NULL;
-    size_t hlen = 0;
-    FILE *hf = open_memstream(&hosts, &hlen);
-    if (!hf) die_oom();
-    for (size_t i = 0; i < nh; i++) fprintf(hf, "%s%s:%ld", i ? "," : "", h->names[i], slots[i]);
-    if (fclose(hf) != 0) die_oom();
-    sv_push(&argv, "--host");
-    sv_push_owned(&argv, hosts);
-    if (oversubscribe) sv_push(&argv, "--oversubscribe");
-    if (o->pin_socket) {
-        sv_push(&argv, "--map-by");
-        sv_push(&argv, "socket");
-        sv_push(&argv, "--bind-to");
-        sv_push(&argv, "socket");
-    } else {
-        /* mpirun binds ranks to one core by default; the rank's OpenMP threads need all of its
-         * share of the cores. */
-        sv_push(&argv, "--bind-to");
-        sv_push(&argv, "none");
+    launch_spec spec = {
+        .mpirun = mpirun, .n = n, .ppn = ppn, .threads = threads, .n_hosts = nh, .hosts = h->names,
+        .slots = slots, .hosts_given = hosts_given, .root = geteuid() == 0, .oversubscribe = oversubscribe,
+        .pin_socket = o->pin_socket, .pin_memory = o->pin_memory, .names = &ex.names, .values = &ex.values,
+        .interpreter = o->interpreter, .prog = o->prog};
+    char err[512];
+    if (dialect_command(dialect, &spec, &argv, err, sizeof err)) {
+        fprintf(stderr, "tarantella: %s\n", err);
+        rc = 1;
+        goto out;
     }
-    if (o->pin_memory) { /* strict: Open MPI restricts allocations to the local NUMA node */
-        sv_push(&argv, "--mca");
-        sv_push(&argv, "hwloc_base_mem_alloc_policy");
-        sv_push(&argv, "local_only");
-    }
-    for (size_t k = 0; k < ex.names.n; k++) {
-        sv_push(&argv, "-x");
-        sv_push(&argv, ex.names.v[k]);
-    }
-    if (o->pin_socket) { /* first-touch memory on the socket the rank is bound to */
-        sv_push(&argv, "numactl");
-        sv_push(&argv, "--localalloc");
-    }
-    if (o->interpreter) sv_split_words(&argv, o->interpreter);
-    for (int k = 0; o->prog[k]; k++) sv_push(&argv, o->prog[k]);
 
     if (o->dry_run) {
+        fprintf(stderr, "tarantella: dry run: %s's command line for '%s' (dialect %s)\n", dialect_name(dialect), mpirun,
+                how);
         for (size_t k = 0; k < argv.n; k++) {
             if (k) putchar(' ');
             shell_quote(stdout, argv.v[k]);
@@ -455,15 +485,22 @@ static int launch(const options *o, const hostlist *h) {
         fflush(stdout);
         goto out;
     }
-    /* mpirun -x NAME forwards the value NAME has in mpirun's environment, which it inherits
-     * from here; values thus never pass through a command line. */
+    /* The exported values, in the launcher's environment for mpirun or srun to pass on (Open
+     * MPI's -x NAME and srun's --export=ALL take them from there). */
     for (size_t k = 0; k < ex.names.n; k++)
         if (setenv(ex.names.v[k], ex.values.v[k], 1) != 0) {
             fprintf(stderr, "tarantella: cannot set %s: %s\n", ex.names.v[k], strerror(errno));
             rc = 1;
             goto out;
         }
-    rc = run_forwarding(argv.v);
+    /* A failed job runs again from the start: a program with a backup (BackupAndRestore) resumes
+     * from it. A stop the user asked for is not a failure. */
+    for (long restarts = 0;; restarts++) {
+        rc = run_forwarding(argv.v);
+        if (rc == 0 || run_interrupted() || restarts >= o->max_restarts) break;
+        fprintf(stderr, "tarantella: the job failed (exit status %d); restarting it (restart %ld of at most %ld)\n", rc,
+                restarts + 1, o->max_restarts);
+    }
 out:
     free(mpirun_path);
     free(slots);
@@ -482,9 +519,20 @@ int main(int argc, char **argv) {
     }
     hostlist h = {0};
     rc = 0;
-    if (o.hostfile) rc = read_hostfile(o.hostfile, &h);
-    else if (!hostlist_add(&h, "localhost", 0, 0)) die_oom();
-    if (rc == 0) rc = o.cleanup ? cleanup_hosts(o.prog, o.force, o.dry_run, &h) : launch(&o, &h);
+    slurm_env slurm;
+    bool hosts_given = true;
+    if (o.hostfile) {
+        rc = read_hostfile(o.hostfile, &h);
+    } else if (slurm_env_read(&slurm)) {
+        /* inside an allocation: its nodes, with its tasks per node as slots */
+        char err[768];
+        if ((rc = slurm_hosts(&slurm, &h, err, sizeof err)))
+            fprintf(stderr, "tarantella: Slurm job %.40s: %s (or give --hostfile)\n", slurm.job_id, err);
+    } else {
+        hosts_given = false;
+        if (!hostlist_add(&h, "localhost", 0, 0)) die_oom();
+    }
+    if (rc == 0) rc = o.cleanup ? cleanup_hosts(o.prog, o.force, o.dry_run, &h) : launch(&o, &h, hosts_given);
     hostlist_free(&h);
     sv_free(&o.xvars);
     return rc;

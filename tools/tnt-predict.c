@@ -2,11 +2,14 @@
  *
  *   tnt-predict MODEL.h5|MODEL.keras INPUT.npy OUTPUT.npy [--batch_size N] [--verbose]
  *   tnt-predict MODEL.json INPUT.npy OUTPUT.npy --weights W.h5 [--batch_size N] [--verbose]
+ *   tnt-predict MODEL --input NAME=X.npy [--input NAME2=X2.npy ...] OUTPUT.npy   (several inputs)
  *   tarantella -n 4 -- tnt-predict ...     (data-parallel: each rank runs its share of every
  *                                           batch; the master gathers and writes the rows)
  * It prints nothing but errors unless --verbose (progress, library warnings, what was written).
  * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
 #include <tarantella.h>
+
+#include "common/npy_inputs.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -15,10 +18,15 @@
 
 static const char USAGE[] =
     "usage: tnt-predict MODEL INPUT.npy OUTPUT.npy [--weights W.h5] [--batch_size N] [--verbose]\n"
+    "       tnt-predict MODEL --input NAME=X.npy [--input NAME=X.npy ...] OUTPUT.npy [options]\n"
     "  MODEL        a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "               the architecture as model.to_json() writes it (.json, with --weights)\n"
-    "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32)\n"
-    "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order\n"
+    "  INPUT.npy    samples along the first axis (any numeric dtype; converted to float32); None\n"
+    "               (variable) dimensions of the model's input take the file's sizes\n"
+    "  --input      one input of a model with several, by name (its dict key in Keras 3, else its\n"
+    "               InputLayer's name); repeat it for each input\n"
+    "  OUTPUT.npy   the model's outputs, float32, one row per input sample, in input order (several\n"
+    "               outputs: one row holds output 0's values, then output 1's, ...)\n"
     "  --weights    Keras HDF5 weights (model.save_weights); required with a .json model\n"
     "  --batch_size global batch size (default 32)\n"
     "  --verbose    a progress bar, the library's warnings and a line on what was written;\n"
@@ -71,8 +79,9 @@ static bool json_text(const char *path) {
 
 int main(int argc, char **argv) {
     const char *pos[3] = {0}, *weights = NULL;
+    char *inputs[8];
     long batch = 32;
-    int n_pos = 0;
+    int n_pos = 0, n_inputs = 0;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -84,7 +93,8 @@ int main(int argc, char **argv) {
             continue;
         }
         bool is_weights = !strncmp(argv[i], "--weights", 9), is_batch = !strncmp(argv[i], "--batch_size", 12);
-        if (is_weights || is_batch) { /* "--opt value" or "--opt=value" */
+        bool is_input = !strcmp(argv[i], "--input") || !strncmp(argv[i], "--input=", 8);
+        if (is_weights || is_batch || is_input) { /* "--opt value" or "--opt=value" */
             const char *name = argv[i], *eq = strchr(name, '=');
             const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v) {
@@ -93,6 +103,14 @@ int main(int argc, char **argv) {
             }
             if (is_weights) {
                 weights = v;
+                continue;
+            }
+            if (is_input) {
+                if (!strchr(v, '=') || n_inputs == 8) {
+                    fprintf(stderr, "tnt-predict: --input \"%s\": expected NAME=X.npy (at most 8)\n", v);
+                    return 2;
+                }
+                inputs[n_inputs++] = (char *)v;
                 continue;
             }
             char *end;
@@ -111,10 +129,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    bool whole = n_pos == 3 && !json_text(pos[0]);
-    if (n_pos != 3 || (!whole && !weights)) {
+    /* with --input: MODEL OUTPUT */
+    int want = n_inputs ? 2 : 3;
+    const char *out_path = pos[want - 1];
+    bool whole = n_pos == want && !json_text(pos[0]);
+    if (n_pos != want || (!whole && !weights)) {
         fprintf(stderr, "tnt-predict: %s\n%s",
-                n_pos != 3 ? "expected MODEL, INPUT and OUTPUT" : "--weights is required with a .json model", USAGE);
+                n_pos != want ? (n_inputs ? "expected MODEL and OUTPUT with --input" : "expected MODEL, INPUT and OUTPUT")
+                              : "--weights is required with a .json model", USAGE);
         return 2;
     }
     if (!verbose) setenv("TNT_LOG_LEVEL", "ERROR", 0); /* a level the user set explicitly wins */
@@ -135,20 +157,37 @@ int main(int argc, char **argv) {
     if (!m) return fail(pos[0]);
     tnt_tensor *out = NULL;
     tnt_dataset *ds = NULL;
+    npy_array packed = {0};
     int rc = 0;
     const char *stage = weights;
     if (weights && tnt_load_weights(m, weights, false) != TNT_OK) goto error;
-    stage = pos[1];
-    ds = tnt_dataset_batch(tnt_dataset_from_npy(pos[1], NULL), batch, false);
+    if (tnt_model_num_inputs(m) > 1 && !n_inputs) {
+        fprintf(stderr, "tnt-predict: %s has %d inputs: give each with --input NAME=X.npy\n", pos[0],
+                tnt_model_num_inputs(m));
+        rc = 2;
+        goto done;
+    }
+    if (n_inputs) { /* several inputs: packed per sample, as a dataset element holds them */
+        if (!npy_pack_inputs("tnt-predict", m, n_inputs, inputs, &packed)) {
+            rc = 1;
+            goto done;
+        }
+        stage = "inputs";
+        ds = tnt_dataset_batch(tnt_dataset_from_arrays(packed.data, packed.shape, NULL, TNT_SHAPE(), packed.n, false),
+                               batch, false);
+    } else {
+        stage = pos[1];
+        ds = tnt_dataset_batch(tnt_dataset_from_npy(pos[1], NULL), batch, false);
+    }
     if (!ds) goto error;
     stage = "predict";
     if (tnt_distribute(m) != TNT_OK || tnt_predict(m, ds, &(tnt_eval_opts){.verbose = verbose}, &out) != TNT_OK)
         goto error;
-    stage = pos[2];
-    if (tnt_is_master_rank() && tnt_save_npy(pos[2], out) != TNT_OK) goto error;
+    stage = out_path;
+    if (tnt_is_master_rank() && tnt_save_npy(out_path, out) != TNT_OK) goto error;
     if (tnt_is_master_rank() && verbose) {
         char shape[96];
-        printf("wrote the outputs, shape %s, to %s\n", tnt_shape_str(out->shape, shape, sizeof shape), pos[2]);
+        printf("wrote the outputs, shape %s, to %s\n", tnt_shape_str(out->shape, shape, sizeof shape), out_path);
     }
     goto done;
 error:
@@ -157,6 +196,7 @@ error:
 done:
     tnt_tensor_free(out);
     tnt_dataset_free(ds);
+    free(packed.data);
     tnt_model_free(m);
     tnt_finalize();
     return rc;

@@ -10,6 +10,7 @@
  *   fashion-mnist            Debian's dataset-fashion-mnist (train split; pixels scaled to [0, 1])
  *   idx:IMAGES[,LABELS]      IDX files, plain or .gz (values as stored; add --rescale 255)
  *   npy:X.npy[,Y.npy]        NPY arrays, samples along the first axis
+ *   npy:A=XA.npy+B=XB.npy[,Y.npy]  the inputs of a model with several, by name
  *   synthetic:N              N random samples of the model's input shape, with random targets of
  *                            the output's shape and of the kind the loss takes
  * Without targets (no labels file), --target input trains the model to reproduce its input.
@@ -17,31 +18,35 @@
  * Exit status: 0 success, 1 a failure (message on stderr), 2 bad usage. */
 #include <tarantella.h>
 
+#include "common/npy_inputs.h"
+
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static const char USAGE[] =
     "usage: tnt-train MODEL --data SPEC [--weights W.h5] [--epochs 1] [--batch_size 32]\n"
     "                 [--loss NAME] [--from_logits] [--optimizer NAME] [--learning_rate LR]\n"
-    "                 [--metrics M1,M2|none] [--target labels|input] [--validation_split F]\n"
+    "                 [--loss_weights W1,W2] [--metrics M1,M2|none] [--target labels|input]\n"
+    "                 [--validation_split F]\n"
     "                 [--validation_data SPEC] [--shuffle_seed 42] [--rescale DIVISOR] [--num_samples N]\n"
     "                 [--csv_log FILE.csv] [--save OUT.keras|OUT.h5] [--terminate_on_nan 1] [--verbose 1]\n"
+    "                 [--backup_dir DIR [--backup_freq epoch|N]]\n"
     "                 [--help]\n"
     "  MODEL: a whole model saved by Keras's model.save (Keras 3 .keras zip, or .h5), or\n"
     "         model.to_json() (.json); told apart by content\n"
     "  SPEC: fashion-mnist | idx:IMAGES[,LABELS] | npy:X.npy[,Y.npy] | synthetic:N\n"
+    "        | npy:NAME=X.npy+NAME2=X2.npy[,Y.npy]  (a model with several inputs, each by name)\n"
     "A model saved compiled trains with its own loss, optimizer (with its state) and metrics, as\n"
-    "Keras's load_model(MODEL).fit does; --loss, --from_logits, --optimizer (a fresh one),\n"
-    "--learning_rate and --metrics override each. A model with no training configuration (.json,\n"
-    "or a .h5 saved uncompiled) needs --loss and --optimizer.\n"
+    "Keras's load_model(MODEL).fit does; --loss, --from_logits, --loss_weights, --optimizer (a fresh\n"
+    "one), --learning_rate and --metrics override each. A model with no training configuration\n"
+    "(.json, or a .h5 saved uncompiled) needs --loss and --optimizer.\n"
+    "  --loss_weights W1,W2   Keras's loss_weights, one per output in output order: the loss is\n"
+    "                         W1 * loss_1 + W2 * loss_2 (each output's own loss is logged unweighted)\n"
     "  --target input         the targets are the inputs (models that reproduce their input)\n"
     "  --validation_split F   validate on the last fraction F of the data, taken before shuffling\n"
     "  --num_samples N        train on the first N samples only\n"
@@ -51,7 +56,12 @@ static const char USAGE[] =
     "                         ends in .keras, else Keras 2 HDF5\n"
     "  --terminate_on_nan 0|1 stop after a batch whose loss is NaN or infinite, exit 1 and save\n"
     "                         nothing (Keras's TerminateOnNaN); on by default\n"
-    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel.\n";
+    "  --backup_dir DIR       Keras's BackupAndRestore: the training state (weights, optimizer,\n"
+    "                         epoch and batch) is backed up to DIR at each epoch end (and every N\n"
+    "                         batches with --backup_freq N); a run that finds a backup there\n"
+    "                         resumes from it, bitwise; it is removed when training ends\n"
+    "Run it with `tarantella -n RANKS -- tnt-train ...` to train data-parallel; with\n"
+    "`tarantella --max-restarts K` and --backup_dir a failed job restarts and resumes.\n";
 
 /* Bounds of the integer flags: far above any real use, low enough that sizes cannot overflow. */
 #define MAX_EPOCHS 1000000
@@ -59,10 +69,12 @@ static const char USAGE[] =
 #define MAX_SAMPLES (1L << 31)
 
 typedef struct args {
-    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log;
-    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan;
+    const char *model, *weights, *data, *val_data, *optimizer, *loss, *metrics, *save, *csv_log, *backup_dir;
+    long epochs, verbose, batch_size, num_samples, shuffle_seed, terminate_on_nan, backup_freq;
     double learning_rate, rescale, validation_split;
     bool from_logits, target_input;
+    float loss_weights[8]; /* --loss_weights: n_loss_weights values (0: the file's) */
+    int n_loss_weights;
 } args;
 
 static void usage_error(const char *fmt, const char *value) {
@@ -106,6 +118,23 @@ static double real(const char *name, const char *v, double lo, bool open_lo, dou
     return d;
 }
 
+/* --loss_weights W1,W2,...: numbers >= 0, at most as many as the array holds. */
+static void weights_list(args *a, const char *v) {
+    const int cap = (int)(sizeof a->loss_weights / sizeof a->loss_weights[0]);
+    const char *p = v;
+    for (a->n_loss_weights = 0;; p++) {
+        char *end;
+        double d = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || !isfinite(d) || d < 0 || d > 1e30 || a->n_loss_weights == cap) {
+            fprintf(stderr, "tnt-train: --loss_weights \"%s\": expected up to %d numbers >= 0 separated by commas, one "
+                            "per output\n", v, cap);
+            exit(2);
+        }
+        a->loss_weights[a->n_loss_weights++] = (float)d;
+        if (!*(p = end)) break;
+    }
+}
+
 static void check_names(const args *a) {
     if (a->loss && tnt_loss_from_name(a->loss) < 0) usage_error("--loss \"%s\": not a loss Tarantella has", a->loss);
     if (a->optimizer) {
@@ -114,6 +143,7 @@ static void check_names(const args *a) {
         tnt_optimizer_free(o);
     }
     if (a->val_data && a->validation_split > 0) usage_error("%s", "give --validation_data or --validation_split, not both");
+    if (a->backup_freq && !a->backup_dir) usage_error("%s", "--backup_freq needs --backup_dir");
 }
 
 static args parse(int argc, char **argv) {
@@ -130,8 +160,12 @@ static args parse(int argc, char **argv) {
         else if ((v = value_of(argc, argv, &i, "--optimizer"))) a.optimizer = v;
         else if ((v = value_of(argc, argv, &i, "--loss"))) a.loss = v;
         else if ((v = value_of(argc, argv, &i, "--metrics"))) a.metrics = v;
+        else if ((v = value_of(argc, argv, &i, "--loss_weights"))) weights_list(&a, v);
         else if ((v = value_of(argc, argv, &i, "--save"))) a.save = v;
         else if ((v = value_of(argc, argv, &i, "--csv_log"))) a.csv_log = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_dir"))) a.backup_dir = v;
+        else if ((v = value_of(argc, argv, &i, "--backup_freq")))
+            a.backup_freq = strcmp(v, "epoch") ? integer("--backup_freq", v, 1, LONG_MAX) : 0;
         else if ((v = value_of(argc, argv, &i, "--epochs"))) a.epochs = integer("--epochs", v, 1, MAX_EPOCHS);
         else if ((v = value_of(argc, argv, &i, "--verbose"))) a.verbose = integer("--verbose", v, 0, 2);
         else if ((v = value_of(argc, argv, &i, "--terminate_on_nan")))
@@ -214,7 +248,7 @@ static tnt_model *load_model(const char *path) {
 
 /* Where each part of the compile configuration came from, for the plan. */
 typedef struct origin {
-    const char *loss, *optimizer, *metrics;
+    const char *loss, *optimizer, *metrics, *loss_weights;
 } origin;
 
 static const char FROM_FILE[] = "from the model file";
@@ -233,7 +267,7 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
         return 2;
     }
     if (!compiled) co = (tnt_compile_opts){0};
-    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE} : (origin){.metrics = "Keras's default"};
+    *from = compiled ? (origin){FROM_FILE, FROM_FILE, FROM_FILE, FROM_FILE} : (origin){.metrics = "Keras's default"};
     bool recompile = !compiled;
     if (a->loss) {
         /* a loss named on the command line comes with its defaults, as compile(loss="name") */
@@ -246,6 +280,12 @@ static int compile_model(tnt_model *m, const args *a, origin *from, tnt_loss_kin
     } else if (a->from_logits && !co.from_logits) {
         co.from_logits = true;
         from->loss = "--from_logits, otherwise from the model file";
+        recompile = true;
+    }
+    if (a->n_loss_weights) {
+        co.loss_weights = a->loss_weights;
+        co.n_loss_weights = a->n_loss_weights;
+        from->loss_weights = "--loss_weights";
         recompile = true;
     }
     if (a->metrics) {
@@ -336,6 +376,13 @@ static int64_t all_targets_per_sample(const tnt_model *m, tnt_loss_kind loss) {
     return n;
 }
 
+/* The shape has a None (variable) dimension: the data gives its size. */
+static bool has_none(tnt_shape s) {
+    for (int i = 0; i < s.ndim; i++)
+        if (s.dim[i] < 0) return true;
+    return false;
+}
+
 /* Uniform in [0, 1): a fixed-seed LCG, the same on every rank. */
 static double uniform(uint64_t *state) {
     *state = *state * 6364136223846793005ull + 1442695040888963407ull;
@@ -376,6 +423,12 @@ static bool synthetic(const char *spec, const tnt_model *m, tnt_loss_kind loss, 
         return false;
     }
     s->x_shape = tnt_model_input_shape(m);
+    if (has_none(s->x_shape) || has_none(tnt_model_output_shape(m))) {
+        char b[96];
+        fprintf(stderr, "tnt-train: --data %s: the model's input %s has variable (None) dimensions: synthetic data "
+                        "needs fixed ones; give the samples (npy:X.npy,Y.npy)\n", spec, tnt_shape_str(s->x_shape, b, sizeof b));
+        return false;
+    }
     int64_t xs = tnt_shape_numel(s->x_shape), ys = target_input ? 0 : all_targets_per_sample(m, loss);
     s->y_shape = target_input ? (tnt_shape){.ndim = -1} : (tnt_shape){.ndim = 1, .dim = {ys}};
     if (!(s->x = alloc_floats(n, xs, spec)) || (ys && !(s->y = alloc_floats(n, ys, spec)))) {
@@ -403,6 +456,27 @@ static bool split_pair(const char *list, char *a, char *b, size_t size) {
     return true;
 }
 
+/* The inputs of a model with several, by name ("a=A.npy+b=B.npy"), packed per sample, and the
+ * targets of labels (NULL: none). */
+static bool named_inputs(const tnt_model *m, char *x, const char *labels, samples *s) {
+    char *specs[8];
+    int n = 0;
+    for (char *p = strtok(x, "+"); p && n < 8; p = strtok(NULL, "+")) specs[n++] = p;
+    npy_array in, y = {0};
+    if (!npy_pack_inputs("tnt-train", (tnt_model *)m, n, specs, &in)) return false;
+    if (labels && !npy_read("tnt-train", labels, &y)) {
+        free(in.data);
+        return false;
+    }
+    if (labels && y.n != in.n) {
+        fprintf(stderr, "tnt-train: %s has %lld samples, the inputs %lld\n", labels, (long long)y.n, (long long)in.n);
+        free(in.data), free(y.data);
+        return false;
+    }
+    *s = (samples){.x = in.data, .y = y.data, .n = in.n, .x_shape = in.shape, .y_shape = y.shape};
+    return true;
+}
+
 /* Loads a SPEC into memory; fashion-mnist sets the rescale divisor to 255 unless given. */
 static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind loss, const args *a, double *rescale,
                          samples *s) {
@@ -416,12 +490,14 @@ static bool load_samples(const char *spec, const tnt_model *m, tnt_loss_kind los
     }
     if (!strncmp(spec, "synthetic:", 10)) return synthetic(spec, m, loss, a->target_input, s);
     bool idx = !strncmp(spec, "idx:", 4), npy = !strncmp(spec, "npy:", 4);
+    if (npy && split_pair(spec + 4, x, y, sizeof x) && strchr(x, '=')) /* NAME=X.npy+NAME2=X2.npy */
+        return named_inputs(m, x, *y ? y : NULL, s);
     if ((idx || npy) && split_pair(spec + 4, x, y, sizeof x) && *x) {
         const char *labels = *y ? y : NULL;
         return read_all(idx ? tnt_dataset_from_idx(x, labels) : tnt_dataset_from_npy(x, labels), spec, s);
     }
-    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy] or "
-                    "synthetic:N\n", spec);
+    fprintf(stderr, "tnt-train: --data \"%s\": expected fashion-mnist, idx:IMAGES[,LABELS], npy:X.npy[,Y.npy], "
+                    "npy:NAME=X.npy+NAME2=X2.npy[,Y.npy] or synthetic:N\n", spec);
     return false;
 }
 
@@ -431,8 +507,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                          double rescale) {
     char have[96], want[96];
     tnt_shape in = tnt_model_input_shape(m), out = tnt_model_output_shape(m);
-    int64_t xs = tnt_shape_numel(s->x_shape), expected = all_targets_per_sample(m, loss);
-    if (xs != tnt_shape_numel(in)) {
+    /* None dimensions: the samples keep their shape (rank and fixed sizes as the model's), and
+     * fit checks the targets against the output of that shape */
+    bool variable = has_none(in) || has_none(out);
+    bool fits = s->x_shape.ndim == in.ndim;
+    for (int i = 0; variable && fits && i < in.ndim; i++) fits = in.dim[i] < 0 || in.dim[i] == s->x_shape.dim[i];
+    int64_t xs = tnt_shape_numel(s->x_shape), expected = variable ? 0 : all_targets_per_sample(m, loss);
+    if (variable ? !fits : xs != tnt_shape_numel(in)) {
         fprintf(stderr, "tnt-train: --data %s: samples of shape %s do not fit the model's input %s\n", spec,
                 tnt_shape_str(s->x_shape, have, sizeof have), tnt_shape_str(in, want, sizeof want));
         return false;
@@ -446,13 +527,13 @@ static bool fit_to_model(samples *s, const char *spec, const tnt_model *m, tnt_l
                         "model to reproduce its input\n", spec);
         return false;
     }
-    if (tnt_shape_numel(s->y_shape) != expected) {
+    if (!variable && tnt_shape_numel(s->y_shape) != expected) {
         fprintf(stderr, "tnt-train: --data %s: targets of shape %s do not fit loss %s on the output %s (%lld values "
                         "per sample expected)\n", spec, tnt_shape_str(s->y_shape, have, sizeof have),
                 tnt_loss_name(loss), tnt_shape_str(out, want, sizeof want), (long long)expected);
         return false;
     }
-    s->x_shape = in;
+    if (!variable) s->x_shape = in;
     if (rescale != 1)
         for (int64_t i = 0; i < s->n * xs; i++) s->x[i] = (float)(s->x[i] / rescale);
     return true;
@@ -482,12 +563,19 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     printf("  model       %s: %lld parameters, input %s, output %s\n", a->model, (long long)tnt_model_count_params(m),
            tnt_shape_str(tnt_model_input_shape(m), in, sizeof in), tnt_shape_str(tnt_model_output_shape(m), out, sizeof out));
     printf("  loss        %s%s (%s)\n", tnt_loss_name(co.loss), co.from_logits ? ", from logits" : "", from->loss);
+    if (co.loss_weights) {
+        printf("  loss weights");
+        for (int k = 0; k < co.n_loss_weights; k++) printf("%s%g", k ? ", " : " ", co.loss_weights[k]);
+        printf(" (%s)\n", from->loss_weights);
+    }
     printf("  optimizer   %s, learning rate %g, iteration %lld (%s)\n", tnt_optimizer_name(o), tnt_optimizer_get_lr(o),
            (long long)tnt_optimizer_iterations(o), from->optimizer);
     printf("  metrics     %s (%s)\n", met[0] ? met : "none", from->metrics);
     printf("  data        %s: %lld training samples of %s, targets %s%s\n", a->data, (long long)n_train, in,
            tnt_shape_str(s->y_shape, ys, sizeof ys), s->y == s->x ? " (the inputs)" : "");
     if (n_val) printf("  validation  the last %lld samples (--validation_split %g)\n", (long long)n_val, a->validation_split);
+    if (a->backup_freq) printf("  backup      %s, every %ld batches and at each epoch end\n", a->backup_dir, a->backup_freq);
+    else if (a->backup_dir) printf("  backup      %s, at each epoch end\n", a->backup_dir);
     if (a->val_data) printf("  validation  %s\n", a->val_data);
     printf("  ranks       %d; batch %ld global, %ld%s per rank\n", ranks, a->batch_size, per_rank,
            a->batch_size % ranks ? " or 1 more" : "");
@@ -495,27 +583,12 @@ static void print_plan(const tnt_model *m, const args *a, const origin *from, co
     fflush(stdout);
 }
 
-/* The output file can be written: a probe file beside it (the save writes a temporary file there
- * and renames it), so that a typo fails now rather than after training. */
-static bool writable(const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "tnt-train: --save %s: is a directory\n", path);
-        return false;
-    }
-    char probe[4096];
-    if (snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid()) >= (int)sizeof probe) {
-        fprintf(stderr, "tnt-train: --save %s: the path is too long\n", path);
-        return false;
-    }
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "tnt-train: --save %s: cannot write there: %s\n", path, strerror(errno));
-        return false;
-    }
-    close(fd);
-    unlink(probe);
-    return true;
+/* The output file can be written and the model's names can be saved (tnt_save_model checks
+ * both and writes nothing), so that a typo or a bad layer name fails now, not after training. */
+static bool savable(tnt_model *m, const char *path) {
+    if (tnt_save_model(m, path, &(tnt_save_opts){.check_only = true}) == TNT_OK) return true;
+    fprintf(stderr, "tnt-train: --save: %s\n", tnt_last_error());
+    return false;
 }
 
 int main(int argc, char **argv) {
@@ -528,12 +601,12 @@ int main(int argc, char **argv) {
     samples train_s = {0}, val_s = {0};
     tnt_dataset *train = NULL, *val = NULL;
     tnt_history *h = NULL;
-    tnt_callback cbs[2];
+    tnt_callback cbs[3];
     int n_cbs = 0;
     origin from;
     double rescale = a.rescale, val_rescale = a.rescale;
     tnt_model *m = load_model(a.model);
-    if (!m || (a.save && !writable(a.save))) goto done;
+    if (!m || (a.save && !savable(m, a.save))) goto done;
     if (a.weights && tnt_load_weights(m, a.weights, false) != TNT_OK) {
         fprintf(stderr, "tnt-train: --weights %s: %s\n", a.weights, tnt_last_error());
         goto done;
@@ -560,6 +633,7 @@ int main(int argc, char **argv) {
     if (a.val_data && !(val = batches(&val_s, 0, val_s.n, false, &a))) goto done;
     if (a.csv_log) cbs[n_cbs++] = tnt_csv_logger(a.csv_log, 0, false);
     if (a.terminate_on_nan) cbs[n_cbs++] = tnt_terminate_on_nan();
+    if (a.backup_dir) cbs[n_cbs++] = tnt_backup_and_restore(a.backup_dir, a.backup_freq, true);
     if (tnt_is_master_rank() && a.verbose) print_plan(m, &a, &from, &train_s, n_train, n_val);
     tnt_fit_opts fo = {.epochs = (int)a.epochs, .verbose = (int)a.verbose, .validation_data = val,
                        .callbacks = cbs, .n_callbacks = n_cbs};

@@ -1,7 +1,10 @@
 /* checkpoint.c: Keras's ModelCheckpoint, and its file-name templates (Python's str.format). */
 #include "core/core.h"
 #include "callbacks/callbacks.h"
+#include "comm/comm.h"
+#include "io/save_check.h"
 #include "model/model.h"
+#include "training/parallel.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -140,13 +143,22 @@ typedef struct checkpoint {
 } checkpoint;
 
 static tnt_status ck_train_begin(tnt_model *m, const tnt_logs *logs, void *user) {
-    (void)m, (void)logs;
+    (void)logs;
     checkpoint *c = user;
     c->best = c->has_threshold ? c->threshold : c->greater ? -INFINITY : INFINITY;
     c->epoch = 0;
     c->last_batch = -1;
     c->since_save = 0;
-    return TNT_OK;
+    /* what the saves need, checked now rather than after the first epoch: the names, and the
+     * directory (made if missing, as Keras 3 does) unless its own name comes from the template */
+    tnt_status s = TNT_OK;
+    if (tnt_is_master_rank() || c->save.save_all_devices) {
+        const char *slash = strrchr(c->filepath, '/');
+        s = tnt__check_save_names(m, "ModelCheckpoint", c->filepath);
+        if (s == TNT_OK && !(slash && memchr(c->filepath, '{', (size_t)(slash - c->filepath))))
+            s = tnt__check_save_path(c->filepath, true, "ModelCheckpoint");
+    }
+    return tnt__is_parallel(m) ? tnt__agree(s, NULL, 0) : s;
 }
 
 static tnt_status ck_epoch_begin(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {

@@ -13,6 +13,15 @@ void tnt__world_finalize(void);
 int tnt__world_rank(void);
 int tnt__world_size(void);
 bool tnt__world_active(void); /* MPI is initialized and size > 1 */
+/* The thread level MPI provided (a tnt__thread_level; MULTIPLE without MPI), its name, and
+ * whether it allows the comm-thread engine (MPI_THREAD_SERIALIZED or more; below, the gradient
+ * allreduces run in the nonblocking engine from the main thread). */
+int tnt__world_thread_level(void);
+const char *tnt__thread_level_name(int level);
+bool tnt__world_comm_thread_ok(void);
+/* The MPI library in one line (MPI_Get_library_version up to its first ',' or newline), e.g.
+ * "Open MPI v4.1.4" or "MPICH Version:	4.0.2"; "" when MPI cannot say. */
+void tnt__world_library(char *buf, size_t size);
 
 /* In-place sums across ranks (double / int64 / float). */
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n);
@@ -52,7 +61,7 @@ typedef struct tnt__reducer tnt__reducer;
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
  * i-th layer with weights has finished backward. */
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode);
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression);
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
@@ -60,6 +69,8 @@ void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
 /* Starts what is left and waits for all buckets of the step. */
 tnt_status tnt__reducer_finish_step(tnt__reducer *r);
 int tnt__reducer_num_buckets(const tnt__reducer *r);
+/* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
+tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread
  * waited in finish_step (the part not hidden behind backward). */
 void tnt__reducer_stats(const tnt__reducer *r, double *comm_seconds, double *exposed_seconds, int64_t *steps);

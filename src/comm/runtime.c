@@ -2,6 +2,7 @@
  * one rank; the data-parallel runtime adds MPI underneath without changing these calls. */
 #include "core/config.h"
 #include "comm/comm.h"
+#include "comm/launcher_env.h"
 #include "kernels/dnnl_util.h"
 
 #include <stdio.h>
@@ -27,10 +28,31 @@ tnt_status tnt_init(int *argc, char ***argv) {
     tnt_status s = tnt__config_load();
     if (s != TNT_OK) return tnt__error_prefix(s, "tnt_init: ");
     const tnt__config *c = tnt__config_get();
-    if ((s = tnt__world_init(argc, argv, c->under_mpirun || c->force_mpi)) != TNT_OK) return s;
+    /* Started by a launcher: MPI starts, and the world must be the launcher's, or this process
+     * would train alone while the others do the same (every rank stops with the message). */
+    tnt__launch launch;
+    tnt__launch_detect(c, &launch);
+    if ((s = tnt__world_init(argc, argv, launch.by || c->force_mpi)) != TNT_OK) return s;
+    char library[128];
+    tnt__world_library(library, sizeof library);
+    s = tnt__launch_check(&launch, tnt__world_rank(), tnt__world_size(), library[0] ? library : NULL);
+    if (s != TNT_OK) {
+        tnt__world_finalize();
+        return tnt__error_prefix(s, "tnt_init: ");
+    }
     rt.rank = tnt__world_rank();
     rt.size = tnt__world_size();
     rt.initialized = true;
+    if (rt.size > 1 && !tnt__world_comm_thread_ok()) {
+        /* The cluster's MPI decides, not the user: train anyway, in the engine that needs no
+         * comm thread. Asked for less (TNT_MPI_THREAD_LEVEL): said only at INFO. */
+        bool asked_less = c->mpi_thread_level < TNT__THREAD_SERIALIZED;
+        tnt_log(asked_less ? TNT_LOG_INFO : TNT_LOG_WARNING,
+                "MPI provides %s (%s): gradient allreduces run in the nonblocking engine, all MPI calls "
+                "from the main thread (the comm-thread engine needs MPI_THREAD_SERIALIZED)",
+                tnt__thread_level_name(tnt__world_thread_level()),
+                asked_less ? "TNT_MPI_THREAD_LEVEL asked for no more" : "asked for MPI_THREAD_SERIALIZED");
+    }
     return TNT_OK;
 }
 

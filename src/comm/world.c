@@ -10,7 +10,23 @@ static struct {
     bool initialized_by_us;
     bool active;
     int rank, size;
-} world = {.size = 1};
+    int thread_level; /* provided by MPI_Init_thread (a tnt__thread_level) */
+} world = {.size = 1, .thread_level = TNT__THREAD_MULTIPLE};
+
+static const int mpi_levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+
+static int level_of(int mpi_level) {
+    int l = TNT__THREAD_SINGLE;
+    for (int i = 0; i < 4; i++)
+        if (mpi_level >= mpi_levels[i]) l = i;
+    return l;
+}
+
+const char *tnt__thread_level_name(int level) {
+    static const char *const names[] = {"MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED",
+                                        "MPI_THREAD_MULTIPLE"};
+    return level >= 0 && level < 4 ? names[level] : "an unknown thread level";
+}
 
 static tnt_status mpi_error(int code, const char *call) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -40,6 +56,19 @@ static tnt_status mpi_error(int code, const char *call) {
         if (rc_ != MPI_SUCCESS) return mpi_error(rc_, #call);                                     \
     } while (0)
 
+/* MPI_Iallreduce(MPI_IN_PLACE, ...). SimGrid 3.32's SMPI copies an in-place buffer into a
+ * temporary that it frees when MPI_Iallreduce returns, before the request completes (a crash over
+ * ~2.5 MB, a read of freed memory below); its blocking MPI_Allreduce keeps the temporary through the call, so
+ * under SMPI the sum is done there and *rq is MPI_REQUEST_NULL (done). */
+static int iallreduce_in_place(void *buf, int n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request *rq) {
+#ifdef TNT_SMPI
+    *rq = MPI_REQUEST_NULL;
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, type, op, comm);
+#else
+    return MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, op, comm, rq);
+#endif
+}
+
 tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     int inited = 0;
     MPI_Initialized(&inited);
@@ -48,11 +77,16 @@ tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
         /* The comm thread waits inside MPI while backward computes on the same cores: a waiting
          * MPI that yields leaves the core to the computation (measured: +5-10% at 2 ranks). */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-        int provided;
-        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+        /* Any level will do: below MPI_THREAD_SERIALIZED the gradient allreduces run in the
+         * nonblocking engine, every MPI call from the main thread (tnt__world_comm_thread_ok). */
+        int provided, asked = tnt__config_get()->mpi_thread_level;
+        MPI_CHECK(MPI_Init_thread(argc, argv, mpi_levels[asked], &provided));
         world.initialized_by_us = true;
-        if (provided < MPI_THREAD_SERIALIZED)
-            return tnt__error(TNT_ERR_MPI, "MPI: thread level %d provided, MPI_THREAD_SERIALIZED needed", provided);
+        world.thread_level = level_of(provided);
+    } else {
+        int provided;
+        MPI_CHECK(MPI_Query_thread(&provided));
+        world.thread_level = level_of(provided);
     }
     /* errors come back as codes, so that a failing collective gives a message, not an abort */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -74,6 +108,27 @@ void tnt__world_finalize(void) {
     world.active = false;
     world.rank = 0;
     world.size = 1;
+    world.thread_level = TNT__THREAD_MULTIPLE;
+}
+
+int tnt__world_thread_level(void) { return world.thread_level; }
+bool tnt__world_comm_thread_ok(void) { return world.thread_level >= TNT__THREAD_SERIALIZED; }
+
+void tnt__world_library(char *buf, size_t size) {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (size == 0) return;
+    buf[0] = '\0';
+    if (MPI_Get_library_version(v, &len) != MPI_SUCCESS) return;
+    /* the first line up to a ',', blanks folded: "Open MPI v4.1.4", "MPICH Version: 4.0.2" */
+    size_t o = 0;
+    for (int i = 0; i < len && v[i] && v[i] != '\n' && v[i] != ',' && o + 1 < size; i++) {
+        bool blank = v[i] == ' ' || v[i] == '\t';
+        if (blank && (o == 0 || buf[o - 1] == ' ')) continue;
+        buf[o++] = blank ? ' ' : v[i];
+    }
+    while (o > 0 && buf[o - 1] == ' ') o--;
+    buf[o] = '\0';
 }
 
 int tnt__world_rank(void) { return world.rank; }
@@ -92,7 +147,7 @@ tnt_status tnt__allreduce_sum_f64(double *x, int64_t n) {
 
 tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n) {
     if (!world.active || n == 0) return TNT_OK;
-    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "allreduce");
+    MPI_COLLECTIVE(iallreduce_in_place(x, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "allreduce");
     return TNT_OK;
 }
 
@@ -197,7 +252,7 @@ tnt_status tnt__agree(tnt_status local, int64_t *sums, int k) {
     if (k > 7) return tnt__error(TNT_ERR_ARG, "agree: %d values (at most 7)", k);
     buf[0] = local != TNT_OK;
     if (k) memcpy(buf + 1, sums, (size_t)k * sizeof *buf);
-    MPI_COLLECTIVE(MPI_Iallreduce(MPI_IN_PLACE, buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "agreement");
+    MPI_COLLECTIVE(iallreduce_in_place(buf, k + 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &rq_), "agreement");
     if (k) memcpy(sums, buf + 1, (size_t)k * sizeof *buf);
     if (buf[0] == 0) return TNT_OK;
     /* the lowest failing rank tells everyone its status and message */

@@ -31,6 +31,10 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
                                     {"WARNING", TNT_LOG_WARNING}, {"ERROR", TNT_LOG_ERROR}, {NULL, 0}};
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
+static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
+static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
+                                       {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
+                                       {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -47,24 +51,40 @@ static const setting settings[] = {
     FLAG("TNT_FORCE_MPI", force_mpi),
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
+    CHOICE("TNT_COMPRESSION", compression, compressions),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
+    CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),
     PRESENT("PMI_RANK", under_mpirun),
+    PRESENT("PMI_SIZE", under_mpirun),
+    /* what the launcher says about the world (comm/launcher_env.c) */
+    INT("OMPI_COMM_WORLD_SIZE", ompi_size, 1, INT32_MAX),
+    INT("OMPI_COMM_WORLD_RANK", ompi_rank, 0, INT32_MAX),
+    INT("PMI_SIZE", pmi_size, 1, INT32_MAX),
+    INT("PMI_RANK", pmi_rank, 0, INT32_MAX),
+    INT("PMIX_RANK", pmix_rank, 0, INT32_MAX),
+    PRESENT("SLURM_STEP_ID", slurm_step),
+    INT("SLURM_STEP_NUM_TASKS", slurm_step_tasks, 1, INT32_MAX),
+    INT("SLURM_PROCID", slurm_procid, 0, INT32_MAX),
 };
 
-static const tnt__config defaults = {
-    .log_level = TNT_LOG_WARNING,
-    .stdout_tty = -1,
-    .fusion_threshold_kb = 32,
-    .comm_mode = TNT_COMM_MODE_THREAD,
-    .stall_check_seconds = 60, /* as Horovod */
-};
+/* a macro, not a const object: C (and clang) take no object as a static initializer */
+#define DEFAULTS                                                                                  \
+    {                                                                                             \
+        .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
+        .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
+        .stall_check_seconds = 60, /* as Horovod */                                               \
+        .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
+        .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
+        .slurm_procid = -1,                                                                       \
+    }
+static const tnt__config defaults = DEFAULTS;
 
-static tnt__config current = defaults;
+static tnt__config current = DEFAULTS;
 
 static tnt_status bad_value(const setting *s, const char *v) {
     char expected[160];

@@ -6,6 +6,14 @@
 
 #include "core/core.h"
 
+/* MPI's thread levels, in MPI's order (core has no mpi.h; comm/world.c maps them) */
+typedef enum tnt__thread_level {
+    TNT__THREAD_SINGLE,
+    TNT__THREAD_FUNNELED,
+    TNT__THREAD_SERIALIZED,
+    TNT__THREAD_MULTIPLE,
+} tnt__thread_level;
+
 typedef struct tnt__config {
     int log_level;                   /* TNT_LOG_LEVEL: a tnt_log_level */
     bool log_on_all_devices;         /* TNT_LOG_ON_ALL_DEVICES */
@@ -13,9 +21,17 @@ typedef struct tnt__config {
     bool tensorboard_on_all_devices; /* TNT_TENSORBOARD_ON_ALL_DEVICES */
     int stdout_tty;                  /* TNT_STDOUT_TTY: 1 or 0 (the launcher tells), -1 unset */
     bool force_mpi;                  /* TNT_FORCE_MPI: start MPI without a launcher */
-    bool under_mpirun;               /* OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set */
+    bool under_mpirun;               /* OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK or PMI_SIZE is set */
+    int mpi_thread_level;            /* TNT_MPI_THREAD_LEVEL: a tnt__thread_level to ask MPI_Init_thread for */
+    /* What an MPI launcher tells the processes it starts (comm/launcher_env.c); -1: not set */
+    int64_t ompi_size, ompi_rank;    /* OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_RANK (Open MPI's mpirun) */
+    int64_t pmi_size, pmi_rank;      /* PMI_SIZE, PMI_RANK (MPICH's Hydra, Intel MPI, srun --mpi=pmi2) */
+    int64_t pmix_rank;               /* PMIX_RANK (srun --mpi=pmix, prterun) */
+    bool slurm_step;                 /* SLURM_STEP_ID is set: srun started this process */
+    int64_t slurm_step_tasks, slurm_procid; /* SLURM_STEP_NUM_TASKS, SLURM_PROCID */
     int64_t fusion_threshold_kb;     /* TNT_FUSION_THRESHOLD_KB */
     int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
+    int compression;                 /* TNT_COMPRESSION: a tnt_compression, never the default */
     int64_t h5_time_limit_s;         /* TNT_H5_TIME_LIMIT: seconds an HDF5 parse may take; 0 = by size */
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local tnt_status last_status;
 /* errors raised by any thread: the runtime compares it with the count its ranks last agreed on */
 static _Atomic uint64_t errors_raised;
 
@@ -14,6 +15,7 @@ uint64_t tnt__error_count(void) { return errors_raised; }
 
 tnt_status tnt__error(tnt_status status, const char *fmt, ...) {
     errors_raised++;
+    last_status = status;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
@@ -24,6 +26,7 @@ tnt_status tnt__error(tnt_status status, const char *fmt, ...) {
 /* The public name of tnt__error, for user code (custom layers, callbacks). */
 tnt_status tnt_set_error(tnt_status status, const char *fmt, ...) {
     errors_raised++;
+    last_status = status;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
@@ -48,9 +51,14 @@ tnt_status tnt__error_prefix(tnt_status status, const char *fmt, ...) {
     return status;
 }
 
-void tnt__error_clear(void) { last_error[0] = '\0'; }
+void tnt__error_clear(void) {
+    last_error[0] = '\0';
+    last_status = TNT_OK;
+}
 
 const char *tnt_last_error(void) { return last_error; }
+/* A prefix added on the way up (tnt__error_prefix) keeps the status of the error's origin. */
+tnt_status tnt_last_status(void) { return last_status; }
 
 const char *tnt_status_name(tnt_status status) {
     switch (status) {

@@ -36,7 +36,12 @@ void tnt__h5_quiet(void);
 /* Opens path read-only into *f after the checks every load makes (readable, an HDF5 file);
  * messages start with who. */
 tnt_status tnt__h5_open(const char *who, const char *path, hid_t *f);
-/* Why the last H5Dread failed, for messages: a checksum mismatch, or damage in general. */
+/* H5Dread of a whole dataset (file space = memory space = all), after checks libhdf5 1.10
+ * skips, without which H5Dread copies past its buffers (found by fuzz_zip): the file's number
+ * type is a plain 1, 2, 4 or 8-byte one, and a compact dataset holds the bytes its shape needs. */
+herr_t tnt__h5_dread(hid_t d, hid_t mem_type, void *out);
+/* Why the last tnt__h5_dread failed, for messages: a refused dataset, a checksum mismatch, or
+ * damage in general. */
 const char *tnt__h5_read_failure(void);
 /* A float32 or int64 dataset in Keras layout; non-scalar ones are chunked with the Fletcher-32
  * checksum filter, so that a damaged byte fails the read instead of loading. */

@@ -2,8 +2,9 @@
  * keras/src/saving/legacy/hdf5_format.py save_model_to_hdf5 writes them:
  *   root attributes   model_config     the architecture (tnt_model_to_json), a scalar string
  *                     training_config  {"loss": ..., "metrics": [...], "weighted_metrics": null,
- *                                       "loss_weights": null, "optimizer_config": {"class_name":
- *                                       "Adam", "config": {...}}} (compiled models only)
+ *                                       "loss_weights": null or [...], "optimizer_config":
+ *                                       {"class_name": "Adam", "config": {...}}} (compiled models
+ *                                       only; compile_config.c makes and reads it)
  *                     keras_version, backend
  *   /model_weights    the weights layout of tnt_save_weights (h5_weights.c)
  *   /optimizer_weights  attribute weight_names, the optimizer's variables() in Keras 2.11+ order:
@@ -100,11 +101,13 @@ static tnt_status layout_make(tnt_model *m, opt_layout *L) {
     for (int e = 0; e < L->n - 1; e++) {
         int k, v;
         slot_entry(o, L->ns, L->nw, e, &k, &v);
-        size_t len = strlen(o->name) + strlen(tnt__optimizer_slot_name(o, k)) + strlen(L->owner[v]->name) +
+        char scope[512]; /* a nested model's weights: "Adam/m/inner/dense/kernel:0" */
+        tnt__scope_path(m, tnt__layer_scope(m, L->owner[v]), scope, sizeof scope);
+        size_t len = strlen(o->name) + strlen(tnt__optimizer_slot_name(o, k)) + strlen(scope) + strlen(L->owner[v]->name) +
                      strlen(L->w[v]->name) + 8;
         if (!(L->names[1 + e] = malloc(len))) goto nomem;
-        snprintf(L->names[1 + e], len, "%s/%s/%s/%s:0", o->name, tnt__optimizer_slot_name(o, k), L->owner[v]->name,
-                 L->w[v]->name);
+        snprintf(L->names[1 + e], len, "%s/%s/%s%s%s/%s:0", o->name, tnt__optimizer_slot_name(o, k), scope,
+                 *scope ? "/" : "", L->owner[v]->name, L->w[v]->name);
     }
     return TNT_OK;
 nomem:
@@ -154,92 +157,6 @@ static tnt_status write_optimizer(tnt_model *m, hid_t f, const char *path) {
     if (g >= 0) H5Gclose(g);
     layout_free(&L);
     return s;
-}
-
-#define CK(x)                                                                                                  \
-    do {                                                                                                       \
-        if (!(x)) goto nomem;                                                                                  \
-    } while (0)
-
-/* Keras's loss class names */
-static const char *loss_class(tnt_loss_kind k) {
-    switch (k) {
-    case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: return "SparseCategoricalCrossentropy";
-    case TNT_CATEGORICAL_CROSSENTROPY: return "CategoricalCrossentropy";
-    case TNT_BINARY_CROSSENTROPY: return "BinaryCrossentropy";
-    case TNT_MEAN_SQUARED_ERROR: return "MeanSquaredError";
-    case TNT_MEAN_ABSOLUTE_ERROR: return "MeanAbsoluteError";
-    default: return "";
-    }
-}
-
-tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
-    *out = NULL;
-    const tnt_optimizer *o = m->optimizer;
-    cJSON *tc = cJSON_CreateObject();
-    CK(tc);
-    const tnt__loss_opts *lo = m->loss_opts;
-    if (!m->from_logits && !lo) {
-        CK(cJSON_AddStringToObject(tc, "loss", tnt_loss_name(m->loss)));
-    } else {
-        cJSON *l = cJSON_AddObjectToObject(tc, "loss"), *c;
-        CK(l && cJSON_AddStringToObject(l, "class_name", loss_class(m->loss)) && (c = cJSON_AddObjectToObject(l, "config")));
-        CK(cJSON_AddStringToObject(c, "reduction", "auto") && cJSON_AddStringToObject(c, "name", tnt_loss_name(m->loss)));
-        bool ce = m->loss == TNT_CATEGORICAL_CROSSENTROPY || m->loss == TNT_BINARY_CROSSENTROPY;
-        if (m->loss != TNT_MEAN_SQUARED_ERROR && m->loss != TNT_MEAN_ABSOLUTE_ERROR)
-            CK(cJSON_AddBoolToObject(c, "from_logits", m->from_logits));
-        /* Keras's SparseCategoricalCrossentropy has no label_smoothing: ours goes in when set */
-        if (ce || (lo && lo->label_smoothing != 0))
-            CK(cJSON_AddNumberToObject(c, "label_smoothing", tnt__kj_f(lo ? lo->label_smoothing : 0)));
-        if (ce) CK(cJSON_AddNumberToObject(c, "axis", -1));
-        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
-            if (lo && lo->has_ignore_class) CK(cJSON_AddNumberToObject(c, "ignore_class", lo->ignore_class));
-            else CK(cJSON_AddNullToObject(c, "ignore_class"));
-        }
-    }
-    cJSON *met = cJSON_AddArrayToObject(tc, "metrics");
-    CK(met);
-    for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
-    CK(cJSON_AddNullToObject(tc, "weighted_metrics") && cJSON_AddNullToObject(tc, "loss_weights"));
-    cJSON *oc = cJSON_AddObjectToObject(tc, "optimizer_config"), *c;
-    CK(oc && cJSON_AddStringToObject(oc, "class_name", o->name) && (c = cJSON_AddObjectToObject(oc, "config")));
-    /* Keras 2.11+ get_config: the base optimizer's keys, then the optimizer's own */
-    CK(cJSON_AddStringToObject(c, "name", o->name));
-    if (o->weight_decay != 0) CK(cJSON_AddNumberToObject(c, "weight_decay", tnt__kj_f(o->weight_decay)));
-    else CK(cJSON_AddNullToObject(c, "weight_decay"));
-    CK(cJSON_AddNullToObject(c, "clipnorm") && cJSON_AddNullToObject(c, "global_clipnorm") &&
-       cJSON_AddNullToObject(c, "clipvalue") && cJSON_AddFalseToObject(c, "use_ema") &&
-       cJSON_AddNumberToObject(c, "ema_momentum", 0.99) && cJSON_AddNullToObject(c, "ema_overwrite_frequency") &&
-       cJSON_AddFalseToObject(c, "jit_compile") && cJSON_AddFalseToObject(c, "is_legacy_optimizer"));
-    CK(cJSON_AddNumberToObject(c, "learning_rate", tnt__kj_f(tnt_optimizer_get_lr(o))));
-    switch (o->kind) {
-    case TNT__OPT_SGD:
-        CK(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) && cJSON_AddBoolToObject(c, "nesterov", o->nesterov));
-        break;
-    case TNT__OPT_ADAM:
-    case TNT__OPT_ADAMAX:
-    case TNT__OPT_NADAM:
-        CK(cJSON_AddNumberToObject(c, "beta_1", tnt__kj_f(o->beta_1)) && cJSON_AddNumberToObject(c, "beta_2", tnt__kj_f(o->beta_2)) &&
-           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
-        if (o->kind == TNT__OPT_ADAM) CK(cJSON_AddBoolToObject(c, "amsgrad", o->amsgrad));
-        break;
-    case TNT__OPT_RMSPROP:
-        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) &&
-           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)) && cJSON_AddBoolToObject(c, "centered", o->centered));
-        break;
-    case TNT__OPT_ADAGRAD:
-        CK(cJSON_AddNumberToObject(c, "initial_accumulator_value", tnt__kj_f(o->initial_accumulator_value)) &&
-           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
-        break;
-    case TNT__OPT_ADADELTA:
-        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
-        break;
-    }
-    *out = tc;
-    return TNT_OK;
-nomem:
-    cJSON_Delete(tc);
-    return tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
 }
 
 static tnt_status fill_model(tnt_model *m, hid_t f, const char *path, void *ctx) {
@@ -293,131 +210,6 @@ static char *read_str(hid_t f, const char *name, const char *path) {
     }
     char *s = v[0];
     free(v);
-    return s;
-}
-
-static double num(const cJSON *o, const char *key) {
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(x) ? x->valuedouble : 0;
-}
-static bool flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
-
-/* Appends the metric names of a (possibly nested per output) Keras metrics list to buf. */
-static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const char *path) {
-    const cJSON *x;
-    cJSON_ArrayForEach(x, a) {
-        const char *name = NULL;
-        if (cJSON_IsArray(x)) {
-            tnt_status s = metric_names(x, buf, size, path);
-            if (s != TNT_OK) return s;
-            continue;
-        }
-        if (cJSON_IsString(x)) name = x->valuestring;
-        else if (cJSON_IsObject(x)) { /* a serialized metric: its config's name */
-            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "config"), "name");
-            if (cJSON_IsString(n)) name = n->valuestring;
-        }
-        if (!name) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: a metric is neither a name nor a config", path);
-        if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
-        if (*buf) strcat(buf, ",");
-        strcat(buf, name);
-    }
-    return TNT_OK;
-}
-
-/* Compiles m as a Keras 2 training_config ("optimizer_config") or a Keras 3 compile_config
- * ("optimizer": a config, or a name such as "adam") says. */
-tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *path) {
-    tnt_status s = TNT_OK;
-    cJSON *no_config = NULL; /* an optimizer given by name: its defaults */
-    tnt_compile_opts co = {0};
-    /* every output's loss counts with weight 1 here: other weights would train another model */
-    const cJSON *lw = cJSON_GetObjectItemCaseSensitive(tc, "loss_weights"), *w;
-    if (lw && !cJSON_IsNull(lw)) {
-        cJSON_ArrayForEach(w, lw) {
-            if (!cJSON_IsNumber(w) || w->valuedouble != 1.0) {
-                char v[48] = "a non-number";
-                if (cJSON_IsNumber(w)) snprintf(v, sizeof v, "%g", w->valuedouble);
-                s = tnt__error(TNT_ERR_UNSUPPORTED,
-                               "load_model %s: training_config: loss_weights other than 1 (here %s) are not supported",
-                               path, v);
-                goto done;
-            }
-        }
-    }
-    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(tc, "loss");
-    const cJSON *lcfg = NULL;
-    const char *lname = NULL;
-    if (cJSON_IsObject(loss)) {
-        const cJSON *cn = cJSON_GetObjectItemCaseSensitive(loss, "class_name");
-        lname = cJSON_IsString(cn) ? cn->valuestring : NULL;
-        lcfg = cJSON_GetObjectItemCaseSensitive(loss, "config");
-    } else if (cJSON_IsString(loss)) {
-        lname = loss->valuestring;
-    }
-    int lk = lname ? tnt_loss_from_name(lname) : -1;
-    if (lk < 0) {
-        s = lname ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
-                  : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no loss name", path);
-        goto done;
-    }
-    co.loss = (tnt_loss_kind)lk;
-    if (lcfg) {
-        co.from_logits = flag(lcfg, "from_logits");
-        co.label_smoothing = (float)num(lcfg, "label_smoothing");
-        const cJSON *ic = cJSON_GetObjectItemCaseSensitive(lcfg, "ignore_class");
-        if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
-    }
-    char metrics[1024] = "";
-    const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");
-    if (cJSON_IsArray(met) && (s = metric_names(met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
-    co.metrics = metrics;
-
-    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");
-    if (!oc) oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer");
-    const cJSON *ocn = cJSON_IsString(oc) ? oc : cJSON_GetObjectItemCaseSensitive(oc, "class_name");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(oc, "config");
-    if (cJSON_IsString(oc) && (no_config = cJSON_CreateObject())) c = no_config;
-    if (!cJSON_IsString(ocn) || !cJSON_IsObject(c)) {
-        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the training configuration has no optimizer with class_name and config", path);
-        goto done;
-    }
-    /* Keras 2.0-2.2 wrote the rate as "lr", Keras 2.3+ and tf.keras as "learning_rate" */
-    const char *lr_key = cJSON_GetObjectItemCaseSensitive(c, "learning_rate") ? "learning_rate" : "lr";
-    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(c, lr_key);
-    if (lr && !cJSON_IsNumber(lr)) {
-        s = tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: the optimizer's learning_rate is not a number (a "
-                                            "learning-rate schedule?): not supported",
-                       path);
-        goto done;
-    }
-    if (num(c, "decay") != 0) /* the time-based decay of Keras <= 2.3's optimizers */
-        tnt_log(TNT_LOG_WARNING, "load_model %s: the optimizer's decay %g is not supported and is ignored "
-                "(set a learning-rate schedule instead)", path, num(c, "decay"));
-    tnt_optimizer_opts oo = {
-        .learning_rate = (float)num(c, lr_key),
-        .momentum = (float)num(c, "momentum"),
-        .nesterov = flag(c, "nesterov"),
-        .beta_1 = (float)num(c, "beta_1"),
-        .beta_2 = (float)num(c, "beta_2"),
-        .epsilon = (float)num(c, "epsilon"),
-        .rho = (float)num(c, "rho"),
-        .amsgrad = flag(c, "amsgrad"),
-        .centered = flag(c, "centered"),
-        .initial_accumulator_value = (float)num(c, "initial_accumulator_value"),
-        .weight_decay = (float)num(c, "weight_decay"),
-    };
-    co.optimizer = tnt_optimizer_new(ocn->valuestring, &oo);
-    if (!co.optimizer) {
-        s = tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path);
-        goto done;
-    }
-    /* a learning rate of exactly 0 means the default to tnt_optimizer_new */
-    if (cJSON_IsNumber(lr) && lr->valuedouble == 0) tnt_optimizer_set_lr(co.optimizer, 0);
-    s = tnt_compile(m, &co); /* consumes the optimizer */
-    if (s != TNT_OK) tnt__error_prefix(s, "load_model %s: ", path);
-done:
-    cJSON_Delete(no_config);
     return s;
 }
 
@@ -476,7 +268,7 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
             s = tnt__error(TNT_ERR_FORMAT, "load_model %s: dataset optimizer_weights/%s is unreadable", path, L.names[i]);
         } else if (i == 0) {
             if (nd != 0) s = tnt__error(TNT_ERR_SHAPE, "load_model %s: optimizer_weights/%s is not a scalar", path, L.names[0]);
-            else if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, it) < 0 || *it < 0)
+            else if (tnt__h5_dread(d, H5T_NATIVE_INT64, it) < 0 || *it < 0)
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[0],
                                *it < 0 ? "a negative count" : tnt__h5_read_failure());
         } else {
@@ -493,8 +285,8 @@ static tnt_status read_optimizer(tnt_model *m, hid_t f, const char *path, int64_
                 s = tnt__error(TNT_ERR_SHAPE, "load_model %s: shape mismatch for optimizer_weights/%s: the file has %s, the weight %s",
                                path, L.names[i], fs, tnt_shape_str(w->shape, ms, sizeof ms));
             } else if (tnt_shape_numel(w->shape) > 0 &&
-                       H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                               slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
+                       tnt__h5_dread(d, H5T_NATIVE_FLOAT,
+                                     slots + (size_t)k * (size_t)m->n_params + (w->value - m->params)) < 0) {
                 s = tnt__error(TNT_ERR_FORMAT, "load_model %s: cannot read optimizer_weights/%s (%s)", path, L.names[i],
                                tnt__h5_read_failure());
             }
@@ -554,7 +346,7 @@ static tnt_status read_exact(hid_t g, const char *name, hid_t mem, const tnt_sha
     if (!same)
         s = tnt__error(TNT_ERR_SHAPE, "%s: optimizer/vars/%s does not have the shape %s of its variable", path, name,
                        tnt_shape_str(*shape, ms, sizeof ms));
-    else if (tnt_shape_numel(*shape) > 0 && H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    else if (tnt_shape_numel(*shape) > 0 && tnt__h5_dread(d, mem, out) < 0)
         s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read optimizer/vars/%s (%s)", path, name, tnt__h5_read_failure());
     if (space >= 0) H5Sclose(space);
     H5Dclose(d);

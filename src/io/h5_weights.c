@@ -15,6 +15,7 @@
  * model_weights group; it runs in a child process (h5_guard.c). The pieces h5_model.c
  * (whole-model files) shares are the tnt__h5_* functions (io/h5.h). */
 #include "io/h5.h"
+#include "io/save_check.h"
 #include "io/keras_io.h"
 
 #include "core/atomic_file.h"
@@ -62,15 +63,6 @@ static void shape_str(const tnt_shape *s, char *buf, size_t size) {
 }
 
 bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l) { return tnt__model_keras_functional(m) || !tnt__is_input_layer(l); }
-
-/* A layer's weights in _legacy_weights order: trainable, then non-trainable. */
-static int legacy_weights(tnt_layer *l, tnt__weight **out) {
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int j = 0; j < l->n_weights; j++)
-            if (l->weights[j].trainable == (pass == 0)) out[n++] = &l->weights[j];
-    return n;
-}
 
 /* ---- string attributes ----------------------------------------------------------------------- */
 
@@ -300,32 +292,55 @@ static herr_t note_checksum_error(unsigned n, const H5E_error2_t *e, void *found
     return 0;
 }
 
+static _Thread_local const char *refused; /* why the last tnt__h5_dread refused a dataset */
+
 const char *tnt__h5_read_failure(void) {
+    if (refused) return refused;
     bool checksum = false;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, note_checksum_error, &checksum);
     return checksum ? "checksum mismatch: the data in the file is damaged" : "truncated or corrupt file?";
 }
 
-static int cmp_layer_name(const void *a, const void *b) {
-    return strcmp((*(tnt_layer *const *)a)->name, (*(tnt_layer *const *)b)->name);
+/* A plain number type: 1, 2, 4 or 8 bytes, all bits used. A damaged size (65535 bytes of a
+ * 32-bit float) makes H5Dread's conversion copy past the chunk it read. */
+static bool plain_number_type(hid_t type) {
+    H5T_class_t cls = H5Tget_class(type);
+    size_t size = H5Tget_size(type);
+    return (cls == H5T_FLOAT || cls == H5T_INTEGER) && (size == 1 || size == 2 || size == 4 || size == 8) &&
+           !(cls == H5T_FLOAT && size == 1) && H5Tget_precision(type) == 8 * size && H5Tget_offset(type) == 0;
 }
 
-/* Group g gets weight_names and the datasets of these weights. */
-static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int nw, const char *path) {
-    char *names[TNT_MAX_LAYER_WEIGHTS] = {0};
-    char store[TNT_MAX_LAYER_WEIGHTS][2 * TNT_NAME_MAX + 8];
-    for (int j = 0; j < nw; j++) {
-        snprintf(store[j], sizeof store[j], "%s/%s:0", lname, ws[j]->name);
-        names[j] = store[j];
+herr_t tnt__h5_dread(hid_t d, hid_t mem_type, void *out) {
+    hid_t dcpl = H5Dget_create_plist(d), space = H5Dget_space(d), type = H5Dget_type(d);
+    refused = NULL;
+    if (dcpl < 0 || space < 0 || type < 0) refused = "unreadable dataset header: the file is damaged";
+    else if (!plain_number_type(type)) refused = "its number type is damaged or not a plain integer or float";
+    else if (H5Pget_layout(dcpl) == H5D_COMPACT) { /* data kept in the header: as many bytes as the shape needs */
+        hssize_t n = H5Sget_simple_extent_npoints(space);
+        if (n < 0 || H5Dget_storage_size(d) < (hsize_t)n * H5Tget_size(type))
+            refused = "its compact data holds fewer bytes than its shape needs: the file is damaged";
     }
-    tnt_status s = tnt__h5_write_names(g, "weight_names", names, nw, path);
+    bool bad = refused != NULL;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    return bad ? -1 : H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+    return strcmp((*(const tnt__entry *const *)a)->name, (*(const tnt__entry *const *)b)->name);
+}
+
+/* Group g gets weight_names and the datasets of entry e's weights. */
+static tnt_status write_entry(hid_t g, const tnt__entry *e, const char *path) {
+    tnt_status s = tnt__h5_write_names(g, "weight_names", e->names, e->n, path);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     if (lcpl < 0) return tnt__error(TNT_ERR_IO, "%s: HDF5 property list", path);
     H5Pset_create_intermediate_group(lcpl, 1);
-    for (int j = 0; j < nw && s == TNT_OK; j++) {
-        hid_t d = tnt__h5_create_dataset(g, names[j], H5T_IEEE_F32LE, &ws[j]->shape, lcpl);
-        if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, ws[j]->value) < 0)
-            s = tnt__error(TNT_ERR_IO, "%s: cannot write dataset %s/%s", path, lname, names[j]);
+    for (int j = 0; j < e->n && s == TNT_OK; j++) {
+        hid_t d = tnt__h5_create_dataset(g, e->names[j], H5T_IEEE_F32LE, &e->w[j]->shape, lcpl);
+        if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, e->w[j]->value) < 0)
+            s = tnt__error(TNT_ERR_IO, "%s: cannot write dataset %s/%s", path, e->name, e->names[j]);
         close_id(d);
     }
     close_id(lcpl);
@@ -341,19 +356,19 @@ static tnt_status write_layer(hid_t g, const char *lname, tnt__weight **ws, int 
 static tnt_status make_image(tnt_model *m, const char *path, const char *who, const char *group,
                              tnt__h5_extra_fn extra, void *ctx, void **image, size_t *size) {
     *image = NULL, *size = 0;
-    tnt_status s = TNT_OK;
-    tnt_layer **sorted = tnt__calloc((size_t)m->n_layers + 1, sizeof *sorted);
-    char **names = tnt__calloc((size_t)m->n_layers + 1, sizeof *names);
+    tnt__entry *es = NULL;
+    int n = 0;
+    tnt_status s = tnt__entries(m, -1, &es, &n);
+    const tnt__entry **sorted = tnt__calloc((size_t)n + 1, sizeof *sorted);
+    char **names = tnt__calloc((size_t)n + 1, sizeof *names);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1, root = -1;
-    if (!sorted || !names || fapl < 0) {
+    if (s != TNT_OK || !sorted || !names || fapl < 0) {
         s = tnt__error(TNT_ERR_NOMEM, "%s %s: out of memory", who, path);
         goto done;
     }
-    int n = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        if (tnt__keras_listed(m, m->layers[i])) names[n] = m->layers[i]->name, sorted[n++] = m->layers[i];
+    for (int i = 0; i < n; i++) names[i] = (char *)es[i].name, sorted[i] = &es[i];
     /* Keras: groups made in order of layer name */
-    qsort(sorted, (size_t)n, sizeof *sorted, cmp_layer_name);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_entry_name);
 
     if (H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0) f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
     if (f < 0) {
@@ -369,11 +384,9 @@ static tnt_status make_image(tnt_model *m, const char *path, const char *who, co
     if (s == TNT_OK) s = tnt__h5_write_scalar_str(root, "backend", "tensorflow", path);
     if (s == TNT_OK) s = tnt__h5_write_scalar_str(root, "keras_version", TNT__KERAS_VERSION, path);
     for (int i = 0; i < n && s == TNT_OK; i++) {
-        tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
-        int nw = legacy_weights(sorted[i], ws);
         hid_t g = H5Gcreate2(root, sorted[i]->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) s = tnt__error(TNT_ERR_IO, "%s %s: cannot create group %s", who, path, sorted[i]->name);
-        else s = write_layer(g, sorted[i]->name, ws, nw, path);
+        else s = write_entry(g, sorted[i], path);
         close_id(g);
     }
     if (s == TNT_OK) { /* Keras 2.13+: the model's own weights (none) */
@@ -402,6 +415,7 @@ done:
     }
     close_id(fapl);
     free(sorted), free(names);
+    tnt__entries_free(es, n);
     return s;
 }
 
@@ -411,7 +425,9 @@ tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opt
     if (!m || !path || !*path) s = tnt__error(TNT_ERR_ARG, "%s: model or path is NULL", who);
     else s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, who, path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, who);
+    else if (s == TNT_OK && writer) {
         tnt__h5_quiet();
         void *image;
         size_t size;
@@ -435,30 +451,30 @@ float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *
     return w->trainable ? params + (w->value - m->params) : state + (w->value - m->state);
 }
 
-/* Reads the weights of file group name for model layer l into params and state. */
-static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, tnt_layer *l, const char *path,
+/* Reads the weights of file group gname for model entry e into params and state. */
+static tnt_status read_entry(const tnt_model *m, hid_t root, const char *gname, const tnt__entry *e, const char *path,
                              float *params, float *state) {
     tnt_status s = TNT_OK;
     char where[TNT_NAME_MAX + 64];
+    const char *kind = e->layer ? "layer" : "nested model";
     snprintf(where, sizeof where, "%s: group \"%s\"", path, gname);
     hid_t g = H5Oexists_by_name(root, gname, H5P_DEFAULT) > 0 ? H5Gopen2(root, gname, H5P_DEFAULT) : -1;
     if (g < 0) return tnt__error(TNT_ERR_FORMAT, "load_weights %s: layer \"%s\" is listed but its group is missing", path, gname);
     strlist wn = {0};
     bool found;
     s = read_names(g, "weight_names", where, &wn, &found);
-    tnt__weight *ws[TNT_MAX_LAYER_WEIGHTS];
-    int nw = legacy_weights(l, ws);
-    if (s == TNT_OK && wn.n != nw)
+    if (s == TNT_OK && wn.n != e->n)
         s = tnt__error(TNT_ERR_SHAPE,
-                       "load_weights %s: weight count mismatch for layer \"%s\" (\"%s\" in the file): the layer "
+                       "load_weights %s: weight count mismatch for %s \"%s\" (\"%s\" in the file): the %s "
                        "has %d weight(s), the file %d",
-                       path, l->name, gname, nw, wn.n);
+                       path, kind, e->name, gname, kind, e->n, wn.n);
     for (int j = 0; j < wn.n && s == TNT_OK; j++) {
-        tnt__weight *w = ws[j];
+        const tnt__weight *w = e->w[j];
+        const char *lname = e->owner[j]->name;
         hid_t d = H5Oexists_by_name(g, wn.s[j], H5P_DEFAULT) > 0 ? H5Dopen2(g, wn.s[j], H5P_DEFAULT) : -1;
         if (d < 0) {
             s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: layer \"%s\": weight \"%s\": dataset %s/%s is missing", path,
-                           l->name, w->name, gname, wn.s[j]);
+                           lname, w->name, gname, wn.s[j]);
             break;
         }
         hid_t space = H5Dget_space(d), type = H5Dget_type(d);
@@ -482,10 +498,10 @@ static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, 
                 s = tnt__error(TNT_ERR_SHAPE,
                                "load_weights %s: shape mismatch in layer \"%s\" for weight \"%s\" (%s in the file): "
                                "the file has shape %s%s, the model %s",
-                               path, l->name, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
+                               path, lname, w->name, wn.s[j], fs, nd > TNT_MAX_DIMS ? " (more dims)" : "", ms);
             } else {
                 if (tnt_shape_numel(w->shape) &&
-                    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tnt__weight_destination(m, w, params, state)) < 0)
+                    tnt__h5_dread(d, H5T_NATIVE_FLOAT, tnt__weight_destination(m, w, params, state)) < 0)
                     s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: cannot read dataset %s/%s (%s)", path, gname,
                                    wn.s[j], tnt__h5_read_failure());
             }
@@ -496,8 +512,6 @@ static tnt_status read_layer(const tnt_model *m, hid_t root, const char *gname, 
     close_id(g);
     return s;
 }
-
-static bool has_weights(const tnt_layer *l) { return l->n_weights > 0; }
 
 tnt_status tnt__h5_open(const char *who, const char *path, hid_t *f) {
     tnt__h5_quiet();
@@ -524,6 +538,9 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
         return s;
     }
     strlist names = {0}, weighted = {0};
+    tnt__entry *es = NULL;
+    int n_es = 0;
+    if ((s = tnt__entries(m, -1, &es, &n_es)) != TNT_OK) goto done;
     /* a full-model file (model.save("m.h5")) keeps the weights in model_weights */
     if (H5Aexists(f, "layer_names") <= 0 && H5Aexists(f, "layer_names0") <= 0 &&
         H5Lexists(f, "model_weights", H5P_DEFAULT) > 0)
@@ -557,7 +574,7 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
         }
         if (s != TNT_OK) goto done;
         int n_model = 0;
-        for (int i = 0; i < m->n_layers; i++) n_model += tnt__keras_listed(m, m->layers[i]) && has_weights(m->layers[i]);
+        for (int i = 0; i < n_es; i++) n_model += es[i].n > 0;
         if (n_model != weighted.n) {
             s = tnt__error(TNT_ERR_SHAPE,
                            "load_weights %s: layer count mismatch: the model has %d layer(s) with weights, the file %d",
@@ -565,21 +582,19 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
             goto done;
         }
         int k = 0;
-        for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
-            tnt_layer *l = m->layers[i];
-            if (!tnt__keras_listed(m, l) || !has_weights(l)) continue;
-            s = read_layer(m, root, weighted.s[k++], l, path, params, state);
-        }
+        for (int i = 0; i < n_es && s == TNT_OK; i++)
+            if (es[i].n > 0) s = read_entry(m, root, weighted.s[k++], &es[i], path, params, state);
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
-            tnt_layer *l = NULL;
-            for (int j = 0; j < m->n_layers && !l; j++)
-                if (tnt__keras_listed(m, m->layers[j]) && strcmp(m->layers[j]->name, names.s[i]) == 0) l = m->layers[j];
-            if (!l) continue; /* not in the model: ignored */
-            s = read_layer(m, root, names.s[i], l, path, params, state);
+            const tnt__entry *e = NULL;
+            for (int j = 0; j < n_es && !e; j++)
+                if (strcmp(es[j].name, names.s[i]) == 0) e = &es[j];
+            if (!e) continue; /* not in the model: ignored */
+            s = read_entry(m, root, names.s[i], e, path, params, state);
         }
     }
 done:
+    tnt__entries_free(es, n_es);
     strlist_free(&names), strlist_free(&weighted);
     close_id(root);
     H5Fclose(f);

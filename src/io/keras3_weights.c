@@ -105,21 +105,50 @@ static tnt_status layer_vars_of(tnt_layer *l, layer_vars *v) {
     return TNT_OK;
 }
 
-/* The group path of each listed layer of m ("layers/dense_1"), in m->layers order; NULL for
- * layers Keras does not list. */
-static tnt_status layer_paths(const tnt_model *m, char (*paths)[PATH_MAX_LEN]) {
-    for (int i = 0; i < m->n_layers; i++) {
-        paths[i][0] = '\0';
-        if (!tnt__keras_listed(m, m->layers[i])) continue;
-        char base[PATH_MAX_LEN - 32];
-        snake_case(m->layers[i]->ops->class_name, base, sizeof base);
-        int same = 0;
+static tnt_status empty_vars(hid_t f, const char *at, const char *path);
+
+/* The group paths of the entries of scope s of m (-1: m itself) under prefix ("" or
+ * "layers/functional/"): each listed layer's goes to paths[its index in m->layers], each nested
+ * model's groups are made on the way (an empty vars group, as Keras makes for every saveable). */
+static tnt_status scope_paths(const tnt_model *m, int sc, const char *prefix, char (*paths)[PATH_MAX_LEN],
+                              hid_t f, const char *path) {
+    int n = tnt__scope_entries(m, sc, tnt__keras_listed, NULL, NULL, 0);
+    tnt_layer **ls = tnt__calloc((size_t)n + 1, sizeof *ls);
+    int *scs = tnt__calloc((size_t)n + 1, sizeof *scs);
+    tnt_status s = ls && scs ? TNT_OK : tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
+    if (s == TNT_OK) tnt__scope_entries(m, sc, tnt__keras_listed, ls, scs, n);
+    for (int i = 0; i < n && s == TNT_OK; i++) {
+        const char *cls = ls[i] ? ls[i]->ops->class_name : m->scopes[scs[i]].sequential ? "Sequential" : "Functional";
+        char base[PATH_MAX_LEN - 32], at[PATH_MAX_LEN];
+        snake_case(cls, base, sizeof base);
+        int same = 0; /* Keras's counter per class name in each container */
         for (int j = 0; j < i; j++)
-            same += tnt__keras_listed(m, m->layers[j]) && !strcmp(m->layers[j]->ops->class_name, m->layers[i]->ops->class_name);
-        if (same) snprintf(paths[i], PATH_MAX_LEN, "layers/%s_%d", base, same);
-        else snprintf(paths[i], PATH_MAX_LEN, "layers/%s", base);
+            same += !strcmp(ls[j] ? ls[j]->ops->class_name : m->scopes[scs[j]].sequential ? "Sequential" : "Functional", cls);
+        int len = same ? snprintf(at, sizeof at, "%slayers/%s_%d", prefix, base, same)
+                       : snprintf(at, sizeof at, "%slayers/%s", prefix, base);
+        if (len < 0 || (size_t)len + 40 >= sizeof at) {
+            s = tnt__error(TNT_ERR_UNSUPPORTED, "%s: models nested too deep for a path of %d bytes", path, PATH_MAX_LEN);
+            break;
+        }
+        if (ls[i]) {
+            for (int k = 0; k < m->n_layers; k++)
+                if (m->layers[k] == ls[i]) memcpy(paths[k], at, sizeof at);
+            continue;
+        }
+        if (f >= 0) s = empty_vars(f, at, path);
+        strcat(at, "/");
+        if (s == TNT_OK) s = scope_paths(m, scs[i], at, paths, f, path);
     }
-    return TNT_OK;
+    free(ls), free(scs);
+    return s;
+}
+
+/* The group path of each listed layer of m ("layers/dense_1", "layers/functional/layers/dense"),
+ * in m->layers order; "" for layers Keras does not list. f >= 0: the groups of nested models
+ * are made in f. */
+static tnt_status layer_paths(const tnt_model *m, char (*paths)[PATH_MAX_LEN], hid_t f, const char *path) {
+    for (int i = 0; i < m->n_layers; i++) paths[i][0] = '\0';
+    return scope_paths(m, -1, "", paths, f, path);
 }
 
 static hid_t make_groups(hid_t f, const char *path) {
@@ -145,8 +174,8 @@ static tnt_status empty_vars(hid_t f, const char *at, const char *path) {
 tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path) {
     char (*paths)[PATH_MAX_LEN] = tnt__calloc((size_t)m->n_layers + 1, sizeof *paths);
     if (!paths) return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
-    tnt_status s = layer_paths(m, paths);
-    if (s == TNT_OK) s = empty_vars(f, "", path);
+    tnt_status s = empty_vars(f, "", path);
+    if (s == TNT_OK) s = layer_paths(m, paths, f, path);
     for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
         if (!paths[i][0]) continue;
         layer_vars v;
@@ -213,7 +242,7 @@ static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt
             strcat(fs, ")");
             s = tnt__error(TNT_ERR_SHAPE, "%s: shape mismatch in layer \"%s\" for weight \"%s\" (%s): the file has %s, the model %s",
                            path, l->name, w->name, p, fs, tnt_shape_str(w->shape, ms, sizeof ms));
-        } else if (tnt_shape_numel(w->shape) > 0 && H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+        } else if (tnt_shape_numel(w->shape) > 0 && tnt__h5_dread(d, H5T_NATIVE_FLOAT, out) < 0) {
             s = tnt__error(TNT_ERR_FORMAT, "%s: cannot read dataset %s (%s)", path, p, tnt__h5_read_failure());
         }
     }
@@ -225,7 +254,7 @@ static tnt_status read_var(hid_t f, const char *p, const tnt_layer *l, const tnt
 
 tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state) {
     char (*paths)[PATH_MAX_LEN] = tnt__calloc((size_t)m->n_layers + 1, sizeof *paths);
-    tnt_status s = paths ? layer_paths(m, paths) : tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
+    tnt_status s = paths ? layer_paths(m, paths, -1, path) : tnt__error(TNT_ERR_NOMEM, "%s: out of memory", path);
     for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
         tnt_layer *l = m->layers[i];
         if (!paths[i][0] || l->n_weights == 0) continue;

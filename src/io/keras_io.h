@@ -2,7 +2,8 @@
  *   keras3_weights.c  the Keras 3 weights layout (model.weights.h5 inside a .keras zip, and
  *                     .weights.h5 files)
  *   keras_zip.c       the Keras 3 .keras zip (metadata.json, config.json, model.weights.h5)
- *   h5_model.c        compile settings and optimizer variables, shared by .h5 and .keras */
+ *   compile_config.c  compile settings (training_config, compile_config), shared by .h5 and .keras
+ *   h5_model.c        optimizer variables, shared by .h5 and .keras */
 #ifndef TNT_KERAS_IO_H
 #define TNT_KERAS_IO_H
 
@@ -26,6 +27,22 @@ tnt__file_kind tnt__file_kind_of(const char *path, const char *who);
 
 /* The layers of Keras's model.layers (a Sequential model's InputLayer is not listed). */
 bool tnt__keras_listed(const tnt_model *m, const tnt_layer *l);
+
+/* One entry of Keras's model.layers (keras_entries.c): a layer, or a nested model with the
+ * weights of all its layers, as Keras's _legacy_weights lists them (all trainable ones first,
+ * layer by layer, then the non-trainable ones). */
+typedef struct tnt__entry {
+    const char *name;
+    tnt_layer *layer;   /* NULL for a nested model */
+    int scope;          /* the nested model's scope (-1 for a layer) */
+    int n;              /* weights */
+    tnt__weight **w;
+    tnt_layer **owner;  /* the layer holding w[i] */
+    char **names;       /* Keras 2 weight names: "dense/kernel:0", "inner/dense/kernel:0" */
+} tnt__entry;
+/* The entries of m (scope -1) or of one of its nested models, in Keras's order. */
+tnt_status tnt__entries(const tnt_model *m, int scope, tnt__entry **out, int *n);
+void tnt__entries_free(tnt__entry *e, int n);
 /* h5_weights.c: where weight w of m goes in buffers params and state laid out as m->params and
  * m->state (what a reader in the child process fills). */
 float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state);
@@ -38,9 +55,9 @@ tnt_status tnt__keras3_write_weights(tnt_model *m, hid_t f, const char *path);
  * variable's presence, count and shape. */
 tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, float *params, float *state);
 
-/* h5_model.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
+/* compile_config.c: compiles m as a Keras training_config (.h5) or compile_config (.keras) says. */
 tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *config, const char *path);
-/* h5_model.c: the training_config of a compiled m as a cJSON object (caller frees). */
+/* compile_config.c: the training_config of a compiled m as a cJSON object (caller frees). */
 tnt_status tnt__training_config(const tnt_model *m, cJSON **out);
 /* h5_model.c: optimizer variables as Keras 3 keeps them (group/vars/0 iteration, 1 learning
  * rate, then the slots in Keras's order). */
@@ -49,6 +66,11 @@ tnt_status tnt__keras3_write_optimizer(tnt_model *m, hid_t group, const char *pa
  * *it = -1 when the file's variables do not fit this optimizer (it then starts afresh). */
 tnt_status tnt__keras3_read_optimizer(tnt_model *m, hid_t group, const char *path, int64_t *it, float *lr, float *slots);
 
+/* keras_zip.c: entry name of the zip archive at path, read whole (NUL-terminated; sizes checked
+ * first); *buf NULL (and TNT_OK) when absent and !required. */
+tnt_status tnt__keras_zip_entry(const char *path, const char *name, char **buf, size_t *len, bool required);
+/* An HDF5 file opened read-only on an image in memory (in the child of tnt__h5_isolated). */
+hid_t tnt__h5_open_image(const void *image, size_t len);
 /* keras_zip.c */
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts);
 tnt_model *tnt__keras_zip_load(const char *path, bool compile);

@@ -47,6 +47,16 @@ static tnt_status entry(const cJSON *e, int i, const char **cls, const cJSON **c
     return TNT_OK;
 }
 
+/* Set when an input shape has a None dimension: a model that does not build with the first
+ * stand-in size for it is read again with larger ones (model/variable.c). */
+static _Thread_local bool saw_none;
+
+static tnt_status read_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx *k) {
+    tnt_status st = tnt__kj_batch_shape(cfg, s, k);
+    for (int i = 0; st == TNT_OK && i < s->ndim; i++) saw_none |= s->dim[i] < 0;
+    return st;
+}
+
 /* Models inside models (Keras nested models) are read recursively, at most this deep. */
 #define MAX_MODEL_DEPTH 8
 static tnt_model *model_from_cjson(const cJSON *root, int depth);
@@ -77,7 +87,7 @@ static tnt_model *nested_from_json(const cJSON *e, const char *name, const char 
 
 /* A Sequential model holding nested models: rebuilt as a chain in a graph, so it becomes a
  * Functional model (the inner models' layers join it, as with tnt_call_model). */
-static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *name, int depth, bool masks) {
+static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *name, int depth) {
     tnt_graph *g = tnt_graph_new();
     tnt_model *inners[64] = {0}, *m = NULL;
     int n_inner = 0, i = 0;
@@ -92,7 +102,7 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
         if (i == 0 && (!strcmp(cls, "InputLayer") || tnt__kj_has_batch_shape(cfg))) {
             tnt_shape shape;
             char iname[TNT_NAME_MAX + 8];
-            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto done;
+            if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto done;
             snprintf(iname, sizeof iname, "%.50s_input", lname ? lname : "input");
             in = x = tnt_graph_input(g, shape, !strcmp(cls, "InputLayer") ? lname : iname);
             if (x.id < 0) {
@@ -103,6 +113,14 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
                 i++;
                 continue;
             }
+        }
+        if (x.id < 0 && i == 0 && is_model_class(cls)) { /* a nested model first: its input is the model's */
+            tnt_model *first = nested_from_json(e, k.name, cls, depth);
+            if (!first) goto done;
+            char iname[TNT_NAME_MAX + 8];
+            snprintf(iname, sizeof iname, "%.50s_input", k.name);
+            if (first->n_inputs == 1) in = x = tnt_graph_input(g, first->input_decl[0], iname);
+            tnt_model_free(first);
         }
         if (x.id < 0) {
             tnt__kj_error(&k, TNT_ERR_FORMAT, "%s",
@@ -143,7 +161,7 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
     }
     m = tnt_functional(g, 1, &in, 1, &x, name ? name : "sequential");
     if (!m) tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
-    else m->keras_sequential = masks && n_inner == 0;
+    else m->keras_sequential = true; /* a chain, written back as Sequential (nested models as entries) */
 done:
     for (int k = 0; k < n_inner; k++) tnt_model_free(inners[k]);
     tnt_graph_free(g);
@@ -164,7 +182,7 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         masks |= (cJSON_IsString(c) && !strcmp(c->valuestring, "Masking")) ||
                  cJSON_IsTrue(tnt__kj_item(tnt__kj_item(e, "config"), "mask_zero"));
     }
-    if (nested || masks) return sequential_graph_from_json(layers, name, depth, masks);
+    if (nested || masks) return sequential_graph_from_json(layers, name, depth);
     tnt_model *m = tnt_sequential(name);
     if (!m) return NULL;
     int i = 0;
@@ -177,11 +195,11 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         tnt__kj_ctx k = {lname ? lname : "?", cls};
         tnt_layer *l;
         if (!strcmp(cls, "InputLayer")) {
-            if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
+            if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
             l = tnt_input_layer(shape, lname);
         } else {
             if (i == 0 && tnt__kj_has_batch_shape(cfg)) {
-                if (tnt__kj_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
+                if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
                 first_shape = true;
             }
             l = layer_from_json(cls, cfg, lname);
@@ -397,31 +415,64 @@ static int call_node_refs(jgraph *j, jlayer *l, const cJSON *node, const char *w
     return 1;
 }
 
-/* input_layers / output_layers: [[name, 0, 0], ...] or a single [name, 0, 0]. */
-static int io_refs(const jgraph *j, const cJSON *v, const char *key, tnt_ktensor *t) {
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1) {
-        tnt__error(TNT_ERR_FORMAT, "from_json: Functional: missing required key \"%s\" (a list)", key);
+/* input_layers / output_layers, as Keras's map_tensors reads them: a reference [name, node,
+ * tensor], or a list of them, or a dict of them (Keras 3 named inputs; Keras 2 too), nested. The
+ * order is Keras's tree.flatten: lists in order, dicts by sorted key (each tensor's key goes to
+ * keys[k] when keys is given). Returns the count, or -1 with the error. */
+typedef struct io_list {
+    tnt_ktensor t[TNT_MAX_IO];
+    char keys[TNT_MAX_IO][TNT_NAME_MAX];
+    int n;
+    bool dict;
+} io_list;
+
+static int cmp_key(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+static int io_flatten(const jgraph *j, const cJSON *v, const char *key, const char *dict_key, io_list *out, int depth) {
+    bool leaf = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 3 && cJSON_IsString(cJSON_GetArrayItem(v, 0));
+    if (depth > 8 || (!leaf && !cJSON_IsArray(v) && !cJSON_IsObject(v))) {
+        tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s: expected [layer, node, tensor] references in lists or "
+                   "dicts", key);
         return -1;
     }
-    if (cJSON_IsString(cJSON_GetArrayItem(v, 0))) {
-        int r = resolve(j, v, &t[0], key);
-        if (r == 0) tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s: a layer without that inbound node", key);
-        return r == 1 ? 1 : -1;
-    }
-    if (cJSON_GetArraySize(v) > TNT_MAX_IO) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: %d %s (at most %d)", cJSON_GetArraySize(v), key,
-                   TNT_MAX_IO);
-        return -1;
-    }
-    int n = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, v) {
-        int r = resolve(j, e, &t[n], key);
+    if (leaf) {
+        if (out->n == TNT_MAX_IO) {
+            tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: more than %d %s", TNT_MAX_IO, key);
+            return -1;
+        }
+        int r = resolve(j, v, &out->t[out->n], key);
         if (r == 0) tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s: a layer without that inbound node", key);
         if (r != 1) return -1;
-        n++;
+        snprintf(out->keys[out->n++], TNT_NAME_MAX, "%s", dict_key ? dict_key : "");
+        return 0;
     }
-    return n;
+    int n = cJSON_GetArraySize(v);
+    const cJSON **items = tnt__calloc((size_t)n + 1, sizeof *items);
+    if (!items) return -1;
+    int k = 0;
+    for (const cJSON *e = v->child; e && k < n; e = e->next) items[k++] = e;
+    if (cJSON_IsObject(v)) {
+        out->dict = true;
+        qsort(items, (size_t)k, sizeof *items, cmp_key); /* tree.flatten: sorted keys */
+    }
+    int r = 0;
+    for (int i = 0; i < k && r == 0; i++)
+        r = io_flatten(j, items[i], key, cJSON_IsObject(v) ? items[i]->string : dict_key, out, depth + 1);
+    free(items);
+    return r;
+}
+
+static int io_refs(const jgraph *j, const cJSON *v, const char *key, io_list *out) {
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsArray(v) && !cJSON_IsObject(v)) {
+        tnt__error(TNT_ERR_FORMAT, "from_json: Functional: missing required key \"%s\" (a list or dict)", key);
+        return -1;
+    }
+    if (io_flatten(j, v, key, NULL, out, 0) != 0) return -1;
+    if (out->n == 0) tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s is empty", key);
+    return out->n > 0 ? out->n : -1;
 }
 
 static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
@@ -454,7 +505,7 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
         j.n++;
         if (!strcmp(l->cls, "InputLayer")) {
             tnt_shape shape;
-            if (tnt__kj_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
+            if (read_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
             if (!(l->outs = tnt__calloc(TNT_MAX_IO, sizeof *l->outs))) goto done;
             l->outs[0] = tnt_graph_input(j.g, shape, l->name);
             if (l->outs[0].id < 0) {
@@ -498,12 +549,17 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
                        "cycle, or a reference to a node that does not exist)", j.ls[i].name, j.ls[i].done);
             goto done;
         }
-    tnt_ktensor ins[TNT_MAX_IO], outs[TNT_MAX_IO];
-    int ni = io_refs(&j, tnt__kj_item(cfg, "input_layers"), "input_layers", ins);
-    int no = ni > 0 ? io_refs(&j, tnt__kj_item(cfg, "output_layers"), "output_layers", outs) : -1;
+    io_list ins, outs;
+    int ni = io_refs(&j, tnt__kj_item(cfg, "input_layers"), "input_layers", &ins);
+    int no = ni > 0 ? io_refs(&j, tnt__kj_item(cfg, "output_layers"), "output_layers", &outs) : -1;
     if (ni > 0 && no > 0) {
-        m = tnt_functional(j.g, ni, ins, no, outs, model_name);
+        m = tnt_functional(j.g, ni, ins.t, no, outs.t, model_name);
         if (!m) tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
+    }
+    if (m) { /* dict inputs and outputs keep their keys (and are written back as dicts) */
+        m->inputs_dict = ins.dict, m->outputs_dict = outs.dict;
+        memcpy(m->input_keys, ins.keys, sizeof ins.keys);
+        memcpy(m->output_keys, outs.keys, sizeof outs.keys);
     }
 done:
     for (int i = 0; i < j.n; i++) {
@@ -569,7 +625,15 @@ tnt_model *tnt_model_from_json(const char *json) {
                    pos < json + len ? "\"" : "");
         return NULL;
     }
+    saw_none = false;
     tnt_model *m = model_from_cjson(root, 0);
+    /* stand-ins for None dimensions: larger ones for valid convolutions and deep poolings */
+    static const int64_t probes[] = {256, 1024};
+    for (int i = 0; !m && saw_none && i < 2; i++) {
+        tnt__probe_set(probes[i]);
+        m = model_from_cjson(root, 0);
+    }
+    tnt__probe_set(0);
     cJSON_Delete(root);
     return m;
 }

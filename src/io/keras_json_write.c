@@ -49,18 +49,69 @@ static bool is_hidden_layer(const tnt_model *m, const tnt_layer *l) {
     return false;
 }
 
+/* The nested model of m (a scope with no parent) that holds scope s, or -1. */
+static int top_scope(const tnt_model *m, int s) {
+    while (s >= 0 && m->scopes[s].parent >= 0) s = m->scopes[s].parent;
+    return s;
+}
+
 /* [layer, node_index, tensor_index] of tensor t (+ kwargs when given): prod[t] is its producing
- * node, call[n] the index of node n among its layer's calls. */
+ * node, call[n] the index of node n among its layer's calls. A nested model's output is
+ * [model, call + 1, output]: Keras 2 counts the nested model's own node first. */
 static cJSON *tensor_ref(const tnt_model *m, const int *prod, const int *call, int t, cJSON *kwargs) {
     cJSON *r = cJSON_CreateArray();
     int n = t >= 0 && t < m->n_tensors ? prod[t] : -1;
-    if (!r || n < 0 || !cJSON_AddItemToArray(r, cJSON_CreateString(m->nodes[n].layer->name)) ||
-        !cJSON_AddItemToArray(r, cJSON_CreateNumber(call[n])) || !cJSON_AddItemToArray(r, cJSON_CreateNumber(0)) ||
+    const char *name = n >= 0 ? m->nodes[n].layer->name : NULL;
+    int node = n >= 0 ? call[n] : 0, index = 0, sc = n >= 0 ? top_scope(m, m->nodes[n].scope - 1) : -1;
+    if (sc >= 0) { /* made inside a nested model: one of its call's outputs */
+        name = NULL;
+        for (int c = 0; c < m->scopes[sc].n_calls && !name; c++)
+            for (int k = 0; k < m->scopes[sc].n_out; k++)
+                if (m->scopes[sc].calls[c].out[k] == t) name = m->scopes[sc].name, node = c + 1, index = k;
+    }
+    if (!r || !name || !cJSON_AddItemToArray(r, cJSON_CreateString(name)) ||
+        !cJSON_AddItemToArray(r, cJSON_CreateNumber(node)) || !cJSON_AddItemToArray(r, cJSON_CreateNumber(index)) ||
         (kwargs && !cJSON_AddItemToArray(r, kwargs))) {
         cJSON_Delete(r);
         return NULL;
     }
     return r;
+}
+
+static tnt_status model_config(const tnt_model *m, cJSON **out);
+
+/* A nested model's entry of model.layers: {"class_name", "config"} (+ "name" and the
+ * inbound_nodes of its calls in a Functional model). */
+static tnt_status scope_to_json(const tnt_model *m, int sc, const int *prod, const int *call, bool functional,
+                                cJSON **out) {
+    const tnt__scope *s = &m->scopes[sc];
+    cJSON *o = NULL, *nodes = NULL;
+    tnt_status st = model_config(s->model, &o);
+    if (st != TNT_OK) return st;
+    if (!functional) {
+        *out = o;
+        return TNT_OK;
+    }
+    if (!cJSON_AddStringToObject(o, "name", s->name) || !(nodes = cJSON_AddArrayToObject(o, "inbound_nodes")))
+        goto nomem;
+    for (int c = 0; c < s->n_calls; c++) {
+        if (s->calls[c].out[0] < 0) continue; /* a call the model does not use */
+        cJSON *d = cJSON_CreateArray();
+        if (!d || !cJSON_AddItemToArray(nodes, d)) {
+            cJSON_Delete(d);
+            goto nomem;
+        }
+        for (int k = 0; k < s->n_in; k++) {
+            cJSON *kw = cJSON_CreateObject(), *r = kw ? tensor_ref(m, prod, call, s->calls[c].in[k], kw) : NULL;
+            if (!r) cJSON_Delete(kw);
+            if (!r || !cJSON_AddItemToArray(d, r)) goto nomem;
+        }
+    }
+    *out = o;
+    return TNT_OK;
+nomem:
+    cJSON_Delete(o);
+    return tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
 }
 
 /* The inbound node of node n, Keras's form: [[layer, node_index, tensor_index, kwargs], ...]. */
@@ -116,10 +167,22 @@ static tnt_status functional_to_json(const tnt_model *m, cJSON *cfg) {
     }
     cJSON *layers = cJSON_AddArrayToObject(cfg, "layers");
     if (!layers) s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {
-        const tnt_layer *l = m->layers[i];
-        if (is_hidden_layer(m, l)) continue;
+    int n_entries = tnt__scope_entries(m, -1, NULL, NULL, NULL, 0);
+    tnt_layer **ls = tnt__calloc((size_t)n_entries + 1, sizeof *ls);
+    int *scs = tnt__calloc((size_t)n_entries + 1, sizeof *scs);
+    if (!ls || !scs) s = TNT_ERR_NOMEM;
+    else tnt__scope_entries(m, -1, NULL, ls, scs, n_entries);
+    for (int i = 0; i < n_entries && s == TNT_OK; i++) {
+        const tnt_layer *l = ls[i];
         cJSON *lj = NULL, *nodes = NULL;
+        if (!l) { /* a nested model */
+            if ((s = scope_to_json(m, scs[i], prod, call, true, &lj)) == TNT_OK && !cJSON_AddItemToArray(layers, lj)) {
+                cJSON_Delete(lj);
+                s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
+            }
+            continue;
+        }
+        if (is_hidden_layer(m, l)) continue;
         if ((s = layer_to_json(l, NULL, &lj)) != TNT_OK) break;
         if (!cJSON_AddItemToArray(layers, lj)) {
             cJSON_Delete(lj);
@@ -140,27 +203,28 @@ static tnt_status functional_to_json(const tnt_model *m, cJSON *cfg) {
             }
         }
     }
-    cJSON *ins = NULL, *outs = NULL;
-    if (s == TNT_OK && (!(ins = cJSON_AddArrayToObject(cfg, "input_layers")) ||
-                        !(outs = cJSON_AddArrayToObject(cfg, "output_layers"))))
+    cJSON *ins = NULL, *outs = NULL; /* lists, or dicts by key when the model was made with them */
+    if (s == TNT_OK && (!(ins = m->inputs_dict ? cJSON_AddObjectToObject(cfg, "input_layers") : cJSON_AddArrayToObject(cfg, "input_layers")) ||
+                        !(outs = m->outputs_dict ? cJSON_AddObjectToObject(cfg, "output_layers") : cJSON_AddArrayToObject(cfg, "output_layers"))))
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
     for (int k = 0; k < m->n_inputs && s == TNT_OK; k++) {
         int t = -1; /* the InputLayer node reading the model input */
         for (int n = 0; n < m->n_nodes && t < 0; n++)
             if (tnt__is_input_layer(m->nodes[n].layer) && m->nodes[n].in[0] == m->inputs[k]) t = m->nodes[n].out;
         cJSON *r = tensor_ref(m, prod, call, t, NULL);
-        if (!r || !cJSON_AddItemToArray(ins, r)) {
+        if (!r || !(m->inputs_dict ? cJSON_AddItemToObject(ins, m->input_keys[k], r) : cJSON_AddItemToArray(ins, r))) {
             cJSON_Delete(r);
             s = tnt__error(TNT_ERR_STATE, "to_json: model \"%s\": input %d has no InputLayer", m->name, k);
         }
     }
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
         cJSON *r = tensor_ref(m, prod, call, m->outputs[k], NULL);
-        if (!r || !cJSON_AddItemToArray(outs, r)) {
+        if (!r || !(m->outputs_dict ? cJSON_AddItemToObject(outs, m->output_keys[k], r) : cJSON_AddItemToArray(outs, r))) {
             cJSON_Delete(r);
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
         }
     }
+    free(ls), free(scs);
     free(prod);
     free(call);
     return s;
@@ -169,25 +233,33 @@ static tnt_status functional_to_json(const tnt_model *m, cJSON *cfg) {
 static tnt_status sequential_to_json(const tnt_model *m, cJSON *cfg) {
     cJSON *layers = cJSON_AddArrayToObject(cfg, "layers");
     if (!layers) return tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
-    for (int i = 0; i < m->n_layers; i++) {
-        const tnt_layer *l = m->layers[i];
+    int n = tnt__scope_entries(m, -1, NULL, NULL, NULL, 0);
+    tnt_layer **ls = tnt__calloc((size_t)n + 1, sizeof *ls);
+    int *scs = tnt__calloc((size_t)n + 1, sizeof *scs);
+    if (!ls || !scs) {
+        free(ls), free(scs);
+        return TNT_ERR_NOMEM;
+    }
+    tnt__scope_entries(m, -1, NULL, ls, scs, n);
+    tnt_status s = TNT_OK;
+    for (int i = 0; i < n && s == TNT_OK; i++) {
+        const tnt_layer *l = ls[i];
         /* no InputLayer: Keras keeps the input shape in the first layer's batch_input_shape */
-        tnt_shape in = m->tensor_shape[0];
-        bool first_shape = i == 0 && !tnt__is_input_layer(l) && m->has_input_shape;
+        tnt_shape in = m->variable ? m->input_decl[0] : m->tensor_shape[0];
+        bool first_shape = i == 0 && l && !tnt__is_input_layer(l) && m->has_input_shape;
         cJSON *lj = NULL;
-        tnt_status s = layer_to_json(l, first_shape ? &in : NULL, &lj);
-        if (s != TNT_OK) return s;
-        if (!cJSON_AddItemToArray(layers, lj)) {
+        s = l ? layer_to_json(l, first_shape ? &in : NULL, &lj) : scope_to_json(m, scs[i], NULL, NULL, false, &lj);
+        if (s == TNT_OK && !cJSON_AddItemToArray(layers, lj)) {
             cJSON_Delete(lj);
-            return tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
+            s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
         }
     }
-    return TNT_OK;
+    free(ls), free(scs);
+    return s;
 }
 
-tnt_status tnt_model_to_json(const tnt_model *m, char **json) {
-    if (!m || !json) return tnt__error(TNT_ERR_ARG, "to_json: %s is NULL", m ? "json" : "model");
-    *json = NULL;
+/* {"class_name": "Sequential" | "Functional", "config": {...}} of m (a nested model's entry too) */
+static tnt_status model_config(const tnt_model *m, cJSON **out) {
     cJSON *root = cJSON_CreateObject(), *cfg = NULL;
     tnt_status s = TNT_OK;
     bool functional = tnt__model_keras_functional(m);
@@ -195,6 +267,19 @@ tnt_status tnt_model_to_json(const tnt_model *m, char **json) {
         !(cfg = cJSON_AddObjectToObject(root, "config")) || !cJSON_AddStringToObject(cfg, "name", m->name))
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
     if (s == TNT_OK) s = functional ? functional_to_json(m, cfg) : sequential_to_json(m, cfg);
+    if (s != TNT_OK) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    *out = root;
+    return s;
+}
+
+tnt_status tnt_model_to_json(const tnt_model *m, char **json) {
+    if (!m || !json) return tnt__error(TNT_ERR_ARG, "to_json: %s is NULL", m ? "json" : "model");
+    *json = NULL;
+    cJSON *root = NULL;
+    tnt_status s = model_config(m, &root);
     if (s == TNT_OK && (!cJSON_AddStringToObject(root, "keras_version", KERAS_VERSION) ||
                         !cJSON_AddStringToObject(root, "backend", "tensorflow")))
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");

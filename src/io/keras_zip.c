@@ -10,6 +10,7 @@
  * (1032:1), so a zip bomb is refused before it is inflated. */
 #include "core/atomic_file.h"
 #include "io/keras_io.h"
+#include "io/save_check.h"
 
 #include "comm/comm.h"
 #include "optimizers/optimizer.h"
@@ -80,8 +81,15 @@ static tnt_status read_entry(zip_t *z, const char *name, zip_uint64_t limit, con
                                    r < 0 ? zip_file_strerror(zf) : "");
         else got += (zip_uint64_t)r;
     }
-    if (zip_fclose(zf) != 0 && s == TNT_OK) /* a CRC mismatch shows here */
-        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: %s fails its checksum (corrupt archive)", path, name);
+    /* libzip checks the CRC only when a read meets the end of the data: one read past the
+     * declared size must find it (found by fuzz_zip: a damaged entry read exactly to its size
+     * went through unchecked) */
+    char past;
+    zip_int64_t end = s == TNT_OK ? zip_fread(zf, &past, 1) : 0;
+    if (zip_fclose(zf) != 0 && s == TNT_OK) end = -1;
+    if (s == TNT_OK && end != 0)
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: %s %s (corrupt archive)", path, name,
+                       end < 0 ? "fails its checksum" : "holds more bytes than it declares");
     if (s != TNT_OK) {
         free(b);
         return s;
@@ -91,8 +99,25 @@ static tnt_status read_entry(zip_t *z, const char *name, zip_uint64_t limit, con
     return TNT_OK;
 }
 
+tnt_status tnt__keras_zip_entry(const char *path, const char *name, char **buf, size_t *len, bool required) {
+    int err = 0;
+    *buf = NULL, *len = 0;
+    zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
+    if (!z) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, err);
+        tnt_status s = tnt__error(TNT_ERR_FORMAT, "%s: not a readable zip archive (truncated or corrupt?): %s", path,
+                                  zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return s;
+    }
+    tnt_status s = read_entry(z, name, strcmp(name, "model.weights.h5") ? MAX_CONFIG : MAX_WEIGHTS, path, buf, len, required);
+    zip_discard(z);
+    return s;
+}
+
 /* An HDF5 file opened on an image in memory (read-only). */
-static hid_t open_h5_image(const void *image, size_t len) {
+hid_t tnt__h5_open_image(const void *image, size_t len) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
     if (fapl >= 0 && H5Pset_fapl_core(fapl, 1 << 20, 0) >= 0 && H5Pset_file_image(fapl, (void *)image, len) >= 0)
         f = H5Fopen("model.weights.h5", H5F_ACC_RDONLY, fapl);
@@ -126,7 +151,7 @@ static tnt_status parse_weights_image(void *ctx, tnt__h5_answer *a) {
     char where[4096];
     snprintf(where, sizeof where, "load_model %s: model.weights.h5", j->path);
     tnt__h5_quiet();
-    hid_t f = open_h5_image(j->image, j->len);
+    hid_t f = tnt__h5_open_image(j->image, j->len);
     tnt_status s = TNT_OK;
     if (f < 0) s = tnt__error(TNT_ERR_FORMAT, "%s is not a readable HDF5 file", where);
     else if (!tnt__keras3_is_layout(f)) s = tnt__error(TNT_ERR_FORMAT, "%s has no \"layers\" group (not the Keras 3 layout)", where);
@@ -339,7 +364,9 @@ static tnt_status write_zip(const char *tmp, void *ctx) {
 tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_opts *opts) {
     tnt_status s = tnt__model_setup_weights(m);
     bool writer = tnt__world_rank() == 0 || (opts && opts->save_all_devices);
-    if (s == TNT_OK && writer) {
+    if (s == TNT_OK && writer) s = tnt__check_save_names(m, "save_model", path);
+    if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, "save_model");
+    else if (s == TNT_OK && writer) {
         zip_parts p = {.path = path};
         char date[32], meta[128];
         time_t now = time(NULL);

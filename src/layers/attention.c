@@ -98,18 +98,18 @@ static tnt_status mha_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shape 
     c->out = c->output_dim > 0 ? c->output_dim : c->dq;
     const int64_t H = c->heads, kd = c->key_dim, vd = c->value_dim, o = c->out;
 
-    struct { int role; const char *name; tnt_shape shape; bool bias; int64_t fi, fo; } w[W_COUNT] = {
-        {W_QK, "query/kernel", TNT_SHAPE(c->dq, H, kd), false, c->dq * H, c->dq * kd},
-        {W_QB, "query/bias", TNT_SHAPE(H, kd), true, H, kd},
-        {W_KK, "key/kernel", TNT_SHAPE(c->dk, H, kd), false, c->dk * H, c->dk * kd},
-        {W_KB, "key/bias", TNT_SHAPE(H, kd), true, H, kd},
-        {W_VK, "value/kernel", TNT_SHAPE(c->dv, H, vd), false, c->dv * H, c->dv * vd},
-        {W_VB, "value/bias", TNT_SHAPE(H, vd), true, H, vd},
-        {W_OK, "attention_output/kernel", TNT_SHAPE(H, vd, o), false, H * vd, H * o},
-        {W_OB, "attention_output/bias", TNT_SHAPE(o), true, o, o},
+    struct { int role; const char *name; tnt_shape shape; bool bias; int64_t fi, fo; } w[WT_COUNT] = {
+        {WT_QK, "query/kernel", TNT_SHAPE(c->dq, H, kd), false, c->dq * H, c->dq * kd},
+        {WT_QB, "query/bias", TNT_SHAPE(H, kd), true, H, kd},
+        {WT_KK, "key/kernel", TNT_SHAPE(c->dk, H, kd), false, c->dk * H, c->dk * kd},
+        {WT_KB, "key/bias", TNT_SHAPE(H, kd), true, H, kd},
+        {WT_VK, "value/kernel", TNT_SHAPE(c->dv, H, vd), false, c->dv * H, c->dv * vd},
+        {WT_VB, "value/bias", TNT_SHAPE(H, vd), true, H, vd},
+        {WT_OK, "attention_output/kernel", TNT_SHAPE(H, vd, o), false, H * vd, H * o},
+        {WT_OB, "attention_output/bias", TNT_SHAPE(o), true, o, o},
     };
     l->n_weights = 0;
-    for (int i = 0; i < W_COUNT; i++) {
+    for (int i = 0; i < WT_COUNT; i++) {
         c->widx[w[i].role] = -1;
         if (w[i].bias && !c->use_bias) continue;
         int idx = tnt__layer_add_weight(l, w[i].name, w[i].shape, w[i].bias ? c->bias_init : c->kernel_init,
@@ -364,9 +364,9 @@ static tnt_status mha_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
     *w.seed = seed;
 
     const float qscale = 1.0f / sqrtf((float)kd);
-    if ((status = project(B * Tq, c->dq, H * kd, a->xs[0], tnt__mha_wval(l, W_QK), tnt__mha_wval(l, W_QB), qscale, w.q)) ||
-        (status = project(B * Tv, c->dk, H * kd, a->xs[2], tnt__mha_wval(l, W_KK), tnt__mha_wval(l, W_KB), 1.0f, w.k)) ||
-        (status = project(B * Tv, c->dv, H * vd, a->xs[1], tnt__mha_wval(l, W_VK), tnt__mha_wval(l, W_VB), 1.0f, w.v)))
+    if ((status = project(B * Tq, c->dq, H * kd, a->xs[0], tnt__mha_wval(l, WT_QK), tnt__mha_wval(l, WT_QB), qscale, w.q)) ||
+        (status = project(B * Tv, c->dk, H * kd, a->xs[2], tnt__mha_wval(l, WT_KK), tnt__mha_wval(l, WT_KB), 1.0f, w.k)) ||
+        (status = project(B * Tv, c->dv, H * vd, a->xs[1], tnt__mha_wval(l, WT_VK), tnt__mha_wval(l, WT_VB), 1.0f, w.v)))
         return status;
 
     /* per thread: a mask row (Tv) and, with dropout, Pd (Tq*Tv) */
@@ -400,7 +400,7 @@ static tnt_status mha_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
     }
     if (failed) return tnt__error(TNT_ERR_BACKEND, "MultiHeadAttention \"%s\": dnnl_sgemm failed", l->name);
 
-    return project(B * Tq, H * vd, c->out, w.ctx, tnt__mha_wval(l, W_OK), tnt__mha_wval(l, W_OB), 1.0f, a->y);
+    return project(B * Tq, H * vd, c->out, w.ctx, tnt__mha_wval(l, WT_OK), tnt__mha_wval(l, WT_OB), 1.0f, a->y);
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -434,8 +434,8 @@ static tnt_status mha_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
           *dv = (float *)(base + nctx + nq + nk);
 
     /* output projection */
-    if ((status = project_backward(B * Tq, H * vd, O, w.ctx, tnt__mha_wval(l, W_OK), a->dy, tnt__mha_wgrad(l, W_OK),
-                                   tnt__mha_wgrad(l, W_OB), dctx)))
+    if ((status = project_backward(B * Tq, H * vd, O, w.ctx, tnt__mha_wval(l, WT_OK), a->dy, tnt__mha_wgrad(l, WT_OK),
+                                   tnt__mha_wgrad(l, WT_OB), dctx)))
         return status;
 
     const float qscale = 1.0f / sqrtf((float)kd), dscale = drop ? 1.0f / (1.0f - c->dropout) : 1.0f;
@@ -481,12 +481,12 @@ static tnt_status mha_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
 
     float *const *dxs = a->dxs;
     float *dquery = dxs ? dxs[0] : a->dx, *dvalue = dxs ? dxs[1] : NULL, *dkey = dxs ? dxs[2] : NULL;
-    if ((status = project_backward(B * Tq, c->dq, H * kd, a->xs[0], tnt__mha_wval(l, W_QK), dq, tnt__mha_wgrad(l, W_QK),
-                                   tnt__mha_wgrad(l, W_QB), dquery)) ||
-        (status = project_backward(B * Tv, c->dk, H * kd, a->xs[2], tnt__mha_wval(l, W_KK), dk, tnt__mha_wgrad(l, W_KK),
-                                   tnt__mha_wgrad(l, W_KB), dkey)) ||
-        (status = project_backward(B * Tv, c->dv, H * vd, a->xs[1], tnt__mha_wval(l, W_VK), dv, tnt__mha_wgrad(l, W_VK),
-                                   tnt__mha_wgrad(l, W_VB), dvalue)))
+    if ((status = project_backward(B * Tq, c->dq, H * kd, a->xs[0], tnt__mha_wval(l, WT_QK), dq, tnt__mha_wgrad(l, WT_QK),
+                                   tnt__mha_wgrad(l, WT_QB), dquery)) ||
+        (status = project_backward(B * Tv, c->dk, H * kd, a->xs[2], tnt__mha_wval(l, WT_KK), dk, tnt__mha_wgrad(l, WT_KK),
+                                   tnt__mha_wgrad(l, WT_KB), dkey)) ||
+        (status = project_backward(B * Tv, c->dv, H * vd, a->xs[1], tnt__mha_wval(l, WT_VK), dv, tnt__mha_wgrad(l, WT_VK),
+                                   tnt__mha_wgrad(l, WT_VB), dvalue)))
         return status;
     if (dxs) { /* masks: no gradient; zeros where one is asked for anyway */
         const int64_t mn[3] = {Tq * Tv, Tq, Tv};

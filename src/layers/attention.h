@@ -6,7 +6,8 @@
 
 #include "layers/layer.h"
 
-enum { W_QK, W_QB, W_KK, W_KB, W_VK, W_VB, W_OK, W_OB, W_COUNT };
+/* the weights, in Keras's order (WT_, not W_: W_OK is <unistd.h>'s access() mode, which smpicc includes) */
+enum { WT_QK, WT_QB, WT_KK, WT_KB, WT_VK, WT_VB, WT_OK, WT_OB, WT_COUNT };
 
 typedef struct tnt__mha_cfg {
     int heads, key_dim, value_dim, output_dim;
@@ -16,7 +17,7 @@ typedef struct tnt__mha_cfg {
     bool has_attention_mask, has_query_mask, has_value_mask, causal;
     /* from build */
     int64_t tq, tv, dq, dv, dk, out;
-    int widx[W_COUNT]; /* weight index of each role, -1 when absent (no bias) */
+    int widx[WT_COUNT]; /* weight index of each role, -1 when absent (no bias) */
     uint16_t *w16;     /* bf16 engine: the four kernels in bf16, converted by each forward */
 } tnt__mha_cfg;
 
@@ -32,7 +33,7 @@ bool tnt__mha_mask_row(const tnt__mha_cfg *c, const float *am, const float *qm, 
 void tnt__mha_softmax_row(float *s, const float *m, int64_t n);
 /* pd (Tq, Tv) = dropout(p) of the (b, h) block; gb: b's index in the global batch. */
 void tnt__mha_dropout_block(const tnt__mha_cfg *c, uint64_t seed, int64_t gb, int64_t h, const float *p, float *pd);
-/* The value and gradient of the weight with a role (W_QK ...), NULL when absent. */
+/* The value and gradient of the weight with a role (WT_QK ...), NULL when absent. */
 const float *tnt__mha_wval(tnt_layer *l, int role);
 float *tnt__mha_wgrad(tnt_layer *l, int role);
 

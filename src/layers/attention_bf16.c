@@ -147,7 +147,7 @@ void *tnt__mha_plan_create(tnt_layer *l, int64_t batch) {
     size_t s[T_COUNT], t = 0, nw = 0;
     tmp_sizes(c, B, s);
     for (int i = 0; i < T_COUNT; i++) t += s[i];
-    for (int r = W_QK; r <= W_OK; r += 2) nw += (size_t)tnt_shape_numel(l->weights[c->widx[r]].shape);
+    for (int r = WT_QK; r <= WT_OK; r += 2) nw += (size_t)tnt_shape_numel(l->weights[c->widx[r]].shape);
     if (!(p->tmp = tnt__alloc(t)) || (!c->w16 && !(c->w16 = tnt__alloc(nw * 2)))) {
         tnt__mha_plan_destroy(p);
         return NULL;
@@ -156,11 +156,11 @@ void *tnt__mha_plan_create(tnt_layer *l, int64_t batch) {
     return p;
 }
 
-/* The bf16 kernel of a role (W_QK, W_KK, W_VK, W_OK) in c->w16. */
+/* The bf16 kernel of a role (WT_QK, WT_KK, WT_VK, WT_OK) in c->w16. */
 static tnt__bf16 *w16(tnt_layer *l, int role) {
     tnt__mha_cfg *c = l->priv;
     size_t off = 0;
-    for (int r = W_QK; r < role; r += 2) off += (size_t)tnt_shape_numel(l->weights[c->widx[r]].shape);
+    for (int r = WT_QK; r < role; r += 2) off += (size_t)tnt_shape_numel(l->weights[c->widx[r]].shape);
     return c->w16 + off;
 }
 
@@ -193,14 +193,14 @@ tnt_status tnt__mha_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
     if (a->xs[1] == a->xs[0]) xv = xq;
     else if (a->xs[1] == a->xs[2]) xv = xk;
     else tnt__f32_to_bf16(a->xs[1], xv, B * Tv * c->dv);
-    for (int r = W_QK; r <= W_OK; r += 2)
+    for (int r = WT_QK; r <= WT_OK; r += 2)
         tnt__f32_to_bf16(tnt__mha_wval(l, r), w16(l, r), tnt_shape_numel(l->weights[c->widx[r]].shape));
 
     /* projections */
     tnt__bf16 *q = ws_at(c, B, ws, WS_Q), *k = ws_at(c, B, ws, WS_K), *v = ws_at(c, B, ws, WS_V);
-    if ((s = tnt__mm_run(&p->mm[MM_Q], xq, w16(l, W_QK), tnt__mha_wval(l, W_QB), q)) ||
-        (s = tnt__mm_run(&p->mm[MM_K], xk, w16(l, W_KK), tnt__mha_wval(l, W_KB), k)) ||
-        (s = tnt__mm_run(&p->mm[MM_V], xv, w16(l, W_VK), tnt__mha_wval(l, W_VB), v)))
+    if ((s = tnt__mm_run(&p->mm[MM_Q], xq, w16(l, WT_QK), tnt__mha_wval(l, WT_QB), q)) ||
+        (s = tnt__mm_run(&p->mm[MM_K], xk, w16(l, WT_KK), tnt__mha_wval(l, WT_KB), k)) ||
+        (s = tnt__mm_run(&p->mm[MM_V], xv, w16(l, WT_VK), tnt__mha_wval(l, WT_VB), v)))
         return s;
 
     /* scores, then the float32 softmax (and dropout) of each (b, h) block, P kept */
@@ -227,7 +227,7 @@ tnt_status tnt__mha_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
     /* context and output projection */
     tnt__bf16 *ctx16 = ws_at(c, B, ws, WS_CTX);
     if ((s = tnt__mm_run(&p->mm[MM_CTX], Pd, v, NULL, ctx16))) return s;
-    return tnt__mm_run(&p->mm[MM_O], ctx16, w16(l, W_OK), tnt__mha_wval(l, W_OB), a->y);
+    return tnt__mm_run(&p->mm[MM_O], ctx16, w16(l, WT_OK), tnt__mha_wval(l, WT_OB), a->y);
 }
 
 /* The gradients of one projection z = x·W + b from dz (rows, n) float32: dW, db and, when asked,
@@ -257,7 +257,7 @@ tnt_status tnt__mha_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     const float *P = ws_at(c, B, ws, WS_P);
 
     /* output projection: dWo, dbo, dctx */
-    if ((s = project_backward(l, p, MM_DWO, MM_DXO, W_OK, B * Tq, O, ctx16, a->dy, b16, dctx16))) return s;
+    if ((s = project_backward(l, p, MM_DWO, MM_DXO, WT_OK, B * Tq, O, ctx16, a->dy, b16, dctx16))) return s;
     /* dv = Pd^T · dctx;  dPd = dctx · v^T */
     if ((s = tnt__mm_run(&p->mm[MM_DV], Pd, dctx16, NULL, dv)) || (s = tnt__mm_run(&p->mm[MM_DP], dctx16, v, NULL, dP)))
         return s;
@@ -295,9 +295,9 @@ tnt_status tnt__mha_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     if (a->xs[2] == a->xs[0]) xk = xq;
     if (a->xs[1] == a->xs[0]) xv = xq;
     else if (a->xs[1] == a->xs[2]) xv = xk;
-    if ((s = project_backward(l, p, MM_DWQ, MM_DXQ, W_QK, B * Tq, H * kd, xq, dq, b16, dquery)) ||
-        (s = project_backward(l, p, MM_DWK, MM_DXK, W_KK, B * Tv, H * kd, xk, dk, b16, dkey)) ||
-        (s = project_backward(l, p, MM_DWV, MM_DXV, W_VK, B * Tv, H * vd, xv, dv, b16, dvalue)))
+    if ((s = project_backward(l, p, MM_DWQ, MM_DXQ, WT_QK, B * Tq, H * kd, xq, dq, b16, dquery)) ||
+        (s = project_backward(l, p, MM_DWK, MM_DXK, WT_KK, B * Tv, H * kd, xk, dk, b16, dkey)) ||
+        (s = project_backward(l, p, MM_DWV, MM_DXV, WT_VK, B * Tv, H * vd, xv, dv, b16, dvalue)))
         return s;
     if (dxs) { /* masks: no gradient; zeros where one is asked for anyway */
         const int64_t mn[3] = {Tq * Tv, Tq, Tv};

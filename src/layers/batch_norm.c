@@ -1,5 +1,6 @@
-/* batch_norm.c: BatchNormalization (Keras, axis=-1): each channel (the last axis) is normalized
- * over all the other axes of the batch, then scaled by gamma and shifted by beta:
+/* batch_norm.c: BatchNormalization (Keras): each channel (the entries along `axis`, by default
+ * the last one; axis=1 for channels-first images) is normalized over all the other axes of the
+ * batch, then scaled by gamma and shifted by beta:
  *   y = gamma * (x - mean) / sqrt(var + epsilon) + beta
  *
  * Weights, in Keras order, all of shape (channels): gamma (ones; absent with scale=False), beta
@@ -16,8 +17,9 @@
  * variance) and what PyTorch does for running_var; Keras's non-fused path would use the biased
  * variance instead. Inference: the moving statistics normalize x and nothing is updated.
  *
- * Own C code in double accumulation (a few passes over x per step): one channel-last loop serves
- * every rank (features, NHWC, ...) without oneDNN layout juggling. The step's mean and 1/std are
+ * Own C code in double accumulation (a few passes over x per step). The input is seen as
+ * (rows, channels, inner): inner = 1 for the last axis (features, NHWC, ...), whose loops run along
+ * the channels, else the cells after the axis (H*W for NCHW), whose loops run along those cells. The step's mean and 1/std are
  * kept in the workspace for backward. Backward (gradients of the statistics used in forward):
  *   dbeta = sum(dy), dgamma = sum(dy * xhat),
  *   dx = gamma / std * (dy - dbeta / m - xhat * dgamma / m)   (training: batch statistics)
@@ -47,7 +49,9 @@ typedef struct bn_cfg {
     float momentum, epsilon;
     bool sync;           /* SyncBatchNormalization */
     bool center, scale;  /* Keras: beta and gamma exist */
-    int64_t channels;    /* from build: the last axis */
+    int axis;            /* Keras's, counting the batch axis, negative from the end */
+    int64_t channels;    /* from build: the size of the axis */
+    int64_t inner;       /* from build: the cells after the axis (1 for the last axis) */
     int gamma, beta, moving_mean, moving_var; /* weight indices from build; -1: absent */
     float *ones_zeros;   /* (2, channels): stand-ins for an absent gamma and beta */
 } bn_cfg;
@@ -67,7 +71,14 @@ static tnt_status bn_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
             return tnt__error(TNT_ERR_SHAPE,
                               "%s \"%s\": input shape %s has an empty dimension",
                               l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
-    c->channels = in.dim[in.ndim - 1];
+    int k = c->axis < 0 ? c->axis + in.ndim + 1 : c->axis; /* Keras's axis, counting the batch axis */
+    if (k < 1 || k > in.ndim)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": axis %d of input shape %s (expected 1..%d or -%d..-1; axis 0 is "
+                          "the batch)", l->ops->class_name, l->name, c->axis, tnt_shape_str(in, b, sizeof b), in.ndim,
+                          in.ndim);
+    c->channels = in.dim[k - 1];
+    c->inner = 1;
+    for (int i = k; i < in.ndim; i++) c->inner *= in.dim[i];
     l->n_weights = 0;
     const struct { const char *name; tnt_initializer init; bool trainable, present; int *index; } w[4] = {
         {"gamma", TNT_INIT_ONES, true, c->scale, &c->gamma},
@@ -121,11 +132,39 @@ static const float *bn_gamma(const tnt_layer *l) {
     return c->gamma >= 0 ? l->weights[c->gamma].value : c->ones_zeros;
 }
 
-/* x, y: (batch, ..., channels), seen as (m, channels) with m = batch * spatial positions */
+/* Per-channel sums of x (mean NULL) or of (x - mean)^2 into acc (double), x: (rows, C, inner) */
+static void bn_stat_sums(const float *x, int64_t rows, int64_t C, int64_t inner, const double *mean, double *acc) {
+    if (inner == 1 && !mean) {
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t k = 0; k < C; k++) acc[k] += x[i * C + k];
+        return;
+    }
+    if (inner == 1) {
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t k = 0; k < C; k++) {
+                double d = x[i * C + k] - mean[k];
+                acc[k] += d * d;
+            }
+        return;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t k = 0; k < C; k++) {
+            const float *xr = x + (i * C + k) * inner;
+            double s = 0, mk = mean ? mean[k] : 0;
+            if (mean)
+                for (int64_t j = 0; j < inner; j++) s += (xr[j] - mk) * (xr[j] - mk);
+            else
+                for (int64_t j = 0; j < inner; j++) s += xr[j];
+            acc[k] += s;
+        }
+}
+
+/* x, y: (batch, ..., channels, ...), seen as (rows, C, inner): m = rows * inner values per channel */
 static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const bn_cfg *c = l->priv;
-    const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
+    const int64_t C = c->channels, inner = c->inner, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
+    const int64_t rows = m / inner;
     const float *gamma = bn_gamma(l), *beta = c->beta >= 0 ? l->weights[c->beta].value : c->ones_zeros + C;
     float *mmean = l->weights[c->moving_mean].value, *mvar = l->weights[c->moving_var].value;
     float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
@@ -136,8 +175,7 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     double *sum = ws_acc(a->workspace), *cnt = sum + C, *sq = cnt + 1;
     if (sync || (a->training && m > 0)) {
         memset(sum, 0, (size_t)(2 * C + 1) * sizeof(double));
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t k = 0; k < C; k++) sum[k] += x[i * C + k];
+        bn_stat_sums(x, rows, C, inner, NULL, sum);
         if (sync) { /* every rank, even with an empty micro-batch */
             *cnt = (double)m;
             tnt_status s = bn_allreduce(l, sum, C + 1, "per-channel sums");
@@ -147,11 +185,7 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     }
     if (a->training && M > 0) {
         for (int64_t k = 0; k < C; k++) sum[k] /= M; /* now the mean */
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t k = 0; k < C; k++) {
-                double d = x[i * C + k] - sum[k];
-                sq[k] += d * d;
-            }
+        bn_stat_sums(x, rows, C, inner, sum, sq);
         if (sync) {
             tnt_status s = bn_allreduce(l, sq, C, "per-channel squared deviations");
             if (s != TNT_OK) return s;
@@ -177,11 +211,23 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     }
     /* a relu folded in by the model (Activation("relu") right after) costs no extra pass */
     const bool relu = l->activation == TNT_ACT_RELU;
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t k = 0; k < C; k++) {
-            float v = gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k];
-            a->y[i * C + k] = relu && !(v > 0.0f) ? 0.0f : v; /* a ternary, unlike fmaxf, vectorizes */
-        }
+    if (inner == 1) {
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < C; k++) {
+                float v = gamma[k] * (x[i * C + k] - mean[k]) * inv_std[k] + beta[k];
+                a->y[i * C + k] = relu && !(v > 0.0f) ? 0.0f : v; /* a ternary, unlike fmaxf, vectorizes */
+            }
+    } else {
+        for (int64_t i = 0; i < rows; i++)
+            for (int64_t k = 0; k < C; k++) {
+                const float *xr = x + (i * C + k) * inner;
+                float *yr = a->y + (i * C + k) * inner, g = gamma[k], mk = mean[k], s = inv_std[k], bk = beta[k];
+                for (int64_t j = 0; j < inner; j++) {
+                    float v = g * (xr[j] - mk) * s + bk;
+                    yr[j] = relu && !(v > 0.0f) ? 0.0f : v;
+                }
+            }
+    }
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(m * C) * sizeof(float));
     return TNT_OK;
 }
@@ -194,14 +240,32 @@ static inline __attribute__((always_inline)) float bn_dy(bool relu, const float 
     return relu ? (y[i] > 0.0f ? dy[i] : 0.0f) : dy[i];
 }
 
-/* Per-channel sums of g and g * xhat: float partial sums over blocks of rows (they vectorize),
- * added into double per block so that long sums keep their precision. Blocks never span two
- * samples, so the partial sums are the same however the batch is split across ranks. */
+/* Per-channel sums of g and g * xhat: float partial sums over blocks (they vectorize), added into
+ * double per block so that long sums keep their precision. Blocks never span two samples, so the
+ * partial sums are the same however the batch is split across ranks.
+ * Last axis (inner 1): blocks of up to 64 rows of C channels; rows of one sample: per_sample.
+ * Other axes: blocks of up to 256 cells of one (row, channel). */
 #define BN_BLOCK_ROWS 64
+#define BN_BLOCK_CELLS 256
 static inline __attribute__((always_inline)) void bn_grad_sums(bool relu, int64_t m, int64_t per_sample, int64_t C,
-                                                                const float *x, const float *dy, const float *y,
-                                                                const float *mean, const float *inv_std,
+                                                                int64_t inner, const float *x, const float *dy,
+                                                                const float *y, const float *mean, const float *inv_std,
                                                                 double *dbeta, double *dgamma, float *pb, float *pg) {
+    if (inner > 1) {
+        for (int64_t i = 0; i < m / inner; i++)
+            for (int64_t k = 0; k < C; k++)
+                for (int64_t j0 = 0; j0 < inner; j0 += BN_BLOCK_CELLS) {
+                    int64_t base = (i * C + k) * inner, j1 = TNT_MIN(inner, j0 + BN_BLOCK_CELLS);
+                    float sb = 0, sg = 0, mk = mean[k], s = inv_std[k];
+                    for (int64_t j = j0; j < j1; j++) {
+                        float g = bn_dy(relu, dy, y, base + j);
+                        sb += g;
+                        sg += g * (x[base + j] - mk) * s;
+                    }
+                    dbeta[k] += sb, dgamma[k] += sg;
+                }
+        return;
+    }
     for (int64_t i0 = 0; i0 < m;) {
         int64_t sample_end = (i0 / per_sample + 1) * per_sample;
         int64_t i1 = TNT_MIN(TNT_MIN(m, i0 + BN_BLOCK_ROWS), sample_end);
@@ -219,10 +283,22 @@ static inline __attribute__((always_inline)) void bn_grad_sums(bool relu, int64_
 }
 
 /* dx = gamma * inv_std * (g - mean(g) - xhat * mean(g * xhat)), with the two means per channel */
-static inline __attribute__((always_inline)) void bn_dx(bool relu, int64_t m, int64_t C, const float *x,
+static inline __attribute__((always_inline)) void bn_dx(bool relu, int64_t m, int64_t C, int64_t inner, const float *x,
                                                          const float *dy, const float *y, const float *gamma,
                                                          const float *mean, const float *inv_std,
                                                          const float *mean_g, const float *mean_gx, float *dx) {
+    if (inner > 1) {
+        for (int64_t i = 0; i < m / inner; i++)
+            for (int64_t k = 0; k < C; k++) {
+                int64_t base = (i * C + k) * inner;
+                float mk = mean[k], s = inv_std[k], f = gamma[k] * s, mg = mean_g[k], mgx = mean_gx[k];
+                for (int64_t j = base; j < base + inner; j++) {
+                    float xhat = (x[j] - mk) * s;
+                    dx[j] = f * (bn_dy(relu, dy, y, j) - mg - xhat * mgx);
+                }
+            }
+        return;
+    }
     for (int64_t i = 0; i < m; i++)
         for (int64_t k = 0; k < C; k++) {
             float xhat = (x[i * C + k] - mean[k]) * inv_std[k];
@@ -230,11 +306,11 @@ static inline __attribute__((always_inline)) void bn_dx(bool relu, int64_t m, in
         }
 }
 
-/* x, dy, dx: (batch, ..., channels) as (m, channels); dx may be NULL */
+/* x, dy, dx: (batch, ..., channels, ...) as (rows, C, inner); dx may be NULL */
 static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const bn_cfg *c = l->priv;
-    const int64_t C = c->channels, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
+    const int64_t C = c->channels, inner = c->inner, m = a->batch * (tnt_shape_numel(l->in_shape) / C);
     const float *gamma = bn_gamma(l);
     const float *mean = ws_mean(a->workspace, C), *inv_std = mean + C;
     const int used = (int)inv_std[C];
@@ -249,8 +325,8 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     float *part = malloc((size_t)(2 * C) * sizeof(float)); /* partial sums, then the two means */
     if (!part) return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory", l->ops->class_name, l->name);
     const int64_t per_sample = tnt_shape_numel(l->in_shape) / C;
-    if (relu) bn_grad_sums(true, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
-    else bn_grad_sums(false, m, per_sample, C, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
+    if (relu) bn_grad_sums(true, m, per_sample, C, inner, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
+    else bn_grad_sums(false, m, per_sample, C, inner, x, dy, y, mean, inv_std, dbeta, dgamma, part, part + C);
     float *gg = c->gamma >= 0 ? l->weights[c->gamma].grad : NULL, *gb = c->beta >= 0 ? l->weights[c->beta].grad : NULL;
     for (int64_t k = 0; k < C; k++) {
         if (gg) gg[k] = (float)dgamma[k];
@@ -269,8 +345,8 @@ static tnt_status bn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
             mean_g[k] = batch_stats && M > 0 ? (float)(dbeta[k] / M) : 0.0f;
             mean_gx[k] = batch_stats && M > 0 ? (float)(dgamma[k] / M) : 0.0f;
         }
-        if (relu) bn_dx(true, m, C, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
-        else bn_dx(false, m, C, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
+        if (relu) bn_dx(true, m, C, inner, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
+        else bn_dx(false, m, C, inner, x, dy, y, gamma, mean, inv_std, mean_g, mean_gx, a->dx);
     }
     free(part);
     return TNT_OK;
@@ -284,11 +360,12 @@ static void bn_destroy(tnt_layer *l) {
     free(c);
 }
 
-/* Keras: axis -1, which build turns into [rank - 1] (counting the batch axis). */
+/* Keras: the axis as given, which build turns into [k] (counting the batch axis, k >= 1). */
 static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
     const bn_cfg *p = l->priv;
-    if (l->built) TNT_KJ_S(tnt__kj_add_ints(c, "axis", 1, (int[]){l->in_shape.ndim}));
-    else TNT_KJ(cJSON_AddNumberToObject(c, "axis", -1));
+    int k = p->axis < 0 ? p->axis + l->in_shape.ndim + 1 : p->axis;
+    if (l->built) TNT_KJ_S(tnt__kj_add_ints(c, "axis", 1, &k));
+    else TNT_KJ(cJSON_AddNumberToObject(c, "axis", p->axis));
     TNT_KJ(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(p->momentum)));
     TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
     TNT_KJ(cJSON_AddBoolToObject(c, "center", p->center));
@@ -305,7 +382,9 @@ static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
 static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync) {
     double momentum = 0, epsilon = 0;
     bool renorm = false, center = true, scale = true;
-    TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
+    int axis = -1;
+    TNT_KJ_READ(tnt__kj_norm_axis(c, &axis, k));
+    if (axis == 0) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "axis 0 (the batch axis)");
     TNT_KJ_READ(tnt__kj_num(c, "momentum", false, 0.99, &momentum, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
     TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
@@ -319,7 +398,7 @@ static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync
     if (momentum == 0.0 || epsilon == 0.0)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "momentum or epsilon 0 (not supported: 0 selects the default here)");
     tnt_batch_norm_opts o = {.name = k->name, .momentum = (float)momentum, .epsilon = (float)epsilon,
-                             .no_center = !center, .no_scale = !scale, .sync = sync};
+                             .no_center = !center, .no_scale = !scale, .sync = sync, .axis = axis};
     return tnt__kj_built(tnt_batch_normalization_with(&o), k);
 }
 
@@ -379,6 +458,7 @@ tnt_layer *tnt_batch_normalization_with(const tnt_batch_norm_opts *o) {
     c->sync = sync;
     c->center = !o->no_center;
     c->scale = !o->no_scale;
+    c->axis = o->axis ? o->axis : -1;
     tnt_layer *l = tnt__layer_new(ops, o->name, c);
     if (!l) free(c);
     return l;

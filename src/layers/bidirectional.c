@@ -1,8 +1,9 @@
-/* bidirectional.c: Keras Bidirectional over a recurrent layer. The forward layer reads the
+/* bidirectional.c: Keras Bidirectional over a recurrent layer (LSTM, GRU, SimpleRNN, their CuDNN
+ * forms, ConvLSTM2D, whose plans it keeps for its convolutions). The forward layer reads the
  * sequence in order, the backward one (go_backwards flipped, or the user's backward_layer)
  * reversed; with return_sequences the backward outputs are reversed back into input order and
  * masked steps output zeros (Keras forces zero_output_for_mask there). The outputs merge by
- * concat, sum, mul or ave. Weights: the forward layer's, then the backward layer's, named as Keras
+ * concat, sum, mul or ave (concat on the last axis, as Keras, whatever the output's rank). Weights: the forward layer's, then the backward layer's, named as Keras
  * 2 files have them ("forward_lstm_1/kernel"). A sequence mask reaches both layers.
  *
  * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
@@ -56,10 +57,37 @@ typedef struct bidi_ws {
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-static size_t bidi_layout(tnt_layer *l, int64_t batch, void *base, bidi_ws *w) {
+/* The inner layers' plans for one batch size (recurrent layers on the engine have none). */
+typedef struct bidi_plan {
+    tnt_layer *fwd, *bwd;
+    void *pf, *pb;
+} bidi_plan;
+
+static void bidi_plan_destroy(void *plan) {
+    bidi_plan *p = plan;
+    if (!p) return;
+    if (p->pf && p->fwd->ops->plan_destroy) p->fwd->ops->plan_destroy(p->pf);
+    if (p->pb && p->bwd->ops->plan_destroy) p->bwd->ops->plan_destroy(p->pb);
+    free(p);
+}
+
+static void *bidi_plan_create(tnt_layer *l, int64_t batch) {
     bidi *b = l->priv;
-    size_t sf = align64(b->fwd->ops->workspace_size(b->fwd, NULL, batch));
-    size_t sb = align64(b->bwd->ops->workspace_size(b->bwd, NULL, batch));
+    bidi_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->fwd = b->fwd, p->bwd = b->bwd;
+    if (b->fwd->ops->plan_create &&
+        (!(p->pf = b->fwd->ops->plan_create(b->fwd, batch)) || !(p->pb = b->bwd->ops->plan_create(b->bwd, batch)))) {
+        bidi_plan_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t bidi_layout(tnt_layer *l, const bidi_plan *plan, int64_t batch, void *base, bidi_ws *w) {
+    bidi *b = l->priv;
+    size_t sf = align64(b->fwd->ops->workspace_size(b->fwd, plan ? plan->pf : NULL, batch));
+    size_t sb = align64(b->bwd->ops->workspace_size(b->bwd, plan ? plan->pb : NULL, batch));
     size_t ny = align64((size_t)(batch * b->out_f) * sizeof(float));
     size_t nx = align64((size_t)(batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
     char *p = base;
@@ -70,11 +98,10 @@ static size_t bidi_layout(tnt_layer *l, int64_t batch, void *base, bidi_ws *w) {
 }
 
 static size_t bidi_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
-    (void)plan;
-    return bidi_layout(l, batch, NULL, NULL);
+    return bidi_layout(l, plan, batch, NULL, NULL);
 }
 
-/* Reverses v (batch, steps, units) along the steps, in place. */
+/* Reverses v (batch, steps, units...) along the steps, in place: units values per step. */
 static void reverse_steps(float *v, int64_t batch, int64_t steps, int64_t units) {
     for (int64_t b = 0; b < batch; b++)
         for (int64_t s = 0; s < steps / 2; s++) {
@@ -90,27 +117,29 @@ static void reverse_steps(float *v, int64_t batch, int64_t steps, int64_t units)
 static bool returns_sequences(const bidi *b) { return tnt__rnn_returns_sequences(b->fwd); }
 
 /* Carves the step's workspace and points both layers at their weights: returns the units of one
- * direction. */
-static int64_t prepare(tnt_layer *l, int64_t batch, void *workspace, bidi_ws *w) {
+ * direction (the output's last axis). */
+static int64_t prepare(tnt_layer *l, const bidi_plan *plan, int64_t batch, void *workspace, bidi_ws *w) {
     bidi *b = l->priv;
-    bidi_layout(l, batch, workspace, w);
+    bidi_layout(l, plan, batch, workspace, w);
     tnt__wrapper_bind(l, 0, b->fwd, 1);
     tnt__wrapper_bind(l, b->fwd->n_weights, b->bwd, 2);
     return b->fwd->out_shape.dim[b->fwd->out_shape.ndim - 1];
 }
 
 static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
-    (void)plan;
     bidi *b = l->priv;
+    bidi_plan *p = plan;
     bidi_ws w;
-    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    const int64_t units = prepare(l, p, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    const int64_t steps = b->fwd->out_shape.dim[0]; /* with return_sequences */
     tnt__fwd_args af = *a, ab = *a;
     af.y = w.yf, af.workspace = w.wf, af.preact = NULL;
     ab.y = w.yb, ab.workspace = w.wb, ab.preact = NULL;
     tnt_status s;
-    if ((s = b->fwd->ops->forward(b->fwd, NULL, &af)) != TNT_OK || (s = b->bwd->ops->forward(b->bwd, NULL, &ab)) != TNT_OK)
+    if ((s = b->fwd->ops->forward(b->fwd, p ? p->pf : NULL, &af)) != TNT_OK ||
+        (s = b->bwd->ops->forward(b->bwd, p ? p->pb : NULL, &ab)) != TNT_OK)
         return s;
-    if (returns_sequences(b)) reverse_steps(w.yb, B, n / units, units);
+    if (returns_sequences(b)) reverse_steps(w.yb, B, steps, n / steps);
     for (int64_t r = 0; r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
         float *y = a->y + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
@@ -127,10 +156,11 @@ static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
 }
 
 static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
-    (void)plan;
     bidi *b = l->priv;
+    bidi_plan *p = plan;
     bidi_ws w;
-    const int64_t units = prepare(l, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    const int64_t units = prepare(l, p, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
+    const int64_t steps = b->fwd->out_shape.dim[0];
     for (int64_t r = 0; r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
         const float *dy = a->dy + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
@@ -144,12 +174,13 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
             }
         }
     }
-    if (returns_sequences(b)) reverse_steps(w.dyb, B, n / units, units);
+    if (returns_sequences(b)) reverse_steps(w.dyb, B, steps, n / steps);
     tnt__bwd_args af = *a, ab = *a;
     af.dy = w.dyf, af.y = w.yf, af.workspace = w.wf;
     ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = a->dx ? w.dxb : NULL;
     tnt_status s;
-    if ((s = b->fwd->ops->backward(b->fwd, NULL, &af)) != TNT_OK || (s = b->bwd->ops->backward(b->bwd, NULL, &ab)) != TNT_OK)
+    if ((s = b->fwd->ops->backward(b->fwd, p ? p->pf : NULL, &af)) != TNT_OK ||
+        (s = b->bwd->ops->backward(b->bwd, p ? p->pb : NULL, &ab)) != TNT_OK)
         return s;
     if (a->dx)
         for (int64_t i = 0; i < B * tnt_shape_numel(l->in_shape); i++) a->dx[i] += w.dxb[i];
@@ -169,9 +200,9 @@ static bool bidi_keeps_mask(const tnt_layer *l) { return returns_sequences(l->pr
 
 static tnt_status bidi_get_config(const tnt_layer *l, cJSON *c) {
     const bidi *b = l->priv;
-    TNT_KJ_S(tnt__wrapper_inner_config(b->fwd, b->fwd_name, c, "layer"));
+    TNT_KJ_S(tnt__wrapper_inner_config(l, b->fwd, b->fwd_name, c, "layer"));
     TNT_KJ(cJSON_AddStringToObject(c, "merge_mode", merge_names[b->mode]));
-    if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(b->bwd, b->bwd_name, c, "backward_layer"));
+    if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(l, b->bwd, b->bwd_name, c, "backward_layer"));
     return TNT_OK;
 }
 
@@ -199,6 +230,8 @@ const tnt__layer_ops tnt__bidirectional_ops = {
     .class_name = "Bidirectional",
     .build = bidi_build,
     .build_multi = bidi_build_multi,
+    .plan_create = bidi_plan_create,
+    .plan_destroy = bidi_plan_destroy,
     .workspace_size = bidi_workspace_size,
     .forward = bidi_forward,
     .backward = bidi_backward,
@@ -221,7 +254,9 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
     const char *bad = NULL;
     tnt__rnn *rf = tnt__rnn_of(forward), *rb = backward_layer ? tnt__rnn_of(backward_layer) : rf;
     if (!forward) bad = "the forward layer is NULL (its constructor failed?)";
-    else if (!rf || !rb) bad = "the wrapped layers must be recurrent (LSTM, GRU, SimpleRNN)";
+    else if (!rf || !rb) bad = "the wrapped layers must be recurrent (LSTM, GRU, SimpleRNN, ConvLSTM2D)";
+    else if (backward_layer && tnt__is_conv_lstm2d(forward) != tnt__is_conv_lstm2d(backward_layer))
+        bad = "the forward and backward layers must be of one kind";
     else if (forward->refs > 0 || (backward_layer && backward_layer->refs > 0) || forward->built)
         bad = "the wrapped layers must be new (not in a model, graph or other wrapper)";
     else if (rf->return_sequences != rb->return_sequences) bad = "the two layers differ in return_sequences";
@@ -229,14 +264,18 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
         bad = "backward_layer must process the sequence in the other direction (go_backwards)";
     else if ((unsigned)mode > TNT_MERGE_NONE) bad = "merge mode out of range";
     else if (mode == TNT_MERGE_NONE) bad = "merge_mode None (two outputs) is not supported: a layer has one output";
+    else if (backward_layer && !tnt__wrapper_same_rules(forward, backward_layer))
+        bad = "the forward and backward layers have different regularizers or constraints (not supported: the "
+              "wrapper keeps one set for both)";
+    bool unsupported = bad && (mode == TNT_MERGE_NONE || strstr(bad, "not supported"));
     if (bad) {
-        tnt__error(mode == TNT_MERGE_NONE ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
+        tnt__error(unsupported ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
         tnt_layer_free(forward);
         tnt_layer_free(backward_layer);
         return NULL;
     }
     bidi *b = tnt__calloc(1, sizeof *b);
-    tnt_layer *bwd = backward_layer ? backward_layer : tnt__rnn_clone(forward, NULL);
+    tnt_layer *bwd = backward_layer ? backward_layer : tnt__rnn_clone(forward, NULL); /* no rules */
     tnt_layer *l = b && bwd ? tnt__layer_new(&tnt__bidirectional_ops, name, b) : NULL;
     if (!l) {
         free(b);
@@ -258,5 +297,11 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
     /* Keras forces zero outputs on masked steps when the sequences are returned */
     tnt__rnn_of(forward)->zero_output_for_mask = rf->return_sequences;
     tnt__rnn_of(bwd)->zero_output_for_mask = rf->return_sequences;
+    /* the regularizers of both layers (equal) act on both copies: "forward_x/kernel", "backward_x/kernel" */
+    if (tnt__wrapper_take_rules(l, forward, "Bidirectional") != TNT_OK ||
+        (backward_layer && tnt__wrapper_take_rules(l, bwd, "Bidirectional") != TNT_OK)) {
+        tnt_layer_free(l);
+        return NULL;
+    }
     return l;
 }

@@ -1,6 +1,11 @@
 /* conv2d.c: Conv2D, and Conv1D as a convolution of height 1 (Keras): 2-D convolution of NHWC input with a kernel in Keras layout HWIO
  * (kh, kw, in_ch, filters), optional bias and a fused activation, on oneDNN convolution
- * primitives (forward, backward-data, backward-weights with the bias gradient).
+ * primitives (forward, backward-data, backward-weights with the bias gradient). The same engine
+ * runs Conv3D (conv3d.c: 5-D descriptors, kernel DHWIO) and DepthwiseConv2D / SeparableConv2D.
+ * data_format channels_first: the activation descriptors say NCHW (NCDHW) instead of NHWC, and
+ * oneDNN reads and writes that layout itself; the kernel keeps Keras's layout in both formats. The
+ * fused activation runs over the last axis in memory (width when channels first), as Keras's
+ * activation of the output tensor does (softmax over axis -1).
  *
  * Layouts, chosen by timing LeNet-5's convolutions at 1 thread, batch 64 (fwd / bwd-data /
  * bwd-weights, ms):
@@ -39,9 +44,9 @@ bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *o
     return *out > 0;
 }
 
-static tnt_status add_weights(tnt_layer *l, tnt_shape kernel) {
+tnt_status tnt__conv_add_weights(tnt_layer *l, tnt_shape kernel) {
     conv_cfg *c = l->priv;
-    int64_t k2 = (int64_t)c->kh * c->kw;
+    int64_t k2 = (int64_t)c->kh * c->kw * (c->kd ? c->kd : 1); /* the receptive field */
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "kernel", kernel, c->kernel_init, k2 * c->ic, k2 * c->filters) < 0)
         return TNT_ERR_ARG;
@@ -50,23 +55,44 @@ static tnt_status add_weights(tnt_layer *l, tnt_shape kernel) {
     return TNT_OK;
 }
 
+tnt_status tnt__conv_input(const tnt_layer *l, const char *cls, tnt_shape in, int n, int64_t *sp, int64_t *channels) {
+    static const char *const axes[2][4] = {
+        {"", "steps, channels", "height, width, channels", "depth, height, width, channels"},
+        {"", "channels, steps", "channels, height, width", "channels, depth, height, width"}};
+    const bool cf = l->channels_first;
+    char b[96];
+    if (in.ndim != n + 1)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s)", cls, l->name,
+                          tnt_shape_str(in, b, sizeof b), in.ndim, n + 1, axes[cf][n]);
+    for (int i = 0; i <= n; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension", cls, l->name,
+                              tnt_shape_str(in, b, sizeof b));
+    *channels = cf ? in.dim[0] : in.dim[n];
+    for (int i = 0; i < n; i++) sp[i] = in.dim[cf ? i + 1 : i];
+    return TNT_OK;
+}
+
+tnt_shape tnt__conv_output(const tnt_layer *l, int n, const int64_t *sp, int64_t c) {
+    tnt_shape o = {.ndim = n + 1};
+    const bool cf = l->channels_first;
+    o.dim[cf ? 0 : n] = c;
+    for (int i = 0; i < n; i++) o.dim[cf ? i + 1 : i] = sp[i];
+    return o;
+}
+
 /* Conv1D: input (steps, channels) is the NHWC image (1, steps, channels), and Keras's kernel
  * (k, in, filters) has the memory of the HWIO kernel (1, k, in, filters), so the Conv2D plans
- * run it unchanged. "causal" pads (k-1)*d steps on the left only. */
+ * run it unchanged (channels first: (channels, steps) is the NCHW image (channels, 1, steps)).
+ * "causal" pads (k-1)*d steps on the left only. */
 static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     conv_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 2)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "Conv1D \"%s\": input shape %s has rank %d (expected 2: steps, channels)",
-                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Conv1D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
+    tnt_status s = tnt__conv_input(l, "Conv1D", in, 1, &c->iw, &c->ic);
+    if (s != TNT_OK) return s;
+    c->channels_first = l->channels_first;
     c->ih = c->oh = 1;
     c->pad_t = c->pad_b = 0;
-    c->iw = in.dim[0];
-    c->ic = in.dim[1];
     bool ok;
     if (c->padding == TNT_PADDING_CAUSAL) {
         c->pad_l = (int64_t)(c->kw - 1) * c->dw;
@@ -82,24 +108,20 @@ static tnt_status conv1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "dilation %d and padding \"%s\": output would be (%lld, %d)",
                           l->name, tnt_shape_str(in, b, sizeof b), c->kw, c->dw,
                           c->padding == TNT_PADDING_SAME ? "same" : "valid", (long long)c->ow, c->filters);
-    tnt_status s = add_weights(l, TNT_SHAPE(c->kw, c->ic, c->filters));
-    if (s == TNT_OK) *out = TNT_SHAPE(c->ow, c->filters);
+    s = tnt__conv_add_weights(l, TNT_SHAPE(c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = tnt__conv_output(l, 1, &c->ow, c->filters);
     return s;
 }
 
 static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     conv_cfg *c = l->priv;
     char b[96];
-    if (in.ndim != 3)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "Conv2D \"%s\": input shape %s has rank %d (expected 3: height, width, "
-                          "channels)", l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "Conv2D \"%s\": input shape %s has an empty dimension",
-                          l->name, tnt_shape_str(in, b, sizeof b));
-    c->ih = in.dim[0];
-    c->iw = in.dim[1];
-    c->ic = in.dim[2];
+    int64_t sp[2] = {0};
+    tnt_status s = tnt__conv_input(l, "Conv2D", in, 2, sp, &c->ic);
+    if (s != TNT_OK) return s;
+    c->channels_first = l->channels_first;
+    c->ih = sp[0];
+    c->iw = sp[1];
     if (!tnt__conv_axis(c->ih, c->kh, c->sh, c->dh, c->padding, &c->oh, &c->pad_t, &c->pad_b) ||
         !tnt__conv_axis(c->iw, c->kw, c->sw, c->dw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
         return tnt__error(TNT_ERR_SHAPE,
@@ -107,8 +129,8 @@ static tnt_status conv_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "dilation (%d, %d) and padding \"valid\": output would be (%lld, %lld, %d)",
                           l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw, c->dh, c->dw,
                           (long long)c->oh, (long long)c->ow, c->filters);
-    tnt_status s = add_weights(l, TNT_SHAPE(c->kh, c->kw, c->ic, c->filters));
-    if (s == TNT_OK) *out = TNT_SHAPE(c->oh, c->ow, c->filters);
+    s = tnt__conv_add_weights(l, TNT_SHAPE(c->kh, c->kw, c->ic, c->filters));
+    if (s == TNT_OK) *out = tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
     return s;
 }
 
@@ -129,7 +151,11 @@ typedef struct conv_plan {
     bool bwd_uses_fwd_weights; /* bwd_data's weight layout equals fwd's: reuse w_fwd_buf */
     dnnl_memory_t x, y, b, db; /* NHWC activations and the bias (shared by all primitives) */
     dnnl_memory_t wf, wb, dw;  /* weights in each primitive's layout */
-    void *bf16;                /* mixed_bfloat16: the bf16 engine's plan (conv_bf16.c) instead */
+    void *bf16; /* mixed_bfloat16: the bf16 engine's plan (conv_bf16.c) instead */
+    /* channels_first: the primitives still run on NHWC (NDHWC) copies in the workspace, made by
+     * these reorders from and to the layer's NCHW (NCDHW) tensors */
+    bool cf;
+    tnt__reorder x_in, y_out, dy_in, dx_out;
 } conv_plan;
 
 /* Memory descriptors of one plan (conv2d.h); x and y nhwc, the weights hwio. */
@@ -137,27 +163,39 @@ typedef tnt__conv_mds conv_mds;
 
 static tnt_status conv_mds_init(const conv_cfg *c, int64_t batch, conv_mds *m) {
     tnt_status status = TNT_OK;
+    const bool d3 = c->kd > 0; /* Conv3D: 5-D descriptors */
+    const int nd = d3 ? 5 : 4;
     dnnl_dims_t xd = {batch, c->ic, c->ih, c->iw}, yd = {batch, c->filters, c->oh, c->ow},
                 wd = {c->filters, c->ic, c->kh, c->kw}, bd = {c->filters};
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, dnnl_nhwc));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dnnl_f32, dnnl_nhwc));
+    if (d3) {
+        dnnl_dims_t x3 = {batch, c->ic, c->id, c->ih, c->iw}, y3 = {batch, c->filters, c->od, c->oh, c->ow},
+                    w3 = {c->filters, c->ic, c->kd, c->kh, c->kw};
+        memcpy(xd, x3, sizeof x3), memcpy(yd, y3, sizeof y3), memcpy(wd, w3, sizeof w3);
+    }
+    /* The primitives always take channels-last activations: with NCHW ones oneDNN 2.6 falls back to
+     * its gemm convolution (Conv3D of batch 16: 4x slower than NDHWC plus the two reorders). */
+    dnnl_format_tag_t last = d3 ? dnnl_ndhwc : dnnl_nhwc, user = c->channels_first ? (d3 ? dnnl_ncdhw : dnnl_nchw) : last;
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x, nd, xd, dnnl_f32, last));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y, nd, yd, dnnl_f32, last));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->x_user, nd, xd, dnnl_f32, user));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->y_user, nd, yd, dnnl_f32, user));
     if (c->groups > 1) { /* (g, filters/g, ic/g, kh, kw); Keras's (kh, kw, ic/g, filters) is hwigo */
         dnnl_dims_t gd = {c->groups, c->filters / c->groups, c->ic / c->groups, c->kh, c->kw};
         TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 5, gd, dnnl_f32, dnnl_format_tag_any));
         TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 5, gd, dnnl_f32, dnnl_hwigo));
     } else {
-        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, 4, wd, dnnl_f32, dnnl_format_tag_any));
-        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, 4, wd, dnnl_f32, dnnl_hwio));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w, nd, wd, dnnl_f32, dnnl_format_tag_any));
+        TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->w_hwio, nd, wd, dnnl_f32, d3 ? dnnl_dhwio : dnnl_hwio));
     }
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&m->b, 1, bd, dnnl_f32, dnnl_a));
     memset(m->strides, 0, sizeof m->strides);
     memset(m->dil, 0, sizeof m->dil);
     memset(m->pl, 0, sizeof m->pl);
     memset(m->pr, 0, sizeof m->pr);
-    m->strides[0] = c->sh, m->strides[1] = c->sw;
-    m->dil[0] = c->dh - 1, m->dil[1] = c->dw - 1;
-    m->pl[0] = c->pad_t, m->pl[1] = c->pad_l;
-    m->pr[0] = c->pad_b, m->pr[1] = c->pad_r;
+    int k = 0; /* the spatial axes in oneDNN's order: (depth,) height, width */
+    if (d3) m->strides[k] = c->sd, m->dil[k] = c->dd - 1, m->pl[k] = c->pad_f, m->pr[k] = c->pad_k, k++;
+    m->strides[k] = c->sh, m->dil[k] = c->dh - 1, m->pl[k] = c->pad_t, m->pr[k] = c->pad_b, k++;
+    m->strides[k] = c->sw, m->dil[k] = c->dw - 1, m->pl[k] = c->pad_l, m->pr[k] = c->pad_r;
 fail:
     return status;
 }
@@ -242,6 +280,10 @@ void tnt__conv_plan_destroy(void *plan) {
     tnt__reorder_destroy(&p->w_fwd);
     tnt__reorder_destroy(&p->w_bwd);
     tnt__reorder_destroy(&p->dw_out);
+    tnt__reorder_destroy(&p->x_in);
+    tnt__reorder_destroy(&p->y_out);
+    tnt__reorder_destroy(&p->dy_in);
+    tnt__reorder_destroy(&p->dx_out);
     tnt__free(p->w_fwd_buf);
     tnt__free(p->w_bwd_buf);
     tnt__free(p->dw_buf);
@@ -295,6 +337,11 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
         (status = weight_reorder(&p->dw_out, &p->dw_buf, dw, &m.w_hwio, dw)))
         goto fail;
 
+    p->cf = c->channels_first;
+    if (p->cf && ((status = tnt__reorder_create(&p->x_in, &m.x_user, &m.x)) || (status = tnt__reorder_create(&p->y_out, &m.y, &m.y_user)) ||
+                  (status = tnt__reorder_create(&p->dy_in, &m.y_user, &m.y)) ||
+                  (status = tnt__reorder_create(&p->dx_out, &m.x, &m.x_user))))
+        goto fail;
     if ((status = tnt__memory(&p->x, &m.x, NULL, false)) ||
         (status = tnt__memory(&p->y, &m.y, NULL, false)) ||
         (status = tnt__memory(&p->wf, wf, NULL, false)) ||
@@ -303,9 +350,11 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
         (c->use_bias && (status = tnt__memory(&p->b, &m.b, NULL, false))) ||
         (c->use_bias && (status = tnt__memory(&p->db, &m.b, NULL, false))))
         goto fail;
+    /* the activation over the output's last axis in memory: channels, or width when channels first */
+    int64_t cols = l->out_shape.dim[l->out_shape.ndim - 1];
     if (l->activation != TNT_ACT_LINEAR &&
         (status = tnt__act_create(&p->act, l->activation, l->activation_alpha,
-                                  batch * c->oh * c->ow, c->filters)) != TNT_OK)
+                                  batch * tnt_shape_numel(l->out_shape) / cols, cols)) != TNT_OK)
         goto fail;
     return p;
 fail:
@@ -315,6 +364,24 @@ fail:
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
+
+/* Channels-first workspace, after the fused activation's: [x in NHWC][y or dy in NHWC], each
+ * 64-byte aligned; the x copy stays from forward to backward. */
+static size_t cf_bytes(tnt_shape s, int64_t batch) {
+    return ((size_t)(batch * tnt_shape_numel(s)) * sizeof(float) + 63) & ~(size_t)63;
+}
+static size_t cf_off(const tnt_layer *l, int64_t batch) { return (tnt__fused_workspace_size(l, batch) + 63) & ~(size_t)63; }
+static float *cf_x(const tnt_layer *l, void *ws, int64_t batch) { return (float *)((char *)ws + cf_off(l, batch)); }
+static float *cf_y(const tnt_layer *l, void *ws, int64_t batch) {
+    return (float *)((char *)ws + cf_off(l, batch) + cf_bytes(l->in_shape, batch));
+}
+/* A channels-first <-> channels-last copy of n values: a plain copy where the two layouts agree
+ * (one channel), for which tnt__reorder_create makes no primitive. */
+static tnt_status cf_move(tnt__reorder *r, const float *src, float *dst, int64_t n) {
+    if (r->prim) return tnt__reorder_run(r, src, dst);
+    memcpy(dst, src, (size_t)n * sizeof(float));
+    return TNT_OK;
+}
 
 /* x: (batch, ih, iw, ic) -> out: (batch, oh, ow, filters), with the weights already reordered into
  * the forward layout by tnt__conv_forward. A fused plan's variant without the post-op is made on
@@ -334,22 +401,32 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
         }
         prim = &p->fwd_plain;
     }
-    tnt__set_data(p->x, a->x);
+    const float *x = a->x;
+    float *y = out;
+    if (p->cf) { /* channels first: through the channels-last copies */
+        x = cf_x(l, a->workspace, p->batch);
+        if ((status = cf_move(&p->x_in, a->x, (float *)x, p->batch * tnt_shape_numel(l->in_shape))) != TNT_OK)
+            return status;
+        y = cf_y(l, a->workspace, p->batch);
+    }
+    tnt__set_data(p->x, x);
     tnt__set_data(p->wf, p->w_fwd.prim ? p->w_fwd_buf : l->weights[0].value);
-    tnt__set_data(p->y, out);
+    tnt__set_data(p->y, y);
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_WEIGHTS, p->wf}, {DNNL_ARG_DST, p->y}};
     int n = 3;
     if (c->use_bias) {
         tnt__set_data(p->b, l->weights[1].value);
         args[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->b};
     }
-    return tnt__prim_exec(prim, n, args);
+    if ((status = tnt__prim_exec(prim, n, args)) != TNT_OK) return status;
+    return p->cf ? cf_move(&p->y_out, y, out, p->batch * tnt_shape_numel(l->out_shape)) : TNT_OK;
 }
 
 size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     conv_plan *p = plan;
     if (p && p->bf16) return tnt__conv_bf16_workspace_size(l, p->bf16, batch);
-    return tnt__fused_workspace_size(l, batch);
+    const conv_cfg *c = l->priv;
+    return cf_off(l, batch) + (c->channels_first ? cf_bytes(l->in_shape, batch) + cf_bytes(l->out_shape, batch) : 0);
 }
 
 /* x: (batch, ih, iw, ic); y, preact: (batch, oh, ow, filters) */
@@ -365,6 +442,8 @@ tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
+static tnt_status backward_data(tnt_layer *l, conv_plan *p, const float *dy, float *dx);
+
 /* x: (batch, ih, iw, ic); y, dy: (batch, oh, ow, filters); dx: like x, or NULL */
 tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     conv_plan *p = plan;
@@ -376,9 +455,20 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const float *dpre;
     if ((status = tnt__fused_backward(l, a, &p->act, &dpre)) != TNT_OK) return status;
 
+    /* channels first: the channels-last copies of x and dpre (x again: a plan may run backward
+     * alone, as ConvLSTM2D's weight gradient over all steps does) */
+    const float *x = a->x;
+    if (p->cf) {
+        x = cf_x(l, a->workspace, p->batch);
+        float *dy = cf_y(l, a->workspace, p->batch);
+        if ((status = cf_move(&p->x_in, a->x, (float *)x, p->batch * tnt_shape_numel(l->in_shape))) != TNT_OK ||
+            (status = cf_move(&p->dy_in, dpre, dy, p->batch * tnt_shape_numel(l->out_shape))) != TNT_OK)
+            return status;
+        dpre = dy;
+    }
     /* Weight and bias gradients first: the model can start reducing them while dx runs. */
     tnt__weight *k = &l->weights[0];
-    tnt__set_data(p->x, a->x);
+    tnt__set_data(p->x, x);
     tnt__set_data(p->y, dpre);
     tnt__set_data(p->dw, p->dw_out.prim ? p->dw_buf : k->grad);
     dnnl_exec_arg_t wargs[4] = {{DNNL_ARG_SRC, p->x}, {DNNL_ARG_DIFF_DST, p->y}, {DNNL_ARG_DIFF_WEIGHTS, p->dw}};
@@ -392,6 +482,28 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         return status;
 
     if (!a->dx) return TNT_OK; /* first layer: no data gradient needed */
+    if (!p->cf) return backward_data(l, p, dpre, a->dx);
+    /* into the x copy (no longer needed), then back to channels first */
+    float *dxt = cf_x(l, a->workspace, p->batch);
+    if ((status = backward_data(l, p, dpre, dxt)) != TNT_OK) return status;
+    return cf_move(&p->dx_out, dxt, a->dx, p->batch * tnt_shape_numel(l->in_shape));
+}
+
+tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx, void *workspace) {
+    conv_plan *p = plan;
+    tnt_status status;
+    if (!p->cf) return backward_data(l, p, dy, dx);
+    float *xt = cf_x(l, workspace, p->batch), *yt = cf_y(l, workspace, p->batch);
+    if ((status = cf_move(&p->dy_in, dy, yt, p->batch * tnt_shape_numel(l->out_shape))) != TNT_OK ||
+        (status = backward_data(l, p, yt, xt)) != TNT_OK)
+        return status;
+    return cf_move(&p->dx_out, xt, dx, p->batch * tnt_shape_numel(l->in_shape));
+}
+
+/* dx = the data gradient of dy, both in the primitives' channels-last layout */
+static tnt_status backward_data(tnt_layer *l, conv_plan *p, const float *dy, float *dx) {
+    tnt_status status;
+    const tnt__weight *k = &l->weights[0];
     /* The weights in bwd_data's layout: the forward's copy when the layouts agree (weights do not
      * change between forward and backward of a step), else a fresh reorder. */
     const float *w = k->value;
@@ -402,7 +514,8 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
         w = p->w_bwd_buf;
     }
     tnt__set_data(p->wb, w);
-    tnt__set_data(p->x, a->dx);
+    tnt__set_data(p->y, dy);
+    tnt__set_data(p->x, dx);
     dnnl_exec_arg_t dargs[3] = {{DNNL_ARG_DIFF_DST, p->y}, {DNNL_ARG_WEIGHTS, p->wb}, {DNNL_ARG_DIFF_SRC, p->x}};
     return tnt__prim_exec(&p->bwd_data, 3, dargs);
 }
@@ -419,7 +532,7 @@ static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->one_d ? (int[]){k->kw} : (int[]){k->kh, k->kw}));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->one_d ? (int[]){k->sw} : (int[]){k->sh, k->sw}));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, k->one_d ? (int[]){k->dw} : (int[]){k->dh, k->dw}));
     TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
@@ -430,7 +543,7 @@ static tnt_status conv_get_config(const tnt_layer *l, cJSON *c) {
 }
 
 tnt_status tnt__conv_read_config(const cJSON *c, int n, int *ks, tnt_layer_opts *o, const tnt__kj_ctx *k) {
-    static const int ones[2] = {1, 1};
+    static const int ones[3] = {1, 1, 1};
     bool use_bias = false;
     int groups = 0;
     tnt_status s;
@@ -476,6 +589,7 @@ const tnt__layer_ops tnt__conv2d_ops = {
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
     .destroy = conv_destroy,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 const tnt__layer_ops tnt__conv1d_ops = {
@@ -489,6 +603,7 @@ const tnt__layer_ops tnt__conv1d_ops = {
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
     .destroy = conv_destroy,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 /* The checks every constructor shares; cls names the class in messages. */

@@ -1,5 +1,5 @@
 /* conv_bf16.c: the bf16 engine of Conv1D, Conv2D and DepthwiseConv2D under mixed_bfloat16
- * (conv2d.h): oneDNN convolutions on bf16 operands with float32 results.
+ * and Conv3D (conv2d.h; channels_last only: channels_first layers run float32): oneDNN convolutions on bf16 operands with float32 results.
  *   forward        src bf16 (x converted per call, kept in the workspace for backward-weights),
  *                  weights bf16 (reordered from Keras's float32 kernel per call), bias and dst f32
  *                  (the fused activation as a post-op, as the float32 engine);
@@ -30,12 +30,13 @@ typedef struct bf_plan {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static size_t x16_bytes(const tnt__conv_cfg *c, int64_t batch) {
-    return align64((size_t)(batch * c->ih * c->iw * c->ic) * sizeof(tnt__bf16));
+/* elements of x and y (Conv3D: with the depth axis) */
+static int64_t x_numel(const tnt__conv_cfg *c, int64_t batch) { return batch * (c->kd ? c->id : 1) * c->ih * c->iw * c->ic; }
+static int64_t y_numel(const tnt__conv_cfg *c, int64_t batch) {
+    return batch * (c->kd ? c->od : 1) * c->oh * c->ow * c->filters;
 }
-static size_t y16_bytes(const tnt__conv_cfg *c, int64_t batch) {
-    return align64((size_t)(batch * c->oh * c->ow * c->filters) * sizeof(tnt__bf16));
-}
+static size_t x16_bytes(const tnt__conv_cfg *c, int64_t batch) { return align64((size_t)x_numel(c, batch) * sizeof(tnt__bf16)); }
+static size_t y16_bytes(const tnt__conv_cfg *c, int64_t batch) { return align64((size_t)y_numel(c, batch) * sizeof(tnt__bf16)); }
 
 /* workspace: [the fused activation's][x bf16][dpre bf16] */
 size_t tnt__conv_bf16_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
@@ -156,7 +157,11 @@ static tnt_status weight_reorder(tnt__reorder *r, void **buf, const dnnl_memory_
 void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32) {
     const tnt__conv_cfg *c = l->priv;
     tnt_status status = TNT_OK;
-    *use_f32 = false;
+    *use_f32 = c->channels_first; /* the bf16 engine reads and writes channels-last tensors only */
+    if (*use_f32) {
+        tnt_log(TNT_LOG_DEBUG, "%s \"%s\": channels_first runs float32 under mixed_bfloat16", l->ops->class_name, l->name);
+        return NULL;
+    }
     bf_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     p->batch = batch;
@@ -208,7 +213,7 @@ void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32) {
         (c->use_bias && (status = tnt__memory(&p->db, &m.b, NULL, false))))
         goto fail;
     if (l->activation != TNT_ACT_LINEAR &&
-        (status = tnt__act_create(&p->act, l->activation, l->activation_alpha, batch * c->oh * c->ow, c->filters)))
+        (status = tnt__act_create(&p->act, l->activation, l->activation_alpha, y_numel(c, batch) / c->filters, c->filters)))
         goto fail;
     return p;
 fail:
@@ -253,7 +258,7 @@ tnt_status tnt__conv_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
     tnt__f32_to_bf16(l->weights[0].value, p->w_hwio16, tnt_shape_numel(l->weights[0].shape));
     tnt_status status = tnt__reorder_run(&p->w_fwd, p->w_hwio16, p->w_fwd_buf);
     if (status != TNT_OK) return status;
-    tnt__f32_to_bf16(a->x, ws_x16(l, a->workspace, a->batch), a->batch * c->ih * c->iw * c->ic);
+    tnt__f32_to_bf16(a->x, ws_x16(l, a->workspace, a->batch), x_numel(c, a->batch));
     return tnt__fused_forward(l, plan, a, p->fused, &p->act, run);
 }
 
@@ -265,7 +270,7 @@ tnt_status tnt__conv_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     const float *dpre;
     if ((status = tnt__fused_backward(l, a, &p->act, &dpre)) != TNT_OK) return status;
     tnt__bf16 *dy16 = ws_y16(l, a->workspace, a->batch);
-    tnt__f32_to_bf16(dpre, dy16, a->batch * c->oh * c->ow * c->filters);
+    tnt__f32_to_bf16(dpre, dy16, y_numel(c, a->batch));
 
     /* weight and bias gradients first (the allreduce can start on them) */
     tnt__weight *k = &l->weights[0];

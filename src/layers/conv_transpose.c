@@ -10,7 +10,8 @@
  * TensorFlow runs it as the gradient of the convolution from that output back to the input, whose
  * padding is TensorFlow's "same" (before = total / 2) or none; oneDNN's right padding is whatever
  * closes the size equation (in - 1)*s + k - before - after = out, and may be negative down to
- * 1 - s (output rows that no input reaches stay at the bias). */
+ * 1 - s (output rows that no input reaches stay at the bias).
+ * data_format channels_first: NCHW activation descriptors, which oneDNN reads and writes itself. */
 #include "layers/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
@@ -46,18 +47,11 @@ static tnt_status convt_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     convt_cfg *c = l->priv;
     const char *cls = convt_class(c);
     char b[96];
-    int rank = c->one_d ? 2 : 3;
-    if (in.ndim != rank)
-        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %s)", cls, l->name,
-                          tnt_shape_str(in, b, sizeof b), in.ndim,
-                          c->one_d ? "2: steps, channels" : "3: height, width, channels");
-    for (int d = 0; d < rank; d++)
-        if (in.dim[d] <= 0)
-            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension", cls, l->name,
-                              tnt_shape_str(in, b, sizeof b));
-    c->ih = c->one_d ? 1 : in.dim[0];
-    c->iw = in.dim[rank - 2];
-    c->ic = in.dim[rank - 1];
+    int64_t sp[2] = {0};
+    tnt_status s = tnt__conv_input(l, cls, in, c->one_d ? 1 : 2, sp, &c->ic);
+    if (s != TNT_OK) return s;
+    c->ih = c->one_d ? 1 : sp[0];
+    c->iw = c->one_d ? sp[0] : sp[1];
     if (!convt_axis(c->ih, c->kh, c->sh, c->dh, c->one_d ? -1 : c->oph, c->one_d ? TNT_PADDING_VALID : c->padding,
                     &c->oh, &c->pad_t, &c->pad_b) ||
         !convt_axis(c->iw, c->kw, c->sw, c->dw, c->opw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
@@ -74,7 +68,8 @@ static tnt_status convt_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
         return TNT_ERR_ARG;
     if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->filters), c->bias_init, 0, 0) < 0)
         return TNT_ERR_ARG;
-    *out = c->one_d ? TNT_SHAPE(c->ow, c->filters) : TNT_SHAPE(c->oh, c->ow, c->filters);
+    *out = c->one_d ? tnt__conv_output(l, 1, &c->ow, c->filters)
+                    : tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
     return TNT_OK;
 }
 
@@ -111,8 +106,9 @@ static void *convt_plan_create(tnt_layer *l, int64_t batch) {
     dnnl_dims_t ws = {c->ic, 1, (int64_t)c->kw * c->filters * c->ic, (int64_t)c->filters * c->ic};
     dnnl_dims_t strides = {c->sh, c->sw}, dil = {c->dh - 1, c->dw - 1}, pl = {c->pad_t, c->pad_l},
                 pr = {c->pad_b, c->pad_r};
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, dnnl_nhwc));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, dnnl_nhwc));
+    dnnl_format_tag_t act = l->channels_first ? dnnl_nchw : dnnl_nhwc;
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, act));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, act));
     TNT_DNNL(dnnl_memory_desc_init_by_strides(&wm, 4, wd, dnnl_f32, ws));
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&bm, 1, bd, dnnl_f32, dnnl_a));
     const dnnl_memory_desc_t *bias = c->use_bias ? &bm : NULL;
@@ -131,9 +127,11 @@ static void *convt_plan_create(tnt_layer *l, int64_t batch) {
         (c->use_bias && (status = tnt__memory(&p->b, &bm, NULL, false))) ||
         (c->use_bias && (status = tnt__memory(&p->db, &bm, NULL, false))))
         goto fail;
+    /* the activation over the output's last axis in memory: channels, or width when channels first */
+    int64_t cols = l->out_shape.dim[l->out_shape.ndim - 1];
     if (l->activation != TNT_ACT_LINEAR &&
-        (status = tnt__act_create(&p->act, l->activation, l->activation_alpha, batch * c->oh * c->ow,
-                                  c->filters)) != TNT_OK)
+        (status = tnt__act_create(&p->act, l->activation, l->activation_alpha,
+                                  batch * tnt_shape_numel(l->out_shape) / cols, cols)) != TNT_OK)
         goto fail;
     return p;
 fail:
@@ -205,7 +203,7 @@ static tnt_status convt_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
     if (k->opw < 0) TNT_KJ(cJSON_AddNullToObject(c, "output_padding"));
     else TNT_KJ_S(tnt__kj_add_ints(c, "output_padding", n, k->one_d ? (int[]){k->opw} : (int[]){k->oph, k->opw}));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, k->one_d ? (int[]){k->dw} : (int[]){k->dh, k->dw}));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
     TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
@@ -243,6 +241,7 @@ static tnt_layer *convt1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { re
         .forward = convt_forward,                                                                 \
         .backward = convt_backward,                                                               \
         .destroy = convt_destroy,                                                                 \
+        .set_data_format = tnt__layer_take_data_format,                                           \
     }
 CONVT_OPS(tnt__conv2d_transpose_ops, "Conv2DTranspose", convt2d_from_config);
 CONVT_OPS(tnt__conv1d_transpose_ops, "Conv1DTranspose", convt1d_from_config);

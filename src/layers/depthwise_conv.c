@@ -7,6 +7,8 @@
  * the kernel reordered once per step into oneDNN's preferred (blocked) layout, the fused
  * activation of fused.c, TensorFlow's "same" padding.
  *
+ * data_format channels_first: the engine's NCHW descriptors (conv2d.c); the kernels are the same.
+ *
  * SeparableConv2D is two inner layers: a DepthwiseConv2D (no bias, no activation) and a 1x1
  * Conv2D (the bias and the activation). Its weights depthwise_kernel, pointwise_kernel
  * (1, 1, c * dm, filters) and bias are the views the model gives it; the inner layers' weights
@@ -33,20 +35,16 @@ static tnt_status dw_build_as(tnt_layer *l, const char *cls, const char *name, t
     dw_cfg *d = l->priv;
     tnt__conv_cfg *c = &d->conv;
     char b[96];
-    if (in.ndim != 3)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "%s \"%s\": input shape %s has rank %d (expected 3: height, width, "
-                          "channels)", cls, name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension", cls,
-                          name, tnt_shape_str(in, b, sizeof b));
-    if (in.dim[2] > INT_MAX / d->dm)
+    int64_t sp[2] = {0};
+    tnt_status s = tnt__conv_input(l, cls, in, 2, sp, &c->ic);
+    if (s != TNT_OK) return s;
+    if (c->ic > INT_MAX / d->dm)
         return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": %lld channels times depth_multiplier %d "
-                          "(expected at most %d output channels)", cls, name, (long long)in.dim[2],
+                          "(expected at most %d output channels)", cls, name, (long long)c->ic,
                           d->dm, INT_MAX);
-    c->ih = in.dim[0];
-    c->iw = in.dim[1];
-    c->ic = in.dim[2];
+    c->channels_first = l->channels_first;
+    c->ih = sp[0];
+    c->iw = sp[1];
     c->groups = (int)c->ic;
     c->filters = (int)c->ic * d->dm;
     if (!tnt__conv_axis(c->ih, c->kh, c->sh, c->dh, c->padding, &c->oh, &c->pad_t, &c->pad_b) ||
@@ -64,7 +62,7 @@ static tnt_status dw_build_as(tnt_layer *l, const char *cls, const char *name, t
         return TNT_ERR_ARG;
     if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->filters), c->bias_init, 0, 0) < 0)
         return TNT_ERR_ARG;
-    *out = TNT_SHAPE(c->oh, c->ow, c->filters);
+    *out = tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
     return TNT_OK;
 }
 
@@ -82,7 +80,7 @@ static tnt_status dw_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", 2, (int[]){k->kh, k->kw}));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", 2, (int[]){k->sh, k->sw}));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", 2, (int[]){k->dh, k->dw}));
     TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
@@ -142,6 +140,7 @@ const tnt__layer_ops tnt__depthwise_conv2d_ops = {
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
     .destroy = free_priv,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 /* The argument checks both constructors share; fills the engine configuration. */
@@ -322,7 +321,7 @@ static tnt_status sep_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", 2, (int[]){k->kh, k->kw}));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", 2, (int[]){k->sh, k->sw}));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", 2, (int[]){k->dh, k->dw}));
     TNT_KJ(cJSON_AddNumberToObject(c, "groups", 1));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
@@ -339,6 +338,13 @@ static tnt_status sep_get_config(const tnt_layer *l, cJSON *c) {
     return tnt__kj_add_nulls(c, nulls);
 }
 
+/* The format of both inner layers too: the depthwise output stays in it between them. */
+static tnt_status sep_set_data_format(tnt_layer *l, bool channels_first) {
+    sep_cfg *s = l->priv;
+    l->channels_first = s->dw->channels_first = s->pw->channels_first = channels_first;
+    return TNT_OK;
+}
+
 const tnt__layer_ops tnt__separable_conv2d_ops = {
     .class_name = "SeparableConv2D",
     .from_config = separable_from_config,
@@ -350,6 +356,7 @@ const tnt__layer_ops tnt__separable_conv2d_ops = {
     .forward = sep_forward,
     .backward = sep_backward,
     .destroy = sep_destroy,
+    .set_data_format = sep_set_data_format,
 };
 
 tnt_layer *tnt_separable_conv2d(int filters, int kernel_h, int kernel_w, int depth_multiplier,

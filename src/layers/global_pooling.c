@@ -1,6 +1,7 @@
 /* global_pooling.c: GlobalMaxPooling1D/2D/3D and GlobalAveragePooling2D/3D (Keras,
  * keepdims=False) over channels-last input: (spatial..., c) -> (c), the mean or maximum of each
- * channel over all cells. (GlobalAveragePooling1D, which follows the sequence mask, is in
+ * channel over all cells. channels_first: (c, spatial...) of n samples is n * c single-channel
+ * images in memory (tnt__channels_last_view), whose n * c results are the (n, c) output. (GlobalAveragePooling1D, which follows the sequence mask, is in
  * pooling1d.c.)
  * Max backward splits each gradient equally among the cells that tie for the maximum, as
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
@@ -12,6 +13,7 @@ typedef struct gpool_cfg {
     bool is_max;
     int spatial;   /* 1, 2 or 3 spatial axes */
     int64_t hw, c; /* from build: hw cells of c channels */
+    int64_t planes; /* channels first: c = 1 and planes images per sample */
 } gpool_cfg;
 
 static tnt_status gpool_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
@@ -24,24 +26,24 @@ static tnt_status gpool_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim, c->spatial + 1,
                           axes[c->spatial]);
     c->hw = 1;
-    for (int d = 0; d < in.ndim; d++) {
+    for (int d = 0; d < in.ndim; d++)
         if (in.dim[d] <= 0)
             return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
                               l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
-        if (d < c->spatial) c->hw *= in.dim[d];
-    }
-    c->c = in.dim[c->spatial];
-    *out = TNT_SHAPE(c->c);
+    tnt_shape v = tnt__channels_last_view(l, in, &c->planes);
+    for (int d = 0; d < c->spatial; d++) c->hw *= v.dim[d];
+    c->c = v.dim[c->spatial];
+    *out = TNT_SHAPE(c->c * c->planes);
     return TNT_OK;
 }
 
-/* x: (batch, h, w, C) -> y: (batch, C), the per-channel mean or maximum over h*w cells */
+/* x: (n, h, w, C) -> y: (n, C) for n = batch * planes, the per-channel mean or maximum over h*w cells */
 static tnt_status gpool_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const gpool_cfg *c = l->priv;
     const int64_t C = c->c, hw = c->hw;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < a->batch; n++) {
+    for (int64_t n = 0; n < a->batch * c->planes; n++) {
         const float *xs = a->x + n * hw * C;
         float *yo = a->y + n * C;
         memcpy(yo, xs, (size_t)C * sizeof(float));
@@ -57,7 +59,7 @@ static tnt_status gpool_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
         }
     }
     if (a->preact) /* no activation: the pre-activation is the output */
-        memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
+        memcpy(a->preact, a->y, (size_t)(a->batch * c->planes * C) * sizeof(float));
     return TNT_OK;
 }
 
@@ -66,11 +68,11 @@ static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     (void)plan;
     const gpool_cfg *c = l->priv;
     if (!a->dx) return TNT_OK;
-    const int64_t C = c->c, hw = c->hw;
+    const int64_t C = c->c, hw = c->hw, n_img = a->batch * c->planes;
     if (!c->is_max) {
         float inv = 1.0f / (float)hw;
 #pragma omp parallel for schedule(static)
-        for (int64_t n = 0; n < a->batch; n++) {
+        for (int64_t n = 0; n < n_img; n++) {
             const float *go = a->dy + n * C;
             float *gi = a->dx + n * hw * C;
             for (int64_t p = 0; p < hw; p++)
@@ -79,10 +81,10 @@ static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
         return TNT_OK;
     }
     /* scratch: (batch, 2, C), the maximum and the number of cells that reach it */
-    float *scratch = tnt__calloc((size_t)(a->batch * 2 * C), sizeof(float));
+    float *scratch = tnt__calloc((size_t)(n_img * 2 * C), sizeof(float));
     if (!scratch) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < a->batch; n++) {
+    for (int64_t n = 0; n < n_img; n++) {
         const float *xs = a->x + n * hw * C, *go = a->dy + n * C;
         float *gi = a->dx + n * hw * C;
         float *mx = scratch + n * 2 * C, *cnt = mx + C;
@@ -104,8 +106,7 @@ static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
 static void gpool_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status gpool_get_config(const tnt_layer *l, cJSON *c) {
-    (void)l;
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ(cJSON_AddBoolToObject(c, "keepdims", false));
     return TNT_OK;
 }
@@ -135,6 +136,7 @@ static tnt_layer *gpool_new(const tnt__layer_ops *ops, bool is_max, int spatial,
         .forward = gpool_forward,                                                                 \
         .backward = gpool_backward,                                                               \
         .destroy = gpool_destroy,                                                                 \
+        .set_data_format = tnt__layer_take_data_format,                                           \
     };                                                                                            \
     tnt_layer *tnt_##fn(const char *name) { return gpool_new(&tnt__##fn##_ops, is_max, spatial, name); }
 

@@ -5,9 +5,12 @@ typedef struct input_priv {
     tnt_shape shape;
 } input_priv;
 
+/* in: a concrete shape; the declared one may have None (-1) dimensions, which any size fills */
 static tnt_status input_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     input_priv *p = l->priv;
-    if (!tnt__shape_equal(in, p->shape)) {
+    bool fits = in.ndim == p->shape.ndim;
+    for (int i = 0; fits && i < in.ndim; i++) fits = p->shape.dim[i] < 0 ? in.dim[i] > 0 : in.dim[i] == p->shape.dim[i];
+    if (!fits) {
         char a[96], b[96];
         return tnt__error(TNT_ERR_SHAPE, "InputLayer \"%s\": got input shape %s, declared %s",
                           l->name, tnt_shape_str(in, a, sizeof a), tnt_shape_str(p->shape, b, sizeof b));
@@ -37,8 +40,8 @@ tnt_layer *tnt_input_layer(tnt_shape shape, const char *name) {
         return NULL;
     }
     for (int i = 0; i < shape.ndim; i++)
-        if (shape.dim[i] <= 0) {
-            tnt__error(TNT_ERR_SHAPE, "InputLayer: shape %s has dimension %d = %lld (expected > 0)",
+        if (shape.dim[i] == 0 || shape.dim[i] < TNT_DIM_NONE) {
+            tnt__error(TNT_ERR_SHAPE, "InputLayer: shape %s has dimension %d = %lld (expected > 0, or TNT_DIM_NONE)",
                        tnt_shape_str(shape, b, sizeof b), i, (long long)shape.dim[i]);
             return NULL;
         }

@@ -88,17 +88,15 @@ tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v) {
     return TNT_OK;
 }
 
-tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right) {
+tnt_status tnt__kj_add_margins(cJSON *c, const char *key, int n, const int *pairs) {
     cJSON *a = cJSON_AddArrayToObject(c, key);
     TNT_KJ(a);
-    cJSON *h = cJSON_CreateIntArray((int[]){top, bottom}, 2), *w = cJSON_CreateIntArray((int[]){left, right}, 2);
-    if (!h || !w || !cJSON_AddItemToArray(a, h)) {
-        cJSON_Delete(h);
-        cJSON_Delete(w);
-        TNT_KJ(NULL);
-    }
-    TNT_KJ(cJSON_AddItemToArray(a, w));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    for (int i = 0; i < n; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateIntArray(pairs + 2 * i, 2)));
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_add_data_format(cJSON *c, const tnt_layer *l) {
+    TNT_KJ(cJSON_AddStringToObject(c, "data_format", l->channels_first ? "channels_first" : "channels_last"));
     return TNT_OK;
 }
 
@@ -111,7 +109,8 @@ tnt_status tnt__kj_add_batch_shape(cJSON *c, tnt_shape s) {
     cJSON *a = cJSON_AddArrayToObject(c, "batch_input_shape");
     TNT_KJ(a);
     TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNull()));
-    for (int i = 0; i < s.ndim; i++) TNT_KJ(cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s.dim[i])));
+    for (int i = 0; i < s.ndim; i++)
+        TNT_KJ(cJSON_AddItemToArray(a, s.dim[i] < 0 ? cJSON_CreateNull() : cJSON_CreateNumber((double)s.dim[i])));
     return TNT_OK;
 }
 
@@ -282,9 +281,15 @@ tnt_status tnt__kj_check_data_format(const cJSON *cfg, const tnt__kj_ctx *k) {
     bool bad = false;
     const char *f = tnt__kj_str(cfg, "data_format", &bad, k);
     if (bad) return TNT_ERR_FORMAT;
-    if (f && strcmp(f, "channels_last"))
-        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "data_format \"%s\" (only \"channels_last\" is supported)", f);
+    if (f && strcmp(f, "channels_last") && strcmp(f, "channels_first"))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "data_format \"%.32s\" (expected \"channels_last\" or \"channels_first\")", f);
     return TNT_OK;
+}
+
+bool tnt__kj_channels_first(const cJSON *cfg) {
+    const cJSON *f = tnt__kj_item(cfg, "data_format"), *dim = tnt__kj_item(cfg, "dim_ordering");
+    if (cJSON_IsString(f)) return !strcmp(f->valuestring, "channels_first");
+    return tnt__kj_absent(f) && cJSON_IsString(dim) && !strcmp(dim->valuestring, "th"); /* Keras 1 (Theano) */
 }
 
 tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__kj_ctx *k) {
@@ -378,49 +383,36 @@ tnt_status tnt__kj_padding(const cJSON *cfg, tnt_padding *p, const tnt__kj_ctx *
     return TNT_OK;
 }
 
-/* a is a list of two integers: out[0], out[1] */
-static bool ints_pair(const cJSON *a, int out[2]) {
-    return cJSON_GetArraySize(a) == 2 && tnt__kj_as_int(cJSON_GetArrayItem(a, 0), &out[0]) &&
-           tnt__kj_as_int(cJSON_GetArrayItem(a, 1), &out[1]);
-}
-
-static tnt_status read_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
-    const cJSON *v = tnt__kj_item(c, key);
+tnt_status tnt__kj_margins(const cJSON *c, const char *key, int n, int def, int *pairs, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(c, key), *list = tnt__kj_list(v), *e;
     int x = 0;
-    if (tnt__kj_absent(v)) {
-        for (int i = 0; i < 4; i++) tblr[i] = def;
+    if (tnt__kj_absent(v) || tnt__kj_as_int(v, &x)) { /* one value everywhere */
+        for (int i = 0; i < 2 * n; i++) pairs[i] = tnt__kj_absent(v) ? def : x;
         return TNT_OK;
     }
-    if (tnt__kj_as_int(v, &x)) {
-        for (int i = 0; i < 4; i++) tblr[i] = x;
-        return TNT_OK;
+    bool ok = list && cJSON_GetArraySize(list) == n;
+    int i = 0;
+    if (ok) cJSON_ArrayForEach(e, list) { /* per axis: one value for both sides, or (before, after) */
+        const cJSON *pair = tnt__kj_list(e);
+        if (tnt__kj_as_int(e, &pairs[2 * i])) pairs[2 * i + 1] = pairs[2 * i];
+        else if (!pair || cJSON_GetArraySize(pair) != 2 || !tnt__kj_as_int(pair->child, &pairs[2 * i]) ||
+                 !tnt__kj_as_int(pair->child->next, &pairs[2 * i + 1]))
+            ok = false;
+        i++;
     }
-    const cJSON *hw = tnt__kj_list(v);
-    if (hw && cJSON_GetArraySize(hw) == 2) {
-        const cJSON *h = cJSON_GetArrayItem(hw, 0), *w = cJSON_GetArrayItem(hw, 1);
-        if (tnt__kj_as_int(h, &tblr[0]) && tnt__kj_as_int(w, &tblr[2])) {
-            tblr[1] = tblr[0];
-            tblr[3] = tblr[2];
-            return TNT_OK;
-        }
-        if (ints_pair(tnt__kj_list(h), &tblr[0]) && ints_pair(tnt__kj_list(w), &tblr[2])) return TNT_OK;
-    }
-    return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected an integer, [h, w] or [[top, bottom], [left, right]]",
-                         key);
+    if (!ok)
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\": expected an integer, %d integers or %d (before, after) "
+                             "pairs", key, n, n);
+    return TNT_OK;
 }
 
-tnt_status tnt__kj_2d_margins(const cJSON *c, const char *key, int def, int tblr[4], const tnt__kj_ctx *k) {
-    tnt_status s = read_margins(c, key, def, tblr, k);
-    return s == TNT_OK ? tnt__kj_check_data_format(c, k) : s;
-}
-
-tnt_status tnt__kj_check_norm_axis(const cJSON *c, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_norm_axis(const cJSON *c, int *axis, const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(c, "axis");
-    int a = 0;
-    if (tnt__kj_absent(v) || tnt__kj_as_int(v, &a)) return TNT_OK;
+    *axis = -1;
+    if (tnt__kj_absent(v) || tnt__kj_as_int(v, axis)) return TNT_OK;
     const cJSON *list = tnt__kj_list(v);
-    if (list && cJSON_GetArraySize(list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(list, 0), &a)) return TNT_OK;
-    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: only a single (the last) axis is supported");
+    if (list && cJSON_GetArraySize(list) == 1 && tnt__kj_as_int(cJSON_GetArrayItem(list, 0), axis)) return TNT_OK;
+    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: expected one axis (several axes are not supported)");
 }
 
 tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, const tnt__kj_ctx *k) {
@@ -451,13 +443,94 @@ tnt_status tnt__kj_batch_shape(const cJSON *cfg, tnt_shape *s, const tnt__kj_ctx
     s->ndim = 0;
     for (const cJSON *e = v->child->next; e; e = e->next) { /* after the batch dimension */
         int d = 0;
-        if (cJSON_IsNull(e))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "batch_input_shape: dimension %d is null (variable sizes are "
-                                 "not supported)", s->ndim + 1);
+        if (cJSON_IsNull(e)) { /* None: any size (model/variable.c) */
+            s->dim[s->ndim++] = TNT_DIM_NONE;
+            continue;
+        }
         if (!tnt__kj_as_int(e, &d) || d <= 0)
             return tnt__kj_error(k, TNT_ERR_FORMAT, "batch_input_shape: dimension %d is not a positive integer",
                                  s->ndim + 1);
         s->dim[s->ndim++] = d;
     }
     return TNT_OK;
+}
+
+/* ---- Keras 1 configs ------------------------------------------------------------------------ */
+
+/* Keras 2's own legacy conversions (keras/legacy/interfaces.py): Keras 1 key -> Keras 2 key, for
+ * every class but where the class column names one ("Embedding": its init and W_* keys differ). */
+static const struct {
+    const char *cls, *from, *to;
+} keras1_keys[] = {
+    {"Embedding", "init", "embeddings_initializer"}, {"Embedding", "W_regularizer", "embeddings_regularizer"},
+    {"Embedding", "W_constraint", "embeddings_constraint"}, {NULL, "output_dim", "units"},
+    {NULL, "nb_filter", "filters"}, {NULL, "border_mode", "padding"}, {NULL, "subsample", "strides"},
+    {NULL, "subsample_length", "strides"}, {NULL, "filter_length", "kernel_size"}, {NULL, "pool_length", "pool_size"},
+    {NULL, "stride", "strides"}, {NULL, "init", "kernel_initializer"}, {NULL, "inner_init", "recurrent_initializer"},
+    {NULL, "inner_activation", "recurrent_activation"}, {NULL, "bias", "use_bias"},
+    {NULL, "W_regularizer", "kernel_regularizer"}, {NULL, "b_regularizer", "bias_regularizer"},
+    {NULL, "U_regularizer", "recurrent_regularizer"}, {NULL, "W_constraint", "kernel_constraint"},
+    {NULL, "b_constraint", "bias_constraint"}, {NULL, "U_constraint", "recurrent_constraint"},
+    {NULL, "dropout_W", "dropout"}, {NULL, "dropout_U", "recurrent_dropout"},
+};
+
+/* Keys only Keras 1 writes: one of them marks a Keras 1 config. */
+static bool is_keras1(const cJSON *c, const char *cls) {
+    static const char *const marks[] = {"nb_filter", "border_mode", "subsample", "subsample_length", "filter_length",
+                                        "pool_length", "init", "inner_init", "W_regularizer", "dim_ordering",
+                                        "input_dtype", "consume_less", "forget_bias_init"};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(marks); i++)
+        if (tnt__kj_item(c, marks[i])) return true;
+    return strcmp(cls, "Embedding") && tnt__kj_item(c, "output_dim") && !tnt__kj_item(c, "units");
+}
+
+cJSON *tnt__kj_keras1(const cJSON *config, const char *cls) {
+    if (!cJSON_IsObject(config) || !is_keras1(config, cls)) return NULL;
+    cJSON *c = cJSON_Duplicate(config, true);
+    if (!c) return NULL;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(keras1_keys); i++) {
+        if (keras1_keys[i].cls && strcmp(keras1_keys[i].cls, cls)) continue;
+        if (!keras1_keys[i].cls && !strcmp(cls, "Embedding") && !strcmp(keras1_keys[i].from, "output_dim")) continue;
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(c, keras1_keys[i].from);
+        if (!v) continue;
+        if (tnt__kj_item(c, keras1_keys[i].to)) cJSON_Delete(v); /* a Keras 2 key wins */
+        else cJSON_AddItemToObject(c, keras1_keys[i].to, v);
+    }
+    /* Convolution2D's nb_row, nb_col -> kernel_size; forget_bias_init "one" -> unit_forget_bias */
+    const cJSON *r = tnt__kj_item(c, "nb_row"), *k = tnt__kj_item(c, "nb_col");
+    if (cJSON_IsNumber(r) && cJSON_IsNumber(k) && !tnt__kj_item(c, "kernel_size"))
+        cJSON_AddItemToObject(c, "kernel_size", cJSON_CreateIntArray((int[]){r->valueint, k->valueint}, 2));
+    const cJSON *fb = tnt__kj_item(c, "forget_bias_init");
+    if (cJSON_IsString(fb) && !tnt__kj_item(c, "unit_forget_bias"))
+        cJSON_AddBoolToObject(c, "unit_forget_bias", !strcmp(fb->valuestring, "one"));
+    /* Keras 1 regularizers {"name": "WeightRegularizer" | "ActivityRegularizer", "l1", "l2"} and
+     * constraints {"name": "MaxNorm", "m", "axis"} -> {"class_name", "config"} */
+    for (cJSON *e = c->child; e; e = e->next) {
+        const cJSON *nm = tnt__kj_item(e, "name");
+        size_t n = e->string ? strlen(e->string) : 0;
+        bool reg = n > 12 && !strcmp(e->string + n - 12, "_regularizer"), con = n > 11 && !strcmp(e->string + n - 11, "_constraint");
+        if (!(reg || con) || !cJSON_IsString(nm) || tnt__kj_item(e, "class_name")) continue;
+        cJSON *o = cJSON_CreateObject(), *cfg = cJSON_CreateObject();
+        if (!o || !cfg) {
+            cJSON_Delete(o), cJSON_Delete(cfg);
+            continue;
+        }
+        const char *cls_name = reg ? "L1L2" : !strcmp(nm->valuestring, "MaxNorm") ? "MaxNorm"
+                               : !strcmp(nm->valuestring, "NonNeg")             ? "NonNeg"
+                               : !strcmp(nm->valuestring, "UnitNorm")           ? "UnitNorm"
+                                                                                : nm->valuestring;
+        cJSON_AddStringToObject(o, "class_name", cls_name);
+        for (const cJSON *f = e->child; f; f = f->next)
+            if (strcmp(f->string, "name"))
+                cJSON_AddItemToObject(cfg, !strcmp(f->string, "m") ? "max_value" : f->string, cJSON_Duplicate(f, true));
+        cJSON_AddItemToObject(o, "config", cfg);
+        char key[TNT_NAME_MAX];
+        snprintf(key, sizeof key, "%s", e->string);
+        cJSON_ReplaceItemInObjectCaseSensitive(c, key, o); /* o takes the key; e is freed */
+        e = o;
+    }
+    /* dim_ordering: read by tnt__kj_channels_first ("th"); Keras 1's Embedding dropout: Keras 2
+     * drops it with a warning, and so does this reader (it acts in training only) */
+    if (!strcmp(cls, "Embedding")) cJSON_DeleteItemFromObjectCaseSensitive(c, "dropout");
+    return c;
 }

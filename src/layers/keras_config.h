@@ -46,9 +46,10 @@ tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer in
 tnt_status tnt__kj_add_activation(cJSON *c, tnt_activation act, float alpha);
 /* key: [v0, v1, ...] */
 tnt_status tnt__kj_add_ints(cJSON *c, const char *key, int n, const int *v);
-/* key: [[top, bottom], [left, right]], and "data_format": "channels_last" (ZeroPadding2D,
- * Cropping2D) */
-tnt_status tnt__kj_add_2d_margins(cJSON *c, const char *key, int top, int bottom, int left, int right);
+/* key: [[before, after], ...] for n axes from pairs[2n] (ZeroPadding2D/3D, Cropping2D/3D) */
+tnt_status tnt__kj_add_margins(cJSON *c, const char *key, int n, const int *pairs);
+/* "data_format": the layer's, "channels_last" or "channels_first" */
+tnt_status tnt__kj_add_data_format(cJSON *c, const tnt_layer *l);
 /* key: null, for each key of a NULL-terminated list (regularizers, constraints) */
 tnt_status tnt__kj_add_nulls(cJSON *c, const char *const *keys);
 /* The regularizer and constraint keys of Dense, Conv* and MultiHeadAttention: kernel_regularizer,
@@ -114,10 +115,9 @@ tnt_status tnt__kj_sizes(const cJSON *config, const char *key, bool required, in
                         const tnt__kj_ctx *k);
 /* A required tuple of 1..max integers (Reshape's target_shape, Permute's dims): out[0 .. *n). */
 tnt_status tnt__kj_int_list(const cJSON *config, const char *key, int max, int *out, int *n, const tnt__kj_ctx *k);
-/* ZeroPadding2D's padding, Cropping2D's cropping: n, (h, w) or ((top, bottom), (left, right)) into
- * tblr = {top, bottom, left, right}; absent: def everywhere. Checks data_format too (the writer
- * tnt__kj_add_2d_margins writes it). */
-tnt_status tnt__kj_2d_margins(const cJSON *config, const char *key, int def, int tblr[4], const tnt__kj_ctx *k);
+/* ZeroPadding2D/3D's padding, Cropping2D/3D's cropping over n axes: an integer, n integers (each
+ * for both sides) or n (before, after) pairs, into pairs[2n]; absent: def everywhere. */
+tnt_status tnt__kj_margins(const cJSON *config, const char *key, int n, int def, int *pairs, const tnt__kj_ctx *k);
 
 /* Keras objects. */
 /* "activation": a Keras name; absent: linear. */
@@ -130,11 +130,21 @@ tnt_status tnt__kj_init(const cJSON *config, const char *key, tnt_initializer de
 tnt_status tnt__kj_want_init(const cJSON *config, const char *key, tnt_initializer want, const tnt__kj_ctx *k);
 /* "padding": "valid" (also when absent), "same" or "causal". */
 tnt_status tnt__kj_padding(const cJSON *config, tnt_padding *p, const tnt__kj_ctx *k);
-/* "data_format" is absent, null or "channels_last", the only layout here. */
+/* "data_format" is absent, null, "channels_last" or "channels_first". tnt__layer_from_config then
+ * sets a channels-first layer's format (through the class's set_data_format, an error for a class
+ * without one); tnt__kj_channels_first says whether the config asks for it (Keras 1's
+ * dim_ordering "th" too). */
 tnt_status tnt__kj_check_data_format(const cJSON *config, const tnt__kj_ctx *k);
+bool tnt__kj_channels_first(const cJSON *config);
 /* Each key of a NULL-terminated list (regularizers, constraints and other options this library
  * does not implement) is absent or null. */
 tnt_status tnt__kj_check_nulls(const cJSON *config, const char *const *keys, const tnt__kj_ctx *k);
+
+/* Keras 1 configs (output_dim, nb_filter, nb_row/nb_col, border_mode, subsample, init, inner_init,
+ * W_regularizer, bias, ...): a copy with Keras 2's names, as Keras 2's legacy interfaces convert
+ * them (the caller deletes it); NULL when config has no Keras 1 key. dim_ordering stays: the
+ * format reader takes "th" as channels_first. */
+cJSON *tnt__kj_keras1(const cJSON *config, const char *cls);
 
 /* A model's input shape, in an InputLayer's or a first layer's config: "batch_input_shape" (Keras
  * 2) or "batch_shape" (Keras 3), a tuple [null, d1, ...] whose batch size is left out of s. */
@@ -142,9 +152,9 @@ bool tnt__kj_has_batch_shape(const cJSON *config);
 tnt_status tnt__kj_batch_shape(const cJSON *config, tnt_shape *s, const tnt__kj_ctx *k);
 
 /* BatchNormalization's and LayerNormalization's shared keys. */
-/* axis: a single axis (-1, or [rank - 1] as Keras writes it after build); the model checks that it
- * is the last one. */
-tnt_status tnt__kj_check_norm_axis(const cJSON *config, const tnt__kj_ctx *k);
+/* axis: a single axis, an integer or a list of one as Keras writes it after build (counting the
+ * batch axis; negative from the end); absent: -1. The layer resolves it against its input in build. */
+tnt_status tnt__kj_norm_axis(const cJSON *config, int *axis, const tnt__kj_ctx *k);
 /* center and scale (default true), beta zeros, gamma ones, and no beta/gamma regularizers or
  * constraints. */
 tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, const tnt__kj_ctx *k);

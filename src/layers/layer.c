@@ -37,6 +37,58 @@ tnt_status tnt__build_steps_as_2d(tnt_layer *l, tnt_shape in, tnt_shape *out,
     return s;
 }
 
+tnt_status tnt__layer_take_data_format(tnt_layer *l, bool channels_first) {
+    l->channels_first = channels_first;
+    return TNT_OK;
+}
+
+tnt_status tnt_layer_set_data_format(tnt_layer *l, tnt_data_format format) {
+    if (!l) return tnt__error(TNT_ERR_ARG, "tnt_layer_set_data_format: the layer is NULL");
+    if (format != TNT_CHANNELS_LAST && format != TNT_CHANNELS_FIRST)
+        return tnt__error(TNT_ERR_ARG, "%s \"%s\": data_format %d (expected TNT_CHANNELS_LAST or TNT_CHANNELS_FIRST)",
+                          l->ops->class_name, l->name, (int)format);
+    if (!l->ops->set_data_format)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "%s \"%s\": data_format \"%s\" (this class has no data_format)",
+                          l->ops->class_name, l->name, format == TNT_CHANNELS_FIRST ? "channels_first" : "channels_last");
+    if (l->built || l->refs > 0)
+        return tnt__error(TNT_ERR_ARG, "%s \"%s\": data_format set after the layer joined a model", l->ops->class_name,
+                          l->name);
+    return l->ops->set_data_format(l, format == TNT_CHANNELS_FIRST);
+}
+
+tnt_data_format tnt_layer_data_format(const tnt_layer *l) {
+    return l && l->channels_first ? TNT_CHANNELS_FIRST : TNT_CHANNELS_LAST;
+}
+
+tnt_shape tnt__channels_last_view(const tnt_layer *l, tnt_shape in, int64_t *planes) {
+    *planes = 1;
+    if (!l->channels_first || in.ndim < 1) return in;
+    tnt_shape v = {.ndim = in.ndim};
+    *planes = in.dim[0];
+    for (int i = 1; i < in.ndim; i++) v.dim[i - 1] = in.dim[i];
+    v.dim[in.ndim - 1] = 1;
+    return v;
+}
+
+tnt_shape tnt__channels_first_shape(const tnt_layer *l, tnt_shape out, int64_t planes) {
+    if (!l->channels_first || out.ndim < 1) return out;
+    tnt_shape v = {.ndim = out.ndim, .dim = {out.dim[out.ndim - 1] * planes}};
+    for (int i = 0; i + 1 < out.ndim; i++) v.dim[i + 1] = out.dim[i];
+    return v;
+}
+
+char *tnt__margins_str(char *buf, size_t size, int n, const int *p) {
+    if (n == 1) {
+        snprintf(buf, size, "(%d, %d)", p[0], p[1]);
+        return buf;
+    }
+    size_t k = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < n && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s(%d, %d)", i ? ", " : "", p[2 * i], p[2 * i + 1]);
+    if (k < size) snprintf(buf + k, size - k, ")");
+    return buf;
+}
+
 void tnt_layer_free(tnt_layer *l) {
     if (!l) return;
     if (l->refs > 1) { /* shared by graphs or models: the last owner frees it */

@@ -106,6 +106,10 @@ typedef struct tnt__layer_ops {
     /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
      * model then keeps every MPI call on the compute thread, in the same order on every rank. */
     bool collective;
+    /* Keras's data_format option: NULL when the class has none. Called before build with
+     * channels_first true or false; tnt__layer_take_data_format (layer.c) stores it in
+     * l->channels_first, which build reads (Flatten also trades its view for a transpose). */
+    tnt_status (*set_data_format)(tnt_layer *l, bool channels_first);
     /* The layer applies l->activation == TNT_ACT_RELU itself, in the same pass: the model folds
      * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
     bool folds_relu;
@@ -132,6 +136,8 @@ struct tnt_layer {
     tnt_activation activation; /* the fused activation, TNT_ACT_LINEAR if none */
     float activation_alpha;
     uint64_t seed;            /* set by the model before build: derived from the model seed */
+    bool channels_first;      /* Keras data_format "channels_first": the channels are the first
+                                 non-batch axis (NCHW), for classes with set_data_format */
     bool built;
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
     struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
@@ -150,6 +156,19 @@ void tnt__layer_base_name(const char *class_name, char *out, size_t size);
  * (steps, c) is built as (steps, 1, c) by build_2d, and the output is given back as (steps', c). */
 tnt_status tnt__build_steps_as_2d(tnt_layer *l, tnt_shape in, tnt_shape *out,
                                   tnt_status (*build_2d)(tnt_layer *l, tnt_shape in, tnt_shape *out));
+
+/* The usual set_data_format: stores the choice in l->channels_first. */
+tnt_status tnt__layer_take_data_format(tnt_layer *l, bool channels_first);
+/* A channels-first layer that treats every channel alike (pooling, padding, cropping, upsampling):
+ * (channels, spatial...) of n samples is in memory (n * channels, spatial..., 1), so it runs its
+ * channels-last code on n * channels single-channel samples; build gives that code the shape
+ * (spatial..., 1) and keeps the channel count. */
+tnt_shape tnt__channels_last_view(const tnt_layer *l, tnt_shape in, int64_t *planes);
+/* Moves the channel axis back: (spatial..., c) -> (c, spatial...) when channels first. */
+tnt_shape tnt__channels_first_shape(const tnt_layer *l, tnt_shape out, int64_t planes);
+
+/* "(l, r)" for one axis, "((t, b), (l, r))" for more: margins as Keras writes them, into buf. */
+char *tnt__margins_str(char *buf, size_t size, int n_axes, const int *pairs);
 
 /* Layer-specific queries and settings used by the graph (implemented in the layer's file). */
 /* Embedding: true when mask_zero was set (the graph then derives the sequence mask ids != 0). */

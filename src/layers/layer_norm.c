@@ -21,6 +21,7 @@
 
 typedef struct ln_cfg {
     float epsilon;
+    int axis;     /* Keras's, counting the batch axis; only the last one is supported */
     int64_t cols; /* from build: the last axis */
 } ln_cfg;
 
@@ -38,6 +39,9 @@ static tnt_status ln_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
             return tnt__error(TNT_ERR_SHAPE,
                               "LayerNormalization \"%s\": input shape %s has an empty dimension",
                               l->name, tnt_shape_str(in, b, sizeof b));
+    if (c->axis != -1 && c->axis != in.ndim)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "LayerNormalization \"%s\": axis %d of input shape %s (only the last "
+                          "axis, -1 or %d, is supported)", l->name, c->axis, tnt_shape_str(in, b, sizeof b), in.ndim);
     c->cols = in.dim[in.ndim - 1];
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "gamma", TNT_SHAPE(c->cols), TNT_INIT_ONES, 0, 0) < 0 ||
@@ -174,14 +178,17 @@ static tnt_status ln_get_config(const tnt_layer *l, cJSON *c) {
 
 static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     double epsilon = 0;
-    TNT_KJ_READ(tnt__kj_check_norm_axis(c, k));
+    int axis = -1;
+    TNT_KJ_READ(tnt__kj_norm_axis(c, &axis, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
     bool center = true, scale = true;
     TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
     if (!center || !scale) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
     if (epsilon == 0.0)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "epsilon 0 (not supported: 0 selects the default here)");
-    return tnt__kj_built(tnt_layer_normalization((float)epsilon, k->name), k);
+    tnt_layer *l = tnt_layer_normalization((float)epsilon, k->name);
+    if (l) ((ln_cfg *)l->priv)->axis = axis; /* checked against the input in build */
+    return tnt__kj_built(l, k);
 }
 
 const tnt__layer_ops tnt__layer_normalization_ops = {
@@ -205,6 +212,7 @@ tnt_layer *tnt_layer_normalization(float epsilon, const char *name) {
     ln_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     c->epsilon = epsilon > 0.0f ? epsilon : 1e-3f;
+    c->axis = -1;
     tnt_layer *l = tnt__layer_new(&tnt__layer_normalization_ops, name, c);
     if (!l) free(c);
     return l;

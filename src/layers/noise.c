@@ -1,5 +1,6 @@
-/* noise.c: Keras's training-time noise layers, identity at inference: SpatialDropout1D/2D (whole
- * channels dropped per sample, kept ones scaled by 1/(1-rate)), GaussianNoise (x + stddev * n),
+/* noise.c: Keras's training-time noise layers, identity at inference: SpatialDropout1D/2D/3D
+ * (whole channels dropped per sample, kept ones scaled by 1/(1-rate); the channel axis is the last
+ * one, or the first with data_format channels_first), GaussianNoise (x + stddev * n),
  * GaussianDropout (x * (1 + sqrt(rate/(1-rate)) * n)), AlphaDropout (dropped values set to SELU's
  * negative saturation, then an affine map that keeps mean and variance, Keras's formula), and
  * ActivityRegularization (identity forward and backward; its l1/l2 penalty awaits the model's
@@ -21,7 +22,7 @@ typedef struct noise_cfg {
     noise_kind kind;
     float rate;    /* dropout rates; GaussianNoise: stddev; ActivityRegularization: l1 */
     float l2;      /* ActivityRegularization */
-    int spatial;   /* SpatialDropout: 1 or 2 spatial axes */
+    int spatial;   /* SpatialDropout: 1, 2 or 3 spatial axes */
     uint64_t seed; /* 0: derive from the model's seed */
 } noise_cfg;
 
@@ -29,9 +30,11 @@ static tnt_status noise_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     const noise_cfg *c = l->priv;
     if (c->kind == SPATIAL_DROPOUT && in.ndim != c->spatial + 1) {
         char b[96];
-        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s, channels)",
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s%s%s)",
                           l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim, c->spatial + 1,
-                          c->spatial == 1 ? "steps" : "height, width");
+                          l->channels_first ? "channels, " : "",
+                          c->spatial == 1 ? "steps" : c->spatial == 2 ? "height, width" : "depth, height, width",
+                          l->channels_first ? "" : ", channels");
     }
     *out = in;
     return TNT_OK;
@@ -68,12 +71,21 @@ static inline float noise_factor(const noise_cfg *c, uint64_t seed, uint64_t g, 
     }
 }
 
+/* The channel of value i (within its sample of per values) for SpatialDropout, and the count C. */
+static inline uint64_t channel_of(int64_t i, int64_t per, int64_t C, bool channels_first) {
+    return (uint64_t)(channels_first ? i % per / (per / C) : i % C);
+}
+
+static int64_t channel_count(const tnt_layer *l) {
+    return l->channels_first ? l->in_shape.dim[0] : l->in_shape.dim[l->in_shape.ndim - 1];
+}
+
 /* x, y: (batch, shape...) */
 static tnt_status noise_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const noise_cfg *c = l->priv;
-    const int64_t per = tnt_shape_numel(l->in_shape), n = a->batch * per;
-    const int64_t C = l->in_shape.dim[l->in_shape.ndim - 1];
+    const int64_t per = tnt_shape_numel(l->in_shape), n = a->batch * per, C = channel_count(l);
+    const bool cf = l->channels_first;
     bool active = a->training && c->kind != ACTIVITY_REG && c->rate > 0.0f;
     uint64_t seed = active ? tnt__hash64((c->seed ? c->seed : l->seed) ^ a->seed) | 1 : 0;
     *(uint64_t *)a->workspace = seed;
@@ -93,7 +105,7 @@ static tnt_status noise_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
             a->y[i] = a->x[i] + c->rate * tnt__rand_normal(seed, g);
             continue;
         }
-        float f = noise_factor(c, seed, g, sample * (uint64_t)C + (uint64_t)(i % C), &kept);
+        float f = noise_factor(c, seed, g, sample * (uint64_t)C + channel_of(i, per, C, cf), &kept);
         a->y[i] = c->kind == ALPHA_DROPOUT ? ab * (kept ? a->x[i] : alpha_p) + ac : a->x[i] * f;
     }
     return TNT_OK;
@@ -104,8 +116,8 @@ static tnt_status noise_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     (void)plan;
     const noise_cfg *c = l->priv;
     if (!a->dx) return TNT_OK;
-    const int64_t per = tnt_shape_numel(l->in_shape), n = a->batch * per;
-    const int64_t C = l->in_shape.dim[l->in_shape.ndim - 1];
+    const int64_t per = tnt_shape_numel(l->in_shape), n = a->batch * per, C = channel_count(l);
+    const bool cf = l->channels_first;
     uint64_t seed = *(const uint64_t *)a->workspace;
     if (!seed || c->kind == GAUSSIAN_NOISE) {
         if (a->dx != a->dy) memcpy(a->dx, a->dy, (size_t)n * sizeof(float));
@@ -118,7 +130,7 @@ static tnt_status noise_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     for (int64_t i = 0; i < n; i++) {
         uint64_t sample = (uint64_t)a->sample_offset + (uint64_t)(i / per);
         bool kept = true;
-        float f = noise_factor(c, seed, base + (uint64_t)i, sample * (uint64_t)C + (uint64_t)(i % C), &kept);
+        float f = noise_factor(c, seed, base + (uint64_t)i, sample * (uint64_t)C + channel_of(i, per, C, cf), &kept);
         a->dx[i] = a->dy[i] * (c->kind == ALPHA_DROPOUT ? ab * f : f);
     }
     return TNT_OK;
@@ -145,8 +157,7 @@ static tnt_status noise_get_config(const tnt_layer *l, cJSON *c) {
     default:
         TNT_KJ(cJSON_AddNumberToObject(c, "rate", tnt__kj_f(p->rate)));
         if (p->kind == ALPHA_DROPOUT) TNT_KJ(cJSON_AddNullToObject(c, "noise_shape"));
-        if (p->kind == SPATIAL_DROPOUT && p->spatial == 2)
-            TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+        if (p->kind == SPATIAL_DROPOUT && p->spatial >= 2) TNT_KJ_S(tnt__kj_add_data_format(c, l));
         return add_seed(c, p->seed);
     }
 }
@@ -173,7 +184,7 @@ static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k
 }
 
 /* One class: its ops table, from_config (reading key, then seed) and public constructor. */
-#define NOISE_CLASS(fn, cls, key, kind_, spatial_)                                                \
+#define NOISE_CLASS(fn, cls, key, kind_, spatial_, fmt)                                           \
     static tnt_layer *fn##_from_config(const cJSON *c, const tnt__kj_ctx *k);                   \
     const tnt__layer_ops tnt__##fn##_ops = {                                                     \
         .class_name = cls,                                                                        \
@@ -185,6 +196,7 @@ static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k
         .backward = noise_backward,                                                               \
         .destroy = noise_destroy,                                                                 \
         .supports_masking = true,                                                                 \
+        .set_data_format = fmt,                                                                   \
     };                                                                                            \
     tnt_layer *tnt_##fn(float v, uint64_t seed, const char *name) {                              \
         if (!(v >= 0.0f) || !(kind_ == GAUSSIAN_NOISE ? isfinite(v) : v < 1.0f)) {               \
@@ -200,15 +212,16 @@ static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k
         uint64_t seed = 0;                                                                        \
         TNT_KJ_READ(tnt__kj_num(c, key, true, 0, &v, k));                                        \
         TNT_KJ_READ(read_seed(c, &seed, k));                                                      \
-        if (spatial_ == 2) TNT_KJ_READ(tnt__kj_check_data_format(c, k));                        \
+        if (spatial_ >= 2) TNT_KJ_READ(tnt__kj_check_data_format(c, k));                        \
         return tnt__kj_built(tnt_##fn((float)v, seed, k->name), k);                              \
     }
 
-NOISE_CLASS(spatial_dropout1d, "SpatialDropout1D", "rate", SPATIAL_DROPOUT, 1)
-NOISE_CLASS(spatial_dropout2d, "SpatialDropout2D", "rate", SPATIAL_DROPOUT, 2)
-NOISE_CLASS(gaussian_noise, "GaussianNoise", "stddev", GAUSSIAN_NOISE, 0)
-NOISE_CLASS(gaussian_dropout, "GaussianDropout", "rate", GAUSSIAN_DROPOUT, 0)
-NOISE_CLASS(alpha_dropout, "AlphaDropout", "rate", ALPHA_DROPOUT, 0)
+NOISE_CLASS(spatial_dropout1d, "SpatialDropout1D", "rate", SPATIAL_DROPOUT, 1, NULL)
+NOISE_CLASS(spatial_dropout2d, "SpatialDropout2D", "rate", SPATIAL_DROPOUT, 2, tnt__layer_take_data_format)
+NOISE_CLASS(spatial_dropout3d, "SpatialDropout3D", "rate", SPATIAL_DROPOUT, 3, tnt__layer_take_data_format)
+NOISE_CLASS(gaussian_noise, "GaussianNoise", "stddev", GAUSSIAN_NOISE, 0, NULL)
+NOISE_CLASS(gaussian_dropout, "GaussianDropout", "rate", GAUSSIAN_DROPOUT, 0, NULL)
+NOISE_CLASS(alpha_dropout, "AlphaDropout", "rate", ALPHA_DROPOUT, 0, NULL)
 
 /* ---- ActivityRegularization --------------------------------------------------------------- */
 

@@ -9,6 +9,8 @@
  * GlobalAveragePooling1D: (steps, c) -> (c), the mean of each channel (keepdims=False); with a
  * sequence mask (Masking, Embedding mask_zero) the mean of the kept steps, as Keras (0, not Keras's
  * 0/0, for a sample whose steps are all masked).
+ * channels_first: (c, steps) of n samples is n * c single-channel sequences in memory
+ * (tnt__channels_last_view), run by the same loops (each with its sample's mask).
  * Neither layer needs a plan. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
@@ -22,6 +24,7 @@ typedef struct mp1_cfg {
     int k, s;     /* pool size, stride */
     tnt_padding padding;
     int64_t iw, c, ow, pad_l; /* from build */
+    int64_t planes; /* channels first: c = 1 and planes single-channel sequences per sample */
 } mp1_cfg;
 
 static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
@@ -34,8 +37,9 @@ static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     if (in.dim[0] <= 0 || in.dim[1] <= 0)
         return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
                           l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
-    c->iw = in.dim[0];
-    c->c = in.dim[1];
+    tnt_shape v = tnt__channels_last_view(l, in, &c->planes);
+    c->iw = v.dim[0];
+    c->c = v.dim[1];
     if (c->padding == TNT_PADDING_SAME) {
         c->ow = (c->iw + c->s - 1) / c->s;
         c->pad_l = TNT_MAX((c->ow - 1) * c->s + c->k - c->iw, 0) / 2;
@@ -48,8 +52,8 @@ static tnt_status mp1_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "%s \"%s\": input shape %s is smaller than pool_size %d with "
                           "padding \"valid\": output would be (%lld, %lld)",
                           l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), c->k, (long long)c->ow,
-                          (long long)c->c);
-    *out = TNT_SHAPE(c->ow, c->c);
+                          (long long)(c->c * c->planes));
+    *out = tnt__channels_first_shape(l, TNT_SHAPE(c->ow, c->c), c->planes);
     return TNT_OK;
 }
 
@@ -76,7 +80,7 @@ static tnt_status mp1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
     const int64_t C = c->c;
     uint16_t *arg = a->workspace;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < a->batch * c->ow; r++) {
+    for (int64_t r = 0; r < a->batch * c->planes * c->ow; r++) {
         int64_t n = r / c->ow, j = r % c->ow, w0, w1, k0;
         mp1_window(c, j, &w0, &w1, &k0);
         float *yo = a->y + r * C;
@@ -100,7 +104,7 @@ static tnt_status mp1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
         }
     }
     if (a->preact) /* no activation: the pre-activation is the output */
-        memcpy(a->preact, a->y, (size_t)(a->batch * c->ow * C) * sizeof(float));
+        memcpy(a->preact, a->y, (size_t)(a->batch * c->planes * c->ow * C) * sizeof(float));
     return TNT_OK;
 }
 
@@ -113,7 +117,7 @@ static tnt_status mp1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
     const int64_t C = c->c;
     const uint16_t *arg = a->workspace;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < a->batch; n++) {
+    for (int64_t n = 0; n < a->batch * c->planes; n++) {
         memset(a->dx + n * c->iw * C, 0, (size_t)(c->iw * C) * sizeof(float));
         for (int64_t j = 0; j < c->ow; j++) {
             int64_t w0, w1, k0;
@@ -142,7 +146,7 @@ static tnt_status mp1_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_ints(c, "pool_size", 1, &p->k));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(p->padding)));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", 1, &p->s));
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     return TNT_OK;
 }
 
@@ -174,6 +178,7 @@ static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
         .forward = mp1_forward,                                                                  \
         .backward = mp1_backward,                                                                \
         .destroy = priv_destroy,                                                                 \
+        .set_data_format = tnt__layer_take_data_format,                                          \
     };
 POOL1D_OPS(tnt__max_pooling1d_ops, "MaxPooling1D")
 POOL1D_OPS(tnt__average_pooling1d_ops, "AveragePooling1D")
@@ -228,6 +233,7 @@ tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *opts) {
 
 typedef struct gap1_cfg {
     int64_t w, c; /* from build */
+    int64_t planes; /* channels first: c = 1 and planes single-channel sequences per sample */
 } gap1_cfg;
 
 /* in[0]: (steps, channels); in[1], when the graph appends the sequence mask: (steps) */
@@ -242,12 +248,13 @@ static tnt_status gap1_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt
         return tnt__error(TNT_ERR_SHAPE,
                           "GlobalAveragePooling1D \"%s\": input shape %s has an empty dimension",
                           l->name, tnt_shape_str(in[0], b, sizeof b));
-    if (n > 2 || (n == 2 && !tnt__shape_equal(in[1], TNT_SHAPE(in[0].dim[0]))))
+    tnt_shape v = tnt__channels_last_view(l, in[0], &c->planes);
+    if (n > 2 || (n == 2 && !tnt__shape_equal(in[1], TNT_SHAPE(v.dim[0]))))
         return tnt__error(TNT_ERR_SHAPE, "GlobalAveragePooling1D \"%s\": %d inputs (expected the input and at "
-                          "most its sequence mask of shape (%lld,))", l->name, n, (long long)in[0].dim[0]);
-    c->w = in[0].dim[0];
-    c->c = in[0].dim[1];
-    *out = TNT_SHAPE(c->c);
+                          "most its sequence mask of shape (%lld,))", l->name, n, (long long)v.dim[0]);
+    c->w = v.dim[0];
+    c->c = v.dim[1];
+    *out = TNT_SHAPE(c->c * c->planes);
     return TNT_OK;
 }
 
@@ -267,19 +274,19 @@ static void gap1_step_weights(const gap1_cfg *c, const float *mask, int64_t n, f
 
 static const float *gap1_mask(int n_inputs, const float *const *xs) { return n_inputs > 1 && xs ? xs[1] : NULL; }
 
-/* x: (batch, w, C), mask (batch, w) or none -> y: (batch, C) */
+/* x: (n, w, C) for n = batch * planes, mask (batch, w) or none -> y: (n, C) */
 static tnt_status gap1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
-    const int64_t C = c->c, W = c->w;
+    const int64_t C = c->c, W = c->w, n_img = a->batch * c->planes;
     const float *mask = gap1_mask(a->n_inputs, a->xs);
-    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    float *weights = tnt__calloc((size_t)(n_img * W), sizeof(float));
     if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < a->batch; n++) {
+    for (int64_t n = 0; n < n_img; n++) {
         const float *xs = a->x + n * W * C;
         float *yo = a->y + n * C, *wt = weights + n * W;
-        gap1_step_weights(c, mask, n, wt);
+        gap1_step_weights(c, mask, n / c->planes, wt);
         if (!mask) { /* Keras's order without a mask: the sum, then / W */
             memcpy(yo, xs, (size_t)C * sizeof(float));
             for (int64_t p = 1; p < W; p++)
@@ -292,25 +299,25 @@ static tnt_status gap1_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
             for (int64_t ch = 0; ch < C; ch++) yo[ch] += xs[p * C + ch] * wt[p];
     }
     free(weights);
-    if (a->preact) memcpy(a->preact, a->y, (size_t)(a->batch * C) * sizeof(float));
+    if (a->preact) memcpy(a->preact, a->y, (size_t)(n_img * C) * sizeof(float));
     return TNT_OK;
 }
 
-/* dy: (batch, C) -> dx: (batch, w, C), dy times each step's weight; the mask's gradient is 0 */
+/* dy: (n, C) -> dx: (n, w, C), dy times each step's weight; the mask's gradient is 0 */
 static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const gap1_cfg *c = l->priv;
-    const int64_t C = c->c, W = c->w;
+    const int64_t C = c->c, W = c->w, n_img = a->batch * c->planes;
     const float *mask = gap1_mask(a->n_inputs, a->xs);
     if (mask && a->dxs && a->dxs[1]) memset(a->dxs[1], 0, (size_t)(a->batch * W) * sizeof(float));
     if (!a->dx) return TNT_OK;
-    float *weights = tnt__calloc((size_t)(a->batch * W), sizeof(float));
+    float *weights = tnt__calloc((size_t)(n_img * W), sizeof(float));
     if (!weights) return TNT_ERR_NOMEM;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < a->batch; n++) {
+    for (int64_t n = 0; n < n_img; n++) {
         const float *go = a->dy + n * C;
         float *gi = a->dx + n * W * C, *wt = weights + n * W;
-        gap1_step_weights(c, mask, n, wt);
+        gap1_step_weights(c, mask, n / c->planes, wt);
         for (int64_t p = 0; p < W; p++)
             for (int64_t ch = 0; ch < C; ch++) gi[p * C + ch] = go[ch] * wt[p];
     }
@@ -319,8 +326,7 @@ static tnt_status gap1_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 }
 
 static tnt_status gap1_get_config(const tnt_layer *l, cJSON *c) {
-    (void)l;
-    TNT_KJ(cJSON_AddStringToObject(c, "data_format", "channels_last"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ(cJSON_AddBoolToObject(c, "keepdims", false));
     return TNT_OK;
 }
@@ -335,6 +341,7 @@ const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .backward = gap1_backward,
     .destroy = priv_destroy,
     .consumes_mask = true,
+    .set_data_format = tnt__layer_take_data_format,
 };
 
 tnt_layer *tnt_global_average_pooling1d(const char *name) {

@@ -87,6 +87,18 @@
     X("AlphaDropout", tnt__alpha_dropout_ops) \
     X("ActivityRegularization", tnt__activity_regularization_ops) \
     X("Rescaling", tnt__rescaling_ops) \
+    X("ZeroPadding3D", tnt__zero_padding3d_ops) \
+    X("Cropping3D", tnt__cropping3d_ops) \
+    X("UpSampling3D", tnt__upsampling3d_ops) \
+    X("MaxPooling3D", tnt__max_pooling3d_ops) \
+    X("MaxPool3D", tnt__max_pooling3d_ops) \
+    X("AveragePooling3D", tnt__average_pooling3d_ops) \
+    X("AvgPool3D", tnt__average_pooling3d_ops) \
+    X("SpatialDropout3D", tnt__spatial_dropout3d_ops) \
+    X("Conv3D", tnt__conv3d_ops) \
+    X("Convolution3D", tnt__conv3d_ops) \
+    X("Normalization", tnt__normalization_ops) \
+    X("ConvLSTM2D", tnt__conv_lstm2d_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

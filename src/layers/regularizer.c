@@ -44,8 +44,9 @@ bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w) {
     size_t n = strlen(rule->key) - strlen(rule->is_constraint ? "_constraint" : "_regularizer");
     snprintf(base, sizeof base, "%.*s", (int)n, rule->key);
     snprintf(alt, sizeof alt, "%s_kernel", base);
-    const char *slash = strrchr(w->name, '/'); /* MultiHeadAttention's "query/kernel" */
-    return !strcmp(w->name, base) || !strcmp(w->name, alt) || (slash && !strcmp(slash + 1, base));
+    /* MultiHeadAttention's "query/kernel", Bidirectional's "forward_lstm/recurrent_kernel" */
+    const char *slash = strrchr(w->name, '/');
+    return !strcmp(w->name, base) || !strcmp(w->name, alt) || (slash && (!strcmp(slash + 1, base) || !strcmp(slash + 1, alt)));
 }
 
 /* Each weight of l that a rule (or constraint, when constraints) acts on, as (rule, weight). */

@@ -59,8 +59,11 @@ uint64_t tnt__layer_rules_hash(const tnt_layer *l, uint64_t h);
 bool tnt__kj_is_rule_key(const char *key);
 /* The layer's Keras config (its get_config) has key. */
 bool tnt__layer_config_has_key(const tnt_layer *l, const char *key);
-/* ops->from_config, then the layer's non-null regularizer and constraint keys. */
+/* ops->from_config (on Keras 2's names of a Keras 1 config, tnt__kj_keras1), then a channels_first
+ * data_format (tnt_layer_set_data_format) and the layer's non-null regularizer and constraint keys. */
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const struct tnt__kj_ctx *k);
+/* Each rule of rules (NULL: none) in Keras's spelling over the null config has at its key. */
+tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config);
 /* ops->get_config, then each rule in Keras's spelling over the null the layer wrote. */
 tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config);
 

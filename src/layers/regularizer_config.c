@@ -121,10 +121,24 @@ static tnt_status read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ct
     return TNT_OK;
 }
 
+static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k);
+
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
+    cJSON *k2 = tnt__kj_keras1(config, k->cls); /* a Keras 1 config, with Keras 2's names */
+    tnt_layer *l = from_config(ops, k2 ? k2 : config, k);
+    cJSON_Delete(k2);
+    return l;
+}
+
+static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     tnt_layer *l = ops->from_config(config, k);
     if (!l) return NULL;
     if (tnt__kj_dtype_policy(config, &l->dtype_policy, k) != TNT_OK) {
+        tnt_layer_free(l);
+        return NULL;
+    }
+    if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
+        tnt__error_prefix(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
         tnt_layer_free(l);
         return NULL;
     }
@@ -180,8 +194,12 @@ static cJSON *rule_json(const tnt__rule *r) {
 
 tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config) {
     if (l->ops->get_config) TNT_KJ_S(l->ops->get_config(l, config));
-    for (int i = 0; l->rules && i < l->rules->n; i++) {
-        const tnt__rule *r = &l->rules->r[i];
+    return tnt__rules_write(l->rules, config);
+}
+
+tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config) {
+    for (int i = 0; rules && i < rules->n; i++) {
+        const tnt__rule *r = &rules->r[i];
         if (!cJSON_GetObjectItemCaseSensitive(config, r->key)) continue; /* ActivityRegularization's l1, l2 */
         cJSON *o = rule_json(r);
         TNT_KJ(o);

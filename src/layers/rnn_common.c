@@ -41,7 +41,7 @@ const char *tnt__rnn_act_name(tnt__rnn_act a) {
     return "?";
 }
 
-static bool act_from_name(const char *name, tnt__rnn_act *a) {
+bool tnt__rnn_act_from_name(const char *name, tnt__rnn_act *a) {
     for (size_t i = 0; i < TNT_ARRAY_LEN(act_names); i++)
         if (!strcmp(act_names[i].name, name)) {
             *a = act_names[i].act;
@@ -50,8 +50,7 @@ static bool act_from_name(const char *name, tnt__rnn_act *a) {
     return false;
 }
 
-/* v[0..n) = act(v) in place */
-static void act_apply(tnt__rnn_act a, float *v, int64_t n) {
+void tnt__rnn_act_apply(tnt__rnn_act a, float *v, int64_t n) {
     switch (a) {
     case TNT__RNN_TANH:
         for (int64_t i = 0; i < n; i++) v[i] = tanhf(v[i]);
@@ -73,25 +72,12 @@ static void act_apply(tnt__rnn_act a, float *v, int64_t n) {
     }
 }
 
-/* act'(x) from the output y = act(x) */
-static inline float act_grad(tnt__rnn_act a, float y) {
-    switch (a) {
-    case TNT__RNN_TANH: return 1.0f - y * y;
-    case TNT__RNN_SIGMOID: return y * (1.0f - y);
-    case TNT__RNN_HARD_SIGMOID: return y > 0.0f && y < 1.0f ? 0.2f : 0.0f;
-    case TNT__RNN_HARD_SIGMOID_V3: return y > 0.0f && y < 1.0f ? 1.0f / 6.0f : 0.0f;
-    case TNT__RNN_RELU: return y > 0.0f ? 1.0f : 0.0f;
-    case TNT__RNN_LINEAR: return 1.0f;
-    }
-    return 0.0f;
-}
-
 /* ---- configuration and build ------------------------------------------------------------ */
 
 static int gates(const tnt__rnn *r) { return r->cell == TNT__RNN_LSTM ? 4 : r->cell == TNT__RNN_GRU ? 3 : 1; }
 
 tnt__rnn *tnt__rnn_of(const tnt_layer *l) {
-    return l && l->ops->build_multi == tnt__rnn_build_multi ? l->priv : NULL;
+    return l && (l->ops->build_multi == tnt__rnn_build_multi || tnt__is_conv_lstm2d(l)) ? l->priv : NULL;
 }
 
 bool tnt__rnn_returns_sequences(const tnt_layer *l) { return ((const tnt__rnn *)l->priv)->return_sequences; }
@@ -115,8 +101,8 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
         tnt__error(TNT_ERR_ARG, "%s: units %d (expected > 0)", cls, units);
         return NULL;
     }
-    if (o->activation && !act_from_name(o->activation, &c.act)) bad = o->activation;
-    else if (o->recurrent_activation && !act_from_name(o->recurrent_activation, &c.rec_act)) bad = o->recurrent_activation;
+    if (o->activation && !tnt__rnn_act_from_name(o->activation, &c.act)) bad = o->activation;
+    else if (o->recurrent_activation && !tnt__rnn_act_from_name(o->recurrent_activation, &c.rec_act)) bad = o->recurrent_activation;
     if (bad) {
         tnt__error(TNT_ERR_UNSUPPORTED, "%s: activation \"%.64s\" (expected tanh, sigmoid, hard_sigmoid, "
                    "hard_sigmoid_v3, relu or linear)", cls, bad);
@@ -158,6 +144,7 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
 }
 
 tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name) {
+    if (tnt__is_conv_lstm2d(l)) return tnt__conv_lstm2d_clone(l); /* Bidirectional names it */
     tnt__rnn *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     *p = *(const tnt__rnn *)l->priv;
@@ -293,26 +280,26 @@ static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B
             continue;
         }
         if (r->cell == TNT__RNN_SIMPLE) {
-            act_apply(r->act, z, U);
+            tnt__rnn_act_apply(r->act, z, U);
             memcpy(h, z, (size_t)U * sizeof(float));
         } else if (r->cell == TNT__RNN_LSTM) {
             float *c = w->c + (b * T + t) * U, *ac = w->ac + (b * T + t) * U;
             const float *cp = tprev >= 0 ? w->c + (b * T + tprev) * U : NULL;
-            act_apply(r->rec_act, z, 2 * U);
-            act_apply(r->act, z + 2 * U, U);
-            act_apply(r->rec_act, z + 3 * U, U);
+            tnt__rnn_act_apply(r->rec_act, z, 2 * U);
+            tnt__rnn_act_apply(r->act, z + 2 * U, U);
+            tnt__rnn_act_apply(r->rec_act, z + 3 * U, U);
             for (int64_t u = 0; u < U; u++) c[u] = z[U + u] * (cp ? cp[u] : 0.0f) + z[u] * z[2 * U + u];
             memcpy(ac, c, (size_t)U * sizeof(float));
-            act_apply(r->act, ac, U);
+            tnt__rnn_act_apply(r->act, ac, U);
             for (int64_t u = 0; u < U; u++) h[u] = z[3 * U + u] * ac[u];
         } else { /* GRU: z and r are already activated by the caller for reset_before */
             if (r->reset_after) {
                 const float *rh = w->rh + (b * T + t) * gu;
                 for (int64_t j = 0; j < 2 * U; j++) z[j] += rh[j];
-                act_apply(r->rec_act, z, 2 * U);
+                tnt__rnn_act_apply(r->rec_act, z, 2 * U);
                 for (int64_t u = 0; u < U; u++) z[2 * U + u] += z[U + u] * rh[2 * U + u];
             }
-            act_apply(r->act, z + 2 * U, U);
+            tnt__rnn_act_apply(r->act, z + 2 * U, U);
             for (int64_t u = 0; u < U; u++) h[u] = z[u] * (hp ? hp[u] : 0.0f) + (1.0f - z[u]) * z[2 * U + u];
         }
     }
@@ -365,7 +352,7 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
             float *rp = w.rh + t * U;
             for (int64_t b = 0; b < B; b++) {
                 float *zb = z + b * T * gu;
-                act_apply(r->rec_act, zb, 2 * U);
+                tnt__rnn_act_apply(r->rec_act, zb, 2 * U);
                 for (int64_t u = 0; u < U; u++) rp[b * T * U + u] = zb[U + u] * p[b * T * U + u];
             }
             TNT_DNNL(dnnl_sgemm('N', 'N', B, U, U, 1.0f, rp, T * U, R + 2 * U, gu, 1.0f, z + 2 * U, T * gu));
@@ -404,33 +391,33 @@ static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int
             continue;
         }
         if (r->cell == TNT__RNN_SIMPLE) {
-            for (int64_t u = 0; u < U; u++) z[u] = dh[u] * act_grad(r->act, z[u]), dh[u] = 0.0f;
+            for (int64_t u = 0; u < U; u++) z[u] = dh[u] * tnt__rnn_act_grad(r->act, z[u]), dh[u] = 0.0f;
         } else if (r->cell == TNT__RNN_LSTM) {
             const float *ac = w->ac + (b * T + t) * U;
             float *dc = w->dc + b * U;
             for (int64_t u = 0; u < U; u++) {
                 float i = z[u], f = z[U + u], g = z[2 * U + u], o = z[3 * U + u];
                 float cp = tprev >= 0 ? w->c[(b * T + tprev) * U + u] : 0.0f;
-                float dct = dc[u] + dh[u] * o * act_grad(r->act, ac[u]);
-                z[3 * U + u] = dh[u] * ac[u] * act_grad(r->rec_act, o);
-                z[u] = dct * g * act_grad(r->rec_act, i);
-                z[U + u] = dct * cp * act_grad(r->rec_act, f);
-                z[2 * U + u] = dct * i * act_grad(r->act, g);
+                float dct = dc[u] + dh[u] * o * tnt__rnn_act_grad(r->act, ac[u]);
+                z[3 * U + u] = dh[u] * ac[u] * tnt__rnn_act_grad(r->rec_act, o);
+                z[u] = dct * g * tnt__rnn_act_grad(r->rec_act, i);
+                z[U + u] = dct * cp * tnt__rnn_act_grad(r->rec_act, f);
+                z[2 * U + u] = dct * i * tnt__rnn_act_grad(r->act, g);
                 dc[u] = dct * f;
                 dh[u] = 0.0f;
             }
         } else {
             for (int64_t u = 0; u < U; u++) {
                 float zz = z[u], hh = z[2 * U + u], hpu = hp ? hp[u] : 0.0f;
-                z[2 * U + u] = dh[u] * (1.0f - zz) * act_grad(r->act, hh); /* d pre(hh) */
-                z[u] = dh[u] * (hpu - hh) * act_grad(r->rec_act, zz);
+                z[2 * U + u] = dh[u] * (1.0f - zz) * tnt__rnn_act_grad(r->act, hh); /* d pre(hh) */
+                z[u] = dh[u] * (hpu - hh) * tnt__rnn_act_grad(r->rec_act, zz);
                 dh[u] *= zz;
             }
             if (r->reset_after) {
                 float *rh = w->rh + (b * T + t) * gu;
                 for (int64_t u = 0; u < U; u++) {
                     float rr = z[U + u], da = z[2 * U + u];
-                    z[U + u] = da * rh[2 * U + u] * act_grad(r->rec_act, rr);
+                    z[U + u] = da * rh[2 * U + u] * tnt__rnn_act_grad(r->rec_act, rr);
                     rh[u] = z[u], rh[U + u] = z[U + u], rh[2 * U + u] = da * rr;
                 }
             }
@@ -445,7 +432,7 @@ static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int
             const float *p = w->p + (b * T + t) * U;
             for (int64_t u = 0; u < U; u++) {
                 float rr = z[U + u];
-                z[U + u] = drp[u] * p[u] * act_grad(r->rec_act, rr);
+                z[U + u] = drp[u] * p[u] * tnt__rnn_act_grad(r->rec_act, rr);
                 drp[u] *= rr; /* d p through r p */
             }
         }

@@ -63,11 +63,31 @@ struct tnt__kj_ctx;
 tnt_layer *tnt__rnn_from_config(const struct cJSON *c, const struct tnt__kj_ctx *k, const tnt__layer_ops *ops,
                                 tnt__rnn_cell cell, bool cudnn);
 
-/* The engine state of a recurrent layer, or NULL when l is not one. */
+/* The engine state of a recurrent layer, or NULL when l is not one. ConvLSTM2D (conv_lstm2d.c)
+ * counts: its state begins with a tnt__rnn whose flags (return_sequences, go_backwards) Bidirectional
+ * reads and sets, though its own code runs it. */
 tnt__rnn *tnt__rnn_of(const tnt_layer *l);
 /* A new unbuilt layer of the same class and configuration (Bidirectional's backward copy). */
 tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name);
-/* Keras name of an activation this engine runs ("tanh", "hard_sigmoid", ...). */
+/* conv_lstm2d.c: l is a ConvLSTM2D; a new unbuilt one like it (data_format included). */
+bool tnt__is_conv_lstm2d(const tnt_layer *l);
+tnt_layer *tnt__conv_lstm2d_clone(const tnt_layer *l);
+/* Keras name of an activation this engine runs ("tanh", "hard_sigmoid", ...), and back. */
 const char *tnt__rnn_act_name(tnt__rnn_act a);
+bool tnt__rnn_act_from_name(const char *name, tnt__rnn_act *a);
+/* v[0..n) = act(v) in place */
+void tnt__rnn_act_apply(tnt__rnn_act a, float *v, int64_t n);
+/* act'(x) from the output y = act(x) */
+static inline float tnt__rnn_act_grad(tnt__rnn_act a, float y) {
+    switch (a) {
+    case TNT__RNN_TANH: return 1.0f - y * y;
+    case TNT__RNN_SIGMOID: return y * (1.0f - y);
+    case TNT__RNN_HARD_SIGMOID: return y > 0.0f && y < 1.0f ? 0.2f : 0.0f;
+    case TNT__RNN_HARD_SIGMOID_V3: return y > 0.0f && y < 1.0f ? 1.0f / 6.0f : 0.0f;
+    case TNT__RNN_RELU: return y > 0.0f ? 1.0f : 0.0f;
+    case TNT__RNN_LINEAR: return 1.0f;
+    }
+    return 0.0f;
+}
 
 #endif

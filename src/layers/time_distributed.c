@@ -105,7 +105,7 @@ static void td_destroy(tnt_layer *l) {
 
 static tnt_status td_get_config(const tnt_layer *l, cJSON *c) {
     const td *t = l->priv;
-    return tnt__wrapper_inner_config(t->inner, t->inner->name, c, "layer");
+    return tnt__wrapper_inner_config(l, t->inner, t->inner->name, c, "layer");
 }
 
 static tnt_layer *td_from_config(const cJSON *c, const tnt__kj_ctx *k) {
@@ -148,5 +148,9 @@ tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name) {
     t->inner = inner;
     if (inner->auto_name) tnt__layer_base_name(inner->ops->class_name, inner->name, sizeof inner->name);
     inner->auto_name = false;
+    if (tnt__wrapper_take_rules(l, inner, "TimeDistributed") != TNT_OK) {
+        tnt_layer_free(l);
+        return NULL;
+    }
     return l;
 }

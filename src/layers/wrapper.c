@@ -39,7 +39,8 @@ void tnt__wrapper_bind(tnt_layer *outer, int first, tnt_layer *inner, uint64_t s
     inner->seed = tnt__hash64(outer->seed ^ salt);
 }
 
-tnt_status tnt__wrapper_inner_config(const tnt_layer *inner, const char *name, cJSON *c, const char *key) {
+tnt_status tnt__wrapper_inner_config(const tnt_layer *outer, const tnt_layer *inner, const char *name, cJSON *c,
+                                     const char *key) {
     cJSON *o = cJSON_AddObjectToObject(c, key), *ic = NULL;
     TNT_KJ(o);
     TNT_KJ(cJSON_AddStringToObject(o, "class_name", inner->ops->class_name));
@@ -47,7 +48,44 @@ tnt_status tnt__wrapper_inner_config(const tnt_layer *inner, const char *name, c
     TNT_KJ(cJSON_AddStringToObject(ic, "name", name));
     TNT_KJ(cJSON_AddTrueToObject(ic, "trainable"));
     TNT_KJ(cJSON_AddStringToObject(ic, "dtype", tnt__dtype_policy_name(inner->dtype_policy)));
-    return inner->ops->get_config ? inner->ops->get_config(inner, ic) : TNT_OK;
+    if (inner->ops->get_config) TNT_KJ_S(inner->ops->get_config(inner, ic));
+    return tnt__rules_write(outer->rules, ic);
+}
+
+static bool same_rule(const tnt__rule *a, const tnt__rule *b) {
+    return a->is_constraint == b->is_constraint && a->reg == b->reg && a->l1 == b->l1 && a->l2 == b->l2 &&
+           !memcmp(&a->con, &b->con, sizeof a->con);
+}
+
+/* The rule of a with b's key, or NULL */
+static const tnt__rule *rule_of(const tnt_layer *a, const char *key) {
+    for (int j = 0; a->rules && j < a->rules->n; j++)
+        if (!strcmp(a->rules->r[j].key, key)) return &a->rules->r[j];
+    return NULL;
+}
+
+bool tnt__wrapper_same_rules(const tnt_layer *a, const tnt_layer *b) {
+    int na = a->rules ? a->rules->n : 0, nb = b->rules ? b->rules->n : 0;
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++) {
+        const tnt__rule *o = rule_of(b, a->rules->r[i].key);
+        if (!o || !same_rule(o, &a->rules->r[i])) return false;
+    }
+    return true;
+}
+
+tnt_status tnt__wrapper_take_rules(tnt_layer *outer, tnt_layer *inner, const char *cls) {
+    for (int i = 0; inner->rules && i < inner->rules->n; i++) {
+        const tnt__rule *r = &inner->rules->r[i];
+        if (!strcmp(r->key, "activity_regularizer"))
+            return tnt__error(TNT_ERR_UNSUPPORTED, "%s: the wrapped layer \"%s\" has an activity_regularizer (not "
+                              "supported inside a wrapper)", cls, inner->name);
+        tnt_status s = tnt__layer_set_rule(outer, r);
+        if (s != TNT_OK) return s;
+    }
+    free(inner->rules);
+    inner->rules = NULL;
+    return TNT_OK;
 }
 
 tnt_layer *tnt__wrapper_inner_from_config(const cJSON *c, const char *key, const tnt__kj_ctx *k) {
@@ -60,9 +98,5 @@ tnt_layer *tnt__wrapper_inner_from_config(const cJSON *c, const char *key, const
     tnt__kj_ctx ik = {cJSON_IsString(nm) ? nm->valuestring : k->name, cls->valuestring};
     tnt_layer *inner = tnt__layer_from_config(ops, ic, &ik);
     if (!inner) tnt__error_prefix(TNT_ERR_ARG, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
-    if (inner && inner->rules) { /* the wrapper trains its own copies of the inner weights */
-        tnt_layer_free(inner);
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "%s: regularizers and constraints inside a wrapper are not supported", key);
-    }
-    return inner;
+    return inner; /* its regularizers and constraints pass to the wrapper (tnt__wrapper_take_rules) */
 }

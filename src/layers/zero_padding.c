@@ -1,72 +1,78 @@
-/* zero_padding.c: ZeroPadding2D (Keras) over NHWC input: (h, w, c) -> (h+top+bottom,
- * w+left+right, c), zeros around the input; ZeroPadding1D: (steps, c) -> (left+steps+right, c),
- * the same code on (steps, 1, c). Backward takes the interior of the gradient. No plan and no
- * workspace. */
+/* zero_padding.c: ZeroPadding1D, ZeroPadding2D and ZeroPadding3D (Keras): zeros around the
+ * spatial axes, (steps, c) -> (l+steps+r, c), (h, w, c) -> (t+h+b, l+w+r, c) and (d, h, w, c)
+ * likewise; backward takes the interior of the gradient. One code for all three: the spatial axes
+ * are (d, h, w) with the missing leading ones of size 1, and each output row along w is zeros, a
+ * copy of an input row, zeros.
+ * channels_first (2D, 3D): (c, spatial...) of n samples is n * c single-channel images in memory
+ * (tnt__channels_last_view), padded by the same loops. No plan and no workspace. */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
 typedef struct zpad_cfg {
-    int top, bottom, left, right;
-    int64_t ih, iw, c, oh, ow; /* from build */
+    int spatial;       /* 1, 2 or 3 */
+    int pad[3][2];     /* (before, after) per axis d, h, w */
+    /* from build: the padded image in (d, h, w, c) with c = 1 and planes = channels when channels
+     * first; in and out sizes per axis */
+    int64_t in[3], out[3], c, planes;
 } zpad_cfg;
 
 static tnt_status zpad_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     zpad_cfg *c = l->priv;
+    static const char *const axes[] = {"", "steps, channels", "height, width, channels", "depth, height, width, channels"};
     char b[96];
-    if (in.ndim != 3)
-        return tnt__error(TNT_ERR_SHAPE,
-                          "%s \"%s\": input shape %s has rank %d (expected 3: height, "
-                          "width, channels)",
-                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b), in.ndim);
-    if (in.dim[0] <= 0 || in.dim[1] <= 0 || in.dim[2] <= 0)
-        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension",
-                          l->ops->class_name, l->name, tnt_shape_str(in, b, sizeof b));
-    c->ih = in.dim[0];
-    c->iw = in.dim[1];
-    c->c = in.dim[2];
-    c->oh = c->ih + c->top + c->bottom;
-    c->ow = c->iw + c->left + c->right;
-    *out = TNT_SHAPE(c->oh, c->ow, c->c);
+    if (in.ndim != c->spatial + 1)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has rank %d (expected %d: %s%s)", l->ops->class_name,
+                          l->name, tnt_shape_str(in, b, sizeof b), in.ndim, c->spatial + 1, axes[c->spatial],
+                          l->channels_first ? ", channels first" : "");
+    for (int i = 0; i < in.ndim; i++)
+        if (in.dim[i] <= 0)
+            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s has an empty dimension", l->ops->class_name,
+                              l->name, tnt_shape_str(in, b, sizeof b));
+    tnt_shape v = tnt__channels_last_view(l, in, &c->planes), o = v;
+    for (int a = 0; a < 3; a++) {
+        int i = a - (3 - c->spatial); /* axis of the view, < 0 for a missing leading axis */
+        c->in[a] = i < 0 ? 1 : v.dim[i];
+        c->out[a] = c->in[a] + c->pad[a][0] + c->pad[a][1];
+        if (i >= 0) o.dim[i] = c->out[a];
+    }
+    c->c = v.dim[c->spatial];
+    *out = tnt__channels_first_shape(l, o, c->planes);
     return TNT_OK;
 }
 
-/* ZeroPadding1D: (steps, c) as (steps, 1, c), padded on the steps axis (top, bottom) only */
-static tnt_status zpad1d_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
-    return tnt__build_steps_as_2d(l, in, out, zpad_build);
-}
-
-/* x: (batch, ih, iw, C) -> y: (batch, oh, ow, C), x at rows [top, top+ih), cols [left, left+iw) */
+/* x: (n, d, h, w, C) -> y: (n, d', h', w', C) with n = batch * planes */
 static tnt_status zpad_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const zpad_cfg *c = l->priv;
-    const int64_t C = c->c, row_in = c->iw * C, row_out = c->ow * C;
+    const int64_t C = c->c, row_in = c->in[2] * C, row_out = c->out[2] * C, rows = c->out[0] * c->out[1];
+    const int64_t n_rows = a->batch * c->planes * rows;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < a->batch * c->oh; r++) {
-        int64_t n = r / c->oh, i = r % c->oh - c->top;
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t n = r / rows, i = r % rows / c->out[1] - c->pad[0][0], j = r % c->out[1] - c->pad[1][0];
         float *yo = a->y + r * row_out;
-        if (i < 0 || i >= c->ih) {
+        if (i < 0 || i >= c->in[0] || j < 0 || j >= c->in[1]) {
             memset(yo, 0, (size_t)row_out * sizeof(float));
             continue;
         }
-        memset(yo, 0, (size_t)(c->left * C) * sizeof(float));
-        memcpy(yo + c->left * C, a->x + (n * c->ih + i) * row_in, (size_t)row_in * sizeof(float));
-        memset(yo + c->left * C + row_in, 0, (size_t)(c->right * C) * sizeof(float));
+        memset(yo, 0, (size_t)(c->pad[2][0] * C) * sizeof(float));
+        memcpy(yo + c->pad[2][0] * C, a->x + ((n * c->in[0] + i) * c->in[1] + j) * row_in, (size_t)row_in * sizeof(float));
+        memset(yo + c->pad[2][0] * C + row_in, 0, (size_t)(c->pad[2][1] * C) * sizeof(float));
     }
     if (a->preact) /* no activation: the pre-activation is the output */
-        memcpy(a->preact, a->y, (size_t)(a->batch * c->oh * row_out) * sizeof(float));
+        memcpy(a->preact, a->y, (size_t)(n_rows * row_out) * sizeof(float));
     return TNT_OK;
 }
 
-/* dy: (batch, oh, ow, C) -> dx: (batch, ih, iw, C), the interior of dy */
+/* dy: (n, d', h', w', C) -> dx: (n, d, h, w, C), the interior of dy */
 static tnt_status zpad_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const zpad_cfg *c = l->priv;
     if (!a->dx) return TNT_OK;
-    const int64_t C = c->c, row_in = c->iw * C, row_out = c->ow * C;
+    const int64_t C = c->c, row_in = c->in[2] * C, row_out = c->out[2] * C, rows = c->in[0] * c->in[1];
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < a->batch * c->ih; r++) {
-        int64_t n = r / c->ih, i = r % c->ih;
-        memcpy(a->dx + r * row_in, a->dy + (n * c->oh + i + c->top) * row_out + c->left * C,
+    for (int64_t r = 0; r < a->batch * c->planes * rows; r++) {
+        int64_t n = r / rows, i = r % rows / c->in[1] + c->pad[0][0], j = r % c->in[1] + c->pad[1][0];
+        memcpy(a->dx + r * row_in, a->dy + ((n * c->out[0] + i) * c->out[1] + j) * row_out + c->pad[2][0] * C,
                (size_t)row_in * sizeof(float));
     }
     return TNT_OK;
@@ -74,74 +80,78 @@ static tnt_status zpad_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 
 static void zpad_destroy(tnt_layer *l) { free(l->priv); }
 
+/* Keras: ZeroPadding1D's padding (left, right); 2D and 3D ((before, after), ...) and data_format */
 static tnt_status zpad_get_config(const tnt_layer *l, cJSON *c) {
     const zpad_cfg *p = l->priv;
-    return tnt__kj_add_2d_margins(c, "padding", p->top, p->bottom, p->left, p->right);
+    if (p->spatial == 1) return tnt__kj_add_ints(c, "padding", 2, p->pad[2]);
+    TNT_KJ_S(tnt__kj_add_margins(c, "padding", p->spatial, p->pad[3 - p->spatial]));
+    return tnt__kj_add_data_format(c, l);
 }
 
-static tnt_layer *zpad_from_config(const cJSON *c, const tnt__kj_ctx *k) {
-    int p[4] = {0};
-    TNT_KJ_READ(tnt__kj_2d_margins(c, "padding", 1, p, k));
-    return tnt__kj_built(tnt_zero_padding2d(p[0], p[1], p[2], p[3], k->name), k);
+static tnt_layer *zpad_from_config(const cJSON *c, const tnt__kj_ctx *k, int spatial) {
+    int p[6] = {0};
+    if (spatial == 1) {
+        static const int ones[2] = {1, 1};
+        TNT_KJ_READ(tnt__kj_ints(c, "padding", false, 2, ones, p, k));
+        return tnt__kj_built(tnt_zero_padding1d(p[0], p[1], k->name), k);
+    }
+    TNT_KJ_READ(tnt__kj_margins(c, "padding", spatial, 1, p, k));
+    TNT_KJ_READ(tnt__kj_check_data_format(c, k));
+    if (spatial == 2) return tnt__kj_built(tnt_zero_padding2d(p[0], p[1], p[2], p[3], k->name), k);
+    return tnt__kj_built(tnt_zero_padding3d((const int(*)[2])p, k->name), k);
 }
 
-const tnt__layer_ops tnt__zero_padding2d_ops = {
-    .class_name = "ZeroPadding2D",
-    .from_config = zpad_from_config,
-    .get_config = zpad_get_config,
-    .build = zpad_build,
-    .forward = zpad_forward,
-    .backward = zpad_backward,
-    .destroy = zpad_destroy,
-};
+static tnt_layer *zpad1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return zpad_from_config(c, k, 1); }
+static tnt_layer *zpad2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return zpad_from_config(c, k, 2); }
+static tnt_layer *zpad3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return zpad_from_config(c, k, 3); }
 
-static tnt_layer *zpad_new(const tnt__layer_ops *ops, int top, int bottom, int left, int right, const char *name) {
+#define ZPAD_OPS(var, cls, fromcfg, fmt)                                                          \
+    const tnt__layer_ops var = {                                                                 \
+        .class_name = cls,                                                                        \
+        .from_config = fromcfg,                                                                   \
+        .get_config = zpad_get_config,                                                            \
+        .build = zpad_build,                                                                      \
+        .forward = zpad_forward,                                                                  \
+        .backward = zpad_backward,                                                                \
+        .destroy = zpad_destroy,                                                                  \
+        .set_data_format = fmt,                                                                   \
+    };
+ZPAD_OPS(tnt__zero_padding1d_ops, "ZeroPadding1D", zpad1d_from_config, NULL)
+ZPAD_OPS(tnt__zero_padding2d_ops, "ZeroPadding2D", zpad2d_from_config, tnt__layer_take_data_format)
+ZPAD_OPS(tnt__zero_padding3d_ops, "ZeroPadding3D", zpad3d_from_config, tnt__layer_take_data_format)
+
+/* pad: (before, after) for each of the spatial axes, the last ones of (d, h, w) */
+static tnt_layer *zpad_new(const tnt__layer_ops *ops, int spatial, const int *pad, const char *name) {
+    for (int i = 0; i < 2 * spatial; i++)
+        if (pad[i] < 0) {
+            static const char *const form[] = {"", "(left, right)", "((top, bottom), (left, right))",
+                                               "((front, back), (top, bottom), (left, right))"};
+            char b[96];
+            tnt__error(TNT_ERR_ARG, "%s \"%s\": padding %s (expected >= 0: %s)", ops->class_name, name ? name : "",
+                       tnt__margins_str(b, sizeof b, spatial, pad), form[spatial]);
+            return NULL;
+        }
     zpad_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
-    *c = (zpad_cfg){.top = top, .bottom = bottom, .left = left, .right = right};
+    c->spatial = spatial;
+    memcpy(c->pad[3 - spatial], pad, (size_t)(2 * spatial) * sizeof(int));
     tnt_layer *l = tnt__layer_new(ops, name, c);
     if (!l) free(c);
     return l;
 }
 
-tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name) {
-    if (top < 0 || bottom < 0 || left < 0 || right < 0) {
-        tnt__error(TNT_ERR_ARG,
-                   "ZeroPadding2D \"%s\": padding ((%d, %d), (%d, %d)) (expected >= 0: "
-                   "((top, bottom), (left, right)))",
-                   name ? name : "", top, bottom, left, right);
-        return NULL;
-    }
-    return zpad_new(&tnt__zero_padding2d_ops, top, bottom, left, right, name);
-}
-
-static tnt_status zpad1d_get_config(const tnt_layer *l, cJSON *c) {
-    const zpad_cfg *p = l->priv;
-    return tnt__kj_add_ints(c, "padding", 2, (int[]){p->top, p->bottom});
-}
-
-static tnt_layer *zpad1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
-    static const int ones[2] = {1, 1};
-    int p[2];
-    TNT_KJ_READ(tnt__kj_ints(c, "padding", false, 2, ones, p, k));
-    return tnt__kj_built(tnt_zero_padding1d(p[0], p[1], k->name), k);
-}
-
-const tnt__layer_ops tnt__zero_padding1d_ops = {
-    .class_name = "ZeroPadding1D",
-    .from_config = zpad1d_from_config,
-    .get_config = zpad1d_get_config,
-    .build = zpad1d_build,
-    .forward = zpad_forward,
-    .backward = zpad_backward,
-    .destroy = zpad_destroy,
-};
-
 tnt_layer *tnt_zero_padding1d(int left, int right, const char *name) {
-    if (left < 0 || right < 0) {
-        tnt__error(TNT_ERR_ARG, "ZeroPadding1D \"%s\": padding (%d, %d) (expected >= 0: (left, right))",
-                   name ? name : "", left, right);
+    return zpad_new(&tnt__zero_padding1d_ops, 1, (int[]){left, right}, name);
+}
+
+tnt_layer *tnt_zero_padding2d(int top, int bottom, int left, int right, const char *name) {
+    return zpad_new(&tnt__zero_padding2d_ops, 2, (int[]){top, bottom, left, right}, name);
+}
+
+tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name) {
+    if (!padding) {
+        tnt__error(TNT_ERR_ARG, "ZeroPadding3D \"%s\": padding is NULL", name ? name : "");
         return NULL;
     }
-    return zpad_new(&tnt__zero_padding1d_ops, left, right, 0, 0, name);
+    return zpad_new(&tnt__zero_padding3d_ops, 3, &padding[0][0], name);
 }

@@ -177,7 +177,7 @@ tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
     tnt_layer *l = tnt_input_layer(shape, name);
     if (!l) return bad;
     if (l->auto_name) auto_name(l);
-    int ext = tnt__model_add_tensor(g->m, shape);
+    int ext = tnt__model_add_tensor(g->m, tnt__probe_shape(shape)); /* None: a stand-in size */
     if (ext < 0 || !track(g, ext, -1, false) || tnt__model_own_layer(g->m, l, false) != TNT_OK) {
         tnt_layer_free(l);
         return bad;
@@ -255,8 +255,12 @@ static tnt_status take_layer(tnt_graph *g, tnt_layer *l, const char *who) {
         return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\" belongs to a model or another graph (use tnt_call_model "
                           "to call a model's layers)", who, l->name);
     if (l->auto_name) auto_name(l);
-    for (int i = 0; i < g->m->n_layers; i++)
-        if (!strcmp(g->m->layers[i]->name, l->name)) {
+    /* names are unique among the graph's own layers and nested models (not inside those) */
+    bool taken = false;
+    for (int i = 0; i < g->m->n_scopes; i++)
+        taken |= g->m->scopes[i].parent < 0 && !strcmp(g->m->scopes[i].name, l->name);
+    for (int i = 0; i < g->m->n_layers || taken; i++)
+        if (taken || (!strcmp(g->m->layers[i]->name, l->name) && tnt__layer_scope(g->m, g->m->layers[i]) < 0)) {
             tnt__error(TNT_ERR_ARG, "%s: a layer named \"%s\" already exists in the graph (names must be unique)",
                        who, l->name);
             tnt_layer_free(l);
@@ -336,6 +340,34 @@ static bool is_hidden(const tnt_model *m, const tnt_layer *l) {
     return false;
 }
 
+/* The scope of the graph for a call of inner: the one of an earlier call of it, or a new one
+ * followed by copies of inner's own scopes (in their order: scope + 1 + k for inner's k). */
+static tnt_status call_scope(tnt_graph *g, const tnt_model *inner, int *scope) {
+    tnt_model *gm = g->m;
+    for (int i = 0; i < gm->n_scopes; i++)
+        if (gm->scopes[i].key == inner && gm->scopes[i].parent < 0) {
+            *scope = i;
+            return TNT_OK;
+        }
+    for (int i = 0; i < gm->n_layers; i++)
+        if (!strcmp(gm->layers[i]->name, inner->name) && tnt__layer_scope(gm, gm->layers[i]) < 0)
+            return tnt__error(TNT_ERR_ARG, "call_model: the graph has a layer named \"%s\" already (the nested model's "
+                              "name must be unique among its layers and nested models)", inner->name);
+    tnt__scope sc = {.sequential = !tnt__model_keras_functional(inner), .parent = -1, .key = inner,
+                     .n_in = inner->n_inputs, .n_out = inner->n_outputs, .model = (tnt_model *)inner};
+    snprintf(sc.name, sizeof sc.name, "%s", inner->name);
+    tnt_status s = tnt__scope_push(gm, &sc, scope);
+    for (int k = 0; k < inner->n_scopes && s == TNT_OK; k++) {
+        tnt__scope c = inner->scopes[k];
+        int idx;
+        c.parent = c.parent < 0 ? *scope : *scope + 1 + c.parent;
+        c.n_calls = 0; /* the inner model's calls of it live in its config */
+        c.key = NULL;
+        s = tnt__scope_push(gm, &c, &idx);
+    }
+    return s;
+}
+
 tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tnt_ktensor *inputs,
                           tnt_ktensor *outputs) {
     const char *who = "call_model";
@@ -347,7 +379,8 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
                           inner->n_inputs, n_inputs);
     int *map = tnt__calloc((size_t)inner->n_tensors, sizeof *map);
     if (!map) return TNT_ERR_NOMEM;
-    tnt_status s = TNT_OK;
+    int scope = -1;
+    tnt_status s = call_scope(g, inner, &scope);
     for (int t = 0; t < inner->n_tensors; t++) map[t] = -1;
     for (int k = 0; k < n_inputs && s == TNT_OK; k++) {
         if ((s = check_tensor(g, inputs[k], who, k)) != TNT_OK) break;
@@ -375,12 +408,20 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
             s = out < 0 ? tnt__error_prefix(TNT_ERR_SHAPE, "%s: model \"%s\": ", who, inner->name) : TNT_ERR_NOMEM;
             break;
         }
+        /* the inner model's own nodes belong to its scope, its nested models' to theirs */
+        g->m->nodes[g->m->n_nodes - 1].scope = 1 + (n->scope ? scope + n->scope : scope);
         if (n->layer->ops->supports_masking) g->mask[out] = g->mask[in[0]];
         if (n->layer->ops->consumes_mask)
             g->mask[out] = n->n_in > 1 && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer) ? in[1] : -1;
         map[n->out] = out;
     }
     for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};
+    if (s == TNT_OK) {
+        int in[TNT_MAX_IO], out[TNT_MAX_IO];
+        for (int k = 0; k < n_inputs; k++) in[k] = inputs[k].id;
+        for (int k = 0; k < inner->n_outputs; k++) out[k] = outputs[k].id;
+        s = tnt__scope_add_call(g->m, scope, in, out);
+    }
     free(map);
     return s;
 }
@@ -391,6 +432,14 @@ tnt_shape tnt_ktensor_shape(const tnt_graph *g, tnt_ktensor t) {
 }
 
 /* ---- cutting a model out of the graph ---------------------------------------------------- */
+
+/* Another layer of m (not l) of the same scope has l's name. */
+static bool name_taken(const tnt_model *m, const tnt_layer *l, int scope) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i] != l && !strcmp(m->layers[i]->name, l->name) && tnt__layer_scope(m, m->layers[i]) == scope)
+            return true;
+    return false;
+}
 
 tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs, int n_outputs,
                           const tnt_ktensor *outputs, const char *name) {
@@ -460,18 +509,33 @@ tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs,
         const tnt__node *n = &gm->nodes[i];
         if (!node_needed[i]) continue;
         tnt_layer *l = n->layer;
-        if (!is_hidden(gm, l) && tnt_model_get_layer(m, l->name) && tnt_model_get_layer(m, l->name) != l) {
-            tnt__error(TNT_ERR_ARG, "%s: two layers are named \"%s\" (names must be unique in a model)", who, l->name);
+        if (!is_hidden(gm, l) && name_taken(m, l, n->scope - 1)) {
+            tnt__error(TNT_ERR_ARG, "%s: two layers are named \"%s\" (names must be unique in a model, or in a nested "
+                       "model)", who, l->name);
             goto fail;
         }
         if (tnt__model_own_layer(m, l, is_hidden(gm, l)) != TNT_OK) goto fail;
         int in[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
         if ((map[n->out] = tnt__model_add_node(m, l, n->n_in, in)) < 0) goto fail;
+        m->nodes[m->n_nodes - 1].scope = n->scope;
+    }
+    /* the nested models, their calls on this model's tensors (-1 where cut away) */
+    for (int i = 0; i < gm->n_scopes; i++) {
+        int idx;
+        if (tnt__scope_push(m, &gm->scopes[i], &idx) != TNT_OK) goto fail;
+        m->scopes[idx].key = NULL;
+        for (int c = 0; c < m->scopes[idx].n_calls; c++)
+            for (int k = 0; k < TNT_MAX_IO; k++) {
+                tnt__scope_call *sc = &m->scopes[idx].calls[c];
+                if (sc->in[k] >= 0) sc->in[k] = map[sc->in[k]];
+                if (sc->out[k] >= 0) sc->out[k] = map[sc->out[k]];
+            }
     }
     m->n_outputs = n_outputs;
     for (int k = 0; k < n_outputs; k++) m->outputs[k] = map[outputs[k].id];
     tnt__model_set_io_shapes(m);
+    if (tnt__model_analyse(m) != TNT_OK) goto fail;
     free(need);
     free(map);
     return m;

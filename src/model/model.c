@@ -68,6 +68,7 @@ void tnt_model_free(tnt_model *m) {
     if (!m) return;
     tnt__model_clear_plans(m);
     tnt__free(m->arena);
+    tnt__scopes_free(m); /* first: their shadows' references to the layers */
     for (int i = 0; i < m->n_layers; i++) {
         tnt_layer *l = m->layers[i];
         if (l->refs > 1 && m->weights_ready && owns_values(m, l)) detach_weights(l);
@@ -79,6 +80,7 @@ void tnt_model_free(tnt_model *m) {
     free(m->nodes);
     free(m->tensor_shape);
     free(m->tensor_alias);
+    free(m->tensor_var);
     tnt__free(m->params);
     tnt__free(m->grads);
     tnt__free(m->state);
@@ -110,6 +112,8 @@ int tnt__model_add_tensor(tnt_model *m, tnt_shape shape) {
     m->cap_tensors = cap;
     m->tensor_shape[m->n_tensors] = shape;
     m->tensor_alias[m->n_tensors] = m->n_tensors;
+    free(m->tensor_var); /* analysed again once the inputs are fixed (tnt__model_analyse) */
+    m->tensor_var = NULL;
     return m->n_tensors++;
 nomem:
     tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory adding a tensor", m->name);
@@ -250,7 +254,8 @@ tnt_status tnt_model_add(tnt_model *m, tnt_layer *l) {
         if (m->n_nodes > 0) s = tnt__error(TNT_ERR_ARG, "model \"%s\": InputLayer \"%s\" must be the first layer", m->name, l->name);
         else {
             m->has_input_shape = true;
-            m->tensor_shape[0] = tnt__input_layer_shape(l);
+            m->input_decl[0] = tnt__input_layer_shape(l);
+            m->tensor_shape[0] = tnt__probe_shape(m->input_decl[0]);
         }
     }
     if (s != TNT_OK) {
@@ -282,6 +287,7 @@ tnt_status tnt_model_add(tnt_model *m, tnt_layer *l) {
             return s;
         }
         tnt__model_set_io_shapes(m);
+        return tnt__model_analyse(m);
     }
     return TNT_OK;
 }
@@ -296,15 +302,16 @@ tnt_status tnt_model_build(tnt_model *m, tnt_shape input_shape) {
     }
     char b[96];
     for (int i = 0; i < input_shape.ndim; i++)
-        if (input_shape.dim[i] <= 0)
-            return tnt__error(TNT_ERR_SHAPE, "model \"%s\": input shape %s: dimensions must be > 0",
+        if (input_shape.dim[i] == 0 || input_shape.dim[i] < TNT_DIM_NONE)
+            return tnt__error(TNT_ERR_SHAPE, "model \"%s\": input shape %s: dimensions must be > 0 (or TNT_DIM_NONE)",
                               m->name, tnt_shape_str(input_shape, b, sizeof b));
     if (input_shape.ndim < 1) return tnt__error(TNT_ERR_SHAPE, "model \"%s\": input shape has no dimensions", m->name);
-    m->tensor_shape[0] = input_shape;
+    m->input_decl[0] = input_shape;
+    m->tensor_shape[0] = tnt__probe_shape(input_shape);
     tnt_status s = build_chain(m, 0);
     if (s != TNT_OK) return s;
     tnt__model_set_io_shapes(m);
-    return TNT_OK;
+    return tnt__model_analyse(m);
 }
 
 /* ---- activation folding ------------------------------------------------------------------ */
@@ -427,24 +434,53 @@ int64_t tnt_model_count_params(const tnt_model *m) {
     return total;
 }
 
-tnt_shape tnt_model_input_shape(const tnt_model *m) { return m ? m->input_shape : (tnt_shape){0}; }
-tnt_shape tnt_model_output_shape(const tnt_model *m) { return m ? m->output_shape : (tnt_shape){0}; }
+/* The declared shapes: -1 in the variable dimensions; a packed shape of several inputs (outputs)
+ * with any is (-1,). */
+static tnt_shape packed_decl(const tnt_model *m, int n, const int *ids, tnt_shape packed) {
+    if (!m->variable) return packed;
+    if (n == 1) return tnt__model_tensor_decl(m, ids[0]);
+    for (int k = 0; k < n; k++) {
+        tnt_shape d = tnt__model_tensor_decl(m, ids[k]);
+        for (int i = 0; i < d.ndim; i++)
+            if (d.dim[i] < 0) return TNT_SHAPE(-1);
+    }
+    return packed;
+}
+tnt_shape tnt_model_input_shape(const tnt_model *m) {
+    return m ? packed_decl(m, m->n_inputs, m->inputs, m->input_shape) : (tnt_shape){0};
+}
+tnt_shape tnt_model_output_shape(const tnt_model *m) {
+    return m ? packed_decl(m, m->n_outputs, m->outputs, m->output_shape) : (tnt_shape){0};
+}
 int tnt_model_num_inputs(const tnt_model *m) { return m ? m->n_inputs : 0; }
 int tnt_model_num_outputs(const tnt_model *m) { return m ? m->n_outputs : 0; }
 tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
-    return m && m->has_input_shape && i >= 0 && i < m->n_inputs ? m->tensor_shape[m->inputs[i]] : (tnt_shape){0};
+    return m && m->has_input_shape && i >= 0 && i < m->n_inputs ? tnt__model_tensor_decl(m, m->inputs[i]) : (tnt_shape){0};
 }
 tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
-    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? m->tensor_shape[m->outputs[i]] : (tnt_shape){0};
+    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? tnt__model_tensor_decl(m, m->outputs[i]) : (tnt_shape){0};
 }
+const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
+    if (!m || i < 0 || i >= (output ? m->n_outputs : m->n_inputs)) return NULL;
+    const char *key = output ? m->output_keys[i] : m->input_keys[i];
+    if (*key) return key;
+    int t = output ? m->outputs[i] : m->inputs[i];
+    for (int n = 0; n < m->n_nodes; n++) /* the InputLayer reading input i, or the layer making output i */
+        if (output ? m->nodes[n].out == t : m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer))
+            return m->nodes[n].layer->name;
+    return output ? "" : "input";
+}
+
 int tnt_model_num_layers(const tnt_model *m) { return m ? m->n_layers : 0; }
 tnt_layer *tnt_model_layer(const tnt_model *m, int i) {
     return m && i >= 0 && i < m->n_layers ? m->layers[i] : NULL;
 }
 tnt_layer *tnt_model_get_layer(const tnt_model *m, const char *name) {
     if (!m || !name) return NULL;
-    for (int i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i]->name, name)) return m->layers[i];
+    /* names are unique per scope: the model's own layer first, then one of a nested model */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < m->n_layers; i++)
+            if (!strcmp(m->layers[i]->name, name) && (pass || tnt__layer_scope(m, m->layers[i]) < 0)) return m->layers[i];
     return NULL;
 }
 tnt_optimizer *tnt_model_optimizer(const tnt_model *m) { return m ? m->optimizer : NULL; }
@@ -459,6 +495,7 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
         opts->has_ignore_class = m->loss_opts->has_ignore_class;
         opts->ignore_class = m->loss_opts->ignore_class;
     }
+    if (m->has_loss_weights) opts->loss_weights = m->loss_weights, opts->n_loss_weights = m->n_outputs;
     size_t len = 0;
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
@@ -470,6 +507,12 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     return TNT_OK;
 }
 int64_t tnt__model_output_size(const tnt_model *m) { return tnt_shape_numel(m->output_shape); }
+const char *tnt__model_output_name(const tnt_model *m, int k) {
+    const char *name = "";
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].out == m->outputs[k]) name = m->nodes[i].layer->name;
+    return name;
+}
 
 int tnt_model_num_weights(const tnt_model *m) {
     int n = 0;
@@ -575,7 +618,7 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
-        char col[80], shape[96], n[32];
+        char col[320], shape[96], n[32];
         int64_t params = 0;
         for (int j = 0; j < l->n_weights; j++) {
             int64_t k = tnt_shape_numel(l->weights[j].shape);
@@ -583,8 +626,14 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
             if (l->weights[j].trainable) trainable += k;
         }
         total += params;
-        snprintf(col, sizeof col, "%s (%s)", l->name, l->ops->class_name);
-        if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
+        char scope[160]; /* a nested model's layer: "inner/dense" */
+        tnt__scope_path(m, tnt__layer_scope(m, l), scope, sizeof scope);
+        snprintf(col, sizeof col, "%s%s%s (%s)", scope, *scope ? "/" : "", l->name, l->ops->class_name);
+        int first = 0; /* the output of its first call, None where it varies */
+        while (first < m->n_nodes && m->nodes[first].layer != l) first++;
+        if (l->built && first < m->n_nodes)
+            tnt_shape_str(tnt__shape_with_batch(-1, tnt__model_tensor_decl(m, m->nodes[first].out)), shape, sizeof shape);
+        else if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
         else snprintf(shape, sizeof shape, "multiple");
         fprintf(out, " %-28s%-26s%-10s", col, shape, with_commas(params, n, sizeof n));
         if (tnt__model_keras_functional(m)) { /* every input of every call: "[]" for an InputLayer */

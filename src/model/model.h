@@ -27,7 +27,26 @@ typedef struct tnt__node {
     int64_t grad_end;    /* gradient prefix complete after this node's backward */
     bool folded;         /* an Activation(relu) computed by the layer before it (folds_relu): the
                             node is then an identity, like a view */
+    int scope;           /* 1 + the index in m->scopes of the nested model this call belongs to;
+                            0: the model itself */
 } tnt__node;
+
+/* A model nested in this one (Keras's model called as a layer). Its layers join this model's
+ * graph (tnt_call_model); the scope remembers which they are and how the model was called, for
+ * the Keras files: one entry in the config, one weights group, names unique per scope. */
+typedef struct tnt__scope_call {
+    int in[TNT_MAX_IO], out[TNT_MAX_IO]; /* tensors of this model; -1 when cut away */
+} tnt__scope_call;
+typedef struct tnt__scope {
+    char name[TNT_NAME_MAX];
+    bool sequential;       /* Keras class Sequential, else Functional */
+    int parent;            /* the enclosing scope's index, -1: the model itself */
+    tnt_model *model;      /* a structural copy of the nested model (its graph, sharing its
+                              layers, without weight buffers): what the Keras writers write */
+    const void *key;       /* the nested model called (while the graph is made) */
+    int n_in, n_out, n_calls;
+    tnt__scope_call *calls;
+} tnt__scope;
 
 /* Execution state for one batch size. */
 typedef struct tnt__plan {
@@ -45,6 +64,7 @@ typedef struct tnt__plan {
     size_t preact_offset[TNT_MAX_IO]; /* logits of a fused softmax/sigmoid output */
     size_t packed_offset; /* outputs packed per sample, for models with several outputs */
     size_t arena_bytes;
+    tnt_shape in_shapes[TNT_MAX_IO]; /* the input shapes it was made for (variable models) */
 } tnt__plan;
 
 struct tnt_model {
@@ -61,15 +81,28 @@ struct tnt_model {
     int n_tensors, cap_tensors;
     int n_inputs, inputs[TNT_MAX_IO];
     int n_outputs, outputs[TNT_MAX_IO];
+    bool inputs_dict, outputs_dict; /* Keras's inputs (outputs) given as a dict: by key, sorted */
+    char input_keys[TNT_MAX_IO][TNT_NAME_MAX], output_keys[TNT_MAX_IO][TNT_NAME_MAX]; /* "" if none */
     bool has_input_shape;
     tnt_shape input_shape, output_shape; /* packed: the sum of the inputs' (outputs') sizes when
                                             there are several */
+
+    /* Variable (None) input dimensions (variable.c): input_decl holds the declared shapes, -1 for
+     * None. The tensors and layers are those of one concrete instance of the inputs: a stand-in
+     * size at first, then the shapes the data brings (tnt__model_instantiate). tensor_var[t]
+     * marks (bit d) the dimensions of tensor t that follow the variable ones. */
+    bool variable;
+    bool inst_known;             /* the instance comes from data or the caller, not a stand-in */
+    tnt_shape input_decl[TNT_MAX_IO];
+    uint8_t *tensor_var;         /* [n_tensors] once analysed, else NULL */
 
     /* the distinct layers in order of first call, each holding one reference of this model */
     tnt_layer **layers;
     int n_layers, cap_layers;
     tnt_layer **hidden;          /* internal layers (sequence masks), not listed */
     int n_hidden;
+    tnt__scope *scopes;          /* nested models, a parent before its children */
+    int n_scopes;
 
     float *params, *grads; /* flat buffers of the trainable weights, backward order */
     int64_t n_params;
@@ -83,6 +116,8 @@ struct tnt_model {
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
+    bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
     int n_metrics;         /* per output */
     bool compiled;
@@ -91,6 +126,8 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    int resume_epoch;      /* set by BackupAndRestore in on_train_begin: fit resumes at this epoch */
+    int64_t resume_step;   /* ... after skipping its first resume_step batches (already trained) */
 
     /* data parallelism */
     bool distributed;      /* tnt_distribute() was called */
@@ -157,6 +194,8 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
 
 /* Values per sample of the (packed) output */
 int64_t tnt__model_output_size(const tnt_model *m);
+/* Keras's name of output k: the name of the layer that produces it. */
+const char *tnt__model_output_name(const tnt_model *m, int k);
 
 /* Adds a node calling l on tensors in[] (whose shapes are known) and a new output tensor; builds
  * l on first use or checks the shapes of a later call. Returns the output tensor or -1. */
@@ -169,6 +208,48 @@ int tnt__model_add_tensor(tnt_model *m, tnt_shape shape);
 tnt_status tnt__model_own_layer(tnt_model *m, tnt_layer *l, bool hidden);
 /* Fixes inputs/outputs and the packed shapes; done by Sequential build and tnt_functional. */
 void tnt__model_set_io_shapes(tnt_model *m);
+
+/* ---- variable dimensions (variable.c) ---- */
+
+/* The stand-in size of a None dimension while a model is being made (a thread's setting; the
+ * Keras readers retry larger ones when a model does not build with the first). */
+int64_t tnt__probe_dim(void);
+void tnt__probe_set(int64_t v);
+/* decl with each None (-1) replaced by the stand-in size */
+tnt_shape tnt__probe_shape(tnt_shape decl);
+/* Called once a model's inputs are fixed: records the declared shapes, and for a model with None
+ * dimensions builds it for a second stand-in to learn which dimensions of every tensor follow
+ * them (tensor_var). Fails, naming the layer, when a weight's shape depends on them. */
+tnt_status tnt__model_analyse(tnt_model *m);
+/* Rebuilds m's layers for these concrete input shapes (one per input; checked against the
+ * declared ones) unless it already has them; on failure m keeps its previous instance. */
+tnt_status tnt__model_instantiate(tnt_model *m, const tnt_shape *in, const char *who);
+/* The declared shape of tensor t: its instance's with -1 in the variable dimensions. */
+tnt_shape tnt__model_tensor_decl(const tnt_model *m, int t);
+
+/* ---- nested models (scope.c) ---- */
+
+/* The scope of layer l (of its first call): an index in m->scopes, or -1 for m itself. */
+int tnt__layer_scope(const tnt_model *m, const tnt_layer *l);
+/* Scope s is inside scope outer (or is it); outer -1: m itself, which holds every scope. */
+bool tnt__scope_within(const tnt_model *m, int s, int outer);
+/* The names from the outermost scope down to s, joined by '/' ("" for -1). */
+void tnt__scope_path(const tnt_model *m, int s, char *buf, size_t size);
+/* The entries of Keras's model.layers of scope s (-1: m itself), in order: a layer (*layer set,
+ * *scope -1) or a directly nested model (*layer NULL, *scope its index). listed: whether a layer
+ * counts (tnt__keras_listed). Returns the number of entries, written to at most cap of the
+ * arrays (either may be NULL to count). */
+int tnt__scope_entries(const tnt_model *m, int s, bool (*listed)(const tnt_model *, const tnt_layer *),
+                       tnt_layer **layers, int *scopes, int cap);
+/* A copy of src's graph (nodes, tensors, scopes) sharing its layers, without weight buffers or
+ * plans; NULL on failure. */
+tnt_model *tnt__model_shadow(const tnt_model *src);
+/* Appends a copy of t (its model shadowed, its calls copied) to m's scopes; *index receives its
+ * index. */
+tnt_status tnt__scope_push(tnt_model *m, const tnt__scope *t, int *index);
+/* Appends a call of scope s on these tensors. */
+tnt_status tnt__scope_add_call(tnt_model *m, int s, const int *in, const int *out);
+void tnt__scopes_free(tnt_model *m);
 
 /* internal queries on special layers */
 bool tnt__is_input_layer(const tnt_layer *l);

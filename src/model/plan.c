@@ -223,7 +223,9 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
     tnt__plan *victim = &m->plans[0];
     for (int i = 0; i < TNT_PLAN_CACHE; i++) {
         tnt__plan *p = &m->plans[i];
-        if (p->batch == batch && p->layer_plans) {
+        bool shapes = true; /* the input shapes matter for models with None dimensions */
+        for (int k = 0; k < m->n_inputs && shapes; k++) shapes = tnt__shape_equal(p->in_shapes[k], m->tensor_shape[m->inputs[k]]);
+        if (p->batch == batch && p->layer_plans && shapes) {
             p->last_use = ++m->plan_clock;
             return p;
         }
@@ -235,6 +237,7 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
         return NULL;
     }
     victim->last_use = ++m->plan_clock;
+    for (int k = 0; k < m->n_inputs; k++) victim->in_shapes[k] = m->tensor_shape[m->inputs[k]];
     return victim;
 }
 

@@ -1,8 +1,8 @@
-/* fit.c: compile, fit, evaluate and predict. One training step: this rank's share of the global
- * batch, forward, loss summed over the local samples and scaled by 1/global batch, backward
- * (last layer first) into the flat gradient buffer while fused buckets are allreduced, one
- * optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that epoch
- * figures are exact sample means, as Keras reports them, summed over ranks. */
+/* fit.c: fit, evaluate and predict (compile.c: compile). One training step: this rank's share of
+ * the global batch, forward, loss summed over the local samples and scaled by 1/global batch,
+ * backward (last layer first) into the flat gradient buffer while fused buckets are allreduced,
+ * one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that
+ * epoch figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
 #include "comm/comm.h"
 #include "training/history.h"
@@ -17,7 +17,8 @@
 #include <stdio.h>
 
 /* Running sums of one pass over data: the loss and each metric of each output as (sum, count).
- * With several outputs the loss is the sum of the outputs' losses, as Keras's. */
+ * With several outputs the loss is the sum of the outputs' losses times their loss_weights, and
+ * out_loss the unweighted loss of each output, as Keras's. */
 typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
@@ -27,8 +28,7 @@ typedef struct accum {
 /* Keras 2 names the figures of output k after its layer: "dense_1_loss", "dense_1_accuracy". */
 static const char *output_prefix(const tnt_model *m, int k, char *buf, size_t size) {
     if (m->n_outputs == 1) return NULL;
-    for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].out == m->outputs[k]) snprintf(buf, size, "%s_", m->nodes[i].layer->name);
+    snprintf(buf, size, "%s_", tnt__model_output_name(m, k));
     return buf;
 }
 
@@ -57,107 +57,43 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
     }
 }
 
-/* Output k is produced by a softmax (sigmoid) that only the loss reads. */
-static tnt_activation output_activation(const tnt_model *m, int k) {
-    int t = m->outputs[k];
-    for (int i = 0; i < m->n_nodes; i++)
-        for (int j = 0; j < m->nodes[i].n_in; j++)
-            if (m->nodes[i].in[j] == t) return TNT_ACT_LINEAR; /* also read by another layer */
-    for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].out == t) /* an activity penalty needs the gradient w.r.t. the output itself */
-            return tnt__layer_has_activity_rule(m->nodes[i].layer) ? TNT_ACT_LINEAR : m->nodes[i].layer->activation;
-    return TNT_ACT_LINEAR;
-}
-
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
  * last, the classes), others one per output value. */
 static int64_t labels_per_sample(const tnt_model *m, int k) {
-    tnt_shape out = tnt_model_output_shape_at(m, k);
+    tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
     return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
-tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
-    if (!m) {
-        if (opts) tnt_optimizer_free(opts->optimizer);
-        return tnt__error(TNT_ERR_ARG, "compile: model is NULL");
-    }
-    if (!opts) return tnt__error(TNT_ERR_ARG, "compile: options are NULL (optimizer and loss are required)");
-    if (!opts->optimizer)
-        return tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": optimizer is NULL (its constructor failed?): ", m->name);
-    /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
-    bool own_optimizer = opts->optimizer == m->optimizer;
-    tnt_status s = TNT_OK;
-    if (opts->loss <= TNT_LOSS_NONE || opts->loss > TNT_MEAN_ABSOLUTE_ERROR) {
-        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
-        goto fail;
-    }
-    int nm = tnt__metrics_parse(opts->metrics, opts->loss, m->metrics, TNT_MAX_METRICS);
-    if (nm < 0) {
-        s = tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": ", m->name);
-        goto fail;
-    }
-    m->n_metrics = nm;
-    if (opts->label_smoothing < 0 || opts->label_smoothing > 1 || opts->label_smoothing != opts->label_smoothing) {
-        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing %g (expected 0 <= s <= 1)", m->name,
-                       opts->label_smoothing);
-        goto fail;
-    }
-    if (opts->has_ignore_class && opts->loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
-        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": ignore_class applies to sparse_categorical_crossentropy, not %s",
-                       m->name, tnt_loss_name(opts->loss));
-        goto fail;
-    }
-    if ((opts->label_smoothing != 0 && (opts->loss == TNT_MEAN_SQUARED_ERROR || opts->loss == TNT_MEAN_ABSOLUTE_ERROR))) {
-        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing applies to the cross-entropies, not %s",
-                       m->name, tnt_loss_name(opts->loss));
-        goto fail;
-    }
-    free(m->loss_opts);
-    m->loss_opts = NULL;
-    if (opts->label_smoothing != 0 || opts->has_ignore_class) {
-        if (!(m->loss_opts = malloc(sizeof *m->loss_opts))) {
-            s = TNT_ERR_NOMEM;
-            goto fail;
-        }
-        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class};
-    }
-    if (opts->seed) m->seed = opts->seed;
-    if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
-    if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
-    if (!own_optimizer) tnt_optimizer_free(m->optimizer);
-    m->optimizer = opts->optimizer;
-    m->loss = opts->loss;
-    m->from_logits = opts->from_logits;
-    /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
-     * binary cross-entropy) output: the same numerically stable fused path here. */
-    bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
-    for (int k = 0; k < m->n_outputs; k++) {
-        tnt_activation act = output_activation(m, k);
-        m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
-                                                         (opts->loss == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
-    }
-    tnt__model_clear_plans(m); /* the plans know where the fused logits go */
-    m->compiled = true;
-    m->weights_synced = false; /* broadcast from the master at the first use */
-    return TNT_OK;
-fail:
-    if (!own_optimizer) tnt_optimizer_free(opts->optimizer);
-    return s;
-}
-
 void tnt_model_stop_training(tnt_model *m) {
     if (m) m->stop_training = true;
 }
 
+/* A model with None input dimensions takes the shape of a single input's data before a pass
+ * over it (the sizes of its outputs follow); several inputs keep the caller's. */
+static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
+    if (!m->variable || m->n_inputs != 1 || !data) return TNT_OK;
+    tnt_shape xs = tnt_dataset_x_shape(data);
+    return tnt__model_instantiate(m, &xs, who);
+}
+
 /* Checks a batch against the model: input shape and label count per sample. */
-static tnt_status check_batch(const tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
+static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
     char a[96], c[96];
     tnt_shape xs = b->x.shape;
     xs.ndim--;
     memmove(xs.dim, xs.dim + 1, (size_t)xs.ndim * sizeof xs.dim[0]);
+    /* variable (None) dimensions: a single input takes the batch's shape; several inputs come
+     * packed, so their shapes are the caller's (tnt_model_set_input_shapes) */
+    if (m->variable && m->n_inputs == 1) {
+        tnt_status s = tnt__model_instantiate(m, &xs, who);
+        if (s != TNT_OK) return s;
+    } else if (m->variable && !m->inst_known) {
+        return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" has %d inputs with variable (None) dimensions: fix their "
+                          "shapes with tnt_model_set_input_shapes first (the dataset packs them)", who, m->name, m->n_inputs);
+    }
     if (!tnt__shape_equal(xs, m->input_shape))
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
                           who, tnt_shape_str(xs, a, sizeof a), m->name, tnt_shape_str(m->input_shape, c, sizeof c));
@@ -186,7 +122,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
         int64_t rows = b->n, positions = 1;
         if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) { /* one row per position */
             positions = lk;
@@ -203,13 +139,15 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         }
         double loss_sum = 0;
         int64_t valid = 0;
+        /* Keras's loss_weights scale output k's share of the total loss and of its gradient */
+        double w = m->loss_weights[k];
         s = tnt__loss_compute_opts(m->loss, m->from_logits || m->fused_output_loss[k], m->loss_opts, rows, c,
-                                   tnt__plan_loss_input(m, p, k, x), y, ignore ? 1.0 : inv_batch / (double)positions,
+                                   tnt__plan_loss_input(m, p, k, x), y, w * (ignore ? 1.0 : inv_batch / (double)positions),
                                    with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum, &valid);
         if (s != TNT_OK) break;
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;
-        acc->loss_sum += loss_sum;
+        acc->loss_sum += w * loss_sum;
         acc->out_loss[k] += loss_sum;
         const float *pred = tnt__plan_output(m, p, k, x);
         for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
@@ -249,7 +187,7 @@ static tnt_status apply_constraints(tnt_model *m) {
 static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scale) {
     for (int k = 0; k < m->n_outputs; k++) {
         float *d = tnt__plan_output_grad(m, p, k);
-        int64_t len = n * tnt_shape_numel(tnt_model_output_shape_at(m, k));
+        int64_t len = n * tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
         for (int64_t i = 0; i < len; i++) d[i] *= scale;
     }
 }
@@ -380,6 +318,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
     if (!tnt_dataset_is_batched(data))
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
+    if ((s = instance_for(m, data, who)) != TNT_OK) return s;
+    c = tnt__model_output_size(m); /* of the instance for this data */
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);
@@ -623,9 +563,12 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
     }
     tnt_logs logs = {0};
     m->stop_training = false;
+    m->resume_epoch = -1;
     CALL_CB(cbs, n_cbs, on_train_begin, m, &logs);
+    int first_epoch = m->resume_epoch >= 0 ? m->resume_epoch : o.initial_epoch;
+    int64_t skip = m->resume_epoch >= 0 ? m->resume_step : 0; /* batches a backup had trained */
     int64_t steps_hint = o.steps_per_epoch > 0 ? o.steps_per_epoch : tnt_dataset_cardinality(train);
-    for (int epoch = o.initial_epoch; epoch < o.epochs && !m->stop_training; epoch++) {
+    for (int epoch = first_epoch; epoch < o.epochs && !m->stop_training; epoch++) {
         accum acc = {0}, total;
         tnt__progress prog;
         logs.n = 0;
@@ -638,6 +581,17 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         int64_t step = 0;
+        for (; step < skip; step++) { /* the same batches: the order depends on the epoch only */
+            tnt_batch b;
+            tnt__step st;
+            int r = tnt__feed_next(&f, &b, &st);
+            if (r < 0) {
+                s = (tnt_status)r;
+                goto done;
+            }
+            if (r == 0) break;
+        }
+        skip = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
             tnt__comm_set_position(epoch + 1, step + 1, "training step");
             CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);

@@ -19,6 +19,9 @@ tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts) {
     if (o.comm_mode < TNT_COMM_MODE_DEFAULT || o.comm_mode > TNT_COMM_MODE_NONBLOCKING)
         return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": comm_mode %d (expected a tnt_comm_mode)",
                           m->name, (int)o.comm_mode);
+    if (o.compression < TNT_COMPRESSION_DEFAULT || o.compression > TNT_COMPRESSION_BF16)
+        return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": compression %d (expected a tnt_compression)",
+                          m->name, (int)o.compression);
     m->distributed = true;
     m->distribute_opts = o;
     tnt__reducer_free(m->reducer); /* planned again, with these options, at the next fit */
@@ -62,7 +65,9 @@ static uint64_t model_fingerprint(const tnt_model *m) {
         const tnt_layer *l = n->layer;
         h = tnt__fnv1a(h, l->ops->class_name, strlen(l->ops->class_name));
         h = tnt__fnv1a(h, n->in, (size_t)n->n_in * sizeof n->in[0]);
-        h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
+        /* the model, not the shapes the data gave it: None dimensions stay None */
+        if (m->variable) h = hash_shape(hash_shape(h, tnt__model_tensor_decl(m, n->in[0])), tnt__model_tensor_decl(m, n->out));
+        else h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
         h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
         for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
         h = tnt__layer_rules_hash(l, h);
@@ -75,6 +80,7 @@ static uint64_t compile_fingerprint(const tnt_model *m) {
     uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
     h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
     for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
+    h = tnt__fnv1a(h, m->loss_weights, (size_t)m->n_outputs * sizeof m->loss_weights[0]);
     h = tnt__fnv1a(h, &o->kind, sizeof o->kind);
     float hyper[] = {o->learning_rate, o->momentum, o->beta_1, o->beta_2, o->epsilon, o->rho,
                      o->initial_accumulator_value, o->weight_decay,
@@ -92,15 +98,29 @@ static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
 tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
                                    const tnt_dataset *val, const tnt_fit_opts *fit) {
     if (!tnt__is_parallel(m)) return TNT_OK;
-    const char *names[5] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration"};
-    uint64_t v[5] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
-                     dataset_fingerprint(data), dataset_fingerprint(val), 0};
+    /* the gradient reducer's settings: the options given, else the configuration's */
+    const tnt_distribute_opts *o = &m->distribute_opts;
+    const tnt__config *c = tnt__config_get();
+    int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
+    int64_t reducer_cfg[3] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+                              o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression};
+    /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
+     * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
+     * the compute thread, issued in the same order on every rank */
+    if (tnt__model_has_collective_layers(m)) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
+    /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
+    if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
+    const char *names[6] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
+                            "gradient allreduce settings (fusion threshold, comm mode, compression)"};
+    uint64_t v[6] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
+                     dataset_fingerprint(data), dataset_fingerprint(val), 0,
+                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0};
     if (fit) {
         int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
                         fit->no_distribute, fit->no_distribute_validation};
         v[4] = tnt__fnv1a(0, f, sizeof f);
     }
-    tnt_status s = tnt__check_same(who, names, v, 5);
+    tnt_status s = tnt__check_same(who, names, v, 6);
     if (s != TNT_OK) return s;
     if (!m->weights_synced) {
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
@@ -114,20 +134,15 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         int k = 0;
         for (int i = m->n_nodes - 1; i >= 0; i--)
             if (m->nodes[i].grad_end > (k ? ends[k - 1] : 0)) ends[k++] = m->nodes[i].grad_end;
-        const tnt_distribute_opts *o = &m->distribute_opts;
-        const tnt__config *c = tnt__config_get();
-        int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-        tnt_comm_mode mode = o->comm_mode != TNT_COMM_MODE_DEFAULT ? o->comm_mode : (tnt_comm_mode)c->comm_mode;
-        /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share
-         * the communicator with a comm thread, so the gradient allreduces are then nonblocking
-         * calls on the compute thread, issued in the same order on every rank */
-        if (tnt__model_has_collective_layers(m)) mode = TNT_COMM_MODE_NONBLOCKING;
-        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode);
+        tnt_comm_mode mode = (tnt_comm_mode)reducer_cfg[1];
+        tnt_compression compression = (tnt_compression)reducer_cfg[2];
+        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode, compression);
         free(ends);
-        if (!m->reducer) return TNT_ERR_NOMEM;
-        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s)",
+        if (!m->reducer) return TNT_ERR_MPI; /* tnt_last_error says why (memory, MPI or size) */
+        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s%s)",
                 m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, (long long)kb,
-                mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking");
+                mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking",
+                compression == TNT_COMPRESSION_BF16 ? ", bfloat16 compression" : "");
     }
     return TNT_OK;
 }

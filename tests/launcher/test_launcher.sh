@@ -13,7 +13,10 @@ T=$(realpath "$1")
 TMP=$(mktemp -d)
 CORES=$(getconf _NPROCESSORS_ONLN)
 TAG="$$"                       # makes our sleep commands unique to this run
-unset TNT_MPIRUN TNT_LOG_LEVEL OMPI_MCA_plm_rsh_agent
+unset TNT_MPIRUN TNT_LOG_LEVEL OMPI_MCA_plm_rsh_agent HYDRA_LAUNCHER_EXEC
+# Open MPI's dialect (the system's mpirun), whichever MPI the launcher was built with (an MPICH
+# build defaults to mpiexec.mpich); tests/launcher/test_launcher_mpi.sh checks Hydra and srun.
+export TNT_MPIRUN=mpirun
 FAILS=0
 BG_PIDS=()
 
@@ -67,7 +70,7 @@ expect_rc "--version" 0
 run "$T" --help
 expect_rc "--help" 0
 for opt in -n --hostfile --n-per-node --devices-per-node --no-gpu --log-level \
-    --log-on-all-devices --output-on-all-devices -x --fusion-threshold --pin-to-socket \
+    --log-on-all-devices --output-on-all-devices -x --fusion-threshold --compression --pin-to-socket \
     --pin-memory-to-socket --interpreter --python-interpreter --dry-run --cleanup --force \
     --version; do
     case "$OUT" in *" $opt"*) ;; *) fail "--help does not mention $opt" ;; esac
@@ -98,6 +101,9 @@ expect_rc "bad --log-level" 2
 expect_in "bad --log-level names the value" "$ERR" "'LOUD'"
 run "$T" --fusion-threshold -1 -- true
 expect_rc "negative --fusion-threshold" 2
+run "$T" --compression fp8 -- true
+expect_rc "bad --compression" 2
+expect_in "bad --compression names the value" "$ERR" "'fp8'"
 run "$T" -x NOEQUALS -- true
 expect_rc "-x without '='" 2
 expect_in "-x without '=' names it" "$ERR" "'NOEQUALS'"
@@ -170,6 +176,8 @@ expect_rc "runtime flags" 0
 expect_in "TNT_LOG_ON_ALL_DEVICES" "$OUT" $'\n'"TNT_LOG_ON_ALL_DEVICES=1"
 expect_in "TNT_OUTPUT_ON_ALL_DEVICES" "$OUT" $'\n'"TNT_OUTPUT_ON_ALL_DEVICES=1"
 expect_in "TNT_FUSION_THRESHOLD_KB" "$OUT" $'\n'"TNT_FUSION_THRESHOLD_KB=64"
+run "$T" --dry-run --compression bf16 -- ./prog
+expect_in "TNT_COMPRESSION" "$OUT" $'\n'"TNT_COMPRESSION=bf16"
 
 run "$T" -n 2 --dry-run --interpreter "valgrind  --error-exitcode=1" -- ./prog a
 expect_in "--interpreter prefix" "$OUT" " valgrind --error-exitcode=1 ./prog a"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real multi-host runs on one machine: two Linux network namespaces play two hosts.
 #
-#   test_multihost.sh BUILD_DIR        (needs BUILD_DIR/bin/tarantella and BUILD_DIR/bin/lenet5)
+#   test_multihost.sh BUILD_DIR [MPI]  (needs BUILD_DIR/bin/tarantella and BUILD_DIR/bin/lenet5; MPI:
+#                                       openmpi (default) or mpich, the MPI BUILD_DIR was built with)
 #
 # Topology (all inside this machine, on the private subnet 10.250.0.0/24):
 #
@@ -9,13 +10,16 @@
 #     |-- veth tnt-h1-br <-> eth0 10.250.0.11 in network namespace tnt-h1
 #     `-- veth tnt-h2-br <-> eth0 10.250.0.12 in network namespace tnt-h2
 #
-# mpirun reaches the "hosts" through tests/multihost/tnt-netns-agent (OMPI_MCA_plm_rsh_agent), an
+# mpirun reaches the "hosts" through tests/multihost/tnt-netns-agent (OMPI_MCA_plm_rsh_agent; for
+# MPICH's Hydra HYDRA_LAUNCHER=ssh with HYDRA_LAUNCHER_EXEC, and HYDRA_IFACE=tnt-br0 so that its
+# proxies call back to the bridge's address), an
 # rsh-style agent that runs the remote command with `ip netns exec NS` in a fresh UTS namespace,
 # so each host has its own network stack and hostname (= NS); the process table and the files
 # stay the machine's. The hostfile names the namespaces (the agent also accepts the hosts'
 # addresses, which is checked too); nothing is added to /etc/hosts. MPI is confined to the test
 # subnet and to TCP (btl self,tcp: no shared memory between "hosts"; btl and oob tcp_if_include
-# 10.250.0.0/24), so ranks on different hosts really talk through the veth pairs.
+# 10.250.0.0/24; MPICH: UCX_TLS=tcp,self on UCX_NET_DEVICES=eth0), so ranks on different hosts
+# really talk through the veth pairs.
 #
 # Checks: (1) 2 hosts x 2 ranks put ranks 0,1 on tnt-h1 and 2,3 on tnt-h2 (hostname, namespace
 # and address each rank sees), with a hostfile of names and one of addresses; (2) LeNet-5 trained
@@ -33,10 +37,11 @@
 # which would otherwise fight over the names and the subnet.
 set -u
 
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-    echo "usage: $0 BUILD_DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ] || [ ! -d "$1" ]; then
+    echo "usage: $0 BUILD_DIR [openmpi|mpich]" >&2
     exit 2
 fi
+MPI=${2:-openmpi}
 BUILD=$(realpath "$1")
 T=$BUILD/bin/tarantella
 LENET=$BUILD/bin/lenet5
@@ -97,7 +102,8 @@ ok() { echo "ok:   $*"; }
 
 # Our transport settings must not leak into the single-host reference, nor come from outside.
 unset OMPI_MCA_plm_rsh_agent OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_btl_tcp_if_exclude \
-    OMPI_MCA_oob_tcp_if_include OMPI_MCA_oob_tcp_if_exclude OMPI_MCA_plm_rsh_no_tree_spawn
+    OMPI_MCA_oob_tcp_if_include OMPI_MCA_oob_tcp_if_exclude OMPI_MCA_plm_rsh_no_tree_spawn \
+    HYDRA_LAUNCHER HYDRA_LAUNCHER_EXEC HYDRA_IFACE UCX_TLS UCX_NET_DEVICES TNT_MPIRUN
 export OMP_NUM_THREADS=1
 
 # ---- prerequisites ------------------------------------------------------------------------------
@@ -162,8 +168,14 @@ printf '%s\n%s\n' "$NS1" "$NS2" >"$TMP/hosts"                # by name
 printf '%s\n%s\n' "$ADDR1" "$ADDR2" >"$TMP/hosts-by-address" # by address
 
 # The multi-host settings: the agent; TCP only, on the test subnet only.
-MH_ENV=(env "OMPI_MCA_plm_rsh_agent=$AGENT" "OMPI_MCA_btl=self,tcp"
-        "OMPI_MCA_btl_tcp_if_include=$SUBNET" "OMPI_MCA_oob_tcp_if_include=$SUBNET")
+if [ "$MPI" = mpich ]; then
+    AGENT_ENV=("HYDRA_LAUNCHER=ssh" "HYDRA_LAUNCHER_EXEC=$AGENT")
+    MH_ENV=(env "${AGENT_ENV[@]}" "HYDRA_IFACE=$BR" "UCX_TLS=tcp,self" "UCX_NET_DEVICES=eth0")
+else
+    AGENT_ENV=("OMPI_MCA_plm_rsh_agent=$AGENT")
+    MH_ENV=(env "${AGENT_ENV[@]}" "OMPI_MCA_btl=self,tcp"
+            "OMPI_MCA_btl_tcp_if_include=$SUBNET" "OMPI_MCA_oob_tcp_if_include=$SUBNET")
+fi
 
 # run_t NAME OUTFILE CMD...: runs CMD under a timeout, both streams to OUTFILE; sets RC. In the
 # background, so that a signal to this script is handled at once (bash defers traps until a
@@ -185,7 +197,7 @@ run_t() {
 
 # ---- 1. placement: which rank runs where --------------------------------------------------------
 PROBE='a=$(ip -o -4 addr show dev eth0 | awk "{print \$4}"); n=$(ip netns identify $$)'
-PROBE+='; r=$OMPI_COMM_WORLD_RANK; nr=$OMPI_COMM_WORLD_NODE_RANK'
+PROBE+='; r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; nr=${OMPI_COMM_WORLD_NODE_RANK:-$MPI_LOCALRANKID}'
 PROBE+='; echo "rank=$r node_rank=$nr host=$(hostname) netns=$n addr=$a"'
 for hf in hosts hosts-by-address; do
     run_t "placement, $hf" "$TMP/probe" "${MH_ENV[@]}" "$T" --hostfile "$TMP/$hf" --n-per-node 2 \
@@ -259,7 +271,7 @@ running() { pgrep -f "^sleep $S2\$" >/dev/null; }
 BG_PIDS+=($!)
 end=$((SECONDS + 10))
 until running || [ $SECONDS -ge $end ]; do sleep 0.1; done
-run_t "cleanup" "$TMP/cleanup" env "OMPI_MCA_plm_rsh_agent=$AGENT" \
+run_t "cleanup" "$TMP/cleanup" env "${AGENT_ENV[@]}" \
     "$T" --hostfile "$TMP/hosts" --cleanup -- sleep "$S2"
 end=$((SECONDS + 10))
 while running && [ $SECONDS -lt $end ]; do sleep 0.1; done

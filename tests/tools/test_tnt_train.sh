@@ -2,7 +2,8 @@
 # tnt-train end to end. A compiled Keras model file (fixtures/compiled_autoencoder.h5: mse, Adam
 # 0.005 with its state, metric mean_absolute_error) trains with its own configuration and gives
 # the losses of the C API's tnt_load_model + tnt_fit (FIT, tests/tools/fit_model_file.c) on 1 and
-# 2 ranks; flags override it; a Keras JSON model trained on synthetic data and on Fashion-MNIST,
+# 2 ranks; flags override it; a two-output file's loss_weights (fixtures/compiled_two_outputs.h5)
+# train as the C API's tnt_compile with the same weights; a Keras JSON model trained on synthetic data and on Fashion-MNIST,
 # alone and on 2 ranks (the same figures), read back by tnt-predict; a NaN loss stops training
 # (--terminate_on_nan) with exit 1 and no saved file; bad usage exits 2 and failures 1, naming the
 # bad value. Run by ctest from tests/ with the build's bin/ and FIT.
@@ -89,14 +90,60 @@ model=fixtures/keras_cnn.json
 check "a JSON model without --loss: exit 2 saying what to give" '[ $rc -eq 2 ] && grep -q "no training configuration.*give --loss and --optimizer" "$dir/e.log"'
 "$BIN/tnt-train" $model --data synthetic:8 --loss mse > "$dir/e.log" 2>&1; rc=$?
 check "a JSON model without --optimizer: exit 2" '[ $rc -eq 2 ] && grep -q "give --optimizer" "$dir/e.log"'
-# loss_weights other than 1 in the file: refused by name, not trained as another model
-cp "$ae" "$dir/lw.h5"
-/usr/bin/python3 -c 'import h5py, json, sys
+
+# ---- loss_weights: a two-output file compiled with loss_weights {"out_a": 2, "out_b": 0.5} -------
+two=fixtures/compiled_two_outputs.h5
+$PY -c "import numpy as np; r = np.random.default_rng(3)
+np.save('$dir/tx.npy', r.standard_normal((96, 12)).astype(np.float32))
+np.save('$dir/ty.npy', r.standard_normal((96, 7)).astype(np.float32))"
+# the same file with no loss_weights: the C API gives them to tnt_compile
+cp $two "$dir/two_nw.h5"
+$PY -c 'import h5py, json, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    tc = json.loads(f.attrs["training_config"]); tc["loss_weights"] = [0.5]
-    f.attrs["training_config"] = json.dumps(tc)' "$dir/lw.h5"
-"$BIN/tnt-train" "$dir/lw.h5" --data synthetic:64 --epochs 1 > "$dir/e.log" 2>&1; rc=$?
-check "loss_weights 0.5 in the file: exit 1 naming it" '[ $rc -eq 1 ] && grep -q "loss_weights other than 1 (here 0.5)" "$dir/e.log"'
+    tc = json.loads(f.attrs["training_config"]); tc["loss_weights"] = None
+    f.attrs["training_config"] = json.dumps(tc)' "$dir/two_nw.h5"
+# loss = 2 out_a_loss + 0.5 out_b_loss in every row (relative 1e-6); the columns are named
+weighted() { awk -F, -v wa="$2" -v wb="$3" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; ok = c["loss"] && c["out_a_loss"] && c["out_b_loss"]; next }
+  { d = $c["loss"] - (wa * $c["out_a_loss"] + wb * $c["out_b_loss"]); if (d < 0) d = -d; if (d > 1e-6 * $c["loss"]) ok = 0; rows++ }
+  END { exit !(ok && rows > 0) }' "$1"; }
+for ranks in 1 2; do
+  "$BIN/tarantella" -n $ranks -- "$BIN/tnt-train" $two --data npy:"$dir/tx.npy","$dir/ty.npy" --epochs 2 \
+    --csv_log "$dir/lw$ranks.csv" > "$dir/lw$ranks.log" 2>&1; rc1=$?
+  "$BIN/tarantella" -n $ranks -- "$FIT" "$dir/two_nw.h5" "$dir/tx.npy" 2 32 42 "$dir/lwf$ranks.csv" "$dir/ty.npy" 2,0.5 \
+    > "$dir/lwf$ranks.log" 2>&1; rc2=$?
+  check "loss_weights of the file, $ranks rank(s): tnt-train gives the C API's losses with weights 2, 0.5 (1e-6)" '
+    [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && same_csv "$dir/lw$ranks.csv" "$dir/lwf$ranks.csv" && weighted "$dir/lw$ranks.csv" 2 0.5 &&
+    grep -q "loss weights 2, 0.5 (from the model file)" "$dir/lw$ranks.log"'
+done
+"$BIN/tnt-train" $two --data npy:"$dir/tx.npy","$dir/ty.npy" --epochs 2 --loss_weights 1,3 --csv_log "$dir/lw13.csv" \
+  --save "$dir/lw13.h5" > "$dir/lw13.log" 2>&1; rc=$?
+check "--loss_weights 1,3 overrides the file's, is shown in the plan and saved" '[ $rc -eq 0 ] && weighted "$dir/lw13.csv" 1 3 &&
+  grep -q "loss weights 1, 3 (--loss_weights)" "$dir/lw13.log" && ! same_csv "$dir/lw13.csv" "$dir/lw1.csv" &&
+  $PY -c "import h5py, json, sys; sys.exit(json.loads(h5py.File(\"$dir/lw13.h5\").attrs[\"training_config\"])[\"loss_weights\"] != [1, 3])"'
+"$BIN/tnt-train" "$dir/lw13.h5" --data synthetic:32 --epochs 1 > "$dir/lw13b.log" 2>&1
+check "the saved file trains on with its loss_weights" '[ $? -eq 0 ] && grep -q "loss weights 1, 3 (from the model file)" "$dir/lw13b.log"'
+"$BIN/tnt-train" $two --data synthetic:32 --loss_weights 1,2,3 > "$dir/e.log" 2>&1; rc=$?
+check "--loss_weights with 3 values for 2 outputs: exit 1 naming the outputs" '[ $rc -eq 1 ] &&
+  grep -q "loss_weights has 3 values, the model has 2 outputs (out_a, out_b)" "$dir/e.log" && ! grep -q Epoch "$dir/e.log"'
+for bad in "-1,1" "1,x" "1,,2"; do
+  "$BIN/tnt-train" $two --data synthetic:32 --loss_weights "$bad" > "$dir/e.log" 2>&1; rc=$?
+  check "--loss_weights $bad: exit 2 naming it" '[ $rc -eq 2 ] && grep -q -- "--loss_weights \"$bad\": expected up to 8 numbers >= 0" "$dir/e.log"'
+done
+cp $two "$dir/lwbad.h5"
+$PY -c 'import h5py, json, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    tc = json.loads(f.attrs["training_config"]); tc["loss_weights"] = {"out_a": 1.0, "out_c": 2.0}
+    f.attrs["training_config"] = json.dumps(tc)' "$dir/lwbad.h5"
+"$BIN/tnt-train" "$dir/lwbad.h5" --data synthetic:32 > "$dir/e.log" 2>&1; rc=$?
+check "a file whose loss_weights name an unknown output: exit 1 naming it and the outputs" '[ $rc -eq 1 ] &&
+  grep -q "loss_weights names \"out_c\", which is not an output of model \"two_outputs\" (its outputs: out_a, out_b)" "$dir/e.log"'
+$PY -c 'import h5py, json, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    tc = json.loads(f.attrs["training_config"]); tc["loss_weights"] = [2.0, -0.5]
+    f.attrs["training_config"] = json.dumps(tc)' "$dir/lwbad.h5"
+"$BIN/tnt-train" "$dir/lwbad.h5" --data synthetic:32 > "$dir/e.log" 2>&1; rc=$?
+check "a file with a negative loss weight: exit 1 naming it" '[ $rc -eq 1 ] &&
+  grep -q "loss_weights\[1\] (output out_b) is -0.5: expected a finite number >= 0" "$dir/e.log"'
 json=(--loss sparse_categorical_crossentropy --optimizer sgd --learning_rate 0.01)
 "$BIN/tnt-train" $model "${json[@]}" --data synthetic:64 --epochs 2 --batch_size 16 --verbose 2 --save "$dir/s.h5" > "$dir/s.log" 2>&1
 check "synthetic class labels: exit 0 and saves" '[ $? -eq 0 ] && [ -s "$dir/s.h5" ] && grep -q "targets (1,)" "$dir/s.log"'
@@ -154,6 +201,11 @@ check "tnt-predict: an unknown format exits 1 naming the magic" '[ $rc -eq 1 ] &
 "$BIN/tnt-train" $ae --data synthetic:8 --save /nonexistent/dir/out.h5 > "$dir/e.log" 2>&1; rc=$?
 check "an unwritable --save fails before training" '[ $rc -eq 1 ] && grep -q "/nonexistent/dir/out.h5: cannot write there" "$dir/e.log" &&
   ! grep -q "Epoch" "$dir/e.log"'
+sed 's/"name": "dense"/"name": "a\/b"/' $model > "$dir/slash.json"
+"$BIN/tnt-train" "$dir/slash.json" "${json[@]}" --data synthetic:8 --save "$dir/slash.h5" > "$dir/e.log" 2>&1; rc=$?
+check "a layer named a/b with --save fails before training, naming it" '[ $rc -eq 1 ] &&
+  grep -q "tnt-train: --save: save_model $dir/slash.h5: layer name \"a/b\" cannot be saved" "$dir/e.log" &&
+  ! grep -q "Epoch" "$dir/e.log" && [ ! -e "$dir/slash.h5" ]'
 "$BIN/tnt-train" $ae --data npy:"$dir/ax.npy" > "$dir/e.log" 2>&1; rc=$?
 check "npy data without targets: exit 1 pointing to --target input" '[ $rc -eq 1 ] && grep -q "has no targets.*--target input" "$dir/e.log"'
 "$BIN/tnt-train" $model --data nope:1 "${json[@]}" > "$dir/e.log" 2>&1; rc=$?
@@ -162,4 +214,26 @@ check "bad --data: exit 1 naming it" '[ $rc -eq 1 ] && grep -q "nope:1" "$dir/e.
 check "missing npy: exit 1" '[ $rc -eq 1 ] && grep -q nonexistent "$dir/e.log"'
 "$BIN/tnt-train" fixtures/keras_transformer.json "${json[@]}" --data idx:/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz,/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz > "$dir/e.log" 2>&1; rc=$?
 check "data that does not fit the model: exit 1" '[ $rc -eq 1 ] && grep -q "do not fit" "$dir/e.log"'
+
+# ---- None dimensions and several inputs (issue 11) ----------------------------------------------
+$PY -c "
+import numpy as np
+r = np.random.default_rng(1)
+np.save('$dir/s5.npy', r.standard_normal((6, 5, 3)).astype('float32')); np.save('$dir/t5.npy', r.standard_normal((6, 5, 4)).astype('float32'))
+np.save('$dir/s9.npy', r.standard_normal((4, 9, 3)).astype('float32'))
+np.save('$dir/l.npy', r.standard_normal((6, 4)).astype('float32')); np.save('$dir/r.npy', r.standard_normal((6, 4)).astype('float32'))
+np.save('$dir/y3.npy', r.standard_normal((6, 3)).astype('float32'))"
+"$BIN/tnt-train" fixtures/keras3_real/tfkeras_rnn_172.h5 --loss mse --optimizer adam --data npy:"$dir/s5.npy","$dir/t5.npy" \
+  --batch_size 3 --save "$dir/var.keras" > "$dir/v.log" 2>&1 &&
+  "$BIN/tnt-predict" "$dir/var.keras" "$dir/s9.npy" "$dir/v9.npy" > /dev/null 2>&1
+check "a model with None steps trains on length 5, predicts on length 9" '[ $? -eq 0 ] &&
+  $PY -c "import numpy; assert numpy.load(\"$dir/v9.npy\").shape == (4, 9, 4)"'
+"$BIN/tnt-train" fixtures/keras3_real/tfkeras_rnn_172.h5 --loss mse --optimizer adam --data synthetic:8 > "$dir/e.log" 2>&1; rc=$?
+check "synthetic data for None dimensions: exit 1 saying why" '[ $rc -eq 1 ] && grep -q "variable (None) dimensions" "$dir/e.log"'
+"$BIN/tnt-train" fixtures/keras3_real/nested_siamese_tfkeras.h5 --loss mse --optimizer sgd \
+  --data npy:right="$dir/r.npy"+left="$dir/l.npy","$dir/y3.npy" --batch_size 3 > "$dir/n.log" 2>&1
+check "two inputs by name (a nested model in between)" '[ $? -eq 0 ] && grep -q "loss:" "$dir/n.log"'
+"$BIN/tnt-train" fixtures/keras3_real/nested_siamese_tfkeras.h5 --loss mse --optimizer sgd \
+  --data npy:left="$dir/l.npy","$dir/y3.npy" > "$dir/e.log" 2>&1; rc=$?
+check "a missing input: exit 1 naming the inputs" '[ $rc -eq 1 ] && grep -q "(left, right)" "$dir/e.log"'
 exit $fails

@@ -191,8 +191,10 @@ static char *cleanup_regex(char **prog) {
 
 static int cleanup_remote(const char *host, char **prog, bool force, bool dry_run,
                           const char *what) {
-    /* The rsh agent mpirun uses; Open MPI allows alternatives separated by ':', take the first. */
+    /* The rsh agent mpirun uses (Open MPI's, else Hydra's launcher program); Open MPI allows
+     * alternatives separated by ':', take the first. */
     const char *agent = getenv("OMPI_MCA_plm_rsh_agent");
+    if (!agent || !*agent) agent = getenv("HYDRA_LAUNCHER_EXEC");
     if (!agent || !*agent) agent = "ssh";
     char *first = strndup(agent, strcspn(agent, ":"));
     if (!first) die_oom();

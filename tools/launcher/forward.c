@@ -43,6 +43,8 @@ static void on_signal(int sig, siginfo_t *si, void *ctx) {
     kill(child, sig);
 }
 
+bool run_interrupted(void) { return g_interrupt != 0; }
+
 int run_forwarding(char **argv) {
     sigset_t block, old;
     sigemptyset(&block);

@@ -21,13 +21,18 @@ void hostlist_free(hostlist *h) {
 }
 
 bool hostlist_add(hostlist *h, const char *name, long slots, int line) {
-    char **nv = realloc(h->names, (h->n + 1) * sizeof *nv);
-    if (nv) h->names = nv;
-    long *sv = realloc(h->slots, (h->n + 1) * sizeof *sv);
-    if (sv) h->slots = sv;
-    int *lv = realloc(h->lines, (h->n + 1) * sizeof *lv);
-    if (lv) h->lines = lv;
-    char *copy = nv && sv && lv ? strdup(name) : NULL;
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 8;
+        char **nv = realloc(h->names, cap * sizeof *nv);
+        if (nv) h->names = nv;
+        long *sv = realloc(h->slots, cap * sizeof *sv);
+        if (sv) h->slots = sv;
+        int *lv = realloc(h->lines, cap * sizeof *lv);
+        if (lv) h->lines = lv;
+        if (!nv || !sv || !lv) return false;
+        h->cap = cap;
+    }
+    char *copy = strdup(name);
     if (!copy) return false;
     h->names[h->n] = copy, h->slots[h->n] = slots, h->lines[h->n] = line;
     h->n++;

@@ -12,6 +12,7 @@ typedef struct hostlist {
     char **names; /* owned */
     long *slots;  /* slots[i] <= 0: not given */
     int *lines;   /* the hostfile line of each host (0: not from a file) */
+    size_t cap;   /* entries allocated (grown by doubling: a Slurm list adds up to 65536) */
 } hostlist;
 
 void hostlist_free(hostlist *h);

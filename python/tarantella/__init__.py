@@ -1,0 +1,27 @@
+"""Tarantella: data-parallel training of Keras models, on libtarantella (C, oneDNN, MPI).
+
+    import tarantella as tnt
+    tnt.init()
+    model = tnt.Model(keras_model)       # data-parallel
+    model.compile(...); model.fit(train_dataset, epochs=5)
+
+Run it with `tarantella -n 4 -- python3 train.py`; without the launcher it runs as one rank.
+TensorFlow's names are ours: tnt.keras (layers, models, optimizers, losses, metrics, callbacks,
+datasets) and tnt.data.Dataset.
+"""
+from tarantella._core import init, get_rank, get_size, get_master_rank, is_master_rank
+from tarantella._core import C as _C
+from tarantella import data
+from tarantella import keras
+from tarantella.model import Model
+from tarantella import models
+
+__version__ = _C.__version__
+
+# Tarantella's names of the rank API
+def get_comm_size():
+    return get_size()
+
+
+__all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "get_comm_size", "data",
+           "keras", "Model", "models", "__version__"]

@@ -1,0 +1,49 @@
+"""tnt.Model: Tarantella's data-parallel wrapper of a Keras model (the C tnt_distribute)."""
+from tarantella._core import ensure_init, get_rank, get_size
+from tarantella.keras.engine import Model as _KerasModel
+
+
+class Model:
+    """tnt.Model(keras_model): the model, data-parallel. fit, evaluate and predict split every global
+    batch into one micro-batch per rank; the weights are broadcast from the master at the first
+    use; gradients are summed with fused allreduces overlapped with backward; logs are exact global
+    figures on every rank. With one rank it changes nothing. Everything else is the Keras model's
+    (attributes and methods are passed through).
+
+    fusion_threshold_kb: gradient bucket size (default TNT_FUSION_THRESHOLD_KB, 32); comm_mode:
+    None, "thread" or "nonblocking" (default TNT_COMM_MODE)."""
+
+    def __init__(self, model, parallel_strategy=None, num_pipeline_stages=1, fusion_threshold_kb=None,
+                 comm_mode=None):
+        if isinstance(model, Model):
+            model = model.model
+        if not isinstance(model, _KerasModel):
+            raise TypeError(f"tnt.Model: expected a tnt.keras model, got {type(model).__name__}")
+        if num_pipeline_stages != 1:
+            raise NotImplementedError("tnt.Model: pipeline parallelism is not supported (data parallelism only)")
+        ensure_init()
+        object.__setattr__(self, "model", model)
+        model._distribute(fusion_threshold_kb=fusion_threshold_kb, comm_mode=comm_mode)
+
+    @property
+    def rank(self):
+        return get_rank()
+
+    @property
+    def comm_size(self):
+        return get_size()
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __setattr__(self, name, value):
+        if name == "model":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.model, name, value)
+
+    def __call__(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<tnt.Model of {self.model!r}>"

@@ -1,0 +1,50 @@
+"""Keras files in Python: files written by Keras itself (tests/fixtures/keras_real) load and
+predict as an independent PyTorch rebuild does, and examples/python/keras_file.py trains one
+data-parallel and saves it, the same on 1 and 2 ranks."""
+import os
+import struct
+
+import numpy as np
+import pytest
+
+from conftest import REPO, launch, python, run
+
+REAL = os.path.join(REPO, "tests", "fixtures", "keras_real")
+EXAMPLE = os.path.join(REPO, "examples", "python", "keras_file.py")
+FILES = {"cnn_batch_norm.h5": "cnn_batch_norm", "optimizers_adam.h5": "optimizers_adam",
+         "lstm_functional.h5": "lstm_functional", "tfkeras_rnn_135.h5": "tfkeras_rnn_135",
+         "masking_two_lstm.h5": "masking_two_lstm", "conv1d_l2_regularized.h5": "conv1d_l2_regularized",
+         "tfkeras_misc_0.h5": "tfkeras_misc_0", "flownet_final.keras": "flownet_final"}
+
+
+def load_bin(path):
+    """The fixtures' tensors: "TNTF", int32 ndim, int64 dims, float32 data."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert raw[:4] == b"TNTF"
+    nd = struct.unpack_from("<i", raw, 4)[0]
+    dims = struct.unpack_from(f"<{nd}q", raw, 8)
+    return np.frombuffer(raw, "<f4", offset=8 + 8 * nd).reshape(dims)
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_real_keras_files_predict(tnt, name):
+    m = tnt.keras.models.load_model(os.path.join(REAL, name), compile=True)
+    x, y = load_bin(os.path.join(REAL, FILES[name] + "_x.bin")), load_bin(os.path.join(REAL, FILES[name] + "_y.bin"))
+    np.testing.assert_allclose(m.predict_on_batch(x), y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.predict(x, verbose=0), y, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_file_example_one_and_two_ranks(tnt, tmp_path):
+    src = os.path.join(REAL, "optimizers_adam.h5")
+    args = [EXAMPLE, src, "--epochs", "2", "--batch_size", "32", "--samples", "128", "--verbose", "0"]
+    run(python(args + ["--save", str(tmp_path / "one.keras")]), env={"OMP_NUM_THREADS": "1"})
+    out = launch(2, python(args + ["--save", str(tmp_path / "two.h5")])).stdout
+    assert "saved" in out and out.count("history:") == 1  # the master prints
+    one = tnt.keras.models.load_model(tmp_path / "one.keras")
+    two = tnt.keras.models.load_model(tmp_path / "two.h5")
+    base = tnt.keras.models.load_model(src)
+    assert one.optimizer.iterations == two.optimizer.iterations == base.optimizer.iterations + 2 * 4
+    for a, b, c in zip(one.get_weights(), two.get_weights(), base.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert not np.array_equal(a, c)

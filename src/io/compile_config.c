@@ -1,0 +1,264 @@
+/* compile_config.c: a model's compile settings as Keras files keep them, both ways: Keras 2's
+ * training_config ({"loss", "metrics", "weighted_metrics", "loss_weights", "optimizer_config"})
+ * of a whole-model .h5, and Keras 3's compile_config ({"optimizer", "loss", "loss_weights",
+ * "metrics", ...}) of a .keras zip's config.json. */
+#include "io/keras_io.h"
+#include "layers/keras_config.h"
+
+#include "model/model.h"
+#include "objectives/loss.h"
+#include "optimizers/optimizer.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CK(x)                                                                                                  \
+    do {                                                                                                       \
+        if (!(x)) goto nomem;                                                                                  \
+    } while (0)
+
+/* Keras's loss class names */
+static const char *loss_class(tnt_loss_kind k) {
+    switch (k) {
+    case TNT_SPARSE_CATEGORICAL_CROSSENTROPY: return "SparseCategoricalCrossentropy";
+    case TNT_CATEGORICAL_CROSSENTROPY: return "CategoricalCrossentropy";
+    case TNT_BINARY_CROSSENTROPY: return "BinaryCrossentropy";
+    case TNT_MEAN_SQUARED_ERROR: return "MeanSquaredError";
+    case TNT_MEAN_ABSOLUTE_ERROR: return "MeanAbsoluteError";
+    default: return "";
+    }
+}
+
+tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
+    *out = NULL;
+    const tnt_optimizer *o = m->optimizer;
+    cJSON *tc = cJSON_CreateObject();
+    CK(tc);
+    const tnt__loss_opts *lo = m->loss_opts;
+    if (!m->from_logits && !lo) {
+        CK(cJSON_AddStringToObject(tc, "loss", tnt_loss_name(m->loss)));
+    } else {
+        cJSON *l = cJSON_AddObjectToObject(tc, "loss"), *c;
+        CK(l && cJSON_AddStringToObject(l, "class_name", loss_class(m->loss)) && (c = cJSON_AddObjectToObject(l, "config")));
+        CK(cJSON_AddStringToObject(c, "reduction", "auto") && cJSON_AddStringToObject(c, "name", tnt_loss_name(m->loss)));
+        bool ce = m->loss == TNT_CATEGORICAL_CROSSENTROPY || m->loss == TNT_BINARY_CROSSENTROPY;
+        if (m->loss != TNT_MEAN_SQUARED_ERROR && m->loss != TNT_MEAN_ABSOLUTE_ERROR)
+            CK(cJSON_AddBoolToObject(c, "from_logits", m->from_logits));
+        /* Keras's SparseCategoricalCrossentropy has no label_smoothing: ours goes in when set */
+        if (ce || (lo && lo->label_smoothing != 0))
+            CK(cJSON_AddNumberToObject(c, "label_smoothing", tnt__kj_f(lo ? lo->label_smoothing : 0)));
+        if (ce) CK(cJSON_AddNumberToObject(c, "axis", -1));
+        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
+            if (lo && lo->has_ignore_class) CK(cJSON_AddNumberToObject(c, "ignore_class", lo->ignore_class));
+            else CK(cJSON_AddNullToObject(c, "ignore_class"));
+        }
+    }
+    cJSON *met = cJSON_AddArrayToObject(tc, "metrics");
+    CK(met);
+    for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+    CK(cJSON_AddNullToObject(tc, "weighted_metrics"));
+    if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
+        cJSON *lw = cJSON_AddArrayToObject(tc, "loss_weights");
+        CK(lw);
+        for (int k = 0; k < m->n_outputs; k++) CK(cJSON_AddItemToArray(lw, cJSON_CreateNumber(tnt__kj_f(m->loss_weights[k]))));
+    } else {
+        CK(cJSON_AddNullToObject(tc, "loss_weights"));
+    }
+    cJSON *oc = cJSON_AddObjectToObject(tc, "optimizer_config"), *c;
+    CK(oc && cJSON_AddStringToObject(oc, "class_name", o->name) && (c = cJSON_AddObjectToObject(oc, "config")));
+    /* Keras 2.11+ get_config: the base optimizer's keys, then the optimizer's own */
+    CK(cJSON_AddStringToObject(c, "name", o->name));
+    if (o->weight_decay != 0) CK(cJSON_AddNumberToObject(c, "weight_decay", tnt__kj_f(o->weight_decay)));
+    else CK(cJSON_AddNullToObject(c, "weight_decay"));
+    CK(cJSON_AddNullToObject(c, "clipnorm") && cJSON_AddNullToObject(c, "global_clipnorm") &&
+       cJSON_AddNullToObject(c, "clipvalue") && cJSON_AddFalseToObject(c, "use_ema") &&
+       cJSON_AddNumberToObject(c, "ema_momentum", 0.99) && cJSON_AddNullToObject(c, "ema_overwrite_frequency") &&
+       cJSON_AddFalseToObject(c, "jit_compile") && cJSON_AddFalseToObject(c, "is_legacy_optimizer"));
+    CK(cJSON_AddNumberToObject(c, "learning_rate", tnt__kj_f(tnt_optimizer_get_lr(o))));
+    switch (o->kind) {
+    case TNT__OPT_SGD:
+        CK(cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) && cJSON_AddBoolToObject(c, "nesterov", o->nesterov));
+        break;
+    case TNT__OPT_ADAM:
+    case TNT__OPT_ADAMAX:
+    case TNT__OPT_NADAM:
+        CK(cJSON_AddNumberToObject(c, "beta_1", tnt__kj_f(o->beta_1)) && cJSON_AddNumberToObject(c, "beta_2", tnt__kj_f(o->beta_2)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        if (o->kind == TNT__OPT_ADAM) CK(cJSON_AddBoolToObject(c, "amsgrad", o->amsgrad));
+        break;
+    case TNT__OPT_RMSPROP:
+        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "momentum", tnt__kj_f(o->momentum)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)) && cJSON_AddBoolToObject(c, "centered", o->centered));
+        break;
+    case TNT__OPT_ADAGRAD:
+        CK(cJSON_AddNumberToObject(c, "initial_accumulator_value", tnt__kj_f(o->initial_accumulator_value)) &&
+           cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        break;
+    case TNT__OPT_ADADELTA:
+        CK(cJSON_AddNumberToObject(c, "rho", tnt__kj_f(o->rho)) && cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(o->epsilon)));
+        break;
+    }
+    *out = tc;
+    return TNT_OK;
+nomem:
+    cJSON_Delete(tc);
+    return tnt__error(TNT_ERR_NOMEM, "training_config: out of memory");
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+static bool flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
+
+/* Appends the metric names of a (possibly nested per output) Keras metrics list to buf. */
+static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const char *path) {
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        const char *name = NULL;
+        if (cJSON_IsArray(x)) {
+            tnt_status s = metric_names(x, buf, size, path);
+            if (s != TNT_OK) return s;
+            continue;
+        }
+        if (cJSON_IsString(x)) name = x->valuestring;
+        else if (cJSON_IsObject(x)) { /* a serialized metric: its config's name */
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "config"), "name");
+            if (cJSON_IsString(n)) name = n->valuestring;
+        }
+        if (!name) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: a metric is neither a name nor a config", path);
+        if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
+        if (*buf) strcat(buf, ",");
+        strcat(buf, name);
+    }
+    return TNT_OK;
+}
+
+/* Keras's loss_weights (null, a list in output order, a dict by output name, or one number for a
+ * one-output model) into w and co; tnt_compile checks the count and the values. */
+static tnt_status loss_weights(const tnt_model *m, const cJSON *lw, const char *path, float *w, tnt_compile_opts *co) {
+    if (!lw || cJSON_IsNull(lw)) return TNT_OK;
+    int n = 0;
+    for (int k = 0; k < m->n_outputs; k++) w[k] = 1.0f; /* Keras: an output a dict leaves out weighs 1 */
+    const cJSON *x;
+    if (cJSON_IsNumber(lw)) {
+        w[n++] = (float)lw->valuedouble;
+    } else if (cJSON_IsArray(lw)) {
+        cJSON_ArrayForEach(x, lw) {
+            if (!cJSON_IsNumber(x))
+                return tnt__error(TNT_ERR_FORMAT, "load_model %s: loss_weights[%d] is not a number", path, n);
+            if (n < TNT_MAX_IO) w[n] = (float)x->valuedouble; /* tnt_compile refuses a count that differs */
+            n++;
+        }
+    } else if (cJSON_IsObject(lw)) {
+        n = m->n_outputs;
+        cJSON_ArrayForEach(x, lw) {
+            int k = 0;
+            while (k < m->n_outputs && strcmp(x->string, tnt__model_output_name(m, k))) k++;
+            if (k == m->n_outputs) {
+                char names[256] = "";
+                for (int j = 0; j < m->n_outputs; j++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "",
+                             tnt__model_output_name(m, j));
+                return tnt__error(TNT_ERR_ARG, "load_model %s: loss_weights names \"%s\", which is not an output of "
+                                  "model \"%s\" (its outputs: %s)", path, x->string, m->name, names);
+            }
+            if (!cJSON_IsNumber(x))
+                return tnt__error(TNT_ERR_FORMAT, "load_model %s: loss_weights[\"%s\"] is not a number", path, x->string);
+            w[k] = (float)x->valuedouble;
+        }
+    } else {
+        return tnt__error(TNT_ERR_FORMAT, "load_model %s: loss_weights is neither a list, a dict nor a number", path);
+    }
+    co->loss_weights = w;
+    co->n_loss_weights = n;
+    return TNT_OK;
+}
+
+/* Compiles m as a Keras 2 training_config ("optimizer_config") or a Keras 3 compile_config
+ * ("optimizer": a config, or a name such as "adam") says. */
+tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *path) {
+    tnt_status s = TNT_OK;
+    cJSON *no_config = NULL; /* an optimizer given by name: its defaults */
+    tnt_compile_opts co = {0};
+    float weights[TNT_MAX_IO];
+    if ((s = loss_weights(m, cJSON_GetObjectItemCaseSensitive(tc, "loss_weights"), path, weights, &co)) != TNT_OK)
+        goto done;
+    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(tc, "loss");
+    const cJSON *lcfg = NULL;
+    const char *lname = NULL;
+    if (cJSON_IsObject(loss)) {
+        const cJSON *cn = cJSON_GetObjectItemCaseSensitive(loss, "class_name");
+        lname = cJSON_IsString(cn) ? cn->valuestring : NULL;
+        lcfg = cJSON_GetObjectItemCaseSensitive(loss, "config");
+    } else if (cJSON_IsString(loss)) {
+        lname = loss->valuestring;
+    }
+    int lk = lname ? tnt_loss_from_name(lname) : -1;
+    if (lk < 0) {
+        s = lname ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
+                  : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has no loss name", path);
+        goto done;
+    }
+    co.loss = (tnt_loss_kind)lk;
+    if (lcfg) {
+        co.from_logits = flag(lcfg, "from_logits");
+        co.label_smoothing = (float)num(lcfg, "label_smoothing");
+        const cJSON *ic = cJSON_GetObjectItemCaseSensitive(lcfg, "ignore_class");
+        if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
+    }
+    char metrics[1024] = "";
+    const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");
+    if (cJSON_IsArray(met) && (s = metric_names(met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
+    co.metrics = metrics;
+
+    const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");
+    if (!oc) oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer");
+    const cJSON *ocn = cJSON_IsString(oc) ? oc : cJSON_GetObjectItemCaseSensitive(oc, "class_name");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(oc, "config");
+    if (cJSON_IsString(oc) && (no_config = cJSON_CreateObject())) c = no_config;
+    if (!cJSON_IsString(ocn) || !cJSON_IsObject(c)) {
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the training configuration has no optimizer with class_name and config", path);
+        goto done;
+    }
+    /* Keras 2.0-2.2 wrote the rate as "lr", Keras 2.3+ and tf.keras as "learning_rate" */
+    const char *lr_key = cJSON_GetObjectItemCaseSensitive(c, "learning_rate") ? "learning_rate" : "lr";
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(c, lr_key);
+    if (lr && !cJSON_IsNumber(lr)) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: the optimizer's learning_rate is not a number (a "
+                                            "learning-rate schedule?): not supported",
+                       path);
+        goto done;
+    }
+    if (num(c, "decay") != 0) /* the time-based decay of Keras <= 2.3's optimizers */
+        tnt_log(TNT_LOG_WARNING, "load_model %s: the optimizer's decay %g is not supported and is ignored "
+                "(set a learning-rate schedule instead)", path, num(c, "decay"));
+    tnt_optimizer_opts oo = {
+        .learning_rate = (float)num(c, lr_key),
+        .momentum = (float)num(c, "momentum"),
+        .nesterov = flag(c, "nesterov"),
+        .beta_1 = (float)num(c, "beta_1"),
+        .beta_2 = (float)num(c, "beta_2"),
+        .epsilon = (float)num(c, "epsilon"),
+        .rho = (float)num(c, "rho"),
+        .amsgrad = flag(c, "amsgrad"),
+        .centered = flag(c, "centered"),
+        .initial_accumulator_value = (float)num(c, "initial_accumulator_value"),
+        .weight_decay = (float)num(c, "weight_decay"),
+    };
+    co.optimizer = tnt_optimizer_new(ocn->valuestring, &oo);
+    if (!co.optimizer) {
+        s = tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path);
+        goto done;
+    }
+    /* a learning rate of exactly 0 means the default to tnt_optimizer_new */
+    if (cJSON_IsNumber(lr) && lr->valuedouble == 0) tnt_optimizer_set_lr(co.optimizer, 0);
+    s = tnt_compile(m, &co); /* consumes the optimizer */
+    if (s != TNT_OK) tnt__error_prefix(s, "load_model %s: ", path);
+done:
+    cJSON_Delete(no_config);
+    return s;
+}
+

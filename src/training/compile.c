@@ -1,0 +1,118 @@
+/* compile.c: tnt_compile. Checks the loss, its options, the metrics and Keras's loss_weights,
+ * allocates and initializes the weights once, and decides per output whether the loss runs fused
+ * on the logits of a softmax (sigmoid) output layer, as Keras does in graph mode. */
+#include "model/model.h"
+#include "objectives/loss.h"
+#include "optimizers/optimizer.h"
+#include "layers/regularizer.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* Output k is produced by a softmax (sigmoid) that only the loss reads. */
+static tnt_activation output_activation(const tnt_model *m, int k) {
+    int t = m->outputs[k];
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_in; j++)
+            if (m->nodes[i].in[j] == t) return TNT_ACT_LINEAR; /* also read by another layer */
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].out == t) /* an activity penalty needs the gradient w.r.t. the output itself */
+            return tnt__layer_has_activity_rule(m->nodes[i].layer) ? TNT_ACT_LINEAR : m->nodes[i].layer->activation;
+    return TNT_ACT_LINEAR;
+}
+
+/* Keras's loss_weights: one finite weight >= 0 per output; w receives them (all 1 when none). */
+static tnt_status check_loss_weights(const tnt_model *m, const tnt_compile_opts *opts, float *w) {
+    for (int k = 0; k < m->n_outputs; k++) w[k] = 1.0f;
+    if (!opts->loss_weights && opts->n_loss_weights == 0) return TNT_OK;
+    if (!opts->loss_weights || opts->n_loss_weights != m->n_outputs) {
+        char names[256] = "";
+        for (int k = 0; k < m->n_outputs; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "", tnt__model_output_name(m, k));
+        return tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss_weights %s %d values, the model has %d output%s (%s)",
+                          m->name, opts->loss_weights ? "has" : "is NULL with", opts->n_loss_weights, m->n_outputs,
+                          m->n_outputs == 1 ? "" : "s", names);
+    }
+    for (int k = 0; k < m->n_outputs; k++) {
+        float x = opts->loss_weights[k];
+        if (!isfinite(x) || x < 0)
+            return tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss_weights[%d] (output %s) is %g: expected a finite "
+                              "number >= 0", m->name, k, tnt__model_output_name(m, k), x);
+        w[k] = x;
+    }
+    return TNT_OK;
+}
+
+tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
+    if (!m) {
+        if (opts) tnt_optimizer_free(opts->optimizer);
+        return tnt__error(TNT_ERR_ARG, "compile: model is NULL");
+    }
+    if (!opts) return tnt__error(TNT_ERR_ARG, "compile: options are NULL (optimizer and loss are required)");
+    if (!opts->optimizer)
+        return tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": optimizer is NULL (its constructor failed?): ", m->name);
+    /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
+    bool own_optimizer = opts->optimizer == m->optimizer;
+    tnt_status s = TNT_OK;
+    if (opts->loss <= TNT_LOSS_NONE || opts->loss > TNT_MEAN_ABSOLUTE_ERROR) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
+        goto fail;
+    }
+    int nm = tnt__metrics_parse(opts->metrics, opts->loss, m->metrics, TNT_MAX_METRICS);
+    if (nm < 0) {
+        s = tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": ", m->name);
+        goto fail;
+    }
+    m->n_metrics = nm;
+    if (opts->label_smoothing < 0 || opts->label_smoothing > 1 || opts->label_smoothing != opts->label_smoothing) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing %g (expected 0 <= s <= 1)", m->name,
+                       opts->label_smoothing);
+        goto fail;
+    }
+    if (opts->has_ignore_class && opts->loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": ignore_class applies to sparse_categorical_crossentropy, not %s",
+                       m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    if ((opts->label_smoothing != 0 && (opts->loss == TNT_MEAN_SQUARED_ERROR || opts->loss == TNT_MEAN_ABSOLUTE_ERROR))) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing applies to the cross-entropies, not %s",
+                       m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    float weights[TNT_MAX_IO]; /* copied first: opts may hold the model's own (tnt_model_compile_opts) */
+    if ((s = check_loss_weights(m, opts, weights)) != TNT_OK) goto fail;
+    free(m->loss_opts);
+    m->loss_opts = NULL;
+    if (opts->label_smoothing != 0 || opts->has_ignore_class) {
+        if (!(m->loss_opts = malloc(sizeof *m->loss_opts))) {
+            s = TNT_ERR_NOMEM;
+            goto fail;
+        }
+        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class};
+    }
+    if (opts->seed) m->seed = opts->seed;
+    if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
+    if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
+    if (!own_optimizer) tnt_optimizer_free(m->optimizer);
+    m->optimizer = opts->optimizer;
+    m->loss = opts->loss;
+    m->from_logits = opts->from_logits;
+    memcpy(m->loss_weights, weights, sizeof weights);
+    m->has_loss_weights = opts->loss_weights != NULL;
+    /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
+     * binary cross-entropy) output: the same numerically stable fused path here. */
+    bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
+    for (int k = 0; k < m->n_outputs; k++) {
+        tnt_activation act = output_activation(m, k);
+        m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
+                                                         (opts->loss == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
+    }
+    tnt__model_clear_plans(m); /* the plans know where the fused logits go */
+    m->compiled = true;
+    m->weights_synced = false; /* broadcast from the master at the first use */
+    return TNT_OK;
+fail:
+    if (!own_optimizer) tnt_optimizer_free(opts->optimizer);
+    return s;
+}
+

@@ -1,0 +1,41 @@
+/* keras_survey: loads each Keras whole-model file named on the command line as a user would
+ * (tnt_load_model(path, false)) and, for a model with one input, runs one forward pass on a batch
+ * of two zero samples. One line per file on stdout:
+ *   OK <path>                       loaded and predicted (or loaded, for several inputs)
+ *   FAIL <path>: <tnt_last_error()> loading or the forward pass failed
+ * scripts/keras_survey.sh runs it over the .h5 files of dl4j-test-resources and sums the lines.
+ *
+ *   keras_survey FILE... */
+#include <tarantella.h>
+
+#include <stdio.h>
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: keras_survey FILE...\n");
+        return 2;
+    }
+    int ok = 0;
+    for (int i = 1; i < argc; i++) {
+        tnt_model *m = tnt_load_model(argv[i], false);
+        tnt_status s = m ? TNT_OK : TNT_ERR_ARG;
+        if (m && tnt_model_num_inputs(m) == 1) {
+            tnt_shape in = tnt_model_input_shape_at(m, 0), b = {.ndim = in.ndim + 1, .dim = {2}};
+            for (int d = 0; d < in.ndim; d++) b.dim[d + 1] = in.dim[d];
+            tnt_tensor *x = tnt_tensor_new(b), *y = NULL;
+            s = x ? tnt_predict_on_batch(m, x, &y) : TNT_ERR_NOMEM;
+            tnt_tensor_free(x);
+            tnt_tensor_free(y);
+        }
+        if (s == TNT_OK) {
+            ok++;
+            printf("OK %s\n", argv[i]);
+        } else {
+            printf("FAIL %s: %s\n", argv[i], tnt_last_error());
+        }
+        tnt_model_free(m);
+        fflush(stdout);
+    }
+    fprintf(stderr, "keras_survey: %d of %d load\n", ok, argc - 1);
+    return 0;
+}
