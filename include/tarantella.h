@@ -484,6 +484,14 @@ TNT_API tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *n
 TNT_API tnt_ktensor tnt_call(tnt_graph *g, tnt_layer *layer, tnt_ktensor x);
 TNT_API tnt_ktensor tnt_call2(tnt_graph *g, tnt_layer *layer, tnt_ktensor a, tnt_ktensor b);
 TNT_API tnt_ktensor tnt_call_n(tnt_graph *g, tnt_layer *layer, int n, const tnt_ktensor *inputs);
+/* Calls a layer with several outputs (Keras's list of outputs: a recurrent layer with
+ * return_state gives output, h (and c for LSTM); Bidirectional with merge_mode NONE gives the
+ * forward and backward outputs, then the states): writes up to cap of them to outputs and
+ * returns how many the layer has (-1 on failure). tnt_call returns output 0 of such a layer.
+ * A recurrent layer's (or Bidirectional's) inputs after the sequence are its initial states
+ * (Keras's initial_state=[h, c]; Bidirectional: the forward ones, then the backward ones). */
+TNT_API int tnt_call_outputs(tnt_graph *g, tnt_layer *layer, int n_inputs, const tnt_ktensor *inputs, int cap,
+                             tnt_ktensor *outputs);
 /* MultiHeadAttention(query, value, key, attention_mask, use_causal_mask) as Keras: key.id < 0
  * means key = value; attention_mask.id < 0 means none, otherwise a (Tq, Tv) tensor of 1 (attend)
  * and 0 (masked). Sequence masks of query and value (Embedding mask_zero) are applied too. */

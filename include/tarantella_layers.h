@@ -158,7 +158,7 @@ typedef struct tnt_rnn_opts {
                                          clip(0.2x + 0.5, 0, 1), "hard_sigmoid_v3" Keras 3's
                                          relu6(x + 3) / 6 */
     bool return_sequences;
-    bool return_state;       /* not supported (a layer has one output): an error */
+    bool return_state;       /* outputs: the output, then the final h (and c for LSTM): tnt_call_outputs */
     bool go_backwards;       /* process the sequence reversed (the output sequence too, as Keras) */
     bool stateful;           /* not supported: an error */
     bool no_bias;            /* use_bias=False */
@@ -182,8 +182,10 @@ TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
  * -> (timesteps, oh, ow, filters) with return_sequences, else (oh, ow, filters): an LSTM whose
  * input transform is a convolution (strides, padding valid or same, dilation) and whose recurrent
  * transform is a "same" convolution. rnn: activation, recurrent_activation (NULL: tanh, sigmoid),
- * return_sequences, go_backwards, no_bias, no_unit_forget_bias, initializers and name; dropout,
- * recurrent_dropout, return_state and stateful are not supported. Weights: kernel (kh, kw,
+ * return_sequences, go_backwards, return_state (outputs h, c of shape (oh, ow, filters) after the
+ * output), dropout (of the input, one mask per sample for all steps), recurrent_dropout (of the
+ * state, likewise), no_bias, no_unit_forget_bias, initializers and name; stateful and initial
+ * states are not supported. Weights: kernel (kh, kw,
  * channels, 4 filters), recurrent_kernel (kh, kw, filters, 4 filters), bias (4 filters), gates
  * i f c o. */
 typedef struct tnt_conv_lstm_opts {
@@ -193,7 +195,7 @@ typedef struct tnt_conv_lstm_opts {
 } tnt_conv_lstm_opts;
 TNT_API tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_conv_lstm_opts *opts);
 
-/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
+/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None: two outputs (tnt_call_outputs). */
 typedef enum tnt_merge_mode {
     TNT_MERGE_CONCAT = 0,
     TNT_MERGE_SUM,

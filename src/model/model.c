@@ -166,6 +166,7 @@ tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const c
     l->n_inputs = n_in;
     for (int k = 0; k < n_in; k++) l->in_shapes[k] = in[k];
     l->in_shape = in[0];
+    l->out_shapes[0] = l->out_shape;
     l->built = true;
     return TNT_OK;
 }
@@ -182,12 +183,15 @@ int tnt__model_add_node(tnt_model *m, tnt_layer *l, int n_in, const int *in) {
     }
     int out = tnt__model_add_tensor(m, l->out_shape);
     if (out < 0) return -1;
+    for (int k = 1; k < l->n_outputs; k++) /* the other outputs follow output 0 */
+        if (tnt__model_add_tensor(m, l->out_shapes[k]) < 0) return -1;
     tnt__node *n = &m->nodes[m->n_nodes++];
     memset(n, 0, sizeof *n);
     n->layer = l;
     n->n_in = n_in;
     memcpy(n->in, in, (size_t)n_in * sizeof *in);
     n->out = out;
+    n->n_out = l->n_outputs;
     if (l->ops->is_view) m->tensor_alias[out] = m->tensor_alias[in[0]];
     return out;
 }
@@ -246,6 +250,10 @@ tnt_status tnt_model_add(tnt_model *m, tnt_layer *l) {
     else if (m->functional) s = tnt__error(TNT_ERR_STATE, "model \"%s\": tnt_model_add is for Sequential models", m->name);
     else if (m->compiled || m->weights_ready)
         s = tnt__error(TNT_ERR_STATE, "model \"%s\": cannot add layers after compile or first use", m->name);
+    else if (l->n_outputs > 1)
+        s = tnt__error(TNT_ERR_ARG, "model \"%s\": layer \"%s\" (%s) has %d outputs (return_state or merge_mode None); "
+                       "a Sequential model's layers have one (use a functional model)", m->name, l->name,
+                       l->ops->class_name, l->n_outputs);
     else if (l->auto_name) assign_name(m, l);
     else if (tnt_model_get_layer(m, l->name))
         s = tnt__error(TNT_ERR_ARG, "model \"%s\": a layer named \"%s\" already exists (names must be unique)",
@@ -465,9 +473,10 @@ const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
     const char *key = output ? m->output_keys[i] : m->input_keys[i];
     if (*key) return key;
     int t = output ? m->outputs[i] : m->inputs[i];
-    for (int n = 0; n < m->n_nodes; n++) /* the InputLayer reading input i, or the layer making output i */
-        if (output ? m->nodes[n].out == t : m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer))
-            return m->nodes[n].layer->name;
+    int k, p = output ? tnt__tensor_producer(m, t, &k) : -1;
+    if (p >= 0) return m->nodes[p].layer->name; /* the layer making output i */
+    for (int n = 0; n < m->n_nodes && !output; n++) /* the InputLayer reading input i */
+        if (m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer)) return m->nodes[n].layer->name;
     return output ? "" : "input";
 }
 
@@ -508,10 +517,19 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
 }
 int64_t tnt__model_output_size(const tnt_model *m) { return tnt_shape_numel(m->output_shape); }
 const char *tnt__model_output_name(const tnt_model *m, int k) {
-    const char *name = "";
-    for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].out == m->outputs[k]) name = m->nodes[i].layer->name;
-    return name;
+    int index, p = tnt__tensor_producer(m, m->outputs[k], &index);
+    return p >= 0 ? m->nodes[p].layer->name : "";
+}
+
+int tnt__tensor_producer(const tnt_model *m, int t, int *index) {
+    for (int i = m->n_nodes - 1; i >= 0; i--) {
+        const tnt__node *n = &m->nodes[i];
+        if (t >= n->out && t < n->out + tnt__node_n_out(n)) {
+            if (index) *index = t - n->out;
+            return i;
+        }
+    }
+    return -1;
 }
 
 int tnt_model_num_weights(const tnt_model *m) {
@@ -594,15 +612,15 @@ static char *with_commas(int64_t v, char *buf, size_t size) {
 /* Keras's "Connected to" entry of tensor t: "conv2d[0][0]", the producer layer and its call
  * index; a model input names its InputLayer. */
 static void producer_name(const tnt_model *m, int t, char *buf, size_t size) {
-    for (int i = 0; i < m->n_nodes; i++) {
-        const tnt__node *n = &m->nodes[i];
-        if (n->out != t) continue;
-        int call = 0;
-        for (int k = 0; k < i; k++) call += m->nodes[k].layer == n->layer;
-        snprintf(buf, size, "%s[%d][0]", n->layer->name, call);
+    int index, i = tnt__tensor_producer(m, t, &index);
+    if (i < 0) {
+        snprintf(buf, size, "?");
         return;
     }
-    snprintf(buf, size, "?");
+    const tnt__node *n = &m->nodes[i];
+    int call = 0;
+    for (int k = 0; k < i; k++) call += m->nodes[k].layer == n->layer;
+    snprintf(buf, size, "%s[%d][%d]", n->layer->name, call, index);
 }
 
 tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
