@@ -307,7 +307,7 @@ static cJSON *kwargs_refs(const cJSON *kw) {
         const cJSON *h = keras_history(e);
         if (!h && cJSON_IsArray(e) && keras_history(e->child)) { /* a list of tensors */
             cJSON *r = cJSON_CreateArray();
-            if (!r || !collect_refs(e, r) || !cJSON_ReplaceItemViaPointer(c, e, r)) {
+            if (!r || !collect_refs(e, r) || !cJSON_ReplaceItemInObjectCaseSensitive(c, e->string, r)) {
                 cJSON_Delete(r), cJSON_Delete(c);
                 return NULL;
             }
@@ -316,7 +316,7 @@ static cJSON *kwargs_refs(const cJSON *kw) {
         }
         if (!h) continue;
         cJSON *r = cJSON_Duplicate(h, true);
-        if (!r || !cJSON_ReplaceItemViaPointer(c, e, r)) {
+        if (!r || !cJSON_ReplaceItemInObjectCaseSensitive(c, e->string, r)) {
             cJSON_Delete(r), cJSON_Delete(c);
             return NULL;
         }

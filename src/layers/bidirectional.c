@@ -174,8 +174,10 @@ static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
     float *yfs[TNT_MAX_LAYER_OUTPUTS] = {w.yf}, *ybs[TNT_MAX_LAYER_OUTPUTS] = {w.yb};
     for (int k = 0; k < b->n_states; k++) /* the states go straight to the wrapper's outputs */
         yfs[1 + k] = a->ys[n_merged(b) + k], ybs[1 + k] = a->ys[n_merged(b) + b->n_states + k];
-    af.n_inputs = inner_inputs(l, a->n_inputs, 0, (const void *const *)a->xs, (const void **)xf);
-    ab.n_inputs = inner_inputs(l, a->n_inputs, 1, (const void *const *)a->xs, (const void **)xb);
+    const float *const *xs_all = a->xs ? a->xs : &a->x; /* callers with one input may leave xs NULL */
+    int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
     af.xs = xf, ab.xs = xb;
     af.y = w.yf, af.ys = yfs, af.workspace = w.wf, af.preact = NULL;
     ab.y = w.yb, ab.ys = ybs, ab.workspace = w.wb, ab.preact = NULL;
@@ -235,11 +237,13 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     const float *dyf[TNT_MAX_LAYER_OUTPUTS] = {w.dyf}, *dyb[TNT_MAX_LAYER_OUTPUTS] = {w.dyb};
     for (int k = 0; k < b->n_states; k++)
         dyf[1 + k] = a->dys[n_merged(b) + k], dyb[1 + k] = a->dys[n_merged(b) + b->n_states + k];
-    af.n_inputs = inner_inputs(l, a->n_inputs, 0, (const void *const *)a->xs, (const void **)xf);
-    ab.n_inputs = inner_inputs(l, a->n_inputs, 1, (const void *const *)a->xs, (const void **)xb);
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
     if (a->dxs) {
-        inner_inputs(l, a->n_inputs, 0, (const void *const *)a->dxs, (const void **)dxf);
-        inner_inputs(l, a->n_inputs, 1, (const void *const *)a->dxs, (const void **)dxb);
+        inner_inputs(l, n_all, 0, (const void *const *)a->dxs, (const void **)dxf);
+        inner_inputs(l, n_all, 1, (const void *const *)a->dxs, (const void **)dxb);
     }
     dxf[0] = a->dx, dxb[0] = a->dx ? w.dxb : NULL;
     af.xs = xf, ab.xs = xb, af.dxs = dxf, ab.dxs = dxb;

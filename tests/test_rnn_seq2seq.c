@@ -1,0 +1,225 @@
+/* test_rnn_seq2seq.c: layers with several outputs in models: the Keras encoder-decoder (an
+ * encoder LSTM with return_state whose h and c start the decoder LSTM, Keras's initial_state),
+ * built with tnt_call_outputs, written as Keras JSON (tensor_index 1 and 2 in the decoder's
+ * inbound node) and read back with the same predictions; gradients reach the encoder only
+ * through the states; Keras 3's initial_state keyword form; Bidirectional merge_mode None and
+ * its states feeding other layers; the graph's errors; and the architecture of a real Keras 2.1
+ * seq2seq model (tests/fixtures/keras_real/seq2seq_5549.json: Embedding, Bidirectional LSTM
+ * with return_state, Concatenate of its states, a decoder LSTM started from them). */
+#include "testutil.h"
+
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 5, T1 = 4, F1 = 3, T2 = 3, F2 = 2, U = 4, V = 3 };
+
+/* enc (T1, F1) -> LSTM(return_state) -> [_, h, c]; dec (T2, F2) -> LSTM(seq, initial_state [h, c])
+ * -> Dense(V, softmax). */
+static tnt_model *seq2seq(void) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor ins[2] = {tnt_graph_input(g, TNT_SHAPE(T1, F1), "enc_in"), tnt_graph_input(g, TNT_SHAPE(T2, F2), "dec_in")};
+    tnt_ktensor enc[3], dec[3];
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(U, &(tnt_rnn_opts){.return_state = true, .name = "encoder"}), 1, ins,
+                                      3, enc), 3);
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(U, &(tnt_rnn_opts){.return_sequences = true, .return_state = true,
+                                                                      .name = "decoder"}),
+                                      3, (tnt_ktensor[]){ins[1], enc[1], enc[2]}, 3, dec), 3);
+    tnt_shape hs = tnt_ktensor_shape(g, enc[2]);
+    assert_true(tnt__shape_equal(hs, TNT_SHAPE(U)));
+    tnt_ktensor y = tnt_call(g, tnt_dense(V, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX, .name = "out"}), dec[0]);
+    tnt_model *m = tnt_functional(g, 2, ins, 1, &y, "s2s");
+    tnt_graph_free(g);
+    assert_non_null(m);
+    return m;
+}
+
+static float xin[N * (T1 * F1 + T2 * F2)];
+
+static tnt_tensor *predict(tnt_model *m) {
+    tnt_tensor *y;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(N, T1 * F1 + T2 * F2), xin}, &y));
+    return y;
+}
+
+static void test_json_round_trip(void **state) {
+    (void)state;
+    tu_fill(xin, N * (T1 * F1 + T2 * F2), 3);
+    tnt_model *m = seq2seq();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 4}));
+    char *json = NULL;
+    tu_ok(tnt_model_to_json(m, &json));
+    /* the decoder's inbound node: its sequence, then the encoder's outputs 1 and 2 */
+    assert_non_null(strstr(json, "[[[\"dec_in\",0,0,{}],[\"encoder\",0,1,{}],[\"encoder\",0,2,{}]]]"));
+    assert_non_null(strstr(json, "\"return_state\":true"));
+    tnt_model *r = tnt_model_from_json(json);
+    assert_non_null(r);
+    int64_t n = tnt_model_count_params(m);
+    assert_int_equal(tnt_model_count_params(r), n);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, w, n));
+    tu_ok(tnt_set_weights(r, w, n));
+    tnt_tensor *a = predict(m), *b = predict(r);
+    assert_int_equal(tnt_shape_numel(a->shape), N * T2 * V);
+    tu_assert_close(b->data, a->data, N * T2 * V, 0, 0, "seq2seq read back from its JSON");
+    char *json2 = NULL;
+    tu_ok(tnt_model_to_json(r, &json2));
+    assert_string_equal(json, json2);
+    /* the decoder depends on the encoder's states: other encoder inputs, other predictions */
+    for (int i = 0; i < N; i++) xin[i * (T1 * F1 + T2 * F2)] += 1.0f;
+    tnt_tensor *c = predict(m);
+    bool differs = false;
+    for (int64_t i = 0; i < N * T2 * V; i++) differs |= c->data[i] != a->data[i];
+    assert_true(differs);
+    tnt_tensor_free(a), tnt_tensor_free(b), tnt_tensor_free(c);
+    free(json), free(json2), free(w);
+    tnt_model_free(m), tnt_model_free(r);
+}
+
+/* One training step moves the encoder's weights: its only path to the loss is through h and c. */
+static void test_gradients_reach_the_encoder(void **state) {
+    (void)state;
+    tu_fill(xin, N * (T1 * F1 + T2 * F2), 5);
+    float ys[N * T2 * V];
+    for (int i = 0; i < N * T2 * V; i++) ys[i] = (float)(i % V == i / V % V);
+    tnt_model *m = seq2seq();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.5f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 4}));
+    tnt_layer *enc = tnt_model_get_layer(m, "encoder");
+    assert_non_null(enc);
+    int64_t k = tnt_shape_numel(enc->weights[0].shape);
+    float *before = malloc((size_t)k * sizeof(float));
+    memcpy(before, enc->weights[0].value, (size_t)k * sizeof(float));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(xin, TNT_SHAPE(T1 * F1 + T2 * F2), ys, TNT_SHAPE(T2, V), N,
+                                                                false), N, false);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    double moved = 0;
+    for (int64_t i = 0; i < k; i++) moved += fabs(enc->weights[0].value[i] - before[i]);
+    assert_true(moved > 1e-6);
+    free(before);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+/* Keras 3 writes initial_state as a call keyword holding the tensors. */
+static void test_keras3_initial_state(void **state) {
+    (void)state;
+    static const char *json =
+        "{\"class_name\": \"Functional\", \"config\": {\"name\": \"k3\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"name\": \"a\", \"config\": {\"batch_shape\": [null, 4, 3], \"name\": \"a\"},"
+        " \"inbound_nodes\": []},"
+        "{\"class_name\": \"InputLayer\", \"name\": \"b\", \"config\": {\"batch_shape\": [null, 3, 2], \"name\": \"b\"},"
+        " \"inbound_nodes\": []},"
+        "{\"class_name\": \"GRU\", \"name\": \"enc\", \"config\": {\"name\": \"enc\", \"units\": 4, \"return_state\": true,"
+        " \"reset_after\": true}, \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": "
+        "{\"shape\": [null, 4, 3], \"keras_history\": [\"a\", 0, 0]}}], \"kwargs\": {\"training\": false}}]},"
+        "{\"class_name\": \"GRU\", \"name\": \"dec\", \"config\": {\"name\": \"dec\", \"units\": 4, \"reset_after\": true},"
+        " \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 3, 2],"
+        " \"keras_history\": [\"b\", 0, 0]}}], \"kwargs\": {\"initial_state\": [{\"class_name\": \"__keras_tensor__\","
+        " \"config\": {\"shape\": [null, 4], \"keras_history\": [\"enc\", 0, 1]}}], \"training\": false}}]}],"
+        " \"input_layers\": [[\"a\", 0, 0], [\"b\", 0, 0]], \"output_layers\": [[\"dec\", 0, 0], [\"enc\", 0, 1]]}}";
+    tnt_model *m = tnt_model_from_json(json);
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    assert_int_equal(tnt_model_num_outputs(m), 2);
+    assert_string_equal(tnt_model_io_name(m, true, 1), "enc");
+    tnt_layer *dec = tnt_model_get_layer(m, "dec");
+    assert_int_equal(dec->n_inputs, 2); /* the sequence and h0 */
+    char *out = NULL;
+    tu_ok(tnt_model_to_json(m, &out));
+    assert_non_null(strstr(out, "[\"enc\",0,1,{}]]]"));
+    assert_non_null(strstr(out, "\"output_layers\":[[\"dec\",0,0],[\"enc\",0,1]]"));
+    free(out);
+    tnt_model_free(m);
+}
+
+/* Bidirectional merge_mode None: the two outputs, concatenated by a Concatenate layer, equal
+ * merge_mode concat; its states (return_state) feed another layer. */
+static void test_bidirectional_none(void **state) {
+    (void)state;
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(T1, F1), NULL), o[6];
+    tnt_layer *none = tnt_bidirectional(tnt_lstm(U, &(tnt_rnn_opts){.return_state = true}), NULL, TNT_MERGE_NONE, "bi");
+    assert_int_equal(tnt_call_outputs(g, none, 1, &in, 6, o), 6);
+    tnt_ktensor cat = tnt_call2(g, tnt_concatenate(-1, NULL), o[0], o[1]);
+    tnt_ktensor hs = tnt_call2(g, tnt_concatenate(-1, NULL), o[2], o[4]); /* forward h, backward h */
+    tnt_model *m = tnt_functional(g, 1, &in, 2, (tnt_ktensor[]){cat, hs}, NULL);
+    tnt_graph_free(g);
+    assert_non_null(m);
+    g = tnt_graph_new();
+    in = tnt_graph_input(g, TNT_SHAPE(T1, F1), NULL);
+    tnt_ktensor y = tnt_call(g, tnt_bidirectional(tnt_lstm(U, NULL), NULL, TNT_MERGE_CONCAT, "bi"), in);
+    tnt_model *c = tnt_functional(g, 1, &in, 1, &y, NULL);
+    tnt_graph_free(g);
+    int64_t n = tnt_model_count_params(c);
+    assert_int_equal(tnt_model_count_params(m), n);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(c, w, n));
+    tu_ok(tnt_set_weights(m, w, n));
+    float x[N * T1 * F1];
+    tu_fill(x, N * T1 * F1, 8);
+    tnt_tensor *a, *b;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(N, T1, F1), x}, &a));
+    tu_ok(tnt_predict_on_batch(c, &(tnt_tensor){TNT_SHAPE(N, T1, F1), x}, &b));
+    for (int i = 0; i < N; i++) { /* without return_sequences the output is the last h of each direction */
+        tu_assert_close(a->data + i * 4 * U, b->data + i * 2 * U, 2 * U, 0, 0, "merge_mode None, concatenated");
+        tu_assert_close(a->data + i * 4 * U + 2 * U, b->data + i * 2 * U, 2 * U, 0, 0, "the states are the outputs");
+    }
+    char *json;
+    tu_ok(tnt_model_to_json(m, &json));
+    assert_non_null(strstr(json, "\"merge_mode\":null"));
+    assert_non_null(strstr(json, "[[[\"bi\",0,2,{}],[\"bi\",0,4,{}]]]"));
+    tnt_model *r = tnt_model_from_json(json);
+    assert_non_null(r);
+    tnt_model_free(r);
+    free(json), free(w);
+    tnt_tensor_free(a), tnt_tensor_free(b);
+    tnt_model_free(m), tnt_model_free(c);
+}
+
+static void test_real_keras_seq2seq_architecture(void **state) {
+    (void)state;
+    FILE *f = fopen("fixtures/keras_real/seq2seq_5549.json", "rb");
+    assert_non_null(f);
+    char json[8192] = {0};
+    assert_true(fread(json, 1, sizeof json - 1, f) > 0);
+    fclose(f);
+    tnt_model *m = tnt_model_from_json(json);
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    assert_int_equal(tnt_model_num_inputs(m), 2);
+    tnt_layer *bi = tnt_model_get_layer(m, "bidirectional_1"), *dec = tnt_model_get_layer(m, "lstm_2");
+    assert_int_equal(bi->n_outputs, 5);
+    assert_int_equal(dec->n_inputs, 3);
+    assert_int_equal(dec->n_outputs, 3);
+    tnt_shape s = tnt_model_output_shape_at(m, 0);
+    assert_int_equal(s.ndim, 2);
+    assert_int_equal(s.dim[1], 4);
+    tnt_model_free(m);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor x = tnt_graph_input(g, TNT_SHAPE(T1, F1), NULL), h = tnt_graph_input(g, TNT_SHAPE(U + 1), NULL);
+    tnt_ktensor o[3];
+    assert_int_equal(tnt_call_outputs(g, tnt_gru(U, NULL), 2, (tnt_ktensor[]){x, h}, 3, o), -1);
+    tu_error_contains("initial state 0 has shape (5,)");
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(U, NULL), 2, (tnt_ktensor[]){x, x}, 3, o), -1);
+    tu_error_contains("2 initial states");
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(U, NULL), 1, &x, 0, o), -1);
+    tu_error_contains("cap 0");
+    tnt_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_gradients_reach_the_encoder),
+        cmocka_unit_test(test_keras3_initial_state),
+        cmocka_unit_test(test_bidirectional_none),
+        cmocka_unit_test(test_real_keras_seq2seq_architecture),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
