@@ -5,7 +5,9 @@
  * through the states; Keras 3's initial_state keyword form; Bidirectional merge_mode None and
  * its states feeding other layers; the graph's errors; and the architecture of a real Keras 2.1
  * seq2seq model (tests/fixtures/keras_real/seq2seq_5549.json: Embedding, Bidirectional LSTM
- * with return_state, Concatenate of its states, a decoder LSTM started from them). */
+ * with return_state, Concatenate of its states, a decoder LSTM started from them), whose
+ * predictions (weights from a formula: the file ships none) equal an independent PyTorch rebuild
+ * (tests/fixtures/gen_keras_real_seq2seq.py) within 1e-5. */
 #include "testutil.h"
 
 #include "model/model.h"
@@ -195,6 +197,40 @@ static void test_real_keras_seq2seq_architecture(void **state) {
     tnt_shape s = tnt_model_output_shape_at(m, 0);
     assert_int_equal(s.ndim, 2);
     assert_int_equal(s.dim[1], 4);
+    /* the file has no weights: every weight from gen_keras_real_seq2seq.py's integer formula, and
+     * the predictions of its independent PyTorch rebuild */
+    static const char *const names[] = {
+        "embedding_1/embeddings:0", "bidirectional_1/forward_lstm_1/kernel:0",
+        "bidirectional_1/forward_lstm_1/recurrent_kernel:0", "bidirectional_1/forward_lstm_1/bias:0",
+        "bidirectional_1/backward_lstm_1/kernel:0", "bidirectional_1/backward_lstm_1/recurrent_kernel:0",
+        "bidirectional_1/backward_lstm_1/bias:0", "lstm_2/kernel:0", "lstm_2/recurrent_kernel:0", "lstm_2/bias:0",
+        "dense_1/kernel:0", "dense_1/bias:0"};
+    assert_int_equal(tnt_model_num_weights(m), 12);
+    for (int j = 0; j < 12; j++) {
+        const char *name;
+        tnt_shape ws;
+        float *data;
+        tu_ok(tnt_model_weight(m, j, &name, &ws, &data));
+        assert_string_equal(name, names[j]);
+        for (int64_t i = 0; i < tnt_shape_numel(ws); i++)
+            data[i] = (float)((int64_t)(((uint64_t)i * 2654435761ull + (uint64_t)j * 40503ull) % 2001ull) - 1000) * 1e-4f;
+    }
+    tnt_shape s0, s1;
+    float *x0 = tu_load("keras_real/seq2seq_5549_x0", &s0), *x1 = tu_load("keras_real/seq2seq_5549_x1", &s1);
+    float *ref = tu_load("keras_real/seq2seq_5549_y", NULL);
+    const int64_t B = s0.dim[0], TE = s0.dim[1], TD = s1.dim[1], F = s1.dim[2];
+    tu_ok(tnt_model_set_input_shapes(m, 2, (tnt_shape[]){TNT_SHAPE(TE), TNT_SHAPE(TD, F)}));
+    float *x = malloc((size_t)(B * (TE + TD * F)) * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(x + b * (TE + TD * F), x0 + b * TE, (size_t)TE * sizeof(float));
+        memcpy(x + b * (TE + TD * F) + TE, x1 + b * TD * F, (size_t)(TD * F) * sizeof(float));
+    }
+    tnt_tensor *y;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(B, TE + TD * F), x}, &y));
+    assert_int_equal(tnt_shape_numel(y->shape), B * TD * 4);
+    tu_assert_close(y->data, ref, B * TD * 4, 1e-5, 1e-6, "seq2seq_5549 against its PyTorch rebuild");
+    tnt_tensor_free(y);
+    free(x), free(x0), free(x1), free(ref);
     tnt_model_free(m);
 }
 

@@ -117,6 +117,32 @@ def test_wrappers_and_merges(tnt):
     assert k.models.model_from_json(m.to_json()).to_json() == m.to_json()
 
 
+def test_seq2seq_return_state_initial_state(tnt):
+    """Keras's encoder-decoder: the encoder's states start the decoder (initial_state), the
+    outputs of return_state and merge_mode=None are lists, tensor_index survives to_json."""
+    k, L = tnt.keras, tnt.keras.layers
+    enc_in, dec_in = k.Input(shape=(6, 3)), k.Input(shape=(4, 2))
+    enc_out, h, c = L.LSTM(5, return_state=True, name="enc")(enc_in)
+    assert h.shape == (None, 5) and c.shape == (None, 5)
+    dec, _, _ = L.LSTM(5, return_sequences=True, return_state=True, name="dec")(dec_in, initial_state=[h, c])
+    fw, bw = L.Bidirectional(L.GRU(3), merge_mode=None)(enc_in)
+    assert fw.shape == bw.shape == (None, 3)
+    out = L.Dense(2, activation="softmax")(dec)
+    m = k.Model([enc_in, dec_in], [out, L.Concatenate()([fw, bw])])
+    js = json.loads(m.to_json())
+    dec_entry = [e for e in js["config"]["layers"] if e["name"] == "dec"][0]
+    assert [r[:3] for r in dec_entry["inbound_nodes"][0]][1:] == [["enc", 0, 1], ["enc", 0, 2]]
+    assert k.models.model_from_json(m.to_json()).to_json() == m.to_json()
+    m.compile("adam", "mse")
+    rng = np.random.default_rng(1)
+    xe, xd = rng.standard_normal((16, 6, 3)), rng.standard_normal((16, 4, 2))
+    y = np.stack([xd[..., 0] > 0, xd[..., 0] <= 0], -1).astype(np.float32)
+    h = m.fit([xe, xd], [y, np.zeros((16, 6), np.float32)], batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(h.history["loss"][0])
+    p = m.predict([xe, xd], verbose=0)
+    assert p[0].shape == (16, 4, 2) and p[1].shape == (16, 6)
+
+
 def test_functional_two_inputs_shared_layer_attention(tnt):
     k, L = tnt.keras, tnt.keras.layers
     q_in = k.Input(shape=(4, 8), name="query")
