@@ -7,7 +7,8 @@
  * seq2seq model (tests/fixtures/keras_real/seq2seq_5549.json: Embedding, Bidirectional LSTM
  * with return_state, Concatenate of its states, a decoder LSTM started from them), whose
  * predictions (weights from a formula: the file ships none) equal an independent PyTorch rebuild
- * (tests/fixtures/gen_keras_real_seq2seq.py) within 1e-5. */
+ * (tests/fixtures/gen_keras_real_seq2seq.py) within 1e-5; and a real trained tf.keras 2.12 decoder
+ * (initial states as inputs, states as outputs) against PyTorch with the file's weights. */
 #include "testutil.h"
 
 #include "model/model.h"
@@ -79,6 +80,31 @@ static void test_json_round_trip(void **state) {
     tnt_tensor_free(a), tnt_tensor_free(b), tnt_tensor_free(c);
     free(json), free(json2), free(w);
     tnt_model_free(m), tnt_model_free(r);
+}
+
+/* Whole-model files: Keras 2 .h5 and Keras 3 .keras keep the graph (states and initial states),
+ * the weights and the compile settings; the loaded models predict alike. */
+static void test_save_and_load(void **state) {
+    (void)state;
+    tu_fill(xin, N * (T1 * F1 + T2 * F2), 9);
+    tnt_model *m = seq2seq();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(1e-3f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 2}));
+    tnt_tensor *a = predict(m);
+    const char *paths[2] = {"/tmp/tnt_test_seq2seq.h5", "/tmp/tnt_test_seq2seq.keras"};
+    for (int k = 0; k < 2; k++) {
+        tu_ok(tnt_save_model(m, paths[k], NULL));
+        tnt_model *r = tnt_load_model(paths[k], true);
+        if (!r) fail_msg("load_model %s: %s", paths[k], tnt_last_error());
+        assert_int_equal(tnt_model_get_layer(r, "decoder")->n_inputs, 3);
+        assert_int_equal(tnt_model_get_layer(r, "encoder")->n_outputs, 3);
+        tnt_tensor *b = predict(r);
+        tu_assert_close(b->data, a->data, N * T2 * V, 0, 0, paths[k]);
+        tnt_tensor_free(b);
+        tnt_model_free(r);
+        remove(paths[k]);
+    }
+    tnt_tensor_free(a);
+    tnt_model_free(m);
 }
 
 /* One training step moves the encoder's weights: its only path to the loss is through h and c. */
@@ -234,6 +260,49 @@ static void test_real_keras_seq2seq_architecture(void **state) {
     tnt_model_free(m);
 }
 
+/* A real trained Keras file: the inference decoder of Keras's character seq2seq recipe (tf.keras
+ * 2.12, keras_real/duolingo_decoder_model.h5): inputs (steps, 28), h0, c0 -> LSTM(256,
+ * initial_state, return_state) -> outputs Dense softmax, h, c; against its PyTorch rebuild
+ * (gen_keras_real_seq2seq.py: torch.nn.LSTM with the file's weights read by h5py). */
+static void test_real_keras_decoder(void **state) {
+    (void)state;
+    tnt_model *m = tnt_load_model("fixtures/keras_real/duolingo_decoder_model.h5", false);
+    if (!m) fail_msg("load_model: %s", tnt_last_error());
+    assert_int_equal(tnt_model_num_inputs(m), 3);
+    assert_int_equal(tnt_model_num_outputs(m), 3);
+    assert_string_equal(tnt_model_io_name(m, true, 1), "lstm_1");
+    tnt_shape s[3];
+    float *x[3], *ref[3];
+    char f[96];
+    for (int k = 0; k < 3; k++) {
+        snprintf(f, sizeof f, "keras_real/duolingo_decoder_x%d", k);
+        x[k] = tu_load(f, &s[k]);
+        snprintf(f, sizeof f, "keras_real/duolingo_decoder_y%d", k);
+        ref[k] = tu_load(f, NULL);
+    }
+    const int64_t B = s[0].dim[0], T = s[0].dim[1], F = s[0].dim[2], H = s[1].dim[1];
+    tu_ok(tnt_model_set_input_shapes(m, 3, (tnt_shape[]){TNT_SHAPE(T, F), TNT_SHAPE(H), TNT_SHAPE(H)}));
+    const int64_t row = T * F + 2 * H, out_row = T * F + 2 * H; /* Dense(28) per step: F = 28 too */
+    float *packed = malloc((size_t)(B * row) * sizeof(float));
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(packed + b * row, x[0] + b * T * F, (size_t)(T * F) * sizeof(float));
+        memcpy(packed + b * row + T * F, x[1] + b * H, (size_t)H * sizeof(float));
+        memcpy(packed + b * row + T * F + H, x[2] + b * H, (size_t)H * sizeof(float));
+    }
+    tnt_tensor *y;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(B, row), packed}, &y));
+    assert_int_equal(tnt_shape_numel(y->shape), B * out_row); /* outputs packed per sample */
+    const int64_t sizes[3] = {T * F, H, H};
+    const char *what[3] = {"dense (softmax per step)", "h", "c"};
+    for (int k = 0, col = 0; k < 3; col += (int)sizes[k], k++)
+        for (int64_t b = 0; b < B; b++)
+            tu_assert_close(y->data + b * out_row + col, ref[k] + b * sizes[k], sizes[k], 1e-5, 1e-6, what[k]);
+    tnt_tensor_free(y);
+    free(packed);
+    for (int k = 0; k < 3; k++) free(x[k]), free(ref[k]);
+    tnt_model_free(m);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tnt_graph *g = tnt_graph_new();
@@ -252,9 +321,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_gradients_reach_the_encoder),
+        cmocka_unit_test(test_save_and_load),
         cmocka_unit_test(test_keras3_initial_state),
         cmocka_unit_test(test_bidirectional_none),
         cmocka_unit_test(test_real_keras_seq2seq_architecture),
+        cmocka_unit_test(test_real_keras_decoder),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
