@@ -260,6 +260,11 @@ static void test_conv_lstm2d(void **state) {
     fd_multi(tnt_conv_lstm2d(2, 2, 2, &o), 1, &in, false, 6u);
     o.rnn.return_state = false;
     fd_multi(tnt_conv_lstm2d(2, 2, 2, &o), 1, &in, false, 1u);
+    /* in Bidirectional: merge_mode None, then both directions' h and c */
+    o = (tnt_conv_lstm_opts){.rnn = {.return_state = true}, .padding = TNT_PADDING_SAME};
+    tnt_layer *b = tnt_bidirectional(tnt_conv_lstm2d(2, 2, 2, &o), NULL, TNT_MERGE_NONE, NULL);
+    assert_int_equal(b->n_outputs, 6);
+    fd_multi(b, 1, &in, false, 0x2Du);
 }
 
 /* ConvLSTM2D dropout: the masks follow the global sample index (one batch of 4 equals two of 2

@@ -53,7 +53,15 @@ static void test_json_round_trip(void **state) {
     tu_fill(xin, N * (T1 * F1 + T2 * F2), 3);
     tnt_model *m = seq2seq();
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 4}));
-    char *json = NULL;
+    char *json = NULL, *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    tu_ok(tnt_model_summary(m, f));
+    fclose(f);
+    if (!strstr(text, "encoder (LSTM)              [(None, 4), (None, 4), (None, 4)] 128") ||
+        !strstr(text, "encoder[0][1]"))
+        fail_msg("summary:\n%s", text);
+    free(text);
     tu_ok(tnt_model_to_json(m, &json));
     /* the decoder's inbound node: its sequence, then the encoder's outputs 1 and 2 */
     assert_non_null(strstr(json, "[[[\"dec_in\",0,0,{}],[\"encoder\",0,1,{}],[\"encoder\",0,2,{}]]]"));

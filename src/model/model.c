@@ -636,7 +636,7 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
     int64_t total = 0, trainable = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const tnt_layer *l = m->layers[i];
-        char col[320], shape[96], n[32];
+        char col[320], shape[160], n[32];
         int64_t params = 0;
         for (int j = 0; j < l->n_weights; j++) {
             int64_t k = tnt_shape_numel(l->weights[j].shape);
@@ -649,11 +649,19 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
         snprintf(col, sizeof col, "%s%s%s (%s)", scope, *scope ? "/" : "", l->name, l->ops->class_name);
         int first = 0; /* the output of its first call, None where it varies */
         while (first < m->n_nodes && m->nodes[first].layer != l) first++;
-        if (l->built && first < m->n_nodes)
+        if (l->built && first < m->n_nodes && l->n_outputs > 1) { /* Keras: the list of output shapes */
+            size_t len = (size_t)snprintf(shape, sizeof shape, "[");
+            for (int k = 0; k < l->n_outputs && len < sizeof shape; k++) {
+                char one[64];
+                tnt_shape_str(tnt__shape_with_batch(-1, tnt__model_tensor_decl(m, m->nodes[first].out + k)), one, sizeof one);
+                len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%s", k ? ", " : "", one);
+            }
+            if (len < sizeof shape) snprintf(shape + len, sizeof shape - len, "]");
+        } else if (l->built && first < m->n_nodes)
             tnt_shape_str(tnt__shape_with_batch(-1, tnt__model_tensor_decl(m, m->nodes[first].out)), shape, sizeof shape);
         else if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
         else snprintf(shape, sizeof shape, "multiple");
-        fprintf(out, " %-28s%-26s%-10s", col, shape, with_commas(params, n, sizeof n));
+        fprintf(out, " %-28s%-25s %-10s", col, shape, with_commas(params, n, sizeof n));
         if (tnt__model_keras_functional(m)) { /* every input of every call: "[]" for an InputLayer */
             bool first = true;
             for (int k = 0; k < m->n_nodes; k++) {
