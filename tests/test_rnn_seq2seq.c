@@ -306,6 +306,25 @@ static void test_real_keras_decoder(void **state) {
         for (int64_t b = 0; b < B; b++)
             tu_assert_close(y->data + b * out_row + col, ref[k] + b * sizes[k], sizes[k], 1e-5, 1e-6, what[k]);
     tnt_tensor_free(y);
+    /* Keras's output names: the layer's second output is "lstm_1_1"; the states take their loss
+     * gradients too (one step of training on all three outputs moves the LSTM) */
+    assert_string_equal(tnt__model_output_name(m, 1), "lstm_1");
+    assert_string_equal(tnt__model_output_name(m, 2), "lstm_1_1");
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR,
+                                             .loss_weights = (float[]){0, 1, 1}, .n_loss_weights = 3}));
+    float *target = calloc((size_t)(B * out_row), sizeof(float));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(packed, TNT_SHAPE(row), target, TNT_SHAPE(out_row), B,
+                                                                false), B, false);
+    tnt_layer *lstm = tnt_model_get_layer(m, "lstm_1");
+    float before = lstm->weights[1].value[5], dense_before = tnt_model_get_layer(m, "dense")->weights[0].value[3];
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, &h));
+    assert_true(isfinite(tnt_history_get(h, "lstm_1_1_loss", 0)));
+    assert_true(lstm->weights[1].value[5] != before);
+    assert_true(tnt_model_get_layer(m, "dense")->weights[0].value[3] == dense_before); /* loss weight 0 */
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    free(target);
     free(packed);
     for (int k = 0; k < 3; k++) free(x[k]), free(ref[k]);
     tnt_model_free(m);
