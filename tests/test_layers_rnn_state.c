@@ -332,6 +332,8 @@ static void test_errors(void **state) {
     assert_null(tnt_bidirectional(tnt_lstm(3, &st_last), tnt_lstm(3, &(tnt_rnn_opts){.go_backwards = true}),
                                   TNT_MERGE_NONE, NULL));
     tu_error_contains("differ in return_state");
+    assert_null(tnt_time_distributed(tnt_gru(3, &st_last), NULL));
+    tu_error_contains("TimeDistributed: the inner layer has several outputs (return_state)");
 }
 
 int main(void) {

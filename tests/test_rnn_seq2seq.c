@@ -214,6 +214,40 @@ static void test_bidirectional_none(void **state) {
     tnt_model_free(m), tnt_model_free(c);
 }
 
+/* A sequence mask reaches both outputs of Bidirectional(return_sequences, merge_mode None), not its
+ * states: masked means of the two outputs equal the halves of the masked mean of concat. */
+static void test_bidirectional_none_mask(void **state) {
+    (void)state;
+    tnt_model *ms[2];
+    for (int k = 0; k < 2; k++) {
+        tnt_graph *g = tnt_graph_new();
+        tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(T1, F1), NULL), o[4], y[2];
+        tnt_ktensor x = tnt_call(g, tnt_masking(0.0f, NULL), in);
+        tnt_rnn_opts ro = {.return_sequences = true, .return_state = k == 0};
+        tnt_layer *b = tnt_bidirectional(tnt_gru(U, &ro), NULL, k ? TNT_MERGE_CONCAT : TNT_MERGE_NONE, "bi");
+        int n = tnt_call_outputs(g, b, 1, &x, 4, o);
+        assert_int_equal(n, k ? 1 : 4);
+        for (int j = 0; j < (k ? 1 : 2); j++) y[j] = tnt_call(g, tnt_global_average_pooling1d(NULL), o[j]);
+        ms[k] = tnt_functional(g, 1, &in, k ? 1 : 2, y, NULL);
+        tnt_graph_free(g);
+        assert_non_null(ms[k]);
+    }
+    int64_t n = tnt_model_count_params(ms[1]);
+    float *w = malloc((size_t)n * sizeof(float)), x[N * T1 * F1];
+    tu_ok(tnt_get_weights(ms[1], w, n));
+    tu_ok(tnt_set_weights(ms[0], w, n));
+    tu_fill(x, N * T1 * F1, 4);
+    for (int i = 0; i < N; i++) /* pre-padding: i masked leading steps */
+        memset(x + i * T1 * F1, 0, (size_t)(i % T1) * F1 * sizeof(float));
+    tnt_tensor *a, *c;
+    tu_ok(tnt_predict_on_batch(ms[0], &(tnt_tensor){TNT_SHAPE(N, T1, F1), x}, &a));
+    tu_ok(tnt_predict_on_batch(ms[1], &(tnt_tensor){TNT_SHAPE(N, T1, F1), x}, &c));
+    tu_assert_close(a->data, c->data, N * 2 * U, 1e-6, 1e-7, "masked means of merge_mode None and concat");
+    tnt_tensor_free(a), tnt_tensor_free(c);
+    free(w);
+    tnt_model_free(ms[0]), tnt_model_free(ms[1]);
+}
+
 static void test_real_keras_seq2seq_architecture(void **state) {
     (void)state;
     FILE *f = fopen("fixtures/keras_real/seq2seq_5549.json", "rb");
@@ -351,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_save_and_load),
         cmocka_unit_test(test_keras3_initial_state),
         cmocka_unit_test(test_bidirectional_none),
+        cmocka_unit_test(test_bidirectional_none_mask),
         cmocka_unit_test(test_real_keras_seq2seq_architecture),
         cmocka_unit_test(test_real_keras_decoder),
         cmocka_unit_test(test_errors),

@@ -108,7 +108,7 @@ typedef struct tnt__layer_ops {
      * appended as one more input (batch, steps) of 1 and 0 (its gradient is zeros); keeps_mask
      * (may be NULL: no) says whether the output carries the mask on (return_sequences). */
     bool consumes_mask;
-    bool (*keeps_mask)(const tnt_layer *l);
+    bool (*keeps_mask)(const tnt_layer *l); /* with several outputs: output 0 and those of its shape */
     /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
      * model then keeps every MPI call on the compute thread, in the same order on every rank. */
     bool collective;

@@ -237,7 +237,11 @@ static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, b
     if (out < 0) return bad;
     for (int k = 0; k < l->n_outputs; k++) /* other outputs (states) carry no mask */
         if (!track(g, out + k, -1, hidden)) return bad;
-    if (l->ops->consumes_mask) g->mask[out] = l->ops->keeps_mask && l->ops->keeps_mask(l) ? in_mask : -1;
+    if (l->ops->consumes_mask) /* output 0, and the others of its shape (merge_mode None), not states */
+        for (int k = 0; k < l->n_outputs; k++)
+            g->mask[out + k] = l->ops->keeps_mask && l->ops->keeps_mask(l) &&
+                                       tnt__shape_equal(g->m->tensor_shape[out + k], g->m->tensor_shape[out])
+                                   ? in_mask : -1;
     else if (l->ops->supports_masking) {
         int mt = merged_mask(g, n, in); /* may grow g->mask */
         if (mt == -2) return bad;
@@ -436,9 +440,10 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
         /* the inner model's own nodes belong to its scope, its nested models' to theirs */
         g->m->nodes[g->m->n_nodes - 1].scope = 1 + (n->scope ? scope + n->scope : scope);
         if (n->layer->ops->supports_masking) g->mask[out] = g->mask[in[0]];
-        if (n->layer->ops->consumes_mask)
-            g->mask[out] = n->layer->mask_input && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer)
-                               ? in[n->n_in - 1] : -1;
+        for (int k = 0; k < tnt__node_n_out(n) && n->layer->ops->consumes_mask; k++)
+            g->mask[out + k] = n->layer->mask_input && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer) &&
+                                       tnt__shape_equal(g->m->tensor_shape[out + k], g->m->tensor_shape[out])
+                                   ? in[n->n_in - 1] : -1;
         for (int k = 0; k < tnt__node_n_out(n); k++) map[n->out + k] = out + k;
     }
     for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};
