@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "layers/layer.h"
+#include "layers/rnn_common.h"
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 
@@ -267,6 +268,80 @@ static void test_conv_lstm2d(void **state) {
     fd_multi(b, 1, &in, false, 0x2Du);
 }
 
+/* ConvLSTM2D with return_state on the PyTorch fixtures of test_layers_cf.c (gen_layers_cf.py,
+ * which also writes the final cell state cT): y as without return_state, h the last step's (the
+ * last one processed with go_backwards), c the fixture's cT; backward with dy only equals the
+ * fixture's gradients. */
+static void clstm_state_case(const char *name, tnt_layer *l) {
+    char f[128];
+    tnt_shape xs;
+    snprintf(f, sizeof f, "%s_x", name);
+    float *x = tu_load(f, &xs);
+    tnt_shape in = {.ndim = xs.ndim - 1};
+    for (int i = 1; i < xs.ndim; i++) in.dim[i - 1] = xs.dim[i];
+    const int64_t B = xs.dim[0];
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    l->in_shape = l->in_shapes[0] = in, l->out_shapes[0] = l->out_shape;
+    assert_int_equal(l->n_outputs, 3);
+    for (int i = 0; i < 3; i++) {
+        int64_t n = tnt_shape_numel(l->weights[i].shape);
+        l->weights[i].value = calloc((size_t)n, sizeof(float));
+        l->weights[i].grad = calloc((size_t)n, sizeof(float));
+        snprintf(f, sizeof f, "%s_w%d", name, i);
+        load_into(l->weights[i].value, f, n);
+    }
+    void *plan = l->ops->plan_create(l, B);
+    assert_non_null(plan);
+    void *ws = tnt__alloc(l->ops->workspace_size(l, plan, B) + 64);
+    float *ys[3], *dx = calloc((size_t)(B * tnt_shape_numel(in)), sizeof(float));
+    for (int k = 0; k < 3; k++) ys[k] = calloc((size_t)(B * tnt_shape_numel(l->out_shapes[k])), sizeof(float));
+    tnt__fwd_args a = {.batch = B, .x = x, .xs = (const float *const *)&x, .n_inputs = 1, .y = ys[0], .ys = ys,
+                       .n_outputs = 3, .workspace = ws, .training = true};
+    tu_ok(l->ops->forward(l, plan, &a));
+    const int64_t n0 = B * tnt_shape_numel(l->out_shape), ns = B * tnt_shape_numel(l->out_shapes[1]);
+    snprintf(f, sizeof f, "%s_y", name);
+    check(ys[0], f, n0, "y");
+    snprintf(f, sizeof f, "%s_cT", name);
+    check(ys[2], f, ns, "c");
+    const tnt__rnn *r = tnt__rnn_of(l);
+    int64_t T = in.dim[0], per = ns / B;
+    for (int64_t b = 0; b < B; b++) /* h is y's last step (y itself without return_sequences) */
+        tu_assert_close(ys[1] + b * per, ys[0] + (r->return_sequences ? (b * T + T - 1) * per : b * per), per, 0, 0, "h");
+    float *dy = calloc((size_t)n0, sizeof(float));
+    snprintf(f, sizeof f, "%s_dy", name);
+    load_into(dy, f, n0);
+    const float *dys[3] = {dy, NULL, NULL};
+    tnt__bwd_args ba = {.batch = B, .x = x, .xs = (const float *const *)&x, .n_inputs = 1, .dy = dy, .dx = dx,
+                        .dxs = &dx, .n_outputs = 3, .ys = (const float *const *)ys, .dys = dys, .workspace = ws};
+    tu_ok(l->ops->backward(l, plan, &ba));
+    snprintf(f, sizeof f, "%s_dx", name);
+    check(dx, f, B * tnt_shape_numel(in), "dx");
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s_dw%d", name, i);
+        check(l->weights[i].grad, f, tnt_shape_numel(l->weights[i].shape), l->weights[i].name);
+        free(l->weights[i].value), free(l->weights[i].grad);
+    }
+    l->ops->plan_destroy(plan);
+    tnt__free(ws);
+    for (int k = 0; k < 3; k++) free(ys[k]);
+    free(x), free(dx), free(dy);
+    tnt_layer_free(l);
+}
+
+static void test_conv_lstm2d_state_fixtures(void **state) {
+    (void)state;
+    tnt_conv_lstm_opts o = {.rnn = {.return_sequences = true, .return_state = true}, .padding = TNT_PADDING_SAME};
+    clstm_state_case("clstm_seq", tnt_conv_lstm2d(3, 3, 2, &o));
+    o = (tnt_conv_lstm_opts){.rnn = {.go_backwards = true, .recurrent_activation = "hard_sigmoid", .return_state = true}};
+    tnt_layer *l = tnt_conv_lstm2d(2, 3, 3, &o);
+    tu_ok(tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST));
+    clstm_state_case("clstm_back_cf", l);
+    o = (tnt_conv_lstm_opts){.rnn = {.go_backwards = true, .return_sequences = true, .activation = "relu",
+                                     .return_state = true},
+                             .strides = {2, 2}, .padding = TNT_PADDING_SAME};
+    clstm_state_case("clstm_s2", tnt_conv_lstm2d(2, 2, 2, &o));
+}
+
 /* ConvLSTM2D dropout: the masks follow the global sample index (one batch of 4 equals two of 2
  * at offsets 0 and 2), dropout changes the training output, and inference ignores it. */
 static void test_conv_lstm2d_dropout_split(void **state) {
@@ -343,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_bidirectional_finite_differences),
         cmocka_unit_test(test_conv_lstm2d),
+        cmocka_unit_test(test_conv_lstm2d_state_fixtures),
         cmocka_unit_test(test_conv_lstm2d_dropout_split),
         cmocka_unit_test(test_errors),
     };
