@@ -377,6 +377,44 @@ static void test_conv_lstm2d_dropout_split(void **state) {
     drv_free(&d4, true);
 }
 
+/* ---- Keras JSON ---------------------------------------------------------------------------- */
+
+/* ConvLSTM2D's and GRU's return_state, dropout and recurrent_dropout survive a JSON round trip; a
+ * Keras Sequential model with a return_state layer is refused, naming it. */
+static void test_json(void **state) {
+    (void)state;
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(3, 4, 4, 2), "frames"), o[3], r[2];
+    tnt_conv_lstm_opts co = {.rnn = {.return_state = true, .dropout = 0.25f, .recurrent_dropout = 0.5f, .name = "clstm"},
+                             .padding = TNT_PADDING_SAME};
+    assert_int_equal(tnt_call_outputs(g, tnt_conv_lstm2d(2, 3, 3, &co), 1, &in, 3, o), 3);
+    tnt_ktensor flat = tnt_call(g, tnt_flatten(NULL), o[2]);
+    tnt_ktensor seq = tnt_call(g, tnt_reshape(TNT_SHAPE(4, 8), NULL), flat);
+    assert_int_equal(tnt_call_outputs(g, tnt_gru(3, &(tnt_rnn_opts){.return_state = true, .recurrent_dropout = 0.2f,
+                                                                     .name = "gru"}),
+                                      1, &seq, 2, r), 2);
+    tnt_model *m = tnt_functional(g, 1, &in, 2, (tnt_ktensor[]){o[1], r[1]}, NULL);
+    tnt_graph_free(g);
+    assert_non_null(m);
+    char *a = NULL, *b = NULL;
+    tu_ok(tnt_model_to_json(m, &a));
+    assert_non_null(strstr(a, "\"return_state\":true"));
+    assert_non_null(strstr(a, "\"dropout\":0.25,\"recurrent_dropout\":0.5"));
+    assert_non_null(strstr(a, "[[[\"clstm\",0,2,{}]]]"));
+    assert_non_null(strstr(a, "\"output_layers\":[[\"clstm\",0,1],[\"gru\",0,1]]"));
+    tnt_model *r2 = tnt_model_from_json(a);
+    assert_non_null(r2);
+    tu_ok(tnt_model_to_json(r2, &b));
+    assert_string_equal(a, b);
+    free(a), free(b);
+    tnt_model_free(m), tnt_model_free(r2);
+    static const char *seq_json =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"LSTM\","
+        " \"config\": {\"name\": \"enc\", \"units\": 3, \"return_state\": true, \"batch_input_shape\": [null, 4, 2]}}]}}";
+    assert_null(tnt_model_from_json(seq_json));
+    tu_error_contains("layer \"enc\" (LSTM) has 3 outputs");
+}
+
 /* ---- errors -------------------------------------------------------------------------------- */
 
 static void test_errors(void **state) {
@@ -420,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_conv_lstm2d_state_fixtures),
         cmocka_unit_test(test_conv_lstm2d_dropout_split),
+        cmocka_unit_test(test_json),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
