@@ -1,6 +1,6 @@
 /* keras_survey: loads each Keras whole-model file named on the command line as a user would
  * (tnt_load_model(path, false)) and, for a model with one input, runs one forward pass on a batch
- * of two zero samples. One line per file on stdout:
+ * of two zero samples (a None input dimension gets size NONE_SIZE). One line per file on stdout:
  *   OK <path>                       loaded and predicted (or loaded, for several inputs)
  *   FAIL <path>: <tnt_last_error()> loading or the forward pass failed
  * scripts/keras_survey.sh runs it over the .h5 files of dl4j-test-resources and sums the lines.
@@ -9,6 +9,8 @@
 #include <tarantella.h>
 
 #include <stdio.h>
+
+#define NONE_SIZE 32 /* the probe's size for a None (variable) input dimension */
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -21,7 +23,7 @@ int main(int argc, char **argv) {
         tnt_status s = m ? TNT_OK : TNT_ERR_ARG;
         if (m && tnt_model_num_inputs(m) == 1) {
             tnt_shape in = tnt_model_input_shape_at(m, 0), b = {.ndim = in.ndim + 1, .dim = {2}};
-            for (int d = 0; d < in.ndim; d++) b.dim[d + 1] = in.dim[d];
+            for (int d = 0; d < in.ndim; d++) b.dim[d + 1] = in.dim[d] < 0 ? NONE_SIZE : in.dim[d];
             tnt_tensor *x = tnt_tensor_new(b), *y = NULL;
             s = x ? tnt_predict_on_batch(m, x, &y) : TNT_ERR_NOMEM;
             tnt_tensor_free(x);
