@@ -1,12 +1,14 @@
 /* bench_train.c: training throughput of the benchmark models, through the public API.
  *   bench_train --model lenet5|mlp|resnet50|transformer [--steps S] [--warmup W] [--batch B]
+ *               [--mixed_bfloat16]
  * Threads come from OMP_NUM_THREADS. Prints one line: samples/s over the timed steps (after
  * warm-up steps) and the final loss. LeNet-5 trains on Fashion-MNIST with SGD(0.01), the MLP
  * (784-4096-4096-4096-10, 36.8M parameters) on synthetic data with SGD(0.01, momentum 0.9): the
  * same set-ups as bench/peers/torch_lenet5.py and torch_models.py. --model transformer: the
  * peer's encoder classifier (zoo/transformer.h, 5.24M parameters, seq 128) on one
  * fixed batch of random ids, SGD(0.01, momentum 0.9) on logits. The line also gives the forward
- * multiply-adds per sample, from which the benchmark counts each step's FLOPs. */
+ * multiply-adds per sample, from which the benchmark counts each step's FLOPs. --mixed_bfloat16:
+ * the model is built under Keras's mixed_bfloat16 global policy (policy=... in the line). */
 #include <tarantella.h>
 
 #include "classic.h"
@@ -81,14 +83,21 @@ static tnt_model *build(const char *name) {
 int main(int argc, char **argv) {
     const char *model = "lenet5";
     long steps = 300, warmup = 20, batch = 64, allreduce_reps = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+    bool bf16 = false;
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--mixed_bfloat16")) {
+            bf16 = true;
+            i--;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "bench_train: %s needs a value\n", argv[i]);
+            return 2;
+        } else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) batch = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--allreduce")) allreduce_reps = atol(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s --model lenet5|mlp|resnet50|transformer [--steps S] [--warmup W] [--batch B] [--allreduce REPS]\n", argv[0]);
+            fprintf(stderr, "usage: %s --model lenet5|mlp|resnet50|transformer [--steps S] [--warmup W] [--batch B] [--allreduce REPS] [--mixed_bfloat16]\n", argv[0]);
             return 2;
         }
     }
@@ -102,10 +111,11 @@ int main(int argc, char **argv) {
     }
     bool lenet = !strcmp(model, "lenet5");
     bool transformer = !strcmp(model, "transformer"); /* SGD(0.01, momentum 0.9), logits, random ids */
-    tnt_model *m = build(model);
+    tnt_model *m = NULL;
     tnt_dataset *ds = NULL;
     float *x = NULL, *y = NULL;
-    if (!m || tnt_distribute(m)) goto fail;
+    if (bf16 && tnt_mixed_precision_set_global_policy("mixed_bfloat16")) goto fail;
+    if (!(m = build(model)) || tnt_distribute(m)) goto fail;
     tnt_optimizer_opts oo = {.learning_rate = 0.01f, .momentum = lenet ? 0.0f : 0.9f};
     if (tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &oo),
                                            .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
@@ -161,9 +171,9 @@ int main(int argc, char **argv) {
     }
     /* hidden share: the part of allreduce time the compute thread did not wait for */
     if (tnt_is_master_rank())
-        printf("tnt %s %s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
+        printf("tnt %s %s policy=%s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
                "cpu_samples_per_s=%.1f buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f fwd_macs_per_sample=%.0f\n",
-               tnt_version(), model, (long long)tnt_model_count_params(m), tnt_get_size(),
+               tnt_version(), model, tnt_mixed_precision_global_policy(), (long long)tnt_model_count_params(m), tnt_get_size(),
                omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
                tnt_history_get(h, "loss", 0), (double)steps * (double)batch / cpu, buckets, comm, exposed,
                comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0, forward_macs_per_sample(m));

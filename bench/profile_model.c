@@ -1,7 +1,7 @@
 /* profile_model.c: where a training step of a benchmark model spends its time, by layer class:
  * every layer's forward and backward are wrapped with timers.
  *   profile_model [--model resnet50|resnet34|resnet18|transformer|mlp|lenet5] [--batch B]
- *                 [--image S] [--steps 3] [--warmup 1]
+ *                 [--image S] [--steps 3] [--warmup 1] [--policy float32|mixed_bfloat16] [--clock wall|cpu]
  * resnet*: synthetic images of S x S (default 224), batch 16; transformer: the benchmark's encoder
  * classifier (the torch peer's model), sequences of 128 tokens, batch 32; mlp, lenet5: the
  * benchmark's (zoo/classic.h) on synthetic 28x28x1 images, batch 64. Prints, over the timed
@@ -21,9 +21,13 @@
 #include <string.h>
 #include <time.h>
 
+/* --clock cpu: the process's CPU time instead of the wall clock (on a machine shared with other
+ * jobs, the time this process ran; meant for 1 thread) */
+static clockid_t clock_id = CLOCK_MONOTONIC;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock_id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -68,6 +72,7 @@ static int by_total(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *model = "resnet50";
+    const char *policy = "float32";
     long batch = 0, image = 224, steps = 3, warmup = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
@@ -75,9 +80,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--image")) image = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--policy")) policy = argv[i + 1];
+        else if (!strcmp(argv[i], "--clock") && !strcmp(argv[i + 1], "cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
         else {
             fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18|transformer|mlp|lenet5] [--batch B] [--image S] "
-                    "[--steps N] [--warmup W]\n", argv[0]);
+                    "[--steps N] [--warmup W] [--policy float32|mixed_bfloat16] [--clock wall|cpu]\n", argv[0]);
             return 2;
         }
     }
@@ -94,6 +101,10 @@ int main(int argc, char **argv) {
     if (tnt_init(&argc, &argv) != TNT_OK) {
         fprintf(stderr, "profile_model: %s\n", tnt_last_error());
         return 1;
+    }
+    if (tnt_mixed_precision_set_global_policy(policy)) {
+        fprintf(stderr, "profile_model: %s\n", tnt_last_error());
+        return 2;
     }
     tnt_model *m = transformer ? transformer_encoder_classifier(8000, (int)image, 256, 4, 1024, 4, 2)
                    : small     ? (!strcmp(model, "mlp") ? mlp_model() : lenet5_model())

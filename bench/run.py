@@ -8,6 +8,11 @@ Prints Markdown:
   2. one process x 1 thread per model (LeNet-5, MLP, Transformer, ResNet-50): our samples/s,
      PyTorch's, the ratio, and the share of the f32 ceiling reached: FLOPs per sample are
      3 x the forward multiply-adds x 2, the multiply-adds counted from the model by bench_train;
+  2b. mixed precision (where the CPU computes bf16): each model under Keras's mixed_bfloat16
+     policy (bench_train --mixed_bfloat16) beside float32, and PyTorch's
+     torch.cpu.amp.autocast(dtype=torch.bfloat16) beside its float32, all four alternating in the
+     runs of table 2; our bf16 speed-up by wall clock and by CPU time (the machine is shared: CPU
+     time is what this process got), and the share of the bf16 ceiling reached;
   3. data parallel: 2 ranks x 1 thread (build/bin/tarantella -n 2) against 1 rank x 1 thread,
      at fusion thresholds 0, 32, 1024 and 65536 KB and with bf16 gradient compression, beside two independent 1-rank runs started
      at the same time (what 2 cores give at all, with no communication);
@@ -109,26 +114,46 @@ def openblas_core():
     return core + note
 
 
-def ours_cmd(tnt, name, steps, warmup):
-    return [tnt, "--model", name, "--batch", str(MODELS[name][1]), "--steps", str(steps), "--warmup", str(warmup)]
+def ours_cmd(tnt, name, steps, warmup, bf16=False):
+    return [tnt, "--model", name, "--batch", str(MODELS[name][1]), "--steps", str(steps), "--warmup", str(warmup)] + \
+        (["--mixed_bfloat16"] if bf16 else [])
 
 
-def peer_cmd(name, steps, warmup):
+def peer_cmd(name, steps, warmup, bf16=False):
     script, *args = MODELS[name][2]
+    if bf16 and script != "torch_models.py": return None  # autocast only in torch_models.py
     return [PY, os.path.join(PEERS, script)] + args + ["--threads", "1", "--batch", str(MODELS[name][1]),
-                                                       "--steps", str(steps), "--warmup", str(warmup)]
+                                                       "--steps", str(steps), "--warmup", str(warmup)] + \
+        (["--bf16"] if bf16 else [])
 
 
-def one_process(a, out, tnt, names, ceiling, torch):
+def cpu_sps(r):
+    return float(r["cpu_samples_per_s"]) if r and "cpu_samples_per_s" in r else None
+
+
+def peer_ratio(ours, peer):
+    """ours / peer, or why not: no peer figure, or a peer on Debian's reference BLAS."""
+    if peer is None: return "n/a"
+    blas = peer.get("blas", "not reported")
+    return f"refused: peer blas={blas}" if blas in ("reference", "not reported") else ratio(sps(ours), sps(peer))
+
+
+def one_process(a, out, tnt, names, ceiling, torch, mixed):
+    """Table 2; with mixed, the bf16 runs of table 2b alternate with them. Returns the best run of
+    each (model, kind) for table 2b."""
     out.append("\n### One process x 1 thread\n")
     out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
     out.append("|---|---|---|---|---|---|")
+    results = {}
     for name in names:
         steps, warmup = a.steps_of(name)
-        best = {}
-        for _ in range(a.reps):  # alternate ours and the peer's, keep the best of each
+        best = results[name] = {}
+        for _ in range(a.reps):  # alternate ours and the peer's, float32 and bf16, keep the best of each
             keep_best(best, "tnt", run(ours_cmd(tnt, name, steps, warmup)))
+            if mixed: keep_best(best, "tnt_bf16", run(ours_cmd(tnt, name, steps, warmup, True)))
             if torch: keep_best(best, "torch", run(peer_cmd(name, steps, warmup), PEER_ENV))
+            if torch and mixed and peer_cmd(name, steps, warmup, True):
+                keep_best(best, "torch_bf16", run(peer_cmd(name, steps, warmup, True), PEER_ENV))
         ours, peer = best.get("tnt"), best.get("torch")
         blas = peer.get("blas", "not reported") if peer else None
         if peer is None: rat = "n/a"
@@ -141,6 +166,27 @@ def one_process(a, out, tnt, names, ceiling, torch):
         peer_s = f"{fmt(sps(peer))} ({blas})" if peer else "n/a"
         out.append(f"| {MODELS[name][0]} | {fmt(sps(ours))} | {peer_s} | {rat} | "
                    f"{fmt(gflops)} ({fmt(flops and flops / 1e6)} M) | {share} |")
+        print(out[-1], file=sys.stderr, flush=True)
+    return results
+
+
+def mixed_table(out, names, results, bf16_ceiling):
+    """Table 2b from the runs of table 2."""
+    out.append("\n### Mixed precision (Keras mixed_bfloat16 / torch.cpu.amp.autocast bf16), one process x 1 thread\n")
+    out.append("Samples/s. Speed-up: our bf16 over our float32, by wall clock and by the CPU time this process "
+               "got (the machine is shared). Share: the bf16 run's GFLOP/s against the bf16 matmul ceiling.\n")
+    out.append("| model | ours fp32 | ours bf16 | speed-up (wall) | speed-up (CPU) | torch fp32 | torch autocast bf16 "
+               "| torch speed-up | ours bf16 / torch bf16 | bf16 GFLOP/s | share of bf16 ceiling |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        best = results.get(name, {})
+        o32, o16, t32, t16 = best.get("tnt"), best.get("tnt_bf16"), best.get("torch"), best.get("torch_bf16")
+        flops = 6.0 * float(o16["fwd_macs_per_sample"]) if o16 else None
+        gflops = sps(o16) * flops / 1e9 if o16 else None
+        share = f"{100 * gflops / bf16_ceiling:.0f}%" if gflops and bf16_ceiling else "n/a"
+        out.append(f"| {MODELS[name][0]} | {fmt(sps(o32))} | {fmt(sps(o16))} | {ratio(sps(o16), sps(o32))} | "
+                   f"{ratio(cpu_sps(o16), cpu_sps(o32))} | {fmt(sps(t32))} | {fmt(sps(t16))} | {ratio(sps(t16), sps(t32))} | "
+                   f"{peer_ratio(o16, t16)} | {fmt(gflops)} | {share} |")
         print(out[-1], file=sys.stderr, flush=True)
 
 
@@ -202,6 +248,7 @@ def main():
     ap.add_argument("--models", default=None, help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-parallel", action="store_true", help="skip the data-parallel tables")
+    ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-precision (bf16) table")
     a = ap.parse_args()
     a.reps = a.reps or (1 if a.quick else 3)
     a.steps_of = lambda name: MODELS[name][4] if a.quick else MODELS[name][3]
@@ -227,7 +274,13 @@ def main():
     out.append(f"| {c and c['isa']} | {fmt(ceiling)} | {c and c['bf16_gflops']} |")
     print("\n".join(out), file=sys.stderr, flush=True)
 
-    one_process(a, out, tnt, names, ceiling, torch)
+    bf16_ceiling = float(c["bf16_gflops"]) if c and c.get("bf16_gflops", "n/a") != "n/a" else None
+    mixed = not a.no_mixed and bf16_ceiling is not None
+    results = one_process(a, out, tnt, names, ceiling, torch, mixed)
+    if mixed: mixed_table(out, names, results, bf16_ceiling)
+    elif not a.no_mixed:
+        out.append("\nNo mixed-precision table: this CPU has no native bf16 (avx512_bf16 or AMX); "
+                   "mixed_bfloat16 layers compute in float32 here.")
     if not a.no_parallel:
         data_parallel(a, out, tnt, names)
         allreduce(a, out, tnt, [n for n in names if n in ("lenet5", "mlp")])

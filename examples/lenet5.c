@@ -2,9 +2,11 @@
  *   lenet5 [--batch_size=64] [--learning_rate=0.01] [--number_epochs=1] [--train_size=N]
  *          [--val_size=N] [--test_size=N] [--shuffle_seed=42] [--data_dir=DIR]
  *          [--optimizer=sgd|adam] [--momentum=M] [--verbose=1] [--threads=T] [--history_file=F]
+ *          [--dtype_policy=float32|mixed_bfloat16]
  * The data are the IDX files of Debian's dataset-fashion-mnist. --history_file writes every epoch's
  * figures and the test figures at full precision (master only), as examples/python/quick_start.py
- * does, so that the two can be compared. */
+ * does, so that the two can be compared. --dtype_policy: Keras's global mixed precision policy
+ * for the model's layers (mixed_bfloat16: bf16 products, float32 weights). */
 #include <tarantella.h>
 
 #include <omp.h>
@@ -17,7 +19,7 @@ typedef struct args {
     long batch_size, number_epochs, train_size, val_size, test_size, verbose;
     unsigned long shuffle_seed;
     double learning_rate, momentum;
-    const char *data_dir, *optimizer, *history_file;
+    const char *data_dir, *optimizer, *history_file, *dtype_policy;
 } args;
 
 static int usage(const char *prog, const char *bad) {
@@ -26,7 +28,8 @@ static int usage(const char *prog, const char *bad) {
             "usage: %s [--batch_size=64] [--learning_rate=0.01] [--number_epochs=1]\n"
             "          [--train_size=60000] [--val_size=0] [--test_size=10000] [--shuffle_seed=42]\n"
             "          [--data_dir=/usr/share/datasets/fashion-mnist] [--optimizer=sgd|adam]\n"
-            "          [--momentum=0] [--verbose=1] [--history_file=FILE]\n", prog);
+            "          [--momentum=0] [--verbose=1] [--history_file=FILE]\n"
+            "          [--dtype_policy=float32|mixed_bfloat16]\n", prog);
     return 2;
 }
 
@@ -58,7 +61,7 @@ static bool parse_double(const char *s, double *out) {
 static int parse_args(int argc, char **argv, args *a) {
     *a = (args){.batch_size = 64, .number_epochs = 1, .train_size = 60000, .val_size = 0,
                 .test_size = 10000, .verbose = 1, .shuffle_seed = 42, .learning_rate = 0.01,
-                .data_dir = "/usr/share/datasets/fashion-mnist", .optimizer = "sgd"};
+                .data_dir = "/usr/share/datasets/fashion-mnist", .optimizer = "sgd", .dtype_policy = "float32"};
     for (int i = 1; i < argc; i++) {
         const char *v;
         long seed;
@@ -76,6 +79,7 @@ static int parse_args(int argc, char **argv, args *a) {
         else if ((v = opt_value(argc, argv, &i, "--momentum"))) ok = parse_double(v, &a->momentum);
         else if ((v = opt_value(argc, argv, &i, "--data_dir"))) a->data_dir = v;
         else if ((v = opt_value(argc, argv, &i, "--optimizer"))) a->optimizer = v;
+        else if ((v = opt_value(argc, argv, &i, "--dtype_policy"))) a->dtype_policy = v;
         else if ((v = opt_value(argc, argv, &i, "--history_file"))) a->history_file = v;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(argv[0], NULL) - 1;
         else ok = false;
@@ -145,10 +149,12 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    tnt_model *model = lenet5();
+    tnt_model *model = NULL;
     tnt_dataset *train = NULL, *val = NULL, *test = NULL;
     tnt_history *history = NULL;
     rc = 1;
+    if (tnt_mixed_precision_set_global_policy(a.dtype_policy)) goto fail;
+    model = lenet5();
     if (!model || tnt_distribute(model)) goto fail; /* the one line that makes it data-parallel */
     tnt_optimizer_opts oo = {.learning_rate = (float)a.learning_rate, .momentum = (float)a.momentum};
     if (tnt_compile(model, &(tnt_compile_opts){
@@ -184,8 +190,8 @@ int main(int argc, char **argv) {
         tnt_logs_get(&logs, "loss", &loss);
         tnt_logs_get(&logs, "sparse_categorical_accuracy", &acc);
         if (tnt_is_master_rank())
-            printf("test loss %.4f, test accuracy %.2f%% (%ld images, %d threads per rank)\n", loss,
-                   100.0 * acc, a.test_size, omp_get_max_threads());
+            printf("test loss %.4f, test accuracy %.2f%% (%ld images, %d threads per rank, %s)\n", loss,
+                   100.0 * acc, a.test_size, omp_get_max_threads(), a.dtype_policy);
     }
     if (tnt_is_master_rank()) /* fit's wall and CPU time (the master's, all its threads), validation
                                  included: as quick_start.py reports them */

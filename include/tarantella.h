@@ -230,6 +230,11 @@ TNT_API const char *tnt_layer_name(const tnt_layer *layer);
 TNT_API const char *tnt_layer_class(const tnt_layer *layer);
 /* Frees a layer that was never added to a model. */
 TNT_API void tnt_layer_free(tnt_layer *layer);
+/* Keras mixed precision, "float32" or "mixed_bfloat16": Dense, Conv and attention layers compute
+ * in bf16 (avx512_bf16 or AMX; elsewhere float32, with a warning), weights, optimizer state and the
+ * loss stay float32. Layers made afterwards take it; tnt_layer_set_dtype_policy sets one layer's. */
+TNT_API tnt_status tnt_mixed_precision_set_global_policy(const char *name);
+TNT_API const char *tnt_mixed_precision_global_policy(void);
 #include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
 
 /* ---------------------------------------------------------------------------------------------

@@ -273,4 +273,9 @@ typedef struct tnt_constraint {
  * (no activity); c NULL or kind NONE removes it. */
 TNT_API tnt_status tnt_layer_set_constraint(tnt_layer *l, const char *key, const tnt_constraint *c);
 
+/* A layer's Keras dtype policy, "float32" or "mixed_bfloat16" (tnt_mixed_precision_set_global_policy
+ * gives the default); set before the layer is built, as Keras's dtype= argument. */
+TNT_API tnt_status tnt_layer_set_dtype_policy(tnt_layer *l, const char *name);
+TNT_API const char *tnt_layer_dtype_policy(const tnt_layer *l);
+
 #endif

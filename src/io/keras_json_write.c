@@ -30,7 +30,7 @@ static tnt_status layer_to_json(const tnt_layer *l, const tnt_shape *batch_shape
         if (!cJSON_AddStringToObject(c, "name", l->name) || !cJSON_AddTrueToObject(c, "trainable"))
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
         if (s == TNT_OK && batch_shape) s = tnt__kj_add_batch_shape(c, *batch_shape);
-        if (s == TNT_OK && !cJSON_AddStringToObject(c, "dtype", "float32"))
+        if (s == TNT_OK && !cJSON_AddStringToObject(c, "dtype", tnt__dtype_policy_name(l->dtype_policy)))
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
         if (s == TNT_OK && (s = tnt__layer_get_config(l, c)) != TNT_OK)
             tnt__error_prefix(s, "to_json: layer \"%s\" (%s): ", l->name, l->ops->class_name);

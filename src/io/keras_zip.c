@@ -246,6 +246,29 @@ tnt_model *tnt__keras_zip_load(const char *path, bool compile) {
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
+/* Keras 3 writes a layer's dtype as a DTypePolicy object, {"module": "keras", "class_name":
+ * "DTypePolicy", "config": {"name": "mixed_bfloat16"}, "registered_name": null}: the policy names
+ * of the Keras 2 JSON become those, in every layer config of the tree (nested models, wrappers'
+ * inner layers); InputLayer keeps its plain dtype, as Keras 3 does. */
+static bool dtype_policies_to_keras3(cJSON *node) {
+    const cJSON *cls = cJSON_GetObjectItemCaseSensitive(node, "class_name");
+    cJSON *cfg = cJSON_GetObjectItemCaseSensitive(node, "config");
+    cJSON *dt = cJSON_IsObject(cfg) ? cJSON_GetObjectItemCaseSensitive(cfg, "dtype") : NULL;
+    if (cJSON_IsString(cls) && strcmp(cls->valuestring, "InputLayer") && cJSON_IsString(dt)) {
+        cJSON *o = cJSON_CreateObject(), *oc = NULL;
+        if (!o || !cJSON_AddStringToObject(o, "module", "keras") || !cJSON_AddStringToObject(o, "class_name", "DTypePolicy") ||
+            !(oc = cJSON_AddObjectToObject(o, "config")) || !cJSON_AddStringToObject(oc, "name", dt->valuestring) ||
+            !cJSON_AddNullToObject(o, "registered_name") || !cJSON_ReplaceItemInObjectCaseSensitive(cfg, "dtype", o)) {
+            cJSON_Delete(o);
+            return false;
+        }
+    }
+    cJSON *child;
+    cJSON_ArrayForEach(child, node)
+        if ((cJSON_IsObject(child) || cJSON_IsArray(child)) && !dtype_policies_to_keras3(child)) return false;
+    return true;
+}
+
 /* config.json: the architecture in the Keras 3 envelope, with compile_config when compiled. */
 static tnt_status make_config(tnt_model *m, char **out) {
     *out = NULL;
@@ -258,6 +281,7 @@ static tnt_status make_config(tnt_model *m, char **out) {
     cJSON *config = cJSON_DetachItemFromObjectCaseSensitive(arch, "config");
     bool ok = root && cJSON_IsString(cls) && config && cJSON_AddStringToObject(root, "module", "keras") &&
               cJSON_AddStringToObject(root, "class_name", cls->valuestring);
+    ok = ok && dtype_policies_to_keras3(config);
     if (ok) cJSON_AddItemToObject(root, "config", config), config = NULL;
     ok = ok && cJSON_AddStringToObject(root, "registered_name", cls->valuestring);
     if (ok && m->compiled && m->optimizer) {

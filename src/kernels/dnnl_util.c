@@ -81,6 +81,50 @@ void tnt__set_data(dnnl_memory_t mem, const void *data) {
     dnnl_memory_set_data_handle(mem, (void *)data);
 }
 
+/* The own path's case: f32 -> f32, the source blocked as (out 16, in 16) with the input channel
+ * block outer (oneDNN's ABcd16b16a, gOIhw16i16o ...: inner blocks 16@a 16@b, idxs {b, a}), the
+ * destination plain with the output channel (dim a) at stride 1, same dims, no padding in the
+ * destination. a, b: the output and input channel dims (0, 1; 1, 2 for grouped weights). */
+static bool own_reorder_case(const dnnl_memory_desc_t *s, const dnnl_memory_desc_t *d) {
+    const dnnl_blocking_desc_t *sb = &s->format_desc.blocking, *db = &d->format_desc.blocking;
+    if (s->data_type != dnnl_f32 || d->data_type != dnnl_f32 || s->format_kind != dnnl_blocked ||
+        d->format_kind != dnnl_blocked || s->ndims != d->ndims || s->ndims < 3 || s->ndims > 6 || s->offset0 ||
+        d->offset0 || sb->inner_nblks != 2 || sb->inner_blks[0] != 16 || sb->inner_blks[1] != 16 || db->inner_nblks)
+        return false;
+    const int a = sb->inner_idxs[1], b = sb->inner_idxs[0];
+    if (b != a + 1 || db->strides[a] != 1) return false;
+    for (int i = 0; i < s->ndims; i++)
+        if (s->dims[i] != d->dims[i] || d->padded_dims[i] != d->dims[i]) return false;
+    return true;
+}
+
+/* dst[...] = src[...] for the own case: for every outer position and input channel, the 16 output
+ * channels of a block are contiguous on both sides. */
+static void own_reorder_run(const dnnl_memory_desc_t *s, const dnnl_memory_desc_t *d, const float *src, float *dst) {
+    const dnnl_blocking_desc_t *sb = &s->format_desc.blocking, *db = &d->format_desc.blocking;
+    const int nd = s->ndims, a = sb->inner_idxs[1], b = a + 1;
+    int64_t outer = 1; /* the dims other than a and b (groups, spatial), flattened */
+    for (int i = 0; i < nd; i++)
+        if (i != a && i != b) outer *= s->dims[i];
+    const int64_t A = s->dims[a], B = s->dims[b], nab = (s->padded_dims[a] / 16) * (s->padded_dims[b] / 16);
+#pragma omp parallel for collapse(2) schedule(static) if (outer * nab >= 64)
+    for (int64_t q = 0; q < outer; q++)
+        for (int64_t blk = 0; blk < nab; blk++) {
+            const int64_t ob = blk / (s->padded_dims[b] / 16), ib = blk % (s->padded_dims[b] / 16);
+            int64_t so = ob * sb->strides[a] + ib * sb->strides[b], doff = 0, rest = q;
+            for (int i = nd - 1; i >= 0; i--) { /* q's position in the other dims */
+                if (i == a || i == b) continue;
+                const int64_t x = rest % s->dims[i];
+                rest /= s->dims[i];
+                so += x * sb->strides[i];
+                doff += x * db->strides[i];
+            }
+            const int64_t o0 = ob * 16, no = TNT_MIN(16, A - o0);
+            for (int64_t ii = 0; ii < 16 && ib * 16 + ii < B; ii++)
+                memcpy(dst + doff + (ib * 16 + ii) * db->strides[b] + o0, src + so + ii * 16, (size_t)no * sizeof(float));
+        }
+}
+
 tnt_status tnt__reorder_create(tnt__reorder *r, const dnnl_memory_desc_t *src,
                                const dnnl_memory_desc_t *dst) {
     tnt_status status = TNT_OK;
@@ -93,6 +137,8 @@ tnt_status tnt__reorder_create(tnt__reorder *r, const dnnl_memory_desc_t *src,
     TNT_DNNL(tnt__memory(&r->src, src, NULL, false) == TNT_OK ? dnnl_success : dnnl_runtime_error);
     TNT_DNNL(tnt__memory(&r->dst, dst, NULL, false) == TNT_OK ? dnnl_success : dnnl_runtime_error);
     dnnl_primitive_desc_destroy(pd);
+    r->own = own_reorder_case(src, dst); /* the primitive stays made: r->prim marks "a reorder" */
+    r->from = *src, r->to = *dst;
     return TNT_OK;
 fail:
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -103,6 +149,10 @@ fail:
 tnt_status tnt__reorder_run(tnt__reorder *r, const void *src, void *dst) {
     tnt_status status = TNT_OK;
     if (!r->prim) return TNT_OK;
+    if (r->own) {
+        own_reorder_run(&r->from, &r->to, src, dst);
+        return TNT_OK;
+    }
     tnt__set_data(r->src, src);
     tnt__set_data(r->dst, dst);
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, r->src}, {DNNL_ARG_TO, r->dst}};

@@ -151,20 +151,15 @@ typedef struct conv_plan {
     bool bwd_uses_fwd_weights; /* bwd_data's weight layout equals fwd's: reuse w_fwd_buf */
     dnnl_memory_t x, y, b, db; /* NHWC activations and the bias (shared by all primitives) */
     dnnl_memory_t wf, wb, dw;  /* weights in each primitive's layout */
+    void *bf16; /* mixed_bfloat16: the bf16 engine's plan (conv_bf16.c) instead */
     /* channels_first: the primitives still run on NHWC (NDHWC) copies in the workspace, made by
      * these reorders from and to the layer's NCHW (NCDHW) tensors */
     bool cf;
     tnt__reorder x_in, y_out, dy_in, dx_out;
 } conv_plan;
 
-/* Memory descriptors of one plan: x (batch, ic, ih, iw) and y (batch, filters, oh, ow) as nhwc,
- * the weights (filters, ic, kh, kw) as any (for the primitives) and as hwio (Keras's buffer), the
- * bias (filters). */
-typedef struct conv_mds {
-    dnnl_memory_desc_t x, y, w, w_hwio, b;
-    dnnl_memory_desc_t x_user, y_user; /* the layer's own layout (differs when channels first) */
-    dnnl_dims_t strides, dil, pl, pr;
-} conv_mds;
+/* Memory descriptors of one plan (conv2d.h); x and y nhwc, the weights hwio. */
+typedef tnt__conv_mds conv_mds;
 
 static tnt_status conv_mds_init(const conv_cfg *c, int64_t batch, conv_mds *m) {
     tnt_status status = TNT_OK;
@@ -276,6 +271,7 @@ fail:
 void tnt__conv_plan_destroy(void *plan) {
     conv_plan *p = plan;
     if (!p) return;
+    tnt__conv_bf16_plan_destroy(p->bf16);
     tnt__prim_destroy(&p->fwd);
     tnt__prim_destroy(&p->fwd_plain);
     tnt__prim_destroy(&p->bwd_data);
@@ -312,6 +308,9 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
     conv_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     p->batch = batch;
+    bool use_f32 = !tnt__layer_bf16(l);
+    if (!use_f32 && !(p->bf16 = tnt__conv_bf16_plan_create(l, batch, &use_f32)) && !use_f32) goto fail;
+    if (p->bf16) return p;
     conv_mds m;
     if ((status = conv_mds_init(c, batch, &m)) != TNT_OK) goto fail;
     dnnl_alg_kind_t alg;
@@ -424,7 +423,8 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
 }
 
 size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
-    (void)plan;
+    conv_plan *p = plan;
+    if (p && p->bf16) return tnt__conv_bf16_workspace_size(l, p->bf16, batch);
     const conv_cfg *c = l->priv;
     return cf_off(l, batch) + (c->channels_first ? cf_bytes(l->in_shape, batch) + cf_bytes(l->out_shape, batch) : 0);
 }
@@ -433,6 +433,7 @@ size_t tnt__conv_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
 tnt_status tnt__conv_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     conv_plan *p = plan;
     tnt_status status;
+    if (p->bf16) return tnt__conv_bf16_forward(l, p->bf16, a);
     if (p->w_fwd.prim &&
         (status = tnt__reorder_run(&p->w_fwd, l->weights[0].value, p->w_fwd_buf)) != TNT_OK)
         return status;
@@ -448,6 +449,7 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     conv_plan *p = plan;
     conv_cfg *c = l->priv;
     tnt_status status;
+    if (p->bf16) return tnt__conv_bf16_backward(l, p->bf16, a);
 
     /* dpre (batch, oh, ow, filters): the gradient before the activation. */
     const float *dpre;
@@ -698,3 +700,5 @@ tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) 
                     .sw = o->strides[0] ? o->strides[0] : 1, .dw = o->dilation[0] ? o->dilation[0] : 1};
     return conv_new("Conv1D", &tnt__conv1d_ops, cfg, o);
 }
+
+tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m) { return conv_mds_init(c, batch, m); }

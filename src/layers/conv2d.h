@@ -5,6 +5,7 @@
 #ifndef TNT_CONV2D_H
 #define TNT_CONV2D_H
 
+#include "kernels/dnnl_util.h"
 #include "layers/layer.h"
 
 typedef struct tnt__conv_cfg {
@@ -49,6 +50,26 @@ tnt_status tnt__conv_read_config(const struct cJSON *c, int n, int *ks, tnt_laye
 tnt_status tnt__conv_input(const tnt_layer *l, const char *cls, tnt_shape in, int n, int64_t *sp, int64_t *channels);
 /* The output shape of n spatial sizes sp and c channels in the layer's data_format. */
 tnt_shape tnt__conv_output(const tnt_layer *l, int n, const int64_t *sp, int64_t c);
+
+/* Memory descriptors of one plan (float32): x (batch, ic, ih, iw) and y (batch, filters, oh, ow)
+ * as nhwc (ndhwc), the weights (filters, ic, kh, kw) as any (for the primitives) and as Keras's
+ * buffer, the bias (filters); x_user and y_user in the layer's own layout (they differ when
+ * channels first). The bf16 engine takes them with its own data types. */
+typedef struct tnt__conv_mds {
+    dnnl_memory_desc_t x, y, w, w_hwio, b;
+    dnnl_memory_desc_t x_user, y_user;
+    dnnl_dims_t strides, dil, pl, pr;
+} tnt__conv_mds;
+tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m);
+
+/* The bf16 engine (conv_bf16.c) for mixed_bfloat16 layers: its plan, or NULL with *use_f32 set
+ * when oneDNN has only reference bf16 kernels for this shape (the layer then runs float32), or
+ * NULL with an error. Same contract as the float32 functions below. */
+void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32);
+void tnt__conv_bf16_plan_destroy(void *plan);
+size_t tnt__conv_bf16_workspace_size(tnt_layer *l, void *plan, int64_t batch);
+tnt_status tnt__conv_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+tnt_status tnt__conv_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
 
 /* The layer-contract functions of the engine, for a layer built as above. */
 void *tnt__conv_plan_create(tnt_layer *l, int64_t batch);

@@ -12,6 +12,7 @@ tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *pri
     l->priv = priv;
     l->activation = TNT_ACT_LINEAR;
     l->n_outputs = 1;
+    l->dtype_policy = tnt__dtype_policy_global();
     if (name && name[0]) {
         if (strlen(name) >= TNT_NAME_MAX) {
             tnt__error(TNT_ERR_ARG, "%s: name \"%.40s...\" is %zu characters (at most %d)",

@@ -77,6 +77,11 @@ typedef struct tnt__bwd_args {
     bool parallel;      /* as in tnt__fwd_args */
 } tnt__bwd_args;
 
+/* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,
+ * Conv1D/2D, DepthwiseConv2D, MultiHeadAttention) compute in bf16; every layer keeps float32
+ * weights and activations, and carries its policy through Keras configs. */
+typedef enum tnt__dtype_policy { TNT__POLICY_FLOAT32 = 0, TNT__POLICY_MIXED_BF16 } tnt__dtype_policy;
+
 typedef struct tnt__layer_ops {
     const char *class_name; /* Keras class name: "Dense" */
     /* Infer out_shape from in_shape (both without batch) and declare weights with
@@ -152,6 +157,7 @@ struct tnt_layer {
     bool built;
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
     struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
+    tnt__dtype_policy dtype_policy; /* the global policy when made; set before build */
     void *priv;
 };
 
@@ -196,6 +202,19 @@ tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool 
 /* MultiHeadAttention call arguments beyond query and value, for writing a call: whether an
  * attention_mask input is used, and use_causal_mask. */
 void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask);
+
+/* Dtype policies: Keras's name of p; the policy called name (NULL and an error naming it and the
+ * supported ones when unknown; who prefixes the message). */
+const char *tnt__dtype_policy_name(tnt__dtype_policy p);
+tnt_status tnt__dtype_policy_parse(const char *name, tnt__dtype_policy *p, const char *who);
+/* The layer computes in bf16: its policy is mixed_bfloat16 and the CPU computes bf16 natively
+ * (otherwise it runs float32, with a warning once per process). Layers ask in plan_create. */
+bool tnt__layer_bf16(const tnt_layer *l);
+/* The global policy (tnt_mixed_precision_set_global_policy), which new layers take. */
+tnt__dtype_policy tnt__dtype_policy_global(void);
+/* A layer config's "dtype": a policy name (Keras 2), a {"class_name": "DTypePolicy" (Keras 3; also
+ * FloatDTypePolicy, Policy), "config": {"name": ...}} object, or null/absent (the global policy). */
+tnt_status tnt__kj_dtype_policy(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
 
 /* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
  * forget gate's slice of the bias). */

@@ -133,6 +133,10 @@ tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config
 static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     tnt_layer *l = ops->from_config(config, k);
     if (!l) return NULL;
+    if (tnt__kj_dtype_policy(config, &l->dtype_policy, k) != TNT_OK) {
+        tnt_layer_free(l);
+        return NULL;
+    }
     if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
         tnt__error_prefix(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
         tnt_layer_free(l);

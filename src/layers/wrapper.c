@@ -47,7 +47,7 @@ tnt_status tnt__wrapper_inner_config(const tnt_layer *outer, const tnt_layer *in
     TNT_KJ(ic = cJSON_AddObjectToObject(o, "config"));
     TNT_KJ(cJSON_AddStringToObject(ic, "name", name));
     TNT_KJ(cJSON_AddTrueToObject(ic, "trainable"));
-    TNT_KJ(cJSON_AddStringToObject(ic, "dtype", "float32"));
+    TNT_KJ(cJSON_AddStringToObject(ic, "dtype", tnt__dtype_policy_name(inner->dtype_policy)));
     if (inner->ops->get_config) TNT_KJ_S(inner->ops->get_config(inner, ic));
     return tnt__rules_write(outer->rules, ic);
 }

@@ -1,6 +1,6 @@
 """tnt.keras: the Keras API of the package (what `from tensorflow import keras` gives)."""
 from tarantella.keras import layers, activations, initializers, regularizers, constraints  # noqa: F401
-from tarantella.keras import optimizers, losses, metrics, callbacks, datasets  # noqa: F401
+from tarantella.keras import optimizers, losses, metrics, callbacks, datasets, mixed_precision  # noqa: F401
 from tarantella.keras.engine import Model, Sequential  # noqa: F401
 from tarantella.keras.layers import Input, InputLayer  # noqa: F401
 from tarantella.keras import models  # noqa: F401

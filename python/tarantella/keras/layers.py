@@ -20,6 +20,8 @@ import weakref
 
 import numpy as np
 
+from tarantella.keras import mixed_precision
+
 # ---- Keras names -----------------------------------------------------------------------------
 
 _name_counts = {}
@@ -147,6 +149,9 @@ class Layer:
             self._input_shape = tuple(int(d) for d in self._input_shape)
         self.name = base.get("name") or unique_name(_snake(self.class_name))
         self.trainable = base.get("trainable", True)
+        dtype = base.get("dtype")  # Keras: the global policy when the layer is made, unless given
+        self._dtype_policy = mixed_precision.policy_name(
+            dtype if dtype is not None else mixed_precision.global_policy())
         self._initial_weights = base.get("weights")
         self._nodes = []
         self._model = None  # weakref to the model whose weights this layer reads
@@ -161,11 +166,26 @@ class Layer:
         obj._input_shape = None
         obj.name = config.get("name")
         obj.trainable = config.get("trainable", True)
+        obj._dtype_policy = mixed_precision.policy_name(config.get("dtype") or "float32")
         obj._initial_weights = None
         obj._nodes = []
         obj._model = None
         obj._config = config
         return obj
+
+    # ---- dtype policy (tnt.keras.mixed_precision) ----
+    @property
+    def dtype_policy(self):
+        return mixed_precision.Policy(self._dtype_policy)
+
+    @property
+    def compute_dtype(self):
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def dtype(self):
+        """The variables' dtype, as in Keras."""
+        return "float32"
 
     # ---- config ----
     def get_config(self):
@@ -173,7 +193,7 @@ class Layer:
         arguments given, with Keras's defaults for the rest."""
         if self._config is not None:
             return dict(self._config)
-        cfg = {"name": self.name, "trainable": self.trainable, "dtype": "float32"}
+        cfg = {"name": self.name, "trainable": self.trainable, "dtype": self._dtype_policy}
         if self._signature is not None:
             b = self._signature.bind_partial(**self._args)
             b.apply_defaults()
@@ -189,6 +209,8 @@ class Layer:
         cfg = {"name": self.name}
         if not self.trainable:
             cfg["trainable"] = False
+        if self._dtype_policy != "float32":
+            cfg["dtype"] = self._dtype_policy
         cfg.update({k: serialize(v) for k, v in self._args.items()})
         if self._input_shape is not None:
             cfg["batch_input_shape"] = [None] + list(self._input_shape)
@@ -197,8 +219,7 @@ class Layer:
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        for k in ("trainable", "dtype"):
-            config.pop(k, None)
+        config.pop("trainable", None)
         if "batch_input_shape" in config:
             config["input_shape"] = tuple(config.pop("batch_input_shape"))[1:]
         return cls(**{k: v for k, v in config.items()})
@@ -354,6 +375,7 @@ class InputLayer(Layer):
             raise NotImplementedError(f"InputLayer: variable dimensions (None) are not supported: {input_shape}")
         self.name = name or unique_name("input")
         self.trainable = True
+        self._dtype_policy = "float32"  # the inputs are float32 under every policy
         self._args = {}
         self._input_shape = tuple(int(d) for d in input_shape)
         self._initial_weights = None
