@@ -124,6 +124,35 @@ static void test_keras1_configs(void **state) {
     }
 }
 
+/* Keras 1.2.2 files whose weights are in Keras 1's layout, converted on load as Keras 2 does: LSTM's
+ * 12 arrays (gates i c f o), Bidirectional's 24, Convolution1D's 4-D kernel (k, 1, in, out) of a
+ * file trained on Theano; against a NumPy rebuild from Keras 1's own definitions
+ * (fixtures/gen_keras1_weights.py), and for the LSTM + Dense model against the predictions Keras
+ * stored beside it (float32 Keras: within 1e-5). */
+static void test_keras1_weights(void **state) {
+    (void)state;
+    static const char *const names[] = {"keras1_lstm", "keras1_embedding_conv1d", "keras1_bidirectional_lstm"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+    tnt_model *m = load("keras1_simple_lstm_model.h5");
+    tnt_shape xs, ys;
+    float *x = tu_load("keras_real/keras1_simple_lstm_keras_x", &xs), *y = tu_load("keras_real/keras1_simple_lstm_keras_y", &ys);
+    tnt_tensor *in = tnt_tensor_new(xs), *out = NULL;
+    memcpy(in->data, x, sizeof(float) * (size_t)tnt_shape_numel(xs));
+    tu_ok(tnt_predict_on_batch(m, in, &out));
+    assert_int_equal(tnt_shape_numel(out->shape), tnt_shape_numel(ys));
+    tu_assert_close(out->data, y, tnt_shape_numel(ys), 1e-5, 1e-5, "Keras's own predictions");
+    tnt_tensor_free(out);
+    tnt_tensor_free(in);
+    free(x), free(y);
+    tnt_model_free(m);
+}
+
 /* The channels-first Conv2DTranspose chain compiled and trained on its own predictions shifted:
  * the loss falls over a few SGD steps, and training keeps the channels_first config. */
 static void test_channels_first_trains(void **state) {
@@ -155,6 +184,7 @@ int main(void) {
         cmocka_unit_test(test_3d),
         cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_keras1_configs),
+        cmocka_unit_test(test_keras1_weights),
         cmocka_unit_test(test_channels_first_trains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,325 @@
+/* locally_connected.c: LocallyConnected1D and LocallyConnected2D (Keras 2, and Keras 1's classes of
+ * the same names): a convolution whose weights are not shared, each output position p having its
+ * own (features, filters) matrix, in Keras's implementation=1 layout:
+ *   1-D kernel (out_steps, k * channels, filters), bias (out_steps, filters)
+ *   2-D kernel (out_rows * out_cols, kh * kw * channels, filters), bias (out_rows, out_cols, filters)
+ * Keras's backend.local_conv gathers, for p in row-major order, the input window (channels_last:
+ * (kh, kw, channels); channels_first: (channels, kh, kw)) in its memory order as the features, so
+ *   y[b, p, f] = sum_d x[b, window(p, d)] kernel[p, d, f]
+ * and the output is (positions..., filters), or (filters, positions...) channels first. Keras adds
+ * the bias with backend.bias_add, which reshapes it (not transposes it) to the output's shape: the
+ * bias is added element by element to each sample's output in memory order, in both formats.
+ * Padding "valid" only (implementation 1); implementations 2 and 3 store other kernels (a dense
+ * masked one, a sparse one) and are refused with a message.
+ *
+ * Forward gathers every position's window into a workspace (positions, batch, features) and runs
+ * one GEMM per position; backward runs two more per position (kernel gradient, then the window
+ * gradient, scattered back onto dx). 1-D runs as 2-D of height 1. */
+#include "layers/conv2d.h"
+#include "layers/fused.h"
+#include "layers/keras_config.h"
+
+#include <stdio.h>
+
+typedef struct lc_cfg {
+    bool two_d;
+    int filters, kh, kw, sh, sw; /* 1-D: kh = sh = 1 */
+    bool use_bias;
+    tnt_initializer kernel_init, bias_init;
+    /* from build */
+    int64_t ih, iw, ic, oh, ow;
+    int64_t positions, features; /* oh * ow, kh * kw * ic */
+    int64_t *window;             /* (positions, features): offset of each feature in a sample's input */
+} lc_cfg;
+
+static const char *lc_class(const lc_cfg *c) { return c->two_d ? "LocallyConnected2D" : "LocallyConnected1D"; }
+
+static tnt_status lc_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
+    lc_cfg *c = l->priv;
+    const char *cls = lc_class(c);
+    const bool cf = l->channels_first;
+    char b[96];
+    int64_t sp[2] = {1, 1};
+    tnt_status s = tnt__conv_input(l, cls, in, c->two_d ? 2 : 1, c->two_d ? sp : sp + 1, &c->ic);
+    if (s != TNT_OK) return s;
+    c->ih = sp[0], c->iw = sp[1];
+    c->oh = c->ih >= c->kh ? (c->ih - c->kh) / c->sh + 1 : 0;
+    c->ow = c->iw >= c->kw ? (c->iw - c->kw) / c->sw + 1 : 0;
+    if (c->oh <= 0 || c->ow <= 0)
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s is smaller than the kernel (%d, %d) with padding "
+                          "\"valid\"", cls, l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw);
+    c->positions = c->oh * c->ow;
+    c->features = (int64_t)c->kh * c->kw * c->ic;
+    free(c->window);
+    if (!(c->window = tnt__calloc((size_t)(c->positions * c->features), sizeof *c->window))) return TNT_ERR_NOMEM;
+    for (int64_t r = 0; r < c->oh; r++)
+        for (int64_t q = 0; q < c->ow; q++) {
+            int64_t *w = c->window + (r * c->ow + q) * c->features, r0 = r * c->sh, q0 = q * c->sw;
+            for (int64_t ch = 0; ch < c->ic; ch++)
+                for (int i = 0; i < c->kh; i++)
+                    for (int j = 0; j < c->kw; j++) {
+                        int64_t row = r0 + i, col = q0 + j;
+                        if (cf) w[((ch * c->kh) + i) * c->kw + j] = (ch * c->ih + row) * c->iw + col;
+                        else w[((int64_t)i * c->kw + j) * c->ic + ch] = (row * c->iw + col) * c->ic + ch;
+                    }
+        }
+    /* Keras's fans of a kernel of rank 3: receptive field = the leading axis (the positions) */
+    l->n_weights = 0;
+    if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(c->positions, c->features, c->filters), c->kernel_init,
+                              c->features * c->positions, (int64_t)c->filters * c->positions) < 0)
+        return TNT_ERR_ARG;
+    tnt_shape bshape = c->two_d ? TNT_SHAPE(c->oh, c->ow, c->filters) : TNT_SHAPE(c->ow, c->filters);
+    if (c->use_bias && tnt__layer_add_weight(l, "bias", bshape, c->bias_init, 0, 0) < 0) return TNT_ERR_ARG;
+    *out = c->two_d ? tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters)
+                    : tnt__conv_output(l, 1, &c->ow, c->filters);
+    return TNT_OK;
+}
+
+/* ---- plan and workspace --------------------------------------------------------------------- */
+
+/* The plan is the activation over the output's last axis in memory (filters; positions when
+ * channels first, Keras's last axis). */
+static void lc_plan_destroy(void *plan) {
+    if (!plan) return;
+    tnt__act_destroy(plan);
+    free(plan);
+}
+
+static void *lc_plan_create(tnt_layer *l, int64_t batch) {
+    tnt__act *a = tnt__calloc(1, sizeof *a);
+    if (!a) return NULL;
+    int64_t cols = l->out_shape.dim[l->out_shape.ndim - 1];
+    if (l->activation != TNT_ACT_LINEAR &&
+        tnt__act_create(a, l->activation, l->activation_alpha, batch * tnt_shape_numel(l->out_shape) / cols, cols) !=
+            TNT_OK) {
+        tnt__error_prefix(TNT_ERR_ARG, "%s \"%s\": ", lc_class(l->priv), l->name);
+        free(a);
+        return NULL;
+    }
+    return a;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* [fused activation's][windows (positions, batch, features)][outputs (positions, batch, filters)] */
+static size_t lc_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const lc_cfg *c = l->priv;
+    return align64(tnt__fused_workspace_size(l, batch)) +
+           align64((size_t)(c->positions * batch * c->features) * sizeof(float)) +
+           (size_t)(c->positions * batch * c->filters) * sizeof(float);
+}
+
+static float *ws_windows(tnt_layer *l, void *ws, int64_t batch) {
+    return (float *)((char *)ws + align64(tnt__fused_workspace_size(l, batch)));
+}
+
+static float *ws_outputs(tnt_layer *l, void *ws, int64_t batch) {
+    const lc_cfg *c = l->priv;
+    return (float *)((char *)ws_windows(l, ws, batch) +
+                     align64((size_t)(c->positions * batch * c->features) * sizeof(float)));
+}
+
+/* ---- forward and backward ------------------------------------------------------------------- */
+
+/* x: (batch, input...) -> out: (batch, output...), before the activation */
+static tnt_status lc_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
+    (void)plan, (void)post_op;
+    const lc_cfg *c = l->priv;
+    tnt_status status = TNT_OK;
+    const int64_t B = a->batch, P = c->positions, D = c->features, F = c->filters;
+    const int64_t in_n = tnt_shape_numel(l->in_shape), out_n = P * F;
+    float *win = ws_windows(l, a->workspace, B), *po = ws_outputs(l, a->workspace, B);
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t *w = c->window + p * D;
+            const float *xb = a->x + b * in_n;
+            float *dst = win + (p * B + b) * D;
+            for (int64_t d = 0; d < D; d++) dst[d] = xb[w[d]];
+        }
+    const float *kernel = l->weights[0].value;
+    for (int64_t p = 0; p < P; p++)
+        TNT_DNNL(dnnl_sgemm('N', 'N', B, F, D, 1.0f, win + p * B * D, D, kernel + p * D * F, F, 0.0f, po + p * B * F, F));
+    const float *bias = c->use_bias ? l->weights[1].value : NULL;
+    for (int64_t b = 0; b < B; b++) {
+        float *ob = out + b * out_n;
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t f = 0; f < F; f++)
+                ob[l->channels_first ? f * P + p : p * F + f] = po[(p * B + b) * F + f];
+        if (bias)
+            for (int64_t i = 0; i < out_n; i++) ob[i] += bias[i];
+    }
+fail:
+    return status;
+}
+
+static tnt_status lc_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__fused_forward(l, plan, a, false, plan, lc_run);
+}
+
+/* dy: (batch, output...) -> kernel and bias gradients, dx: (batch, input...) or NULL */
+static tnt_status lc_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    const lc_cfg *c = l->priv;
+    const float *dpre;
+    tnt_status status = tnt__fused_backward(l, a, plan, &dpre);
+    if (status != TNT_OK) return status;
+    const int64_t B = a->batch, P = c->positions, D = c->features, F = c->filters;
+    const int64_t in_n = tnt_shape_numel(l->in_shape), out_n = P * F;
+    float *win = ws_windows(l, a->workspace, B), *dpo = ws_outputs(l, a->workspace, B);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t f = 0; f < F; f++)
+                dpo[(p * B + b) * F + f] = dpre[b * out_n + (l->channels_first ? f * P + p : p * F + f)];
+    if (c->use_bias) {
+        float *db = l->weights[1].grad;
+        memset(db, 0, (size_t)out_n * sizeof(float));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < out_n; i++) db[i] += dpre[b * out_n + i];
+    }
+    const float *kernel = l->weights[0].value;
+    float *dk = l->weights[0].grad;
+    for (int64_t p = 0; p < P; p++) {
+        float *wp = win + p * B * D;
+        const float *dp = dpo + p * B * F;
+        TNT_DNNL(dnnl_sgemm('T', 'N', D, F, B, 1.0f, wp, D, dp, F, 0.0f, dk + p * D * F, F));
+        /* the window's gradient replaces the window, which nothing needs any more */
+        if (a->dx) TNT_DNNL(dnnl_sgemm('N', 'T', B, D, F, 1.0f, dp, F, kernel + p * D * F, F, 0.0f, wp, D));
+    }
+    if (!a->dx) return TNT_OK;
+    memset(a->dx, 0, (size_t)(B * in_n) * sizeof(float));
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t b = 0; b < B; b++) {
+            const int64_t *w = c->window + p * D;
+            const float *src = win + (p * B + b) * D;
+            float *dxb = a->dx + b * in_n;
+            for (int64_t d = 0; d < D; d++) dxb[w[d]] += src[d];
+        }
+fail:
+    return status;
+}
+
+/* ---- config --------------------------------------------------------------------------------- */
+
+static void lc_destroy(tnt_layer *l) {
+    lc_cfg *c = l->priv;
+    if (c) free(c->window);
+    free(c);
+}
+
+static tnt_status lc_get_config(const tnt_layer *l, cJSON *c) {
+    const lc_cfg *k = l->priv;
+    int n = k->two_d ? 2 : 1;
+    TNT_KJ(cJSON_AddNumberToObject(c, "filters", k->filters));
+    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->two_d ? (int[]){k->kh, k->kw} : (int[]){k->kw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->two_d ? (int[]){k->sh, k->sw} : (int[]){k->sw}));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", "valid"));
+    TNT_KJ_S(tnt__kj_add_data_format(c, l));
+    TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
+    TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", k->kernel_init));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", k->bias_init));
+    TNT_KJ_S(tnt__kj_add_nulls(c, tnt__kj_kernel_nulls));
+    TNT_KJ(cJSON_AddNumberToObject(c, "implementation", 1));
+    return TNT_OK;
+}
+
+/* Conv2D's keys (conv2d.h) and implementation; padding must be "valid" */
+static tnt_layer *lc_from_config(const cJSON *c, const tnt__kj_ctx *k, bool two_d) {
+    tnt_layer_opts o = {.name = k->name};
+    int filters = 0, ks[2] = {0}, impl = 1;
+    TNT_KJ_READ(tnt__kj_int(c, "filters", true, 0, &filters, k));
+    TNT_KJ_READ(tnt__conv_read_config(c, two_d ? 2 : 1, ks, &o, k));
+    TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
+    TNT_KJ_READ(tnt__kj_check_nulls(c, (const char *const[]){"kernel_regularizer", "kernel_constraint", NULL}, k));
+    TNT_KJ_READ(tnt__kj_int(c, "implementation", false, 1, &impl, k));
+    if (impl != 1)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "implementation %d is not supported (only 1: its kernel (positions, "
+                            "features, filters); 2 stores a dense masked kernel, 3 a sparse one)", impl);
+    if (o.padding != TNT_PADDING_VALID)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "padding \"%s\" (implementation 1 supports \"valid\" only)",
+                            tnt__kj_padding_name(o.padding));
+    if (o.dilation[0] > 1 || o.dilation[1] > 1)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "dilation_rate is not a key of this class");
+    if (two_d) return tnt__kj_built(tnt_locally_connected2d(filters, ks[0], ks[1], &o), k);
+    return tnt__kj_built(tnt_locally_connected1d(filters, ks[0], &o), k);
+}
+
+static tnt_layer *lc1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return lc_from_config(c, k, false); }
+static tnt_layer *lc2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return lc_from_config(c, k, true); }
+
+#define LC_OPS(var, cls, fromcfg)                                                                 \
+    const tnt__layer_ops var = {                                                                 \
+        .class_name = cls,                                                                        \
+        .get_config = lc_get_config,                                                              \
+        .from_config = fromcfg,                                                                   \
+        .build = lc_build,                                                                        \
+        .plan_create = lc_plan_create,                                                            \
+        .plan_destroy = lc_plan_destroy,                                                          \
+        .workspace_size = lc_workspace_size,                                                      \
+        .forward = lc_forward,                                                                    \
+        .backward = lc_backward,                                                                  \
+        .destroy = lc_destroy,                                                                    \
+        .set_data_format = tnt__layer_take_data_format,                                           \
+    }
+LC_OPS(tnt__locally_connected1d_ops, "LocallyConnected1D", lc1d_from_config);
+LC_OPS(tnt__locally_connected2d_ops, "LocallyConnected2D", lc2d_from_config);
+
+/* ---- constructors --------------------------------------------------------------------------- */
+
+static tnt_layer *lc_new(lc_cfg cfg, const tnt_layer_opts *o) {
+    const char *cls = lc_class(&cfg);
+    if (cfg.filters <= 0) {
+        tnt__error(TNT_ERR_ARG, "%s: filters %d (expected > 0)", cls, cfg.filters);
+        return NULL;
+    }
+    if (cfg.kh <= 0 || cfg.kw <= 0) {
+        tnt__error(TNT_ERR_ARG, "%s: kernel_size %d (expected > 0)", cls, cfg.kh <= 0 ? cfg.kh : cfg.kw);
+        return NULL;
+    }
+    int n = cfg.two_d ? 2 : 1;
+    for (int i = 0; i < n; i++)
+        if (o->strides[i] < 0) {
+            tnt__error(TNT_ERR_ARG, "%s: strides %d (expected > 0, or 0 for the default 1)", cls, o->strides[i]);
+            return NULL;
+        }
+    cfg.sh = cfg.two_d && o->strides[0] ? o->strides[0] : 1;
+    cfg.sw = o->strides[n - 1] ? o->strides[n - 1] : 1;
+    if (o->padding != TNT_PADDING_VALID) {
+        tnt__error(TNT_ERR_ARG, "%s: padding %d (only TNT_PADDING_VALID, as Keras's implementation 1)", cls,
+                   (int)o->padding);
+        return NULL;
+    }
+    if ((unsigned)o->activation >= TNT_ACT_COUNT) {
+        tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation, TNT_ACT_COUNT - 1);
+        return NULL;
+    }
+    if ((unsigned)o->kernel_initializer > TNT_INIT_RANDOM_NORMAL || (unsigned)o->bias_initializer > TNT_INIT_RANDOM_NORMAL) {
+        tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
+                   (int)o->bias_initializer, (int)TNT_INIT_RANDOM_NORMAL);
+        return NULL;
+    }
+    cfg.use_bias = !o->no_bias;
+    cfg.kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;
+    cfg.bias_init = o->bias_initializer ? o->bias_initializer : TNT_INIT_ZEROS;
+    lc_cfg *c = tnt__calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = cfg;
+    tnt_layer *l = tnt__layer_new(cfg.two_d ? &tnt__locally_connected2d_ops : &tnt__locally_connected1d_ops, o->name, c);
+    if (!l) {
+        free(c);
+        return NULL;
+    }
+    l->activation = o->activation;
+    l->activation_alpha = o->activation_alpha;
+    return l;
+}
+
+tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, const tnt_layer_opts *opts) {
+    static const tnt_layer_opts defaults;
+    return lc_new((lc_cfg){.filters = filters, .kh = 1, .kw = kernel_size}, opts ? opts : &defaults);
+}
+
+tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts) {
+    static const tnt_layer_opts defaults;
+    return lc_new((lc_cfg){.two_d = true, .filters = filters, .kh = kernel_h, .kw = kernel_w}, opts ? opts : &defaults);
+}
