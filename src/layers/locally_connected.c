@@ -13,8 +13,9 @@
  * masked one, a sparse one) and are refused with a message.
  *
  * Forward gathers every position's window into a workspace (positions, batch, features) and runs
- * one GEMM per position; backward runs two more per position (kernel gradient, then the window
- * gradient, scattered back onto dx). 1-D runs as 2-D of height 1. */
+ * one GEMM per position; backward gathers them again and runs two more per position (kernel
+ * gradient, then the window gradient over the window, scattered back onto dx). 1-D runs as 2-D of
+ * height 1. */
 #include "layers/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
@@ -122,21 +123,27 @@ static float *ws_outputs(tnt_layer *l, void *ws, int64_t batch) {
 
 /* ---- forward and backward ------------------------------------------------------------------- */
 
+/* win (positions, batch, features) = every position's window of x (batch, input...) */
+static void gather(const tnt_layer *l, const float *x, int64_t batch, float *win) {
+    const lc_cfg *c = l->priv;
+    const int64_t D = c->features, in_n = tnt_shape_numel(l->in_shape);
+    for (int64_t p = 0; p < c->positions; p++)
+        for (int64_t b = 0; b < batch; b++) {
+            const int64_t *w = c->window + p * D;
+            const float *xb = x + b * in_n;
+            float *dst = win + (p * batch + b) * D;
+            for (int64_t d = 0; d < D; d++) dst[d] = xb[w[d]];
+        }
+}
+
 /* x: (batch, input...) -> out: (batch, output...), before the activation */
 static tnt_status lc_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
     (void)plan, (void)post_op;
     const lc_cfg *c = l->priv;
     tnt_status status = TNT_OK;
-    const int64_t B = a->batch, P = c->positions, D = c->features, F = c->filters;
-    const int64_t in_n = tnt_shape_numel(l->in_shape), out_n = P * F;
+    const int64_t B = a->batch, P = c->positions, D = c->features, F = c->filters, out_n = P * F;
     float *win = ws_windows(l, a->workspace, B), *po = ws_outputs(l, a->workspace, B);
-    for (int64_t p = 0; p < P; p++)
-        for (int64_t b = 0; b < B; b++) {
-            const int64_t *w = c->window + p * D;
-            const float *xb = a->x + b * in_n;
-            float *dst = win + (p * B + b) * D;
-            for (int64_t d = 0; d < D; d++) dst[d] = xb[w[d]];
-        }
+    gather(l, a->x, B, win);
     const float *kernel = l->weights[0].value;
     for (int64_t p = 0; p < P; p++)
         TNT_DNNL(dnnl_sgemm('N', 'N', B, F, D, 1.0f, win + p * B * D, D, kernel + p * D * F, F, 0.0f, po + p * B * F, F));
@@ -166,6 +173,7 @@ static tnt_status lc_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     const int64_t B = a->batch, P = c->positions, D = c->features, F = c->filters;
     const int64_t in_n = tnt_shape_numel(l->in_shape), out_n = P * F;
     float *win = ws_windows(l, a->workspace, B), *dpo = ws_outputs(l, a->workspace, B);
+    gather(l, a->x, B, win); /* again: a backward before may have overwritten them */
     for (int64_t b = 0; b < B; b++)
         for (int64_t p = 0; p < P; p++)
             for (int64_t f = 0; f < F; f++)
