@@ -601,13 +601,13 @@ static tnt_model *model_from_cjson(const cJSON *root, int depth) {
 
 /* Keras 3 wrote the architecture: its keras_version says so, or, where there is none (Keras 3's
  * to_json and .h5 files), a Keras 3 mark: an InputLayer's batch_shape (Keras 2: batch_input_shape),
- * a DTypePolicy dtype, a keras.src.models module. */
+ * a DTypePolicy (or FloatDTypePolicy) dtype, a keras.src.models module. */
 static bool keras3_marks(const cJSON *v, int depth) {
     for (const cJSON *e = v && depth < 64 ? v->child : NULL; e; e = e->next) {
         if (e->string && !strcmp(e->string, "batch_shape")) return true;
         if (e->string && cJSON_IsString(e) &&
             ((!strcmp(e->string, "module") && !strncmp(e->valuestring, "keras.src.models", 16)) ||
-             (!strcmp(e->string, "class_name") && !strcmp(e->valuestring, "DTypePolicy"))))
+             (!strcmp(e->string, "class_name") && strstr(e->valuestring, "DTypePolicy")))) /* Float..., too */
             return true;
         if ((cJSON_IsObject(e) || cJSON_IsArray(e)) && keras3_marks(e, depth + 1)) return true;
     }
