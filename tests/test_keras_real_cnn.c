@@ -124,6 +124,21 @@ static void test_keras1_configs(void **state) {
     }
 }
 
+/* tf.keras 2.2.4-tf LocallyConnected2D(4, 3x3, tanh, implementation 1) twice in a chain of
+ * channels-last padding, upsampling, cropping and pooling layers: channels_first (its bias
+ * reshaped onto the (4, rows, cols) output, as Keras's bias_add does) and channels_last. */
+static void test_locally_connected(void **state) {
+    (void)state;
+    static const char *const names[] = {"tfkeras_cnn2d_32", "tfkeras_cnn2d_92"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+}
+
 /* Keras 1.2.2 files whose weights are in Keras 1's layout, converted on load as Keras 2 does: LSTM's
  * 12 arrays (gates i c f o), Bidirectional's 24, Convolution1D's 4-D kernel (k, 1, in, out) of a
  * file trained on Theano; against a NumPy rebuild from Keras 1's own definitions
@@ -212,6 +227,7 @@ int main(void) {
         cmocka_unit_test(test_3d),
         cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_keras1_configs),
+        cmocka_unit_test(test_locally_connected),
         cmocka_unit_test(test_keras1_weights),
         cmocka_unit_test(test_legacy_synthetic),
         cmocka_unit_test(test_channels_first_trains),
