@@ -237,13 +237,16 @@ TNT_API tnt_layer *tnt_conv3d(int filters, const int kernel_size[3], const tnt_l
  * with strides[3]; dilation 1 only. */
 TNT_API tnt_layer *tnt_conv3d_transpose(int filters, const int kernel_size[3], const int *output_padding,
                                         const tnt_layer_opts *opts);
-/* Keras LocallyConnected1D and LocallyConnected2D (implementation 1): a convolution with padding
- * "valid" whose weights differ at every output position: (steps, in) -> (out_steps, filters),
+/* Keras LocallyConnected1D and LocallyConnected2D: a convolution whose weights differ at every
+ * output position. implementation 1 (or 0): padding "valid", (steps, in) -> (out_steps, filters),
  * kernel (out_steps, kernel_size * in, filters), bias (out_steps, filters); (h, w, in) ->
- * (oh, ow, filters), kernel (oh * ow, kh * kw * in, filters), bias (oh, ow, filters). opts:
- * strides, activation, no_bias, initializers; data_format through tnt_layer_set_data_format. */
-TNT_API tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, const tnt_layer_opts *opts);
-TNT_API tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts);
+ * (oh, ow, filters), kernel (oh * ow, kh * kw * in, filters), bias (oh, ow, filters).
+ * implementation 2: Keras's dense masked kernel (input dims..., output dims...), padding valid or
+ * same. opts: strides, padding, activation, no_bias, initializers; data_format through
+ * tnt_layer_set_data_format. */
+TNT_API tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, int implementation, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, int implementation,
+                                           const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name);
 TNT_API tnt_layer *tnt_cropping3d(const int cropping[3][2], const char *name);
 TNT_API tnt_layer *tnt_upsampling3d(const int size[3], const char *name);

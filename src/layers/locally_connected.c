@@ -9,8 +9,14 @@
  * and the output is (positions..., filters), or (filters, positions...) channels first. Keras adds
  * the bias with backend.bias_add, which reshapes it (not transposes it) to the output's shape: the
  * bias is added element by element to each sample's output in memory order, in both formats.
- * Padding "valid" only (implementation 1); implementations 2 and 3 store other kernels (a dense
- * masked one, a sparse one) and are refused with a message.
+ * Padding "valid" only with implementation 1. Implementation 2 stores the dense matrix from a
+ * sample's input to its output (in memory order), kernel (input..., output...): 1-D channels last
+ * (steps, in, out_steps, filters), first (in, steps, filters, out_steps); 2-D (rows, cols, in,
+ * out_rows, out_cols, filters), first (in, rows, cols, filters, out_rows, out_cols); Keras masks it
+ * to the windows (conv_kernel_mask), and allows padding "same" (the window of output o starts at
+ * o * stride - k / 2, cut at the edges; out = ceil(in / stride)). It runs on the same engine, its
+ * windows' entries copied into implementation 1's layout each step (and their gradient back; 0
+ * elsewhere). Implementation 3 (a sparse kernel) is refused with a message.
  *
  * Forward gathers every position's window into a workspace (positions, batch, features) and runs
  * one GEMM per position; backward gathers them again and runs two more per position (kernel
@@ -25,12 +31,15 @@
 typedef struct lc_cfg {
     bool two_d;
     int filters, kh, kw, sh, sw; /* 1-D: kh = sh = 1 */
+    int impl;                    /* Keras's implementation: 1, or 2 (the dense masked kernel) */
+    tnt_padding padding;         /* valid; same with implementation 2 */
     bool use_bias;
     tnt_initializer kernel_init, bias_init;
     /* from build */
     int64_t ih, iw, ic, oh, ow;
     int64_t positions, features; /* oh * ow, kh * kw * ic */
-    int64_t *window;             /* (positions, features): offset of each feature in a sample's input */
+    int64_t *window;             /* (positions, features): offset of each feature in a sample's input,
+                                    -1 outside it ("same" padding: the feature is 0) */
 } lc_cfg;
 
 static const char *lc_class(const lc_cfg *c) { return c->two_d ? "LocallyConnected2D" : "LocallyConnected1D"; }
@@ -44,8 +53,9 @@ static tnt_status lc_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     tnt_status s = tnt__conv_input(l, cls, in, c->two_d ? 2 : 1, c->two_d ? sp : sp + 1, &c->ic);
     if (s != TNT_OK) return s;
     c->ih = sp[0], c->iw = sp[1];
-    c->oh = c->ih >= c->kh ? (c->ih - c->kh) / c->sh + 1 : 0;
-    c->ow = c->iw >= c->kw ? (c->iw - c->kw) / c->sw + 1 : 0;
+    const bool same = c->padding == TNT_PADDING_SAME;
+    c->oh = same ? (c->ih + c->sh - 1) / c->sh : c->ih >= c->kh ? (c->ih - c->kh) / c->sh + 1 : 0;
+    c->ow = same ? (c->iw + c->sw - 1) / c->sw : c->iw >= c->kw ? (c->iw - c->kw) / c->sw + 1 : 0;
     if (c->oh <= 0 || c->ow <= 0)
         return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s is smaller than the kernel (%d, %d) with padding "
                           "\"valid\"", cls, l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw);
@@ -55,19 +65,31 @@ static tnt_status lc_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     if (!(c->window = tnt__calloc((size_t)(c->positions * c->features), sizeof *c->window))) return TNT_ERR_NOMEM;
     for (int64_t r = 0; r < c->oh; r++)
         for (int64_t q = 0; q < c->ow; q++) {
-            int64_t *w = c->window + (r * c->ow + q) * c->features, r0 = r * c->sh, q0 = q * c->sw;
+            /* Keras's conv_connected_inputs: "same" centres the kernel, start o*s - k/2 */
+            int64_t *w = c->window + (r * c->ow + q) * c->features, r0 = r * c->sh - (same ? c->kh / 2 : 0),
+                    q0 = q * c->sw - (same ? c->kw / 2 : 0);
             for (int64_t ch = 0; ch < c->ic; ch++)
                 for (int i = 0; i < c->kh; i++)
                     for (int j = 0; j < c->kw; j++) {
                         int64_t row = r0 + i, col = q0 + j;
-                        if (cf) w[((ch * c->kh) + i) * c->kw + j] = (ch * c->ih + row) * c->iw + col;
-                        else w[((int64_t)i * c->kw + j) * c->ic + ch] = (row * c->iw + col) * c->ic + ch;
+                        bool in = row >= 0 && row < c->ih && col >= 0 && col < c->iw;
+                        if (cf) w[((ch * c->kh) + i) * c->kw + j] = in ? (ch * c->ih + row) * c->iw + col : -1;
+                        else w[((int64_t)i * c->kw + j) * c->ic + ch] = in ? (row * c->iw + col) * c->ic + ch : -1;
                     }
         }
-    /* Keras's fans of a kernel of rank 3: receptive field = the leading axis (the positions) */
+    /* implementation 1: (positions, features, filters); 2: (input..., output...) in the layer's
+     * format, 2-D channels last (rows, cols, in, out_rows, out_cols, filters) */
+    tnt_shape ks = TNT_SHAPE(c->positions, c->features, c->filters);
+    if (c->impl == 2 && c->two_d)
+        ks = cf ? TNT_SHAPE(c->ic, c->ih, c->iw, c->filters, c->oh, c->ow)
+                : TNT_SHAPE(c->ih, c->iw, c->ic, c->oh, c->ow, c->filters);
+    else if (c->impl == 2)
+        ks = cf ? TNT_SHAPE(c->ic, c->iw, c->filters, c->ow) : TNT_SHAPE(c->iw, c->ic, c->ow, c->filters);
+    /* Keras's fans of a kernel of rank >= 3: receptive field = all axes but the last two */
+    int64_t rf = 1;
+    for (int i = 0; i < ks.ndim - 2; i++) rf *= ks.dim[i];
     l->n_weights = 0;
-    if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(c->positions, c->features, c->filters), c->kernel_init,
-                              c->features * c->positions, (int64_t)c->filters * c->positions) < 0)
+    if (tnt__layer_add_weight(l, "kernel", ks, c->kernel_init, ks.dim[ks.ndim - 2] * rf, ks.dim[ks.ndim - 1] * rf) < 0)
         return TNT_ERR_ARG;
     tnt_shape bshape = c->two_d ? TNT_SHAPE(c->oh, c->ow, c->filters) : TNT_SHAPE(c->ow, c->filters);
     if (c->use_bias && tnt__layer_add_weight(l, "bias", bshape, c->bias_init, 0, 0) < 0) return TNT_ERR_ARG;
@@ -102,13 +124,15 @@ static void *lc_plan_create(tnt_layer *l, int64_t batch) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* [fused activation's][windows (positions, batch, features)][outputs (positions, batch, filters)] */
+/* [fused activation's][windows (positions, batch, features)][outputs (positions, batch, filters)]
+ * [implementation 2: its kernel (or gradient) as implementation 1's (positions, features, filters)] */
 static size_t lc_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
     const lc_cfg *c = l->priv;
     return align64(tnt__fused_workspace_size(l, batch)) +
            align64((size_t)(c->positions * batch * c->features) * sizeof(float)) +
-           (size_t)(c->positions * batch * c->filters) * sizeof(float);
+           align64((size_t)(c->positions * batch * c->filters) * sizeof(float)) +
+           (c->impl == 2 ? (size_t)(c->positions * c->features * c->filters) * sizeof(float) : 0);
 }
 
 static float *ws_windows(tnt_layer *l, void *ws, int64_t batch) {
@@ -119,6 +143,31 @@ static float *ws_outputs(tnt_layer *l, void *ws, int64_t batch) {
     const lc_cfg *c = l->priv;
     return (float *)((char *)ws_windows(l, ws, batch) +
                      align64((size_t)(c->positions * batch * c->features) * sizeof(float)));
+}
+
+static float *ws_kernel(tnt_layer *l, void *ws, int64_t batch) {
+    const lc_cfg *c = l->priv;
+    return (float *)((char *)ws_outputs(l, ws, batch) + align64((size_t)(c->positions * batch * c->filters) * sizeof(float)));
+}
+
+/* Implementation 2's kernel is the dense (input, output) matrix of a sample's memory order, zero
+ * (masked) outside the windows: entry (p, d, f) of implementation 1 is its (window(p, d), output
+ * offset of (p, f)). to_k2 false: k1 = those entries of k2 (0 outside the input); true: k2 = k1
+ * there, 0 elsewhere (the gradient: Keras's mask stops it). */
+static void map_impl2(const tnt_layer *l, float *k1, float *k2, bool to_k2) {
+    const lc_cfg *c = l->priv;
+    const int64_t P = c->positions, D = c->features, F = c->filters, out_n = P * F;
+    if (to_k2) memset(k2, 0, (size_t)(tnt_shape_numel(l->in_shape) * out_n) * sizeof(float));
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t d = 0; d < D; d++) {
+            int64_t w = c->window[p * D + d];
+            float *row = k1 + (p * D + d) * F;
+            for (int64_t f = 0; f < F; f++) {
+                int64_t o = l->channels_first ? f * P + p : p * F + f;
+                if (to_k2 && w >= 0) k2[w * out_n + o] = row[f];
+                else if (!to_k2) row[f] = w >= 0 ? k2[w * out_n + o] : 0.0f;
+            }
+        }
 }
 
 /* ---- forward and backward ------------------------------------------------------------------- */
@@ -132,7 +181,7 @@ static void gather(const tnt_layer *l, const float *x, int64_t batch, float *win
             const int64_t *w = c->window + p * D;
             const float *xb = x + b * in_n;
             float *dst = win + (p * batch + b) * D;
-            for (int64_t d = 0; d < D; d++) dst[d] = xb[w[d]];
+            for (int64_t d = 0; d < D; d++) dst[d] = w[d] >= 0 ? xb[w[d]] : 0.0f;
         }
 }
 
@@ -145,6 +194,10 @@ static tnt_status lc_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool 
     float *win = ws_windows(l, a->workspace, B), *po = ws_outputs(l, a->workspace, B);
     gather(l, a->x, B, win);
     const float *kernel = l->weights[0].value;
+    if (c->impl == 2) {
+        map_impl2(l, ws_kernel(l, a->workspace, B), l->weights[0].value, false);
+        kernel = ws_kernel(l, a->workspace, B);
+    }
     for (int64_t p = 0; p < P; p++)
         TNT_DNNL(dnnl_sgemm('N', 'N', B, F, D, 1.0f, win + p * B * D, D, kernel + p * D * F, F, 0.0f, po + p * B * F, F));
     const float *bias = c->use_bias ? l->weights[1].value : NULL;
@@ -185,22 +238,26 @@ static tnt_status lc_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
             for (int64_t i = 0; i < out_n; i++) db[i] += dpre[b * out_n + i];
     }
     const float *kernel = l->weights[0].value;
-    float *dk = l->weights[0].grad;
-    for (int64_t p = 0; p < P; p++) {
-        float *wp = win + p * B * D;
-        const float *dp = dpo + p * B * F;
-        TNT_DNNL(dnnl_sgemm('T', 'N', D, F, B, 1.0f, wp, D, dp, F, 0.0f, dk + p * D * F, F));
-        /* the window's gradient replaces the window, which nothing needs any more */
-        if (a->dx) TNT_DNNL(dnnl_sgemm('N', 'T', B, D, F, 1.0f, dp, F, kernel + p * D * F, F, 0.0f, wp, D));
+    float *dk = c->impl == 2 ? ws_kernel(l, a->workspace, B) : l->weights[0].grad;
+    for (int64_t p = 0; p < P; p++)
+        TNT_DNNL(dnnl_sgemm('T', 'N', D, F, B, 1.0f, win + p * B * D, D, dpo + p * B * F, F, 0.0f, dk + p * D * F, F));
+    if (c->impl == 2) { /* the gradient into the dense kernel, then that kernel again for dx */
+        map_impl2(l, dk, l->weights[0].grad, true);
+        map_impl2(l, dk, l->weights[0].value, false);
+        kernel = dk;
     }
     if (!a->dx) return TNT_OK;
+    /* each window's gradient replaces the window, which nothing needs any more */
+    for (int64_t p = 0; p < P; p++)
+        TNT_DNNL(dnnl_sgemm('N', 'T', B, D, F, 1.0f, dpo + p * B * F, F, kernel + p * D * F, F, 0.0f, win + p * B * D, D));
     memset(a->dx, 0, (size_t)(B * in_n) * sizeof(float));
     for (int64_t p = 0; p < P; p++)
         for (int64_t b = 0; b < B; b++) {
             const int64_t *w = c->window + p * D;
             const float *src = win + (p * B + b) * D;
             float *dxb = a->dx + b * in_n;
-            for (int64_t d = 0; d < D; d++) dxb[w[d]] += src[d];
+            for (int64_t d = 0; d < D; d++)
+                if (w[d] >= 0) dxb[w[d]] += src[d];
         }
 fail:
     return status;
@@ -220,14 +277,14 @@ static tnt_status lc_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddNumberToObject(c, "filters", k->filters));
     TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->two_d ? (int[]){k->kh, k->kw} : (int[]){k->kw}));
     TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->two_d ? (int[]){k->sh, k->sw} : (int[]){k->sw}));
-    TNT_KJ(cJSON_AddStringToObject(c, "padding", "valid"));
+    TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
     TNT_KJ_S(tnt__kj_add_data_format(c, l));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
     TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
     TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", k->kernel_init));
     TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", k->bias_init));
     TNT_KJ_S(tnt__kj_add_nulls(c, tnt__kj_kernel_nulls));
-    TNT_KJ(cJSON_AddNumberToObject(c, "implementation", 1));
+    TNT_KJ(cJSON_AddNumberToObject(c, "implementation", k->impl));
     return TNT_OK;
 }
 
@@ -240,16 +297,16 @@ static tnt_layer *lc_from_config(const cJSON *c, const tnt__kj_ctx *k, bool two_
     TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
     TNT_KJ_READ(tnt__kj_check_nulls(c, (const char *const[]){"kernel_regularizer", "kernel_constraint", NULL}, k));
     TNT_KJ_READ(tnt__kj_int(c, "implementation", false, 1, &impl, k));
-    if (impl != 1)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "implementation %d is not supported (only 1: its kernel (positions, "
-                            "features, filters); 2 stores a dense masked kernel, 3 a sparse one)", impl);
-    if (o.padding != TNT_PADDING_VALID)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "padding \"%s\" (implementation 1 supports \"valid\" only)",
-                            tnt__kj_padding_name(o.padding));
+    if (impl != 1 && impl != 2)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "implementation %d is not supported (1: the kernel (positions, "
+                            "features, filters); 2: the dense masked kernel; not 3, a sparse one)", impl);
+    if (o.padding != TNT_PADDING_VALID && (impl == 1 || o.padding != TNT_PADDING_SAME))
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "padding \"%s\" (implementation 1 supports \"valid\" only, 2 "
+                            "\"valid\" and \"same\")", tnt__kj_padding_name(o.padding));
     if (o.dilation[0] > 1 || o.dilation[1] > 1)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "dilation_rate is not a key of this class");
-    if (two_d) return tnt__kj_built(tnt_locally_connected2d(filters, ks[0], ks[1], &o), k);
-    return tnt__kj_built(tnt_locally_connected1d(filters, ks[0], &o), k);
+    if (two_d) return tnt__kj_built(tnt_locally_connected2d(filters, ks[0], ks[1], impl, &o), k);
+    return tnt__kj_built(tnt_locally_connected1d(filters, ks[0], impl, &o), k);
 }
 
 static tnt_layer *lc1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return lc_from_config(c, k, false); }
@@ -292,11 +349,17 @@ static tnt_layer *lc_new(lc_cfg cfg, const tnt_layer_opts *o) {
         }
     cfg.sh = cfg.two_d && o->strides[0] ? o->strides[0] : 1;
     cfg.sw = o->strides[n - 1] ? o->strides[n - 1] : 1;
-    if (o->padding != TNT_PADDING_VALID) {
-        tnt__error(TNT_ERR_ARG, "%s: padding %d (only TNT_PADDING_VALID, as Keras's implementation 1)", cls,
-                   (int)o->padding);
+    if (cfg.impl == 0) cfg.impl = 1;
+    if (cfg.impl != 1 && cfg.impl != 2) {
+        tnt__error(TNT_ERR_ARG, "%s: implementation %d (expected 1 or 2, or 0 for 1)", cls, cfg.impl);
         return NULL;
     }
+    if (o->padding != TNT_PADDING_VALID && (cfg.impl == 1 || o->padding != TNT_PADDING_SAME)) {
+        tnt__error(TNT_ERR_ARG, "%s: padding %d (implementation 1: TNT_PADDING_VALID only, as Keras; 2: also "
+                   "TNT_PADDING_SAME)", cls, (int)o->padding);
+        return NULL;
+    }
+    cfg.padding = o->padding;
     if ((unsigned)o->activation >= TNT_ACT_COUNT) {
         tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation, TNT_ACT_COUNT - 1);
         return NULL;
@@ -322,12 +385,15 @@ static tnt_layer *lc_new(lc_cfg cfg, const tnt_layer_opts *o) {
     return l;
 }
 
-tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, const tnt_layer_opts *opts) {
+tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, int implementation, const tnt_layer_opts *opts) {
     static const tnt_layer_opts defaults;
-    return lc_new((lc_cfg){.filters = filters, .kh = 1, .kw = kernel_size}, opts ? opts : &defaults);
+    return lc_new((lc_cfg){.filters = filters, .kh = 1, .kw = kernel_size, .impl = implementation},
+                  opts ? opts : &defaults);
 }
 
-tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, const tnt_layer_opts *opts) {
+tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, int implementation,
+                                   const tnt_layer_opts *opts) {
     static const tnt_layer_opts defaults;
-    return lc_new((lc_cfg){.two_d = true, .filters = filters, .kh = kernel_h, .kw = kernel_w}, opts ? opts : &defaults);
+    return lc_new((lc_cfg){.two_d = true, .filters = filters, .kh = kernel_h, .kw = kernel_w, .impl = implementation},
+                  opts ? opts : &defaults);
 }
