@@ -241,8 +241,8 @@ TNT_API tnt_layer *tnt_conv3d_transpose(int filters, const int kernel_size[3], c
  * output position. implementation 1 (or 0): padding "valid", (steps, in) -> (out_steps, filters),
  * kernel (out_steps, kernel_size * in, filters), bias (out_steps, filters); (h, w, in) ->
  * (oh, ow, filters), kernel (oh * ow, kh * kw * in, filters), bias (oh, ow, filters).
- * implementation 2: Keras's dense masked kernel (input dims..., output dims...), padding valid or
- * same. opts: strides, padding, activation, no_bias, initializers; data_format through
+ * implementation 2: Keras's dense masked kernel (input dims..., output dims...), 3: its sparse
+ * list (Keras's sorted conv_kernel_idxs), each with padding valid or same. opts: strides, padding, activation, no_bias, initializers; data_format through
  * tnt_layer_set_data_format. */
 TNT_API tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, int implementation, const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, int implementation,

@@ -28,7 +28,7 @@ static void test_locally_connected_fixtures(void **state) {
     run_case("lc2d_cf_s12_nobias", cf(tnt_locally_connected2d(3, 2, 2, 0, &(tnt_layer_opts){.strides = {1, 2}, .no_bias = true})));
 }
 
-/* Implementation 2: Keras's dense masked kernel, padding valid and same */
+/* Implementations 2 (Keras's dense masked kernel) and 3 (its sparse list), padding valid and same */
 static void test_locally_connected_impl2_fixtures(void **state) {
     (void)state;
     run_case("lc1d_i2_valid", tnt_locally_connected1d(3, 3, 2, &(tnt_layer_opts){.strides = {2}}));
@@ -37,6 +37,12 @@ static void test_locally_connected_impl2_fixtures(void **state) {
                                                       .padding = TNT_PADDING_SAME, .activation = TNT_ACT_TANH}));
     run_case("lc2d_i2_valid_cf", cf(tnt_locally_connected2d(2, 2, 3, 2, &(tnt_layer_opts){.no_bias = true})));
     fd_check(tnt_locally_connected2d(2, 3, 3, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), TNT_SHAPE(3, 4, 2), 2);
+    /* implementation 3: the sorted list of (output, input) entries */
+    run_case("lc1d_i3_same", tnt_locally_connected1d(3, 3, 3, &(tnt_layer_opts){.strides = {2}, .padding = TNT_PADDING_SAME}));
+    run_case("lc2d_i3_valid_cf", cf(tnt_locally_connected2d(2, 2, 3, 3, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    run_case("lc2d_i3_same", tnt_locally_connected2d(2, 2, 2, 3, &(tnt_layer_opts){.strides = {2, 2},
+                                                      .padding = TNT_PADDING_SAME, .no_bias = true}));
+    fd_check(cf(tnt_locally_connected1d(2, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME})), TNT_SHAPE(2, 5), 2);
     check_layer(TNT_SHAPE(5, 4, 2), cf(tnt_locally_connected2d(2, 3, 3, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME})),
                 "LocallyConnected2D", "\"padding\":\"same\",\"data_format\":\"channels_first\"");
     tnt_shape out;
@@ -135,8 +141,8 @@ static void test_errors(void **state) {
     (void)state;
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": "
                  "\"LocallyConnected1D\", \"config\": {\"name\": \"lc\", \"filters\": 2, \"kernel_size\": 3, "
-                 "\"implementation\": 3, \"batch_input_shape\": [null, 6, 2]}}]}}",
-                 (const char *const[]){"\"lc\" (LocallyConnected1D)", "implementation 3", NULL});
+                 "\"implementation\": 4, \"batch_input_shape\": [null, 6, 2]}}]}}",
+                 (const char *const[]){"\"lc\" (LocallyConnected1D)", "implementation 4", NULL});
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": "
                  "\"LocallyConnected2D\", \"config\": {\"name\": \"lc\", \"filters\": 2, \"kernel_size\": 3, "
                  "\"padding\": \"same\", \"batch_input_shape\": [null, 6, 6, 2]}}]}}",

@@ -16,7 +16,8 @@
  * to the windows (conv_kernel_mask), and allows padding "same" (the window of output o starts at
  * o * stride - k / 2, cut at the edges; out = ceil(in / stride)). It runs on the same engine, its
  * windows' entries copied into implementation 1's layout each step (and their gradient back; 0
- * elsewhere). Implementation 3 (a sparse kernel) is refused with a message.
+ * elsewhere). Implementation 3 stores only those entries, as a list in the order of Keras's sorted
+ * conv_kernel_idxs (output offset, then input offset, both in memory order), and runs the same way.
  *
  * Forward gathers every position's window into a workspace (positions, batch, features) and runs
  * one GEMM per position; backward gathers them again and runs two more per position (kernel
@@ -31,8 +32,8 @@
 typedef struct lc_cfg {
     bool two_d;
     int filters, kh, kw, sh, sw; /* 1-D: kh = sh = 1 */
-    int impl;                    /* Keras's implementation: 1, or 2 (the dense masked kernel) */
-    tnt_padding padding;         /* valid; same with implementation 2 */
+    int impl;                    /* Keras's implementation: 1, 2 (the dense masked kernel), 3 (sparse) */
+    tnt_padding padding;         /* valid; same with implementations 2 and 3 */
     bool use_bias;
     tnt_initializer kernel_init, bias_init;
     /* from build */
@@ -40,6 +41,8 @@ typedef struct lc_cfg {
     int64_t positions, features; /* oh * ow, kh * kw * ic */
     int64_t *window;             /* (positions, features): offset of each feature in a sample's input,
                                     -1 outside it ("same" padding: the feature is 0) */
+    int64_t *k3_start, *k3_rank; /* implementation 3: each output offset's first kernel entry; each
+                                    (position, feature)'s rank among its window's inputs (-1 outside) */
 } lc_cfg;
 
 static const char *lc_class(const lc_cfg *c) { return c->two_d ? "LocallyConnected2D" : "LocallyConnected1D"; }
@@ -77,20 +80,42 @@ static tnt_status lc_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                         else w[((int64_t)i * c->kw + j) * c->ic + ch] = in ? (row * c->iw + col) * c->ic + ch : -1;
                     }
         }
+    /* implementation 3: Keras's sorted conv_kernel_idxs, (output offset, input offset) pairs in
+     * increasing order: per output offset its window's inputs, which lie in feature order */
+    free(c->k3_start), free(c->k3_rank);
+    c->k3_start = c->k3_rank = NULL;
+    const int64_t out_n = c->positions * c->filters;
+    int64_t nnz = 0;
+    if (c->impl == 3) {
+        if (!(c->k3_start = tnt__calloc((size_t)out_n, sizeof *c->k3_start)) ||
+            !(c->k3_rank = tnt__calloc((size_t)(c->positions * c->features), sizeof *c->k3_rank)))
+            return TNT_ERR_NOMEM;
+        for (int64_t p = 0; p < c->positions; p++)
+            for (int64_t d = 0, n = 0; d < c->features; d++)
+                c->k3_rank[p * c->features + d] = c->window[p * c->features + d] >= 0 ? n++ : -1;
+        for (int64_t o = 0; o < out_n; o++) {
+            int64_t p = cf ? o % c->positions : o / c->filters, n = 0;
+            for (int64_t d = 0; d < c->features; d++) n += c->window[p * c->features + d] >= 0;
+            c->k3_start[o] = nnz;
+            nnz += n;
+        }
+    }
     /* implementation 1: (positions, features, filters); 2: (input..., output...) in the layer's
-     * format, 2-D channels last (rows, cols, in, out_rows, out_cols, filters) */
+     * format, 2-D channels last (rows, cols, in, out_rows, out_cols, filters); 3: (entries,) */
     tnt_shape ks = TNT_SHAPE(c->positions, c->features, c->filters);
+    if (c->impl == 3) ks = TNT_SHAPE(nnz);
     if (c->impl == 2 && c->two_d)
         ks = cf ? TNT_SHAPE(c->ic, c->ih, c->iw, c->filters, c->oh, c->ow)
                 : TNT_SHAPE(c->ih, c->iw, c->ic, c->oh, c->ow, c->filters);
     else if (c->impl == 2)
         ks = cf ? TNT_SHAPE(c->ic, c->iw, c->filters, c->ow) : TNT_SHAPE(c->iw, c->ic, c->ow, c->filters);
-    /* Keras's fans of a kernel of rank >= 3: receptive field = all axes but the last two */
+    /* Keras's fans of a kernel of rank >= 3: receptive field = all axes but the last two; rank 1:
+     * its length */
     int64_t rf = 1;
     for (int i = 0; i < ks.ndim - 2; i++) rf *= ks.dim[i];
+    int64_t fan_in = ks.ndim == 1 ? nnz : ks.dim[ks.ndim - 2] * rf, fan_out = ks.ndim == 1 ? nnz : ks.dim[ks.ndim - 1] * rf;
     l->n_weights = 0;
-    if (tnt__layer_add_weight(l, "kernel", ks, c->kernel_init, ks.dim[ks.ndim - 2] * rf, ks.dim[ks.ndim - 1] * rf) < 0)
-        return TNT_ERR_ARG;
+    if (tnt__layer_add_weight(l, "kernel", ks, c->kernel_init, fan_in, fan_out) < 0) return TNT_ERR_ARG;
     tnt_shape bshape = c->two_d ? TNT_SHAPE(c->oh, c->ow, c->filters) : TNT_SHAPE(c->ow, c->filters);
     if (c->use_bias && tnt__layer_add_weight(l, "bias", bshape, c->bias_init, 0, 0) < 0) return TNT_ERR_ARG;
     *out = c->two_d ? tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters)
@@ -132,7 +157,7 @@ static size_t lc_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     return align64(tnt__fused_workspace_size(l, batch)) +
            align64((size_t)(c->positions * batch * c->features) * sizeof(float)) +
            align64((size_t)(c->positions * batch * c->filters) * sizeof(float)) +
-           (c->impl == 2 ? (size_t)(c->positions * c->features * c->filters) * sizeof(float) : 0);
+           (c->impl != 1 ? (size_t)(c->positions * c->features * c->filters) * sizeof(float) : 0);
 }
 
 static float *ws_windows(tnt_layer *l, void *ws, int64_t batch) {
@@ -152,20 +177,22 @@ static float *ws_kernel(tnt_layer *l, void *ws, int64_t batch) {
 
 /* Implementation 2's kernel is the dense (input, output) matrix of a sample's memory order, zero
  * (masked) outside the windows: entry (p, d, f) of implementation 1 is its (window(p, d), output
- * offset of (p, f)). to_k2 false: k1 = those entries of k2 (0 outside the input); true: k2 = k1
- * there, 0 elsewhere (the gradient: Keras's mask stops it). */
-static void map_impl2(const tnt_layer *l, float *k1, float *k2, bool to_k2) {
+ * offset o of (p, f)); implementation 3's is entry k3_start[o] + k3_rank[p, d] of its list.
+ * to_k2 false: k1 = those entries of k2 (0 outside the input); true: k2 = k1 there, 0 elsewhere
+ * (the gradient: Keras's mask stops it). */
+static void map_stored(const tnt_layer *l, float *k1, float *k2, bool to_k2) {
     const lc_cfg *c = l->priv;
     const int64_t P = c->positions, D = c->features, F = c->filters, out_n = P * F;
-    if (to_k2) memset(k2, 0, (size_t)(tnt_shape_numel(l->in_shape) * out_n) * sizeof(float));
+    if (to_k2) memset(k2, 0, (size_t)tnt_shape_numel(l->weights[0].shape) * sizeof(float));
     for (int64_t p = 0; p < P; p++)
         for (int64_t d = 0; d < D; d++) {
             int64_t w = c->window[p * D + d];
             float *row = k1 + (p * D + d) * F;
             for (int64_t f = 0; f < F; f++) {
                 int64_t o = l->channels_first ? f * P + p : p * F + f;
-                if (to_k2 && w >= 0) k2[w * out_n + o] = row[f];
-                else if (!to_k2) row[f] = w >= 0 ? k2[w * out_n + o] : 0.0f;
+                int64_t k = w < 0 ? -1 : c->impl == 2 ? w * out_n + o : c->k3_start[o] + c->k3_rank[p * D + d];
+                if (to_k2 && k >= 0) k2[k] = row[f];
+                else if (!to_k2) row[f] = k >= 0 ? k2[k] : 0.0f;
             }
         }
 }
@@ -194,8 +221,8 @@ static tnt_status lc_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool 
     float *win = ws_windows(l, a->workspace, B), *po = ws_outputs(l, a->workspace, B);
     gather(l, a->x, B, win);
     const float *kernel = l->weights[0].value;
-    if (c->impl == 2) {
-        map_impl2(l, ws_kernel(l, a->workspace, B), l->weights[0].value, false);
+    if (c->impl != 1) {
+        map_stored(l, ws_kernel(l, a->workspace, B), l->weights[0].value, false);
         kernel = ws_kernel(l, a->workspace, B);
     }
     for (int64_t p = 0; p < P; p++)
@@ -238,12 +265,12 @@ static tnt_status lc_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
             for (int64_t i = 0; i < out_n; i++) db[i] += dpre[b * out_n + i];
     }
     const float *kernel = l->weights[0].value;
-    float *dk = c->impl == 2 ? ws_kernel(l, a->workspace, B) : l->weights[0].grad;
+    float *dk = c->impl != 1 ? ws_kernel(l, a->workspace, B) : l->weights[0].grad;
     for (int64_t p = 0; p < P; p++)
         TNT_DNNL(dnnl_sgemm('T', 'N', D, F, B, 1.0f, win + p * B * D, D, dpo + p * B * F, F, 0.0f, dk + p * D * F, F));
-    if (c->impl == 2) { /* the gradient into the dense kernel, then that kernel again for dx */
-        map_impl2(l, dk, l->weights[0].grad, true);
-        map_impl2(l, dk, l->weights[0].value, false);
+    if (c->impl != 1) { /* the gradient into the stored kernel, then that kernel again for dx */
+        map_stored(l, dk, l->weights[0].grad, true);
+        map_stored(l, dk, l->weights[0].value, false);
         kernel = dk;
     }
     if (!a->dx) return TNT_OK;
@@ -267,7 +294,7 @@ fail:
 
 static void lc_destroy(tnt_layer *l) {
     lc_cfg *c = l->priv;
-    if (c) free(c->window);
+    if (c) free(c->window), free(c->k3_start), free(c->k3_rank);
     free(c);
 }
 
@@ -297,12 +324,12 @@ static tnt_layer *lc_from_config(const cJSON *c, const tnt__kj_ctx *k, bool two_
     TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
     TNT_KJ_READ(tnt__kj_check_nulls(c, (const char *const[]){"kernel_regularizer", "kernel_constraint", NULL}, k));
     TNT_KJ_READ(tnt__kj_int(c, "implementation", false, 1, &impl, k));
-    if (impl != 1 && impl != 2)
-        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "implementation %d is not supported (1: the kernel (positions, "
-                            "features, filters); 2: the dense masked kernel; not 3, a sparse one)", impl);
+    if (impl < 1 || impl > 3)
+        return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "implementation %d (Keras has 1: the kernel (positions, features, "
+                            "filters); 2: the dense masked kernel; 3: the sparse one)", impl);
     if (o.padding != TNT_PADDING_VALID && (impl == 1 || o.padding != TNT_PADDING_SAME))
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "padding \"%s\" (implementation 1 supports \"valid\" only, 2 "
-                            "\"valid\" and \"same\")", tnt__kj_padding_name(o.padding));
+                            "and 3 \"valid\" and \"same\")", tnt__kj_padding_name(o.padding));
     if (o.dilation[0] > 1 || o.dilation[1] > 1)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "dilation_rate is not a key of this class");
     if (two_d) return tnt__kj_built(tnt_locally_connected2d(filters, ks[0], ks[1], impl, &o), k);
@@ -350,13 +377,13 @@ static tnt_layer *lc_new(lc_cfg cfg, const tnt_layer_opts *o) {
     cfg.sh = cfg.two_d && o->strides[0] ? o->strides[0] : 1;
     cfg.sw = o->strides[n - 1] ? o->strides[n - 1] : 1;
     if (cfg.impl == 0) cfg.impl = 1;
-    if (cfg.impl != 1 && cfg.impl != 2) {
-        tnt__error(TNT_ERR_ARG, "%s: implementation %d (expected 1 or 2, or 0 for 1)", cls, cfg.impl);
+    if (cfg.impl < 1 || cfg.impl > 3) {
+        tnt__error(TNT_ERR_ARG, "%s: implementation %d (expected 1, 2 or 3, or 0 for 1)", cls, cfg.impl);
         return NULL;
     }
     if (o->padding != TNT_PADDING_VALID && (cfg.impl == 1 || o->padding != TNT_PADDING_SAME)) {
-        tnt__error(TNT_ERR_ARG, "%s: padding %d (implementation 1: TNT_PADDING_VALID only, as Keras; 2: also "
-                   "TNT_PADDING_SAME)", cls, (int)o->padding);
+        tnt__error(TNT_ERR_ARG, "%s: padding %d (implementation 1: TNT_PADDING_VALID only, as Keras; 2 and 3: "
+                   "also TNT_PADDING_SAME)", cls, (int)o->padding);
         return NULL;
     }
     cfg.padding = o->padding;
