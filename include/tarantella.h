@@ -130,9 +130,28 @@ typedef enum tnt_activation {
     TNT_ACT_SWISH,      /* also called silu */
     TNT_ACT_SOFTPLUS,
     TNT_ACT_LEAKY_RELU, /* alpha 0.2 as tf.nn.leaky_relu; the LeakyReLU layer's 0.3 via alpha */
+    TNT_ACT_SOFTSIGN,   /* x / (1 + |x|) */
+    TNT_ACT_HARD_SIGMOID,    /* Keras 2: clip(0.2 x + 0.5, 0, 1) */
+    TNT_ACT_HARD_SIGMOID_V3, /* Keras 3's hard_sigmoid, relu6(x + 3) / 6 ("hard_sigmoid_v3" here) */
+    TNT_ACT_HARD_SILU,  /* x relu6(x + 3) / 6, also called hard_swish */
+    TNT_ACT_EXPONENTIAL,
+    TNT_ACT_RELU6,
+    TNT_ACT_MISH,       /* x tanh(softplus(x)) */
+    TNT_ACT_LOG_SOFTMAX, /* over the last axis */
+    TNT_ACT_CELU,       /* alpha 1 */
+    TNT_ACT_HARD_TANH,  /* clip(x, -1, 1) */
+    TNT_ACT_TANH_SHRINK, /* x - tanh(x) */
+    TNT_ACT_SOFT_SHRINK, /* threshold 0.5 */
+    TNT_ACT_HARD_SHRINK, /* threshold 0.5 */
+    TNT_ACT_SQUAREPLUS, /* (x + sqrt(x^2 + 4)) / 2 */
+    TNT_ACT_LOG_SIGMOID,
+    TNT_ACT_SPARSE_PLUS,
+    TNT_ACT_SPARSE_SIGMOID,
+    TNT_ACT_SPARSEMAX,  /* over the last axis */
     TNT_ACT_COUNT
 } tnt_activation;
-/* Keras name ("relu", "silu", ...) to enum; -1 when unknown. */
+/* Keras name ("relu", "silu", "hard_swish", ...) to enum; -1 when unknown. Keras 3's glu (it halves
+ * the last axis) and threshold (it takes arguments) are not activations here. */
 TNT_API int tnt_activation_from_name(const char *name);
 TNT_API const char *tnt_activation_name(tnt_activation act);
 

@@ -234,6 +234,21 @@ TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *op
  * (filters); opts: strides[3], dilation[3], padding (valid or same), activation, no_bias,
  * initializers, as Conv2D's. */
 TNT_API tnt_layer *tnt_conv3d(int filters, const int kernel_size[3], const tnt_layer_opts *opts);
+/* Keras Conv3DTranspose: (d, h, w, in) -> (od, oh, ow, filters), kernel (kd, kh, kw, filters, in),
+ * bias (filters); output_padding {d, h, w} or NULL (None); sizes and opts as Conv2DTranspose's,
+ * with strides[3]; dilation 1 only. */
+TNT_API tnt_layer *tnt_conv3d_transpose(int filters, const int kernel_size[3], const int *output_padding,
+                                        const tnt_layer_opts *opts);
+/* Keras LocallyConnected1D and LocallyConnected2D: a convolution whose weights differ at every
+ * output position. implementation 1 (or 0): padding "valid", (steps, in) -> (out_steps, filters),
+ * kernel (out_steps, kernel_size * in, filters), bias (out_steps, filters); (h, w, in) ->
+ * (oh, ow, filters), kernel (oh * ow, kh * kw * in, filters), bias (oh, ow, filters).
+ * implementation 2: Keras's dense masked kernel (input dims..., output dims...), 3: its sparse
+ * list (Keras's sorted conv_kernel_idxs), each with padding valid or same. opts: strides, padding, activation, no_bias, initializers; data_format through
+ * tnt_layer_set_data_format. */
+TNT_API tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, int implementation, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, int implementation,
+                                           const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name);
 TNT_API tnt_layer *tnt_cropping3d(const int cropping[3][2], const char *name);
 TNT_API tnt_layer *tnt_upsampling3d(const int size[3], const char *name);

@@ -626,6 +626,26 @@ static tnt_model *model_from_cjson(const cJSON *root, int depth) {
     return NULL;
 }
 
+/* Keras 3 wrote the architecture: its keras_version says so, or, where there is none (Keras 3's
+ * to_json and .h5 files), a Keras 3 mark: an InputLayer's batch_shape (Keras 2: batch_input_shape),
+ * a DTypePolicy (or FloatDTypePolicy) dtype, a keras.src.models module. */
+static bool keras3_marks(const cJSON *v, int depth) {
+    for (const cJSON *e = v && depth < 64 ? v->child : NULL; e; e = e->next) {
+        if (e->string && !strcmp(e->string, "batch_shape")) return true;
+        if (e->string && cJSON_IsString(e) &&
+            ((!strcmp(e->string, "module") && !strncmp(e->valuestring, "keras.src.models", 16)) ||
+             (!strcmp(e->string, "class_name") && strstr(e->valuestring, "DTypePolicy")))) /* Float..., too */
+            return true;
+        if ((cJSON_IsObject(e) || cJSON_IsArray(e)) && keras3_marks(e, depth + 1)) return true;
+    }
+    return false;
+}
+
+static bool written_by_keras3(const cJSON *root) {
+    const cJSON *v = tnt__kj_item(root, "keras_version");
+    return cJSON_IsString(v) ? v->valuestring[0] == '3' : keras3_marks(root, 0);
+}
+
 tnt_model *tnt_model_from_json(const char *json) {
     if (!json) {
         tnt__error(TNT_ERR_ARG, "from_json: json is NULL");
@@ -653,6 +673,8 @@ tnt_model *tnt_model_from_json(const char *json) {
         return NULL;
     }
     saw_none = false;
+    bool was_keras3 = tnt__kj_keras3();
+    tnt__kj_set_keras3(written_by_keras3(root));
     tnt_model *m = model_from_cjson(root, 0);
     /* stand-ins for None dimensions: larger ones for valid convolutions and deep poolings */
     static const int64_t probes[] = {256, 1024};
@@ -661,6 +683,7 @@ tnt_model *tnt_model_from_json(const char *json) {
         m = model_from_cjson(root, 0);
     }
     tnt__probe_set(0);
+    tnt__kj_set_keras3(was_keras3);
     cJSON_Delete(root);
     return m;
 }

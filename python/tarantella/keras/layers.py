@@ -522,6 +522,12 @@ _SPECS = {
     "UpSampling3D": "size=(2, 2, 2), data_format=None",
     "SpatialDropout3D": "rate, data_format=None",
     "Normalization": "axis=-1, mean=None, variance=None, invert=False",
+    "LocallyConnected1D": "filters, kernel_size, strides=1, padding='valid', data_format=None, activation=None, "
+                          "use_bias=True, " + _KB + ", implementation=1",
+    "LocallyConnected2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, activation=None, "
+                          "use_bias=True, " + _KB + ", implementation=1",
+    "Conv3DTranspose": "filters, kernel_size, strides=(1, 1, 1), padding='valid', output_padding=None, "
+                       "data_format=None, dilation_rate=(1, 1, 1), activation=None, use_bias=True, " + _KB,
     "ConvLSTM2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, dilation_rate=(1, 1), "
                   "activation='tanh', recurrent_activation='hard_sigmoid', use_bias=True, "
                   "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
@@ -538,7 +544,7 @@ _ALIASES = {
     "GlobalMaxPool2D": "GlobalMaxPooling2D", "GlobalAvgPool1D": "GlobalAveragePooling1D",
     "GlobalMaxPool1D": "GlobalMaxPooling1D", "GlobalAvgPool3D": "GlobalAveragePooling3D",
     "GlobalMaxPool3D": "GlobalMaxPooling3D", "MaxPool3D": "MaxPooling3D", "AvgPool3D": "AveragePooling3D",
-    "Convolution3D": "Conv3D",
+    "Convolution3D": "Conv3D", "Convolution3DTranspose": "Conv3DTranspose",
 }
 
 
