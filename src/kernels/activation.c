@@ -16,6 +16,7 @@ int tnt_activation_from_name(const char *name) {
     if (!name) return -1;
     if (!strcmp(name, "silu")) return TNT_ACT_SWISH;
     if (!strcmp(name, "hard_swish")) return TNT_ACT_HARD_SILU;
+    if (!strcmp(name, "hard_sigmoid_keras2")) return TNT_ACT_HARD_SIGMOID; /* in the .keras files we write */
     for (int i = 0; i < TNT_ACT_COUNT; i++)
         if (!strcmp(name, act_names[i])) return i;
     return -1;

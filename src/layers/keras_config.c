@@ -317,7 +317,7 @@ tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__
     if (!cJSON_IsString(v))
         return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "activation: expected a Keras activation name");
     int a = tnt_activation_from_name(v->valuestring);
-    if (a == TNT_ACT_HARD_SIGMOID && keras3) a = TNT_ACT_HARD_SIGMOID_V3; /* Keras 3's: relu6(x + 3) / 6 */
+    if (keras3 && !strcmp(v->valuestring, "hard_sigmoid")) a = TNT_ACT_HARD_SIGMOID_V3; /* relu6(x + 3) / 6 */
     if (a < 0 && (!strcmp(v->valuestring, "glu") || !strcmp(v->valuestring, "threshold")))
         return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "unsupported activation \"%s\" (%s)", v->valuestring,
                              v->valuestring[0] == 'g' ? "it halves the last axis; use a Dense layer of twice the "

@@ -151,7 +151,8 @@ cJSON *tnt__kj_keras1(const cJSON *config, const char *cls);
  * clip(0.2 x + 0.5, 0, 1); tnt__kj_activation then reads it as TNT_ACT_HARD_SIGMOID_V3, and
  * tnt__kj_keras3_names gives a copy of a config whose activation or recurrent_activation is
  * "hard_sigmoid" with "hard_sigmoid_v3" there (the caller deletes it; NULL when nothing changes or
- * the flag is off), which tnt__layer_from_config hands to every class, recurrent ones included. */
+ * the flag is off), which tnt__layer_from_config hands to every class, recurrent ones included.
+ * Keras 2's hard_sigmoid in a Keras 3 file (the .keras files we write) is "hard_sigmoid_keras2". */
 void tnt__kj_set_keras3(bool on);
 bool tnt__kj_keras3(void);
 cJSON *tnt__kj_keras3_names(const cJSON *config);

@@ -37,6 +37,7 @@ static const struct {
     {TNT__RNN_TANH, "tanh"},          {TNT__RNN_SIGMOID, "sigmoid"},
     {TNT__RNN_HARD_SIGMOID, "hard_sigmoid"}, {TNT__RNN_HARD_SIGMOID_V3, "hard_sigmoid_v3"},
     {TNT__RNN_RELU, "relu"},          {TNT__RNN_LINEAR, "linear"},
+    {TNT__RNN_HARD_SIGMOID, "hard_sigmoid_keras2"}, /* Keras 2's, in the .keras files we write (keras_zip.c) */
 };
 
 const char *tnt__rnn_act_name(tnt__rnn_act a) {
