@@ -130,9 +130,28 @@ typedef enum tnt_activation {
     TNT_ACT_SWISH,      /* also called silu */
     TNT_ACT_SOFTPLUS,
     TNT_ACT_LEAKY_RELU, /* alpha 0.2 as tf.nn.leaky_relu; the LeakyReLU layer's 0.3 via alpha */
+    TNT_ACT_SOFTSIGN,   /* x / (1 + |x|) */
+    TNT_ACT_HARD_SIGMOID,    /* Keras 2: clip(0.2 x + 0.5, 0, 1) */
+    TNT_ACT_HARD_SIGMOID_V3, /* Keras 3's hard_sigmoid, relu6(x + 3) / 6 ("hard_sigmoid_v3" here) */
+    TNT_ACT_HARD_SILU,  /* x relu6(x + 3) / 6, also called hard_swish */
+    TNT_ACT_EXPONENTIAL,
+    TNT_ACT_RELU6,
+    TNT_ACT_MISH,       /* x tanh(softplus(x)) */
+    TNT_ACT_LOG_SOFTMAX, /* over the last axis */
+    TNT_ACT_CELU,       /* alpha 1 */
+    TNT_ACT_HARD_TANH,  /* clip(x, -1, 1) */
+    TNT_ACT_TANH_SHRINK, /* x - tanh(x) */
+    TNT_ACT_SOFT_SHRINK, /* threshold 0.5 */
+    TNT_ACT_HARD_SHRINK, /* threshold 0.5 */
+    TNT_ACT_SQUAREPLUS, /* (x + sqrt(x^2 + 4)) / 2 */
+    TNT_ACT_LOG_SIGMOID,
+    TNT_ACT_SPARSE_PLUS,
+    TNT_ACT_SPARSE_SIGMOID,
+    TNT_ACT_SPARSEMAX,  /* over the last axis */
     TNT_ACT_COUNT
 } tnt_activation;
-/* Keras name ("relu", "silu", ...) to enum; -1 when unknown. */
+/* Keras name ("relu", "silu", "hard_swish", ...) to enum; -1 when unknown. Keras 3's glu (it halves
+ * the last axis) and threshold (it takes arguments) are not activations here. */
 TNT_API int tnt_activation_from_name(const char *name);
 TNT_API const char *tnt_activation_name(tnt_activation act);
 
@@ -489,6 +508,14 @@ TNT_API tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *n
 TNT_API tnt_ktensor tnt_call(tnt_graph *g, tnt_layer *layer, tnt_ktensor x);
 TNT_API tnt_ktensor tnt_call2(tnt_graph *g, tnt_layer *layer, tnt_ktensor a, tnt_ktensor b);
 TNT_API tnt_ktensor tnt_call_n(tnt_graph *g, tnt_layer *layer, int n, const tnt_ktensor *inputs);
+/* Calls a layer with several outputs (Keras's list of outputs: a recurrent layer with
+ * return_state gives output, h (and c for LSTM); Bidirectional with merge_mode NONE gives the
+ * forward and backward outputs, then the states): writes up to cap of them to outputs and
+ * returns how many the layer has (-1 on failure). tnt_call returns output 0 of such a layer.
+ * A recurrent layer's (or Bidirectional's) inputs after the sequence are its initial states
+ * (Keras's initial_state=[h, c]; Bidirectional: the forward ones, then the backward ones). */
+TNT_API int tnt_call_outputs(tnt_graph *g, tnt_layer *layer, int n_inputs, const tnt_ktensor *inputs, int cap,
+                             tnt_ktensor *outputs);
 /* MultiHeadAttention(query, value, key, attention_mask, use_causal_mask) as Keras: key.id < 0
  * means key = value; attention_mask.id < 0 means none, otherwise a (Tq, Tv) tensor of 1 (attend)
  * and 0 (masked). Sequence masks of query and value (Embedding mask_zero) are applied too. */

@@ -158,7 +158,7 @@ typedef struct tnt_rnn_opts {
                                          clip(0.2x + 0.5, 0, 1), "hard_sigmoid_v3" Keras 3's
                                          relu6(x + 3) / 6 */
     bool return_sequences;
-    bool return_state;       /* not supported (a layer has one output): an error */
+    bool return_state;       /* outputs: the output, then the final h (and c for LSTM): tnt_call_outputs */
     bool go_backwards;       /* process the sequence reversed (the output sequence too, as Keras) */
     bool stateful;           /* not supported: an error */
     bool no_bias;            /* use_bias=False */
@@ -182,8 +182,10 @@ TNT_API tnt_layer *tnt_cudnn_gru(int units, const tnt_rnn_opts *opts);
  * -> (timesteps, oh, ow, filters) with return_sequences, else (oh, ow, filters): an LSTM whose
  * input transform is a convolution (strides, padding valid or same, dilation) and whose recurrent
  * transform is a "same" convolution. rnn: activation, recurrent_activation (NULL: tanh, sigmoid),
- * return_sequences, go_backwards, no_bias, no_unit_forget_bias, initializers and name; dropout,
- * recurrent_dropout, return_state and stateful are not supported. Weights: kernel (kh, kw,
+ * return_sequences, go_backwards, return_state (outputs h, c of shape (oh, ow, filters) after the
+ * output), dropout (of the input, one mask per sample for all steps), recurrent_dropout (of the
+ * state, likewise), no_bias, no_unit_forget_bias, initializers and name; stateful and initial
+ * states are not supported. Weights: kernel (kh, kw,
  * channels, 4 filters), recurrent_kernel (kh, kw, filters, 4 filters), bias (4 filters), gates
  * i f c o. */
 typedef struct tnt_conv_lstm_opts {
@@ -193,7 +195,7 @@ typedef struct tnt_conv_lstm_opts {
 } tnt_conv_lstm_opts;
 TNT_API tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_conv_lstm_opts *opts);
 
-/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None (two outputs): not supported. */
+/* Keras Bidirectional merge modes; NONE is Keras merge_mode=None: two outputs (tnt_call_outputs). */
 typedef enum tnt_merge_mode {
     TNT_MERGE_CONCAT = 0,
     TNT_MERGE_SUM,
@@ -232,6 +234,21 @@ TNT_API tnt_layer *tnt_average_pooling1d(int pool_size, const tnt_layer_opts *op
  * (filters); opts: strides[3], dilation[3], padding (valid or same), activation, no_bias,
  * initializers, as Conv2D's. */
 TNT_API tnt_layer *tnt_conv3d(int filters, const int kernel_size[3], const tnt_layer_opts *opts);
+/* Keras Conv3DTranspose: (d, h, w, in) -> (od, oh, ow, filters), kernel (kd, kh, kw, filters, in),
+ * bias (filters); output_padding {d, h, w} or NULL (None); sizes and opts as Conv2DTranspose's,
+ * with strides[3]; dilation 1 only. */
+TNT_API tnt_layer *tnt_conv3d_transpose(int filters, const int kernel_size[3], const int *output_padding,
+                                        const tnt_layer_opts *opts);
+/* Keras LocallyConnected1D and LocallyConnected2D: a convolution whose weights differ at every
+ * output position. implementation 1 (or 0): padding "valid", (steps, in) -> (out_steps, filters),
+ * kernel (out_steps, kernel_size * in, filters), bias (out_steps, filters); (h, w, in) ->
+ * (oh, ow, filters), kernel (oh * ow, kh * kw * in, filters), bias (oh, ow, filters).
+ * implementation 2: Keras's dense masked kernel (input dims..., output dims...), 3: its sparse
+ * list (Keras's sorted conv_kernel_idxs), each with padding valid or same. opts: strides, padding, activation, no_bias, initializers; data_format through
+ * tnt_layer_set_data_format. */
+TNT_API tnt_layer *tnt_locally_connected1d(int filters, int kernel_size, int implementation, const tnt_layer_opts *opts);
+TNT_API tnt_layer *tnt_locally_connected2d(int filters, int kernel_h, int kernel_w, int implementation,
+                                           const tnt_layer_opts *opts);
 TNT_API tnt_layer *tnt_zero_padding3d(const int padding[3][2], const char *name);
 TNT_API tnt_layer *tnt_cropping3d(const int cropping[3][2], const char *name);
 TNT_API tnt_layer *tnt_upsampling3d(const int size[3], const char *name);

@@ -167,6 +167,58 @@ static void test_noise_and_pooling_configs(void **state) {
     tu_error_contains("rate 1.5");
 }
 
+/* The activations by name, Keras 2's and Keras 3's hard_sigmoid told apart by the file's version. */
+static void test_activation_names(void **state) {
+    (void)state;
+    const float x[4] = {-2.0f, -0.5f, 0.5f, 3.0f};
+    const char *layer = "{\"class_name\": \"Activation\", \"config\": {\"name\": \"a\", \"activation\": \"hard_sigmoid\"}}";
+    expect_output("[null, 4]", layer, x, (const float[]){0.1f, 0.4f, 0.6f, 1.0f}, 4); /* Keras 2: 0.2x + 0.5 */
+    char json[1024];
+    /* Keras 3 (InputLayer batch_shape): relu6(x + 3) / 6 */
+    snprintf(json, sizeof json, "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": "
+             "[{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], \"name\": \"in\"}}, %s]}}",
+             layer);
+    const float v3[4] = {1.0f / 6, 2.5f / 6, 3.5f / 6, 1.0f};
+    for (int k = 0; k < 2; k++) {
+        tnt_model *m = tnt_model_from_json(json);
+        if (!m) fail_msg("from_json: %s", tnt_last_error());
+        float y[4];
+        predict(m, x, 1, y);
+        tu_assert_close(y, v3, 4, 1e-6, 1e-6, "hard_sigmoid of a Keras 3 file");
+        char *out = to_json(m);
+        assert_non_null(strstr(out, "\"activation\":\"hard_sigmoid_v3\""));
+        free(out);
+        tnt_model_free(m);
+        /* the same by the keras_version of a Keras 2 style JSON */
+        snprintf(json, sizeof json, "{\"class_name\": \"Sequential\", \"keras_version\": \"3.3.3\", \"config\": "
+                 "{\"name\": \"s\", \"layers\": [{\"class_name\": \"InputLayer\", \"config\": {\"batch_input_shape\": "
+                 "[null, 4], \"name\": \"in\"}}, %s]}}", layer);
+    }
+    /* a recurrent layer's recurrent_activation too */
+    snprintf(json, sizeof json, "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": "
+             "[{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 3, 2], \"name\": \"in\"}}, "
+             "{\"class_name\": \"GRU\", \"config\": {\"name\": \"g\", \"units\": 2, \"recurrent_activation\": "
+             "\"hard_sigmoid\", \"reset_after\": true}}]}}");
+    tnt_model *m = tnt_model_from_json(json);
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    char *out = to_json(m);
+    assert_non_null(strstr(out, "\"recurrent_activation\":\"hard_sigmoid_v3\""));
+    free(out);
+    tnt_model_free(m);
+    /* Keras 3's other names, and round trips of the new ones */
+    expect_output("[null, 4]", "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 1, "
+                  "\"activation\": \"hard_swish\", \"kernel_initializer\": \"ones\"}}", x, (const float[]){4.0f / 6}, 1);
+    check_layer(TNT_SHAPE(5), tnt_activation_layer(TNT_ACT_SOFTSIGN, NULL), "Activation", "\"activation\":\"softsign\"");
+    check_layer(TNT_SHAPE(5), tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_MISH}), "Dense", "\"activation\":\"mish\"");
+    check_layer(TNT_SHAPE(5), tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_HARD_SIGMOID}), "Dense",
+                "\"activation\":\"hard_sigmoid\"");
+    m = seq_from_layer_json("[null, 4]", "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2, "
+                            "\"activation\": \"glu\"}}");
+    assert_null(m);
+    tu_error_contains("\"d\" (Dense)");
+    tu_error_contains("\"glu\" (it halves the last axis");
+}
+
 /* Keras 1 configs load under Keras 2's names (as Keras 2's legacy interfaces rename them), with
  * the semantics checked through the outputs. */
 static void test_keras1_configs(void **state) {
@@ -221,6 +273,7 @@ int main(void) {
         cmocka_unit_test(test_batch_norm_configs),
         cmocka_unit_test(test_noise_and_pooling_configs),
         cmocka_unit_test(test_keras1_configs),
+        cmocka_unit_test(test_activation_names),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

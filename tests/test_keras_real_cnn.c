@@ -124,6 +124,78 @@ static void test_keras1_configs(void **state) {
     }
 }
 
+/* tf.keras 2.2.4-tf LocallyConnected2D(4, 3x3, tanh, implementation 1) twice in a chain of
+ * channels-last padding, upsampling, cropping and pooling layers: channels_first (its bias
+ * reshaped onto the (4, rows, cols) output, as Keras's bias_add does) and channels_last. */
+static void test_locally_connected(void **state) {
+    (void)state;
+    static const char *const names[] = {"tfkeras_cnn2d_32", "tfkeras_cnn2d_92"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+}
+
+/* Keras 1.2.2 files whose weights are in Keras 1's layout, converted on load as Keras 2 does: LSTM's
+ * 12 arrays (gates i c f o), Bidirectional's 24, Convolution1D's 4-D kernel (k, 1, in, out) of a
+ * file trained on Theano; against a NumPy rebuild from Keras 1's own definitions
+ * (fixtures/gen_keras1_weights.py), and for the LSTM + Dense model against the predictions Keras
+ * stored beside it (float32 Keras: within 1e-5). */
+static void test_keras1_weights(void **state) {
+    (void)state;
+    static const char *const names[] = {"keras1_lstm", "keras1_embedding_conv1d", "keras1_bidirectional_lstm"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.h5", names[i]);
+        tnt_model *m = load(file);
+        check_predictions(m, names[i]);
+        tnt_model_free(m);
+    }
+    tnt_model *m = load("keras1_simple_lstm_model.h5");
+    tnt_shape xs, ys;
+    float *x = tu_load("keras_real/keras1_simple_lstm_keras_x", &xs), *y = tu_load("keras_real/keras1_simple_lstm_keras_y", &ys);
+    tnt_tensor *in = tnt_tensor_new(xs), *out = NULL;
+    memcpy(in->data, x, sizeof(float) * (size_t)tnt_shape_numel(xs));
+    tu_ok(tnt_predict_on_batch(m, in, &out));
+    assert_int_equal(tnt_shape_numel(out->shape), tnt_shape_numel(ys));
+    tu_assert_close(out->data, y, tnt_shape_numel(ys), 1e-5, 1e-5, "Keras's own predictions");
+    tnt_tensor_free(out);
+    tnt_tensor_free(in);
+    free(x), free(y);
+    tnt_model_free(m);
+}
+
+/* Synthetic files (h5py, fixtures/gen_keras1_weights.py) in the legacy layouts no real file here
+ * has: a Keras 1 Convolution2D with dim_ordering th (kernel (filters, in, kh, kw), transposed on
+ * load), a Keras 1 GRU as 9 arrays, and a Keras 2 file trained on Theano (backend "theano": the
+ * kernel is flipped, so the model computes Theano's true convolution). */
+static void test_legacy_synthetic(void **state) {
+    (void)state;
+    static const char *const names[] = {"legacy_k1_conv2d_th", "legacy_k1_gru", "legacy_theano_conv2d"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[96], xn[64], yn[64];
+        snprintf(path, sizeof path, "fixtures/%s.h5", names[i]);
+        snprintf(xn, sizeof xn, "%s_x", names[i]);
+        snprintf(yn, sizeof yn, "%s_y", names[i]);
+        tnt_model *m = tnt_load_model(path, false);
+        if (!m) fail_msg("tnt_load_model(%s): %s", path, tnt_last_error());
+        tnt_shape xs, ys;
+        float *x = tu_load(xn, &xs), *y = tu_load(yn, &ys);
+        tnt_tensor *in = tnt_tensor_new(xs), *out = NULL;
+        memcpy(in->data, x, sizeof(float) * (size_t)tnt_shape_numel(xs));
+        tu_ok(tnt_predict_on_batch(m, in, &out));
+        assert_int_equal(tnt_shape_numel(out->shape), tnt_shape_numel(ys));
+        tu_assert_close(out->data, y, tnt_shape_numel(ys), 1e-5, 1e-6, names[i]);
+        tnt_tensor_free(out);
+        tnt_tensor_free(in);
+        free(x), free(y);
+        tnt_model_free(m);
+    }
+}
+
 /* The channels-first Conv2DTranspose chain compiled and trained on its own predictions shifted:
  * the loss falls over a few SGD steps, and training keeps the channels_first config. */
 static void test_channels_first_trains(void **state) {
@@ -155,6 +227,9 @@ int main(void) {
         cmocka_unit_test(test_3d),
         cmocka_unit_test(test_conv_lstm2d),
         cmocka_unit_test(test_keras1_configs),
+        cmocka_unit_test(test_locally_connected),
+        cmocka_unit_test(test_keras1_weights),
+        cmocka_unit_test(test_legacy_synthetic),
         cmocka_unit_test(test_channels_first_trains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

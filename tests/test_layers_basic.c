@@ -11,7 +11,12 @@
 static void test_activations_match_torch(void **state) {
     (void)state;
     static const char *names[] = {"relu", "sigmoid", "tanh", "softmax", "elu",
-                                  "selu", "gelu", "swish", "softplus", "leaky_relu"};
+                                  "selu", "gelu", "swish", "softplus", "leaky_relu",
+                                  "softsign", "hard_sigmoid", "hard_sigmoid_v3", "hard_silu",
+                                  "exponential", "relu6", "mish", "log_softmax", "celu",
+                                  "hard_tanh", "tanh_shrink", "soft_shrink", "hard_shrink",
+                                  "squareplus", "log_sigmoid", "sparse_plus", "sparse_sigmoid",
+                                  "sparsemax"};
     tnt_shape xs;
     float *x = tu_load("act_x", &xs), *dy = tu_load("act_dy", NULL);
     int64_t n = xs.dim[0], c = xs.dim[1];
@@ -32,10 +37,26 @@ static void test_activations_match_torch(void **state) {
         free(y), free(dx), free(y_ref), free(dx_ref);
     }
     assert_int_equal(tnt_activation_from_name("silu"), TNT_ACT_SWISH);
+    assert_int_equal(tnt_activation_from_name("hard_swish"), TNT_ACT_HARD_SILU);
+    for (int a = 0; a < TNT_ACT_COUNT; a++) /* every name reads back */
+        assert_int_equal(tnt_activation_from_name(tnt_activation_name((tnt_activation)a)), a);
     assert_int_equal(tnt_activation_from_name("nope"), -1);
     assert_null(tnt_activation_layer((tnt_activation)99, NULL));
     tu_error_contains("99");
     free(x), free(dy);
+}
+
+/* The smooth ones by finite differences: alone, and fused into Dense (backward from the kept
+ * pre-activation, or from the output for log_softmax). */
+static void test_activations_finite_differences(void **state) {
+    (void)state;
+    static const tnt_activation smooth[] = {TNT_ACT_SOFTSIGN, TNT_ACT_MISH, TNT_ACT_LOG_SOFTMAX, TNT_ACT_CELU,
+                                            TNT_ACT_TANH_SHRINK, TNT_ACT_SQUAREPLUS, TNT_ACT_LOG_SIGMOID,
+                                            TNT_ACT_EXPONENTIAL, TNT_ACT_SPARSE_PLUS};
+    for (size_t i = 0; i < sizeof smooth / sizeof *smooth; i++) {
+        fd_check(tnt_activation_layer(smooth[i], NULL), TNT_SHAPE(6), 2);
+        fd_check(tnt_dense(3, &(tnt_layer_opts){.activation = smooth[i]}), TNT_SHAPE(4), 2);
+    }
 }
 
 static void test_flatten_reshape_shapes(void **state) {
@@ -105,6 +126,7 @@ static void test_dropout(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_activations_match_torch),
+        cmocka_unit_test(test_activations_finite_differences),
         cmocka_unit_test(test_flatten_reshape_shapes),
         cmocka_unit_test(test_dropout),
     };

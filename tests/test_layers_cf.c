@@ -414,8 +414,10 @@ static void test_conv_lstm2d(void **state) {
     o.rnn.name = "clstm";
     check_layer(TNT_SHAPE(3, 2, 4, 5), cf(tnt_conv_lstm2d(2, 3, 3, &o)), "ConvLSTM2D",
                 "\"data_format\":\"channels_first\"");
-    assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.dropout = 0.1f}));
-    tu_error_contains("ConvLSTM2D: dropout or recurrent_dropout > 0 is not supported");
+    assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.recurrent_dropout = 1.0f}));
+    tu_error_contains("ConvLSTM2D: dropout 0, recurrent_dropout 1");
+    assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.stateful = true}));
+    tu_error_contains("ConvLSTM2D: stateful true is not supported");
     assert_null(tnt_conv_lstm2d(2, 3, 3, &(tnt_conv_lstm_opts){.rnn.activation = "swish"}));
     tu_error_contains("activation \"swish\"");
 }

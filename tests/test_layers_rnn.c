@@ -25,6 +25,7 @@ static void rnn_case(const char *name, tnt_layer *l) {
     const int64_t B = xs.dim[0], T = xs.dim[1];
     tnt_shape in[2] = {TNT_SHAPE(xs.dim[1], xs.dim[2]), TNT_SHAPE(T)};
     int n_in = mask ? 2 : 1;
+    l->mask_input = mask != NULL;
     tnt_shape out;
     tu_ok(l->ops->build_multi(l, n_in, in, &out));
     l->in_shape = in[0];
@@ -147,8 +148,9 @@ static void test_bidirectional_weights_and_errors(void **state) {
     tnt_layer_free(l);
     assert_null(tnt_bidirectional(tnt_dense(3, NULL), NULL, TNT_MERGE_SUM, NULL));
     tu_error_contains("must be recurrent");
-    assert_null(tnt_bidirectional(tnt_lstm(3, NULL), NULL, TNT_MERGE_NONE, NULL));
-    tu_error_contains("merge_mode None");
+    assert_null(tnt_bidirectional(tnt_lstm(3, &(tnt_rnn_opts){.return_state = true}),
+                                  tnt_lstm(3, &(tnt_rnn_opts){.go_backwards = true}), TNT_MERGE_NONE, NULL));
+    tu_error_contains("return_state");
     assert_null(tnt_bidirectional(tnt_lstm(3, NULL), tnt_lstm(3, NULL), TNT_MERGE_SUM, NULL));
     tu_error_contains("go_backwards");
     assert_null(tnt_bidirectional(tnt_lstm(3, &(tnt_rnn_opts){.return_sequences = true}),
@@ -353,8 +355,6 @@ static void test_errors(void **state) {
     (void)state;
     assert_null(tnt_lstm(0, NULL));
     tu_error_contains("units 0");
-    assert_null(tnt_gru(3, &(tnt_rnn_opts){.return_state = true}));
-    tu_error_contains("return_state");
     assert_null(tnt_lstm(3, &(tnt_rnn_opts){.stateful = true}));
     tu_error_contains("stateful");
     assert_null(tnt_simple_rnn(3, &(tnt_rnn_opts){.activation = "softsign"}));

@@ -306,11 +306,11 @@ static void test_programs(void **state) {
           "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d0\", \"units\": 2, \"batch_input_shape\": [null, 4]}},"
           "{\"class_name\": \"Lambda\", \"config\": {\"name\": \"lam\"}},"
           "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d1\", \"units\": 2, \"activation\": \"frobnicate\"}},"
-          "{\"class_name\": \"LocallyConnected2D\", \"config\": {\"name\": \"lc\"}}]}}", f);
+          "{\"class_name\": \"TensorFlowOpLayer\", \"config\": {\"name\": \"lc\"}}]}}", f);
     fclose(f);
     assert_int_equal(run("'%s/tnt-inspect' '%s' > '%s' 2> /dev/null", bin, bad, report), 1);
     assert_int_equal(run("grep -q 'layer \"lam\": unsupported layer class \"Lambda\"' '%s' && grep -q '\"d1\".*frobnicate' '%s'"
-                         " && grep -q 'layer \"lc\": unsupported layer class \"LocallyConnected2D\"' '%s'", report, report, report), 0);
+                         " && grep -q 'layer \"lc\": unsupported layer class \"TensorFlowOpLayer\"' '%s'", report, report, report), 0);
     assert_int_equal(run("echo garbage > '%s/g.bin'; '%s/tnt-inspect' '%s/g.bin' > /dev/null 2> '%s'", dir, bin, dir, report), 1);
     assert_int_equal(run("grep -q 'unknown file format' '%s'", report), 0);
     assert_int_equal(run("'%s/tnt-inspect' > /dev/null 2>&1", bin), 2);

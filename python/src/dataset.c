@@ -282,6 +282,9 @@ static PyObject *ds_iterate(pytnt_dataset *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "|L", &epoch)) return NULL;
     if (!pytnt_dataset_get((PyObject *)self, "iterate")) return NULL;
     tnt_dataset_iter *it;
+    /* cleared here, not per element: prefetch threads may run a map that fails before the
+     * element that carries the failure is asked for */
+    pytnt_pending_clear();
     Py_BEGIN_ALLOW_THREADS
     it = tnt_dataset_iter_new(self->ds, epoch);
     Py_END_ALLOW_THREADS
@@ -303,6 +306,7 @@ static void iter_dealloc(pytnt_dataset_iter *self) {
         Py_BEGIN_ALLOW_THREADS
         tnt_dataset_iter_free(it);
         Py_END_ALLOW_THREADS
+        pytnt_pending_clear(); /* a failure of an element nobody asked for */
     }
     Py_CLEAR(self->owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -321,7 +325,6 @@ static PyObject *iter_next(pytnt_dataset_iter *self) {
     if (!self->it) return NULL;
     tnt_batch b;
     int r;
-    pytnt_pending_clear();
     Py_BEGIN_ALLOW_THREADS
     r = tnt_dataset_iter_next(self->it, &b);
     Py_END_ALLOW_THREADS

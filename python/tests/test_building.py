@@ -19,6 +19,9 @@ CASES = {
     "SeparableConv2D": ((4, 3), {}, (8, 8, 2)),
     "Conv2DTranspose": ((3, 3), {"strides": 2}, (4, 4, 2)),
     "Conv1DTranspose": ((3, 3), {"strides": 2}, (5, 2)),
+    "Conv3DTranspose": ((2, 2), {"strides": 2, "padding": "same"}, (2, 3, 3, 2)),
+    "LocallyConnected1D": ((3, 2), {"activation": "softsign"}, (6, 2)),
+    "LocallyConnected2D": ((2, 3), {"implementation": 2, "padding": "same", "activation": "mish"}, (4, 5, 2)),
     "MaxPooling2D": ((), {}, (8, 8, 2)),
     "AveragePooling2D": ((), {"pool_size": 3, "strides": 1, "padding": "same"}, (8, 8, 2)),
     "MaxPooling1D": ((), {}, (8, 3)),
@@ -115,6 +118,32 @@ def test_wrappers_and_merges(tnt):
     assert isinstance(p, list) and len(p) == 7 and p[6].shape == (3, 5, 8)
     np.testing.assert_allclose(p[0], p[5] + p[4], rtol=1e-5, atol=1e-6)  # a + b = min + max
     assert k.models.model_from_json(m.to_json()).to_json() == m.to_json()
+
+
+def test_seq2seq_return_state_initial_state(tnt):
+    """Keras's encoder-decoder: the encoder's states start the decoder (initial_state), the
+    outputs of return_state and merge_mode=None are lists, tensor_index survives to_json."""
+    k, L = tnt.keras, tnt.keras.layers
+    enc_in, dec_in = k.Input(shape=(6, 3)), k.Input(shape=(4, 2))
+    enc_out, h, c = L.LSTM(5, return_state=True, name="enc")(enc_in)
+    assert h.shape == (None, 5) and c.shape == (None, 5)
+    dec, _, _ = L.LSTM(5, return_sequences=True, return_state=True, name="dec")(dec_in, initial_state=[h, c])
+    fw, bw = L.Bidirectional(L.GRU(3), merge_mode=None)(enc_in)
+    assert fw.shape == bw.shape == (None, 3)
+    out = L.Dense(2, activation="softmax")(dec)
+    m = k.Model([enc_in, dec_in], [out, L.Concatenate()([fw, bw])])
+    js = json.loads(m.to_json())
+    dec_entry = [e for e in js["config"]["layers"] if e["name"] == "dec"][0]
+    assert [r[:3] for r in dec_entry["inbound_nodes"][0]][1:] == [["enc", 0, 1], ["enc", 0, 2]]
+    assert k.models.model_from_json(m.to_json()).to_json() == m.to_json()
+    m.compile("adam", "mse")
+    rng = np.random.default_rng(1)
+    xe, xd = rng.standard_normal((16, 6, 3)), rng.standard_normal((16, 4, 2))
+    y = np.stack([xd[..., 0] > 0, xd[..., 0] <= 0], -1).astype(np.float32)
+    h = m.fit([xe, xd], [y, np.zeros((16, 6), np.float32)], batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(h.history["loss"][0])
+    p = m.predict([xe, xd], verbose=0)
+    assert p[0].shape == (16, 4, 2) and p[1].shape == (16, 6)
 
 
 def test_functional_two_inputs_shared_layer_attention(tnt):

@@ -451,9 +451,10 @@ float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *
     return w->trainable ? params + (w->value - m->params) : state + (w->value - m->state);
 }
 
-/* Reads the weights of file group gname for model entry e into params and state. */
+/* Reads the weights of file group gname for model entry e into params and state; keras1 and
+ * theano: the file's weights are Keras 1's or Theano's (h5_legacy.c converts those that differ). */
 static tnt_status read_entry(const tnt_model *m, hid_t root, const char *gname, const tnt__entry *e, const char *path,
-                             float *params, float *state) {
+                             float *params, float *state, bool keras1, bool theano) {
     tnt_status s = TNT_OK;
     char where[TNT_NAME_MAX + 64];
     const char *kind = e->layer ? "layer" : "nested model";
@@ -463,12 +464,14 @@ static tnt_status read_entry(const tnt_model *m, hid_t root, const char *gname, 
     strlist wn = {0};
     bool found;
     s = read_names(g, "weight_names", where, &wn, &found);
-    if (s == TNT_OK && wn.n != e->n)
+    bool legacy = s == TNT_OK && tnt__h5_legacy_applies(e, keras1, theano);
+    if (legacy) s = tnt__h5_legacy_read_entry(m, g, gname, wn.s, wn.n, e, keras1, theano, path, params, state);
+    else if (s == TNT_OK && wn.n != e->n)
         s = tnt__error(TNT_ERR_SHAPE,
                        "load_weights %s: weight count mismatch for %s \"%s\" (\"%s\" in the file): the %s "
                        "has %d weight(s), the file %d",
                        path, kind, e->name, gname, kind, e->n, wn.n);
-    for (int j = 0; j < wn.n && s == TNT_OK; j++) {
+    for (int j = 0; !legacy && j < wn.n && s == TNT_OK; j++) {
         const tnt__weight *w = e->w[j];
         const char *lname = e->owner[j]->name;
         hid_t d = H5Oexists_by_name(g, wn.s[j], H5P_DEFAULT) > 0 ? H5Dopen2(g, wn.s[j], H5P_DEFAULT) : -1;
@@ -555,6 +558,13 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
     if (s == TNT_OK && !found)
         s = tnt__error(TNT_ERR_FORMAT, "load_weights %s: no layer_names attribute: not a Keras 2 HDF5 weights file", path);
     if (s != TNT_OK) goto done;
+    /* Keras 2 and 3 write keras_version and backend beside layer_names; Keras 1 neither (Keras 2
+     * then converts Keras 1 weights, and Theano's convolution kernels whatever the version) */
+    strlist backend = {0};
+    bool keras1 = H5Aexists(root, "keras_version") <= 0, theano = false;
+    if (H5Aexists(root, "backend") > 0 && read_names(root, "backend", path, &backend, &found) == TNT_OK)
+        theano = backend.n == 1 && !strcmp(backend.s[0], "theano");
+    strlist_free(&backend);
 
     if (!by_name) {
         /* Keras: the file's layers with weight names against the model's layers with weights */
@@ -583,14 +593,14 @@ tnt_status tnt__h5_read_weights(tnt_model *m, const char *path, bool by_name, fl
         }
         int k = 0;
         for (int i = 0; i < n_es && s == TNT_OK; i++)
-            if (es[i].n > 0) s = read_entry(m, root, weighted.s[k++], &es[i], path, params, state);
+            if (es[i].n > 0) s = read_entry(m, root, weighted.s[k++], &es[i], path, params, state, keras1, theano);
     } else {
         for (int i = 0; i < names.n && s == TNT_OK; i++) {
             const tnt__entry *e = NULL;
             for (int j = 0; j < n_es && !e; j++)
                 if (strcmp(es[j].name, names.s[i]) == 0) e = &es[j];
             if (!e) continue; /* not in the model: ignored */
-            s = read_entry(m, root, names.s[i], e, path, params, state);
+            s = read_entry(m, root, names.s[i], e, path, params, state, keras1, theano);
         }
     }
 done:

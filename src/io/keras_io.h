@@ -47,6 +47,15 @@ void tnt__entries_free(tnt__entry *e, int n);
  * m->state (what a reader in the child process fills). */
 float *tnt__weight_destination(const tnt_model *m, const tnt__weight *w, float *params, float *state);
 
+/* h5_legacy.c: Keras 1 files (keras1: no keras_version beside layer_names) and Theano-trained ones
+ * (theano: backend "theano"). Whether entry e's weights need Keras 2's conversion; then reading the
+ * n_names datasets names[] of group g (gname in messages), converted and checked against e's
+ * weights, into params and state. */
+bool tnt__h5_legacy_applies(const tnt__entry *e, bool keras1, bool theano);
+tnt_status tnt__h5_legacy_read_entry(const tnt_model *m, hid_t g, const char *gname, char *const *names, int n_names,
+                                     const tnt__entry *e, bool keras1, bool theano, const char *path, float *params,
+                                     float *state);
+
 /* Keras 3 layout: true when file (or group) f holds a "layers" group and no Keras 2 layer_names. */
 bool tnt__keras3_is_layout(hid_t f);
 /* Writes vars, layers/<snake_case class>[_N]/vars/<i> ... of m into f. */

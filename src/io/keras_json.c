@@ -299,15 +299,24 @@ static bool collect_refs(const cJSON *v, cJSON *refs) {
     return true;
 }
 
-/* A copy of the kwargs object kw with every tensor replaced by its keras_history (value, key and
- * attention_mask become Keras 2's references). */
+/* A copy of the kwargs object kw with every tensor (or list of tensors) replaced by its
+ * keras_history (value, key, attention_mask and initial_state become Keras 2's references). */
 static cJSON *kwargs_refs(const cJSON *kw) {
     cJSON *c = cJSON_Duplicate(kw, true);
     for (cJSON *e = c ? c->child : NULL; e; e = e->next) {
         const cJSON *h = keras_history(e);
+        if (!h && cJSON_IsArray(e) && keras_history(e->child)) { /* a list of tensors */
+            cJSON *r = cJSON_CreateArray();
+            if (!r || !collect_refs(e, r) || !cJSON_ReplaceItemInObjectCaseSensitive(c, e->string, r)) {
+                cJSON_Delete(r), cJSON_Delete(c);
+                return NULL;
+            }
+            e = r;
+            continue;
+        }
         if (!h) continue;
         cJSON *r = cJSON_Duplicate(h, true);
-        if (!r || !cJSON_ReplaceItemViaPointer(c, e, r)) {
+        if (!r || !cJSON_ReplaceItemInObjectCaseSensitive(c, e->string, r)) {
             cJSON_Delete(r), cJSON_Delete(c);
             return NULL;
         }
@@ -403,15 +412,32 @@ static int call_node_refs(jgraph *j, jlayer *l, const cJSON *node, const char *w
             return -1;
         }
         out = tnt_call_attention(j->g, l->layer, in[0], value, key, mask, causal);
-    } else {
-        out = tnt_call_n(j->g, l->layer, n, in);
+        l->taken = true; /* consumed by the first call, even a failed one */
+        if (out.id < 0) {
+            tnt__error_prefix(TNT_ERR_ARG, "from_json: %s: ", who);
+            return -1;
+        }
+        l->outs[l->done++ * TNT_MAX_IO] = out;
+        return 1;
     }
+    /* Keras 3 (and kwargs-style Keras 2): a recurrent layer's initial_state=[h, c] as a call
+     * argument; Keras 2 lists them after the sequence instead */
+    const cJSON *is = tnt__kj_item(cJSON_GetArrayItem(cJSON_GetArrayItem(node, 0), 3), "initial_state"), *v;
+    if (n == 1 && cJSON_IsArray(is)) {
+        bool one = cJSON_IsString(cJSON_GetArrayItem(is, 0)); /* a single reference, not a list */
+        cJSON_ArrayForEach(v, is) {
+            if (n == TNT_MAX_LAYER_INPUTS) break;
+            if ((r = resolve(j, one ? is : v, &in[n++], who)) <= 0) return r;
+            if (one) break;
+        }
+    }
+    int got = tnt_call_outputs(j->g, l->layer, n, in, TNT_MAX_IO, &l->outs[l->done * TNT_MAX_IO]);
     l->taken = true; /* consumed by the first call, even a failed one */
-    if (out.id < 0) {
+    if (got < 0) {
         tnt__error_prefix(TNT_ERR_ARG, "from_json: %s: ", who);
         return -1;
     }
-    l->outs[l->done++ * TNT_MAX_IO] = out;
+    l->done++;
     return 1;
 }
 
@@ -529,6 +555,7 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
             l->base = cJSON_IsObject(cJSON_GetArrayItem(l->nodes, 0)) ? 0 : 1;
             l->n_out = l->inner->n_outputs;
         } else if (!(l->layer = layer_from_json(l->cls, lcfg, l->name))) goto done;
+        else l->n_out = l->layer->n_outputs;
     }
     /* Keras's order: repeatedly call each layer on its next node once that node's inputs exist */
     for (bool progress = true; progress;) {
@@ -599,6 +626,26 @@ static tnt_model *model_from_cjson(const cJSON *root, int depth) {
     return NULL;
 }
 
+/* Keras 3 wrote the architecture: its keras_version says so, or, where there is none (Keras 3's
+ * to_json and .h5 files), a Keras 3 mark: an InputLayer's batch_shape (Keras 2: batch_input_shape),
+ * a DTypePolicy (or FloatDTypePolicy) dtype, a keras.src.models module. */
+static bool keras3_marks(const cJSON *v, int depth) {
+    for (const cJSON *e = v && depth < 64 ? v->child : NULL; e; e = e->next) {
+        if (e->string && !strcmp(e->string, "batch_shape")) return true;
+        if (e->string && cJSON_IsString(e) &&
+            ((!strcmp(e->string, "module") && !strncmp(e->valuestring, "keras.src.models", 16)) ||
+             (!strcmp(e->string, "class_name") && strstr(e->valuestring, "DTypePolicy")))) /* Float..., too */
+            return true;
+        if ((cJSON_IsObject(e) || cJSON_IsArray(e)) && keras3_marks(e, depth + 1)) return true;
+    }
+    return false;
+}
+
+static bool written_by_keras3(const cJSON *root) {
+    const cJSON *v = tnt__kj_item(root, "keras_version");
+    return cJSON_IsString(v) ? v->valuestring[0] == '3' : keras3_marks(root, 0);
+}
+
 tnt_model *tnt_model_from_json(const char *json) {
     if (!json) {
         tnt__error(TNT_ERR_ARG, "from_json: json is NULL");
@@ -626,6 +673,8 @@ tnt_model *tnt_model_from_json(const char *json) {
         return NULL;
     }
     saw_none = false;
+    bool was_keras3 = tnt__kj_keras3();
+    tnt__kj_set_keras3(written_by_keras3(root));
     tnt_model *m = model_from_cjson(root, 0);
     /* stand-ins for None dimensions: larger ones for valid convolutions and deep poolings */
     static const int64_t probes[] = {256, 1024};
@@ -634,6 +683,7 @@ tnt_model *tnt_model_from_json(const char *json) {
         m = model_from_cjson(root, 0);
     }
     tnt__probe_set(0);
+    tnt__kj_set_keras3(was_keras3);
     cJSON_Delete(root);
     return m;
 }

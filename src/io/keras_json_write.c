@@ -62,7 +62,8 @@ static cJSON *tensor_ref(const tnt_model *m, const int *prod, const int *call, i
     cJSON *r = cJSON_CreateArray();
     int n = t >= 0 && t < m->n_tensors ? prod[t] : -1;
     const char *name = n >= 0 ? m->nodes[n].layer->name : NULL;
-    int node = n >= 0 ? call[n] : 0, index = 0, sc = n >= 0 ? top_scope(m, m->nodes[n].scope - 1) : -1;
+    int node = n >= 0 ? call[n] : 0, index = n >= 0 ? t - m->nodes[n].out : 0;
+    int sc = n >= 0 ? top_scope(m, m->nodes[n].scope - 1) : -1;
     if (sc >= 0) { /* made inside a nested model: one of its call's outputs */
         name = NULL;
         for (int c = 0; c < m->scopes[sc].n_calls && !name; c++)
@@ -136,7 +137,9 @@ static cJSON *node_to_json(const tnt_model *m, const int *prod, const int *call,
             ok = false;
         } else ok = cJSON_AddItemToArray(data, q);
     } else {
-        for (int k = 0; k < nd->n_in && ok; k++) {
+        /* the sequence mask the graph appended is not a Keras input */
+        int n_in = nd->layer->ops->consumes_mask && nd->layer->mask_input ? nd->n_in - 1 : nd->n_in;
+        for (int k = 0; k < n_in && ok; k++) {
             cJSON *kw = cJSON_CreateObject();
             cJSON *r = kw ? tensor_ref(m, prod, call, nd->in[k], kw) : NULL;
             if (!r) cJSON_Delete(kw);
@@ -161,7 +164,7 @@ static tnt_status functional_to_json(const tnt_model *m, cJSON *cfg) {
     }
     for (int t = 0; t < m->n_tensors; t++) prod[t] = -1;
     for (int n = 0; n < m->n_nodes; n++) {
-        prod[m->nodes[n].out] = n;
+        for (int k = 0; k < tnt__node_n_out(&m->nodes[n]); k++) prod[m->nodes[n].out + k] = n;
         call[n] = 0;
         for (int j = 0; j < n; j++) call[n] += m->nodes[j].layer == m->nodes[n].layer;
     }

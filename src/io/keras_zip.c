@@ -246,14 +246,36 @@ tnt_model *tnt__keras_zip_load(const char *path, bool compile) {
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
+/* hard_sigmoid means relu6(x + 3) / 6 in Keras 3 (our hard_sigmoid_v3) and clip(0.2x + 0.5) in
+ * Keras 2, which Keras 3 has no name for: a Keras 2 one is written hard_sigmoid_keras2, which the
+ * reader (tnt__kj_keras3_names) takes back and Keras 3 refuses rather than compute the other. */
+static bool activations_to_keras3(cJSON *cfg) {
+    static const char *const keys[] = {"activation", "recurrent_activation"};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(keys); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+        const char *name = !cJSON_IsString(v)                         ? NULL
+                           : !strcmp(v->valuestring, "hard_sigmoid_v3") ? "hard_sigmoid"
+                           : !strcmp(v->valuestring, "hard_sigmoid")    ? "hard_sigmoid_keras2"
+                                                                        : NULL;
+        cJSON *n = name ? cJSON_CreateString(name) : NULL;
+        if (name && (!n || !cJSON_ReplaceItemInObjectCaseSensitive(cfg, keys[i], n))) {
+            cJSON_Delete(n);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Keras 3 writes a layer's dtype as a DTypePolicy object, {"module": "keras", "class_name":
  * "DTypePolicy", "config": {"name": "mixed_bfloat16"}, "registered_name": null}: the policy names
  * of the Keras 2 JSON become those, in every layer config of the tree (nested models, wrappers'
- * inner layers); InputLayer keeps its plain dtype, as Keras 3 does. */
-static bool dtype_policies_to_keras3(cJSON *node) {
+ * inner layers); InputLayer keeps its plain dtype, as Keras 3 does. Activations take their Keras
+ * 3 names (activations_to_keras3). */
+static bool layer_configs_to_keras3(cJSON *node) {
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(node, "class_name");
     cJSON *cfg = cJSON_GetObjectItemCaseSensitive(node, "config");
     cJSON *dt = cJSON_IsObject(cfg) ? cJSON_GetObjectItemCaseSensitive(cfg, "dtype") : NULL;
+    if (cJSON_IsString(cls) && cJSON_IsObject(cfg) && !activations_to_keras3(cfg)) return false;
     if (cJSON_IsString(cls) && strcmp(cls->valuestring, "InputLayer") && cJSON_IsString(dt)) {
         cJSON *o = cJSON_CreateObject(), *oc = NULL;
         if (!o || !cJSON_AddStringToObject(o, "module", "keras") || !cJSON_AddStringToObject(o, "class_name", "DTypePolicy") ||
@@ -265,7 +287,7 @@ static bool dtype_policies_to_keras3(cJSON *node) {
     }
     cJSON *child;
     cJSON_ArrayForEach(child, node)
-        if ((cJSON_IsObject(child) || cJSON_IsArray(child)) && !dtype_policies_to_keras3(child)) return false;
+        if ((cJSON_IsObject(child) || cJSON_IsArray(child)) && !layer_configs_to_keras3(child)) return false;
     return true;
 }
 
@@ -281,7 +303,7 @@ static tnt_status make_config(tnt_model *m, char **out) {
     cJSON *config = cJSON_DetachItemFromObjectCaseSensitive(arch, "config");
     bool ok = root && cJSON_IsString(cls) && config && cJSON_AddStringToObject(root, "module", "keras") &&
               cJSON_AddStringToObject(root, "class_name", cls->valuestring);
-    ok = ok && dtype_policies_to_keras3(config);
+    ok = ok && layer_configs_to_keras3(config);
     if (ok) cJSON_AddItemToObject(root, "config", config), config = NULL;
     ok = ok && cJSON_AddStringToObject(root, "registered_name", cls->valuestring);
     if (ok && m->compiled && m->optimizer) {

@@ -1,4 +1,5 @@
-/* activation.c: Keras activations on oneDNN eltwise and softmax primitives. */
+/* activation.c: Keras activations on oneDNN eltwise and softmax primitives; the others in plain C
+ * (activation_c.c). */
 #include "kernels/activation.h"
 
 #include <math.h>
@@ -6,11 +7,16 @@
 static const char *const act_names[TNT_ACT_COUNT] = {
     "linear", "relu", "sigmoid", "tanh", "softmax", "elu",
     "selu", "gelu", "swish", "softplus", "leaky_relu",
+    "softsign", "hard_sigmoid", "hard_sigmoid_v3", "hard_silu", "exponential", "relu6",
+    "mish", "log_softmax", "celu", "hard_tanh", "tanh_shrink", "soft_shrink",
+    "hard_shrink", "squareplus", "log_sigmoid", "sparse_plus", "sparse_sigmoid", "sparsemax",
 };
 
 int tnt_activation_from_name(const char *name) {
     if (!name) return -1;
     if (!strcmp(name, "silu")) return TNT_ACT_SWISH;
+    if (!strcmp(name, "hard_swish")) return TNT_ACT_HARD_SILU;
+    if (!strcmp(name, "hard_sigmoid_keras2")) return TNT_ACT_HARD_SIGMOID; /* in the .keras files we write */
     for (int i = 0; i < TNT_ACT_COUNT; i++)
         if (!strcmp(name, act_names[i])) return i;
     return -1;
@@ -41,7 +47,7 @@ bool tnt__act_post_op(tnt_activation act, float alpha, dnnl_alg_kind_t *alg, flo
 
 bool tnt__act_backward_needs_src(tnt_activation act) {
     return act == TNT_ACT_GELU || act == TNT_ACT_SWISH || act == TNT_ACT_SOFTPLUS ||
-           act == TNT_ACT_SELU;
+           (tnt__act_is_c(act) && !tnt__act_c_rowwise(act));
 }
 
 /* oneDNN algorithm for forward and backward; backward uses dst where oneDNN allows it so that the
@@ -68,9 +74,9 @@ tnt_status tnt__act_create(tnt__act *a, tnt_activation act, float alpha, int64_t
     a->alpha = alpha != 0.0f ? alpha : tnt__act_default_alpha(act);
     a->rows = rows;
     a->cols = cols;
-    if (act == TNT_ACT_LINEAR || act == TNT_ACT_SELU) return TNT_OK;
     if ((unsigned)act >= TNT_ACT_COUNT)
         return tnt__error(TNT_ERR_ARG, "activation %d: expected 0..%d", (int)act, TNT_ACT_COUNT - 1);
+    if (act == TNT_ACT_LINEAR || tnt__act_is_c(act)) return TNT_OK;
 
     dnnl_memory_desc_t md;
     int64_t dims[2] = {rows, cols};
@@ -102,19 +108,13 @@ fail:
     return status;
 }
 
-static const float selu_alpha = 1.67326324235437728f, selu_scale = 1.05070098735548049f;
-
 tnt_status tnt__act_forward(tnt__act *a, const float *x, float *y) {
     int64_t n = a->rows * a->cols;
     if (a->act == TNT_ACT_LINEAR) {
         if (x != y) memcpy(y, x, (size_t)n * sizeof(float));
         return TNT_OK;
     }
-    if (a->act == TNT_ACT_SELU) {
-        for (int64_t i = 0; i < n; i++)
-            y[i] = x[i] > 0 ? selu_scale * x[i] : selu_scale * selu_alpha * expm1f(x[i]);
-        return TNT_OK;
-    }
+    if (tnt__act_is_c(a->act)) return tnt__act_c_forward(a->act, a->rows, a->cols, x, y);
     tnt__set_data(a->src, x);
     tnt__set_data(a->dst, y);
     dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, a->src}, {DNNL_ARG_DST, a->dst}};
@@ -127,11 +127,7 @@ tnt_status tnt__act_backward(tnt__act *a, const float *x, const float *y, const 
         if (dx != dy) memcpy(dx, dy, (size_t)n * sizeof(float));
         return TNT_OK;
     }
-    if (a->act == TNT_ACT_SELU) {
-        for (int64_t i = 0; i < n; i++)
-            dx[i] = dy[i] * (x[i] > 0 ? selu_scale : selu_scale * selu_alpha * expf(x[i]));
-        return TNT_OK;
-    }
+    if (tnt__act_is_c(a->act)) return tnt__act_c_backward(a->act, a->rows, a->cols, x, y, dy, dx);
     bool use_src = tnt__act_backward_needs_src(a->act);
     tnt__set_data(use_src ? a->src : a->dst, use_src ? x : y);
     tnt__set_data(a->diff_dst, dy);

@@ -1,5 +1,6 @@
 /* activation.h: forward and backward of Keras activations over a (rows, cols) float array, on
- * oneDNN eltwise/softmax primitives (softmax runs over cols). SELU, which oneDNN lacks, is own C. */
+ * oneDNN eltwise/softmax primitives (softmax runs over cols); SELU and the activations oneDNN lacks
+ * in plain C (activation_c.c; log_softmax and sparsemax over cols too). */
 #ifndef TNT_ACTIVATION_H
 #define TNT_ACTIVATION_H
 
@@ -29,5 +30,14 @@ tnt_status tnt__act_forward(tnt__act *a, const float *x, float *y);
 /* dx = dy * act'(.) using x (pre-activation, may be NULL if not needed) or y; dx may equal dy. */
 tnt_status tnt__act_backward(tnt__act *a, const float *x, const float *y, const float *dy, float *dx);
 void tnt__act_destroy(tnt__act *a);
+
+/* activation_c.c: the activations run in plain C (SELU and the ones after TNT_ACT_LEAKY_RELU). */
+bool tnt__act_is_c(tnt_activation act);
+/* Over each row of cols values (log_softmax, sparsemax), backward from y; the others elementwise,
+ * backward from x. */
+bool tnt__act_c_rowwise(tnt_activation act);
+tnt_status tnt__act_c_forward(tnt_activation act, int64_t rows, int64_t cols, const float *x, float *y);
+tnt_status tnt__act_c_backward(tnt_activation act, int64_t rows, int64_t cols, const float *x, const float *y,
+                               const float *dy, float *dx);
 
 #endif

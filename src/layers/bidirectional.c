@@ -3,8 +3,11 @@
  * sequence in order, the backward one (go_backwards flipped, or the user's backward_layer)
  * reversed; with return_sequences the backward outputs are reversed back into input order and
  * masked steps output zeros (Keras forces zero_output_for_mask there). The outputs merge by
- * concat, sum, mul or ave (concat on the last axis, as Keras, whatever the output's rank). Weights: the forward layer's, then the backward layer's, named as Keras
- * 2 files have them ("forward_lstm_1/kernel"). A sequence mask reaches both layers.
+ * concat, sum, mul or ave (concat on the last axis, as Keras, whatever the output's rank), or stay
+ * two outputs (merge_mode None). With return_state the states follow: the forward layer's h (c),
+ * then the backward one's; initial states come as inputs after the sequence in the same order.
+ * Weights: the forward layer's, then the backward layer's, named as Keras 2 files have them
+ * ("forward_lstm_1/kernel"). A sequence mask reaches both layers.
  *
  * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
  * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's. */
@@ -23,16 +26,47 @@ typedef struct bidi {
     char fwd_name[TNT_NAME_MAX], bwd_name[TNT_NAME_MAX]; /* the wrapped layers' own names */
     bool user_backward;                                   /* backward_layer was given */
     int64_t out_f;                                        /* values per sample of one direction */
+    int n_states;                                         /* per direction with return_state, else 0 */
+    int n_init;                                           /* from build: initial-state inputs per direction */
 } bidi;
+
+/* The outputs before the states: 2 with merge_mode None, else 1. */
+static int n_merged(const bidi *b) { return b->mode == TNT_MERGE_NONE ? 2 : 1; }
+
+/* The inputs of one direction (dir 0 forward, 1 backward) from the wrapper's: the sequence, that
+ * direction's initial states, the mask. Returns their count. */
+static int inner_inputs(const tnt_layer *l, int n, int dir, const void *const *all, const void **part) {
+    const bidi *b = l->priv;
+    int k = 0;
+    part[k++] = all[0];
+    for (int j = 0; j < b->n_init; j++) part[k++] = all[1 + dir * b->n_init + j];
+    if (l->mask_input) part[k++] = all[n - 1];
+    return k;
+}
 
 static const char *const merge_names[] = {"concat", "sum", "mul", "ave"};
 
 static tnt_status bidi_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
     bidi *b = l->priv;
     tnt_status s;
+    int n_init = n - 1 - (l->mask_input ? 1 : 0), ns = tnt__rnn_n_states(tnt__rnn_of(b->fwd));
+    if (n_init != 0 && n_init != 2 * ns)
+        return tnt__error(TNT_ERR_ARG, "Bidirectional \"%s\": called on %d inputs (expected the sequence, then %d "
+                          "initial states (the forward layer's, then the backward one's) or none%s)", l->name, n,
+                          2 * ns, l->mask_input ? ", then the sequence mask" : "");
+    b->n_init = n_init / 2;
     l->n_weights = 0;
-    if ((s = tnt__wrapper_build_inner(l, b->fwd, n, in)) != TNT_OK ||
-        (s = tnt__wrapper_build_inner(l, b->bwd, n, in)) != TNT_OK)
+    b->fwd->mask_input = b->bwd->mask_input = l->mask_input;
+    const void *shapes[TNT_MAX_LAYER_INPUTS];
+    tnt_shape fin[TNT_MAX_LAYER_INPUTS], bin[TNT_MAX_LAYER_INPUTS];
+    for (int k = 0; k < n; k++) shapes[k] = &in[k];
+    const void *part[TNT_MAX_LAYER_INPUTS];
+    int nf = inner_inputs(l, n, 0, shapes, part);
+    for (int k = 0; k < nf; k++) fin[k] = *(const tnt_shape *)part[k];
+    inner_inputs(l, n, 1, shapes, part);
+    for (int k = 0; k < nf; k++) bin[k] = *(const tnt_shape *)part[k];
+    if ((s = tnt__wrapper_build_inner(l, b->fwd, nf, fin)) != TNT_OK ||
+        (s = tnt__wrapper_build_inner(l, b->bwd, nf, bin)) != TNT_OK)
         return s;
     char a[96], c[96];
     if (!tnt__shape_equal(b->fwd->out_shape, b->bwd->out_shape))
@@ -45,6 +79,9 @@ static tnt_status bidi_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt
     b->out_f = tnt_shape_numel(b->fwd->out_shape);
     *out = b->fwd->out_shape;
     if (b->mode == TNT_MERGE_CONCAT) out->dim[out->ndim - 1] *= 2;
+    if (b->mode == TNT_MERGE_NONE) l->out_shapes[1] = b->bwd->out_shape;
+    for (int k = 0; k < b->n_states; k++) /* forward states, then backward ones */
+        l->out_shapes[n_merged(b) + k] = l->out_shapes[n_merged(b) + b->n_states + k] = b->fwd->out_shapes[1 + k];
     return TNT_OK;
 }
 
@@ -133,13 +170,28 @@ static tnt_status bidi_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
     const int64_t units = prepare(l, p, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
     const int64_t steps = b->fwd->out_shape.dim[0]; /* with return_sequences */
     tnt__fwd_args af = *a, ab = *a;
-    af.y = w.yf, af.workspace = w.wf, af.preact = NULL;
-    ab.y = w.yb, ab.workspace = w.wb, ab.preact = NULL;
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS];
+    float *yfs[TNT_MAX_LAYER_OUTPUTS] = {w.yf}, *ybs[TNT_MAX_LAYER_OUTPUTS] = {w.yb};
+    for (int k = 0; k < b->n_states; k++) /* the states go straight to the wrapper's outputs */
+        yfs[1 + k] = a->ys[n_merged(b) + k], ybs[1 + k] = a->ys[n_merged(b) + b->n_states + k];
+    const float *const *xs_all = a->xs ? a->xs : &a->x; /* callers with one input may leave xs NULL */
+    int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    af.xs = xf, ab.xs = xb;
+    af.y = w.yf, af.ys = yfs, af.workspace = w.wf, af.preact = NULL;
+    ab.y = w.yb, ab.ys = ybs, ab.workspace = w.wb, ab.preact = NULL;
+    af.n_outputs = ab.n_outputs = 1 + b->n_states;
     tnt_status s;
     if ((s = b->fwd->ops->forward(b->fwd, p ? p->pf : NULL, &af)) != TNT_OK ||
         (s = b->bwd->ops->forward(b->bwd, p ? p->pb : NULL, &ab)) != TNT_OK)
         return s;
     if (returns_sequences(b)) reverse_steps(w.yb, B, steps, n / steps);
+    if (b->mode == TNT_MERGE_NONE) {
+        memcpy(a->ys[0], w.yf, (size_t)(B * n) * sizeof(float));
+        memcpy(a->ys[1], w.yb, (size_t)(B * n) * sizeof(float));
+        return TNT_OK;
+    }
     for (int64_t r = 0; r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
         float *y = a->y + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
@@ -161,7 +213,11 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     bidi_ws w;
     const int64_t units = prepare(l, p, a->batch, a->workspace, &w), B = a->batch, n = b->out_f;
     const int64_t steps = b->fwd->out_shape.dim[0];
-    for (int64_t r = 0; r < B * n / units; r++) {
+    if (b->mode == TNT_MERGE_NONE || !a->dy) { /* each output's gradient, zeros where none */
+        const float *d0 = a->dy, *d1 = b->mode == TNT_MERGE_NONE ? a->dys[1] : NULL;
+        for (int64_t i = 0; i < B * n; i++) w.dyf[i] = d0 ? d0[i] : 0.0f, w.dyb[i] = d1 ? d1[i] : 0.0f;
+    }
+    for (int64_t r = 0; a->dy && b->mode != TNT_MERGE_NONE && r < B * n / units; r++) {
         const float *f = w.yf + r * units, *g = w.yb + r * units;
         const float *dy = a->dy + r * units * (b->mode == TNT_MERGE_CONCAT ? 2 : 1);
         float *df = w.dyf + r * units, *dg = w.dyb + r * units;
@@ -176,8 +232,25 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     }
     if (returns_sequences(b)) reverse_steps(w.dyb, B, steps, n / steps);
     tnt__bwd_args af = *a, ab = *a;
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS];
+    float *dxf[TNT_MAX_LAYER_INPUTS] = {0}, *dxb[TNT_MAX_LAYER_INPUTS] = {0};
+    const float *dyf[TNT_MAX_LAYER_OUTPUTS] = {w.dyf}, *dyb[TNT_MAX_LAYER_OUTPUTS] = {w.dyb};
+    for (int k = 0; k < b->n_states; k++)
+        dyf[1 + k] = a->dys[n_merged(b) + k], dyb[1 + k] = a->dys[n_merged(b) + b->n_states + k];
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    if (a->dxs) {
+        inner_inputs(l, n_all, 0, (const void *const *)a->dxs, (const void **)dxf);
+        inner_inputs(l, n_all, 1, (const void *const *)a->dxs, (const void **)dxb);
+    }
+    dxf[0] = a->dx, dxb[0] = a->dx ? w.dxb : NULL;
+    af.xs = xf, ab.xs = xb, af.dxs = dxf, ab.dxs = dxb;
+    af.n_outputs = ab.n_outputs = 1 + b->n_states;
+    af.dys = dyf, ab.dys = dyb, af.ys = ab.ys = NULL;
     af.dy = w.dyf, af.y = w.yf, af.workspace = w.wf;
-    ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = a->dx ? w.dxb : NULL;
+    ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = dxb[0];
     tnt_status s;
     if ((s = b->fwd->ops->backward(b->fwd, p ? p->pf : NULL, &af)) != TNT_OK ||
         (s = b->bwd->ops->backward(b->bwd, p ? p->pb : NULL, &ab)) != TNT_OK)
@@ -201,7 +274,8 @@ static bool bidi_keeps_mask(const tnt_layer *l) { return returns_sequences(l->pr
 static tnt_status bidi_get_config(const tnt_layer *l, cJSON *c) {
     const bidi *b = l->priv;
     TNT_KJ_S(tnt__wrapper_inner_config(l, b->fwd, b->fwd_name, c, "layer"));
-    TNT_KJ(cJSON_AddStringToObject(c, "merge_mode", merge_names[b->mode]));
+    if (b->mode == TNT_MERGE_NONE) TNT_KJ(cJSON_AddNullToObject(c, "merge_mode"));
+    else TNT_KJ(cJSON_AddStringToObject(c, "merge_mode", merge_names[b->mode]));
     if (b->user_backward) TNT_KJ_S(tnt__wrapper_inner_config(l, b->bwd, b->bwd_name, c, "backward_layer"));
     return TNT_OK;
 }
@@ -260,14 +334,14 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
     else if (forward->refs > 0 || (backward_layer && backward_layer->refs > 0) || forward->built)
         bad = "the wrapped layers must be new (not in a model, graph or other wrapper)";
     else if (rf->return_sequences != rb->return_sequences) bad = "the two layers differ in return_sequences";
+    else if (rf->return_state != rb->return_state) bad = "the two layers differ in return_state";
     else if (backward_layer && rf->go_backwards == rb->go_backwards)
         bad = "backward_layer must process the sequence in the other direction (go_backwards)";
     else if ((unsigned)mode > TNT_MERGE_NONE) bad = "merge mode out of range";
-    else if (mode == TNT_MERGE_NONE) bad = "merge_mode None (two outputs) is not supported: a layer has one output";
     else if (backward_layer && !tnt__wrapper_same_rules(forward, backward_layer))
         bad = "the forward and backward layers have different regularizers or constraints (not supported: the "
               "wrapper keeps one set for both)";
-    bool unsupported = bad && (mode == TNT_MERGE_NONE || strstr(bad, "not supported"));
+    bool unsupported = bad && strstr(bad, "not supported");
     if (bad) {
         tnt__error(unsupported ? TNT_ERR_UNSUPPORTED : TNT_ERR_ARG, "Bidirectional: %s", bad);
         tnt_layer_free(forward);
@@ -284,6 +358,8 @@ tnt_layer *tnt_bidirectional(tnt_layer *forward, tnt_layer *backward_layer, tnt_
         return NULL;
     }
     b->mode = mode;
+    b->n_states = rf->return_state ? tnt__rnn_n_states(rf) : 0;
+    l->n_outputs = n_merged(b) + 2 * b->n_states;
     b->fwd = forward;
     b->bwd = bwd;
     b->user_backward = backward_layer != NULL;

@@ -12,8 +12,11 @@
  * the recurrent one per step on the B previous states. Backward through time keeps each step's
  * gate gradients; the recurrent convolution's data gradient runs per step, and both weight
  * gradients (and dx) run once over all steps afterwards. The elementwise cell is the LSTM's
- * (rnn_common.h activations). dropout, recurrent_dropout, masks and return_state are not
- * supported (dropout > 0 is refused by name; a mask is dropped as by any layer without masking). */
+ * (rnn_common.h activations). dropout scales the input (one mask per sample over (H, W, C), the
+ * same at every step), recurrent_dropout the state the recurrent convolution reads (one mask per
+ * sample over (H', W', F)), both drawn per global sample index as the LSTM's. return_state adds
+ * the final h and c as outputs 1 and 2. Masks and initial states are not supported (a mask is
+ * dropped as by any layer without masking). */
 #include "layers/conv2d.h"
 #include "layers/keras_config.h"
 #include "layers/rnn_common.h"
@@ -26,6 +29,7 @@ typedef struct clstm {
     tnt_padding padding;
     tnt_layer *xconv, *hconv; /* inner Conv2D layers: input (4F, bias) and recurrent (4F, same, no bias) */
     int64_t T, P;             /* from build: steps and output cells H' * W' */
+    int64_t in_step;          /* from build: input values per step H * W * C */
 } clstm;
 
 extern const tnt__layer_ops tnt__conv_lstm2d_ops;
@@ -52,6 +56,7 @@ static tnt_status clstm_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     c->hconv->in_shape = hs, c->hconv->out_shape = hout;
     c->T = in.dim[0];
     c->P = oh * ow;
+    c->in_step = tnt_shape_numel(step);
     int64_t k2 = (int64_t)c->kh * c->kw, cin = xc->ic;
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(c->kh, c->kw, cin, 4 * F), c->r.kernel_init, k2 * cin, k2 * 4 * F) < 0 ||
@@ -65,6 +70,7 @@ static tnt_status clstm_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                                   ufb ? F : 0, ufb ? 2 * F : 0) < 0)
             return TNT_ERR_ARG;
     }
+    l->out_shapes[1] = l->out_shapes[2] = hs; /* return_state: h and c */
     if (c->r.return_sequences) {
         *out = (tnt_shape){.ndim = 4, .dim = {c->T}};
         for (int i = 0; i < 3; i++) out->dim[i + 1] = hs.dim[i];
@@ -114,6 +120,8 @@ typedef struct clstm_ws {
     float *hp, *zh;  /* (B, FP), (B, 4FP): one step's previous state and recurrent convolution */
     float *dh, *dc;  /* (B, FP) backward carries */
     float *wx, *w1, *wall; /* the inner convolutions' workspaces (channels first: their copies) */
+    float *flags;    /* [0]: input dropout applied, [1]: recurrent dropout applied */
+    float *xd, *xmask, *rmask; /* dropout: (B, T, HWC) dropped input, (B, HWC), (B, FP) scales */
 } clstm_ws;
 
 static size_t clstm_layout(const clstm *c, int64_t B, void *base, clstm_ws *w) {
@@ -121,8 +129,11 @@ static size_t clstm_layout(const clstm *c, int64_t B, void *base, clstm_ws *w) {
     const int64_t sizes[] = {BT * 4 * n, BT * n, BT * n, BT * n, BT * n, B * n, B * 4 * n, B * n, B * n,
                              (int64_t)tnt__conv_workspace_size(c->xconv, NULL, BT) / f + 1,
                              (int64_t)tnt__conv_workspace_size(c->hconv, NULL, B) / f + 1,
-                             (int64_t)tnt__conv_workspace_size(c->hconv, NULL, BT) / f + 1};
-    float **fields[] = {&w->z, &w->cs, &w->ac, &w->h, &w->p, &w->hp, &w->zh, &w->dh, &w->dc, &w->wx, &w->w1, &w->wall};
+                             (int64_t)tnt__conv_workspace_size(c->hconv, NULL, BT) / f + 1, 2,
+                             c->r.dropout > 0 ? BT * c->in_step : 0, c->r.dropout > 0 ? B * c->in_step : 0,
+                             c->r.recurrent_dropout > 0 ? B * n : 0};
+    float **fields[] = {&w->z, &w->cs, &w->ac, &w->h, &w->p, &w->hp, &w->zh, &w->dh, &w->dc, &w->wx, &w->w1, &w->wall,
+                        &w->flags, &w->xd, &w->xmask, &w->rmask};
     size_t off = 0;
     for (size_t i = 0; i < TNT_ARRAY_LEN(sizes); i++) {
         if (base) *fields[i] = (float *)((char *)base + off);
@@ -162,7 +173,20 @@ static tnt_status clstm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
     tnt_status s;
     clstm_layout(c, B, a->workspace, &w);
     clstm_bind(l);
-    tnt__fwd_args xa = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .y = w.z, .training = a->training,
+    uint64_t seed = tnt__hash64(l->seed ^ a->seed);
+    bool drop_in = a->training && c->r.dropout > 0, drop_rec = a->training && c->r.recurrent_dropout > 0;
+    w.flags[0] = drop_in, w.flags[1] = drop_rec;
+    const float *xin = a->x;
+    if (drop_in) { /* one mask per sample, the same at every step */
+        const int64_t m = c->in_step;
+        tnt__rnn_dropout_scales(w.xmask, B, m, c->r.dropout, seed, a->sample_offset);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < T * m; i++) w.xd[b * T * m + i] = a->x[b * T * m + i] * w.xmask[b * m + i % m];
+        xin = w.xd;
+    }
+    if (drop_rec)
+        tnt__rnn_dropout_scales(w.rmask, B, n, c->r.recurrent_dropout, tnt__hash64(seed ^ 0x5EC0DEull), a->sample_offset);
+    tnt__fwd_args xa = {.batch = B * T, .x = xin, .n_inputs = 1, .xs = &xin, .y = w.z, .training = a->training,
                         .workspace = w.wx};
     if ((s = tnt__conv_forward(c->xconv, pl->x_all, &xa)) != TNT_OK) return s;
     int64_t tprev = -1;
@@ -172,6 +196,7 @@ static tnt_status clstm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
             float *pb = w.p + (b * T + t) * n;
             if (tprev < 0) memset(pb, 0, (size_t)n * sizeof(float));
             else memcpy(pb, w.h + (b * T + tprev) * n, (size_t)n * sizeof(float));
+            for (int64_t j = 0; drop_rec && j < n; j++) pb[j] *= w.rmask[b * n + j];
             memcpy(w.hp + b * n, pb, (size_t)n * sizeof(float));
         }
         if (tprev >= 0) { /* the first step's recurrent term is zero */
@@ -217,6 +242,10 @@ static tnt_status clstm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
             int64_t t = c->r.go_backwards ? T - 1 - st : st;
             memcpy(a->y + (c->r.return_sequences ? (b * T + st) * n : b * n), w.h + (b * T + t) * n, (size_t)n * sizeof(float));
         }
+    const int64_t tlast = c->r.go_backwards ? 0 : T - 1; /* return_state: the final h and c */
+    for (int k = 1; k < a->n_outputs; k++)
+        for (int64_t b = 0; b < B; b++)
+            memcpy(a->ys[k] + b * n, (k == 1 ? w.h : w.cs) + (b * T + tlast) * n, (size_t)n * sizeof(float));
     if (a->preact && a->preact != a->y)
         memcpy(a->preact, a->y, (size_t)(B * tnt_shape_numel(l->out_shape)) * sizeof(float));
     return TNT_OK;
@@ -233,13 +262,21 @@ static tnt_status clstm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     tnt_status s;
     clstm_layout(c, B, a->workspace, &w);
     clstm_bind(l);
-    memset(w.dh, 0, (size_t)(B * n) * sizeof(float));
-    memset(w.dc, 0, (size_t)(B * n) * sizeof(float));
+    bool drop_in = w.flags[0] != 0.0f, drop_rec = w.flags[1] != 0.0f;
+    /* the carries start from the final states' gradients (return_state), else zeros */
+    const float *dhT = a->n_outputs > 1 && a->dys ? a->dys[1] : NULL, *dcT = a->n_outputs > 2 && a->dys ? a->dys[2] : NULL;
+    if (dhT) memcpy(w.dh, dhT, (size_t)(B * n) * sizeof(float));
+    else memset(w.dh, 0, (size_t)(B * n) * sizeof(float));
+    if (dcT) memcpy(w.dc, dcT, (size_t)(B * n) * sizeof(float));
+    else memset(w.dc, 0, (size_t)(B * n) * sizeof(float));
     for (int64_t st = T - 1; st >= 0; st--) {
         int64_t t = c->r.go_backwards ? T - 1 - st : st;
         int64_t tprev = st == 0 ? -1 : c->r.go_backwards ? t + 1 : t - 1;
         for (int64_t b = 0; b < B; b++) {
-            const float *dy = c->r.return_sequences ? a->dy + (b * T + st) * n : st == T - 1 ? a->dy + b * n : NULL;
+            const float *dy = !a->dy                ? NULL
+                              : c->r.return_sequences ? a->dy + (b * T + st) * n
+                              : st == T - 1           ? a->dy + b * n
+                                                      : NULL;
             float *dh = w.dh + b * n, *dc = w.dc + b * n, *z = w.z + (b * T + t) * 4 * n;
             const float *ac = w.ac + (b * T + t) * n, *cp = tprev >= 0 ? w.cs + (b * T + tprev) * n : NULL;
             for (int64_t j = 0; j < n; j++) {
@@ -259,15 +296,22 @@ static tnt_status clstm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
         for (int64_t b = 0; b < B; b++) memcpy(w.zh + b * 4 * n, w.z + (b * T + t) * 4 * n, (size_t)(4 * n) * sizeof(float));
         /* dh_prev = the recurrent convolution's data gradient (LSTM's h has no direct path) */
         if ((s = tnt__conv_backward_data(c->hconv, pl->h_one, w.zh, w.dh, w.w1)) != TNT_OK) return s;
+        for (int64_t i = 0; drop_rec && i < B * n; i++) w.dh[i] *= w.rmask[i];
     }
     /* weight gradients and dx over all steps at once: z now holds the gate gradients */
     const float *p = w.p;
     tnt__bwd_args hb = {.batch = B * T, .x = p, .n_inputs = 1, .xs = &p, .dy = w.z, .workspace = w.wall};
     if ((s = tnt__conv_backward(c->hconv, pl->h_all, &hb)) != TNT_OK) return s;
     float *dx = a->dx;
-    tnt__bwd_args xb = {.batch = B * T, .x = a->x, .n_inputs = 1, .xs = &a->x, .dy = w.z, .dx = dx, .dxs = &dx,
+    const float *xin = drop_in ? w.xd : a->x;
+    tnt__bwd_args xb = {.batch = B * T, .x = xin, .n_inputs = 1, .xs = &xin, .dy = w.z, .dx = dx, .dxs = &dx,
                         .workspace = w.wx};
-    return tnt__conv_backward(c->xconv, pl->x_all, &xb);
+    if ((s = tnt__conv_backward(c->xconv, pl->x_all, &xb)) != TNT_OK) return s;
+    const int64_t m = c->in_step;
+    if (dx && drop_in)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < T * m; i++) dx[b * T * m + i] *= w.xmask[b * m + i % m];
+    return TNT_OK;
 }
 
 /* ---- Keras config ------------------------------------------------------------------------- */
@@ -292,7 +336,7 @@ static const char *const clstm_nulls[] = {"kernel_regularizer", "recurrent_regul
 static tnt_status clstm_get_config(const tnt_layer *l, cJSON *c) {
     const clstm *k = l->priv;
     TNT_KJ(cJSON_AddBoolToObject(c, "return_sequences", k->r.return_sequences));
-    TNT_KJ(cJSON_AddBoolToObject(c, "return_state", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "return_state", k->r.return_state));
     TNT_KJ(cJSON_AddBoolToObject(c, "go_backwards", k->r.go_backwards));
     TNT_KJ(cJSON_AddBoolToObject(c, "stateful", false));
     TNT_KJ(cJSON_AddNumberToObject(c, "filters", k->filters));
@@ -309,8 +353,8 @@ static tnt_status clstm_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ_S(tnt__kj_add_initializer(c, "bias_initializer", k->r.bias_init));
     TNT_KJ(cJSON_AddBoolToObject(c, "unit_forget_bias", k->r.unit_forget_bias));
     TNT_KJ_S(tnt__kj_add_nulls(c, clstm_nulls));
-    TNT_KJ(cJSON_AddNumberToObject(c, "dropout", 0));
-    TNT_KJ(cJSON_AddNumberToObject(c, "recurrent_dropout", 0));
+    TNT_KJ(cJSON_AddNumberToObject(c, "dropout", tnt__kj_f(k->r.dropout)));
+    TNT_KJ(cJSON_AddNumberToObject(c, "recurrent_dropout", tnt__kj_f(k->r.recurrent_dropout)));
     return TNT_OK;
 }
 
@@ -378,12 +422,13 @@ tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_co
                    r->recurrent_activation ? r->recurrent_activation : "sigmoid");
         return NULL;
     }
-    const char *unsupported = r->return_state ? "return_state true (a layer has one output)"
-                              : r->stateful   ? "stateful true"
-                              : r->dropout != 0.0f || r->recurrent_dropout != 0.0f ? "dropout or recurrent_dropout > 0"
-                                                                                   : NULL;
-    if (unsupported) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "ConvLSTM2D: %s is not supported", unsupported);
+    if (r->stateful) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "ConvLSTM2D: stateful true is not supported (each batch starts from zero states)");
+        return NULL;
+    }
+    if (!(r->dropout >= 0.0f && r->dropout < 1.0f) || !(r->recurrent_dropout >= 0.0f && r->recurrent_dropout < 1.0f)) {
+        tnt__error(TNT_ERR_ARG, "ConvLSTM2D: dropout %g, recurrent_dropout %g (expected each in [0, 1))", (double)r->dropout,
+                   (double)r->recurrent_dropout);
         return NULL;
     }
     /* the convolutions: the input one has the layer's geometry and the bias, the recurrent one is
@@ -406,12 +451,14 @@ tnt_layer *tnt_conv_lstm2d(int filters, int kernel_h, int kernel_w, const tnt_co
     const tnt__conv_cfg *xc = xconv->priv;
     c->r = (tnt__rnn){.cell = TNT__RNN_LSTM, .units = filters, .act = act, .rec_act = rec, .use_bias = !r->no_bias,
                       .unit_forget_bias = !r->no_unit_forget_bias, .return_sequences = r->return_sequences,
-                      .go_backwards = r->go_backwards,
+                      .go_backwards = r->go_backwards, .return_state = r->return_state, .dropout = r->dropout,
+                      .recurrent_dropout = r->recurrent_dropout,
                       .kernel_init = r->kernel_initializer ? r->kernel_initializer : TNT_INIT_GLOROT_UNIFORM,
                       .recurrent_init = r->recurrent_initializer ? r->recurrent_initializer : TNT_INIT_ORTHOGONAL,
                       .bias_init = r->bias_initializer ? r->bias_initializer : TNT_INIT_ZEROS};
     c->filters = filters, c->kh = kernel_h, c->kw = kernel_w, c->sh = xc->sh, c->sw = xc->sw, c->dh = xc->dh;
     c->dw = xc->dw, c->padding = o->padding, c->xconv = xconv, c->hconv = hconv;
+    if (r->return_state) l->n_outputs = 3;
     return l;
 }
 
@@ -422,6 +469,8 @@ tnt_layer *tnt__conv_lstm2d_clone(const tnt_layer *l) {
     tnt_conv_lstm_opts o = {.rnn = {.activation = tnt__rnn_act_name(c->r.act),
                                     .recurrent_activation = tnt__rnn_act_name(c->r.rec_act),
                                     .return_sequences = c->r.return_sequences, .go_backwards = c->r.go_backwards,
+                                    .return_state = c->r.return_state, .dropout = c->r.dropout,
+                                    .recurrent_dropout = c->r.recurrent_dropout,
                                     .no_bias = !c->r.use_bias, .no_unit_forget_bias = !c->r.unit_forget_bias,
                                     .kernel_initializer = c->r.kernel_init, .recurrent_initializer = c->r.recurrent_init,
                                     .bias_initializer = c->r.bias_init},

@@ -1,6 +1,6 @@
-/* conv_transpose.c: Conv2DTranspose, and Conv1DTranspose as a transposed convolution of height 1
- * (Keras): NHWC input, kernel in Keras layout (kh, kw, filters, in_ch), optional bias and
- * activation, on oneDNN deconvolution primitives (forward, backward-data, backward-weights with
+/* conv_transpose.c: Conv2DTranspose, Conv1DTranspose as a transposed convolution of height 1, and
+ * Conv3DTranspose (Keras): NHWC (NDHWC) input, kernel in Keras layout (kh, kw, filters, in_ch) or
+ * (kd, kh, kw, filters, in_ch), optional bias and activation, on oneDNN deconvolution primitives (forward, backward-data, backward-weights with
  * the bias gradient). The primitives read and write the Keras kernel buffer in place through a
  * strided memory descriptor, so no weight reorders are needed.
  *
@@ -22,14 +22,18 @@ typedef struct convt_cfg {
     int filters, kh, kw;
     int sh, sw, dh, dw;   /* strides, dilation (1-based, Keras) */
     int oph, opw;         /* output_padding; -1: None */
+    int kd, sd, opd;      /* Conv3DTranspose's depth axis (kernel, stride, output_padding); dilation 1 */
     tnt_padding padding;
-    bool use_bias, one_d;
+    bool use_bias, one_d, three_d;
     tnt_initializer kernel_init, bias_init;
     int64_t ih, iw, ic, oh, ow; /* from build */
     int64_t pad_t, pad_b, pad_l, pad_r;
+    int64_t id, od, pad_f, pad_k; /* Conv3DTranspose: depth in and out, padding front and back */
 } convt_cfg;
 
-static const char *convt_class(const convt_cfg *c) { return c->one_d ? "Conv1DTranspose" : "Conv2DTranspose"; }
+static const char *convt_class(const convt_cfg *c) {
+    return c->one_d ? "Conv1DTranspose" : c->three_d ? "Conv3DTranspose" : "Conv2DTranspose";
+}
 
 /* Output length and oneDNN's paddings along one axis; false when the output would be empty or
  * the paddings cannot close the size equation. */
@@ -47,11 +51,19 @@ static tnt_status convt_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
     convt_cfg *c = l->priv;
     const char *cls = convt_class(c);
     char b[96];
-    int64_t sp[2] = {0};
-    tnt_status s = tnt__conv_input(l, cls, in, c->one_d ? 1 : 2, sp, &c->ic);
+    int64_t sp[3] = {0};
+    int n = c->one_d ? 1 : c->three_d ? 3 : 2;
+    tnt_status s = tnt__conv_input(l, cls, in, n, sp, &c->ic);
     if (s != TNT_OK) return s;
-    c->ih = c->one_d ? 1 : sp[0];
-    c->iw = c->one_d ? sp[0] : sp[1];
+    c->id = c->three_d ? sp[0] : 1;
+    c->ih = c->one_d ? 1 : sp[n - 2];
+    c->iw = sp[n - 1];
+    if (c->three_d && !convt_axis(c->id, c->kd, c->sd, 1, c->opd, c->padding, &c->od, &c->pad_f, &c->pad_k))
+        return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s with kernel depth %d, stride %d, output_padding %d "
+                          "and padding \"%s\" gives no valid output depth (%lld)", cls, l->name,
+                          tnt_shape_str(in, b, sizeof b), c->kd, c->sd, c->opd, tnt__kj_padding_name(c->padding),
+                          (long long)c->od);
+    if (!c->three_d) c->od = 1;
     if (!convt_axis(c->ih, c->kh, c->sh, c->dh, c->one_d ? -1 : c->oph, c->one_d ? TNT_PADDING_VALID : c->padding,
                     &c->oh, &c->pad_t, &c->pad_b) ||
         !convt_axis(c->iw, c->kw, c->sw, c->dw, c->opw, c->padding, &c->ow, &c->pad_l, &c->pad_r))
@@ -60,16 +72,19 @@ static tnt_status convt_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
                           "(%d, %d) and padding \"%s\" gives no valid output (%lld, %lld)",
                           cls, l->name, tnt_shape_str(in, b, sizeof b), c->kh, c->kw, c->sh, c->sw, c->oph, c->opw,
                           tnt__kj_padding_name(c->padding), (long long)c->oh, (long long)c->ow);
-    int64_t k2 = (int64_t)c->kh * c->kw;
-    tnt_shape kshape = c->one_d ? TNT_SHAPE(c->kw, c->filters, c->ic) : TNT_SHAPE(c->kh, c->kw, c->filters, c->ic);
+    int64_t k2 = (int64_t)(c->three_d ? c->kd : 1) * c->kh * c->kw;
+    tnt_shape kshape = c->one_d     ? TNT_SHAPE(c->kw, c->filters, c->ic)
+                       : c->three_d ? TNT_SHAPE(c->kd, c->kh, c->kw, c->filters, c->ic)
+                                    : TNT_SHAPE(c->kh, c->kw, c->filters, c->ic);
     l->n_weights = 0;
     /* Keras's fans for a transposed kernel: receptive field times the last two axes' sizes */
     if (tnt__layer_add_weight(l, "kernel", kshape, c->kernel_init, k2 * c->filters, k2 * c->ic) < 0)
         return TNT_ERR_ARG;
     if (c->use_bias && tnt__layer_add_weight(l, "bias", TNT_SHAPE(c->filters), c->bias_init, 0, 0) < 0)
         return TNT_ERR_ARG;
-    *out = c->one_d ? tnt__conv_output(l, 1, &c->ow, c->filters)
-                    : tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
+    *out = c->one_d     ? tnt__conv_output(l, 1, &c->ow, c->filters)
+           : c->three_d ? tnt__conv_output(l, 3, (int64_t[]){c->od, c->oh, c->ow}, c->filters)
+                        : tnt__conv_output(l, 2, (int64_t[]){c->oh, c->ow}, c->filters);
     return TNT_OK;
 }
 
@@ -100,16 +115,31 @@ static void *convt_plan_create(tnt_layer *l, int64_t batch) {
     convt_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     dnnl_memory_desc_t xm, ym, wm, bm;
+    dnnl_dims_t bd = {c->filters};
+    /* Keras (kh, kw, filters, ic) seen as the logical (filters, ic, kh, kw); 3-D: (kd, kh, kw,
+     * filters, ic) as (filters, ic, kd, kh, kw). 2-D sizes below; 3-D puts depth first. */
+    int64_t fi = (int64_t)c->filters * c->ic;
     dnnl_dims_t xd = {batch, c->ic, c->ih, c->iw}, yd = {batch, c->filters, c->oh, c->ow},
-                wd = {c->filters, c->ic, c->kh, c->kw}, bd = {c->filters};
-    /* Keras (kh, kw, filters, ic) seen as the logical (filters, ic, kh, kw) */
-    dnnl_dims_t ws = {c->ic, 1, (int64_t)c->kw * c->filters * c->ic, (int64_t)c->filters * c->ic};
+                wd = {c->filters, c->ic, c->kh, c->kw}, ws = {c->ic, 1, (int64_t)c->kw * fi, fi};
     dnnl_dims_t strides = {c->sh, c->sw}, dil = {c->dh - 1, c->dw - 1}, pl = {c->pad_t, c->pad_l},
                 pr = {c->pad_b, c->pad_r};
-    dnnl_format_tag_t act = l->channels_first ? dnnl_nchw : dnnl_nhwc;
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&xm, 4, xd, dnnl_f32, act));
-    TNT_DNNL(dnnl_memory_desc_init_by_tag(&ym, 4, yd, dnnl_f32, act));
-    TNT_DNNL(dnnl_memory_desc_init_by_strides(&wm, 4, wd, dnnl_f32, ws));
+    int nd = 4;
+    if (c->three_d) {
+        nd = 5;
+        int64_t x3[5] = {batch, c->ic, c->id, c->ih, c->iw}, y3[5] = {batch, c->filters, c->od, c->oh, c->ow},
+                w3[5] = {c->filters, c->ic, c->kd, c->kh, c->kw},
+                s3[5] = {c->ic, 1, (int64_t)c->kh * c->kw * fi, (int64_t)c->kw * fi, fi};
+        int64_t st3[3] = {c->sd, c->sh, c->sw}, pl3[3] = {c->pad_f, c->pad_t, c->pad_l},
+                pr3[3] = {c->pad_k, c->pad_b, c->pad_r};
+        memcpy(xd, x3, sizeof x3), memcpy(yd, y3, sizeof y3), memcpy(wd, w3, sizeof w3), memcpy(ws, s3, sizeof s3);
+        memcpy(strides, st3, sizeof st3), memcpy(pl, pl3, sizeof pl3), memcpy(pr, pr3, sizeof pr3);
+        memset(dil, 0, sizeof dil);
+    }
+    dnnl_format_tag_t act = c->three_d ? (l->channels_first ? dnnl_ncdhw : dnnl_ndhwc)
+                                       : (l->channels_first ? dnnl_nchw : dnnl_nhwc);
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&xm, nd, xd, dnnl_f32, act));
+    TNT_DNNL(dnnl_memory_desc_init_by_tag(&ym, nd, yd, dnnl_f32, act));
+    TNT_DNNL(dnnl_memory_desc_init_by_strides(&wm, nd, wd, dnnl_f32, ws));
     TNT_DNNL(dnnl_memory_desc_init_by_tag(&bm, 1, bd, dnnl_f32, dnnl_a));
     const dnnl_memory_desc_t *bias = c->use_bias ? &bm : NULL;
     dnnl_deconvolution_desc_t fd, bdd, bwd;
@@ -196,15 +226,17 @@ static void convt_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status convt_get_config(const tnt_layer *l, cJSON *c) {
     const convt_cfg *k = l->priv;
-    int n = k->one_d ? 1 : 2;
+    int n = k->one_d ? 1 : k->three_d ? 3 : 2, f = 3 - n; /* the last n of (depth, height, width) */
+    int ks[3] = {k->kd, k->kh, k->kw}, st[3] = {k->sd, k->sh, k->sw}, op[3] = {k->opd, k->oph, k->opw},
+        dil[3] = {1, k->dh, k->dw};
     TNT_KJ(cJSON_AddNumberToObject(c, "filters", k->filters));
-    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, k->one_d ? (int[]){k->kw} : (int[]){k->kh, k->kw}));
-    TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, k->one_d ? (int[]){k->sw} : (int[]){k->sh, k->sw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "kernel_size", n, ks + f));
+    TNT_KJ_S(tnt__kj_add_ints(c, "strides", n, st + f));
     TNT_KJ(cJSON_AddStringToObject(c, "padding", tnt__kj_padding_name(k->padding)));
     if (k->opw < 0) TNT_KJ(cJSON_AddNullToObject(c, "output_padding"));
-    else TNT_KJ_S(tnt__kj_add_ints(c, "output_padding", n, k->one_d ? (int[]){k->opw} : (int[]){k->oph, k->opw}));
+    else TNT_KJ_S(tnt__kj_add_ints(c, "output_padding", n, op + f));
     TNT_KJ_S(tnt__kj_add_data_format(c, l));
-    TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, k->one_d ? (int[]){k->dw} : (int[]){k->dh, k->dw}));
+    TNT_KJ_S(tnt__kj_add_ints(c, "dilation_rate", n, dil + f));
     TNT_KJ_S(tnt__kj_add_activation(c, l->activation, l->activation_alpha));
     TNT_KJ(cJSON_AddBoolToObject(c, "use_bias", k->use_bias));
     TNT_KJ_S(tnt__kj_add_initializer(c, "kernel_initializer", k->kernel_init));
@@ -213,21 +245,23 @@ static tnt_status convt_get_config(const tnt_layer *l, cJSON *c) {
 }
 
 /* Conv2D's keys (conv2d.h) plus output_padding (null: None) */
-static tnt_layer *convt_from_config(const cJSON *c, const tnt__kj_ctx *k, bool one_d) {
+static tnt_layer *convt_from_config(const cJSON *c, const tnt__kj_ctx *k, int n) {
     tnt_layer_opts o = {.name = k->name};
-    int n = one_d ? 1 : 2, filters = 0, ks[2] = {0}, op[2] = {-1, -1};
+    int filters = 0, ks[3] = {0}, op[3] = {-1, -1, -1};
     TNT_KJ_READ(tnt__kj_int(c, "filters", true, 0, &filters, k));
     TNT_KJ_READ(tnt__conv_read_config(c, n, ks, &o, k));
     TNT_KJ_READ(tnt__kj_init(c, "kernel_initializer", TNT_INIT_GLOROT_UNIFORM, &o.kernel_initializer, k));
     TNT_KJ_READ(tnt__kj_check_nulls(c, tnt__kj_kernel_nulls, k));
     if (!tnt__kj_absent(tnt__kj_item(c, "output_padding")))
         TNT_KJ_READ(tnt__kj_ints(c, "output_padding", true, n, NULL, op, k));
-    if (one_d) return tnt__kj_built(tnt_conv1d_transpose(filters, ks[0], op[0], &o), k);
+    if (n == 1) return tnt__kj_built(tnt_conv1d_transpose(filters, ks[0], op[0], &o), k);
+    if (n == 3) return tnt__kj_built(tnt_conv3d_transpose(filters, ks, op[0] < 0 ? NULL : op, &o), k);
     return tnt__kj_built(tnt_conv2d_transpose(filters, ks[0], ks[1], op[0] < 0 ? NULL : op, &o), k);
 }
 
-static tnt_layer *convt2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, false); }
-static tnt_layer *convt1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, true); }
+static tnt_layer *convt2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, 2); }
+static tnt_layer *convt1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, 1); }
+static tnt_layer *convt3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, 3); }
 
 #define CONVT_OPS(var, cls, fromcfg)                                                              \
     const tnt__layer_ops var = {                                                                 \
@@ -245,6 +279,7 @@ static tnt_layer *convt1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { re
     }
 CONVT_OPS(tnt__conv2d_transpose_ops, "Conv2DTranspose", convt2d_from_config);
 CONVT_OPS(tnt__conv1d_transpose_ops, "Conv1DTranspose", convt1d_from_config);
+CONVT_OPS(tnt__conv3d_transpose_ops, "Conv3DTranspose", convt3d_from_config);
 
 /* ---- constructors ------------------------------------------------------------------------- */
 
@@ -297,7 +332,10 @@ static tnt_layer *convt_new(convt_cfg cfg, const tnt_layer_opts *o) {
     convt_cfg *c = tnt__calloc(1, sizeof *c);
     if (!c) return NULL;
     *c = cfg;
-    tnt_layer *l = tnt__layer_new(cfg.one_d ? &tnt__conv1d_transpose_ops : &tnt__conv2d_transpose_ops, o->name, c);
+    tnt_layer *l = tnt__layer_new(cfg.one_d     ? &tnt__conv1d_transpose_ops
+                                  : cfg.three_d ? &tnt__conv3d_transpose_ops
+                                                : &tnt__conv2d_transpose_ops,
+                                  o->name, c);
     if (!l) {
         free(c);
         return NULL;
@@ -321,4 +359,36 @@ tnt_layer *tnt_conv1d_transpose(int filters, int kernel_size, int output_padding
     return convt_new((convt_cfg){.filters = filters, .kh = 1, .kw = kernel_size, .one_d = true,
                                  .oph = output_padding < 0 ? -1 : 0, .opw = output_padding < 0 ? -1 : output_padding},
                      opts ? opts : &defaults);
+}
+
+tnt_layer *tnt_conv3d_transpose(int filters, const int kernel_size[3], const int *output_padding,
+                                const tnt_layer_opts *opts) {
+    static const tnt_layer_opts defaults;
+    const tnt_layer_opts *o = opts ? opts : &defaults;
+    if (!kernel_size) {
+        tnt__error(TNT_ERR_ARG, "Conv3DTranspose: kernel_size is NULL");
+        return NULL;
+    }
+    if (kernel_size[0] <= 0 || o->strides[0] < 0 || (o->dilation[0] > 1 || o->dilation[1] > 1 || o->dilation[2] > 1)) {
+        tnt__error(TNT_ERR_ARG, "Conv3DTranspose: kernel_size (%d, %d, %d), strides (%d, %d, %d), dilation_rate "
+                   "(%d, %d, %d) (expected kernel sizes > 0, strides >= 0 (0: 1) and dilation 1: Keras's "
+                   "conv3d_transpose runs undilated)", kernel_size[0], kernel_size[1], kernel_size[2], o->strides[0],
+                   o->strides[1], o->strides[2], o->dilation[0], o->dilation[1], o->dilation[2]);
+        return NULL;
+    }
+    int sd = o->strides[0] ? o->strides[0] : 1;
+    if (output_padding && (output_padding[0] < 0 || output_padding[0] >= sd)) {
+        tnt__error(TNT_ERR_ARG, "Conv3DTranspose: output_padding (%d, %d, %d) (expected each 0 <= p < its stride)",
+                   output_padding[0], output_padding[1], output_padding[2]);
+        return NULL;
+    }
+    /* height and width through the 2-D checks, on opts shifted by one axis */
+    tnt_layer_opts o2 = *o;
+    o2.strides[0] = o->strides[1], o2.strides[1] = o->strides[2], o2.strides[2] = 0;
+    o2.dilation[0] = o2.dilation[1] = o2.dilation[2] = 0;
+    return convt_new((convt_cfg){.filters = filters, .kh = kernel_size[1], .kw = kernel_size[2], .three_d = true,
+                                 .kd = kernel_size[0], .sd = sd, .opd = output_padding ? output_padding[0] : -1,
+                                 .oph = output_padding ? output_padding[1] : -1,
+                                 .opw = output_padding ? output_padding[2] : -1},
+                     &o2);
 }

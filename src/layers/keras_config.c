@@ -292,6 +292,24 @@ bool tnt__kj_channels_first(const cJSON *cfg) {
     return tnt__kj_absent(f) && cJSON_IsString(dim) && !strcmp(dim->valuestring, "th"); /* Keras 1 (Theano) */
 }
 
+/* Set while a Keras 3 architecture is read (tnt__kj_set_keras3). */
+static _Thread_local bool keras3;
+
+void tnt__kj_set_keras3(bool on) { keras3 = on; }
+bool tnt__kj_keras3(void) { return keras3; }
+
+cJSON *tnt__kj_keras3_names(const cJSON *config) {
+    static const char *const keys[] = {"activation", "recurrent_activation"};
+    cJSON *c = NULL;
+    for (size_t i = 0; keras3 && i < TNT_ARRAY_LEN(keys); i++) {
+        const cJSON *v = tnt__kj_item(config, keys[i]);
+        if (!cJSON_IsString(v) || strcmp(v->valuestring, "hard_sigmoid")) continue;
+        if (!c && !(c = cJSON_Duplicate(config, true))) return NULL;
+        cJSON_ReplaceItemInObjectCaseSensitive(c, keys[i], cJSON_CreateString("hard_sigmoid_v3"));
+    }
+    return c;
+}
+
 tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(cfg, "activation");
     *act = TNT_ACT_LINEAR;
@@ -299,6 +317,11 @@ tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__
     if (!cJSON_IsString(v))
         return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "activation: expected a Keras activation name");
     int a = tnt_activation_from_name(v->valuestring);
+    if (keras3 && !strcmp(v->valuestring, "hard_sigmoid")) a = TNT_ACT_HARD_SIGMOID_V3; /* relu6(x + 3) / 6 */
+    if (a < 0 && (!strcmp(v->valuestring, "glu") || !strcmp(v->valuestring, "threshold")))
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "unsupported activation \"%s\" (%s)", v->valuestring,
+                             v->valuestring[0] == 'g' ? "it halves the last axis; use a Dense layer of twice the "
+                                                        "units and split" : "it needs arguments; use the ReLU layer");
     if (a < 0) return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "unsupported activation \"%.64s\"", v->valuestring);
     *act = (tnt_activation)a;
     return TNT_OK;

@@ -146,6 +146,17 @@ tnt_status tnt__kj_check_nulls(const cJSON *config, const char *const *keys, con
  * format reader takes "th" as channels_first. */
 cJSON *tnt__kj_keras1(const cJSON *config, const char *cls);
 
+/* Keras 3 architectures: src/io/keras_json.c sets the flag while it reads one (this thread only).
+ * Keras 3 renamed one behaviour: its hard_sigmoid is relu6(x + 3) / 6, where Keras 2's is
+ * clip(0.2 x + 0.5, 0, 1); tnt__kj_activation then reads it as TNT_ACT_HARD_SIGMOID_V3, and
+ * tnt__kj_keras3_names gives a copy of a config whose activation or recurrent_activation is
+ * "hard_sigmoid" with "hard_sigmoid_v3" there (the caller deletes it; NULL when nothing changes or
+ * the flag is off), which tnt__layer_from_config hands to every class, recurrent ones included.
+ * Keras 2's hard_sigmoid in a Keras 3 file (the .keras files we write) is "hard_sigmoid_keras2". */
+void tnt__kj_set_keras3(bool on);
+bool tnt__kj_keras3(void);
+cJSON *tnt__kj_keras3_names(const cJSON *config);
+
 /* A model's input shape, in an InputLayer's or a first layer's config: "batch_input_shape" (Keras
  * 2) or "batch_shape" (Keras 3), a tuple [null, d1, ...] whose batch size is left out of s. */
 bool tnt__kj_has_batch_shape(const cJSON *config);

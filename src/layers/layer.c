@@ -11,6 +11,7 @@ tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *pri
     l->ops = ops;
     l->priv = priv;
     l->activation = TNT_ACT_LINEAR;
+    l->n_outputs = 1;
     l->dtype_policy = tnt__dtype_policy_global();
     if (name && name[0]) {
         if (strlen(name) >= TNT_NAME_MAX) {

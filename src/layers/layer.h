@@ -20,6 +20,8 @@ struct tnt__kj_ctx; /* layers/keras_config.h: the layer being read, for messages
 
 #define TNT_MAX_LAYER_WEIGHTS 8
 #define TNT_MAX_LAYER_INPUTS 16
+#define TNT_MAX_LAYER_OUTPUTS 8 /* recurrent layers with return_state: 1 + states; Bidirectional
+                                   with merge_mode None and return_state: 2 + 2 * 2 */
 #define TNT_NAME_MAX 64
 
 typedef struct tnt__weight {
@@ -40,7 +42,9 @@ typedef struct tnt__fwd_args {
     const float *x;     /* (batch, in_shape...): input 0 */
     int n_inputs;       /* 1, or more for layers with build_multi */
     const float *const *xs; /* all inputs, xs[0] == x: (batch, in_shapes[k]...) */
-    float *y;           /* (batch, out_shape...) */
+    float *y;           /* (batch, out_shape...): output 0 */
+    int n_outputs;      /* l->n_outputs */
+    float *const *ys;   /* all outputs, ys[0] == y: (batch, out_shapes[k]...) */
     float *preact;      /* NULL, or (batch, out_shape...): also store the value before the fused
                            activation (the loss uses logits for a fused softmax + cross-entropy) */
     void *workspace;    /* workspace_size bytes, kept until backward of the same step */
@@ -55,8 +59,13 @@ typedef struct tnt__fwd_args {
 typedef struct tnt__bwd_args {
     int64_t batch;
     const float *x;     /* the forward input 0 */
-    const float *y;     /* the forward output */
-    const float *dy;    /* (batch, out_shape...) */
+    const float *y;     /* the forward output 0 */
+    const float *dy;    /* (batch, out_shape...): gradient of output 0; NULL (zero) only for
+                           layers with several outputs, when nothing reads output 0 */
+    int n_outputs;
+    const float *const *ys;  /* all forward outputs, ys[0] == y */
+    const float *const *dys; /* gradient of each output, dys[0] == dy; NULL where nothing reads
+                                that output (its gradient is zero) */
     float *dx;          /* (batch, in_shape...), NULL when the input gradient is not needed */
     void *workspace;
     bool dy_is_preact;  /* dy is already the gradient before the fused activation */
@@ -78,6 +87,8 @@ typedef struct tnt__layer_ops {
     /* Infer out_shape from in_shape (both without batch) and declare weights with
      * tnt__layer_add_weight. Errors name the layer and the shapes. */
     tnt_status (*build)(tnt_layer *l, tnt_shape in_shape, tnt_shape *out_shape);
+    /* Layers with several outputs (l->n_outputs > 1, fixed by the constructor) give output 0's
+     * shape in *out_shape as any layer, and the others' in l->out_shapes[1..] in build. */
     /* Layers with several inputs (merge layers, MultiHeadAttention) set this instead of build:
      * n_inputs shapes (1 <= n <= TNT_MAX_LAYER_INPUTS); the layer checks n itself. */
     tnt_status (*build_multi)(tnt_layer *l, int n_inputs, const tnt_shape *in_shapes, tnt_shape *out_shape);
@@ -102,7 +113,7 @@ typedef struct tnt__layer_ops {
      * appended as one more input (batch, steps) of 1 and 0 (its gradient is zeros); keeps_mask
      * (may be NULL: no) says whether the output carries the mask on (return_sequences). */
     bool consumes_mask;
-    bool (*keeps_mask)(const tnt_layer *l);
+    bool (*keeps_mask)(const tnt_layer *l); /* with several outputs: output 0 and those of its shape */
     /* The layer runs MPI collectives in a parallel training step (SyncBatchNormalization): the
      * model then keeps every MPI call on the compute thread, in the same order on every rank. */
     bool collective;
@@ -128,7 +139,12 @@ struct tnt_layer {
     const tnt__layer_ops *ops;
     char name[TNT_NAME_MAX];
     bool auto_name;           /* name to be assigned Keras-style by the model */
-    tnt_shape in_shape, out_shape;   /* in_shape == in_shapes[0] */
+    tnt_shape in_shape, out_shape;   /* in_shape == in_shapes[0], out_shape == out_shapes[0] */
+    int n_outputs;            /* 1, or more: Keras's list of outputs (LSTM return_state: output, h,
+                                 c; Bidirectional merge_mode None: forward, backward) */
+    tnt_shape out_shapes[TNT_MAX_LAYER_OUTPUTS];
+    bool mask_input;          /* consumes_mask layers: the graph appended the sequence mask as
+                                 the last input (set before build) */
     int n_inputs;
     tnt_shape in_shapes[TNT_MAX_LAYER_INPUTS];
     int n_weights;

@@ -99,6 +99,10 @@
     X("Convolution3D", tnt__conv3d_ops) \
     X("Normalization", tnt__normalization_ops) \
     X("ConvLSTM2D", tnt__conv_lstm2d_ops) \
+    X("LocallyConnected1D", tnt__locally_connected1d_ops) \
+    X("LocallyConnected2D", tnt__locally_connected2d_ops) \
+    X("Conv3DTranspose", tnt__conv3d_transpose_ops) \
+    X("Convolution3DTranspose", tnt__conv3d_transpose_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

@@ -125,6 +125,7 @@ static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, co
 
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const tnt__kj_ctx *k) {
     cJSON *k2 = tnt__kj_keras1(config, k->cls); /* a Keras 1 config, with Keras 2's names */
+    if (!k2) k2 = tnt__kj_keras3_names(config); /* Keras 3's hard_sigmoid */
     tnt_layer *l = from_config(ops, k2 ? k2 : config, k);
     cJSON_Delete(k2);
     return l;

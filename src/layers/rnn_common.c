@@ -10,6 +10,10 @@
  *     GRU reset_before (Keras <= 2.2):  z r = ra(zx + p·R_zr); hh = act(zx_h + (r p)·R_h)
  *     SimpleRNN  h = act(zx + p·R)
  *   a masked step (mask 0) keeps h and c, and outputs h (or zeros with zero_output_for_mask).
+ * The state before the first step is zeros, or the initial-state inputs (Keras's initial_state:
+ * inputs 1 (h) and 2 (c) after the sequence); with return_state the final h (and c) are outputs
+ * 1 (and 2), and backward takes their gradients and gives the initial states' gradients. The
+ * sequence mask, when the graph appends one (l->mask_input), is the last input.
  * Backward runs the steps in reverse, turning the saved gate values into gate gradients in place,
  * then makes the weight gradients in three GEMMs over all steps at once.
  *
@@ -33,6 +37,7 @@ static const struct {
     {TNT__RNN_TANH, "tanh"},          {TNT__RNN_SIGMOID, "sigmoid"},
     {TNT__RNN_HARD_SIGMOID, "hard_sigmoid"}, {TNT__RNN_HARD_SIGMOID_V3, "hard_sigmoid_v3"},
     {TNT__RNN_RELU, "relu"},          {TNT__RNN_LINEAR, "linear"},
+    {TNT__RNN_HARD_SIGMOID, "hard_sigmoid_keras2"}, /* Keras 2's, in the .keras files we write (keras_zip.c) */
 };
 
 const char *tnt__rnn_act_name(tnt__rnn_act a) {
@@ -91,7 +96,8 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
                   .return_sequences = o->return_sequences, .go_backwards = o->go_backwards,
                   .unit_forget_bias = cell == TNT__RNN_LSTM && !o->no_unit_forget_bias,
                   .reset_after = cell == TNT__RNN_GRU && !o->reset_before,
-                  .zero_output_for_mask = o->zero_output_for_mask, .dropout = o->dropout,
+                  .zero_output_for_mask = o->zero_output_for_mask, .return_state = o->return_state,
+                  .dropout = o->dropout,
                   .recurrent_dropout = o->recurrent_dropout,
                   .kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM,
                   .recurrent_init = o->recurrent_initializer ? o->recurrent_initializer : TNT_INIT_ORTHOGONAL,
@@ -118,10 +124,9 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
         tnt__error(TNT_ERR_ARG, "%s: activations, dropout, use_bias and reset_after are fixed by cuDNN", cls);
         return NULL;
     }
-    if (o->return_state || o->stateful) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "%s: %s is not supported (%s)", cls, o->return_state ? "return_state" : "stateful",
-                   o->return_state ? "a layer has one output here; use return_sequences and slice, or the final output"
-                                   : "each batch starts from zero states");
+    if (o->stateful) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "%s: stateful true is not supported (each batch starts from zero states, or "
+                   "from initial_state inputs)", cls);
         return NULL;
     }
     if ((unsigned)c.kernel_init > TNT_INIT_ORTHOGONAL || (unsigned)c.recurrent_init > TNT_INIT_ORTHOGONAL ||
@@ -140,6 +145,7 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
     *p = c;
     tnt_layer *l = tnt__layer_new(ops, o->name, p);
     if (!l) free(p);
+    else if (c.return_state) l->n_outputs = 1 + tnt__rnn_n_states(&c);
     return l;
 }
 
@@ -150,24 +156,34 @@ tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name) {
     *p = *(const tnt__rnn *)l->priv;
     tnt_layer *c = tnt__layer_new(l->ops, name, p);
     if (!c) free(p);
+    else c->n_outputs = l->n_outputs;
     return c;
 }
 
 void tnt__rnn_destroy(tnt_layer *l) { free(l->priv); }
 
-/* in[0]: (steps, features); in[1], when given: the sequence mask (steps) */
+/* in[0]: (steps, features); then the initial states (units) each, when given; then the sequence
+ * mask (steps) when l->mask_input */
 tnt_status tnt__rnn_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_shape *out) {
     tnt__rnn *r = l->priv;
     char b[96];
-    if (n < 1 || n > 2)
-        return tnt__error(TNT_ERR_ARG, "%s \"%s\": called on %d inputs (expected the sequence and at most a mask)",
-                          l->ops->class_name, l->name, n);
+    const int ns = tnt__rnn_n_states(r), n_init = n - 1 - (l->mask_input ? 1 : 0);
+    if (n_init != 0 && n_init != ns)
+        return tnt__error(TNT_ERR_ARG, "%s \"%s\": called on %d inputs (expected the sequence, then %d initial state%s "
+                          "or none%s)", l->ops->class_name, l->name, n, ns, ns > 1 ? "s" : "",
+                          l->mask_input ? ", then the sequence mask" : "");
     if (in[0].ndim != 2 || in[0].dim[0] <= 0 || in[0].dim[1] <= 0)
         return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": input shape %s (expected (timesteps, features), both > 0)",
                           l->ops->class_name, l->name, tnt_shape_str(in[0], b, sizeof b));
-    if (n == 2 && (in[1].ndim != 1 || in[1].dim[0] != in[0].dim[0]))
+    if (l->mask_input && (in[n - 1].ndim != 1 || in[n - 1].dim[0] != in[0].dim[0]))
         return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": mask shape %s (expected (%lld))", l->ops->class_name, l->name,
-                          tnt_shape_str(in[1], b, sizeof b), (long long)in[0].dim[0]);
+                          tnt_shape_str(in[n - 1], b, sizeof b), (long long)in[0].dim[0]);
+    for (int k = 1; k <= n_init; k++)
+        if (in[k].ndim != 1 || in[k].dim[0] != r->units)
+            return tnt__error(TNT_ERR_SHAPE, "%s \"%s\": initial state %d has shape %s (expected (%d): the units)",
+                              l->ops->class_name, l->name, k - 1, tnt_shape_str(in[k], b, sizeof b), r->units);
+    r->n_init = n_init;
+    for (int k = 1; k < l->n_outputs; k++) l->out_shapes[k] = TNT_SHAPE(r->units);
     r->steps = in[0].dim[0];
     r->features = in[0].dim[1];
     const int64_t U = r->units, gu = gates(r) * U;
@@ -202,7 +218,18 @@ typedef struct rnn_ws {
     float *xmask;    /* (B, I) input dropout scale (0 or 1/(1-rate)) */
     float *rmask;    /* (B, U) recurrent dropout scale */
     float *dh, *dc, *dp; /* (B, U) backward carries and the recurrent matmul's result */
+    const float *h0, *c0; /* (B, U) the initial-state inputs, or NULL (zeros): not in the workspace */
 } rnn_ws;
+
+/* Row b of the state before step t: the state after step tprev, or the initial state. */
+static inline const float *prev_row(const float *seq, const float *init, int64_t T, int64_t U, int64_t b, int64_t tprev) {
+    return tprev >= 0 ? seq + (b * T + tprev) * U : init ? init + b * U : NULL;
+}
+
+/* The sequence mask input (batch, T), or NULL. */
+static const float *mask_of(const tnt_layer *l, int n_inputs, const float *const *xs) {
+    return l->mask_input && xs && n_inputs > 1 ? xs[n_inputs - 1] : NULL;
+}
 
 /* Carves the workspace (or with base NULL only counts it): returns its bytes. */
 static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
@@ -212,6 +239,7 @@ static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
     rnn_ws dummy;
     if (!w) w = &dummy;
     w->flags = base ? (uint64_t *)at : NULL;
+    w->h0 = w->c0 = NULL;
 #define CARVE(field, n)                                                                          \
     do {                                                                                         \
         w->field = base ? (float *)(at + off) : NULL;                                            \
@@ -239,8 +267,7 @@ size_t tnt__rnn_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     return ws_layout(l->priv, batch, NULL, NULL);
 }
 
-/* scale[b, j] for the batch's global samples: 0 with probability rate, else 1/(1-rate) */
-static void dropout_scales(float *scale, int64_t B, int64_t n, float rate, uint64_t seed, int64_t sample_offset) {
+void tnt__rnn_dropout_scales(float *scale, int64_t B, int64_t n, float rate, uint64_t seed, int64_t sample_offset) {
     float keep = 1.0f / (1.0f - rate);
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < n; j++)
@@ -272,11 +299,12 @@ static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B
     const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
     for (int64_t b = 0; b < B; b++) {
         float *z = w->z + (b * T + t) * gu, *h = w->h + (b * T + t) * U;
-        const float *hp = tprev >= 0 ? w->h + (b * T + tprev) * U : NULL;
+        const float *hp = prev_row(w->h, w->h0, T, U, b, tprev);
+        const float *cp = r->cell == TNT__RNN_LSTM ? prev_row(w->c, w->c0, T, U, b, tprev) : NULL;
         if (is_masked(mask, T, b, t)) {
             for (int64_t u = 0; u < U; u++) h[u] = hp ? hp[u] : 0.0f;
             if (r->cell == TNT__RNN_LSTM)
-                for (int64_t u = 0; u < U; u++) w->c[(b * T + t) * U + u] = hp ? w->c[(b * T + tprev) * U + u] : 0.0f;
+                for (int64_t u = 0; u < U; u++) w->c[(b * T + t) * U + u] = cp ? cp[u] : 0.0f;
             continue;
         }
         if (r->cell == TNT__RNN_SIMPLE) {
@@ -284,7 +312,6 @@ static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B
             memcpy(h, z, (size_t)U * sizeof(float));
         } else if (r->cell == TNT__RNN_LSTM) {
             float *c = w->c + (b * T + t) * U, *ac = w->ac + (b * T + t) * U;
-            const float *cp = tprev >= 0 ? w->c + (b * T + tprev) * U : NULL;
             tnt__rnn_act_apply(r->rec_act, z, 2 * U);
             tnt__rnn_act_apply(r->act, z + 2 * U, U);
             tnt__rnn_act_apply(r->rec_act, z + 3 * U, U);
@@ -311,22 +338,23 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     tnt_status status = TNT_OK;
     const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
     const float *W = l->weights[0].value, *R = l->weights[1].value, *bias = r->use_bias ? l->weights[2].value : NULL;
-    const float *mask = a->n_inputs > 1 && a->xs ? a->xs[1] : NULL;
+    const float *mask = mask_of(l, a->n_inputs, a->xs);
     rnn_ws w;
     ws_layout(r, B, a->workspace, &w);
+    if (r->n_init) w.h0 = a->xs[1], w.c0 = r->n_init > 1 ? a->xs[2] : NULL;
     uint64_t seed = tnt__hash64(l->seed ^ a->seed);
     bool drop_in = a->training && r->dropout > 0, drop_rec = a->training && r->recurrent_dropout > 0;
     *w.flags = (drop_in ? 1u : 0u) | (drop_rec ? 2u : 0u);
 
     const float *xin = a->x;
     if (drop_in) {
-        dropout_scales(w.xmask, B, I, r->dropout, seed, a->sample_offset);
+        tnt__rnn_dropout_scales(w.xmask, B, I, r->dropout, seed, a->sample_offset);
         for (int64_t b = 0; b < B; b++)
             for (int64_t t = 0; t < T; t++)
                 for (int64_t i = 0; i < I; i++) w.xd[(b * T + t) * I + i] = a->x[(b * T + t) * I + i] * w.xmask[b * I + i];
         xin = w.xd;
     }
-    if (drop_rec) dropout_scales(w.rmask, B, U, r->recurrent_dropout, tnt__hash64(seed ^ 0x5EC0DEull), a->sample_offset);
+    if (drop_rec) tnt__rnn_dropout_scales(w.rmask, B, U, r->recurrent_dropout, tnt__hash64(seed ^ 0x5EC0DEull), a->sample_offset);
 
     /* zx for every step: (B*T, I) · (I, gU) + b_in */
     fill_input_bias(r, bias, w.z, B * T);
@@ -336,9 +364,11 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     for (int64_t s = 0; s < T; s++) {
         int64_t t = r->go_backwards ? T - 1 - s : s;
         float *p = w.p + t * U, *z = w.z + t * gu; /* row b at + b * T * (U or gu) */
-        for (int64_t b = 0; b < B; b++)
+        for (int64_t b = 0; b < B; b++) {
+            const float *hp = prev_row(w.h, w.h0, T, U, b, tprev);
             for (int64_t u = 0; u < U; u++)
-                p[b * T * U + u] = tprev < 0 ? 0.0f : w.h[(b * T + tprev) * U + u] * (drop_rec ? w.rmask[b * U + u] : 1.0f);
+                p[b * T * U + u] = hp ? hp[u] * (drop_rec ? w.rmask[b * U + u] : 1.0f) : 0.0f;
+        }
         if (r->cell != TNT__RNN_GRU) {
             TNT_DNNL(dnnl_sgemm('N', 'N', B, gu, U, 1.0f, p, T * U, R, gu, 1.0f, z, T * gu));
         } else if (r->reset_after) {
@@ -369,6 +399,11 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
             if (is_masked(mask, T, b, t) && r->zero_output_for_mask) memset(y, 0, (size_t)U * sizeof(float));
             else memcpy(y, w.h + (b * T + t) * U, (size_t)U * sizeof(float));
         }
+    /* return_state: the final h (and c), which masked last steps carry over */
+    const int64_t tlast = r->go_backwards ? 0 : T - 1;
+    for (int k = 1; k < a->n_outputs; k++)
+        for (int64_t b = 0; b < B; b++)
+            memcpy(a->ys[k] + b * U, (k == 1 ? w.h : w.c) + (b * T + tlast) * U, (size_t)U * sizeof(float));
 fail:
     return status;
 }
@@ -384,7 +419,7 @@ static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int
     const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
     for (int64_t b = 0; b < B; b++) {
         float *z = w->z + (b * T + t) * gu, *dh = w->dh + b * U;
-        const float *hp = tprev >= 0 ? w->h + (b * T + tprev) * U : NULL;
+        const float *hp = prev_row(w->h, w->h0, T, U, b, tprev);
         if (is_masked(mask, T, b, t)) { /* state passes through: no gate gradient */
             memset(z, 0, (size_t)gu * sizeof(float));
             if (r->cell == TNT__RNN_GRU && r->reset_after) memset(w->rh + (b * T + t) * gu, 0, (size_t)gu * sizeof(float));
@@ -393,11 +428,11 @@ static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int
         if (r->cell == TNT__RNN_SIMPLE) {
             for (int64_t u = 0; u < U; u++) z[u] = dh[u] * tnt__rnn_act_grad(r->act, z[u]), dh[u] = 0.0f;
         } else if (r->cell == TNT__RNN_LSTM) {
-            const float *ac = w->ac + (b * T + t) * U;
+            const float *ac = w->ac + (b * T + t) * U, *cprev = prev_row(w->c, w->c0, T, U, b, tprev);
             float *dc = w->dc + b * U;
             for (int64_t u = 0; u < U; u++) {
                 float i = z[u], f = z[U + u], g = z[2 * U + u], o = z[3 * U + u];
-                float cp = tprev >= 0 ? w->c[(b * T + tprev) * U + u] : 0.0f;
+                float cp = cprev ? cprev[u] : 0.0f;
                 float dct = dc[u] + dh[u] * o * tnt__rnn_act_grad(r->act, ac[u]);
                 z[3 * U + u] = dh[u] * ac[u] * tnt__rnn_act_grad(r->rec_act, o);
                 z[u] = dct * g * tnt__rnn_act_grad(r->rec_act, i);
@@ -454,24 +489,30 @@ tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     tnt_status status = TNT_OK;
     const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
     const float *W = l->weights[0].value, *R = l->weights[1].value;
-    const float *mask = a->n_inputs > 1 && a->xs ? a->xs[1] : NULL;
+    const float *mask = mask_of(l, a->n_inputs, a->xs);
     rnn_ws w;
     ws_layout(r, B, a->workspace, &w);
+    if (r->n_init) w.h0 = a->xs[1], w.c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    float *dh0 = r->n_init && a->dxs ? a->dxs[1] : NULL, *dc0 = r->n_init > 1 && a->dxs ? a->dxs[2] : NULL;
     bool drop_in = *w.flags & 1u, drop_rec = *w.flags & 2u;
     bool split = r->cell == TNT__RNN_GRU && !r->reset_after; /* R_zr reads p, R_h reads r p */
-    memset(w.dh, 0, (size_t)(B * U) * sizeof(float));
-    memset(w.dc, 0, (size_t)(B * U) * sizeof(float));
+    /* the carries start from the final states' gradients (return_state), else zeros */
+    const float *dhT = a->n_outputs > 1 && a->dys ? a->dys[1] : NULL, *dcT = a->n_outputs > 2 && a->dys ? a->dys[2] : NULL;
+    if (dhT) memcpy(w.dh, dhT, (size_t)(B * U) * sizeof(float));
+    else memset(w.dh, 0, (size_t)(B * U) * sizeof(float));
+    if (dcT) memcpy(w.dc, dcT, (size_t)(B * U) * sizeof(float));
+    else memset(w.dc, 0, (size_t)(B * U) * sizeof(float));
 
     for (int64_t s = T - 1; s >= 0; s--) {
         int64_t t = r->go_backwards ? T - 1 - s : s;
         int64_t tprev = s == 0 ? -1 : r->go_backwards ? t + 1 : t - 1;
-        for (int64_t b = 0; b < B; b++) {
+        for (int64_t b = 0; b < B && a->dy; b++) {
             const float *dy = r->return_sequences ? a->dy + (b * T + s) * U : s == T - 1 ? a->dy + b * U : NULL;
             if (dy && !(r->zero_output_for_mask && is_masked(mask, T, b, t)))
                 for (int64_t u = 0; u < U; u++) w.dh[b * U + u] += dy[u];
         }
         if ((status = cell_grad(r, &w, mask, B, t, tprev, R)) != TNT_OK) return status;
-        if (tprev < 0) continue; /* the initial state is a constant */
+        if (tprev < 0 && !dh0 && !dc0) continue; /* the initial state is a constant */
         /* dh_prev = direct part + (gate gradients · R^T) * recurrent dropout */
         const float *dzr = r->cell == TNT__RNN_GRU && r->reset_after ? w.rh + t * gu : w.z + t * gu;
         TNT_DNNL(dnnl_sgemm('N', 'T', B, U, split ? 2 * U : gu, 1.0f, dzr, T * gu, R, gu, split ? 1.0f : 0.0f, w.dp, U));
@@ -503,7 +544,9 @@ tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
             for (int64_t b = 0; b < B; b++)
                 for (int64_t i = 0; i < T * I; i++) a->dx[b * T * I + i] *= w.xmask[b * I + i % I];
     }
-    if (a->dxs && a->n_inputs > 1 && a->dxs[1]) memset(a->dxs[1], 0, (size_t)(B * T) * sizeof(float));
+    if (dh0) memcpy(dh0, w.dh, (size_t)(B * U) * sizeof(float)); /* what reached the state before step 0 */
+    if (dc0) memcpy(dc0, w.dc, (size_t)(B * U) * sizeof(float));
+    if (mask && a->dxs && a->dxs[a->n_inputs - 1]) memset(a->dxs[a->n_inputs - 1], 0, (size_t)(B * T) * sizeof(float));
 fail:
     return status;
 }
@@ -518,7 +561,7 @@ tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
     const tnt__rnn *r = l->priv;
     TNT_KJ(cJSON_AddNumberToObject(c, "units", r->units));
     TNT_KJ(cJSON_AddBoolToObject(c, "return_sequences", r->return_sequences));
-    TNT_KJ(cJSON_AddBoolToObject(c, "return_state", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "return_state", r->return_state));
     TNT_KJ(cJSON_AddBoolToObject(c, "go_backwards", r->go_backwards));
     TNT_KJ(cJSON_AddBoolToObject(c, "stateful", false));
     TNT_KJ(cJSON_AddBoolToObject(c, "unroll", false));

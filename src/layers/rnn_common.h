@@ -24,6 +24,8 @@ typedef struct tnt__rnn {
     int units;
     tnt__rnn_act act, rec_act;
     bool use_bias, return_sequences, go_backwards, unit_forget_bias, reset_after, zero_output_for_mask;
+    bool return_state; /* outputs: the output, then the final states h (and c): l->n_outputs */
+    int n_init;        /* from build: initial-state inputs after the sequence (0 or the states) */
     float dropout, recurrent_dropout;
     tnt_initializer kernel_init, recurrent_init, bias_init;
     int64_t steps, features; /* from build: input (steps, features) */
@@ -63,6 +65,9 @@ struct tnt__kj_ctx;
 tnt_layer *tnt__rnn_from_config(const struct cJSON *c, const struct tnt__kj_ctx *k, const tnt__layer_ops *ops,
                                 tnt__rnn_cell cell, bool cudnn);
 
+/* States of a cell: 2 (h, c) for LSTM, else 1 (h). */
+static inline int tnt__rnn_n_states(const tnt__rnn *r) { return r->cell == TNT__RNN_LSTM ? 2 : 1; }
+
 /* The engine state of a recurrent layer, or NULL when l is not one. ConvLSTM2D (conv_lstm2d.c)
  * counts: its state begins with a tnt__rnn whose flags (return_sequences, go_backwards) Bidirectional
  * reads and sets, though its own code runs it. */
@@ -75,6 +80,9 @@ tnt_layer *tnt__conv_lstm2d_clone(const tnt_layer *l);
 /* Keras name of an activation this engine runs ("tanh", "hard_sigmoid", ...), and back. */
 const char *tnt__rnn_act_name(tnt__rnn_act a);
 bool tnt__rnn_act_from_name(const char *name, tnt__rnn_act *a);
+/* scale[b, j] (B, n) for the batch's global samples sample_offset + b: 0 with probability rate,
+ * else 1/(1-rate); the same whatever the split of the batch across ranks. */
+void tnt__rnn_dropout_scales(float *scale, int64_t B, int64_t n, float rate, uint64_t seed, int64_t sample_offset);
 /* v[0..n) = act(v) in place */
 void tnt__rnn_act_apply(tnt__rnn_act a, float *v, int64_t n);
 /* act'(x) from the output y = act(x) */

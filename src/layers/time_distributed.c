@@ -132,6 +132,7 @@ tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name) {
                       : inner->refs > 0 || inner->built ? "the inner layer must be new (not in a model or graph)"
                       : inner->ops->build_multi && !inner->ops->build ? "the inner layer takes several inputs"
                       : inner->ops->collective ? "the inner layer runs collectives (SyncBatchNormalization)"
+                      : inner->n_outputs > 1   ? "the inner layer has several outputs (return_state)"
                                                : NULL;
     if (bad) {
         tnt__error(TNT_ERR_ARG, "TimeDistributed: %s", bad);

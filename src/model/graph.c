@@ -226,9 +226,22 @@ static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, b
     memcpy(in, in_, (size_t)n * sizeof *in);
     int in_mask = g->mask[in[0]];
     if (l->ops->consumes_mask && in_mask >= 0) in[n++] = in_mask;
+    if (l->ops->consumes_mask && !l->built) l->mask_input = in_mask >= 0;
+    if (l->ops->consumes_mask && l->built && l->mask_input != (in_mask >= 0)) {
+        tnt__error(TNT_ERR_ARG, "layer \"%s\" (%s): called %s a sequence mask, its first call %s (a shared layer needs "
+                   "the same)", l->name, l->ops->class_name, in_mask >= 0 ? "with" : "without",
+                   l->mask_input ? "with one" : "without");
+        return bad;
+    }
     int out = tnt__model_add_node(g->m, l, n, in);
-    if (out < 0 || !track(g, out, -1, hidden)) return bad;
-    if (l->ops->consumes_mask) g->mask[out] = l->ops->keeps_mask && l->ops->keeps_mask(l) ? in_mask : -1;
+    if (out < 0) return bad;
+    for (int k = 0; k < l->n_outputs; k++) /* other outputs (states) carry no mask */
+        if (!track(g, out + k, -1, hidden)) return bad;
+    if (l->ops->consumes_mask) /* output 0, and the others of its shape (merge_mode None), not states */
+        for (int k = 0; k < l->n_outputs; k++)
+            g->mask[out + k] = l->ops->keeps_mask && l->ops->keeps_mask(l) &&
+                                       tnt__shape_equal(g->m->tensor_shape[out + k], g->m->tensor_shape[out])
+                                   ? in_mask : -1;
     else if (l->ops->supports_masking) {
         int mt = merged_mask(g, n, in); /* may grow g->mask */
         if (mt == -2) return bad;
@@ -293,6 +306,20 @@ tnt_ktensor tnt_call_n(tnt_graph *g, tnt_layer *layer, int n, const tnt_ktensor 
         in[k] = inputs[k].id;
     }
     return add_call(g, layer, n, in, false);
+}
+
+int tnt_call_outputs(tnt_graph *g, tnt_layer *layer, int n_inputs, const tnt_ktensor *inputs, int cap,
+                     tnt_ktensor *outputs) {
+    if (!outputs || cap < 1) {
+        tnt__error(TNT_ERR_ARG, "call_outputs: outputs is NULL or cap %d < 1", cap);
+        if (layer && layer->refs == 0) tnt_layer_free(layer);
+        return -1;
+    }
+    tnt_ktensor y = tnt_call_n(g, layer, n_inputs, inputs);
+    if (y.id < 0) return -1;
+    int n = layer->n_outputs;
+    for (int k = 0; k < n && k < cap; k++) outputs[k] = (tnt_ktensor){y.id + k};
+    return n;
 }
 
 tnt_ktensor tnt_call(tnt_graph *g, tnt_layer *layer, tnt_ktensor x) { return tnt_call_n(g, layer, 1, &x); }
@@ -404,16 +431,20 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
         int in[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
         int out = tnt__model_add_node(g->m, n->layer, n->n_in, in);
-        if (out < 0 || !track(g, out, -1, hidden)) {
+        bool tracked = out >= 0;
+        for (int k = 0; k < tnt__node_n_out(n) && tracked; k++) tracked = track(g, out + k, -1, hidden);
+        if (!tracked) {
             s = out < 0 ? tnt__error_prefix(TNT_ERR_SHAPE, "%s: model \"%s\": ", who, inner->name) : TNT_ERR_NOMEM;
             break;
         }
         /* the inner model's own nodes belong to its scope, its nested models' to theirs */
         g->m->nodes[g->m->n_nodes - 1].scope = 1 + (n->scope ? scope + n->scope : scope);
         if (n->layer->ops->supports_masking) g->mask[out] = g->mask[in[0]];
-        if (n->layer->ops->consumes_mask)
-            g->mask[out] = n->n_in > 1 && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer) ? in[1] : -1;
-        map[n->out] = out;
+        for (int k = 0; k < tnt__node_n_out(n) && n->layer->ops->consumes_mask; k++)
+            g->mask[out + k] = n->layer->mask_input && n->layer->ops->keeps_mask && n->layer->ops->keeps_mask(n->layer) &&
+                                       tnt__shape_equal(g->m->tensor_shape[out + k], g->m->tensor_shape[out])
+                                   ? in[n->n_in - 1] : -1;
+        for (int k = 0; k < tnt__node_n_out(n); k++) map[n->out + k] = out + k;
     }
     for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};
     if (s == TNT_OK) {
@@ -481,7 +512,9 @@ tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs,
     for (int k = 0; k < n_outputs; k++) need[outputs[k].id] = true;
     for (int i = gm->n_nodes - 1; i >= 0; i--) {
         const tnt__node *n = &gm->nodes[i];
-        if (!need[n->out]) continue;
+        bool needed = false;
+        for (int k = 0; k < tnt__node_n_out(n); k++) needed |= need[n->out + k];
+        if (!needed) continue;
         node_needed[i] = true;
         if (tnt__is_input_layer(n->layer)) {
             bool given = false;
@@ -518,6 +551,7 @@ tnt_model *tnt_functional(tnt_graph *g, int n_inputs, const tnt_ktensor *inputs,
         int in[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) in[k] = map[n->in[k]];
         if ((map[n->out] = tnt__model_add_node(m, l, n->n_in, in)) < 0) goto fail;
+        for (int k = 1; k < tnt__node_n_out(n); k++) map[n->out + k] = map[n->out] + k;
         m->nodes[m->n_nodes - 1].scope = n->scope;
     }
     /* the nested models, their calls on this model's tensors (-1 where cut away) */

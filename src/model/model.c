@@ -1,6 +1,6 @@
 /* model.c: the model's graph (nodes and tensors), Sequential models, the flat parameter and
- * gradient buffers, weight access and summary. Functional graphs are made in graph.c; plans and
- * the forward and backward passes live in plan.c. */
+ * gradient buffers and weight access. Functional graphs are made in graph.c; plans and the forward
+ * and backward passes live in plan.c; the summary table in summary.c. */
 #include "model/model.h"
 #include "comm/comm.h"
 #include "objectives/loss.h"
@@ -166,6 +166,7 @@ tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const c
     l->n_inputs = n_in;
     for (int k = 0; k < n_in; k++) l->in_shapes[k] = in[k];
     l->in_shape = in[0];
+    l->out_shapes[0] = l->out_shape;
     l->built = true;
     return TNT_OK;
 }
@@ -182,12 +183,15 @@ int tnt__model_add_node(tnt_model *m, tnt_layer *l, int n_in, const int *in) {
     }
     int out = tnt__model_add_tensor(m, l->out_shape);
     if (out < 0) return -1;
+    for (int k = 1; k < l->n_outputs; k++) /* the other outputs follow output 0 */
+        if (tnt__model_add_tensor(m, l->out_shapes[k]) < 0) return -1;
     tnt__node *n = &m->nodes[m->n_nodes++];
     memset(n, 0, sizeof *n);
     n->layer = l;
     n->n_in = n_in;
     memcpy(n->in, in, (size_t)n_in * sizeof *in);
     n->out = out;
+    n->n_out = l->n_outputs;
     if (l->ops->is_view) m->tensor_alias[out] = m->tensor_alias[in[0]];
     return out;
 }
@@ -246,6 +250,10 @@ tnt_status tnt_model_add(tnt_model *m, tnt_layer *l) {
     else if (m->functional) s = tnt__error(TNT_ERR_STATE, "model \"%s\": tnt_model_add is for Sequential models", m->name);
     else if (m->compiled || m->weights_ready)
         s = tnt__error(TNT_ERR_STATE, "model \"%s\": cannot add layers after compile or first use", m->name);
+    else if (l->n_outputs > 1)
+        s = tnt__error(TNT_ERR_ARG, "model \"%s\": layer \"%s\" (%s) has %d outputs (return_state or merge_mode None); "
+                       "a Sequential model's layers have one (use a functional model)", m->name, l->name,
+                       l->ops->class_name, l->n_outputs);
     else if (l->auto_name) assign_name(m, l);
     else if (tnt_model_get_layer(m, l->name))
         s = tnt__error(TNT_ERR_ARG, "model \"%s\": a layer named \"%s\" already exists (names must be unique)",
@@ -465,9 +473,10 @@ const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
     const char *key = output ? m->output_keys[i] : m->input_keys[i];
     if (*key) return key;
     int t = output ? m->outputs[i] : m->inputs[i];
-    for (int n = 0; n < m->n_nodes; n++) /* the InputLayer reading input i, or the layer making output i */
-        if (output ? m->nodes[n].out == t : m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer))
-            return m->nodes[n].layer->name;
+    int k, p = output ? tnt__tensor_producer(m, t, &k) : -1;
+    if (p >= 0) return m->nodes[p].layer->name; /* the layer making output i */
+    for (int n = 0; n < m->n_nodes && !output; n++) /* the InputLayer reading input i */
+        if (m->nodes[n].in[0] == t && tnt__is_input_layer(m->nodes[n].layer)) return m->nodes[n].layer->name;
     return output ? "" : "input";
 }
 
@@ -507,11 +516,46 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     return TNT_OK;
 }
 int64_t tnt__model_output_size(const tnt_model *m) { return tnt_shape_numel(m->output_shape); }
+static const char *output_layer_name(const tnt_model *m, int k) {
+    int index, p = tnt__tensor_producer(m, m->outputs[k], &index);
+    return p >= 0 ? m->nodes[p].layer->name : "";
+}
+
+/* Keras's Functional._set_output_names: outputs of one layer (its states with return_state)
+ * after the first become "<layer>_1", "<layer>_2", ..., skipping names already taken. */
 const char *tnt__model_output_name(const tnt_model *m, int k) {
-    const char *name = "";
-    for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].out == m->outputs[k]) name = m->nodes[i].layer->name;
-    return name;
+    static _Thread_local char names[TNT_MAX_IO][TNT_NAME_MAX + 8];
+    int count[TNT_MAX_IO] = {0}; /* per output j: the suffixes its layer name has used */
+    for (int j = 0; j <= k && j < TNT_MAX_IO; j++) {
+        const char *base = output_layer_name(m, j);
+        int first = j; /* the first output of the same layer name keeps the count */
+        for (int i = 0; i < j; i++)
+            if (!strcmp(output_layer_name(m, i), base)) {
+                first = i;
+                break;
+            }
+        snprintf(names[j], sizeof names[j], "%s", base);
+        for (bool taken = true; taken;) {
+            taken = false;
+            for (int i = 0; i < j && !taken; i++) taken = !strcmp(names[i], names[j]);
+            if (!taken) break;
+            int n = count[first] ? count[first] : 1;
+            count[first] = n + 1;
+            snprintf(names[j], sizeof names[j], "%.*s_%d", TNT_NAME_MAX - 1, base, n);
+        }
+    }
+    return names[k];
+}
+
+int tnt__tensor_producer(const tnt_model *m, int t, int *index) {
+    for (int i = m->n_nodes - 1; i >= 0; i--) {
+        const tnt__node *n = &m->nodes[i];
+        if (t >= n->out && t < n->out + tnt__node_n_out(n)) {
+            if (index) *index = t - n->out;
+            return i;
+        }
+    }
+    return -1;
 }
 
 int tnt_model_num_weights(const tnt_model *m) {
@@ -575,86 +619,4 @@ tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n) {
     tnt_status s = copy_weights(m, (float *)buf, n, true, "set_weights");
     if (s == TNT_OK) m->weights_synced = false; /* the master's weights are broadcast at the next use */
     return s;
-}
-
-/* ---- summary ----------------------------------------------------------------------------- */
-
-/* 1234567 -> "1,234,567" */
-static char *with_commas(int64_t v, char *buf, size_t size) {
-    char raw[32];
-    int len = snprintf(raw, sizeof raw, "%lld", (long long)v), j = 0;
-    for (int i = 0; i < len && (size_t)j + 2 < size; i++) {
-        if (i > 0 && (len - i) % 3 == 0) buf[j++] = ',';
-        buf[j++] = raw[i];
-    }
-    buf[j] = '\0';
-    return buf;
-}
-
-/* Keras's "Connected to" entry of tensor t: "conv2d[0][0]", the producer layer and its call
- * index; a model input names its InputLayer. */
-static void producer_name(const tnt_model *m, int t, char *buf, size_t size) {
-    for (int i = 0; i < m->n_nodes; i++) {
-        const tnt__node *n = &m->nodes[i];
-        if (n->out != t) continue;
-        int call = 0;
-        for (int k = 0; k < i; k++) call += m->nodes[k].layer == n->layer;
-        snprintf(buf, size, "%s[%d][0]", n->layer->name, call);
-        return;
-    }
-    snprintf(buf, size, "?");
-}
-
-tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
-    if (!m) return tnt__error(TNT_ERR_ARG, "summary: model is NULL");
-    if (!out) out = stdout;
-    const char *rule = tnt__model_keras_functional(m) ? "__________________________________________________________________________________________________"
-                                     : "_________________________________________________________________";
-    const char *dbl = tnt__model_keras_functional(m) ? "=================================================================================================="
-                                    : "=================================================================";
-    fprintf(out, "Model: \"%s\"\n%s\n", m->name, rule);
-    fprintf(out, " %-28s%-26s%-10s%s\n%s\n", "Layer (type)", "Output Shape", "Param #",
-            tnt__model_keras_functional(m) ? " Connected to" : "", dbl);
-    int64_t total = 0, trainable = 0;
-    for (int i = 0; i < m->n_layers; i++) {
-        const tnt_layer *l = m->layers[i];
-        char col[320], shape[96], n[32];
-        int64_t params = 0;
-        for (int j = 0; j < l->n_weights; j++) {
-            int64_t k = tnt_shape_numel(l->weights[j].shape);
-            params += k;
-            if (l->weights[j].trainable) trainable += k;
-        }
-        total += params;
-        char scope[160]; /* a nested model's layer: "inner/dense" */
-        tnt__scope_path(m, tnt__layer_scope(m, l), scope, sizeof scope);
-        snprintf(col, sizeof col, "%s%s%s (%s)", scope, *scope ? "/" : "", l->name, l->ops->class_name);
-        int first = 0; /* the output of its first call, None where it varies */
-        while (first < m->n_nodes && m->nodes[first].layer != l) first++;
-        if (l->built && first < m->n_nodes)
-            tnt_shape_str(tnt__shape_with_batch(-1, tnt__model_tensor_decl(m, m->nodes[first].out)), shape, sizeof shape);
-        else if (l->built) tnt_shape_str(tnt__shape_with_batch(-1, l->out_shape), shape, sizeof shape);
-        else snprintf(shape, sizeof shape, "multiple");
-        fprintf(out, " %-28s%-26s%-10s", col, shape, with_commas(params, n, sizeof n));
-        if (tnt__model_keras_functional(m)) { /* every input of every call: "[]" for an InputLayer */
-            bool first = true;
-            for (int k = 0; k < m->n_nodes; k++) {
-                const tnt__node *nd = &m->nodes[k];
-                if (nd->layer != l || tnt__is_input_layer(l)) continue;
-                for (int j = 0; j < nd->n_in; j++) {
-                    char pn[TNT_NAME_MAX + 24];
-                    producer_name(m, nd->in[j], pn, sizeof pn);
-                    fprintf(out, "%s%s", first ? " " : ",\n" "                                                                  ", pn);
-                    first = false;
-                }
-            }
-            if (first) fprintf(out, " []");
-        }
-        fprintf(out, "\n%s\n", i + 1 < m->n_layers ? "" : dbl);
-    }
-    char n[32];
-    fprintf(out, "Total params: %s\n", with_commas(total, n, sizeof n));
-    fprintf(out, "Trainable params: %s\n", with_commas(trainable, n, sizeof n));
-    fprintf(out, "Non-trainable params: %s\n%s\n", with_commas(total - trainable, n, sizeof n), rule);
-    return TNT_OK;
 }

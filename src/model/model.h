@@ -20,7 +20,9 @@ typedef struct tnt__node {
     tnt_layer *layer;
     int n_in;
     int in[TNT_MAX_LAYER_INPUTS];
-    int out;
+    int out;             /* output 0; a layer with several outputs makes n_out consecutive
+                            tensors out, out + 1, ... (tnt__node_n_out) */
+    int n_out;
     bool first_backward; /* the first backward of its layer (the last call): writes the weight
                             gradients; later ones (shared layers) add to them */
     bool last_backward;  /* the last backward of its layer: its gradients are complete after it */
@@ -150,6 +152,11 @@ static inline bool tnt__model_keras_functional(const tnt_model *m) { return m->f
  * (BatchNormalization, Add) into that layer: one pass over the data instead of two, forward and
  * backward. Done once, before any plan. */
 void tnt__model_fold_activations(tnt_model *m);
+/* The node's outputs: tensors n->out .. n->out + tnt__node_n_out(n) - 1. */
+static inline int tnt__node_n_out(const tnt__node *n) { return n->n_out > 1 ? n->n_out : 1; }
+/* The node that makes tensor t (-1: a model input), and which of its outputs t is. */
+int tnt__tensor_producer(const tnt_model *m, int t, int *index);
+
 /* The node passes its input through (a view, or a folded activation). */
 static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops->is_view || n->folded; }
 

@@ -89,11 +89,15 @@ static void compute_needs_grad(const tnt_model *m, bool *needs_grad) {
         const tnt__node *n = &m->nodes[i];
         bool need = tnt__layer_has_trainable(n->layer);
         for (int k = 0; k < n->n_in; k++) need |= needs_grad[n->in[k]];
-        needs_grad[n->out] = need;
+        for (int k = 0; k < tnt__node_n_out(n); k++) needs_grad[n->out + k] = need;
     }
 }
 
 #define DX(p, node, k) ((size_t)(node) * TNT_MAX_LAYER_INPUTS + (size_t)(k))
+
+/* grad_offset of a tensor whose gradient nobody makes: an output of a layer with several
+ * outputs that nothing reads (the layer gets NULL for it: a zero gradient). */
+#define NO_GRAD ((size_t)-1)
 
 /* Assigns gradient storage by walking backward; offsets are relative to base. */
 static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t *bytes) {
@@ -113,6 +117,9 @@ static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         const tnt__node *n = &m->nodes[i];
         if (!needs[n->out]) continue;
+        bool read = false; /* some output's gradient is made (else the node is skipped, as in backward) */
+        for (int k = 0; k < tnt__node_n_out(n); k++) read |= assigned[n->out + k];
+        if (!read) continue;
         size_t temps[TNT_MAX_LAYER_INPUTS];
         int n_temps = 0;
         bool transferred = false;
@@ -121,7 +128,7 @@ static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t
             signed char *mode = &p->dx_mode[DX(p, i, k)];
             if (!needs[t]) {
                 *mode = 0;
-            } else if (tnt__node_is_alias(n) && !assigned[t]) {
+            } else if (tnt__node_is_alias(n) && !assigned[t] && assigned[n->out]) {
                 *mode = 3; /* dx is dy: the input takes over the output's gradient storage */
                 p->grad_offset[t] = p->grad_offset[n->out];
                 assigned[t] = transferred = true;
@@ -139,9 +146,11 @@ static tnt_status plan_gradients(tnt_model *m, tnt__plan *p, size_t base, size_t
             }
         }
         for (int k = 0; k < n_temps; k++) galloc_release(&g, temps[k]);
-        if (!transferred) galloc_release(&g, p->grad_offset[n->out]);
+        if (!transferred && assigned[n->out]) galloc_release(&g, p->grad_offset[n->out]);
+        for (int k = 1; k < tnt__node_n_out(n); k++)
+            if (assigned[n->out + k]) galloc_release(&g, p->grad_offset[n->out + k]);
     }
-    for (int t = 0; t < m->n_tensors; t++) p->grad_offset[t] += base;
+    for (int t = 0; t < m->n_tensors; t++) p->grad_offset[t] = assigned[t] ? p->grad_offset[t] + base : NO_GRAD;
     for (int i = 0; i < m->n_nodes * TNT_MAX_LAYER_INPUTS; i++) p->dx_offset[i] += base;
     *bytes = g.peak;
     goto done;
@@ -301,14 +310,18 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
             continue;
         }
         const float *xs[TNT_MAX_LAYER_INPUTS];
+        float *ys[TNT_MAX_LAYER_OUTPUTS];
         for (int k = 0; k < n->n_in; k++) xs[k] = act(m, p, n->in[k], x);
+        for (int k = 0; k < tnt__node_n_out(n); k++) ys[k] = act(m, p, n->out + k, x);
         int ok = output_index(m, n->out);
         tnt__fwd_args a = {
             .batch = p->batch,
             .x = xs[0],
             .n_inputs = n->n_in,
             .xs = xs,
-            .y = act(m, p, n->out, x),
+            .y = ys[0],
+            .n_outputs = tnt__node_n_out(n),
+            .ys = ys,
             .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p->preact_offset[ok]) : NULL,
             .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
             .training = st->training,
@@ -367,10 +380,18 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
         if (!needs[n->out]) continue;
-        float *dy = at(m, p->grad_offset[n->out]);
+        const float *ys[TNT_MAX_LAYER_OUTPUTS], *dys[TNT_MAX_LAYER_OUTPUTS];
+        bool any = false;
+        for (int k = 0; k < tnt__node_n_out(n); k++) {
+            ys[k] = act(m, p, n->out + k, x);
+            dys[k] = p->grad_offset[n->out + k] == NO_GRAD ? NULL : at(m, p->grad_offset[n->out + k]);
+            any |= dys[k] != NULL;
+        }
+        if (!any) continue; /* read by nothing */
+        float *dy = (float *)dys[0];
         int64_t numel = p->batch * tnt_shape_numel(m->tensor_shape[n->out]);
         int ok = output_index(m, n->out);
-        if (l->rules && tnt__layer_has_activity_rule(l)) {
+        if (dy && l->rules && tnt__layer_has_activity_rule(l)) {
             if (ok >= 0 && m->fused_output_loss[ok]) { /* dy is w.r.t. the logits, not the output */
                 s = tnt__error(TNT_ERR_ARG, "layer \"%s\": activity_regularizer set after compile on an output "
                                "whose loss runs on its logits (set it before compile)", l->name);
@@ -391,8 +412,11 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         tnt__bwd_args a = {
             .batch = p->batch,
             .x = xs[0],
-            .y = act(m, p, n->out, x),
+            .y = ys[0],
             .dy = dy,
+            .n_outputs = tnt__node_n_out(n),
+            .ys = ys,
+            .dys = dys,
             .dx = dxs[0],
             .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
             .dy_is_preact = ok >= 0 && m->fused_output_loss[ok],

@@ -86,7 +86,7 @@ static tnt_status rebuild(tnt_model *m, const tnt_shape *in, const char *who) {
         tnt_status s = first ? rebuild_layer(n->layer, n->n_in, shapes, who)
                              : tnt__layer_build(n->layer, n->n_in, shapes, who);
         if (s != TNT_OK) return s;
-        m->tensor_shape[n->out] = n->layer->out_shape;
+        for (int k = 0; k < tnt__node_n_out(n); k++) m->tensor_shape[n->out + k] = n->layer->out_shapes[k];
     }
     return TNT_OK;
 }

@@ -61,6 +61,101 @@ def leaky_relu(x, alpha=0.2):
     return np.where(x > 0, x, alpha * x)
 
 
+def softsign(x):
+    x = np.asarray(x, dtype=np.float32)
+    return x / (1 + np.abs(x))
+
+
+def hard_sigmoid(x):
+    """Keras 2's: clip(0.2 x + 0.5, 0, 1) (a Keras 3 file's hard_sigmoid is hard_sigmoid_v3)."""
+    return np.clip(0.2 * np.asarray(x, dtype=np.float32) + 0.5, 0.0, 1.0)
+
+
+def hard_sigmoid_v3(x):
+    return np.clip(np.asarray(x, dtype=np.float32) + 3.0, 0.0, 6.0) / 6.0
+
+
+def hard_silu(x):
+    x = np.asarray(x, dtype=np.float32)
+    return x * hard_sigmoid_v3(x)
+
+
+hard_swish = hard_silu
+
+
+def exponential(x):
+    return np.exp(np.asarray(x, dtype=np.float32))
+
+
+def relu6(x):
+    return np.clip(np.asarray(x, dtype=np.float32), 0.0, 6.0)
+
+
+def mish(x):
+    x = np.asarray(x, dtype=np.float32)
+    return x * np.tanh(np.logaddexp(0.0, x))
+
+
+def log_softmax(x, axis=-1):
+    x = np.asarray(x, dtype=np.float32)
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def celu(x, alpha=1.0):
+    x = np.asarray(x, dtype=np.float32)
+    return np.maximum(x, 0) + alpha * np.expm1(np.minimum(x, 0) / alpha)
+
+
+def hard_tanh(x):
+    return np.clip(np.asarray(x, dtype=np.float32), -1.0, 1.0)
+
+
+def tanh_shrink(x):
+    x = np.asarray(x, dtype=np.float32)
+    return x - np.tanh(x)
+
+
+def soft_shrink(x, threshold=0.5):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(x > threshold, x - threshold, np.where(x < -threshold, x + threshold, 0.0))
+
+
+def hard_shrink(x, threshold=0.5):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(np.abs(x) > threshold, x, 0.0)
+
+
+def squareplus(x, b=4):
+    x = np.asarray(x, dtype=np.float32)
+    return (x + np.sqrt(x * x + b)) / 2
+
+
+def log_sigmoid(x):
+    return -np.logaddexp(0.0, -np.asarray(x, dtype=np.float32))
+
+
+def sparse_plus(x):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(x <= -1, 0.0, np.where(x < 1, 0.25 * (x + 1) ** 2, x))
+
+
+def sparse_sigmoid(x):
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(x <= -1, 0.0, np.where(x >= 1, 1.0, 0.5 * (x + 1)))
+
+
+def sparsemax(x, axis=-1):
+    x = np.moveaxis(np.asarray(x, dtype=np.float32), axis, -1)
+    z = -np.sort(-x, axis=-1)
+    k = np.arange(1, x.shape[-1] + 1, dtype=np.float32)
+    cum = np.cumsum(z, axis=-1)
+    support = z - (cum - 1) / k > 0
+    kz = support.sum(axis=-1, keepdims=True)
+    tau = (np.take_along_axis(cum, kz - 1, axis=-1) - 1) / kz
+    return np.moveaxis(np.maximum(x - tau, 0.0), -1, axis)
+
+
 def get(identifier):
     if identifier is None:
         return linear

@@ -246,12 +246,38 @@ class Layer:
                 raise NotImplementedError("MultiHeadAttention: return_attention_scores is not supported")
             if "value" not in call_kwargs:
                 raise TypeError("MultiHeadAttention: call it as layer(query, value[, key])")
+        init = kwargs.pop("initial_state", None) if self.class_name in _STATES or \
+            self.class_name == "Bidirectional" else None
+        if init is not None:  # Keras 2: the initial states follow the sequence among the inputs
+            init = list(init) if isinstance(init, (list, tuple)) else [init]
+            if not all(_is_tensor(t) for t in init):
+                raise TypeError(f"{self.name} ({self.class_name}): initial_state must be symbolic tensors")
+            flat = list(flat) + init
         kwargs.pop("training", None)
         kwargs.pop("mask", None)
         if kwargs:
             raise TypeError(f"{self.name} ({self.class_name}): unsupported call arguments {sorted(kwargs)}")
         self._nodes.append(_Node(list(flat), call_kwargs))
+        n = self._n_outputs()
+        if n > 1:  # return_state, merge_mode=None: a list, as Keras
+            return [KerasTensor(self, len(self._nodes) - 1, k) for k in range(n)]
         return KerasTensor(self, len(self._nodes) - 1)
+
+    def _n_outputs(self):
+        """Outputs of a call: recurrent layers with return_state add their states (h, and c for the
+        LSTMs); Bidirectional with merge_mode=None has two outputs, then both directions' states."""
+        cfg = self._config if self._config is not None else {**self._args}
+        if self.class_name in _STATES:
+            return 1 + (_STATES[self.class_name] if cfg.get("return_state") else 0)
+        if self.class_name != "Bidirectional":
+            return 1
+        inner = cfg.get("layer")
+        if isinstance(inner, Layer):
+            cls, icfg = inner.class_name, (inner._config if inner._config is not None else inner._args)
+        else:
+            cls, icfg = (inner or {}).get("class_name"), (inner or {}).get("config", {})
+        merged = 2 if "merge_mode" in cfg and cfg["merge_mode"] is None else 1
+        return merged + (2 * _STATES.get(cls, 0) if icfg.get("return_state") else 0)
 
     # ---- weights (through the model that holds the layer) ----
     def _owner(self):
@@ -391,6 +417,9 @@ _BN = ("axis=-1, momentum=0.99, epsilon=0.001, center=True, scale=True, beta_ini
        "gamma_initializer='ones', moving_mean_initializer='zeros', moving_variance_initializer='ones', "
        "beta_regularizer=None, gamma_regularizer=None, beta_constraint=None, gamma_constraint=None")
 
+# The states of the recurrent classes (return_state outputs, initial_state inputs)
+_STATES = {"LSTM": 2, "CuDNNLSTM": 2, "ConvLSTM2D": 2, "GRU": 1, "CuDNNGRU": 1, "SimpleRNN": 1}
+
 # Keras class -> its constructor's arguments (Keras 2.11), without the base keywords
 _SPECS = {
     "Dense": "units, activation=None, use_bias=True, " + _KB,
@@ -493,6 +522,12 @@ _SPECS = {
     "UpSampling3D": "size=(2, 2, 2), data_format=None",
     "SpatialDropout3D": "rate, data_format=None",
     "Normalization": "axis=-1, mean=None, variance=None, invert=False",
+    "LocallyConnected1D": "filters, kernel_size, strides=1, padding='valid', data_format=None, activation=None, "
+                          "use_bias=True, " + _KB + ", implementation=1",
+    "LocallyConnected2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, activation=None, "
+                          "use_bias=True, " + _KB + ", implementation=1",
+    "Conv3DTranspose": "filters, kernel_size, strides=(1, 1, 1), padding='valid', output_padding=None, "
+                       "data_format=None, dilation_rate=(1, 1, 1), activation=None, use_bias=True, " + _KB,
     "ConvLSTM2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, dilation_rate=(1, 1), "
                   "activation='tanh', recurrent_activation='hard_sigmoid', use_bias=True, "
                   "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
@@ -509,7 +544,7 @@ _ALIASES = {
     "GlobalMaxPool2D": "GlobalMaxPooling2D", "GlobalAvgPool1D": "GlobalAveragePooling1D",
     "GlobalMaxPool1D": "GlobalMaxPooling1D", "GlobalAvgPool3D": "GlobalAveragePooling3D",
     "GlobalMaxPool3D": "GlobalMaxPooling3D", "MaxPool3D": "MaxPooling3D", "AvgPool3D": "AveragePooling3D",
-    "Convolution3D": "Conv3D",
+    "Convolution3D": "Conv3D", "Convolution3DTranspose": "Conv3DTranspose",
 }
 
 
