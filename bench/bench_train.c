@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     ds = tnt_dataset_prefetch(tnt_dataset_repeat(tnt_dataset_batch(ds, batch, true), -1), 2);
     if (!ds) goto fail;
     tnt_history *h = NULL;
-    if (tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = warmup}, &h)) goto fail;
+    if (warmup > 0 && tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = warmup}, &h)) goto fail;
     tnt_history_free(h);
     double t0 = now(), c0 = cpu_seconds();
     if (tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = steps}, &h)) goto fail;

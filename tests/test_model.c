@@ -282,7 +282,10 @@ static void test_bad_data_errors(void **state) {
     tu_error_contains("not batched");
     assert_int_equal(tnt_fit(m, wrong_shape, &(tnt_fit_opts){.epochs = 2, .initial_epoch = 2}, NULL), TNT_ERR_ARG);
     tu_error_contains("initial_epoch 2");
-    tnt_dataset_free(wrong_shape), tnt_dataset_free(bad_label), tnt_dataset_free(unbatched);
+    tnt_dataset *forever = tnt_dataset_repeat(tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(4, 3), y, TNT_SHAPE(), 2, true), 2, false), -1);
+    assert_int_equal(tnt_fit(m, forever, NULL, NULL), TNT_ERR_ARG); /* would never end an epoch */
+    tu_error_contains("steps_per_epoch is 0");
+    tnt_dataset_free(wrong_shape), tnt_dataset_free(bad_label), tnt_dataset_free(unbatched), tnt_dataset_free(forever);
     tnt_model_free(m);
 }
 

@@ -202,11 +202,14 @@ fail:
 
 /* Creates a forward convolution primitive like tnt__prim_create (attr must have the user
  * scratchpad mode), but where oneDNN ranks its brgemm kernel (brgconv) first, takes the direct
- * jit kernel that follows: at 1 thread, batch 64, the jit kernel ran LeNet-5's 28x28x1->20 in
- * 0.88 ms against 1.19 ms and 14x14x20->50 in 5.4 ms against 6.0 ms (medians of interleaved
- * runs), and tied with brgconv on ResNet-50 shapes (56x56x64->64 and 14x14x256->256, 3x3). */
-static tnt_status create_fwd_prim(tnt__prim *p, const dnnl_convolution_desc_t *d,
-                                  dnnl_primitive_attr_t attr) {
+ * jit kernel that follows (its name starts with jit, "jit:avx512" float32, "jit_bf16" bf16). At 1
+ * thread, float32, batch 64, the jit kernel ran LeNet-5's 28x28x1->20 in 0.88 ms against 1.19 ms
+ * and 14x14x20->50 in 5.4 ms against 6.0 ms (medians of interleaved runs), and tied with brgconv
+ * on ResNet-50 shapes; bf16, batch 16, ResNet-50's 1x1 expansions ran in 4.35 ms (jit_bf16_1x1)
+ * against 8.4 ms (brgconv_1x1) for 56x56x64->256 and 4.5 against 5.9 for 28x28x128->512, the other
+ * 1x1 and 3x3 shapes within 10% either way. */
+static tnt_status create_fwd_prim(tnt__prim *p, const dnnl_convolution_desc_t *d, dnnl_primitive_attr_t attr,
+                                  const char *jit) {
     tnt_status status = TNT_OK;
     dnnl_primitive_desc_iterator_t it = NULL;
     memset(p, 0, sizeof *p);
@@ -220,8 +223,7 @@ static tnt_status create_fwd_prim(tnt__prim *p, const dnnl_convolution_desc_t *d
             dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
             const char *name = "";
             if (pd) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
-            bool jit = pd && !strncmp(name, "jit:avx512", 10);
-            if (jit) {
+            if (pd && !strncmp(name, jit, strlen(jit))) {
                 dnnl_primitive_desc_destroy(p->pd);
                 p->pd = pd;
                 break;
@@ -240,16 +242,15 @@ fail:
     return status;
 }
 
-/* The forward primitive; wmd: the weights descriptor (any, or the fused primitive's layout). */
-static tnt_status create_fwd(tnt_layer *l, const conv_mds *m, const dnnl_memory_desc_t *wmd,
-                             bool fuse_act, tnt__prim *prim) {
+tnt_status tnt__conv_create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_memory_desc_t *xmd,
+                                const dnnl_memory_desc_t *wmd, bool fuse_act, tnt__prim *prim) {
     conv_cfg *c = l->priv;
     tnt_status status = TNT_OK;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t ops = NULL;
     dnnl_convolution_desc_t d;
     TNT_DNNL(dnnl_dilated_convolution_forward_desc_init(
-        &d, dnnl_forward_training, dnnl_convolution_direct, &m->x, wmd, c->use_bias ? &m->b : NULL,
+        &d, dnnl_forward_training, dnnl_convolution_direct, xmd, wmd, c->use_bias ? &m->b : NULL,
         &m->y, m->strides, m->dil, m->pl, m->pr));
     TNT_DNNL(dnnl_primitive_attr_create(&attr));
     TNT_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
@@ -261,7 +262,7 @@ static tnt_status create_fwd(tnt_layer *l, const conv_mds *m, const dnnl_memory_
         TNT_DNNL(dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f));
         TNT_DNNL(dnnl_primitive_attr_set_post_ops(attr, ops));
     }
-    status = create_fwd_prim(prim, &d, attr);
+    status = create_fwd_prim(prim, &d, attr, xmd->data_type == dnnl_bf16 ? "jit_bf16" : "jit:avx512");
 fail:
     if (ops) dnnl_post_ops_destroy(ops);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -316,7 +317,7 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
     dnnl_alg_kind_t alg;
     float alpha;
     p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
-    if ((status = create_fwd(l, &m, &m.w, p->fused, &p->fwd)) != TNT_OK) goto fail;
+    if ((status = tnt__conv_create_fwd(l, &m, &m.x, &m.w, p->fused, &p->fwd)) != TNT_OK) goto fail;
 
     dnnl_convolution_desc_t bd, bw;
     TNT_DNNL(dnnl_dilated_convolution_backward_data_desc_init(
@@ -395,7 +396,7 @@ static tnt_status conv_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, boo
         if (!p->fwd_plain.prim) {
             conv_mds m;
             if ((status = conv_mds_init(c, p->batch, &m)) != TNT_OK ||
-                (status = create_fwd(l, &m, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false,
+                (status = tnt__conv_create_fwd(l, &m, &m.x, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false,
                                      &p->fwd_plain)) != TNT_OK)
                 return status;
         }

@@ -62,6 +62,12 @@ typedef struct tnt__conv_mds {
 } tnt__conv_mds;
 tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m);
 
+/* The forward primitive of a plan (attr: user scratchpad; the fused activation as a post-op when
+ * fuse_act) on src xmd (m->x, or its bf16 twin) and weights wmd (any, or the fused primitive's
+ * layout), preferring oneDNN's direct jit kernel over brgconv (conv2d.c says why). */
+tnt_status tnt__conv_create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_memory_desc_t *xmd,
+                                const dnnl_memory_desc_t *wmd, bool fuse_act, tnt__prim *prim);
+
 /* The bf16 engine (conv_bf16.c) for mixed_bfloat16 layers: its plan, or NULL with *use_f32 set
  * when oneDNN has only reference bf16 kernels for this shape (the layer then runs float32), or
  * NULL with an error. Same contract as the float32 functions below. */

@@ -62,70 +62,6 @@ static bool is_reference(const tnt__prim *p) {
     return !strncmp(impl, "ref", 3);
 }
 
-/* The forward primitive, where oneDNN ranks its brgemm kernel first taking the direct jit kernel
- * that follows (as the float32 engine does): at 1 thread, batch 16, ResNet-50's 1x1 expansions
- * ran in 4.35 ms (jit_bf16_1x1) against 8.4 ms (brgconv_1x1) for 56x56x64->256 and 4.5 against
- * 5.9 for 28x28x128->512, the other 1x1 and 3x3 shapes within 10% either way. */
-static tnt_status create_fwd_prim(tnt__prim *p, const dnnl_convolution_desc_t *d, dnnl_primitive_attr_t attr) {
-    tnt_status status = TNT_OK;
-    dnnl_primitive_desc_iterator_t it = NULL;
-    memset(p, 0, sizeof *p);
-    TNT_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    TNT_DNNL(dnnl_primitive_desc_iterator_create(&it, d, attr, tnt__engine(), NULL));
-    p->pd = dnnl_primitive_desc_iterator_fetch(it);
-    const char *first = "";
-    if (p->pd) dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &first);
-    if (!strncmp(first, "brg", 3)) {
-        while (dnnl_primitive_desc_iterator_next(it) == dnnl_success) {
-            dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
-            const char *name = "";
-            if (pd) dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
-            if (pd && !strncmp(name, "jit_bf16", 8)) {
-                dnnl_primitive_desc_destroy(p->pd);
-                p->pd = pd;
-                break;
-            }
-            if (pd) dnnl_primitive_desc_destroy(pd);
-            if (strncmp(name, "brg", 3)) break; /* past the fast kernels: keep brgconv */
-        }
-    }
-    if (!p->pd) TNT_DNNL(dnnl_unimplemented);
-    TNT_DNNL(dnnl_primitive_create(&p->prim, p->pd));
-    dnnl_primitive_desc_iterator_destroy(it);
-    return TNT_OK;
-fail:
-    if (it) dnnl_primitive_desc_iterator_destroy(it);
-    tnt__prim_destroy(p);
-    return status;
-}
-
-static tnt_status create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_memory_desc_t *wmd, bool fuse,
-                             tnt__prim *prim) {
-    const tnt__conv_cfg *c = l->priv;
-    tnt_status status = TNT_OK;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t ops = NULL;
-    dnnl_convolution_desc_t d;
-    dnnl_memory_desc_t x16 = as_bf16(&m->x);
-    TNT_DNNL(dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &x16, wmd,
-                                                        c->use_bias ? &m->b : NULL, &m->y, m->strides, m->dil, m->pl,
-                                                        m->pr));
-    TNT_DNNL(dnnl_primitive_attr_create(&attr));
-    if (fuse) {
-        dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
-        float alpha;
-        tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
-        TNT_DNNL(dnnl_post_ops_create(&ops));
-        TNT_DNNL(dnnl_post_ops_append_eltwise(ops, 1.0f, alg, alpha, 0.0f));
-        TNT_DNNL(dnnl_primitive_attr_set_post_ops(attr, ops));
-    }
-    status = create_fwd_prim(prim, &d, attr);
-fail:
-    if (ops) dnnl_post_ops_destroy(ops);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    return status;
-}
-
 void tnt__conv_bf16_plan_destroy(void *plan) {
     bf_plan *p = plan;
     if (!p) return;
@@ -171,7 +107,7 @@ void *tnt__conv_bf16_plan_create(tnt_layer *l, int64_t batch, bool *use_f32) {
     dnnl_alg_kind_t alg;
     float alpha;
     p->fused = tnt__act_post_op(l->activation, l->activation_alpha, &alg, &alpha);
-    if ((status = create_fwd(l, &m, &w16, p->fused, &p->fwd)) != TNT_OK) goto fail;
+    if ((status = tnt__conv_create_fwd(l, &m, &x16, &w16, p->fused, &p->fwd)) != TNT_OK) goto fail;
 
     dnnl_convolution_desc_t bd, bw;
     TNT_DNNL(dnnl_dilated_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m.x, &w16, &y16,
@@ -233,8 +169,10 @@ static tnt_status run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool pos
     if (p->fused && !post_op) {
         if (!p->fwd_plain.prim) {
             tnt__conv_mds m;
-            if ((status = tnt__conv_mds_init(c, p->batch, &m)) != TNT_OK ||
-                (status = create_fwd(l, &m, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false, &p->fwd_plain)))
+            if ((status = tnt__conv_mds_init(c, p->batch, &m)) != TNT_OK) return status;
+            const dnnl_memory_desc_t x16 = as_bf16(&m.x);
+            if ((status = tnt__conv_create_fwd(l, &m, &x16, tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0), false,
+                                               &p->fwd_plain)) != TNT_OK)
                 return status;
         }
         prim = &p->fwd_plain;

@@ -493,6 +493,9 @@ static tnt_status check_fit_args(tnt_model *m, tnt_dataset *train, tnt_fit_opts 
     if (!train) return tnt__error(TNT_ERR_ARG, "fit: training dataset is NULL");
     if (!tnt_dataset_is_batched(train))
         return tnt__error(TNT_ERR_ARG, "fit: training dataset is not batched (use tnt_dataset_batch)");
+    if (o->steps_per_epoch <= 0 && tnt_dataset_cardinality(train) < 0) /* an epoch would never end */
+        return tnt__error(TNT_ERR_ARG, "fit: the training dataset repeats forever and steps_per_epoch is %lld "
+                          "(expected > 0 for an infinite dataset)", (long long)o->steps_per_epoch);
     if (o->epochs <= 0) o->epochs = 1;
     if (o->validation_freq <= 0) o->validation_freq = 1;
     if (o->initial_epoch < 0 || o->initial_epoch >= o->epochs)
