@@ -20,6 +20,7 @@
  * Kernel fans follow Keras's VarianceScaling for rank-3 kernels (receptive field = leading axis):
  * (d, H, kd): fan_in = d*H, fan_out = d*kd; (H, vd, out): fan_in = H*vd, fan_out = H*out. */
 #include "kernels/dnnl_util.h"
+#include "kernels/vexp.h"
 #include "layers/keras_config.h"
 #include "layers/attention.h"
 #include "layers/layer.h"
@@ -165,51 +166,6 @@ static mha_ws ws_map(const mha_cfg *c, int64_t B, void *base) {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-/* exp(x) for the softmax: Cephes's range reduction and polynomial (about 1 ulp); 0 below the
- * float range (the masked scores near -1e9). */
-static inline float exp_ps(float x) {
-    const float xc = x > -87.0f ? x : -87.0f;
-    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) * (1 << 23);
-    float e;
-    memcpy(&e, &bits, sizeof e);
-    return x < -87.0f ? 0.0f : p * e;
-}
-
-#ifdef __AVX2__
-/* exp_ps on 8 lanes, the same operations in the same order (no FMA contraction: bit for bit the
- * scalar result). GCC leaves the scalar form's loop scalar (the float-to-int step), and the
- * softmax then took 11 of the 24 ms of a bf16 attention forward of the benchmark Transformer. */
-static inline __m256 exp8_ps(__m256 x) {
-#define S8(v) _mm256_set1_ps(v)
-    const __m256 xc = _mm256_max_ps(x, S8(-87.0f));
-    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, S8(1.44269504088896341f)), S8(12582912.0f)),
-                                   S8(12582912.0f));
-    __m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(n, S8(0.693359375f)));
-    r = _mm256_sub_ps(r, _mm256_mul_ps(n, S8(-2.12194440e-4f)));
-    __m256 p = S8(1.9875691500e-4f);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), S8(1.3981999507e-3f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), S8(8.3334519073e-3f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), S8(4.1665795894e-2f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), S8(1.6666665459e-1f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), S8(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), S8(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, S8(-87.0f), _CMP_LT_OQ));
-#undef S8
-}
-#endif
-
 /* s[j] = exp(s[j] - mx) for j < n; returns their sum (lane sums, then the tail). */
 static float exp_shifted(float *s, int64_t n, float mx) {
     float sum = 0.0f;
@@ -217,7 +173,7 @@ static float exp_shifted(float *s, int64_t n, float mx) {
 #ifdef __AVX2__
     __m256 acc = _mm256_setzero_ps();
     for (; j + 8 <= n; j += 8) {
-        const __m256 e = exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(mx)));
+        const __m256 e = tnt__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(mx)));
         _mm256_storeu_ps(s + j, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -226,7 +182,7 @@ static float exp_shifted(float *s, int64_t n, float mx) {
     for (int i = 0; i < 8; i++) sum += lanes[i];
 #endif
     for (; j < n; j++) {
-        s[j] = exp_ps(s[j] - mx);
+        s[j] = tnt__exp_ps(s[j] - mx);
         sum += s[j];
     }
     return sum;
