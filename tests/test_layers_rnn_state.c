@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 /* ---- fixtures ----------------------------------------------------------------------------- */
 

@@ -22,7 +22,7 @@
 #include "kernels/dnnl_util.h"
 #include "kernels/vexp.h"
 #include "layers/keras_config.h"
-#include "layers/attention.h"
+#include "layers/attention/attention.h"
 #include "layers/layer.h"
 
 #include <immintrin.h>

@@ -12,7 +12,7 @@
  * closes the size equation (in - 1)*s + k - before - after = out, and may be negative down to
  * 1 - s (output rows that no input reaches stay at the bias).
  * data_format channels_first: NCHW activation descriptors, which oneDNN reads and writes itself. */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
 

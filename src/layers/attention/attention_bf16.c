@@ -10,7 +10,7 @@
  * key and value are one tensor), q (scaled by 1/sqrt(key_dim)), k, v in bf16, P (float32, before
  * dropout), P after dropout in bf16, and ctx in bf16. Temporaries of one call live in the plan. */
 #include "kernels/matmul.h"
-#include "layers/attention.h"
+#include "layers/attention/attention.h"
 
 #include <math.h>
 #include <omp.h>

@@ -23,7 +23,7 @@
  * one GEMM per position; backward gathers them again and runs two more per position (kernel
  * gradient, then the window gradient over the window, scattered back onto dx). 1-D runs as 2-D of
  * height 1. */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
 

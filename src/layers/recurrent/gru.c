@@ -1,7 +1,7 @@
 /* gru.c: Keras GRU (reset_after true, the default since Keras 2.3, or false) and Keras 2's
  * CuDNNGRU (reset_after with the bias as one (6*units) vector: input then recurrent). Gates z, r,
  * h; the engine is rnn_common.c. */
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 #include "layers/keras_config.h"
 

@@ -9,7 +9,7 @@
  * The model's activations stay float32 NHWC between layers (the descriptors are the float32
  * engine's, tnt__conv_mds_init, with bf16 data types where the operand is bf16). */
 #include "kernels/bf16.h"
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* simple_rnn.c: Keras SimpleRNN, h = act(x W + h_prev R + b); the engine is rnn_common.c. */
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 #include "layers/keras_config.h"
 

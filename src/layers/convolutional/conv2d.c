@@ -19,7 +19,7 @@
  * 100 KB for LeNet-5's conv2 (~0.05 ms).
  * Padding "same" is TensorFlow's: total = max((ceil(in/s)-1)*s + (k-1)*d+1 - in, 0), the extra
  * row/column at the bottom/right. oneDNN dilation is 0-based (d-1). */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/keras_config.h"
 #include "layers/fused.h"
 

@@ -1,6 +1,6 @@
 /* lstm.c: Keras LSTM and Keras 2's CuDNNLSTM (the same math; cuDNN's double bias (8*units),
  * whose halves add up). Gates i, f, c, o; the engine is rnn_common.c. */
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 #include "layers/keras_config.h"
 

@@ -17,9 +17,9 @@
  * sample over (H', W', F)), both drawn per global sample index as the LSTM's. return_state adds
  * the final h and c as outputs 1 and 2. Masks and initial states are not supported (a mask is
  * dropped as by any layer without masking). */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/keras_config.h"
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 #include <stdio.h>
 

@@ -15,7 +15,7 @@
  * point at them for each step. The depthwise output lives in the workspace from forward to
  * backward, with its gradient after it:
  *   [pointwise workspace (fused activation)][depthwise workspace][mid][dmid], each 64-aligned. */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/keras_config.h"
 
 #include <limits.h>

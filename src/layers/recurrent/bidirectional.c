@@ -11,7 +11,7 @@
  *
  * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
  * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's. */
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 #include "layers/wrapper.h"
 
 #include "layers/keras_config.h"

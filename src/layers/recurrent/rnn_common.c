@@ -20,7 +20,7 @@
  * Everything per step is stored in the workspace, batch-major (batch, T, ...) and indexed by the
  * input step t, so that a step's rows are one strided matrix for sgemm. Dropout masks are drawn
  * per global sample (sample_offset) and kept in the workspace for backward. */
-#include "layers/rnn_common.h"
+#include "layers/recurrent/rnn_common.h"
 
 #include "layers/keras_config.h"
 #include "kernels/dnnl_util.h"

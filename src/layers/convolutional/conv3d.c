@@ -3,7 +3,7 @@
  * filters), optional bias and a fused activation. It runs on the Conv2D engine (conv2d.h) with 5-D
  * oneDNN descriptors: NDHWC or NCDHW activations, the kernel reordered once per step into oneDNN's
  * preferred layout, TensorFlow's "same" padding on each axis. */
-#include "layers/conv2d.h"
+#include "layers/convolutional/conv2d.h"
 #include "layers/keras_config.h"
 
 #include <stdio.h>
