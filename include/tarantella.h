@@ -255,6 +255,7 @@ TNT_API void tnt_layer_free(tnt_layer *layer);
 TNT_API tnt_status tnt_mixed_precision_set_global_policy(const char *name);
 TNT_API const char *tnt_mixed_precision_global_policy(void);
 #include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
+#include "tarantella_ops.h"    /* operation graphs (custom Keras code) and the traced layer */
 
 /* ---------------------------------------------------------------------------------------------
  * Optimizers (Keras 2.11+ formulas and defaults). Hyperparameters of 0 mean the Keras default,

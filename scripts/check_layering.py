@@ -16,6 +16,7 @@ import sys
 FLOORS = [
     ["core"],
     ["kernels"],
+    ["ops"],
     ["comm"],
     ["objectives", "optimizers", "data"],
     ["layers"],
