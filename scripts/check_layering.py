@@ -16,8 +16,7 @@ import sys
 FLOORS = [
     ["core"],
     ["kernels"],
-    ["ops"],
-    ["comm"],
+    ["comm", "ops"],
     ["objectives", "optimizers", "data"],
     ["layers"],
     ["model"],
