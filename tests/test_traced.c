@@ -3,10 +3,12 @@
  * A Dense written as a graph (matmul + add + relu on two weights) trains as the built-in Dense
  * (weights and losses within 1e-6) from the same start; a two-input traced layer with a custom
  * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and a
- * whole-model .h5 save and load with equal predictions; a traced layer with dropout and
- * reductions trains; errors name the layer and the shapes. */
+ * whole-model .h5 save and load with equal predictions; a Keras 2 model with TFOpLambda and
+ * SlicingOpLambda layers predicts as NumPy, round-trips and trains; errors name the layer, the
+ * shapes and an unmapped TensorFlow function. */
 #include "testutil.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +157,88 @@ static void test_json_and_h5_round_trip(void **state) {
     tnt_model_free(m);
 }
 
+/* Keras 2 TFOpLambda and SlicingOpLambda layers (fixtures/tfop_model.json, gen_ops.py: the model
+ * as Keras 2 writes it, the Dense weights, an input batch and NumPy's output). */
+static cJSON *read_json_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *txt = malloc((size_t)n + 1);
+    assert_int_equal(fread(txt, 1, (size_t)n, f), (size_t)n);
+    txt[n] = 0;
+    fclose(f);
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    assert_non_null(j);
+    return j;
+}
+
+static void floats_of(const cJSON *o, float *out, int64_t n) {
+    const cJSON *e;
+    int64_t i = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(o, "data")) {
+        assert_true(i < n);
+        out[i++] = (float)e->valuedouble;
+    }
+    assert_int_equal(i, n);
+}
+
+static void test_keras2_tf_op_layers(void **state) {
+    (void)state;
+    cJSON *fx = read_json_file("fixtures/tfop_model.json");
+    char *json = cJSON_PrintUnformatted(cJSON_GetObjectItem(fx, "model"));
+    tnt_model *m = tnt_model_from_json(json);
+    if (!m) fail_msg("from_json: %s", tnt_last_error());
+    float w[15], x[20], want[25], got[25];
+    floats_of(cJSON_GetObjectItem(fx, "kernel"), w, 12);
+    floats_of(cJSON_GetObjectItem(fx, "bias"), w + 12, 3);
+    floats_of(cJSON_GetObjectItem(fx, "x"), x, 20);
+    floats_of(cJSON_GetObjectItem(fx, "y"), want, 25);
+    assert_int_equal(tnt_model_count_params(m), 15);
+    tu_ok(tnt_set_weights(m, w, 15));
+    tnt_tensor *res = NULL;
+    tu_ok(tnt_predict_on_batch(m, &(tnt_tensor){TNT_SHAPE(5, 4), x}, &res));
+    assert_int_equal(tnt_shape_numel(res->shape), 25);
+    tu_assert_close(res->data, want, 25, 1e-5, 1e-6, "TFOpLambda model against NumPy");
+    memcpy(got, res->data, sizeof got);
+    tnt_tensor_free(res);
+    assert_string_equal(tnt_layer_class(tnt_model_get_layer(m, "tf.__operators__.getitem")), "SlicingOpLambda");
+
+    /* written back (the traced operations under tnt_ops) and read again */
+    char *back = NULL;
+    tu_ok(tnt_model_to_json(m, &back));
+    tnt_model *m2 = tnt_model_from_json(back);
+    if (!m2) fail_msg("from_json of the written model: %s", tnt_last_error());
+    tu_ok(tnt_set_weights(m2, w, 15));
+    tu_ok(tnt_predict_on_batch(m2, &(tnt_tensor){TNT_SHAPE(5, 4), x}, &res));
+    tu_assert_bitwise(res->data, got, 25, "TFOpLambda model after a JSON round trip");
+    tnt_tensor_free(res);
+    free(back);
+    tnt_model_free(m2);
+
+    /* it trains: the gradient reaches Dense through every TensorFlow call */
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.05f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 1}));
+    float target[25] = {0};
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(4), target, TNT_SHAPE(5), 5, false), 5, false);
+    tnt_history *h;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 5}, &h));
+    assert_true(tnt_history_get(h, "loss", 4) < tnt_history_get(h, "loss", 0));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+
+    /* a TensorFlow function without a mapping is named */
+    char *bad = strstr(json, "\"function\":\"nn.relu\"");
+    assert_non_null(bad);
+    memcpy(bad, "\"function\":\"nn.selu\"", strlen("\"function\":\"nn.selu\""));
+    assert_null(tnt_model_from_json(json));
+    tu_error_contains("TFOpLambda calls the TensorFlow function \"nn.selu\", which this library does not map");
+    free(json);
+    cJSON_Delete(fx);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tnt_model *m = tnt_sequential(NULL);
@@ -180,6 +264,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_as_graph_equals_dense),
         cmocka_unit_test(test_json_and_h5_round_trip),
+        cmocka_unit_test(test_keras2_tf_op_layers),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
