@@ -125,14 +125,29 @@ static tnt_status forward_binary(tnt__opctx *c) {
     return TNT_OK;
 }
 
+/* One row of backward: the contributions to a, then to b (separate loops, so that each runs
+ * without a branch per element; an operand broadcast along the row sums its row in a register). */
+#define GROW_ONE(D, doff, ds, expr)                                                               \
+    if (D) {                                                                                      \
+        if (ds == 0) {                                                                            \
+            float sum_ = 0;                                                                       \
+            for (int64_t i = 0; i < inner; i++) {                                                 \
+                const float a = A[off[0] + i * s0], b = B[off[1] + i * s1], y = Y[ob + i], g = G[ob + i]; \
+                (void)a, (void)b, (void)y;                                                        \
+                sum_ += (expr);                                                                   \
+            }                                                                                     \
+            D[doff] += sum_;                                                                      \
+        } else {                                                                                  \
+            for (int64_t i = 0; i < inner; i++) {                                                 \
+                const float a = A[off[0] + i * s0], b = B[off[1] + i * s1], y = Y[ob + i], g = G[ob + i]; \
+                (void)a, (void)b, (void)y;                                                        \
+                D[doff + i * ds] += (expr);                                                       \
+            }                                                                                     \
+        }                                                                                         \
+    }
 #define GROW(ga, gb)                                                                              \
-    for (int64_t i = 0; i < inner; i++) {                                                         \
-        const int64_t ia = off[0] + i * s0, ib = off[1] + i * s1;                                 \
-        const float a = A[ia], b = B[ib], y = Y[ob + i], g = G[ob + i];                           \
-        (void)a, (void)b, (void)y;                                                                                \
-        if (DA) DA[ia] += (ga);                                                                   \
-        if (DB) DB[ib] += (gb);                                                                   \
-    }                                                                                             \
+    GROW_ONE(DA, off[0], s0, ga)                                                                  \
+    GROW_ONE(DB, off[1], s1, gb)                                                                  \
     break
 
 static tnt_status backward_binary(tnt__opctx *c) {

@@ -48,11 +48,15 @@ static tnt_status infer_reduce(const tnt__opnode *n, const tnt__ten *in, tnt__te
 }
 
 /* The reduction's geometry: the input shape and, per input axis, the output's stride (0 when
- * reduced), so that output element = sum over input index of idx[d] * ost[d]. */
+ * reduced), so that output element = sum over input index of idx[d] * ost[d]. When the reduced
+ * axes are consecutive (the usual case: the last axis, or all) the input is also (outer, red,
+ * inner) with output (outer, inner), walked by three plain loops instead of the odometer. */
 typedef struct geom {
     tnt_shape s;
     int64_t ost[TNT_MAX_DIMS], ist[TNT_MAX_DIMS];
     int64_t n_in, n_out, count; /* elements reduced into each output */
+    bool ori;
+    int64_t outer, red, inner;
 } geom;
 
 static void geom_init(const tnt__opnode *n, tnt_shape s, geom *g) {
@@ -62,17 +66,49 @@ static void geom_init(const tnt__opnode *n, tnt_shape s, geom *g) {
     for (int d = 0; d < s.ndim; d++)
         if (red[d]) kept.dim[d] = 1;
     g->s = s.ndim ? s : (tnt_shape){1, {1}};
-    if (!s.ndim) kept = g->s;
+    if (!s.ndim) kept = g->s, red[0] = true;
     tnt__bstrides(kept, g->s, g->ost);
     tnt__strides(g->s, g->ist);
     g->n_in = tnt_shape_numel(g->s), g->n_out = tnt_shape_numel(kept);
     g->count = g->n_out ? g->n_in / g->n_out : 0;
+    int first = -1, last = -1;
+    for (int d = 0; d < g->s.ndim; d++)
+        if (red[d] && g->s.dim[d] > 1) last = d, first = first < 0 ? d : first;
+    g->ori = true;
+    for (int d = first; first >= 0 && d <= last; d++) g->ori &= red[d] || g->s.dim[d] == 1;
+    g->outer = g->red = g->inner = 1;
+    for (int d = 0; d < g->s.ndim; d++)
+        if (first < 0 || d < first) g->outer *= g->s.dim[d];
+        else if (d > last) g->inner *= g->s.dim[d];
+        else g->red *= g->s.dim[d];
 }
 
-/* Runs BODY for every input element i (row-major) with its output element o. */
+/* Runs BODY for every input element i with its output element o (and, on the fast path, its
+ * position pos within the reduced block). */
 #define EACH(g, ...)                                                                              \
     do {                                                                                          \
+        if ((g).ori && (g).inner == 1) { /* o fixed in the inner loop: kept in a register */     \
+            for (int64_t o = 0; o < (g).outer; o++)                                               \
+                for (int64_t pos = 0; pos < (g).red; pos++) {                                     \
+                    const int64_t i = o * (g).red + pos;                                          \
+                    __VA_ARGS__;                                                                  \
+                }                                                                                 \
+            break;                                                                                \
+        }                                                                                         \
+        if ((g).ori) {                                                                            \
+            for (int64_t ou_ = 0; ou_ < (g).outer; ou_++)                                         \
+                for (int64_t pos = 0; pos < (g).red; pos++) {                                     \
+                    const int64_t ib_ = (ou_ * (g).red + pos) * (g).inner, ob_ = ou_ * (g).inner; \
+                    for (int64_t in_ = 0; in_ < (g).inner; in_++) {                               \
+                        const int64_t i = ib_ + in_, o = ob_ + in_;                               \
+                        __VA_ARGS__;                                                              \
+                    }                                                                             \
+                }                                                                                 \
+            break;                                                                                \
+        }                                                                                         \
         int64_t idx_[TNT_MAX_DIMS] = {0}, o = 0;                                                  \
+        const int64_t pos = -1;                                                                   \
+        (void)pos;                                                                                \
         const int last_ = (g).s.ndim - 1;                                                         \
         for (int64_t i = 0; i < (g).n_in; i++) {                                                  \
             __VA_ARGS__;                                                                          \
@@ -141,14 +177,13 @@ static tnt_status forward_reduce(tnt__opctx *c) {
     }
     case R_ARGMAX:
     case R_ARGMIN: {
-        /* position along the reduced axis (flattened index when all axes) */
+        /* the position within the reduced block: along the axis, or the flat index for all axes
+         * (one axis or all is always the (outer, red, inner) path) */
         float *best = (float *)acc;
         for (int64_t j = 0; j < g.n_out; j++) best[j] = r == R_ARGMAX ? -INFINITY : INFINITY, Y[j] = -1;
-        int ax = -1;
-        if (n->a.has_axis) tnt__axis(n, n->a.axes[0], g.s.ndim, &ax);
         EACH(g, {
             bool better = Y[o] < 0 || (r == R_ARGMAX ? X[i] > best[o] : X[i] < best[o]);
-            if (better) best[o] = X[i], Y[o] = (float)(ax >= 0 ? idx_[ax] : i);
+            if (better) best[o] = X[i], Y[o] = (float)pos;
         });
         break;
     }
