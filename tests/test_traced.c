@@ -239,6 +239,46 @@ static void test_keras2_tf_op_layers(void **state) {
     cJSON_Delete(fx);
 }
 
+/* Under mixed_bfloat16 the traced layer keeps float32 compute (it has no bf16 engine): its
+ * outputs equal the float32 layer's bit for bit, and its policy goes through the Keras config. */
+static tnt_model *traced_only(void) {
+    tnt_model *m = tnt_sequential(NULL);
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(IN), NULL)));
+    tu_ok(tnt_model_add(m, tnt_traced_layer(dense_graph(IN, UNITS, true), "MyDense", "hidden")));
+    return m;
+}
+
+static void test_mixed_precision_policy(void **state) {
+    (void)state;
+    make_data();
+    tnt_model *f32 = traced_only();
+    tu_ok(tnt_mixed_precision_set_global_policy("mixed_bfloat16"));
+    tnt_model *mixed = traced_only();
+    tu_ok(tnt_mixed_precision_set_global_policy("float32"));
+    tu_ok(tnt_model_build(f32, TNT_SHAPE(IN)));
+    tu_ok(tnt_model_build(mixed, TNT_SHAPE(IN)));
+    int64_t n = tnt_model_count_params(f32);
+    float *w = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(f32, w, n));
+    tu_ok(tnt_set_weights(mixed, w, n));
+    tnt_tensor *a, *b;
+    tu_ok(tnt_predict_on_batch(f32, &(tnt_tensor){TNT_SHAPE(N, IN), xs}, &a));
+    tu_ok(tnt_predict_on_batch(mixed, &(tnt_tensor){TNT_SHAPE(N, IN), xs}, &b));
+    tu_assert_bitwise(b->data, a->data, N * UNITS, "traced layer under mixed_bfloat16 against float32");
+    char *json = NULL;
+    tu_ok(tnt_model_to_json(mixed, &json));
+    assert_non_null(strstr(json, "mixed_bfloat16"));
+    tnt_model *back = tnt_model_from_json(json);
+    assert_non_null(back);
+    free(json);
+    tu_ok(tnt_model_to_json(back, &json));
+    assert_non_null(strstr(json, "mixed_bfloat16"));
+    free(json);
+    tnt_tensor_free(a), tnt_tensor_free(b);
+    free(w);
+    tnt_model_free(back), tnt_model_free(f32), tnt_model_free(mixed);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tnt_model *m = tnt_sequential(NULL);
@@ -265,6 +305,7 @@ int main(void) {
         cmocka_unit_test(test_dense_as_graph_equals_dense),
         cmocka_unit_test(test_json_and_h5_round_trip),
         cmocka_unit_test(test_keras2_tf_op_layers),
+        cmocka_unit_test(test_mixed_precision_policy),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
