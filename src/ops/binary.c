@@ -80,7 +80,7 @@ static tnt_status infer_binary(const tnt__opnode *n, const tnt__ten *in, tnt__te
     }                                                                                             \
     break
 
-static void binary_row(int op, const float *A, const float *B, float *Y, const int64_t *off, int64_t ob,
+static inline __attribute__((always_inline)) void binary_row(int op, const float *A, const float *B, float *Y, const int64_t *off, int64_t ob,
                        int64_t inner, int64_t s0, int64_t s1) {
     switch (op) {
     case B_ADD: ROW(a + b);
@@ -121,7 +121,11 @@ static tnt_status forward_binary(tnt__opctx *c) {
         binary_row(op, A, B, Y, zero, 0, tnt_shape_numel(c->out[0].s), 1, 1);
         return TNT_OK;
     }
-    WALK(w, binary_row(op, A, B, Y, off, ob, inner, s0, s1));
+    /* rows with unit or zero strides get their own copies of the loops (vectorized) */
+    WALK(w, if (s0 == 1 && s1 == 1) binary_row(op, A, B, Y, off, ob, inner, 1, 1);
+         else if (s0 == 1 && s1 == 0) binary_row(op, A, B, Y, off, ob, inner, 1, 0);
+         else if (s0 == 0 && s1 == 1) binary_row(op, A, B, Y, off, ob, inner, 0, 1);
+         else binary_row(op, A, B, Y, off, ob, inner, s0, s1));
     return TNT_OK;
 }
 
@@ -150,6 +154,24 @@ static tnt_status forward_binary(tnt__opctx *c) {
     GROW_ONE(DB, off[1], s1, gb)                                                                  \
     break
 
+/* One output row of backward (inlined per stride pattern, like binary_row). */
+static inline __attribute__((always_inline)) void grad_row(int op, const float *A, const float *B, const float *Y,
+                                                           const float *G, float *DA, float *DB, const int64_t *off,
+                                                           int64_t ob, int64_t inner, int64_t s0, int64_t s1) {
+    switch (op) {
+    case B_ADD: GROW(g, g);
+    case B_SUBTRACT: GROW(g, -g);
+    case B_MULTIPLY: GROW(g * b, g * a);
+    case B_DIVIDE: GROW(g / b, -g * y / b);
+    case B_POWER: GROW(b == 0 ? 0.0f : g * b * powf(a, b - 1.0f), a > 0 ? g * y * logf(a) : 0.0f);
+    case B_MAXIMUM: GROW(a >= b ? g : 0.0f, a >= b ? 0.0f : g);
+    case B_MINIMUM: GROW(a <= b ? g : 0.0f, a <= b ? 0.0f : g);
+    case B_SQUARED_DIFFERENCE: GROW(2.0f * g * (a - b), -2.0f * g * (a - b));
+    case B_MOD: GROW(g, -g * floorf(a / b)); /* TensorFlow's floor_mod gradient */
+    default: break; /* floor_divide: zero almost everywhere */
+    }
+}
+
 static tnt_status backward_binary(tnt__opctx *c) {
     int op = c->node->kind % 256;
     walk w;
@@ -167,18 +189,10 @@ static tnt_status backward_binary(tnt__opctx *c) {
     }
     const float *A = c->in[0].d, *B = c->in[1].d;
     float *DA = c->din[0], *DB = c->din[1];
-    WALK(w, switch (op) {
-        case B_ADD: GROW(g, g);
-        case B_SUBTRACT: GROW(g, -g);
-        case B_MULTIPLY: GROW(g * b, g * a);
-        case B_DIVIDE: GROW(g / b, -g * y / b);
-        case B_POWER: GROW(b == 0 ? 0.0f : g * b * powf(a, b - 1.0f), a > 0 ? g * y * logf(a) : 0.0f);
-        case B_MAXIMUM: GROW(a >= b ? g : 0.0f, a >= b ? 0.0f : g);
-        case B_MINIMUM: GROW(a <= b ? g : 0.0f, a <= b ? 0.0f : g);
-        case B_SQUARED_DIFFERENCE: GROW(2.0f * g * (a - b), -2.0f * g * (a - b));
-        case B_MOD: GROW(g, -g * floorf(a / b)); /* TensorFlow's floor_mod gradient */
-        default: break; /* floor_divide: zero almost everywhere */
-    });
+    WALK(w, if (s0 == 1 && s1 == 1) grad_row(op, A, B, Y, G, DA, DB, off, ob, inner, 1, 1);
+         else if (s0 == 1 && s1 == 0) grad_row(op, A, B, Y, G, DA, DB, off, ob, inner, 1, 0);
+         else if (s0 == 0 && s1 == 1) grad_row(op, A, B, Y, G, DA, DB, off, ob, inner, 0, 1);
+         else grad_row(op, A, B, Y, G, DA, DB, off, ob, inner, s0, s1));
     return TNT_OK;
 }
 

@@ -362,6 +362,10 @@ tnt_opgraph *tnt_opgraph_from_json(const char *json) {
                     *init = cJSON_GetObjectItemCaseSensitive(e, "initializer"),
                     *tr = cJSON_GetObjectItemCaseSensitive(e, "trainable");
         snprintf(what, sizeof what, "operation graph: weight %d", i++);
+        if (init && !cJSON_IsString(init)) {
+            tnt__error(TNT_ERR_FORMAT, "%s: \"initializer\" is not a Keras initializer name", what);
+            goto fail;
+        }
         if (!cJSON_IsString(name)) {
             tnt__error(TNT_ERR_FORMAT, "%s: \"name\" is not a string", what);
             goto fail;
