@@ -350,6 +350,22 @@ static void test_errors(void **state) {
     assert_null(tnt__opplan_create(g, (tnt_shape[]){TNT_SHAPE(2, 2)}, false));
     tu_error_contains("label 'i' repeats within an operand");
     tnt_opgraph_free(g);
+    /* shapes too large to hold are refused, without overflow */
+    g = tnt_opgraph_new();
+    a = tnt_opgraph_input(g, TNT_SHAPE(2, 3));
+    c = tnt_opgraph_op(g, "tile", 1, (int[]){a}, "{\"repeats\": [1000000000000, 1000000000000]}");
+    tu_ok(tnt_opgraph_output(g, c));
+    assert_null(tnt__opplan_create(g, (tnt_shape[]){TNT_SHAPE(2, 3)}, false));
+    tu_error_contains("tile repeats too large");
+    tnt_opgraph_free(g);
+    g = tnt_opgraph_new();
+    a = tnt_opgraph_input(g, TNT_SHAPE(4096, 4096));
+    c = tnt_opgraph_op(g, "einsum", 2, (int[]){a, a}, "{\"equation\": \"ij,kl->ijkl\"}");
+    tu_ok(tnt_opgraph_output(g, c));
+    assert_null(tnt__opplan_create(g, (tnt_shape[]){TNT_SHAPE(4096, 4096), TNT_SHAPE(4096, 4096)}, false));
+    tu_error_contains("more than 2^36 values");
+    tnt_opgraph_free(g);
+
     assert_null(tnt_opgraph_from_json("{\"format\": \"keras\"}"));
     tu_error_contains("\"format\": \"tnt_ops\"");
 }

@@ -333,7 +333,7 @@ int tnt__tfop_outputs(const cJSON *cfg, const cJSON *node) {
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(call_kwargs(first_args(node, &owned)), "num_or_size_splits");
     int n = cJSON_IsArray(ns) ? cJSON_GetArraySize(ns) : cJSON_IsNumber(ns) ? (int)ns->valuedouble : 1;
     cJSON_Delete(owned);
-    return n < 1 ? 1 : n;
+    return n < 1 ? 1 : TNT_MIN(n, TNT_MAX_LAYER_OUTPUTS); /* more: the layer refuses them */
 }
 
 tnt_layer *tnt__tfop_layer(const char *cls, const cJSON *cfg, const char *name, const cJSON *node, int n_inputs,

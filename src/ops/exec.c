@@ -126,6 +126,17 @@ void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float
 
 /* ---- plans ---- */
 
+/* A shape whose element count is below 2^36 (256 GiB of floats), computed without overflow. */
+static bool numel_ok(tnt_shape s) {
+    int64_t n = 1;
+    for (int d = 0; d < s.ndim; d++) {
+        if (s.dim[d] < 0) return false;
+        if (s.dim[d] && n > ((int64_t)1 << 36) / s.dim[d]) return false;
+        n *= s.dim[d];
+    }
+    return true;
+}
+
 static size_t padded(int64_t n) { return (size_t)((n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS); }
 
 /* First-fit offset for a gradient live on nodes [lo, hi] beside those placed already. */
@@ -203,6 +214,11 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         if (def->infer(n, in, &p->val[n->out0]) != TNT_OK) goto fail;
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out0 + k;
+            if (!numel_ok(p->val[v].s)) {
+                tnt__op_error(n, TNT_ERR_SHAPE, "output %d would have shape %s: more than 2^36 values", k,
+                              tnt_shape_str(p->val[v].s, a, sizeof a));
+                goto fail;
+            }
             p->needs_grad[v] = any_grad && def->backward && p->val[v].dt == TNT__F32;
             p->fwd_off[v] = (int64_t)p->ws_floats;
             p->ws_floats += padded(tnt_shape_numel(p->val[v].s));

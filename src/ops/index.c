@@ -17,7 +17,7 @@ enum { I_SLICE, I_TAKE, I_ONE_HOT, I_CAST, I_CONSTANT, I_ZEROS_LIKE, I_ONES_LIKE
 static tnt_status slice_bound(const cJSON *v, int64_t *out, bool *has, const char *what) {
     *has = false;
     if (!v || cJSON_IsNull(v)) return TNT_OK;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 9e15)
         return tnt__error(TNT_ERR_ARG, "attribute \"spec\": slice %s is not an int or null", what);
     *out = (int64_t)v->valuedouble, *has = true;
     return TNT_OK;
@@ -252,8 +252,8 @@ static tnt_status infer_index(const tnt__opnode *n, const tnt__ten *in, tnt__ten
 
 /* An index value read from a float: whole, and wrapped into [0, size); error naming it. */
 static tnt_status index_at(const tnt__opnode *n, float v, int64_t size, int64_t *out) {
-    int64_t k = (int64_t)v;
-    if ((float)k != v || k < -size || k >= size)
+    int64_t k = v >= -(float)size && v < (float)size ? (int64_t)v : INT64_MIN; /* no cast out of range */
+    if (k == INT64_MIN || (float)k != v)
         return tnt__op_error(n, TNT_ERR_ARG, "index %g is out of range for size %lld", v, (long long)size);
     *out = k < 0 ? k + size : k;
     return TNT_OK;
@@ -309,8 +309,8 @@ static tnt_status forward_index(tnt__opctx *c) {
         for (int64_t o = 0; o < outer; o++)
             for (int64_t i = 0; i < inner; i++) {
                 float v = c->in[0].d[o * inner + i];
-                int64_t k = (int64_t)v;
-                if ((float)k == v && k >= 0 && k < a->i0) y[(o * a->i0 + k) * inner + i] = 1.0f; /* else zeros, as tf */
+                int64_t k = v >= 0 && v < (float)a->i0 ? (int64_t)v : -1;
+                if (k >= 0 && (float)k == v) y[(o * a->i0 + k) * inner + i] = 1.0f; /* else zeros, as tf */
             }
         return TNT_OK;
     }

@@ -188,7 +188,10 @@ static tnt_status eq_parse(const tnt__opnode *n, const tnt__ten *in, int n_in, e
         for (char ch = 'A'; ch <= 'z'; ch++) {
             int seen = 0;
             for (int k = 0; k < p->n_ops; k++) seen += strchr(p->op[k], ch) != NULL;
-            if (seen == 1 && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) p->out[o++] = ch;
+            if (seen == 1 && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) {
+                if (o == MAX_LABELS) return tnt__op_error(n, TNT_ERR_SHAPE, "equation \"%s\": too many labels", eq);
+                p->out[o++] = ch;
+            }
         }
         p->out[o] = 0;
     }

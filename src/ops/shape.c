@@ -10,6 +10,13 @@
 enum { S_RESHAPE, S_TRANSPOSE, S_EXPAND_DIMS, S_SQUEEZE, S_BROADCAST_TO, S_CONCATENATE, S_STACK, S_SPLIT, S_TILE,
        S_REPEAT, S_PAD };
 
+/* a * b when both are >= 0 and the product stays below 2^40 (larger shapes are refused) */
+static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (a && b > ((int64_t)1 << 40) / a)) return false;
+    *out = a * b;
+    return true;
+}
+
 static tnt_status parse_shape_op(tnt__opnode *n, const cJSON *attrs) {
     tnt__op_attr *a = &n->a;
     tnt_status s = TNT_OK;
@@ -78,7 +85,7 @@ static tnt_status parse_shape_op(tnt__opnode *n, const cJSON *attrs) {
                 return tnt__error(TNT_ERR_ARG, "attribute \"pad_width\": expected pairs [before, after]");
             for (int k = 0; k < 2; k++) {
                 const cJSON *x = cJSON_GetArrayItem(pair, k);
-                if (!cJSON_IsNumber(x) || x->valuedouble < 0)
+                if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 1e9 || x->valuedouble != (int64_t)x->valuedouble)
                     return tnt__error(TNT_ERR_ARG, "attribute \"pad_width\": widths must be ints >= 0");
                 a->ints[a->n_ints++] = (int64_t)x->valuedouble;
             }
@@ -110,7 +117,8 @@ static tnt_status infer_shape_op(const tnt__opnode *n, const tnt__ten *in, tnt__
             o.dim[d] = a->ints[d];
             if (a->ints[d] == -1 && n->kind % 256 == S_RESHAPE && unknown < 0) unknown = d;
             else if (a->ints[d] < 0) return tnt__op_error(n, TNT_ERR_SHAPE, "target size %lld at axis %d", (long long)a->ints[d], d);
-            else known *= a->ints[d];
+            else if (!mul_ok(known, a->ints[d], &known))
+                return tnt__op_error(n, TNT_ERR_SHAPE, "target shape too large");
         }
         if (n->kind % 256 == S_BROADCAST_TO) {
             tnt_shape b;
@@ -213,19 +221,17 @@ static tnt_status infer_shape_op(const tnt__opnode *n, const tnt__ten *in, tnt__
         o.ndim = r;
         for (int d = 0; d < r; d++) {
             int dx = d - (r - x.ndim), dr = d - (r - a->n_ints);
-            o.dim[d] = (dx >= 0 ? x.dim[dx] : 1) * (dr >= 0 ? a->ints[dr] : 1);
+            if (!mul_ok(dx >= 0 ? x.dim[dx] : 1, dr >= 0 ? a->ints[dr] : 1, &o.dim[d]))
+                return tnt__op_error(n, TNT_ERR_SHAPE, "tile repeats too large");
         }
         break;
     }
     case S_REPEAT: {
-        if (!a->has_axis) {
-            o = (tnt_shape){1, {tnt_shape_numel(x) * a->i0}};
-            break;
-        }
-        int ax;
-        if ((s = tnt__axis(n, a->axes[0], x.ndim, &ax)) != TNT_OK) return s;
+        int ax = 0;
+        if (!a->has_axis) x = (tnt_shape){1, {tnt_shape_numel(x)}};
+        else if ((s = tnt__axis(n, a->axes[0], x.ndim, &ax)) != TNT_OK) return s;
         o = x;
-        o.dim[ax] *= a->i0;
+        if (!mul_ok(x.dim[ax], a->i0, &o.dim[ax])) return tnt__op_error(n, TNT_ERR_SHAPE, "repeats too large");
         break;
     }
     case S_PAD: {
