@@ -16,8 +16,29 @@
  *    "weights": [{"name": "kernel", "shape": [4, 3], "initializer": "glorot_uniform", "trainable": true}],
  *    "nodes": [{"op": "matmul", "in": [0, 1]}, {"op": "sum", "in": [2], "axis": -1, "keepdims": true}],
  *    "outputs": [3]}
- * A node's attributes sit beside "op" and "in" (the list of operations and their attributes:
- * ARCHITECTURE.md, "Operations"). */
+ * A node's attributes sit beside "op" and "in". The operations (keras.ops names and semantics;
+ * "axis" is an int or a list, negative counting from the end, absent or null meaning the default):
+ *   one input: negative abs sign exp log log1p expm1 sqrt rsqrt square reciprocal sin cos tanh
+ *     sigmoid relu relu6 softplus softsign silu erf floor ceil round identity logical_not
+ *     stop_gradient; gelu {approximate: true}; elu {alpha: 1}; leaky_relu {negative_slope: 0.2};
+ *     clip {x_min, x_max}
+ *   two inputs, broadcast: add subtract multiply divide power maximum minimum squared_difference
+ *     floor_divide mod; without gradient: equal not_equal less less_equal greater greater_equal
+ *     logical_and logical_or; where(cond, x, y)
+ *   reductions {axis (absent: all), keepdims: false}: sum mean max min prod var std logsumexp any
+ *     all; argmax argmin {axis: one or absent (flattened)}
+ *   matmul(a, b) (NumPy's, batched); einsum {equation} on one or two inputs ("...", implicit output)
+ *   reshape {shape, one -1}; transpose {axes}; expand_dims {axis}; squeeze {axis};
+ *     broadcast_to {shape}; concatenate {axis: 0}; stack {axis: 0}; split {indices_or_sections:
+ *     count or split points, axis: 0} (one output per part); tile {repeats}; repeat {repeats,
+ *     axis (absent: flattened)}; pad {pad_width: [[before, after], ...], constant_values: 0}
+ *   slice {spec: [item, ...]}: an int (index), null (newaxis), "..." (ellipsis), [start, stop,
+ *     step] or {"start", "stop", "step"} with nulls; take(x, indices) {axis (absent: flattened)};
+ *     one_hot {num_classes, axis: -1}; cast {dtype}; constant {value: number or nested lists,
+ *     shape (fills a number), dtype}; zeros_like ones_like full_like {fill_value}
+ *   cumsum {axis (absent: flattened)}; softmax log_softmax {axis: -1}
+ *   random_uniform {minval: 0, maxval: 1, seed}, random_normal {mean: 0, stddev: 1, seed} (shaped
+ *     like their input, axis 0 the samples); dropout {rate, training_only: true, seed} */
 #ifndef TARANTELLA_OPS_H
 #define TARANTELLA_OPS_H
 
