@@ -224,7 +224,7 @@ static int add_node(tnt_opgraph *g, const char *op, int n_in, const int *in, cJS
     tnt__opnode *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
     n->index = g->n_nodes, n->kind = kind, n->n_in = n_in, n->n_out = 1, n->attrs = attrs;
-    memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    if (n_in) memcpy(n->in, in, (size_t)n_in * sizeof *in);
     n->a.dtype = TNT__F32;
     if (def->parse) {
         tnt_status s = def->parse(n, attrs);
