@@ -3,7 +3,8 @@
  * A Dense written as a graph (matmul + add + relu on two weights) trains as the built-in Dense
  * (weights and losses within 1e-6) from the same start; a two-input traced layer with a custom
  * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and a
- * whole-model .h5 save and load with equal predictions; a Keras 2 model with TFOpLambda and
+ * whole-model .h5 save and load with equal predictions; Keras's MultiHeadAttention written with
+ * einsum and softmax equals the built-in layer, before and after training; a Keras 2 model with TFOpLambda and
  * SlicingOpLambda layers predicts as NumPy, round-trips and trains; errors name the layer, the
  * shapes and an unmapped TensorFlow function. */
 #include "testutil.h"
@@ -157,6 +158,102 @@ static void test_json_and_h5_round_trip(void **state) {
     tnt_model_free(m);
 }
 
+/* Keras's MultiHeadAttention (query and value, key = value) written as operations, with Keras's
+ * weight layout and its einsum equations, in a model against the built-in layer: equal outputs,
+ * and equal weights after training (1e-5). */
+enum { TQ = 4, TV = 5, DM = 6, HEADS = 2, KD = 3, NA = 24, PACK = (TQ + TV) * DM };
+
+static int weighted(tnt_opgraph *g, const char *eq, int x, int kernel, int bias) {
+    char attrs[64];
+    snprintf(attrs, sizeof attrs, "{\"equation\": \"%s\"}", eq);
+    int y = tnt_opgraph_op(g, "einsum", 2, (int[]){x, kernel}, attrs);
+    return bias >= 0 ? tnt_opgraph_op(g, "add", 2, (int[]){y, bias}, NULL) : y;
+}
+
+static tnt_layer *attention_graph(void) {
+    tnt_opgraph *g = tnt_opgraph_new();
+    int q = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, TQ, DM));
+    int v = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, TV, DM));
+    int w[8];
+    const char *names[8] = {"query/kernel", "query/bias", "key/kernel", "key/bias", "value/kernel", "value/bias",
+                            "attention_output/kernel", "attention_output/bias"};
+    for (int i = 0; i < 8; i++) {
+        tnt_shape s = i == 6 ? TNT_SHAPE(HEADS, KD, DM) : i == 7 ? TNT_SHAPE(DM) : i % 2 ? TNT_SHAPE(HEADS, KD)
+                                                                                         : TNT_SHAPE(DM, HEADS, KD);
+        w[i] = tnt_opgraph_weight(g, names[i], s, i % 2 ? "zeros" : "glorot_uniform", true);
+    }
+    int qh = weighted(g, "abc,cde->abde", q, w[0], w[1]);
+    int kh = weighted(g, "abc,cde->abde", v, w[2], w[3]);
+    int vh = weighted(g, "abc,cde->abde", v, w[4], w[5]);
+    char scale[64];
+    snprintf(scale, sizeof scale, "{\"value\": %.9g}", 1.0 / sqrt((double)KD));
+    int sc = tnt_opgraph_op(g, "constant", 0, NULL, scale);
+    qh = tnt_opgraph_op(g, "multiply", 2, (int[]){qh, sc}, NULL);
+    int scores = tnt_opgraph_op(g, "einsum", 2, (int[]){kh, qh}, "{\"equation\": \"aecd,abcd->acbe\"}");
+    int probs = tnt_opgraph_op(g, "softmax", 1, (int[]){scores}, "{\"axis\": -1}");
+    int ctx = tnt_opgraph_op(g, "einsum", 2, (int[]){probs, vh}, "{\"equation\": \"acbe,aecd->abcd\"}");
+    int out = weighted(g, "abcd,cde->abe", ctx, w[6], w[7]);
+    assert_true(out >= 0);
+    tu_ok(tnt_opgraph_output(g, out));
+    tnt_layer *l = tnt_traced_layer(g, "MyAttention", "attention");
+    assert_non_null(l);
+    return l;
+}
+
+static tnt_model *attention_model(bool traced) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor ins[2] = {tnt_graph_input(g, TNT_SHAPE(TQ, DM), "q"), tnt_graph_input(g, TNT_SHAPE(TV, DM), "v")};
+    tnt_ktensor h = traced ? tnt_call_n(g, attention_graph(), 2, ins)
+                           : tnt_call_attention(g, tnt_multi_head_attention(HEADS, KD, &(tnt_attention_opts){
+                                                                                 .name = "attention"}),
+                                                ins[0], ins[1], (tnt_ktensor){-1}, (tnt_ktensor){-1}, false);
+    h = tnt_call(g, tnt_global_average_pooling1d(NULL), h);
+    tnt_ktensor out = tnt_call(g, tnt_dense(2, NULL), h);
+    tnt_model *m = tnt_functional(g, 2, ins, 1, &out, NULL);
+    tnt_graph_free(g);
+    if (!m) fail_msg("attention model: %s", tnt_last_error());
+    /* SGD: the key bias's exact gradient is zero (softmax ignores a constant per query row), and
+     * Adam would turn the rounding noise of either engine into full-size steps */
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 4}));
+    return m;
+}
+
+static void test_attention_as_graph_equals_mha(void **state) {
+    (void)state;
+    static float x[NA * PACK], y[NA * 2];
+    tu_fill(x, NA * PACK, 31);
+    for (int i = 0; i < NA; i++) y[2 * i] = x[i * PACK] * x[i * PACK + 30], y[2 * i + 1] = x[i * PACK + 7] - 0.5f;
+    tnt_model *a = attention_model(false), *b = attention_model(true);
+    int64_t n = tnt_model_count_params(a);
+    assert_int_equal(n, tnt_model_count_params(b));
+    float *wa = malloc((size_t)n * sizeof(float)), *wb = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(a, wa, n));
+    for (int64_t i = 0; i < n; i++) wa[i] += 0.05f * (float)((i * 37) % 11 - 5) / 5.0f; /* non-zero biases too */
+    tu_ok(tnt_set_weights(a, wa, n));
+    tu_ok(tnt_set_weights(b, wa, n));
+    tnt_tensor *pa, *pb;
+    tu_ok(tnt_predict_on_batch(a, &(tnt_tensor){TNT_SHAPE(NA, PACK), x}, &pa));
+    tu_ok(tnt_predict_on_batch(b, &(tnt_tensor){TNT_SHAPE(NA, PACK), x}, &pb));
+    tu_assert_close(pb->data, pa->data, NA * 2, 1e-5, 1e-6, "attention as operations against MultiHeadAttention");
+    tnt_tensor_free(pa), tnt_tensor_free(pb);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(PACK), y, TNT_SHAPE(2), NA, false), 8, false);
+    tnt_history *ha, *hb;
+    tu_ok(tnt_fit(a, ds, &(tnt_fit_opts){.epochs = 3}, &ha));
+    tu_ok(tnt_fit(b, ds, &(tnt_fit_opts){.epochs = 3}, &hb));
+    tu_ok(tnt_get_weights(a, wa, n));
+    tu_ok(tnt_get_weights(b, wb, n));
+    tu_assert_close(wb, wa, n, 1e-5, 1e-6, "attention weights after training");
+    for (int e = 0; e < 3; e++) {
+        double la = tnt_history_get(ha, "loss", e), lb = tnt_history_get(hb, "loss", e);
+        if (!(fabs(la - lb) <= 1e-5 * fabs(la) + 1e-7)) fail_msg("epoch %d loss: traced %.9g, MHA %.9g", e, lb, la);
+    }
+    assert_true(tnt_history_get(ha, "loss", 2) < tnt_history_get(ha, "loss", 0));
+    tnt_history_free(ha), tnt_history_free(hb);
+    tnt_dataset_free(ds);
+    free(wa), free(wb);
+    tnt_model_free(a), tnt_model_free(b);
+}
+
 /* Keras 2 TFOpLambda and SlicingOpLambda layers (fixtures/tfop_model.json, gen_ops.py: the model
  * as Keras 2 writes it, the Dense weights, an input batch and NumPy's output). */
 static cJSON *read_json_file(const char *path) {
@@ -304,6 +401,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_as_graph_equals_dense),
         cmocka_unit_test(test_json_and_h5_round_trip),
+        cmocka_unit_test(test_attention_as_graph_equals_mha),
         cmocka_unit_test(test_keras2_tf_op_layers),
         cmocka_unit_test(test_mixed_precision_policy),
         cmocka_unit_test(test_errors),
