@@ -115,7 +115,16 @@ void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float
     int64_t io = 0, is = 0;
     for (int64_t done = 0; done < n; done += inner) {
         const int64_t so = srcst[last], doo = dstst[last];
-        for (int64_t i = 0; i < inner; i++) dst[io + i * doo] += src[is + i * so];
+        float *d = dst + io;
+        const float *sp = src + is;
+        if (doo == 1 && so == 1) /* the common rows: contiguous on both sides (vectorized) */
+            for (int64_t i = 0; i < inner; i++) d[i] += sp[i];
+        else if (doo == 0) {     /* a sum along the row */
+            float acc = 0;
+            for (int64_t i = 0; i < inner; i++) acc += sp[i * so];
+            d[0] += acc;
+        } else
+            for (int64_t i = 0; i < inner; i++) d[i * doo] += sp[i * so];
         for (int d = last - 1; d >= 0; d--) {
             idx[d]++, io += dstst[d], is += srcst[d];
             if (idx[d] < s.dim[d]) break;

@@ -233,8 +233,10 @@ static tnt_status infer_einsum(const tnt__opnode *n, const tnt__ten *in, tnt__te
     return TNT_OK;
 }
 
-/* Permutes (and sums) operand x with labels lx into dst laid out as the label lists g1 g2 g3. */
-static void gather(const char *lx, tnt_shape sx, const float *x, const char *order, float *dst, int64_t dst_n) {
+/* Operand x with labels lx laid out as the labels of order: x itself when that is its own layout,
+ * else permuted (and summed over labels order lacks) into dst. */
+static const float *gather(const char *lx, tnt_shape sx, const float *x, const char *order, float *dst, int64_t dst_n) {
+    if (!strcmp(lx, order)) return x;
     int64_t xst[MAX_LABELS], dst_st[MAX_LABELS], acc = 1;
     int nord = (int)strlen(order);
     int64_t ost[MAX_LABELS];
@@ -250,6 +252,47 @@ static void gather(const char *lx, tnt_shape sx, const float *x, const char *ord
         dst_st[d] = q ? ost[q - order] : 0;
     }
     tnt__strided_add(sx, dst, dst_st, x, xst);
+    return dst;
+}
+
+/* out (labels lo, shape so) += einsum of x (lx) and optional y (ly). */
+/* How the GEMM sees an operand in place: per batch index, a matrix of rows g1 by columns g2, when
+ * the operand holds exactly the batch, g1 and g2 labels, g1 and g2 each consecutive and in order,
+ * and one of the two groups last (stride 1): g2 last is the plain layout, g1 last the transposed
+ * one. ld is the row pitch of the stored matrix, bst the stride of each batch label. */
+typedef struct mview {
+    bool ok, trans;
+    int64_t ld;
+    int64_t bst[MAX_LABELS];
+} mview;
+
+static int group_at(const char *l, const char *g) {
+    if (!g[0]) return -1;
+    const char *q = strchr(l, g[0]);
+    return q && !strncmp(q, g, strlen(g)) ? (int)(q - l) : -2;
+}
+
+static mview matrix_view(const char *l, tnt_shape s, const char *batch, const char *g1, const char *g2, int64_t cols) {
+    mview v = {0};
+    int n = (int)strlen(l), n1 = (int)strlen(g1), n2 = (int)strlen(g2);
+    if (n != (int)strlen(batch) + n1 + n2) return v; /* labels to sum first */
+    int p1 = group_at(l, g1), p2 = group_at(l, g2);
+    if (p1 == -2 || p2 == -2) return v;
+    int64_t st[MAX_LABELS];
+    tnt__strides(s, st);
+    bool end1 = p1 >= 0 && p1 + n1 == n, end2 = p2 >= 0 && p2 + n2 == n;
+    if (end2 || (p2 < 0 && (end1 || p1 < 0))) { /* rows g1 (pitch: its last label's stride), columns last */
+        v.ld = p1 >= 0 ? st[p1 + n1 - 1] : cols; /* one row: any pitch >= the columns */
+        if (p2 < 0 && p1 >= 0) v.ld = 1;          /* one column: the rows are the stride-1 axis */
+    } else if (end1 && p2 >= 0) {        /* stored as g2 by g1 */
+        v.trans = true;
+        v.ld = st[p2 + n2 - 1];
+    } else {
+        return v;
+    }
+    for (int i = 0; batch[i]; i++) v.bst[i] = st[strchr(l, batch[i]) - l];
+    v.ok = v.ld >= 1;
+    return v;
 }
 
 /* out (labels lo, shape so) += einsum of x (lx) and optional y (ly). */
@@ -259,11 +302,11 @@ static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, co
     const char *labels[3] = {lx, ly ? ly : "", lo};
     tnt_shape shapes[3] = {sx, sy, so};
     int nb = 0, nl = 0, nr = 0, nc = 0;
-    int64_t B = 1, L = 1, R = 1, K = 1;
+    int64_t B = 1, L = 1, R = 1, K = 1, bsize[MAX_LABELS];
     for (const char *q = lx; *q; q++) {
         bool in_y = ly && strchr(ly, *q), in_o = strchr(lo, *q) != NULL;
         int64_t sz = label_size(*q, labels, shapes, 3);
-        if (in_y && in_o) batch[nb++] = *q, B *= sz;
+        if (in_y && in_o) bsize[nb] = sz, batch[nb++] = *q, B *= sz;
         else if (in_o) left[nl++] = *q, L *= sz;
         else if (in_y) con[nc++] = *q, K *= sz;
     }
@@ -274,24 +317,60 @@ static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, co
     snprintf(ordx, sizeof ordx, "%s%s%s", batch, left, con);
     snprintf(ordy, sizeof ordy, "%s%s%s", batch, con, right);
     snprintf(ordc, sizeof ordc, "%s%s%s", batch, left, right);
-    float *X = tnt__scratch_get(sc, (size_t)(B * L * K) * sizeof(float));
-    float *C = y ? tnt__scratch_get(sc, (size_t)(B * L * R) * sizeof(float)) : X;
-    if (!X || !C) return TNT_ERR_NOMEM;
-    gather(lx, sx, x, ordx, X, B * L * K);
-    if (y) {
-        float *Y = tnt__scratch_get(sc, (size_t)(B * K * R) * sizeof(float));
-        if (!Y) return TNT_ERR_NOMEM;
-        gather(ly, sy, y, ordy, Y, B * K * R);
-        for (int64_t b = 0; b < B; b++) {
-            tnt_status s = tnt__sgemm(false, false, L, R, K, X + b * L * K, K, Y + b * K * R, R, 0.0f, C + b * L * R, R);
-            if (s != TNT_OK) return s;
+    if (!y) { /* one operand: permute and sum into the output's order, then add */
+        float *Xs = strcmp(lx, ordx) ? tnt__scratch_get(sc, (size_t)(B * L * K) * sizeof(float)) : NULL;
+        if (strcmp(lx, ordx) && !Xs) return TNT_ERR_NOMEM;
+        const float *X = gather(lx, sx, x, ordx, Xs, B * L * K);
+        int64_t cst[MAX_LABELS], ost[TNT_MAX_DIMS], acc = 1, st_of[MAX_LABELS];
+        for (int i = (int)strlen(ordc) - 1; i >= 0; i--) st_of[i] = acc, acc *= label_size(ordc[i], labels, shapes, 3);
+        for (int d = 0; d < so.ndim; d++) {
+            const char *q = strchr(ordc, lo[d]);
+            cst[d] = q ? st_of[q - ordc] : 0;
         }
+        tnt__strides(so, ost);
+        tnt__strided_add(so, out, ost, X, cst);
+        return TNT_OK;
     }
+    /* each operand in place when the GEMM can read it so, else gathered into [batch, rows, cols] */
+    mview vx = matrix_view(lx, sx, batch, left, con, K), vy = matrix_view(ly, sy, batch, con, right, R),
+          vc = matrix_view(lo, so, batch, left, right, R);
+    const float *X = x, *Y = y;
+    if (!vx.ok) {
+        float *Xs = tnt__scratch_get(sc, (size_t)(B * L * K) * sizeof(float));
+        if (!Xs) return TNT_ERR_NOMEM;
+        X = gather(lx, sx, x, ordx, Xs, B * L * K);
+        vx = (mview){.ok = true, .ld = K};
+        for (int i = nb - 1; i >= 0; i--) vx.bst[i] = i == nb - 1 ? L * K : vx.bst[i + 1] * bsize[i + 1];
+    }
+    if (!vy.ok) {
+        float *Ys = tnt__scratch_get(sc, (size_t)(B * K * R) * sizeof(float));
+        if (!Ys) return TNT_ERR_NOMEM;
+        Y = gather(ly, sy, y, ordy, Ys, B * K * R);
+        vy = (mview){.ok = true, .ld = R};
+        for (int i = nb - 1; i >= 0; i--) vy.bst[i] = i == nb - 1 ? K * R : vy.bst[i + 1] * bsize[i + 1];
+    }
+    float *C = out;
+    if (!vc.ok || vc.trans) { /* the product into scratch, added to out in its label order below */
+        if (!(C = tnt__scratch_get(sc, (size_t)(B * L * R) * sizeof(float)))) return TNT_ERR_NOMEM;
+        vc = (mview){.ok = true, .ld = R};
+        for (int i = nb - 1; i >= 0; i--) vc.bst[i] = i == nb - 1 ? L * R : vc.bst[i + 1] * bsize[i + 1];
+    }
+    bool direct = C == out;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t ox = 0, oy = 0, oc = 0, rest = b;
+        for (int i = nb - 1; i >= 0; i--) {
+            int64_t k = rest % bsize[i];
+            rest /= bsize[i];
+            ox += k * vx.bst[i], oy += k * vy.bst[i], oc += k * vc.bst[i];
+        }
+        tnt_status s = tnt__sgemm(vx.trans, vy.trans, L, R, K, X + ox, vx.ld, Y + oy, vy.ld, direct ? 1.0f : 0.0f,
+                                  C + oc, vc.ld);
+        if (s != TNT_OK) return s;
+    }
+    if (direct) return TNT_OK;
     /* C [batch, left, right] into out: strides of C per output axis, 0 for labels it lacks */
-    int64_t cst[MAX_LABELS], ost[TNT_MAX_DIMS], acc = 1;
-    int nord = (int)strlen(ordc);
-    int64_t st_of[MAX_LABELS];
-    for (int i = nord - 1; i >= 0; i--) st_of[i] = acc, acc *= label_size(ordc[i], labels, shapes, 3);
+    int64_t cst[MAX_LABELS], ost[TNT_MAX_DIMS], acc = 1, st_of[MAX_LABELS];
+    for (int i = (int)strlen(ordc) - 1; i >= 0; i--) st_of[i] = acc, acc *= label_size(ordc[i], labels, shapes, 3);
     for (int d = 0; d < so.ndim; d++) {
         const char *q = strchr(ordc, lo[d]);
         cst[d] = q ? st_of[q - ordc] : 0;
