@@ -295,9 +295,9 @@ static mview matrix_view(const char *l, tnt_shape s, const char *batch, const ch
     return v;
 }
 
-/* out (labels lo, shape so) += einsum of x (lx) and optional y (ly). */
+/* out (labels lo, shape so) += einsum of x (lx) and optional y (ly); overwrite: out = instead. */
 static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, const float *x, const char *ly,
-                              tnt_shape sy, const float *y, const char *lo, tnt_shape so, float *out) {
+                              tnt_shape sy, const float *y, const char *lo, tnt_shape so, float *out, bool overwrite) {
     char batch[MAX_LABELS + 1] = "", left[MAX_LABELS + 1] = "", right[MAX_LABELS + 1] = "", con[MAX_LABELS + 1] = "";
     const char *labels[3] = {lx, ly ? ly : "", lo};
     tnt_shape shapes[3] = {sx, sy, so};
@@ -317,6 +317,7 @@ static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, co
     snprintf(ordx, sizeof ordx, "%s%s%s", batch, left, con);
     snprintf(ordy, sizeof ordy, "%s%s%s", batch, con, right);
     snprintf(ordc, sizeof ordc, "%s%s%s", batch, left, right);
+    if (overwrite && !y) memset(out, 0, (size_t)tnt_shape_numel(so) * sizeof(float));
     if (!y) { /* one operand: permute and sum into the output's order, then add */
         float *Xs = strcmp(lx, ordx) ? tnt__scratch_get(sc, (size_t)(B * L * K) * sizeof(float)) : NULL;
         if (strcmp(lx, ordx) && !Xs) return TNT_ERR_NOMEM;
@@ -350,6 +351,8 @@ static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, co
         for (int i = nb - 1; i >= 0; i--) vy.bst[i] = i == nb - 1 ? K * R : vy.bst[i + 1] * bsize[i + 1];
     }
     float *C = out;
+    /* written in place, the GEMM covers every element of out once: no zeroing to overwrite */
+    if (overwrite && !(vc.ok && !vc.trans)) memset(out, 0, (size_t)tnt_shape_numel(so) * sizeof(float));
     if (!vc.ok || vc.trans) { /* the product into scratch, added to out in its label order below */
         if (!(C = tnt__scratch_get(sc, (size_t)(B * L * R) * sizeof(float)))) return TNT_ERR_NOMEM;
         vc = (mview){.ok = true, .ld = R};
@@ -363,8 +366,8 @@ static tnt_status einsum_into(tnt__scratch *sc, const char *lx, tnt_shape sx, co
             rest /= bsize[i];
             ox += k * vx.bst[i], oy += k * vy.bst[i], oc += k * vc.bst[i];
         }
-        tnt_status s = tnt__sgemm(vx.trans, vy.trans, L, R, K, X + ox, vx.ld, Y + oy, vy.ld, direct ? 1.0f : 0.0f,
-                                  C + oc, vc.ld);
+        tnt_status s = tnt__sgemm(vx.trans, vy.trans, L, R, K, X + ox, vx.ld, Y + oy, vy.ld,
+                                  direct && !overwrite ? 1.0f : 0.0f, C + oc, vc.ld);
         if (s != TNT_OK) return s;
     }
     if (direct) return TNT_OK;
@@ -384,10 +387,9 @@ static tnt_status forward_einsum(tnt__opctx *c) {
     eq_parts p;
     tnt_status s = eq_parse(c->node, c->in, c->n_in, &p);
     if (s != TNT_OK) return s;
-    memset(c->out[0].d, 0, (size_t)tnt_shape_numel(c->out[0].s) * sizeof(float));
     bool two = p.n_ops == 2;
     return einsum_into(c->scratch, p.op[0], c->in[0].s, c->in[0].d, two ? p.op[1] : NULL, two ? c->in[1].s : c->in[0].s,
-                       two ? c->in[1].d : NULL, p.out, c->out[0].s, c->out[0].d);
+                       two ? c->in[1].d : NULL, p.out, c->out[0].s, c->out[0].d, true);
 }
 
 static tnt_status backward_einsum(tnt__opctx *c) {
@@ -396,11 +398,13 @@ static tnt_status backward_einsum(tnt__opctx *c) {
     if (s != TNT_OK) return s;
     const tnt__ten *g = &(tnt__ten){.s = c->out[0].s, .d = (float *)c->dout[0]};
     if (p.n_ops == 1)
-        return einsum_into(c->scratch, p.out, g->s, g->d, NULL, g->s, NULL, p.op[0], c->in[0].s, c->din[0]);
+        return einsum_into(c->scratch, p.out, g->s, g->d, NULL, g->s, NULL, p.op[0], c->in[0].s, c->din[0], false);
     if (c->din[0])
-        s = einsum_into(c->scratch, p.out, g->s, g->d, p.op[1], c->in[1].s, c->in[1].d, p.op[0], c->in[0].s, c->din[0]);
+        s = einsum_into(c->scratch, p.out, g->s, g->d, p.op[1], c->in[1].s, c->in[1].d, p.op[0], c->in[0].s, c->din[0],
+                        false);
     if (s == TNT_OK && c->din[1])
-        s = einsum_into(c->scratch, p.op[0], c->in[0].s, c->in[0].d, p.out, g->s, g->d, p.op[1], c->in[1].s, c->din[1]);
+        s = einsum_into(c->scratch, p.op[0], c->in[0].s, c->in[0].d, p.out, g->s, g->d, p.op[1], c->in[1].s, c->din[1],
+                        false);
     return s;
 }
 
