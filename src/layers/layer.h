@@ -18,7 +18,8 @@
 struct cJSON;       /* <cjson/cJSON.h>: layer configs */
 struct tnt__kj_ctx; /* layers/keras_config.h: the layer being read, for messages */
 
-#define TNT_MAX_LAYER_WEIGHTS 8
+#define TNT_MAX_LAYER_WEIGHTS 32 /* a traced layer holds all of a custom layer's weights: a Transformer
+                                   block written as operations has 16 */
 #define TNT_MAX_LAYER_INPUTS 16
 #define TNT_MAX_LAYER_OUTPUTS 8 /* recurrent layers with return_state: 1 + states; Bidirectional
                                    with merge_mode None and return_state: 2 + 2 * 2 */
