@@ -286,6 +286,29 @@ static void test_random_split(void **state) {
     }
 }
 
+/* A rank's empty share of a batch: every value of the graph has 0 rows, and nothing fails. */
+static void test_empty_batch(void **state) {
+    (void)state;
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 3));
+    int s = tnt_opgraph_op(g, "sum", 1, (int[]){x}, "{\"axis\": -1}");
+    int y = tnt_opgraph_op(g, "multiply", 2, (int[]){s, s}, NULL);
+    int z = tnt_opgraph_op(g, "softmax", 1, (int[]){x}, NULL);
+    z = tnt_opgraph_op(g, "einsum", 2, (int[]){z, x}, "{\"equation\": \"bi,bj->bij\"}");
+    z = tnt_opgraph_op(g, "dropout", 1, (int[]){z}, "{\"rate\": 0.5}");
+    tu_ok(tnt_opgraph_output(g, y));
+    tu_ok(tnt_opgraph_output(g, z));
+    float none[1] = {0}, dy[1] = {0}, dz[1] = {0}, dx[1] = {0};
+    runner r;
+    runner_init(&r, g, 1, (arr[]){{TNT_SHAPE(0, 3), none}});
+    tnt__opstep st = runner_step(&r, NULL);
+    tu_ok(tnt__opplan_forward(r.p, &st));
+    tu_ok(tnt__opplan_backward(r.p, &st, (const float *[]){dy, dz}, (float *[]){dx}, NULL));
+    assert_int_equal(tnt__opplan_shape(r.p, y).dim[0], 0);
+    runner_free(&r);
+    tnt_opgraph_free(g);
+}
+
 static void test_errors(void **state) {
     (void)state;
     tnt_opgraph *g = tnt_opgraph_new();
@@ -376,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_graph_shared_values),
         cmocka_unit_test(test_graph_chain_reuse),
         cmocka_unit_test(test_random_split),
+        cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, load_cases, free_cases);

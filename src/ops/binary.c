@@ -37,7 +37,8 @@ static void walk_init(walk *w, tnt_shape out, int k, const tnt__ten *in) {
 #define WALK(w, ...)                                                                             \
     do {                                                                                          \
         const int last_ = (w).o.ndim - 1;                                                         \
-        const int64_t inner = (w).o.dim[last_], rows_ = tnt_shape_numel((w).o) / inner;           \
+        const int64_t inner = (w).o.dim[last_], total_ = tnt_shape_numel((w).o);                  \
+        const int64_t rows_ = total_ ? total_ / inner : 0; /* an empty share: no rows */          \
         int64_t idx_[TNT_MAX_DIMS] = {0}, off[3] = {0, 0, 0};                                     \
         const int64_t s0 = (w).st[0][last_], s1 = (w).k > 1 ? (w).st[1][last_] : 0,               \
                       s2 = (w).k > 2 ? (w).st[2][last_] : 0;                                      \

@@ -35,7 +35,7 @@ struct tnt__opplan {
 /* ---- tensor helpers ---- */
 
 void *tnt__scratch_get(tnt__scratch *s, size_t bytes) {
-    bytes = (bytes + 63) & ~(size_t)63;
+    bytes = bytes ? (bytes + 63) & ~(size_t)63 : 64; /* never NULL for an empty tensor */
     s->peak += bytes;
     if (s->used + bytes <= s->cap) {
         void *p = s->base + s->used;
@@ -266,7 +266,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         p->grad_off[v] = place(p, v, size, lo, p->last_use);
         p->grad_floats = TNT_MAX(p->grad_floats, (size_t)(p->grad_off[v] + size));
     }
-    if (p->grad_floats && !(p->grad = tnt__alloc(p->grad_floats * sizeof(float)))) goto fail;
+    if (!(p->grad = tnt__alloc(TNT_MAX(p->grad_floats, (size_t)ALIGN_FLOATS) * sizeof(float)))) goto fail; /* never NULL */
     free(lo);
     return p;
 fail:
