@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N = 38, F = 6, H = 8, BATCH = 12 }; /* 38 = 3 * 12 + 2: on 3 ranks the last batch leaves one an empty share */
+enum { N = 46, F = 6, H = 8, BATCH = 12 }; /* 46 = 3 * 12 + 10: a last partial batch */
 
 static float xs[N * F], ys[N];
 

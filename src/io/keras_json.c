@@ -29,7 +29,7 @@ static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char 
     }
     const tnt__layer_ops *ops = tnt__layer_class_find(cls);
     /* a class of the user's own whose traced operations the file carries (layers/core/traced.c) */
-    if (!ops && tnt__kj_item(cfg, "tnt_ops")) ops = tnt__layer_class_find("TracedLayer");
+    if (!ops && tnt__kj_item(cfg, "tnt_ops")) ops = &tnt__traced_ops;
     if (ops) return tnt__layer_from_config(ops, cfg, &k);
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\": unsupported layer class \"%.64s\"", k.name, cls);
     return NULL;

@@ -204,6 +204,10 @@ tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool 
  * attention_mask input is used, and use_causal_mask. */
 void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask);
 
+/* The traced layer (core/traced.c): its table, whose from_config reads a config carrying the
+ * operation graph ("tnt_ops") for a layer class of the user's own (any class name). */
+extern const tnt__layer_ops tnt__traced_ops;
+
 /* Dtype policies: Keras's name of p; the policy called name (NULL and an error naming it and the
  * supported ones when unknown; who prefixes the message). */
 const char *tnt__dtype_policy_name(tnt__dtype_policy p);

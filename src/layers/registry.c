@@ -103,7 +103,6 @@
     X("LocallyConnected2D", tnt__locally_connected2d_ops) \
     X("Conv3DTranspose", tnt__conv3d_transpose_ops) \
     X("Convolution3DTranspose", tnt__conv3d_transpose_ops) \
-    X("TracedLayer", tnt__traced_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

@@ -24,8 +24,6 @@ typedef struct traced_priv {
     tnt_opgraph *g;
 } traced_priv;
 
-extern const tnt__layer_ops tnt__traced_ops;
-
 /* Output shapes for a batch of n, or an error. */
 static tnt_status output_shapes(tnt_layer *l, int n_in, const tnt_shape *in, int64_t batch, tnt_shape *outs) {
     traced_priv *p = l->priv;
