@@ -55,8 +55,9 @@ def get_file(fname=None, origin=None, untar=False, md5_hash=None, file_hash=None
     if untar and os.path.exists(untar_path):
         return untar_path
     if not os.path.exists(path):
+        where = f"{path} (or its extracted folder at {untar_path})" if untar else path
         raise FileNotFoundError(f"get_file: {fname} is not in Keras's cache folder and Tarantella does not download: "
-                                f"fetch {origin or fname} and put it at {path}")
+                                f"fetch {origin or fname} and put it at {where}")
     want = file_hash or md5_hash
     if want:
         algorithm = hash_algorithm if hash_algorithm in ("md5", "sha256") else (
