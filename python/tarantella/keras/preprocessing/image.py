@@ -2,7 +2,9 @@
 random transforms) with Keras's formulas; the affine transform samples as SciPy's
 ndimage.affine_transform does (SciPy is not needed), order 0 or 1. Its iterators are Sequences,
 which fit takes; their order follows the seed (default: the global seed) and the epoch, the same
-on every rank, so a global batch is split exactly."""
+on every rank, so a global batch is split exactly. As in Keras, the transform matrix is composed in
+(x, y) order and swapped to (row, column), so height_shift_range (tx) shifts along the columns
+(Keras's known quirk, keras-team/keras#17398), kept for the same results."""
 import os
 
 import numpy as np
