@@ -15,6 +15,7 @@ from tarantella import data
 from tarantella import keras
 from tarantella.model import Model
 from tarantella import models
+from tarantella import tensorflow  # import tarantella.tensorflow as tf
 
 __version__ = _C.__version__
 

@@ -71,6 +71,8 @@ def pad_stack(elements, padded_shapes, padding_values):
     def pad(shape, value, *vs):
         vs = [np.asarray(v) for v in vs]
         rank = vs[0].ndim
+        if isinstance(shape, (int, np.integer)):  # padded_shapes=5 for vectors
+            shape = [int(shape)]
         want = [None] * rank if shape is None else list(shape)
         if len(want) != rank:
             raise ValueError(f"padded_batch: padded shape {shape} has {len(want)} dimensions, the elements {rank}")

@@ -651,8 +651,12 @@ class _PyDataset(Dataset):
         if op[0] != "map":
             return True
         e = self._first()
+        if e is None:
+            return False
         plain = lambda v: isinstance(v, np.ndarray) and v.dtype.kind in "biuf"  # noqa: E731
-        return e is not None and (plain(e) or (isinstance(e, tuple) and len(e) == 2 and all(map(plain, e))))
+        pair = lambda v: isinstance(v, tuple) and len(v) == 2 and all(map(plain, v))  # noqa: E731
+        out = P.normalize(P.call(op[1], e))  # the C map keeps the form: x to x, (x, y) to (x, y)
+        return (plain(e) and plain(out)) or (pair(e) and pair(out))
 
     def _handle(self):
         return self._lower()._handle()

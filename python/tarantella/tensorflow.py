@@ -34,6 +34,24 @@ dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
 random = types.SimpleNamespace(set_seed=_random.set_seed)
 
 
+class TensorShape(tuple):
+    """tf.TensorShape: the dimensions (None where free), as a tuple."""
+
+    def __new__(cls, dims=None):
+        if dims is None:
+            dims = ()
+        elif isinstance(dims, (int, np.integer)) or dims is None:
+            dims = (dims,)
+        return super().__new__(cls, tuple(None if d is None else int(d) for d in dims))
+
+    def as_list(self):
+        return list(self)
+
+    @property
+    def rank(self):
+        return len(self)
+
+
 def constant(value, dtype=None, shape=None, name=None):
     """tf.constant: an array of value (a scalar fills the whole shape; otherwise shape reshapes,
     keeping the number of elements)."""
