@@ -648,6 +648,8 @@ class _PyDataset(Dataset):
     def _lowerable_op(self, op):
         """A map can run in the C pipeline when the elements are x or (x, y) of single arrays
         (the C pipeline's calling convention)."""
+        if op[0] == "take":  # the take bounds a source that may not end: it is materialized with it
+            return self._card >= 0
         if op[0] != "map":
             return True
         e = self._first()
@@ -676,6 +678,9 @@ def _materialize(ds):
     to a common shape where padded batches differ; a batched dataset is batched again in C with
     its batch size, so the batches are the same."""
     what = "a model's dataset"
+    if ds.cardinality() == P.INFINITE:
+        raise ValueError(f"{what}: an infinite Python dataset (a repeat() before a Python-only op) cannot be "
+                         f"materialized; repeat after the Python-only ops, or take() a part")
     xs_list, ys_list, sizes = [], [], []
     for e in ds._gen(0):
         xs, ys = P.split_xy(e, what)

@@ -168,3 +168,19 @@ def test_lowered_pipelines_train_as_arrays(D, tnt):
                                rtol=1e-6)
     with pytest.raises(TypeError, match="numbers"):
         a.fit(D.from_tensor_slices((np.array(["a", "b"]), np.zeros(2))).batch(2), epochs=1, verbose=0)
+
+
+def test_endless_sources_need_a_bound(D, tnt):
+    import itertools
+    k = tnt.keras
+    m = k.Sequential([k.layers.Dense(1, input_shape=(2,))])
+    m.compile("sgd", "mse")
+    endless = D.from_generator(lambda: ((np.ones(2, np.float32), np.float32(1)) for _ in itertools.count()),
+                               (tnt.tensorflow.float32, tnt.tensorflow.float32))
+    h = m.fit(endless.take(6).batch(3), epochs=2, verbose=0)  # the take bounds the generator
+    assert len(h.history["loss"]) == 2
+    with pytest.raises(ValueError, match="infinite"):
+        m.fit(D.range(4).map(lambda i: (np.ones(2) * i, i)).repeat().filter(lambda a, b: True).batch(2),
+              epochs=1, steps_per_epoch=2, verbose=0)
+    with pytest.raises(NotImplementedError, match="generator"):
+        m.fit((b for b in [(np.ones((2, 2)), np.ones(2))]), epochs=1, verbose=0)

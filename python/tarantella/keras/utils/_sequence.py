@@ -3,6 +3,8 @@ tnt.data.Dataset of sample indices whose map asks the Sequence for the batch hol
 batched again with the Sequence's batch size. The pipeline stays the C one, so each rank
 materializes only its share of every batch, and a global batch is the Sequence's batch.
 on_epoch_end is called when a new pass over the batches begins, as Keras calls it between epochs."""
+import types
+
 import numpy as np
 
 
@@ -94,6 +96,9 @@ def _flat(parts, i):
 
 def as_dataset(x, what="fit"):
     """x itself unless it is a Sequence/PyDataset: then a tnt.data.Dataset that yields its batches."""
+    if isinstance(x, types.GeneratorType):
+        raise NotImplementedError(f"{what}: a Python generator is not supported as input; wrap its function in "
+                                  f"tf.data.Dataset.from_generator(...).take(steps) or in a keras.utils.Sequence")
     if not _is_sequence(x):
         return x
     from tarantella import data as tnt_data
