@@ -48,7 +48,8 @@ class _PyDataset(Dataset):
 
     # ---- inspection and iteration ----
     def cardinality(self):
-        return self._card
+        from tarantella.data import Count
+        return Count(self._card)
 
     @property
     def element_spec(self):
@@ -214,6 +215,37 @@ class _PyDataset(Dataset):
         a, b = self._card, other.cardinality()
         card = P.INFINITE if P.INFINITE in (a, b) else (P.UNKNOWN if P.UNKNOWN in (a, b) else a + b)
         return self._derive(gen, card)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None):
+        """Datasets of size elements (every stride-th), starting every shift elements; a tuple
+        element gives a tuple of datasets, as in tf.data."""
+        size, stride = int(size), int(stride)
+        shift = size if shift is None else int(shift)
+        if min(size, shift, stride) <= 0:
+            raise ValueError(f"window: size, shift and stride must be positive, got {size}, {shift}, {stride}")
+
+        def as_dataset(elements):
+            return _PyDataset(lambda epoch: iter(elements), len(elements), False)
+
+        def gen(epoch):
+            elements = list(self._gen(epoch))
+            for start in range(0, len(elements), shift):
+                part = elements[start:start + (size - 1) * stride + 1:stride]
+                if len(part) < size and (drop_remainder or not part):
+                    continue
+                if isinstance(part[0], tuple):
+                    yield tuple(as_dataset([e[k] for e in part]) for k in range(len(part[0])))
+                else:
+                    yield as_dataset(part)
+        return self._derive(gen, P.UNKNOWN, False)
+
+    def shard(self, num_shards, index, name=None):
+        """Every num_shards-th element from index on."""
+        num_shards, index = int(num_shards), int(index)
+        if not 0 <= index < num_shards:
+            raise ValueError(f"shard: index must be in [0, {num_shards}), got {index}")
+        card = self._card if self._card < 0 else max(0, -(-(self._card - index) // num_shards))
+        return self._derive(lambda epoch: (e for i, e in enumerate(self._gen(epoch)) if i % num_shards == index), card)
 
     def enumerate(self, start=0, name=None):
         return self._derive(lambda epoch: ((np.int64(start + i), e) for i, e in enumerate(self._gen(epoch))),

@@ -41,6 +41,13 @@ class experimental:  # tf.data.experimental.AUTOTUNE, cardinality constants
         return dataset.cardinality()
 
 
+class Count(int):
+    """A count that programs may read as TensorFlow's scalar tensor (.numpy())."""
+
+    def numpy(self):
+        return int(self)
+
+
 class Options:
     """tf.data.Options: accepted (with_options), with the attributes programs set; the library's
     pipeline has its own threading and sharding."""
@@ -231,6 +238,12 @@ class Dataset:
     def enumerate(self, start=0, name=None):
         return self._as_py().enumerate(start)
 
+    def window(self, size, shift=None, stride=1, drop_remainder=False, name=None):
+        return self._as_py().window(size, shift, stride, drop_remainder)
+
+    def shard(self, num_shards, index, name=None):
+        return self._as_py().shard(num_shards, index)
+
     def apply(self, transformation_func):
         return transformation_func(self)
 
@@ -380,7 +393,7 @@ class Dataset:
     # ---- inspection and iteration ----
     def cardinality(self):
         """Elements per iteration; -1 when infinite (tf.data.INFINITE_CARDINALITY)."""
-        return self._meta()["cardinality"]
+        return Count(self._meta()["cardinality"])
 
     def __len__(self):
         n = self.cardinality()

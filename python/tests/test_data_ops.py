@@ -184,3 +184,16 @@ def test_endless_sources_need_a_bound(D, tnt):
               epochs=1, steps_per_epoch=2, verbose=0)
     with pytest.raises(NotImplementedError, match="generator"):
         m.fit((b for b in [(np.ones((2, 2)), np.ones(2))]), epochs=1, verbose=0)
+
+
+def test_window_shard_and_counts(D, tnt):
+    windows = D.range(7).window(3, shift=2, drop_remainder=True).flat_map(lambda w: w.batch(3))
+    assert ints(windows) == [[0, 1, 2], [2, 3, 4], [4, 5, 6]]
+    assert [ints(w) for w in D.range(5).window(2)] == [[0, 1], [2, 3], [4]]
+    assert [ints(w) for w in D.range(7).window(3, shift=1, stride=2, drop_remainder=True)] == \
+        [[0, 2, 4], [1, 3, 5], [2, 4, 6]]
+    pairs = list(D.zip((D.range(4), D.range(10, 14))).window(2))
+    assert [(ints(a), ints(b)) for a, b in pairs] == [([0, 1], [10, 11]), ([2, 3], [12, 13])]
+    assert ints(D.range(10).shard(3, 1)) == [1, 4, 7] and D.range(10).shard(3, 1).cardinality() == 3
+    assert D.range(10).cardinality().numpy() == 10
+    assert tnt.tensorflow.data.experimental.cardinality(D.from_tensor_slices(np.zeros((4, 2)))).numpy() == 4

@@ -16,6 +16,11 @@ def test_import_forms(tnt):
     from tarantella.keras.preprocessing.sequence import pad_sequences  # noqa: F401
     from tarantella.keras.preprocessing.text import Tokenizer  # noqa: F401
     from tarantella.keras.utils import to_categorical  # noqa: F401
+    from tarantella.keras.utils.np_utils import to_categorical as old  # Keras 2's module names
+    from tarantella.keras.utils.vis_utils import plot_model  # noqa: F401
+    from tarantella.keras.utils.generic_utils import get_custom_objects  # noqa: F401
+    from tarantella.keras.utils.data_utils import get_file  # noqa: F401
+    assert old is to_categorical
     assert tf.keras is keras and ku is keras.utils and tf.data is tnt.data
     assert tf.__version__ == keras.__version__ == "2.11.0"
     assert tf.data.AUTOTUNE == tf.data.experimental.AUTOTUNE == -1

@@ -58,3 +58,8 @@ def to_ordinal(y, num_classes=None, dtype="float32"):
     num_classes = int(np.max(y)) + 1 if num_classes is None else int(num_classes)
     out = (np.arange(num_classes - 1)[None, :] < y[:, None]).astype(dtype)
     return out.reshape(shape + (num_classes - 1,))
+
+
+from tarantella.keras.config import (  # noqa: E402,F401  (keras.utils' names of these settings)
+    enable_interactive_logging, disable_interactive_logging, is_interactive_logging_enabled)
+from tarantella.keras.utils import np_utils, vis_utils, data_utils, generic_utils  # noqa: E402,F401
