@@ -138,6 +138,12 @@ def test_plot_model_writes_a_png(tnt, U, tmp_path):
     seq = k.Sequential([k.layers.Dense(3, input_shape=(4,), name="d1"), k.layers.Dense(1, name="d2")])
     U.plot_model(seq, to_file=str(tmp_path / "seq.png"))
     assert os.path.getsize(tmp_path / "seq.png") > 100
+    # a layer name longer than the summary's column still gets its shape
+    long = k.Sequential([k.layers.Embedding(10, 3, input_length=4), k.layers.GlobalAveragePooling1D()])
+    labels = {n.get_name().strip('"'): n.get("label") for n in U.model_to_dot(long, show_shapes=True).get_nodes()
+              if n.get("label")}
+    pooled = [v for name, v in labels.items() if name.startswith("global_average_pooling1d")]
+    assert pooled and pooled[0].endswith("output: \\(None, 3\\)")
 
 
 def test_timeseries_dataset_docstring(U):

@@ -21,7 +21,7 @@ def _output_shapes(model):
         return {}
     shapes = {}
     for line in text.splitlines():
-        m = re.match(r"^\s*(\S+) \((\w+)\)\s+(\[.*?\]|\(.*?\))", line)
+        m = re.match(r"^\s*(\S+) \((\w+)\)\s*(\[.*?\]|\(.*?\))", line)
         if m:
             shapes[m.group(1)] = m.group(3)
     return shapes
