@@ -78,7 +78,7 @@ class _PyDataset(Dataset):
         return f"<tnt.data.Dataset (Python) cardinality={self._card}>"
 
     # ---- ops the C pipeline also has ----
-    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None):
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
         buffer_size = int(buffer_size)
         if buffer_size == -1:
             buffer_size = max(1, self._card)
@@ -165,7 +165,7 @@ class _PyDataset(Dataset):
     def prefetch(self, buffer_size, name=None):
         return self._derive(self._gen, self._card, op=("prefetch", int(buffer_size)))
 
-    def cache(self, filename=""):
+    def cache(self, filename="", name=None):
         """The elements of the first complete iteration, kept in memory for the next ones."""
         store = {}
 

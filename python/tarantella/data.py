@@ -128,7 +128,7 @@ class Dataset:
 
     # ---- sources ----
     @staticmethod
-    def from_tensor_slices(tensors):
+    def from_tensor_slices(tensors, name=None):
         """tensors: an array (x), a pair (x, y), or lists of arrays for several inputs/outputs:
         ([x1, x2], y). Samples are the first axis."""
         if not _numeric_slices(tensors):  # text, dicts, nests: sliced in Python
@@ -167,7 +167,7 @@ class Dataset:
     def _then(self, op):
         return Dataset(self._source, self._ops + (op,))
 
-    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None):
+    def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
         buffer_size = int(buffer_size)
         if buffer_size == -1:  # tf.data: the whole dataset
             buffer_size = max(1, self.cardinality())
@@ -179,29 +179,29 @@ class Dataset:
             return self._as_py().shuffle(buffer_size, seed, False)
         return self._then(("shuffle", buffer_size, int(seed or 0)))
 
-    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None):
+    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None, name=None):
         return self._then(("batch", int(batch_size), bool(drop_remainder)))
 
-    def map(self, map_func, num_parallel_calls=None, deterministic=None):
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
         if not callable(map_func):
             raise TypeError("map: map_func is not callable")
         xs, ys = self._trace(map_func)
         return self._then(("map", map_func, xs, ys))
 
-    def prefetch(self, buffer_size):
+    def prefetch(self, buffer_size, name=None):
         buffer_size = int(buffer_size)
         return self._then(("prefetch", 2 if buffer_size <= 0 else buffer_size))
 
-    def repeat(self, count=None):
+    def repeat(self, count=None, name=None):
         return self._then(("repeat", -1 if count is None else int(count)))
 
-    def take(self, count):
+    def take(self, count, name=None):
         return self._then(("take", int(count)))
 
-    def skip(self, count):
+    def skip(self, count, name=None):
         return self._then(("skip", int(count)))
 
-    def cache(self, filename=""):
+    def cache(self, filename="", name=None):
         return self  # elements are recomputed from the source; a cache changes nothing here
 
     def _as_py(self):
