@@ -7,6 +7,7 @@ import numpy as np
 from tarantella import _pydata as P
 from tarantella import _random
 from tarantella._dtypes import as_dtype
+from tarantella._tensor import eager
 from tarantella.data import AUTOTUNE, Dataset, TensorSpec, _flatten_inputs, _spec_of
 
 _C_OPS = ("shuffle", "batch", "map", "repeat", "take", "skip", "prefetch")
@@ -72,7 +73,7 @@ class _PyDataset(Dataset):
     def __iter__(self):
         epoch = self._iterations  # a new iteration reshuffles, as in tf.data
         self._iterations += 1
-        return self._gen(epoch)
+        return (P.map_structure(eager, e) for e in self._gen(epoch))
 
     def __repr__(self):
         return f"<tnt.data.Dataset (Python) cardinality={self._card}>"

@@ -25,6 +25,7 @@ from tarantella import _pydata as P
 from tarantella import _random
 from tarantella._core import C, ensure_init
 from tarantella._dtypes import as_dtype, numpy_dtype
+from tarantella._tensor import eager
 
 AUTOTUNE = -1
 INFINITE_CARDINALITY = P.INFINITE
@@ -95,6 +96,11 @@ def _spec_of(element, batched):
     return P.map_structure(leaf, element)
 
 
+def _dtype_of(parts):
+    """The dtype of a single part (several parts are fed as float32 values one after the other)."""
+    return np.asarray(parts[0]).dtype if len(parts) == 1 else None
+
+
 def _as_f32(a, what):
     a = np.asarray(a)
     if a.dtype == object:
@@ -120,11 +126,14 @@ class Dataset:
     """tf.data.Dataset's shape: from_tensor_slices, shuffle, batch, map, prefetch, repeat, take,
     skip, iteration (numpy arrays)."""
 
-    def __init__(self, source, ops=(), info=None):
+    def __init__(self, source, ops=(), info=None, dtypes=(None, None)):
         self._source = source  # ("arrays", x, y) | ("npy", xpath, ypath) | ("idx", images, labels)
         self._ops = tuple(ops)
         self._handle_ = None
         self._info = info
+        # the integer dtypes of x and y at the source (or of a map's values): the pipeline holds
+        # float32 (exact to 2^24), Python sees the integers again, as TensorFlow gives them
+        self._dtypes = tuple(d if d is not None and np.dtype(d).kind in "biu" else None for d in dtypes)
 
     # ---- sources ----
     @staticmethod
@@ -141,11 +150,11 @@ class Dataset:
                 xs = list(x) if isinstance(x, (list, tuple)) else [x]
                 ys = list(y) if isinstance(y, (list, tuple)) else [y]
                 return Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices x"),
-                                _flatten_inputs(ys, "from_tensor_slices y")))
+                                _flatten_inputs(ys, "from_tensor_slices y")), dtypes=(_dtype_of(xs), _dtype_of(ys)))
             else:
                 raise NotImplementedError("from_tensor_slices: elements of 1 or 2 parts (x or (x, y)) only")
         xs = list(tensors) if isinstance(tensors, list) else [tensors]
-        return Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices"), None))
+        return Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices"), None), dtypes=(_dtype_of(xs), None))
 
     @staticmethod
     def range(*args, output_type=None, name=None):
@@ -164,8 +173,8 @@ class Dataset:
         return Dataset(("idx", images_path, labels_path))
 
     # ---- ops (each returns a new Dataset) ----
-    def _then(self, op):
-        return Dataset(self._source, self._ops + (op,))
+    def _then(self, op, dtypes=None):
+        return Dataset(self._source, self._ops + (op,), dtypes=self._dtypes if dtypes is None else dtypes)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
         buffer_size = int(buffer_size)
@@ -185,8 +194,17 @@ class Dataset:
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
         if not callable(map_func):
             raise TypeError("map: map_func is not callable")
-        xs, ys = self._trace(map_func)
-        return self._then(("map", map_func, xs, ys))
+        xd, yd = self._dtypes
+        if xd is not None or yd is not None:  # the function sees the source's integers
+            fn = map_func
+
+            def map_func(x, y=None, _fn=fn):
+                x = x.astype(xd) if xd is not None else x
+                if y is None:
+                    return _fn(x)
+                return _fn(x, y.astype(yd) if yd is not None else y)
+        (xs, ys), dtypes = self._trace(map_func)
+        return self._then(("map", map_func, xs, ys), dtypes)
 
     def prefetch(self, buffer_size, name=None):
         buffer_size = int(buffer_size)
@@ -206,14 +224,7 @@ class Dataset:
 
     def _as_py(self):
         """This dataset as a Python one (for the ops the C pipeline lacks)."""
-        def gen(epoch):
-            info = self._meta()
-            for x, y in self._handle().iterate(epoch):
-                if not info["batched"]:
-                    x = x[0]
-                    y = y[0] if y is not None else None
-                yield (x, y) if info["has_labels"] else x
-        return _PyDataset(gen, self.cardinality(), self.is_batched, c_dataset=self)
+        return _PyDataset(self._elements, self.cardinality(), self.is_batched, c_dataset=self)
 
     # ---- the ops that run in Python (see tarantella/_pydata.py) ----
     def filter(self, predicate):
@@ -365,7 +376,7 @@ class Dataset:
         try:
             x, y = next(it)
         except StopIteration:
-            return info["x_shape"], info["y_shape"] if info["has_labels"] else None
+            return (info["x_shape"], info["y_shape"] if info["has_labels"] else None), (None, None)
         finally:
             del it
         if not info["batched"]:
@@ -378,9 +389,10 @@ class Dataset:
         if info["has_labels"]:
             if not isinstance(out, tuple) or len(out) != 2:
                 raise TypeError("map: a function over (x, y) elements must return a pair (x, y)")
-            ox, oy = (np.asarray(o, dtype=np.float32) for o in out)
+            ox, oy = (np.asarray(o) for o in out)
         else:
-            ox, oy = np.asarray(out, dtype=np.float32), None
+            ox, oy = np.asarray(out), None
+        dtypes = (ox.dtype, oy.dtype if oy is not None else None)
         if info["batched"]:
             for o, what in ((ox, "x"), (oy, "y")):
                 if o is not None and (o.ndim == 0 or o.shape[0] != 1):
@@ -388,7 +400,7 @@ class Dataset:
                                      f"the sample it is given (shape (1, ...)), got {o.shape}")
             ox = ox[0]
             oy = oy[0] if oy is not None else None
-        return tuple(ox.shape), (tuple(oy.shape) if oy is not None else None)
+        return (tuple(ox.shape), (tuple(oy.shape) if oy is not None else None)), dtypes
 
     # ---- inspection and iteration ----
     def cardinality(self):
@@ -407,8 +419,9 @@ class Dataset:
     def element_spec(self):
         info = self._meta()
         lead = (None,) if info["batched"] else ()
-        xs = TensorSpec(lead + tuple(info["x_shape"]))
-        return (xs, TensorSpec(lead + tuple(info["y_shape"]))) if info["has_labels"] else xs
+        xd, yd = self._dtypes
+        xs = TensorSpec(lead + tuple(info["x_shape"]), xd)
+        return (xs, TensorSpec(lead + tuple(info["y_shape"]), yd)) if info["has_labels"] else xs
 
     @property
     def is_batched(self):
@@ -419,12 +432,20 @@ class Dataset:
         return self._meta()["has_labels"]
 
     def __iter__(self):
+        return self._elements(0)
+
+    def _elements(self, epoch):
         info = self._meta()
-        for x, y in self._handle().iterate(0):
+        xd, yd = self._dtypes
+        for x, y in self._handle().iterate(epoch):
             if not info["batched"]:
                 x = x[0]
                 y = y[0] if y is not None else None
-            yield (x, y) if info["has_labels"] else x
+            x = eager(x.astype(xd) if xd is not None else x)
+            if not info["has_labels"]:
+                yield x
+                continue
+            yield x, eager(y.astype(yd) if yd is not None else y)
 
     def as_numpy_iterator(self):
         return iter(self)

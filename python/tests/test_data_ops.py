@@ -197,3 +197,27 @@ def test_window_shard_and_counts(D, tnt):
     assert ints(D.range(10).shard(3, 1)) == [1, 4, 7] and D.range(10).shard(3, 1).cardinality() == 3
     assert D.range(10).cardinality().numpy() == 10
     assert tnt.tensorflow.data.experimental.cardinality(D.from_tensor_slices(np.zeros((4, 2)))).numpy() == 4
+
+
+def test_values_keep_integer_dtypes_and_answer_numpy(D, tnt):
+    """The pipeline holds float32; Python sees the source's integers again (TensorFlow's dtypes),
+    map functions get them too, and values answer .numpy()."""
+    images = np.arange(24, dtype=np.uint8).reshape(4, 3, 2)
+    labels = np.array([2, 0, 1, 2])
+    ds = D.from_tensor_slices((images, labels))
+    x, y = next(iter(ds))
+    assert x.dtype == np.uint8 and y.dtype == labels.dtype and y.numpy() == 2
+    assert ds.element_spec[1].dtype == tnt.tensorflow.as_dtype(labels.dtype)
+    names = ["cat", "dog", "fish"]
+    bx, by = next(iter(ds.batch(4)))
+    assert [names[by[i]] for i in range(4)] == ["fish", "cat", "dog", "fish"]
+    assert isinstance(bx.numpy(), np.ndarray) and type(bx.numpy()) is np.ndarray
+    onehot = ds.map(lambda a, b: (a / 255, np.eye(3, dtype=np.float32)[b])).batch(4)
+    _, oy = next(iter(onehot))
+    np.testing.assert_array_equal(oy, np.eye(3)[labels])
+    assert oy.dtype == np.float32
+    k = tnt.keras
+    m = k.Sequential([k.layers.Flatten(input_shape=(3, 2)), k.layers.Dense(3, activation="softmax")])
+    m.compile("sgd", "categorical_crossentropy")
+    assert np.isfinite(m.fit(onehot, epochs=1, verbose=0).history["loss"][0])
+    assert next(iter(D.range(3))).numpy() == 0 and list(D.range(3).batch(2))[0].numpy().tolist() == [0, 1]
