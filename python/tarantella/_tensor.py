@@ -9,8 +9,8 @@ class EagerArray(np.ndarray):
 
 
 def eager(v):
-    """v as an EagerArray (a view, no copy); text and other values as they are."""
-    if isinstance(v, np.ndarray) and v.dtype.kind not in "OUS":
+    """v as an EagerArray (a view, no copy); a Python str stays a str."""
+    if isinstance(v, np.ndarray):
         return v.view(EagerArray)
     if isinstance(v, (np.integer, np.floating, np.bool_)):
         return np.asarray(v).view(EagerArray)

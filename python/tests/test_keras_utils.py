@@ -192,6 +192,7 @@ def test_text_dataset_from_directory(U, tmp_path):
                                         max_length=3)
     texts, labels = next(iter(cat))
     assert list(texts) == ["awf", "bad"] and labels.tolist() == [[1, 0], [1, 0]]
+    assert texts.numpy()[1] == "bad"  # as tutorials print text_batch.numpy()[i]
     binary = U.text_dataset_from_directory(tmp_path, label_mode="binary", batch_size=None, shuffle=False)
     assert [v.tolist() for _, v in binary] == [[0.0], [0.0], [1.0]]
     # the training/validation split takes the last files for validation, after the seeded shuffle
