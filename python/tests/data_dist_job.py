@@ -1,6 +1,6 @@
 """A training job run by test_data_distributed.py under the launcher: data_dist_job.py OUT_DIR.
 Trains on pipelines with Python-only ops (zip, filter, a shuffle done once, padded_batch,
-unbatch) and on a keras.utils.Sequence; each rank writes OUT_DIR/rank_<r>.json."""
+unbatch), on a keras.utils.Sequence and on a generator; each rank writes OUT_DIR/rank_<r>.json."""
 import json
 import os
 import sys
@@ -42,6 +42,15 @@ zipped = (D.zip((D.from_tensor_slices(x), D.from_tensor_slices(y))).filter(lambd
           .shuffle(90, seed=4, reshuffle_each_iteration=False).batch(12).unbatch().batch(20))
 result["zip_filter"] = dense_model().fit(zipped, epochs=3, verbose=0).history
 result["sequence"] = dense_model().fit(Batches(), epochs=3, verbose=0).history
+
+
+def endless():  # every rank runs its own generator; each takes every batch, in the same order
+    while True:
+        for i in range(5):
+            yield x[i * 18:(i + 1) * 18], y[i * 18:(i + 1) * 18]
+
+
+result["generator"] = dense_model().fit(endless(), steps_per_epoch=4, epochs=3, verbose=0).history
 
 tf.random.set_seed(5)
 longest = max(len(s) for s in seqs)  # batches padded to their own longest, the C pipeline to this

@@ -1,5 +1,5 @@
-"""Issue 21, item 3, on 2 ranks: pipelines with Python-only tf.data ops and a keras.utils.Sequence
-train with the same figures as on one rank (each global batch split exactly into the ranks'
+"""Issue 21, item 3, on 2 ranks: pipelines with Python-only tf.data ops, a keras.utils.Sequence and
+a Python generator train with the same figures as on one rank (each global batch split exactly into the ranks'
 shares)."""
 import json
 import os
@@ -22,7 +22,7 @@ def test_python_pipelines_on_two_ranks_equal_one(tmp_path):
     (one,) = run(tmp_path, 1)
     r0, r1 = run(tmp_path, 2)
     assert r0["size"] == 2
-    for key in ("zip_filter", "sequence", "padded"):
+    for key in ("zip_filter", "sequence", "generator", "padded"):
         assert r0[key] == r1[key], key  # every rank sees the global figures
         assert set(r0[key]) == set(one[key]), key
         for metric in one[key]:

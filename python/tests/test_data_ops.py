@@ -182,8 +182,8 @@ def test_endless_sources_need_a_bound(D, tnt):
     with pytest.raises(ValueError, match="infinite"):
         m.fit(D.range(4).map(lambda i: (np.ones(2) * i, i)).repeat().filter(lambda a, b: True).batch(2),
               epochs=1, steps_per_epoch=2, verbose=0)
-    with pytest.raises(NotImplementedError, match="generator"):
-        m.fit((b for b in [(np.ones((2, 2)), np.ones(2))]), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="ran out"):
+        m.fit((b for b in [(np.ones((2, 2)), np.ones(2))]), epochs=1, steps_per_epoch=2, verbose=0)
 
 
 def test_window_shard_and_counts(D, tnt):

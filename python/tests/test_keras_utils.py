@@ -244,8 +244,8 @@ def test_split_dataset(U):
 
 
 def test_sequence_trains_as_its_arrays(tnt, U):
-    """fit on a Sequence gives the same history and weights as fit on the arrays it slices (the
-    same batches, in order), and on_epoch_end is called between epochs."""
+    """fit on a Sequence (or a generator) gives the same history and weights as fit on the arrays
+    it slices (the same batches, in order), and on_epoch_end is called between epochs."""
     k = tnt.keras
     rng = np.random.default_rng(2)
     x = rng.standard_normal((50, 5)).astype(np.float32)
@@ -277,6 +277,19 @@ def test_sequence_trains_as_its_arrays(tnt, U):
     assert Data.ends == 2
     np.testing.assert_allclose(a.predict(Data(), verbose=0), a.predict(x, verbose=0), rtol=1e-6)
     assert a.evaluate(Data(), verbose=0) == pytest.approx(a.evaluate(x, y, batch_size=16, verbose=0), rel=1e-6)
+
+    def batches():  # Keras 2's fit on an endless generator, with steps_per_epoch
+        while True:
+            for i in range(3):
+                yield x[i * 16:(i + 1) * 16], y[i * 16:(i + 1) * 16]
+    c, d = model(), model()
+    hc = c.fit(batches(), steps_per_epoch=3, epochs=3, verbose=0)
+    hd = d.fit(x[:48], y[:48], batch_size=16, epochs=3, shuffle=False, verbose=0)
+    assert hc.history == hd.history
+    for u, v in zip(c.get_weights(), d.get_weights()):
+        np.testing.assert_array_equal(u, v)
+    np.testing.assert_allclose(c.predict((b for b, _ in batches()), steps=2, verbose=0),
+                               c.predict(x[:32], verbose=0), rtol=1e-6)
 
     class Uneven(U.PyDataset):
         def __len__(self):

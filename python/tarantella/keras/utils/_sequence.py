@@ -96,9 +96,8 @@ def _flat(parts, i):
 
 def as_dataset(x, what="fit"):
     """x itself unless it is a Sequence/PyDataset: then a tnt.data.Dataset that yields its batches."""
-    if isinstance(x, types.GeneratorType):
-        raise NotImplementedError(f"{what}: a Python generator is not supported as input; wrap its function in "
-                                  f"tf.data.Dataset.from_generator(...).take(steps) or in a keras.utils.Sequence")
+    if isinstance(x, types.GeneratorType) or (hasattr(x, "__next__") and not _is_sequence(x)):
+        return _from_generator(x, what)
     if not _is_sequence(x):
         return x
     from tarantella import data as tnt_data
@@ -139,3 +138,47 @@ def as_dataset(x, what="fit"):
     state["index"] = None  # the trace of the map asked for batch 0; the first epoch starts afresh
     state["last_seen"] = -1
     return ds.batch(size)
+
+
+def _from_generator(gen, what):
+    """An endless dataset of the generator's batches, in the order it yields them (Keras's fit on
+    a generator, with steps_per_epoch): sample positions 0..B-1 of one batch, repeated; a rank
+    asks for the next batch whenever the positions start over, so every rank takes every batch
+    from its own generator, in the same order, and materializes its share of it."""
+    from tarantella import data as tnt_data
+    try:
+        first = next(gen)
+    except StopIteration:
+        raise ValueError(f"{what}: the generator yields no batch") from None
+    xs0, ys0 = _split(first, what)
+    size = xs0[0].shape[0]
+    state = {"batch": (xs0, ys0), "last": None, "fresh": True}
+
+    def batch_at(k):
+        k = int(k)
+        if state["last"] is not None and k <= state["last"]:  # positions start over: the next batch
+            try:
+                state["batch"] = _split(next(gen), what)
+            except StopIteration:
+                raise ValueError(f"{what}: the generator ran out of batches; give steps_per_epoch (and "
+                                 f"validation_steps) that it can serve, or make it endless") from None
+            got = state["batch"][0][0].shape[0]
+            if got != size:
+                raise ValueError(f"{what}: the generator gave a batch of {got} samples after one of {size}; the "
+                                 f"library needs batches of one size")
+        state["last"] = k
+        return state["batch"], k
+
+    positions = np.arange(size, dtype=np.float32)
+    if ys0 is None:
+        def sample_x(k):
+            (bx, _), i = batch_at(k)
+            return _flat(bx, i)
+        ds = tnt_data.Dataset.from_tensor_slices(positions).map(sample_x)
+    else:
+        def sample_xy(k, _):
+            (bx, by), i = batch_at(k)
+            return _flat(bx, i), _flat(by, i)
+        ds = tnt_data.Dataset.from_tensor_slices((positions, positions)).map(sample_xy)
+    state["last"] = None  # the trace of the map read position 0 of the first batch; it is served again
+    return ds.repeat().batch(size)
