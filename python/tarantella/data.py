@@ -96,6 +96,10 @@ def _spec_of(element, batched):
     return P.map_structure(leaf, element)
 
 
+class _FormChange(Exception):
+    """A map function changes the elements' form, which the C pipeline's map keeps."""
+
+
 def _dtype_of(parts):
     """The dtype of a single part (several parts are fed as float32 values one after the other)."""
     return np.asarray(parts[0]).dtype if len(parts) == 1 else None
@@ -194,6 +198,7 @@ class Dataset:
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
         if not callable(map_func):
             raise TypeError("map: map_func is not callable")
+        original = map_func
         xd, yd = self._dtypes
         if xd is not None or yd is not None:  # the function sees the source's integers
             fn = map_func
@@ -203,7 +208,10 @@ class Dataset:
                 if y is None:
                     return _fn(x)
                 return _fn(x, y.astype(yd) if yd is not None else y)
-        (xs, ys), dtypes = self._trace(map_func)
+        try:
+            (xs, ys), dtypes = self._trace(map_func)
+        except _FormChange:  # x to (x, y), (x, y) to x, nests: the elements change form, in Python
+            return self._as_py().map(original)
         return self._then(("map", map_func, xs, ys), dtypes)
 
     def prefetch(self, buffer_size, name=None):
@@ -386,9 +394,10 @@ class Dataset:
             x = x[:1]
             y = y[:1] if y is not None else None
         out = fn(x, y) if info["has_labels"] else fn(x)
+        pair = isinstance(out, tuple) and len(out) == 2 and not any(isinstance(o, (tuple, list, dict)) for o in out)
+        if (info["has_labels"] and not pair) or (not info["has_labels"] and isinstance(out, (tuple, list, dict))):
+            raise _FormChange()
         if info["has_labels"]:
-            if not isinstance(out, tuple) or len(out) != 2:
-                raise TypeError("map: a function over (x, y) elements must return a pair (x, y)")
             ox, oy = (np.asarray(o) for o in out)
         else:
             ox, oy = np.asarray(out), None

@@ -221,3 +221,19 @@ def test_values_keep_integer_dtypes_and_answer_numpy(D, tnt):
     m.compile("sgd", "categorical_crossentropy")
     assert np.isfinite(m.fit(onehot, epochs=1, verbose=0).history["loss"][0])
     assert next(iter(D.range(3))).numpy() == 0 and list(D.range(3).batch(2))[0].numpy().tolist() == [0, 1]
+
+
+def test_autoencoder_map_x_to_pairs_trains(D, tnt):
+    """x-only data mapped to (x, x), as autoencoder programs do, trains as the arrays (x, x)."""
+    k = tnt.keras
+    x = np.random.default_rng(5).random((24, 4)).astype(np.float32)
+
+    def model():
+        tnt.keras.utils.set_random_seed(2)
+        m = k.Sequential([k.layers.Dense(2, input_shape=(4,)), k.layers.Dense(4)])
+        m.compile("sgd", "mse")
+        return m
+    a, b = model(), model()
+    ha = a.fit(D.from_tensor_slices(x).map(lambda v: (v, v)).batch(8), epochs=2, verbose=0)
+    hb = b.fit(x, x, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    assert ha.history == hb.history
