@@ -111,8 +111,10 @@ def _zip_structure(fn, first, shapes, values, elements):
 
 def _part(nest, key):
     """The padded shape (or value) of a part: padded_shapes follows the element's structure, with a
-    shape at each of its leaves."""
-    return None if nest is None else nest[key]
+    shape at each of its leaves; one padding value serves every part (tf.data broadcasts it)."""
+    if nest is None or not isinstance(nest, (tuple, list, dict)):
+        return nest
+    return nest[key]
 
 
 def unstack(batch):

@@ -8,7 +8,7 @@ from tarantella import _pydata as P
 from tarantella import _random
 from tarantella._dtypes import as_dtype
 from tarantella._tensor import eager
-from tarantella.data import AUTOTUNE, Dataset, TensorSpec, _flatten_inputs, _spec_of
+from tarantella.data import AUTOTUNE, Count, Dataset, TensorSpec, _flatten_inputs, _spec_of
 
 _C_OPS = ("shuffle", "batch", "map", "repeat", "take", "skip", "prefetch")
 
@@ -49,7 +49,6 @@ class _PyDataset(Dataset):
 
     # ---- inspection and iteration ----
     def cardinality(self):
-        from tarantella.data import Count
         return Count(self._card)
 
     @property

@@ -85,6 +85,8 @@ def test_batching(D):
     (first, second), = list(nested.padded_batch(2, padded_shapes=([4], [None]), padding_values=(-1, 100)))
     assert first.tolist() == [[1, 2, 3, -1], [4, 5, -1, -1]] and second.tolist() == [[10, 100], [11, 12]]
     assert first.dtype == np.int32
+    (first, second), = list(nested.padded_batch(2, padding_values=-7))  # one value pads every part
+    assert first.tolist() == [[1, 2, 3], [4, 5, -7]] and second.tolist() == [[10, -7], [11, 12]]
     with pytest.raises(ValueError, match="padded shape"):
         list(A.padded_batch(2, padded_shapes=3))
     assert ints(D.from_tensor_slices(np.array([[1, 2, 3], [4, 5, 6]])).unbatch()) == [1, 2, 3, 4, 5, 6]
