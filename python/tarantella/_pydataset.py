@@ -376,10 +376,11 @@ def _py_slices(tensors):
 
 def _cast_to(element, signature):
     def cast(v, spec):
+        dtype = spec.dtype if isinstance(spec, TensorSpec) else as_dtype(spec)
+        if dtype.name == "string":
+            return v if isinstance(v, str) else (v.decode() if isinstance(v, bytes) else str(np.asarray(v)))
         if isinstance(spec, TensorSpec):
-            if spec.dtype.name == "string":
-                return v if isinstance(v, str) else (v.decode() if isinstance(v, bytes) else str(np.asarray(v)))
-            a = np.asarray(v, dtype=spec.dtype.dtype)
+            a = np.asarray(v, dtype=dtype.dtype)
             if len(spec) and (a.ndim != len(spec) or any(d is not None and d != s for d, s in zip(spec, a.shape))):
                 raise ValueError(f"from_generator: an element of shape {a.shape} does not match {tuple(spec)}")
             return a

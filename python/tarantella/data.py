@@ -319,12 +319,12 @@ class Dataset:
         output_types) casts them."""
         if not callable(generator):
             raise TypeError("from_generator: generator must be callable (a function returning an iterator)")
-        signature = output_signature
+        signature, spec = output_signature, output_signature
         if signature is None and output_types is not None:
-            shapes = output_shapes if output_shapes is not None else P.map_structure(lambda t: None, output_types)
-            signature = P.map_structure(lambda t, s: TensorSpec(s if s is not None else (), t), output_types, shapes) \
-                if not isinstance(output_types, (tuple, list, dict)) or output_shapes is not None else \
-                P.map_structure(lambda t: TensorSpec((), t), output_types)
+            if output_shapes is not None:  # dtypes and shapes: the element_spec, checked
+                signature = spec = P.map_structure(lambda t, s: TensorSpec(s, t), output_types, output_shapes)
+            else:  # dtypes only: cast, shapes from the values
+                signature = P.map_structure(as_dtype, output_types)
 
         def cast(element):
             element = P.normalize(element)
@@ -335,7 +335,7 @@ class Dataset:
         def gen(epoch):
             for e in generator(*(args or ())):
                 yield cast(e)
-        return _PyDataset(gen, P.UNKNOWN, False, spec=signature)
+        return _PyDataset(gen, P.UNKNOWN, False, spec=spec)
 
     @staticmethod
     def list_files(file_pattern, shuffle=None, seed=None, name=None):

@@ -46,6 +46,10 @@ def test_sources(D, tnt):
     assert sig.element_spec[0].shape == (2,) and next(iter(sig))[1].dtype == np.int32
     with pytest.raises(ValueError, match="shape"):
         list(D.from_generator(lambda: iter([np.ones(3)]), output_signature=tf.TensorSpec((2,), tf.float32)))
+    typed = D.from_generator(lambda: iter([(np.ones(3), "a")]), output_types=(tf.float16, tf.string))
+    assert typed.element_spec[0].shape == (3,) and typed.element_spec[0].dtype == tf.float16
+    v, t = next(iter(typed))
+    assert v.dtype == np.float16 and t == "a"
 
 
 def test_zip_concatenate_enumerate(D):
