@@ -1,5 +1,6 @@
 """tnt.data's Python datasets: _PyDataset (elements from a generator function of the epoch, the
 ops in Python from tarantella/_pydata.py) and its lowering to the C pipeline for fit."""
+import itertools
 import os
 
 import numpy as np
@@ -247,6 +248,35 @@ class _PyDataset(Dataset):
         card = self._card if self._card < 0 else max(0, -(-(self._card - index) // num_shards))
         return self._derive(lambda epoch: (e for i, e in enumerate(self._gen(epoch)) if i % num_shards == index), card)
 
+    def take_while(self, predicate, name=None):
+        def gen(epoch):
+            for e in self._gen(epoch):
+                if not bool(np.asarray(P.call(predicate, e))):
+                    return
+                yield e
+        return self._derive(gen, P.UNKNOWN if self._card >= 0 else self._card)
+
+    def unique(self, name=None):
+        """Each value once, in order of first appearance (elements of one number or string)."""
+        def gen(epoch):
+            seen = set()
+            for e in self._gen(epoch):
+                key = e if isinstance(e, str) else np.asarray(e)
+                if not isinstance(key, str) and key.ndim:
+                    raise TypeError(f"unique: elements must be scalars, got shape {key.shape}")
+                key = key if isinstance(key, str) else key.item()
+                if key not in seen:
+                    seen.add(key)
+                    yield e
+        return self._derive(gen, P.UNKNOWN if self._card >= 0 else self._card)
+
+    def get_single_element(self, name=None):
+        elements = list(itertools.islice(self._gen(0), 2))
+        if len(elements) != 1:
+            raise ValueError(f"get_single_element: the dataset has {'no' if not elements else 'more than one'} "
+                             f"element")
+        return P.map_structure(eager, elements[0])
+
     def enumerate(self, start=0, name=None):
         return self._derive(lambda epoch: ((np.int64(start + i), e) for i, e in enumerate(self._gen(epoch))),
                             self._card)
@@ -396,3 +426,50 @@ def _zip_spec(fn, element, spec):
             raise ValueError(f"from_generator: an element does not have the structure of {spec}")
         return tuple(_zip_spec(fn, e, s) for e, s in zip(element, spec))
     return fn(element, spec)
+
+
+def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False, rerandomize_each_iteration=None):
+    """Each element from one of the datasets, picked at random with the weights (equal by default);
+    an exhausted dataset drops out (or ends it all with stop_on_empty_dataset)."""
+    pys = [d._as_py() for d in datasets]
+    if not pys:
+        raise ValueError("sample_from_datasets: no datasets given")
+    w = np.full(len(pys), 1.0 / len(pys)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(pys),) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"sample_from_datasets: expected {len(pys)} non-negative weights, got {weights!r}")
+    seed = _random.global_seed() if seed is None else seed
+    seed = int(seed or 0) or 42
+
+    def gen(epoch):
+        rng = np.random.default_rng([seed, epoch if rerandomize_each_iteration is not False else 0])
+        its, live = [iter(d._gen(epoch)) for d in pys], w.copy()
+        while live.sum() > 0:
+            k = int(rng.choice(len(its), p=live / live.sum()))
+            e = next(its[k], P._END)
+            if e is P._END:
+                if stop_on_empty_dataset:
+                    return
+                live[k] = 0
+                continue
+            yield e
+    return _PyDataset(gen, P.UNKNOWN, all(d.is_batched for d in pys))
+
+
+def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+    """Element i from datasets[choice i] (the next one of that dataset)."""
+    pys = [d._as_py() for d in datasets]
+    choices = choice_dataset._as_py()
+
+    def gen(epoch):
+        its = [iter(d._gen(epoch)) for d in pys]
+        for c in choices._gen(epoch):
+            c = int(np.asarray(c))
+            if not 0 <= c < len(its):
+                raise ValueError(f"choose_from_datasets: choice {c} is not one of the {len(its)} datasets")
+            e = next(its[c], P._END)
+            if e is P._END:
+                if stop_on_empty_dataset:
+                    return
+                continue
+            yield e
+    return _PyDataset(gen, P.UNKNOWN, all(d.is_batched for d in pys))

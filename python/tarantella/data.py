@@ -32,7 +32,7 @@ INFINITE_CARDINALITY = P.INFINITE
 UNKNOWN_CARDINALITY = P.UNKNOWN
 
 
-class experimental:  # tf.data.experimental.AUTOTUNE, cardinality constants
+class experimental:  # tf.data.experimental.AUTOTUNE, cardinality constants, samplers
     AUTOTUNE = AUTOTUNE
     INFINITE_CARDINALITY = P.INFINITE
     UNKNOWN_CARDINALITY = P.UNKNOWN
@@ -40,6 +40,14 @@ class experimental:  # tf.data.experimental.AUTOTUNE, cardinality constants
     @staticmethod
     def cardinality(dataset):
         return dataset.cardinality()
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False):
+        return sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset)
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+        return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
 
 
 class Count(int):
@@ -263,6 +271,24 @@ class Dataset:
     def shard(self, num_shards, index, name=None):
         return self._as_py().shard(num_shards, index)
 
+    def take_while(self, predicate, name=None):
+        return self._as_py().take_while(predicate)
+
+    def unique(self, name=None):
+        return self._as_py().unique()
+
+    def get_single_element(self, name=None):
+        return self._as_py().get_single_element()
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None, stop_on_empty_dataset=False,
+                             rerandomize_each_iteration=None):
+        return sample_from_datasets(datasets, weights, seed, stop_on_empty_dataset, rerandomize_each_iteration)
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset=True):
+        return choose_from_datasets(datasets, choice_dataset, stop_on_empty_dataset)
+
     def apply(self, transformation_func):
         return transformation_func(self)
 
@@ -466,6 +492,7 @@ class Dataset:
 # ---- Python datasets (tarantella/_pydataset.py) ----------------------------------------------
 
 from tarantella._pydataset import _PyDataset, _numeric_slices, _py_slices, _cast_to, _to_arrays  # noqa: E402,F401
+from tarantella._pydataset import sample_from_datasets, choose_from_datasets  # noqa: E402,F401
 
 
 def TextLineDataset(filenames, compression_type=None, buffer_size=None, num_parallel_reads=None, name=None):

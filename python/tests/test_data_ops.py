@@ -243,3 +243,29 @@ def test_autoencoder_map_x_to_pairs_trains(D, tnt):
     ha = a.fit(D.from_tensor_slices(x).map(lambda v: (v, v)).batch(8), epochs=2, verbose=0)
     hb = b.fit(x, x, batch_size=8, epochs=2, shuffle=False, verbose=0)
     assert ha.history == hb.history
+
+
+def test_samplers_and_small_ops(D, tnt):
+    a, b = D.range(0, 5), D.range(100, 103)
+    choice = D.from_tensor_slices(np.array([0, 1, 0, 1, 1, 0]))
+    assert ints(D.choose_from_datasets([a, b], choice)) == [0, 100, 1, 101, 102, 2]
+    assert ints(D.choose_from_datasets([a, b], D.from_tensor_slices(np.array([1, 1, 1, 1, 0])))) == [100, 101, 102]
+    mixed = D.sample_from_datasets([a, b], weights=[0.5, 0.5], seed=3)
+    got = ints(mixed)
+    # every element of both, each dataset's in its own order (the exhausted one drops out)
+    assert sorted(got) == [0, 1, 2, 3, 4, 100, 101, 102]
+    assert [v for v in got if v < 100] == [0, 1, 2, 3, 4] and [v for v in got if v >= 100] == [100, 101, 102]
+    assert ints(D.sample_from_datasets([a, b], seed=3)) == got  # equal weights by default, seeded
+    only_a = ints(D.sample_from_datasets([a, b], weights=[1.0, 0.0]))
+    assert only_a == [0, 1, 2, 3, 4]
+    both = [D.range(1), D.range(10, 20)]
+    full = ints(tnt.data.experimental.sample_from_datasets(both, seed=1))
+    stopped = ints(tnt.data.experimental.sample_from_datasets(both, seed=1, stop_on_empty_dataset=True))
+    assert sorted(full) == [0] + list(range(10, 20))
+    # stopping at the first pick of the exhausted dataset: a prefix of the same draws
+    assert 0 in stopped and stopped == full[:len(stopped)] and len(stopped) <= len(full)
+    assert ints(D.range(10).take_while(lambda x: x < 4)) == [0, 1, 2, 3]
+    assert ints(D.from_tensor_slices(np.array([1, 1, 2, 3, 2, 1])).unique()) == [1, 2, 3]
+    assert int(D.range(1).get_single_element()) == 0
+    with pytest.raises(ValueError, match="more than one"):
+        D.range(2).get_single_element()
