@@ -269,3 +269,29 @@ def test_samplers_and_small_ops(D, tnt):
     assert int(D.range(1).get_single_element()) == 0
     with pytest.raises(ValueError, match="more than one"):
         D.range(2).get_single_element()
+
+
+def test_inputs_and_targets_by_name(D, tnt):
+    """Dicts keyed by the Input and output layer names (arrays, or dataset elements) train as the
+    lists in the model's order; unknown keys are ignored with a warning, a missing one refused."""
+    k = tnt.keras
+    rng = np.random.default_rng(6)
+    age, score = rng.random((24, 1)).astype(np.float32), rng.random((24, 3)).astype(np.float32)
+    target = rng.random((24, 1)).astype(np.float32)
+
+    def model():
+        tnt.keras.utils.set_random_seed(4)
+        a, s = k.Input((1,), name="age"), k.Input((3,), name="score")
+        out = k.layers.Dense(1, name="price")(k.layers.Concatenate()([s, a]))
+        m = k.Model([a, s], out)
+        m.compile("sgd", "mse")
+        return m
+    want = model().fit([age, score], target, batch_size=8, epochs=2, shuffle=False, verbose=0).history
+    got = model().fit({"score": score, "age": age}, {"price": target}, batch_size=8, epochs=2, shuffle=False,
+                      verbose=0).history
+    assert got == want
+    ds = D.from_tensor_slices(({"score": score, "age": age, "id": np.arange(24)}, target)).batch(8)
+    with pytest.warns(UserWarning, match="id"):
+        assert model().fit(ds, epochs=2, verbose=0).history == want
+    with pytest.raises(ValueError, match="age"):
+        model().fit({"score": score}, target, epochs=1, verbose=0)

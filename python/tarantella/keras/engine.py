@@ -129,6 +129,11 @@ def _as_dataset(x, what):
     return as_dataset(x, what)
 
 
+def _by_name(model, x, y, what):
+    from tarantella.keras.utils._names import by_name
+    return by_name(model, x, y, what)
+
+
 def _from_arrays(x, y):
     xs = _arrays(x, "x")
     if y is None:
@@ -468,6 +473,7 @@ class Model:
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
         x = _as_dataset(x, what)  # a keras.utils.Sequence/PyDataset
+        x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y must be None when x is a Dataset (the dataset holds the labels)")
