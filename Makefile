@@ -11,7 +11,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
-.PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
+.PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
 	bench-lenet-bf16 bench-python bench-conv3d install clean
 
 all: build
@@ -87,6 +87,10 @@ bench: bench-deps build
 
 bench-quick: bench-deps build
 	/usr/bin/python3 bench/run.py --build $(BUILD) --quick
+
+# The same on AVX2 kernels only, ours and the peer's (an AVX2 machine on an AVX-512 one).
+bench-avx2: bench-deps build
+	/usr/bin/python3 bench/run.py --build $(BUILD) --isa avx2
 
 # As bench/run.py: no fresh pages per step for either side (page faults are dear on this VM), and
 # OpenBLAS picks its own kernels for the peer.

@@ -4,6 +4,7 @@
 #include "comm/comm.h"
 #include "comm/launcher_env.h"
 #include "kernels/dnnl_util.h"
+#include "kernels/sgemm.h"
 
 #include <stdio.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -60,6 +61,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
 
 void tnt_finalize(void) {
     tnt__dnnl_shutdown();
+    tnt__sgemm_release();
     tnt__world_finalize();
     rt.initialized = false;
 }
