@@ -1,8 +1,6 @@
 """keras.backend, keras.config and keras.datasets (loaders on files put in Keras's cache folder,
 checked against Keras's shuffles and encodings written out here)."""
-import gzip
 import json
-import os
 import pickle
 
 import numpy as np
