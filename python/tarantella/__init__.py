@@ -26,4 +26,4 @@ def get_comm_size():
 
 
 __all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "get_comm_size", "data",
-           "keras", "Model", "models", "tensorflow", "__version__"]
+           "keras", "Model", "models", "__version__"]
