@@ -269,7 +269,7 @@ def test_sequence_trains_as_its_arrays(tnt, U):
         m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["accuracy"])
         return m
     a, b = model(), model()
-    ha = a.fit(Data(), epochs=3, verbose=0)
+    ha = a.fit(Data(), epochs=3, shuffle=False, verbose=0)
     hb = b.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0)
     assert ha.history == hb.history
     for u, v in zip(a.get_weights(), b.get_weights()):
@@ -277,6 +277,24 @@ def test_sequence_trains_as_its_arrays(tnt, U):
     assert Data.ends == 2
     np.testing.assert_allclose(a.predict(Data(), verbose=0), a.predict(x, verbose=0), rtol=1e-6)
     assert a.evaluate(Data(), verbose=0) == pytest.approx(a.evaluate(x, y, batch_size=16, verbose=0), rel=1e-6)
+
+    # shuffle (fit's default): Keras 2 visits a Sequence's batches in a new order every epoch; the
+    # smaller last batch stays last here. Trained as the arrays in the orders it visited.
+    class Visited(Data):
+        calls = []
+
+        def __getitem__(self, i):
+            Visited.calls.append(i)
+            return super().__getitem__(i)
+    shuffled = model().fit(Visited(), epochs=3, verbose=0).history
+    orders = [Visited.calls[3 + 4 * e:3 + 4 * (e + 1)] for e in range(3)]  # after 2 probes and the trace
+    assert all(sorted(o) == [0, 1, 2, 3] and o[-1] == 3 for o in orders) and len(Visited.calls) == 15
+    assert len({tuple(o) for o in orders}) > 1
+    again = model()
+    for e, o in enumerate(orders):
+        rows = np.concatenate([np.arange(i * 16, min((i + 1) * 16, 50)) for i in o])
+        h = again.fit(x[rows], y[rows], batch_size=16, epochs=1, shuffle=False, verbose=0).history
+        assert h["loss"][0] == shuffled["loss"][e]
 
     def batches():  # Keras 2's fit on an endless generator, with steps_per_epoch
         while True:

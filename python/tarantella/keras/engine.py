@@ -124,9 +124,9 @@ def _slice(xs, a, b):
     return [np.asarray(x)[a:b] for x in xs]
 
 
-def _as_dataset(x, what):
+def _as_dataset(x, what, shuffle=False):
     from tarantella.keras.utils._sequence import as_dataset
-    return as_dataset(x, what)
+    return as_dataset(x, what, shuffle)
 
 
 def _by_name(model, x, y, what):
@@ -472,7 +472,7 @@ class Model:
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
-        x = _as_dataset(x, what)  # a keras.utils.Sequence/PyDataset
+        x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
         x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:

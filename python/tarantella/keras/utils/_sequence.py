@@ -3,9 +3,12 @@ tnt.data.Dataset of sample indices whose map asks the Sequence for the batch hol
 batched again with the Sequence's batch size. The pipeline stays the C one, so each rank
 materializes only its share of every batch, and a global batch is the Sequence's batch.
 on_epoch_end is called when a new pass over the batches begins, as Keras calls it between epochs."""
+import random
 import types
 
 import numpy as np
+
+from tarantella import _random
 
 
 class PyDataset:
@@ -94,8 +97,11 @@ def _flat(parts, i):
     return np.concatenate([p[i].reshape(-1) for p in parts])
 
 
-def as_dataset(x, what="fit"):
-    """x itself unless it is a Sequence/PyDataset: then a tnt.data.Dataset that yields its batches."""
+def as_dataset(x, what="fit", shuffle=False):
+    """x itself unless it is a Sequence/PyDataset (or a generator): then a tnt.data.Dataset that
+    yields its batches. shuffle (fit's): the batches in a new order every epoch, as Keras 2
+    shuffles a Sequence's batch indices; the order comes from the global seed and the epoch, the
+    same on every rank, and a smaller last batch stays last (the pipeline batches by one size)."""
     if isinstance(x, types.GeneratorType) or (hasattr(x, "__next__") and not _is_sequence(x)):
         return _from_generator(x, what)
     if not _is_sequence(x):
@@ -108,13 +114,26 @@ def as_dataset(x, what="fit"):
     size = xs0[0].shape[0]
     last = size if n_batches == 1 else _split(x[n_batches - 1], what)[0][0].shape[0]
     n = size * (n_batches - 1) + last
-    state = {"index": None, "batch": (xs0, ys0), "last_seen": -1}
+    movable = n_batches if last == size else n_batches - 1
+
+    def order_of(epoch):
+        order = list(range(n_batches))
+        if shuffle:
+            head = order[:movable]
+            random.Random((_random.global_seed() or 0) * 1000003 + epoch).shuffle(head)
+            order = head + order[movable:]
+        return order
+    state = {"index": None, "batch": (xs0, ys0), "last_sample": -1, "epoch": 0, "order": order_of(0)}
 
     def batch_of(sample):
-        b = int(sample) // size
-        if b < state["last_seen"]:  # a new pass over the batches: Keras's end of an epoch
+        s = int(sample)
+        if s <= state["last_sample"]:  # a new pass over the batches: Keras's end of an epoch
             x.on_epoch_end()
-        state["last_seen"] = b
+            state["epoch"] += 1
+            state["order"] = order_of(state["epoch"])
+        state["last_sample"] = s
+        slot = s // size
+        b = state["order"][slot]
         if state["index"] != b:
             state["batch"] = _split(x[b], what)
             state["index"] = b
@@ -122,7 +141,7 @@ def as_dataset(x, what="fit"):
             if got != (size if b < n_batches - 1 else last):
                 raise ValueError(f"{what}: batch {b} of the {type(x).__name__} has {got} samples, batch 0 has {size}; "
                                  f"every batch but the last must have the same size")
-        return state["batch"], int(sample) - b * size
+        return state["batch"], s - slot * size
 
     index = np.arange(n, dtype=np.float32)
     if ys0 is None:
@@ -135,8 +154,8 @@ def as_dataset(x, what="fit"):
             (bx, by), k = batch_of(i)
             return _flat(bx, k), _flat(by, k)
         ds = tnt_data.Dataset.from_tensor_slices((index, index)).map(sample_xy)
-    state["index"] = None  # the trace of the map asked for batch 0; the first epoch starts afresh
-    state["last_seen"] = -1
+    state["index"] = None  # the trace of the map asked for one batch; the first epoch starts afresh
+    state["last_sample"] = -1
     return ds.batch(size)
 
 
