@@ -9,6 +9,7 @@
  * operand is the einsum of the output gradient with the other operand into its labels, the same
  * executor. Repeated labels within one operand (diagonals) are refused. */
 #include "kernels/matmul.h"
+#include "kernels/sgemm.h"
 #include "ops/ops.h"
 
 #include <cjson/cJSON.h>
@@ -94,7 +95,8 @@ static tnt_status backward_matmul(tnt__opctx *c) {
     tnt_status s = TNT_OK;
     if (g.fold) {
         if (DA) s = tnt__sgemm(false, true, g.nb * g.m, g.k, g.n, G, g.n, B, g.n, 1.0f, DA, g.k);
-        if (s == TNT_OK && DB) s = tnt__sgemm(true, false, g.k, g.n, g.nb * g.m, A, g.k, G, g.n, 1.0f, DB, g.n);
+        /* dB = A^T · dC as Dense's weight gradient (kernels/sgemm.h: pitches that 4K-alias padded) */
+        if (s == TNT_OK && DB) s = tnt__sgemm_tn(g.k, g.n, g.nb * g.m, A, G, 1.0f, DB);
         return s;
     }
     for (int64_t t = 0; s == TNT_OK && t < g.nb; t++) {
