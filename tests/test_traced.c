@@ -2,8 +2,8 @@
  *
  * A Dense written as a graph (matmul + add + relu on two weights) trains as the built-in Dense
  * (weights and losses within 1e-6) from the same start; a two-input traced layer with a custom
- * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and a
- * whole-model .h5 save and load with equal predictions; Keras's MultiHeadAttention written with
+ * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and
+ * whole-model .h5 and .keras saves and loads with equal predictions; Keras's MultiHeadAttention written with
  * einsum and softmax equals the built-in layer, before and after training; a Keras 2 model with
  * TFOpLambda and SlicingOpLambda layers predicts as NumPy, round-trips and trains; errors name
  * the layer, the shapes and an unmapped TensorFlow function. */
@@ -124,7 +124,7 @@ static void predict(tnt_model *m, const float *x, const float *y, float *out) {
     tnt_tensor_free(res);
 }
 
-static void test_json_and_h5_round_trip(void **state) {
+static void test_json_h5_and_keras_round_trip(void **state) {
     (void)state;
     tnt_model *m = two_input_model();
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 3}));
@@ -153,6 +153,16 @@ static void test_json_and_h5_round_trip(void **state) {
     predict(loaded, x, y, p2);
     tu_assert_bitwise(p2, p0, 10, "predictions after an .h5 round trip");
     assert_string_equal(tnt_layer_class(tnt_model_get_layer(loaded, "pair_mix")), "PairMix");
+    tnt_model_free(loaded);
+
+    /* and a Keras 3 .keras file (config.json with tnt_ops, the weights under the class's name) */
+    const char *kpath = tu_tmp_path("pair.keras");
+    tu_ok(tnt_save_model(m, kpath, NULL));
+    loaded = tnt_load_model(kpath, true);
+    if (!loaded) fail_msg("load_model .keras: %s", tnt_last_error());
+    float p3[10];
+    predict(loaded, x, y, p3);
+    tu_assert_bitwise(p3, p0, 10, "predictions after a .keras round trip");
     tnt_model_free(loaded);
     free(w);
     tnt_model_free(m);
@@ -400,7 +410,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_as_graph_equals_dense),
-        cmocka_unit_test(test_json_and_h5_round_trip),
+        cmocka_unit_test(test_json_h5_and_keras_round_trip),
         cmocka_unit_test(test_attention_as_graph_equals_mha),
         cmocka_unit_test(test_keras2_tf_op_layers),
         cmocka_unit_test(test_mixed_precision_policy),
