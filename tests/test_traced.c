@@ -3,10 +3,10 @@
  * A Dense written as a graph (matmul + add + relu on two weights) trains as the built-in Dense
  * (weights and losses within 1e-6) from the same start; a two-input traced layer with a custom
  * class name survives a Keras JSON round trip (read back through the "tnt_ops" key) and
- * whole-model .h5 and .keras saves and loads with equal predictions; Keras's MultiHeadAttention written with
- * einsum and softmax equals the built-in layer, before and after training; a Keras 2 model with
- * TFOpLambda and SlicingOpLambda layers predicts as NumPy, round-trips and trains; errors name
- * the layer, the shapes and an unmapped TensorFlow function. */
+ * whole-model .h5 and .keras saves and loads with equal predictions; Keras's MultiHeadAttention
+ * written with einsum and softmax equals the built-in layer, before and after training; a Keras 2
+ * model with TFOpLambda and SlicingOpLambda layers predicts as NumPy, round-trips and trains;
+ * errors name the layer, the shapes and an unmapped TensorFlow function. */
 #include "testutil.h"
 
 #include <cjson/cJSON.h>
