@@ -19,6 +19,8 @@ struct tnt__opplan {
     tnt__ten *val;          /* shape and dtype of every value */
     int64_t *fwd_off;       /* floats into the workspace; -1: a leaf or bound to an output */
     int *out_bind;          /* graph output a node value is written into, or -1 */
+    int *alias;             /* a view (reshape, expand_dims, squeeze, identity, stop_gradient):
+                               the value whose storage it reads, or -1 */
     size_t ws_floats;
     bool *needs_grad;       /* float value that depends on something differentiated */
     bool *has_src;          /* its gradient receives a contribution */
@@ -135,6 +137,13 @@ void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float
 
 /* ---- plans ---- */
 
+static bool is_view(const tnt__op_def *def) {
+    static const char *const views[] = {"reshape", "expand_dims", "squeeze", "identity", "stop_gradient"};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(views); i++)
+        if (!strcmp(def->name, views[i])) return true;
+    return false;
+}
+
 /* A shape whose element count is below 2^36 (256 GiB of floats), computed without overflow. */
 static bool numel_ok(tnt_shape s) {
     int64_t n = 1;
@@ -164,7 +173,7 @@ static int64_t place(const tnt__opplan *p, int v, int64_t size, const int *lo, c
 
 void tnt__opplan_destroy(tnt__opplan *p) {
     if (!p) return;
-    free(p->val), free(p->fwd_off), free(p->out_bind), free(p->needs_grad), free(p->has_src), free(p->runs);
+    free(p->val), free(p->fwd_off), free(p->out_bind), free(p->alias), free(p->needs_grad), free(p->has_src), free(p->runs);
     free(p->last_use), free(p->grad_off), free(p->alias_out);
     tnt__free(p->grad);
     scratch_reset(&p->scratch);
@@ -181,6 +190,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     p->val = tnt__calloc((size_t)nv + 1, sizeof *p->val);
     p->fwd_off = tnt__calloc((size_t)nv + 1, sizeof *p->fwd_off);
     p->out_bind = tnt__calloc((size_t)nv + 1, sizeof *p->out_bind);
+    p->alias = tnt__calloc((size_t)nv + 1, sizeof *p->alias);
     p->needs_grad = tnt__calloc((size_t)nv + 1, 1);
     p->has_src = tnt__calloc((size_t)nv + 1, 1);
     p->runs = tnt__calloc((size_t)nn + 1, 1);
@@ -188,7 +198,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     p->grad_off = tnt__calloc((size_t)nv + 1, sizeof *p->grad_off);
     p->alias_out = tnt__calloc((size_t)nv + 1, sizeof *p->alias_out);
     int *lo = tnt__calloc((size_t)nv + 1, sizeof *lo);
-    if (!p->val || !p->fwd_off || !p->out_bind || !p->needs_grad || !p->has_src || !p->runs || !p->last_use ||
+    if (!p->val || !p->fwd_off || !p->out_bind || !p->alias || !p->needs_grad || !p->has_src || !p->runs || !p->last_use ||
         !p->grad_off || !p->alias_out || !lo)
         goto fail;
     for (int i = 0; i < g->n_inputs; i++) {
@@ -208,7 +218,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         p->needs_grad[g->n_inputs + i] = g->weights[i].trainable;
     }
     for (int v = 0; v < nv; v++) p->fwd_off[v] = -1, p->out_bind[v] = -1, p->last_use[v] = -1, p->grad_off[v] = -1,
-                                 p->alias_out[v] = -1;
+                                 p->alias_out[v] = -1, p->alias[v] = -1;
     /* shapes, forward storage */
     for (int i = 0; i < nn; i++) {
         const tnt__opnode *n = &g->nodes[i];
@@ -229,6 +239,10 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
                 goto fail;
             }
             p->needs_grad[v] = any_grad && def->backward && p->val[v].dt == TNT__F32;
+            if (is_view(def)) { /* the same values in the same order: read the input's storage */
+                p->alias[v] = p->alias[n->in[0]] >= 0 ? p->alias[n->in[0]] : n->in[0];
+                continue;
+            }
             p->fwd_off[v] = (int64_t)p->ws_floats;
             p->ws_floats += padded(tnt_shape_numel(p->val[v].s));
         }
@@ -236,7 +250,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     for (int k = 0; k < g->n_outputs; k++) {
         int v = g->outputs[k];
         p->last_use[v] = nn;
-        if (v >= p->leaves && p->out_bind[v] < 0) p->out_bind[v] = k;
+        if (v >= p->leaves && p->out_bind[v] < 0 && p->alias[v] < 0) p->out_bind[v] = k;
     }
     /* which backward steps run, and which gradients exist (last node first) */
     for (int k = 0; k < g->n_outputs; k++) p->has_src[g->outputs[k]] = p->needs_grad[g->outputs[k]];
@@ -283,6 +297,7 @@ static float *value_ptr(const tnt__opplan *p, const tnt__opstep *st, int v) {
     const tnt_opgraph *g = p->g;
     if (v < g->n_inputs) return (float *)st->inputs[v];
     if (v < p->leaves) return st->weights[v - g->n_inputs];
+    if (p->alias[v] >= 0) return value_ptr(p, st, p->alias[v]);
     if (p->out_bind[v] >= 0) return st->outputs[p->out_bind[v]];
     return (float *)st->workspace + p->fwd_off[v];
 }
@@ -301,6 +316,7 @@ tnt_status tnt__opplan_forward(tnt__opplan *p, const tnt__opstep *st) {
     tnt__ten in[TNT__MAX_OP_IN], out[TNT__MAX_OP_IN];
     for (int i = 0; i < g->n_nodes; i++) {
         const tnt__opnode *n = &g->nodes[i];
+        if (p->alias[n->out0] >= 0) continue; /* a view computes nothing */
         tnt__opctx c;
         make_ctx(p, st, n, in, out, &c);
         tnt_status s = tnt__op_get(n->kind)->forward(&c);
