@@ -55,7 +55,10 @@ uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len);
 /* ---- gradient reducer ------------------------------------------------------------------------
  * Buckets are contiguous slices [begin, end) of the flat gradient buffer (backward order), cut at
  * layer boundaries once a bucket holds at least threshold bytes (0: one bucket per layer).
- * Every rank computes the same plan and issues the same allreduces in the same order. */
+ * Every rank computes the same plan and issues the same allreduces in the same order. A step:
+ * begin_step; start each bucket as backward completes it (ready: by prefix, or start_bucket);
+ * wait_bucket where one sum is needed early; finish_step. The implementation behind these calls
+ * (comm/reducer.h) is the flat allreduce or the node-aware reduction. */
 typedef struct tnt__reducer tnt__reducer;
 
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
@@ -66,8 +69,14 @@ void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
 void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
+/* Starts bucket i, the next in plan order (the caller staged its gradients itself). */
+void tnt__reducer_start_bucket(tnt__reducer *r, int i);
+/* Waits until bucket i (started) holds the sum of every rank's gradients. */
+tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i);
 /* Starts what is left and waits for all buckets of the step. */
 tnt_status tnt__reducer_finish_step(tnt__reducer *r);
+/* Bucket i's slice [*begin, *end) of the gradient buffer. */
+void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
 int tnt__reducer_num_buckets(const tnt__reducer *r);
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
