@@ -64,7 +64,8 @@ typedef struct tnt__reducer tnt__reducer;
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
  * i-th layer with weights has finished backward. */
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression);
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression,
+                               tnt_reducer_kind kind, int n_slots);
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
@@ -78,6 +79,23 @@ tnt_status tnt__reducer_finish_step(tnt__reducer *r);
 /* Bucket i's slice [*begin, *end) of the gradient buffer. */
 void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
 int tnt__reducer_num_buckets(const tnt__reducer *r);
+/* The reduction that runs, after the fallbacks (flat without the comm thread, with one rank per
+ * node or nodes of different sizes). */
+tnt_reducer_kind tnt__reducer_kind(const tnt__reducer *r);
+/* Where backward must write the gradients: the grads given (flat) or this rank's buffer in the
+ * node's shared-memory window (node-aware), n floats. */
+float *tnt__reducer_grads(const tnt__reducer *r);
+/* Sharded: this rank's slice [*begin, *end) of bucket i, whose sum it holds after finish_step
+ * (the rest of its buffer does not hold sums); not sharded: the whole bucket. */
+void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
+/* Sharded: storage for optimizer slot k (n floats), once per node in shared memory; NULL else. */
+float *tnt__reducer_slot(const tnt__reducer *r, int k);
+/* Sharded, after each rank updated its owned slices of params: every rank of the node gets the
+ * others' slices (through shared memory; one barrier). */
+tnt_status tnt__reducer_share_weights(tnt__reducer *r, float *params);
+/* A barrier of every rank that also orders the node's shared-memory writes before it against
+ * the reads after it. */
+tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what);
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread

@@ -163,19 +163,59 @@ static bool plan(tnt__reducer *r, const int64_t *layer_end, int n_layers, size_t
 }
 
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression) {
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression,
+                               tnt_reducer_kind kind, int n_slots) {
     tnt__reducer *r = tnt__calloc(1, sizeof *r);
     if (!r) return NULL;
     r->grads = grads;
     r->n = n;
     r->mode = mode;
     r->compression = compression;
+    r->kind = kind;
+    r->n_slots = n_slots;
     r->active = tnt__world_active();
-    if (!plan(r, layer_end, n_layers, threshold_bytes) || (r->active && !tnt__reducer_flat_init(r))) {
-        tnt__reducer_free(r);
-        return NULL;
+    if (!plan(r, layer_end, n_layers, threshold_bytes)) goto fail;
+    if (!r->active) {
+        r->kind = TNT_REDUCER_FLAT;
+        return r;
     }
+    if (kind == TNT_REDUCER_NODE || kind == TNT_REDUCER_SHARDED) {
+        if (tnt__reducer_node_init(r)) return r;
+        if (r->ops) goto fail; /* it applied and failed: the error says why */
+    }
+    if (!tnt__reducer_flat_init(r)) goto fail;
     return r;
+fail:
+    tnt__reducer_free(r);
+    return NULL;
+}
+
+tnt_reducer_kind tnt__reducer_kind(const tnt__reducer *r) { return r->kind; }
+
+float *tnt__reducer_grads(const tnt__reducer *r) {
+    return r->kind == TNT_REDUCER_FLAT ? r->grads : tnt__reducer_node_grads(r);
+}
+
+void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *end) {
+    if (r->ops && r->ops->owned) r->ops->owned(r, i, begin, end);
+    else *begin = r->buckets[i].begin, *end = r->buckets[i].end;
+}
+
+float *tnt__reducer_slot(const tnt__reducer *r, int k) {
+    return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_slot(r, k) : NULL;
+}
+
+tnt_status tnt__reducer_share_weights(tnt__reducer *r, float *params) {
+    if (!r->ops || !r->ops->share_weights) return TNT_OK;
+    int err = r->ops->share_weights(r, params);
+    return err == MPI_SUCCESS ? TNT_OK : tnt__error(TNT_ERR_MPI, "weight exchange failed on rank %d (MPI error %d)",
+                                                    tnt__world_rank(), err);
+}
+
+tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what) {
+    int err = r->ops && r->ops->sync ? r->ops->sync(r, what) : MPI_SUCCESS;
+    return err == MPI_SUCCESS ? TNT_OK : tnt__error(TNT_ERR_MPI, "%s failed on rank %d (MPI error %d)", what,
+                                                    tnt__world_rank(), err);
 }
 
 void tnt__reducer_free(tnt__reducer *r) {

@@ -24,6 +24,10 @@ typedef struct tnt__reducer_ops {
     int (*finish_step)(tnt__reducer *r);
     void (*destroy)(tnt__reducer *r);
     void (*poll)(tnt__reducer *r); /* NULL, or progress for started buckets at each report */
+    /* node-aware only (NULL for flat) */
+    void (*owned)(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
+    int (*share_weights)(tnt__reducer *r, float *params);
+    int (*sync)(tnt__reducer *r, const char *what);
 } tnt__reducer_ops;
 
 /* A comm thread that runs one bucket's reduction after the other, in plan order. */
@@ -47,6 +51,8 @@ struct tnt__reducer {
     int started; /* buckets started this step */
     tnt_comm_mode mode;
     tnt_compression compression;
+    tnt_reducer_kind kind;
+    int n_slots; /* sharded: optimizer slots to hold */
     bool active;
     tnt__comm_queue queue;
     void *impl; /* the implementation's own state */
@@ -57,6 +63,12 @@ struct tnt__reducer {
 
 /* The implementations: each fills r->ops and r->impl (on failure: an error set, false). */
 bool tnt__reducer_flat_init(tnt__reducer *r);
+/* Node-aware: returns false with no error set when it does not apply (the caller runs flat);
+ * on failure sets an error and r->ops (destroy frees what was made). */
+bool tnt__reducer_node_init(tnt__reducer *r);
+/* node-aware state the public calls read */
+float *tnt__reducer_node_grads(const tnt__reducer *r);
+float *tnt__reducer_node_slot(const tnt__reducer *r, int k);
 
 /* The comm queue: started with the bucket reduction it runs; joined by stop. */
 bool tnt__comm_queue_start(tnt__reducer *r, int (*run)(tnt__reducer *r, int i));

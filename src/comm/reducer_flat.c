@@ -97,13 +97,14 @@ static void destroy(tnt__reducer *r) {
     r->impl = NULL;
 }
 
-static const tnt__reducer_ops thread_ops = {"flat", thread_start, thread_wait, thread_finish, destroy, NULL};
-static const tnt__reducer_ops nonblocking_ops = {"flat", nb_start, nb_wait, nb_finish, destroy, nb_poll};
+static const tnt__reducer_ops thread_ops = {"flat", thread_start, thread_wait, thread_finish, destroy, NULL, NULL, NULL, NULL};
+static const tnt__reducer_ops nonblocking_ops = {"flat", nb_start, nb_wait, nb_finish, destroy, nb_poll, NULL, NULL, NULL};
 
 bool tnt__reducer_flat_init(tnt__reducer *r) {
     flat *f = tnt__calloc(1, sizeof *f);
     if (!f) return false;
     r->impl = f;
+    r->kind = TNT_REDUCER_FLAT;
     r->ops = r->mode == TNT_COMM_MODE_NONBLOCKING ? &nonblocking_ops : &thread_ops;
     if (r->compression == TNT_COMPRESSION_BF16) {
         if (!(f->wire = tnt__calloc((size_t)(r->n ? r->n : 1), sizeof *f->wire))) return false;

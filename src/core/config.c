@@ -32,6 +32,8 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
+static const choice reducers[] = {{"flat", TNT_REDUCER_FLAT}, {"node", TNT_REDUCER_NODE},
+                                   {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
 static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
                                        {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
                                        {NULL, 0}};
@@ -52,6 +54,8 @@ static const setting settings[] = {
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
     CHOICE("TNT_COMPRESSION", compression, compressions),
+    CHOICE("TNT_REDUCER", reducer, reducers),
+    INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
@@ -77,6 +81,7 @@ static const setting settings[] = {
     {                                                                                             \
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
+        .reducer = TNT_REDUCER_FLAT,                                                              \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \

@@ -356,6 +356,19 @@ void tnt__model_fold_activations(tnt_model *m) {
 
 /* ---- weights ----------------------------------------------------------------------------- */
 
+void tnt__model_bind_grads(tnt_model *m, float *grads) {
+    float *old = m->grads;
+    if (grads == old) return;
+    for (int i = 0; i < m->n_nodes; i++) { /* a layer called twice is seen twice: moved once */
+        tnt_layer *l = m->nodes[i].layer;
+        for (int j = 0; j < l->n_weights; j++) {
+            tnt__weight *w = &l->weights[j];
+            if (w->grad && w->grad >= old && w->grad < old + m->n_params) w->grad = grads + (w->grad - old);
+        }
+    }
+    m->grads = grads;
+}
+
 /* Allocates the flat buffers and initializes the weights. Trainable weights go to the parameter
  * buffer, which has a gradient twin, the optimizer's slots and the allreduce; non-trainable ones
  * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both

@@ -240,7 +240,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
-    if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
+    if ((s = tnt__parallel_optimizer_step(m, &st)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
     if ((s = apply_constraints(m)) != TNT_OK) return s;
     accum_add(m, acc, &step);
@@ -517,6 +517,7 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     train = batched(train, o.micro_batch_size, &train_view);
     o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
+    tnt__parallel_detach(m);
     tnt__dataset_view_free(train_view);
     tnt__dataset_view_free(val_view);
     return s;
