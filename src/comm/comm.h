@@ -88,6 +88,15 @@ float *tnt__reducer_grads(const tnt__reducer *r);
 /* Sharded: this rank's slice [*begin, *end) of bucket i, whose sum it holds after finish_step
  * (the rest of its buffer does not hold sums); not sharded: the whole bucket. */
 void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
+/* Node-aware, not sharded: with land false (the caller adds nothing to the gradients after the
+ * reduction) the sums stay in the node's shared buffer, read from tnt__reducer_sums, instead of
+ * being copied into every rank's buffer. Every rank must set the same; default true. */
+void tnt__reducer_set_land(tnt__reducer *r, bool land);
+/* Where the summed gradients are after finish_step (n floats; sharded: valid on owned slices). */
+const float *tnt__reducer_sums(const tnt__reducer *r);
+/* Sharded: the node's one copy of the weights (n floats) in shared memory; NULL else. A fit may
+ * keep the model's weights there; share_weights then only meets the node's ranks. */
+float *tnt__reducer_weights(const tnt__reducer *r);
 /* Sharded: storage for optimizer slot k (n floats), once per node in shared memory; NULL else. */
 float *tnt__reducer_slot(const tnt__reducer *r, int k);
 /* Sharded, after each rank updated its owned slices of params: every rank of the node gets the

@@ -201,6 +201,19 @@ void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *e
     else *begin = r->buckets[i].begin, *end = r->buckets[i].end;
 }
 
+void tnt__reducer_set_land(tnt__reducer *r, bool land) {
+    if (r->kind == TNT_REDUCER_NODE) tnt__reducer_node_set_land(r, land);
+}
+
+const float *tnt__reducer_sums(const tnt__reducer *r) {
+    const float *sums = r->kind == TNT_REDUCER_NODE ? tnt__reducer_node_sums(r) : NULL;
+    return sums ? sums : tnt__reducer_grads(r);
+}
+
+float *tnt__reducer_weights(const tnt__reducer *r) {
+    return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_weights(r) : NULL;
+}
+
 float *tnt__reducer_slot(const tnt__reducer *r, int k) {
     return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_slot(r, k) : NULL;
 }

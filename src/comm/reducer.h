@@ -69,6 +69,9 @@ bool tnt__reducer_node_init(tnt__reducer *r);
 /* node-aware state the public calls read */
 float *tnt__reducer_node_grads(const tnt__reducer *r);
 float *tnt__reducer_node_slot(const tnt__reducer *r, int k);
+float *tnt__reducer_node_sums(const tnt__reducer *r); /* NULL: the sums land in the grads */
+float *tnt__reducer_node_weights(const tnt__reducer *r);
+void tnt__reducer_node_set_land(tnt__reducer *r, bool land);
 
 /* The comm queue: started with the bucket reduction it runs; joined by stop. */
 bool tnt__comm_queue_start(tnt__reducer *r, int (*run)(tnt__reducer *r, int i));

@@ -8,16 +8,19 @@
  * in local-rank order (the same additions on every run: bitwise repeatable), then the slice
  * crosses nodes as an allreduce among the ranks with the same local index (bfloat16 on that wire
  * with compression; nothing crosses within a node). The sum lands in a node-wide buffer that
- * every rank copies its own gradients from (behind the next bucket), or, sharded, in place in
- * the owner's slice, which only its owner reads: each rank then updates only its slices of the
- * weights and hands them to the others through the window (share_weights), and the optimizer's
- * slots live once per node in the window.
+ * the optimizer reads (or, when something is added to the gradients after the reduction, that
+ * every rank copies into its own buffer behind the next bucket), or, sharded, in place in the
+ * owner's slice, which only its owner reads: each rank then updates only its slices of the
+ * weights, which live once per node in the window (or, with weight penalties or constraints,
+ * are handed to the others through it: share_weights), and so do the optimizer's slots.
  *
  * Memory order: every read of another rank's writes follows a barrier with MPI_Win_sync on both
  * sides (the window is locked for the reducer's life). Who writes what, and until when:
  *  - buffer q: backward of rank q; read by every rank's slice sum of a bucket before the next
  *    bucket's barrier, the last bucket's before finish_step's barrier;
- *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later. */
+ *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later
+ *    (sharded: the weights, written by their owner after finish_step's barrier, read by all
+ *    after share_weights' barrier). */
 #include "comm/reducer.h"
 #include "core/config.h"
 
@@ -29,6 +32,7 @@ typedef struct node {
     MPI_Win win;
     bool has_win, locked;
     bool sharded;
+    bool land; /* not sharded: copy the sums into each rank's buffer */
     float **bufs;  /* p: each local rank's gradient buffer (n floats) */
     float *sum;    /* n: the node's sums (not sharded) or weights exchanged (sharded) */
     float *slots;  /* sharded: n_slots * n optimizer slot values */
@@ -101,7 +105,7 @@ static int run_bucket(tnt__reducer *r, int i) {
     float *out = nd->sharded ? nd->bufs[nd->me] : nd->sum;
     sum_slice(nd, out, s, e);
     if (nd->nodes > 1 && e > s) rc = cross_allreduce(nd, out + s, e - s);
-    if (!nd->sharded && i > 0) copy_bucket(r, i - 1); /* every slice of it was summed before the barrier */
+    if (nd->land && i > 0) copy_bucket(r, i - 1); /* every slice of it was summed before the barrier */
     return rc;
 }
 
@@ -113,7 +117,7 @@ static int node_finish(tnt__reducer *r) {
     if (rc != MPI_SUCCESS || r->started == 0) return rc;
     /* the last bucket's slices are summed (and nobody reads a buffer any more) past this */
     if ((rc = node_sync(r, "gradient allreduce")) != MPI_SUCCESS) return rc;
-    if (!nd->sharded) copy_bucket(r, r->started - 1);
+    if (nd->land) copy_bucket(r, r->started - 1);
     return MPI_SUCCESS;
 }
 
@@ -132,6 +136,7 @@ static void node_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *en
 static int node_share_weights(tnt__reducer *r, float *params) {
     node *nd = r->impl;
     if (!nd->sharded) return MPI_SUCCESS;
+    if (params == nd->sum) return node_sync(r, "weight exchange"); /* the weights live here */
     int64_t s, e;
     for (int i = 0; i < r->n_buckets; i++) {
         slice(r, i, nd->me, &s, &e);
@@ -177,6 +182,21 @@ float *tnt__reducer_node_grads(const tnt__reducer *r) {
     return nd->bufs[nd->me];
 }
 
+float *tnt__reducer_node_sums(const tnt__reducer *r) {
+    const node *nd = r->impl;
+    return nd->sharded || nd->land ? NULL : nd->sum;
+}
+
+float *tnt__reducer_node_weights(const tnt__reducer *r) {
+    const node *nd = r->impl;
+    return nd->sharded ? nd->sum : NULL;
+}
+
+void tnt__reducer_node_set_land(tnt__reducer *r, bool land) {
+    node *nd = r->impl;
+    if (!nd->sharded) nd->land = land;
+}
+
 float *tnt__reducer_node_slot(const tnt__reducer *r, int k) {
     const node *nd = r->impl;
     return k >= 0 && k < r->n_slots ? nd->slots + (size_t)k * (size_t)r->n : NULL;
@@ -217,6 +237,7 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
     r->ops = &node_ops;
     r->kind = r->kind == TNT_REDUCER_SHARDED ? TNT_REDUCER_SHARDED : TNT_REDUCER_NODE;
     nd->sharded = r->kind == TNT_REDUCER_SHARDED;
+    nd->land = !nd->sharded;
     nd->local = local;
     nd->cross = MPI_COMM_NULL;
     nd->p = p;

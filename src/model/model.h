@@ -139,7 +139,7 @@ struct tnt_model {
     /* During a fit with a node-aware reducer the gradients (and, sharded, the optimizer's slots)
      * live in its shared window; these are the model's own buffers, given back at the end. */
     bool attached;
-    float *grads_home;
+    float *grads_home, *params_home;
     float *slots_home[3]; /* TNT__OPT_MAX_SLOTS */
     bool warned_small_batch;
 
@@ -170,6 +170,8 @@ tnt_status tnt__model_setup_weights(tnt_model *m);
 /* Moves the gradient buffer to grads (n_params floats): m->grads and every weight's gradient
  * view point there afterwards (the values are not copied). */
 void tnt__model_bind_grads(tnt_model *m, float *grads);
+/* The same for the trainable weights' buffer (m->params and every trainable weight's value). */
+void tnt__model_bind_params(tnt_model *m, float *params);
 /* Drops the cached plans (after the graph or the loss configuration changed). */
 void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */

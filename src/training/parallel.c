@@ -163,21 +163,44 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
 
 /* Moves the gradients (and, sharded, the optimizer's slots) into the reducer's shared window for
  * a fit. Slots: each rank brings its own slices (every rank holds the same values). */
+/* Some layer has weight penalties (which add to the gradients after the reduction and read the
+ * weights before the update) or constraints (which rewrite whole weights after it). */
+static bool has_rules(const tnt_model *m) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rules) return true;
+    return false;
+}
+
+/* Copies this rank's owned slices of from into the node's shared to. */
+static void put_owned(const tnt__reducer *r, float *to, const float *from) {
+    for (int i = 0; i < tnt__reducer_num_buckets(r); i++) {
+        int64_t b, e;
+        tnt__reducer_owned(r, i, &b, &e);
+        memcpy(to + b, from + b, (size_t)(e - b) * sizeof(float));
+    }
+}
+
 static tnt_status attach(tnt_model *m) {
     tnt__reducer *r = m->reducer;
     if (m->attached || !r || tnt__reducer_kind(r) == TNT_REDUCER_FLAT) return TNT_OK;
+    bool rules = has_rules(m);
     m->grads_home = m->grads;
     tnt__model_bind_grads(m, tnt__reducer_grads(r));
+    tnt__reducer_set_land(r, rules);
     m->attached = true;
     if (tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) return TNT_OK;
+    /* the weights once per node, unless penalties or constraints read or rewrite them whole on
+     * every rank (then each rank keeps its own copy and the slices are exchanged) */
+    if (!rules) {
+        float *shared = tnt__reducer_weights(r);
+        put_owned(r, shared, m->params);
+        m->params_home = m->params;
+        tnt__model_bind_params(m, shared);
+    }
     tnt_optimizer *o = m->optimizer;
     for (int k = 0; k < o->n_slots; k++) {
         float *shared = tnt__reducer_slot(r, k);
-        for (int i = 0; i < tnt__reducer_num_buckets(r); i++) {
-            int64_t b, e;
-            tnt__reducer_owned(r, i, &b, &e);
-            memcpy(shared + b, o->slots[k] + b, (size_t)(e - b) * sizeof(float));
-        }
+        put_owned(r, shared, o->slots[k]);
         m->slots_home[k] = o->slots[k];
         o->slots[k] = shared;
     }
@@ -187,6 +210,11 @@ static tnt_status attach(tnt_model *m) {
 void tnt__parallel_detach(tnt_model *m) {
     if (!m->attached) return;
     tnt__model_bind_grads(m, m->grads_home);
+    if (m->params_home) {
+        memcpy(m->params_home, m->params, (size_t)m->n_params * sizeof(float));
+        tnt__model_bind_params(m, m->params_home);
+        m->params_home = NULL;
+    }
     tnt_optimizer *o = m->optimizer;
     for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++)
         if (m->slots_home[k]) {
@@ -199,8 +227,8 @@ void tnt__parallel_detach(tnt_model *m) {
 
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
-    if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED)
-        return tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params);
+    if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
+        return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
     /* this rank's slices, whose summed gradients it holds; the others' come through the window */
     tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, 0);
     for (int i = 0; i < tnt__reducer_num_buckets(r) && s == TNT_OK; i++) {
