@@ -78,7 +78,7 @@ typedef struct {
     long n, npn, fusion_kb;      /* -1: not given */
     long stall_check, stall_shutdown; /* seconds, -1: not given */
     long max_restarts;           /* runs of the whole job again after a failure */
-    const char *hostfile, *log_level, *interpreter, *mpirun, *compression;
+    const char *hostfile, *log_level, *interpreter, *mpirun, *compression, *reducer;
     bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory, srun;
     strv xvars;                  /* -x VAR=VALUE in the order given */
     char **prog;                 /* PROGRAM and its ARGS, inside argv */
@@ -106,6 +106,10 @@ static void print_help(void) {
         "  --output-on-all-devices  fit/evaluate output on every rank (TNT_OUTPUT_ON_ALL_DEVICES=1)\n"
         "  --fusion-threshold KB    tensor fusion threshold in KB, >= 0 (TNT_FUSION_THRESHOLD_KB)\n"
         "  --compression none|bf16  gradients travel as bfloat16, summed in float32 (TNT_COMPRESSION)\n"
+        "  --reducer flat|node|sharded\n"
+        "                           gradient sums: one allreduce over all ranks (flat), the node's ranks\n"
+        "                           in shared memory then across nodes (node), and each rank of a node\n"
+        "                           updating its slice of the weights (sharded) (TNT_REDUCER)\n"
         "  --stall-check-seconds S  warn which ranks a collective waits for after S seconds, and\n"
         "                           again every S (default 60; 0: off) (TNT_STALL_CHECK_SECONDS)\n"
         "  --stall-shutdown-seconds S\n"
@@ -182,7 +186,8 @@ static int parse_args(int argc, char **argv, options *o) {
         /* Options taking a value: --name VALUE or --name=VALUE (-n also as -nN). */
         static const char *const valued[] = {
             "-n", "--n", "--hostfile", "--n-per-node", "--devices-per-node", "--npernode",
-            "--log-level", "--fusion-threshold", "--compression", "--interpreter", "--python-interpreter",
+            "--log-level", "--fusion-threshold", "--compression", "--reducer", "--interpreter",
+            "--python-interpreter",
             "--stall-check-seconds", "--stall-shutdown-seconds", "--mpirun", "--launcher", "--max-restarts", NULL};
         bool takes_value = false;
         for (int k = 0; valued[k]; k++)
@@ -218,6 +223,10 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (strcmp(val, "none") && strcmp(val, "bf16"))
                     return usage_error("invalid value '%s' for --compression: expected none or bf16", val);
                 o->compression = val;
+            } else if (!strcmp(name, "--reducer")) {
+                if (strcmp(val, "flat") && strcmp(val, "node") && strcmp(val, "sharded"))
+                    return usage_error("invalid value '%s' for --reducer: expected flat, node or sharded", val);
+                o->reducer = val;
             } else if (!strcmp(name, "--max-restarts")) {
                 if (!parse_long(val, 0, 1000000, &o->max_restarts))
                     return usage_error("invalid value '%s' for --max-restarts: expected an integer from 0 "
@@ -417,6 +426,7 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
     if (o->fusion_kb >= 0) ex_setf(&ex, "TNT_FUSION_THRESHOLD_KB", o->fusion_kb);
     if (o->compression) ex_set(&ex, "TNT_COMPRESSION", o->compression);
+    if (o->reducer) ex_set(&ex, "TNT_REDUCER", o->reducer);
     if (o->stall_check >= 0) ex_setf(&ex, "TNT_STALL_CHECK_SECONDS", o->stall_check);
     if (o->stall_shutdown >= 0) ex_setf(&ex, "TNT_STALL_SHUTDOWN_SECONDS", o->stall_shutdown);
     /* mpirun hands ranks a pseudo-terminal whatever the launcher writes to: tell them whether
