@@ -591,6 +591,13 @@ typedef struct tnt_distribute_opts {
  * they take effect at the next fit. */
 TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts);
 
+/* Timeline (TNT_TIMELINE=PATH): every rank records its layers' forward and backward, the gradient
+ * buckets' reductions, the optimizer, data waits and callbacks; with several ranks each writes
+ * PATH.rank<N> at tnt_finalize. This merges them into one Chrome trace-event file PATH (the
+ * launcher calls it after the job), removes them, and prints the step summary to out (NULL: no
+ * summary): where the time of a step went and how much of the reduction backward hid. */
+TNT_API tnt_status tnt_timeline_merge(const char *path, int n_ranks, FILE *out);
+
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */
     tnt_loss_kind loss;

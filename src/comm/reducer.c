@@ -8,6 +8,7 @@
  * inside it is started at once, in plan order. Every rank has the same plan and issues the same
  * collectives in the same order. */
 #include "comm/reducer.h"
+#include "core/timeline.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -51,15 +52,17 @@ int tnt__bf16_sum_op(MPI_Op *op) { return MPI_Op_create(bf16_sum, 1, op); }
 static void *comm_thread(void *arg) {
     tnt__reducer *r = arg;
     tnt__comm_queue *q = &r->queue;
+    tnt__timeline_lane(1);
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->stop && q->completed >= q->queued) pthread_cond_wait(&q->cv_work, &q->mu);
         if (q->stop) break;
         int i = q->completed;
         pthread_mutex_unlock(&q->mu);
-        double t0 = tnt__now();
+        double t0 = tnt__now(), tl0 = TNT_TL_BEGIN();
         int rc = q->run(r, i);
         double dt = tnt__now() - t0;
+        TNT_TL_END("reduction", "bucket", i, tl0);
         pthread_mutex_lock(&q->mu);
         r->comm_seconds += dt;
         if (rc != MPI_SUCCESS && !q->error_code) q->error_code = rc;
@@ -280,9 +283,10 @@ tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i) {
 tnt_status tnt__reducer_finish_step(tnt__reducer *r) {
     if (!r->active) return TNT_OK;
     tnt__reducer_ready(r, r->n);
-    double t0 = tnt__now();
+    double t0 = tnt__now(), tl0 = TNT_TL_BEGIN();
     int err = r->ops->finish_step(r);
     r->exposed_seconds += tnt__now() - t0;
+    TNT_TL_END("exposed", "reduction wait", -1, tl0);
     r->steps++;
     return err == MPI_SUCCESS ? TNT_OK : reduce_error(err);
 }

@@ -9,6 +9,7 @@
  * bucket is rounded to bfloat16 into a wire buffer of half the bytes, summed there by a user
  * MPI op that adds in float32, and widened back into grads. */
 #include "comm/reducer.h"
+#include "core/timeline.h"
 
 #include <string.h>
 
@@ -48,8 +49,13 @@ static int allreduce_bucket(tnt__reducer *r, tnt__bucket b, MPI_Request *rq) {
 /* ---- thread engine ---- */
 
 static int run_bucket(tnt__reducer *r, int i) {
+    double t0 = TNT_TL_BEGIN();
     int rc = tnt__wait_arrival("gradient allreduce");
-    return rc == MPI_SUCCESS ? allreduce_bucket(r, r->buckets[i], NULL) : rc;
+    double t1 = TNT_TL_BEGIN();
+    TNT_TL_END("reduction.wait", "arrival", i, t0);
+    if (rc == MPI_SUCCESS) rc = allreduce_bucket(r, r->buckets[i], NULL);
+    TNT_TL_END("reduction.allreduce", "allreduce", i, t1);
+    return rc;
 }
 
 static void thread_start(tnt__reducer *r, int i) { tnt__comm_queue_push(r, i); }

@@ -23,6 +23,7 @@
  *    after share_weights' barrier). */
 #include "comm/reducer.h"
 #include "core/config.h"
+#include "core/timeline.h"
 
 #include <string.h>
 
@@ -98,14 +99,26 @@ static void copy_bucket(tnt__reducer *r, int i) {
 /* On the comm thread: bucket i, once every rank has written it (and reduced bucket i - 1). */
 static int run_bucket(tnt__reducer *r, int i) {
     node *nd = r->impl;
+    double t0 = TNT_TL_BEGIN();
     int rc = node_sync(r, "gradient allreduce");
+    TNT_TL_END("reduction.wait", "arrival", i, t0);
     if (rc != MPI_SUCCESS) return rc;
     int64_t s, e;
     slice(r, i, nd->me, &s, &e);
     float *out = nd->sharded ? nd->bufs[nd->me] : nd->sum;
+    t0 = TNT_TL_BEGIN();
     sum_slice(nd, out, s, e);
-    if (nd->nodes > 1 && e > s) rc = cross_allreduce(nd, out + s, e - s);
-    if (nd->land && i > 0) copy_bucket(r, i - 1); /* every slice of it was summed before the barrier */
+    TNT_TL_END("reduction.sum", "node sum", i, t0);
+    if (nd->nodes > 1 && e > s) {
+        t0 = TNT_TL_BEGIN();
+        rc = cross_allreduce(nd, out + s, e - s);
+        TNT_TL_END("reduction.cross", "cross-node", i, t0);
+    }
+    if (nd->land && i > 0) { /* every slice of it was summed before the barrier */
+        t0 = TNT_TL_BEGIN();
+        copy_bucket(r, i - 1);
+        TNT_TL_END("reduction.copy", "copy", i - 1, t0);
+    }
     return rc;
 }
 

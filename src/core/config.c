@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 typedef enum setting_kind {
@@ -12,6 +13,7 @@ typedef enum setting_kind {
     SETTING_INT,     /* int64_t field in [min, max] */
     SETTING_CHOICE,  /* int field: the value of the matching name */
     SETTING_PRESENT, /* bool field: set to true when the variable exists, whatever its value */
+    SETTING_STRING,  /* char[max] field: the value, shorter than max */
 } setting_kind;
 
 typedef struct choice {
@@ -44,6 +46,7 @@ static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 #define INT(var, f, lo, hi) {var, SETTING_INT, FIELD(f), lo, hi, NULL}
 #define CHOICE(var, f, choices) {var, SETTING_CHOICE, FIELD(f), 0, 0, choices}
 #define PRESENT(var, f) {var, SETTING_PRESENT, FIELD(f), 0, 0, NULL}
+#define STRING(var, f) {var, SETTING_STRING, FIELD(f), 0, sizeof(((tnt__config *)0)->f), NULL}
 static const setting settings[] = {
     CHOICE("TNT_LOG_LEVEL", log_level, log_levels),
     FLAG("TNT_LOG_ON_ALL_DEVICES", log_on_all_devices),
@@ -56,6 +59,7 @@ static const setting settings[] = {
     CHOICE("TNT_COMPRESSION", compression, compressions),
     CHOICE("TNT_REDUCER", reducer, reducers),
     INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
+    STRING("TNT_TIMELINE", timeline),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
@@ -96,6 +100,8 @@ static tnt_status bad_value(const setting *s, const char *v) {
     int len = 0;
     if (s->kind == SETTING_FLAG) {
         len = snprintf(expected, sizeof expected, "1, 0, true, false, yes or no");
+    } else if (s->kind == SETTING_STRING) {
+        len = snprintf(expected, sizeof expected, "at most %lld characters", (long long)s->max - 1);
     } else if (s->kind == SETTING_INT) {
         len = snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)s->min, (long long)s->max);
     } else {
@@ -142,6 +148,11 @@ tnt_status tnt__config_read(tnt__config *c) {
             continue;
         }
         if (!v || !*v) continue;
+        if (s->kind == SETTING_STRING) {
+            if (strlen(v) >= (size_t)s->max) return bad_value(s, v);
+            memcpy(field, v, strlen(v) + 1);
+            continue;
+        }
         bool ok = s->kind == SETTING_FLAG ? parse_flag(v, field)
                   : s->kind == SETTING_INT ? parse_int(v, s->min, s->max, field)
                                            : parse_choice(v, s->choices, field);

@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "data/dataset.h"
 #include "comm/comm.h"
+#include "core/timeline.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -273,7 +274,9 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
         return counts->batches > 0;
     }
     int64_t sums[3] = {counts->batches, counts->samples, counts->positions};
-    tnt_status s = tnt__agree(local, sums, 3);
+    double t0 = TNT_TL_BEGIN();
+    tnt_status s = tnt__agree(local, sums, 3); /* where ranks wait for the slowest forward */
+    TNT_TL_END("agreement", "step agreement", -1, t0);
     if (s != TNT_OK) return s;
     *counts = (tnt__step_counts){sums[0], sums[1], sums[2]};
     int go = epoch_goes_on(counts->batches, " (hand-sharded datasets need the same number of batches on every rank)");
