@@ -94,6 +94,9 @@ void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *e
 void tnt__reducer_set_land(tnt__reducer *r, bool land);
 /* Where the summed gradients are after finish_step (n floats; sharded: valid on owned slices). */
 const float *tnt__reducer_sums(const tnt__reducer *r);
+/* Copies the last step's summed gradients, whole, into to (n floats): after a fit, once every
+ * rank has finished it (sharded, the slices come from their owners' buffers). */
+void tnt__reducer_copy_sums(const tnt__reducer *r, float *to);
 /* Sharded: the node's one copy of the weights (n floats) in shared memory; NULL else. A fit may
  * keep the model's weights there; share_weights then only meets the node's ranks. */
 float *tnt__reducer_weights(const tnt__reducer *r);

@@ -213,6 +213,11 @@ const float *tnt__reducer_sums(const tnt__reducer *r) {
     return sums ? sums : tnt__reducer_grads(r);
 }
 
+void tnt__reducer_copy_sums(const tnt__reducer *r, float *to) {
+    if (r->kind != TNT_REDUCER_FLAT) tnt__reducer_node_copy_sums(r, to);
+    else if (to != r->grads) memcpy(to, r->grads, (size_t)r->n * sizeof(float));
+}
+
 float *tnt__reducer_weights(const tnt__reducer *r) {
     return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_weights(r) : NULL;
 }

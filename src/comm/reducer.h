@@ -72,6 +72,7 @@ float *tnt__reducer_node_slot(const tnt__reducer *r, int k);
 float *tnt__reducer_node_sums(const tnt__reducer *r); /* NULL: the sums land in the grads */
 float *tnt__reducer_node_weights(const tnt__reducer *r);
 void tnt__reducer_node_set_land(tnt__reducer *r, bool land);
+void tnt__reducer_node_copy_sums(const tnt__reducer *r, float *to);
 
 /* The comm queue: started with the bucket reduction it runs; joined by stop. */
 bool tnt__comm_queue_start(tnt__reducer *r, int (*run)(tnt__reducer *r, int i));

@@ -205,6 +205,20 @@ float *tnt__reducer_node_weights(const tnt__reducer *r) {
     return nd->sharded ? nd->sum : NULL;
 }
 
+void tnt__reducer_node_copy_sums(const tnt__reducer *r, float *to) {
+    const node *nd = r->impl;
+    if (!nd->sharded) {
+        memcpy(to, nd->land ? nd->bufs[nd->me] : nd->sum, (size_t)r->n * sizeof(float));
+        return;
+    }
+    for (int i = 0; i < r->n_buckets; i++)
+        for (int q = 0; q < nd->p; q++) {
+            int64_t s, e;
+            slice(r, i, q, &s, &e);
+            memcpy(to + s, nd->bufs[q] + s, (size_t)(e - s) * sizeof(float));
+        }
+}
+
 void tnt__reducer_node_set_land(tnt__reducer *r, bool land) {
     node *nd = r->impl;
     if (!nd->sharded) nd->land = land;

@@ -210,6 +210,8 @@ static tnt_status attach(tnt_model *m) {
 
 void tnt__parallel_detach(tnt_model *m) {
     if (!m->attached) return;
+    /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
+    tnt__reducer_copy_sums(m->reducer, m->grads_home);
     tnt__model_bind_grads(m, m->grads_home);
     if (m->params_home) {
         memcpy(m->params_home, m->params, (size_t)m->n_params * sizeof(float));
