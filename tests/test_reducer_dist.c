@@ -5,8 +5,8 @@
  * losses), repeat bitwise, and leave bitwise the same weights on every rank; the reducer asked
  * for is the one that ran; the optimizer's slots are whole tensors again after a sharded fit (a
  * second fit continues them exactly as an unbroken one); bfloat16 compression still applies
- * where gradients cross nodes; a bad reducer value, or a rank with another one, fails on every
- * rank with a message. */
+ * where gradients cross nodes; ranks may free their models in any order; a bad reducer value, or
+ * a rank with another one, fails on every rank with a message. */
 #include "testutil.h"
 
 #include "comm/comm.h"
@@ -173,6 +173,26 @@ static void test_compression(void **state) {
     }
 }
 
+/* Ranks free their models in different orders (as a garbage collector may): nothing waits on the
+ * others, and the next fits still run (their shared windows are freed when all ranks let go). */
+static void test_free_in_any_order(void **state) {
+    (void)state;
+    tnt_dataset *ds = data();
+    for (int round = 0; round < 3; round++) {
+        tnt_model *m[2];
+        for (int k = 0; k < 2; k++) {
+            m[k] = model();
+            tu_ok(tnt_distribute_with(m[k], &(tnt_distribute_opts){.reducer = k ? TNT_REDUCER_SHARDED : TNT_REDUCER_NODE}));
+            tu_ok(tnt_compile(m[k], &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+            tu_ok(tnt_fit(m[k], ds, NULL, NULL));
+        }
+        int first = (tnt_get_rank() + round) % 2;
+        tnt_model_free(m[first]);
+        tnt_model_free(m[1 - first]);
+    }
+    tnt_dataset_free(ds);
+}
+
 static void test_bad_reducer(void **state) {
     (void)state;
     tnt_model *m = model();
@@ -202,6 +222,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_every_optimizer_equals_flat),
         cmocka_unit_test(test_sharded_fits_continue),
         cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_free_in_any_order),
         cmocka_unit_test(test_bad_reducer),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

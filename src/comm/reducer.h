@@ -73,6 +73,8 @@ float *tnt__reducer_node_sums(const tnt__reducer *r); /* NULL: the sums land in 
 float *tnt__reducer_node_weights(const tnt__reducer *r);
 void tnt__reducer_node_set_land(tnt__reducer *r, bool land);
 void tnt__reducer_node_copy_sums(const tnt__reducer *r, float *to);
+/* At tnt_finalize, once every rank is there: frees every shared window still held. */
+void tnt__reducer_release_windows(void);
 
 /* The comm queue: started with the bucket reduction it runs; joined by stop. */
 bool tnt__comm_queue_start(tnt__reducer *r, int (*run)(tnt__reducer *r, int i));

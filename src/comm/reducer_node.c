@@ -15,7 +15,7 @@
  * are handed to the others through it: share_weights), and so do the optimizer's slots.
  *
  * Memory order: every read of another rank's writes follows a barrier with MPI_Win_sync on both
- * sides (the window is locked for the reducer's life). Who writes what, and until when:
+ * sides (the window is locked for its life). Who writes what, and until when:
  *  - buffer q: backward of rank q; read by every rank's slice sum of a bucket before the next
  *    bucket's barrier, the last bucket's before finish_step's barrier;
  *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later
@@ -27,11 +27,56 @@
 
 #include <string.h>
 
+/* Freeing a window is collective over the node, and ranks may free their models in different
+ * orders (Python's collector): a destroyed reducer only releases its window, communicators
+ * included, and the windows that every rank has released are freed, in creation order, when the
+ * next node-aware reducer is made (a collective call) or at tnt_finalize. */
+typedef struct held {
+    MPI_Win win;
+    MPI_Comm local, cross;
+    bool released, freed;
+} held;
+
+static struct {
+    held *h;
+    int n, cap; /* windows made: the same count on every rank */
+} reg;
+
+static void free_held(held *h) {
+    MPI_Win_unlock_all(h->win);
+    MPI_Win_free(&h->win);
+    MPI_Comm_free(&h->cross);
+    MPI_Comm_free(&h->local);
+    h->freed = true;
+}
+
+/* Collective over the world: frees the windows every rank has released. */
+static void reclaim(void) {
+    if (reg.n == 0) return;
+    unsigned char *all = malloc((size_t)reg.n);
+    if (!all) return;
+    for (int i = 0; i < reg.n; i++) all[i] = reg.h[i].released && !reg.h[i].freed;
+    if (MPI_Allreduce(MPI_IN_PLACE, all, reg.n, MPI_UNSIGNED_CHAR, MPI_BAND, MPI_COMM_WORLD) == MPI_SUCCESS)
+        for (int i = 0; i < reg.n; i++)
+            if (all[i]) free_held(&reg.h[i]);
+    free(all);
+}
+
+void tnt__reducer_release_windows(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    for (int i = 0; i < reg.n && !fin; i++)
+        if (!reg.h[i].freed) free_held(&reg.h[i]);
+    free(reg.h);
+    reg.h = NULL;
+    reg.n = reg.cap = 0;
+}
+
 typedef struct node {
     MPI_Comm local, cross; /* this node's ranks; the ranks of the same local index */
     int me, p, nodes;
     MPI_Win win;
-    bool has_win, locked;
+    int held; /* its entry in reg; -1: none */
     bool sharded;
     bool land; /* not sharded: copy the sums into each rank's buffer */
     float **bufs;  /* p: each local rank's gradient buffer (n floats) */
@@ -172,15 +217,12 @@ static void node_destroy(tnt__reducer *r) {
     if (!nd) return;
     int fin = 0;
     MPI_Finalized(&fin);
-    /* freeing the window waits for the node's other ranks: a rank that failed alone meets them
-     * first, and aborts the job when they do not come (they wait for it elsewhere) */
-    if (!fin && tnt__wait_meet(nd->local, "freeing the reducer") == MPI_SUCCESS) {
-        if (nd->locked) MPI_Win_unlock_all(nd->win);
-        if (nd->has_win) MPI_Win_free(&nd->win);
-        if (nd->has_op) MPI_Op_free(&nd->bf16_sum);
+    if (nd->held >= 0 && nd->held < reg.n) reg.h[nd->held].released = true; /* freed later: see reg */
+    else if (!fin) { /* made before its window: nothing shared yet */
         if (nd->cross != MPI_COMM_NULL) MPI_Comm_free(&nd->cross);
         if (nd->local != MPI_COMM_NULL) MPI_Comm_free(&nd->local);
     }
+    if (nd->has_op && !fin) MPI_Op_free(&nd->bf16_sum);
     free(nd->bufs);
     free(nd->wire);
     free(nd);
@@ -240,6 +282,7 @@ static bool mpi_failed(int rc, const char *call) {
 
 bool tnt__reducer_node_init(tnt__reducer *r) {
     if (r->mode != TNT_COMM_MODE_THREAD || r->n == 0) return false;
+    reclaim();
     int rank = tnt__world_rank();
     MPI_Comm local;
     int64_t group = tnt__config_get()->node_size;
@@ -267,6 +310,7 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
     nd->land = !nd->sharded;
     nd->local = local;
     nd->cross = MPI_COMM_NULL;
+    nd->held = -1;
     nd->p = p;
     MPI_Comm_rank(local, &nd->me);
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
@@ -283,7 +327,23 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
     rc = MPI_Win_allocate_shared(bytes, (int)sizeof(float), info, local, &base, &nd->win);
     MPI_Info_free(&info);
     if (mpi_failed(rc, "MPI_Win_allocate_shared")) return false;
-    nd->has_win = true;
+    if (mpi_failed(MPI_Win_lock_all(MPI_MODE_NOCHECK, nd->win), "MPI_Win_lock_all")) { /* rare: kept */
+        MPI_Win_free(&nd->win);
+        return false;
+    }
+    if (reg.n == reg.cap) {
+        int cap = reg.cap ? 2 * reg.cap : 8;
+        held *h = realloc(reg.h, (size_t)cap * sizeof *h);
+        if (!h) {
+            MPI_Win_unlock_all(nd->win);
+            MPI_Win_free(&nd->win);
+            tnt__error(TNT_ERR_NOMEM, "node-aware reducer: out of memory");
+            return false;
+        }
+        reg.h = h, reg.cap = cap;
+    }
+    reg.h[reg.n] = (held){nd->win, nd->local, nd->cross, false, false};
+    nd->held = reg.n++;
     if (!(nd->bufs = tnt__calloc((size_t)p, sizeof *nd->bufs))) return false;
     for (int q = 0; q < p; q++) {
         MPI_Aint size;
@@ -293,8 +353,6 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
     }
     nd->sum = nd->bufs[0] + r->n;
     nd->slots = nd->sharded ? nd->sum + r->n : NULL;
-    if (mpi_failed(MPI_Win_lock_all(MPI_MODE_NOCHECK, nd->win), "MPI_Win_lock_all")) return false;
-    nd->locked = true;
     if (r->compression == TNT_COMPRESSION_BF16 && nd->nodes > 1) {
         if (!(nd->wire = tnt__calloc((size_t)TNT__COLLECTIVE_MAX_FLOATS, sizeof *nd->wire))) return false;
         if (mpi_failed(tnt__bf16_sum_op(&nd->bf16_sum), "MPI_Op_create")) return false;

@@ -208,24 +208,6 @@ int tnt__wait_arrival(const char *what) {
     return rc == MPI_SUCCESS ? tnt__wait(1, &rq, what) : rc;
 }
 
-bool tnt__wait_alone(void) { return w.on && tnt__error_count() > w.agreed_errors; }
-
-int tnt__wait_meet(MPI_Comm comm, const char *what) {
-    MPI_Request rq;
-    int rc = MPI_Ibarrier(comm, &rq);
-    if (rc != MPI_SUCCESS || !w.on) return rc == MPI_SUCCESS ? MPI_Wait(&rq, MPI_STATUS_IGNORE) : rc;
-    if (!tnt__wait_alone()) return tnt__wait(1, &rq, what);
-    w.seq++;
-    announce(what);
-    rc = wait_polling(1, &rq, what, LONE_WAIT);
-    if (rc == MPI_ERR_PENDING) {
-        char msg[1200];
-        snprintf(msg, sizeof msg, "failed while the other ranks went on: %s; aborting the job", tnt_last_error());
-        abort_job(msg);
-    }
-    return rc;
-}
-
 void tnt__wait_finalize(void) {
     if (!w.on) return;
     bool alone = tnt__error_count() > w.agreed_errors;

@@ -28,12 +28,5 @@ int tnt__wait_arrival(const char *what);
  * learned (it stops alone while they wait for it) aborts the job with its message when the
  * others do not come within a few seconds. */
 void tnt__wait_finalize(void);
-/* This rank raised an error since the last collective every rank completed (the others may
- * never learn of it: nothing collective is safe to start, e.g. freeing a shared window). */
-bool tnt__wait_alone(void);
-/* A barrier of comm before something that blocks on all of its ranks (freeing a shared window):
- * a rank alone with an error (tnt__wait_alone) that the others do not meet within a few seconds
- * aborts the job with its message, as at tnt_finalize. Returns an MPI error code. */
-int tnt__wait_meet(MPI_Comm comm, const char *what);
 
 #endif
