@@ -172,11 +172,12 @@ static void node_start(tnt__reducer *r, int i) { tnt__comm_queue_push(r, i); }
 static int node_finish(tnt__reducer *r) {
     node *nd = r->impl;
     int rc = tnt__comm_queue_wait(r, r->started);
-    if (rc != MPI_SUCCESS || r->started == 0) return rc;
-    /* the last bucket's slices are summed (and nobody reads a buffer any more) past this */
-    if ((rc = node_sync(r, "gradient allreduce")) != MPI_SUCCESS) return rc;
-    if (nd->land) copy_bucket(r, r->started - 1);
-    return MPI_SUCCESS;
+    if (r->started == 0) return rc;
+    /* the last bucket's slices are summed (and nobody reads a buffer any more) past this; a rank
+     * whose reduction failed still meets the others here, and the step's agreement tells all */
+    int rs = node_sync(r, "gradient allreduce");
+    if (rc == MPI_SUCCESS && rs == MPI_SUCCESS && nd->land) copy_bucket(r, r->started - 1);
+    return rc != MPI_SUCCESS ? rc : rs;
 }
 
 /* Bucket i's sum: bucket i + 1's reduction has copied it, or the step ends here. */
