@@ -568,6 +568,16 @@ typedef enum tnt_compression {
     TNT_COMPRESSION_BF16,        /* bfloat16 on the wire, each sum in float32 (as Horovod's fp16) */
 } tnt_compression;
 
+/* How the gradients of one node's ranks are summed. */
+typedef enum tnt_reducer_kind {
+    TNT_REDUCER_DEFAULT = 0, /* TNT_REDUCER as read by tnt_init (default node) */
+    TNT_REDUCER_FLAT,        /* one MPI_Allreduce per bucket across all ranks */
+    TNT_REDUCER_NODE,        /* node-aware: the ranks of a node sum their buckets in shared memory,
+                              * each its slice; the slices cross nodes as allreduces */
+    TNT_REDUCER_SHARDED,     /* node-aware with a sharded optimizer (ZeRO-1): each rank of a node
+                              * updates its slice of the weights; optimizer slots live once per node */
+} tnt_reducer_kind;
+
 typedef struct tnt_distribute_opts {
     /* Gradient buckets are cut at layer boundaries once they hold fusion_threshold_kb KB (0: one
      * bucket per layer); at most 2147483647. Only read when has_fusion_threshold is set;
@@ -578,10 +588,20 @@ typedef struct tnt_distribute_opts {
      * cannot share MPI with a comm thread. */
     tnt_comm_mode comm_mode;
     tnt_compression compression;
+    /* Node-aware reductions need the comm thread and the same number of ranks on every node;
+     * otherwise (nonblocking engine, SyncBatchNormalization, one rank per node) they run flat. */
+    tnt_reducer_kind reducer;
 } tnt_distribute_opts;
 /* tnt_distribute with options (NULL: as tnt_distribute). Calling it again replaces the options;
  * they take effect at the next fit. */
 TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts);
+
+/* Timeline (TNT_TIMELINE=PATH): every rank records its layers' forward and backward, the gradient
+ * buckets' reductions, the optimizer, data waits and callbacks; with several ranks each writes
+ * PATH.rank<N> at tnt_finalize. This merges them into one Chrome trace-event file PATH (the
+ * launcher calls it after the job), removes them, and prints the step summary to out (NULL: no
+ * summary): where the time of a step went and how much of the reduction backward hid. */
+TNT_API tnt_status tnt_timeline_merge(const char *path, int n_ranks, FILE *out);
 
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */

@@ -296,14 +296,16 @@ static PyObject *model_load_weights(pytnt_model *self, PyObject *args, PyObject 
 /* ---- distribute and compile ---------------------------------------------------------------- */
 
 static PyObject *model_distribute(pytnt_model *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fusion_threshold_kb", "comm_mode", NULL};
+    static char *kwlist[] = {"fusion_threshold_kb", "comm_mode", "reducer", NULL};
     PyObject *threshold = Py_None;
-    int mode = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oi", kwlist, &threshold, &mode)) return NULL;
+    int mode = 0, reducer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oii", kwlist, &threshold, &mode, &reducer)) return NULL;
     if (!enter(self, 1)) return NULL;
-    tnt_distribute_opts o = {.comm_mode = (tnt_comm_mode)mode};
+    tnt_distribute_opts o = {.comm_mode = (tnt_comm_mode)mode, .reducer = (tnt_reducer_kind)reducer};
     if (mode < 0 || mode > TNT_COMM_MODE_NONBLOCKING)
         return PyErr_Format(PyExc_ValueError, "distribute: comm_mode %d (expected 0..2)", mode);
+    if (reducer < 0 || reducer > TNT_REDUCER_SHARDED)
+        return PyErr_Format(PyExc_ValueError, "distribute: reducer %d (expected 0..3)", reducer);
     if (threshold != Py_None) {
         long long v = PyLong_AsLongLong(threshold);
         if (v == -1 && PyErr_Occurred()) return NULL;
@@ -682,7 +684,7 @@ static PyMethodDef model_methods[] = {
     {"load_weights", (PyCFunction)(void (*)(void))model_load_weights, METH_VARARGS | METH_KEYWORDS,
      "load_weights(path, by_name=False)."},
     {"distribute", (PyCFunction)(void (*)(void))model_distribute, METH_VARARGS | METH_KEYWORDS,
-     "distribute(fusion_threshold_kb=None, comm_mode=0)."},
+     "distribute(fusion_threshold_kb=None, comm_mode=0, reducer=0)."},
     {"compile", (PyCFunction)(void (*)(void))model_compile, METH_VARARGS | METH_KEYWORDS,
      "compile(optimizer_spec, loss_kind, from_logits, metrics, seed, label_smoothing, ignore_class)."},
     {"compile_info", (PyCFunction)model_compile_info, METH_NOARGS, "Compile options, or None."},

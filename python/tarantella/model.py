@@ -11,10 +11,11 @@ class Model:
     (attributes and methods are passed through).
 
     fusion_threshold_kb: gradient bucket size (default TNT_FUSION_THRESHOLD_KB, 32); comm_mode:
-    None, "thread" or "nonblocking" (default TNT_COMM_MODE)."""
+    None, "thread" or "nonblocking" (default TNT_COMM_MODE); reducer: None, "flat", "node" or
+    "sharded" (node-aware with a sharded optimizer; default TNT_REDUCER, node)."""
 
     def __init__(self, model, parallel_strategy=None, num_pipeline_stages=1, fusion_threshold_kb=None,
-                 comm_mode=None):
+                 comm_mode=None, reducer=None):
         if isinstance(model, Model):
             model = model.model
         if not isinstance(model, _KerasModel):
@@ -23,7 +24,7 @@ class Model:
             raise NotImplementedError("tnt.Model: pipeline parallelism is not supported (data parallelism only)")
         ensure_init()
         object.__setattr__(self, "model", model)
-        model._distribute(fusion_threshold_kb=fusion_threshold_kb, comm_mode=comm_mode)
+        model._distribute(fusion_threshold_kb=fusion_threshold_kb, comm_mode=comm_mode, reducer=reducer)
 
     @property
     def rank(self):

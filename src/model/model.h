@@ -136,6 +136,11 @@ struct tnt_model {
     tnt_distribute_opts distribute_opts; /* as given; the configuration fills in the defaults */
     bool weights_synced;   /* all ranks hold the master's weights */
     struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
+    /* During a fit with a node-aware reducer the gradients (and, sharded, the optimizer's slots)
+     * live in its shared window; these are the model's own buffers, given back at the end. */
+    bool attached;
+    float *grads_home, *params_home;
+    float *slots_home[3]; /* TNT__OPT_MAX_SLOTS */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -162,6 +167,11 @@ static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */
 tnt_status tnt__model_setup_weights(tnt_model *m);
+/* Moves the gradient buffer to grads (n_params floats): m->grads and every weight's gradient
+ * view point there afterwards (the values are not copied). */
+void tnt__model_bind_grads(tnt_model *m, float *grads);
+/* The same for the trainable weights' buffer (m->params and every trainable weight's value). */
+void tnt__model_bind_params(tnt_model *m, float *params);
 /* Drops the cached plans (after the graph or the loss configuration changed). */
 void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */

@@ -4,6 +4,7 @@
  * one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that
  * epoch figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
+#include "core/timeline.h"
 #include "comm/comm.h"
 #include "training/history.h"
 #include "model/model.h"
@@ -197,7 +198,9 @@ static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scal
 static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
     tnt_batch b = {0};
     tnt__step st = {.training = true, .parallel = tnt__is_parallel(m)};
+    double t0 = TNT_TL_BEGIN();
     int r = tnt__feed_next(f, &b, &st);
+    TNT_TL_END("data", "next batch", -1, t0);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
     if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
     if (r == 1 && s == TNT_OK && f->split && st.global_n < tnt_get_size())
@@ -240,9 +243,11 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
-    if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
+    t0 = TNT_TL_BEGIN();
+    if ((s = tnt__parallel_optimizer_step(m, &st)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
     if ((s = apply_constraints(m)) != TNT_OK) return s;
+    TNT_TL_END("optimizer", "optimizer", -1, t0);
     accum_add(m, acc, &step);
     return 1;
 }
@@ -259,6 +264,7 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
  * own figures (Tarantella's aggregate_logs=False) instead of the global ones. */
 #define CALL_CB_LOGS(cbs, n, fn, model, index, global, local)                                     \
     do {                                                                                          \
+        double tl0_ = TNT_TL_BEGIN();                                                             \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
             if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
                 tnt_status cs_ = (cbs)[i_].fn(model, index, (cbs)[i_].local_logs ? (local) : (global), \
@@ -268,10 +274,12 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
                     goto done;                                                                    \
                 }                                                                                 \
             }                                                                                     \
+        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
     } while (0)
 
 #define CALL_CB(cbs, n, fn, ...)                                                                  \
     do {                                                                                          \
+        double tl0_ = TNT_TL_BEGIN();                                                             \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
             if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
                 tnt_status cs_ = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                       \
@@ -280,6 +288,7 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
                     goto done;                                                                    \
                 }                                                                                 \
             }                                                                                     \
+        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
     } while (0)
 
 /* Places each rank's rows of every global batch back into dataset order: batch j of global size
@@ -517,6 +526,7 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     train = batched(train, o.micro_batch_size, &train_view);
     o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
+    tnt__parallel_detach(m);
     tnt__dataset_view_free(train_view);
     tnt__dataset_view_free(val_view);
     return s;
@@ -598,7 +608,9 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
             tnt__comm_set_position(epoch + 1, step + 1, "training step");
             CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
+            double tl0 = TNT_TL_BEGIN();
             int r = train_step(m, &f, &acc);
+            if (r == 1) TNT_TL_END("step", "step", (int)step + 1, tl0);
             if (r < 0) {
                 s = (tnt_status)r;
                 goto done;

@@ -310,11 +310,15 @@ class Model:
         self._handle(tuple(input_shape)[1:] if input_shape is not None else None)
 
     # ---- Tarantella: data-parallel (tnt.Model) ----
-    def _distribute(self, fusion_threshold_kb=None, comm_mode=None):
+    def _distribute(self, fusion_threshold_kb=None, comm_mode=None, reducer=None):
         modes = {None: 0, "default": 0, "thread": 1, "nonblocking": 2}
         if comm_mode not in modes:
             raise ValueError(f"comm_mode {comm_mode!r} (expected None, 'thread' or 'nonblocking')")
-        self._dist = {"fusion_threshold_kb": fusion_threshold_kb, "comm_mode": modes[comm_mode]}
+        reducers = {None: 0, "default": 0, "flat": 1, "node": 2, "sharded": 3}
+        if reducer not in reducers:
+            raise ValueError(f"reducer {reducer!r} (expected None, 'flat', 'node' or 'sharded')")
+        self._dist = {"fusion_threshold_kb": fusion_threshold_kb, "comm_mode": modes[comm_mode],
+                      "reducer": reducers[reducer]}
         if self._h is not None:
             self._apply_dist()
 
