@@ -127,6 +127,9 @@ class Layer:
     _nested = ()       # arguments holding layers (Bidirectional, TimeDistributed)
 
     def __init__(self, *args, **kwargs):
+        if self.class_name is None and type(self) is not Layer:  # a subclass of the user's own, traced
+            from tarantella.keras import _custom
+            return _custom.init_layer(self, kwargs)
         if self.class_name is None:
             raise TypeError("tnt.keras.layers.Layer is abstract: custom Python layers are not supported "
                             "(the layers run in C); use a layer class of tnt.keras.layers")
@@ -204,6 +207,9 @@ class Layer:
 
     def _json_config(self):
         """The config written into a model's JSON: the explicit arguments only."""
+        if getattr(self, "_custom", False):
+            from tarantella.keras import _custom
+            return _custom.custom_config(self)
         if self._config is not None:
             return dict(self._config)
         cfg = {"name": self.name}
@@ -226,6 +232,10 @@ class Layer:
 
     # ---- calls (Functional API) ----
     def __call__(self, *args, **kwargs):
+        from tarantella.keras import _custom  # the user's layers and Lambda: traced first
+        traced = _custom.intercept(self, args, kwargs)
+        if traced is not _custom.PASS:
+            return traced
         inputs = args[0] if args else kwargs.pop("inputs", None)
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]
         if not flat or not all(_is_tensor(t) for t in flat):

@@ -1,0 +1,279 @@
+"""The user's own layers on the C engine: keras.layers.Layer subclasses (build/add_weight/call),
+keras.layers.Lambda, and keras.ops / operators on a functional model's tensors. Each is traced
+once on symbolic tensors (keras/_trace.py) into an operation graph that the model's JSON carries
+under "tnt_ops"; the C library builds a traced layer from it (src/layers/core/traced.c), whose
+weights are the graph's (the add_weight variables), and differentiates it."""
+import inspect
+import re
+
+import numpy as np
+
+from tarantella.keras import _trace, layers as L
+from tarantella.keras._trace import SymTensor, TraceError
+
+PASS = object()  # intercept: go on with the ordinary layer call
+
+
+def _is_kt(v):
+    return isinstance(v, L.KerasTensor)
+
+
+def _flat(v):
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _flat(x)]
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in _flat(x)]
+    return [v]
+
+
+def _to_graph(v, g, kts):
+    """v with each KerasTensor replaced by a new input of g (recorded in kts)."""
+    if _is_kt(v):
+        kts.append(v)
+        return g.input(v.shape)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_graph(x, g, kts) for x in v)
+    if isinstance(v, dict):
+        return {k: _to_graph(x, g, kts) for k, x in v.items()}
+    return v
+
+
+def _outputs(out, what):
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    for o in outs:
+        if not isinstance(o, SymTensor):
+            raise TraceError(f"{what} returned {type(o).__name__}, expected a tensor computed from its inputs")
+    return outs
+
+
+class TracedLayer(L.Layer):
+    """A layer of the user's code, traced: its config carries the operation graph as "tnt_ops"."""
+
+    class_name = "TracedOps"
+
+    def __init__(self, graph_json=None, class_name=None, name=None, extra_config=None, n_outputs=1):
+        if class_name is not None:
+            self.class_name = class_name
+        _base_init(self, {"name": name})
+        self._graph_json = graph_json
+        self._extra = dict(extra_config or {})
+        self._n_traced_outputs = n_outputs
+
+    def _n_outputs(self):
+        return self._n_traced_outputs
+
+    def _json_config(self):
+        if self._config is not None:
+            return dict(self._config)
+        if self._graph_json is None:
+            raise ValueError(f"layer {self.name!r} ({self.class_name}) has not been called on a tensor yet")
+        return {"name": self.name, "trainable": self.trainable, "dtype": "float32", **self._extra,
+                "tnt_ops": self._graph_json}
+
+    get_config = _json_config
+
+
+def _base_init(layer, kwargs):
+    """What Layer.__init__ sets, for the user's classes (no Keras argument signature)."""
+    name = kwargs.get("name")
+    layer.name = name or L.unique_name(L._snake(type(layer).__name__ if layer.class_name is None
+                                                else layer.class_name.split(">")[-1]))
+    layer.trainable = kwargs.get("trainable", True)
+    layer._dtype_policy = "float32"
+    layer._args = {}
+    layer._input_shape = None
+    shape = kwargs.get("input_shape")
+    if kwargs.get("batch_input_shape") is not None:
+        shape = tuple(kwargs["batch_input_shape"])[1:]
+    if shape is not None:
+        layer._input_shape = tuple(int(d) for d in shape)
+    layer._initial_weights = None
+    layer._nodes = []
+    layer._model = None
+    layer._config = None
+
+
+def functional_op(fn, args, kwargs):
+    """An operation on a model's tensors: a traced layer of that one operation, called on them."""
+    g, kts = _trace.Graph(), []
+    a2 = _to_graph(list(args), g, kts)
+    k2 = _to_graph(dict(kwargs), g, kts)
+    outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
+    layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + getattr(fn, "__name__", "op")
+                                                                      .strip("_")),
+                        {"function": getattr(fn, "__name__", "op").strip("_")}, len(outs))
+    return layer(kts if len(kts) > 1 else kts[0])
+
+
+# ---- keras.layers.Layer subclasses ----------------------------------------------------------------
+
+_INIT_DEFAULTS = {"GlorotUniform": {}, "GlorotNormal": {}, "HeUniform": {}, "HeNormal": {}, "LecunUniform": {},
+                  "LecunNormal": {}, "Zeros": {}, "Ones": {}, "Orthogonal": {"gain": 1.0},
+                  "RandomUniform": {"minval": -0.05, "maxval": 0.05}, "RandomNormal": {"mean": 0.0, "stddev": 0.05}}
+
+
+def _initializer_name(init, where):
+    if init is None:
+        return "glorot_uniform"
+    if isinstance(init, str):
+        return init
+    cls = getattr(init, "class_name", None)
+    cfg = {k: v for k, v in (init.get_config() if hasattr(init, "get_config") else {}).items() if k != "seed"}
+    if cls in _INIT_DEFAULTS and all(cfg.get(k, d) == d for k, d in _INIT_DEFAULTS[cls].items()):
+        return L._snake(cls)
+    raise NotImplementedError(f"{where}: initializer {cls or type(init).__name__} {cfg} (a traced layer's weights "
+                              f"take a Keras initializer by name with its default arguments)")
+
+
+def add_weight(self, name=None, shape=(), dtype=None, initializer=None, regularizer=None, trainable=True,
+               constraint=None, **kwargs):
+    """Keras's Layer.add_weight, inside build (or call): a weight of the layer's traced graph."""
+    g = getattr(self, "_tracing_graph", None)
+    where = f"{type(self).__name__}.add_weight({name!r})"
+    if g is None:
+        raise TraceError(f"{where}: weights are made while the layer is built (in build or call, when the layer is "
+                         f"first called on a tensor)")
+    for what, v in (("regularizer", regularizer), ("constraint", constraint)):
+        if v is not None:
+            raise NotImplementedError(f"{where}: a {what} on a traced layer's weight is not supported yet")
+    prefix = getattr(self, "_weight_prefix", "")
+    t = g.weight(prefix + (name or f"variable_{len(g.weights)}"), shape, _initializer_name(initializer, where),
+                 trainable)
+    return t
+
+
+def _accepts(fn, arg):
+    try:
+        p = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return arg in p or any(x.kind == x.VAR_KEYWORD for x in p.values())
+
+
+def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
+    """Builds (once) and runs layer.call on the graph g's tensors."""
+    layer._tracing_graph = g
+    layer._weight_prefix = prefix
+    try:
+        if not getattr(layer, "built", False):
+            shapes = [t.shape for t in sym_inputs] if isinstance(sym_inputs, (list, tuple)) else sym_inputs.shape
+            layer.build(shapes)
+            layer.built = True
+        kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
+        return layer.call(sym_inputs, *kwargs.get("_args", ()), **kw)
+    finally:
+        layer._tracing_graph = None
+
+
+def intercept(layer, args, kwargs):
+    """Layer.__call__'s first step: traces the user's layers; PASS lets the ordinary call go on."""
+    inputs = args[0] if args else kwargs.get("inputs")
+    flat = _flat(inputs)
+    if any(isinstance(t, SymTensor) for t in flat):  # a layer called inside a traced call
+        if getattr(layer, "_custom", False):
+            inner = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
+            return _call_traced(layer, inputs, {**inner, "_args": args[1:]}, flat[0].graph, layer.name + "/")
+        raise NotImplementedError(f"{layer.class_name} {layer.name!r}: a built-in layer called inside a custom "
+                                  f"layer's call (or a Lambda) is not supported yet; write it with tnt.keras.ops")
+    if not getattr(layer, "_custom", False) and not isinstance(layer, Lambda):
+        return PASS
+    if not flat or not all(_is_kt(t) for t in flat):
+        raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
+                        f"(tnt.keras.Input or another layer's output); to run it on data build a model")
+    if len(args) > 1:
+        raise NotImplementedError(f"{type(layer).__name__}: extra positional call arguments are not supported")
+    if layer._graph_json is None:
+        g, kts = _trace.Graph(), []
+        sym = _to_graph(inputs, g, kts)
+        if isinstance(layer, Lambda):
+            outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
+        else:
+            outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
+        layer._graph_json = g.to_json(outs)
+        layer._n_traced_outputs = len(outs)
+    return PASS
+
+
+def init_layer(layer, kwargs):
+    """Layer.__init__ of a subclass of the user's own."""
+    from tarantella.keras.utils import get_registered_name
+    bad = set(kwargs) - set(L._BASE_KWARGS)
+    if bad:
+        raise TypeError(f"{type(layer).__name__}: unexpected keyword arguments {sorted(bad)} for Layer.__init__")
+    layer.class_name = get_registered_name(type(layer))
+    _base_init(layer, kwargs)
+    layer._custom = True
+    layer.built = False
+    layer._graph_json = None
+    layer._n_traced_outputs = 1
+    layer._tracing_graph = None
+
+
+def custom_config(layer):
+    """The config of a user's layer in a model: its get_config() and the traced graph."""
+    if layer._config is not None:
+        return dict(layer._config)
+    if layer._graph_json is None:
+        raise ValueError(f"layer {layer.name!r} ({type(layer).__name__}) has not been called on a tensor yet")
+    cfg = dict(type(layer).get_config(layer))
+    bad = [k for k, v in cfg.items() if not isinstance(v, (str, int, float, bool, type(None), list, tuple, dict))]
+    if bad:
+        raise TypeError(f"{type(layer).__name__}.get_config(): values of {bad} are not JSON (numbers, strings, "
+                        f"lists, dicts)")
+    cfg["name"] = layer.name
+    cfg["tnt_ops"] = layer._graph_json
+    return L.serialize(cfg)
+
+
+def base_get_config(layer):
+    """Layer.get_config of the user's layers (what super().get_config() returns)."""
+    cfg = {"name": layer.name, "trainable": layer.trainable, "dtype": "float32"}
+    if layer._input_shape is not None:
+        cfg["batch_input_shape"] = [None] + list(layer._input_shape)
+    return cfg
+
+
+# ---- keras.layers.Lambda -------------------------------------------------------------------------
+
+class Lambda(TracedLayer):
+    """keras.layers.Lambda(function, output_shape=None, mask=None, arguments=None): the function
+    traced once on the symbolic inputs (output_shape is then known and not needed)."""
+
+    class_name = "Lambda"
+
+    def __init__(self, function, output_shape=None, mask=None, arguments=None, **kwargs):
+        if not callable(function):
+            raise TypeError(f"Lambda: function must be callable, got {type(function).__name__}")
+        if mask is not None:
+            raise NotImplementedError("Lambda: mask is not supported (masks do not pass a traced layer)")
+        TracedLayer.__init__(self, None, "Lambda", kwargs.get("name") or L.unique_name("lambda"),
+                             {"function": getattr(function, "__name__", "lambda")})
+        self._function = function
+        self._arguments = dict(arguments or {})
+        self.trainable = kwargs.get("trainable", True)
+
+
+def _snake_attr(s):
+    return re.sub(r"\W", "_", s)
+
+
+def _install():
+    """The user-facing methods of keras.layers.Layer for subclasses (layers.py calls the hooks)."""
+    L.Layer.add_weight = add_weight
+    L.Layer.build = lambda self, input_shape: setattr(self, "built", True)
+    L.Layer.compute_output_shape = lambda self, input_shape: None
+    L.Layer.add_loss = _add_loss
+    if not hasattr(L.Layer, "call"):
+        L.Layer.call = _call_not_defined
+    L.Lambda = Lambda
+
+
+def _add_loss(self, *a, **k):
+    raise NotImplementedError(f"{type(self).__name__}.add_loss: losses added by layers are not supported yet")
+
+
+def _call_not_defined(self, inputs, *a, **k):
+    raise NotImplementedError(f"{type(self).__name__}: a Layer subclass must define call(inputs)")
+
+
+_install()

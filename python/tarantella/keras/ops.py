@@ -1,0 +1,415 @@
+"""tnt.keras.ops: Keras 3's operations on symbolic tensors, recorded into the operation graph that
+the C library runs and differentiates (keras/_trace.py). Called inside a traced function (a custom
+Layer's call, a Lambda) they record into its graph; called on a model's tensors (tnt.keras.Input,
+a layer's output) each becomes a layer of its own in the functional model."""
+import builtins as _builtins
+import functools
+
+import numpy as np
+
+from tarantella.keras import _trace
+from tarantella.keras._trace import SymTensor, TraceError
+
+def _is_keras_tensor(v):
+    from tarantella.keras.layers import KerasTensor
+    return isinstance(v, KerasTensor)
+
+
+def _has_keras_tensor(v):
+    if isinstance(v, (list, tuple)):
+        return _builtins.any(_has_keras_tensor(x) for x in v)
+    return _is_keras_tensor(v)
+
+
+def _lifted(fn):
+    """On a functional model's tensors, the operation becomes a traced layer (one per call)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _builtins.any(_has_keras_tensor(a) for a in args) or \
+                _builtins.any(_has_keras_tensor(v) for v in kwargs.values()):
+            from tarantella.keras._custom import functional_op
+            return functional_op(fn, args, kwargs)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def _graph_of(*xs):
+    for x in xs:
+        if isinstance(x, SymTensor):
+            return x.graph
+        if isinstance(x, (list, tuple)):
+            g = _graph_of(*x)
+            if g is not None:
+                return g
+    return None
+
+
+def _t(x, g, like=None):
+    """x as a tensor of graph g (numbers and arrays become constants of like's float-ness)."""
+    if isinstance(x, SymTensor):
+        return x
+    if g is None:
+        raise TypeError(f"expected a symbolic tensor, got {type(x).__name__} (tnt.keras.ops run on traced tensors)")
+    a = np.asarray(x)
+    dt = None
+    if like is not None and like.dtype == "float32" and a.dtype != np.bool_:
+        dt = "float32"
+    return _trace.constant(g, a, dt)
+
+
+def _unary(name, **fixed):
+    def op(x, **kw):
+        return _trace.record(name, [_t(x, _graph_of(x))], {**fixed, **kw}, lambda a: a.astype(np.float32)
+                             if name not in ("logical_not",) else a == 0)
+    op.__name__ = name
+    return _lifted(op)
+
+
+def _binary(name, np_fn):
+    def op(x1, x2):
+        g = _graph_of(x1, x2)
+        like = x1 if isinstance(x1, SymTensor) else x2
+        return _trace.record(name, [_t(x1, g, like), _t(x2, g, like)], {}, np_fn)
+    op.__name__ = name
+    return _lifted(op)
+
+
+def _axis(axis):
+    if isinstance(axis, (list, tuple)):
+        return [int(a) for a in axis]
+    return None if axis is None else int(axis)
+
+
+def _np_axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _reduce(name, np_fn):
+    def op(x, axis=None, keepdims=False):
+        ax = _axis(axis)
+        return _trace.record(name, [_t(x, _graph_of(x))], {"axis": ax, "keepdims": bool(keepdims)},
+                             lambda a: np.asarray(np_fn(a, axis=_np_axis(ax), keepdims=keepdims)))
+    op.__name__ = name
+    return _lifted(op)
+
+
+for _n in ("negative abs sign exp log log1p expm1 sqrt rsqrt square reciprocal sin cos tanh sigmoid relu relu6 "
+           "softplus softsign silu erf floor ceil round logical_not stop_gradient").split():
+    globals()[_n] = _unary(_n)
+absolute = abs  # noqa: F821
+swish = silu  # noqa: F821
+identity = _unary("identity")
+
+
+@_lifted
+def gelu(x, approximate=True):
+    return _trace.record("gelu", [_t(x, _graph_of(x))], {"approximate": bool(approximate)}, lambda a: a)
+
+
+@_lifted
+def elu(x, alpha=1.0):
+    return _trace.record("elu", [_t(x, _graph_of(x))], {"alpha": float(alpha)}, lambda a: a)
+
+
+@_lifted
+def leaky_relu(x, negative_slope=0.2):
+    return _trace.record("leaky_relu", [_t(x, _graph_of(x))], {"negative_slope": float(negative_slope)},
+                         lambda a: a)
+
+
+@_lifted
+def clip(x, x_min, x_max):
+    return _trace.record("clip", [_t(x, _graph_of(x))], {"x_min": float(x_min), "x_max": float(x_max)},
+                         lambda a: a)
+
+
+def _arith(a, b):
+    return np.zeros(np.broadcast_shapes(a.shape, b.shape),
+                    np.float32 if np.float32 in (a.dtype, b.dtype) else np.int32)
+
+
+def _div(a, b):
+    return np.zeros(np.broadcast_shapes(a.shape, b.shape), np.float32)
+
+
+def _cmp(a, b):
+    return np.zeros(np.broadcast_shapes(a.shape, b.shape), np.bool_)
+
+
+for _n in "add subtract multiply maximum minimum squared_difference floor_divide mod".split():
+    globals()[_n] = _binary(_n, _arith)
+for _n in ("divide", "power"):
+    globals()[_n] = _binary(_n, _div)
+for _n in "equal not_equal less less_equal greater greater_equal logical_and logical_or".split():
+    globals()[_n] = _binary(_n, _cmp)
+true_divide = divide  # noqa: F821
+
+
+@_lifted
+def where(condition, x1, x2):
+    g = _graph_of(condition, x1, x2)
+    like = x1 if isinstance(x1, SymTensor) else x2 if isinstance(x2, SymTensor) else None
+    return _trace.record("where", [_t(condition, g), _t(x1, g, like), _t(x2, g, like)], {},
+                         lambda c, a, b: np.zeros(np.broadcast_shapes(c.shape, a.shape, b.shape),
+                                                  np.float32 if np.float32 in (a.dtype, b.dtype) else a.dtype))
+
+
+sum = _reduce("sum", np.sum)  # noqa: A001
+mean = _reduce("mean", np.mean)
+max = _reduce("max", np.max)  # noqa: A001
+min = _reduce("min", np.min)  # noqa: A001
+prod = _reduce("prod", np.prod)
+var = _reduce("var", np.var)
+std = _reduce("std", np.std)
+logsumexp = _reduce("logsumexp", np.sum)
+any = _reduce("any", np.any)  # noqa: A001
+all = _reduce("all", np.all)  # noqa: A001
+amax, amin = max, min
+
+
+def _argreduce(name, np_fn):
+    def op(x, axis=None, keepdims=False):
+        if keepdims:
+            raise NotImplementedError(f"{name}: keepdims=True is not supported")
+        return _trace.record(name, [_t(x, _graph_of(x))], {"axis": _axis(axis)},
+                             lambda a: np.asarray(np_fn(a, axis=axis)).astype(np.int32))
+    op.__name__ = name
+    return _lifted(op)
+
+
+argmax = _argreduce("argmax", np.argmax)
+argmin = _argreduce("argmin", np.argmin)
+
+
+@_lifted
+def matmul(x1, x2):
+    g = _graph_of(x1, x2)
+    return _trace.record("matmul", [_t(x1, g), _t(x2, g)], {},
+                         lambda a, b: np.matmul(a.astype(np.float32), b.astype(np.float32)))
+
+
+@_lifted
+def einsum(subscripts, *operands):
+    g = _graph_of(*operands)
+    return _trace.record("einsum", [_t(x, g) for x in operands], {"equation": subscripts},
+                         lambda *a: np.einsum(subscripts, *a).astype(np.float32))
+
+
+def _shape_list(shape):
+    out = []
+    for d in shape:
+        if d is None:
+            out.append(-1)
+        else:
+            out.append(int(d))
+    if out.count(-1) > 1:
+        raise TraceError(f"{_trace._user_line()}: reshape to {tuple(shape)}: at most one unknown (-1 or None) "
+                         f"dimension")
+    return out
+
+
+@_lifted
+def reshape(x, newshape):
+    s = _shape_list(newshape if isinstance(newshape, (list, tuple)) else [newshape])
+    return _trace.record("reshape", [_t(x, _graph_of(x))], {"shape": s}, lambda a: a.reshape(s))
+
+
+@_lifted
+def transpose(x, axes=None):
+    ax = None if axes is None else [int(a) for a in axes]
+    return _trace.record("transpose", [_t(x, _graph_of(x))], {"axes": ax}, lambda a: np.transpose(a, ax))
+
+
+@_lifted
+def expand_dims(x, axis):
+    return _trace.record("expand_dims", [_t(x, _graph_of(x))], {"axis": _axis(axis)},
+                         lambda a: np.expand_dims(a, _np_axis(_axis(axis))))
+
+
+@_lifted
+def squeeze(x, axis=None):
+    return _trace.record("squeeze", [_t(x, _graph_of(x))], {"axis": _axis(axis)},
+                         lambda a: np.squeeze(a, _np_axis(_axis(axis))))
+
+
+@_lifted
+def broadcast_to(x, shape):
+    s = [int(d) for d in shape]
+    return _trace.record("broadcast_to", [_t(x, _graph_of(x))], {"shape": s}, lambda a: np.broadcast_to(a, s))
+
+
+@_lifted
+def concatenate(xs, axis=0):
+    g = _graph_of(xs)
+    return _trace.record("concatenate", [_t(x, g) for x in xs], {"axis": int(axis)},
+                         lambda *a: np.concatenate(a, axis=axis))
+
+
+@_lifted
+def stack(x, axis=0):
+    g = _graph_of(x)
+    return _trace.record("stack", [_t(v, g) for v in x], {"axis": int(axis)}, lambda *a: np.stack(a, axis=axis))
+
+
+@_lifted
+def split(x, indices_or_sections, axis=0):
+    ios = indices_or_sections if isinstance(indices_or_sections, int) else [int(i) for i in indices_or_sections]
+    n = ios if isinstance(ios, int) else len(ios) + 1
+    return _trace.record("split", [_t(x, _graph_of(x))], {"indices_or_sections": ios, "axis": int(axis)},
+                         lambda a: np.split(a, ios, axis=axis), n_out=n)
+
+
+@_lifted
+def tile(x, repeats):
+    r = [int(v) for v in (repeats if isinstance(repeats, (list, tuple)) else [repeats])]
+    return _trace.record("tile", [_t(x, _graph_of(x))], {"repeats": r}, lambda a: np.tile(a, r))
+
+
+@_lifted
+def repeat(x, repeats, axis=None):
+    return _trace.record("repeat", [_t(x, _graph_of(x))], {"repeats": int(repeats), "axis": _axis(axis)},
+                         lambda a: np.repeat(a, repeats, axis=axis))
+
+
+@_lifted
+def pad(x, pad_width, mode="constant", constant_values=None):
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} (only 'constant' is supported)")
+    pw = [[int(p[0]), int(p[1])] for p in pad_width]
+    return _trace.record("pad", [_t(x, _graph_of(x))], {"pad_width": pw, "constant_values": constant_values},
+                         lambda a: np.pad(a, pw))
+
+
+@_lifted
+def take(x, indices, axis=None):
+    g = _graph_of(x, indices)
+    return _trace.record("take", [_t(x, g), _t(indices, g)], {"axis": _axis(axis)},
+                         lambda a, i: np.take(a, i.astype(np.int64), axis=axis))
+
+
+gather = take
+
+
+@_lifted
+def one_hot(x, num_classes, axis=-1, dtype=None):
+    def fn(i):
+        z = np.zeros(i.shape + (int(num_classes),), np.float32)
+        return np.moveaxis(z, -1, axis)
+    return _trace.record("one_hot", [_t(x, _graph_of(x))], {"num_classes": int(num_classes), "axis": int(axis)}, fn)
+
+
+def _dtype_name(dtype):
+    name = getattr(dtype, "name", dtype)
+    name = str(np.dtype(name)) if not isinstance(name, str) else name
+    if name not in ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                    "uint16", "uint32", "bool"):
+        raise TypeError(f"cast: dtype {dtype!r} (expected a float, int or bool dtype)")
+    return name
+
+
+@_lifted
+def cast(x, dtype):
+    d = _dtype_name(dtype)
+    target = _trace._NP[{"bool": "bool"}.get(d, "int32" if ("int" in d) else "float32")]
+    return _trace.record("cast", [_t(x, _graph_of(x))], {"dtype": d}, lambda a: a.astype(target))
+
+
+@_lifted
+def cumsum(x, axis=None):
+    return _trace.record("cumsum", [_t(x, _graph_of(x))], {"axis": _axis(axis)},
+                         lambda a: np.cumsum(a, axis=axis))
+
+
+@_lifted
+def softmax(x, axis=-1):
+    return _trace.record("softmax", [_t(x, _graph_of(x))], {"axis": _axis(axis)}, lambda a: a.astype(np.float32))
+
+
+@_lifted
+def log_softmax(x, axis=-1):
+    return _trace.record("log_softmax", [_t(x, _graph_of(x))], {"axis": _axis(axis)},
+                         lambda a: a.astype(np.float32))
+
+
+def _like(name):
+    def op(x, dtype=None):
+        return _trace.record(name, [_t(x, _graph_of(x))], {}, lambda a: a)
+    op.__name__ = name
+    return _lifted(op)
+
+
+zeros_like = _like("zeros_like")
+ones_like = _like("ones_like")
+
+
+@_lifted
+def full_like(x, fill_value, dtype=None):
+    return _trace.record("full_like", [_t(x, _graph_of(x))], {"fill_value": float(fill_value)}, lambda a: a)
+
+
+def convert_to_tensor(x, dtype=None):
+    return x
+
+
+def shape(x):
+    return x.shape
+
+
+def ndim(x):
+    return len(x.shape)
+
+
+def dot(x1, x2):
+    return matmul(x1, x2)
+
+
+# ---- Python operators and slicing on SymTensor (and KerasTensor: each one a layer) -------------
+
+def _slice_item(k):
+    if k is None or k is Ellipsis:
+        return None if k is None else "..."
+    if isinstance(k, slice):
+        return [k.start, k.stop, k.step]
+    if isinstance(k, (int, np.integer)):
+        return int(k)
+    raise TraceError(f"{_trace._user_line()}: slicing with {type(k).__name__} {k!r} is not supported (ints, slices, "
+                     f"None and ... are; use ops.take for tensor indices)")
+
+
+@_lifted
+def _getitem(x, key):
+    key = key if isinstance(key, tuple) else (key,)
+    spec = [_slice_item(k) for k in key]
+    return _trace.record("slice", [x], {"spec": spec}, lambda a: a[key])
+
+
+def _rev(fn):
+    return lambda self, other: fn(other, self)
+
+
+_OPERATORS = {
+    "__add__": add, "__radd__": _rev(add), "__sub__": subtract, "__rsub__": _rev(subtract),  # noqa: F821
+    "__mul__": multiply, "__rmul__": _rev(multiply), "__truediv__": divide,  # noqa: F821
+    "__rtruediv__": _rev(divide), "__pow__": power, "__rpow__": _rev(power),  # noqa: F821
+    "__matmul__": matmul, "__rmatmul__": _rev(matmul), "__floordiv__": floor_divide,  # noqa: F821
+    "__mod__": mod, "__lt__": less, "__le__": less_equal, "__gt__": greater,  # noqa: F821
+    "__ge__": greater_equal, "__and__": logical_and, "__or__": logical_or,  # noqa: F821
+    "__neg__": negative, "__abs__": abs, "__invert__": logical_not,  # noqa: F821
+    "__getitem__": _getitem, "__pos__": lambda x: x,
+}
+
+
+def _install(cls):
+    for name, fn in _OPERATORS.items():
+        setattr(cls, name, lambda *a, _f=fn: _f(*a))
+
+
+_install(SymTensor)
+
+
+def _install_keras_tensor():
+    from tarantella.keras.layers import KerasTensor
+    _install(KerasTensor)
+
+
+_install_keras_tensor()
