@@ -5,8 +5,9 @@
     tf.TensorSpec, the dtypes (tf.float32, ...), tf.__version__, tf.config.list_physical_devices,
     tf.get_logger, tf.executing_eagerly.
 
-Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow); the tensor math
-(tf.reduce_mean, ...) is not here.
+Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow). The tensor math
+(tf.reduce_mean, tf.matmul, tf.nn.relu, tf.concat, ...) records operations on symbolic tensors, in a
+custom layer's call, a Lambda or a functional model (keras/_compat_math.py).
 """
 import logging
 import types
@@ -118,3 +119,15 @@ config = types.SimpleNamespace(
                                        set_visible_devices=_accepted),
     threading=types.SimpleNamespace(set_inter_op_parallelism_threads=_accepted,
                                     set_intra_op_parallelism_threads=_accepted))
+
+
+def _install_math():
+    from tarantella.keras import _compat_math
+    g = globals()
+    for k, v in _compat_math.TF.items():
+        g.setdefault(k, v)
+    g.setdefault("nn", _compat_math.TF_NN)
+    g.setdefault("math", _compat_math.TF_MATH)
+
+
+_install_math()

@@ -168,3 +168,14 @@ def set_learning_phase(value):
 
 def manual_variable_initialization(value):
     """Accepted: the library initializes the weights when the model is built."""
+
+
+def _install_math():
+    """K.mean, K.sum, K.square, ...: tnt.keras.ops on symbolic tensors (keras/_compat_math.py)."""
+    from tarantella.keras import _compat_math
+    g = globals()
+    for k, v in _compat_math.K.items():
+        g.setdefault(k, v)
+
+
+_install_math()

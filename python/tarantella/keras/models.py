@@ -18,8 +18,11 @@ def load_model(filepath, custom_objects=None, compile=True, options=None):
     """A model saved by Keras or by model.save: a Keras 3 .keras zip or a Keras 2 .h5 file (told apart
     by content). With compile and a stored training configuration, the model comes compiled, with
     its optimizer's state, so that fit resumes exactly. Every rank reads the file."""
-    if custom_objects:
-        raise NotImplementedError("load_model: custom_objects are not supported (layers run in C)")
+    # custom layers saved by this package carry their traced operations ("tnt_ops"), which the
+    # library runs: custom_objects are accepted for Keras compatibility and not needed
+    if custom_objects is not None and not isinstance(custom_objects, dict):
+        raise TypeError(f"load_model: custom_objects must be a dict of name -> class, got "
+                        f"{type(custom_objects).__name__}")
     ensure_init()
     path = os.fspath(filepath)
     if os.path.isdir(path):

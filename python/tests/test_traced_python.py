@@ -1,0 +1,191 @@
+"""The user's own Keras code traced onto the C engine (issue 22, item 3): keras.ops and the
+operators on symbolic tensors, a Layer subclass with add_weight, Lambda, symbolic arithmetic in a
+functional model; references are NumPy and the built-in layers."""
+import numpy as np
+import pytest
+
+import tarantella.tensorflow as tf
+from tarantella import keras
+from tarantella.keras import backend as K
+from tarantella.keras import ops
+
+RNG = np.random.default_rng(7)
+
+
+@keras.utils.register_keras_serializable(package="TracedTest")
+class MyDense(keras.layers.Layer):
+    def __init__(self, units, activation=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.activation = units, activation
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], self.units),
+                                      initializer="glorot_uniform", trainable=True)
+        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros", trainable=True)
+
+    def call(self, inputs, training=None):
+        y = ops.matmul(inputs, self.kernel) + self.bias
+        return ops.relu(y) if self.activation == "relu" else y
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "activation": self.activation}
+
+
+def _fit(model, x, y):
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    return model.get_weights()
+
+
+def test_custom_dense_trains_equal_to_builtin_dense():
+    x = RNG.normal(size=(32, 6)).astype(np.float32)
+    y = RNG.normal(size=(32, 2)).astype(np.float32)
+
+    inp = keras.Input(shape=(6,))
+    ref = keras.Model(inp, keras.layers.Dense(2)(keras.layers.Dense(5, activation="relu")(inp)))
+    inp2 = keras.Input(shape=(6,))
+    mine = keras.Model(inp2, MyDense(2)(MyDense(5, activation="relu")(inp2)))
+    assert [w.shape for w in mine.get_weights()] == [(6, 5), (5,), (5, 2), (2,)]
+    mine.set_weights(ref.get_weights())
+    np.testing.assert_allclose(mine.predict(x, verbose=0), ref.predict(x, verbose=0), rtol=1e-6, atol=1e-6)
+    w0 = [w.copy() for w in ref.get_weights()]
+    w_ref, w_mine = _fit(ref, x, y), _fit(mine, x, y)
+    assert max(np.abs(a - b).max() for a, b in zip(w_ref, w0)) > 1e-3  # training moved the weights
+    for a, b in zip(w_ref, w_mine):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+    # the weights are the layer's, by the add_weight names
+    assert [w.name for w in mine.layers[1].weights] == [f"{mine.layers[1].name}/kernel:0",
+                                                        f"{mine.layers[1].name}/bias:0"]
+
+
+def _lambda_and_arithmetic_model():
+    inp = keras.Input(shape=(4, 3))
+    x = keras.layers.Lambda(lambda t: ops.sum(t * t, axis=-1) - 1.0)(inp)  # (4,)
+    x = x * 2 + 1
+    x = keras.layers.Dense(2)(x)
+    y = ops.concatenate([x, -x[:, ::-1]], axis=-1) / 3
+    return keras.Model(inp, y)
+
+
+def _lambda_reference(model, x):
+    d = [layer for layer in model.layers if layer.class_name == "Dense"][0]
+    k, b = d.get_weights()
+    h = (np.sum(x * x, axis=-1) - 1.0) * 2 + 1
+    h = h @ k + b
+    return np.concatenate([h, -h[:, ::-1]], axis=-1) / 3
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_lambda_and_symbolic_arithmetic_round_trip(tmp_path, ext):
+    m = _lambda_and_arithmetic_model()
+    x = RNG.normal(size=(5, 4, 3)).astype(np.float32)
+    out = m.predict(x, verbose=0)
+    np.testing.assert_allclose(out, _lambda_reference(m, x), rtol=1e-5, atol=1e-5)
+    path = str(tmp_path / ("m" + ext))
+    m.save(path)
+    back = keras.models.load_model(path, custom_objects={})
+    np.testing.assert_allclose(back.predict(x, verbose=0), out, rtol=1e-6, atol=1e-6)
+    assert [layer.class_name for layer in back.layers].count("Lambda") == 1
+
+
+def test_custom_layer_round_trip_with_custom_objects(tmp_path):
+    inp = keras.Input(shape=(3,))
+    m = keras.Model(inp, MyDense(4, activation="relu")(inp))
+    x = RNG.normal(size=(6, 3)).astype(np.float32)
+    k, b = m.get_weights()
+    np.testing.assert_allclose(m.predict(x, verbose=0), np.maximum(x @ k + b, 0), rtol=1e-6, atol=1e-6)
+    for ext in (".keras", ".h5"):
+        path = str(tmp_path / ("c" + ext))
+        m.save(path)
+        back = keras.models.load_model(path, custom_objects={"TracedTest>MyDense": MyDense})
+        assert back.layers[-1].class_name == "TracedTest>MyDense"
+        np.testing.assert_allclose(back.predict(x, verbose=0), m.predict(x, verbose=0), rtol=1e-6)
+
+
+# (name, function of a symbolic tensor, the same in NumPy, input shape)
+_X = (3, 4)
+CASES = [
+    ("add", lambda t: ops.add(t, 1.5), lambda a: a + 1.5),
+    ("subtract", lambda t: 2.0 - t, lambda a: 2.0 - a),
+    ("multiply", lambda t: ops.multiply(t, t[:, :1]), lambda a: a * a[:, :1]),
+    ("divide", lambda t: t / 4, lambda a: a / 4),
+    ("power", lambda t: ops.abs(t) ** 1.5, lambda a: np.abs(a) ** 1.5),
+    ("negative", lambda t: -t, lambda a: -a),
+    ("matmul", lambda t: t @ ops.transpose(t[:, :1, :], (0, 2, 1)), None),
+    ("einsum", lambda t: ops.einsum("bij,bkj->bik", t, t), lambda a: np.einsum("bij,bkj->bik", a, a)),
+    ("mean", lambda t: ops.mean(t, axis=-1), lambda a: a.mean(-1)),
+    ("sum", lambda t: ops.sum(t, axis=(1, 2)), lambda a: a.sum((1, 2))),
+    ("max", lambda t: ops.max(t, axis=1, keepdims=True), lambda a: a.max(1, keepdims=True)),
+    ("min", lambda t: ops.min(t, axis=-1), lambda a: a.min(-1)),
+    ("exp", lambda t: ops.exp(t), np.exp),
+    ("log", lambda t: ops.log(ops.abs(t) + 1), lambda a: np.log(np.abs(a) + 1)),
+    ("sqrt", lambda t: ops.sqrt(ops.square(t) + 1), lambda a: np.sqrt(a * a + 1)),
+    ("tanh", lambda t: ops.tanh(t), np.tanh),
+    ("sigmoid", lambda t: ops.sigmoid(t), lambda a: 1 / (1 + np.exp(-a))),
+    ("relu", lambda t: ops.relu(t), lambda a: np.maximum(a, 0)),
+    ("softmax", lambda t: ops.softmax(t, axis=-1), lambda a: np.exp(a) / np.exp(a).sum(-1, keepdims=True)),
+    ("concatenate", lambda t: ops.concatenate([t, t * 2], axis=1), lambda a: np.concatenate([a, a * 2], 1)),
+    ("stack", lambda t: ops.stack([t, -t], axis=-1), lambda a: np.stack([a, -a], -1)),
+    ("reshape", lambda t: ops.reshape(t, (-1, 12)), lambda a: a.reshape(-1, 12)),
+    ("transpose", lambda t: ops.transpose(t, (0, 2, 1)), lambda a: a.transpose(0, 2, 1)),
+    ("expand_squeeze", lambda t: ops.squeeze(ops.expand_dims(t, 1), 1), lambda a: a),
+    ("expand_dims", lambda t: ops.expand_dims(t, -1), lambda a: a[..., None]),
+    ("slicing", lambda t: t[:, 1:, ::2], lambda a: a[:, 1:, ::2]),
+    ("slicing_none_ellipsis", lambda t: t[..., None, 0], lambda a: a[..., None, 0]),
+    ("take", lambda t: ops.take(t, np.array([2, 0]), axis=-1), lambda a: np.take(a, [2, 0], axis=-1)),
+    ("one_hot", lambda t: ops.one_hot(ops.argmax(t, axis=-1), 4), lambda a: np.eye(4)[a.argmax(-1)]),
+    ("cast", lambda t: ops.cast(t > 0, "float32"), lambda a: (a > 0).astype(np.float32)),
+    ("where", lambda t: ops.where(t < 0, t * 0.1, t), lambda a: np.where(a < 0, a * 0.1, a)),
+    ("maximum", lambda t: ops.maximum(t, 0.2), lambda a: np.maximum(a, 0.2)),
+    ("minimum", lambda t: ops.minimum(t, t[:, ::-1]), lambda a: np.minimum(a, a[:, ::-1])),
+    ("clip", lambda t: ops.clip(t, -0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5)),
+    ("abs", lambda t: abs(t), np.abs),
+    ("comparisons", lambda t: ops.cast(t >= 0.1, "float32") + ops.cast(t <= -0.1, "float32"),
+     lambda a: (a >= 0.1).astype(np.float32) + (a <= -0.1)),
+    # TensorFlow and keras.backend names, on the same tensors
+    ("tf.reduce_mean", lambda t: tf.reduce_mean(t, axis=1, keepdims=True), lambda a: a.mean(1, keepdims=True)),
+    ("tf.matmul", lambda t: tf.matmul(t, t, transpose_b=True), lambda a: a @ a.transpose(0, 2, 1)),
+    ("tf.nn.relu", lambda t: tf.nn.relu(t), lambda a: np.maximum(a, 0)),
+    ("tf.concat", lambda t: tf.concat([t, tf.square(t)], axis=-1), lambda a: np.concatenate([a, a * a], -1)),
+    ("tf.nn.softmax", lambda t: tf.nn.softmax(t), lambda a: np.exp(a) / np.exp(a).sum(-1, keepdims=True)),
+    ("K.mean", lambda t: K.mean(K.square(t), axis=-1), lambda a: (a * a).mean(-1)),
+    ("K.sum", lambda t: K.sum(t, axis=1), lambda a: a.sum(1)),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref", CASES, ids=[c[0] for c in CASES])
+def test_ops_forward_against_numpy(name, fn, ref):
+    x = RNG.normal(size=(5,) + _X).astype(np.float32)
+    inp = keras.Input(shape=_X)
+    m = keras.Model(inp, keras.layers.Lambda(fn)(inp))
+    if ref is None:
+        ref = {"matmul": lambda a: a @ a[:, :1, :].transpose(0, 2, 1)}[name]
+    np.testing.assert_allclose(m.predict(x, verbose=0), ref(x), rtol=1e-5, atol=1e-5)
+
+
+def test_value_dependent_if_names_the_users_line():
+    def branchy(t):
+        if ops.sum(t) > 0:  # the line the error names
+            return t
+        return -t
+
+    inp = keras.Input(shape=(3,))
+    with pytest.raises(ValueError) as e:
+        keras.layers.Lambda(branchy)(inp)
+    assert "test_traced_python.py:" in str(e.value)
+    line = branchy.__code__.co_firstlineno + 1
+    assert f"test_traced_python.py:{line}" in str(e.value)
+    assert "ops.where" in str(e.value)
+
+
+def test_builtin_layer_inside_custom_layer_is_a_clear_error():
+    class Wrapper(keras.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.inner = keras.layers.Dense(2)
+
+        def call(self, inputs):
+            return self.inner(inputs)
+
+    with pytest.raises(NotImplementedError, match="Dense"):
+        Wrapper()(keras.Input(shape=(3,)))
