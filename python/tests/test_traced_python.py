@@ -189,3 +189,43 @@ def test_builtin_layer_inside_custom_layer_is_a_clear_error():
 
     with pytest.raises(NotImplementedError, match="Dense"):
         Wrapper()(keras.Input(shape=(3,)))
+
+
+class TwoLayer(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(5, activation="relu")
+        self.scale = MyDense(3)
+
+    def call(self, inputs, training=None):
+        h = self.hidden(inputs)
+        return ops.tanh(self.scale(h)) * 0.5 + ops.mean(inputs, axis=-1, keepdims=True)
+
+
+def test_subclassed_model_equals_its_functional_twin():
+    x = RNG.normal(size=(24, 4)).astype(np.float32)
+    y = RNG.normal(size=(24, 3)).astype(np.float32)
+    sub = TwoLayer()
+    sub.build((None, 4))
+    inp = keras.Input(shape=(4,))
+    h = keras.layers.Dense(5, activation="relu")(inp)
+    twin = keras.Model(inp, ops.tanh(keras.layers.Dense(3)(h)) * 0.5 + ops.mean(inp, axis=-1, keepdims=True))
+    sub.set_weights(twin.get_weights())
+    np.testing.assert_allclose(sub.predict(x, verbose=0), twin.predict(x, verbose=0), rtol=1e-6, atol=1e-6)
+    for a, b in zip(_fit(twin, x, y), _fit(sub, x, y)):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+
+def test_subclassed_model_built_by_fit_and_train_step_refused():
+    x = RNG.normal(size=(16, 4)).astype(np.float32)
+    m = TwoLayer()
+    m.compile(optimizer="sgd", loss="mse")
+    m.fit(x, np.zeros((16, 3), np.float32), batch_size=8, epochs=1, verbose=0)
+    assert m.predict(x, verbose=0).shape == (16, 3)
+
+    class Stepper(TwoLayer):
+        def train_step(self, data):
+            return {}
+
+    with pytest.raises(NotImplementedError, match="train_step"):
+        Stepper()

@@ -174,9 +174,9 @@ class Model:
 
     def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
         if inputs is None and outputs is None and "_handle" not in kwargs:
-            if type(self).call is not Model.call:
-                raise NotImplementedError("subclassed models (a call method in Python) are not supported: "
-                                          "the model runs in C; build it with the Functional or Sequential API")
+            if type(self).call is not Model.call:  # traced once its input shape is known (keras/_submodel.py)
+                from tarantella.keras import _submodel
+                return _submodel.init(self, kwargs)
             raise TypeError("Model(inputs, outputs): give the inputs (tnt.keras.Input) and outputs")
         self._h = None
         self._touched = False      # weights read, written or trained
@@ -214,9 +214,15 @@ class Model:
 
     # ---- the library model ----
     def _arch_json(self, input_shape=None):
+        if self._kind == "subclassed":
+            from tarantella.keras import _submodel
+            _submodel.trace(self, input_shape)
         return functional_json(self._inputs, self._outputs, self.name)
 
     def _can_build(self, input_shape=None):
+        if self._kind == "subclassed":
+            from tarantella.keras import _submodel
+            return _submodel.can_build(self, input_shape)
         return True
 
     def _set_handle(self, h):

@@ -1,0 +1,68 @@
+"""Subclassed keras.Model (a call method in Python): traced once, when the input shape is known
+(build, fit, predict), by calling call on symbolic inputs; the layers it calls and the operations
+it does (keras.ops, operators, custom layers) make a functional model the library builds."""
+from tarantella.keras import layers as L
+
+
+def init(model, kwargs):
+    """Model.__init__ of a subclass with call: the model is made later, from its first input shape."""
+    bad = set(kwargs) - {"name", "trainable", "dtype"}
+    if bad:
+        raise TypeError(f"{type(model).__name__}: unexpected keyword arguments {sorted(bad)} for Model.__init__")
+    for hook in ("train_step", "test_step", "predict_step"):
+        if any(hook in vars(c) for c in type(model).__mro__ if c.__module__ != __name__ and
+               c.__name__ != "Model" and c.__name__ != "Sequential"):
+            raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (training "
+                                      f"runs in C); define call, compile with a loss, and fit")
+    model._kind = "subclassed"
+    model._h = None
+    model._touched = False
+    model._dist = None
+    model._compiled = None
+    model._optimizer = None
+    model._pending_weights = None
+    model._nodes = []
+    model.history = None
+    model._loss = None
+    model._metrics = []
+    model._inputs = model._outputs = None
+    model._layers = []
+    model._single_in = model._single_out = True
+    model.name = kwargs.get("name") or L.unique_name(L._snake(type(model).__name__))
+
+
+def can_build(model, input_shape):
+    return model._inputs is not None or input_shape is not None
+
+
+def trace(model, input_shape):
+    """Calls model.call once on a symbolic input of input_shape (without the batch axis)."""
+    import inspect
+    from tarantella.keras.engine import _walk
+    if model._inputs is not None:
+        return
+    if input_shape and isinstance(input_shape[0], (list, tuple)):
+        inputs = [L.Input(shape=tuple(s)) for s in input_shape]
+        arg = inputs
+    else:
+        inputs = [L.Input(shape=tuple(input_shape))]
+        arg = inputs[0]
+    params = inspect.signature(model.call).parameters
+    kw = {"training": None} if "training" in params else {}
+    out = model.call(arg, **kw)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    for o in outs:
+        if not isinstance(o, L.KerasTensor):
+            raise TypeError(f"{type(model).__name__}.call returned {type(o).__name__}, expected the tensors of its "
+                            f"layers and operations")
+        if isinstance(o._layer, L.InputLayer):
+            raise ValueError(f"{type(model).__name__}.call returned its input unchanged")
+    model._inputs, model._outputs = inputs, outs
+    model._single_in, model._single_out = len(inputs) == 1, not isinstance(out, (list, tuple))
+    pairs, _ = _walk(outs)
+    seen, layers = set(), []
+    for layer, ni in sorted(pairs, key=lambda p: p[0]._nodes[p[1]].order):
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            layers.append(layer)
+    model._layers = layers
