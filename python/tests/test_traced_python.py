@@ -99,6 +99,9 @@ def test_custom_layer_round_trip_with_custom_objects(tmp_path):
         m.save(path)
         back = keras.models.load_model(path, custom_objects={"TracedTest>MyDense": MyDense})
         assert back.layers[-1].class_name == "TracedTest>MyDense"
+        cfg = back.layers[-1].get_config()  # the layer's own config kept beside the graph
+        assert cfg["units"] == 4 and cfg["activation"] == "relu"
+        assert MyDense.from_config({k: v for k, v in cfg.items() if k != "tnt_ops"}).units == 4
         np.testing.assert_allclose(back.predict(x, verbose=0), m.predict(x, verbose=0), rtol=1e-6)
 
 

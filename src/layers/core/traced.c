@@ -22,6 +22,7 @@ typedef struct traced_priv {
     tnt__layer_ops ops; /* per layer: class_name is the user's */
     char class_name[TNT_NAME_MAX];
     tnt_opgraph *g;
+    cJSON *user_config; /* the config's other keys (a custom layer's get_config), written back as read */
 } traced_priv;
 
 /* Output shapes for a batch of n, or an error. */
@@ -145,6 +146,7 @@ static void traced_destroy(tnt_layer *l) {
     traced_priv *p = l->priv;
     if (!p) return;
     tnt_opgraph_free(p->g);
+    cJSON_Delete(p->user_config);
     free(p);
     l->priv = NULL;
 }
@@ -157,6 +159,11 @@ static tnt_status traced_get_config(const tnt_layer *l, cJSON *c) {
     free(txt);
     if (!graph) return tnt__error(TNT_ERR_NOMEM, "layer \"%s\": out of memory", l->name);
     TNT_KJ(cJSON_AddItemToObject(c, "tnt_ops", graph));
+    const cJSON *e;
+    cJSON_ArrayForEach(e, p->user_config) {
+        if (e->string && !cJSON_GetObjectItemCaseSensitive(c, e->string))
+            TNT_KJ(cJSON_AddItemToObject(c, e->string, cJSON_Duplicate(e, true)));
+    }
     return TNT_OK;
 }
 
@@ -167,7 +174,14 @@ static tnt_layer *traced_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     tnt_opgraph *g = tnt_opgraph_from_json(txt ? txt : v->valuestring);
     free(txt);
     if (!g) return tnt__kj_fail(k, TNT_ERR_FORMAT, "tnt_ops: %s", tnt_last_error());
-    return tnt_traced_layer(g, k->cls, k->name);
+    tnt_layer *l = tnt_traced_layer(g, k->cls, k->name);
+    if (l) { /* keep the user's own keys (units, ...) so that Keras's from_config finds them */
+        traced_priv *p = l->priv;
+        p->user_config = cJSON_Duplicate(c, true);
+        for (const char **key = (const char *[]){"tnt_ops", "batch_input_shape", "batch_shape", NULL}; *key; key++)
+            if (p->user_config) cJSON_DeleteItemFromObjectCaseSensitive(p->user_config, *key);
+    }
+    return l;
 }
 
 const tnt__layer_ops tnt__traced_ops = {
