@@ -1,8 +1,11 @@
 """The user's own Keras code traced onto the C engine (issue 22, item 3): keras.ops and the
 operators on symbolic tensors, a Layer subclass with add_weight, Lambda, symbolic arithmetic in a
 functional model; references are NumPy and the built-in layers."""
+import os
+
 import numpy as np
 import pytest
+from conftest import BIN, run
 
 import tarantella.tensorflow as tf
 from tarantella import keras
@@ -85,6 +88,11 @@ def test_lambda_and_symbolic_arithmetic_round_trip(tmp_path, ext):
     m.save(path)
     back = keras.models.load_model(path, custom_objects={})
     np.testing.assert_allclose(back.predict(x, verbose=0), out, rtol=1e-6, atol=1e-6)
+    # the traced operations in the file run in C with no Python
+    np.save(tmp_path / "x.npy", x)
+    run([os.path.join(BIN, "tnt-predict"), path, str(tmp_path / "x.npy"), str(tmp_path / "c.npy")],
+        env={"OMP_NUM_THREADS": "1"})
+    np.testing.assert_allclose(np.load(tmp_path / "c.npy"), out, rtol=1e-5, atol=1e-6)
     assert [layer.class_name for layer in back.layers].count("Lambda") == 1
 
 
