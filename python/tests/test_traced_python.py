@@ -161,6 +161,7 @@ CASES = [
     ("tf.nn.softmax", lambda t: tf.nn.softmax(t), lambda a: np.exp(a) / np.exp(a).sum(-1, keepdims=True)),
     ("K.mean", lambda t: K.mean(K.square(t), axis=-1), lambda a: (a * a).mean(-1)),
     ("K.sum", lambda t: K.sum(t, axis=1), lambda a: a.sum(1)),
+    ("tf.reshape_batch", lambda t: tf.reshape(t, (tf.shape(t)[0], -1, 2)), lambda a: a.reshape(a.shape[0], -1, 2)),
 ]
 
 

@@ -90,6 +90,8 @@ TF = {
     "tile": lambda input, multiples, name=None: ops.tile(input, multiples),
     "stop_gradient": _unary(ops.stop_gradient), "zeros_like": lambda x, dtype=None, name=None: ops.zeros_like(x),
     "ones_like": lambda x, dtype=None, name=None: ops.ones_like(x),
+    # the static shape, None for the batch: enough for tf.reshape(x, (tf.shape(x)[0], -1, ...))
+    "shape": lambda input, out_type=None, name=None: tuple(input.shape),  # noqa: A006
 }
 for _n in ("square", "exp", "sqrt", "tanh", "sigmoid", "abs", "sign", "negative", "floor", "ceil", "round"):
     TF[_n] = _unary(getattr(ops, _n))

@@ -208,9 +208,25 @@ def _shape_list(shape):
     return out
 
 
+def _resolve_batch_reshape(x, shape):
+    """reshape(x, (batch, -1, h, d)) with batch = ops.shape(x)[0] (None while tracing): the batch
+    stays axis 0 and the other -1 is known from x's other dimensions."""
+    shape = list(shape)
+    xs = x.shape if isinstance(x, SymTensor) else None
+    free = [i for i, d in enumerate(shape) if d is None or (not isinstance(d, SymTensor) and int(d) == -1)]
+    if xs and len(free) == 2 and free[0] == 0 and shape[0] is None and xs[0] is None and \
+            None not in xs[1:] and None not in shape[1:]:
+        known = int(np.prod([int(d) for i, d in enumerate(shape) if i not in free]))
+        total = int(np.prod(xs[1:]))
+        if known and total % known == 0:
+            shape[free[1]] = total // known
+    return shape
+
+
 @_lifted
 def reshape(x, newshape):
-    s = _shape_list(newshape if isinstance(newshape, (list, tuple)) else [newshape])
+    newshape = newshape if isinstance(newshape, (list, tuple)) else [newshape]
+    s = _shape_list(_resolve_batch_reshape(x, newshape))
     return _trace.record("reshape", [_t(x, _graph_of(x))], {"shape": s}, lambda a: a.reshape(s))
 
 
