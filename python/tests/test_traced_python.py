@@ -82,6 +82,8 @@ def _lambda_reference(model, x):
 def test_lambda_and_symbolic_arithmetic_round_trip(tmp_path, ext):
     m = _lambda_and_arithmetic_model()
     x = RNG.normal(size=(5, 4, 3)).astype(np.float32)
+    # each chain of operations between layers is one traced layer
+    assert [layer.class_name for layer in m.layers] == ["InputLayer", "Lambda", "TracedOps", "Dense", "TracedOps"]
     out = m.predict(x, verbose=0)
     np.testing.assert_allclose(out, _lambda_reference(m, x), rtol=1e-5, atol=1e-5)
     path = str(tmp_path / ("m" + ext))

@@ -93,15 +93,53 @@ def _base_init(layer, kwargs):
     layer._config = None
 
 
+_FUSE_MAX_NODES = 48  # a chain of operations fused into one layer up to this size
+
+
+def _fused_input(v, g, kts, memo):
+    """A KerasTensor as a value of g: the output of an earlier one-operation layer (x * 2 + 1) is
+    recomputed inside g from that layer's inputs, so a chain of operations becomes one layer (the
+    earlier layer stays in the model only where its output is used elsewhere)."""
+    if id(v) in memo:
+        return memo[id(v)]
+    src = getattr(v._layer, "_fusable", None)
+    if src is None or len(g.nodes) + len(src[0].nodes) > _FUSE_MAX_NODES:
+        kts.append(v)
+        t = memo[id(v)] = g.input(v.shape)
+        return t
+    old, old_outs, old_kts = src
+    vals = {}
+    for (_, t_old), kt in zip(old.inputs, old_kts):
+        vals[id(t_old)] = _fused_input(kt, g, kts, memo)
+    for op, ins, attrs, outs in old.nodes:
+        new = [SymTensor(g, (op, len(g.nodes), k), t._dummies) for k, t in enumerate(outs)]
+        g.nodes.append((op, [vals[id(t)] for t in ins], dict(attrs), new))
+        vals.update({id(t): n for t, n in zip(outs, new)})
+    t = memo[id(v)] = vals[id(old_outs[v._tensor_index])]
+    return t
+
+
+def _to_graph_fused(v, g, kts, memo):
+    if _is_kt(v):
+        return _fused_input(v, g, kts, memo)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to_graph_fused(x, g, kts, memo) for x in v)
+    if isinstance(v, dict):
+        return {k: _to_graph_fused(x, g, kts, memo) for k, x in v.items()}
+    return v
+
+
 def functional_op(fn, args, kwargs):
-    """An operation on a model's tensors: a traced layer of that one operation, called on them."""
-    g, kts = _trace.Graph(), []
-    a2 = _to_graph(list(args), g, kts)
-    k2 = _to_graph(dict(kwargs), g, kts)
+    """An operation on a model's tensors: a traced layer, called on them (fused with the operations
+    that made its inputs, see _fused_input)."""
+    g, kts, memo = _trace.Graph(), [], {}
+    a2 = _to_graph_fused(list(args), g, kts, memo)
+    k2 = _to_graph_fused(dict(kwargs), g, kts, memo)
     outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
-    layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + getattr(fn, "__name__", "op")
-                                                                      .strip("_")),
-                        {"function": getattr(fn, "__name__", "op").strip("_")}, len(outs))
+    name = getattr(fn, "__name__", "op").strip("_")
+    layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + name), {"function": name},
+                        len(outs))
+    layer._fusable = (g, outs, list(kts))
     return layer(kts if len(kts) > 1 else kts[0])
 
 
