@@ -243,3 +243,24 @@ def test_subclassed_model_built_by_fit_and_train_step_refused():
 
     with pytest.raises(NotImplementedError, match="train_step"):
         Stepper()
+
+
+def test_shape_that_does_not_broadcast_names_the_users_line():
+    inp = keras.Input(shape=(3,))
+    with pytest.raises(ValueError) as e:
+        keras.layers.Lambda(lambda t: t + np.ones(4, np.float32))(inp)
+    assert "test_traced_python.py:" in str(e.value) and "add" in str(e.value)
+
+
+def test_keras3_add_weight_order_and_initializer_names():
+    class Bias(keras.layers.Layer):
+        def build(self, input_shape):
+            self.b = self.add_weight((input_shape[-1],), "ones", name="b")
+
+        def call(self, x):
+            return x + self.b
+
+    inp = keras.Input(shape=(2,))
+    m = keras.Model(inp, Bias()(inp))
+    np.testing.assert_array_equal(m.get_weights()[0], np.ones(2, np.float32))
+    np.testing.assert_array_equal(m.predict(np.zeros((3, 2), np.float32), verbose=0), np.ones((3, 2)))

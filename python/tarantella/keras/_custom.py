@@ -163,9 +163,25 @@ def _initializer_name(init, where):
                               f"take a Keras initializer by name with its default arguments)")
 
 
-def add_weight(self, name=None, shape=(), dtype=None, initializer=None, regularizer=None, trainable=True,
-               constraint=None, **kwargs):
-    """Keras's Layer.add_weight, inside build (or call): a weight of the layer's traced graph."""
+def add_weight(self, *args, **kwargs):
+    """Keras's Layer.add_weight, inside build (or call): a weight of the layer's traced graph.
+    Keras 2 order (name, shape, dtype, initializer, ...) or Keras 3's (shape, initializer, dtype,
+    trainable, ...), told apart by the first positional argument."""
+    keras3 = bool(args) and isinstance(args[0], (list, tuple))
+    order = ("shape", "initializer", "dtype", "trainable", "autocast", "regularizer", "constraint", "aggregation",
+             "name") if keras3 else ("name", "shape", "dtype", "initializer", "regularizer", "trainable",
+                                     "constraint")
+    if len(args) > len(order):
+        raise TypeError(f"{type(self).__name__}.add_weight: {len(args)} positional arguments")
+    for k, v in zip(order, args):
+        if k in kwargs:
+            raise TypeError(f"{type(self).__name__}.add_weight: {k} given twice")
+        kwargs[k] = v
+    return _add_weight(self, **kwargs)
+
+
+def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regularizer=None, trainable=True,
+                constraint=None, **kwargs):
     g = getattr(self, "_tracing_graph", None)
     where = f"{type(self).__name__}.add_weight({name!r})"
     if g is None:
@@ -175,8 +191,10 @@ def add_weight(self, name=None, shape=(), dtype=None, initializer=None, regulari
         if v is not None:
             raise NotImplementedError(f"{where}: a {what} on a traced layer's weight is not supported yet")
     prefix = getattr(self, "_weight_prefix", "")
-    t = g.weight(prefix + (name or f"variable_{len(g.weights)}"), shape, _initializer_name(initializer, where),
-                 trainable)
+    if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
+        raise NotImplementedError(f"{where}: dtype {dtype!r} (a traced layer's weights are float32)")
+    t = g.weight(prefix + (name or f"variable_{len(g.weights)}"), shape or (), _initializer_name(initializer, where),
+                 True if trainable is None else trainable)
     return t
 
 
