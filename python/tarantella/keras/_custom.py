@@ -4,9 +4,7 @@ once on symbolic tensors (keras/_trace.py) into an operation graph that the mode
 under "tnt_ops"; the C library builds a traced layer from it (src/layers/core/traced.c), whose
 weights are the graph's (the add_weight variables), and differentiates it."""
 import inspect
-import re
 
-import numpy as np
 
 from tarantella.keras import _trace, layers as L
 from tarantella.keras._trace import SymTensor, TraceError
@@ -307,10 +305,6 @@ class Lambda(TracedLayer):
         self._function = function
         self._arguments = dict(arguments or {})
         self.trainable = kwargs.get("trainable", True)
-
-
-def _snake_attr(s):
-    return re.sub(r"\W", "_", s)
 
 
 def _install():

@@ -93,11 +93,34 @@ def _reduce(name, np_fn):
     return _lifted(op)
 
 
-for _n in ("negative abs sign exp log log1p expm1 sqrt rsqrt square reciprocal sin cos tanh sigmoid relu relu6 "
-           "softplus softsign silu erf floor ceil round logical_not stop_gradient").split():
-    globals()[_n] = _unary(_n)
-absolute = abs  # noqa: F821
-swish = silu  # noqa: F821
+negative = _unary("negative")
+abs = _unary("abs")  # noqa: A001
+sign = _unary("sign")
+exp = _unary("exp")
+log = _unary("log")
+log1p = _unary("log1p")
+expm1 = _unary("expm1")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+square = _unary("square")
+reciprocal = _unary("reciprocal")
+sin = _unary("sin")
+cos = _unary("cos")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+relu = _unary("relu")
+relu6 = _unary("relu6")
+softplus = _unary("softplus")
+softsign = _unary("softsign")
+silu = _unary("silu")
+erf = _unary("erf")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")  # noqa: A001
+logical_not = _unary("logical_not")
+stop_gradient = _unary("stop_gradient")
+absolute = abs
+swish = silu
 identity = _unary("identity")
 
 
@@ -136,13 +159,25 @@ def _cmp(a, b):
     return np.zeros(np.broadcast_shapes(a.shape, b.shape), np.bool_)
 
 
-for _n in "add subtract multiply maximum minimum squared_difference floor_divide mod".split():
-    globals()[_n] = _binary(_n, _arith)
-for _n in ("divide", "power"):
-    globals()[_n] = _binary(_n, _div)
-for _n in "equal not_equal less less_equal greater greater_equal logical_and logical_or".split():
-    globals()[_n] = _binary(_n, _cmp)
-true_divide = divide  # noqa: F821
+add = _binary("add", _arith)
+subtract = _binary("subtract", _arith)
+multiply = _binary("multiply", _arith)
+maximum = _binary("maximum", _arith)
+minimum = _binary("minimum", _arith)
+squared_difference = _binary("squared_difference", _arith)
+floor_divide = _binary("floor_divide", _arith)
+mod = _binary("mod", _arith)
+divide = _binary("divide", _div)
+power = _binary("power", _div)
+equal = _binary("equal", _cmp)
+not_equal = _binary("not_equal", _cmp)
+less = _binary("less", _cmp)
+less_equal = _binary("less_equal", _cmp)
+greater = _binary("greater", _cmp)
+greater_equal = _binary("greater_equal", _cmp)
+logical_and = _binary("logical_and", _cmp)
+logical_or = _binary("logical_or", _cmp)
+true_divide = divide
 
 
 @_lifted
@@ -404,13 +439,13 @@ def _rev(fn):
 
 
 _OPERATORS = {
-    "__add__": add, "__radd__": _rev(add), "__sub__": subtract, "__rsub__": _rev(subtract),  # noqa: F821
-    "__mul__": multiply, "__rmul__": _rev(multiply), "__truediv__": divide,  # noqa: F821
-    "__rtruediv__": _rev(divide), "__pow__": power, "__rpow__": _rev(power),  # noqa: F821
-    "__matmul__": matmul, "__rmatmul__": _rev(matmul), "__floordiv__": floor_divide,  # noqa: F821
-    "__mod__": mod, "__lt__": less, "__le__": less_equal, "__gt__": greater,  # noqa: F821
-    "__ge__": greater_equal, "__and__": logical_and, "__or__": logical_or,  # noqa: F821
-    "__neg__": negative, "__abs__": abs, "__invert__": logical_not,  # noqa: F821
+    "__add__": add, "__radd__": _rev(add), "__sub__": subtract, "__rsub__": _rev(subtract),
+    "__mul__": multiply, "__rmul__": _rev(multiply), "__truediv__": divide,
+    "__rtruediv__": _rev(divide), "__pow__": power, "__rpow__": _rev(power),
+    "__matmul__": matmul, "__rmatmul__": _rev(matmul), "__floordiv__": floor_divide,
+    "__mod__": mod, "__lt__": less, "__le__": less_equal, "__gt__": greater,
+    "__ge__": greater_equal, "__and__": logical_and, "__or__": logical_or,
+    "__neg__": negative, "__abs__": abs, "__invert__": logical_not,
     "__getitem__": _getitem, "__pos__": lambda x: x,
 }
 
