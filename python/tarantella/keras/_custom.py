@@ -5,7 +5,6 @@ under "tnt_ops"; the C library builds a traced layer from it (src/layers/core/tr
 weights are the graph's (the add_weight variables), and differentiates it."""
 import inspect
 
-
 from tarantella.keras import _trace, layers as L
 from tarantella.keras._trace import SymTensor, TraceError
 
