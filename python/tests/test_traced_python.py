@@ -192,17 +192,63 @@ def test_value_dependent_if_names_the_users_line():
     assert "ops.where" in str(e.value)
 
 
-def test_builtin_layer_inside_custom_layer_is_a_clear_error():
+def test_builtin_layer_inside_custom_layer_with_weights_is_a_clear_error():
     class Wrapper(keras.layers.Layer):
         def __init__(self, **kw):
             super().__init__(**kw)
             self.inner = keras.layers.Dense(2)
 
+        def build(self, input_shape):
+            self.scale = self.add_weight(name="scale", shape=(2,), initializer="ones")
+
         def call(self, inputs):
-            return self.inner(inputs)
+            return self.inner(inputs) * self.scale
 
     with pytest.raises(NotImplementedError, match="Dense"):
         Wrapper()(keras.Input(shape=(3,)))
+    with pytest.raises(NotImplementedError, match="Dense"):
+        keras.layers.Lambda(lambda t: keras.layers.Dense(2)(t))(keras.Input(shape=(3,)))
+
+
+class TransformerBlock(keras.layers.Layer):
+    """keras-io's text classification Transformer block, as written there (Keras 2 style)."""
+
+    def __init__(self, embed_dim, num_heads, ff_dim, rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.att = keras.layers.MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)
+        self.ffn = keras.Sequential([keras.layers.Dense(ff_dim, activation="relu"), keras.layers.Dense(embed_dim)])
+        self.layernorm1 = keras.layers.LayerNormalization(epsilon=1e-6)
+        self.layernorm2 = keras.layers.LayerNormalization(epsilon=1e-6)
+        self.dropout1 = keras.layers.Dropout(rate)
+        self.dropout2 = keras.layers.Dropout(rate)
+        self.scale = MyDense(embed_dim)  # a custom layer with weights inside: its own traced layer
+
+    def call(self, inputs, training=None):
+        attn_output = self.att(inputs, inputs)
+        attn_output = self.dropout1(attn_output, training=training)
+        out1 = self.layernorm1(inputs + attn_output)
+        ffn_output = self.ffn(out1)
+        ffn_output = self.dropout2(ffn_output, training=training)
+        return self.layernorm2(out1 + self.scale(ffn_output))
+
+
+def test_custom_layer_made_of_builtin_layers_equals_the_same_layers_inline():
+    x = RNG.normal(size=(6, 5, 8)).astype(np.float32)
+    inp = keras.Input(shape=(5, 8))
+    m = keras.Model(inp, ops.mean(TransformerBlock(8, 2, 16)(inp), axis=1))
+    L = keras.layers
+    inp2 = keras.Input(shape=(5, 8))
+    a = L.Dropout(0.1)(L.MultiHeadAttention(num_heads=2, key_dim=8)(inp2, inp2))
+    o1 = L.LayerNormalization(epsilon=1e-6)(inp2 + a)
+    f = L.Dropout(0.1)(keras.Sequential([L.Dense(16, activation="relu"), L.Dense(8)])(o1))
+    f = MyDense(8)(f)
+    twin = keras.Model(inp2, ops.mean(L.LayerNormalization(epsilon=1e-6)(o1 + f), axis=1))
+    assert [w.shape for w in m.get_weights()] == [w.shape for w in twin.get_weights()]
+    twin.set_weights(m.get_weights())
+    np.testing.assert_allclose(m.predict(x, verbose=0), twin.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    m.compile(optimizer="adam", loss="mse")
+    h = m.fit(x, np.zeros((6, 8), np.float32), batch_size=3, epochs=3, verbose=0)
+    assert h.history["loss"][-1] < h.history["loss"][0]
 
 
 class TwoLayer(keras.Model):

@@ -11,6 +11,11 @@ from tarantella.keras._trace import SymTensor, TraceError
 PASS = object()  # intercept: go on with the ordinary layer call
 
 
+class BuiltinInTrace(NotImplementedError):
+    """A built-in layer (or model) called on traced tensors: the custom layer around it is then
+    called on the model's tensors instead (its layers and operations inline in the model)."""
+
+
 def _is_kt(v):
     return isinstance(v, L.KerasTensor)
 
@@ -181,6 +186,9 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
                 constraint=None, **kwargs):
     g = getattr(self, "_tracing_graph", None)
     where = f"{type(self).__name__}.add_weight({name!r})"
+    if getattr(self, "_functional_mode", False):
+        raise NotImplementedError(f"{where}: {type(self).__name__} calls built-in layers and makes weights of its "
+                                  f"own; a custom layer may do one or the other (not yet both)")
     if g is None:
         raise TraceError(f"{where}: weights are made while the layer is built (in build or call, when the layer is "
                          f"first called on a tensor)")
@@ -212,6 +220,7 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
             shapes = [t.shape for t in sym_inputs] if isinstance(sym_inputs, (list, tuple)) else sym_inputs.shape
             layer.build(shapes)
             layer.built = True
+            g.built_layers.append(layer)
         kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
         return layer.call(sym_inputs, *kwargs.get("_args", ()), **kw)
     finally:
@@ -226,8 +235,9 @@ def intercept(layer, args, kwargs):
         if getattr(layer, "_custom", False):
             inner = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
             return _call_traced(layer, inputs, {**inner, "_args": args[1:]}, flat[0].graph, layer.name + "/")
-        raise NotImplementedError(f"{layer.class_name} {layer.name!r}: a built-in layer called inside a custom "
-                                  f"layer's call (or a Lambda) is not supported yet; write it with tnt.keras.ops")
+        raise BuiltinInTrace(f"{layer.class_name} {layer.name!r}: a built-in layer called inside a Lambda or inside "
+                             f"a custom layer with weights of its own is not supported yet; write it with "
+                             f"tnt.keras.ops")
     if not getattr(layer, "_custom", False) and not isinstance(layer, Lambda):
         return PASS
     if not flat or not all(_is_kt(t) for t in flat):
@@ -235,16 +245,36 @@ def intercept(layer, args, kwargs):
                         f"(tnt.keras.Input or another layer's output); to run it on data build a model")
     if len(args) > 1:
         raise NotImplementedError(f"{type(layer).__name__}: extra positional call arguments are not supported")
+    if getattr(layer, "_functional_mode", False):
+        return _call_functional(layer, inputs, kwargs)
     if layer._graph_json is None:
         g, kts = _trace.Graph(), []
         sym = _to_graph(inputs, g, kts)
         if isinstance(layer, Lambda):
             outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
         else:
-            outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
+            try:
+                outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
+            except BuiltinInTrace:
+                if any(not w["name"].count("/") for w in g.weights):  # weights of its own
+                    raise
+                for built in g.built_layers:  # built again on the model's tensors
+                    built.built = False
+                layer._functional_mode = True
+                return _call_functional(layer, inputs, kwargs)
         layer._graph_json = g.to_json(outs)
         layer._n_traced_outputs = len(outs)
     return PASS
+
+
+def _call_functional(layer, inputs, kwargs):
+    """A custom layer made of built-in layers (a Transformer block): its call runs on the model's
+    tensors, so its layers and operations become the model's own (as if written inline)."""
+    if not layer.built:
+        layer.build([t.shape for t in inputs] if isinstance(inputs, (list, tuple)) else inputs.shape)
+        layer.built = True
+    kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
+    return layer.call(inputs, **kw)
 
 
 def init_layer(layer, kwargs):

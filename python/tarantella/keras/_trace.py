@@ -43,6 +43,7 @@ class Graph:
 
     def __init__(self):
         self.inputs, self.weights, self.nodes = [], [], []
+        self.built_layers = []  # custom layers built while tracing (built again if the trace is abandoned)
 
     def input(self, shape, dtype="float32"):
         """A traced input; shape includes the batch axis (None)."""

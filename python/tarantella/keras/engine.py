@@ -629,7 +629,12 @@ class Model:
 
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+        from tarantella.keras import _custom  # inside a traced call: the custom layer runs on model tensors
+        if any(isinstance(t, _custom.SymTensor) for t in flat):
+            raise _custom.BuiltinInTrace(f"model {self.name!r} called inside a Lambda or a custom layer with weights")
         if all(isinstance(t, L.KerasTensor) for t in flat):  # a model used as a layer
+            if self._h is None and not self._can_build(None) and len(flat) == 1:  # built on its first call
+                self._handle(tuple(flat[0].shape[1:]))
             self._nodes.append(L._Node(list(flat), {}))
             k = len(self._nodes) - 1
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
