@@ -163,6 +163,10 @@ CASES = [
     ("tf.nn.softmax", lambda t: tf.nn.softmax(t), lambda a: np.exp(a) / np.exp(a).sum(-1, keepdims=True)),
     ("K.mean", lambda t: K.mean(K.square(t), axis=-1), lambda a: (a * a).mean(-1)),
     ("K.sum", lambda t: K.sum(t, axis=1), lambda a: a.sum(1)),
+    ("arange_triu", lambda t: ops.triu(t) + ops.cast(ops.arange(4), "float32") * ops.ones((3, 4)),
+     lambda a: np.triu(a) + np.arange(4)),
+    ("tril", lambda t: ops.tril(t, -1), lambda a: np.tril(a, -1)),
+    ("eager_scale", lambda t: t / ops.sqrt(ops.cast(4, "float32")), lambda a: a / 2),
     ("tf.reshape_batch", lambda t: tf.reshape(t, (tf.shape(t)[0], -1, 2)), lambda a: a.reshape(a.shape[0], -1, 2)),
 ]
 

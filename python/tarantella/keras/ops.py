@@ -57,8 +57,27 @@ def _t(x, g, like=None):
     return _trace.constant(g, a, dt)
 
 
+# On plain numbers and arrays (a scale such as ops.sqrt(ops.cast(dim, "float32"))) the operations
+# compute at once with NumPy
+_EAGER = {"rsqrt": lambda a: 1 / np.sqrt(a), "sigmoid": lambda a: 1 / (1 + np.exp(-a)),
+          "relu": lambda a: np.maximum(a, 0), "logical_not": np.logical_not, "identity": lambda a: a,
+          "stop_gradient": lambda a: a, "squared_difference": lambda a, b: (a - b) ** 2,
+          "mod": np.mod, "floor_divide": np.floor_divide}
+
+
+def _eager(name, *xs):
+    fn = _EAGER.get(name) or getattr(np, name, None)
+    if fn is None:
+        raise TypeError(f"{name}: expected a symbolic tensor (tnt.keras.ops on plain values cover the NumPy "
+                        f"functions only), got {', '.join(type(x).__name__ for x in xs)}")
+    r = np.asarray(fn(*[np.asarray(x) for x in xs]))
+    return r.astype(np.float32) if r.dtype == np.float64 else r
+
+
 def _unary(name, **fixed):
     def op(x, **kw):
+        if _graph_of(x) is None:
+            return _eager(name, x)
         return _trace.record(name, [_t(x, _graph_of(x))], {**fixed, **kw}, lambda a: a.astype(np.float32)
                              if name not in ("logical_not",) else a == 0)
     op.__name__ = name
@@ -68,6 +87,8 @@ def _unary(name, **fixed):
 def _binary(name, np_fn):
     def op(x1, x2):
         g = _graph_of(x1, x2)
+        if g is None:
+            return _eager(name, x1, x2)
         like = x1 if isinstance(x1, SymTensor) else x2
         return _trace.record(name, [_t(x1, g, like), _t(x2, g, like)], {}, np_fn)
     op.__name__ = name
@@ -361,6 +382,8 @@ def _dtype_name(dtype):
 @_lifted
 def cast(x, dtype):
     d = _dtype_name(dtype)
+    if _graph_of(x) is None:
+        return np.asarray(x).astype(np.dtype(d) if d != "bfloat16" else np.float32)
     target = _trace._NP[{"bool": "bool"}.get(d, "int32" if ("int" in d) else "float32")]
     return _trace.record("cast", [_t(x, _graph_of(x))], {"dtype": d}, lambda a: a.astype(target))
 
@@ -396,6 +419,53 @@ ones_like = _like("ones_like")
 @_lifted
 def full_like(x, fill_value, dtype=None):
     return _trace.record("full_like", [_t(x, _graph_of(x))], {"fill_value": float(fill_value)}, lambda a: a)
+
+
+# Constants made from shapes are NumPy arrays: combined with a traced tensor they become constant
+# nodes (float32 unless integers), on a model's tensors part of the operation's layer.
+def arange(start, stop=None, step=1, dtype=None):
+    a = np.arange(start, stop, step) if stop is not None else np.arange(start)
+    return a.astype(dtype or (np.int32 if np.issubdtype(a.dtype, np.integer) else np.float32))
+
+
+def zeros(shape, dtype="float32"):
+    return np.zeros(shape, dtype)
+
+
+def ones(shape, dtype="float32"):
+    return np.ones(shape, dtype)
+
+
+def full(shape, fill_value, dtype=None):
+    return np.full(shape, fill_value, dtype or np.float32)
+
+
+def eye(N, M=None, k=0, dtype="float32"):  # noqa: N803 (Keras's names)
+    return np.eye(N, M, k, dtype=dtype)
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None):
+    return np.linspace(start, stop, num, endpoint=endpoint).astype(dtype or np.float32)
+
+
+def _tri_mask(x, k, lower):
+    if not isinstance(x, SymTensor) and not _is_keras_tensor(x):
+        a = np.asarray(x)
+        return np.tril(a, k) if lower else np.triu(a, k)
+    n, m = x.shape[-2:]
+    if n is None or m is None:
+        raise TraceError(f"{_trace._user_line()}: {'tril' if lower else 'triu'} of a tensor whose last two axes "
+                         f"include the batch")
+    keep = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
+    return where(keep, x, 0.0)
+
+
+def tril(x, k=0):
+    return _tri_mask(x, k, True)
+
+
+def triu(x, k=0):
+    return _tri_mask(x, k, False)
 
 
 def convert_to_tensor(x, dtype=None):
