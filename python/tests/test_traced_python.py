@@ -314,3 +314,26 @@ def test_keras3_add_weight_order_and_initializer_names():
     m = keras.Model(inp, Bias()(inp))
     np.testing.assert_array_equal(m.get_weights()[0], np.ones(2, np.float32))
     np.testing.assert_array_equal(m.predict(np.zeros((3, 2), np.float32), verbose=0), np.ones((3, 2)))
+
+
+def test_dropout_and_activation_inside_a_custom_layer_with_weights():
+    class Noisy(keras.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.drop = keras.layers.Dropout(0.5)
+            self.act = keras.layers.Activation("tanh")
+
+        def build(self, input_shape):
+            self.w = self.add_weight(name="w", shape=(input_shape[-1],), initializer="ones")
+
+        def call(self, x, training=None):
+            return self.act(self.drop(x * self.w, training=training))
+
+    inp = keras.Input(shape=(200,))
+    m = keras.Model(inp, Noisy()(inp))
+    x = np.full((4, 200), 0.5, np.float32)
+    np.testing.assert_allclose(m.predict(x, verbose=0), np.tanh(x), rtol=1e-6)  # no dropout outside training
+    m.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    h = m.fit(x, np.zeros((4, 200), np.float32), batch_size=4, epochs=1, verbose=0)
+    # in training half the values are dropped and the rest doubled: mse = 0.5 * tanh(1)^2, not tanh(0.5)^2
+    assert abs(h.history["loss"][0] - 0.5 * np.tanh(1.0) ** 2) < 0.03

@@ -235,6 +235,9 @@ def intercept(layer, args, kwargs):
         if getattr(layer, "_custom", False):
             inner = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
             return _call_traced(layer, inputs, {**inner, "_args": args[1:]}, flat[0].graph, layer.name + "/")
+        simple = _weightless_builtin(layer, inputs)
+        if simple is not None:
+            return simple
         raise BuiltinInTrace(f"{layer.class_name} {layer.name!r}: a built-in layer called inside a Lambda or inside "
                              f"a custom layer with weights of its own is not supported yet; write it with "
                              f"tnt.keras.ops")
@@ -265,6 +268,29 @@ def intercept(layer, args, kwargs):
         layer._graph_json = g.to_json(outs)
         layer._n_traced_outputs = len(outs)
     return PASS
+
+
+_ACTIVATIONS = {"relu", "tanh", "sigmoid", "softmax", "gelu", "elu", "softplus", "softsign", "silu", "swish",
+                "relu6", "log_softmax", "linear", None}
+
+
+def _weightless_builtin(layer, x):
+    """Built-in layers without weights that are one operation (Dropout, Activation), recorded into
+    the trace; None for the others."""
+    from tarantella.keras import ops
+    cfg = layer._args if layer._config is None else layer._config
+    if not isinstance(x, SymTensor):
+        return None
+    if layer.class_name == "Dropout" and cfg.get("noise_shape") is None:
+        seed = cfg.get("seed")
+        return _trace.record("dropout", [x], {"rate": float(cfg["rate"]), "training_only": True,
+                                              "seed": None if seed is None else int(seed)}, lambda a: a)
+    if layer.class_name == "Activation":
+        act = cfg.get("activation")
+        act = getattr(act, "__name__", act)
+        if act in _ACTIVATIONS:
+            return x if act in ("linear", None) else getattr(ops, "silu" if act == "swish" else act)(x)
+    return None
 
 
 def _call_functional(layer, inputs, kwargs):
