@@ -337,3 +337,8 @@ def test_dropout_and_activation_inside_a_custom_layer_with_weights():
     h = m.fit(x, np.zeros((4, 200), np.float32), batch_size=4, epochs=1, verbose=0)
     # in training half the values are dropped and the rest doubled: mse = 0.5 * tanh(1)^2, not tanh(0.5)^2
     assert abs(h.history["loss"][0] - 0.5 * np.tanh(1.0) ** 2) < 0.03
+
+
+def test_model_tensor_is_not_iterable():
+    with pytest.raises(TypeError, match="iterating"):
+        list(keras.Input(shape=(3,)))

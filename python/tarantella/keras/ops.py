@@ -528,9 +528,15 @@ def _install(cls):
 _install(SymTensor)
 
 
+def _keras_tensor_iter(self):
+    raise TypeError(f"{_trace._user_line()}: iterating over a model's symbolic tensor is not supported (its batch "
+                    f"size is unknown); use ops.split or slicing")
+
+
 def _install_keras_tensor():
     from tarantella.keras.layers import KerasTensor
     _install(KerasTensor)
+    KerasTensor.__iter__ = _keras_tensor_iter  # __getitem__ must not make it iterable by index
 
 
 _install_keras_tensor()
