@@ -342,3 +342,16 @@ def test_dropout_and_activation_inside_a_custom_layer_with_weights():
 def test_model_tensor_is_not_iterable():
     with pytest.raises(TypeError, match="iterating"):
         list(keras.Input(shape=(3,)))
+
+
+def test_sequential_with_custom_layers_and_lambda():
+    m = keras.Sequential([MyDense(4, activation="relu", input_shape=(3,)),
+                          keras.layers.Lambda(lambda t: t * 2), keras.layers.Dense(2)])
+    x = RNG.normal(size=(5, 3)).astype(np.float32)
+    k1, b1, k2, b2 = m.get_weights()
+    np.testing.assert_allclose(m.predict(x, verbose=0), (np.maximum(x @ k1 + b1, 0) * 2) @ k2 + b2,
+                               rtol=1e-5, atol=1e-6)
+    m2 = keras.Sequential([MyDense(4), keras.layers.Dense(2)])  # built on the data's shape by fit
+    m2.compile(optimizer="sgd", loss="mse")
+    m2.fit(x, np.zeros((5, 2), np.float32), epochs=1, verbose=0)
+    assert [w.shape for w in m2.get_weights()] == [(3, 4), (4,), (4, 2), (2,)]

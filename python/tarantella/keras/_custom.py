@@ -303,6 +303,18 @@ def _call_functional(layer, inputs, kwargs):
     return layer.call(inputs, **kw)
 
 
+def sequential_json(model, shape):
+    """A Sequential holding custom layers or Lambdas: its layers called in turn on a symbolic input
+    (each traced on its input's shape), written as the functional graph of those calls."""
+    from tarantella.keras.engine import functional_json
+    name = model._input_layer.name if model._input_layer is not None else f"{model._layers[0].name}_input"
+    inp = L.Input(shape=tuple(shape), name=name)
+    x = inp
+    for layer in model._layers:
+        x = layer(x)
+    return functional_json([inp], [x], model.name)
+
+
 def init_layer(layer, kwargs):
     """Layer.__init__ of a subclass of the user's own."""
     from tarantella.keras.utils import get_registered_name

@@ -729,6 +729,10 @@ class Sequential(Model):
 
     def _arch_json(self, input_shape=None):
         shape = self._input_shape_known() if input_shape is None else tuple(input_shape)
+        if shape is not None and any(getattr(layer, "_custom", False) or layer.class_name == "Lambda"
+                                     for layer in self._layers):
+            from tarantella.keras import _custom  # traced layers are traced on their input's shape
+            return _custom.sequential_json(self, shape)
         entries = []
         if shape is not None:
             if self._input_layer is not None:
