@@ -355,3 +355,33 @@ def test_sequential_with_custom_layers_and_lambda():
     m2.compile(optimizer="sgd", loss="mse")
     m2.fit(x, np.zeros((5, 2), np.float32), epochs=1, verbose=0)
     assert [w.shape for w in m2.get_weights()] == [(3, 4), (4,), (4, 2), (2,)]
+
+
+def test_initializer_objects_and_functions_give_the_initial_values():
+    def halves(shape, dtype=None):
+        return np.full(shape, 0.5, np.float32)
+
+    class Inner(keras.layers.Layer):
+        def build(self, input_shape):
+            self.v = self.add_weight(name="v", shape=(input_shape[-1],), initializer=halves)
+
+        def call(self, x):
+            return x * self.v
+
+    class Outer(keras.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.inner = Inner()
+
+        def build(self, input_shape):
+            self.w = self.add_weight(name="w", shape=(input_shape[-1], 500),
+                                     initializer=keras.initializers.RandomNormal(mean=1.0, stddev=0.01, seed=1))
+
+        def call(self, x):
+            return ops.matmul(self.inner(x), self.w)
+
+    inp = keras.Input(shape=(2,))
+    m = keras.Model(inp, Outer()(inp))
+    w, v = m.get_weights()  # Keras's order: the layer's own weights, then its sub-layers'
+    np.testing.assert_array_equal(v, [0.5, 0.5])
+    assert abs(w.mean() - 1.0) < 0.005 and 0.008 < w.std() < 0.012

@@ -152,17 +152,50 @@ _INIT_DEFAULTS = {"GlorotUniform": {}, "GlorotNormal": {}, "HeUniform": {}, "HeN
                   "RandomUniform": {"minval": -0.05, "maxval": 0.05}, "RandomNormal": {"mean": 0.0, "stddev": 0.05}}
 
 
-def _initializer_name(init, where):
+def _initializer(init, shape, where):
+    """(the Keras initializer name the graph carries, initial values set by Python or None): a
+    name or an initializer with its defaults is the library's; RandomNormal/RandomUniform with
+    other arguments and Python functions (shape, dtype) -> array give the values here (the graph
+    then names the nearest default)."""
+    import numpy as np
     if init is None:
-        return "glorot_uniform"
+        return "glorot_uniform", None
     if isinstance(init, str):
-        return init
+        return init, None
     cls = getattr(init, "class_name", None)
-    cfg = {k: v for k, v in (init.get_config() if hasattr(init, "get_config") else {}).items() if k != "seed"}
+    full = init.get_config() if hasattr(init, "get_config") else {}
+    cfg = {k: v for k, v in full.items() if k != "seed"}
     if cls in _INIT_DEFAULTS and all(cfg.get(k, d) == d for k, d in _INIT_DEFAULTS[cls].items()):
-        return L._snake(cls)
-    raise NotImplementedError(f"{where}: initializer {cls or type(init).__name__} {cfg} (a traced layer's weights "
-                              f"take a Keras initializer by name with its default arguments)")
+        return L._snake(cls), None
+    shape = tuple(int(d) for d in shape)
+    rng = np.random.default_rng(full.get("seed"))
+    if cls == "RandomNormal":
+        return "random_normal", rng.normal(cfg["mean"], cfg["stddev"], shape).astype(np.float32)
+    if cls == "RandomUniform":
+        return "random_uniform", rng.uniform(cfg["minval"], cfg["maxval"], shape).astype(np.float32)
+    if cls is None and callable(init):
+        v = np.asarray(init(shape, dtype="float32"), dtype=np.float32)
+        if v.shape != shape:
+            raise ValueError(f"{where}: the initializer gave shape {v.shape}, expected {shape}")
+        return "zeros", v
+    raise NotImplementedError(f"{where}: initializer {cls or type(init).__name__} {cfg} is not supported on a "
+                              f"traced layer's weight")
+
+
+def apply_initial_values(model, h):
+    """Sets the weights whose initial values Python computed (_initializer), once the library has
+    built the model."""
+    values = {}
+    for layer in model._all_layers():
+        for wname, v in getattr(layer, "_initial_values", {}).items():
+            values[f"{layer.name}/{wname}:0"] = v
+    if not values:
+        return
+    ws = h.get_weights()
+    for i, (n, _) in enumerate(h.weights_info()):
+        if n in values:
+            ws[i] = values[n]
+    h.set_weights(ws)
 
 
 def add_weight(self, *args, **kwargs):
@@ -198,8 +231,12 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     prefix = getattr(self, "_weight_prefix", "")
     if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
         raise NotImplementedError(f"{where}: dtype {dtype!r} (a traced layer's weights are float32)")
-    t = g.weight(prefix + (name or f"variable_{len(g.weights)}"), shape or (), _initializer_name(initializer, where),
-                 True if trainable is None else trainable)
+    wname = prefix + (name or f"variable_{len(g.weights)}")
+    init_name, values = _initializer(initializer, shape or (), where)
+    t = g.weight(wname, shape or (), init_name, True if trainable is None else trainable)
+    if values is not None:  # set once the model is built; kept on the layer the graph belongs to
+        owner = getattr(g, "owner", None) or self
+        owner.__dict__.setdefault("_initial_values", {})[wname] = values
     return t
 
 
@@ -256,6 +293,7 @@ def intercept(layer, args, kwargs):
         if isinstance(layer, Lambda):
             outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
         else:
+            g.owner = layer  # the layer of the model whose graph this is (nested layers' weights included)
             try:
                 outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
             except BuiltinInTrace:

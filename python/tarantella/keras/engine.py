@@ -275,6 +275,8 @@ class Model:
         old = self._old_weights()
         h = C.model_from_json(js)
         self._set_handle(h)
+        from tarantella.keras import _custom  # weights of custom layers whose initial values Python made
+        _custom.apply_initial_values(self, h)
         if old:
             ws = h.get_weights()
             for i, (name, shape) in enumerate(h.weights_info()):
