@@ -142,7 +142,11 @@ def functional_op(fn, args, kwargs):
     layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + name), {"function": name},
                         len(outs))
     layer._fusable = (g, outs, list(kts))
-    return layer(kts if len(kts) > 1 else kts[0])
+    res = layer(kts if len(kts) > 1 else kts[0])
+    for kt, o in zip(res if isinstance(res, list) else [res], outs):  # known here: no shape probe of the model
+        if o.shape and o.shape[0] is None and None not in o.shape[1:]:
+            kt._shape = tuple(o.shape[1:])
+    return res
 
 
 # ---- keras.layers.Layer subclasses ----------------------------------------------------------------
