@@ -110,9 +110,9 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
 }
 
 /* Loss and metrics of one forward pass; with_grad: the loss gradients are written to the
- * outputs' gradient buffers. Labels of several outputs come packed per sample. A sparse loss on a
- * sequence output (T, classes) runs on n*T rows; each sample's loss is the mean over its
- * positions, as Keras's. With ignore_class the loss is summed over the positions not ignored, and
+ * outputs' gradient buffers. Labels of several outputs come packed per sample. An output of rank
+ * > 1, e.g. a sequence (T, classes), runs on n*T rows of its last axis; each sample's loss is the
+ * mean over its positions, as Keras's (a metric counts every position). With ignore_class the loss is summed over the positions not ignored, and
  * acc->loss_count counts them (the caller scales the gradient by the global count). */
 static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
                                    double inv_batch, bool with_grad, accum *acc) {
@@ -122,13 +122,13 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
-        int64_t rows = b->n, positions = 1;
-        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) { /* one row per position */
-            positions = lk;
-            rows = b->n * lk;
-            c /= lk;
-        }
+        tnt_shape os = m->tensor_shape[m->outputs[k]];
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(os);
+        /* Keras reduces every loss and metric over the last axis, then averages the positions
+         * (all other axes): one row per position, whatever the output's rank */
+        int64_t positions = os.ndim > 1 ? c / os.dim[os.ndim - 1] : 1;
+        int64_t rows = b->n * positions;
+        c /= positions;
         const float *y = b->y.data;
         if (m->n_outputs > 1) {
             if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
@@ -200,9 +200,8 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
     int r = tnt__feed_next(f, &b, &st);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
     if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
-    if (r == 1 && s == TNT_OK && f->split && st.global_n < tnt_get_size())
-        s = tnt__error(TNT_ERR_ARG, "fit: global batch of %lld samples is smaller than the %d ranks "
-                       "(use a global batch size of at least the number of ranks)", (long long)st.global_n, tnt_get_size());
+    /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
+     * gradients (below) and take part in the allreduce as the others do */
     accum step = {0};
     tnt__plan *p = NULL;
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
