@@ -348,6 +348,17 @@ typedef enum tnt_loss_kind {
     TNT_BINARY_CROSSENTROPY,
     TNT_MEAN_SQUARED_ERROR,
     TNT_MEAN_ABSOLUTE_ERROR,
+    TNT_KL_DIVERGENCE,      /* sum y log(y / p), y and p clipped to [1e-7, 1] */
+    TNT_HINGE,              /* mean max(1 - y p, 0); labels all in {0, 1} become {-1, 1} */
+    TNT_SQUARED_HINGE,      /* mean max(1 - y p, 0)^2, labels as hinge */
+    TNT_CATEGORICAL_HINGE,  /* max(0, max((1 - y) p) - sum y p + 1) */
+    TNT_HUBER,              /* mean of e^2/2 where |e| <= delta, else delta |e| - delta^2/2 */
+    TNT_LOG_COSH,           /* mean log cosh(p - y) */
+    TNT_POISSON,            /* mean p - y log(p + 1e-7) */
+    TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR, /* 100 mean |y - p| / max(|y|, 1e-7) */
+    TNT_MEAN_SQUARED_LOGARITHMIC_ERROR, /* mean (log(max(p, 1e-7) + 1) - log(max(y, 1e-7) + 1))^2 */
+    TNT_COSINE_SIMILARITY,  /* -sum l2_normalize(y) l2_normalize(p) */
+    TNT_LOSS_KIND_COUNT     /* not a loss: the number of kinds */
 } tnt_loss_kind;
 TNT_API int tnt_loss_from_name(const char *name); /* -1 when unknown */
 TNT_API const char *tnt_loss_name(tnt_loss_kind loss);
@@ -600,9 +611,12 @@ typedef struct tnt_compile_opts {
      * "<output>_loss" stays unweighted. NULL: all 1. */
     const float *loss_weights;
     int n_loss_weights;
+    /* TNT_HUBER: Keras's delta (> 0); 0 = 1.0 */
+    float huber_delta;
 } tnt_compile_opts;
-/* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
- * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
+/* Outputs of rank > 1, e.g. (T, ..., classes): every loss and metric reduces over the last axis
+ * and averages the positions (all other axes), as Keras; sparse categorical cross-entropy takes
+ * one label per position (labels (T, ...)). */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
 /* What a compiled model was compiled with (TNT_ERR_STATE if it was not): optimizer (the model's
  * own), loss and its options (loss_weights borrowed from the model; NULL when not given), metrics

@@ -372,18 +372,38 @@ static tnt_optimizer *optimizer_new(PyObject *spec) {
 
 static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"optimizer", "loss", "from_logits", "metrics", "seed", "label_smoothing", "ignore_class",
-                             NULL};
-    PyObject *spec, *ignore = Py_None;
+                             "huber_delta", "loss_weights", NULL};
+    PyObject *spec, *ignore = Py_None, *weights = Py_None;
     int loss = 0, from_logits = 0;
     const char *metrics = NULL;
     unsigned long long seed = 0;
-    double smoothing = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
-                                     &smoothing, &ignore))
+    double smoothing = 0, delta = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdOdO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
+                                     &smoothing, &ignore, &delta, &weights))
         return NULL;
     if (!enter(self, 1)) return NULL;
     tnt_compile_opts o = {.loss = (tnt_loss_kind)loss, .from_logits = from_logits, .metrics = metrics,
-                          .seed = seed, .label_smoothing = (float)smoothing};
+                          .seed = seed, .label_smoothing = (float)smoothing, .huber_delta = (float)delta};
+    float lw[64];
+    if (weights != Py_None) { /* Keras's loss_weights, one per output in output order */
+        PyObject *seq = PySequence_Fast(weights, "compile: loss_weights must be a sequence of numbers");
+        if (!seq) return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > 64) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_ValueError, "compile: %zd loss_weights (at most 64)", n);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            lw[i] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+            if (PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+        }
+        Py_DECREF(seq);
+        o.loss_weights = lw;
+        o.n_loss_weights = (int)n;
+    }
     if (ignore != Py_None) {
         long v = PyLong_AsLong(ignore);
         if (v == -1 && PyErr_Occurred()) return NULL;
@@ -684,7 +704,8 @@ static PyMethodDef model_methods[] = {
     {"distribute", (PyCFunction)(void (*)(void))model_distribute, METH_VARARGS | METH_KEYWORDS,
      "distribute(fusion_threshold_kb=None, comm_mode=0)."},
     {"compile", (PyCFunction)(void (*)(void))model_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(optimizer_spec, loss_kind, from_logits, metrics, seed, label_smoothing, ignore_class)."},
+     "compile(optimizer_spec, loss_kind, from_logits, metrics, seed, label_smoothing, ignore_class, huber_delta, "
+     "loss_weights)."},
     {"compile_info", (PyCFunction)model_compile_info, METH_NOARGS, "Compile options, or None."},
     {"optimizer_info", (PyCFunction)model_optimizer_info, METH_NOARGS, "(name, lr, iterations) or None."},
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},

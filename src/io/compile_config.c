@@ -27,6 +27,16 @@ static const char *loss_class(tnt_loss_kind k) {
     case TNT_BINARY_CROSSENTROPY: return "BinaryCrossentropy";
     case TNT_MEAN_SQUARED_ERROR: return "MeanSquaredError";
     case TNT_MEAN_ABSOLUTE_ERROR: return "MeanAbsoluteError";
+    case TNT_KL_DIVERGENCE: return "KLDivergence";
+    case TNT_HINGE: return "Hinge";
+    case TNT_SQUARED_HINGE: return "SquaredHinge";
+    case TNT_CATEGORICAL_HINGE: return "CategoricalHinge";
+    case TNT_HUBER: return "Huber";
+    case TNT_LOG_COSH: return "LogCosh";
+    case TNT_POISSON: return "Poisson";
+    case TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR: return "MeanAbsolutePercentageError";
+    case TNT_MEAN_SQUARED_LOGARITHMIC_ERROR: return "MeanSquaredLogarithmicError";
+    case TNT_COSINE_SIMILARITY: return "CosineSimilarity";
     default: return "";
     }
 }
@@ -44,8 +54,9 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
         CK(l && cJSON_AddStringToObject(l, "class_name", loss_class(m->loss)) && (c = cJSON_AddObjectToObject(l, "config")));
         CK(cJSON_AddStringToObject(c, "reduction", "auto") && cJSON_AddStringToObject(c, "name", tnt_loss_name(m->loss)));
         bool ce = m->loss == TNT_CATEGORICAL_CROSSENTROPY || m->loss == TNT_BINARY_CROSSENTROPY;
-        if (m->loss != TNT_MEAN_SQUARED_ERROR && m->loss != TNT_MEAN_ABSOLUTE_ERROR)
+        if (ce || m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY)
             CK(cJSON_AddBoolToObject(c, "from_logits", m->from_logits));
+        if (m->loss == TNT_HUBER) CK(cJSON_AddNumberToObject(c, "delta", tnt__kj_f(lo && lo->huber_delta ? lo->huber_delta : 1.0f)));
         /* Keras's SparseCategoricalCrossentropy has no label_smoothing: ours goes in when set */
         if (ce || (lo && lo->label_smoothing != 0))
             CK(cJSON_AddNumberToObject(c, "label_smoothing", tnt__kj_f(lo ? lo->label_smoothing : 0)));
@@ -208,6 +219,7 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         co.label_smoothing = (float)num(lcfg, "label_smoothing");
         const cJSON *ic = cJSON_GetObjectItemCaseSensitive(lcfg, "ignore_class");
         if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
+        if (co.loss == TNT_HUBER) co.huber_delta = (float)num(lcfg, "delta");
     }
     char metrics[1024] = "";
     const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");

@@ -12,7 +12,7 @@
 #include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
-#define TNT_MAX_METRICS 8
+#define TNT_MAX_METRICS 16
 #define TNT_MAX_IO 8 /* model inputs and outputs */
 
 /* One call of a layer: inputs and output are tensor ids of the model. */

@@ -21,6 +21,27 @@ typedef enum tnt__metric_kind {
     TNT__METRIC_SPARSE_CE, /* the cross-entropies as metrics: from probabilities, as Keras */
     TNT__METRIC_CE,
     TNT__METRIC_BCE,
+    /* the other losses as metrics (Keras's metric classes of the same names) */
+    TNT__METRIC_KLD,
+    TNT__METRIC_HINGE,
+    TNT__METRIC_SQUARED_HINGE,
+    TNT__METRIC_CATEGORICAL_HINGE,
+    TNT__METRIC_LOGCOSH,
+    TNT__METRIC_POISSON,
+    TNT__METRIC_MAPE,
+    TNT__METRIC_MSLE,
+    TNT__METRIC_COSINE,   /* cosine_similarity: +cos, unlike the loss */
+    TNT__METRIC_RMSE,     /* sqrt of the mean squared error over everything seen */
+    TNT__METRIC_EQUAL,    /* Keras's Accuracy class: the fraction of values equal to their label */
+    /* the confusion-matrix family at one threshold (pred > threshold, label != 0 is positive):
+     * counts logged as sums; precision = TP / (TP + FP) and recall = TP / (TP + FN) as (sum, count),
+     * 0 when the count is 0 (Keras's div_no_nan) */
+    TNT__METRIC_TP,
+    TNT__METRIC_FP,
+    TNT__METRIC_TN,
+    TNT__METRIC_FN,
+    TNT__METRIC_PRECISION,
+    TNT__METRIC_RECALL,
     TNT__METRIC_COUNT
 } tnt__metric_kind;
 
@@ -31,12 +52,15 @@ typedef struct tnt__metric {
                                         "sparse_top_k_categorical_accuracy:3" */
     int kind;                        /* tnt__metric_kind */
     int k;                           /* top-k: k (default 5); else 0 */
+    float threshold;                 /* binary accuracy and the confusion family (default 0.5) */
     tnt_loss_kind loss;              /* the compiled loss, which fixes the label layout */
 } tnt__metric;
 
 /* Parses a comma-separated list of Keras metric names (spaces allowed around names; names are
  * matched case-insensitively and with or without underscores, so Keras class names such as
- * "SparseCategoricalAccuracy" work too). Top-k metrics take k = 5 or a ":K" suffix. A metric whose
+ * "SparseCategoricalAccuracy" work too). Top-k metrics take k = 5 or a ":K" suffix; binary
+ * accuracy and the confusion family a threshold as ":T" (default 0.5). "logname=spec" logs the
+ * metric spec under logname (Keras's name= argument). A metric whose
  * labels do not fit the loss (e.g. categorical_accuracy with sparse labels) is an error, as are
  * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
  * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */
@@ -46,6 +70,10 @@ int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, i
 int tnt__metric_resolve(const tnt__metric *m, int64_t c);
 /* Keras name of a kind, e.g. "sparse_categorical_accuracy". */
 const char *tnt__metric_kind_name(int kind);
+/* The metric's value from its (sum, count) over batches and ranks: the mean sum / count (NaN when
+ * nothing was counted), the sum for the confusion counts, 0 / 0 = 0 for precision and recall, and
+ * the square root of the mean for root_mean_squared_error. */
+double tnt__metric_value(const tnt__metric *m, double sum, double count);
 
 /* Adds one batch: *sum += the sum over the n samples of the per-sample metric value, *count += n.
  * pred (n, c) is the model output (probabilities, or logits when the model ends without softmax:

@@ -54,7 +54,7 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
     bool own_optimizer = opts->optimizer == m->optimizer;
     tnt_status s = TNT_OK;
-    if (opts->loss <= TNT_LOSS_NONE || opts->loss > TNT_MEAN_ABSOLUTE_ERROR) {
+    if (opts->loss <= TNT_LOSS_NONE || opts->loss >= TNT_LOSS_KIND_COUNT) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
         goto fail;
     }
@@ -74,21 +74,28 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
                        m->name, tnt_loss_name(opts->loss));
         goto fail;
     }
-    if ((opts->label_smoothing != 0 && (opts->loss == TNT_MEAN_SQUARED_ERROR || opts->loss == TNT_MEAN_ABSOLUTE_ERROR))) {
+    if (opts->label_smoothing != 0 && opts->loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY &&
+        opts->loss != TNT_CATEGORICAL_CROSSENTROPY && opts->loss != TNT_BINARY_CROSSENTROPY) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing applies to the cross-entropies, not %s",
                        m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    if (!(opts->huber_delta >= 0) || (opts->huber_delta != 0 && opts->loss != TNT_HUBER)) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": huber delta %g (expected a number > 0, with loss huber)",
+                       m->name, opts->huber_delta);
         goto fail;
     }
     float weights[TNT_MAX_IO]; /* copied first: opts may hold the model's own (tnt_model_compile_opts) */
     if ((s = check_loss_weights(m, opts, weights)) != TNT_OK) goto fail;
     free(m->loss_opts);
     m->loss_opts = NULL;
-    if (opts->label_smoothing != 0 || opts->has_ignore_class) {
+    if (opts->label_smoothing != 0 || opts->has_ignore_class || opts->huber_delta != 0) {
         if (!(m->loss_opts = malloc(sizeof *m->loss_opts))) {
             s = TNT_ERR_NOMEM;
             goto fail;
         }
-        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class};
+        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class,
+                                         opts->huber_delta};
     }
     if (opts->seed) m->seed = opts->seed;
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;

@@ -44,7 +44,7 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
         for (int k = 0; k < m->n_metrics; k++) {
             char pre[TNT_NAME_MAX + 2];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          a->count[o][k] > 0 ? a->sum[o][k] / a->count[o][k] : NAN);
+                          tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
 

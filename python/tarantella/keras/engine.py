@@ -150,6 +150,21 @@ class History:
 
 # ---- models ------------------------------------------------------------------------------------
 
+_warned_ignored = set()
+
+
+def _ignored_keras2_arguments(who, kwargs, ignorable):
+    """Keras 2 arguments that Keras itself ignores: one warning each; anything else is an error."""
+    import warnings
+    unknown = sorted(k for k in kwargs if k not in ignorable)
+    if unknown:
+        raise TypeError(f"{who}: unexpected arguments {unknown}")
+    for k in kwargs:
+        if (who, k) not in _warned_ignored:
+            _warned_ignored.add((who, k))
+            warnings.warn(f"{who}: argument {k!r} is ignored (as Keras ignores it)", stacklevel=3)
+
+
 def _verbose(v):
     return 1 if v == "auto" or v is None else int(v)
 
@@ -333,6 +348,14 @@ class Model:
         return list(self._outputs) if self._kind == "functional" else None
 
     @property
+    def output_names(self):
+        cfg = json.loads(self._handle().to_json()).get("config", {})
+        if isinstance(cfg, dict) and cfg.get("output_layers"):
+            return [o[0] for o in cfg["output_layers"]]
+        layers = cfg.get("layers", []) if isinstance(cfg, dict) else cfg
+        return [layers[-1].get("config", {}).get("name")] if layers else []
+
+    @property
     def input_shape(self):
         shapes = [(None,) + tuple(s) for s in self._handle().input_shapes()]
         return shapes[0] if len(shapes) == 1 else shapes
@@ -411,15 +434,16 @@ class Model:
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None, weighted_metrics=None,
                 run_eagerly=None, steps_per_execution=None, jit_compile=None, seed=None, **kwargs):
         from tarantella.keras import losses, metrics as M, optimizers
-        for k, v in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
-            if v is not None:
-                raise NotImplementedError(f"compile: {k} is not supported")
-        if kwargs:
-            raise TypeError(f"compile: unexpected arguments {sorted(kwargs)}")
+        if weighted_metrics is not None:
+            raise NotImplementedError("compile: weighted_metrics is not supported")
+        _ignored_keras2_arguments("compile", kwargs, ("experimental_run_tf_function", "distribute",
+                                                      "target_tensors", "sample_weight_mode", "pss_evaluation_shards",
+                                                      "auto_scale_loss"))
         opt = optimizers.get(optimizer)
         lspec = losses.spec(loss)
         mnames = M.names(metrics)
-        self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed}
+        self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
+                          "loss_weights": loss_weights}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
@@ -429,9 +453,20 @@ class Model:
 
     def _apply_compile(self):
         c = self._compiled
-        kind, from_logits, smoothing, ignore = c["loss"]
+        kind, from_logits, smoothing, ignore, delta = c["loss"]
+        weights = c.get("loss_weights")
+        if isinstance(weights, dict):  # by output name, as Keras
+            names = self.output_names
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"compile: loss_weights names {unknown}, which are not outputs of the model "
+                                 f"{names}")
+            weights = [float(weights.get(n, 1.0)) for n in names]
+        elif weights is not None:
+            weights = [float(w) for w in (weights if isinstance(weights, (list, tuple)) else [weights])]
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
-                        seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore)
+                        seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
+                        loss_weights=weights)
         c["optimizer"]._bind(self)
 
     @property

@@ -1,65 +1,148 @@
 """tnt.keras.metrics: the metrics of the library under Keras's names (classes and strings). They
-are computed as (sum, count) pairs summed over ranks, so every rank sees the global figure."""
+are computed in C as (sum, count) pairs (the confusion-matrix counts as sums) summed over ranks,
+so every rank sees the global figure; the logs use Keras's names: a string as written
+(metrics=["mae"] logs "mae" and "val_mae"), a class by its name (default: Keras's)."""
 
 
 class Metric:
-    _name = None
+    _name = None   # Keras's default name
+    _kind = None   # the library's metric
+    _options = {}  # Keras's constructor options this metric takes: {name: default}
+    _fixed = {}    # options accepted only at Keras's default value
 
-    def __init__(self, name=None, dtype=None):
-        if name is not None and name != self._name:
-            raise NotImplementedError(f"{type(self).__name__}: a metric's own name ({name!r}) is not supported; "
-                                      f"it logs as {self._name!r}")
-        self.name = self._name
+    def __init__(self, name=None, dtype=None, **kwargs):
+        for k, v in kwargs.items():
+            if k in self._options:
+                setattr(self, k, v)
+            elif k in self._fixed:
+                if v != self._fixed[k]:
+                    raise NotImplementedError(f"{type(self).__name__}: {k}={v!r} is not supported (only "
+                                              f"{self._fixed[k]!r})")
+            else:
+                raise TypeError(f"{type(self).__name__}: unexpected argument {k!r}")
+        for k, v in self._options.items():
+            if k not in kwargs:
+                setattr(self, k, v)
+        self.name = name or self._name
+        self.dtype = dtype or "float32"
 
-    def _c_name(self):
-        return self._name
-
-
-class SparseCategoricalAccuracy(Metric):
-    _name = "sparse_categorical_accuracy"
-
-
-class CategoricalAccuracy(Metric):
-    _name = "categorical_accuracy"
-
-
-class BinaryAccuracy(Metric):
-    _name = "binary_accuracy"
-
-    def __init__(self, name=None, dtype=None, threshold=0.5):
-        if threshold != 0.5:
-            raise NotImplementedError("BinaryAccuracy: only threshold 0.5 is supported")
-        super().__init__(name, dtype)
-
-
-class TopKCategoricalAccuracy(Metric):
-    _name = "top_k_categorical_accuracy"
-
-    def __init__(self, k=5, name=None, dtype=None):
-        super().__init__(name, dtype)
-        self.k = int(k)
+    def _param(self):
+        return ""
 
     def _c_name(self):
-        return self._name if self.k == 5 else f"{self._name}:{self.k}"
+        spec = (self._kind or self._name) + self._param()
+        return spec if self.name == spec else f"{self.name}={spec}"
+
+    def get_config(self):
+        cfg = {"name": self.name, "dtype": self.dtype}
+        cfg.update({k: getattr(self, k) for k in self._options})
+        return cfg
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        return f"<tnt.keras.metrics.{type(self).__name__} {self.name!r}>"
 
 
-class SparseTopKCategoricalAccuracy(TopKCategoricalAccuracy):
-    _name = "sparse_top_k_categorical_accuracy"
+def _metric(cls_name, name, kind=None, options=None, fixed=None, param=None):
+    attrs = {"_name": name, "_kind": kind, "_options": dict(options or {}), "_fixed": dict(fixed or {})}
+    if param:
+        attrs["_param"] = param
+    return type(cls_name, (Metric,), attrs)
 
 
-class MeanSquaredError(Metric):
-    _name = "mean_squared_error"
+def _threshold(self):
+    t = self.threshold if hasattr(self, "threshold") else self.thresholds
+    if t is None or t == 0.5:
+        return ""
+    if isinstance(t, (list, tuple)):
+        if len(t) != 1:
+            raise NotImplementedError(f"{type(self).__name__}: several thresholds {t!r} are not supported (one)")
+        t = t[0]
+    return f":{float(t):.9g}"
 
 
-class MeanAbsoluteError(Metric):
-    _name = "mean_absolute_error"
+def _k(self):
+    return "" if self.k == 5 else f":{int(self.k)}"
 
 
-_ALIASES = {"acc": "accuracy", "mse": "mean_squared_error", "mae": "mean_absolute_error"}
+Accuracy = _metric("Accuracy", "accuracy", kind="equal_accuracy")
+BinaryAccuracy = _metric("BinaryAccuracy", "binary_accuracy", options={"threshold": 0.5}, param=_threshold)
+CategoricalAccuracy = _metric("CategoricalAccuracy", "categorical_accuracy")
+SparseCategoricalAccuracy = _metric("SparseCategoricalAccuracy", "sparse_categorical_accuracy")
+TopKCategoricalAccuracy = _metric("TopKCategoricalAccuracy", "top_k_categorical_accuracy", options={"k": 5},
+                                  param=_k)
+SparseTopKCategoricalAccuracy = _metric("SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy",
+                                        options={"k": 5}, param=_k)
+MeanSquaredError = _metric("MeanSquaredError", "mean_squared_error")
+MeanAbsoluteError = _metric("MeanAbsoluteError", "mean_absolute_error")
+MeanAbsolutePercentageError = _metric("MeanAbsolutePercentageError", "mean_absolute_percentage_error")
+MeanSquaredLogarithmicError = _metric("MeanSquaredLogarithmicError", "mean_squared_logarithmic_error")
+RootMeanSquaredError = _metric("RootMeanSquaredError", "root_mean_squared_error")
+KLDivergence = _metric("KLDivergence", "kullback_leibler_divergence", kind="kl_divergence")
+Hinge = _metric("Hinge", "hinge")
+SquaredHinge = _metric("SquaredHinge", "squared_hinge")
+CategoricalHinge = _metric("CategoricalHinge", "categorical_hinge")
+LogCoshError = _metric("LogCoshError", "logcosh")
+Poisson = _metric("Poisson", "poisson")
+CosineSimilarity = _metric("CosineSimilarity", "cosine_similarity", fixed={"axis": -1})
+_CE_FIXED = {"from_logits": False, "label_smoothing": 0, "axis": -1}
+BinaryCrossentropy = _metric("BinaryCrossentropy", "binary_crossentropy", fixed=_CE_FIXED)
+CategoricalCrossentropy = _metric("CategoricalCrossentropy", "categorical_crossentropy", fixed=_CE_FIXED)
+SparseCategoricalCrossentropy = _metric("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
+                                        fixed={"from_logits": False, "axis": -1, "ignore_class": None})
+_CONFUSION = {"thresholds": None}
+TruePositives = _metric("TruePositives", "true_positives", options=_CONFUSION, param=_threshold)
+FalsePositives = _metric("FalsePositives", "false_positives", options=_CONFUSION, param=_threshold)
+TrueNegatives = _metric("TrueNegatives", "true_negatives", options=_CONFUSION, param=_threshold)
+FalseNegatives = _metric("FalseNegatives", "false_negatives", options=_CONFUSION, param=_threshold)
+Precision = _metric("Precision", "precision", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
+                    param=_threshold)
+Recall = _metric("Recall", "recall", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
+                 param=_threshold)
+
+# Keras's metric functions, as the names the library reads
+binary_accuracy = "binary_accuracy"
+categorical_accuracy = "categorical_accuracy"
+sparse_categorical_accuracy = "sparse_categorical_accuracy"
+top_k_categorical_accuracy = "top_k_categorical_accuracy"
+sparse_top_k_categorical_accuracy = "sparse_top_k_categorical_accuracy"
+mean_squared_error = mse = MSE = "mean_squared_error"
+mean_absolute_error = mae = MAE = "mean_absolute_error"
+mean_absolute_percentage_error = mape = MAPE = "mean_absolute_percentage_error"
+mean_squared_logarithmic_error = msle = MSLE = "mean_squared_logarithmic_error"
+kl_divergence = kld = KLD = kullback_leibler_divergence = "kullback_leibler_divergence"
+hinge = "hinge"
+squared_hinge = "squared_hinge"
+categorical_hinge = "categorical_hinge"
+logcosh = log_cosh = "logcosh"
+poisson = "poisson"
+cosine_similarity = "cosine_similarity"
+binary_crossentropy = "binary_crossentropy"
+categorical_crossentropy = "categorical_crossentropy"
+sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
+
+_UNSUPPORTED = ("AUC", "PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+                "SpecificityAtSensitivity", "MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
+                "FBetaScore", "R2Score", "Mean", "Sum", "MeanTensor", "MeanMetricWrapper")
+
+
+def __getattr__(name):
+    if name in _UNSUPPORTED:
+        raise NotImplementedError(f"tnt.keras.metrics.{name} is not supported yet (the metrics the library "
+                                  f"computes: {', '.join(sorted(_classes()))})")
+    raise AttributeError(f"module 'tarantella.keras.metrics' has no attribute {name!r}")
+
+
+def _classes():
+    return {k: v for k, v in globals().items() if isinstance(v, type) and issubclass(v, Metric) and v is not Metric}
 
 
 def names(metrics):
-    """The library's metric names of compile's metrics list."""
+    """The library's metric specs of compile's metrics list (a list, or per output a dict or list of
+    lists; the library computes every metric on every output, as Keras 2 did for one list)."""
     if metrics is None:
         return []
     if isinstance(metrics, dict):
@@ -68,12 +151,40 @@ def names(metrics):
         metrics = [metrics]
     out = []
     for m in metrics:
+        if isinstance(m, (list, tuple)):  # per output
+            for x in names(m):
+                if x not in out:
+                    out.append(x)
+            continue
         if isinstance(m, type) and issubclass(m, Metric):
             m = m()
         if isinstance(m, Metric):
-            out.append(m._c_name())
+            spec = m._c_name()
         elif isinstance(m, str):
-            out.append(_ALIASES.get(m, m))
+            spec = m
         else:
             raise ValueError(f"could not interpret metric {m!r} (custom Python metrics are not supported)")
+        if spec not in out:
+            out.append(spec)
     return out
+
+
+def serialize(metric):
+    if isinstance(metric, Metric):
+        return {"class_name": type(metric).__name__, "config": metric.get_config()}
+    return metric
+
+
+def deserialize(config, custom_objects=None):
+    if isinstance(config, str):
+        return config
+    cls = _classes().get(config["class_name"])
+    if cls is None:
+        raise ValueError(f"unknown metric class {config['class_name']!r}")
+    return cls.from_config(config.get("config", {}))
+
+
+def get(identifier):
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    return identifier
