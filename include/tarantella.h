@@ -471,6 +471,18 @@ typedef struct tnt_callback {
      * own training figures (its share of every batch) instead of the exact global ones; the
      * validation figures stay global. Default false. */
     bool local_logs;
+    /* evaluate's (and fit's validation's) and predict's batch hooks, as Keras calls them: begin with
+     * empty logs; test_batch_end with the running loss and metrics of this rank's batches so far
+     * (the global figures with one rank), predict_batch_end with empty logs. */
+    tnt_status (*on_test_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_test_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    /* Keras's ReduceLROnPlateau and LearningRateScheduler put the learning rate into the epoch's
+     * logs: with this set, fit adds "lr" (and Keras 3's "learning_rate") to the epoch-end logs
+     * just before this callback's on_epoch_end, so the callbacks after it and the History (which
+     * comes last, as in Keras) see it. */
+    bool adds_lr;
 } tnt_callback;
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);

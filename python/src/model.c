@@ -32,15 +32,16 @@ PyObject *pytnt_model_wrap(tnt_model *m) {
 }
 
 /* A call on the model while fit, evaluate or predict runs: from the same thread (a callback)
- * anything but another fit/evaluate/predict; from another thread nothing. */
-static int enter(pytnt_model *self, int training) {
+ * anything but another fit (kind 1; evaluate and predict, kind 2, run between two steps as
+ * Keras's callbacks may run them); from another thread nothing. */
+static int enter(pytnt_model *self, int kind) {
     if (self->busy) {
         if (self->owner != PyThread_get_thread_ident())
             return PyErr_SetString(PyExc_RuntimeError, "the model is in use by fit, evaluate or predict on "
                                    "another thread"), 0;
-        if (training)
-            return PyErr_SetString(PyExc_RuntimeError, "fit, evaluate and predict cannot run inside a callback "
-                                   "or map function of a fit, evaluate or predict of the same model"), 0;
+        if (kind == 1)
+            return PyErr_SetString(PyExc_RuntimeError, "fit and compile cannot run inside a callback or map "
+                                   "function of a fit, evaluate or predict of the same model"), 0;
     }
     return 1;
 }
@@ -520,6 +521,7 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signal
 /* Runs what sits between begin and end without the GIL, with the model marked busy. */
 #define RUN_UNLOCKED(self, call)                                                                  \
     do {                                                                                          \
+        int was_busy_ = (self)->busy; /* evaluate or predict inside a callback */                 \
         (self)->busy = 1;                                                                         \
         (self)->owner = PyThread_get_thread_ident();                                              \
         pytnt_pending_clear();                                                                    \
@@ -528,7 +530,7 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signal
         call;                                                                                     \
         Py_END_ALLOW_THREADS                                                                      \
         fflush(stdout);                                                                           \
-        (self)->busy = 0;                                                                         \
+        (self)->busy = was_busy_;                                                                 \
     } while (0)
 
 static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
@@ -600,7 +602,7 @@ static PyObject *model_evaluate(pytnt_model *self, PyObject *args, PyObject *kw)
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 1) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "evaluate: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -643,7 +645,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 1) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "predict: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -666,7 +668,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
 }
 
 static PyObject *model_predict_on_batch(pytnt_model *self, PyObject *arg) {
-    if (!enter(self, 1)) return NULL;
+    if (!enter(self, 2)) return NULL;
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(arg, NPY_FLOAT32, 1, TNT_MAX_DIMS,
                                                          NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED |
                                                          NPY_ARRAY_FORCECAST);

@@ -194,11 +194,17 @@ static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scal
 
 /* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
  * every rank returns the same. */
-static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
+static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback *cbs, int n_cbs, int64_t index) {
     tnt_batch b = {0};
     tnt__step st = {.training = true, .parallel = tnt__is_parallel(m)};
     int r = tnt__feed_next(f, &b, &st);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
+    /* on_train_batch_begin once the batch exists (none after the last), with no logs, as Keras;
+     * a failure takes the step's agreement path */
+    const tnt_logs no_logs = {0};
+    for (int i = 0; r == 1 && i < n_cbs && s == TNT_OK; i++)
+        if (cbs[i].on_train_batch_begin && (!cbs[i].master_only || tnt_is_master_rank()))
+            s = cbs[i].on_train_batch_begin(m, index, &no_logs, cbs[i].user);
     if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
     /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
      * gradients (below) and take part in the allreduce as the others do */
@@ -281,6 +287,15 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
             }                                                                                     \
     } while (0)
 
+/* As CALL_CB, inside a loop that must reach the ranks' agreement: the first failure lands in
+ * status and the remaining callbacks are skipped (the caller breaks out). */
+#define CALL_CB_SOFT(status, cbs, n, fn, ...)                                                     \
+    do {                                                                                          \
+        for (int i_ = 0; i_ < (n) && (status) == TNT_OK; i_++)                                    \
+            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank()))                 \
+                (status) = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                             \
+    } while (0)
+
 /* Places each rank's rows of every global batch back into dataset order: batch j of global size
  * n_j was split into contiguous shares (n_j/p, the first n_j%p ranks one more). */
 static void reorder_rows(float *dst, const float *gathered, const int64_t *displs, const int64_t *batch_n,
@@ -352,7 +367,20 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             }
             batch_n[n_batches++] = st.global_n;
         }
-        if (b.n == 0) continue;
+        if (labels) CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_begin, m, step, &empty);
+        else CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_begin, m, step, &empty);
+        if (local != TNT_OK) break;
+        if (b.n == 0) { /* an empty share: the hooks still see the batch */
+            if (labels) {
+                tnt_logs cur;
+                accum_logs(m, &acc, &cur);
+                CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
+            } else {
+                CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+            }
+            if (local != TNT_OK) break;
+            continue;
+        }
         if ((local = check_batch(m, &b, labels, who)) != TNT_OK) break;
         tnt__plan *p = tnt__model_plan(m, b.n);
         float *pred;
@@ -369,6 +397,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             accum_logs(m, &acc, &cur);
             /* running figures are exact only with one rank; in parallel the bar shows steps */
             tnt__progress_update(&prog, step + 1, parallel ? NULL : &cur);
+            CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
+            if (local != TNT_OK) break;
         } else {
             if (n_rows + b.n > cap_rows) {
                 int64_t cap = TNT_MAX(2 * cap_rows, n_rows + b.n);
@@ -383,6 +413,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             memcpy(rows + n_rows * c, pred, (size_t)(b.n * c) * sizeof(float));
             n_rows += b.n;
             tnt__progress_update(&prog, step + 1, NULL);
+            CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+            if (local != TNT_OK) break;
         }
     }
     if ((s = parallel ? tnt__agree(local, NULL, 0) : local) != TNT_OK) goto done;
@@ -596,8 +628,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         skip = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
             tnt__comm_set_position(epoch + 1, step + 1, "training step");
-            CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
-            int r = train_step(m, &f, &acc);
+            int r = train_step(m, &f, &acc, cbs, n_cbs, step);
             if (r < 0) {
                 s = (tnt_status)r;
                 goto done;
@@ -642,8 +673,18 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             tnt__logs_merge(&local, &val, "val_");
         }
         tnt__progress_finish(&prog, &logs, NULL);
+        /* Keras's order: the callbacks in the order given, then the History; ReduceLROnPlateau
+         * and LearningRateScheduler put the rate (before their own change) into the logs that
+         * the callbacks after them and the History see: Keras 2's "lr", Keras 3's "learning_rate" */
+        for (int i = 0; i < n_cbs; i++) {
+            if (cbs[i].adds_lr) {
+                double lr = tnt_optimizer_get_lr(m->optimizer);
+                tnt__logs_set(&logs, NULL, "lr", lr), tnt__logs_set(&logs, NULL, "learning_rate", lr);
+                tnt__logs_set(&local, NULL, "lr", lr), tnt__logs_set(&local, NULL, "learning_rate", lr);
+            }
+            CALL_CB_LOGS(cbs + i, 1, on_epoch_end, m, epoch, &logs, &local);
+        }
         if ((s = tnt__history_append(h, epoch, &logs)) != TNT_OK) goto done;
-        CALL_CB_LOGS(cbs, n_cbs, on_epoch_end, m, epoch, &logs, &local);
         if ((s = agree_stop(m, parallel)) != TNT_OK) goto done;
     }
     CALL_CB(cbs, n_cbs, on_train_end, m, &logs);

@@ -486,10 +486,11 @@ class Model:
 
     @property
     def stop_training(self):
-        return False
+        return getattr(self, "_stop_training", False)
 
     @stop_training.setter
     def stop_training(self, value):
+        self._stop_training = bool(value)
         if value and self._h is not None:
             self._h.stop_training()
 
@@ -563,6 +564,7 @@ class Model:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
         v = _verbose(verbose)
+        self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
         cbs = self._callbacks(callbacks, params)
         logs = h.fit(train._handle(), epochs=int(epochs), initial_epoch=int(initial_epoch),
