@@ -82,7 +82,7 @@ void pytnt_flush_stdout(void) {
 PyObject *pytnt_shape_tuple(tnt_shape s) {
     PyObject *t = PyTuple_New(s.ndim);
     for (int i = 0; t && i < s.ndim; i++) {
-        PyObject *d = PyLong_FromLongLong(s.dim[i]);
+        PyObject *d = s.dim[i] == TNT_DIM_NONE ? Py_NewRef(Py_None) : PyLong_FromLongLong(s.dim[i]); /* Keras's None */
         if (!d) {
             Py_DECREF(t);
             return NULL;

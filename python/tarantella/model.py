@@ -13,6 +13,8 @@ class Model:
     fusion_threshold_kb: gradient bucket size (default TNT_FUSION_THRESHOLD_KB, 32); comm_mode:
     None, "thread" or "nonblocking" (default TNT_COMM_MODE)."""
 
+    _tnt_wraps_model = True  # isinstance(tnt.Model(m), keras.Model) holds
+
     def __init__(self, model, parallel_strategy=None, num_pipeline_stages=1, fusion_threshold_kb=None,
                  comm_mode=None):
         if isinstance(model, Model):

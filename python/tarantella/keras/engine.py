@@ -13,95 +13,8 @@ import numpy as np
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella.keras import layers as L
-
-
-# ---- Functional graphs -------------------------------------------------------------------------
-
-def _tensor_refs(v):
-    """The KerasTensors in a node's kwargs value."""
-    if isinstance(v, L.KerasTensor):
-        return [v]
-    if isinstance(v, (list, tuple)):
-        return [t for x in v for t in _tensor_refs(x)]
-    return []
-
-
-def _walk(outputs):
-    """The (layer, node index) pairs the outputs depend on, and the InputLayers reached."""
-    seen, order, inputs = set(), [], []
-    stack = list(outputs)
-    while stack:
-        t = stack.pop()
-        key = (id(t._layer), t._node_index)
-        if key in seen:
-            continue
-        seen.add(key)
-        order.append((t._layer, t._node_index))
-        node = t._layer._nodes[t._node_index]
-        if isinstance(t._layer, L.InputLayer):
-            inputs.append(t)
-            continue
-        stack.extend(node.inputs)
-        for v in node.kwargs.values():
-            stack.extend(_tensor_refs(v))
-    return order, inputs
-
-
-def _layer_entry(layer):
-    if isinstance(layer, Model):  # a model called as a layer
-        cfg = json.loads(layer.to_json())
-        return {"class_name": cfg["class_name"], "config": cfg["config"], "name": layer.name}
-    return {"class_name": layer.class_name, "config": layer._json_config(), "name": layer.name}
-
-
-def functional_json(inputs, outputs, name):
-    """Keras 2 Functional JSON of the graph from inputs to outputs."""
-    pairs, reached = _walk(outputs)
-    declared = {id(t._layer) for t in inputs}
-    for t in reached:
-        if id(t._layer) not in declared:
-            raise ValueError(f"Graph disconnected: the outputs depend on input {t._layer.name!r}, which is not "
-                             f"among the model's inputs {[t._layer.name for t in inputs]}")
-    # per layer, its nodes in this graph in call order, renumbered (a model counts its own node first)
-    nodes = {}
-    for layer, ni in pairs:
-        nodes.setdefault(id(layer), (layer, []))[1].append(ni)
-    renum = {}
-    for layer, nis in nodes.values():
-        base = 1 if isinstance(layer, Model) else 0
-        for k, ni in enumerate(sorted(nis, key=lambda i: layer._nodes[i].order)):
-            renum[(id(layer), ni)] = base + k
-
-    def ref(t):
-        return [t._layer.name, renum[(id(t._layer), t._node_index)], t._tensor_index]
-
-    names = {}
-    entries = []
-    for layer, nis in sorted(nodes.values(), key=lambda e: min(e[0]._nodes[i].order for i in e[1])):
-        if names.setdefault(layer.name, id(layer)) != id(layer):
-            raise ValueError(f"two layers of the model are named {layer.name!r}")
-        e = _layer_entry(layer)
-        inbound = []
-        if not isinstance(layer, L.InputLayer):
-            for ni in sorted(nis, key=lambda i: layer._nodes[i].order):
-                node = layer._nodes[ni]
-                refs = [ref(t) + [{}] for t in node.inputs]
-                for k, v in node.kwargs.items():
-                    refs[0][3][k] = ref(v) if isinstance(v, L.KerasTensor) else v
-                inbound.append(refs)
-        e["inbound_nodes"] = inbound
-        entries.append(e)
-    return json.dumps({"class_name": "Functional", "config": {
-        "name": name, "layers": entries, "input_layers": [ref(t) for t in inputs],
-        "output_layers": [ref(t) for t in outputs]}})
-
-
-def tensor_shape(t):
-    """Shape of a symbolic tensor (without batch), from the library's build of its subgraph."""
-    _, reached = _walk([t])
-    ensure_init()
-    h = C.model_from_json(functional_json(reached[::-1], [t], "shape_probe"))
-    return h.output_shapes()[0]
+from tarantella.keras.model_api import ModelAPI
+from tarantella.keras.functional import functional_json, _walk, tensor_shape  # noqa: F401 (engine's names)
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -169,7 +82,17 @@ def _verbose(v):
     return 1 if v == "auto" or v is None else int(v)
 
 
-class Model:
+class _ModelType(type):
+    """isinstance(tnt.Model(m), keras.Model) holds, as for Keras's own wrappers: Tarantella's
+    data-parallel wrapper counts as an instance of the class of the model it wraps."""
+
+    def __instancecheck__(cls, obj):
+        if type.__instancecheck__(cls, obj):
+            return True
+        return getattr(type(obj), "_tnt_wraps_model", False) and isinstance(obj.model, cls)
+
+
+class Model(ModelAPI, metaclass=_ModelType):
     """A Keras model. Functional: Model(inputs, outputs, name=None), with tensors from
     tnt.keras.Input and layer calls. Also the class of the models that load_model and
     model_from_json return."""
@@ -574,6 +497,8 @@ class Model:
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
+        if logs:
+            self._remember_logs(logs[-1])
         from tarantella.keras.callbacks import History as HistoryCallback
         for cb in callbacks or []:
             if isinstance(cb, HistoryCallback):
@@ -595,6 +520,7 @@ class Model:
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro)
+        self._remember_logs(logs)
         if return_dict:
             return logs
         values = list(logs.values())
@@ -619,6 +545,8 @@ class Model:
     def _split_outputs(self, out):
         shapes = self._h.output_shapes()
         if len(shapes) == 1:
+            if any(d is None for d in shapes[0]):  # None dimensions: the library's output as it comes
+                return out
             return out.reshape((out.shape[0],) + tuple(shapes[0]))
         n = out.shape[0]
         flat = out.reshape(n, -1)
@@ -636,7 +564,7 @@ class Model:
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
         shapes = self._handle().input_shapes()
-        if len(shapes) == 1:
+        if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
         return self._split_outputs(self._h.predict_on_batch(batch))
 
@@ -648,7 +576,7 @@ class Model:
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
             outs = [L.KerasTensor(self, k, i) for i in range(n_out)]
             return outs[0] if n_out == 1 else outs
-        return self.predict_on_batch(inputs)
+        return self._call_on_data(inputs)
 
     @property
     def class_name(self):
@@ -744,7 +672,8 @@ class Sequential(Model):
             else:
                 name = f"{self._layers[0].name}_input"
             entries.append({"class_name": "InputLayer", "config": {
-                "batch_input_shape": [None] + [int(d) for d in shape], "dtype": "float32", "sparse": False,
+                "batch_input_shape": [None] + [None if d is None else int(d) for d in shape], "dtype": "float32",
+                "sparse": False,
                 "ragged": False, "name": name}})
         for layer in self._layers:
             if isinstance(layer, Model):
@@ -759,10 +688,23 @@ class Sequential(Model):
     def _set_handle(self, h):
         super()._set_handle(h)
 
+    def _graph(self):
+        """Keras's Sequential has a graph once built: its layers called in order on an Input, so
+        that model.input and layer.output make new Functional models (feature extractors)."""
+        g = self.__dict__.get("_seq_graph")
+        if g is None or g[2] != len(self._layers):
+            shape = tuple(self._handle().input_shapes()[0])
+            name = self._input_layer.name if self._input_layer is not None else f"{self._layers[0].name}_input"
+            t = inp = L.Input(shape=shape, name=L.unique_name(name) if g is not None else name)
+            for layer in self._layers:
+                t = layer(t)
+            g = self.__dict__["_seq_graph"] = ([inp], [t] if not isinstance(t, list) else t, len(self._layers))
+        return g
+
     @property
     def inputs(self):
-        return None
+        return list(self._graph()[0])
 
     @property
     def outputs(self):
-        return None
+        return list(self._graph()[1])

@@ -40,7 +40,14 @@ def model_from_json(json_string, custom_objects=None):
 
 
 def model_from_config(config, custom_objects=None):
-    """config: {"class_name": ..., "config": ...} (Keras's model_from_config)."""
+    """config: {"class_name": ..., "config": ...} (Keras's model_from_config), or model.get_config()
+    itself (a Functional config has input_layers; a Sequential one only layers)."""
+    if not isinstance(config, dict):
+        raise TypeError(f"model_from_config: expected a dict, got {type(config).__name__}")
+    if "class_name" not in config:
+        if "layers" not in config:
+            raise ValueError("model_from_config: expected {'class_name', 'config'} or a model's get_config()")
+        config = {"class_name": "Functional" if "input_layers" in config else "Sequential", "config": config}
     return model_from_json(json.dumps(config))
 
 

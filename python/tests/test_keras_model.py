@@ -1,0 +1,142 @@
+"""Models as Keras has them (Keras 2.11 documentation): model(x) as a tensor, isinstance of a
+tnt.Model, train/test_on_batch, metrics, inputs/outputs of a Sequential (feature extractors),
+compute_output_shape, input_spec, get_config/from_config/model_from_config/clone_model, Input with
+None dimensions, layer keywords as Keras takes them, loss_weights, Keras 2's ignored arguments."""
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import small_mlp, toy_data
+
+
+def test_call_returns_a_tensor(tnt):
+    m = small_mlp(tnt)
+    x, _ = toy_data(4)
+    t = m(x)
+    assert t.shape == (4, 3) and t.dtype == np.float32
+    assert isinstance(t.numpy(), np.ndarray) and type(t.numpy()) is np.ndarray
+    np.testing.assert_array_equal(np.asarray(t), m.predict(x, verbose=0))
+    assert float(np.sum(t, axis=1)[0]) == pytest.approx(1.0, rel=1e-5)  # softmax rows, via NumPy
+    assert (t * 2).numpy().shape == (4, 3)
+
+
+def test_isinstance_of_a_parallel_model(tnt):
+    k = tnt.keras
+    m = small_mlp(tnt)
+    p = tnt.Model(m)
+    assert isinstance(p, k.Model) and isinstance(p, k.Sequential) and isinstance(p, tnt.Model)
+    inp = k.Input((3,))
+    f = tnt.Model(k.Model(inp, k.layers.Dense(2)(inp)))
+    assert isinstance(f, k.Model) and not isinstance(f, k.Sequential)
+    assert not isinstance(object(), k.Model)
+
+
+def test_train_and_test_on_batch(tnt):
+    k = tnt.keras
+    x, y = toy_data(16)
+    m = small_mlp(tnt)
+    m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    before = m.evaluate(x, y, verbose=0)
+    out = m.train_on_batch(x, y)
+    assert len(out) == 2 and out[0] == pytest.approx(before[0], rel=1e-5)  # the loss before the step
+    assert m.optimizer.iterations == 1
+    logs = m.test_on_batch(x, y, return_dict=True)
+    assert logs == pytest.approx(dict(zip(["loss", "accuracy"], m.evaluate(x, y, verbose=0))))
+    assert [mt.name for mt in m.metrics] == ["loss", "accuracy"]
+    assert m.metrics[0].result() == pytest.approx(logs["loss"])
+    np.testing.assert_allclose(m.predict_on_batch(x), m.predict(x, verbose=0), rtol=1e-6)
+
+
+def test_sequential_graph_makes_feature_extractors(tnt):
+    k = tnt.keras
+    m = k.Sequential([k.layers.Dense(5, activation="relu", input_shape=(4,), name="hidden"),
+                      k.layers.Dense(2, name="head")])
+    x = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    assert m.input.shape == (None, 4) and m.output.shape == (None, 2)
+    feat = k.Model(inputs=m.input, outputs=m.get_layer("hidden").output)
+    w, b = m.get_layer("hidden").get_weights()
+    np.testing.assert_allclose(feat.predict(x, verbose=0), np.maximum(x @ w + b, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_shapes_specs_and_switches(tnt):
+    k = tnt.keras
+    m = small_mlp(tnt)
+    assert m.compute_output_shape((7, 8)) == (7, 3)
+    assert m.input_spec.shape == (None, 8)
+    m.run_eagerly = False
+    assert m.run_eagerly is False and m.stateful is False and m.reset_states() is None
+    assert m.losses == []
+
+
+def test_config_round_trips(tnt):
+    k = tnt.keras
+    inp = k.Input((6,), name="x_in")
+    out = k.layers.Dense(2, name="d")(k.layers.Dense(4, activation="tanh", name="h")(inp))
+    f = k.Model(inp, out, name="fm")
+    for cfg in (f.get_config(), {"class_name": "Functional", "config": f.get_config()}):
+        g = k.models.model_from_config(cfg)
+        assert [l.name for l in g.layers] == [l.name for l in f.layers] and g.count_params() == f.count_params()
+    g = k.Model.from_config(f.get_config())
+    assert g.output_shape == (None, 2)
+    s = small_mlp(tnt)
+    s2 = k.Sequential.from_config(s.get_config())
+    assert isinstance(s2, k.Sequential) and s2.count_params() == s.count_params()
+    assert k.models.model_from_config(s.get_config()).count_params() == s.count_params()
+    c = k.models.clone_model(f)
+    assert c.count_params() == f.count_params()
+    # an independent model: training the clone leaves the original as it was
+    before = f.get_weights()
+    c.compile("sgd", "mse")
+    c.fit(np.ones((4, 6), np.float32), np.ones((4, 2), np.float32), verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(before, f.get_weights()))
+
+
+def test_input_with_none_dimensions(tnt):
+    k = tnt.keras
+    inp = k.Input(shape=(None, 4))
+    out = k.layers.Dense(3, activation="softmax")(k.layers.GRU(5, return_sequences=True)(inp))
+    m = k.Model(inp, out)
+    assert m.input_shape == (None, None, 4) and out.shape == (None, None, 3)
+    m.compile("adam", "sparse_categorical_crossentropy", metrics=["acc"])
+    rng = np.random.default_rng(1)
+    h = m.fit(rng.standard_normal((8, 6, 4)).astype(np.float32), rng.integers(0, 3, (8, 6)).astype(np.float32),
+              epochs=1, verbose=0)
+    assert np.isfinite(h.history["loss"][0]) and "acc" in h.history
+    assert m.predict(rng.standard_normal((2, 9, 4)).astype(np.float32), verbose=0).shape == (2, 9, 3)
+    assert m(rng.standard_normal((1, 3, 4)).astype(np.float32)).shape == (1, 3, 3)
+
+
+def test_layer_keywords_as_keras_takes_them(tnt):
+    k = tnt.keras
+    e = k.layers.Embedding(input_dim=20, output_dim=4, input_length=5)
+    m = k.Sequential([e, k.layers.Flatten(), k.layers.Dense(1)])
+    assert m.input_shape == (None, 5) and e.get_weights()[0].shape == (20, 4)
+    assert k.layers.Dense(3, input_dim=7).get_config()["batch_input_shape"] == [None, 7]
+    assert k.layers.LeakyReLU(negative_slope=0.2).get_config()["alpha"] == 0.2  # Keras 3's name
+
+
+def test_loss_weights_and_ignored_keras2_arguments(tnt):
+    k = tnt.keras
+    inp = k.Input((4,))
+    h = k.layers.Dense(6, activation="tanh")(inp)
+    a = k.layers.Dense(2, name="a")(h)
+    b = k.layers.Dense(2, name="b")(h)
+    m = k.Model(inp, [a, b])
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((10, 4)).astype(np.float32)
+    ya, yb = rng.standard_normal((10, 2)).astype(np.float32), rng.standard_normal((10, 2)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m.compile("sgd", "mse", loss_weights={"a": 1.0, "b": 0.25}, experimental_run_tf_function=False)
+        m.compile("sgd", ["mse", "mse"], loss_weights=[1.0, 0.25], experimental_run_tf_function=False)
+    assert sum("experimental_run_tf_function" in str(x.message) for x in w) == 1  # one warning
+    logs = m.evaluate(x, [ya, yb], verbose=0, return_dict=True)
+    pa, pb = m.predict(x, verbose=0)
+    la, lb = np.mean((pa - ya) ** 2), np.mean((pb - yb) ** 2)
+    assert logs["a_loss"] == pytest.approx(la, rel=1e-5) and logs["b_loss"] == pytest.approx(lb, rel=1e-5)
+    assert logs["loss"] == pytest.approx(la + 0.25 * lb, rel=1e-5)
+    with pytest.raises(TypeError, match="no_such_argument"):
+        m.compile("sgd", "mse", no_such_argument=1)
+    with pytest.raises(ValueError, match="nope"):
+        m.compile("sgd", "mse", loss_weights={"nope": 1.0})
