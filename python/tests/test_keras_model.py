@@ -140,3 +140,29 @@ def test_loss_weights_and_ignored_keras2_arguments(tnt):
         m.compile("sgd", "mse", no_such_argument=1)
     with pytest.raises(ValueError, match="nope"):
         m.compile("sgd", "mse", loss_weights={"nope": 1.0})
+
+
+def test_tarantella_api_as_documented(tnt, tmp_path):
+    """Tarantella 0.9's documentation: tnt.ParallelStrategy, tnt.Model(model, parallel_strategy=),
+    tnt.models.* giving tnt.Model objects, tnt.Model.from_config, to_yaml/model_from_yaml, the
+    Callback wrapper's flags, predict on the master rank only (root_rank)."""
+    k = tnt.keras
+    x, y = toy_data(24)
+    m = tnt.Model(small_mlp(tnt), parallel_strategy=tnt.ParallelStrategy.DATA)
+    with pytest.raises(NotImplementedError, match="PIPELINING"):
+        tnt.Model(small_mlp(tnt), parallel_strategy=tnt.ParallelStrategy.PIPELINING)
+    m.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    cb = k.callbacks.Callback(k.callbacks.History(), aggregate_logs=False, run_on_all_ranks=False)
+    assert cb.aggregate_logs is False and cb.run_on_all_ranks is False
+    m.fit(x, y, epochs=1, verbose=0, callbacks=[cb], tnt_micro_batch_size=4, tnt_distribute_dataset=True)
+    path = str(tmp_path / "m.h5")
+    tnt.models.save_model(m, path)
+    for other in (tnt.models.load_model(path), tnt.models.model_from_json(m.to_json()),
+                  tnt.models.model_from_config(m.get_config()), tnt.models.clone_model(m),
+                  tnt.Model.from_config(m.get_config()), tnt.models.model_from_yaml(m.to_yaml())):
+        assert isinstance(other, tnt.Model) and isinstance(other, k.Sequential)
+        assert other.count_params() == m.count_params()
+    np.testing.assert_allclose(tnt.models.load_model(path).predict(x, verbose=0), m.predict(x, verbose=0), rtol=1e-6)
+    assert m.predict(x, verbose=0, root_rank=0).shape == (24, 3)  # one rank: the master has every row
+    with pytest.raises(NotImplementedError, match="root_rank"):
+        m.predict(x, root_rank=1)

@@ -528,9 +528,15 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, max_queue_size=10,
                 workers=1, use_multiprocessing=False, tnt_micro_batch_size=None, tnt_distribute_dataset=True,
-                tnt_all_ranks=True):
-        """Outputs for every sample, in order; on every rank (tnt_all_ranks=False: the master only,
-        the others get 0 rows). Several outputs: a list of arrays."""
+                tnt_all_ranks=True, root_rank=None):
+        """Outputs for every sample, in order; on every rank (tnt_all_ranks=False, or root_rank= the
+        master rank: on the master only, the others get 0 rows). Several outputs: a list of arrays."""
+        if root_rank is not None:
+            from tarantella._core import get_master_rank
+            if int(root_rank) != get_master_rank():
+                raise NotImplementedError(f"predict: root_rank={root_rank}: the outputs can be gathered on every "
+                                          f"rank or on the master rank ({get_master_rank()}) only")
+            tnt_all_ranks = False
         micro = int(tnt_micro_batch_size or 0)
         ds = self._dataset(x, None, batch_size, False, "predict", micro)
         if steps:

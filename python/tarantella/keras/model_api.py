@@ -171,5 +171,12 @@ class ModelAPI:
     def variables(self):
         return self.weights
 
+    def to_yaml(self, **kwargs):
+        """The architecture as YAML (TF <= 2.5's Model.to_yaml, which Tarantella documents; needs
+        PyYAML); model_from_yaml reads it."""
+        import json
+        import yaml
+        return yaml.safe_dump(json.loads(self.to_json()), **kwargs)
+
     def get_compile_config(self):
         return dict(self._compiled) if self._compiled is not None else None

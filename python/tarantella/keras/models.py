@@ -56,3 +56,10 @@ def clone_model(model, input_tensors=None, clone_function=None):
     if input_tensors is not None or clone_function is not None:
         raise NotImplementedError("clone_model: input_tensors and clone_function are not supported")
     return model_from_json(model.to_json())
+
+
+def model_from_yaml(yaml_string, custom_objects=None):
+    """A model from the YAML that model.to_yaml wrote (TF <= 2.5's format, which Tarantella
+    documents; needs PyYAML)."""
+    import yaml
+    return model_from_config(yaml.safe_load(yaml_string))
