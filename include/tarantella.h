@@ -653,6 +653,11 @@ typedef struct tnt_fit_opts {
     /* Unbatched datasets (training and validation): batch them here with a global batch of
      * micro_batch_size x ranks (Tarantella's tnt_micro_batch_size). 0: datasets must be batched. */
     int64_t micro_batch_size;
+    /* Keras's sample_weight: every sample's labels end with one more value, its weight (after the
+     * labels of all outputs). The loss is sum w_i loss_i / batch size and the metrics are weighted
+     * means (their counts weighted), as Keras's. For the training and the validation dataset. */
+    bool sample_weights;
+    bool validation_sample_weights;
 } tnt_fit_opts;
 /* Trains on a batched dataset (borrowed). *history (may be NULL) receives a new History that the
  * caller frees. */
@@ -669,6 +674,7 @@ typedef struct tnt_eval_opts {
     bool all_ranks;     /* predict: every rank receives all rows (default: the master only;
                            the other ranks receive a tensor of 0 rows) */
     int64_t micro_batch_size; /* as in tnt_fit_opts, for an unbatched dataset */
+    bool sample_weights;      /* evaluate: as in tnt_fit_opts */
 } tnt_eval_opts;
 /* Loss and metrics over a batched dataset, as Keras's evaluate(return_dict=True). */
 TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,

@@ -536,12 +536,14 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signal
 static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dataset", "epochs", "initial_epoch", "validation_data", "validation_freq", "verbose",
                              "steps_per_epoch", "callbacks", "no_distribute", "no_distribute_validation",
-                             "micro_batch_size", NULL};
+                             "micro_batch_size", "sample_weights", "validation_sample_weights", NULL};
     PyObject *train_o, *val_o = Py_None, *cbs_o = Py_None;
     int epochs = 1, initial_epoch = 0, validation_freq = 1, verbose = 1, no_dist = 0, no_dist_val = 0;
+    int weighted = 0, val_weighted = 0;
     long long steps = 0, micro = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiiLOppL", kwlist, &train_o, &epochs, &initial_epoch, &val_o,
-                                     &validation_freq, &verbose, &steps, &cbs_o, &no_dist, &no_dist_val, &micro))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiiLOppLpp", kwlist, &train_o, &epochs, &initial_epoch, &val_o,
+                                     &validation_freq, &verbose, &steps, &cbs_o, &no_dist, &no_dist_val, &micro,
+                                     &weighted, &val_weighted))
         return NULL;
     if (!enter(self, 1)) return NULL;
     tnt_dataset *train = pytnt_dataset_get(train_o, "fit: dataset"), *val = NULL;
@@ -553,7 +555,8 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
     tnt_fit_opts o = {.epochs = epochs, .initial_epoch = initial_epoch, .validation_data = val,
                       .validation_freq = validation_freq, .verbose = verbose, .steps_per_epoch = steps,
                       .callbacks = cbs, .n_callbacks = n_cbs, .no_distribute = no_dist,
-                      .no_distribute_validation = no_dist_val, .micro_batch_size = micro};
+                      .no_distribute_validation = no_dist_val, .micro_batch_size = micro,
+                      .sample_weights = weighted, .validation_sample_weights = val_weighted};
     tnt_history *h = NULL;
     tnt_status s;
     /* keep the datasets' handles (and the arrays they borrow) alive whatever callbacks do */
@@ -584,17 +587,18 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
 static int eval_args(PyObject *args, PyObject *kw, PyObject **data_o, tnt_eval_opts *o, tnt_callback **cbs,
                      PyObject **cbs_o) {
     static char *kwlist[] = {"dataset", "verbose", "steps", "callbacks", "no_distribute", "all_ranks",
-                             "micro_batch_size", NULL};
-    int verbose = 0, no_dist = 0, all = 0;
+                             "micro_batch_size", "sample_weights", NULL};
+    int verbose = 0, no_dist = 0, all = 0, weighted = 0;
     long long steps = 0, micro = 0;
     *cbs_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iLOppL", kwlist, data_o, &verbose, &steps, cbs_o, &no_dist, &all,
-                                     &micro))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iLOppLp", kwlist, data_o, &verbose, &steps, cbs_o, &no_dist, &all,
+                                     &micro, &weighted))
         return 0;
     int n = 0;
     if (!callbacks_from(*cbs_o, cbs, &n, 0)) return 0;
     *o = (tnt_eval_opts){.verbose = verbose, .steps = steps, .callbacks = *cbs, .n_callbacks = n,
-                         .no_distribute = no_dist, .all_ranks = all, .micro_batch_size = micro};
+                         .no_distribute = no_dist, .all_ranks = all, .micro_batch_size = micro,
+                         .sample_weights = weighted};
     return 1;
 }
 

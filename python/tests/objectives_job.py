@@ -1,6 +1,7 @@
 """Run by test_objectives.py under the launcher: objectives_job.py OUT_DIR. For every loss of
 objectives_cases.py (outputs of rank 3 and 4) a data-parallel model is trained for 2 epochs and
-evaluated; also with global batches of 2 and 1 (smaller than the ranks). Each rank writes
+evaluated; also with global batches of 2 and 1 (smaller than the ranks), and with sample and class
+weights. Each rank writes
 OUT_DIR/rank_<r>.json with the History, the evaluation and a checksum of the weights."""
 import json
 import os
@@ -29,5 +30,26 @@ for loss in sorted(CASES):
         f.update({f"eval_{key}": float(v) for key, v in ev.items()})
         f["weights"] = [float(a.astype(np.float64).sum()) for a in w] + [float(w[0].ravel()[0])]
         figures[f"{loss}/rank{rank}/batch{batch}"] = f
+# sample weights (with the weighted metrics) and class weights, also with batches smaller than the ranks
+for loss, batch in (("categorical_crossentropy", 8), ("categorical_crossentropy", 2), ("mean_squared_error", 8)):
+    x, y = data(loss, 3)
+    w = np.linspace(0.0, 2.0, len(x)).astype(np.float32)
+    m = tnt.Model(model(k, loss, 3))
+    m.compile(k.optimizers.SGD(0.05), loss=loss, metrics=metrics(k, loss))
+    h = m.fit(x, y, sample_weight=w, batch_size=batch, epochs=2, shuffle=False, verbose=0,
+              validation_data=(x, y, w[::-1].copy()))
+    ev = m.evaluate(x, y, sample_weight=w, batch_size=batch, verbose=0, return_dict=True)
+    f = {f"fit_{key}": [float(v) for v in vals] for key, vals in h.history.items()}
+    f.update({f"eval_{key}": float(v) for key, v in ev.items()})
+    f["weights"] = [float(a.astype(np.float64).sum()) for a in m.get_weights()]
+    figures[f"weighted/{loss}/batch{batch}"] = f
+x = np.random.default_rng(5).standard_normal((30, 6)).astype(np.float32)
+y = (x[:, 0] > 0).astype(np.float32) + (x[:, 1] > 0.5)
+m = tnt.Model(k.Sequential([k.layers.Dense(5, activation="tanh", input_shape=(6,)),
+                            k.layers.Dense(3, activation="softmax")]))
+m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["accuracy"])
+h = m.fit(x, y, class_weight={0: 1.0, 1: 2.5, 2: 0.5}, batch_size=4, epochs=2, shuffle=False, verbose=0)
+figures["class_weight"] = {f"fit_{key}": [float(v) for v in vals] for key, vals in h.history.items()}
+figures["class_weight"]["weights"] = [float(a.astype(np.float64).sum()) for a in m.get_weights()]
 with open(os.path.join(out, f"rank_{tnt.get_rank()}.json"), "w") as fh:
     json.dump({"rank": tnt.get_rank(), "figures": figures}, fh)

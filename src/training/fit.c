@@ -80,7 +80,7 @@ static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char
 }
 
 /* Checks a batch against the model: input shape and label count per sample. */
-static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
+static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, bool weighted, const char *who) {
     char a[96], c[96];
     tnt_shape xs = b->x.shape;
     xs.ndim--;
@@ -102,10 +102,14 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
     int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
+    want += weighted;
     if (b->n && per != want)
-        return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld",
+        return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
-                          tnt_shape_str(m->output_shape, c, sizeof c), (long long)want);
+                          tnt_shape_str(m->output_shape, c, sizeof c), (long long)want,
+                          weighted ? " (the labels and a sample weight)" : "");
+    if (weighted && ignores_labels(m))
+        return tnt__error(TNT_ERR_UNSUPPORTED, "%s: sample weights with ignore_class are not supported", who);
     return TNT_OK;
 }
 
@@ -115,25 +119,27 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
  * mean over its positions, as Keras's (a metric counts every position). With ignore_class the loss is summed over the positions not ignored, and
  * acc->loss_count counts them (the caller scales the gradient by the global count). */
 static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
-                                   double inv_batch, bool with_grad, accum *acc) {
+                                   double inv_batch, bool with_grad, bool weighted, accum *acc) {
     int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
+    const int64_t stride = per + weighted; /* a sample's labels, then its weight */
     float *labels = NULL;
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
         tnt_shape os = m->tensor_shape[m->outputs[k]];
-        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(os);
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(os), numel = c;
         /* Keras reduces every loss and metric over the last axis, then averages the positions
          * (all other axes): one row per position, whatever the output's rank */
         int64_t positions = os.ndim > 1 ? c / os.dim[os.ndim - 1] : 1;
         int64_t rows = b->n * positions;
         c /= positions;
         const float *y = b->y.data;
-        if (m->n_outputs > 1) {
+        if (m->n_outputs > 1 || weighted) {
             if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
                 return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
-            for (int64_t i = 0; i < b->n; i++) memcpy(labels + i * lk, b->y.data + i * per + col, (size_t)lk * sizeof(float));
+            for (int64_t i = 0; i < b->n; i++)
+                memcpy(labels + i * lk, b->y.data + i * stride + col, (size_t)lk * sizeof(float));
             y = labels;
             col += lk;
         }
@@ -141,17 +147,40 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         int64_t valid = 0;
         /* Keras's loss_weights scale output k's share of the total loss and of its gradient */
         double w = m->loss_weights[k];
-        s = tnt__loss_compute_opts(m->loss, m->from_logits || m->fused_output_loss[k], m->loss_opts, rows, c,
-                                   tnt__plan_loss_input(m, p, k, x), y, w * (ignore ? 1.0 : inv_batch / (double)positions),
-                                   with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum, &valid);
-        if (s != TNT_OK) break;
+        const float *in = tnt__plan_loss_input(m, p, k, x), *pred = tnt__plan_output(m, p, k, x);
+        float *grad = with_grad ? tnt__plan_output_grad(m, p, k) : NULL;
+        bool logits = m->from_logits || m->fused_output_loss[k];
+        if (!weighted) {
+            s = tnt__loss_compute_opts(m->loss, logits, m->loss_opts, rows, c, in, y,
+                                       w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
+            if (s != TNT_OK) break;
+            for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
+                s = tnt__metric_update(&m->metrics[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
+        } else {
+            /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
+             * by the batch size; its metric values and counts times w_i (weighted means) */
+            for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
+                double wi = b->y.data[i * stride + per], li = 0, ms, mc;
+                if (!isfinite(wi)) {
+                    s = tnt__error(TNT_ERR_ARG, "sample weight %g of sample %lld is not a finite number", wi, (long long)i);
+                    break;
+                }
+                s = tnt__loss_compute_opts(m->loss, logits, m->loss_opts, positions, c, in + i * numel, y + i * lk,
+                                           w * wi * inv_batch / (double)positions, grad ? grad + i * numel : NULL, &li,
+                                           NULL);
+                loss_sum += wi * li;
+                for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    ms = mc = 0;
+                    s = tnt__metric_update(&m->metrics[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
+                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                }
+            }
+            if (s != TNT_OK) break;
+        }
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;
         acc->loss_sum += w * loss_sum;
         acc->out_loss[k] += loss_sum;
-        const float *pred = tnt__plan_output(m, p, k, x);
-        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
-            s = tnt__metric_update(&m->metrics[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
     }
     free(labels);
     if (s == TNT_OK) acc->loss_count += ignore ? (double)valid_total : (double)b->n;
@@ -205,7 +234,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     for (int i = 0; r == 1 && i < n_cbs && s == TNT_OK; i++)
         if (cbs[i].on_train_batch_begin && (!cbs[i].master_only || tnt_is_master_rank()))
             s = cbs[i].on_train_batch_begin(m, index, &no_logs, cbs[i].user);
-    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
+    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, f->weighted, "fit");
     /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
      * gradients (below) and take part in the allreduce as the others do */
     accum step = {0};
@@ -225,7 +254,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
             s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
-                                 true, &step);
+                                 true, f->weighted, &step);
         if (s == TNT_OK) add_penalties(m, &step, step.loss_count, b.n, weight_penalty(m));
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
@@ -337,6 +366,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);
+    f.weighted = o && o->sample_weights;
     f.it = tnt_dataset_iter_new(data, 0);
     if (!f.it) {
         s = TNT_ERR_ARG;
@@ -381,7 +411,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             if (local != TNT_OK) break;
             continue;
         }
-        if ((local = check_batch(m, &b, labels, who)) != TNT_OK) break;
+        if ((local = check_batch(m, &b, labels, f.weighted, who)) != TNT_OK) break;
         tnt__plan *p = tnt__model_plan(m, b.n);
         float *pred;
         if (!p) {
@@ -391,7 +421,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
         if ((local = tnt__model_forward(m, p, b.x.data, &st, &pred)) != TNT_OK) break;
         if (labels) {
             double counted = acc.loss_count;
-            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, &acc)) != TNT_OK) break;
+            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, f.weighted, &acc)) !=
+                TNT_OK)
+                break;
             add_penalties(m, &acc, acc.loss_count - counted, b.n, weight_penalty(m));
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
@@ -505,7 +537,7 @@ tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **
     tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     tnt_batch b = {.n = x->shape.ndim ? x->shape.dim[0] : 0, .x = *x};
-    if ((s = check_batch(m, &b, false, "predict_on_batch")) != TNT_OK) return s;
+    if ((s = check_batch(m, &b, false, false, "predict_on_batch")) != TNT_OK) return s;
     if (b.n == 0) return tnt__error(TNT_ERR_ARG, "predict_on_batch: batch of 0 samples");
     tnt__plan *p = tnt__model_plan(m, b.n);
     if (!p) return TNT_ERR_BACKEND;
@@ -573,7 +605,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
     if ((s = tnt__prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
     tnt_history *h = tnt__history_new();
     if (!h) return TNT_ERR_NOMEM;
-    tnt__feed f = {.split = parallel && !o.no_distribute};
+    tnt__feed f = {.split = parallel && !o.no_distribute, .weighted = o.sample_weights};
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
     bool batch_logs = false; /* exact logs at every step */
@@ -666,7 +698,8 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         if (o.validation_data && (epoch + 1) % o.validation_freq == 0) {
             tnt_logs val = {0};
             tnt_eval_opts eo = {.callbacks = cbs, .n_callbacks = n_cbs, .out = o.out,
-                                .no_distribute = o.no_distribute_validation};
+                                .no_distribute = o.no_distribute_validation,
+                                .sample_weights = o.validation_sample_weights};
             if ((s = run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
                 goto done;
             tnt__logs_merge(&logs, &val, "val_");

@@ -13,7 +13,7 @@ import numpy as np
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella.keras import layers as L
-from tarantella.keras.model_api import ModelAPI
+from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape  # noqa: F401 (engine's names)
 
 
@@ -456,12 +456,13 @@ class Model(ModelAPI, metaclass=_ModelType):
         """Keras's fit on NumPy arrays (x, y) or a tnt.data.Dataset (batched with the global batch
         size). Returns a History. Runs in C without the GIL; Python callbacks and map functions take
         it back when they run."""
-        for k, v in (("class_weight", class_weight), ("sample_weight", sample_weight)):
-            if v is not None:
-                raise NotImplementedError(f"fit: {k} is not supported")
+        weighted = sample_weight is not None or class_weight is not None
+        if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
+            raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
         if not isinstance(validation_freq, int):
             raise NotImplementedError("fit: validation_freq must be an int (lists of epochs are not supported)")
         micro = int(tnt_micro_batch_size or 0)
+        sw_val = None
         if validation_split and not isinstance(x, tnt_data.Dataset):
             if validation_data is not None:
                 raise ValueError("fit: give validation_split or validation_data, not both")
@@ -469,19 +470,28 @@ class Model(ModelAPI, metaclass=_ModelType):
             n = _n_samples(xs)
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before shuffling
             ys = _arrays(y, "y") if y is not None else None
+            if sample_weight is not None:  # Keras splits the sample weights too (not the class weights)
+                sw = np.asarray(sample_weight)
+                sample_weight, sw_val = sw[:cut], sw[cut:]
             validation_data = (_slice(xs, cut, n), _slice(ys, cut, n) if ys else None)
             x, y = _slice(xs, 0, cut), (_slice(ys, 0, cut) if ys else None)
             x = x if len(x) > 1 else x[0]
             y = (y if len(y) > 1 else y[0]) if y is not None else None
         elif validation_split:
             raise ValueError("fit: validation_split needs arrays, not a Dataset")
-        train = self._dataset(x, y, batch_size, shuffle, "fit", micro)
+        train = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, class_weight, "fit")), batch_size,
+                              shuffle, "fit", micro)
         val = None
+        val_weighted = False
         if validation_data is not None:
             if isinstance(validation_data, tnt_data.Dataset):
                 val = validation_data
             else:
                 vx, vy = validation_data[0], validation_data[1] if len(validation_data) > 1 else None
+                if len(validation_data) > 2 and validation_data[2] is not None:  # (x, y, sample_weight)
+                    sw_val = validation_data[2]
+                if sw_val is not None:
+                    vy, val_weighted = with_weights(vy, sample_weights(vy, sw_val, None, "fit validation")), True
                 val = self._dataset(vx, vy, validation_batch_size or batch_size, False, "fit validation_data", micro)
             if validation_steps:
                 val = val.take(int(validation_steps))
@@ -494,7 +504,8 @@ class Model(ModelAPI, metaclass=_ModelType):
                      validation_data=val._handle() if val is not None else None, validation_freq=validation_freq,
                      verbose=v, steps_per_epoch=int(steps_per_epoch or 0), callbacks=cbs,
                      no_distribute=not tnt_distribute_dataset,
-                     no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro)
+                     no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
+                     sample_weights=weighted, validation_sample_weights=val_weighted)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
@@ -511,15 +522,17 @@ class Model(ModelAPI, metaclass=_ModelType):
                  tnt_micro_batch_size=None, tnt_distribute_dataset=True):
         """Loss and metrics (exact global figures on every rank): a list [loss, metrics...], the loss
         alone when there are no metrics, or a dict with return_dict=True."""
-        if sample_weight is not None:
-            raise NotImplementedError("evaluate: sample_weight is not supported")
+        if sample_weight is not None and (isinstance(x, tnt_data.Dataset) or y is None):
+            raise NotImplementedError("evaluate: sample_weight needs arrays x and y (not a Dataset)")
         micro = int(tnt_micro_batch_size or 0)
-        ds = self._dataset(x, y, batch_size, False, "evaluate", micro)
+        ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
+                           "evaluate", micro)
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
-                          no_distribute=not tnt_distribute_dataset, micro_batch_size=micro)
+                          no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
+                          sample_weights=sample_weight is not None)
         self._remember_logs(logs)
         if return_dict:
             return logs

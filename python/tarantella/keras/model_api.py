@@ -54,6 +54,51 @@ class LoggedMetric:
         return f"<Metric {self.name!r}>"
 
 
+def sample_weights(y, sample_weight, class_weight, what):
+    """Keras's per-sample weights: sample_weight (n,) times, with class_weight {class: weight}, the
+    weight of each sample's class (its integer label, or the argmax of a one-hot row); None when
+    neither is given."""
+    if sample_weight is None and class_weight is None:
+        return None
+    ys = y if isinstance(y, (list, tuple)) else [y]
+    n = int(np.shape(ys[0])[0])
+    w = np.ones(n, np.float64)
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, np.float64)
+        if sw.ndim == 2 and sw.shape[1] == 1:
+            sw = sw[:, 0]
+        if sw.shape != (n,):
+            raise ValueError(f"{what}: sample_weight of shape {sw.shape}: expected ({n},), one weight per sample "
+                             f"(temporal weights per time step are not supported)")
+        w *= sw
+    if class_weight is not None:
+        if len(ys) != 1:
+            raise ValueError(f"{what}: class_weight is only supported for models with a single output (as Keras)")
+        if not isinstance(class_weight, dict):
+            raise TypeError(f"{what}: class_weight must be a dict {{class index: weight}}")
+        lab = np.asarray(ys[0])
+        if lab.ndim == 1 or (lab.ndim == 2 and lab.shape[1] == 1):
+            cls = lab.reshape(n).astype(np.int64)
+        elif lab.ndim == 2:
+            cls = lab.argmax(axis=1)
+        else:
+            raise ValueError(f"{what}: class_weight is not supported for targets of 3 or more dimensions "
+                             f"(shape {lab.shape}), as in Keras; use sample_weight")
+        table = {int(k): float(v) for k, v in class_weight.items()}
+        missing = sorted(set(np.unique(cls).tolist()) - set(table))
+        if missing:
+            raise ValueError(f"{what}: class_weight has no weight for classes {missing[:10]} of the labels")
+        w *= np.array([table[c] for c in cls.tolist()])
+    return w.astype(np.float32)
+
+
+def with_weights(y, w):
+    """The labels with the weights as one more array (the library reads them after the labels)."""
+    if w is None:
+        return y
+    return (list(y) if isinstance(y, (list, tuple)) else [y]) + [w]
+
+
 def _batch_len(x):
     xs = x if isinstance(x, (list, tuple)) else [x]
     return int(np.shape(xs[0])[0])
