@@ -625,6 +625,11 @@ typedef struct tnt_compile_opts {
     int n_loss_weights;
     /* TNT_HUBER: Keras's delta (> 0); 0 = 1.0 */
     float huber_delta;
+    /* Keras's compile(loss=[...] or {...}): a loss per output in output order (n_output_losses ==
+     * the number of outputs), overriding loss (which then names the first); NULL: loss for every
+     * output. Different losses take no label_smoothing, ignore_class or huber_delta. */
+    const tnt_loss_kind *output_losses;
+    int n_output_losses;
 } tnt_compile_opts;
 /* Outputs of rank > 1, e.g. (T, ..., classes): every loss and metric reduces over the last axis
  * and averages the positions (all other axes), as Keras; sparse categorical cross-entropy takes

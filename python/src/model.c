@@ -373,14 +373,14 @@ static tnt_optimizer *optimizer_new(PyObject *spec) {
 
 static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"optimizer", "loss", "from_logits", "metrics", "seed", "label_smoothing", "ignore_class",
-                             "huber_delta", "loss_weights", NULL};
-    PyObject *spec, *ignore = Py_None, *weights = Py_None;
+                             "huber_delta", "loss_weights", "output_losses", NULL};
+    PyObject *spec, *ignore = Py_None, *weights = Py_None, *kinds_o = Py_None;
     int loss = 0, from_logits = 0;
     const char *metrics = NULL;
     unsigned long long seed = 0;
     double smoothing = 0, delta = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdOdO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
-                                     &smoothing, &ignore, &delta, &weights))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdOdOO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
+                                     &smoothing, &ignore, &delta, &weights, &kinds_o))
         return NULL;
     if (!enter(self, 1)) return NULL;
     tnt_compile_opts o = {.loss = (tnt_loss_kind)loss, .from_logits = from_logits, .metrics = metrics,
@@ -404,6 +404,23 @@ static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) 
         Py_DECREF(seq);
         o.loss_weights = lw;
         o.n_loss_weights = (int)n;
+    }
+    tnt_loss_kind kinds[64];
+    if (kinds_o != Py_None) { /* a loss kind per output */
+        PyObject *seq = PySequence_Fast(kinds_o, "compile: output_losses must be a sequence of loss kinds");
+        if (!seq) return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (v == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            kinds[i] = (tnt_loss_kind)v;
+        }
+        Py_DECREF(seq);
+        o.output_losses = kinds;
+        o.n_output_losses = (int)(n < 64 ? n : 64);
     }
     if (ignore != Py_None) {
         long v = PyLong_AsLong(ignore);

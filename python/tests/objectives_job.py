@@ -51,5 +51,16 @@ m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["ac
 h = m.fit(x, y, class_weight={0: 1.0, 1: 2.5, 2: 0.5}, batch_size=4, epochs=2, shuffle=False, verbose=0)
 figures["class_weight"] = {f"fit_{key}": [float(v) for v in vals] for key, vals in h.history.items()}
 figures["class_weight"]["weights"] = [float(a.astype(np.float64).sum()) for a in m.get_weights()]
+# a loss per output (a softmax sequence and a regression), per-output metrics and loss weights
+inp = k.Input((4, 3))
+h = k.layers.Dense(6, activation="tanh")(inp)
+m = tnt.Model(k.Model(inp, [k.layers.Dense(5, activation="softmax", name="seq")(h), k.layers.Dense(2, name="reg")(h)]))
+m.compile(k.optimizers.SGD(0.05), loss={"seq": "categorical_crossentropy", "reg": "huber"}, loss_weights=[1.0, 0.3],
+          metrics={"seq": ["accuracy", k.metrics.Precision(thresholds=0.3)], "reg": "mae"})
+xs, ys = data("categorical_crossentropy", 3)
+yr = np.random.default_rng(9).standard_normal((len(xs), 4, 2)).astype(np.float32)
+h = m.fit(xs, [ys, yr], batch_size=4, epochs=2, shuffle=False, verbose=0)
+figures["per_output"] = {f"fit_{key}": [float(v) for v in vals] for key, vals in h.history.items()}
+figures["per_output"]["weights"] = [float(a.astype(np.float64).sum()) for a in m.get_weights()]
 with open(os.path.join(out, f"rank_{tnt.get_rank()}.json"), "w") as fh:
     json.dump({"rank": tnt.get_rank(), "figures": figures}, fh)

@@ -166,3 +166,40 @@ def test_tarantella_api_as_documented(tnt, tmp_path):
     assert m.predict(x, verbose=0, root_rank=0).shape == (24, 3)  # one rank: the master has every row
     with pytest.raises(NotImplementedError, match="root_rank"):
         m.predict(x, root_rank=1)
+
+
+def mixed_model(k):
+    inp = k.Input((4,))
+    h = k.layers.Dense(6, activation="tanh")(inp)
+    cls = k.layers.Dense(3, activation="softmax", name="cls")(h)
+    reg = k.layers.Dense(2, name="reg")(h)
+    return k.Model(inp, [cls, reg])
+
+
+def test_a_loss_per_output(tnt, tmp_path):
+    import objectives_ref as R
+    k = tnt.keras
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((12, 4)).astype(np.float32)
+    yc, yr = rng.integers(0, 3, 12).astype(np.float32), rng.standard_normal((12, 2)).astype(np.float32)
+    for loss in ({"reg": "mse", "cls": "sparse_categorical_crossentropy"},
+                 ["sparse_categorical_crossentropy", k.losses.MeanAbsoluteError()]):
+        m = mixed_model(k)
+        metrics = {"reg": "mae"} if isinstance(loss, dict) else [[], ["mae"]]  # per output, as Keras takes them
+        m.compile("sgd", loss=loss, loss_weights=[1.0, 0.5], metrics=metrics)
+        pc, pr = (p.astype(np.float64) for p in m.predict(x, verbose=0))
+        logs = m.evaluate(x, [yc, yr], verbose=0, return_dict=True)
+        lc = R.sparse_categorical_crossentropy(yc, pc).mean()
+        lr = (R.mean_squared_error if isinstance(loss, dict) else R.mean_absolute_error)(yr, pr).mean()
+        assert logs["cls_loss"] == pytest.approx(lc, rel=1e-5) and logs["reg_loss"] == pytest.approx(lr, rel=1e-5)
+        assert logs["loss"] == pytest.approx(lc + 0.5 * lr, rel=1e-5)
+        assert logs["reg_mae"] == pytest.approx(np.abs(pr - yr).mean(), rel=1e-5) and "cls_mae" not in logs
+        assert m.metrics_names == ["loss", "cls_loss", "reg_loss", "reg_mae"]
+    h = m.fit(x, [yc, yr], epochs=2, verbose=0)
+    assert np.all(np.isfinite(h.history["loss"]))
+    path = str(tmp_path / "mixed.h5")
+    m.save(path)
+    back = k.models.load_model(path)
+    assert back.evaluate(x, [yc, yr], verbose=0) == pytest.approx(m.evaluate(x, [yc, yr], verbose=0), rel=1e-6)
+    with pytest.raises(ValueError, match="not outputs"):
+        mixed_model(k).compile("sgd", loss={"nope": "mse", "cls": "mse", "reg": "mse"})

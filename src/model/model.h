@@ -115,6 +115,8 @@ struct tnt_model {
 
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
+    tnt_loss_kind output_loss[TNT_MAX_IO]; /* per output (Keras's list or dict of losses) */
+    bool mixed_losses;                     /* the outputs' losses differ */
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */

@@ -114,6 +114,23 @@ static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || 
 static bool takes_threshold(int kind) { return kind == TNT__METRIC_BINARY_ACCURACY || kind >= TNT__METRIC_TP; }
 
 static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
+    /* "...@K": output K only */
+    const char *at = len ? memchr(s, '@', len) : NULL;
+    if (at) {
+        char *end;
+        char digits[16];
+        size_t dl = len - (size_t)(at - s) - 1;
+        if (dl == 0 || dl >= sizeof digits)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": expected an output index after '@'", (int)len, s);
+        memcpy(digits, at + 1, dl);
+        digits[dl] = '\0';
+        long k = strtol(digits, &end, 10);
+        if (*end || k < 0 || k > 1000)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": output index \"%s\" is not valid", (int)len, s, digits);
+        tnt_status st = parse_one(s, (size_t)(at - s), loss, m);
+        if (st == TNT_OK) m->output = (int)k;
+        return st;
+    }
     /* "logname=spec": the spec's metric, logged as logname */
     const char *eq = memchr(s, '=', len);
     size_t name_len = len;
@@ -170,6 +187,19 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
                               colon + 1);
         k = (int)v;
     }
+    memset(m, 0, sizeof *m);
+    memcpy(m->name, entry, len + 1);
+    m->kind = kind;
+    m->k = k;
+    m->threshold = threshold;
+    m->output = -1;
+    m->loss = loss;
+    return loss == TNT_LOSS_NONE ? TNT_OK : tnt__metric_check_loss(m, loss);
+}
+
+tnt_status tnt__metric_check_loss(const tnt__metric *m, tnt_loss_kind loss) {
+    int kind = m->kind;
+    const char *entry = m->name;
     int need = needs_sparse(kind);
     bool sparse = loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY;
     if (need == 1 && !sparse)
@@ -188,12 +218,6 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
                           kind == TNT__METRIC_TOP_K ? "sparse_top_k_categorical_accuracy"
                           : kind == TNT__METRIC_CE  ? "sparse_categorical_crossentropy"
                                                     : "sparse_categorical_accuracy or accuracy");
-    memset(m, 0, sizeof *m);
-    memcpy(m->name, entry, len + 1);
-    m->kind = kind;
-    m->k = k;
-    m->threshold = threshold;
-    m->loss = loss;
     return TNT_OK;
 }
 
@@ -219,7 +243,8 @@ int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, i
         }
         if (parse_one(a, (size_t)(b - a), loss, &out[count]) != TNT_OK) return -1;
         for (int i = 0; i < count; i++)
-            if (!strcmp(out[i].name, out[count].name)) {
+            if (!strcmp(out[i].name, out[count].name) &&
+                (out[i].output < 0 || out[count].output < 0 || out[i].output == out[count].output)) {
                 tnt__error(TNT_ERR_ARG, "metrics \"%s\": \"%s\" is listed twice", spec, out[count].name);
                 return -1;
             }

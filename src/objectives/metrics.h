@@ -53,6 +53,7 @@ typedef struct tnt__metric {
     int kind;                        /* tnt__metric_kind */
     int k;                           /* top-k: k (default 5); else 0 */
     float threshold;                 /* binary accuracy and the confusion family (default 0.5) */
+    int output;                      /* "spec@K": output K only (Keras's metrics per output); -1: all */
     tnt_loss_kind loss;              /* the compiled loss, which fixes the label layout */
 } tnt__metric;
 
@@ -60,14 +61,22 @@ typedef struct tnt__metric {
  * matched case-insensitively and with or without underscores, so Keras class names such as
  * "SparseCategoricalAccuracy" work too). Top-k metrics take k = 5 or a ":K" suffix; binary
  * accuracy and the confusion family a threshold as ":T" (default 0.5). "logname=spec" logs the
- * metric spec under logname (Keras's name= argument). A metric whose
+ * metric spec under logname (Keras's name= argument); a final "@K" computes it on output K only
+ * (Keras's metrics given per output), e.g. "mae@1". A metric whose
  * labels do not fit the loss (e.g. categorical_accuracy with sparse labels) is an error, as are
  * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
  * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */
 int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, int max_out);
 
+/* TNT_ERR_ARG (naming the metric and what to use instead) when m's labels do not fit a loss's
+ * layout (a sparse metric on dense labels or the reverse). tnt__metrics_parse with loss
+ * TNT_LOSS_NONE skips this check. */
+tnt_status tnt__metric_check_loss(const tnt__metric *m, tnt_loss_kind loss);
+
 /* The concrete kind a metric computes for c outputs per sample (resolves accuracy/crossentropy). */
 int tnt__metric_resolve(const tnt__metric *m, int64_t c);
+/* Whether metric m is computed on output k. */
+static inline bool tnt__metric_on_output(const tnt__metric *m, int k) { return m->output < 0 || m->output == k; }
 /* Keras name of a kind, e.g. "sparse_categorical_accuracy". */
 const char *tnt__metric_kind_name(int kind);
 /* The metric's value from its (sum, count) over batches and ranks: the mean sum / count (NaN when

@@ -58,7 +58,43 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
         goto fail;
     }
-    int nm = tnt__metrics_parse(opts->metrics, opts->loss, m->metrics, TNT_MAX_METRICS);
+    tnt_loss_kind kinds[TNT_MAX_IO];
+    bool mixed = false;
+    if (opts->output_losses && opts->n_output_losses != m->n_outputs) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": %d losses for %d outputs (one per output)", m->name,
+                       opts->n_output_losses, m->n_outputs);
+        goto fail;
+    }
+    for (int k = 0; k < m->n_outputs; k++) {
+        kinds[k] = opts->output_losses ? opts->output_losses[k] : opts->loss;
+        if (kinds[k] <= TNT_LOSS_NONE || kinds[k] >= TNT_LOSS_KIND_COUNT) {
+            s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d of output %d is not a known loss", m->name,
+                           (int)kinds[k], k);
+            goto fail;
+        }
+        mixed |= kinds[k] != kinds[0];
+    }
+    if (mixed && (opts->label_smoothing != 0 || opts->has_ignore_class || opts->huber_delta != 0)) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "compile: model \"%s\": label_smoothing, ignore_class and huber delta "
+                       "need the same loss on every output", m->name);
+        goto fail;
+    }
+    /* a metric's labels must fit the loss of each output it applies to (all, or "@K" one) */
+    int nm = tnt__metrics_parse(opts->metrics, TNT_LOSS_NONE, m->metrics, TNT_MAX_METRICS);
+    for (int j = 0; j < nm; j++) {
+        if (m->metrics[j].output >= m->n_outputs) {
+            s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": metric \"%s\" is for output %d of %d", m->name,
+                           m->metrics[j].name, m->metrics[j].output, m->n_outputs);
+            goto fail;
+        }
+        for (int k = 0; k < m->n_outputs; k++)
+            if (tnt__metric_on_output(&m->metrics[j], k) && tnt__metric_check_loss(&m->metrics[j], kinds[k]) != TNT_OK) {
+                nm = -1;
+                break;
+            }
+        if (nm < 0) break;
+        m->metrics[j].loss = kinds[m->metrics[j].output >= 0 ? m->metrics[j].output : 0];
+    }
     if (nm < 0) {
         s = tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": ", m->name);
         goto fail;
@@ -102,17 +138,19 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
     if (!own_optimizer) tnt_optimizer_free(m->optimizer);
     m->optimizer = opts->optimizer;
-    m->loss = opts->loss;
+    m->loss = m->n_outputs ? kinds[0] : opts->loss;
+    memcpy(m->output_loss, kinds, (size_t)m->n_outputs * sizeof kinds[0]);
+    m->mixed_losses = mixed;
     m->from_logits = opts->from_logits;
     memcpy(m->loss_weights, weights, sizeof weights);
     m->has_loss_weights = opts->loss_weights != NULL;
     /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
      * binary cross-entropy) output: the same numerically stable fused path here. */
-    bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
     for (int k = 0; k < m->n_outputs; k++) {
         tnt_activation act = output_activation(m, k);
+        bool ce = kinds[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || kinds[k] == TNT_CATEGORICAL_CROSSENTROPY;
         m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
-                                                         (opts->loss == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
+                                                         (kinds[k] == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
     }
     tnt__model_clear_plans(m); /* the plans know where the fused logits go */
     m->compiled = true;

@@ -43,6 +43,7 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
     for (int o = 0; o < m->n_outputs; o++)
         for (int k = 0; k < m->n_metrics; k++) {
             char pre[TNT_NAME_MAX + 2];
+            if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
                           tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
@@ -62,7 +63,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
 static int64_t labels_per_sample(const tnt_model *m, int k) {
     tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
-    return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
+    return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
@@ -150,12 +151,17 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         const float *in = tnt__plan_loss_input(m, p, k, x), *pred = tnt__plan_output(m, p, k, x);
         float *grad = with_grad ? tnt__plan_output_grad(m, p, k) : NULL;
         bool logits = m->from_logits || m->fused_output_loss[k];
+        const tnt_loss_kind kind = m->output_loss[k];
+        /* the metrics read the labels as this output's loss lays them out */
+        tnt__metric mets[TNT_MAX_METRICS];
+        for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
         if (!weighted) {
-            s = tnt__loss_compute_opts(m->loss, logits, m->loss_opts, rows, c, in, y,
+            s = tnt__loss_compute_opts(kind, logits, m->loss_opts, rows, c, in, y,
                                        w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
             if (s != TNT_OK) break;
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
-                s = tnt__metric_update(&m->metrics[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
+                if (tnt__metric_on_output(&mets[j], k))
+                    s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
              * by the batch size; its metric values and counts times w_i (weighted means) */
@@ -165,13 +171,14 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                     s = tnt__error(TNT_ERR_ARG, "sample weight %g of sample %lld is not a finite number", wi, (long long)i);
                     break;
                 }
-                s = tnt__loss_compute_opts(m->loss, logits, m->loss_opts, positions, c, in + i * numel, y + i * lk,
+                s = tnt__loss_compute_opts(kind, logits, m->loss_opts, positions, c, in + i * numel, y + i * lk,
                                            w * wi * inv_batch / (double)positions, grad ? grad + i * numel : NULL, &li,
                                            NULL);
                 loss_sum += wi * li;
                 for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    if (!tnt__metric_on_output(&mets[j], k)) continue;
                     ms = mc = 0;
-                    s = tnt__metric_update(&m->metrics[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
+                    s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
                     acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
                 }
             }

@@ -363,20 +363,23 @@ class Model(ModelAPI, metaclass=_ModelType):
                                                       "target_tensors", "sample_weight_mode", "pss_evaluation_shards",
                                                       "auto_scale_loss"))
         opt = optimizers.get(optimizer)
-        lspec = losses.spec(loss)
+        if not isinstance(loss, (list, tuple, dict)):
+            losses.spec(loss)  # a bad loss fails here, before the model is built
+        lspec = loss
         mnames = M.names(metrics)
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
-                          "loss_weights": loss_weights}
+                          "loss_weights": loss_weights, "metrics_given": metrics}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
-        self._metrics = mnames
+        self._metrics = mnames if mnames is not None else metrics
         if self._h is not None:
             self._apply_compile()
 
     def _apply_compile(self):
         c = self._compiled
-        kind, from_logits, smoothing, ignore, delta = c["loss"]
+        from tarantella.keras import losses, metrics as M
+        (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
             names = self.output_names
@@ -387,9 +390,11 @@ class Model(ModelAPI, metaclass=_ModelType):
             weights = [float(weights.get(n, 1.0)) for n in names]
         elif weights is not None:
             weights = [float(w) for w in (weights if isinstance(weights, (list, tuple)) else [weights])]
+        if c["metrics"] is None:  # per output
+            c["metrics"] = M.names(c["metrics_given"], self.output_names)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
                         seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
-                        loss_weights=weights)
+                        loss_weights=weights, output_losses=kinds)
         c["optimizer"]._bind(self)
 
     @property
@@ -405,6 +410,8 @@ class Model(ModelAPI, metaclass=_ModelType):
         info = self._h.compile_info() if self._h is not None else None
         if info is None:
             return []
+        if self._last_logs:  # Keras's order: loss, the outputs' losses, the metrics (per output)
+            return [k for k in self._last_logs if not k.startswith("val_")]
         return ["loss"] + [m for m in info["metrics"].split(",") if m]
 
     @property

@@ -152,6 +152,30 @@ poisson = "poisson"
 cosine_similarity = "cosine_similarity"
 
 
+def per_output(loss, output_names):
+    """compile's loss as (spec, kinds per output or None): a list in output order, or a dict by
+    output name (outputs left out of the dict get no loss in Keras; here every output needs one)."""
+    if isinstance(loss, dict):
+        unknown = sorted(set(loss) - set(output_names))
+        if unknown:
+            raise ValueError(f"compile: losses for {unknown}, which are not outputs of the model {output_names}")
+        missing = [n for n in output_names if n not in loss]
+        if missing:
+            raise NotImplementedError(f"compile: outputs {missing} have no loss (every output needs one)")
+        loss = [loss[n] for n in output_names]
+    if not isinstance(loss, (list, tuple)):
+        return spec(loss), None
+    if len(loss) != len(output_names):
+        raise ValueError(f"compile: {len(loss)} losses for the {len(output_names)} outputs {output_names}")
+    specs = [spec(x) for x in loss]
+    options = {sp[1:] for sp in specs}
+    if len(options) != 1:
+        raise NotImplementedError("compile: losses per output with different options (from_logits, "
+                                  "label_smoothing, ignore_class, delta) are not supported")
+    kinds = [sp[0] for sp in specs]
+    return specs[0], (kinds if len(set(kinds)) > 1 else None)
+
+
 def spec(loss):
     """(kind, from_logits, label_smoothing, ignore_class, huber_delta) of a loss given to compile."""
     if loss is None:
@@ -159,8 +183,7 @@ def spec(loss):
     if isinstance(loss, (list, tuple)):
         specs = {spec(x) for x in loss}
         if len(specs) != 1:
-            raise NotImplementedError("compile: one loss for all outputs (different losses per output are not "
-                                      "supported)")
+            raise ValueError("a list of different losses needs the model's outputs (losses.per_output)")
         return specs.pop()
     if isinstance(loss, dict):
         return spec(list(loss.values()))

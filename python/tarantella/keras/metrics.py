@@ -140,22 +140,32 @@ def _classes():
     return {k: v for k, v in globals().items() if isinstance(v, type) and issubclass(v, Metric) and v is not Metric}
 
 
-def names(metrics):
-    """The library's metric specs of compile's metrics list (a list, or per output a dict or list of
-    lists; the library computes every metric on every output, as Keras 2 did for one list)."""
+def names(metrics, output_names=None):
+    """The library's metric specs of compile's metrics list: a list (every metric on every output, as
+    Keras), or per output a dict {output name: metric(s)} or a list of lists in output order (each
+    spec then ends with "@K", the output's index)."""
     if metrics is None:
         return []
-    if isinstance(metrics, dict):
-        metrics = [m for v in metrics.values() for m in (v if isinstance(v, (list, tuple)) else [v])]
+    if isinstance(metrics, dict) or (isinstance(metrics, (list, tuple)) and metrics and
+                                     all(isinstance(m, (list, tuple)) for m in metrics)):
+        if output_names is None:
+            return None  # per output: resolved once the outputs are known
+        if isinstance(metrics, dict):
+            unknown = sorted(set(metrics) - set(output_names))
+            if unknown:
+                raise ValueError(f"compile: metrics for {unknown}, which are not outputs of the model {output_names}")
+            per = [metrics.get(n) for n in output_names]
+        else:
+            per = list(metrics)
+        out = []
+        for k, ms in enumerate(per):
+            for spec in names(ms if ms is None or isinstance(ms, (list, tuple)) else [ms]):
+                out.append(f"{spec}@{k}")
+        return out
     if not isinstance(metrics, (list, tuple)):
         metrics = [metrics]
     out = []
     for m in metrics:
-        if isinstance(m, (list, tuple)):  # per output
-            for x in names(m):
-                if x not in out:
-                    out.append(x)
-            continue
         if isinstance(m, type) and issubclass(m, Metric):
             m = m()
         if isinstance(m, Metric):
