@@ -203,3 +203,50 @@ def test_a_loss_per_output(tnt, tmp_path):
     assert back.evaluate(x, [yc, yr], verbose=0) == pytest.approx(m.evaluate(x, [yc, yr], verbose=0), rel=1e-6)
     with pytest.raises(ValueError, match="not outputs"):
         mixed_model(k).compile("sgd", loss={"nope": "mse", "cls": "mse", "reg": "mse"})
+
+
+@pytest.mark.parametrize("shapes,axes", [(((5,), (5,)), 1), (((3, 5), (4, 5)), 2), (((5, 3), (5, 4)), 1),
+                                         (((3, 5), (5, 4)), (2, 1)), (((3, 5), (5,)), (-1, -1)),
+                                         (((5,), (4, 5)), (1, 2))])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_dot_layer_matches_batch_dot(tnt, shapes, axes, normalize):
+    """keras.layers.Dot against NumPy's batch_dot (with l2_normalize along the axes), and its
+    gradient against central differences of the loss."""
+    k = tnt.keras
+    a_in, b_in = k.Input(shapes[0]), k.Input(shapes[1])
+    pa = k.layers.Dense(shapes[0][-1], name="pa")(a_in)
+    pb = k.layers.Dense(shapes[1][-1], name="pb")(b_in)
+    out = k.layers.Dot(axes=axes, normalize=normalize)([pa, pb])
+    m = k.Model([a_in, b_in], out)
+    rng = np.random.default_rng(3)
+    xa = rng.standard_normal((4,) + shapes[0]).astype(np.float32)
+    xb = rng.standard_normal((4,) + shapes[1]).astype(np.float32)
+    wa, ba = m.get_layer("pa").get_weights()
+    wb, bb = m.get_layer("pb").get_weights()
+    A, B = xa @ wa + ba, xb @ wb + bb
+    ax = axes if isinstance(axes, tuple) else (axes, axes)
+    ra, rb = [(x if x > 0 else len(s) + 1 + x) - 1 for x, s in zip(ax, shapes)]
+    if normalize:
+        A = A / np.sqrt(np.maximum((A * A).sum(axis=ra + 1, keepdims=True), 1e-12))
+        B = B / np.sqrt(np.maximum((B * B).sum(axis=rb + 1, keepdims=True), 1e-12))
+    want = np.stack([np.tensordot(A[i], B[i], axes=(ra, rb)) for i in range(4)]).reshape(4, -1)
+    got = m.predict([xa, xb], verbose=0)
+    np.testing.assert_allclose(got.reshape(4, -1), want, rtol=1e-5, atol=1e-6)
+    assert m.output_shape == (None,) + (got.shape[1:])
+    # gradient: one SGD step (lr 1) moves pb's bias by minus the gradient of the mse loss
+    y = rng.standard_normal(got.shape).astype(np.float32)
+    m.compile(k.optimizers.SGD(1.0), "mse")
+    w0 = m.get_weights()
+    idx = [i for i, (n, _) in enumerate(m._handle().weights_info()) if n.startswith("pb/") and "bias" in n][0]
+    fd = np.zeros(w0[idx].shape)
+    for j in range(fd.size):
+        vals = []
+        for sgn in (1, -1):
+            w = [a.copy() for a in w0]
+            w[idx].flat[j] += sgn * 1e-3
+            m.set_weights(w)
+            vals.append(m.evaluate([xa, xb], y, batch_size=4, verbose=0))
+        fd.flat[j] = (vals[0] - vals[1]) / 2e-3
+    m.set_weights(w0)
+    m.fit([xa, xb], y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    np.testing.assert_allclose(w0[idx] - m.get_weights()[idx], fd, rtol=2e-2, atol=2e-3)

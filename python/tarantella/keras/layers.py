@@ -504,6 +504,7 @@ _SPECS = {
     "Maximum": "",
     "Minimum": "",
     "Concatenate": "axis=-1",
+    "Dot": "axes, normalize=False",
     "LSTM": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
             "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
             "unit_forget_bias=True, " + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, "
