@@ -117,3 +117,30 @@ def top_k(y, p, k):
 def confusion(y, p, threshold=0.5):
     pp, lp = p > threshold, y != 0
     return {"tp": np.sum(pp & lp), "fp": np.sum(pp & ~lp), "tn": np.sum(~pp & ~lp), "fn": np.sum(~pp & lp)}
+
+
+def auc(y, p, num_thresholds=200, curve="ROC"):
+    """Keras's AUC (multi_label=False, interpolation): counts at float32 thresholds -eps,
+    1/(T-1), ..., 1 + eps over every value; trapezoids under ROC, Davis-Goadrich under PR."""
+    t = num_thresholds
+    th = np.array([np.float32(0.0) - np.float32(1e-7)] + [np.float32(i / (t - 1)) for i in range(1, t - 1)] +
+                  [np.float32(1.0) + np.float32(1e-7)], np.float32)
+    pv, lp = p.astype(np.float32).ravel(), y.ravel() != 0
+    pp = pv[None, :] > th[:, None]
+    tp = (pp & lp).sum(1).astype(np.float64)
+    fp = (pp & ~lp).sum(1).astype(np.float64)
+    tn = (~pp & ~lp).sum(1).astype(np.float64)
+    fn = (~pp & lp).sum(1).astype(np.float64)
+
+    def dnn(a, b):
+        return np.where(b != 0, a / np.where(b != 0, b, 1), 0.0)
+    if curve == "PR":
+        dtp = tp[:-1] - tp[1:]
+        pos = tp + fp
+        dp = pos[:-1] - pos[1:]
+        slope = dnn(dtp, np.maximum(dp, 0))
+        intercept = tp[1:] - slope * pos[1:]
+        ratio = np.where((pos[:-1] > 0) & (pos[1:] > 0), dnn(pos[:-1], np.maximum(pos[1:], 0)), 1.0)
+        return float(np.sum(dnn(slope * (dtp + intercept * np.log(ratio)), np.maximum(tp[1:] + fn[1:], 0))))
+    x, yy = dnn(fp, fp + tn), dnn(tp, tp + fn)
+    return float(np.sum((x[:-1] - x[1:]) * (yy[:-1] + yy[1:]) / 2))

@@ -38,6 +38,7 @@ def expected_metric(spec, loss, y, p):
         "TrueNegatives": lambda: cm["tn"], "FalseNegatives": lambda: cm["fn"],
         "RootMeanSquaredError": lambda: np.sqrt(R.mean_squared_error(y, p).mean()),
         "cosine_similarity": lambda: -R.cosine_similarity(y, p).mean(),
+        "AUC": lambda: R.auc(y, p, kw.get("num_thresholds", 200), kw.get("curve", "ROC")),
     }
     aliases = {"mae": "mean_absolute_error", "mse": "mean_squared_error", "kld": "kl_divergence",
                "logcosh": "log_cosh", "mape": "mean_absolute_percentage_error",
@@ -54,7 +55,9 @@ def log_name(spec):
     if "name" in kw:
         return kw["name"]
     import re
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower().replace("top_k", "top_k")
+    if name == "AUC":
+        return "auc"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 @pytest.mark.parametrize("rank", [3, 4])
@@ -138,8 +141,10 @@ def test_unsupported_options_are_named(tnt):
     k = tnt.keras
     with pytest.raises(NotImplementedError, match="top_k"):
         k.metrics.Precision(top_k=2)
-    with pytest.raises(NotImplementedError, match="AUC"):
-        k.metrics.AUC()
+    with pytest.raises(NotImplementedError, match="PrecisionAtRecall"):
+        k.metrics.PrecisionAtRecall(0.5)
+    with pytest.raises(NotImplementedError, match="multi_label"):
+        k.metrics.AUC(multi_label=True)
     with pytest.raises(ValueError, match="delta"):
         k.losses.Huber(delta=0)
 

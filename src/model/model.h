@@ -123,6 +123,7 @@ struct tnt_model {
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
+    signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
     bool compiled;
     uint64_t seed;

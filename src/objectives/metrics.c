@@ -39,6 +39,8 @@ static const char *const KIND_NAMES[TNT__METRIC_COUNT] = {
     [TNT__METRIC_FN] = "false_negatives",
     [TNT__METRIC_PRECISION] = "precision",
     [TNT__METRIC_RECALL] = "recall",
+    [TNT__METRIC_AUC] = "auc",
+    [TNT__METRIC_PR_AUC] = "pr_auc",
 };
 
 const char *tnt__metric_kind_name(int kind) {
@@ -85,6 +87,8 @@ static const struct { const char *key; int kind; } NAMES[] = {
     {"falsenegatives", TNT__METRIC_FN},
     {"precision", TNT__METRIC_PRECISION},
     {"recall", TNT__METRIC_RECALL},
+    {"auc", TNT__METRIC_AUC},
+    {"prauc", TNT__METRIC_PR_AUC},
 };
 #define VALID_METRICS                                                                             \
     "accuracy (acc), sparse_categorical_accuracy, categorical_accuracy, binary_accuracy, "        \
@@ -111,7 +115,9 @@ static int needs_sparse(int kind) {
 static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
 
 /* Parses one trimmed entry [s, s+len) into *m. */
-static bool takes_threshold(int kind) { return kind == TNT__METRIC_BINARY_ACCURACY || kind >= TNT__METRIC_TP; }
+static bool takes_threshold(int kind) {
+    return kind == TNT__METRIC_BINARY_ACCURACY || (kind >= TNT__METRIC_TP && kind <= TNT__METRIC_RECALL);
+}
 
 static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
     /* "...@K": output K only */
@@ -175,6 +181,14 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
             return tnt__error(TNT_ERR_ARG, "metric \"%s\": threshold \"%s\" is not valid: expected a number in [0, 1]",
                               entry, colon + 1);
         threshold = (float)v;
+    } else if (colon && (kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC)) {
+        char *end;
+        errno = 0;
+        long v = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || errno || v < 2 || v > TNT__AUC_MAX_THRESHOLDS)
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": num_thresholds \"%s\" is not valid: expected 2..%d", entry,
+                              colon + 1, TNT__AUC_MAX_THRESHOLDS);
+        k = (int)v;
     } else if (colon) {
         if (!k)
             return tnt__error(TNT_ERR_ARG, "metric \"%s\": a \":K\" suffix only applies to the top-k metrics (a "
@@ -190,7 +204,9 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
     memset(m, 0, sizeof *m);
     memcpy(m->name, entry, len + 1);
     m->kind = kind;
-    m->k = k;
+    bool curve = kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC;
+    m->k = curve ? 0 : k;
+    m->num_thresholds = curve ? (k ? k : TNT__AUC_MAX_THRESHOLDS) : 0;
     m->threshold = threshold;
     m->output = -1;
     m->loss = loss;

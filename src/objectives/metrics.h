@@ -42,6 +42,11 @@ typedef enum tnt__metric_kind {
     TNT__METRIC_FN,
     TNT__METRIC_PRECISION,
     TNT__METRIC_RECALL,
+    /* Keras's AUC (multi_label=False, summation "interpolation"): the ROC or the PR curve's area
+     * from TP/FP/TN/FN counts at num_thresholds thresholds (":N", default 200), kept in a curve
+     * slot (tnt__curve_*) */
+    TNT__METRIC_AUC,
+    TNT__METRIC_PR_AUC,
     TNT__METRIC_COUNT
 } tnt__metric_kind;
 
@@ -54,6 +59,7 @@ typedef struct tnt__metric {
     int k;                           /* top-k: k (default 5); else 0 */
     float threshold;                 /* binary accuracy and the confusion family (default 0.5) */
     int output;                      /* "spec@K": output K only (Keras's metrics per output); -1: all */
+    int num_thresholds;              /* AUC: Keras's num_thresholds (default 200) */
     tnt_loss_kind loss;              /* the compiled loss, which fixes the label layout */
 } tnt__metric;
 
@@ -93,5 +99,18 @@ double tnt__metric_value(const tnt__metric *m, double sum, double count);
  * count as in), and a label that is out of range or whose score is not finite never counts. */
 tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const float *pred, const float *y_true,
                               double *sum, double *count);
+
+/* AUC's state: TP, FP, TN, FN at each threshold, as doubles that sum across batches and ranks. */
+#define TNT__AUC_MAX_THRESHOLDS 200
+#define TNT__CURVE_SIZE (4 * TNT__AUC_MAX_THRESHOLDS)
+#define TNT__CURVE_SLOTS 4 /* AUC metrics (times the outputs each applies to) per model */
+static inline bool tnt__metric_is_curve(const tnt__metric *m) {
+    return m->kind == TNT__METRIC_AUC || m->kind == TNT__METRIC_PR_AUC;
+}
+/* Adds one batch's counts (each value of each row weighted by weight) to curve. */
+tnt_status tnt__curve_update(const tnt__metric *m, int64_t n, int64_t c, const float *pred, const float *y_true,
+                             double weight, double *curve);
+/* The area under the curve the counts describe (Keras's AUC.result()). */
+double tnt__curve_value(const tnt__metric *m, const double *curve);
 
 #endif

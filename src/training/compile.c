@@ -99,6 +99,17 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
         s = tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": ", m->name);
         goto fail;
     }
+    int slots = 0; /* AUC: a curve of counts per (output, metric) */
+    for (int k = 0; k < m->n_outputs; k++)
+        for (int j = 0; j < TNT_MAX_METRICS; j++) {
+            bool curve = j < nm && tnt__metric_is_curve(&m->metrics[j]) && tnt__metric_on_output(&m->metrics[j], k);
+            m->curve_slot[k][j] = (signed char)(curve ? slots++ : -1);
+        }
+    if (slots > TNT__CURVE_SLOTS) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "compile: model \"%s\": %d AUC metrics over its outputs (at most %d)",
+                       m->name, slots, TNT__CURVE_SLOTS);
+        goto fail;
+    }
     m->n_metrics = nm;
     if (opts->label_smoothing < 0 || opts->label_smoothing > 1 || opts->label_smoothing != opts->label_smoothing) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing %g (expected 0 <= s <= 1)", m->name,

@@ -23,6 +23,7 @@ typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
     double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
+    double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
 } accum;
 
 /* Keras 2 names the figures of output k after its layer: "dense_1_loss", "dense_1_accuracy". */
@@ -44,8 +45,10 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
         for (int k = 0; k < m->n_metrics; k++) {
             char pre[TNT_NAME_MAX + 2];
             if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
+            int slot = m->curve_slot[o][k];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
+                          slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
+                                    : tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
 
@@ -56,6 +59,8 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
         acc->out_loss[o] += step->out_loss[o];
         for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
     }
+    for (int i = 0; i < TNT__CURVE_SLOTS; i++)
+        for (int t = 0; t < TNT__CURVE_SIZE; t++) acc->curve[i][t] += step->curve[i][t];
 }
 
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
@@ -160,7 +165,9 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                        w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
             if (s != TNT_OK) break;
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
-                if (tnt__metric_on_output(&mets[j], k))
+                if (m->curve_slot[k][j] >= 0)
+                    s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
+                else if (tnt__metric_on_output(&mets[j], k))
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
@@ -176,6 +183,11 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                            NULL);
                 loss_sum += wi * li;
                 for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    if (m->curve_slot[k][j] >= 0) {
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                                              acc->curve[m->curve_slot[k][j]]);
+                        continue;
+                    }
                     if (!tnt__metric_on_output(&mets[j], k)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);

@@ -103,6 +103,32 @@ Precision = _metric("Precision", "precision", options=_CONFUSION, fixed={"top_k"
 Recall = _metric("Recall", "recall", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
                  param=_threshold)
 
+class AUC(Metric):
+    """Keras's AUC with multi_label=False and summation_method "interpolation" (the defaults): the
+    ROC or PR curve's area from counts at num_thresholds thresholds, summed over batches and ranks."""
+    _name = "auc"
+    _options = {"num_thresholds": 200, "curve": "ROC", "summation_method": "interpolation"}
+    _fixed = {"thresholds": None, "multi_label": False, "num_labels": None, "label_weights": None,
+              "from_logits": False}
+
+    def __init__(self, *args, **kwargs):
+        for key, v in zip(("num_thresholds", "curve", "summation_method"), args):
+            kwargs[key] = v
+        super().__init__(**kwargs)
+        if str(self.curve).upper() not in ("ROC", "PR"):
+            raise ValueError(f"AUC: curve {self.curve!r} (expected 'ROC' or 'PR')")
+        if self.summation_method != "interpolation":
+            raise NotImplementedError(f"AUC: summation_method {self.summation_method!r} is not supported "
+                                      f"(only 'interpolation')")
+        if not 2 <= int(self.num_thresholds) <= 200:
+            raise NotImplementedError(f"AUC: num_thresholds {self.num_thresholds} (supported: 2 to 200)")
+
+    def _c_name(self):
+        spec = ("pr_auc" if str(self.curve).upper() == "PR" else "auc") + \
+            ("" if int(self.num_thresholds) == 200 else f":{int(self.num_thresholds)}")
+        return spec if self.name == spec else f"{self.name}={spec}"
+
+
 # Keras's metric functions, as the names the library reads
 binary_accuracy = "binary_accuracy"
 categorical_accuracy = "categorical_accuracy"
@@ -124,7 +150,7 @@ binary_crossentropy = "binary_crossentropy"
 categorical_crossentropy = "categorical_crossentropy"
 sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
 
-_UNSUPPORTED = ("AUC", "PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+_UNSUPPORTED = ("PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
                 "SpecificityAtSensitivity", "MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
                 "FBetaScore", "R2Score", "Mean", "Sum", "MeanTensor", "MeanMetricWrapper")
 
