@@ -173,3 +173,15 @@ def test_distributed_equals_serial(tmp_path):
                 tol = 1e-5 if key == "weights" else 1e-6
                 np.testing.assert_allclose(got[key], figs[key], rtol=tol, atol=tol / 10,
                                            err_msg=f"{case} {key} on {ranks} ranks")
+
+
+def test_metric_constructors_take_keras_positional_arguments(tnt):
+    M = tnt.keras.metrics
+    assert M.TopKCategoricalAccuracy(3)._c_name() == "top_k_categorical_accuracy=top_k_categorical_accuracy:3"
+    assert M.SparseTopKCategoricalAccuracy(2, name="top2")._c_name() == "top2=sparse_top_k_categorical_accuracy:2"
+    assert M.Precision(0.3).thresholds == 0.3 and M.Recall(name="r").name == "r"
+    assert M.TruePositives(0.7)._c_name() == "true_positives=true_positives:0.7"
+    assert M.BinaryAccuracy("ba", None, 0.2)._c_name() == "ba=binary_accuracy:0.2"
+    assert M.AUC(50, "PR")._c_name() == "auc=pr_auc:50"
+    with pytest.raises(TypeError, match="multiple values"):
+        M.TopKCategoricalAccuracy(3, k=4)

@@ -9,8 +9,17 @@ class Metric:
     _kind = None   # the library's metric
     _options = {}  # Keras's constructor options this metric takes: {name: default}
     _fixed = {}    # options accepted only at Keras's default value
+    _positional = ("name", "dtype")  # Keras's constructor arguments in order
 
-    def __init__(self, name=None, dtype=None, **kwargs):
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(self._positional):
+            raise TypeError(f"{type(self).__name__}: at most {len(self._positional)} positional arguments "
+                            f"{self._positional}")
+        for key, v in zip(self._positional, args):
+            if key in kwargs:
+                raise TypeError(f"{type(self).__name__}: got multiple values for argument {key!r}")
+            kwargs[key] = v
+        name, dtype = kwargs.pop("name", None), kwargs.pop("dtype", None)
         for k, v in kwargs.items():
             if k in self._options:
                 setattr(self, k, v)
@@ -46,8 +55,9 @@ class Metric:
         return f"<tnt.keras.metrics.{type(self).__name__} {self.name!r}>"
 
 
-def _metric(cls_name, name, kind=None, options=None, fixed=None, param=None):
-    attrs = {"_name": name, "_kind": kind, "_options": dict(options or {}), "_fixed": dict(fixed or {})}
+def _metric(cls_name, name, kind=None, options=None, fixed=None, param=None, positional=("name", "dtype")):
+    attrs = {"_name": name, "_kind": kind, "_options": dict(options or {}), "_fixed": dict(fixed or {}),
+             "_positional": positional}
     if param:
         attrs["_param"] = param
     return type(cls_name, (Metric,), attrs)
@@ -69,13 +79,14 @@ def _k(self):
 
 
 Accuracy = _metric("Accuracy", "accuracy", kind="equal_accuracy")
-BinaryAccuracy = _metric("BinaryAccuracy", "binary_accuracy", options={"threshold": 0.5}, param=_threshold)
+BinaryAccuracy = _metric("BinaryAccuracy", "binary_accuracy", options={"threshold": 0.5}, param=_threshold,
+                         positional=("name", "dtype", "threshold"))
 CategoricalAccuracy = _metric("CategoricalAccuracy", "categorical_accuracy")
 SparseCategoricalAccuracy = _metric("SparseCategoricalAccuracy", "sparse_categorical_accuracy")
 TopKCategoricalAccuracy = _metric("TopKCategoricalAccuracy", "top_k_categorical_accuracy", options={"k": 5},
-                                  param=_k)
+                                  param=_k, positional=("k", "name", "dtype"))
 SparseTopKCategoricalAccuracy = _metric("SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy",
-                                        options={"k": 5}, param=_k)
+                                        options={"k": 5}, param=_k, positional=("k", "name", "dtype"))
 MeanSquaredError = _metric("MeanSquaredError", "mean_squared_error")
 MeanAbsoluteError = _metric("MeanAbsoluteError", "mean_absolute_error")
 MeanAbsolutePercentageError = _metric("MeanAbsolutePercentageError", "mean_absolute_percentage_error")
@@ -89,19 +100,25 @@ LogCoshError = _metric("LogCoshError", "logcosh")
 Poisson = _metric("Poisson", "poisson")
 CosineSimilarity = _metric("CosineSimilarity", "cosine_similarity", fixed={"axis": -1})
 _CE_FIXED = {"from_logits": False, "label_smoothing": 0, "axis": -1}
-BinaryCrossentropy = _metric("BinaryCrossentropy", "binary_crossentropy", fixed=_CE_FIXED)
-CategoricalCrossentropy = _metric("CategoricalCrossentropy", "categorical_crossentropy", fixed=_CE_FIXED)
+_CE_ARGS = ("name", "dtype", "from_logits", "label_smoothing")
+BinaryCrossentropy = _metric("BinaryCrossentropy", "binary_crossentropy", fixed=_CE_FIXED, positional=_CE_ARGS)
+CategoricalCrossentropy = _metric("CategoricalCrossentropy", "categorical_crossentropy", fixed=_CE_FIXED,
+                                  positional=_CE_ARGS)
 SparseCategoricalCrossentropy = _metric("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
                                         fixed={"from_logits": False, "axis": -1, "ignore_class": None})
 _CONFUSION = {"thresholds": None}
-TruePositives = _metric("TruePositives", "true_positives", options=_CONFUSION, param=_threshold)
-FalsePositives = _metric("FalsePositives", "false_positives", options=_CONFUSION, param=_threshold)
-TrueNegatives = _metric("TrueNegatives", "true_negatives", options=_CONFUSION, param=_threshold)
-FalseNegatives = _metric("FalseNegatives", "false_negatives", options=_CONFUSION, param=_threshold)
+_CM_ARGS = ("thresholds", "name", "dtype")
+TruePositives = _metric("TruePositives", "true_positives", options=_CONFUSION, param=_threshold, positional=_CM_ARGS)
+FalsePositives = _metric("FalsePositives", "false_positives", options=_CONFUSION, param=_threshold,
+                         positional=_CM_ARGS)
+TrueNegatives = _metric("TrueNegatives", "true_negatives", options=_CONFUSION, param=_threshold, positional=_CM_ARGS)
+FalseNegatives = _metric("FalseNegatives", "false_negatives", options=_CONFUSION, param=_threshold,
+                         positional=_CM_ARGS)
+_PR_ARGS = ("thresholds", "top_k", "class_id", "name", "dtype")
 Precision = _metric("Precision", "precision", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
-                    param=_threshold)
+                    param=_threshold, positional=_PR_ARGS)
 Recall = _metric("Recall", "recall", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
-                 param=_threshold)
+                 param=_threshold, positional=_PR_ARGS)
 
 class AUC(Metric):
     """Keras's AUC with multi_label=False and summation_method "interpolation" (the defaults): the
@@ -111,10 +128,11 @@ class AUC(Metric):
     _fixed = {"thresholds": None, "multi_label": False, "num_labels": None, "label_weights": None,
               "from_logits": False}
 
+    _positional = ("num_thresholds", "curve", "summation_method", "name", "dtype", "thresholds", "multi_label",
+                   "num_labels", "label_weights", "from_logits")
+
     def __init__(self, *args, **kwargs):
-        for key, v in zip(("num_thresholds", "curve", "summation_method"), args):
-            kwargs[key] = v
-        super().__init__(**kwargs)
+        super().__init__(*args, **kwargs)
         if str(self.curve).upper() not in ("ROC", "PR"):
             raise ValueError(f"AUC: curve {self.curve!r} (expected 'ROC' or 'PR')")
         if self.summation_method != "interpolation":
