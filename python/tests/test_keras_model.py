@@ -114,6 +114,8 @@ def test_layer_keywords_as_keras_takes_them(tnt):
     assert m.input_shape == (None, 5) and e.get_weights()[0].shape == (20, 4)
     assert k.layers.Dense(3, input_dim=7).get_config()["batch_input_shape"] == [None, 7]
     assert k.layers.LeakyReLU(negative_slope=0.2).get_config()["alpha"] == 0.2  # Keras 3's name
+    r = k.Sequential([k.Input((5, 3)), k.layers.LSTM(4, seed=3, use_cudnn=False), k.layers.Dense(1)])  # Keras 3
+    assert r.output_shape == (None, 1)
 
 
 def test_loss_weights_and_ignored_keras2_arguments(tnt):

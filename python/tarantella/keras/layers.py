@@ -508,15 +508,17 @@ _SPECS = {
     "LSTM": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
             "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
             "unit_forget_bias=True, " + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, "
-            "return_state=False, go_backwards=False, stateful=False, time_major=False, unroll=False",
+            "return_state=False, go_backwards=False, stateful=False, time_major=False, unroll=False, seed=None, "
+            "use_cudnn='auto'",
     "GRU": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
            "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
            + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, return_state=False, "
-           "go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=True",
+           "go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=True, seed=None, "
+           "use_cudnn='auto'",
     "SimpleRNN": "units, activation='tanh', use_bias=True, kernel_initializer='glorot_uniform', "
                  "recurrent_initializer='orthogonal', bias_initializer='zeros', " + _RNN_REG + ", dropout=0.0, "
                  "recurrent_dropout=0.0, return_sequences=False, return_state=False, go_backwards=False, "
-                 "stateful=False, unroll=False",
+                 "stateful=False, unroll=False, seed=None",
     "CuDNNLSTM": "units, kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', "
                  "bias_initializer='zeros', unit_forget_bias=True, " + _RNN_REG + ", return_sequences=False, "
                  "return_state=False, go_backwards=False, stateful=False",
