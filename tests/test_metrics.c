@@ -259,12 +259,45 @@ static void test_names_thresholds_outputs_and_confusion(void **state) {
     assert_float_equal(tnt__metric_value(&pr, sum, count), 0.0, 0); /* no positive prediction: 0, not NaN */
 }
 
+/* AUC and the *At* family from hand-counted curves: 4 values, labels 1 0 1 0, predictions 0.9 0.8
+ * 0.3 0.1 on 3 thresholds (AUC: -eps, 0.5, 1 + eps; the others: 0, 0.5, 1) */
+static void test_curves(void **state) {
+    (void)state;
+    const float p[4] = {0.9f, 0.8f, 0.3f, 0.1f}, y[4] = {1, 0, 1, 0};
+    struct { const char *spec; double want; } cases[] = {
+        /* ROC points (fpr, tpr): (1, 1), (0.5, 0.5), (0, 0): trapezoids 0.375 + 0.125 */
+        {"auc:3", 0.5},
+        /* at 0.5 recall 0.5 with precision 0.5; at 0 recall 1 with precision 0.5 */
+        {"precision_at_recall:0.5", 0.5},
+        {"recall_at_precision:0.5", 1.0},
+        /* specificity at 0: 0 (every value positive), at 0.5: 0.5, at 1: 1 (recall 0) */
+        {"sensitivity_at_specificity:0.5", 0.5},
+        {"specificity_at_sensitivity:0.9", 0.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tnt__metric m;
+        assert_int_equal(tnt__metrics_parse(cases[i].spec, TNT_BINARY_CROSSENTROPY, &m, 1), 1);
+        if (!strncmp(cases[i].spec, "auc", 3)) assert_int_equal(m.num_thresholds, 3);
+        else m.num_thresholds = 3;
+        double curve[TNT__CURVE_SIZE] = {0};
+        tu_ok(tnt__curve_update(&m, 1, 4, p, y, 1.0, curve));
+        if (fabs(tnt__curve_value(&m, curve) - cases[i].want) > 1e-12)
+            fail_msg("%s: %g, expected %g", cases[i].spec, tnt__curve_value(&m, curve), cases[i].want);
+    }
+    tnt__metric m;
+    assert_int_equal(tnt__metrics_parse("precision_at_recall", TNT_BINARY_CROSSENTROPY, &m, 1), -1);
+    tu_error_contains("target");
+    assert_int_equal(tnt__metrics_parse("auc:1", TNT_BINARY_CROSSENTROPY, &m, 1), -1);
+    tu_error_contains("num_thresholds");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),        cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_resolve),      cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_top_k),        cmocka_unit_test(test_regression_and_ce),
         cmocka_unit_test(test_names_thresholds_outputs_and_confusion),
+        cmocka_unit_test(test_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,3 +144,23 @@ def auc(y, p, num_thresholds=200, curve="ROC"):
         return float(np.sum(dnn(slope * (dtp + intercept * np.log(ratio)), np.maximum(tp[1:] + fn[1:], 0))))
     x, yy = dnn(fp, fp + tn), dnn(tp, tp + fn)
     return float(np.sum((x[:-1] - x[1:]) * (yy[:-1] + yy[1:]) / 2))
+
+
+def at_target(y, p, kind, target, num_thresholds=200):
+    """Keras's SensitivitySpecificityBase results: thresholds 0, 1/(T-1), ..., 1 (float32); the
+    largest dependent rate where the constrained one reaches the target, else 0."""
+    t = num_thresholds
+    th = np.array([0.0] + [np.float32(i / (t - 1)) for i in range(1, t - 1)] + [1.0], np.float32)
+    pv, lp = p.astype(np.float32).ravel(), y.ravel() != 0
+    pp = pv[None, :] > th[:, None]
+    tp, fp = (pp & lp).sum(1), (pp & ~lp).sum(1)
+    tn, fn = (~pp & ~lp).sum(1), (~pp & lp).sum(1)
+
+    def dnn(a, b):
+        return np.where(b != 0, a / np.where(b != 0, b, 1), 0.0)
+    recall, precision, specificity = dnn(tp, tp + fn), dnn(tp, tp + fp), dnn(tn, tn + fp)
+    cons, dep = {"PrecisionAtRecall": (recall, precision), "RecallAtPrecision": (precision, recall),
+                 "SensitivityAtSpecificity": (specificity, recall),
+                 "SpecificityAtSensitivity": (recall, specificity)}[kind]
+    ok = cons >= np.float32(target)
+    return float(dep[ok].max()) if ok.any() else 0.0

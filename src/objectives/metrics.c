@@ -41,6 +41,10 @@ static const char *const KIND_NAMES[TNT__METRIC_COUNT] = {
     [TNT__METRIC_RECALL] = "recall",
     [TNT__METRIC_AUC] = "auc",
     [TNT__METRIC_PR_AUC] = "pr_auc",
+    [TNT__METRIC_PRECISION_AT_RECALL] = "precision_at_recall",
+    [TNT__METRIC_RECALL_AT_PRECISION] = "recall_at_precision",
+    [TNT__METRIC_SENSITIVITY_AT_SPECIFICITY] = "sensitivity_at_specificity",
+    [TNT__METRIC_SPECIFICITY_AT_SENSITIVITY] = "specificity_at_sensitivity",
 };
 
 const char *tnt__metric_kind_name(int kind) {
@@ -89,6 +93,10 @@ static const struct { const char *key; int kind; } NAMES[] = {
     {"recall", TNT__METRIC_RECALL},
     {"auc", TNT__METRIC_AUC},
     {"prauc", TNT__METRIC_PR_AUC},
+    {"precisionatrecall", TNT__METRIC_PRECISION_AT_RECALL},
+    {"recallatprecision", TNT__METRIC_RECALL_AT_PRECISION},
+    {"sensitivityatspecificity", TNT__METRIC_SENSITIVITY_AT_SPECIFICITY},
+    {"specificityatsensitivity", TNT__METRIC_SPECIFICITY_AT_SENSITIVITY},
 };
 #define VALID_METRICS                                                                             \
     "accuracy (acc), sparse_categorical_accuracy, categorical_accuracy, binary_accuracy, "        \
@@ -172,8 +180,23 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
     if (kind < 0) return tnt__error(TNT_ERR_ARG, "unknown metric \"%s\": expected one of " VALID_METRICS, entry);
     int k = 0;
     float threshold = 0.5f;
+    bool at_target = kind >= TNT__METRIC_PRECISION_AT_RECALL && kind <= TNT__METRIC_SPECIFICITY_AT_SENSITIVITY;
+    if (at_target && !colon)
+        return tnt__error(TNT_ERR_ARG, "metric \"%s\": expected its target as \"%s:VALUE\" (a rate in [0, 1])", entry,
+                          entry);
+    if (at_target) {
+        char *end;
+        errno = 0;
+        double v = strtod(colon + 1, &end);
+        if (end == colon + 1 || *end || errno || !(v >= 0 && v <= 1))
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": target \"%s\" is not valid: expected a number in [0, 1]",
+                              entry, colon + 1);
+        threshold = (float)v;
+    }
     if (kind == TNT__METRIC_SPARSE_TOP_K || kind == TNT__METRIC_TOP_K) k = 5; /* Keras's default */
-    if (colon && takes_threshold(kind)) {
+    if (at_target) {
+        /* read above */
+    } else if (colon && takes_threshold(kind)) {
         char *end;
         errno = 0;
         double v = strtod(colon + 1, &end);
@@ -204,7 +227,7 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
     memset(m, 0, sizeof *m);
     memcpy(m->name, entry, len + 1);
     m->kind = kind;
-    bool curve = kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC;
+    bool curve = kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC || at_target;
     m->k = curve ? 0 : k;
     m->num_thresholds = curve ? (k ? k : TNT__AUC_MAX_THRESHOLDS) : 0;
     m->threshold = threshold;

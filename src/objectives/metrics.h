@@ -47,6 +47,12 @@ typedef enum tnt__metric_kind {
      * slot (tnt__curve_*) */
     TNT__METRIC_AUC,
     TNT__METRIC_PR_AUC,
+    /* Keras's SensitivitySpecificityBase family on the same counts (thresholds 0, 1/(T-1), ..., 1):
+     * the best of one rate where the other reaches the target (":target", kept in threshold) */
+    TNT__METRIC_PRECISION_AT_RECALL,
+    TNT__METRIC_RECALL_AT_PRECISION,
+    TNT__METRIC_SENSITIVITY_AT_SPECIFICITY,
+    TNT__METRIC_SPECIFICITY_AT_SENSITIVITY,
     TNT__METRIC_COUNT
 } tnt__metric_kind;
 
@@ -103,9 +109,9 @@ tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const 
 /* AUC's state: TP, FP, TN, FN at each threshold, as doubles that sum across batches and ranks. */
 #define TNT__AUC_MAX_THRESHOLDS 200
 #define TNT__CURVE_SIZE (4 * TNT__AUC_MAX_THRESHOLDS)
-#define TNT__CURVE_SLOTS 4 /* AUC metrics (times the outputs each applies to) per model */
+#define TNT__CURVE_SLOTS 8 /* AUC-family metrics (times the outputs each applies to) per model */
 static inline bool tnt__metric_is_curve(const tnt__metric *m) {
-    return m->kind == TNT__METRIC_AUC || m->kind == TNT__METRIC_PR_AUC;
+    return m->kind >= TNT__METRIC_AUC && m->kind <= TNT__METRIC_SPECIFICITY_AT_SENSITIVITY;
 }
 /* Adds one batch's counts (each value of each row weighted by weight) to curve. */
 tnt_status tnt__curve_update(const tnt__metric *m, int64_t n, int64_t c, const float *pred, const float *y_true,

@@ -10,10 +10,12 @@
 
 #include <math.h>
 
-/* Keras's thresholds: -eps, 1/(T-1), ..., (T-2)/(T-1), 1 + eps, as float32 */
-static float threshold(int i, int t) {
-    if (i == 0) return 0.0f - 1e-7f;
-    if (i == t - 1) return 1.0f + 1e-7f;
+/* Keras's thresholds, as float32: AUC's -eps, 1/(T-1), ..., (T-2)/(T-1), 1 + eps; the
+ * SensitivitySpecificityBase family's 0 and 1 at the ends */
+static float threshold(int kind, int i, int t) {
+    bool auc = kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC;
+    if (i == 0) return auc ? 0.0f - 1e-7f : 0.0f;
+    if (i == t - 1) return auc ? 1.0f + 1e-7f : 1.0f;
     return (float)((double)i / (double)(t - 1));
 }
 
@@ -23,7 +25,7 @@ tnt_status tnt__curve_update(const tnt__metric *m, int64_t n, int64_t c, const f
     if (t < 2 || t > TNT__AUC_MAX_THRESHOLDS)
         return tnt__error(TNT_ERR_ARG, "metric \"%s\": %d thresholds", m->name, t);
     float th[TNT__AUC_MAX_THRESHOLDS];
-    for (int i = 0; i < t; i++) th[i] = threshold(i, t);
+    for (int i = 0; i < t; i++) th[i] = threshold(m->kind, i, t);
     double *tp = curve, *fp = curve + t, *tn = curve + 2 * t, *fn = curve + 3 * t;
     for (int64_t v = 0; v < n * c; v++) {
         bool pos = y_true[v] != 0.0f;
@@ -43,6 +45,24 @@ double tnt__curve_value(const tnt__metric *m, const double *curve) {
     const int t = m->num_thresholds;
     const double *tp = curve, *fp = curve + t, *tn = curve + 2 * t, *fn = curve + 3 * t;
     double auc = 0;
+    if (m->kind >= TNT__METRIC_PRECISION_AT_RECALL) {
+        /* _find_max_under_constraint: the largest dependent rate among the thresholds whose
+         * constrained rate reaches the target; 0 when none does */
+        double best = 0;
+        bool any = false;
+        for (int i = 0; i < t; i++) {
+            double recall = div_no_nan(tp[i], tp[i] + fn[i]), precision = div_no_nan(tp[i], tp[i] + fp[i]);
+            double specificity = div_no_nan(tn[i], tn[i] + fp[i]), cons, dep;
+            switch (m->kind) {
+            case TNT__METRIC_PRECISION_AT_RECALL: cons = recall, dep = precision; break;
+            case TNT__METRIC_RECALL_AT_PRECISION: cons = precision, dep = recall; break;
+            case TNT__METRIC_SENSITIVITY_AT_SPECIFICITY: cons = specificity, dep = recall; break;
+            default: cons = recall, dep = specificity; break;
+            }
+            if (cons >= (double)m->threshold && (!any || dep > best)) best = dep, any = true;
+        }
+        return best;
+    }
     if (m->kind == TNT__METRIC_PR_AUC) {
         for (int i = 0; i + 1 < t; i++) {
             double dtp = tp[i] - tp[i + 1], p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];

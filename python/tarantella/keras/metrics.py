@@ -147,6 +147,24 @@ class AUC(Metric):
         return spec if self.name == spec else f"{self.name}={spec}"
 
 
+def _target_metric(cls_name, name, target):
+    """Keras's SensitivitySpecificityBase classes: (target, num_thresholds=200, class_id=None, name,
+    dtype), from the same counts at 200 thresholds as AUC."""
+    def param(self):
+        v = float(getattr(self, target))
+        if not 0 <= v <= 1:
+            raise ValueError(f"{cls_name}: {target} {v} (expected a number in [0, 1])")
+        return f":{v:.9g}"
+    cls = _metric(cls_name, name, options={target: None}, fixed={"num_thresholds": 200, "class_id": None},
+                  param=param, positional=(target, "num_thresholds", "class_id", "name", "dtype"))
+    return cls
+
+
+PrecisionAtRecall = _target_metric("PrecisionAtRecall", "precision_at_recall", "recall")
+RecallAtPrecision = _target_metric("RecallAtPrecision", "recall_at_precision", "precision")
+SensitivityAtSpecificity = _target_metric("SensitivityAtSpecificity", "sensitivity_at_specificity", "specificity")
+SpecificityAtSensitivity = _target_metric("SpecificityAtSensitivity", "specificity_at_sensitivity", "sensitivity")
+
 # Keras's metric functions, as the names the library reads
 binary_accuracy = "binary_accuracy"
 categorical_accuracy = "categorical_accuracy"
@@ -168,8 +186,7 @@ binary_crossentropy = "binary_crossentropy"
 categorical_crossentropy = "categorical_crossentropy"
 sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
 
-_UNSUPPORTED = ("PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
-                "SpecificityAtSensitivity", "MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
+_UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
                 "FBetaScore", "R2Score", "Mean", "Sum", "MeanTensor", "MeanMetricWrapper")
 
 
