@@ -14,6 +14,7 @@
 #include "layers/regularizer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* Running sums of one pass over data: the loss and each metric of each output as (sum, count).
@@ -301,10 +302,16 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
 }
 
 /* Sums of all ranks (exact aggregation: sums and counts, never means of means). */
-static tnt_status accum_global(const accum *local, accum *global, bool parallel) {
+static tnt_status accum_global(const tnt_model *m, const accum *local, accum *global, bool parallel) {
     *global = *local;
     if (!parallel) return TNT_OK;
-    return tnt__allreduce_sum_f64((double *)global, (int64_t)(sizeof *global / sizeof(double)));
+    /* the curves in use only (AUC's counts are most of the struct) */
+    int curves = 0;
+    for (int k = 0; k < m->n_outputs; k++)
+        for (int j = 0; j < m->n_metrics; j++)
+            if (m->curve_slot[k][j] >= curves) curves = m->curve_slot[k][j] + 1;
+    size_t bytes = offsetof(accum, curve) + (size_t)curves * sizeof global->curve[0];
+    return tnt__allreduce_sum_f64((double *)global, (int64_t)(bytes / sizeof(double)));
 }
 
 /* master_only callbacks (Tarantella's run_on_all_ranks=False) run on the master rank only. */
@@ -472,7 +479,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (labels) {
         accum total;
         tnt_logs res;
-        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &res);
         tnt__progress_finish(&prog, &res, NULL);
         if (logs) *logs = res;
@@ -686,7 +693,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             }
             if (r == 0) break;
             if (batch_logs) {
-                if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+                if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
                 accum_logs(m, &total, &logs);
             }
             tnt_logs local;
@@ -710,7 +717,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         tnt__comm_set_position(epoch + 1, step, "end of epoch");
-        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &logs);
         tnt_logs local; /* this rank's own training figures, for callbacks with local_logs */
         accum_logs(m, &acc, &local);
