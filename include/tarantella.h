@@ -362,6 +362,21 @@ typedef enum tnt_loss_kind {
 } tnt_loss_kind;
 TNT_API int tnt_loss_from_name(const char *name); /* -1 when unknown */
 TNT_API const char *tnt_loss_name(tnt_loss_kind loss);
+/* Keras's loss objects called outside fit, loss(y_true, y_pred, sample_weight): n samples of
+ * outputs of shape out (batch excluded), labels laid out as for training; *value = sum_i w_i
+ * loss_i / n (w NULL: all 1), each loss_i reduced over the last axis and averaged over the rest. */
+TNT_API tnt_status tnt_loss_value(tnt_loss_kind kind, bool from_logits, float label_smoothing, float huber_delta,
+                                  tnt_shape out, int64_t n, const float *pred, const float *y_true,
+                                  const float *sample_weight, double *value);
+/* Keras's metric objects outside fit: update_state adds n samples to state (tnt_metric_state_size
+ * doubles, zeroed by the caller to reset), result reads the value. spec: a metric name as compile
+ * takes it ("auc", "precision:0.3", ...); loss: the label layout (sparse labels with
+ * TNT_SPARSE_CATEGORICAL_CROSSENTROPY; TNT_LOSS_NONE: one label per output value). */
+TNT_API int64_t tnt_metric_state_size(void);
+TNT_API tnt_status tnt_metric_update_state(const char *spec, tnt_loss_kind loss, tnt_shape out, int64_t n,
+                                           const float *pred, const float *y_true, const float *sample_weight,
+                                           double *state);
+TNT_API tnt_status tnt_metric_result(const char *spec, tnt_loss_kind loss, const double *state, double *value);
 
 /* ---------------------------------------------------------------------------------------------
  * Datasets: a tf.data-like pipeline. An element is (x, y): features and labels, both float32

@@ -187,3 +187,33 @@ def test_metric_constructors_take_keras_positional_arguments(tnt):
     assert M.AUC(50, "PR")._c_name() == "auc=pr_auc:50"
     with pytest.raises(TypeError, match="multiple values"):
         M.TopKCategoricalAccuracy(3, k=4)
+
+
+def test_loss_and_metric_objects_outside_fit(tnt):
+    """Keras's objects used directly: loss(y_true, y_pred[, sample_weight]) is the weighted mean
+    (sum w l / n); a metric accumulates update_state over batches until reset_state; the loss
+    functions give the per-sample values."""
+    k = tnt.keras
+    x, y = data("binary_crossentropy", 3)
+    p = 1 / (1 + np.exp(-np.random.default_rng(1).standard_normal(y.shape)))
+    w = np.linspace(0, 1, len(y))
+    per = R.binary_crossentropy(y, p)
+    assert float(k.losses.BinaryCrossentropy()(y, p)) == pytest.approx(per.mean(), rel=1e-5)
+    assert k.losses.BinaryCrossentropy()(y, p, sample_weight=w).numpy() == pytest.approx(np.sum(w * per) / len(y),
+                                                                                       rel=1e-5)
+    np.testing.assert_allclose(k.losses.binary_crossentropy(y, p), per, rtol=1e-5)
+    assert k.losses.mse == "mean_squared_error"  # still the name compile reads
+    auc = k.metrics.AUC()
+    auc.update_state(y[:10], p[:10])
+    auc.update_state(y[10:], p[10:])
+    assert float(auc.result()) == pytest.approx(R.auc(y, p), rel=1e-6)
+    auc.reset_state()
+    assert float(auc(y[:5], p[:5])) == pytest.approx(R.auc(y[:5], p[:5]), rel=1e-6)
+    acc = k.metrics.SparseCategoricalAccuracy()
+    yl = np.array([0, 2, 1, 1], np.float32)
+    pl = np.eye(3, dtype=np.float32)[[0, 1, 1, 2]]
+    assert acc(yl, pl, sample_weight=[1, 1, 2, 0]).numpy() == pytest.approx(3 / 4)
+    prec = k.metrics.Precision(thresholds=0.4)
+    prec.update_state(y, p)
+    cm = R.confusion(y, p, 0.4)
+    assert float(prec.result()) == pytest.approx(cm["tp"] / (cm["tp"] + cm["fp"]), rel=1e-6)

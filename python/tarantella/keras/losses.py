@@ -30,6 +30,17 @@ class Loss:
         kind, _ = C.loss_kind(self._name)
         return kind, self.from_logits, self.label_smoothing, self.ignore_class, self.delta or 0.0
 
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The loss of a batch as Keras's loss object computes it: sum_i w_i loss_i / batch size."""
+        import numpy as np
+        from tarantella.keras.model_api import as_tensor
+        kind, from_logits, smoothing, ignore, delta = self._spec()
+        if ignore is not None:
+            raise NotImplementedError(f"{type(self).__name__}: ignore_class outside fit is not supported")
+        w = None if sample_weight is None else np.asarray(sample_weight, np.float32).reshape(-1)
+        return as_tensor(np.float32(C.loss_value(kind, from_logits, smoothing, delta, np.asarray(y_true, np.float32),
+                                                 np.asarray(y_pred, np.float32), w)))
+
     def get_config(self):
         cfg = {"name": self.name, "reduction": self.reduction}
         if isinstance(self, _CROSSENTROPIES):
@@ -134,7 +145,28 @@ class Huber(Loss):
         super().__init__(delta=delta, reduction=reduction, name=name, **kwargs)
 
 
-# Keras's function names, as strings the library reads
+_FUNCTIONS = {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",
+              "mean_squared_error", "mean_absolute_error", "mean_absolute_percentage_error",
+              "mean_squared_logarithmic_error", "kl_divergence", "hinge", "squared_hinge", "categorical_hinge",
+              "huber", "log_cosh", "poisson", "cosine_similarity"}
+
+
+class _LossFunction(str):
+    """Keras's loss functions (keras.losses.mse, ...): the name compile reads, and callable as
+    Keras's function: fn(y_true, y_pred) -> the per-sample losses."""
+
+    def __call__(self, y_true, y_pred):
+        import numpy as np
+        from tarantella.keras.model_api import as_tensor
+        kind, _ = C.loss_kind(str(self))
+        y, p = np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32)
+        if p.ndim < 2:
+            raise ValueError(f"{self}: y_pred of shape {p.shape}: expected (batch, ...)")
+        return as_tensor(np.array([C.loss_value(kind, False, 0.0, 0.0, y[i:i + 1], p[i:i + 1], None)
+                                   for i in range(p.shape[0])], np.float32))
+
+
+# Keras's function names, as strings the library reads (and callables)
 sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
 categorical_crossentropy = "categorical_crossentropy"
 binary_crossentropy = "binary_crossentropy"
@@ -150,6 +182,10 @@ huber = "huber"
 log_cosh = logcosh = "log_cosh"
 poisson = "poisson"
 cosine_similarity = "cosine_similarity"
+for _n, _v in list(globals().items()):
+    if isinstance(_v, str) and not _n.startswith("_") and _v in _FUNCTIONS:
+        globals()[_n] = _LossFunction(_v)
+del _n, _v
 
 
 def per_output(loss, output_names):

@@ -42,6 +42,43 @@ class Metric:
         spec = (self._kind or self._name) + self._param()
         return spec if self.name == spec else f"{self.name}={spec}"
 
+    # ---- outside fit: Keras's update_state / result / reset_state, computed by the library ----
+    def _state(self):
+        import numpy as np
+        from tarantella._core import C
+        if getattr(self, "_state_array", None) is None:
+            self._state_array = np.zeros(C.metric_state_size(), np.float64)
+        return self._state_array
+
+    def _layout(self):
+        from tarantella._core import C
+        spec = self._c_name().split("=", 1)[-1]
+        return spec, (C.loss_kind("sparse_categorical_crossentropy")[0] if spec.startswith("sparse") else 0)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        import numpy as np
+        from tarantella._core import C
+        spec, loss = self._layout()
+        C.metric_update(spec, loss, np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32),
+                        None if sample_weight is None else np.asarray(sample_weight, np.float32).reshape(-1),
+                        self._state())
+
+    def result(self):
+        import numpy as np
+        from tarantella._core import C
+        from tarantella.keras.model_api import as_tensor
+        spec, loss = self._layout()
+        return as_tensor(np.float32(C.metric_result(spec, loss, self._state())))
+
+    def reset_state(self):
+        self._state()[:] = 0
+
+    reset_states = reset_state
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        self.update_state(y_true, y_pred, sample_weight)
+        return self.result()
+
     def get_config(self):
         cfg = {"name": self.name, "dtype": self.dtype}
         cfg.update({k: getattr(self, k) for k in self._options})
