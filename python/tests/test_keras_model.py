@@ -252,3 +252,27 @@ def test_dot_layer_matches_batch_dot(tnt, shapes, axes, normalize):
     m.set_weights(w0)
     m.fit([xa, xb], y, batch_size=4, epochs=1, shuffle=False, verbose=0)
     np.testing.assert_allclose(w0[idx] - m.get_weights()[idx], fd, rtol=2e-2, atol=2e-3)
+
+
+def test_feature_extractor_from_a_loaded_model(tnt, tmp_path):
+    """A model read from a file has Keras's graph: Model(loaded.input, loaded.get_layer(...).output)
+    computes the intermediate layer with the loaded weights (Sequential and Functional)."""
+    k = tnt.keras
+    inp = k.Input((6,), name="x")
+    h = k.layers.Dense(5, activation="relu", name="h")(inp)
+    a = k.layers.Dense(3, name="a")(h)
+    b = k.layers.Dense(3, name="b")(h)
+    f = k.Model(inp, k.layers.Add(name="sum")([a, b]))
+    s = k.Sequential([k.layers.Dense(4, activation="tanh", input_shape=(6,), name="t"), k.layers.Dense(1, name="o")])
+    x = np.random.default_rng(6).standard_normal((5, 6)).astype(np.float32)
+    for model, layer in ((f, "h"), (s, "t")):
+        path = str(tmp_path / f"{layer}.h5")
+        model.save(path)
+        loaded = k.models.load_model(path)
+        assert loaded.input.shape == (None, 6)
+        feat = k.Model(inputs=loaded.input, outputs=loaded.get_layer(layer).output)
+        w, bias = model.get_layer(layer).get_weights()
+        act = np.maximum if layer == "h" else (lambda v, _: np.tanh(v))
+        np.testing.assert_allclose(feat.predict(x, verbose=0), act(x @ w + bias, 0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(k.Model(loaded.inputs, loaded.outputs).predict(x, verbose=0),
+                                   model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)

@@ -14,7 +14,7 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella.keras import layers as L
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
-from tarantella.keras.functional import functional_json, _walk, tensor_shape  # noqa: F401 (engine's names)
+from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -264,10 +264,14 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     @property
     def inputs(self):
+        if self._kind == "loaded":
+            return list(_loaded_graph(self)[0])
         return list(self._inputs) if self._kind == "functional" else None
 
     @property
     def outputs(self):
+        if self._kind == "loaded":
+            return list(_loaded_graph(self)[1])
         return list(self._outputs) if self._kind == "functional" else None
 
     @property

@@ -97,3 +97,47 @@ def tensor_shape(t):
     return h.output_shapes()[0]
 
 
+
+
+def _loaded_graph(model):
+    """The graph of a model read by the library (a file, JSON, a config): its layers called on new
+    Inputs as the Keras JSON's inbound nodes say, so that model.input and layer.output make new
+    Functional models (feature extractors) as in Keras. Cached on the model."""
+    g = model.__dict__.get("_loaded_graph_cache")
+    if g is not None:
+        return g
+    cfg = json.loads(model._handle().to_json())["config"]
+    entries = [e for e in cfg.get("layers", []) if e.get("class_name") != "InputLayer"]
+    if any(e.get("class_name") in ("Functional", "Model", "Sequential") for e in entries):
+        raise NotImplementedError(f"model {model.name!r}: inputs/outputs of a loaded model with nested models are "
+                                  f"not supported")
+    by_name = {layer.name: layer for layer in model._layers}
+    tensors = {}
+    for (name, ni, ti), shape in zip(cfg["input_layers"], model._handle().input_shapes()):
+        tensors[(name, ni, ti)] = L.Input(shape=tuple(shape), name=name)
+
+    def resolve(v):
+        if isinstance(v, list) and len(v) >= 3 and isinstance(v[0], str) and (v[0], v[1], v[2]) in tensors:
+            return tensors[(v[0], v[1], v[2])]
+        if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
+            return [resolve(x) for x in v]
+        return v
+
+    done, progress = set(), True
+    while progress:
+        progress = False
+        for e in entries:
+            name = e.get("name") or e["config"]["name"]
+            for ni, node in enumerate(e.get("inbound_nodes", [])):
+                if (name, ni) in done or not all((r[0], r[1], r[2]) in tensors for r in node):
+                    continue
+                ins = [tensors[(r[0], r[1], r[2])] for r in node]
+                kwargs = {k: resolve(v) for k, v in (node[0][3] if len(node[0]) > 3 else {}).items()}
+                out = by_name[name](ins if len(ins) > 1 else ins[0], **kwargs)
+                for ti, t in enumerate(out if isinstance(out, list) else [out]):
+                    tensors[(name, ni, ti)] = t
+                done.add((name, ni))
+                progress = True
+    outs = [tensors[(n, ni, ti)] for n, ni, ti in cfg["output_layers"]]
+    g = model.__dict__["_loaded_graph_cache"] = ([tensors[tuple(r[:3])] for r in cfg["input_layers"]], outs)
+    return g
