@@ -49,6 +49,10 @@ TNT_API tnt_layer *tnt_average(const char *name);
 TNT_API tnt_layer *tnt_maximum(const char *name);
 TNT_API tnt_layer *tnt_minimum(const char *name);
 TNT_API tnt_layer *tnt_concatenate(int axis, const char *name);
+/* Keras Dot(axes=(axis1, axis2), normalize): per sample, the dot product of two inputs of rank 1 or
+ * 2 (batch excluded) along axis1 of the first and axis2 of the second (Keras's axes: 1 is the first
+ * non-batch axis, -1 the last); normalize: L2-normalized along those axes first (cosine). */
+TNT_API tnt_layer *tnt_dot(int axis1, int axis2, bool normalize, const char *name);
 
 /* Keras MultiHeadAttention. Call it with tnt_call_attention. Weights in Keras order:
  * query/kernel (dq, heads, key_dim), query/bias (heads, key_dim), key/kernel (dk, heads,

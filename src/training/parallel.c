@@ -82,6 +82,7 @@ static uint64_t model_fingerprint(const tnt_model *m) {
 static uint64_t compile_fingerprint(const tnt_model *m) {
     const tnt_optimizer *o = m->optimizer;
     uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
+    h = tnt__fnv1a(h, m->output_loss, (size_t)m->n_outputs * sizeof m->output_loss[0]);
     h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
     for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
     h = tnt__fnv1a(h, m->loss_weights, (size_t)m->n_outputs * sizeof m->loss_weights[0]);
