@@ -170,6 +170,13 @@ static void init_orthogonal(tnt__weight *w, uint64_t seed) {
 
 void tnt__weight_init(tnt__weight *w, uint64_t seed) {
     int64_t n = tnt_shape_numel(w->shape);
+    const tnt__init_spec *spec = tnt__init_spec_of(w->init);
+    if (spec) {
+        tnt_initializer keep = w->init;
+        tnt__weight_init_spec(w, spec, seed);
+        w->init = keep;
+        return;
+    }
     if (w->init == TNT__INIT_UNIT_FORGET_BIAS) {
         memset(w->value, 0, (size_t)n * sizeof(float));
         for (int64_t i = w->fan_in; i < w->fan_out && i < n; i++) w->value[i] = 1.0f;

@@ -219,7 +219,38 @@ tnt_status tnt__kj_dtype_policy(const struct cJSON *config, tnt__dtype_policy *p
 /* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
  * forget gate's slice of the bias). */
 #define TNT__INIT_UNIT_FORGET_BIAS ((tnt_initializer)64)
+/* Initializers with parameters the enum does not carry (Keras's TruncatedNormal(stddev 0.02),
+ * VarianceScaling(scale 1/3, fan_out), Constant(0.1), Identity, Orthogonal(gain 2), RandomNormal(0,
+ * 0.01), ...): interned specs (initializer.c) whose tnt_initializer is TNT__INIT_SPEC_BASE + index. */
+typedef enum tnt__init_kind {
+    TNT__IK_RANDOM_NORMAL,    /* a mean, b stddev */
+    TNT__IK_RANDOM_UNIFORM,   /* a minval, b maxval */
+    TNT__IK_TRUNCATED_NORMAL, /* a mean, b stddev: redrawn beyond 2 stddev */
+    TNT__IK_CONSTANT,         /* a value */
+    TNT__IK_IDENTITY,         /* a gain: gain * eye(rows, cols) over (all axes but the last, the last) */
+    TNT__IK_ORTHOGONAL,       /* a gain */
+    TNT__IK_VARIANCE_SCALING, /* a scale, mode, dist */
+} tnt__init_kind;
+typedef enum { TNT__FAN_IN, TNT__FAN_OUT, TNT__FAN_AVG } tnt__fan_mode;
+typedef enum { TNT__DIST_TRUNCATED, TNT__DIST_UNTRUNCATED, TNT__DIST_UNIFORM } tnt__init_dist;
+typedef struct tnt__init_spec {
+    tnt__init_kind kind;
+    double a, b;
+    tnt__fan_mode mode;
+    tnt__init_dist dist;
+} tnt__init_spec;
+#define TNT__INIT_SPEC_BASE 4096
+#define TNT__INIT_SPEC_MAX 256
+/* The initializer of spec (an equal one if already interned); -1 with an error when the table is
+ * full. */
+int tnt__init_intern(const tnt__init_spec *spec);
+/* init's spec, or NULL for the enum's own initializers. */
+const tnt__init_spec *tnt__init_spec_of(tnt_initializer init);
+/* init is one of the enum's up to last, or an interned spec: what a layer's options may hold. */
+bool tnt__init_valid(tnt_initializer init, tnt_initializer last);
 /* Fills a weight from its initializer, with a seed per weight. */
 void tnt__weight_init(tnt__weight *w, uint64_t seed);
+/* The same for an interned spec (initializer.c). */
+void tnt__weight_init_spec(tnt__weight *w, const tnt__init_spec *spec, uint64_t seed);
 
 #endif

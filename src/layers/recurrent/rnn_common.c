@@ -170,8 +170,8 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
                    "from initial_state inputs)", cls);
         return NULL;
     }
-    if ((unsigned)c.kernel_init > TNT_INIT_ORTHOGONAL || (unsigned)c.recurrent_init > TNT_INIT_ORTHOGONAL ||
-        (unsigned)c.bias_init > TNT_INIT_ORTHOGONAL) {
+    if (!tnt__init_valid(c.kernel_init, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(c.recurrent_init, TNT_INIT_ORTHOGONAL) ||
+        !tnt__init_valid(c.bias_init, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d/%d (expected 0..%d)", cls, (int)c.kernel_init,
                    (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_ORTHOGONAL);
         return NULL;
