@@ -86,3 +86,17 @@ def test_keras3_object_names(tnt, tmp_path):
     pred = m.predict(x)
     data = float(np.mean((pred - y) ** 2))
     assert abs(m.evaluate(x, y, verbose=0) - (data + penalty)) < 1e-5
+
+
+def test_integer_ids(tnt):
+    """A Keras file whose InputLayer is int32 predicts from an int32 array as the NumPy rebuild of
+    gen_keras_int_ids.py; integers float32 cannot hold exactly (beyond 2^24) are refused."""
+    fix = os.path.join(REPO, "tests", "fixtures")
+    m = tnt.keras.models.load_model(os.path.join(fix, "int_ids_functional.h5"), compile=False)
+    ids = load_bin(os.path.join(fix, "int_ids_functional_x.bin")).astype(np.int32)
+    want = load_bin(os.path.join(fix, "int_ids_functional_y.bin"))
+    np.testing.assert_allclose(m.predict(ids, verbose=0), want, rtol=1e-5, atol=1e-5)
+    big = ids.astype(np.int64)
+    big[0, 0] = (1 << 24) + 1
+    with pytest.raises(ValueError, match="2\\^24"):
+        m.predict(big, verbose=0)

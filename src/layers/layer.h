@@ -79,8 +79,26 @@ typedef struct tnt__bwd_args {
 
 /* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,
  * Conv1D/2D, DepthwiseConv2D, MultiHeadAttention) compute in bf16; every layer keeps float32
- * weights and activations, and carries its policy through Keras configs. */
-typedef enum tnt__dtype_policy { TNT__POLICY_FLOAT32 = 0, TNT__POLICY_MIXED_BF16 } tnt__dtype_policy;
+ * weights and activations, and carries its policy through Keras configs. The integer ones (and
+ * bool) are an InputLayer's or an Embedding's dtype in a Keras file: integer ids, carried here as
+ * float32 (exact up to 2^24, which Embedding's input_dim may not pass) and written back as read. */
+typedef enum tnt__dtype_policy {
+    TNT__POLICY_FLOAT32 = 0,
+    TNT__POLICY_MIXED_BF16,
+    TNT__POLICY_INT8,
+    TNT__POLICY_INT16,
+    TNT__POLICY_INT32,
+    TNT__POLICY_INT64,
+    TNT__POLICY_UINT8,
+    TNT__POLICY_UINT16,
+    TNT__POLICY_UINT32,
+    TNT__POLICY_UINT64,
+    TNT__POLICY_BOOL,
+} tnt__dtype_policy;
+static inline bool tnt__policy_is_integer(tnt__dtype_policy p) { return p >= TNT__POLICY_INT8; }
+/* An input layer's dtype (InputLayer's "dtype": float32 or an integer type). */
+void tnt__input_layer_set_dtype(tnt_layer *l, tnt__dtype_policy p);
+tnt__dtype_policy tnt__input_layer_dtype(const tnt_layer *l);
 
 typedef struct tnt__layer_ops {
     const char *class_name; /* Keras class name: "Dense" */
@@ -215,6 +233,10 @@ tnt__dtype_policy tnt__dtype_policy_global(void);
 /* A layer config's "dtype": a policy name (Keras 2), a {"class_name": "DTypePolicy" (Keras 3; also
  * FloatDTypePolicy, Policy), "config": {"name": ...}} object, or null/absent (the global policy). */
 tnt_status tnt__kj_dtype_policy(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
+/* An InputLayer config's "dtype": a float type (float32; float16, float64 and bfloat16 inputs are
+ * cast to float32, as Keras casts them for the next layer) or an integer one (ids); absent:
+ * float32. */
+tnt_status tnt__kj_input_dtype(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
 
 /* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
  * forget gate's slice of the bias). */
