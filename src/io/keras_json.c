@@ -5,8 +5,8 @@
  * layer registry (src/layers/registry.c); this file reads what is above the layers: Sequential
  * models, rebuilt with tnt_model_add, Functional ones, rebuilt through the public graph API
  * (tnt_graph_input, tnt_call_n, tnt_call_attention, tnt_functional) from their inbound_nodes,
- * models nested in models, and the base keys name and batch_input_shape. trainable is not read
- * (layers here are trainable); dtype is a layer's policy (tnt__kj_dtype_policy) and an
+ * models nested in models, and the base keys name and batch_input_shape. trainable: false marks a
+ * layer frozen (tnt_layer.frozen: the order of its weights in Keras 2 HDF5 files); dtype is a layer's policy (tnt__kj_dtype_policy) and an
  * InputLayer's input type (tnt__kj_input_dtype: integer ids are carried as float32). */
 #include "layers/keras_config.h"
 #include "layers/regularizer.h"
@@ -81,6 +81,9 @@ static tnt_model *nested_from_json(const cJSON *e, const char *name, const char 
         tnt_model_free(inner);
         return NULL;
     }
+    /* a frozen nested model (Keras 3 writes its trainable; Keras 2 its layers') freezes its layers */
+    if (cJSON_IsFalse(tnt__kj_item(tnt__kj_item(e, "config"), "trainable")))
+        for (int i = 0; i < inner->n_layers; i++) inner->layers[i]->frozen = true;
     return inner;
 }
 

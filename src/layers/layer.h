@@ -173,6 +173,9 @@ struct tnt_layer {
     bool channels_first;      /* Keras data_format "channels_first": the channels are the first
                                  non-batch axis (NCHW), for classes with set_data_format */
     bool built;
+    bool frozen;              /* Keras's trainable: false, from a file (or its nested model's):
+                                 its weights then come with the non-trainable ones in Keras 2's
+                                 HDF5 order (_legacy_weights), and configs write it back */
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
     struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
     tnt__dtype_policy dtype_policy; /* the global policy when made; set before build */

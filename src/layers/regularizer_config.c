@@ -154,6 +154,7 @@ static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, co
         tnt_layer_free(l);
         return NULL;
     }
+    l->frozen = cJSON_IsFalse(tnt__kj_item(config, "trainable"));
     if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
         tnt__error_prefix(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
         tnt_layer_free(l);
