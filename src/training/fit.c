@@ -471,8 +471,13 @@ tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opt
 tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out) {
     if (!m || !x || !out) return tnt__error(TNT_ERR_ARG, "predict_on_batch: NULL argument");
     *out = NULL;
-    tnt_status s = tnt__model_setup_weights(m);
-    if (s != TNT_OK) return s;
+    tnt_status s = TNT_OK;
+    if (!m->has_input_shape && x->shape.ndim >= 2) { /* Keras builds a model without one at its first call */
+        tnt_shape in = {.ndim = x->shape.ndim - 1};
+        for (int d = 1; d < x->shape.ndim; d++) in.dim[d - 1] = x->shape.dim[d];
+        if ((s = tnt_model_build(m, in)) != TNT_OK) return tnt__error_prefix(s, "predict_on_batch: ");
+    }
+    if ((s = tnt__model_setup_weights(m)) != TNT_OK) return s;
     tnt_batch b = {.n = x->shape.ndim ? x->shape.dim[0] : 0, .x = *x};
     if ((s = check_batch(m, &b, false, "predict_on_batch")) != TNT_OK) return s;
     if (b.n == 0) return tnt__error(TNT_ERR_ARG, "predict_on_batch: batch of 0 samples");
