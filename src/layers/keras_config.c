@@ -192,7 +192,14 @@ tnt_layer *tnt__kj_built(tnt_layer *l, const tnt__kj_ctx *k) {
 }
 
 const cJSON *tnt__kj_item(const cJSON *o, const char *key) {
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    /* Keras 2.0-2.1 wrote a numpy value (LeakyReLU's alpha after K.cast_to_floatx) as {"type":
+     * "ndarray", "value": its tolist()} (models.py get_json_type): the value is meant */
+    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+    if (cJSON_IsString(t) && !strcmp(t->valuestring, "ndarray") && cJSON_GetArraySize(v) == 2 &&
+        cJSON_GetObjectItemCaseSensitive(v, "value"))
+        return cJSON_GetObjectItemCaseSensitive(v, "value");
+    return v;
 }
 
 bool tnt__kj_absent(const cJSON *v) { return !v || cJSON_IsNull(v); }

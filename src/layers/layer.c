@@ -178,7 +178,10 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
         return;
     }
     if (w->init == TNT__INIT_UNIT_FORGET_BIAS) {
-        memset(w->value, 0, (size_t)n * sizeof(float));
+        tnt__weight base = *w; /* the bias_initializer over the whole vector (fans: its length) */
+        base.init = w->ufb_base == TNT_INIT_DEFAULT ? TNT_INIT_ZEROS : w->ufb_base;
+        base.fan_in = base.fan_out = n;
+        tnt__weight_init(&base, seed);
         for (int64_t i = w->fan_in; i < w->fan_out && i < n; i++) w->value[i] = 1.0f;
         return;
     }

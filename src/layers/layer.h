@@ -28,6 +28,7 @@ typedef struct tnt__weight {
     char name[TNT_NAME_MAX];  /* "kernel", "bias" */
     tnt_shape shape;
     tnt_initializer init;     /* resolved: never TNT_INIT_DEFAULT after build */
+    tnt_initializer ufb_base; /* TNT__INIT_UNIT_FORGET_BIAS: the bias_initializer under the ones */
     int64_t fan_in, fan_out;  /* for variance-scaling initializers */
     float *value;             /* view into the model's parameter buffer */
     float *grad;              /* view into the model's gradient buffer; NULL when not trainable */
@@ -241,8 +242,9 @@ tnt_status tnt__kj_dtype_policy(const struct cJSON *config, tnt__dtype_policy *p
  * float32. */
 tnt_status tnt__kj_input_dtype(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
 
-/* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
- * forget gate's slice of the bias). */
+/* Internal initializer of LSTM's unit_forget_bias: the weight's ufb_base (Keras's bias_initializer;
+ * zeros when unset), and ones in [fan_in, fan_out) (the forget gate's slice of the bias), as
+ * Keras's LSTMCell concatenates them. */
 #define TNT__INIT_UNIT_FORGET_BIAS ((tnt_initializer)64)
 /* Initializers with parameters the enum does not carry (Keras's TruncatedNormal(stddev 0.02),
  * VarianceScaling(scale 1/3, fan_out), Constant(0.1), Identity, Orthogonal(gain 2), RandomNormal(0,
