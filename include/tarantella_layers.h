@@ -292,6 +292,13 @@ typedef struct tnt_constraint {
  * (no activity); c NULL or kind NONE removes it. */
 TNT_API tnt_status tnt_layer_set_constraint(tnt_layer *l, const char *key, const tnt_constraint *c);
 
+/* Keras's layer.trainable: false freezes the layer: fit leaves its weights as they are (they are
+ * none of the optimizer's variables), a BatchNormalization runs in inference mode (its moving
+ * statistics, not updated), and Keras 2 HDF5 files list its weights among the non-trainable ones
+ * (a frozen nested model's in layer order), as Keras does. Read from and written to Keras configs. */
+TNT_API tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable);
+TNT_API bool tnt_layer_trainable(const tnt_layer *l);
+
 /* A layer's Keras dtype policy, "float32" or "mixed_bfloat16" (tnt_mixed_precision_set_global_policy
  * gives the default); set before the layer is built, as Keras's dtype= argument. */
 TNT_API tnt_status tnt_layer_set_dtype_policy(tnt_layer *l, const char *name);

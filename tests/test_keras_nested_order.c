@@ -3,7 +3,9 @@
  * non-trainable ones), and a subclassed model's save_weights loaded into a rebuild with other layer
  * names, all by position as Keras's load_weights_from_hdf5_group; predictions equal the NumPy
  * rebuilds of fixtures/gen_keras_nested_order.py, a file written back keeps Keras's order, and
- * what Keras refuses (layer count, a weight's shape) fails naming the layer and the weight. */
+ * what Keras refuses (layer count, a weight's shape) fails naming the layer and the weight; fit
+ * trains the head of a frozen base alone (its BatchNormalization in inference mode), as the
+ * PyTorch rebuild. */
 #include "testutil.h"
 #include "json_harness.h"
 
@@ -90,6 +92,37 @@ static void test_order_mismatch_refused(void **state) {
     tnt_model_free(thawed), tnt_model_free(m);
 }
 
+/* Training with the frozen base, as Keras: one SGD(0.1) step of mean squared error updates the head
+ * alone (loss and head as the PyTorch rebuild), the base's weights and its BatchNormalization's
+ * moving statistics stay (inference mode in a frozen BatchNormalization). */
+static void test_frozen_base_trains_head_only(void **state) {
+    (void)state;
+    tnt_model *m = tnt_load_model("fixtures/nested_frozen.h5", false);
+    if (!m) fail_msg("%s", tnt_last_error());
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_MEAN_SQUARED_ERROR}));
+    int64_t n = tnt_model_count_params(m);
+    float *before = malloc((size_t)n * sizeof(float)), *after = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, before, n));
+    tnt_shape xs, ts;
+    float *x = tu_load("nested_order_x", &xs), *t = tu_load("nested_frozen_t", &ts);
+    float *head = tu_load("nested_frozen_head1", &ts), *loss = tu_load("nested_frozen_loss", &ts);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(6), t, TNT_SHAPE(3), 4, false), 4, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, &h));
+    float got = (float)tnt_history_get(h, "loss", 0);
+    tu_assert_close(&got, loss, 1, 1e-5, 1e-6, "loss");
+    tu_ok(tnt_get_weights(m, after, n));
+    tnt_layer *hl = tnt_model_get_layer(m, "head");
+    assert_non_null(hl);
+    /* the head: 15 values, the model's last; everything before them unchanged */
+    tu_assert_close(after + n - 15, head, 15, 1e-5, 1e-6, "head after one step");
+    assert_memory_equal(before, after, (size_t)(n - 15) * sizeof(float));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    free(before), free(after), free(x), free(t), free(head), free(loss);
+    tnt_model_free(m);
+}
+
 /* The user's rebuild: Sequential, InputLayer (6,), then Dense layers of these names and units. */
 static tnt_model *rebuild(int n, const char *const *names, const int *units) {
     char json[2048];
@@ -135,6 +168,7 @@ int main(void) {
         cmocka_unit_test(test_frozen_nested_model),
         cmocka_unit_test(test_partly_frozen_nested_model),
         cmocka_unit_test(test_order_mismatch_refused),
+        cmocka_unit_test(test_frozen_base_trains_head_only),
         cmocka_unit_test(test_subclassed_weights_by_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

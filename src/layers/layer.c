@@ -225,3 +225,12 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
             w->value[i] = tnt__rand_truncated_normal(seed, (uint64_t)i) * stddev;
     }
 }
+
+/* Keras's trainable: false (tnt_layer.frozen; fit.c and batch_norm.c act on it) */
+tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable) {
+    if (!l) return tnt__error(TNT_ERR_ARG, "set_trainable: layer is NULL");
+    l->frozen = !trainable;
+    return TNT_OK;
+}
+
+bool tnt_layer_trainable(const tnt_layer *l) { return l && !l->frozen; }

@@ -174,6 +174,43 @@ static void add_penalties(const tnt_model *m, accum *a, double counted, int64_t 
     a->loss_sum += counted * (weights + m->activity_penalty / (double)n);
 }
 
+/* Keras's trainable: false (a frozen layer, tnt_layer.frozen): its weights are none of the
+ * optimizer's variables. Their gradients are zeroed before the update (out of a global clipnorm
+ * too) and their values kept through it (weight decay, constraints): freeze copies them out,
+ * thaw puts them back and frees the copy. NULL when no layer is frozen. */
+static tnt_status freeze(tnt_model *m, float **copy) {
+    *copy = NULL;
+    size_t n = 0, o = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++)
+            if (m->layers[i]->weights[j].grad) n += (size_t)tnt_shape_numel(m->layers[i]->weights[j].shape);
+    if (n == 0) return TNT_OK;
+    if (!(*copy = malloc(n * sizeof **copy))) return tnt__error(TNT_ERR_NOMEM, "fit: out of memory");
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            size_t k = (size_t)tnt_shape_numel(w->shape);
+            memcpy(*copy + o, w->value, k * sizeof(float));
+            memset(w->grad, 0, k * sizeof(float));
+            o += k;
+        }
+    return TNT_OK;
+}
+
+static void thaw(tnt_model *m, float *copy) {
+    size_t o = 0;
+    for (int i = 0; copy && i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            size_t k = (size_t)tnt_shape_numel(w->shape);
+            memcpy(w->value, copy + o, k * sizeof(float));
+            o += k;
+        }
+    free(copy);
+}
+
 /* After the optimizer update: each rank projects the same weights the same way. */
 static tnt_status apply_constraints(tnt_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
@@ -240,9 +277,14 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
-    if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
-    tnt__optimizer_finish_step(m->optimizer);
-    if ((s = apply_constraints(m)) != TNT_OK) return s;
+    float *frozen = NULL;
+    if ((s = freeze(m, &frozen)) != TNT_OK) return s;
+    if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) == TNT_OK) {
+        tnt__optimizer_finish_step(m->optimizer);
+        s = apply_constraints(m);
+    }
+    thaw(m, frozen);
+    if (s != TNT_OK) return s;
     accum_add(m, acc, &step);
     return 1;
 }

@@ -169,11 +169,13 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     float *mmean = l->weights[c->moving_mean].value, *mvar = l->weights[c->moving_var].value;
     float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
     const float *x = a->x;
-    const bool sync = c->sync && a->parallel && a->training;
+    /* a frozen BatchNormalization (Keras's trainable: false) runs in inference mode, as in Keras */
+    const bool training = a->training && !l->frozen;
+    const bool sync = c->sync && a->parallel && training;
     /* m values per channel here, M in the whole (global when synced) batch */
     double M = (double)m;
     double *sum = ws_acc(a->workspace), *cnt = sum + C, *sq = cnt + 1;
-    if (sync || (a->training && m > 0)) {
+    if (sync || (training && m > 0)) {
         memset(sum, 0, (size_t)(2 * C + 1) * sizeof(double));
         bn_stat_sums(x, rows, C, inner, NULL, sum);
         if (sync) { /* every rank, even with an empty micro-batch */
@@ -183,7 +185,7 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
             M = *cnt; /* the same on every rank */
         }
     }
-    if (a->training && M > 0) {
+    if (training && M > 0) {
         for (int64_t k = 0; k < C; k++) sum[k] /= M; /* now the mean */
         bn_stat_sums(x, rows, C, inner, sum, sq);
         if (sync) {
