@@ -194,6 +194,45 @@ static void test_rule_names(void **state) {
     tu_error_contains("mode \"diagonal\"");
 }
 
+/* Normalization layers take every initializer of gamma, beta and the moving statistics (Keras's
+ * formulas: BatchNormalization in inference (x - mean) / sqrt(var + eps) * gamma + beta, LayerNorm
+ * per row), and write them back. */
+static void test_normalization_initializers(void **state) {
+    (void)state;
+    const char *bn = "{\"class_name\": \"BatchNormalization\", \"config\": {\"name\": \"bn\", \"epsilon\": 0.001, "
+                     "\"gamma_initializer\": {\"class_name\": \"Constant\", \"config\": {\"value\": 2.0}}, "
+                     "\"beta_initializer\": {\"module\": \"keras.initializers\", \"class_name\": \"Constant\", "
+                     "\"config\": {\"value\": 0.5}, \"registered_name\": null}, \"moving_mean_initializer\": \"ones\", "
+                     "\"moving_variance_initializer\": {\"class_name\": \"Constant\", \"config\": {\"value\": 3.0}}}}";
+    const char *ln = "{\"class_name\": \"LayerNormalization\", \"config\": {\"name\": \"ln\", \"epsilon\": 0.001, "
+                     "\"gamma_initializer\": {\"class_name\": \"Constant\", \"config\": {\"value\": 3.0}}, "
+                     "\"beta_initializer\": {\"class_name\": \"Constant\", \"config\": {\"value\": -1.0}}}}";
+    const float x[8] = {0.5f, -1.0f, 2.0f, 0.0f, 1.5f, 3.0f, -0.25f, 1.0f};
+    for (int which = 0; which < 2; which++) {
+        tnt_model *m = seq_from_layer_json("[null, 4]", which ? ln : bn);
+        if (!m) fail_msg("%s", tnt_last_error());
+        tnt_tensor *in = tnt_tensor_new(TNT_SHAPE(2, 4)), *out = NULL;
+        memcpy(in->data, x, sizeof x);
+        tu_ok(tnt_predict_on_batch(m, in, &out));
+        for (int r = 0; r < 2; r++) {
+            double mean = 0, var = 0;
+            for (int j = 0; j < 4; j++) mean += x[r * 4 + j] / 4.0;
+            for (int j = 0; j < 4; j++) var += (x[r * 4 + j] - mean) * (x[r * 4 + j] - mean) / 4.0;
+            for (int j = 0; j < 4; j++) {
+                double v = x[r * 4 + j];
+                double want = which ? (v - mean) / sqrt(var + 0.001) * 3.0 - 1.0 : (v - 1.0) / sqrt(3.001) * 2.0 + 0.5;
+                assert_true(fabs(out->data[r * 4 + j] - want) < 1e-5);
+            }
+        }
+        char *json = round_trip(m);
+        const char *want = which ? "\"gamma_initializer\":{\"class_name\":\"Constant\",\"config\":{\"value\":3}}"
+                                 : "\"moving_variance_initializer\":{\"class_name\":\"Constant\",\"config\":{\"value\":3}}";
+        if (!strstr(json, want)) fail_msg("JSON lacks %s:\n%s", want, json);
+        free(json);
+        tnt_tensor_free(out), tnt_tensor_free(in);
+    }
+}
+
 static const char *const orthreg_model =
     "{\"module\": \"keras\", \"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", \"layers\": ["
     "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 5], "
@@ -312,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_initializer_values),
         cmocka_unit_test(test_initializer_errors),
         cmocka_unit_test(test_rule_names),
+        cmocka_unit_test(test_normalization_initializers),
         cmocka_unit_test(test_orthogonal_regularizer_trains),
         cmocka_unit_test(test_written_as_the_version_writes),
     };

@@ -582,12 +582,13 @@ tnt_status tnt__kj_norm_axis(const cJSON *c, int *axis, const tnt__kj_ctx *k) {
     return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: expected one axis (several axes are not supported)");
 }
 
-tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, tnt_initializer *beta,
+                                tnt_initializer *gamma, const tnt__kj_ctx *k) {
     tnt_status s;
     if ((s = tnt__kj_bool(c, "center", true, center, k)) != TNT_OK || (s = tnt__kj_bool(c, "scale", true, scale, k)) != TNT_OK)
         return s;
-    if ((s = tnt__kj_want_init(c, "beta_initializer", TNT_INIT_ZEROS, k)) != TNT_OK ||
-        (s = tnt__kj_want_init(c, "gamma_initializer", TNT_INIT_ONES, k)) != TNT_OK)
+    if ((s = tnt__kj_init(c, "beta_initializer", TNT_INIT_ZEROS, beta, k)) != TNT_OK ||
+        (s = tnt__kj_init(c, "gamma_initializer", TNT_INIT_ONES, gamma, k)) != TNT_OK)
         return s;
     static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                                         "gamma_constraint", NULL};

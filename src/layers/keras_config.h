@@ -174,6 +174,7 @@ tnt_status tnt__kj_batch_shape(const cJSON *config, tnt_shape *s, const tnt__kj_
 tnt_status tnt__kj_norm_axis(const cJSON *config, int *axis, const tnt__kj_ctx *k);
 /* center and scale (default true), beta zeros, gamma ones, and no beta/gamma regularizers or
  * constraints. */
-tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, const tnt__kj_ctx *k);
+tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, tnt_initializer *beta,
+                                tnt_initializer *gamma, const tnt__kj_ctx *k);
 
 #endif

@@ -115,7 +115,7 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
     w->shape = shape;
-    w->init = init;
+    w->init = tnt__layer_init_for(l, name, init);
     w->fan_in = fan_in;
     w->fan_out = fan_out;
     w->trainable = true;
@@ -234,3 +234,22 @@ tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable) {
 }
 
 bool tnt_layer_trainable(const tnt_layer *l) { return l && !l->frozen; }
+
+tnt_initializer tnt__layer_init_for(const tnt_layer *l, const char *weight, tnt_initializer def) {
+    for (int i = 0; l && i < l->n_inits; i++)
+        if (!strcmp(l->inits[i].weight, weight)) return l->inits[i].init;
+    return def;
+}
+
+tnt_status tnt__layer_set_init(tnt_layer *l, const char *weight, tnt_initializer init) {
+    for (int i = 0; i < l->n_inits; i++)
+        if (!strcmp(l->inits[i].weight, weight)) {
+            l->inits[i].init = init;
+            return TNT_OK;
+        }
+    if (l->n_inits == (int)TNT_ARRAY_LEN(l->inits) || strlen(weight) >= sizeof l->inits[0].weight)
+        return tnt__error(TNT_ERR_ARG, "layer \"%s\": initializer of weight \"%s\": no room", l->name, weight);
+    snprintf(l->inits[l->n_inits].weight, sizeof l->inits[0].weight, "%s", weight);
+    l->inits[l->n_inits++].init = init;
+    return TNT_OK;
+}

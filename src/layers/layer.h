@@ -178,6 +178,8 @@ struct tnt_layer {
                                  its weights then come with the non-trainable ones in Keras 2's
                                  HDF5 order (_legacy_weights), and configs write it back */
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
+    int n_inits;              /* initializers a Keras config gave by weight name (tnt__layer_set_init) */
+    struct { char weight[24]; tnt_initializer init; } inits[4];
     struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
     tnt__dtype_policy dtype_policy; /* the global policy when made; set before build */
     void *priv;
@@ -185,6 +187,10 @@ struct tnt_layer {
 
 /* Allocates a layer with ops and priv; name NULL means automatic. NULL + error on failure. */
 tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *priv);
+/* The initializer of weight name: one a Keras config set (a BatchNormalization's gamma_initializer:
+ * zeros for a zero-init residual, RandomNormal(1, 0.02) in a GAN), else def. add_weight uses it. */
+tnt_initializer tnt__layer_init_for(const tnt_layer *l, const char *weight, tnt_initializer def);
+tnt_status tnt__layer_set_init(tnt_layer *l, const char *weight, tnt_initializer init);
 /* Declares a weight during build; returns its index or -1 with an error. */
 int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_initializer init,
                           int64_t fan_in, int64_t fan_out);
