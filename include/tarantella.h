@@ -728,7 +728,8 @@ TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_
  * shape (n, output_shape...). */
 TNT_API tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,
                                tnt_tensor **out);
-/* Forward pass on an in-memory batch x of shape (n, input_shape...) without a dataset. */
+/* Forward pass on an in-memory batch x of shape (n, input_shape...) without a dataset. A
+ * Sequential model without an input shape is built from x's, as Keras builds it at its first call. */
 TNT_API tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out);
 
 /* Keras-like summary table. */
