@@ -521,7 +521,9 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     if (!m || !opts || !metrics || size == 0) return tnt__error(TNT_ERR_ARG, "model_compile_opts: NULL argument");
     if (!m->compiled) return tnt__error(TNT_ERR_STATE, "model \"%s\" is not compiled", m->name);
     *opts = (tnt_compile_opts){.optimizer = m->optimizer, .loss = m->loss, .from_logits = m->from_logits,
-                               .metrics = metrics, .seed = m->seed};
+                               .metrics = metrics, .seed = m->seed,
+                               .output_losses = m->mixed_losses ? m->output_loss : NULL,
+                               .n_output_losses = m->mixed_losses ? m->n_outputs : 0};
     if (m->loss_opts) {
         opts->label_smoothing = m->loss_opts->label_smoothing;
         opts->has_ignore_class = m->loss_opts->has_ignore_class;

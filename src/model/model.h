@@ -12,7 +12,7 @@
 #include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
-#define TNT_MAX_METRICS 8
+#define TNT_MAX_METRICS 16
 #define TNT_MAX_IO 8 /* model inputs and outputs */
 
 /* One call of a layer: inputs and output are tensor ids of the model. */
@@ -115,12 +115,15 @@ struct tnt_model {
 
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
+    tnt_loss_kind output_loss[TNT_MAX_IO]; /* per output (Keras's list or dict of losses) */
+    bool mixed_losses;                     /* the outputs' losses differ */
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
+    signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
     bool compiled;
     uint64_t seed;
@@ -271,6 +274,8 @@ void tnt__scopes_free(tnt_model *m);
 /* internal queries on special layers */
 bool tnt__is_input_layer(const tnt_layer *l);
 tnt_shape tnt__input_layer_shape(const tnt_layer *l);
+/* The InputLayer whose output is t (tnt_graph_input's), or NULL. */
+tnt_layer *tnt__graph_input_layer(tnt_graph *g, tnt_ktensor t);
 bool tnt__layer_has_trainable(const tnt_layer *l);
 /* Builds l for these input shapes, or checks them against the first build (shared layers). */
 tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const char *who);

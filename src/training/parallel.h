@@ -9,6 +9,7 @@
 typedef struct tnt__feed {
     tnt_dataset_iter *it;
     bool split;
+    bool weighted; /* the labels end with each sample's weight */
 } tnt__feed;
 
 /* The next local share of a global batch (split) or the rank's own batch; st receives the whole
