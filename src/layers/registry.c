@@ -51,6 +51,7 @@
     X("Maximum", tnt__maximum_ops) \
     X("Minimum", tnt__minimum_ops) \
     X("Concatenate", tnt__concatenate_ops) \
+    X("Dot", tnt__dot_ops) \
     X("LSTM", tnt__lstm_ops) \
     X("CuDNNLSTM", tnt__cudnn_lstm_ops) \
     X("GRU", tnt__gru_ops) \

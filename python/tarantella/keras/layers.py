@@ -494,6 +494,7 @@ _SPECS = {
     "Maximum": "",
     "Minimum": "",
     "Concatenate": "axis=-1",
+    "Dot": "axes, normalize=False",
     "LSTM": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
             "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
             "unit_forget_bias=True, " + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, "
@@ -586,3 +587,36 @@ def get_layer_class(name):
 
 
 del _cls, _spec, _alias
+
+
+# Keras's functional forms of the merge layers: keras.layers.add([a, b]) is Add()([a, b])
+def add(inputs, **kwargs):
+    return Add(**kwargs)(inputs)  # noqa: F821 (made above from _SPECS)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)  # noqa: F821
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)  # noqa: F821
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)  # noqa: F821
+
+
+def maximum(inputs, **kwargs):
+    return Maximum(**kwargs)(inputs)  # noqa: F821
+
+
+def minimum(inputs, **kwargs):
+    return Minimum(**kwargs)(inputs)  # noqa: F821
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)  # noqa: F821
+
+
+def dot(inputs, axes, normalize=False, **kwargs):
+    return Dot(axes=axes, normalize=normalize, **kwargs)(inputs)  # noqa: F821
