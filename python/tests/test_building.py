@@ -250,3 +250,15 @@ def test_sequential_and_functional_agree(tnt):
     f = k.Model(inp, x)
     for a, b in zip(s.get_weights(), f.get_weights()):
         np.testing.assert_array_equal(a, b)  # the same initialization: by position, not by name
+
+
+def test_keras2_layer_submodules(tnt):
+    """Keras 2 programs import layers from keras.layers' submodules (keras.layers.embeddings,
+    keras.layers.recurrent, ...): the same classes under those names."""
+    from tarantella.keras.layers.embeddings import Embedding
+    from tarantella.keras.layers.advanced_activations import LeakyReLU
+    from tarantella.keras.layers import recurrent
+    import tarantella.keras.layers.convolutional as conv
+    L = tnt.keras.layers
+    assert Embedding is L.Embedding and LeakyReLU is L.LeakyReLU
+    assert recurrent.LSTM is L.LSTM and conv.Conv2D is L.Conv2D

@@ -16,6 +16,7 @@ Layers are called on symbolic tensors (tnt.keras.Input) to build Functional mode
 import inspect
 import itertools
 import re
+import sys
 import weakref
 
 import numpy as np
@@ -620,3 +621,12 @@ def concatenate(inputs, axis=-1, **kwargs):
 
 def dot(inputs, axes, normalize=False, **kwargs):
     return Dot(axes=axes, normalize=normalize, **kwargs)(inputs)  # noqa: F821
+
+
+# Keras 2's submodules of keras.layers (from keras.layers.embeddings import Embedding, from
+# keras.layers import recurrent; recurrent.LSTM): each is this module under the old name.
+for _sub in ("core", "convolutional", "pooling", "local", "recurrent", "cudnn_recurrent", "normalization",
+             "embeddings", "merge", "noise", "advanced_activations", "wrappers", "convolutional_recurrent"):
+    sys.modules[f"{__name__}.{_sub}"] = sys.modules[__name__]
+    globals()[_sub] = sys.modules[__name__]
+del _sub
