@@ -45,6 +45,11 @@ def _nb(name, path, category, edits=(), **kw):
                 edits=list(edits), group=kw.pop("group", "main"), **kw)
 
 
+def _nb2(name, path, category, edits=(), **kw):
+    return dict(name=name, source="dlwp", path=f"second_edition/{path}.ipynb", category=category,
+                edits=list(edits), group=kw.pop("group", "main"), **kw)
+
+
 def _guide(name, category, edits=(), **kw):
     return dict(name=name, source="guides", path=f"guides/{name}.py", category=category, edits=list(edits),
                 group=kw.pop("group", "main"), **kw)
@@ -67,7 +72,8 @@ PROGRAMS = [
     _k2("cifar10_resnet", "ResNet (functional), callbacks: ModelCheckpoint, LearningRateScheduler, ReduceLROnPlateau",
         [("epochs = 200", "epochs = 2", EPOCHS)], prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("cnn_seq2seq", "Conv1D seq2seq with Dot attention, text file",
-        [("epochs = 100", "epochs = 2", EPOCHS)], files={"fra-eng/fra.txt": "fra.txt"}),
+        [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL)],
+        files={"fra-eng/fra.txt": "fra.txt-2017"}),  # the file's two-column form of its time
     _k2("conv_lstm", "ConvLSTM2D + Conv3D on generated movies",
         [("generate_movies(n_samples=1200)", "generate_movies(n_samples=40)", SMALL),
          ("seq.fit(noisy_movies[:1000], shifted_movies[:1000], batch_size=10,\n        epochs=300,",
@@ -130,12 +136,6 @@ PROGRAMS = [
          ("epochs = 500", "epochs = 2", EPOCHS)],
         files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
         prints=[("Test accuracy", "prob"), ("Test loss", "finite")]),
-    _io("io_timeseries_transformer", "timeseries/timeseries_classification_transformer",
-        "time series, MultiHeadAttention transformer encoder (functional)",
-        [('readucr(root_url + "FordA_TRAIN.tsv")', 'readucr("FordA_TRAIN.tsv")', DOWNLOAD),
-         ('readucr(root_url + "FordA_TEST.tsv")', 'readucr("FordA_TEST.tsv")', DOWNLOAD),
-         ("epochs=150", "epochs=1", EPOCHS)],
-        files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"}),
     _io("io_timeseries_weather", "timeseries/timeseries_weather_forecasting",
         "time series, timeseries_dataset_from_array, LSTM, ModelCheckpoint/EarlyStopping, pandas",
         [("epochs = 10", "epochs = 1", EPOCHS)]),
@@ -181,6 +181,31 @@ PROGRAMS = [
         [("iterations = 10000", "iterations = 3", EPOCHS), ("save_dir = '/home/ubuntu/gan_images/'",
                                                           "save_dir = 'gan_images/'", "a writable folder")],
         files={"gan_images/.keep": "keep"}),
+    _nb("dlwp_8_1_text_generation", "8.1-text-generation-with-lstm", "char LSTM text generation, get_file, sampling",
+        [("for epoch in range(1, 60):", "for epoch in range(1, 2):", EPOCHS),
+         ("for i in range(400):", "for i in range(10):", SMALL)]),
+    # second edition (TensorFlow 2 imports: from tensorflow import keras)
+    _nb2("dlwp2_ch04_classification", "chapter04_getting-started-with-neural-networks",
+         "IMDB, Reuters, Boston: binary, multiclass, regression; k-fold",
+         [("x_train[:10000]", "x_train[:100]", SMALL), ("x_train[10000:]", "x_train[100:]", SMALL),
+          ("y_train[:10000]", "y_train[:100]", SMALL), ("y_train[10000:]", "y_train[100:]", SMALL),
+          ("x_train[:1000]", "x_train[:100]", SMALL), ("x_train[1000:]", "x_train[100:]", SMALL),
+          ("y_train[:1000]", "y_train[:100]", SMALL), ("y_train[1000:]", "y_train[100:]", SMALL),
+          ("epochs=20", "epochs=2", EPOCHS, 3), ("epochs=4", "epochs=1", EPOCHS), ("epochs=9", "epochs=1", EPOCHS),
+          ("num_epochs = 100", "num_epochs = 2", EPOCHS), ("num_epochs = 500", "num_epochs = 12", EPOCHS),
+          ("epochs=130", "epochs=2", EPOCHS)]),
+    _nb2("dlwp2_ch05_fundamentals", "chapter05_fundamentals-of-ml",
+         "MNIST with noise channels, underfitting/overfitting, regularizers, Dropout, validation_split",
+         [("train_images.reshape((60000, 28 * 28))", "train_images.reshape((512, 28 * 28))", SMALL, 3),
+          ("epochs=100", "epochs=1", EPOCHS), ("epochs=10", "epochs=1", EPOCHS, 4),
+          ("epochs = range(1, 11)", "epochs = range(1, 2)", EPOCHS), ("epochs=20", "epochs=1", EPOCHS, 7),
+          ("epochs = range(1, 21)", "epochs = range(1, 2)", EPOCHS)]),
+    _nb2("dlwp2_ch07_working_with_keras", "chapter07_working-with-keras",
+         "functional multi-input/multi-output, subclassed models, custom metric, callbacks, GradientTape loops",
+         [("images.reshape((60000, 28 * 28))", "images.reshape((512, 28 * 28))", SMALL),
+          ("test_images.reshape((10000, 28 * 28))", "test_images.reshape((128, 28 * 28))", SMALL),
+          ("images[10000:], images[:10000]", "images[100:], images[:100]", SMALL),
+          ("labels[10000:], labels[:10000]", "labels[100:], labels[:100]", SMALL)], group="custom_code"),
 
     # ---- keras.io guides (Apache-2.0) ----
     _guide("writing_your_own_callbacks", "every callback hook, logs, early stopping, LR schedule, stop_training"),
@@ -201,6 +226,13 @@ PROGRAMS = [
         "custom endpoint layer with add_loss/add_metric", group="custom_code"),
     _io("io_antirectifier", "tensorflow/keras_recipes/antirectifier", "custom Layer subclass (keras.ops)",
         group="custom_code"),
+    _io("io_timeseries_transformer", "timeseries/timeseries_classification_transformer",
+        "time series, transformer encoder with tensor operators (x + inputs)",
+        [('readucr(root_url + "FordA_TRAIN.tsv")', 'readucr("FordA_TRAIN.tsv")', DOWNLOAD),
+         ('readucr(root_url + "FordA_TEST.tsv")', 'readucr("FordA_TEST.tsv")', DOWNLOAD),
+         ("epochs=150", "epochs=1", EPOCHS)],
+        files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
+        group="custom_code"),  # x + inputs: operators on symbolic tensors (issue 22)
     _guide("training_with_built_in_methods", "custom losses, metrics, layers, sample weights, datasets",
            group="custom_code"),
     _guide("functional_api", "functional API incl. custom layers and plot_model", group="custom_code"),

@@ -99,12 +99,13 @@ def nietzsche(path):
         f.write(text)
 
 
-def fra_lines(n=300):
+def fra_lines(n=300, attribution=True):
+    """fra.txt of manythings.org: English, tab, French, and since 2018 a tab and the attribution."""
     rng = _rng(7)
     eng = _sentences(rng, n, 1, 4)
     fra = [" ".join(w[::-1] for w in s.split()) for s in eng]
-    return "".join(f"{e.capitalize()}.\t{f.capitalize()} !\tCC-BY 2.0 (France) Attribution: tatoeba.org\n"
-                   for e, f in zip(eng, fra))
+    tail = "\tCC-BY 2.0 (France) Attribution: tatoeba.org" if attribution else ""
+    return "".join(f"{e.capitalize()}.\t{f.capitalize()} !{tail}\n" for e, f in zip(eng, fra))
 
 
 def babi(path):
@@ -224,6 +225,7 @@ def _creditcard(path, n=2000):
 
 LOCAL = {
     "fra.txt": lambda p: open(p, "w", encoding="utf-8").write(fra_lines()),
+    "fra.txt-2017": lambda p: open(p, "w", encoding="utf-8").write(fra_lines(attribution=False)),
     "forda_train": lambda p: _ucr(p, 160),
     "forda_test": lambda p: _ucr(p, 64),
     "nab_small_noise": lambda p: _nab(p, 0),
