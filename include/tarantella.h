@@ -171,6 +171,7 @@ typedef enum tnt_initializer {
     TNT_INIT_RANDOM_UNIFORM, /* Keras RandomUniform(-0.05, 0.05): Embedding's default */
     TNT_INIT_RANDOM_NORMAL,  /* Keras RandomNormal(0, 0.05) */
     TNT_INIT_ORTHOGONAL,     /* Keras Orthogonal(gain 1): recurrent kernels' default */
+    TNT_INIT_IDENTITY,       /* Keras Identity(gain 1): the identity matrix; 2-D weights only */
 } tnt_initializer;
 
 typedef struct tnt_layer_opts {

@@ -262,3 +262,20 @@ def test_keras2_layer_submodules(tnt):
     L = tnt.keras.layers
     assert Embedding is L.Embedding and LeakyReLU is L.LeakyReLU
     assert recurrent.LSTM is L.LSTM and conv.Conv2D is L.Conv2D
+
+
+def test_identity_initializer(tnt):
+    """Keras's Identity initializer (keras.initializers.Identity / "identity"): tf.eye(rows, cols),
+    also rectangular; the config round-trips; a convolution kernel (not 2-D) is refused, naming it."""
+    k, L = tnt.keras, tnt.keras.layers
+    m = k.Sequential([L.Dense(5, input_shape=(3,), kernel_initializer="identity"),
+                      L.Dense(5, kernel_initializer=k.initializers.Identity(), bias_initializer="ones")])
+    np.testing.assert_array_equal(m.get_weights()[0], np.eye(3, 5, dtype=np.float32))
+    np.testing.assert_array_equal(m.get_weights()[2], np.eye(5, dtype=np.float32))
+    np.testing.assert_allclose(m.predict(np.array([[1.0, 2.0, 3.0]]), verbose=0), [[2, 3, 4, 1, 1]])
+    cfg = json.loads(m.to_json())["config"]["layers"]
+    dense = [c for c in cfg if c["class_name"] == "Dense"][0]["config"]
+    assert dense["kernel_initializer"]["class_name"] == "Identity"
+    with pytest.raises(Exception, match="Conv1D.*initializer"):
+        k.Sequential([L.Conv1D(2, 3, input_shape=(6, 2), kernel_initializer="identity")]).predict(
+            np.zeros((1, 6, 2)), verbose=0)

@@ -43,6 +43,7 @@ static const init_name inits[] = {
     {TNT_INIT_RANDOM_UNIFORM, "RandomUniform", "random_uniform", "uniform"},
     {TNT_INIT_RANDOM_NORMAL, "RandomNormal", "random_normal", "normal"},
     {TNT_INIT_ORTHOGONAL, "Orthogonal", "orthogonal", NULL},
+    {TNT_INIT_IDENTITY, "Identity", "identity", NULL},
 };
 
 tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer init) {
@@ -61,6 +62,9 @@ tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer in
     } else if (init == TNT_INIT_RANDOM_NORMAL) {
         TNT_KJ(cJSON_AddNumberToObject(cfg, "mean", 0.0));
         TNT_KJ(cJSON_AddNumberToObject(cfg, "stddev", 0.05));
+    } else if (init == TNT_INIT_IDENTITY) { /* Keras's Identity has a gain and no seed */
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "gain", 1.0));
+        return TNT_OK;
     }
     if (init != TNT_INIT_ZEROS && init != TNT_INIT_ONES) TNT_KJ(cJSON_AddNullToObject(cfg, "seed"));
     return TNT_OK;
@@ -378,6 +382,8 @@ tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, 
                                  key);
         if (n->init == TNT_INIT_ORTHOGONAL && !num_is(icfg, "gain", 1.0))
             return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Orthogonal is supported with gain 1 only", key);
+        if (n->init == TNT_INIT_IDENTITY && !num_is(icfg, "gain", 1.0))
+            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Identity is supported with gain 1 only", key);
         *out = n->init;
         return TNT_OK;
     }

@@ -111,6 +111,12 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
         tnt__error(TNT_ERR_ARG, "layer \"%s\": more than %d weights", l->name, TNT_MAX_LAYER_WEIGHTS);
         return -1;
     }
+    if (init == TNT_INIT_IDENTITY && shape.ndim != 2) { /* as Keras, which makes tf.eye(*shape) */
+        char s[96];
+        tnt__error(TNT_ERR_ARG, "layer \"%s\": weight %s of shape %s: the Identity initializer is for 2-D "
+                   "matrices only", l->name, name, tnt_shape_str(shape, s, sizeof s));
+        return -1;
+    }
     tnt__weight *w = &l->weights[l->n_weights];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
@@ -195,6 +201,10 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
         return;
     case TNT_INIT_ORTHOGONAL:
         init_orthogonal(w, seed);
+        return;
+    case TNT_INIT_IDENTITY: /* tf.eye(rows, cols); the shape is 2-D (tnt__layer_add_weight) */
+        memset(w->value, 0, (size_t)n * sizeof(float));
+        for (int64_t i = 0; i < w->shape.dim[0] && i < w->shape.dim[1]; i++) w->value[i * w->shape.dim[1] + i] = 1.0f;
         return;
     case TNT_INIT_GLOROT_UNIFORM: mode_fan = (fan_in + fan_out) / 2; break;
     case TNT_INIT_GLOROT_NORMAL: mode_fan = (fan_in + fan_out) / 2; uniform = false; break;

@@ -27,7 +27,13 @@ SOURCES = {
 EPOCHS = "fewer epochs (seconds on 2 cores)"
 SMALL = "fewer samples/steps (seconds on 2 cores)"
 NUMPY = "NumPy 1.24 removed the alias np.bool/np.float (not a Keras matter)"
+ILLUSTRATION = "a cell of the notebook that illustrates, not code that runs (undefined names in any Keras)"
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
+
+CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
+             "(x_train, y_train), (x_test, y_test) = cifar10.load_data()\n"
+             "x_train, y_train, x_test, y_test = x_train[:256], y_train[:256], x_test[:64], y_test[:64]",
+             "fewer samples (CIFAR-10's loader gives the full 50000; the program uses the first 256)")
 
 
 def _k2(name, category, edits=(), **kw):
@@ -68,9 +74,10 @@ PROGRAMS = [
     _k2("babi_rnn", "functional multi-input RNN (recurrent module)",
         [("EPOCHS = 20", "EPOCHS = 2", EPOCHS)]),
     _k2("cifar10_cnn", "CNN, ImageDataGenerator, save model",
-        [("epochs = 100", "epochs = 2", EPOCHS)], prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+        [("epochs = 100", "epochs = 2", EPOCHS), CIFAR_CUT], prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("cifar10_resnet", "ResNet (functional), callbacks: ModelCheckpoint, LearningRateScheduler, ReduceLROnPlateau",
-        [("epochs = 200", "epochs = 2", EPOCHS)], prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+        [("epochs = 200", "epochs = 2", EPOCHS), CIFAR_CUT],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("cnn_seq2seq", "Conv1D seq2seq with Dot attention, text file",
         [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL)],
         files={"fra-eng/fra.txt": "fra.txt-2017"}),  # the file's two-column form of its time
@@ -104,7 +111,9 @@ PROGRAMS = [
         prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("mnist_irnn", "SimpleRNN with identity/normal initializers", [("epochs = 200", "epochs = 1", EPOCHS)],
         prints=[("IRNN test score", "finite"), ("IRNN test accuracy", "prob")]),
-    _k2("mnist_mlp", "MLP, RMSprop", [("epochs = 20", "epochs = 1", EPOCHS)],
+    _k2("mnist_mlp", "MLP, RMSprop", [("epochs = 20", "epochs = 1", EPOCHS),
+                                      ("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+                                      ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)],
         prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("mnist_net2net", "get_weights/set_weights between models (Net2Net)", [("epochs = 3", "epochs = 1", EPOCHS)]),
     _k2("mnist_transfer_cnn", "transfer learning, trainable=False", [("epochs = 5", "epochs = 1", EPOCHS)],
@@ -169,7 +178,10 @@ PROGRAMS = [
         [("num_epochs = 100", "num_epochs = 2", EPOCHS), ("num_epochs = 500", "num_epochs = 2", EPOCHS),
          ("average_mae_history[10:]", "average_mae_history[1:]", EPOCHS), ("epochs=80", "epochs=2", EPOCHS)]),
     _nb("dlwp_4_4_overfitting", "4.4-overfitting-and-underfitting", "regularizers l1/l2, Dropout, history",
-        [("epochs=20", "epochs=2", EPOCHS, 5), ("epochs = range(1, 21)", "epochs = range(1, 3)", EPOCHS)]),
+        [("epochs=20", "epochs=2", EPOCHS, 5), ("epochs = range(1, 21)", "epochs = range(1, 3)", EPOCHS),
+         ("layer_output *= np.randint(", "# layer_output *= np.randint(", ILLUSTRATION, 2),
+         ("layer_output *= 0.5", "# layer_output *= 0.5", ILLUSTRATION),
+         ("layer_output /= 0.5", "# layer_output /= 0.5", ILLUSTRATION)]),
     _nb("dlwp_5_1_convnet", "5.1-introduction-to-convnets", "CNN",
         [("train_images.reshape((60000, 28, 28, 1))", "train_images.reshape((512, 28, 28, 1))", SMALL),
          ("test_images.reshape((10000, 28, 28, 1))", "test_images.reshape((128, 28, 28, 1))", SMALL),
@@ -178,11 +190,15 @@ PROGRAMS = [
         [("epochs=10", "epochs=1", EPOCHS, 2)]),
     _nb("dlwp_8_5_gan", "8.5-introduction-to-gans", "GAN: train_on_batch, LeakyReLU, Conv2DTranspose, "
         "RMSprop(lr, clipvalue, decay), save_weights, image.array_to_img",
-        [("iterations = 10000", "iterations = 3", EPOCHS), ("save_dir = '/home/ubuntu/gan_images/'",
+        [("iterations = 10000", "iterations = 3", EPOCHS),
+         ("(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()",
+          "(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()\nx_train, y_train = x_train[:2560], y_train[:2560]",
+          CIFAR_CUT[2].replace("256", "2560")), ("save_dir = '/home/ubuntu/gan_images/'",
                                                           "save_dir = 'gan_images/'", "a writable folder")],
         files={"gan_images/.keep": "keep"}),
     _nb("dlwp_8_1_text_generation", "8.1-text-generation-with-lstm", "char LSTM text generation, get_file, sampling",
         [("for epoch in range(1, 60):", "for epoch in range(1, 2):", EPOCHS),
+         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2),
          ("for i in range(400):", "for i in range(10):", SMALL)]),
     # second edition (TensorFlow 2 imports: from tensorflow import keras)
     _nb2("dlwp2_ch04_classification", "chapter04_getting-started-with-neural-networks",
@@ -211,7 +227,9 @@ PROGRAMS = [
     _guide("writing_your_own_callbacks", "every callback hook, logs, early stopping, LR schedule, stop_training"),
 
     # ---- custom code: issue 22's (expected to fail until then) ----
-    _k2("antirectifier", "custom Layer subclass (K.* math)", [("epochs = 40", "epochs = 1", EPOCHS)],
+    _k2("antirectifier", "custom Layer subclass (K.* math)",
+        [("epochs = 40", "epochs = 1", EPOCHS), ("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+         ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)],
         group="custom_code"),
     _k2("mnist_siamese", "Lambda distance, custom loss and metric", [("epochs = 20", "epochs = 1", EPOCHS)],
         group="custom_code"),

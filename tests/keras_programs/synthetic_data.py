@@ -11,10 +11,11 @@ import zipfile
 
 import numpy as np
 
-N_MNIST = (512, 128)        # train, test
+N_MNIST = (512, 1000)       # train, test (programs plot up to 900 test images)
 N_IMDB = (256, 256)
 N_REUTERS = 460             # split 80/20 by load_data; every one of the 46 topics occurs
-N_CIFAR_BATCH = 64          # per data_batch_i file (5 of them) and the test batch
+N_CIFAR_BATCH = 10000       # per data_batch_i file (5 of them) and the test batch: Keras's loader
+                            # fills arrays of exactly 50000 and 10000 (programs cut them after loading)
 N_BOSTON = 120
 WORDS = ("the a of to and in is it that was he she for on are with as his they at be this from have or "
          "by one had not but what all were when we there can an your which their said if do will each "
@@ -74,7 +75,8 @@ def boston_housing(path):
 
 
 def cifar10(datasets):
-    """cifar-10-batches-py/ (Python pickles of data_batch_1..5 and test_batch) and its .tar.gz."""
+    """cifar-10-batches-py/ (Python pickles of data_batch_1..5 and test_batch), the folder Keras's
+    get_file(untar=True) extracts (the archive itself is left out: 180 MB of random bytes)."""
     rng = _rng(5)
     folder = os.path.join(datasets, "cifar-10-batches-py")
     os.makedirs(folder, exist_ok=True)
@@ -88,8 +90,6 @@ def cifar10(datasets):
     with open(os.path.join(folder, "batches.meta"), "wb") as f:
         pickle.dump({b"label_names": [b"airplane", b"automobile", b"bird", b"cat", b"deer", b"dog", b"frog",
                                       b"horse", b"ship", b"truck"]}, f, protocol=2)
-    with tarfile.open(folder + ".tar.gz", "w:gz") as tar:
-        tar.add(folder, arcname="cifar-10-batches-py")
 
 
 def nietzsche(path):
@@ -149,7 +149,7 @@ JENA_COLUMNS = ["Date Time", "p (mbar)", "T (degC)", "Tpot (K)", "Tdew (degC)", 
                 "max. wv (m/s)", "wd (deg)"]
 
 
-def jena_csv(rows=3000):
+def jena_csv(rows=8000):
     rng = _rng(9)
     t = np.arange(rows)
     out = [",".join(f'"{c}"' if i == 0 else c for i, c in enumerate(JENA_COLUMNS))]

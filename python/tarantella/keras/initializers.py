@@ -38,6 +38,7 @@ Ones = ones = _init("Ones")
 RandomUniform = random_uniform = _init("RandomUniform", minval=-0.05, maxval=0.05, seed=None)
 RandomNormal = random_normal = _init("RandomNormal", mean=0.0, stddev=0.05, seed=None)
 Orthogonal = orthogonal = _init("Orthogonal", gain=1.0, seed=None)
+Identity = identity = _init("Identity", gain=1.0)
 
 
 def get(identifier):

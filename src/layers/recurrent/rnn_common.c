@@ -170,10 +170,10 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
                    "from initial_state inputs)", cls);
         return NULL;
     }
-    if ((unsigned)c.kernel_init > TNT_INIT_ORTHOGONAL || (unsigned)c.recurrent_init > TNT_INIT_ORTHOGONAL ||
-        (unsigned)c.bias_init > TNT_INIT_ORTHOGONAL) {
+    if ((unsigned)c.kernel_init > TNT_INIT_IDENTITY || (unsigned)c.recurrent_init > TNT_INIT_IDENTITY ||
+        (unsigned)c.bias_init > TNT_INIT_IDENTITY) {
         tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d/%d (expected 0..%d)", cls, (int)c.kernel_init,
-                   (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_ORTHOGONAL);
+                   (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_IDENTITY);
         return NULL;
     }
     if (c.unit_forget_bias && c.use_bias && c.bias_init != TNT_INIT_ZEROS) {
