@@ -26,6 +26,7 @@ the figures programs.py names in its output parse and lie in their range.
   corpus.py run NAME --originals DIR --keras-home DIR --work DIR
   corpus.py diff NAME --originals DIR  the adapted program against the original
   corpus.py list [--expected]          the names (main corpus and custom-code group)
+  corpus.py provenance                 the README's provenance table
   corpus.py table --originals DIR --keras-home DIR --work DIR [--jobs N]   status and first cause
 """
 import argparse
@@ -84,9 +85,20 @@ def notebook_to_script(raw):
     return "\n".join(out)
 
 
-def collect(out_dir):
+def pinned_digests():
+    """sha256.txt: name -> the SHA-256 of the file as stored at its commit (before notebook extraction)."""
+    path = os.path.join(HERE, "sha256.txt")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return dict(ln.split()[:2][::-1] for ln in f if ln.strip() and not ln.startswith("#"))
+
+
+def collect(out_dir, write_digests=False):
     os.makedirs(out_dir, exist_ok=True)
     problems = []
+    pins = pinned_digests()
+    digests = {}
     for prog in programs.PROGRAMS:
         src = programs.SOURCES[prog["source"]]
         git = mirror_dir(src["repo"])
@@ -101,14 +113,19 @@ def collect(out_dir):
                             f"{e.stderr.decode().strip()}")
             continue
         digest = hashlib.sha256(raw).hexdigest()
-        if prog.get("sha256") and digest != prog["sha256"]:
-            problems.append(f"{prog['name']}: SHA-256 {digest}, programs.py pins {prog['sha256']}")
+        digests[prog["name"]] = digest
+        if not write_digests and pins.get(prog["name"]) not in (None, digest):
+            problems.append(f"{prog['name']}: SHA-256 {digest}, sha256.txt pins {pins[prog['name']]}")
             continue
         text = raw.decode("utf-8")
         if prog["path"].endswith(".ipynb"):
             text = notebook_to_script(text)
         with open(os.path.join(out_dir, prog["name"] + ".py"), "w", encoding="utf-8") as f:
             f.write(text)
+    if write_digests:
+        with open(os.path.join(HERE, "sha256.txt"), "w") as f:
+            f.write("# SHA-256 of each program's file at its pinned commit (corpus.py collect checks them)\n")
+            f.writelines(f"{d}  {n}\n" for n, d in digests.items())
     for p in problems:
         print("collect:", p, file=sys.stderr)
     print(f"collect: {len(programs.PROGRAMS) - len(problems)} of {len(programs.PROGRAMS)} programs in {out_dir}")
@@ -345,22 +362,36 @@ def table(originals, keras_home, work, jobs, names=None):
     return 0
 
 
+def provenance():
+    """The README's table: each program, where it comes from, its licence and what it exercises."""
+    print("| program | group | repository @ commit | path | licence | what it exercises | edits |")
+    print("|---|---|---|---|---|---|---|")
+    for p in programs.PROGRAMS:
+        src = programs.SOURCES[p["source"]]
+        print(f"| {p['name']} | {p['group']} | {src['repo']} @ {src['commit'][:10]} | {p['path']} | "
+              f"{src['licence']} | {p['category']} | {len(p.get('edits', []))} |")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=["collect", "data", "prepare", "run", "diff", "list", "table", "exec"])
+    ap.add_argument("cmd", choices=["collect", "data", "prepare", "run", "diff", "list", "table", "exec", "provenance"])
     ap.add_argument("args", nargs="*")
     ap.add_argument("--originals")
     ap.add_argument("--keras-home")
     ap.add_argument("--work")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--expected", action="store_true")
+    ap.add_argument("--write-digests", action="store_true")
     ap.add_argument("--timeout", type=int, default=300)
     a = ap.parse_args()
     if a.cmd == "exec":
         exec_program(*a.args)
         return 0
     if a.cmd == "collect":
-        return collect(a.args[0])
+        return collect(a.args[0], write_digests="--write-digests" in sys.argv)
+    if a.cmd == "provenance":
+        return provenance()
     if a.cmd == "prepare":  # the ctest fixture: both, into one folder
         synthetic_data.write_keras_home(os.path.join(a.args[0], "home"))
         return collect(os.path.join(a.args[0], "originals"))
