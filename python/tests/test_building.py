@@ -210,19 +210,6 @@ def test_sequential_forms(tnt):
         k.Sequential([L.Flatten(input_shape=(3,)), L.Reshape((4,))])  # 3 values into 4
 
 
-def test_embedding_arguments_by_keyword(tnt):
-    """Embedding(input_dim=..., output_dim=...) as Keras documents it: input_dim is the class's own
-    argument (the vocabulary size), not the base keyword input_dim that gives Dense its input shape."""
-    k, L = tnt.keras, tnt.keras.layers
-    by_kw = k.Sequential([L.Embedding(input_dim=50, output_dim=4, input_length=6), L.Flatten(), L.Dense(1)])
-    by_pos = k.Sequential([L.Embedding(50, 4, input_length=6), L.Flatten(), L.Dense(1)])
-    assert by_kw.count_params() == by_pos.count_params() == 50 * 4 + 6 * 4 + 1
-    cfg = by_kw.layers[0].get_config()
-    assert (cfg["input_dim"], cfg["output_dim"], cfg["input_length"]) == (50, 4, 6)
-    assert L.Dense(3, input_dim=7).get_config()["units"] == 3  # the base keyword stays one for Dense
-    assert k.Sequential([L.Dense(3, input_dim=7)]).input_shape == (None, 7)
-
-
 def test_keras_objects_in_configs(tnt):
     k, L = tnt.keras, tnt.keras.layers
     d = L.Dense(3, activation=k.activations.relu, kernel_initializer=k.initializers.HeNormal(),

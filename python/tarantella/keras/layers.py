@@ -131,8 +131,7 @@ class Layer:
         if self.class_name is None:
             raise TypeError("tnt.keras.layers.Layer is abstract: custom Python layers are not supported "
                             "(the layers run in C); use a layer class of tnt.keras.layers")
-        # a base keyword that is also one of the class's own arguments (Embedding's input_dim) is the class's
-        base = {k: kwargs.pop(k) for k in list(kwargs) if k in _BASE_KWARGS and k not in self._signature.parameters}
+        base = {k: kwargs.pop(k) for k in list(kwargs) if k in _BASE_KWARGS}
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
