@@ -27,7 +27,9 @@ the figures programs.py names in its output parse and lie in their range.
   corpus.py diff NAME --originals DIR  the adapted program against the original
   corpus.py list [--expected]          the names (main corpus and custom-code group)
   corpus.py provenance                 the README's provenance table
-  corpus.py table --originals DIR --keras-home DIR --work DIR [--jobs N]   status and first cause
+  corpus.py table --originals DIR --keras-home DIR --work DIR [--jobs N] [--update-expected]
+                                       status and first cause of each; --update-expected writes
+                                       the passing ones into expected_pass.txt
 """
 import argparse
 import difflib
@@ -343,7 +345,17 @@ def expected_pass():
         return [ln.split("#")[0].strip() for ln in f if ln.split("#")[0].strip()]
 
 
-def table(originals, keras_home, work, jobs, names=None):
+def write_expected(passing):
+    """expected_pass.txt from a table run: the programs that ran to the end, in corpus order."""
+    path = os.path.join(HERE, "expected_pass.txt")
+    with open(path) as f:
+        header = [ln for ln in f if ln.startswith("#")]
+    with open(path, "w") as f:
+        f.writelines(header)
+        f.writelines(f"{n}\n" for n in passing)
+
+
+def table(originals, keras_home, work, jobs, names=None, update_expected=False):
     from concurrent.futures import ThreadPoolExecutor
     names = names or [p["name"] for p in programs.PROGRAMS]
     with ThreadPoolExecutor(max_workers=jobs) as ex:
@@ -359,6 +371,8 @@ def table(originals, keras_home, work, jobs, names=None):
         print(f"| {n} | {g} | {'pass' if ok else 'FAIL'} | {secs:.1f} | {cause.replace('|', '/')} |")
     for g in total:
         print(f"\n{g}: {npass[g]} of {total[g]} run to the end")
+    if update_expected:
+        write_expected([n for n, ok, _, _ in results if ok])
     return 0
 
 
@@ -383,6 +397,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--expected", action="store_true")
     ap.add_argument("--write-digests", action="store_true")
+    ap.add_argument("--update-expected", action="store_true",
+                    help="table: write the programs that ran to the end into expected_pass.txt")
     ap.add_argument("--timeout", type=int, default=300)
     a = ap.parse_args()
     if a.cmd == "exec":
@@ -406,7 +422,7 @@ def main():
         show_diff(a.args[0], a.originals)
         return 0
     if a.cmd == "table":
-        return table(a.originals, a.keras_home, a.work, a.jobs, a.args or None)
+        return table(a.originals, a.keras_home, a.work, a.jobs, a.args or None, a.update_expected)
     ok, cause, secs = run(a.args[0], a.originals, a.keras_home, a.work, a.timeout)
     print(f"\n{a.args[0]}: {'pass' if ok else 'FAIL: ' + cause} ({secs:.1f} s)")
     return 0 if ok else 1

@@ -29,6 +29,10 @@ SMALL = "fewer samples/steps (seconds on 2 cores)"
 NUMPY = "NumPy 1.24 removed the alias np.bool/np.float (not a Keras matter)"
 ILLUSTRATION = "a cell of the notebook that illustrates, not code that runs (undefined names in any Keras)"
 PY37 = "Python 3.7 made re.split return None for an empty optional group (not a Keras matter)"
+# Programs written for an older Keras than the 2.11 that Tarantella follows: what Keras itself renamed
+# or removed since, changed as its release notes say (the same program fails on Keras 2.11)
+KERAS23_KEYS = "Keras 2.3 logs metrics under the name given ('accuracy', 'mae'), no longer 'acc'/'mean_absolute_error'"
+KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation message's replacement, argmax of predict"
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
 
 CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
@@ -67,7 +71,9 @@ PROGRAMS = [
     _k2("addition_rnn", "RNN seq2seq (RepeatVector, TimeDistributed)",
         [("TRAINING_SIZE = 50000", "TRAINING_SIZE = 2000", SMALL), ("for iteration in range(1, 200):",
                                                                      "for iteration in range(1, 3):", EPOCHS),
-         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2)],
+         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2),
+         ("preds = model.predict_classes(rowx, verbose=0)", "preds = np.argmax(model.predict(rowx, verbose=0), axis=-1)",
+          KERAS26_PREDICT_CLASSES)],
         # categorical cross-entropy per time step over 12 characters: ln 12 = 2.48 for a fresh model
         first_epoch_max={"loss": 3.5}),
     _k2("babi_memnn", "functional multi-input, dot/add/concatenate, Permute",
@@ -173,15 +179,23 @@ PROGRAMS = [
     _nb("dlwp_3_5_imdb", "3.5-classifying-movie-reviews", "binary classification, optimizers/losses/metrics objects",
         [("x_train[:10000]", "x_train[:100]", SMALL), ("x_train[10000:]", "x_train[100:]", SMALL),
          ("y_train[:10000]", "y_train[:100]", SMALL), ("y_train[10000:]", "y_train[100:]", SMALL),
-         ("epochs=20", "epochs=2", EPOCHS), ("epochs=4", "epochs=1", EPOCHS)]),
+         ("epochs=20", "epochs=2", EPOCHS), ("epochs=4", "epochs=1", EPOCHS),
+         ("history.history['acc']", "history.history['binary_accuracy']", "the key Keras logs for "
+          "metrics=[metrics.binary_accuracy] (the notebook reads 'acc', which no Keras 2.3+ logs for it)"),
+         ("history.history['val_acc']", "history.history['val_binary_accuracy']", "as the line above"),
+         ("history_dict['acc']", "history_dict['binary_accuracy']", "as the line above"),
+         ("history_dict['val_acc']", "history_dict['val_binary_accuracy']", "as the line above")]),
     _nb("dlwp_3_6_reuters", "3.6-classifying-newswires", "multiclass, to_categorical, history",
         [("x_train[:1000]", "x_train[:100]", SMALL), ("x_train[1000:]", "x_train[100:]", SMALL),
          ("one_hot_train_labels[:1000]", "one_hot_train_labels[:100]", SMALL),
          ("one_hot_train_labels[1000:]", "one_hot_train_labels[100:]", SMALL),
-         ("epochs=20", "epochs=2", EPOCHS, 2), ("epochs=8", "epochs=1", EPOCHS)]),
+         ("epochs=20", "epochs=2", EPOCHS, 2), ("epochs=8", "epochs=1", EPOCHS),
+         ("history.history['acc']", "history.history['accuracy']", KERAS23_KEYS),
+         ("history.history['val_acc']", "history.history['val_accuracy']", KERAS23_KEYS)]),
     _nb("dlwp_3_7_boston", "3.7-predicting-house-prices", "regression, k-fold, mae history, clear_session",
         [("num_epochs = 100", "num_epochs = 2", EPOCHS), ("num_epochs = 500", "num_epochs = 2", EPOCHS),
-         ("average_mae_history[10:]", "average_mae_history[1:]", EPOCHS), ("epochs=80", "epochs=2", EPOCHS)]),
+         ("average_mae_history[10:]", "average_mae_history[1:]", EPOCHS), ("epochs=80", "epochs=2", EPOCHS),
+         ("history.history['val_mean_absolute_error']", "history.history['val_mae']", KERAS23_KEYS)]),
     _nb("dlwp_4_4_overfitting", "4.4-overfitting-and-underfitting", "regularizers l1/l2, Dropout, history",
         [("epochs=20", "epochs=2", EPOCHS, 5), ("epochs = range(1, 21)", "epochs = range(1, 3)", EPOCHS),
          ("layer_output *= np.randint(", "# layer_output *= np.randint(", ILLUSTRATION, 2),
