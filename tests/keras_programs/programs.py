@@ -120,7 +120,12 @@ PROGRAMS = [
           "(x_train, y_train), (x_test, y_test) = mnist.load_data()\n"
           "x_train, y_train, x_test, y_test = x_train[:128], y_train[:128], x_test[:128], y_test[:128]\n", SMALL)],
         prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
-    _k2("mnist_irnn", "SimpleRNN with identity/normal initializers", [("epochs = 200", "epochs = 1", EPOCHS)],
+    _k2("mnist_irnn", "SimpleRNN with identity/normal initializers",
+        [("epochs = 200", "epochs = 1", EPOCHS),
+         ("(x_train, y_train), (x_test, y_test) = mnist.load_data()\n",
+          "(x_train, y_train), (x_test, y_test) = mnist.load_data()\n"
+          "x_train, y_train, x_test, y_test = x_train[:64], y_train[:64], x_test[:64], y_test[:64]\n",
+          "fewer samples (784 steps per sample)")],
         prints=[("IRNN test score", "finite"), ("IRNN test accuracy", "prob")]),
     _k2("mnist_mlp", "MLP, RMSprop", [("epochs = 20", "epochs = 1", EPOCHS),
                                       ("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),

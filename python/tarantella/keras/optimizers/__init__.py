@@ -6,7 +6,7 @@ import weakref
 from tarantella.keras.optimizers import schedules
 from tarantella.keras.optimizers.schedules import LearningRateSchedule
 
-_UNSUPPORTED = ("clipnorm", "clipvalue", "global_clipnorm", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+_UNSUPPORTED = ("clipnorm", "global_clipnorm", "use_ema", "ema_momentum", "ema_overwrite_frequency",
                 "jit_compile")
 
 
@@ -101,7 +101,8 @@ class Optimizer:
 def _opt(cls_name, c_name, **defaults):
     def __init__(self, learning_rate=None, name=None, **kwargs):  # None: lr=, or the default
         Optimizer.__init__(self, name=name, learning_rate=learning_rate, **kwargs)
-    cls = type(cls_name, (Optimizer,), {"_c_name": c_name, "_defaults": dict(defaults, weight_decay=None),
+    cls = type(cls_name, (Optimizer,), {"_c_name": c_name,
+                                        "_defaults": dict(defaults, weight_decay=None, clipvalue=None),
                                         "__init__": __init__, "__module__": __name__,
                                         "__doc__": f"Keras's {cls_name}: defaults {defaults}."})
     if cls_name == "AdamW":
