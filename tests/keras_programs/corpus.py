@@ -408,8 +408,15 @@ def main():
         return collect(a.args[0], write_digests="--write-digests" in sys.argv)
     if a.cmd == "provenance":
         return provenance()
-    if a.cmd == "prepare":  # the ctest fixture: both, into one folder
-        synthetic_data.write_keras_home(os.path.join(a.args[0], "home"))
+    if a.cmd == "prepare":  # the ctest fixture: both, into one folder (the data once per synthetic_data.py)
+        home = os.path.join(a.args[0], "home")
+        with open(synthetic_data.__file__, "rb") as f:
+            stamp = hashlib.sha256(f.read()).hexdigest()
+        stamp_path = os.path.join(home, ".made_by")
+        if not os.path.exists(stamp_path) or open(stamp_path).read() != stamp:
+            synthetic_data.write_keras_home(home)
+            with open(stamp_path, "w") as f:
+                f.write(stamp)
         return collect(os.path.join(a.args[0], "originals"))
     if a.cmd == "data":
         synthetic_data.write_keras_home(a.args[0])
