@@ -7,12 +7,12 @@ PREFIX ?= /usr/local
 DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openmpi-bin \
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
-	python3-setuptools python3-venv python3-wheel libsimgrid-dev \
-	python3-matplotlib python3-pandas
+	python3-setuptools python3-venv python3-wheel libsimgrid-dev qemu-user python3-pil python3-pydot \
+	graphviz python3-matplotlib python3-pandas
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
-.PHONY: all deps build demo demo-python test test-mpich test-asan fuzz bench bench-quick bench-deps bench-rnn \
+.PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
 	bench-lenet-bf16 bench-python bench-conv3d install clean
 
 all: build
@@ -36,6 +36,15 @@ demo-python: deps build
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j 2
 
+# The suite again with every kernel capped to AVX2 (oneDNN's, and the library's own, which follow
+# oneDNN's ISA), so that an AVX-512 machine also proves the AVX2 paths a Zen 3 or Haswell runs; and
+# on a CPU with AVX-512 the mixed-precision tests capped to avx512_core (AVX-512 without bf16).
+test-isa: deps build
+	cd $(BUILD) && ONEDNN_MAX_CPU_ISA=AVX2 ctest --output-on-failure -j 2
+	@if grep -qw avx512f /proc/cpuinfo; then \
+	  cd $(BUILD) && ONEDNN_MAX_CPU_ISA=AVX512_CORE ctest --output-on-failure -j 2 -R mixed_precision; \
+	else echo "test-isa: no AVX-512 on this CPU: the avx512_core run is skipped (the AVX2 run covered it)"; fi
+
 # The tests labelled mpi (the MPI test table and its _funneled entries, the lone-rank, launcher,
 # fault, tnt-train and multi-host tests) against Debian's MPICH, beside the Open MPI build: MPICH is
 # called by its own paths (mpicc.mpich, mpiexec.mpich); the system's mpicc/mpirun stay Open MPI's.
@@ -53,17 +62,20 @@ test-asan: deps
 
 # libFuzzer (clang) on each target for FUZZ_SECONDS, from the committed corpus; new inputs go to
 # build-fuzz/corpus/<target>, crashes to build-fuzz/crash-<target>-* (add them to
-# tests/fuzz/corpus/<target>/ once fixed: ctest replays that folder in every build).
+# tests/fuzz/corpus/<target>/ once fixed: ctest replays that folder in every build). A finding ends its
+# target only: the others still run, and the command fails at the end naming the targets with findings.
 fuzz:
 	@./scripts/install-deps.sh clang libclang-rt-14-dev $(DEB_PACKAGES)
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTNT_FUZZ=ON -DTNT_SMPI_TEST=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
-	@for t in $(FUZZ_TARGETS); do \
+	@failed=""; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t && echo "== fuzz_$$t ($(FUZZ_SECONDS) s)" && \
 	  TNT_H5_TIME_LIMIT=5 ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 	    -timeout=30 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/crash-$$t- \
-	    build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
-	done
+	    build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: findings in:$$failed (build-fuzz/crash-<target>-*)"; exit 1; fi; \
+	echo "fuzz: every target ran $(FUZZ_SECONDS) s clean"
 
 # The peer needs OpenBLAS: without libopenblas0-pthread Debian's torch runs on the reference BLAS,
 # 5-30x slower, and the benchmark refuses to print ratios against it.
@@ -76,6 +88,10 @@ bench: bench-deps build
 
 bench-quick: bench-deps build
 	/usr/bin/python3 bench/run.py --build $(BUILD) --quick
+
+# The same on AVX2 kernels only, ours and the peer's (an AVX2 machine on an AVX-512 one).
+bench-avx2: bench-deps build
+	/usr/bin/python3 bench/run.py --build $(BUILD) --isa avx2
 
 # As bench/run.py: no fresh pages per step for either side (page faults are dear on this VM), and
 # OpenBLAS picks its own kernels for the peer.

@@ -17,6 +17,8 @@ Prints Markdown:
      at fusion thresholds 0, 32, 1024 and 65536 KB and with bf16 gradient compression, beside two independent 1-rank runs started
      at the same time (what 2 cores give at all, with no communication);
   4. the fused allreduce against one plain MPI_Allreduce of the same bytes.
+--isa avx2 (make bench-avx2): an AVX2 machine (Zen 3, Haswell) on this one: our kernels capped by
+ONEDNN_MAX_CPU_ISA=AVX2, the peer's too (its OpenBLAS on its Haswell kernels, its oneDNN capped).
 Our runs and the peer's alternate and each figure is the best of --reps runs: the machine is
 shared and noisy. A peer that reports blas=reference (Debian's netlib BLAS, 5-30x slower than
 OpenBLAS) gets no ratio. --quick: LeNet-5 and the MLP only, fewer steps, one run each."""
@@ -100,16 +102,24 @@ def machine():
     return model, isa or ["none of avx512f, avx512_bf16, amx"]
 
 
+def cap_isa(isa):
+    """Every run, ours and the peer's, on isa's kernels only (the dicts every run takes)."""
+    for env in (ONE_THREAD, PEER_ENV):
+        env["ONEDNN_MAX_CPU_ISA"] = isa.upper()
+    PEER_ENV["OPENBLAS_CORETYPE"] = "Haswell"  # OpenBLAS's AVX2 kernels
+
+
 def openblas_core():
     """The kernels OpenBLAS picks for the peer on this CPU by itself. An OPENBLAS_CORETYPE in the
     environment (this project's shells set Haswell, AVX2 only) would cripple the peer on an
     AVX-512 machine: the peer runs without it."""
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env = {k: v for k, v in dict(os.environ, **PEER_ENV).items() if v is not None}
     p = subprocess.run([PY, "-c", "import torch; torch.ones(2, 2) @ torch.ones(2, 2)"], capture_output=True,
                        text=True, env=dict(env, OPENBLAS_VERBOSE="2"))
     m = re.search(r"Core: (\w+)", p.stderr)
     core = m.group(1) if m else "unknown"
-    note = f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} of the environment dropped)" \
+    note = f" (OPENBLAS_CORETYPE={PEER_ENV['OPENBLAS_CORETYPE']}: the AVX2 machine)" if PEER_ENV["OPENBLAS_CORETYPE"] \
+        else f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} of the environment dropped)" \
         if "OPENBLAS_CORETYPE" in os.environ else ""
     return core + note
 
@@ -142,8 +152,8 @@ def one_process(a, out, tnt, names, ceiling, torch, mixed):
     """Table 2; with mixed, the bf16 runs of table 2b alternate with them. Returns the best run of
     each (model, kind) for table 2b."""
     out.append("\n### One process x 1 thread\n")
-    out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
-    out.append("|---|---|---|---|---|---|")
+    out.append("| model | tarantella samples/s | PyTorch samples/s | ratio | ratio by CPU time | GFLOP/s (FLOPs/sample) | share of f32 ceiling |")
+    out.append("|---|---|---|---|---|---|---|")
     results = {}
     for name in names:
         steps, warmup = a.steps_of(name)
@@ -164,7 +174,9 @@ def one_process(a, out, tnt, names, ceiling, torch, mixed):
         gflops = sps(ours) * flops / 1e9 if ours else None
         share = f"{100 * gflops / ceiling:.0f}%" if gflops and ceiling else "n/a"
         peer_s = f"{fmt(sps(peer))} ({blas})" if peer else "n/a"
-        out.append(f"| {MODELS[name][0]} | {fmt(sps(ours))} | {peer_s} | {rat} | "
+        # the samples per second of CPU time each process got: on a loaded machine the fairer ratio
+        rat_cpu = ratio(cpu_sps(ours), cpu_sps(peer)) if rat.endswith("x") else "n/a"
+        out.append(f"| {MODELS[name][0]} | {fmt(sps(ours))} | {peer_s} | {rat} | {rat_cpu} | "
                    f"{fmt(gflops)} ({fmt(flops and flops / 1e6)} M) | {share} |")
         print(out[-1], file=sys.stderr, flush=True)
     return results
@@ -249,7 +261,11 @@ def main():
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--no-parallel", action="store_true", help="skip the data-parallel tables")
     ap.add_argument("--no-mixed", action="store_true", help="skip the mixed-precision (bf16) table")
+    ap.add_argument("--isa", choices=["avx2"], help="every run (ours, the peer's, the ceiling) on AVX2 kernels only")
     a = ap.parse_args()
+    if a.isa:
+        cap_isa(a.isa)
+        a.no_mixed = True
     a.reps = a.reps or (1 if a.quick else 2)  # 2: with the bf16 runs, 3 would pass 15 minutes
     a.steps_of = lambda name: MODELS[name][4] if a.quick else MODELS[name][3]
     names = a.models.split(",") if a.models else [n for n in MODELS if not a.quick or MODELS[n][4]]
@@ -260,8 +276,9 @@ def main():
     t0 = time.time()
 
     model, isa = machine()
-    out = ["## make bench" + (" (quick)" if a.quick else ""), "",
-           f"Machine: {model}, {os.cpu_count()} cores; ISA: {', '.join(isa)}; "
+    out = ["## make bench" + (" (quick)" if a.quick else "") + (f" --isa {a.isa}" if a.isa else ""), "",
+           f"Machine: {model}, {os.cpu_count()} cores; ISA: {', '.join(isa)}"
+           f"{'; every kernel capped to ' + a.isa.upper() if a.isa else ''}; "
            f"load average at start {os.getloadavg()[0]:.2f}."]
     if torch: out.append(f"Peer: Debian's python3-torch; OpenBLAS kernels: {openblas_core()}. Every run: "
                          "1 thread, MALLOC_MMAP_MAX_=0 and a high MALLOC_TRIM_THRESHOLD_ (no fresh pages per step).")

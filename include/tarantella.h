@@ -255,6 +255,10 @@ TNT_API void tnt_layer_free(tnt_layer *layer);
  * loss stay float32. Layers made afterwards take it; tnt_layer_set_dtype_policy sets one layer's. */
 TNT_API tnt_status tnt_mixed_precision_set_global_policy(const char *name);
 TNT_API const char *tnt_mixed_precision_global_policy(void);
+/* Whether mixed_bfloat16 layers compute in bf16 here: the CPU has avx512_bf16 or AMX and neither
+ * ONEDNN_MAX_CPU_ISA nor TNT_MAX_CPU_ISA caps the ISA below it. Else they compute float32, bit
+ * for bit as under the float32 policy. */
+TNT_API bool tnt_mixed_precision_native(void);
 #include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
 
 /* ---------------------------------------------------------------------------------------------

@@ -55,6 +55,12 @@ static void test_hostile_sizes(void **state) {
     write_temp(path, idx, 16);
     expect_fast_failure(path, false, "declares 0 samples");
     remove(path);
+    /* 201,328,643 samples of 0 x 32768 in 16 bytes (found by fuzz_idx): an epoch of empty samples
+     * that never ends; the sample shape names the dimension */
+    unsigned char empty[16] = {0, 0, 8, 3, 0x0c, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0x80, 0};
+    write_temp(path, empty, sizeof empty);
+    expect_fast_failure(path, false, "dimension 1 of the sample shape has size 0");
+    remove(path);
     /* trailing junk: img3.idx (5 x 3 x 2) with 7 bytes more */
     unsigned char img3[16 + 30 + 7] = {0, 0, 8, 3, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 2};
     write_temp(path, img3, sizeof img3);
@@ -88,6 +94,12 @@ static void test_hostile_sizes(void **state) {
     write_temp(path, npy, sizeof npy);
     expect_fast_failure(path, true, "truncated: expected 77309411292 data bytes, file has 0");
     remove(path);
+    char zero[128 + 1] = {0}; /* 9 samples of 0 x 7 (no data): no values to train on, refused */
+    memcpy(zero, npy, 128);
+    memcpy(strstr(zero + 10, "(9, 2147483647)"), "(9, 0, 7)      ", 15);
+    write_temp(path, zero, 128);
+    expect_fast_failure(path, true, "dimension 1 of the shape has size 0");
+    remove(path);
     char junk[128 + 16] = {0}; /* shape (3,): 12 data bytes, then 4 more */
     memcpy(junk, npy, 128);
     memcpy(strstr(junk + 10, "(9, 2147483647)"), "(3,)           ", 15);
@@ -96,10 +108,24 @@ static void test_hostile_sizes(void **state) {
     remove(path);
 }
 
+/* Arrays: a sample shape with a 0 dimension is refused naming the dimension (x and y alike). */
+static void test_zero_sample_dimension(void **state) {
+    (void)state;
+    float x[4] = {0}, y[2] = {0};
+    assert_null(tnt_dataset_from_arrays(x, TNT_SHAPE(2, 0), y, TNT_SHAPE(1), 2, false));
+    tu_error_contains("x_shape (2, 0) has dimension 1 of size 0 (expected >= 1)");
+    assert_null(tnt_dataset_from_arrays(x, TNT_SHAPE(2), y, TNT_SHAPE(0), 2, true));
+    tu_error_contains("y_shape (0,) has dimension 0 of size 0");
+    tnt_dataset *ds = tnt_dataset_from_arrays(x, TNT_SHAPE(2), y, TNT_SHAPE(1), 2, true);
+    assert_non_null(ds);
+    tnt_dataset_free(ds);
+}
+
 int main(void) {
     tnt_init(NULL, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_sizes),
+        cmocka_unit_test(test_zero_sample_dimension),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

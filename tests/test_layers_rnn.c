@@ -224,7 +224,10 @@ static void test_dropout_split_invariant(void **state) {
                             .training = true, .seed = 5, .sample_offset = 2 * h};
         tu_ok(l->ops->forward(l, d.plan, &ah));
     }
-    tu_assert_close(halves, full, ny, 0, 0, "split forward");
+    /* The masks are what must not depend on the split: a different mask moves outputs by ~1e-1.
+     * The GEMM's blocking depends on the batch size on some ISAs (AVX2: 3.7e-9 apart), so equal
+     * within 1e-6, not bit for bit. */
+    tu_assert_close(halves, full, ny, 0, 1e-6, "split forward");
     tnt__fwd_args ai = {.batch = B, .x = d.x, .y = plain, .workspace = d.ws, .training = false, .seed = 5};
     tu_ok(l->ops->forward(l, d.plan, &ai));
     double diff = 0;

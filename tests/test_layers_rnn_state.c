@@ -370,7 +370,9 @@ static void test_conv_lstm2d_dropout_split(void **state) {
         tnt__fwd_args b = {.batch = 2, .x = d2.x, .y = d2.y, .workspace = d2.ws, .training = true, .seed = 11,
                            .sample_offset = 2 * part};
         tu_ok(d2.l->ops->forward(d2.l, d2.plan, &b));
-        tu_assert_close(d2.y, d4.y + part * half, half, 0, 0, "split batch equals whole batch");
+        /* the masks must match (else ~1e-1 apart); the convolutions' blocking may depend on the
+         * batch size on some ISAs, so within 1e-6 rather than bit for bit */
+        tu_assert_close(d2.y, d4.y + part * half, half, 0, 1e-6, "split batch equals whole batch");
     }
     float *train = malloc((size_t)out_numel(&d4) * sizeof(float));
     memcpy(train, d4.y, (size_t)out_numel(&d4) * sizeof(float));

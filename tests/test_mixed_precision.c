@@ -2,14 +2,17 @@
  *   - each layer with a bf16 engine (Dense, Conv2D, Conv1D, DepthwiseConv2D, MultiHeadAttention):
  *     forward, dx and every weight gradient of a mixed_bfloat16 layer against the same layer in
  *     float32, within a bf16 tolerance (1e-2 of the reference's largest value), and not equal to
- *     it (the bf16 engine ran);
+ *     it (the bf16 engine ran), where the CPU and the ISA caps let it run; elsewhere bit for bit
+ *     (the float32 fallback), so that every CPU tests what it does;
  *   - the policy API: global and per layer, names checked with clear errors;
  *   - Keras configs: "dtype": "mixed_bfloat16" (Keras 2) and DTypePolicy objects (Keras 3) read,
  *     written and round-tripped through JSON, .h5 and .keras files;
  *   - training: a mixed model's loss falls and follows float32 within tolerance; weights,
  *     gradients and the optimizer slots stay float32 (values bf16 cannot hold); a model read from
  *     a file carrying mixed_bfloat16 trains in bf16;
- *   - a CPU without native bf16 (forced): the layers compute float32, bit for bit. */
+ *   - a CPU without native bf16 (forced): the layers compute float32, bit for bit; whether the
+ *     engine runs follows the CPU's avx512_bf16 and the caps ONEDNN_MAX_CPU_ISA, TNT_MAX_CPU_ISA.
+ * tests/CMakeLists.txt runs it a second time with TNT_MAX_CPU_ISA=avx2 (the fallback on a bf16 CPU). */
 #include "layer_harness.h"
 
 #include "kernels/bf16.h"
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <zip.h>
 
 /* bf16 keeps 8 significant bits: each product of bf16-rounded operands is off by up to ~2^-8
@@ -75,6 +79,13 @@ static tnt_layer *conv_channels_first(void) {
     return l && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) == TNT_OK ? l : NULL;
 }
 
+/* got equals ref within rtol where the bf16 engine runs, else bit for bit */
+static void check_policy_rtol(bool bf16, const float *got, const float *ref, int64_t n, bool differs, double rtol,
+                              const char *what) {
+    if (bf16) assert_close_rtol(got, ref, n, differs, rtol, what);
+    else if (memcmp(got, ref, (size_t)n * sizeof(float))) fail_msg("%s: differs from float32 (no bf16 engine here)", what);
+}
+
 /* got equals ref within the bf16 tolerance where the bf16 engine runs, else bit for bit */
 static void check_policy(bool bf16, const float *got, const float *ref, int64_t n, bool differs, const char *what) {
     if (bf16) assert_bf16_close(got, ref, n, differs, what);
@@ -126,8 +137,12 @@ static void compare_layer_as(const char *name, make_fn mk, tnt_shape in, int64_t
     drv_free(&f, true);
     drv_free(&h, true);
 }
+/* Whether the bf16 engine runs here (tnt__bf16_native(), checked against the CPU and the caps by
+ * test_native_follows_cpu_and_caps): the layers' results are then bf16's, else float32's. */
+static bool native;
+
 static void compare_layer(const char *name, make_fn mk, tnt_shape in, int64_t batch) {
-    compare_layer_as(name, mk, in, batch, true);
+    compare_layer_as(name, mk, in, batch, native);
 }
 
 static void test_dense_bf16_matches_f32(void **state) {
@@ -222,7 +237,7 @@ static void compare_mha(const char *name, bool self, bool causal, float dropout)
     const int64_t tv = self ? T : S;
     char what[96];
     snprintf(what, sizeof what, "%s: y", name);
-    assert_bf16_close(h.y, f.y, B * T * d, true, what);
+    check_policy(native, h.y, f.y, B * T * d, true, what);
     /* The query and key gradients go through the softmax's gradient dS = P * (dP - sum P dP), a
      * difference of near-equal terms: dP's bf16 rounding (~2e-3 of it) grows relative to dS, to
      * ~1e-2 here (Keras computes that difference in bf16 itself); 2e-2 for them. */
@@ -230,7 +245,7 @@ static void compare_mha(const char *name, bool self, bool causal, float dropout)
     static const char *in_names[3] = {"dquery", "dvalue", "dkey"};
     for (int i = 0; i < 3; i++) {
         snprintf(what, sizeof what, "%s: %s", name, in_names[i]);
-        assert_close_rtol(h.dx[i], f.dx[i], B * (i ? tv : T) * d, true, i == 1 ? BF16_RTOL : qk_rtol, what);
+        check_policy_rtol(native, h.dx[i], f.dx[i], B * (i ? tv : T) * d, true, i == 1 ? BF16_RTOL : qk_rtol, what);
     }
     for (int i = 0; i < f.l->n_weights; i++) {
         snprintf(what, sizeof what, "%s: d%s", name, f.l->weights[i].name);
@@ -238,12 +253,13 @@ static void compare_mha(const char *name, bool self, bool causal, float dropout)
             /* zero in exact arithmetic (each row of the softmax's gradient sums to 0); what is
              * left is rounding, small beside the query bias's gradient */
             const int64_t k = tnt_shape_numel(f.l->weights[i].shape);
-            assert_true(max_abs(h.l->weights[i].grad, k) <= BF16_RTOL * max_abs(f.l->weights[i - 2].grad, k));
+            if (native) assert_true(max_abs(h.l->weights[i].grad, k) <= BF16_RTOL * max_abs(f.l->weights[i - 2].grad, k));
+            else tu_assert_bitwise(h.l->weights[i].grad, f.l->weights[i].grad, k, what);
             continue;
         }
         /* the output bias's gradient sums dy itself: float32 in both */
         const char *wn = f.l->weights[i].name;
-        assert_close_rtol(h.l->weights[i].grad, f.l->weights[i].grad, tnt_shape_numel(f.l->weights[i].shape),
+        check_policy_rtol(native, h.l->weights[i].grad, f.l->weights[i].grad, tnt_shape_numel(f.l->weights[i].shape),
                           !strstr(wn, "attention_output/bias"), strncmp(wn, "query", 5) && strncmp(wn, "key", 3) ? BF16_RTOL : qk_rtol,
                           what);
     }
@@ -476,7 +492,8 @@ static void test_training_follows_f32(void **state) {
             fail_msg("epoch %d: loss %.5f (mixed_bfloat16) against %.5f (float32)", e, l16[e], l32[e]);
     }
     for (int e = 1; e < EPOCHS; e++) assert_true(l16[e] < l16[e - 1]); /* it learns */
-    assert_true(l16[EPOCHS - 1] != l32[EPOCHS - 1]); /* in bf16 */
+    if (native) assert_true(l16[EPOCHS - 1] != l32[EPOCHS - 1]); /* in bf16 */
+    else for (int e = 0; e < EPOCHS; e++) assert_true(l16[e] == l32[e]); /* float32 engines, bit for bit */
     double dw = 0, ww = 0;
     for (int64_t i = 0; i < n; i++) dw += fabs(w16[i] - w32[i]), ww += fabs(w32[i]);
     assert_true(dw < 0.05 * ww);
@@ -512,7 +529,24 @@ static void test_fallback_without_bf16(void **state) {
     drv_free(&f, true);
     drv_free(&h, true);
     tnt__bf16_force_native(-1);
-    assert_true(tnt__bf16_native()); /* this machine has avx512_bf16 (the targets of issue 12) */
+}
+
+/* The bf16 engine runs exactly where the CPU has avx512_bf16 (or AMX) and no cap
+ * (ONEDNN_MAX_CPU_ISA, TNT_MAX_CPU_ISA) holds the ISA below it: read here from the CPU and the
+ * environment, independently of the library. */
+static void test_native_follows_cpu_and_caps(void **state) {
+    (void)state;
+    __builtin_cpu_init();
+    bool expected = __builtin_cpu_supports("avx512bf16");
+    static const char *const below[] = {"sse41", "avx", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni"};
+    const char *caps[2] = {getenv("ONEDNN_MAX_CPU_ISA"), getenv("TNT_MAX_CPU_ISA")};
+    for (int c = 0; c < 2; c++)
+        for (size_t i = 0; caps[c] && i < sizeof below / sizeof *below; i++)
+            if (!strcasecmp(caps[c], below[i])) expected = false;
+    print_message("bf16 engine %s (oneDNN ISA %s)\n", native ? "runs" : "does not run: float32 fallback",
+                  tnt__bf16_isa_name());
+    assert_int_equal(native, expected);
+    assert_int_equal(tnt_mixed_precision_native(), native);
 }
 
 static void test_conversion_rounds_to_nearest_even(void **state) {
@@ -542,6 +576,11 @@ int main(void) {
         cmocka_unit_test(test_files_round_trip),
         cmocka_unit_test(test_training_follows_f32),
         cmocka_unit_test(test_fallback_without_bf16),
+        cmocka_unit_test(test_native_follows_cpu_and_caps),
     };
-    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
+    tnt_init(NULL, NULL); /* TNT_MAX_CPU_ISA takes effect */
+    native = tnt__bf16_native();
+    int rc = cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
+    tnt_finalize();
+    return rc;
 }

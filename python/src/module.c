@@ -164,6 +164,11 @@ static PyObject *py_version(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(tnt_version());
 }
 
+static PyObject *py_mixed_precision_native(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyBool_FromLong(tnt_mixed_precision_native());
+}
+
 static PyObject *py_log(PyObject *self, PyObject *args) {
     (void)self;
     int level;
@@ -246,6 +251,8 @@ static PyMethodDef functions[] = {
     {"get_master_rank", py_get_master_rank, METH_NOARGS, "The master's rank (0)."},
     {"is_master_rank", py_is_master_rank, METH_NOARGS, "Whether this process is the master."},
     {"version", py_version, METH_NOARGS, "Version of libtarantella."},
+    {"mixed_precision_native", py_mixed_precision_native, METH_NOARGS,
+     "Whether mixed_bfloat16 layers compute in bf16 on this CPU (else float32, bit for bit)."},
     {"log", py_log, METH_VARARGS, "log(level, msg): tnt_log (0 debug .. 3 error)."},
     {"activation_names", py_activation_names, METH_NOARGS, "Keras names of the activations."},
     {"loss_kind", py_loss_kind, METH_VARARGS, "loss_kind(name) -> (kind, canonical name)."},

@@ -7,7 +7,8 @@
 
 Run it with `tarantella -n 4 -- python3 train.py`; without the launcher it runs as one rank.
 TensorFlow's names are ours: tnt.keras (layers, models, optimizers, losses, metrics, callbacks,
-datasets) and tnt.data.Dataset.
+datasets, utils, preprocessing, backend, config) and tnt.data.Dataset; a Keras program migrates by
+its imports: `from tarantella import keras`, `import tarantella.tensorflow as tf`.
 """
 from tarantella._core import init, get_rank, get_size, get_master_rank, is_master_rank
 from tarantella._core import C as _C
@@ -15,6 +16,7 @@ from tarantella import data
 from tarantella import keras
 from tarantella.model import Model
 from tarantella import models
+from tarantella import tensorflow  # import tarantella.tensorflow as tf
 
 __version__ = _C.__version__
 

@@ -43,6 +43,10 @@ def test_dataset_handles(tnt):
     for bad in ("abc", np.zeros(()), np.zeros((1,) * 10), np.array([object()]), [[1, 2], [3]]):
         raises(C.dataset_from_arrays, bad)
     raises(C.dataset_from_arrays, np.zeros((3, 2)), np.zeros((2,)))
+    # a sample shape with a 0 dimension: an epoch of empty samples, refused naming the dimension
+    for x, y in ((np.zeros((3, 0, 5)), np.zeros(3)), (np.zeros((3, 2)), np.zeros((3, 0)))):
+        e = raises(C.dataset_from_arrays, x, y)
+        assert "of size 0 (expected >= 1)" in str(e), e
     raises(C.dataset_from_npy, "/nonexistent.npy")
     raises(C.dataset_from_idx, "/nonexistent.gz")
     for op, args in (("batch", (0,)), ("batch", (-3,)), ("shuffle", (-1,)), ("take", ("x",)), ("map", (None, (2,))),

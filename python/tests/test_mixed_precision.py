@@ -1,6 +1,7 @@
 """tnt.keras.mixed_precision: Keras's global and per-layer dtype policies reach the library through
 the model's config, and a mixed_bfloat16 model trains close to its float32 twin."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -58,7 +59,10 @@ def test_global_policy_reaches_the_library_and_trains():
     assert l16[-1] < s16 * 0.8                          # it trains
     assert np.allclose(l32, l16, rtol=5e-2, atol=1e-2)  # and follows float32
     assert np.abs(p32 - p16).max() < 0.1 * np.abs(p32).max()
-    assert not np.array_equal(p32, p16)                # the bf16 engine ran
+    if keras.mixed_precision.native_bfloat16():
+        assert not np.array_equal(p32, p16)            # the bf16 engine ran
+    else:                                              # float32 engines, bit for bit
+        assert np.array_equal(p32, p16) and l32 == l16 and s32 == s16
 
 
 def test_per_layer_dtype_and_round_trip(tmp_path):
@@ -75,3 +79,17 @@ def test_per_layer_dtype_and_round_trip(tmp_path):
     assert pols["mixed"] == "mixed_bfloat16" and pols["plain"] in (None, "float32")
     x = np.ones((4, 8), np.float32)
     assert np.allclose(model.predict(x, verbose=0), back.predict(x, verbose=0), atol=0)
+
+
+def cpu_computes_bf16():
+    """What the CPU and the ISA caps allow, read independently of the library."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    has = "avx512_bf16" in flags or "amx_bf16" in flags
+    caps = [os.environ.get("ONEDNN_MAX_CPU_ISA", ""), os.environ.get("TNT_MAX_CPU_ISA", "")]
+    below = {"avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "sse41", "avx", "avx512_mic", "avx512_mic_4ops"}
+    return has and not any(c.lower() in below for c in caps)
+
+
+def test_native_bfloat16_follows_the_cpu_and_the_caps():
+    assert keras.mixed_precision.native_bfloat16() == cpu_computes_bf16()

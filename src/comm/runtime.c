@@ -4,6 +4,7 @@
 #include "comm/comm.h"
 #include "comm/launcher_env.h"
 #include "kernels/dnnl_util.h"
+#include "kernels/sgemm.h"
 
 #include <stdio.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -17,6 +18,7 @@ static struct {
 
 tnt_status tnt_init(int *argc, char ***argv) {
     if (rt.initialized) return TNT_OK;
+    tnt__cpu_check_linked();
 #if defined(__x86_64__) || defined(__i386__)
     /* Flush denormals to zero, as TensorFlow does on its CPU threads: late in training tiny
      * gradients and optimizer moments turn denormal and slow every kernel down (measured: an
@@ -28,6 +30,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
     tnt_status s = tnt__config_load();
     if (s != TNT_OK) return tnt__error_prefix(s, "tnt_init: ");
     const tnt__config *c = tnt__config_get();
+    if ((s = tnt__dnnl_cap_isa(c->max_cpu_isa)) != TNT_OK) return tnt__error_prefix(s, "tnt_init: ");
     /* Started by a launcher: MPI starts, and the world must be the launcher's, or this process
      * would train alone while the others do the same (every rank stops with the message). */
     tnt__launch launch;
@@ -58,6 +61,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
 
 void tnt_finalize(void) {
     tnt__dnnl_shutdown();
+    tnt__sgemm_release();
     tnt__world_finalize();
     rt.initialized = false;
 }

@@ -35,6 +35,9 @@ static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", T
 static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
                                        {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
                                        {NULL, 0}};
+static const choice cpu_isas[] = {{"all", TNT__ISA_ALL}, {"avx2", TNT__ISA_AVX2}, {"avx512_core", TNT__ISA_AVX512_CORE},
+                                  {"avx512_core_bf16", TNT__ISA_AVX512_CORE_BF16},
+                                  {"avx512_core_amx", TNT__ISA_AVX512_CORE_AMX}, {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -56,6 +59,7 @@ static const setting settings[] = {
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
     CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
+    CHOICE("TNT_MAX_CPU_ISA", max_cpu_isa, cpu_isas),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),

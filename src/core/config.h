@@ -14,6 +14,15 @@ typedef enum tnt__thread_level {
     TNT__THREAD_MULTIPLE,
 } tnt__thread_level;
 
+/* TNT_MAX_CPU_ISA: the highest instruction set the library's kernels (oneDNN's and its own) use */
+typedef enum tnt__cpu_isa {
+    TNT__ISA_ALL, /* what the CPU has (or ONEDNN_MAX_CPU_ISA allows) */
+    TNT__ISA_AVX2,
+    TNT__ISA_AVX512_CORE,
+    TNT__ISA_AVX512_CORE_BF16,
+    TNT__ISA_AVX512_CORE_AMX,
+} tnt__cpu_isa;
+
 typedef struct tnt__config {
     int log_level;                   /* TNT_LOG_LEVEL: a tnt_log_level */
     bool log_on_all_devices;         /* TNT_LOG_ON_ALL_DEVICES */
@@ -35,6 +44,7 @@ typedef struct tnt__config {
     int64_t h5_time_limit_s;         /* TNT_H5_TIME_LIMIT: seconds an HDF5 parse may take; 0 = by size */
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */
+    int max_cpu_isa;                 /* TNT_MAX_CPU_ISA: a tnt__cpu_isa */
 } tnt__config;
 
 /* Reads every setting into *c (defaults for those unset or empty). A bad value gives

@@ -58,6 +58,10 @@ tnt_shape tnt__shape_with_batch(int64_t n, tnt_shape s);
 /* Seconds on a monotonic clock (durations only) */
 double tnt__now(void);
 
+/* Keeps src/core/cpu_check.c (its constructor refuses a CPU below the build's x86-64-v3 with a
+ * message) in programs that link the static library; tnt_init calls it. */
+void tnt__cpu_check_linked(void);
+
 /* Sequential sum with a double accumulator (deterministic, order fixed) */
 double tnt__sum_f32(const float *x, int64_t n);
 

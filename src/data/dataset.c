@@ -59,9 +59,9 @@ static tnt_status check_shape(const char *who, const char *what, tnt_shape s) {
                           s.ndim, TNT_MAX_DIMS - 1);
     int64_t numel = 1;
     for (int i = 0; i < s.ndim; i++) {
-        if (s.dim[i] < 0)
-            return tnt__error(TNT_ERR_SHAPE, "%s: %s %s has a negative dimension", who, what,
-                              tnt_shape_str(s, b, sizeof b));
+        if (s.dim[i] <= 0) /* 0: an epoch of empty samples that runs for ever and computes nothing */
+            return tnt__error(TNT_ERR_SHAPE, "%s: %s %s has dimension %d of size %lld (expected >= 1)", who, what,
+                              tnt_shape_str(s, b, sizeof b), i, (long long)s.dim[i]);
         if (s.dim[i] > 0 && numel > MAX_VALUES / s.dim[i])
             return tnt__error(TNT_ERR_SHAPE, "%s: %s %s is too large", who, what,
                               tnt_shape_str(s, b, sizeof b));

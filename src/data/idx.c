@@ -88,7 +88,7 @@ static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int6
                        (long long)(4 + TNT_MAX(got, 0)), 4 + 4 * ndim, zlib_note(zmsg, note, sizeof note));
         goto done;
     }
-    int64_t dims[TNT_MAX_DIMS], total = 1;
+    int64_t dims[TNT_MAX_DIMS] = {0}, total = 1;
     for (int i = 0; i < ndim; i++) {
         const unsigned char *d = head + 4 + 4 * i;
         dims[i] = (int64_t)((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3]);
@@ -103,6 +103,13 @@ static tnt_status idx_load(const char *path, bool labels, tnt__column *col, int6
         s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": declares 0 samples (an empty file is no dataset)", path);
         goto done;
     }
+    /* a sample of no values would make a 16-byte file an epoch of billions of empty samples */
+    for (int i = 1; i < ndim; i++)
+        if (dims[i] == 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "idx: \"%s\": dimension %d of the sample shape has size 0 "
+                           "(expected every sample dimension >= 1)", path, i);
+            goto done;
+        }
     /* A plain file's size is known: the declared data must be exactly what follows the header,
      * checked before anything is allocated (a 16-byte file may declare terabytes). */
     int64_t have = (int64_t)st.st_size - (4 + 4 * ndim);

@@ -170,6 +170,12 @@ static tnt_status npy_load(const char *path, tnt__column *col, int64_t *n) {
         s = tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": shape has 0 samples (an empty array is no dataset)", path);
         goto fail;
     }
+    for (int i = 1; i < ndim; i++)
+        if (dims[i] == 0) {
+            s = tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": dimension %d of the shape has size 0 (expected every "
+                           "sample dimension >= 1)", path, i);
+            goto fail;
+        }
     size_t need = (size_t)total * tnt__dtype_size(dt), have = size - start - hlen;
     if (have != need) {
         s = have < need ? tnt__error(TNT_ERR_FORMAT, "npy: \"%s\": truncated: expected %zu data bytes, file has %zu",

@@ -10,10 +10,15 @@ static int forced = -1;
 
 void tnt__bf16_force_native(int native) { forced = native < 0 ? -1 : native != 0; }
 
-bool tnt__bf16_native(void) {
-    if (forced >= 0) return forced;
+/* oneDNN's effective ISA (the CPU's, capped by ONEDNN_MAX_CPU_ISA or TNT_MAX_CPU_ISA) has bf16 */
+static bool isa_has_bf16(void) {
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+bool tnt__bf16_native(void) {
+    if (forced >= 0) return forced;
+    return isa_has_bf16();
 }
 
 const char *tnt__bf16_isa_name(void) {
@@ -36,7 +41,8 @@ const char *tnt__bf16_isa_name(void) {
 #define PAR_MIN 65536
 
 /* The AVX-512 BF16 kernels: compiled for that ISA whatever the build's -march, run only where
- * __builtin_cpu_supports says the CPU has it. */
+ * __builtin_cpu_supports says the CPU has it and the ISA cap allows it (so that a run capped to
+ * AVX2 proves the portable kernel too). */
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 AVX512BF16 static void to_bf16_avx512(const float *x, tnt__bf16 *y, int64_t n) {
@@ -63,7 +69,7 @@ static bool have_avx512bf16(void) {
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+        have = __builtin_cpu_supports("avx512bf16") && isa_has_bf16() ? 1 : 0;
     }
     return have;
 }

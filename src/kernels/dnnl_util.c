@@ -1,6 +1,8 @@
 /* dnnl_util.c: engine, errors, memory and reorder helpers over oneDNN. */
 #include "kernels/dnnl_util.h"
 
+#include "core/config.h"
+
 #include <stdio.h>
 
 static dnnl_engine_t engine;
@@ -241,4 +243,24 @@ tnt_status tnt__prim_exec(const tnt__prim *p, int nargs, const dnnl_exec_arg_t *
     TNT_DNNL(dnnl_stream_wait(stream));
 fail:
     return status;
+}
+
+tnt_status tnt__dnnl_cap_isa(int tnt_isa) {
+    static const struct {
+        int tnt;
+        dnnl_cpu_isa_t dnnl;
+        const char *name;
+    } isas[] = {{TNT__ISA_AVX2, dnnl_cpu_isa_avx2, "avx2"},
+                {TNT__ISA_AVX512_CORE, dnnl_cpu_isa_avx512_core, "avx512_core"},
+                {TNT__ISA_AVX512_CORE_BF16, dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+                {TNT__ISA_AVX512_CORE_AMX, dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"}};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(isas); i++) {
+        if (isas[i].tnt != tnt_isa) continue;
+        dnnl_status_t s = dnnl_set_max_cpu_isa(isas[i].dnnl);
+        if (s != dnnl_success)
+            return tnt__error(TNT_ERR_BACKEND, "TNT_MAX_CPU_ISA=%s: oneDNN refused the cap (status %d): it can "
+                              "only be set before oneDNN's first kernel", isas[i].name, (int)s);
+        return TNT_OK;
+    }
+    return TNT_OK;
 }

@@ -12,6 +12,11 @@
 dnnl_engine_t tnt__engine(void);
 dnnl_stream_t tnt__stream(void);
 
+/* Caps the instruction set of oneDNN's kernels, and so of the library's own, which follow
+ * oneDNN's effective ISA (TNT_MAX_CPU_ISA: a tnt__cpu_isa; TNT__ISA_ALL leaves it as it is).
+ * Called by tnt_init before any kernel runs; later oneDNN refuses, and the error says so. */
+tnt_status tnt__dnnl_cap_isa(int tnt_isa);
+
 /* Records a message naming the failing call; returns TNT_ERR_BACKEND. */
 tnt_status tnt__dnnl_error(dnnl_status_t s, const char *call, const char *file, int line);
 /* Evaluates a oneDNN call; on failure records it and jumps to the enclosing function's `fail`

@@ -68,6 +68,8 @@ tnt_status tnt_mixed_precision_set_global_policy(const char *name) {
 
 const char *tnt_mixed_precision_global_policy(void) { return tnt__dtype_policy_name(tnt__dtype_policy_global()); }
 
+bool tnt_mixed_precision_native(void) { return tnt__bf16_native(); }
+
 tnt_status tnt_layer_set_dtype_policy(tnt_layer *l, const char *name) {
     if (!l) return tnt__error(TNT_ERR_ARG, "tnt_layer_set_dtype_policy: layer is NULL");
     char who[TNT_NAME_MAX + 64];

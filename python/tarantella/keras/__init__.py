@@ -4,5 +4,6 @@ from tarantella.keras import optimizers, losses, metrics, callbacks, datasets, m
 from tarantella.keras.engine import Model, Sequential  # noqa: F401
 from tarantella.keras.layers import Input, InputLayer  # noqa: F401
 from tarantella.keras import models  # noqa: F401
+from tarantella.keras import utils, backend, config, preprocessing  # noqa: F401
 
 __version__ = "2.11.0"  # the Keras whose behaviour the library follows

@@ -12,6 +12,7 @@ import numpy as np
 
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
+from tarantella import _random
 from tarantella.keras import layers as L
 
 
@@ -121,6 +122,16 @@ def _n_samples(xs):
 
 def _slice(xs, a, b):
     return [np.asarray(x)[a:b] for x in xs]
+
+
+def _as_dataset(x, what, shuffle=False):
+    from tarantella.keras.utils._sequence import as_dataset
+    return as_dataset(x, what, shuffle)
+
+
+def _by_name(model, x, y, what):
+    from tarantella.keras.utils._names import by_name
+    return by_name(model, x, y, what)
 
 
 def _from_arrays(x, y):
@@ -431,7 +442,7 @@ class Model:
         c = self._compiled
         kind, from_logits, smoothing, ignore = c["loss"]
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
-                        seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore)
+                        seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore)
         c["optimizer"]._bind(self)
 
     @property
@@ -461,6 +472,8 @@ class Model:
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
+        x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y must be None when x is a Dataset (the dataset holds the labels)")
@@ -519,6 +532,7 @@ class Model:
         train = self._dataset(x, y, batch_size, shuffle, "fit", micro)
         val = None
         if validation_data is not None:
+            validation_data = _as_dataset(validation_data, "fit validation_data")
             if isinstance(validation_data, tnt_data.Dataset):
                 val = validation_data
             else:

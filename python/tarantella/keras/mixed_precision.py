@@ -66,3 +66,12 @@ def set_global_policy(policy):
 def global_policy():
     """The global policy, a Policy."""
     return _global
+
+
+def native_bfloat16():
+    """Whether mixed_bfloat16 layers compute in bf16 on this CPU (avx512_bf16 or AMX, not capped by
+    ONEDNN_MAX_CPU_ISA or TNT_MAX_CPU_ISA); else they compute float32, bit for bit as under the
+    float32 policy, and the library warns once. A Tarantella addition: Keras has no such query."""
+    from tarantella import _core
+    _core.ensure_init()  # TNT_MAX_CPU_ISA takes effect in init
+    return bool(_core.C.mixed_precision_native())

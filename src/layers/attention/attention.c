@@ -20,6 +20,7 @@
  * Kernel fans follow Keras's VarianceScaling for rank-3 kernels (receptive field = leading axis):
  * (d, H, kd): fan_in = d*H, fan_out = d*kd; (H, vd, out): fan_in = H*vd, fan_out = H*out. */
 #include "kernels/dnnl_util.h"
+#include "kernels/sgemm.h"
 #include "kernels/vexp.h"
 #include "layers/keras_config.h"
 #include "layers/attention/attention.h"
@@ -253,7 +254,7 @@ fail:
 static tnt_status project_backward(int64_t rows, int64_t din, int64_t n, const float *x, const float *w,
                                    const float *dz, float *dw, float *db, float *dx) {
     tnt_status status = TNT_OK;
-    TNT_DNNL(dnnl_sgemm('T', 'N', din, n, rows, 1.0f, x, din, dz, n, 0.0f, dw, n));
+    if ((status = tnt__sgemm_tn(din, n, rows, x, dz, 0.0f, dw)) != TNT_OK) return status;
     if (db) {
         memcpy(db, dz, (size_t)n * sizeof(float));
         for (int64_t i = 1; i < rows; i++) {

@@ -22,6 +22,8 @@
  * per global sample (sample_offset) and kept in the workspace for backward. */
 #include "layers/recurrent/rnn_common.h"
 
+#include "kernels/sgemm.h"
+
 #include "layers/keras_config.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/vexp.h"
@@ -563,15 +565,15 @@ tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
 
     /* weight gradients over all steps at once */
     const float *xin = drop_in ? w.xd : a->x;
-    TNT_DNNL(dnnl_sgemm('T', 'N', I, gu, B * T, 1.0f, xin, I, w.z, gu, 0.0f, l->weights[0].grad, gu));
+    if ((status = tnt__sgemm_tn(I, gu, B * T, xin, w.z, 0.0f, l->weights[0].grad)) != TNT_OK) goto fail;
     float *dR = l->weights[1].grad;
     if (r->cell == TNT__RNN_GRU && r->reset_after) {
-        TNT_DNNL(dnnl_sgemm('T', 'N', U, gu, B * T, 1.0f, w.p, U, w.rh, gu, 0.0f, dR, gu));
+        if ((status = tnt__sgemm_tn(U, gu, B * T, w.p, w.rh, 0.0f, dR)) != TNT_OK) goto fail;
     } else if (split) {
         TNT_DNNL(dnnl_sgemm('T', 'N', U, 2 * U, B * T, 1.0f, w.p, U, w.z, gu, 0.0f, dR, gu));
         TNT_DNNL(dnnl_sgemm('T', 'N', U, U, B * T, 1.0f, w.rh, U, w.z + 2 * U, gu, 0.0f, dR + 2 * U, gu));
-    } else {
-        TNT_DNNL(dnnl_sgemm('T', 'N', U, gu, B * T, 1.0f, w.p, U, w.z, gu, 0.0f, dR, gu));
+    } else if ((status = tnt__sgemm_tn(U, gu, B * T, w.p, w.z, 0.0f, dR)) != TNT_OK) {
+        goto fail;
     }
     if (r->use_bias) {
         float *db = l->weights[2].grad;

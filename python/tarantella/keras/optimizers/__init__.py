@@ -10,6 +10,14 @@ _UNSUPPORTED = ("clipnorm", "global_clipnorm", "use_ema", "ema_momentum", "ema_o
                 "jit_compile")
 
 
+def _bound(lr, optimizer):
+    """A number learning rate that K.set_value can write back (as Keras's tf.Variable)."""
+    from tarantella.keras.backend import BoundValue
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return BoundValue(lr, optimizer, "learning_rate")
+    return lr
+
+
 class Optimizer:
     _c_name = None
     _defaults = {}
@@ -62,8 +70,8 @@ class Optimizer:
         if h is not None:
             info = h.optimizer_info()
             if info is not None:
-                return info[1]
-        return self._hyper.get("learning_rate")
+                return _bound(info[1], self)
+        return _bound(self._hyper.get("learning_rate"), self)
 
     @learning_rate.setter
     def learning_rate(self, value):

@@ -1,0 +1,120 @@
+"""tarantella.tensorflow: the TensorFlow names a Keras program calls around its model, so that
+`import tensorflow as tf` becomes `import tarantella.tensorflow as tf`.
+
+    tf.keras, tf.data (Datasets, AUTOTUNE), tf.random.set_seed, tf.constant, tf.convert_to_tensor,
+    tf.TensorSpec, the dtypes (tf.float32, ...), tf.__version__, tf.config.list_physical_devices,
+    tf.get_logger, tf.executing_eagerly.
+
+Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow); the tensor math
+(tf.reduce_mean, ...) is not here.
+"""
+import logging
+import types
+
+import numpy as np
+
+from tarantella import data, keras  # noqa: F401  (tf.data, tf.keras)
+from tarantella import _random
+from tarantella._dtypes import DType, DTYPES, as_dtype, numpy_dtype
+from tarantella.data import TensorSpec  # noqa: F401
+
+__version__ = keras.__version__  # the TensorFlow/Keras whose behaviour the package follows
+VERSION = __version__
+
+float16, float32, float64 = DTYPES["float16"], DTYPES["float32"], DTYPES["float64"]
+bfloat16 = DTYPES["bfloat16"]
+int8, int16, int32, int64 = DTYPES["int8"], DTYPES["int16"], DTYPES["int32"], DTYPES["int64"]
+uint8, uint16, uint32, uint64 = DTYPES["uint8"], DTYPES["uint16"], DTYPES["uint32"], DTYPES["uint64"]
+bool = DTYPES["bool"]  # noqa: A001  (TensorFlow's name)
+string = DTYPES["string"]
+complex64, complex128 = DTYPES["complex64"], DTYPES["complex128"]
+half, double = float16, float64
+dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
+
+random = types.SimpleNamespace(set_seed=_random.set_seed)
+
+
+class TensorShape(tuple):
+    """tf.TensorShape: the dimensions (None where free), as a tuple."""
+
+    def __new__(cls, dims=None):
+        if dims is None:
+            dims = ()
+        elif isinstance(dims, (int, np.integer)) or dims is None:
+            dims = (dims,)
+        return super().__new__(cls, tuple(None if d is None else int(d) for d in dims))
+
+    def as_list(self):
+        return list(self)
+
+    @property
+    def rank(self):
+        return len(self)
+
+
+def constant(value, dtype=None, shape=None, name=None):
+    """tf.constant: an array of value (a scalar fills the whole shape; otherwise shape reshapes,
+    keeping the number of elements)."""
+    a = np.array(value, dtype=numpy_dtype(dtype))
+    if dtype is None and a.dtype == np.float64:
+        a = a.astype(np.float32)  # TensorFlow makes Python floats float32
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        if a.size == 1:
+            a = np.full(shape, a.reshape(()), dtype=a.dtype)
+        elif a.size == int(np.prod(shape)):
+            a = a.reshape(shape)
+        else:
+            raise TypeError(f"constant: {a.size} values cannot take the shape {shape} (expected 1 value or "
+                            f"{int(np.prod(shape))})")
+    return a
+
+
+def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
+    """tf.convert_to_tensor: value as an array (of dtype; else dtype_hint for Python values)."""
+    if dtype is not None:
+        return np.asarray(value, dtype=numpy_dtype(dtype))
+    if isinstance(value, np.ndarray):
+        return value
+    a = np.asarray(value)
+    if dtype_hint is not None:
+        return a.astype(numpy_dtype(dtype_hint))
+    return a.astype(np.float32) if a.dtype == np.float64 else a
+
+
+def executing_eagerly():
+    return True
+
+
+def get_logger():
+    return logging.getLogger("tensorflow")
+
+
+class _PhysicalDevice(tuple):
+    @property
+    def name(self):
+        return self[0]
+
+    @property
+    def device_type(self):
+        return self[1]
+
+
+def _list_physical_devices(device_type=None):
+    """The CPU only: the model runs on the CPU in libtarantella (no GPU list)."""
+    cpu = _PhysicalDevice(("/physical_device:CPU:0", "CPU"))
+    return [cpu] if device_type in (None, "CPU") else []
+
+
+def _accepted(*args, **kwargs):
+    """Device settings that do not apply to libtarantella: accepted, nothing changes."""
+    return None
+
+
+config = types.SimpleNamespace(
+    list_physical_devices=_list_physical_devices, list_logical_devices=_list_physical_devices,
+    set_visible_devices=_accepted, run_functions_eagerly=_accepted,
+    experimental=types.SimpleNamespace(list_physical_devices=_list_physical_devices, set_memory_growth=_accepted,
+                                       set_visible_devices=_accepted),
+    threading=types.SimpleNamespace(set_inter_op_parallelism_threads=_accepted,
+                                    set_intra_op_parallelism_threads=_accepted))
