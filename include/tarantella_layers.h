@@ -49,12 +49,10 @@ TNT_API tnt_layer *tnt_average(const char *name);
 TNT_API tnt_layer *tnt_maximum(const char *name);
 TNT_API tnt_layer *tnt_minimum(const char *name);
 TNT_API tnt_layer *tnt_concatenate(int axis, const char *name);
-/* Keras Dot: the per-sample dot product of two inputs along axis0 of the first and axis1 of the
- * second (Keras axes: the batch is 0, negative from the end; Dot(axes=k) is axis0 = axis1 = k).
- * Inputs of one or two non-batch axes; the output is the first's shape without its axis, then the
- * second's without its axis ((1,) for two vectors). normalize: l2-normalize each along its axis
- * first (cosine proximity). */
-TNT_API tnt_layer *tnt_dot(int axis0, int axis1, bool normalize, const char *name);
+/* Keras Dot(axes=(axis1, axis2), normalize): per sample, the dot product of two inputs of rank 1 or
+ * 2 (batch excluded) along axis1 of the first and axis2 of the second (Keras's axes: 1 is the first
+ * non-batch axis, -1 the last); normalize: L2-normalized along those axes first (cosine). */
+TNT_API tnt_layer *tnt_dot(int axis1, int axis2, bool normalize, const char *name);
 
 /* Keras MultiHeadAttention. Call it with tnt_call_attention. Weights in Keras order:
  * query/kernel (dq, heads, key_dim), query/bias (heads, key_dim), key/kernel (dk, heads,
