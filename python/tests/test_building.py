@@ -266,3 +266,20 @@ def test_identity_initializer(tnt):
     with pytest.raises(Exception, match="Conv1D.*initializer"):
         k.Sequential([L.Conv1D(2, 3, input_shape=(6, 2), kernel_initializer="identity")]).predict(
             np.zeros((1, 6, 2)), verbose=0)
+
+
+def test_embedding_initializer(tnt):
+    """Embedding's embeddings_initializer as Keras takes it (any initializer the library has), kept in
+    the config; the default stays Keras's RandomUniform(-0.05, 0.05)."""
+    k, L = tnt.keras, tnt.keras.layers
+    m = k.Sequential([L.Embedding(6, 6, input_length=3, embeddings_initializer="identity"),
+                      L.Embedding(6, 2, input_length=3, embeddings_initializer=k.initializers.Ones()),
+                      L.Embedding(50, 8, input_length=3)])
+    w = m.get_weights()
+    np.testing.assert_array_equal(w[0], np.eye(6, dtype=np.float32))
+    np.testing.assert_array_equal(w[1], np.ones((6, 2), np.float32))
+    assert np.abs(w[2]).max() <= 0.05 and w[2].std() > 0.01
+    cfg = [c["config"] for c in json.loads(m.to_json())["config"]["layers"] if c["class_name"] == "Embedding"]
+    assert [c["embeddings_initializer"]["class_name"] for c in cfg] == ["Identity", "Ones", "RandomUniform"]
+    x = np.array([[0, 2, 5]], np.float32)  # the identity table gives the one-hot rows
+    np.testing.assert_array_equal(k.Sequential([m.layers[0]]).predict(x, verbose=0)[0], np.eye(6)[[0, 2, 5]])

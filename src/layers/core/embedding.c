@@ -23,6 +23,7 @@
 typedef struct emb_cfg {
     int input_dim, output_dim;
     bool mask_zero;
+    tnt_initializer init; /* embeddings_initializer; Keras's default "uniform" (RandomUniform(-0.05, 0.05)) */
 } emb_cfg;
 
 static tnt_status emb_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
@@ -38,8 +39,8 @@ static tnt_status emb_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
             return tnt__error(TNT_ERR_SHAPE, "Embedding \"%s\": input shape %s has an empty dimension",
                               l->name, tnt_shape_str(in, b, sizeof b));
     l->n_weights = 0;
-    if (tnt__layer_add_weight(l, "embeddings", TNT_SHAPE(c->input_dim, c->output_dim),
-                              TNT_INIT_RANDOM_UNIFORM, c->input_dim, c->output_dim) < 0)
+    if (tnt__layer_add_weight(l, "embeddings", TNT_SHAPE(c->input_dim, c->output_dim), c->init, c->input_dim,
+                              c->output_dim) < 0)
         return TNT_ERR_ARG;
     *out = in;
     out->dim[out->ndim++] = c->output_dim;
@@ -119,7 +120,7 @@ static tnt_status emb_get_config(const tnt_layer *l, cJSON *c) {
     const emb_cfg *p = l->priv;
     TNT_KJ(cJSON_AddNumberToObject(c, "input_dim", p->input_dim));
     TNT_KJ(cJSON_AddNumberToObject(c, "output_dim", p->output_dim));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "embeddings_initializer", p->init));
     static const char *const nulls[] = {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
                                         NULL};
     TNT_KJ_S(tnt__kj_add_nulls(c, nulls));
@@ -134,11 +135,14 @@ static tnt_layer *embedding_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     TNT_KJ_READ(tnt__kj_int(c, "input_dim", true, 0, &in_dim, k));
     TNT_KJ_READ(tnt__kj_int(c, "output_dim", true, 0, &out_dim, k));
     TNT_KJ_READ(tnt__kj_bool(c, "mask_zero", false, &mask_zero, k));
-    TNT_KJ_READ(tnt__kj_want_init(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM, k));
+    tnt_initializer init = TNT_INIT_RANDOM_UNIFORM;
+    TNT_KJ_READ(tnt__kj_init(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM, &init, k));
     static const char *const nulls[] = {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
                                         NULL};
     TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
-    return tnt__kj_built(tnt_embedding(in_dim, out_dim, mask_zero, k->name), k);
+    tnt_layer *l = tnt_embedding(in_dim, out_dim, mask_zero, k->name);
+    if (l) ((emb_cfg *)l->priv)->init = init;
+    return tnt__kj_built(l, k);
 }
 
 const tnt__layer_ops tnt__embedding_ops = {
@@ -176,6 +180,7 @@ tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const ch
     c->input_dim = input_dim;
     c->output_dim = output_dim;
     c->mask_zero = mask_zero;
+    c->init = TNT_INIT_RANDOM_UNIFORM;
     tnt_layer *l = tnt__layer_new(&tnt__embedding_ops, name, c);
     if (!l) free(c);
     return l;
