@@ -14,7 +14,8 @@ Prints Markdown:
      runs of table 2; our bf16 speed-up by wall clock and by CPU time (the machine is shared: CPU
      time is what this process got), and the share of the bf16 ceiling reached;
   3. data parallel: 2 ranks x 1 thread (build/bin/tarantella -n 2) against 1 rank x 1 thread,
-     at fusion thresholds 0, 32, 1024 and 65536 KB and with bf16 gradient compression, beside two independent 1-rank runs started
+     at fusion thresholds 0, 32, 1024 and 65536 KB and with bf16 gradient compression (the flat reducer), and
+     with the node-aware reducer and the sharded optimizer (--reducer sharded), beside two independent 1-rank runs started
      at the same time (what 2 cores give at all, with no communication);
   4. the fused allreduce against one plain MPI_Allreduce of the same bytes.
 --isa avx2 (make bench-avx2): an AVX2 machine (Zen 3, Haswell) on this one: our kernels capped by
@@ -204,27 +205,31 @@ def mixed_table(out, names, results, bf16_ceiling):
 
 def data_parallel(a, out, tnt, names):
     launcher = os.path.join(a.build, "bin", "tarantella")
-    ranks = lambda n, kb=None, wire=None: [launcher, "-n", str(n), "-x", "OMP_NUM_THREADS=1"] + \
+    # flat: one allreduce per bucket over all ranks (the columns by fusion threshold and bf16);
+    # sharded: node-aware reduction with the sharded optimizer (issue 25)
+    ranks = lambda n, kb=None, wire=None, reducer="flat": [launcher, "-n", str(n), "-x", "OMP_NUM_THREADS=1"] + \
         (["--fusion-threshold", kb] if kb is not None else []) + \
-        (["--compression", wire] if wire else []) + ["--"]
+        (["--compression", wire] if wire else []) + (["--reducer", reducer] if n > 1 else []) + ["--"]
     out.append("\n### Data parallel: 2 ranks x 1 thread against 1 rank x 1 thread (same global batch)\n")
     out.append("Cells: samples/s (buckets, share of allreduce time hidden behind backward). "
                "\"2 independent\": two 1-rank runs started together, the sum of their samples/s: "
                "what 2 cores give with no communication at all.\n")
     out.append("| model | 1 rank | " + " | ".join(f"2 ranks, {kb} KB" for kb in FUSION_KB) +
-               " | best 2-rank speed-up | 2 ranks, 32 KB, bf16 compression | its speed-up | 2 independent | its speed-up |")
-    out.append("|---|---|" + "---|" * len(FUSION_KB) + "---|---|---|---|---|")
+               " | best 2-rank speed-up | 2 ranks, 32 KB, bf16 compression | its speed-up "
+               "| 2 ranks, 32 KB, node-aware + sharded optimizer | its speed-up | 2 independent | its speed-up |")
+    out.append("|---|---|" + "---|" * len(FUSION_KB) + "---|---|---|---|---|---|---|")
     for name in names:
         steps, warmup = a.steps_of(name)
         prog = ours_cmd(tnt, name, steps, warmup)
         best = {}
-        # seven runs a round: --reps rounds, a single one for ResNet-50 and the Transformer (a step
+        # eight runs a round: --reps rounds, a single one for ResNet-50 and the Transformer (a step
         # takes seconds), to stay within 15 minutes on 2 cores
         for _ in range(1 if name in ("resnet50", "transformer") else a.reps):
             keep_best(best, "one", run(ranks(1) + prog))
             for kb in FUSION_KB:
                 keep_best(best, kb, run(ranks(2, kb) + prog))
             keep_best(best, "bf16", run(ranks(2, "32", "bf16") + prog))
+            keep_best(best, "sharded", run(ranks(2, "32", reducer="sharded") + prog))
             cmd = ranks(1) + prog
             pair = [start(cmd, ONE_THREAD) for _ in range(2)]
             both = [finish(p, cmd) for p in pair]
@@ -233,9 +238,10 @@ def data_parallel(a, out, tnt, names):
         one = sps(best.get("one"))
         cell = lambda r: (f"{fmt(sps(r))} ({r.get('buckets')}, {fmt(r.get('hidden'), 2)})" if r else "n/a")
         top = max((sps(best[kb]) for kb in FUSION_KB if best.get(kb)), default=None)
-        pair, wire = sps(best.get("pair")), best.get("bf16")
+        pair, wire, shard = sps(best.get("pair")), best.get("bf16"), best.get("sharded")
         out.append(f"| {MODELS[name][0]} | {fmt(one)} | " + " | ".join(cell(best.get(kb)) for kb in FUSION_KB) +
-                   f" | {ratio(top, one)} | {cell(wire)} | {ratio(sps(wire), one)} | {fmt(pair)} | {ratio(pair, one)} |")
+                   f" | {ratio(top, one)} | {cell(wire)} | {ratio(sps(wire), one)} | {cell(shard)} | "
+                   f"{ratio(sps(shard), one)} | {fmt(pair)} | {ratio(pair, one)} |")
         print(out[-1], file=sys.stderr, flush=True)
 
 

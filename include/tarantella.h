@@ -260,6 +260,7 @@ TNT_API const char *tnt_mixed_precision_global_policy(void);
  * for bit as under the float32 policy. */
 TNT_API bool tnt_mixed_precision_native(void);
 #include "tarantella_layers.h" /* ReLU, Conv2DTranspose, ...: the rest of Keras's layers */
+#include "tarantella_ops.h"    /* operation graphs (custom Keras code) and the traced layer */
 
 /* ---------------------------------------------------------------------------------------------
  * Optimizers (Keras 2.11+ formulas and defaults). Hyperparameters of 0 mean the Keras default,
@@ -355,9 +356,35 @@ typedef enum tnt_loss_kind {
     TNT_BINARY_CROSSENTROPY,
     TNT_MEAN_SQUARED_ERROR,
     TNT_MEAN_ABSOLUTE_ERROR,
+    TNT_KL_DIVERGENCE,      /* sum y log(y / p), y and p clipped to [1e-7, 1] */
+    TNT_HINGE,              /* mean max(1 - y p, 0); labels all in {0, 1} become {-1, 1} */
+    TNT_SQUARED_HINGE,      /* mean max(1 - y p, 0)^2, labels as hinge */
+    TNT_CATEGORICAL_HINGE,  /* max(0, max((1 - y) p) - sum y p + 1) */
+    TNT_HUBER,              /* mean of e^2/2 where |e| <= delta, else delta |e| - delta^2/2 */
+    TNT_LOG_COSH,           /* mean log cosh(p - y) */
+    TNT_POISSON,            /* mean p - y log(p + 1e-7) */
+    TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR, /* 100 mean |y - p| / max(|y|, 1e-7) */
+    TNT_MEAN_SQUARED_LOGARITHMIC_ERROR, /* mean (log(max(p, 1e-7) + 1) - log(max(y, 1e-7) + 1))^2 */
+    TNT_COSINE_SIMILARITY,  /* -sum l2_normalize(y) l2_normalize(p) */
+    TNT_LOSS_KIND_COUNT     /* not a loss: the number of kinds */
 } tnt_loss_kind;
 TNT_API int tnt_loss_from_name(const char *name); /* -1 when unknown */
 TNT_API const char *tnt_loss_name(tnt_loss_kind loss);
+/* Keras's loss objects called outside fit, loss(y_true, y_pred, sample_weight): n samples of
+ * outputs of shape out (batch excluded), labels laid out as for training; *value = sum_i w_i
+ * loss_i / n (w NULL: all 1), each loss_i reduced over the last axis and averaged over the rest. */
+TNT_API tnt_status tnt_loss_value(tnt_loss_kind kind, bool from_logits, float label_smoothing, float huber_delta,
+                                  tnt_shape out, int64_t n, const float *pred, const float *y_true,
+                                  const float *sample_weight, double *value);
+/* Keras's metric objects outside fit: update_state adds n samples to state (tnt_metric_state_size
+ * doubles, zeroed by the caller to reset), result reads the value. spec: a metric name as compile
+ * takes it ("auc", "precision:0.3", ...); loss: the label layout (sparse labels with
+ * TNT_SPARSE_CATEGORICAL_CROSSENTROPY; TNT_LOSS_NONE: one label per output value). */
+TNT_API int64_t tnt_metric_state_size(void);
+TNT_API tnt_status tnt_metric_update_state(const char *spec, tnt_loss_kind loss, tnt_shape out, int64_t n,
+                                           const float *pred, const float *y_true, const float *sample_weight,
+                                           double *state);
+TNT_API tnt_status tnt_metric_result(const char *spec, tnt_loss_kind loss, const double *state, double *value);
 
 /* ---------------------------------------------------------------------------------------------
  * Datasets: a tf.data-like pipeline. An element is (x, y): features and labels, both float32
@@ -467,6 +494,18 @@ typedef struct tnt_callback {
      * own training figures (its share of every batch) instead of the exact global ones; the
      * validation figures stay global. Default false. */
     bool local_logs;
+    /* evaluate's (and fit's validation's) and predict's batch hooks, as Keras calls them: begin with
+     * empty logs; test_batch_end with the running loss and metrics of this rank's batches so far
+     * (the global figures with one rank), predict_batch_end with empty logs. */
+    tnt_status (*on_test_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_test_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    tnt_status (*on_predict_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
+    /* Keras's ReduceLROnPlateau and LearningRateScheduler put the learning rate into the epoch's
+     * logs: with this set, fit adds "lr" (and Keras 3's "learning_rate") to the epoch-end logs
+     * just before this callback's on_epoch_end, so the callbacks after it and the History (which
+     * comes last, as in Keras) see it. */
+    bool adds_lr;
 } tnt_callback;
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);
@@ -570,6 +609,16 @@ typedef enum tnt_compression {
     TNT_COMPRESSION_BF16,        /* bfloat16 on the wire, each sum in float32 (as Horovod's fp16) */
 } tnt_compression;
 
+/* How the gradients of one node's ranks are summed. */
+typedef enum tnt_reducer_kind {
+    TNT_REDUCER_DEFAULT = 0, /* TNT_REDUCER as read by tnt_init (default node) */
+    TNT_REDUCER_FLAT,        /* one MPI_Allreduce per bucket across all ranks */
+    TNT_REDUCER_NODE,        /* node-aware: the ranks of a node sum their buckets in shared memory,
+                              * each its slice; the slices cross nodes as allreduces */
+    TNT_REDUCER_SHARDED,     /* node-aware with a sharded optimizer (ZeRO-1): each rank of a node
+                              * updates its slice of the weights; optimizer slots live once per node */
+} tnt_reducer_kind;
+
 typedef struct tnt_distribute_opts {
     /* Gradient buckets are cut at layer boundaries once they hold fusion_threshold_kb KB (0: one
      * bucket per layer); at most 2147483647. Only read when has_fusion_threshold is set;
@@ -580,10 +629,20 @@ typedef struct tnt_distribute_opts {
      * cannot share MPI with a comm thread. */
     tnt_comm_mode comm_mode;
     tnt_compression compression;
+    /* Node-aware reductions need the comm thread and the same number of ranks on every node;
+     * otherwise (nonblocking engine, SyncBatchNormalization, one rank per node) they run flat. */
+    tnt_reducer_kind reducer;
 } tnt_distribute_opts;
 /* tnt_distribute with options (NULL: as tnt_distribute). Calling it again replaces the options;
  * they take effect at the next fit. */
 TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts);
+
+/* Timeline (TNT_TIMELINE=PATH): every rank records its layers' forward and backward, the gradient
+ * buckets' reductions, the optimizer, data waits and callbacks; with several ranks each writes
+ * PATH.rank<N> at tnt_finalize. This merges them into one Chrome trace-event file PATH (the
+ * launcher calls it after the job), removes them, and prints the step summary to out (NULL: no
+ * summary): where the time of a step went and how much of the reduction backward hid. */
+TNT_API tnt_status tnt_timeline_merge(const char *path, int n_ranks, FILE *out);
 
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */
@@ -607,9 +666,17 @@ typedef struct tnt_compile_opts {
      * "<output>_loss" stays unweighted. NULL: all 1. */
     const float *loss_weights;
     int n_loss_weights;
+    /* TNT_HUBER: Keras's delta (> 0); 0 = 1.0 */
+    float huber_delta;
+    /* Keras's compile(loss=[...] or {...}): a loss per output in output order (n_output_losses ==
+     * the number of outputs), overriding loss (which then names the first); NULL: loss for every
+     * output. Different losses take no label_smoothing, ignore_class or huber_delta. */
+    const tnt_loss_kind *output_losses;
+    int n_output_losses;
 } tnt_compile_opts;
-/* Sequence outputs: sparse categorical cross-entropy on an output of shape (T, ..., classes)
- * takes one label per position (labels (T, ...)) and averages over all positions, as Keras. */
+/* Outputs of rank > 1, e.g. (T, ..., classes): every loss and metric reduces over the last axis
+ * and averages the positions (all other axes), as Keras; sparse categorical cross-entropy takes
+ * one label per position (labels (T, ...)). */
 TNT_API tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts);
 /* What a compiled model was compiled with (TNT_ERR_STATE if it was not): optimizer (the model's
  * own), loss and its options (loss_weights borrowed from the model; NULL when not given), metrics
@@ -634,6 +701,11 @@ typedef struct tnt_fit_opts {
     /* Unbatched datasets (training and validation): batch them here with a global batch of
      * micro_batch_size x ranks (Tarantella's tnt_micro_batch_size). 0: datasets must be batched. */
     int64_t micro_batch_size;
+    /* Keras's sample_weight: every sample's labels end with one more value, its weight (after the
+     * labels of all outputs). The loss is sum w_i loss_i / batch size and the metrics are weighted
+     * means (their counts weighted), as Keras's. For the training and the validation dataset. */
+    bool sample_weights;
+    bool validation_sample_weights;
 } tnt_fit_opts;
 /* Trains on a batched dataset (borrowed). *history (may be NULL) receives a new History that the
  * caller frees. */
@@ -650,6 +722,7 @@ typedef struct tnt_eval_opts {
     bool all_ranks;     /* predict: every rank receives all rows (default: the master only;
                            the other ranks receive a tensor of 0 rows) */
     int64_t micro_batch_size; /* as in tnt_fit_opts, for an unbatched dataset */
+    bool sample_weights;      /* evaluate: as in tnt_fit_opts */
 } tnt_eval_opts;
 /* Loss and metrics over a batched dataset, as Keras's evaluate(return_dict=True). */
 TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,

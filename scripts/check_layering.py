@@ -16,7 +16,7 @@ import sys
 FLOORS = [
     ["core"],
     ["kernels"],
-    ["comm"],
+    ["comm", "ops"],
     ["objectives", "optimizers", "data"],
     ["layers"],
     ["model"],

@@ -592,6 +592,9 @@ static tnt_status bad_shape_build(tnt_layer *l, tnt_shape in, tnt_shape *out, vo
 }
 
 static int weight_case; /* which bad tnt_layer_add_weight call weight_build makes */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define MAX_WEIGHTS_STR STR(TNT_MAX_LAYER_WEIGHTS)
 static tnt_status weight_build(tnt_layer *l, tnt_shape in, tnt_shape *out, void *user) {
     (void)user;
     *out = in;
@@ -670,7 +673,7 @@ static void test_custom_errors(void **state) {
     tnt_layer_free(l);
 
     const char *weight_msgs[6] = {"weight name NULL", "weight name \"\"", "has shape (2, 0)",
-                                  "weight \"w\" declared twice", "unknown initializer 99", "more than 8 weights"};
+                                  "weight \"w\" declared twice", "unknown initializer 99", "more than " MAX_WEIGHTS_STR " weights"};
     for (weight_case = 0; weight_case < 6; weight_case++) {
         bad = (tnt_custom_layer_def){.class_name = "Weights", .build = weight_build, .forward = identity_forward};
         l = tnt_custom_layer(&bad, "wl");

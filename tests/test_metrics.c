@@ -221,11 +221,83 @@ static void test_regression_and_ce(void **state) {
     assert_int_equal(tnt__metric_update(&m, 2, 3, NULL, bad, &sum, &count), TNT_ERR_ARG);
 }
 
+/* "name=spec", ":threshold", "@output", and the confusion family's hand-counted sums */
+static void test_names_thresholds_outputs_and_confusion(void **state) {
+    (void)state;
+    tnt__metric m[4];
+    assert_int_equal(tnt__metrics_parse("recall_lo=recall:0.25, mae@1, mae@0, precision", TNT_LOSS_NONE, m, 4), 4);
+    assert_string_equal(m[0].name, "recall_lo");
+    assert_int_equal(m[0].kind, TNT__METRIC_RECALL);
+    assert_float_equal(m[0].threshold, 0.25f, 0);
+    assert_int_equal(m[1].output, 1);
+    assert_int_equal(m[2].output, 0);
+    assert_int_equal(m[3].output, -1);
+    assert_true(tnt__metric_on_output(&m[1], 1) && !tnt__metric_on_output(&m[1], 0));
+    assert_int_equal(tnt__metrics_parse("mae@1,mae", TNT_LOSS_NONE, m, 4), -1); /* the same log name twice */
+    tu_error_contains("listed twice");
+    assert_int_equal(tnt__metrics_parse("precision:1.5", TNT_LOSS_NONE, m, 4), -1);
+    tu_error_contains("threshold");
+    assert_int_equal(tnt__metrics_parse("mae@x", TNT_LOSS_NONE, m, 4), -1);
+    tu_error_contains("output index");
+    assert_int_equal(tnt__metric_check_loss(&m[0], TNT_MEAN_SQUARED_ERROR), TNT_OK);
+    /* pred > threshold is positive, a label that is not 0 is positive; every value counts */
+    const float p[6] = {0.9f, 0.2f, 0.6f, 0.4f, 0.7f, 0.1f}, y[6] = {1, 1, 0, 0, 1, 0};
+    double want[] = {2, 1, 2, 1, 2.0 / 3.0, 2.0 / 3.0}; /* TP FP TN FN precision recall at 0.5 */
+    const char *specs[] = {"true_positives", "false_positives", "true_negatives", "false_negatives", "precision",
+                           "recall"};
+    for (int i = 0; i < 6; i++) {
+        tnt__metric one;
+        double sum = 0, count = 0;
+        assert_int_equal(tnt__metrics_parse(specs[i], TNT_BINARY_CROSSENTROPY, &one, 1), 1);
+        tu_ok(tnt__metric_update(&one, 2, 3, p, y, &sum, &count));
+        assert_float_equal(tnt__metric_value(&one, sum, count), want[i], 1e-12);
+    }
+    tnt__metric pr;
+    assert_int_equal(tnt__metrics_parse("precision:0.95", TNT_BINARY_CROSSENTROPY, &pr, 1), 1);
+    double sum = 0, count = 0;
+    tu_ok(tnt__metric_update(&pr, 2, 3, p, y, &sum, &count));
+    assert_float_equal(tnt__metric_value(&pr, sum, count), 0.0, 0); /* no positive prediction: 0, not NaN */
+}
+
+/* AUC and the *At* family from hand-counted curves: 4 values, labels 1 0 1 0, predictions 0.9 0.8
+ * 0.3 0.1 on 3 thresholds (AUC: -eps, 0.5, 1 + eps; the others: 0, 0.5, 1) */
+static void test_curves(void **state) {
+    (void)state;
+    const float p[4] = {0.9f, 0.8f, 0.3f, 0.1f}, y[4] = {1, 0, 1, 0};
+    struct { const char *spec; double want; } cases[] = {
+        /* ROC points (fpr, tpr): (1, 1), (0.5, 0.5), (0, 0): trapezoids 0.375 + 0.125 */
+        {"auc:3", 0.5},
+        /* at 0.5 recall 0.5 with precision 0.5; at 0 recall 1 with precision 0.5 */
+        {"precision_at_recall:0.5", 0.5},
+        {"recall_at_precision:0.5", 1.0},
+        /* specificity at 0: 0 (every value positive), at 0.5: 0.5, at 1: 1 (recall 0) */
+        {"sensitivity_at_specificity:0.5", 0.5},
+        {"specificity_at_sensitivity:0.9", 0.0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tnt__metric m;
+        assert_int_equal(tnt__metrics_parse(cases[i].spec, TNT_BINARY_CROSSENTROPY, &m, 1), 1);
+        if (!strncmp(cases[i].spec, "auc", 3)) assert_int_equal(m.num_thresholds, 3);
+        else m.num_thresholds = 3;
+        double curve[TNT__CURVE_SIZE] = {0};
+        tu_ok(tnt__curve_update(&m, 1, 4, p, y, 1.0, curve));
+        if (fabs(tnt__curve_value(&m, curve) - cases[i].want) > 1e-12)
+            fail_msg("%s: %g, expected %g", cases[i].spec, tnt__curve_value(&m, curve), cases[i].want);
+    }
+    tnt__metric m;
+    assert_int_equal(tnt__metrics_parse("precision_at_recall", TNT_BINARY_CROSSENTROPY, &m, 1), -1);
+    tu_error_contains("target");
+    assert_int_equal(tnt__metrics_parse("auc:1", TNT_BINARY_CROSSENTROPY, &m, 1), -1);
+    tu_error_contains("num_thresholds");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),        cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_resolve),      cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_top_k),        cmocka_unit_test(test_regression_and_ce),
+        cmocka_unit_test(test_names_thresholds_outputs_and_confusion),
+        cmocka_unit_test(test_curves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
 /* test_tnt_predict.c: the tnt-predict program end to end. A model saved as Keras JSON + HDF5
  * weights predicts an NPY array through the program, alone and on 2 ranks under mpirun; the rows
- * equal tnt_predict_on_batch in input order. Bad usage exits 2, a failure 1. */
+ * equal tnt_predict_on_batch in input order. A Keras 2 model with TensorFlow function layers
+ * predicts as NumPy. Bad usage exits 2, a failure 1. */
 #include "testutil.h"
 
+#include <cjson/cJSON.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,7 +35,7 @@ static tnt_model *model(void) {
     return m;
 }
 
-static void check_output(const char *path, const float *want, int64_t n, int64_t c) {
+static void check_output_tol(const char *path, const float *want, int64_t n, int64_t c, double rtol) {
     tnt_dataset *ds = tnt_dataset_from_npy(path, NULL);
     assert_non_null(ds);
     assert_int_equal(tnt_dataset_cardinality(ds), n);
@@ -41,10 +43,15 @@ static void check_output(const char *path, const float *want, int64_t n, int64_t
     tnt_batch b;
     for (int64_t i = 0; i < n; i++) {
         assert_int_equal(tnt_dataset_iter_next(it, &b), 1);
-        tu_assert_close(b.x.data, want + i * c, c, 1e-6, 1e-7, "tnt-predict row");
+        tu_assert_close(b.x.data, want + i * c, c, rtol, rtol / 10, "tnt-predict row");
     }
     tnt_dataset_iter_free(it);
     tnt_dataset_free(ds);
+}
+
+/* against the library's own prediction */
+static void check_output(const char *path, const float *want, int64_t n, int64_t c) {
+    check_output_tol(path, want, n, c, 1e-6);
 }
 
 static void test_predicts_like_the_library(void **state) {
@@ -93,6 +100,60 @@ static void test_predicts_like_the_library(void **state) {
     tnt_model_free(m);
 }
 
+/* A Keras 2 model with TensorFlow function layers (TFOpLambda, SlicingOpLambda: fixtures/
+ * tfop_model.json from gen_ops.py, with NumPy's output): as Keras 2 wrote it with its weights,
+ * and as a whole .h5 whose layers carry their traced operations (tnt_ops), no Python involved. */
+static void test_traced_operations(void **state) {
+    (void)state;
+    FILE *f = fopen("fixtures/tfop_model.json", "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *txt = malloc((size_t)len + 1);
+    assert_int_equal(fread(txt, 1, (size_t)len, f), (size_t)len);
+    txt[len] = 0;
+    fclose(f);
+    cJSON *fx = cJSON_Parse(txt);
+    free(txt);
+    assert_non_null(fx);
+    float w[15], want[25];
+    tnt_tensor *x = tnt_tensor_new(TNT_SHAPE(5, 4));
+    const char *keys[] = {"kernel", "bias", "x", "y"};
+    float *dst[] = {w, w + 12, x->data, want};
+    for (int k = 0; k < 4; k++) {
+        const cJSON *e;
+        int i = 0;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(fx, keys[k]), "data")) dst[k][i++] = (float)e->valuedouble;
+    }
+    char *json = cJSON_PrintUnformatted(cJSON_GetObjectItem(fx, "model")), path[128];
+    tnt_model *m = tnt_model_from_json(json);
+    assert_non_null(m);
+    tu_ok(tnt_set_weights(m, w, 15));
+    snprintf(path, sizeof path, "%s/tfop.json", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(json, f);
+    fclose(f);
+    free(json);
+    snprintf(path, sizeof path, "%s/tfop_w.h5", dir);
+    tu_ok(tnt_save_weights(m, path, NULL));
+    snprintf(path, sizeof path, "%s/tfop_whole.h5", dir);
+    tu_ok(tnt_save_model(m, path, NULL));
+    snprintf(path, sizeof path, "%s/tfop_in.npy", dir);
+    tu_ok(tnt_save_npy(path, x));
+    assert_int_equal(run("'%s' %s/tfop.json %s/tfop_in.npy %s/tfop_out1.npy --weights %s/tfop_w.h5", program, dir, dir,
+                         dir, dir), 0);
+    snprintf(path, sizeof path, "%s/tfop_out1.npy", dir);
+    check_output_tol(path, want, 5, 5, 1e-5); /* against NumPy */
+    assert_int_equal(run("'%s' %s/tfop_whole.h5 %s/tfop_in.npy %s/tfop_out2.npy", program, dir, dir, dir), 0);
+    snprintf(path, sizeof path, "%s/tfop_out2.npy", dir);
+    check_output_tol(path, want, 5, 5, 1e-5); /* against NumPy */
+    tnt_tensor_free(x);
+    tnt_model_free(m);
+    cJSON_Delete(fx);
+}
+
 static void test_bad_usage_and_failures(void **state) {
     (void)state;
     assert_int_equal(run("'%s' --help > /dev/null", program), 0);
@@ -121,6 +182,7 @@ int main(int argc, char **argv) {
     tnt_init(&argc, &argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_predicts_like_the_library),
+        cmocka_unit_test(test_traced_operations),
         cmocka_unit_test(test_bad_usage_and_failures),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

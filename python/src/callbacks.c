@@ -71,6 +71,10 @@ INDEX_HOOK(on_epoch_begin, int)
 INDEX_HOOK(on_epoch_end, int)
 INDEX_HOOK(on_train_batch_begin, int64_t)
 INDEX_HOOK(on_train_batch_end, int64_t)
+INDEX_HOOK(on_test_batch_begin, int64_t)
+INDEX_HOOK(on_test_batch_end, int64_t)
+INDEX_HOOK(on_predict_batch_begin, int64_t)
+INDEX_HOOK(on_predict_batch_end, int64_t)
 
 /* python_callback(obj, methods, master_only, local_logs): the hooks named in methods call obj's
  * methods of those names. */
@@ -95,6 +99,7 @@ static PyObject *py_python_callback(PyObject *self, PyObject *args) {
     }
         SET(on_train_begin) SET(on_train_end) SET(on_test_begin) SET(on_test_end) SET(on_predict_begin)
         SET(on_predict_end) SET(on_epoch_begin) SET(on_epoch_end) SET(on_train_batch_begin) SET(on_train_batch_end)
+        SET(on_test_batch_begin) SET(on_test_batch_end) SET(on_predict_batch_begin) SET(on_predict_batch_end)
 #undef SET
         Py_DECREF(seq);
         return PyErr_Format(PyExc_ValueError, "python_callback: unknown hook \"%s\"", n);

@@ -32,15 +32,16 @@ PyObject *pytnt_model_wrap(tnt_model *m) {
 }
 
 /* A call on the model while fit, evaluate or predict runs: from the same thread (a callback)
- * anything but another fit/evaluate/predict; from another thread nothing. */
-static int enter(pytnt_model *self, int training) {
+ * anything but another fit (kind 1; evaluate and predict, kind 2, run between two steps as
+ * Keras's callbacks may run them); from another thread nothing. */
+static int enter(pytnt_model *self, int kind) {
     if (self->busy) {
         if (self->owner != PyThread_get_thread_ident())
             return PyErr_SetString(PyExc_RuntimeError, "the model is in use by fit, evaluate or predict on "
                                    "another thread"), 0;
-        if (training)
-            return PyErr_SetString(PyExc_RuntimeError, "fit, evaluate and predict cannot run inside a callback "
-                                   "or map function of a fit, evaluate or predict of the same model"), 0;
+        if (kind == 1)
+            return PyErr_SetString(PyExc_RuntimeError, "fit and compile cannot run inside a callback or map "
+                                   "function of a fit, evaluate or predict of the same model"), 0;
     }
     return 1;
 }
@@ -296,14 +297,16 @@ static PyObject *model_load_weights(pytnt_model *self, PyObject *args, PyObject 
 /* ---- distribute and compile ---------------------------------------------------------------- */
 
 static PyObject *model_distribute(pytnt_model *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"fusion_threshold_kb", "comm_mode", NULL};
+    static char *kwlist[] = {"fusion_threshold_kb", "comm_mode", "reducer", NULL};
     PyObject *threshold = Py_None;
-    int mode = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oi", kwlist, &threshold, &mode)) return NULL;
+    int mode = 0, reducer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oii", kwlist, &threshold, &mode, &reducer)) return NULL;
     if (!enter(self, 1)) return NULL;
-    tnt_distribute_opts o = {.comm_mode = (tnt_comm_mode)mode};
+    tnt_distribute_opts o = {.comm_mode = (tnt_comm_mode)mode, .reducer = (tnt_reducer_kind)reducer};
     if (mode < 0 || mode > TNT_COMM_MODE_NONBLOCKING)
         return PyErr_Format(PyExc_ValueError, "distribute: comm_mode %d (expected 0..2)", mode);
+    if (reducer < 0 || reducer > TNT_REDUCER_SHARDED)
+        return PyErr_Format(PyExc_ValueError, "distribute: reducer %d (expected 0..3)", reducer);
     if (threshold != Py_None) {
         long long v = PyLong_AsLongLong(threshold);
         if (v == -1 && PyErr_Occurred()) return NULL;
@@ -372,18 +375,55 @@ static tnt_optimizer *optimizer_new(PyObject *spec) {
 
 static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"optimizer", "loss", "from_logits", "metrics", "seed", "label_smoothing", "ignore_class",
-                             NULL};
-    PyObject *spec, *ignore = Py_None;
+                             "huber_delta", "loss_weights", "output_losses", NULL};
+    PyObject *spec, *ignore = Py_None, *weights = Py_None, *kinds_o = Py_None;
     int loss = 0, from_logits = 0;
     const char *metrics = NULL;
     unsigned long long seed = 0;
-    double smoothing = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
-                                     &smoothing, &ignore))
+    double smoothing = 0, delta = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdOdOO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
+                                     &smoothing, &ignore, &delta, &weights, &kinds_o))
         return NULL;
     if (!enter(self, 1)) return NULL;
     tnt_compile_opts o = {.loss = (tnt_loss_kind)loss, .from_logits = from_logits, .metrics = metrics,
-                          .seed = seed, .label_smoothing = (float)smoothing};
+                          .seed = seed, .label_smoothing = (float)smoothing, .huber_delta = (float)delta};
+    float lw[64];
+    if (weights != Py_None) { /* Keras's loss_weights, one per output in output order */
+        PyObject *seq = PySequence_Fast(weights, "compile: loss_weights must be a sequence of numbers");
+        if (!seq) return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > 64) {
+            Py_DECREF(seq);
+            return PyErr_Format(PyExc_ValueError, "compile: %zd loss_weights (at most 64)", n);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            lw[i] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+            if (PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+        }
+        Py_DECREF(seq);
+        o.loss_weights = lw;
+        o.n_loss_weights = (int)n;
+    }
+    tnt_loss_kind kinds[64];
+    if (kinds_o != Py_None) { /* a loss kind per output */
+        PyObject *seq = PySequence_Fast(kinds_o, "compile: output_losses must be a sequence of loss kinds");
+        if (!seq) return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t i = 0; i < n && i < 64; i++) {
+            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (v == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            kinds[i] = (tnt_loss_kind)v;
+        }
+        Py_DECREF(seq);
+        o.output_losses = kinds;
+        o.n_output_losses = (int)(n < 64 ? n : 64);
+    }
     if (ignore != Py_None) {
         long v = PyLong_AsLong(ignore);
         if (v == -1 && PyErr_Occurred()) return NULL;
@@ -500,6 +540,7 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signal
 /* Runs what sits between begin and end without the GIL, with the model marked busy. */
 #define RUN_UNLOCKED(self, call)                                                                  \
     do {                                                                                          \
+        int was_busy_ = (self)->busy; /* evaluate or predict inside a callback */                 \
         (self)->busy = 1;                                                                         \
         (self)->owner = PyThread_get_thread_ident();                                              \
         pytnt_pending_clear();                                                                    \
@@ -508,18 +549,20 @@ static int callbacks_from(PyObject *list, tnt_callback **out, int *n, int signal
         call;                                                                                     \
         Py_END_ALLOW_THREADS                                                                      \
         fflush(stdout);                                                                           \
-        (self)->busy = 0;                                                                         \
+        (self)->busy = was_busy_;                                                                 \
     } while (0)
 
 static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"dataset", "epochs", "initial_epoch", "validation_data", "validation_freq", "verbose",
                              "steps_per_epoch", "callbacks", "no_distribute", "no_distribute_validation",
-                             "micro_batch_size", NULL};
+                             "micro_batch_size", "sample_weights", "validation_sample_weights", NULL};
     PyObject *train_o, *val_o = Py_None, *cbs_o = Py_None;
     int epochs = 1, initial_epoch = 0, validation_freq = 1, verbose = 1, no_dist = 0, no_dist_val = 0;
+    int weighted = 0, val_weighted = 0;
     long long steps = 0, micro = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiiLOppL", kwlist, &train_o, &epochs, &initial_epoch, &val_o,
-                                     &validation_freq, &verbose, &steps, &cbs_o, &no_dist, &no_dist_val, &micro))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iiOiiLOppLpp", kwlist, &train_o, &epochs, &initial_epoch, &val_o,
+                                     &validation_freq, &verbose, &steps, &cbs_o, &no_dist, &no_dist_val, &micro,
+                                     &weighted, &val_weighted))
         return NULL;
     if (!enter(self, 1)) return NULL;
     tnt_dataset *train = pytnt_dataset_get(train_o, "fit: dataset"), *val = NULL;
@@ -531,7 +574,8 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
     tnt_fit_opts o = {.epochs = epochs, .initial_epoch = initial_epoch, .validation_data = val,
                       .validation_freq = validation_freq, .verbose = verbose, .steps_per_epoch = steps,
                       .callbacks = cbs, .n_callbacks = n_cbs, .no_distribute = no_dist,
-                      .no_distribute_validation = no_dist_val, .micro_batch_size = micro};
+                      .no_distribute_validation = no_dist_val, .micro_batch_size = micro,
+                      .sample_weights = weighted, .validation_sample_weights = val_weighted};
     tnt_history *h = NULL;
     tnt_status s;
     /* keep the datasets' handles (and the arrays they borrow) alive whatever callbacks do */
@@ -562,17 +606,18 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
 static int eval_args(PyObject *args, PyObject *kw, PyObject **data_o, tnt_eval_opts *o, tnt_callback **cbs,
                      PyObject **cbs_o) {
     static char *kwlist[] = {"dataset", "verbose", "steps", "callbacks", "no_distribute", "all_ranks",
-                             "micro_batch_size", NULL};
-    int verbose = 0, no_dist = 0, all = 0;
+                             "micro_batch_size", "sample_weights", NULL};
+    int verbose = 0, no_dist = 0, all = 0, weighted = 0;
     long long steps = 0, micro = 0;
     *cbs_o = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iLOppL", kwlist, data_o, &verbose, &steps, cbs_o, &no_dist, &all,
-                                     &micro))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iLOppLp", kwlist, data_o, &verbose, &steps, cbs_o, &no_dist, &all,
+                                     &micro, &weighted))
         return 0;
     int n = 0;
     if (!callbacks_from(*cbs_o, cbs, &n, 0)) return 0;
     *o = (tnt_eval_opts){.verbose = verbose, .steps = steps, .callbacks = *cbs, .n_callbacks = n,
-                         .no_distribute = no_dist, .all_ranks = all, .micro_batch_size = micro};
+                         .no_distribute = no_dist, .all_ranks = all, .micro_batch_size = micro,
+                         .sample_weights = weighted};
     return 1;
 }
 
@@ -580,7 +625,7 @@ static PyObject *model_evaluate(pytnt_model *self, PyObject *args, PyObject *kw)
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 1) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "evaluate: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -623,7 +668,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 1) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "predict: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -646,7 +691,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
 }
 
 static PyObject *model_predict_on_batch(pytnt_model *self, PyObject *arg) {
-    if (!enter(self, 1)) return NULL;
+    if (!enter(self, 2)) return NULL;
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(arg, NPY_FLOAT32, 1, TNT_MAX_DIMS,
                                                          NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED |
                                                          NPY_ARRAY_FORCECAST);
@@ -682,9 +727,10 @@ static PyMethodDef model_methods[] = {
     {"load_weights", (PyCFunction)(void (*)(void))model_load_weights, METH_VARARGS | METH_KEYWORDS,
      "load_weights(path, by_name=False)."},
     {"distribute", (PyCFunction)(void (*)(void))model_distribute, METH_VARARGS | METH_KEYWORDS,
-     "distribute(fusion_threshold_kb=None, comm_mode=0)."},
+     "distribute(fusion_threshold_kb=None, comm_mode=0, reducer=0)."},
     {"compile", (PyCFunction)(void (*)(void))model_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(optimizer_spec, loss_kind, from_logits, metrics, seed, label_smoothing, ignore_class)."},
+     "compile(optimizer_spec, loss_kind, from_logits, metrics, seed, label_smoothing, ignore_class, huber_delta, "
+     "loss_weights)."},
     {"compile_info", (PyCFunction)model_compile_info, METH_NOARGS, "Compile options, or None."},
     {"optimizer_info", (PyCFunction)model_optimizer_info, METH_NOARGS, "(name, lr, iterations) or None."},
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},

@@ -82,7 +82,7 @@ void pytnt_flush_stdout(void) {
 PyObject *pytnt_shape_tuple(tnt_shape s) {
     PyObject *t = PyTuple_New(s.ndim);
     for (int i = 0; t && i < s.ndim; i++) {
-        PyObject *d = PyLong_FromLongLong(s.dim[i]);
+        PyObject *d = s.dim[i] == TNT_DIM_NONE ? Py_NewRef(Py_None) : PyLong_FromLongLong(s.dim[i]); /* Keras's None */
         if (!d) {
             Py_DECREF(t);
             return NULL;
@@ -286,7 +286,7 @@ PyMODINIT_FUNC PyInit__tarantella(void) {
             return NULL;
         }
     }
-    if (PyModule_AddFunctions(m, pytnt_callback_functions) < 0 ||
+    if (PyModule_AddFunctions(m, pytnt_callback_functions) < 0 || PyModule_AddFunctions(m, pytnt_objective_functions) < 0 ||
         PyModule_AddStringConstant(m, "__version__", tnt_version()) < 0 ||
         PyModule_AddIntConstant(m, "MAX_DIMS", TNT_MAX_DIMS) < 0) {
         Py_DECREF(m);

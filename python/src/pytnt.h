@@ -80,6 +80,7 @@ typedef struct pytnt_callback {
 } pytnt_callback;
 extern PyTypeObject pytnt_callback_type;
 extern PyMethodDef pytnt_callback_functions[];
+extern PyMethodDef pytnt_objective_functions[];
 /* (class_name, {Keras config}) of a Keras learning-rate schedule -> a new schedule, or NULL with
  * an exception. */
 tnt_lr_schedule *pytnt_schedule_new(PyObject *spec);

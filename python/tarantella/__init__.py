@@ -14,7 +14,7 @@ from tarantella._core import init, get_rank, get_size, get_master_rank, is_maste
 from tarantella._core import C as _C
 from tarantella import data
 from tarantella import keras
-from tarantella.model import Model
+from tarantella.model import Model, ParallelStrategy
 from tarantella import models
 from tarantella import tensorflow  # import tarantella.tensorflow as tf
 
@@ -26,4 +26,4 @@ def get_comm_size():
 
 
 __all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "get_comm_size", "data",
-           "keras", "Model", "models", "__version__"]
+           "keras", "Model", "ParallelStrategy", "models", "__version__"]

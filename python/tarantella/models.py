@@ -21,3 +21,7 @@ def model_from_config(config, **kwargs):
 
 def clone_model(model, **kwargs):
     return Model(_km.clone_model(model, **kwargs))
+
+
+def model_from_yaml(yaml_string, **kwargs):
+    return Model(_km.model_from_yaml(yaml_string))

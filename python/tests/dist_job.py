@@ -1,4 +1,4 @@
-"""A training job run by test_distributed.py under the launcher: dist_job.py MODE OUT_DIR.
+"""A training job run by test_distributed.py under the launcher: dist_job.py MODE OUT_DIR [REDUCER].
 Each rank writes OUT_DIR/rank_<r>.json with what it saw."""
 import json
 import os
@@ -10,6 +10,7 @@ import tarantella as tnt
 
 tnt.init()
 mode, out = sys.argv[1], sys.argv[2]
+reducer = sys.argv[3] if len(sys.argv) > 3 else None
 rank = tnt.get_rank()
 k = tnt.keras
 CB = k.callbacks
@@ -45,7 +46,7 @@ rng = np.random.default_rng(3)
 x = rng.standard_normal((96, 6)).astype(np.float32)
 y = ((x[:, 0] + x[:, 1]) > 0).astype(np.float32)
 model = tnt.Model(k.Sequential([k.layers.Dense(8, activation="tanh", input_shape=(6,)),
-                                k.layers.Dense(2, activation="softmax")]))
+                                k.layers.Dense(2, activation="softmax")]), reducer=reducer)
 model.compile(k.optimizers.SGD(0.1, momentum=0.5), "sparse_categorical_crossentropy", metrics=["accuracy"])
 scale = np.float32(0.5)
 train = (tnt.data.Dataset.from_tensor_slices((x * 2, y)).map(lambda a, b: (a * scale, b))  # a Python map
@@ -61,6 +62,9 @@ if mode == "train":
                   predict_master_only=len(model.predict(x, verbose=0, tnt_all_ranks=False)),
                   evaluate=model.evaluate(val, verbose=0, return_dict=True))
     model.save(os.path.join(out, "model.keras"))
+elif mode == "weights":
+    h = model.fit(train, epochs=3, verbose=0)
+    result.update(history=h.history, weights=[w.tolist() for w in model.get_weights()])
 elif mode == "fail":
     try:
         model.fit(train, epochs=3, verbose=0, callbacks=[FailOnRank1()])

@@ -77,6 +77,7 @@ def test_model_handles(tnt, tmp_path):
         raises(h.compile, spec, 1)
     raises(h.compile, ("sgd", {}, None), 99)
     raises(h.distribute, comm_mode=7)
+    raises(h.distribute, reducer=9)
     raises(h.save, "/nonexistent/dir/x.h5")
     raises(h.load_weights, "/nonexistent.h5")
     raises(h.fit, ds, callbacks=[1, 2])

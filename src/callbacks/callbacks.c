@@ -343,7 +343,8 @@ tnt_callback tnt_reduce_lr_on_plateau(const tnt_reduce_lr_opts *opts) {
     r->verbose = o.verbose;
     r->greater = o.mode == TNT_MODE_MAX || (o.mode == TNT_MODE_AUTO && strstr(monitor, "acc"));
     r->best = r->greater ? -INFINITY : INFINITY;
-    return (tnt_callback){.user = r, .on_train_begin = rl_train_begin, .on_epoch_end = rl_epoch_end, .destroy = free};
+    return (tnt_callback){.user = r, .on_train_begin = rl_train_begin, .on_epoch_end = rl_epoch_end, .destroy = free,
+                          .adds_lr = true};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -378,7 +379,7 @@ tnt_callback tnt_learning_rate_scheduler(tnt_lr_scheduler_fn schedule, void *use
     lr_scheduler *l = tnt__calloc(1, sizeof *l);
     if (!l) return tnt__callback_failed(TNT_ERR_NOMEM);
     *l = (lr_scheduler){schedule, user, verbose};
-    return (tnt_callback){.user = l, .on_epoch_begin = ls_epoch_begin, .destroy = free};
+    return (tnt_callback){.user = l, .on_epoch_begin = ls_epoch_begin, .destroy = free, .adds_lr = true};
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -55,20 +55,59 @@ uint64_t tnt__fnv1a(uint64_t h, const void *data, size_t len);
 /* ---- gradient reducer ------------------------------------------------------------------------
  * Buckets are contiguous slices [begin, end) of the flat gradient buffer (backward order), cut at
  * layer boundaries once a bucket holds at least threshold bytes (0: one bucket per layer).
- * Every rank computes the same plan and issues the same allreduces in the same order. */
+ * Every rank computes the same plan and issues the same allreduces in the same order. A step:
+ * begin_step; start each bucket as backward completes it (ready: by prefix, or start_bucket);
+ * wait_bucket where one sum is needed early; finish_step. The implementation behind these calls
+ * (comm/reducer.h) is the flat allreduce or the node-aware reduction. */
 typedef struct tnt__reducer tnt__reducer;
 
 /* layer_end[i] (n_layers entries, in backward order) is the gradient prefix complete after the
  * i-th layer with weights has finished backward. */
 tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression);
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression,
+                               tnt_reducer_kind kind, int n_slots);
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
 void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
+/* Starts bucket i, the next in plan order (the caller staged its gradients itself). */
+void tnt__reducer_start_bucket(tnt__reducer *r, int i);
+/* Waits until bucket i (started) holds the sum of every rank's gradients. */
+tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i);
 /* Starts what is left and waits for all buckets of the step. */
 tnt_status tnt__reducer_finish_step(tnt__reducer *r);
+/* Bucket i's slice [*begin, *end) of the gradient buffer. */
+void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
 int tnt__reducer_num_buckets(const tnt__reducer *r);
+/* The reduction that runs, after the fallbacks (flat without the comm thread, with one rank per
+ * node or nodes of different sizes). */
+tnt_reducer_kind tnt__reducer_kind(const tnt__reducer *r);
+/* Where backward must write the gradients: the grads given (flat) or this rank's buffer in the
+ * node's shared-memory window (node-aware), n floats. */
+float *tnt__reducer_grads(const tnt__reducer *r);
+/* Sharded: this rank's slice [*begin, *end) of bucket i, whose sum it holds after finish_step
+ * (the rest of its buffer does not hold sums); not sharded: the whole bucket. */
+void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
+/* Node-aware, not sharded: with land false (the caller adds nothing to the gradients after the
+ * reduction) the sums stay in the node's shared buffer, read from tnt__reducer_sums, instead of
+ * being copied into every rank's buffer. Every rank must set the same; default true. */
+void tnt__reducer_set_land(tnt__reducer *r, bool land);
+/* Where the summed gradients are after finish_step (n floats; sharded: valid on owned slices). */
+const float *tnt__reducer_sums(const tnt__reducer *r);
+/* Copies the last step's summed gradients, whole, into to (n floats): after a fit, once every
+ * rank has finished it (sharded, the slices come from their owners' buffers). */
+void tnt__reducer_copy_sums(const tnt__reducer *r, float *to);
+/* Sharded: the node's one copy of the weights (n floats) in shared memory; NULL else. A fit may
+ * keep the model's weights there; share_weights then only meets the node's ranks. */
+float *tnt__reducer_weights(const tnt__reducer *r);
+/* Sharded: storage for optimizer slot k (n floats), once per node in shared memory; NULL else. */
+float *tnt__reducer_slot(const tnt__reducer *r, int k);
+/* Sharded, after each rank updated its owned slices of params: every rank of the node gets the
+ * others' slices (through shared memory; one barrier). */
+tnt_status tnt__reducer_share_weights(tnt__reducer *r, float *params);
+/* A barrier of every rank that also orders the node's shared-memory writes before it against
+ * the reads after it. */
+tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what);
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread

@@ -1,56 +1,19 @@
-/* reducer.c: gradient allreduce fused into buckets and overlapped with backward.
+/* reducer.c: the gradient reducer's plan, its public calls (which dispatch to the implementation,
+ * reducer.h), the comm thread that runs bucket reductions one after the other, and bfloat16 on
+ * the wire.
  *
  * The plan walks the flat gradient buffer in backward order and cuts a bucket at a layer
- * boundary once it holds threshold bytes; a bucket over 16 MiB goes as several collectives. During backward the compute thread reports the
- * finished prefix of the buffer; each bucket inside it is started at once, in plan order, with
- * MPI_Allreduce(MPI_IN_PLACE) on its slice: no packing copy. Two engines:
- *  - thread: a comm thread runs the allreduces of a queue one after the other, each a blocking
- *    MPI_Allreduce once every rank has arrived (tnt__wait_arrival: a stalled rank is reported
- *    and nobody spins on it). MPI_THREAD_SERIALIZED: only this thread calls MPI during backward;
- *    the compute thread calls MPI again only after finish_step;
- *  - nonblocking: MPI_Iallreduce, progressed with MPI_Testall whenever backward reports.
- * Waits sleep between polls and feed the stall inspector (wait.c). With bf16 compression a
- * bucket is rounded to bfloat16 into a wire buffer of half the bytes, summed there by a user
- * MPI op that adds in float32, and widened back into grads.
- * Every rank has the same plan and issues the same collectives in the same order. */
-#include "comm/wait.h"
+ * boundary once it holds threshold bytes; a bucket over 16 MiB goes as several collectives.
+ * During backward the compute thread reports the finished prefix of the buffer; each bucket
+ * inside it is started at once, in plan order. Every rank has the same plan and issues the same
+ * collectives in the same order. */
+#include "comm/reducer.h"
+#include "core/timeline.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-typedef struct bucket {
-    int64_t begin, end;
-} bucket;
-
-struct tnt__reducer {
-    float *grads;
-    int64_t n;
-    bucket *buckets;
-    int n_buckets;
-    tnt_comm_mode mode;
-    bool active;
-    uint16_t *wire; /* bf16 compression: the buckets as they travel; NULL without */
-    MPI_Op bf16_sum;
-
-    /* per step */
-    int started;   /* buckets handed to the engine */
-    /* thread engine */
-    pthread_t thread;
-    bool thread_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_done;
-    int completed;
-    bool stop;
-    int error_code;
-    /* nonblocking engine */
-    MPI_Request *requests;
-    float *send; /* SimGrid's SMPI only: a send copy of grads (start_upto) */
-
-    /* statistics */
-    double comm_seconds, exposed_seconds;
-    int64_t steps;
-};
+/* ---- bfloat16 ---------------------------------------------------------------------------- */
 
 /* float32 -> bfloat16, rounded to nearest even; a NaN stays a (quiet) NaN */
 static inline uint16_t to_bf16(float f) {
@@ -74,78 +37,110 @@ static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
     for (int i = 0; i < *len; i++) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
 }
 
-static void compress(const tnt__reducer *r, bucket b) {
-    for (int64_t i = b.begin; i < b.end; i++) r->wire[i] = to_bf16(r->grads[i]);
+void tnt__bf16_compress(uint16_t *wire, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) wire[i] = to_bf16(x[i]);
 }
 
-static void decompress(const tnt__reducer *r, bucket b) {
-    for (int64_t i = b.begin; i < b.end; i++) r->grads[i] = from_bf16(r->wire[i]);
+void tnt__bf16_decompress(float *x, const uint16_t *wire, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = from_bf16(wire[i]);
 }
 
-/* Starts (rq given) or runs the allreduce of one bucket. */
-static int allreduce_bucket(const tnt__reducer *r, bucket b, MPI_Request *rq) {
-    int count = (int)(b.end - b.begin);
-    void *buf = r->grads + b.begin;
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    if (r->wire) {
-        compress(r, b);
-        buf = r->wire + b.begin, type = MPI_UINT16_T, op = r->bf16_sum;
-    }
-    if (rq) {
-        const void *from = MPI_IN_PLACE;
-#ifdef TNT_SMPI
-        /* SimGrid 3.32's MPI_Iallreduce frees its copy of an in-place buffer before the request
-         * completes (a crash over ~2.5 MB): a send buffer of our own */
-        size_t bytes = (size_t)count * (r->wire ? sizeof *r->wire : sizeof(float));
-        from = memcpy((char *)r->send + (size_t)b.begin * sizeof(float), buf, bytes);
-#endif
-        return MPI_Iallreduce(from, buf, count, type, op, MPI_COMM_WORLD, rq);
-    }
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, count, type, op, MPI_COMM_WORLD);
-    if (rc == MPI_SUCCESS && r->wire) decompress(r, b);
-    return rc;
-}
+int tnt__bf16_sum_op(MPI_Op *op) { return MPI_Op_create(bf16_sum, 1, op); }
+
+/* ---- the comm thread --------------------------------------------------------------------- */
 
 static void *comm_thread(void *arg) {
     tnt__reducer *r = arg;
-    pthread_mutex_lock(&r->mu);
+    tnt__comm_queue *q = &r->queue;
+    tnt__timeline_lane(1);
+    pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!r->stop && r->completed >= r->started) pthread_cond_wait(&r->cv_work, &r->mu);
-        if (r->stop) break;
-        bucket b = r->buckets[r->completed];
-        pthread_mutex_unlock(&r->mu);
-        double t0 = tnt__now();
-        int rc = tnt__wait_arrival("gradient allreduce");
-        if (rc == MPI_SUCCESS) rc = allreduce_bucket(r, b, NULL);
+        while (!q->stop && q->completed >= q->queued) pthread_cond_wait(&q->cv_work, &q->mu);
+        if (q->stop) break;
+        int i = q->completed;
+        pthread_mutex_unlock(&q->mu);
+        double t0 = tnt__now(), tl0 = TNT_TL_BEGIN();
+        int rc = q->run(r, i);
         double dt = tnt__now() - t0;
-        pthread_mutex_lock(&r->mu);
+        TNT_TL_END("reduction", "bucket", i, tl0);
+        pthread_mutex_lock(&q->mu);
         r->comm_seconds += dt;
-        if (rc != MPI_SUCCESS && !r->error_code) r->error_code = rc;
-        r->completed++;
-        pthread_cond_broadcast(&r->cv_done);
+        if (rc != MPI_SUCCESS && !q->error_code) q->error_code = rc;
+        q->completed++;
+        pthread_cond_broadcast(&q->cv_done);
     }
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&q->mu);
     return NULL;
 }
 
-tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
-                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression) {
-    tnt__reducer *r = tnt__calloc(1, sizeof *r);
-    if (!r) return NULL;
-    r->grads = grads;
-    r->n = n;
-    r->mode = mode;
-    r->active = tnt__world_active();
-    bucket *groups = tnt__calloc((size_t)(n_layers ? n_layers : 1), sizeof *groups);
-    if (!groups) goto fail;
+bool tnt__comm_queue_start(tnt__reducer *r, int (*run)(tnt__reducer *r, int i)) {
+    tnt__comm_queue *q = &r->queue;
+    q->run = run;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv_work, NULL);
+    pthread_cond_init(&q->cv_done, NULL);
+    if (pthread_create(&q->thread, NULL, comm_thread, r) != 0) {
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv_work);
+        pthread_cond_destroy(&q->cv_done);
+        tnt__error(TNT_ERR_NOMEM, "reducer: cannot start the comm thread");
+        return false;
+    }
+    q->running = true;
+    return true;
+}
+
+void tnt__comm_queue_stop(tnt__reducer *r) {
+    tnt__comm_queue *q = &r->queue;
+    if (!q->running) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->cv_work);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->thread, NULL);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv_work);
+    pthread_cond_destroy(&q->cv_done);
+    q->running = false;
+}
+
+void tnt__comm_queue_begin_step(tnt__reducer *r) {
+    tnt__comm_queue *q = &r->queue;
+    pthread_mutex_lock(&q->mu);
+    q->queued = q->completed = 0;
+    q->error_code = 0;
+    pthread_mutex_unlock(&q->mu);
+}
+
+void tnt__comm_queue_push(tnt__reducer *r, int i) {
+    tnt__comm_queue *q = &r->queue;
+    pthread_mutex_lock(&q->mu);
+    q->queued = i + 1;
+    pthread_cond_signal(&q->cv_work);
+    pthread_mutex_unlock(&q->mu);
+}
+
+int tnt__comm_queue_wait(tnt__reducer *r, int upto) {
+    tnt__comm_queue *q = &r->queue;
+    pthread_mutex_lock(&q->mu);
+    while (q->completed < upto) pthread_cond_wait(&q->cv_done, &q->mu);
+    int err = q->error_code;
+    pthread_mutex_unlock(&q->mu);
+    return err;
+}
+
+/* ---- plan and public calls ---------------------------------------------------------------- */
+
+static bool plan(tnt__reducer *r, const int64_t *layer_end, int n_layers, size_t threshold_bytes) {
+    tnt__bucket *groups = tnt__calloc((size_t)(n_layers ? n_layers : 1), sizeof *groups);
+    if (!groups) return false;
     int n_groups = 0;
     int64_t begin = 0;
     for (int i = 0; i < n_layers; i++) {
         int64_t end = layer_end[i];
         bool big = (size_t)(end - begin) * sizeof(float) >= threshold_bytes;
         if (end > begin && (big || i == n_layers - 1)) {
-            groups[n_groups++] = (bucket){begin, end};
+            groups[n_groups++] = (tnt__bucket){begin, end};
             begin = end;
         }
     }
@@ -161,61 +156,92 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
         pieces += (groups[i].end - groups[i].begin + TNT__COLLECTIVE_MAX_FLOATS - 1) / TNT__COLLECTIVE_MAX_FLOATS;
     if (pieces > INT32_MAX || !(r->buckets = tnt__calloc((size_t)(pieces ? pieces : 1), sizeof *r->buckets))) {
         free(groups);
-        goto fail;
+        return false;
     }
     for (int i = 0; i < n_groups; i++)
         for (int64_t at = groups[i].begin; at < groups[i].end; at += TNT__COLLECTIVE_MAX_FLOATS)
-            r->buckets[r->n_buckets++] = (bucket){at, TNT_MIN(groups[i].end, at + TNT__COLLECTIVE_MAX_FLOATS)};
+            r->buckets[r->n_buckets++] = (tnt__bucket){at, TNT_MIN(groups[i].end, at + TNT__COLLECTIVE_MAX_FLOATS)};
     free(groups);
-    if (!r->active) return r;
-    if (compression == TNT_COMPRESSION_BF16) {
-        if (!(r->wire = tnt__calloc((size_t)(n ? n : 1), sizeof *r->wire))) goto fail;
-        if (MPI_Op_create(bf16_sum, 1, &r->bf16_sum) != MPI_SUCCESS) {
-            free(r->wire);
-            r->wire = NULL;
-            tnt__error(TNT_ERR_MPI, "reducer: cannot create the bfloat16 sum");
-            goto fail;
-        }
-    }
-    if (mode == TNT_COMM_MODE_NONBLOCKING) {
-        r->requests = tnt__calloc((size_t)(r->n_buckets ? r->n_buckets : 1), sizeof(MPI_Request));
-        if (!r->requests) goto fail;
-        for (int i = 0; i < r->n_buckets; i++) r->requests[i] = MPI_REQUEST_NULL;
-#ifdef TNT_SMPI
-        if (!(r->send = tnt__calloc((size_t)(n ? n : 1), sizeof(float)))) goto fail;
-#endif
+    return true;
+}
+
+tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end, int n_layers,
+                               size_t threshold_bytes, tnt_comm_mode mode, tnt_compression compression,
+                               tnt_reducer_kind kind, int n_slots) {
+    tnt__reducer *r = tnt__calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->grads = grads;
+    r->n = n;
+    r->mode = mode;
+    r->compression = compression;
+    r->kind = kind;
+    r->n_slots = n_slots;
+    r->active = tnt__world_active();
+    if (!plan(r, layer_end, n_layers, threshold_bytes)) goto fail;
+    if (!r->active) {
+        r->kind = TNT_REDUCER_FLAT;
         return r;
     }
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv_work, NULL);
-    pthread_cond_init(&r->cv_done, NULL);
-    if (pthread_create(&r->thread, NULL, comm_thread, r) != 0) {
-        tnt__error(TNT_ERR_NOMEM, "reducer: cannot start the comm thread");
-        goto fail;
+    if (kind == TNT_REDUCER_NODE || kind == TNT_REDUCER_SHARDED) {
+        if (tnt__reducer_node_init(r)) return r;
+        if (r->ops) goto fail; /* it applied and failed: the error says why */
     }
-    r->thread_started = true;
+    if (!tnt__reducer_flat_init(r)) goto fail;
     return r;
 fail:
     tnt__reducer_free(r);
     return NULL;
 }
 
+tnt_reducer_kind tnt__reducer_kind(const tnt__reducer *r) { return r->kind; }
+
+float *tnt__reducer_grads(const tnt__reducer *r) {
+    return r->kind == TNT_REDUCER_FLAT ? r->grads : tnt__reducer_node_grads(r);
+}
+
+void tnt__reducer_owned(const tnt__reducer *r, int i, int64_t *begin, int64_t *end) {
+    if (r->ops && r->ops->owned) r->ops->owned(r, i, begin, end);
+    else *begin = r->buckets[i].begin, *end = r->buckets[i].end;
+}
+
+void tnt__reducer_set_land(tnt__reducer *r, bool land) {
+    if (r->kind == TNT_REDUCER_NODE) tnt__reducer_node_set_land(r, land);
+}
+
+const float *tnt__reducer_sums(const tnt__reducer *r) {
+    const float *sums = r->kind == TNT_REDUCER_NODE ? tnt__reducer_node_sums(r) : NULL;
+    return sums ? sums : tnt__reducer_grads(r);
+}
+
+void tnt__reducer_copy_sums(const tnt__reducer *r, float *to) {
+    if (r->kind != TNT_REDUCER_FLAT) tnt__reducer_node_copy_sums(r, to);
+    else if (to != r->grads) memcpy(to, r->grads, (size_t)r->n * sizeof(float));
+}
+
+float *tnt__reducer_weights(const tnt__reducer *r) {
+    return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_weights(r) : NULL;
+}
+
+float *tnt__reducer_slot(const tnt__reducer *r, int k) {
+    return r->kind == TNT_REDUCER_SHARDED ? tnt__reducer_node_slot(r, k) : NULL;
+}
+
+tnt_status tnt__reducer_share_weights(tnt__reducer *r, float *params) {
+    if (!r->ops || !r->ops->share_weights) return TNT_OK;
+    int err = r->ops->share_weights(r, params);
+    return err == MPI_SUCCESS ? TNT_OK : tnt__error(TNT_ERR_MPI, "weight exchange failed on rank %d (MPI error %d)",
+                                                    tnt__world_rank(), err);
+}
+
+tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what) {
+    int err = r->ops && r->ops->sync ? r->ops->sync(r, what) : MPI_SUCCESS;
+    return err == MPI_SUCCESS ? TNT_OK : tnt__error(TNT_ERR_MPI, "%s failed on rank %d (MPI error %d)", what,
+                                                    tnt__world_rank(), err);
+}
+
 void tnt__reducer_free(tnt__reducer *r) {
     if (!r) return;
-    if (r->thread_started) {
-        pthread_mutex_lock(&r->mu);
-        r->stop = true;
-        pthread_cond_broadcast(&r->cv_work);
-        pthread_mutex_unlock(&r->mu);
-        pthread_join(r->thread, NULL);
-        pthread_mutex_destroy(&r->mu);
-        pthread_cond_destroy(&r->cv_work);
-        pthread_cond_destroy(&r->cv_done);
-    }
-    if (r->wire) MPI_Op_free(&r->bf16_sum);
-    free(r->wire);
-    free(r->requests);
-    free(r->send);
+    if (r->ops) r->ops->destroy(r);
     free(r->buckets);
     free(r);
 }
@@ -224,64 +250,50 @@ int tnt__reducer_num_buckets(const tnt__reducer *r) { return r->n_buckets; }
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r) { return r->mode; }
 
 void tnt__reducer_begin_step(tnt__reducer *r) {
-    if (r->mode == TNT_COMM_MODE_THREAD && r->thread_started) {
-        pthread_mutex_lock(&r->mu);
-        r->started = 0;
-        r->completed = 0;
-        pthread_mutex_unlock(&r->mu);
-    } else {
-        r->started = 0;
-    }
+    r->started = 0;
+    if (r->queue.running) tnt__comm_queue_begin_step(r);
 }
 
-static void start_upto(tnt__reducer *r, int64_t prefix) {
+void tnt__reducer_ready(tnt__reducer *r, int64_t prefix) {
     if (!r->active) return;
-    if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
-        while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) {
-            allreduce_bucket(r, r->buckets[r->started], &r->requests[r->started]);
-            r->started++;
-        }
-        if (r->started) {
-            int flag;
-            MPI_Testall(r->started, r->requests, &flag, MPI_STATUSES_IGNORE);
-        }
-        return;
-    }
-    pthread_mutex_lock(&r->mu);
-    int before = r->started;
-    while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) r->started++;
-    if (r->started != before) pthread_cond_signal(&r->cv_work);
-    pthread_mutex_unlock(&r->mu);
+    while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) r->ops->start_bucket(r, r->started++);
+    if (r->ops->poll && r->started) r->ops->poll(r);
 }
 
-void tnt__reducer_ready(tnt__reducer *r, int64_t prefix) { start_upto(r, prefix); }
+void tnt__reducer_start_bucket(tnt__reducer *r, int i) {
+    if (!r->active || i != r->started || i >= r->n_buckets) return; /* plan order only */
+    r->ops->start_bucket(r, r->started++);
+}
+
+void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end) {
+    *begin = r->buckets[i].begin;
+    *end = r->buckets[i].end;
+}
+
+static tnt_status reduce_error(int err) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    return tnt__error(TNT_ERR_MPI, "gradient allreduce failed on rank %d: %.*s", tnt__world_rank(), len, msg);
+}
+
+tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i) {
+    if (!r->active) return TNT_OK;
+    if (i < 0 || i >= r->started)
+        return tnt__error(TNT_ERR_STATE, "reducer: bucket %d waited for before it was started (%d started)", i, r->started);
+    int err = r->ops->wait_bucket(r, i);
+    return err == MPI_SUCCESS ? TNT_OK : reduce_error(err);
+}
 
 tnt_status tnt__reducer_finish_step(tnt__reducer *r) {
     if (!r->active) return TNT_OK;
-    start_upto(r, r->n);
-    double t0 = tnt__now();
-    int err = 0;
-    if (r->mode == TNT_COMM_MODE_NONBLOCKING) {
-        err = tnt__wait(r->started, r->requests, "gradient allreduce");
-        if (err == MPI_SUCCESS && r->wire)
-            for (int i = 0; i < r->started; i++) decompress(r, r->buckets[i]);
-        r->comm_seconds += tnt__now() - t0; /* only the waited part is measurable here */
-    } else {
-        pthread_mutex_lock(&r->mu);
-        while (r->completed < r->started) pthread_cond_wait(&r->cv_done, &r->mu);
-        err = r->error_code;
-        r->error_code = 0;
-        pthread_mutex_unlock(&r->mu);
-    }
+    tnt__reducer_ready(r, r->n);
+    double t0 = tnt__now(), tl0 = TNT_TL_BEGIN();
+    int err = r->ops->finish_step(r);
     r->exposed_seconds += tnt__now() - t0;
+    TNT_TL_END("exposed", "reduction wait", -1, tl0);
     r->steps++;
-    if (err != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(err, msg, &len);
-        return tnt__error(TNT_ERR_MPI, "gradient allreduce failed on rank %d: %.*s", tnt__world_rank(), len, msg);
-    }
-    return TNT_OK;
+    return err == MPI_SUCCESS ? TNT_OK : reduce_error(err);
 }
 
 void tnt__reducer_stats(const tnt__reducer *r, double *comm_seconds, double *exposed_seconds, int64_t *steps) {

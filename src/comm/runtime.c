@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "comm/comm.h"
 #include "comm/launcher_env.h"
+#include "core/timeline.h"
 #include "kernels/dnnl_util.h"
 #include "kernels/sgemm.h"
 
@@ -46,6 +47,11 @@ tnt_status tnt_init(int *argc, char ***argv) {
     rt.rank = tnt__world_rank();
     rt.size = tnt__world_size();
     rt.initialized = true;
+    if (c->timeline[0]) { /* the ranks' events on rank 0's clock */
+        double origin = rt.rank == 0 ? tnt__timeline_now() : 0.0;
+        if ((s = tnt__allreduce_sum_f64(&origin, 1)) != TNT_OK) return tnt__error_prefix(s, "tnt_init: ");
+        tnt__timeline_start(rt.rank, rt.size, origin);
+    }
     if (rt.size > 1 && !tnt__world_comm_thread_ok()) {
         /* The cluster's MPI decides, not the user: train anyway, in the engine that needs no
          * comm thread. Asked for less (TNT_MPI_THREAD_LEVEL): said only at INFO. */
@@ -60,6 +66,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
 }
 
 void tnt_finalize(void) {
+    if (tnt__timeline_finish() != TNT_OK) tnt_log(TNT_LOG_ERROR, "%s", tnt_last_error());
     tnt__dnnl_shutdown();
     tnt__sgemm_release();
     tnt__world_finalize();

@@ -1,6 +1,7 @@
 /* world.c: MPI start-up and the collectives the runtime needs, each with its error checked and
  * turned into a tnt_status. MPI starts only under mpirun (or with TNT_FORCE_MPI=1: tnt_init
  * decides); a program started on its own is one rank with no MPI at all. */
+#include "comm/reducer.h"
 #include "comm/wait.h"
 #include "core/config.h"
 
@@ -103,6 +104,7 @@ void tnt__world_finalize(void) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (world.active && !fin) tnt__wait_finalize();
+    if (world.active && !fin) tnt__reducer_release_windows();
     if (world.initialized_by_us && !fin) MPI_Finalize();
     world.initialized_by_us = false;
     world.active = false;

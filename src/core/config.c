@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 typedef enum setting_kind {
@@ -12,6 +13,7 @@ typedef enum setting_kind {
     SETTING_INT,     /* int64_t field in [min, max] */
     SETTING_CHOICE,  /* int field: the value of the matching name */
     SETTING_PRESENT, /* bool field: set to true when the variable exists, whatever its value */
+    SETTING_STRING,  /* char[max] field: the value, shorter than max */
 } setting_kind;
 
 typedef struct choice {
@@ -32,6 +34,8 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
+static const choice reducers[] = {{"flat", TNT_REDUCER_FLAT}, {"node", TNT_REDUCER_NODE},
+                                   {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
 static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
                                        {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
                                        {NULL, 0}};
@@ -45,6 +49,7 @@ static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 #define INT(var, f, lo, hi) {var, SETTING_INT, FIELD(f), lo, hi, NULL}
 #define CHOICE(var, f, choices) {var, SETTING_CHOICE, FIELD(f), 0, 0, choices}
 #define PRESENT(var, f) {var, SETTING_PRESENT, FIELD(f), 0, 0, NULL}
+#define STRING(var, f) {var, SETTING_STRING, FIELD(f), 0, sizeof(((tnt__config *)0)->f), NULL}
 static const setting settings[] = {
     CHOICE("TNT_LOG_LEVEL", log_level, log_levels),
     FLAG("TNT_LOG_ON_ALL_DEVICES", log_on_all_devices),
@@ -55,6 +60,9 @@ static const setting settings[] = {
     INT("TNT_FUSION_THRESHOLD_KB", fusion_threshold_kb, 0, INT32_MAX),
     CHOICE("TNT_COMM_MODE", comm_mode, comm_modes),
     CHOICE("TNT_COMPRESSION", compression, compressions),
+    CHOICE("TNT_REDUCER", reducer, reducers),
+    INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
+    STRING("TNT_TIMELINE", timeline),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
@@ -81,6 +89,7 @@ static const setting settings[] = {
     {                                                                                             \
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
+        .reducer = TNT_REDUCER_NODE,                                                              \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
@@ -95,6 +104,8 @@ static tnt_status bad_value(const setting *s, const char *v) {
     int len = 0;
     if (s->kind == SETTING_FLAG) {
         len = snprintf(expected, sizeof expected, "1, 0, true, false, yes or no");
+    } else if (s->kind == SETTING_STRING) {
+        len = snprintf(expected, sizeof expected, "at most %lld characters", (long long)s->max - 1);
     } else if (s->kind == SETTING_INT) {
         len = snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)s->min, (long long)s->max);
     } else {
@@ -141,6 +152,11 @@ tnt_status tnt__config_read(tnt__config *c) {
             continue;
         }
         if (!v || !*v) continue;
+        if (s->kind == SETTING_STRING) {
+            if (strlen(v) >= (size_t)s->max) return bad_value(s, v);
+            memcpy(field, v, strlen(v) + 1);
+            continue;
+        }
         bool ok = s->kind == SETTING_FLAG ? parse_flag(v, field)
                   : s->kind == SETTING_INT ? parse_int(v, s->min, s->max, field)
                                            : parse_choice(v, s->choices, field);

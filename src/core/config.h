@@ -41,6 +41,10 @@ typedef struct tnt__config {
     int64_t fusion_threshold_kb;     /* TNT_FUSION_THRESHOLD_KB */
     int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
     int compression;                 /* TNT_COMPRESSION: a tnt_compression, never the default */
+    int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind, never the default */
+    int64_t node_size;               /* TNT_NODE_SIZE: ranks per node for the node-aware reducer
+                                      * (consecutive ranks; for tests); 0: those sharing memory */
+    char timeline[1024];             /* TNT_TIMELINE: trace file of the run (core/timeline.h); "": none */
     int64_t h5_time_limit_s;         /* TNT_H5_TIME_LIMIT: seconds an HDF5 parse may take; 0 = by size */
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */

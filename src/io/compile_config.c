@@ -27,6 +27,16 @@ static const char *loss_class(tnt_loss_kind k) {
     case TNT_BINARY_CROSSENTROPY: return "BinaryCrossentropy";
     case TNT_MEAN_SQUARED_ERROR: return "MeanSquaredError";
     case TNT_MEAN_ABSOLUTE_ERROR: return "MeanAbsoluteError";
+    case TNT_KL_DIVERGENCE: return "KLDivergence";
+    case TNT_HINGE: return "Hinge";
+    case TNT_SQUARED_HINGE: return "SquaredHinge";
+    case TNT_CATEGORICAL_HINGE: return "CategoricalHinge";
+    case TNT_HUBER: return "Huber";
+    case TNT_LOG_COSH: return "LogCosh";
+    case TNT_POISSON: return "Poisson";
+    case TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR: return "MeanAbsolutePercentageError";
+    case TNT_MEAN_SQUARED_LOGARITHMIC_ERROR: return "MeanSquaredLogarithmicError";
+    case TNT_COSINE_SIMILARITY: return "CosineSimilarity";
     default: return "";
     }
 }
@@ -37,15 +47,20 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     cJSON *tc = cJSON_CreateObject();
     CK(tc);
     const tnt__loss_opts *lo = m->loss_opts;
-    if (!m->from_logits && !lo) {
+    if (m->mixed_losses) { /* Keras keeps a list of losses as given: one name per output */
+        cJSON *l = cJSON_AddArrayToObject(tc, "loss");
+        CK(l);
+        for (int k = 0; k < m->n_outputs; k++) CK(cJSON_AddItemToArray(l, cJSON_CreateString(tnt_loss_name(m->output_loss[k]))));
+    } else if (!m->from_logits && !lo) {
         CK(cJSON_AddStringToObject(tc, "loss", tnt_loss_name(m->loss)));
     } else {
         cJSON *l = cJSON_AddObjectToObject(tc, "loss"), *c;
         CK(l && cJSON_AddStringToObject(l, "class_name", loss_class(m->loss)) && (c = cJSON_AddObjectToObject(l, "config")));
         CK(cJSON_AddStringToObject(c, "reduction", "auto") && cJSON_AddStringToObject(c, "name", tnt_loss_name(m->loss)));
         bool ce = m->loss == TNT_CATEGORICAL_CROSSENTROPY || m->loss == TNT_BINARY_CROSSENTROPY;
-        if (m->loss != TNT_MEAN_SQUARED_ERROR && m->loss != TNT_MEAN_ABSOLUTE_ERROR)
+        if (ce || m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY)
             CK(cJSON_AddBoolToObject(c, "from_logits", m->from_logits));
+        if (m->loss == TNT_HUBER) CK(cJSON_AddNumberToObject(c, "delta", tnt__kj_f(lo && lo->huber_delta ? lo->huber_delta : 1.0f)));
         /* Keras's SparseCategoricalCrossentropy has no label_smoothing: ours goes in when set */
         if (ce || (lo && lo->label_smoothing != 0))
             CK(cJSON_AddNumberToObject(c, "label_smoothing", tnt__kj_f(lo ? lo->label_smoothing : 0)));
@@ -57,7 +72,19 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     }
     cJSON *met = cJSON_AddArrayToObject(tc, "metrics");
     CK(met);
-    for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+    bool per_output = false;
+    for (int i = 0; i < m->n_metrics; i++) per_output |= m->metrics[i].output >= 0;
+    if (per_output) { /* Keras's list of lists, one per output */
+        for (int k = 0; k < m->n_outputs; k++) {
+            cJSON *l = cJSON_CreateArray();
+            CK(l && cJSON_AddItemToArray(met, l));
+            for (int i = 0; i < m->n_metrics; i++)
+                if (tnt__metric_on_output(&m->metrics[i], k))
+                    CK(cJSON_AddItemToArray(l, cJSON_CreateString(m->metrics[i].name)));
+        }
+    } else {
+        for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+    }
     CK(cJSON_AddNullToObject(tc, "weighted_metrics"));
     if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
         cJSON *lw = cJSON_AddArrayToObject(tc, "loss_weights");
@@ -116,12 +143,12 @@ static double num(const cJSON *o, const char *key) {
 static bool flag(const cJSON *o, const char *key) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key)); }
 
 /* Appends the metric names of a (possibly nested per output) Keras metrics list to buf. */
-static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const char *path) {
+static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const char *path, int output) {
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
         const char *name = NULL;
         if (cJSON_IsArray(x)) {
-            tnt_status s = metric_names(x, buf, size, path);
+            tnt_status s = metric_names(x, buf, size, path, output);
             if (s != TNT_OK) return s;
             continue;
         }
@@ -134,6 +161,36 @@ static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const cha
         if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
         if (*buf) strcat(buf, ",");
         strcat(buf, name);
+        if (output >= 0) snprintf(buf + strlen(buf), size - strlen(buf), "@%d", output);
+    }
+    return TNT_OK;
+}
+
+/* Keras's metrics: a list for every output, or per output a list of lists (output order) or a
+ * dict by output name; the per-output ones become "name@K". */
+static tnt_status metrics_of(const tnt_model *m, const cJSON *met, char *buf, size_t size, const char *path) {
+    bool per_output = cJSON_IsObject(met) || (cJSON_IsArray(met) && m->n_outputs > 1 &&
+                                              cJSON_GetArraySize(met) == m->n_outputs);
+    if (cJSON_IsArray(met) && per_output) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, met) per_output &= cJSON_IsArray(x) || cJSON_IsNull(x);
+    }
+    if (!per_output) return cJSON_IsArray(met) ? metric_names(met, buf, size, path, -1) : TNT_OK;
+    for (int k = 0; k < m->n_outputs; k++) {
+        const cJSON *x = cJSON_IsArray(met) ? cJSON_GetArrayItem(met, k)
+                                            : cJSON_GetObjectItemCaseSensitive(met, tnt__model_output_name(m, k));
+        if (!x || cJSON_IsNull(x)) continue;
+        cJSON *one = NULL;
+        if (!cJSON_IsArray(x)) { /* a single metric for this output */
+            if (!(one = cJSON_CreateArray()) || !cJSON_AddItemReferenceToArray(one, (cJSON *)x)) {
+                cJSON_Delete(one);
+                return tnt__error(TNT_ERR_NOMEM, "load_model %s: out of memory", path);
+            }
+            x = one;
+        }
+        tnt_status s = metric_names(x, buf, size, path, k);
+        cJSON_Delete(one);
+        if (s != TNT_OK) return s;
     }
     return TNT_OK;
 }
@@ -198,6 +255,31 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
     } else if (cJSON_IsString(loss)) {
         lname = loss->valuestring;
     }
+    tnt_loss_kind per_output[TNT_MAX_IO];
+    if (cJSON_IsArray(loss) || (cJSON_IsObject(loss) && !cJSON_GetObjectItemCaseSensitive(loss, "class_name"))) {
+        /* a loss per output: a list in output order, or a dict by output name (names only) */
+        int n = cJSON_GetArraySize(loss);
+        if (n != m->n_outputs) {
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has %d losses for %d outputs", path, n,
+                           m->n_outputs);
+            goto done;
+        }
+        for (int k = 0; k < n; k++) {
+            const cJSON *e = cJSON_IsArray(loss) ? cJSON_GetArrayItem(loss, k)
+                                                 : cJSON_GetObjectItemCaseSensitive(loss, tnt__model_output_name(m, k));
+            int kk = cJSON_IsString(e) ? tnt_loss_from_name(e->valuestring) : -1;
+            if (kk < 0) {
+                s = cJSON_IsString(e) ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
+                                      : tnt__error(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: loss of output "
+                                                   "%d is not a loss name", path, k);
+                goto done;
+            }
+            per_output[k] = (tnt_loss_kind)kk;
+        }
+        co.output_losses = per_output;
+        co.n_output_losses = n;
+        lname = tnt_loss_name(per_output[0]);
+    }
     int lk = lname ? tnt_loss_from_name(lname) : -1;
     if (lk < 0) {
         s = lname ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
@@ -210,10 +292,11 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         co.label_smoothing = (float)num(lcfg, "label_smoothing");
         const cJSON *ic = cJSON_GetObjectItemCaseSensitive(lcfg, "ignore_class");
         if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
+        if (co.loss == TNT_HUBER) co.huber_delta = (float)num(lcfg, "delta");
     }
     char metrics[1024] = "";
     const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");
-    if (cJSON_IsArray(met) && (s = metric_names(met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
+    if (met && (s = metrics_of(m, met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
     co.metrics = metrics;
 
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");

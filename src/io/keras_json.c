@@ -7,6 +7,7 @@
  * (tnt_graph_input, tnt_call_n, tnt_call_attention, tnt_functional) from their inbound_nodes,
  * models nested in models, and the base keys name and batch_input_shape. trainable and dtype are
  * not read (any value, null included, is accepted): layers here are float32 and trainable. */
+#include "io/tf_ops.h"
 #include "layers/keras_config.h"
 #include "layers/regularizer.h"
 #include "model/model.h"
@@ -27,6 +28,8 @@ static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char 
         return NULL;
     }
     const tnt__layer_ops *ops = tnt__layer_class_find(cls);
+    /* a class of the user's own whose traced operations the file carries (layers/core/traced.c) */
+    if (!ops && tnt__kj_item(cfg, "tnt_ops")) ops = &tnt__traced_ops;
     if (ops) return tnt__layer_from_config(ops, cfg, &k);
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\": unsupported layer class \"%.64s\"", k.name, cls);
     return NULL;
@@ -238,6 +241,8 @@ typedef struct jlayer {
                            counts the inner model's own node first) */
     int n_out;          /* output tensors per call */
     tnt_ktensor *outs;  /* [n_nodes * TNT_MAX_IO] (InputLayer: one node) */
+    const cJSON *tfop;  /* Keras 2 TFOpLambda / SlicingOpLambda: its config (the layer is made per
+                           call, from the call's arguments: io/tf_ops.c) */
 } jlayer;
 
 typedef struct jgraph {
@@ -352,11 +357,46 @@ nomem:
 
 static int call_node_refs(jgraph *j, jlayer *l, const cJSON *node, const char *who);
 
+/* A TensorFlow function call (TFOpLambda, SlicingOpLambda): the layer is made for this call's
+ * arguments once its tensors exist. */
+static int call_tfop(jgraph *j, jlayer *l, const cJSON *node, const char *who) {
+    cJSON *refs = tnt__tfop_refs(node);
+    tnt_ktensor in[TNT_MAX_LAYER_INPUTS];
+    tnt_shape shapes[TNT_MAX_LAYER_INPUTS];
+    int n = 0, r = 1;
+    const cJSON *ref;
+    cJSON_ArrayForEach(ref, refs) {
+        if (n == TNT_MAX_LAYER_INPUTS) {
+            tnt__error(TNT_ERR_FORMAT, "from_json: %s: more than %d tensors", who, TNT_MAX_LAYER_INPUTS);
+            r = -1;
+            break;
+        }
+        if ((r = resolve(j, ref, &in[n], who)) <= 0) break;
+        shapes[n] = tnt_ktensor_shape(j->g, in[n]);
+        n++;
+    }
+    cJSON_Delete(refs);
+    if (r <= 0) return r;
+    char name[TNT_NAME_MAX + 16];
+    if (l->done) snprintf(name, sizeof name, "%.64s_%d", l->name, l->done); /* one layer per call */
+    else snprintf(name, sizeof name, "%.64s", l->name);
+    tnt_layer *layer = tnt__tfop_layer(l->cls, l->tfop, name, node, n, shapes, who);
+    if (!layer) return -1;
+    int got = tnt_call_outputs(j->g, layer, n, in, TNT_MAX_IO, &l->outs[l->done * TNT_MAX_IO]);
+    if (got < 0) {
+        tnt__error_prefix(TNT_ERR_ARG, "from_json: %s: ", who);
+        return -1;
+    }
+    l->done++;
+    return 1;
+}
+
 /* Calls layer l on its next inbound node if its inputs exist: 1 done, 0 not yet, -1 error. */
 static int call_node(jgraph *j, jlayer *l) {
     const cJSON *node = cJSON_GetArrayItem(l->nodes, l->done);
     char who[160];
     snprintf(who, sizeof who, "layer \"%.64s\" (%.64s) inbound node %d", l->name, l->cls, l->done);
+    if (l->tfop) return call_tfop(j, l, node, who);
     if (!cJSON_IsObject(node)) return call_node_refs(j, l, node, who);
     cJSON *refs = keras3_node(node, who);
     int r = refs ? call_node_refs(j, l, refs, who) : -1;
@@ -554,6 +594,10 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
             /* Keras 2 counts the inner model's own node first; Keras 3 makes none */
             l->base = cJSON_IsObject(cJSON_GetArrayItem(l->nodes, 0)) ? 0 : 1;
             l->n_out = l->inner->n_outputs;
+        } else if ((!strcmp(l->cls, "TFOpLambda") || !strcmp(l->cls, "SlicingOpLambda")) &&
+                   !tnt__kj_item(lcfg, "tnt_ops")) {
+            l->tfop = lcfg;
+            l->n_out = tnt__tfop_outputs(lcfg, cJSON_GetArrayItem(l->nodes, 0));
         } else if (!(l->layer = layer_from_json(l->cls, lcfg, l->name))) goto done;
         else l->n_out = l->layer->n_outputs;
     }

@@ -100,3 +100,18 @@ void tnt__mm_destroy(tnt__mm *mm) {
         if (*mems[i]) dnnl_memory_destroy(*mems[i]);
     memset(mm, 0, sizeof *mm);
 }
+
+tnt_status tnt__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return TNT_OK;
+    if (k == 0) { /* oneDNN wants k > 0: C = beta C */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) c[i * ldc + j] *= beta;
+        return TNT_OK;
+    }
+    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    if (st != dnnl_success)
+        return tnt__error(TNT_ERR_BACKEND, "dnnl_sgemm (%lld x %lld) x (%lld x %lld) failed (status %d)", (long long)m,
+                          (long long)k, (long long)k, (long long)n, (int)st);
+    return TNT_OK;
+}

@@ -38,5 +38,9 @@ bool tnt__mm_reference(const tnt__mm *mm);
  * when !d.bias. */
 tnt_status tnt__mm_run(tnt__mm *mm, const void *a, const void *b, const float *bias, void *c);
 void tnt__mm_destroy(tnt__mm *mm);
+/* The plain float32 GEMM for shapes known only at the call (the operations of custom code):
+ * C = op(A) · op(B) + beta C, row-major, op(A) (m x k), op(B) (k x n), on oneDNN's sgemm. */
+tnt_status tnt__sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float beta, float *c, int64_t ldc);
 
 #endif

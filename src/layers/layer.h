@@ -18,7 +18,8 @@
 struct cJSON;       /* <cjson/cJSON.h>: layer configs */
 struct tnt__kj_ctx; /* layers/keras_config.h: the layer being read, for messages */
 
-#define TNT_MAX_LAYER_WEIGHTS 8
+#define TNT_MAX_LAYER_WEIGHTS 32 /* a traced layer holds all of a custom layer's weights: a Transformer
+                                   block written as operations has 16 */
 #define TNT_MAX_LAYER_INPUTS 16
 #define TNT_MAX_LAYER_OUTPUTS 8 /* recurrent layers with return_state: 1 + states; Bidirectional
                                    with merge_mode None and return_state: 2 + 2 * 2 */
@@ -202,6 +203,10 @@ tnt_status tnt__attention_configure(tnt_layer *l, bool has_attention_mask, bool 
 /* MultiHeadAttention call arguments beyond query and value, for writing a call: whether an
  * attention_mask input is used, and use_causal_mask. */
 void tnt__attention_call_info(const tnt_layer *l, bool *has_attention_mask, bool *use_causal_mask);
+
+/* The traced layer (core/traced.c): its table, whose from_config reads a config carrying the
+ * operation graph ("tnt_ops") for a layer class of the user's own (any class name). */
+extern const tnt__layer_ops tnt__traced_ops;
 
 /* Dtype policies: Keras's name of p; the policy called name (NULL and an error naming it and the
  * supported ones when unknown; who prefixes the message). */

@@ -356,6 +356,29 @@ void tnt__model_fold_activations(tnt_model *m) {
 
 /* ---- weights ----------------------------------------------------------------------------- */
 
+/* Moves every view of a weight (its value, or gradient) in [old, old + n) to the same place in to. */
+static void rebase_views(tnt_model *m, float *old, float *to, bool grad) {
+    for (int i = 0; i < m->n_nodes; i++) { /* a layer called twice is seen twice: moved once */
+        tnt_layer *l = m->nodes[i].layer;
+        for (int j = 0; j < l->n_weights; j++) {
+            float **v = grad ? &l->weights[j].grad : &l->weights[j].value;
+            if (*v && *v >= old && *v < old + m->n_params) *v = to + (*v - old);
+        }
+    }
+}
+
+void tnt__model_bind_grads(tnt_model *m, float *grads) {
+    if (grads == m->grads) return;
+    rebase_views(m, m->grads, grads, true);
+    m->grads = grads;
+}
+
+void tnt__model_bind_params(tnt_model *m, float *params) {
+    if (params == m->params) return;
+    rebase_views(m, m->params, params, false);
+    m->params = params;
+}
+
 /* Allocates the flat buffers and initializes the weights. Trainable weights go to the parameter
  * buffer, which has a gradient twin, the optimizer's slots and the allreduce; non-trainable ones
  * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both
@@ -498,7 +521,9 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     if (!m || !opts || !metrics || size == 0) return tnt__error(TNT_ERR_ARG, "model_compile_opts: NULL argument");
     if (!m->compiled) return tnt__error(TNT_ERR_STATE, "model \"%s\" is not compiled", m->name);
     *opts = (tnt_compile_opts){.optimizer = m->optimizer, .loss = m->loss, .from_logits = m->from_logits,
-                               .metrics = metrics, .seed = m->seed};
+                               .metrics = metrics, .seed = m->seed,
+                               .output_losses = m->mixed_losses ? m->output_loss : NULL,
+                               .n_output_losses = m->mixed_losses ? m->n_outputs : 0};
     if (m->loss_opts) {
         opts->label_smoothing = m->loss_opts->label_smoothing;
         opts->has_ignore_class = m->loss_opts->has_ignore_class;

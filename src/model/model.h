@@ -12,7 +12,7 @@
 #include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
-#define TNT_MAX_METRICS 8
+#define TNT_MAX_METRICS 16
 #define TNT_MAX_IO 8 /* model inputs and outputs */
 
 /* One call of a layer: inputs and output are tensor ids of the model. */
@@ -115,12 +115,15 @@ struct tnt_model {
 
     tnt_optimizer *optimizer;
     tnt_loss_kind loss;
+    tnt_loss_kind output_loss[TNT_MAX_IO]; /* per output (Keras's list or dict of losses) */
+    bool mixed_losses;                     /* the outputs' losses differ */
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
+    signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
     bool compiled;
     uint64_t seed;
@@ -136,6 +139,11 @@ struct tnt_model {
     tnt_distribute_opts distribute_opts; /* as given; the configuration fills in the defaults */
     bool weights_synced;   /* all ranks hold the master's weights */
     struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
+    /* During a fit with a node-aware reducer the gradients (and, sharded, the optimizer's slots)
+     * live in its shared window; these are the model's own buffers, given back at the end. */
+    bool attached;
+    float *grads_home, *params_home;
+    float *slots_home[3]; /* TNT__OPT_MAX_SLOTS */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -162,6 +170,11 @@ static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */
 tnt_status tnt__model_setup_weights(tnt_model *m);
+/* Moves the gradient buffer to grads (n_params floats): m->grads and every weight's gradient
+ * view point there afterwards (the values are not copied). */
+void tnt__model_bind_grads(tnt_model *m, float *grads);
+/* The same for the trainable weights' buffer (m->params and every trainable weight's value). */
+void tnt__model_bind_params(tnt_model *m, float *params);
 /* Drops the cached plans (after the graph or the loss configuration changed). */
 void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */

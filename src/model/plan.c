@@ -8,6 +8,7 @@
  * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
  * order writes it in place, later ones write a temporary that is added. */
 #include "model/model.h"
+#include "core/timeline.h"
 #include "comm/comm.h"
 #include "layers/regularizer.h"
 
@@ -329,7 +330,9 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
             .sample_offset = st->sample_offset,
             .parallel = st->parallel,
         };
+        double t0 = TNT_TL_BEGIN();
         tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
+        TNT_TL_END(st->training ? "forward" : "inference", l->name, -1, t0);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
         add_activity_penalty(m, p, n, x);
     }
@@ -426,8 +429,10 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .dxs = dxs,
             .parallel = st->parallel,
         };
+        double t0 = TNT_TL_BEGIN();
         s = n->first_backward ? l->ops->backward(l, p->layer_plans[i], &a)
                               : backward_shared(m, l, p->layer_plans[i], &a);
+        TNT_TL_END("backward", l->name, -1, t0);
         if (s != TNT_OK) {
             s = tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
             break;

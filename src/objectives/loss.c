@@ -23,6 +23,16 @@ static const char *const LOSS_NAMES[] = {
     [TNT_BINARY_CROSSENTROPY] = "binary_crossentropy",
     [TNT_MEAN_SQUARED_ERROR] = "mean_squared_error",
     [TNT_MEAN_ABSOLUTE_ERROR] = "mean_absolute_error",
+    [TNT_KL_DIVERGENCE] = "kl_divergence",
+    [TNT_HINGE] = "hinge",
+    [TNT_SQUARED_HINGE] = "squared_hinge",
+    [TNT_CATEGORICAL_HINGE] = "categorical_hinge",
+    [TNT_HUBER] = "huber",
+    [TNT_LOG_COSH] = "log_cosh",
+    [TNT_POISSON] = "poisson",
+    [TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR] = "mean_absolute_percentage_error",
+    [TNT_MEAN_SQUARED_LOGARITHMIC_ERROR] = "mean_squared_logarithmic_error",
+    [TNT_COSINE_SIMILARITY] = "cosine_similarity",
 };
 
 const char *tnt_loss_name(tnt_loss_kind loss) {
@@ -52,6 +62,21 @@ int tnt_loss_from_name(const char *name) {
         {"mse", TNT_MEAN_SQUARED_ERROR},
         {"meanabsoluteerror", TNT_MEAN_ABSOLUTE_ERROR},
         {"mae", TNT_MEAN_ABSOLUTE_ERROR},
+        {"kldivergence", TNT_KL_DIVERGENCE},
+        {"kld", TNT_KL_DIVERGENCE},
+        {"kullbackleiblerdivergence", TNT_KL_DIVERGENCE},
+        {"hinge", TNT_HINGE},
+        {"squaredhinge", TNT_SQUARED_HINGE},
+        {"categoricalhinge", TNT_CATEGORICAL_HINGE},
+        {"huber", TNT_HUBER},
+        {"huberloss", TNT_HUBER},
+        {"logcosh", TNT_LOG_COSH},
+        {"poisson", TNT_POISSON},
+        {"meanabsolutepercentageerror", TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR},
+        {"mape", TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR},
+        {"meansquaredlogarithmicerror", TNT_MEAN_SQUARED_LOGARITHMIC_ERROR},
+        {"msle", TNT_MEAN_SQUARED_LOGARITHMIC_ERROR},
+        {"cosinesimilarity", TNT_COSINE_SIMILARITY},
     };
     char key[64];
     if (name && normalize(name, key, sizeof key))
@@ -59,7 +84,9 @@ int tnt_loss_from_name(const char *name) {
             if (!strcmp(key, ALIASES[i].key)) return (int)ALIASES[i].kind;
     tnt__error(TNT_ERR_ARG,
                "unknown loss \"%s\": expected one of sparse_categorical_crossentropy, categorical_crossentropy, "
-               "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae)",
+               "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae), kl_divergence (kld), "
+               "hinge, squared_hinge, categorical_hinge, huber, log_cosh, poisson, mean_absolute_percentage_error "
+               "(mape), mean_squared_logarithmic_error (msle), cosine_similarity",
                name ? name : "(null)");
     return -1;
 }
@@ -167,14 +194,15 @@ tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tn
     const double smooth = o->label_smoothing;
     float *smoothed = NULL; /* a dense row of labels smoothed, for the probability paths */
     int64_t n_valid = 0;
-    if (smooth != 0 && (kind == TNT_MEAN_SQUARED_ERROR || kind == TNT_MEAN_ABSOLUTE_ERROR))
+    if (smooth != 0 && kind != TNT_SPARSE_CATEGORICAL_CROSSENTROPY && kind != TNT_CATEGORICAL_CROSSENTROPY &&
+        kind != TNT_BINARY_CROSSENTROPY)
         return tnt__error(TNT_ERR_ARG, "%s: label_smoothing %g applies to the cross-entropies only", tnt_loss_name(kind), smooth);
     if (smooth != 0 && kind == TNT_SPARSE_CATEGORICAL_CROSSENTROPY && !from_logits)
         return tnt__error(TNT_ERR_UNSUPPORTED, "sparse_categorical_crossentropy: label_smoothing needs logits "
                           "(from_logits, or a softmax output layer, whose logits the loss then reads)");
     if (smooth != 0 && !from_logits && (smoothed = malloc((size_t)c * sizeof(float))) == NULL)
         return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", tnt_loss_name(kind));
-    if (kind <= TNT_LOSS_NONE || kind > TNT_MEAN_ABSOLUTE_ERROR)
+    if (kind <= TNT_LOSS_NONE || kind >= TNT_LOSS_KIND_COUNT)
         return tnt__error(TNT_ERR_ARG, "loss %d is not a known loss", (int)kind);
     if (n < 0 || c < 1)
         return tnt__error(TNT_ERR_SHAPE, "%s: %lld samples of %lld outputs: expected n >= 0 and c >= 1",
@@ -183,6 +211,9 @@ tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tn
         return tnt__error(TNT_ERR_ARG, "%s: prediction, label or result pointer is NULL", tnt_loss_name(kind));
     double total = 0;
     const double inv_c = 1.0 / (double)c;
+    const double delta = o->huber_delta > 0 ? o->huber_delta : 1.0;
+    /* Keras's hinge maps labels to {-1, 1} when all of the batch's are in {0, 1} */
+    const bool to_pm1 = tnt__loss_is_hinge(kind) && n > 0 && tnt__hinge_labels_binary(y_true, n * c);
     for (int64_t i = 0; i < n; i++) {
         const float *p = pred + i * c;
         float *d = dpred ? dpred + i * c : NULL;
@@ -262,7 +293,9 @@ tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tn
             l *= inv_c;
             break;
         }
-        default: break;
+        default:
+            l = tnt__loss_more_row(kind, p, y_true + i * c, c, delta, to_pm1, inv_batch, d);
+            break;
         }
         total += l;
         n_valid++;

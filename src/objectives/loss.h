@@ -34,11 +34,20 @@ typedef struct tnt__loss_opts {
     float label_smoothing; /* targets y * (1 - s) + s / c (binary: + s / 2) */
     bool has_ignore_class; /* sparse CE: rows labelled ignore_class add no loss and no gradient */
     int ignore_class;
+    float huber_delta; /* TNT_HUBER; 0 = 1.0 */
 } tnt__loss_opts;
 /* As tnt__loss_compute with options (NULL: none); *valid (may be NULL) receives the number of rows
  * not ignored. Label smoothing of a sparse label needs logits (from_logits or a fused softmax). */
 tnt_status tnt__loss_compute_opts(tnt_loss_kind kind, bool from_logits, const tnt__loss_opts *opts, int64_t n,
                                   int64_t c, const float *pred, const float *y_true, double inv_batch, float *dpred,
                                   double *loss_sum, int64_t *valid);
+
+/* The losses of loss_more.c, on one row of c values: the row's loss; d (may be NULL) receives
+ * scale * d(loss)/d(p). to_pm1: hinge labels in {0, 1}, mapped to {-1, 1} (Keras decides that
+ * for the whole batch: tnt__hinge_labels_binary). */
+double tnt__loss_more_row(tnt_loss_kind kind, const float *p, const float *y, int64_t c, double delta, bool to_pm1,
+                          double scale, float *d);
+bool tnt__loss_is_hinge(tnt_loss_kind kind);
+bool tnt__hinge_labels_binary(const float *y, int64_t count);
 
 #endif

@@ -22,6 +22,29 @@ static const char *const KIND_NAMES[TNT__METRIC_COUNT] = {
     [TNT__METRIC_SPARSE_CE] = "sparse_categorical_crossentropy",
     [TNT__METRIC_CE] = "categorical_crossentropy",
     [TNT__METRIC_BCE] = "binary_crossentropy",
+    [TNT__METRIC_KLD] = "kl_divergence",
+    [TNT__METRIC_HINGE] = "hinge",
+    [TNT__METRIC_SQUARED_HINGE] = "squared_hinge",
+    [TNT__METRIC_CATEGORICAL_HINGE] = "categorical_hinge",
+    [TNT__METRIC_LOGCOSH] = "logcosh",
+    [TNT__METRIC_POISSON] = "poisson",
+    [TNT__METRIC_MAPE] = "mean_absolute_percentage_error",
+    [TNT__METRIC_MSLE] = "mean_squared_logarithmic_error",
+    [TNT__METRIC_COSINE] = "cosine_similarity",
+    [TNT__METRIC_RMSE] = "root_mean_squared_error",
+    [TNT__METRIC_EQUAL] = "equal_accuracy",
+    [TNT__METRIC_TP] = "true_positives",
+    [TNT__METRIC_FP] = "false_positives",
+    [TNT__METRIC_TN] = "true_negatives",
+    [TNT__METRIC_FN] = "false_negatives",
+    [TNT__METRIC_PRECISION] = "precision",
+    [TNT__METRIC_RECALL] = "recall",
+    [TNT__METRIC_AUC] = "auc",
+    [TNT__METRIC_PR_AUC] = "pr_auc",
+    [TNT__METRIC_PRECISION_AT_RECALL] = "precision_at_recall",
+    [TNT__METRIC_RECALL_AT_PRECISION] = "recall_at_precision",
+    [TNT__METRIC_SENSITIVITY_AT_SPECIFICITY] = "sensitivity_at_specificity",
+    [TNT__METRIC_SPECIFICITY_AT_SENSITIVITY] = "specificity_at_sensitivity",
 };
 
 const char *tnt__metric_kind_name(int kind) {
@@ -46,12 +69,44 @@ static const struct { const char *key; int kind; } NAMES[] = {
     {"sparsecategoricalcrossentropy", TNT__METRIC_SPARSE_CE},
     {"categoricalcrossentropy", TNT__METRIC_CE},
     {"binarycrossentropy", TNT__METRIC_BCE},
+    {"kldivergence", TNT__METRIC_KLD},
+    {"kld", TNT__METRIC_KLD},
+    {"kullbackleiblerdivergence", TNT__METRIC_KLD},
+    {"hinge", TNT__METRIC_HINGE},
+    {"squaredhinge", TNT__METRIC_SQUARED_HINGE},
+    {"categoricalhinge", TNT__METRIC_CATEGORICAL_HINGE},
+    {"logcosh", TNT__METRIC_LOGCOSH},
+    {"logcosherror", TNT__METRIC_LOGCOSH},
+    {"poisson", TNT__METRIC_POISSON},
+    {"meanabsolutepercentageerror", TNT__METRIC_MAPE},
+    {"mape", TNT__METRIC_MAPE},
+    {"meansquaredlogarithmicerror", TNT__METRIC_MSLE},
+    {"msle", TNT__METRIC_MSLE},
+    {"cosinesimilarity", TNT__METRIC_COSINE},
+    {"rootmeansquarederror", TNT__METRIC_RMSE},
+    {"equalaccuracy", TNT__METRIC_EQUAL},
+    {"truepositives", TNT__METRIC_TP},
+    {"falsepositives", TNT__METRIC_FP},
+    {"truenegatives", TNT__METRIC_TN},
+    {"falsenegatives", TNT__METRIC_FN},
+    {"precision", TNT__METRIC_PRECISION},
+    {"recall", TNT__METRIC_RECALL},
+    {"auc", TNT__METRIC_AUC},
+    {"prauc", TNT__METRIC_PR_AUC},
+    {"precisionatrecall", TNT__METRIC_PRECISION_AT_RECALL},
+    {"recallatprecision", TNT__METRIC_RECALL_AT_PRECISION},
+    {"sensitivityatspecificity", TNT__METRIC_SENSITIVITY_AT_SPECIFICITY},
+    {"specificityatsensitivity", TNT__METRIC_SPECIFICITY_AT_SENSITIVITY},
 };
 #define VALID_METRICS                                                                             \
     "accuracy (acc), sparse_categorical_accuracy, categorical_accuracy, binary_accuracy, "        \
     "sparse_top_k_categorical_accuracy[:K], top_k_categorical_accuracy[:K], mean_squared_error "  \
     "(mse), mean_absolute_error (mae), crossentropy (ce), sparse_categorical_crossentropy, "      \
-    "categorical_crossentropy, binary_crossentropy"
+    "categorical_crossentropy, binary_crossentropy, kl_divergence (kld), hinge, squared_hinge, "       \
+    "categorical_hinge, logcosh, poisson, mean_absolute_percentage_error (mape), "                    \
+    "mean_squared_logarithmic_error (msle), cosine_similarity, root_mean_squared_error, "              \
+    "equal_accuracy, true_positives, false_positives, true_negatives, false_negatives, precision, "    \
+    "recall (binary_accuracy and the last six with an optional \":THRESHOLD\")"
 
 /* Which label layout a kind reads: 1 = one class index per sample, 0 = c values, -1 = either. */
 static int needs_sparse(int kind) {
@@ -68,7 +123,45 @@ static int needs_sparse(int kind) {
 static bool is_space(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
 
 /* Parses one trimmed entry [s, s+len) into *m. */
+static bool takes_threshold(int kind) {
+    return kind == TNT__METRIC_BINARY_ACCURACY || (kind >= TNT__METRIC_TP && kind <= TNT__METRIC_RECALL);
+}
+
 static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
+    /* "...@K": output K only */
+    const char *at = len ? memchr(s, '@', len) : NULL;
+    if (at) {
+        char *end;
+        char digits[16];
+        size_t dl = len - (size_t)(at - s) - 1;
+        if (dl == 0 || dl >= sizeof digits)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": expected an output index after '@'", (int)len, s);
+        memcpy(digits, at + 1, dl);
+        digits[dl] = '\0';
+        long k = strtol(digits, &end, 10);
+        if (*end || k < 0 || k > 1000)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": output index \"%s\" is not valid", (int)len, s, digits);
+        tnt_status st = parse_one(s, (size_t)(at - s), loss, m);
+        if (st == TNT_OK) m->output = (int)k;
+        return st;
+    }
+    /* "logname=spec": the spec's metric, logged as logname */
+    const char *eq = memchr(s, '=', len);
+    size_t name_len = len;
+    if (eq) {
+        name_len = (size_t)(eq - s);
+        if (name_len == 0 || name_len + 1 == len)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": expected name=metric", (int)len, s);
+        if (name_len >= TNT__METRIC_NAME_MAX)
+            return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": name longer than %d characters", (int)len, s,
+                              TNT__METRIC_NAME_MAX - 1);
+        char logname[TNT__METRIC_NAME_MAX];
+        memcpy(logname, s, name_len);
+        logname[name_len] = '\0';
+        tnt_status st = parse_one(eq + 1, len - name_len - 1, loss, m);
+        if (st == TNT_OK) memcpy(m->name, logname, name_len + 1);
+        return st;
+    }
     if (len >= TNT__METRIC_NAME_MAX)
         return tnt__error(TNT_ERR_ARG, "metric \"%.*s\": name longer than %d characters", (int)len, s,
                           TNT__METRIC_NAME_MAX - 1);
@@ -86,10 +179,43 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
         if (!strcmp(key, NAMES[i].key)) kind = NAMES[i].kind;
     if (kind < 0) return tnt__error(TNT_ERR_ARG, "unknown metric \"%s\": expected one of " VALID_METRICS, entry);
     int k = 0;
+    float threshold = 0.5f;
+    bool at_target = kind >= TNT__METRIC_PRECISION_AT_RECALL && kind <= TNT__METRIC_SPECIFICITY_AT_SENSITIVITY;
+    if (at_target && !colon)
+        return tnt__error(TNT_ERR_ARG, "metric \"%s\": expected its target as \"%s:VALUE\" (a rate in [0, 1])", entry,
+                          entry);
+    if (at_target) {
+        char *end;
+        errno = 0;
+        double v = strtod(colon + 1, &end);
+        if (end == colon + 1 || *end || errno || !(v >= 0 && v <= 1))
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": target \"%s\" is not valid: expected a number in [0, 1]",
+                              entry, colon + 1);
+        threshold = (float)v;
+    }
     if (kind == TNT__METRIC_SPARSE_TOP_K || kind == TNT__METRIC_TOP_K) k = 5; /* Keras's default */
-    if (colon) {
+    if (at_target) {
+        /* read above */
+    } else if (colon && takes_threshold(kind)) {
+        char *end;
+        errno = 0;
+        double v = strtod(colon + 1, &end);
+        if (end == colon + 1 || *end || errno || !(v >= 0 && v <= 1))
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": threshold \"%s\" is not valid: expected a number in [0, 1]",
+                              entry, colon + 1);
+        threshold = (float)v;
+    } else if (colon && (kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC)) {
+        char *end;
+        errno = 0;
+        long v = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || errno || v < 2 || v > TNT__AUC_MAX_THRESHOLDS)
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": num_thresholds \"%s\" is not valid: expected 2..%d", entry,
+                              colon + 1, TNT__AUC_MAX_THRESHOLDS);
+        k = (int)v;
+    } else if (colon) {
         if (!k)
-            return tnt__error(TNT_ERR_ARG, "metric \"%s\": a \":K\" suffix only applies to the top-k metrics", entry);
+            return tnt__error(TNT_ERR_ARG, "metric \"%s\": a \":K\" suffix only applies to the top-k metrics (a "
+                              "threshold to binary_accuracy and the confusion-matrix metrics)", entry);
         char *end;
         errno = 0;
         long v = strtol(colon + 1, &end, 10);
@@ -98,6 +224,21 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
                               colon + 1);
         k = (int)v;
     }
+    memset(m, 0, sizeof *m);
+    memcpy(m->name, entry, len + 1);
+    m->kind = kind;
+    bool curve = kind == TNT__METRIC_AUC || kind == TNT__METRIC_PR_AUC || at_target;
+    m->k = curve ? 0 : k;
+    m->num_thresholds = curve ? (k ? k : TNT__AUC_MAX_THRESHOLDS) : 0;
+    m->threshold = threshold;
+    m->output = -1;
+    m->loss = loss;
+    return loss == TNT_LOSS_NONE ? TNT_OK : tnt__metric_check_loss(m, loss);
+}
+
+tnt_status tnt__metric_check_loss(const tnt__metric *m, tnt_loss_kind loss) {
+    int kind = m->kind;
+    const char *entry = m->name;
     int need = needs_sparse(kind);
     bool sparse = loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY;
     if (need == 1 && !sparse)
@@ -116,11 +257,6 @@ static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__
                           kind == TNT__METRIC_TOP_K ? "sparse_top_k_categorical_accuracy"
                           : kind == TNT__METRIC_CE  ? "sparse_categorical_crossentropy"
                                                     : "sparse_categorical_accuracy or accuracy");
-    memset(m, 0, sizeof *m);
-    memcpy(m->name, entry, len + 1);
-    m->kind = kind;
-    m->k = k;
-    m->loss = loss;
     return TNT_OK;
 }
 
@@ -146,7 +282,8 @@ int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, i
         }
         if (parse_one(a, (size_t)(b - a), loss, &out[count]) != TNT_OK) return -1;
         for (int i = 0; i < count; i++)
-            if (!strcmp(out[i].name, out[count].name)) {
+            if (!strcmp(out[i].name, out[count].name) &&
+                (out[i].output < 0 || out[count].output < 0 || out[i].output == out[count].output)) {
                 tnt__error(TNT_ERR_ARG, "metrics \"%s\": \"%s\" is listed twice", spec, out[count].name);
                 return -1;
             }
@@ -208,10 +345,10 @@ tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const 
         for (int64_t i = 0; i < n; i++) total += argmax(pred + i * c, c) == argmax(y_true + i * c, c);
         break;
     case TNT__METRIC_BINARY_ACCURACY:
-        /* y_true == (y_pred > 0.5), averaged over the last axis */
+        /* y_true == (y_pred > threshold), averaged over the last axis */
         for (int64_t i = 0; i < n; i++) {
             int64_t hits = 0;
-            for (int64_t j = 0; j < c; j++) hits += (pred[i * c + j] > 0.5f ? 1.0f : 0.0f) == y_true[i * c + j];
+            for (int64_t j = 0; j < c; j++) hits += (pred[i * c + j] > m->threshold ? 1.0f : 0.0f) == y_true[i * c + j];
             total += (double)hits / (double)c;
         }
         break;
@@ -243,9 +380,66 @@ tnt_status tnt__metric_update(const tnt__metric *m, int64_t n, int64_t c, const 
         if (s != TNT_OK) return tnt__error_prefix(s, "metric \"%s\": ", m->name);
         break;
     }
+    case TNT__METRIC_EQUAL: /* tf.equal(y_true, y_pred), the mean over everything */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t hits = 0;
+            for (int64_t j = 0; j < c; j++) hits += pred[i * c + j] == y_true[i * c + j];
+            total += (double)hits / (double)c;
+        }
+        break;
+    case TNT__METRIC_TP:
+    case TNT__METRIC_FP:
+    case TNT__METRIC_TN:
+    case TNT__METRIC_FN:
+    case TNT__METRIC_PRECISION:
+    case TNT__METRIC_RECALL: {
+        /* metrics_utils.update_confusion_matrix_variables: a label is positive when it is not 0,
+         * a prediction when it exceeds the threshold; every value of every row counts */
+        double tp = 0, fp = 0, tn = 0, fn = 0;
+        for (int64_t i = 0; i < n * c; i++) {
+            bool pp = pred[i] > m->threshold, lp = y_true[i] != 0.0f;
+            tp += pp && lp, fp += pp && !lp, tn += !pp && !lp, fn += !pp && lp;
+        }
+        double counted = kind == TNT__METRIC_PRECISION ? tp + fp : kind == TNT__METRIC_RECALL ? tp + fn : (double)(n * c);
+        *sum += kind == TNT__METRIC_FP ? fp : kind == TNT__METRIC_TN ? tn : kind == TNT__METRIC_FN ? fn : tp;
+        *count += counted;
+        return TNT_OK;
+    }
+    case TNT__METRIC_KLD:
+    case TNT__METRIC_HINGE:
+    case TNT__METRIC_SQUARED_HINGE:
+    case TNT__METRIC_CATEGORICAL_HINGE:
+    case TNT__METRIC_LOGCOSH:
+    case TNT__METRIC_POISSON:
+    case TNT__METRIC_MAPE:
+    case TNT__METRIC_MSLE:
+    case TNT__METRIC_COSINE:
+    case TNT__METRIC_RMSE: {
+        static const tnt_loss_kind AS_LOSS[] = {TNT_KL_DIVERGENCE, TNT_HINGE, TNT_SQUARED_HINGE, TNT_CATEGORICAL_HINGE,
+                                                TNT_LOG_COSH, TNT_POISSON, TNT_MEAN_ABSOLUTE_PERCENTAGE_ERROR,
+                                                TNT_MEAN_SQUARED_LOGARITHMIC_ERROR, TNT_COSINE_SIMILARITY,
+                                                TNT_MEAN_SQUARED_ERROR};
+        tnt_status s = tnt__loss_compute(AS_LOSS[kind - TNT__METRIC_KLD], false, n, c, pred, y_true, 0.0, NULL, &total);
+        if (s != TNT_OK) return tnt__error_prefix(s, "metric \"%s\": ", m->name);
+        if (kind == TNT__METRIC_COSINE) total = -total; /* the metric is the similarity itself */
+        break;
+    }
     default: return tnt__error(TNT_ERR_ARG, "metric \"%s\": unknown kind %d", m->name, m->kind);
     }
     *sum += total;
     *count += (double)n;
     return TNT_OK;
+}
+
+double tnt__metric_value(const tnt__metric *m, double sum, double count) {
+    switch (m->kind) {
+    case TNT__METRIC_TP:
+    case TNT__METRIC_FP:
+    case TNT__METRIC_TN:
+    case TNT__METRIC_FN: return sum;
+    case TNT__METRIC_PRECISION:
+    case TNT__METRIC_RECALL: return count > 0 ? sum / count : 0.0;
+    case TNT__METRIC_RMSE: return count > 0 ? sqrt(sum / count) : NAN;
+    default: return count > 0 ? sum / count : NAN;
+    }
 }

@@ -497,6 +497,11 @@ tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *gr
     if (begin < 0 || end < begin || end > o->n_params)
         return tnt__error(TNT_ERR_ARG, "optimizer %s: slice [%lld, %lld) is not within [0, %lld)", o->name,
                           (long long)begin, (long long)end, (long long)o->n_params);
+    /* once per step, for every slice (an empty one too: a sharded rank may own nothing) */
+    if (o->schedule && o->schedule_step != o->iterations) {
+        o->learning_rate = (float)tnt__lr_schedule_eval(o->schedule, o->iterations);
+        o->schedule_step = o->iterations;
+    }
     const int64_t n = end - begin;
     if (n == 0) return TNT_OK;
     if (!params || !grads) return tnt__error(TNT_ERR_ARG, "optimizer %s: parameter or gradient buffer is NULL", o->name);
@@ -513,10 +518,6 @@ tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *gr
     float *s[TNT__OPT_MAX_SLOTS] = {NULL, NULL, NULL};
     for (int k = 0; k < o->n_slots; k++) s[k] = o->slots[k] + begin;
 
-    if (o->schedule && o->schedule_step != o->iterations) { /* once per step, for every slice */
-        o->learning_rate = (float)tnt__lr_schedule_eval(o->schedule, o->iterations);
-        o->schedule_step = o->iterations;
-    }
     const double lr = o->learning_rate, t = (double)(o->iterations + 1);
     const float wdl = (float)((double)o->weight_decay * lr);
     const float eps = o->epsilon;

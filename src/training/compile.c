@@ -54,13 +54,60 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
     bool own_optimizer = opts->optimizer == m->optimizer;
     tnt_status s = TNT_OK;
-    if (opts->loss <= TNT_LOSS_NONE || opts->loss > TNT_MEAN_ABSOLUTE_ERROR) {
+    if (opts->loss <= TNT_LOSS_NONE || opts->loss >= TNT_LOSS_KIND_COUNT) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
         goto fail;
     }
-    int nm = tnt__metrics_parse(opts->metrics, opts->loss, m->metrics, TNT_MAX_METRICS);
+    tnt_loss_kind kinds[TNT_MAX_IO];
+    bool mixed = false;
+    if (opts->output_losses && opts->n_output_losses != m->n_outputs) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": %d losses for %d outputs (one per output)", m->name,
+                       opts->n_output_losses, m->n_outputs);
+        goto fail;
+    }
+    for (int k = 0; k < m->n_outputs; k++) {
+        kinds[k] = opts->output_losses ? opts->output_losses[k] : opts->loss;
+        if (kinds[k] <= TNT_LOSS_NONE || kinds[k] >= TNT_LOSS_KIND_COUNT) {
+            s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d of output %d is not a known loss", m->name,
+                           (int)kinds[k], k);
+            goto fail;
+        }
+        mixed |= kinds[k] != kinds[0];
+    }
+    if (mixed && (opts->label_smoothing != 0 || opts->has_ignore_class || opts->huber_delta != 0)) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "compile: model \"%s\": label_smoothing, ignore_class and huber delta "
+                       "need the same loss on every output", m->name);
+        goto fail;
+    }
+    /* a metric's labels must fit the loss of each output it applies to (all, or "@K" one) */
+    int nm = tnt__metrics_parse(opts->metrics, TNT_LOSS_NONE, m->metrics, TNT_MAX_METRICS);
+    for (int j = 0; j < nm; j++) {
+        if (m->metrics[j].output >= m->n_outputs) {
+            s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": metric \"%s\" is for output %d of %d", m->name,
+                           m->metrics[j].name, m->metrics[j].output, m->n_outputs);
+            goto fail;
+        }
+        for (int k = 0; k < m->n_outputs; k++)
+            if (tnt__metric_on_output(&m->metrics[j], k) && tnt__metric_check_loss(&m->metrics[j], kinds[k]) != TNT_OK) {
+                nm = -1;
+                break;
+            }
+        if (nm < 0) break;
+        m->metrics[j].loss = kinds[m->metrics[j].output >= 0 ? m->metrics[j].output : 0];
+    }
     if (nm < 0) {
         s = tnt__error_prefix(TNT_ERR_ARG, "compile: model \"%s\": ", m->name);
+        goto fail;
+    }
+    int slots = 0; /* AUC: a curve of counts per (output, metric) */
+    for (int k = 0; k < m->n_outputs; k++)
+        for (int j = 0; j < TNT_MAX_METRICS; j++) {
+            bool curve = j < nm && tnt__metric_is_curve(&m->metrics[j]) && tnt__metric_on_output(&m->metrics[j], k);
+            m->curve_slot[k][j] = (signed char)(curve ? slots++ : -1);
+        }
+    if (slots > TNT__CURVE_SLOTS) {
+        s = tnt__error(TNT_ERR_UNSUPPORTED, "compile: model \"%s\": %d AUC metrics over its outputs (at most %d)",
+                       m->name, slots, TNT__CURVE_SLOTS);
         goto fail;
     }
     m->n_metrics = nm;
@@ -74,38 +121,47 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
                        m->name, tnt_loss_name(opts->loss));
         goto fail;
     }
-    if ((opts->label_smoothing != 0 && (opts->loss == TNT_MEAN_SQUARED_ERROR || opts->loss == TNT_MEAN_ABSOLUTE_ERROR))) {
+    if (opts->label_smoothing != 0 && opts->loss != TNT_SPARSE_CATEGORICAL_CROSSENTROPY &&
+        opts->loss != TNT_CATEGORICAL_CROSSENTROPY && opts->loss != TNT_BINARY_CROSSENTROPY) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": label_smoothing applies to the cross-entropies, not %s",
                        m->name, tnt_loss_name(opts->loss));
+        goto fail;
+    }
+    if (!(opts->huber_delta >= 0) || (opts->huber_delta != 0 && opts->loss != TNT_HUBER)) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": huber delta %g (expected a number > 0, with loss huber)",
+                       m->name, opts->huber_delta);
         goto fail;
     }
     float weights[TNT_MAX_IO]; /* copied first: opts may hold the model's own (tnt_model_compile_opts) */
     if ((s = check_loss_weights(m, opts, weights)) != TNT_OK) goto fail;
     free(m->loss_opts);
     m->loss_opts = NULL;
-    if (opts->label_smoothing != 0 || opts->has_ignore_class) {
+    if (opts->label_smoothing != 0 || opts->has_ignore_class || opts->huber_delta != 0) {
         if (!(m->loss_opts = malloc(sizeof *m->loss_opts))) {
             s = TNT_ERR_NOMEM;
             goto fail;
         }
-        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class};
+        *m->loss_opts = (tnt__loss_opts){opts->label_smoothing, opts->has_ignore_class, opts->ignore_class,
+                                         opts->huber_delta};
     }
     if (opts->seed) m->seed = opts->seed;
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
     if (!own_optimizer) tnt_optimizer_free(m->optimizer);
     m->optimizer = opts->optimizer;
-    m->loss = opts->loss;
+    m->loss = m->n_outputs ? kinds[0] : opts->loss;
+    memcpy(m->output_loss, kinds, (size_t)m->n_outputs * sizeof kinds[0]);
+    m->mixed_losses = mixed;
     m->from_logits = opts->from_logits;
     memcpy(m->loss_weights, weights, sizeof weights);
     m->has_loss_weights = opts->loss_weights != NULL;
     /* Keras in graph mode computes cross-entropy from the logits under a softmax (or sigmoid for
      * binary cross-entropy) output: the same numerically stable fused path here. */
-    bool ce = opts->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || opts->loss == TNT_CATEGORICAL_CROSSENTROPY;
     for (int k = 0; k < m->n_outputs; k++) {
         tnt_activation act = output_activation(m, k);
+        bool ce = kinds[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || kinds[k] == TNT_CATEGORICAL_CROSSENTROPY;
         m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
-                                                         (opts->loss == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
+                                                         (kinds[k] == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
     }
     tnt__model_clear_plans(m); /* the plans know where the fused logits go */
     m->compiled = true;

@@ -4,6 +4,7 @@
  * one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that
  * epoch figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
+#include "core/timeline.h"
 #include "comm/comm.h"
 #include "training/history.h"
 #include "model/model.h"
@@ -14,6 +15,7 @@
 #include "layers/regularizer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* Running sums of one pass over data: the loss and each metric of each output as (sum, count).
@@ -23,6 +25,7 @@ typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
     double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
+    double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
 } accum;
 
 /* Keras 2 names the figures of output k after its layer: "dense_1_loss", "dense_1_accuracy". */
@@ -43,8 +46,11 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
     for (int o = 0; o < m->n_outputs; o++)
         for (int k = 0; k < m->n_metrics; k++) {
             char pre[TNT_NAME_MAX + 2];
+            if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
+            int slot = m->curve_slot[o][k];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          a->count[o][k] > 0 ? a->sum[o][k] / a->count[o][k] : NAN);
+                          slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
+                                    : tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
 
@@ -55,6 +61,8 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
         acc->out_loss[o] += step->out_loss[o];
         for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
     }
+    for (int i = 0; i < TNT__CURVE_SLOTS; i++)
+        for (int t = 0; t < TNT__CURVE_SIZE; t++) acc->curve[i][t] += step->curve[i][t];
 }
 
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
@@ -62,7 +70,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
 static int64_t labels_per_sample(const tnt_model *m, int k) {
     tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
-    return m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
+    return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
@@ -80,7 +88,7 @@ static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char
 }
 
 /* Checks a batch against the model: input shape and label count per sample. */
-static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, const char *who) {
+static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, bool weighted, const char *who) {
     char a[96], c[96];
     tnt_shape xs = b->x.shape;
     xs.ndim--;
@@ -102,38 +110,44 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
     int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
+    want += weighted;
     if (b->n && per != want)
-        return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld",
+        return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
-                          tnt_shape_str(m->output_shape, c, sizeof c), (long long)want);
+                          tnt_shape_str(m->output_shape, c, sizeof c), (long long)want,
+                          weighted ? " (the labels and a sample weight)" : "");
+    if (weighted && ignores_labels(m))
+        return tnt__error(TNT_ERR_UNSUPPORTED, "%s: sample weights with ignore_class are not supported", who);
     return TNT_OK;
 }
 
 /* Loss and metrics of one forward pass; with_grad: the loss gradients are written to the
- * outputs' gradient buffers. Labels of several outputs come packed per sample. A sparse loss on a
- * sequence output (T, classes) runs on n*T rows; each sample's loss is the mean over its
- * positions, as Keras's. With ignore_class the loss is summed over the positions not ignored, and
+ * outputs' gradient buffers. Labels of several outputs come packed per sample. An output of rank
+ * > 1, e.g. a sequence (T, classes), runs on n*T rows of its last axis; each sample's loss is the
+ * mean over its positions, as Keras's (a metric counts every position). With ignore_class the loss is summed over the positions not ignored, and
  * acc->loss_count counts them (the caller scales the gradient by the global count). */
 static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
-                                   double inv_batch, bool with_grad, accum *acc) {
+                                   double inv_batch, bool with_grad, bool weighted, accum *acc) {
     int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
+    const int64_t stride = per + weighted; /* a sample's labels, then its weight */
     float *labels = NULL;
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
-        int64_t rows = b->n, positions = 1;
-        if (m->loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY) { /* one row per position */
-            positions = lk;
-            rows = b->n * lk;
-            c /= lk;
-        }
+        tnt_shape os = m->tensor_shape[m->outputs[k]];
+        int64_t lk = labels_per_sample(m, k), c = tnt_shape_numel(os), numel = c;
+        /* Keras reduces every loss and metric over the last axis, then averages the positions
+         * (all other axes): one row per position, whatever the output's rank */
+        int64_t positions = os.ndim > 1 ? c / os.dim[os.ndim - 1] : 1;
+        int64_t rows = b->n * positions;
+        c /= positions;
         const float *y = b->y.data;
-        if (m->n_outputs > 1) {
+        if (m->n_outputs > 1 || weighted) {
             if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
                 return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
-            for (int64_t i = 0; i < b->n; i++) memcpy(labels + i * lk, b->y.data + i * per + col, (size_t)lk * sizeof(float));
+            for (int64_t i = 0; i < b->n; i++)
+                memcpy(labels + i * lk, b->y.data + i * stride + col, (size_t)lk * sizeof(float));
             y = labels;
             col += lk;
         }
@@ -141,17 +155,53 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         int64_t valid = 0;
         /* Keras's loss_weights scale output k's share of the total loss and of its gradient */
         double w = m->loss_weights[k];
-        s = tnt__loss_compute_opts(m->loss, m->from_logits || m->fused_output_loss[k], m->loss_opts, rows, c,
-                                   tnt__plan_loss_input(m, p, k, x), y, w * (ignore ? 1.0 : inv_batch / (double)positions),
-                                   with_grad ? tnt__plan_output_grad(m, p, k) : NULL, &loss_sum, &valid);
-        if (s != TNT_OK) break;
+        const float *in = tnt__plan_loss_input(m, p, k, x), *pred = tnt__plan_output(m, p, k, x);
+        float *grad = with_grad ? tnt__plan_output_grad(m, p, k) : NULL;
+        bool logits = m->from_logits || m->fused_output_loss[k];
+        const tnt_loss_kind kind = m->output_loss[k];
+        /* the metrics read the labels as this output's loss lays them out */
+        tnt__metric mets[TNT_MAX_METRICS];
+        for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
+        if (!weighted) {
+            s = tnt__loss_compute_opts(kind, logits, m->loss_opts, rows, c, in, y,
+                                       w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
+            if (s != TNT_OK) break;
+            for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
+                if (m->curve_slot[k][j] >= 0)
+                    s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
+                else if (tnt__metric_on_output(&mets[j], k))
+                    s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
+        } else {
+            /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
+             * by the batch size; its metric values and counts times w_i (weighted means) */
+            for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
+                double wi = b->y.data[i * stride + per], li = 0, ms, mc;
+                if (!isfinite(wi)) {
+                    s = tnt__error(TNT_ERR_ARG, "sample weight %g of sample %lld is not a finite number", wi, (long long)i);
+                    break;
+                }
+                s = tnt__loss_compute_opts(kind, logits, m->loss_opts, positions, c, in + i * numel, y + i * lk,
+                                           w * wi * inv_batch / (double)positions, grad ? grad + i * numel : NULL, &li,
+                                           NULL);
+                loss_sum += wi * li;
+                for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    if (m->curve_slot[k][j] >= 0) {
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                                              acc->curve[m->curve_slot[k][j]]);
+                        continue;
+                    }
+                    if (!tnt__metric_on_output(&mets[j], k)) continue;
+                    ms = mc = 0;
+                    s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
+                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                }
+            }
+            if (s != TNT_OK) break;
+        }
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;
         acc->loss_sum += w * loss_sum;
         acc->out_loss[k] += loss_sum;
-        const float *pred = tnt__plan_output(m, p, k, x);
-        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
-            s = tnt__metric_update(&m->metrics[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
     }
     free(labels);
     if (s == TNT_OK) acc->loss_count += ignore ? (double)valid_total : (double)b->n;
@@ -194,15 +244,22 @@ static void scale_output_grads(tnt_model *m, tnt__plan *p, int64_t n, float scal
 
 /* One training step. Returns 1 after a step, 0 at the end of the data, or a negative status;
  * every rank returns the same. */
-static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
+static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback *cbs, int n_cbs, int64_t index) {
     tnt_batch b = {0};
     tnt__step st = {.training = true, .parallel = tnt__is_parallel(m)};
+    double t0 = TNT_TL_BEGIN();
     int r = tnt__feed_next(f, &b, &st);
+    TNT_TL_END("data", "next batch", -1, t0);
     tnt_status s = r < 0 ? (tnt_status)r : TNT_OK;
-    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, "fit");
-    if (r == 1 && s == TNT_OK && f->split && st.global_n < tnt_get_size())
-        s = tnt__error(TNT_ERR_ARG, "fit: global batch of %lld samples is smaller than the %d ranks "
-                       "(use a global batch size of at least the number of ranks)", (long long)st.global_n, tnt_get_size());
+    /* on_train_batch_begin once the batch exists (none after the last), with no logs, as Keras;
+     * a failure takes the step's agreement path */
+    const tnt_logs no_logs = {0};
+    for (int i = 0; r == 1 && i < n_cbs && s == TNT_OK; i++)
+        if (cbs[i].on_train_batch_begin && (!cbs[i].master_only || tnt_is_master_rank()))
+            s = cbs[i].on_train_batch_begin(m, index, &no_logs, cbs[i].user);
+    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, f->weighted, "fit");
+    /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
+     * gradients (below) and take part in the allreduce as the others do */
     accum step = {0};
     tnt__plan *p = NULL;
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
@@ -220,7 +277,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
             s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
-                                 true, &step);
+                                 true, f->weighted, &step);
         if (s == TNT_OK) add_penalties(m, &step, step.loss_count, b.n, weight_penalty(m));
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
@@ -240,18 +297,26 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc) {
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
-    if ((s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params)) != TNT_OK) return s;
+    t0 = TNT_TL_BEGIN();
+    if ((s = tnt__parallel_optimizer_step(m, &st)) != TNT_OK) return s;
     tnt__optimizer_finish_step(m->optimizer);
     if ((s = apply_constraints(m)) != TNT_OK) return s;
+    TNT_TL_END("optimizer", "optimizer", -1, t0);
     accum_add(m, acc, &step);
     return 1;
 }
 
 /* Sums of all ranks (exact aggregation: sums and counts, never means of means). */
-static tnt_status accum_global(const accum *local, accum *global, bool parallel) {
+static tnt_status accum_global(const tnt_model *m, const accum *local, accum *global, bool parallel) {
     *global = *local;
     if (!parallel) return TNT_OK;
-    return tnt__allreduce_sum_f64((double *)global, (int64_t)(sizeof *global / sizeof(double)));
+    /* the curves in use only (AUC's counts are most of the struct) */
+    int curves = 0;
+    for (int k = 0; k < m->n_outputs; k++)
+        for (int j = 0; j < m->n_metrics; j++)
+            if (m->curve_slot[k][j] >= curves) curves = m->curve_slot[k][j] + 1;
+    size_t bytes = offsetof(accum, curve) + (size_t)curves * sizeof global->curve[0];
+    return tnt__allreduce_sum_f64((double *)global, (int64_t)(bytes / sizeof(double)));
 }
 
 /* master_only callbacks (Tarantella's run_on_all_ranks=False) run on the master rank only. */
@@ -259,6 +324,7 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
  * own figures (Tarantella's aggregate_logs=False) instead of the global ones. */
 #define CALL_CB_LOGS(cbs, n, fn, model, index, global, local)                                     \
     do {                                                                                          \
+        double tl0_ = TNT_TL_BEGIN();                                                             \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
             if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
                 tnt_status cs_ = (cbs)[i_].fn(model, index, (cbs)[i_].local_logs ? (local) : (global), \
@@ -268,10 +334,12 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
                     goto done;                                                                    \
                 }                                                                                 \
             }                                                                                     \
+        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
     } while (0)
 
 #define CALL_CB(cbs, n, fn, ...)                                                                  \
     do {                                                                                          \
+        double tl0_ = TNT_TL_BEGIN();                                                             \
         for (int i_ = 0; i_ < (n); i_++)                                                          \
             if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
                 tnt_status cs_ = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                       \
@@ -280,6 +348,16 @@ static tnt_status accum_global(const accum *local, accum *global, bool parallel)
                     goto done;                                                                    \
                 }                                                                                 \
             }                                                                                     \
+        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
+    } while (0)
+
+/* As CALL_CB, inside a loop that must reach the ranks' agreement: the first failure lands in
+ * status and the remaining callbacks are skipped (the caller breaks out). */
+#define CALL_CB_SOFT(status, cbs, n, fn, ...)                                                     \
+    do {                                                                                          \
+        for (int i_ = 0; i_ < (n) && (status) == TNT_OK; i_++)                                    \
+            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank()))                 \
+                (status) = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                             \
     } while (0)
 
 /* Places each rank's rows of every global batch back into dataset order: batch j of global size
@@ -323,6 +401,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);
+    f.weighted = o && o->sample_weights;
     f.it = tnt_dataset_iter_new(data, 0);
     if (!f.it) {
         s = TNT_ERR_ARG;
@@ -353,8 +432,21 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             }
             batch_n[n_batches++] = st.global_n;
         }
-        if (b.n == 0) continue;
-        if ((local = check_batch(m, &b, labels, who)) != TNT_OK) break;
+        if (labels) CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_begin, m, step, &empty);
+        else CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_begin, m, step, &empty);
+        if (local != TNT_OK) break;
+        if (b.n == 0) { /* an empty share: the hooks still see the batch */
+            if (labels) {
+                tnt_logs cur;
+                accum_logs(m, &acc, &cur);
+                CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
+            } else {
+                CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+            }
+            if (local != TNT_OK) break;
+            continue;
+        }
+        if ((local = check_batch(m, &b, labels, f.weighted, who)) != TNT_OK) break;
         tnt__plan *p = tnt__model_plan(m, b.n);
         float *pred;
         if (!p) {
@@ -364,12 +456,16 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
         if ((local = tnt__model_forward(m, p, b.x.data, &st, &pred)) != TNT_OK) break;
         if (labels) {
             double counted = acc.loss_count;
-            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, &acc)) != TNT_OK) break;
+            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, f.weighted, &acc)) !=
+                TNT_OK)
+                break;
             add_penalties(m, &acc, acc.loss_count - counted, b.n, weight_penalty(m));
             tnt_logs cur;
             accum_logs(m, &acc, &cur);
             /* running figures are exact only with one rank; in parallel the bar shows steps */
             tnt__progress_update(&prog, step + 1, parallel ? NULL : &cur);
+            CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
+            if (local != TNT_OK) break;
         } else {
             if (n_rows + b.n > cap_rows) {
                 int64_t cap = TNT_MAX(2 * cap_rows, n_rows + b.n);
@@ -384,13 +480,15 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             memcpy(rows + n_rows * c, pred, (size_t)(b.n * c) * sizeof(float));
             n_rows += b.n;
             tnt__progress_update(&prog, step + 1, NULL);
+            CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+            if (local != TNT_OK) break;
         }
     }
     if ((s = parallel ? tnt__agree(local, NULL, 0) : local) != TNT_OK) goto done;
     if (labels) {
         accum total;
         tnt_logs res;
-        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &res);
         tnt__progress_finish(&prog, &res, NULL);
         if (logs) *logs = res;
@@ -474,7 +572,7 @@ tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **
     tnt_status s = tnt__model_setup_weights(m);
     if (s != TNT_OK) return s;
     tnt_batch b = {.n = x->shape.ndim ? x->shape.dim[0] : 0, .x = *x};
-    if ((s = check_batch(m, &b, false, "predict_on_batch")) != TNT_OK) return s;
+    if ((s = check_batch(m, &b, false, false, "predict_on_batch")) != TNT_OK) return s;
     if (b.n == 0) return tnt__error(TNT_ERR_ARG, "predict_on_batch: batch of 0 samples");
     tnt__plan *p = tnt__model_plan(m, b.n);
     if (!p) return TNT_ERR_BACKEND;
@@ -517,6 +615,7 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     train = batched(train, o.micro_batch_size, &train_view);
     o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
+    tnt__parallel_detach(m);
     tnt__dataset_view_free(train_view);
     tnt__dataset_view_free(val_view);
     return s;
@@ -542,7 +641,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
     if ((s = tnt__prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
     tnt_history *h = tnt__history_new();
     if (!h) return TNT_ERR_NOMEM;
-    tnt__feed f = {.split = parallel && !o.no_distribute};
+    tnt__feed f = {.split = parallel && !o.no_distribute, .weighted = o.sample_weights};
     const tnt_callback *cbs = o.callbacks;
     int n_cbs = o.n_callbacks;
     bool batch_logs = false; /* exact logs at every step */
@@ -597,15 +696,16 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
         skip = 0;
         for (; !(o.steps_per_epoch > 0 && step >= o.steps_per_epoch); step++) {
             tnt__comm_set_position(epoch + 1, step + 1, "training step");
-            CALL_CB(cbs, n_cbs, on_train_batch_begin, m, step, &logs);
-            int r = train_step(m, &f, &acc);
+            double tl0 = TNT_TL_BEGIN();
+            int r = train_step(m, &f, &acc, cbs, n_cbs, step);
+            if (r == 1) TNT_TL_END("step", "step", (int)step + 1, tl0);
             if (r < 0) {
                 s = (tnt_status)r;
                 goto done;
             }
             if (r == 0) break;
             if (batch_logs) {
-                if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+                if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
                 accum_logs(m, &total, &logs);
             }
             tnt_logs local;
@@ -629,22 +729,33 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         tnt__comm_set_position(epoch + 1, step, "end of epoch");
-        if ((s = accum_global(&acc, &total, parallel)) != TNT_OK) goto done;
+        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
         accum_logs(m, &total, &logs);
         tnt_logs local; /* this rank's own training figures, for callbacks with local_logs */
         accum_logs(m, &acc, &local);
         if (o.validation_data && (epoch + 1) % o.validation_freq == 0) {
             tnt_logs val = {0};
             tnt_eval_opts eo = {.callbacks = cbs, .n_callbacks = n_cbs, .out = o.out,
-                                .no_distribute = o.no_distribute_validation};
+                                .no_distribute = o.no_distribute_validation,
+                                .sample_weights = o.validation_sample_weights};
             if ((s = run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
                 goto done;
             tnt__logs_merge(&logs, &val, "val_");
             tnt__logs_merge(&local, &val, "val_");
         }
         tnt__progress_finish(&prog, &logs, NULL);
+        /* Keras's order: the callbacks in the order given, then the History; ReduceLROnPlateau
+         * and LearningRateScheduler put the rate (before their own change) into the logs that
+         * the callbacks after them and the History see: Keras 2's "lr", Keras 3's "learning_rate" */
+        for (int i = 0; i < n_cbs; i++) {
+            if (cbs[i].adds_lr) {
+                double lr = tnt_optimizer_get_lr(m->optimizer);
+                tnt__logs_set(&logs, NULL, "lr", lr), tnt__logs_set(&logs, NULL, "learning_rate", lr);
+                tnt__logs_set(&local, NULL, "lr", lr), tnt__logs_set(&local, NULL, "learning_rate", lr);
+            }
+            CALL_CB_LOGS(cbs + i, 1, on_epoch_end, m, epoch, &logs, &local);
+        }
         if ((s = tnt__history_append(h, epoch, &logs)) != TNT_OK) goto done;
-        CALL_CB_LOGS(cbs, n_cbs, on_epoch_end, m, epoch, &logs, &local);
         if ((s = agree_stop(m, parallel)) != TNT_OK) goto done;
     }
     CALL_CB(cbs, n_cbs, on_train_end, m, &logs);

@@ -5,6 +5,7 @@
 #include "core/config.h"
 #include "data/dataset.h"
 #include "comm/comm.h"
+#include "core/timeline.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -22,6 +23,9 @@ tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts) {
     if (o.compression < TNT_COMPRESSION_DEFAULT || o.compression > TNT_COMPRESSION_BF16)
         return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": compression %d (expected a tnt_compression)",
                           m->name, (int)o.compression);
+    if (o.reducer < TNT_REDUCER_DEFAULT || o.reducer > TNT_REDUCER_SHARDED)
+        return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": reducer %d (expected a tnt_reducer_kind)",
+                          m->name, (int)o.reducer);
     m->distributed = true;
     m->distribute_opts = o;
     tnt__reducer_free(m->reducer); /* planned again, with these options, at the next fit */
@@ -78,6 +82,7 @@ static uint64_t model_fingerprint(const tnt_model *m) {
 static uint64_t compile_fingerprint(const tnt_model *m) {
     const tnt_optimizer *o = m->optimizer;
     uint64_t h = tnt__fnv1a(0, &m->loss, sizeof m->loss);
+    h = tnt__fnv1a(h, m->output_loss, (size_t)m->n_outputs * sizeof m->output_loss[0]);
     h = tnt__fnv1a(h, &m->from_logits, sizeof m->from_logits);
     for (int k = 0; k < m->n_metrics; k++) h = tnt__fnv1a(h, m->metrics[k].name, strlen(m->metrics[k].name));
     h = tnt__fnv1a(h, m->loss_weights, (size_t)m->n_outputs * sizeof m->loss_weights[0]);
@@ -95,6 +100,8 @@ static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
     return hash_shape(hash_shape(h, tnt_dataset_x_shape(ds)), tnt_dataset_y_shape(ds));
 }
 
+static tnt_status attach(tnt_model *m);
+
 tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
                                    const tnt_dataset *val, const tnt_fit_opts *fit) {
     if (!tnt__is_parallel(m)) return TNT_OK;
@@ -102,8 +109,9 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     const tnt_distribute_opts *o = &m->distribute_opts;
     const tnt__config *c = tnt__config_get();
     int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-    int64_t reducer_cfg[3] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
-                              o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression};
+    int64_t reducer_cfg[4] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+                              o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression,
+                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer};
     /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
@@ -111,7 +119,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[6] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
-                            "gradient allreduce settings (fusion threshold, comm mode, compression)"};
+                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)"};
     uint64_t v[6] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
                      dataset_fingerprint(data), dataset_fingerprint(val), 0,
                      fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0};
@@ -127,6 +135,12 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
         m->weights_synced = true;
     }
+    int n_slots = m->optimizer ? tnt__optimizer_num_slots(m->optimizer) : 0;
+    if (fit && m->reducer && tnt__reducer_kind(m->reducer) == TNT_REDUCER_SHARDED && n_slots &&
+        !tnt__reducer_slot(m->reducer, n_slots - 1)) { /* compiled again with more slots */
+        tnt__reducer_free(m->reducer);
+        m->reducer = NULL;
+    }
     if (fit && !m->reducer) {
         /* bucket boundaries: where each layer's gradients are complete, in backward order */
         int64_t *ends = tnt__calloc((size_t)m->n_nodes, sizeof *ends);
@@ -136,15 +150,98 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
             if (m->nodes[i].grad_end > (k ? ends[k - 1] : 0)) ends[k++] = m->nodes[i].grad_end;
         tnt_comm_mode mode = (tnt_comm_mode)reducer_cfg[1];
         tnt_compression compression = (tnt_compression)reducer_cfg[2];
-        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode, compression);
+        m->reducer = tnt__reducer_new(m->grads, m->n_params, ends, k, (size_t)kb * 1024, mode, compression,
+                                      (tnt_reducer_kind)reducer_cfg[3], n_slots);
         free(ends);
         if (!m->reducer) return TNT_ERR_MPI; /* tnt_last_error says why (memory, MPI or size) */
-        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s%s)",
+        static const char *const kinds[] = {"", "flat", "node-aware", "node-aware, sharded optimizer"};
+        tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s, %s%s)",
                 m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, (long long)kb,
-                mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking",
+                kinds[tnt__reducer_kind(m->reducer)], mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking",
                 compression == TNT_COMPRESSION_BF16 ? ", bfloat16 compression" : "");
     }
-    return TNT_OK;
+    return fit ? attach(m) : TNT_OK;
+}
+
+/* Moves the gradients (and, sharded, the optimizer's slots) into the reducer's shared window for
+ * a fit. Slots: each rank brings its own slices (every rank holds the same values). */
+/* Some layer has weight penalties (which add to the gradients after the reduction and read the
+ * weights before the update) or constraints (which rewrite whole weights after it). */
+static bool has_rules(const tnt_model *m) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rules) return true;
+    return false;
+}
+
+/* Copies this rank's owned slices of from into the node's shared to. */
+static void put_owned(const tnt__reducer *r, float *to, const float *from) {
+    for (int i = 0; i < tnt__reducer_num_buckets(r); i++) {
+        int64_t b, e;
+        tnt__reducer_owned(r, i, &b, &e);
+        memcpy(to + b, from + b, (size_t)(e - b) * sizeof(float));
+    }
+}
+
+static tnt_status attach(tnt_model *m) {
+    tnt__reducer *r = m->reducer;
+    if (m->attached || !r || tnt__reducer_kind(r) == TNT_REDUCER_FLAT) return TNT_OK;
+    bool rules = has_rules(m);
+    m->grads_home = m->grads;
+    tnt__model_bind_grads(m, tnt__reducer_grads(r));
+    tnt__reducer_set_land(r, rules);
+    m->attached = true;
+    if (tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) return TNT_OK;
+    /* the weights once per node, unless penalties or constraints read or rewrite them whole on
+     * every rank (then each rank keeps its own copy and the slices are exchanged) */
+    if (!rules) {
+        float *shared = tnt__reducer_weights(r);
+        put_owned(r, shared, m->params);
+        m->params_home = m->params;
+        tnt__model_bind_params(m, shared);
+    }
+    tnt_optimizer *o = m->optimizer;
+    for (int k = 0; k < o->n_slots; k++) {
+        float *shared = tnt__reducer_slot(r, k);
+        put_owned(r, shared, o->slots[k]);
+        m->slots_home[k] = o->slots[k];
+        o->slots[k] = shared;
+    }
+    return tnt__reducer_sync(r, "optimizer slots");
+}
+
+void tnt__parallel_detach(tnt_model *m) {
+    if (!m->attached) return;
+    /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
+    tnt__reducer_copy_sums(m->reducer, m->grads_home);
+    tnt__model_bind_grads(m, m->grads_home);
+    if (m->params_home) {
+        memcpy(m->params_home, m->params, (size_t)m->n_params * sizeof(float));
+        tnt__model_bind_params(m, m->params_home);
+        m->params_home = NULL;
+    }
+    tnt_optimizer *o = m->optimizer;
+    for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++)
+        if (m->slots_home[k]) {
+            memcpy(m->slots_home[k], o->slots[k], (size_t)m->n_params * sizeof(float));
+            o->slots[k] = m->slots_home[k];
+            m->slots_home[k] = NULL;
+        }
+    m->attached = false;
+}
+
+tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
+    tnt__reducer *r = st->parallel ? st->reducer : NULL;
+    if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
+        return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
+    /* this rank's slices, whose summed gradients it holds; the others' come through the window */
+    tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, 0);
+    for (int i = 0; i < tnt__reducer_num_buckets(r) && s == TNT_OK; i++) {
+        int64_t b, e;
+        tnt__reducer_owned(r, i, &b, &e);
+        s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, b, e);
+    }
+    tnt_status x = tnt__reducer_share_weights(r, m->params); /* every rank takes part */
+    return s != TNT_OK ? s : x;
 }
 
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
@@ -180,7 +277,9 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
         return counts->batches > 0;
     }
     int64_t sums[3] = {counts->batches, counts->samples, counts->positions};
-    tnt_status s = tnt__agree(local, sums, 3);
+    double t0 = TNT_TL_BEGIN();
+    tnt_status s = tnt__agree(local, sums, 3); /* where ranks wait for the slowest forward */
+    TNT_TL_END("agreement", "step agreement", -1, t0);
     if (s != TNT_OK) return s;
     *counts = (tnt__step_counts){sums[0], sums[1], sums[2]};
     int go = epoch_goes_on(counts->batches, " (hand-sharded datasets need the same number of batches on every rank)");

@@ -9,6 +9,7 @@
 typedef struct tnt__feed {
     tnt_dataset_iter *it;
     bool split;
+    bool weighted; /* the labels end with each sample's weight */
 } tnt__feed;
 
 /* The next local share of a global batch (split) or the rank's own batch; st receives the whole
@@ -23,6 +24,10 @@ bool tnt__is_parallel(const tnt_model *m);
  * broadcast, and (for fit) the gradient reducer is planned. */
 tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
                                  const tnt_dataset *val, const tnt_fit_opts *fit);
+/* With a node-aware reducer, a fit's gradients (and sharded, optimizer slots) live in its shared
+ * window from tnt__prepare_parallel on; detach gives the model its own buffers back (the slots'
+ * values with them). Call at the end of every fit; a no-op when nothing is attached. */
+void tnt__parallel_detach(tnt_model *m);
 /* Once per model: warn when BatchNormalization sees micro-batches below 16. */
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro);
 
@@ -46,5 +51,8 @@ int tnt__parallel_step_enter(const tnt_model *m, const tnt__step *st, tnt_status
 int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt__step_counts *counts);
 /* After backward: waits for the gradient allreduces; the ranks agree on the outcome. */
 tnt_status tnt__parallel_step_end(const tnt__step *st, tnt_status local);
+/* The optimizer's update of the summed gradients: all of them, or sharded, this rank's slices,
+ * then the weights shared across the node (every rank must call it). */
+tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st);
 
 #endif

@@ -5,6 +5,10 @@
  *   load      RANK fails to load weights from a missing file before fit (a failure outside fit)
  *   stop      RANK stops itself (SIGSTOP) at STEP, as a hung rank would
  *   slow      train for a long time (the launcher is killed meanwhile)
+ *   stop_backward, kill_backward
+ *             RANK stops itself (SIGSTOP) or dies (SIGKILL) inside backward of its STEP-th training
+ *             step (a pass-through custom layer between the dense layers), while the others
+ *             reduce the buckets backward has already completed
  * Every rank writes its pid to DIR/pid.RANK first, so the test can check none is left. */
 #include <tarantella.h>
 
@@ -32,9 +36,36 @@ static tnt_status on_batch(tnt_model *m, int64_t batch, const tnt_logs *logs, vo
     return TNT_OK;
 }
 
+/* The probe: y = x, dx = dy; its backward misbehaves as the fault says. */
+static int64_t backward_calls;
+
+static tnt_status probe_build(tnt_layer *l, tnt_shape in, tnt_shape *out, void *user) {
+    (void)l, (void)user;
+    *out = in;
+    return TNT_OK;
+}
+
+static tnt_status probe_forward(tnt_layer *l, int64_t batch, const float *x, float *y, bool training, void *user) {
+    (void)l, (void)training, (void)user;
+    memcpy(y, x, (size_t)batch * 16 * sizeof(float));
+    return TNT_OK;
+}
+
+static tnt_status probe_backward(tnt_layer *l, int64_t batch, const float *x, const float *y, const float *dy,
+                                 float *dx, void *user) {
+    (void)l, (void)x, (void)y;
+    const fault *f = user;
+    if (++backward_calls == f->step && tnt_get_rank() == f->rank) {
+        if (!strcmp(f->mode, "stop_backward")) raise(SIGSTOP);
+        if (!strcmp(f->mode, "kill_backward")) raise(SIGKILL);
+    }
+    if (dx) memcpy(dx, dy, (size_t)batch * 16 * sizeof(float));
+    return TNT_OK;
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: fault_prog ok|callback|load|stop|slow RANK STEP DIR\n");
+        fprintf(stderr, "usage: fault_prog ok|callback|load|stop|slow|stop_backward|kill_backward RANK STEP DIR\n");
         return 2;
     }
     fault f = {argv[1], atoi(argv[2]), atoll(argv[3])};
@@ -53,6 +84,10 @@ int main(int argc, char **argv) {
     tnt_model *m = tnt_sequential("faults");
     tnt_model_add(m, tnt_input_layer(TNT_SHAPE(FEATURES), NULL));
     tnt_model_add(m, tnt_dense(16, &(tnt_layer_opts){.activation = TNT_ACT_TANH}));
+    if (strstr(f.mode, "_backward"))
+        tnt_model_add(m, tnt_custom_layer(&(tnt_custom_layer_def){.class_name = "Probe", .user = &f, .build = probe_build,
+                                                                  .forward = probe_forward, .backward = probe_backward},
+                                          "probe"));
     tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}));
     tnt_distribute(m);
     tnt_status s = tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f),

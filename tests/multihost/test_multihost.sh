@@ -264,6 +264,30 @@ else
     fail "figures: 2 hosts x 2 ranks printed '$M', 1 host x 4 ranks '$S'"
 fi
 
+# ---- 3b. node-aware reductions across the hosts: the same figures -------------------------------
+for red in node sharded; do
+    run_t "LeNet-5, 2 hosts x 2 ranks, --reducer $red" "$TMP/multi-$red" "${MH_ENV[@]}" \
+        "$T" --hostfile "$TMP/hosts" --n-per-node 2 --reducer $red --log-level INFO -x OMP_NUM_THREADS=1 \
+        -- "$LENET" "${LENET_ARGS[@]}"
+    [ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
+    grep -q "gradient buckets .*node-aware" "$TMP/multi-$red" && ok "--reducer $red: node-aware on 2 hosts" ||
+        fail "--reducer $red: the reduction did not run node-aware"
+    R=$(figures "$TMP/multi-$red")
+    if awk -v s="$S" -v m="$R" 'BEGIN {
+            ns = split(s, a, " "); nm = split(m, b, " ")
+            if (ns != nm || ns == 0) exit 1
+            for (i = 1; i <= ns; i++) {
+                d = a[i] - b[i]; if (d < 0) d = -d
+                r = a[i] < 0 ? -a[i] : a[i]; if (r < 1e-12) r = 1e-12
+                if (d / r > 1e-4) exit 1
+            }
+        }'; then
+        ok "figures: --reducer $red on 2 hosts x 2 ranks ($R) within 1e-4 relative of 1 host x 4 ranks ($S)"
+    else
+        fail "figures: --reducer $red on 2 hosts x 2 ranks printed '$R', 1 host x 4 ranks '$S'"
+    fi
+done
+
 # ---- 4. --cleanup through the agent ----------------------------------------------------------
 S2="307.$$"
 running() { pgrep -f "^sleep $S2\$" >/dev/null; }

@@ -14,7 +14,8 @@ called.
 from tarantella._core import C
 
 _HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_train_batch_begin",
-          "on_train_batch_end", "on_test_begin", "on_test_end", "on_predict_begin", "on_predict_end")
+          "on_train_batch_end", "on_test_begin", "on_test_end", "on_predict_begin", "on_predict_end",
+          "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end")
 
 
 class Callback:
@@ -98,16 +99,16 @@ class Callback:
         self._pass("on_predict_end", None, logs)
 
     def on_test_batch_begin(self, batch, logs=None):
-        pass
+        self._pass("on_test_batch_begin", None, batch, logs)
 
     def on_test_batch_end(self, batch, logs=None):
-        pass
+        self._pass("on_test_batch_end", None, batch, logs)
 
     def on_predict_batch_begin(self, batch, logs=None):
-        pass
+        self._pass("on_predict_batch_begin", None, batch, logs)
 
     def on_predict_batch_end(self, batch, logs=None):
-        pass
+        self._pass("on_predict_batch_end", None, batch, logs)
 
     # ---- how fit runs it ----
     def _hooks(self):
@@ -161,7 +162,8 @@ class LambdaCallback(Callback):
         fns = dict(on_epoch_begin=on_epoch_begin, on_epoch_end=on_epoch_end, on_train_begin=on_train_begin,
                    on_train_end=on_train_end, on_train_batch_begin=kwargs.pop("on_train_batch_begin", on_batch_begin),
                    on_train_batch_end=kwargs.pop("on_train_batch_end", on_batch_end))
-        for h in ("on_test_begin", "on_test_end", "on_predict_begin", "on_predict_end"):
+        for h in ("on_test_begin", "on_test_end", "on_predict_begin", "on_predict_end", "on_test_batch_begin",
+                  "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end"):
             fns[h] = kwargs.pop(h, None)
         if kwargs:
             raise TypeError(f"LambdaCallback: unexpected arguments {sorted(kwargs)}")

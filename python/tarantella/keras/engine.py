@@ -14,95 +14,8 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella import _random
 from tarantella.keras import layers as L
-
-
-# ---- Functional graphs -------------------------------------------------------------------------
-
-def _tensor_refs(v):
-    """The KerasTensors in a node's kwargs value."""
-    if isinstance(v, L.KerasTensor):
-        return [v]
-    if isinstance(v, (list, tuple)):
-        return [t for x in v for t in _tensor_refs(x)]
-    return []
-
-
-def _walk(outputs):
-    """The (layer, node index) pairs the outputs depend on, and the InputLayers reached."""
-    seen, order, inputs = set(), [], []
-    stack = list(outputs)
-    while stack:
-        t = stack.pop()
-        key = (id(t._layer), t._node_index)
-        if key in seen:
-            continue
-        seen.add(key)
-        order.append((t._layer, t._node_index))
-        node = t._layer._nodes[t._node_index]
-        if isinstance(t._layer, L.InputLayer):
-            inputs.append(t)
-            continue
-        stack.extend(node.inputs)
-        for v in node.kwargs.values():
-            stack.extend(_tensor_refs(v))
-    return order, inputs
-
-
-def _layer_entry(layer):
-    if isinstance(layer, Model):  # a model called as a layer
-        cfg = json.loads(layer.to_json())
-        return {"class_name": cfg["class_name"], "config": cfg["config"], "name": layer.name}
-    return {"class_name": layer.class_name, "config": layer._json_config(), "name": layer.name}
-
-
-def functional_json(inputs, outputs, name):
-    """Keras 2 Functional JSON of the graph from inputs to outputs."""
-    pairs, reached = _walk(outputs)
-    declared = {id(t._layer) for t in inputs}
-    for t in reached:
-        if id(t._layer) not in declared:
-            raise ValueError(f"Graph disconnected: the outputs depend on input {t._layer.name!r}, which is not "
-                             f"among the model's inputs {[t._layer.name for t in inputs]}")
-    # per layer, its nodes in this graph in call order, renumbered (a model counts its own node first)
-    nodes = {}
-    for layer, ni in pairs:
-        nodes.setdefault(id(layer), (layer, []))[1].append(ni)
-    renum = {}
-    for layer, nis in nodes.values():
-        base = 1 if isinstance(layer, Model) else 0
-        for k, ni in enumerate(sorted(nis, key=lambda i: layer._nodes[i].order)):
-            renum[(id(layer), ni)] = base + k
-
-    def ref(t):
-        return [t._layer.name, renum[(id(t._layer), t._node_index)], t._tensor_index]
-
-    names = {}
-    entries = []
-    for layer, nis in sorted(nodes.values(), key=lambda e: min(e[0]._nodes[i].order for i in e[1])):
-        if names.setdefault(layer.name, id(layer)) != id(layer):
-            raise ValueError(f"two layers of the model are named {layer.name!r}")
-        e = _layer_entry(layer)
-        inbound = []
-        if not isinstance(layer, L.InputLayer):
-            for ni in sorted(nis, key=lambda i: layer._nodes[i].order):
-                node = layer._nodes[ni]
-                refs = [ref(t) + [{}] for t in node.inputs]
-                for k, v in node.kwargs.items():
-                    refs[0][3][k] = ref(v) if isinstance(v, L.KerasTensor) else v
-                inbound.append(refs)
-        e["inbound_nodes"] = inbound
-        entries.append(e)
-    return json.dumps({"class_name": "Functional", "config": {
-        "name": name, "layers": entries, "input_layers": [ref(t) for t in inputs],
-        "output_layers": [ref(t) for t in outputs]}})
-
-
-def tensor_shape(t):
-    """Shape of a symbolic tensor (without batch), from the library's build of its subgraph."""
-    _, reached = _walk([t])
-    ensure_init()
-    h = C.model_from_json(functional_json(reached[::-1], [t], "shape_probe"))
-    return h.output_shapes()[0]
+from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
+from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -161,11 +74,36 @@ class History:
 
 # ---- models ------------------------------------------------------------------------------------
 
+_warned_ignored = set()
+
+
+def _ignored_keras2_arguments(who, kwargs, ignorable):
+    """Keras 2 arguments that Keras itself ignores: one warning each; anything else is an error."""
+    import warnings
+    unknown = sorted(k for k in kwargs if k not in ignorable)
+    if unknown:
+        raise TypeError(f"{who}: unexpected arguments {unknown}")
+    for k in kwargs:
+        if (who, k) not in _warned_ignored:
+            _warned_ignored.add((who, k))
+            warnings.warn(f"{who}: argument {k!r} is ignored (as Keras ignores it)", stacklevel=3)
+
+
 def _verbose(v):
     return 1 if v == "auto" or v is None else int(v)
 
 
-class Model:
+class _ModelType(type):
+    """isinstance(tnt.Model(m), keras.Model) holds, as for Keras's own wrappers: Tarantella's
+    data-parallel wrapper counts as an instance of the class of the model it wraps."""
+
+    def __instancecheck__(cls, obj):
+        if type.__instancecheck__(cls, obj):
+            return True
+        return getattr(type(obj), "_tnt_wraps_model", False) and isinstance(obj.model, cls)
+
+
+class Model(ModelAPI, metaclass=_ModelType):
     """A Keras model. Functional: Model(inputs, outputs, name=None), with tensors from
     tnt.keras.Input and layer calls. Also the class of the models that load_model and
     model_from_json return."""
@@ -310,11 +248,15 @@ class Model:
         self._handle(tuple(input_shape)[1:] if input_shape is not None else None)
 
     # ---- Tarantella: data-parallel (tnt.Model) ----
-    def _distribute(self, fusion_threshold_kb=None, comm_mode=None):
+    def _distribute(self, fusion_threshold_kb=None, comm_mode=None, reducer=None):
         modes = {None: 0, "default": 0, "thread": 1, "nonblocking": 2}
         if comm_mode not in modes:
             raise ValueError(f"comm_mode {comm_mode!r} (expected None, 'thread' or 'nonblocking')")
-        self._dist = {"fusion_threshold_kb": fusion_threshold_kb, "comm_mode": modes[comm_mode]}
+        reducers = {None: 0, "default": 0, "flat": 1, "node": 2, "sharded": 3}
+        if reducer not in reducers:
+            raise ValueError(f"reducer {reducer!r} (expected None, 'flat', 'node' or 'sharded')")
+        self._dist = {"fusion_threshold_kb": fusion_threshold_kb, "comm_mode": modes[comm_mode],
+                      "reducer": reducers[reducer]}
         if self._h is not None:
             self._apply_dist()
 
@@ -337,11 +279,23 @@ class Model:
 
     @property
     def inputs(self):
+        if self._kind == "loaded":
+            return list(_loaded_graph(self)[0])
         return list(self._inputs) if self._kind == "functional" else None
 
     @property
     def outputs(self):
+        if self._kind == "loaded":
+            return list(_loaded_graph(self)[1])
         return list(self._outputs) if self._kind == "functional" else None
+
+    @property
+    def output_names(self):
+        cfg = json.loads(self._handle().to_json()).get("config", {})
+        if isinstance(cfg, dict) and cfg.get("output_layers"):
+            return [o[0] for o in cfg["output_layers"]]
+        layers = cfg.get("layers", []) if isinstance(cfg, dict) else cfg
+        return [layers[-1].get("config", {}).get("name")] if layers else []
 
     @property
     def input_shape(self):
@@ -422,27 +376,44 @@ class Model:
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None, weighted_metrics=None,
                 run_eagerly=None, steps_per_execution=None, jit_compile=None, seed=None, **kwargs):
         from tarantella.keras import losses, metrics as M, optimizers
-        for k, v in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
-            if v is not None:
-                raise NotImplementedError(f"compile: {k} is not supported")
-        if kwargs:
-            raise TypeError(f"compile: unexpected arguments {sorted(kwargs)}")
+        if weighted_metrics is not None:
+            raise NotImplementedError("compile: weighted_metrics is not supported")
+        _ignored_keras2_arguments("compile", kwargs, ("experimental_run_tf_function", "distribute",
+                                                      "target_tensors", "sample_weight_mode", "pss_evaluation_shards",
+                                                      "auto_scale_loss"))
         opt = optimizers.get(optimizer)
-        lspec = losses.spec(loss)
+        if not isinstance(loss, (list, tuple, dict)):
+            losses.spec(loss)  # a bad loss fails here, before the model is built
+        lspec = loss
         mnames = M.names(metrics)
-        self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed}
+        self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
+                          "loss_weights": loss_weights, "metrics_given": metrics}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
-        self._metrics = mnames
+        self._metrics = mnames if mnames is not None else metrics
         if self._h is not None:
             self._apply_compile()
 
     def _apply_compile(self):
         c = self._compiled
-        kind, from_logits, smoothing, ignore = c["loss"]
+        from tarantella.keras import losses, metrics as M
+        (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
+        weights = c.get("loss_weights")
+        if isinstance(weights, dict):  # by output name, as Keras
+            names = self.output_names
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"compile: loss_weights names {unknown}, which are not outputs of the model "
+                                 f"{names}")
+            weights = [float(weights.get(n, 1.0)) for n in names]
+        elif weights is not None:
+            weights = [float(w) for w in (weights if isinstance(weights, (list, tuple)) else [weights])]
+        if c["metrics"] is None:  # per output
+            c["metrics"] = M.names(c["metrics_given"], self.output_names)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
-                        seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore)
+                        seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
+                        loss_weights=weights, output_losses=kinds)
         c["optimizer"]._bind(self)
 
     @property
@@ -458,14 +429,17 @@ class Model:
         info = self._h.compile_info() if self._h is not None else None
         if info is None:
             return []
+        if self._last_logs:  # Keras's order: loss, the outputs' losses, the metrics (per output)
+            return [k for k in self._last_logs if not k.startswith("val_")]
         return ["loss"] + [m for m in info["metrics"].split(",") if m]
 
     @property
     def stop_training(self):
-        return False
+        return getattr(self, "_stop_training", False)
 
     @stop_training.setter
     def stop_training(self, value):
+        self._stop_training = bool(value)
         if value and self._h is not None:
             self._h.stop_training()
 
@@ -510,12 +484,13 @@ class Model:
         """Keras's fit on NumPy arrays (x, y) or a tnt.data.Dataset (batched with the global batch
         size). Returns a History. Runs in C without the GIL; Python callbacks and map functions take
         it back when they run."""
-        for k, v in (("class_weight", class_weight), ("sample_weight", sample_weight)):
-            if v is not None:
-                raise NotImplementedError(f"fit: {k} is not supported")
+        weighted = sample_weight is not None or class_weight is not None
+        if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
+            raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
         if not isinstance(validation_freq, int):
             raise NotImplementedError("fit: validation_freq must be an int (lists of epochs are not supported)")
         micro = int(tnt_micro_batch_size or 0)
+        sw_val = None
         if validation_split and not isinstance(x, tnt_data.Dataset):
             if validation_data is not None:
                 raise ValueError("fit: give validation_split or validation_data, not both")
@@ -523,34 +498,47 @@ class Model:
             n = _n_samples(xs)
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before shuffling
             ys = _arrays(y, "y") if y is not None else None
+            if sample_weight is not None:  # Keras splits the sample weights too (not the class weights)
+                sw = np.asarray(sample_weight)
+                sample_weight, sw_val = sw[:cut], sw[cut:]
             validation_data = (_slice(xs, cut, n), _slice(ys, cut, n) if ys else None)
             x, y = _slice(xs, 0, cut), (_slice(ys, 0, cut) if ys else None)
             x = x if len(x) > 1 else x[0]
             y = (y if len(y) > 1 else y[0]) if y is not None else None
         elif validation_split:
             raise ValueError("fit: validation_split needs arrays, not a Dataset")
-        train = self._dataset(x, y, batch_size, shuffle, "fit", micro)
+        train = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, class_weight, "fit")), batch_size,
+                              shuffle, "fit", micro)
         val = None
+        val_weighted = False
         if validation_data is not None:
             validation_data = _as_dataset(validation_data, "fit validation_data")
             if isinstance(validation_data, tnt_data.Dataset):
                 val = validation_data
             else:
                 vx, vy = validation_data[0], validation_data[1] if len(validation_data) > 1 else None
+                if len(validation_data) > 2 and validation_data[2] is not None:  # (x, y, sample_weight)
+                    sw_val = validation_data[2]
+                if sw_val is not None:
+                    vy, val_weighted = with_weights(vy, sample_weights(vy, sw_val, None, "fit validation")), True
                 val = self._dataset(vx, vy, validation_batch_size or batch_size, False, "fit validation_data", micro)
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
         v = _verbose(verbose)
+        self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
         cbs = self._callbacks(callbacks, params)
         logs = h.fit(train._handle(), epochs=int(epochs), initial_epoch=int(initial_epoch),
                      validation_data=val._handle() if val is not None else None, validation_freq=validation_freq,
                      verbose=v, steps_per_epoch=int(steps_per_epoch or 0), callbacks=cbs,
                      no_distribute=not tnt_distribute_dataset,
-                     no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro)
+                     no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
+                     sample_weights=weighted, validation_sample_weights=val_weighted)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
+        if logs:
+            self._remember_logs(logs[-1])
         from tarantella.keras.callbacks import History as HistoryCallback
         for cb in callbacks or []:
             if isinstance(cb, HistoryCallback):
@@ -563,15 +551,18 @@ class Model:
                  tnt_micro_batch_size=None, tnt_distribute_dataset=True):
         """Loss and metrics (exact global figures on every rank): a list [loss, metrics...], the loss
         alone when there are no metrics, or a dict with return_dict=True."""
-        if sample_weight is not None:
-            raise NotImplementedError("evaluate: sample_weight is not supported")
+        if sample_weight is not None and (isinstance(x, tnt_data.Dataset) or y is None):
+            raise NotImplementedError("evaluate: sample_weight needs arrays x and y (not a Dataset)")
         micro = int(tnt_micro_batch_size or 0)
-        ds = self._dataset(x, y, batch_size, False, "evaluate", micro)
+        ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
+                           "evaluate", micro)
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
-                          no_distribute=not tnt_distribute_dataset, micro_batch_size=micro)
+                          no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
+                          sample_weights=sample_weight is not None)
+        self._remember_logs(logs)
         if return_dict:
             return logs
         values = list(logs.values())
@@ -579,9 +570,15 @@ class Model:
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None, max_queue_size=10,
                 workers=1, use_multiprocessing=False, tnt_micro_batch_size=None, tnt_distribute_dataset=True,
-                tnt_all_ranks=True):
-        """Outputs for every sample, in order; on every rank (tnt_all_ranks=False: the master only,
-        the others get 0 rows). Several outputs: a list of arrays."""
+                tnt_all_ranks=True, root_rank=None):
+        """Outputs for every sample, in order; on every rank (tnt_all_ranks=False, or root_rank= the
+        master rank: on the master only, the others get 0 rows). Several outputs: a list of arrays."""
+        if root_rank is not None:
+            from tarantella._core import get_master_rank
+            if int(root_rank) != get_master_rank():
+                raise NotImplementedError(f"predict: root_rank={root_rank}: the outputs can be gathered on every "
+                                          f"rank or on the master rank ({get_master_rank()}) only")
+            tnt_all_ranks = False
         micro = int(tnt_micro_batch_size or 0)
         ds = self._dataset(x, None, batch_size, False, "predict", micro)
         if steps:
@@ -596,6 +593,8 @@ class Model:
     def _split_outputs(self, out):
         shapes = self._h.output_shapes()
         if len(shapes) == 1:
+            if any(d is None for d in shapes[0]):  # None dimensions: the library's output as it comes
+                return out
             return out.reshape((out.shape[0],) + tuple(shapes[0]))
         n = out.shape[0]
         flat = out.reshape(n, -1)
@@ -613,7 +612,7 @@ class Model:
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
         shapes = self._handle().input_shapes()
-        if len(shapes) == 1:
+        if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
         return self._split_outputs(self._h.predict_on_batch(batch))
 
@@ -625,7 +624,7 @@ class Model:
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
             outs = [L.KerasTensor(self, k, i) for i in range(n_out)]
             return outs[0] if n_out == 1 else outs
-        return self.predict_on_batch(inputs)
+        return self._call_on_data(inputs)
 
     @property
     def class_name(self):
@@ -721,7 +720,8 @@ class Sequential(Model):
             else:
                 name = f"{self._layers[0].name}_input"
             entries.append({"class_name": "InputLayer", "config": {
-                "batch_input_shape": [None] + [int(d) for d in shape], "dtype": "float32", "sparse": False,
+                "batch_input_shape": [None] + [None if d is None else int(d) for d in shape], "dtype": "float32",
+                "sparse": False,
                 "ragged": False, "name": name}})
         for layer in self._layers:
             if isinstance(layer, Model):
@@ -736,10 +736,23 @@ class Sequential(Model):
     def _set_handle(self, h):
         super()._set_handle(h)
 
+    def _graph(self):
+        """Keras's Sequential has a graph once built: its layers called in order on an Input, so
+        that model.input and layer.output make new Functional models (feature extractors)."""
+        g = self.__dict__.get("_seq_graph")
+        if g is None or g[2] != len(self._layers):
+            shape = tuple(self._handle().input_shapes()[0])
+            name = self._input_layer.name if self._input_layer is not None else f"{self._layers[0].name}_input"
+            t = inp = L.Input(shape=shape, name=L.unique_name(name) if g is not None else name)
+            for layer in self._layers:
+                t = layer(t)
+            g = self.__dict__["_seq_graph"] = ([inp], [t] if not isinstance(t, list) else t, len(self._layers))
+        return g
+
     @property
     def inputs(self):
-        return None
+        return list(self._graph()[0])
 
     @property
     def outputs(self):
-        return None
+        return list(self._graph()[1])

@@ -116,6 +116,14 @@ def _is_tensor(v):
 
 # ---- the base class --------------------------------------------------------------------------
 
+def _dims(shape):
+    """A shape without the batch axis: ints, and None where any size goes (Keras's None)."""
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+# Keras 3's names of Keras 2 arguments: {class: {new name: the name the library reads}}
+_RENAMED = {"LeakyReLU": {"negative_slope": "alpha"}}
+
 _BASE_KWARGS = ("name", "trainable", "dtype", "input_shape", "batch_input_shape", "batch_size", "input_dim",
                 "weights", "dynamic", "autocast")
 
@@ -131,7 +139,12 @@ class Layer:
         if self.class_name is None:
             raise TypeError("tnt.keras.layers.Layer is abstract: custom Python layers are not supported "
                             "(the layers run in C); use a layer class of tnt.keras.layers")
-        base = {k: kwargs.pop(k) for k in list(kwargs) if k in _BASE_KWARGS}
+        # a base keyword that is also the layer's own argument (Embedding's input_dim) stays its own
+        own = self._signature.parameters if self._signature is not None else {}
+        base = {k: kwargs.pop(k) for k in list(kwargs) if k in _BASE_KWARGS and k not in own}
+        for new_name, old_name in _RENAMED.get(self.class_name, {}).items():  # Keras 3's names
+            if new_name in kwargs:
+                kwargs[old_name] = kwargs.pop(new_name)
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -147,7 +160,7 @@ class Layer:
         elif self.class_name == "Embedding" and self._args.get("input_length") is not None:
             self._input_shape = (int(self._args["input_length"]),)
         if self._input_shape is not None:
-            self._input_shape = tuple(int(d) for d in self._input_shape)
+            self._input_shape = _dims(self._input_shape)
         self.name = base.get("name") or unique_name(_snake(self.class_name))
         self.trainable = base.get("trainable", True)
         dtype = base.get("dtype")  # Keras: the global policy when the layer is made, unless given
@@ -372,13 +385,11 @@ class InputLayer(Layer):
             input_shape = tuple(batch_input_shape)[1:]
         if input_shape is None:
             raise ValueError("InputLayer: give input_shape (the shape without the batch axis)")
-        if any(d is None for d in input_shape):
-            raise NotImplementedError(f"InputLayer: variable dimensions (None) are not supported: {input_shape}")
         self.name = name or unique_name("input")
         self.trainable = True
         self._dtype_policy = "float32"  # the inputs are float32 under every policy
         self._args = {}
-        self._input_shape = tuple(int(d) for d in input_shape)
+        self._input_shape = _dims(input_shape)
         self._initial_weights = None
         self._model = None
         self._config = None
@@ -498,15 +509,17 @@ _SPECS = {
     "LSTM": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
             "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
             "unit_forget_bias=True, " + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, "
-            "return_state=False, go_backwards=False, stateful=False, time_major=False, unroll=False",
+            "return_state=False, go_backwards=False, stateful=False, time_major=False, unroll=False, seed=None, "
+            "use_cudnn='auto'",
     "GRU": "units, activation='tanh', recurrent_activation='sigmoid', use_bias=True, "
            "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "
            + _RNN_REG + ", dropout=0.0, recurrent_dropout=0.0, return_sequences=False, return_state=False, "
-           "go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=True",
+           "go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=True, seed=None, "
+           "use_cudnn='auto'",
     "SimpleRNN": "units, activation='tanh', use_bias=True, kernel_initializer='glorot_uniform', "
                  "recurrent_initializer='orthogonal', bias_initializer='zeros', " + _RNN_REG + ", dropout=0.0, "
                  "recurrent_dropout=0.0, return_sequences=False, return_state=False, go_backwards=False, "
-                 "stateful=False, unroll=False",
+                 "stateful=False, unroll=False, seed=None",
     "CuDNNLSTM": "units, kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', "
                  "bias_initializer='zeros', unit_forget_bias=True, " + _RNN_REG + ", return_sequences=False, "
                  "return_state=False, go_backwards=False, stateful=False",

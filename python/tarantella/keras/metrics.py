@@ -1,69 +1,265 @@
 """tnt.keras.metrics: the metrics of the library under Keras's names (classes and strings). They
-are computed as (sum, count) pairs summed over ranks, so every rank sees the global figure."""
+are computed in C as (sum, count) pairs (the confusion-matrix counts as sums) summed over ranks,
+so every rank sees the global figure; the logs use Keras's names: a string as written
+(metrics=["mae"] logs "mae" and "val_mae"), a class by its name (default: Keras's)."""
 
 
 class Metric:
-    _name = None
+    _name = None   # Keras's default name
+    _kind = None   # the library's metric
+    _options = {}  # Keras's constructor options this metric takes: {name: default}
+    _fixed = {}    # options accepted only at Keras's default value
+    _positional = ("name", "dtype")  # Keras's constructor arguments in order
 
-    def __init__(self, name=None, dtype=None):
-        if name is not None and name != self._name:
-            raise NotImplementedError(f"{type(self).__name__}: a metric's own name ({name!r}) is not supported; "
-                                      f"it logs as {self._name!r}")
-        self.name = self._name
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(self._positional):
+            raise TypeError(f"{type(self).__name__}: at most {len(self._positional)} positional arguments "
+                            f"{self._positional}")
+        for key, v in zip(self._positional, args):
+            if key in kwargs:
+                raise TypeError(f"{type(self).__name__}: got multiple values for argument {key!r}")
+            kwargs[key] = v
+        name, dtype = kwargs.pop("name", None), kwargs.pop("dtype", None)
+        for k, v in kwargs.items():
+            if k in self._options:
+                setattr(self, k, v)
+            elif k in self._fixed:
+                if v != self._fixed[k]:
+                    raise NotImplementedError(f"{type(self).__name__}: {k}={v!r} is not supported (only "
+                                              f"{self._fixed[k]!r})")
+            else:
+                raise TypeError(f"{type(self).__name__}: unexpected argument {k!r}")
+        for k, v in self._options.items():
+            if k not in kwargs:
+                setattr(self, k, v)
+        self.name = name or self._name
+        self.dtype = dtype or "float32"
 
-    def _c_name(self):
-        return self._name
-
-
-class SparseCategoricalAccuracy(Metric):
-    _name = "sparse_categorical_accuracy"
-
-
-class CategoricalAccuracy(Metric):
-    _name = "categorical_accuracy"
-
-
-class BinaryAccuracy(Metric):
-    _name = "binary_accuracy"
-
-    def __init__(self, name=None, dtype=None, threshold=0.5):
-        if threshold != 0.5:
-            raise NotImplementedError("BinaryAccuracy: only threshold 0.5 is supported")
-        super().__init__(name, dtype)
-
-
-class TopKCategoricalAccuracy(Metric):
-    _name = "top_k_categorical_accuracy"
-
-    def __init__(self, k=5, name=None, dtype=None):
-        super().__init__(name, dtype)
-        self.k = int(k)
+    def _param(self):
+        return ""
 
     def _c_name(self):
-        return self._name if self.k == 5 else f"{self._name}:{self.k}"
+        spec = (self._kind or self._name) + self._param()
+        return spec if self.name == spec else f"{self.name}={spec}"
+
+    # ---- outside fit: Keras's update_state / result / reset_state, computed by the library ----
+    def _state(self):
+        import numpy as np
+        from tarantella._core import C
+        if getattr(self, "_state_array", None) is None:
+            self._state_array = np.zeros(C.metric_state_size(), np.float64)
+        return self._state_array
+
+    def _layout(self):
+        from tarantella._core import C
+        spec = self._c_name().split("=", 1)[-1]
+        return spec, (C.loss_kind("sparse_categorical_crossentropy")[0] if spec.startswith("sparse") else 0)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        import numpy as np
+        from tarantella._core import C
+        spec, loss = self._layout()
+        C.metric_update(spec, loss, np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32),
+                        None if sample_weight is None else np.asarray(sample_weight, np.float32).reshape(-1),
+                        self._state())
+
+    def result(self):
+        import numpy as np
+        from tarantella._core import C
+        from tarantella.keras.model_api import as_tensor
+        spec, loss = self._layout()
+        return as_tensor(np.float32(C.metric_result(spec, loss, self._state())))
+
+    def reset_state(self):
+        self._state()[:] = 0
+
+    reset_states = reset_state
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        self.update_state(y_true, y_pred, sample_weight)
+        return self.result()
+
+    def get_config(self):
+        cfg = {"name": self.name, "dtype": self.dtype}
+        cfg.update({k: getattr(self, k) for k in self._options})
+        return cfg
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __repr__(self):
+        return f"<tnt.keras.metrics.{type(self).__name__} {self.name!r}>"
 
 
-class SparseTopKCategoricalAccuracy(TopKCategoricalAccuracy):
-    _name = "sparse_top_k_categorical_accuracy"
+def _metric(cls_name, name, kind=None, options=None, fixed=None, param=None, positional=("name", "dtype")):
+    attrs = {"_name": name, "_kind": kind, "_options": dict(options or {}), "_fixed": dict(fixed or {}),
+             "_positional": positional}
+    if param:
+        attrs["_param"] = param
+    return type(cls_name, (Metric,), attrs)
 
 
-class MeanSquaredError(Metric):
-    _name = "mean_squared_error"
+def _threshold(self):
+    t = self.threshold if hasattr(self, "threshold") else self.thresholds
+    if t is None or t == 0.5:
+        return ""
+    if isinstance(t, (list, tuple)):
+        if len(t) != 1:
+            raise NotImplementedError(f"{type(self).__name__}: several thresholds {t!r} are not supported (one)")
+        t = t[0]
+    return f":{float(t):.9g}"
 
 
-class MeanAbsoluteError(Metric):
-    _name = "mean_absolute_error"
+def _k(self):
+    return "" if self.k == 5 else f":{int(self.k)}"
 
 
-_ALIASES = {"acc": "accuracy", "mse": "mean_squared_error", "mae": "mean_absolute_error"}
+Accuracy = _metric("Accuracy", "accuracy", kind="equal_accuracy")
+BinaryAccuracy = _metric("BinaryAccuracy", "binary_accuracy", options={"threshold": 0.5}, param=_threshold,
+                         positional=("name", "dtype", "threshold"))
+CategoricalAccuracy = _metric("CategoricalAccuracy", "categorical_accuracy")
+SparseCategoricalAccuracy = _metric("SparseCategoricalAccuracy", "sparse_categorical_accuracy")
+TopKCategoricalAccuracy = _metric("TopKCategoricalAccuracy", "top_k_categorical_accuracy", options={"k": 5},
+                                  param=_k, positional=("k", "name", "dtype"))
+SparseTopKCategoricalAccuracy = _metric("SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy",
+                                        options={"k": 5}, param=_k, positional=("k", "name", "dtype"))
+MeanSquaredError = _metric("MeanSquaredError", "mean_squared_error")
+MeanAbsoluteError = _metric("MeanAbsoluteError", "mean_absolute_error")
+MeanAbsolutePercentageError = _metric("MeanAbsolutePercentageError", "mean_absolute_percentage_error")
+MeanSquaredLogarithmicError = _metric("MeanSquaredLogarithmicError", "mean_squared_logarithmic_error")
+RootMeanSquaredError = _metric("RootMeanSquaredError", "root_mean_squared_error")
+KLDivergence = _metric("KLDivergence", "kullback_leibler_divergence", kind="kl_divergence")
+Hinge = _metric("Hinge", "hinge")
+SquaredHinge = _metric("SquaredHinge", "squared_hinge")
+CategoricalHinge = _metric("CategoricalHinge", "categorical_hinge")
+LogCoshError = _metric("LogCoshError", "logcosh")
+Poisson = _metric("Poisson", "poisson")
+CosineSimilarity = _metric("CosineSimilarity", "cosine_similarity", fixed={"axis": -1})
+_CE_FIXED = {"from_logits": False, "label_smoothing": 0, "axis": -1}
+_CE_ARGS = ("name", "dtype", "from_logits", "label_smoothing")
+BinaryCrossentropy = _metric("BinaryCrossentropy", "binary_crossentropy", fixed=_CE_FIXED, positional=_CE_ARGS)
+CategoricalCrossentropy = _metric("CategoricalCrossentropy", "categorical_crossentropy", fixed=_CE_FIXED,
+                                  positional=_CE_ARGS)
+SparseCategoricalCrossentropy = _metric("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
+                                        fixed={"from_logits": False, "axis": -1, "ignore_class": None})
+_CONFUSION = {"thresholds": None}
+_CM_ARGS = ("thresholds", "name", "dtype")
+TruePositives = _metric("TruePositives", "true_positives", options=_CONFUSION, param=_threshold, positional=_CM_ARGS)
+FalsePositives = _metric("FalsePositives", "false_positives", options=_CONFUSION, param=_threshold,
+                         positional=_CM_ARGS)
+TrueNegatives = _metric("TrueNegatives", "true_negatives", options=_CONFUSION, param=_threshold, positional=_CM_ARGS)
+FalseNegatives = _metric("FalseNegatives", "false_negatives", options=_CONFUSION, param=_threshold,
+                         positional=_CM_ARGS)
+_PR_ARGS = ("thresholds", "top_k", "class_id", "name", "dtype")
+Precision = _metric("Precision", "precision", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
+                    param=_threshold, positional=_PR_ARGS)
+Recall = _metric("Recall", "recall", options=_CONFUSION, fixed={"top_k": None, "class_id": None},
+                 param=_threshold, positional=_PR_ARGS)
+
+class AUC(Metric):
+    """Keras's AUC with multi_label=False and summation_method "interpolation" (the defaults): the
+    ROC or PR curve's area from counts at num_thresholds thresholds, summed over batches and ranks."""
+    _name = "auc"
+    _options = {"num_thresholds": 200, "curve": "ROC", "summation_method": "interpolation"}
+    _fixed = {"thresholds": None, "multi_label": False, "num_labels": None, "label_weights": None,
+              "from_logits": False}
+
+    _positional = ("num_thresholds", "curve", "summation_method", "name", "dtype", "thresholds", "multi_label",
+                   "num_labels", "label_weights", "from_logits")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if str(self.curve).upper() not in ("ROC", "PR"):
+            raise ValueError(f"AUC: curve {self.curve!r} (expected 'ROC' or 'PR')")
+        if self.summation_method != "interpolation":
+            raise NotImplementedError(f"AUC: summation_method {self.summation_method!r} is not supported "
+                                      f"(only 'interpolation')")
+        if not 2 <= int(self.num_thresholds) <= 200:
+            raise NotImplementedError(f"AUC: num_thresholds {self.num_thresholds} (supported: 2 to 200)")
+
+    def _c_name(self):
+        spec = ("pr_auc" if str(self.curve).upper() == "PR" else "auc") + \
+            ("" if int(self.num_thresholds) == 200 else f":{int(self.num_thresholds)}")
+        return spec if self.name == spec else f"{self.name}={spec}"
 
 
-def names(metrics):
-    """The library's metric names of compile's metrics list."""
+def _target_metric(cls_name, name, target):
+    """Keras's SensitivitySpecificityBase classes: (target, num_thresholds=200, class_id=None, name,
+    dtype), from the same counts at 200 thresholds as AUC."""
+    def param(self):
+        v = float(getattr(self, target))
+        if not 0 <= v <= 1:
+            raise ValueError(f"{cls_name}: {target} {v} (expected a number in [0, 1])")
+        return f":{v:.9g}"
+    cls = _metric(cls_name, name, options={target: None}, fixed={"num_thresholds": 200, "class_id": None},
+                  param=param, positional=(target, "num_thresholds", "class_id", "name", "dtype"))
+    return cls
+
+
+PrecisionAtRecall = _target_metric("PrecisionAtRecall", "precision_at_recall", "recall")
+RecallAtPrecision = _target_metric("RecallAtPrecision", "recall_at_precision", "precision")
+SensitivityAtSpecificity = _target_metric("SensitivityAtSpecificity", "sensitivity_at_specificity", "specificity")
+SpecificityAtSensitivity = _target_metric("SpecificityAtSensitivity", "specificity_at_sensitivity", "sensitivity")
+
+# Keras's metric functions, as the names the library reads
+binary_accuracy = "binary_accuracy"
+categorical_accuracy = "categorical_accuracy"
+sparse_categorical_accuracy = "sparse_categorical_accuracy"
+top_k_categorical_accuracy = "top_k_categorical_accuracy"
+sparse_top_k_categorical_accuracy = "sparse_top_k_categorical_accuracy"
+mean_squared_error = mse = MSE = "mean_squared_error"
+mean_absolute_error = mae = MAE = "mean_absolute_error"
+mean_absolute_percentage_error = mape = MAPE = "mean_absolute_percentage_error"
+mean_squared_logarithmic_error = msle = MSLE = "mean_squared_logarithmic_error"
+kl_divergence = kld = KLD = kullback_leibler_divergence = "kullback_leibler_divergence"
+hinge = "hinge"
+squared_hinge = "squared_hinge"
+categorical_hinge = "categorical_hinge"
+logcosh = log_cosh = "logcosh"
+poisson = "poisson"
+cosine_similarity = "cosine_similarity"
+binary_crossentropy = "binary_crossentropy"
+categorical_crossentropy = "categorical_crossentropy"
+sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
+
+_UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
+                "FBetaScore", "R2Score", "Mean", "Sum", "MeanTensor", "MeanMetricWrapper")
+
+
+def __getattr__(name):
+    if name in _UNSUPPORTED:
+        raise NotImplementedError(f"tnt.keras.metrics.{name} is not supported yet (the metrics the library "
+                                  f"computes: {', '.join(sorted(_classes()))})")
+    raise AttributeError(f"module 'tarantella.keras.metrics' has no attribute {name!r}")
+
+
+def _classes():
+    return {k: v for k, v in globals().items() if isinstance(v, type) and issubclass(v, Metric) and v is not Metric}
+
+
+def names(metrics, output_names=None):
+    """The library's metric specs of compile's metrics list: a list (every metric on every output, as
+    Keras), or per output a dict {output name: metric(s)} or a list of lists in output order (each
+    spec then ends with "@K", the output's index)."""
     if metrics is None:
         return []
-    if isinstance(metrics, dict):
-        metrics = [m for v in metrics.values() for m in (v if isinstance(v, (list, tuple)) else [v])]
+    if isinstance(metrics, dict) or (isinstance(metrics, (list, tuple)) and metrics and
+                                     all(isinstance(m, (list, tuple)) for m in metrics)):
+        if output_names is None:
+            return None  # per output: resolved once the outputs are known
+        if isinstance(metrics, dict):
+            unknown = sorted(set(metrics) - set(output_names))
+            if unknown:
+                raise ValueError(f"compile: metrics for {unknown}, which are not outputs of the model {output_names}")
+            per = [metrics.get(n) for n in output_names]
+        else:
+            per = list(metrics)
+        out = []
+        for k, ms in enumerate(per):
+            for spec in names(ms if ms is None or isinstance(ms, (list, tuple)) else [ms]):
+                out.append(f"{spec}@{k}")
+        return out
     if not isinstance(metrics, (list, tuple)):
         metrics = [metrics]
     out = []
@@ -71,9 +267,32 @@ def names(metrics):
         if isinstance(m, type) and issubclass(m, Metric):
             m = m()
         if isinstance(m, Metric):
-            out.append(m._c_name())
+            spec = m._c_name()
         elif isinstance(m, str):
-            out.append(_ALIASES.get(m, m))
+            spec = m
         else:
             raise ValueError(f"could not interpret metric {m!r} (custom Python metrics are not supported)")
+        if spec not in out:
+            out.append(spec)
     return out
+
+
+def serialize(metric):
+    if isinstance(metric, Metric):
+        return {"class_name": type(metric).__name__, "config": metric.get_config()}
+    return metric
+
+
+def deserialize(config, custom_objects=None):
+    if isinstance(config, str):
+        return config
+    cls = _classes().get(config["class_name"])
+    if cls is None:
+        raise ValueError(f"unknown metric class {config['class_name']!r}")
+    return cls.from_config(config.get("config", {}))
+
+
+def get(identifier):
+    if isinstance(identifier, dict):
+        return deserialize(identifier)
+    return identifier

@@ -40,7 +40,14 @@ def model_from_json(json_string, custom_objects=None):
 
 
 def model_from_config(config, custom_objects=None):
-    """config: {"class_name": ..., "config": ...} (Keras's model_from_config)."""
+    """config: {"class_name": ..., "config": ...} (Keras's model_from_config), or model.get_config()
+    itself (a Functional config has input_layers; a Sequential one only layers)."""
+    if not isinstance(config, dict):
+        raise TypeError(f"model_from_config: expected a dict, got {type(config).__name__}")
+    if "class_name" not in config:
+        if "layers" not in config:
+            raise ValueError("model_from_config: expected {'class_name', 'config'} or a model's get_config()")
+        config = {"class_name": "Functional" if "input_layers" in config else "Sequential", "config": config}
     return model_from_json(json.dumps(config))
 
 
@@ -49,3 +56,10 @@ def clone_model(model, input_tensors=None, clone_function=None):
     if input_tensors is not None or clone_function is not None:
         raise NotImplementedError("clone_model: input_tensors and clone_function are not supported")
     return model_from_json(model.to_json())
+
+
+def model_from_yaml(yaml_string, custom_objects=None):
+    """A model from the YAML that model.to_yaml wrote (TF <= 2.5's format, which Tarantella
+    documents; needs PyYAML)."""
+    import yaml
+    return model_from_config(yaml.safe_load(yaml_string))

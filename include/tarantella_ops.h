@@ -1,0 +1,72 @@
+/* tarantella_ops.h: operation graphs (the user's own Keras code on the C engine) and the traced
+ * layer that runs one. Included by tarantella.h.
+ *
+ * An operation graph is a small tensor program: inputs (the layer's inputs, axis 0 the batch),
+ * weights (the layer's own), nodes (an operation with attributes and input value ids) and outputs.
+ * Value ids count inputs first, then weights, then each node's outputs in order (most operations
+ * have one; split has several). Operations follow keras.ops and NumPy: names, argument order,
+ * broadcasting, negative axes. Every operation with a float output has a backward (its
+ * vector-Jacobian product), except comparisons, argmax/argmin, one_hot and casts to int or bool,
+ * whose outputs carry no gradient, and stop_gradient.
+ *
+ * The same graph is written as JSON (tnt_opgraph_to_json), the form a Keras file carries for
+ * tnt-predict:
+ *   {"format": "tnt_ops", "version": 1,
+ *    "inputs": [{"shape": [null, 4]}],
+ *    "weights": [{"name": "kernel", "shape": [4, 3], "initializer": "glorot_uniform", "trainable": true}],
+ *    "nodes": [{"op": "matmul", "in": [0, 1]}, {"op": "sum", "in": [2], "axis": -1, "keepdims": true}],
+ *    "outputs": [3]}
+ * A node's attributes sit beside "op" and "in". The operations (keras.ops names and semantics;
+ * "axis" is an int or a list, negative counting from the end, absent or null meaning the default):
+ *   one input: negative abs sign exp log log1p expm1 sqrt rsqrt square reciprocal sin cos tanh
+ *     sigmoid relu relu6 softplus softsign silu erf floor ceil round identity logical_not
+ *     stop_gradient; gelu {approximate: true}; elu {alpha: 1}; leaky_relu {negative_slope: 0.2};
+ *     clip {x_min, x_max}
+ *   two inputs, broadcast: add subtract multiply divide power maximum minimum squared_difference
+ *     floor_divide mod; without gradient: equal not_equal less less_equal greater greater_equal
+ *     logical_and logical_or; where(cond, x, y)
+ *   reductions {axis (absent: all), keepdims: false}: sum mean max min prod var std logsumexp any
+ *     all; argmax argmin {axis: one or absent (flattened)}
+ *   matmul(a, b) (NumPy's, batched); einsum {equation} on one or two inputs ("...", implicit output)
+ *   reshape {shape, one -1}; transpose {axes}; expand_dims {axis}; squeeze {axis};
+ *     broadcast_to {shape}; concatenate {axis: 0}; stack {axis: 0}; split {indices_or_sections:
+ *     count or split points, axis: 0} (one output per part); tile {repeats}; repeat {repeats,
+ *     axis (absent: flattened)}; pad {pad_width: [[before, after], ...], constant_values: 0}
+ *   slice {spec: [item, ...]}: an int (index), null (newaxis), "..." (ellipsis), [start, stop,
+ *     step] or {"start", "stop", "step"} with nulls; take(x, indices) {axis (absent: flattened)};
+ *     one_hot {num_classes, axis: -1}; cast {dtype}; constant {value: number or nested lists,
+ *     shape (fills a number), dtype}; zeros_like ones_like full_like {fill_value}
+ *   cumsum {axis (absent: flattened)}; softmax log_softmax {axis: -1}
+ *   random_uniform {minval: 0, maxval: 1, seed}, random_normal {mean: 0, stddev: 1, seed} (shaped
+ *     like their input, axis 0 the samples); dropout {rate, training_only: true, seed} */
+#ifndef TARANTELLA_OPS_H
+#define TARANTELLA_OPS_H
+
+typedef struct tnt_opgraph tnt_opgraph;
+
+TNT_API tnt_opgraph *tnt_opgraph_new(void);
+TNT_API void tnt_opgraph_free(tnt_opgraph *g);
+/* Adds an input; returns its value id or -1 with an error. TNT_DIM_NONE dimensions take any size
+ * (axis 0 of a traced layer's input is the batch). Inputs come before weights and nodes. */
+TNT_API int tnt_opgraph_input(tnt_opgraph *g, tnt_shape shape);
+/* Adds a weight (Keras initializer name, NULL: glorot_uniform); returns its value id or -1. */
+TNT_API int tnt_opgraph_weight(tnt_opgraph *g, const char *name, tnt_shape shape, const char *initializer,
+                               bool trainable);
+/* Adds an operation on the values in[0..n_in) with attributes as a JSON object (NULL: none), e.g.
+ * tnt_opgraph_op(g, "sum", 1, (int[]){x}, "{\"axis\": [-1], \"keepdims\": true}"). Returns the
+ * value id of its first output, or -1 with an error naming the operation and the bad attribute. */
+TNT_API int tnt_opgraph_op(tnt_opgraph *g, const char *op, int n_in, const int *in, const char *attrs_json);
+/* Marks a value as the next output. */
+TNT_API tnt_status tnt_opgraph_output(tnt_opgraph *g, int value);
+/* The graph as JSON (the caller frees it with free()); NULL with an error. */
+TNT_API char *tnt_opgraph_to_json(const tnt_opgraph *g);
+/* A graph from its JSON; NULL with an error naming the node and the bad key. */
+TNT_API tnt_opgraph *tnt_opgraph_from_json(const char *json);
+TNT_API int tnt_opgraph_n_values(const tnt_opgraph *g);
+
+/* A layer that runs g (taken over: the layer frees it, also when this fails) with g's weights as
+ * its own. class_name is its Keras class (NULL: "TracedLayer"). The graph's inputs are the layer's
+ * inputs and its outputs the layer's outputs; masks do not pass through. */
+TNT_API tnt_layer *tnt_traced_layer(tnt_opgraph *g, const char *class_name, const char *name);
+
+#endif

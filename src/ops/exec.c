@@ -1,0 +1,390 @@
+/* exec.c: plans (shapes of every value for concrete input shapes, the forward arena, the
+ * gradient arena reused by liveness), forward and reverse-mode evaluation, and the tensor
+ * helpers the operations share (broadcasting, strides, strided copy-add, scratch memory).
+ *
+ * Storage: a node's outputs live in the caller's workspace from forward to backward (the VJPs
+ * read them); a graph output produced by a node is written straight into the caller's output
+ * buffer. Gradients of intermediate values live in a plan-owned arena: walking the nodes last to
+ * first, a value's gradient is needed from its last consumer to its producer, and a first-fit
+ * placement lets values whose intervals do not meet share bytes. */
+#include "ops/ops.h"
+
+#include <stdio.h>
+
+#define ALIGN_FLOATS 16 /* 64 bytes */
+
+struct tnt__opplan {
+    const tnt_opgraph *g;
+    int nv, leaves;         /* values; inputs + weights */
+    tnt__ten *val;          /* shape and dtype of every value */
+    int64_t *fwd_off;       /* floats into the workspace; -1: a leaf or bound to an output */
+    int *out_bind;          /* graph output a node value is written into, or -1 */
+    int *alias;             /* a view (reshape, expand_dims, squeeze, identity, stop_gradient):
+                               the value whose storage it reads, or -1 */
+    size_t ws_floats;
+    bool *needs_grad;       /* float value that depends on something differentiated */
+    bool *has_src;          /* its gradient receives a contribution */
+    bool *runs;             /* per node: backward runs */
+    int *last_use;          /* highest consuming node; n_nodes for a graph output */
+    int64_t *grad_off;      /* floats into grad arena; -1: none (leaf, or aliased to the output's) */
+    int *alias_out;         /* the graph output whose incoming gradient is this value's, or -1 */
+    float *grad;            /* the arena */
+    size_t grad_floats;
+    bool input_grads;
+    tnt__scratch scratch;
+};
+
+/* ---- tensor helpers ---- */
+
+void *tnt__scratch_get(tnt__scratch *s, size_t bytes) {
+    bytes = bytes ? (bytes + 63) & ~(size_t)63 : 64; /* never NULL for an empty tensor */
+    s->peak += bytes;
+    if (s->used + bytes <= s->cap) {
+        void *p = s->base + s->used;
+        s->used += bytes;
+        return p;
+    }
+    if (s->n_extra == (int)TNT_ARRAY_LEN(s->extra)) {
+        tnt__error(TNT_ERR_NOMEM, "operation scratch: too many allocations");
+        return NULL;
+    }
+    void *p = tnt__alloc(bytes);
+    if (p) s->extra[s->n_extra++] = p;
+    return p;
+}
+
+/* After a node: frees the overflow and grows the block to the peak for the next time. */
+static void scratch_reset(tnt__scratch *s) {
+    for (int i = 0; i < s->n_extra; i++) tnt__free(s->extra[i]);
+    s->n_extra = 0;
+    if (s->peak > s->cap) {
+        tnt__free(s->base);
+        s->base = tnt__alloc(s->peak);
+        s->cap = s->base ? s->peak : 0;
+    }
+    s->used = s->peak = 0;
+}
+
+tnt_status tnt__axis(const tnt__opnode *n, int axis, int rank, int *out) {
+    int a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= rank)
+        return tnt__op_error(n, TNT_ERR_SHAPE, "axis %d is out of range for rank %d (expected %d..%d)", axis, rank,
+                             -rank, rank - 1);
+    *out = a;
+    return TNT_OK;
+}
+
+tnt_status tnt__broadcast(const tnt__opnode *n, tnt_shape a, tnt_shape b, tnt_shape *out) {
+    tnt_shape o = {.ndim = TNT_MAX(a.ndim, b.ndim)};
+    for (int d = 0; d < o.ndim; d++) {
+        int da = d - (o.ndim - a.ndim), db = d - (o.ndim - b.ndim);
+        int64_t x = da >= 0 ? a.dim[da] : 1, y = db >= 0 ? b.dim[db] : 1;
+        if (x != y && x != 1 && y != 1) {
+            char sa[96], sb[96];
+            return tnt__op_error(n, TNT_ERR_SHAPE, "shapes %s and %s do not broadcast (axis %d: %lld against %lld)",
+                                 tnt_shape_str(a, sa, sizeof sa), tnt_shape_str(b, sb, sizeof sb), d - o.ndim,
+                                 (long long)x, (long long)y);
+        }
+        o.dim[d] = x == 1 ? y : x;
+    }
+    *out = o;
+    return TNT_OK;
+}
+
+void tnt__strides(tnt_shape s, int64_t *st) {
+    int64_t acc = 1;
+    for (int d = s.ndim - 1; d >= 0; d--) st[d] = acc, acc *= s.dim[d];
+}
+
+void tnt__bstrides(tnt_shape s, tnt_shape out, int64_t *st) {
+    int64_t own[TNT_MAX_DIMS];
+    tnt__strides(s, own);
+    for (int d = 0; d < out.ndim; d++) {
+        int ds = d - (out.ndim - s.ndim);
+        st[d] = ds >= 0 && s.dim[ds] != 1 ? own[ds] : 0;
+    }
+}
+
+void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float *src, const int64_t *srcst) {
+    int64_t n = tnt_shape_numel(s);
+    if (n == 0) return;
+    if (s.ndim == 0) {
+        dst[0] += src[0];
+        return;
+    }
+    int64_t idx[TNT_MAX_DIMS] = {0}, inner = s.dim[s.ndim - 1];
+    int last = s.ndim - 1;
+    int64_t io = 0, is = 0;
+    for (int64_t done = 0; done < n; done += inner) {
+        const int64_t so = srcst[last], doo = dstst[last];
+        float *d = dst + io;
+        const float *sp = src + is;
+        if (doo == 1 && so == 1) /* the common rows: contiguous on both sides (vectorized) */
+            for (int64_t i = 0; i < inner; i++) d[i] += sp[i];
+        else if (doo == 0) {     /* a sum along the row */
+            float acc = 0;
+            for (int64_t i = 0; i < inner; i++) acc += sp[i * so];
+            d[0] += acc;
+        } else
+            for (int64_t i = 0; i < inner; i++) d[i * doo] += sp[i * so];
+        for (int d = last - 1; d >= 0; d--) {
+            idx[d]++, io += dstst[d], is += srcst[d];
+            if (idx[d] < s.dim[d]) break;
+            io -= dstst[d] * s.dim[d], is -= srcst[d] * s.dim[d], idx[d] = 0;
+        }
+    }
+}
+
+/* ---- plans ---- */
+
+static bool is_view(const tnt__op_def *def) {
+    static const char *const views[] = {"reshape", "expand_dims", "squeeze", "identity", "stop_gradient"};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(views); i++)
+        if (!strcmp(def->name, views[i])) return true;
+    return false;
+}
+
+/* A shape whose element count is below 2^36 (256 GiB of floats), computed without overflow. */
+static bool numel_ok(tnt_shape s) {
+    int64_t n = 1;
+    for (int d = 0; d < s.ndim; d++) {
+        if (s.dim[d] < 0) return false;
+        if (s.dim[d] && n > ((int64_t)1 << 36) / s.dim[d]) return false;
+        n *= s.dim[d];
+    }
+    return true;
+}
+
+static size_t padded(int64_t n) { return (size_t)((n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS); }
+
+/* First-fit offset for a gradient live on nodes [lo, hi] beside those placed already. */
+static int64_t place(const tnt__opplan *p, int v, int64_t size, const int *lo, const int *hi) {
+    int64_t off = 0;
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int u = 0; u < p->nv; u++) {
+            if (u == v || p->grad_off[u] < 0 || hi[u] < lo[v] || hi[v] < lo[u]) continue;
+            int64_t us = (int64_t)padded(tnt_shape_numel(p->val[u].s));
+            if (p->grad_off[u] < off + size && off < p->grad_off[u] + us) off = p->grad_off[u] + us, moved = true;
+        }
+    }
+    return off;
+}
+
+void tnt__opplan_destroy(tnt__opplan *p) {
+    if (!p) return;
+    free(p->val), free(p->fwd_off), free(p->out_bind), free(p->alias), free(p->needs_grad), free(p->has_src), free(p->runs);
+    free(p->last_use), free(p->grad_off), free(p->alias_out);
+    tnt__free(p->grad);
+    scratch_reset(&p->scratch);
+    tnt__free(p->scratch.base);
+    free(p);
+}
+
+tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes, bool input_grads) {
+    char a[96], b[96];
+    tnt__opplan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->g = g, p->nv = g->n_values, p->leaves = g->n_inputs + g->n_weights, p->input_grads = input_grads;
+    int nv = p->nv, nn = g->n_nodes;
+    p->val = tnt__calloc((size_t)nv + 1, sizeof *p->val);
+    p->fwd_off = tnt__calloc((size_t)nv + 1, sizeof *p->fwd_off);
+    p->out_bind = tnt__calloc((size_t)nv + 1, sizeof *p->out_bind);
+    p->alias = tnt__calloc((size_t)nv + 1, sizeof *p->alias);
+    p->needs_grad = tnt__calloc((size_t)nv + 1, 1);
+    p->has_src = tnt__calloc((size_t)nv + 1, 1);
+    p->runs = tnt__calloc((size_t)nn + 1, 1);
+    p->last_use = tnt__calloc((size_t)nv + 1, sizeof *p->last_use);
+    p->grad_off = tnt__calloc((size_t)nv + 1, sizeof *p->grad_off);
+    p->alias_out = tnt__calloc((size_t)nv + 1, sizeof *p->alias_out);
+    int *lo = tnt__calloc((size_t)nv + 1, sizeof *lo);
+    if (!p->val || !p->fwd_off || !p->out_bind || !p->alias || !p->needs_grad || !p->has_src || !p->runs || !p->last_use ||
+        !p->grad_off || !p->alias_out || !lo)
+        goto fail;
+    for (int i = 0; i < g->n_inputs; i++) {
+        tnt_shape want = g->inputs[i], got = in_shapes[i];
+        bool ok = want.ndim == got.ndim;
+        for (int d = 0; ok && d < got.ndim; d++) ok = want.dim[d] == TNT_DIM_NONE || want.dim[d] == got.dim[d];
+        if (!ok) {
+            tnt__error(TNT_ERR_SHAPE, "operation graph: input %d has shape %s (the graph expects %s)", i,
+                       tnt_shape_str(got, a, sizeof a), tnt_shape_str(want, b, sizeof b));
+            goto fail;
+        }
+        p->val[i] = (tnt__ten){.s = got, .dt = TNT__F32};
+        p->needs_grad[i] = input_grads;
+    }
+    for (int i = 0; i < g->n_weights; i++) {
+        p->val[g->n_inputs + i] = (tnt__ten){.s = g->weights[i].shape, .dt = TNT__F32};
+        p->needs_grad[g->n_inputs + i] = g->weights[i].trainable;
+    }
+    for (int v = 0; v < nv; v++) p->fwd_off[v] = -1, p->out_bind[v] = -1, p->last_use[v] = -1, p->grad_off[v] = -1,
+                                 p->alias_out[v] = -1, p->alias[v] = -1;
+    /* shapes, forward storage */
+    for (int i = 0; i < nn; i++) {
+        const tnt__opnode *n = &g->nodes[i];
+        const tnt__op_def *def = tnt__op_get(n->kind);
+        tnt__ten in[TNT__MAX_OP_IN];
+        bool any_grad = false;
+        for (int k = 0; k < n->n_in; k++) {
+            in[k] = p->val[n->in[k]];
+            any_grad |= p->needs_grad[n->in[k]];
+            p->last_use[n->in[k]] = i;
+        }
+        if (def->infer(n, in, &p->val[n->out0]) != TNT_OK) goto fail;
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out0 + k;
+            if (!numel_ok(p->val[v].s)) {
+                tnt__op_error(n, TNT_ERR_SHAPE, "output %d would have shape %s: more than 2^36 values", k,
+                              tnt_shape_str(p->val[v].s, a, sizeof a));
+                goto fail;
+            }
+            p->needs_grad[v] = any_grad && def->backward && p->val[v].dt == TNT__F32;
+            if (is_view(def)) { /* the same values in the same order: read the input's storage */
+                p->alias[v] = p->alias[n->in[0]] >= 0 ? p->alias[n->in[0]] : n->in[0];
+                continue;
+            }
+            p->fwd_off[v] = (int64_t)p->ws_floats;
+            p->ws_floats += padded(tnt_shape_numel(p->val[v].s));
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        p->last_use[v] = nn;
+        if (v >= p->leaves && p->out_bind[v] < 0 && p->alias[v] < 0) p->out_bind[v] = k;
+    }
+    /* which backward steps run, and which gradients exist (last node first) */
+    for (int k = 0; k < g->n_outputs; k++) p->has_src[g->outputs[k]] = p->needs_grad[g->outputs[k]];
+    for (int i = nn - 1; i >= 0; i--) {
+        const tnt__opnode *n = &g->nodes[i];
+        for (int k = 0; k < n->n_out; k++) p->runs[i] |= p->has_src[n->out0 + k];
+        if (!p->runs[i]) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (p->needs_grad[n->in[k]]) p->has_src[n->in[k]] = true;
+    }
+    /* gradient arena: value v lives on nodes [producer, last_use] */
+    for (int i = 0; i < nn; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++) lo[g->nodes[i].out0 + k] = i;
+    for (int v = p->leaves; v < nv; v++) {
+        if (!p->has_src[v]) continue;
+        int uses = 0, consumers = 0;
+        for (int k = 0; k < g->n_outputs; k++) uses += g->outputs[k] == v;
+        for (int i = 0; i < nn; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++) consumers += g->nodes[i].in[k] == v;
+        if (uses == 1 && consumers == 0) {
+            for (int k = 0; k < g->n_outputs; k++)
+                if (g->outputs[k] == v) p->alias_out[v] = k;
+            continue;
+        }
+        int64_t size = (int64_t)padded(tnt_shape_numel(p->val[v].s));
+        p->grad_off[v] = 0; /* marks it placed while place() skips v itself */
+        p->grad_off[v] = place(p, v, size, lo, p->last_use);
+        p->grad_floats = TNT_MAX(p->grad_floats, (size_t)(p->grad_off[v] + size));
+    }
+    if (!(p->grad = tnt__alloc(TNT_MAX(p->grad_floats, (size_t)ALIGN_FLOATS) * sizeof(float)))) goto fail; /* never NULL */
+    free(lo);
+    return p;
+fail:
+    free(lo);
+    tnt__opplan_destroy(p);
+    return NULL;
+}
+
+tnt_shape tnt__opplan_shape(const tnt__opplan *p, int v) { return p->val[v].s; }
+tnt__dt tnt__opplan_dtype(const tnt__opplan *p, int v) { return p->val[v].dt; }
+size_t tnt__opplan_workspace(const tnt__opplan *p) { return p->ws_floats * sizeof(float); }
+
+static float *value_ptr(const tnt__opplan *p, const tnt__opstep *st, int v) {
+    const tnt_opgraph *g = p->g;
+    if (v < g->n_inputs) return (float *)st->inputs[v];
+    if (v < p->leaves) return st->weights[v - g->n_inputs];
+    if (p->alias[v] >= 0) return value_ptr(p, st, p->alias[v]);
+    if (p->out_bind[v] >= 0) return st->outputs[p->out_bind[v]];
+    return (float *)st->workspace + p->fwd_off[v];
+}
+
+static void make_ctx(tnt__opplan *p, const tnt__opstep *st, const tnt__opnode *n, tnt__ten *in, tnt__ten *out,
+                     tnt__opctx *c) {
+    for (int k = 0; k < n->n_in; k++) in[k] = p->val[n->in[k]], in[k].d = value_ptr(p, st, n->in[k]);
+    for (int k = 0; k < n->n_out; k++) out[k] = p->val[n->out0 + k], out[k].d = value_ptr(p, st, n->out0 + k);
+    *c = (tnt__opctx){.node = n, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
+                      .scratch = &p->scratch, .training = st->training, .sample_offset = st->sample_offset,
+                      .seed = tnt__hash64(st->seed ^ tnt__hash64(0xA5A5ull + (uint64_t)n->index + n->a.seed * 7919u))};
+}
+
+tnt_status tnt__opplan_forward(tnt__opplan *p, const tnt__opstep *st) {
+    const tnt_opgraph *g = p->g;
+    tnt__ten in[TNT__MAX_OP_IN], out[TNT__MAX_OP_IN];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tnt__opnode *n = &g->nodes[i];
+        if (p->alias[n->out0] >= 0) continue; /* a view computes nothing */
+        tnt__opctx c;
+        make_ctx(p, st, n, in, out, &c);
+        tnt_status s = tnt__op_get(n->kind)->forward(&c);
+        scratch_reset(&p->scratch);
+        if (s != TNT_OK) return s;
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        if (p->out_bind[v] == k) continue;
+        memcpy(st->outputs[k], value_ptr(p, st, v), (size_t)tnt_shape_numel(p->val[v].s) * sizeof(float));
+    }
+    return TNT_OK;
+}
+
+/* Where value v's gradient accumulates: the caller's leaf buffers or the arena (NULL: none). */
+static float *grad_ptr(tnt__opplan *p, int v, const float *const *douts, float *const *dinputs,
+                       float *const *dweights) {
+    const tnt_opgraph *g = p->g;
+    if (!p->needs_grad[v]) return NULL;
+    if (v < g->n_inputs) return dinputs ? dinputs[v] : NULL;
+    if (v < p->leaves) return dweights ? dweights[v - g->n_inputs] : NULL;
+    if (p->alias_out[v] >= 0) return (float *)douts[p->alias_out[v]];
+    return p->grad_off[v] >= 0 ? p->grad + p->grad_off[v] : NULL;
+}
+
+tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const float *const *douts,
+                                float *const *dinputs, float *const *dweights) {
+    const tnt_opgraph *g = p->g;
+    int nn = g->n_nodes;
+    for (int i = 0; dinputs && i < g->n_inputs; i++)
+        if (dinputs[i]) memset(dinputs[i], 0, (size_t)tnt_shape_numel(p->val[i].s) * sizeof(float));
+    for (int i = 0; dweights && i < g->n_weights; i++)
+        if (dweights[i]) memset(dweights[i], 0, (size_t)tnt_shape_numel(p->val[g->n_inputs + i].s) * sizeof(float));
+    /* zero the arena gradients that start at node i (before its backward), outputs at the start */
+    for (int i = nn; i >= 0; i--) {
+        for (int v = p->leaves; v < p->nv; v++)
+            if (p->grad_off[v] >= 0 && p->last_use[v] == i)
+                memset(p->grad + p->grad_off[v], 0, (size_t)tnt_shape_numel(p->val[v].s) * sizeof(float));
+        if (i == nn) {
+            for (int k = 0; k < g->n_outputs; k++) {
+                int v = g->outputs[k];
+                float *gv = grad_ptr(p, v, douts, dinputs, dweights);
+                if (!gv || !douts || !douts[k] || p->alias_out[v] == k) continue;
+                int64_t m = tnt_shape_numel(p->val[v].s);
+                for (int64_t e = 0; e < m; e++) gv[e] += douts[k][e];
+            }
+            continue;
+        }
+        if (!p->runs[i]) continue;
+        const tnt__opnode *n = &g->nodes[i];
+        tnt__ten in[TNT__MAX_OP_IN], out[TNT__MAX_OP_IN];
+        float *din[TNT__MAX_OP_IN];
+        const float *dout[TNT__MAX_OP_IN];
+        tnt__opctx c;
+        make_ctx(p, st, n, in, out, &c);
+        bool any_in = false, any_out = false;
+        for (int k = 0; k < n->n_in; k++) any_in |= (din[k] = grad_ptr(p, n->in[k], douts, dinputs, dweights)) != NULL;
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out0 + k;
+            dout[k] = p->has_src[v] ? grad_ptr(p, v, douts, dinputs, dweights) : NULL;
+            if (p->alias_out[v] >= 0 && (!douts || !douts[p->alias_out[v]])) dout[k] = NULL;
+            any_out |= dout[k] != NULL;
+        }
+        if (!any_in || !any_out) continue;
+        c.din = din, c.dout = dout;
+        tnt_status s = tnt__op_get(n->kind)->backward(&c);
+        scratch_reset(&p->scratch);
+        if (s != TNT_OK) return s;
+    }
+    return TNT_OK;
+}

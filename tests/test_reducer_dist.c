@@ -1,0 +1,231 @@
+/* test_reducer_dist.c: the node-aware reducer and the sharded optimizer (issue 25), run by ctest
+ * under mpirun with 1 to 4 ranks on one node, and with 4 ranks as 2 nodes of 2 (TNT_NODE_SIZE=2:
+ * the slices cross "nodes" as allreduces). For every optimizer, with several buckets and one:
+ * node-aware and sharded training equal flat training within 1e-6 (weights, optimizer slots and
+ * losses), repeat bitwise, and leave bitwise the same weights on every rank; the reducer asked
+ * for is the one that ran; the optimizer's slots are whole tensors again after a sharded fit (a
+ * second fit continues them exactly as an unbroken one); bfloat16 compression still applies
+ * where gradients cross nodes; ranks may free their models in any order; a bad reducer value, or
+ * a rank with another one, fails on every rank with a message. */
+#include "testutil.h"
+
+#include "comm/comm.h"
+#include "core/config.h"
+#include "model/model.h"
+#include "optimizers/optimizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_SAMPLES = 96, BATCH = 24, FEATURES = 10, CLASSES = 4 };
+
+static float xs[N_SAMPLES * FEATURES], ys[N_SAMPLES];
+
+static tnt_dataset *data(void) {
+    tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEATURES), ys, TNT_SHAPE(), N_SAMPLES, false);
+    return tnt_dataset_batch(tnt_dataset_shuffle(ds, N_SAMPLES, 9), BATCH, false);
+}
+
+typedef struct run_cfg {
+    const char *optimizer;
+    tnt_optimizer_opts opts;
+} run_cfg;
+
+typedef struct result {
+    float *w;      /* the trainable weights */
+    float *slots;  /* n_slots x n */
+    int n_slots;
+    int64_t n;
+    double loss[2];
+    tnt_reducer_kind ran;
+} result;
+
+static tnt_model *model(void) {
+    tnt_model *m = tnt_sequential("m");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(FEATURES), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(33, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    tu_ok(tnt_model_add(m, tnt_dense(17, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+/* Trains 2 epochs (in two fits of one epoch when split) with this reducer. */
+static result train(const run_cfg *c, tnt_reducer_kind kind, int64_t kb, tnt_compression wire, bool split) {
+    tnt_model *m = model();
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind, .compression = wire,
+                                                        .has_fusion_threshold = true, .fusion_threshold_kb = kb}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new(c->optimizer, &c->opts),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4}));
+    tnt_dataset *ds = data();
+    tnt_history *h, *h2 = NULL;
+    result r = {0};
+    if (split) {
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, &h));
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .initial_epoch = 1}, &h2));
+        r.loss[0] = tnt_history_get(h, "loss", 0), r.loss[1] = tnt_history_get(h2, "loss", 0);
+    } else {
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+        r.loss[0] = tnt_history_get(h, "loss", 0), r.loss[1] = tnt_history_get(h, "loss", 1);
+    }
+    r.n = m->n_params;
+    r.w = malloc((size_t)r.n * sizeof(float));
+    memcpy(r.w, m->params, (size_t)r.n * sizeof(float));
+    r.n_slots = m->optimizer->n_slots;
+    r.slots = malloc((size_t)(r.n_slots ? r.n_slots : 1) * (size_t)r.n * sizeof(float));
+    for (int k = 0; k < r.n_slots; k++) memcpy(r.slots + (size_t)k * r.n, m->optimizer->slots[k], (size_t)r.n * sizeof(float));
+    r.ran = m->reducer ? tnt__reducer_kind(m->reducer) : TNT_REDUCER_FLAT;
+    tnt_history_free(h), tnt_history_free(h2);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void result_free(result *r) { free(r->w), free(r->slots); }
+
+static void assert_same_on_all_ranks(const float *w, int64_t n, const char *what) {
+    float *master = malloc((size_t)n * sizeof(float));
+    memcpy(master, w, (size_t)n * sizeof(float));
+    tu_ok(tnt__bcast_f32(master, n));
+    if (memcmp(master, w, (size_t)n * sizeof(float)))
+        fail_msg("rank %d: %s differ bitwise from the master's", tnt_get_rank(), what);
+    free(master);
+}
+
+/* Ranks per node as the reducer groups them (TNT_NODE_SIZE, else all ranks share this host). */
+static int ranks_per_node(void) {
+    int64_t k = tnt__config_get()->node_size;
+    return k > 0 ? (int)TNT_MIN(k, tnt_get_size()) : tnt_get_size();
+}
+
+static void compare_with_flat(const run_cfg *c, int64_t kb) {
+    result flat = train(c, TNT_REDUCER_FLAT, kb, TNT_COMPRESSION_NONE, false);
+    tnt_reducer_kind kinds[] = {TNT_REDUCER_NODE, TNT_REDUCER_SHARDED};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(kinds); i++) {
+        result a = train(c, kinds[i], kb, TNT_COMPRESSION_NONE, false);
+        result b = train(c, kinds[i], kb, TNT_COMPRESSION_NONE, false);
+        char what[128];
+        snprintf(what, sizeof what, "%s %s, %lld KB, %d ranks: weights against flat", c->optimizer,
+                 kinds[i] == TNT_REDUCER_NODE ? "node" : "sharded", (long long)kb, tnt_get_size());
+        assert_int_equal(a.ran, ranks_per_node() > 1 ? kinds[i] : TNT_REDUCER_FLAT);
+        tu_assert_close(a.w, flat.w, a.n, 1e-6, 1e-7, what);
+        tu_assert_close(a.slots, flat.slots, a.n * a.n_slots, 1e-6, 1e-7, "optimizer slots against flat");
+        for (int e = 0; e < 2; e++)
+            if (!(fabs(a.loss[e] - flat.loss[e]) <= 1e-6 * fabs(flat.loss[e])))
+                fail_msg("%s: epoch %d loss %.9g, flat %.9g", what, e, a.loss[e], flat.loss[e]);
+        assert_memory_equal(a.w, b.w, (size_t)a.n * sizeof(float)); /* repeatable bitwise */
+        assert_memory_equal(a.slots, b.slots, (size_t)a.n * a.n_slots * sizeof(float));
+        assert_same_on_all_ranks(a.w, a.n, "weights");
+        assert_same_on_all_ranks(a.slots, a.n * a.n_slots, "optimizer slots");
+        result_free(&a), result_free(&b);
+    }
+    result_free(&flat);
+}
+
+static void test_every_optimizer_equals_flat(void **state) {
+    (void)state;
+    run_cfg cfgs[] = {
+        {"sgd", {.learning_rate = 0.1f}},
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}},
+        {"adam", {.learning_rate = 0.01f}},
+        {"adam", {.learning_rate = 0.01f, .amsgrad = true}},
+        {"adamw", {.learning_rate = 0.01f, .weight_decay = 0.05f}},
+        {"rmsprop", {.learning_rate = 0.01f, .momentum = 0.5f, .centered = true}},
+        {"adagrad", {.learning_rate = 0.1f}},
+        {"adadelta", {.learning_rate = 1.0f}},
+        {"adamax", {.learning_rate = 0.01f}},
+        {"nadam", {.learning_rate = 0.01f}},
+    };
+    for (size_t i = 0; i < TNT_ARRAY_LEN(cfgs); i++) {
+        compare_with_flat(&cfgs[i], 0);       /* one bucket per layer: 3 buckets */
+        if (i % 3 == 0) compare_with_flat(&cfgs[i], 1024); /* one bucket */
+    }
+}
+
+/* The slots come back whole after a sharded fit: two fits of one epoch equal one of two. */
+static void test_sharded_fits_continue(void **state) {
+    (void)state;
+    run_cfg c = {"adam", {.learning_rate = 0.01f}};
+    result whole = train(&c, TNT_REDUCER_SHARDED, 0, TNT_COMPRESSION_NONE, false);
+    result split = train(&c, TNT_REDUCER_SHARDED, 0, TNT_COMPRESSION_NONE, true);
+    assert_memory_equal(whole.w, split.w, (size_t)whole.n * sizeof(float));
+    assert_memory_equal(whole.slots, split.slots, (size_t)whole.n * whole.n_slots * sizeof(float));
+    result_free(&whole), result_free(&split);
+}
+
+/* bfloat16 compression: nothing travels within a node (node-aware results equal uncompressed
+ * ones bitwise there); across nodes the slices travel as bfloat16. */
+static void test_compression(void **state) {
+    (void)state;
+    run_cfg c = {"adam", {.learning_rate = 0.01f}};
+    tnt_reducer_kind kinds[] = {TNT_REDUCER_NODE, TNT_REDUCER_SHARDED};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(kinds); i++) {
+        result plain = train(&c, kinds[i], 0, TNT_COMPRESSION_NONE, false);
+        result a = train(&c, kinds[i], 0, TNT_COMPRESSION_BF16, false);
+        result b = train(&c, kinds[i], 0, TNT_COMPRESSION_BF16, false);
+        assert_memory_equal(a.w, b.w, (size_t)a.n * sizeof(float));
+        assert_same_on_all_ranks(a.w, a.n, "bf16-compressed weights");
+        tu_assert_close(a.w, plain.w, a.n, 3e-2, 3e-3, "bf16-compressed weights against float32");
+        bool crosses = ranks_per_node() < tnt_get_size() && ranks_per_node() > 1;
+        bool same = !memcmp(a.w, plain.w, (size_t)a.n * sizeof(float));
+        if (crosses == same) fail_msg("bf16 compression %s with %d ranks per node of %d", same ? "changed nothing" : "changed results", ranks_per_node(), tnt_get_size());
+        result_free(&plain), result_free(&a), result_free(&b);
+    }
+}
+
+/* Ranks free their models in different orders (as a garbage collector may): nothing waits on the
+ * others, and the next fits still run (their shared windows are freed when all ranks let go). */
+static void test_free_in_any_order(void **state) {
+    (void)state;
+    tnt_dataset *ds = data();
+    for (int round = 0; round < 3; round++) {
+        tnt_model *m[2];
+        for (int k = 0; k < 2; k++) {
+            m[k] = model();
+            tu_ok(tnt_distribute_with(m[k], &(tnt_distribute_opts){.reducer = k ? TNT_REDUCER_SHARDED : TNT_REDUCER_NODE}));
+            tu_ok(tnt_compile(m[k], &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+            tu_ok(tnt_fit(m[k], ds, NULL, NULL));
+        }
+        int first = (tnt_get_rank() + round) % 2;
+        tnt_model_free(m[first]);
+        tnt_model_free(m[1 - first]);
+    }
+    tnt_dataset_free(ds);
+}
+
+static void test_bad_reducer(void **state) {
+    (void)state;
+    tnt_model *m = model();
+    assert_int_equal(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = (tnt_reducer_kind)9}), TNT_ERR_ARG);
+    tu_error_contains("reducer 9");
+    /* a rank with another reducer would reduce other buffers: every rank fails, naming it */
+    int r = tnt_get_rank();
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = r == 1 ? TNT_REDUCER_SHARDED : TNT_REDUCER_NODE}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data();
+    tnt_status s = tnt_fit(m, ds, NULL, NULL);
+    if (tnt_get_size() > 1) {
+        assert_int_equal(s, TNT_ERR_MPI);
+        tu_error_contains("reducer");
+    } else {
+        tu_ok(s);
+    }
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    tu_ok(tnt_init(&argc, &argv));
+    tu_fill(xs, N_SAMPLES * FEATURES, 5);
+    for (int i = 0; i < N_SAMPLES; i++) ys[i] = (float)((xs[i * FEATURES] > 0) + 2 * (xs[i * FEATURES + 3] > 0.2f));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_optimizer_equals_flat),
+        cmocka_unit_test(test_sharded_fits_continue),
+        cmocka_unit_test(test_compression),
+        cmocka_unit_test(test_free_in_any_order),
+        cmocka_unit_test(test_bad_reducer),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_finalize();
+    return failed;
+}
