@@ -89,10 +89,10 @@ PROGRAMS = [
         [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL)],
         files={"fra-eng/fra.txt": "fra.txt-2017"}),  # the file's two-column form of its time
     _k2("conv_lstm", "ConvLSTM2D + Conv3D on generated movies",
-        [("generate_movies(n_samples=1200)", "generate_movies(n_samples=40)", SMALL),
+        [("generate_movies(n_samples=1200)", "generate_movies(n_samples=12)", SMALL),
          ("seq.fit(noisy_movies[:1000], shifted_movies[:1000], batch_size=10,\n        epochs=300,",
-          "seq.fit(noisy_movies[:30], shifted_movies[:30], batch_size=10,\n        epochs=1,", EPOCHS + "; " + SMALL),
-         ("which = 1004", "which = 34", SMALL), ("dtype=np.float)", "dtype=float)", NUMPY, 2)]),
+          "seq.fit(noisy_movies[:10], shifted_movies[:10], batch_size=10,\n        epochs=1,", EPOCHS + "; " + SMALL),
+         ("which = 1004", "which = 11", SMALL), ("dtype=np.float)", "dtype=float)", NUMPY, 2)]),
     _k2("imdb_bidirectional_lstm", "text, Bidirectional LSTM", [("epochs=4", "epochs=1", EPOCHS)]),
     _k2("imdb_cnn", "text, Conv1D", prints=[]),
     _k2("imdb_cnn_lstm", "text, Conv1D + LSTM", prints=[("Test score", "finite"), ("Test accuracy", "prob")]),
@@ -215,7 +215,7 @@ PROGRAMS = [
         [("epochs=10", "epochs=1", EPOCHS, 2)]),
     _nb("dlwp_8_5_gan", "8.5-introduction-to-gans", "GAN: train_on_batch, LeakyReLU, Conv2DTranspose, "
         "RMSprop(lr, clipvalue, decay), save_weights, image.array_to_img",
-        [("iterations = 10000", "iterations = 3", EPOCHS),
+        [("iterations = 10000", "iterations = 2", EPOCHS), ("batch_size = 20", "batch_size = 4", SMALL),
          ("(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()",
           "(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()\nx_train, y_train = x_train[:2560], y_train[:2560]",
           CIFAR_CUT[2].replace("256", "2560")), ("save_dir = '/home/ubuntu/gan_images/'",
