@@ -171,7 +171,6 @@ typedef enum tnt_initializer {
     TNT_INIT_RANDOM_UNIFORM, /* Keras RandomUniform(-0.05, 0.05): Embedding's default */
     TNT_INIT_RANDOM_NORMAL,  /* Keras RandomNormal(0, 0.05) */
     TNT_INIT_ORTHOGONAL,     /* Keras Orthogonal(gain 1): recurrent kernels' default */
-    TNT_INIT_IDENTITY,       /* Keras Identity(gain 1): the identity matrix; 2-D weights only */
 } tnt_initializer;
 
 typedef struct tnt_layer_opts {
@@ -731,7 +730,8 @@ TNT_API tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_
  * shape (n, output_shape...). */
 TNT_API tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts,
                                tnt_tensor **out);
-/* Forward pass on an in-memory batch x of shape (n, input_shape...) without a dataset. */
+/* Forward pass on an in-memory batch x of shape (n, input_shape...) without a dataset. A
+ * Sequential model without an input shape is built from x's, as Keras builds it at its first call. */
 TNT_API tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out);
 
 /* Keras-like summary table. */

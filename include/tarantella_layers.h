@@ -267,9 +267,13 @@ TNT_API tnt_layer *tnt_average_pooling3d(const int pool_size[3], const tnt_layer
  * "pointwise_regularizer", "gamma_regularizer", "beta_regularizer", "embeddings_regularizer",
  * "alpha_regularizer", "activity_regularizer". L1 uses l1, L2 uses l2, L1L2 both (finite, >= 0);
  * NONE removes it. Set activity regularizers before compile. */
-typedef enum tnt_regularizer_kind { TNT_REG_NONE, TNT_REG_L1, TNT_REG_L2, TNT_REG_L1L2 } tnt_regularizer_kind;
+typedef enum tnt_regularizer_kind { TNT_REG_NONE, TNT_REG_L1, TNT_REG_L2, TNT_REG_L1L2, TNT_REG_ORTHOGONAL } tnt_regularizer_kind;
 TNT_API tnt_status tnt_layer_set_regularizer(tnt_layer *l, const char *key, tnt_regularizer_kind kind, float l1,
                                              float l2);
+/* Keras's OrthogonalRegularizer(factor, mode) on a rank-2 weight (compile refuses another rank):
+ * factor * 0.5 * sum over i != j of |n_i . n_j| / (size * (size - 1) / 2), n_i the L2-normalized
+ * rows (columns when columns) of the weight, size their count. */
+TNT_API tnt_status tnt_layer_set_orthogonal_regularizer(tnt_layer *l, const char *key, float factor, bool columns);
 
 /* Keras constraints, applied to a weight after each optimizer update. With norms taken over axes
  * of the weight (Keras's axis: for a Dense kernel (in, out) axis 0 is one norm per output unit):
@@ -292,6 +296,13 @@ typedef struct tnt_constraint {
 /* key: "kernel_constraint", "bias_constraint", "recurrent_constraint", ... as for regularizers
  * (no activity); c NULL or kind NONE removes it. */
 TNT_API tnt_status tnt_layer_set_constraint(tnt_layer *l, const char *key, const tnt_constraint *c);
+
+/* Keras's layer.trainable: false freezes the layer: fit leaves its weights as they are (they are
+ * none of the optimizer's variables), a BatchNormalization runs in inference mode (its moving
+ * statistics, not updated), and Keras 2 HDF5 files list its weights among the non-trainable ones
+ * (a frozen nested model's in layer order), as Keras does. Read from and written to Keras configs. */
+TNT_API tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable);
+TNT_API bool tnt_layer_trainable(const tnt_layer *l);
 
 /* A layer's Keras dtype policy, "float32" or "mixed_bfloat16" (tnt_mixed_precision_set_global_policy
  * gives the default); set before the layer is built, as Keras's dtype= argument. */

@@ -329,11 +329,11 @@ static void test_errors(void **state) {
                        "\"swoosh\"}}",
                        (const char *const[]){"\"head\"", "unsupported activation \"swoosh\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"kernel_initializer\": "
-                       "{\"class_name\": \"Identity\", \"config\": {\"gain\": 1.0}}}}",
-                       (const char *const[]){"\"head\"", "unsupported initializer \"Identity\"", NULL});
+                       "{\"class_name\": \"Ident\", \"config\": {\"gain\": 1.0}}}}",
+                       (const char *const[]){"\"head\"", "unsupported initializer \"Ident\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": 3, \"kernel_regularizer\": "
-                       "{\"class_name\": \"OrthogonalRegularizer\", \"config\": {\"factor\": 0.01}}}}",
-                       (const char *const[]){"\"head\"", "regularizer \"OrthogonalRegularizer\"", NULL});
+                       "{\"class_name\": \"SparsityRegularizer\", \"config\": {\"factor\": 0.01}}}}",
+                       (const char *const[]){"\"head\"", "regularizer \"SparsityRegularizer\"", NULL});
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"units\": \"three\"}}",
                        (const char *const[]){"\"units\": expected an integer", NULL});
     expect_layer_error("{\"class_name\": \"Conv2D\", \"config\": {\"name\": \"c\", \"filters\": 3, \"kernel_size\": [3, 3],"

@@ -397,8 +397,8 @@ static void test_bad_values(void **state) {
     tnt_layer_free(d);
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"Dense\", "
                  "\"config\": {\"name\": \"d\", \"units\": 2, \"batch_input_shape\": [null, 3], \"kernel_regularizer\": "
-                 "{\"class_name\": \"OrthogonalRegularizer\", \"config\": {}}}}]}}",
-                 (const char *const[]){"\"d\"", "kernel_regularizer", "OrthogonalRegularizer", NULL});
+                 "{\"class_name\": \"SparsityRegularizer\", \"config\": {}}}}]}}",
+                 (const char *const[]){"\"d\"", "kernel_regularizer", "SparsityRegularizer", NULL});
     expect_error("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": \"Dense\", "
                  "\"config\": {\"name\": \"d\", \"units\": 2, \"batch_input_shape\": [null, 3], \"gamma_constraint\": "
                  "\"non_neg\"}}]}}",

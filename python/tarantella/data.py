@@ -117,6 +117,10 @@ def _as_f32(a, what):
     a = np.asarray(a)
     if a.dtype == object:
         raise TypeError(f"{what}: expected a numeric array, got dtype object")
+    # integer ids travel as float32, which holds every integer up to 2^24 exactly
+    if a.dtype.kind in "iu" and a.size and max(abs(int(a.max())), abs(int(a.min()))) > 1 << 24:
+        raise ValueError(f"{what}: integer values up to {max(abs(int(a.max())), abs(int(a.min())))} (dtype {a.dtype}): "
+                         f"inputs are float32 here, which holds integers exactly only up to 2^24 = {1 << 24}")
     return np.ascontiguousarray(a, dtype=np.float32)
 
 

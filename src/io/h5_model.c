@@ -415,6 +415,28 @@ static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
     return s; /* the strings go with the child */
 }
 
+static herr_t count_dataset(hid_t o, const char *name, const H5O_info_t *info, void *n) {
+    (void)o, (void)name;
+    if (info->type == H5O_TYPE_DATASET) ++*(int64_t *)n;
+    return 0;
+}
+
+/* The number of datasets under model_weights (a model saved unbuilt has none). */
+static tnt_status parse_weight_count(void *ctx, tnt__h5_answer *a) {
+    model_job *j = ctx;
+    hid_t f;
+    tnt_status s = tnt__h5_open("load_model", j->path, &f);
+    if (s != TNT_OK) return s;
+    int64_t n = 0;
+    hid_t g = H5Lexists(f, "model_weights", H5P_DEFAULT) > 0 ? H5Gopen2(f, "model_weights", H5P_DEFAULT) : -1;
+    if (g >= 0 && H5Ovisit(g, H5_INDEX_NAME, H5_ITER_NATIVE, count_dataset, &n) < 0)
+        s = tnt__error(TNT_ERR_FORMAT, "load_model %s: model_weights is unreadable", j->path);
+    if (g >= 0) H5Gclose(g);
+    H5Fclose(f);
+    memcpy(a->data, &n, sizeof n), a->len = sizeof n;
+    return s;
+}
+
 /* The answer of parse_state: the iteration count (first: 8-byte aligned), params, state, then
  * (compiled) the slots. */
 static size_t state_bytes(const tnt_model *m, bool compiled) {
@@ -475,6 +497,21 @@ tnt_model *tnt_load_model(const char *path, bool compile) {
         s = cJSON_IsObject(config) ? tnt__compile_from_config(m, config, path)
                                    : tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config is not a JSON object", path);
         cJSON_Delete(config);
+    }
+    if (s == TNT_OK && !m->has_input_shape) { /* a Sequential saved unbuilt (Keras builds it at its first call) */
+        tnt__h5_answer w = {0};
+        int64_t n = -1;
+        if ((s = tnt__h5_answer_new(&w, sizeof n, false, "load_model", path)) == TNT_OK &&
+            (s = tnt__h5_isolated("load_model", path, parse_weight_count, &j, &w)) == TNT_OK && w.len == sizeof n)
+            memcpy(&n, w.data, sizeof n);
+        if (w.data) tnt__h5_answer_free(&w);
+        if (s == TNT_OK && n != 0)
+            s = tnt__error(TNT_ERR_FORMAT, "load_model %s: the model has no input shape, yet the file holds %lld weight "
+                           "array(s)", path, (long long)n);
+        if (s == TNT_OK) {
+            tnt__h5_answer_free(&cfg);
+            return m; /* unbuilt, without weights, as Keras loads it */
+        }
     }
     if (s == TNT_OK) s = tnt__model_setup_weights(m);
     int slots = s == TNT_OK && tc ? tnt__optimizer_num_slots(m->optimizer) : 0;

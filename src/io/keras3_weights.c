@@ -19,9 +19,46 @@
 
 #define PATH_MAX_LEN 512
 
+/* A root link named "layers\\..." (a file written on Windows, see spelled), found by iteration. */
+static herr_t note_backslash_layers(hid_t g, const char *name, const H5L_info_t *info, void *found) {
+    (void)g, (void)info;
+    if (!strncmp(name, "layers\\", 7)) *(bool *)found = true;
+    return *(bool *)found ? 1 : 0;
+}
+
 bool tnt__keras3_is_layout(hid_t f) {
-    return H5Lexists(f, "layers", H5P_DEFAULT) > 0 && H5Aexists(f, "layer_names") <= 0 &&
-           H5Aexists(f, "layer_names0") <= 0;
+    if (H5Aexists(f, "layer_names") > 0 || H5Aexists(f, "layer_names0") > 0) return false;
+    if (H5Lexists(f, "layers", H5P_DEFAULT) > 0 || H5Lexists(f, "_layer_checkpoint_dependencies", H5P_DEFAULT) > 0)
+        return true;
+    bool found = false;
+    hsize_t idx = 0;
+    H5Literate(f, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, note_backslash_layers, &found);
+    return found;
+}
+
+/* An object path exists in f (every group on the way too). */
+static bool exists(hid_t f, const char *p) { return H5Oexists_by_name(f, p, H5P_DEFAULT) > 0; }
+
+/* The spelling of layer path inner (+ rest) that f uses: Keras 3's "layers/dense" + "/vars"; tf-keras
+ * 2.13-2.14's .keras files named a model's layer list "_layer_checkpoint_dependencies"; tf-keras on
+ * Windows joined the layer path with backslashes ("layers\\dense" as one group name, then
+ * "/vars"), which Keras reads back there. The canonical spelling when none exists (for errors). */
+static const char *spelled(hid_t f, const char *inner, const char *rest, char *out, size_t size) {
+    for (int variant = 0; variant < 4; variant++) {
+        char buf[2 * PATH_MAX_LEN] = "";
+        const char *c = inner;
+        while (*c) { /* component by component */
+            size_t n = strcspn(c, "/");
+            bool layers = n == 6 && !strncmp(c, "layers", 6);
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%.*s", *buf ? (variant & 2 ? "\\" : "/") : "",
+                     (int)(layers && (variant & 1) ? 30 : n), layers && (variant & 1) ? "_layer_checkpoint_dependencies" : c);
+            c += n + (c[n] == '/');
+        }
+        snprintf(out, size, "%s%s", buf, rest);
+        if (exists(f, out)) return out;
+    }
+    snprintf(out, size, "%s%s", inner, rest);
+    return out;
 }
 
 /* Keras's naming.to_snake_case: drop non-word characters, then "_" before each capital that
@@ -261,8 +298,9 @@ tnt_status tnt__keras3_read_weights(tnt_model *m, hid_t f, const char *path, flo
         layer_vars v;
         if ((s = layer_vars_of(l, &v)) != TNT_OK) break;
         for (int k = 0; k < v.n && s == TNT_OK; k++) {
-            char g[2 * PATH_MAX_LEN], p[2 * PATH_MAX_LEN + 16];
-            snprintf(g, sizeof g, "%s%s%s/vars", paths[i], *v.sub[k] ? "/" : "", v.sub[k]);
+            char inner[2 * PATH_MAX_LEN], g[2 * PATH_MAX_LEN + 8], p[2 * PATH_MAX_LEN + 24];
+            snprintf(inner, sizeof inner, "%s%s%s", paths[i], *v.sub[k] ? "/" : "", v.sub[k]);
+            spelled(f, inner, "/vars", g, sizeof g);
             snprintf(p, sizeof p, "%s/%d", g, v.idx[k]);
             /* the group holds exactly the variables expected of it */
             int expected = 0;

@@ -1,7 +1,9 @@
 /* keras_entries.c: the entries of Keras's model.layers with their weights, as the HDF5 files list
  * them: each layer of the model itself, and each model nested in it as one entry holding the
  * weights of all its layers (Keras 2's _legacy_weights: the trainable weights of its layers in
- * order, then the non-trainable ones). A nested model's weights are named after the scopes they
+ * order, then the non-trainable ones, a frozen layer's among them). Keras 2 and 3 load such a
+ * file by position (hdf5_format.load_weights_from_hdf5_group): the k-th group with weights to the
+ * k-th layer with weights, its weight_names in order to that order. A nested model's weights are named after the scopes they
  * sit in ("inner/dense/kernel:0"), so that layers of the same name in different models do not
  * collide. */
 #include "io/keras_io.h"
@@ -32,7 +34,9 @@ static bool push(const tnt_model *m, tnt__entry *e, tnt__weight *w, tnt_layer *l
     return true;
 }
 
-/* The weights of entry e: of its layer, or of every layer inside its nested model. */
+/* The weights of entry e: of its layer, or of every layer inside its nested model: Keras's
+ * trainable_weights (those of layers not frozen), then its non_trainable_weights (the rest: a
+ * frozen layer's all, in their order), each in layer order. */
 static bool fill(const tnt_model *m, tnt__entry *e) {
     int cap = 0;
     for (int pass = 0; pass < 2; pass++) /* trainable, then non-trainable */
@@ -41,7 +45,8 @@ static bool fill(const tnt_model *m, tnt__entry *e) {
             int ls = tnt__layer_scope(m, l);
             if (e->layer ? l != e->layer : ls < 0 || !tnt__scope_within(m, ls, e->scope)) continue;
             for (int j = 0; j < l->n_weights; j++)
-                if (l->weights[j].trainable == (pass == 0) && !push(m, e, &l->weights[j], l, ls, &cap)) return false;
+                if ((l->weights[j].trainable && !l->frozen) == (pass == 0) && !push(m, e, &l->weights[j], l, ls, &cap))
+                    return false;
         }
     return true;
 }

@@ -5,8 +5,9 @@
  * layer registry (src/layers/registry.c); this file reads what is above the layers: Sequential
  * models, rebuilt with tnt_model_add, Functional ones, rebuilt through the public graph API
  * (tnt_graph_input, tnt_call_n, tnt_call_attention, tnt_functional) from their inbound_nodes,
- * models nested in models, and the base keys name and batch_input_shape. trainable and dtype are
- * not read (any value, null included, is accepted): layers here are float32 and trainable. */
+ * models nested in models, and the base keys name and batch_input_shape. trainable: false marks a
+ * layer frozen (tnt_layer.frozen: the order of its weights in Keras 2 HDF5 files); dtype is a layer's policy (tnt__kj_dtype_policy) and an
+ * InputLayer's input type (tnt__kj_input_dtype: integer ids are carried as float32). */
 #include "io/tf_ops.h"
 #include "layers/keras_config.h"
 #include "layers/regularizer.h"
@@ -83,6 +84,9 @@ static tnt_model *nested_from_json(const cJSON *e, const char *name, const char 
         tnt_model_free(inner);
         return NULL;
     }
+    /* a frozen nested model (Keras 3 writes its trainable; Keras 2 its layers') freezes its layers */
+    if (cJSON_IsFalse(tnt__kj_item(tnt__kj_item(e, "config"), "trainable")))
+        for (int i = 0; i < inner->n_layers; i++) inner->layers[i]->frozen = true;
     return inner;
 }
 
@@ -113,6 +117,9 @@ static tnt_model *sequential_graph_from_json(const cJSON *layers, const char *na
                 goto done;
             }
             if (!strcmp(cls, "InputLayer")) {
+                tnt__dtype_policy dt;
+                if (tnt__kj_input_dtype(cfg, &dt, &k) != TNT_OK) goto done;
+                tnt__input_layer_set_dtype(tnt__graph_input_layer(g, x), dt);
                 i++;
                 continue;
             }
@@ -198,8 +205,9 @@ static tnt_model *sequential_from_json(const cJSON *layers, const char *name, in
         tnt__kj_ctx k = {lname ? lname : "?", cls};
         tnt_layer *l;
         if (!strcmp(cls, "InputLayer")) {
-            if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
-            l = tnt_input_layer(shape, lname);
+            tnt__dtype_policy dt;
+            if (read_batch_shape(cfg, &shape, &k) != TNT_OK || tnt__kj_input_dtype(cfg, &dt, &k) != TNT_OK) goto fail;
+            if ((l = tnt_input_layer(shape, lname))) tnt__input_layer_set_dtype(l, dt);
         } else {
             if (i == 0 && tnt__kj_has_batch_shape(cfg)) {
                 if (read_batch_shape(cfg, &shape, &k) != TNT_OK) goto fail;
@@ -571,13 +579,15 @@ static tnt_model *functional_from_json(const cJSON *cfg, int depth) {
         j.n++;
         if (!strcmp(l->cls, "InputLayer")) {
             tnt_shape shape;
-            if (read_batch_shape(lcfg, &shape, &k) != TNT_OK) goto done;
+            tnt__dtype_policy dt;
+            if (read_batch_shape(lcfg, &shape, &k) != TNT_OK || tnt__kj_input_dtype(lcfg, &dt, &k) != TNT_OK) goto done;
             if (!(l->outs = tnt__calloc(TNT_MAX_IO, sizeof *l->outs))) goto done;
             l->outs[0] = tnt_graph_input(j.g, shape, l->name);
             if (l->outs[0].id < 0) {
                 tnt__error_prefix(TNT_ERR_ARG, "from_json: ");
                 goto done;
             }
+            tnt__input_layer_set_dtype(tnt__graph_input_layer(j.g, l->outs[0]), dt);
             l->n_nodes = l->done = l->n_out = 1;
             continue;
         }

@@ -23,11 +23,12 @@ static tnt_status layer_to_json(const tnt_layer *l, const tnt_shape *batch_shape
         s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
     else if (tnt__is_input_layer(l)) {
         if ((s = tnt__kj_add_batch_shape(c, tnt__input_layer_shape(l))) == TNT_OK &&
-            (!cJSON_AddStringToObject(c, "dtype", "float32") || !cJSON_AddFalseToObject(c, "sparse") ||
+            (!cJSON_AddStringToObject(c, "dtype", tnt__dtype_policy_name(tnt__input_layer_dtype(l))) ||
+             !cJSON_AddFalseToObject(c, "sparse") ||
              !cJSON_AddFalseToObject(c, "ragged") || !cJSON_AddStringToObject(c, "name", l->name)))
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
     } else {
-        if (!cJSON_AddStringToObject(c, "name", l->name) || !cJSON_AddTrueToObject(c, "trainable"))
+        if (!cJSON_AddStringToObject(c, "name", l->name) || !cJSON_AddBoolToObject(c, "trainable", !l->frozen))
             s = tnt__error(TNT_ERR_NOMEM, "to_json: out of memory");
         if (s == TNT_OK && batch_shape) s = tnt__kj_add_batch_shape(c, *batch_shape);
         if (s == TNT_OK && !cJSON_AddStringToObject(c, "dtype", tnt__dtype_policy_name(l->dtype_policy)))

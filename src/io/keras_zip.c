@@ -266,6 +266,37 @@ static bool activations_to_keras3(cJSON *cfg) {
     return true;
 }
 
+/* Keras 3 writes initializers, regularizers and constraints as {"module": "keras.initializers",
+ * "class_name", "config", "registered_name": null}; Keras 3.3 (the version these files claim)
+ * names Orthogonal and Identity OrthogonalInitializer and IdentityInitializer, their first
+ * exported names then (3.8+ reads both). */
+static bool objects_to_keras3(cJSON *cfg) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, cfg) {
+        const char *key = e->string;
+        size_t n = key ? strlen(key) : 0;
+        const char *mod = n > 12 && !strcmp(key + n - 12, "_initializer")  ? "keras.initializers"
+                          : n > 12 && !strcmp(key + n - 12, "_regularizer") ? "keras.regularizers"
+                          : n > 11 && !strcmp(key + n - 11, "_constraint")  ? "keras.constraints"
+                                                                            : NULL;
+        cJSON *cls = mod && cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "class_name") : NULL;
+        if (!cJSON_IsString(cls) || cJSON_GetObjectItemCaseSensitive(e, "module")) continue;
+        const char *name = !strcmp(cls->valuestring, "Orthogonal") ? "OrthogonalInitializer"
+                           : !strcmp(cls->valuestring, "Identity") ? "IdentityInitializer"
+                                                                   : cls->valuestring;
+        cJSON *o = cJSON_CreateObject(), *c = cJSON_DetachItemFromObjectCaseSensitive(e, "config");
+        bool ok = o && cJSON_AddStringToObject(o, "module", mod) && cJSON_AddStringToObject(o, "class_name", name);
+        if (ok) cJSON_AddItemToObject(o, "config", c ? c : cJSON_CreateObject()), c = NULL;
+        ok = ok && cJSON_AddNullToObject(o, "registered_name") && cJSON_ReplaceItemInObjectCaseSensitive(cfg, key, o);
+        if (!ok) {
+            cJSON_Delete(o), cJSON_Delete(c);
+            return false;
+        }
+        e = o;
+    }
+    return true;
+}
+
 /* Keras 3 writes a layer's dtype as a DTypePolicy object, {"module": "keras", "class_name":
  * "DTypePolicy", "config": {"name": "mixed_bfloat16"}, "registered_name": null}: the policy names
  * of the Keras 2 JSON become those, in every layer config of the tree (nested models, wrappers'
@@ -275,7 +306,8 @@ static bool layer_configs_to_keras3(cJSON *node) {
     const cJSON *cls = cJSON_GetObjectItemCaseSensitive(node, "class_name");
     cJSON *cfg = cJSON_GetObjectItemCaseSensitive(node, "config");
     cJSON *dt = cJSON_IsObject(cfg) ? cJSON_GetObjectItemCaseSensitive(cfg, "dtype") : NULL;
-    if (cJSON_IsString(cls) && cJSON_IsObject(cfg) && !activations_to_keras3(cfg)) return false;
+    if (cJSON_IsString(cls) && cJSON_IsObject(cfg) && (!activations_to_keras3(cfg) || !objects_to_keras3(cfg)))
+        return false;
     if (cJSON_IsString(cls) && strcmp(cls->valuestring, "InputLayer") && cJSON_IsString(dt)) {
         cJSON *o = cJSON_CreateObject(), *oc = NULL;
         if (!o || !cJSON_AddStringToObject(o, "module", "keras") || !cJSON_AddStringToObject(o, "class_name", "DTypePolicy") ||

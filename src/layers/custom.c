@@ -184,7 +184,7 @@ int tnt_layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_in
                        "must be > 0)", cls, l->name, name, tnt_shape_str(shape, b, sizeof b));
             return -1;
         }
-    if ((int)init < (int)TNT_INIT_DEFAULT || (int)init > (int)TNT_INIT_RANDOM_NORMAL) {
+    if (!tnt__init_valid(init, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "custom layer %s \"%s\": weight \"%s\": unknown initializer %d", cls, l->name,
                    name, (int)init);
         return -1;

@@ -20,7 +20,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-static const char *const names[] = {[TNT__POLICY_FLOAT32] = "float32", [TNT__POLICY_MIXED_BF16] = "mixed_bfloat16"};
+static const char *const names[] = {
+    [TNT__POLICY_FLOAT32] = "float32", [TNT__POLICY_MIXED_BF16] = "mixed_bfloat16", [TNT__POLICY_INT8] = "int8",
+    [TNT__POLICY_INT16] = "int16",     [TNT__POLICY_INT32] = "int32",               [TNT__POLICY_INT64] = "int64",
+    [TNT__POLICY_UINT8] = "uint8",     [TNT__POLICY_UINT16] = "uint16",             [TNT__POLICY_UINT32] = "uint32",
+    [TNT__POLICY_UINT64] = "uint64",   [TNT__POLICY_BOOL] = "bool"};
+/* The policies a layer may be given through the API (the integer ones come from files). */
+#define N_FLOAT_POLICIES 2
 
 static _Atomic int global_policy = TNT__POLICY_FLOAT32;
 static atomic_flag warned = ATOMIC_FLAG_INIT;
@@ -30,7 +36,7 @@ const char *tnt__dtype_policy_name(tnt__dtype_policy p) {
 }
 
 tnt_status tnt__dtype_policy_parse(const char *name, tnt__dtype_policy *p, const char *who) {
-    for (size_t i = 0; name && i < TNT_ARRAY_LEN(names); i++)
+    for (size_t i = 0; name && i < N_FLOAT_POLICIES; i++)
         if (!strcmp(name, names[i])) {
             *p = (tnt__dtype_policy)i;
             return TNT_OK;
@@ -51,6 +57,7 @@ static void warn_fallback(void) {
 }
 
 bool tnt__layer_bf16(const tnt_layer *l) {
+    /* the integer policies compute float32 here */
     if (l->dtype_policy != TNT__POLICY_MIXED_BF16) return false;
     if (tnt__bf16_native()) return true;
     warn_fallback();
@@ -89,9 +96,10 @@ tnt_status tnt_layer_set_dtype_policy(tnt_layer *l, const char *name) {
 
 const char *tnt_layer_dtype_policy(const tnt_layer *l) { return l ? tnt__dtype_policy_name(l->dtype_policy) : ""; }
 
-tnt_status tnt__kj_dtype_policy(const cJSON *c, tnt__dtype_policy *p, const tnt__kj_ctx *k) {
+/* The name in a config's "dtype": a string, or a policy object's config.name; NULL when absent. */
+static tnt_status dtype_name(const cJSON *c, const char **out, const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(c, "dtype");
-    *p = tnt__dtype_policy_global();
+    *out = NULL;
     if (tnt__kj_absent(v)) return TNT_OK;
     const char *name = NULL;
     if (cJSON_IsString(v)) {
@@ -107,10 +115,46 @@ tnt_status tnt__kj_dtype_policy(const cJSON *c, tnt__dtype_policy *p, const tnt_
     } else {
         return tnt__kj_error(k, TNT_ERR_FORMAT, "dtype: expected a policy name or a DTypePolicy object");
     }
+    *out = name;
+    return TNT_OK;
+}
+
+static int policy_index(const char *name) {
     for (size_t i = 0; i < TNT_ARRAY_LEN(names); i++)
-        if (!strcmp(name, names[i])) {
-            *p = (tnt__dtype_policy)i;
-            return TNT_OK;
-        }
-    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "dtype policy \"%.64s\" (expected \"float32\" or \"mixed_bfloat16\")", name);
+        if (!strcmp(name, names[i])) return (int)i;
+    return -1;
+}
+
+tnt_status tnt__kj_dtype_policy(const cJSON *c, tnt__dtype_policy *p, const tnt__kj_ctx *k) {
+    const char *name;
+    *p = tnt__dtype_policy_global();
+    TNT_KJ_S(dtype_name(c, &name, k));
+    if (!name) return TNT_OK;
+    int i = policy_index(name);
+    /* Keras's Embedding casts its inputs to int32 whatever its policy: an integer one keeps them
+     * integers (its embeddings then hold integers, which float32 holds exactly up to 2^24) */
+    bool embedding = !strcmp(k->cls, "Embedding");
+    if (i >= 0 && (i < N_FLOAT_POLICIES || embedding)) {
+        *p = (tnt__dtype_policy)i;
+        return TNT_OK;
+    }
+    if (i >= 0)
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "dtype policy \"%s\": Keras computes this layer in integers "
+                             "then; an integer dtype is supported on InputLayer and Embedding (ids)", name);
+    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "dtype policy \"%.64s\" (expected \"float32\" or \"mixed_bfloat16\"%s)",
+                         name, embedding ? ", or an integer type" : "");
+}
+
+tnt_status tnt__kj_input_dtype(const cJSON *c, tnt__dtype_policy *p, const tnt__kj_ctx *k) {
+    const char *name;
+    *p = TNT__POLICY_FLOAT32;
+    TNT_KJ_S(dtype_name(c, &name, k));
+    if (!name || !strcmp(name, "float16") || !strcmp(name, "float64") || !strcmp(name, "bfloat16")) return TNT_OK;
+    int i = policy_index(name);
+    if (i == TNT__POLICY_MIXED_BF16) return TNT_OK; /* an input of a mixed model: float32 values */
+    if (i < 0)
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "dtype \"%.64s\" (expected a float or integer type: float32, "
+                             "int32, int64, ...)", name);
+    *p = (tnt__dtype_policy)i;
+    return TNT_OK;
 }

@@ -31,6 +31,8 @@ typedef struct init_name {
     const char *cls, *snake, *alias;
 } init_name;
 
+/* Keras's names: the class (written), its snake case, an alias; tnt__kj_init also takes Keras 2's
+ * compatibility forms with a "V2" suffix (GlorotUniformV2, glorot_uniformV2). */
 static const init_name inits[] = {
     {TNT_INIT_GLOROT_UNIFORM, "GlorotUniform", "glorot_uniform", NULL},
     {TNT_INIT_GLOROT_NORMAL, "GlorotNormal", "glorot_normal", NULL},
@@ -42,29 +44,71 @@ static const init_name inits[] = {
     {TNT_INIT_ONES, "Ones", "ones", "one"},
     {TNT_INIT_RANDOM_UNIFORM, "RandomUniform", "random_uniform", "uniform"},
     {TNT_INIT_RANDOM_NORMAL, "RandomNormal", "random_normal", "normal"},
-    {TNT_INIT_ORTHOGONAL, "Orthogonal", "orthogonal", NULL},
-    {TNT_INIT_IDENTITY, "Identity", "identity", NULL},
+    /* Keras 3.0-3.7 wrote OrthogonalInitializer and IdentityInitializer (their first exported
+     * names); 3.8+ Orthogonal and Identity, as Keras 2 */
+    {TNT_INIT_ORTHOGONAL, "Orthogonal", "orthogonal", "OrthogonalInitializer"},
 };
+
+/* The parameterized ones (layer.h's tnt__init_spec), by kind. */
+static const struct {
+    const char *cls, *snake, *alias;
+} spec_names[] = {
+    [TNT__IK_RANDOM_NORMAL] = {"RandomNormal", "random_normal", "normal"},
+    [TNT__IK_RANDOM_UNIFORM] = {"RandomUniform", "random_uniform", "uniform"},
+    [TNT__IK_TRUNCATED_NORMAL] = {"TruncatedNormal", "truncated_normal", NULL},
+    [TNT__IK_CONSTANT] = {"Constant", "constant", NULL},
+    [TNT__IK_IDENTITY] = {"Identity", "identity", "IdentityInitializer"},
+    [TNT__IK_ORTHOGONAL] = {"Orthogonal", "orthogonal", "OrthogonalInitializer"},
+    [TNT__IK_VARIANCE_SCALING] = {"VarianceScaling", "variance_scaling", NULL},
+};
+
+static const char *const fan_modes[] = {"fan_in", "fan_out", "fan_avg"};
+static const char *const dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
+
+static tnt_status add_spec_config(cJSON *cfg, const tnt__init_spec *sp) {
+    switch (sp->kind) {
+    case TNT__IK_RANDOM_NORMAL:
+    case TNT__IK_TRUNCATED_NORMAL:
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "mean", sp->a));
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "stddev", sp->b));
+        break;
+    case TNT__IK_RANDOM_UNIFORM:
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "minval", sp->a));
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "maxval", sp->b));
+        break;
+    case TNT__IK_CONSTANT: TNT_KJ(cJSON_AddNumberToObject(cfg, "value", sp->a)); return TNT_OK;
+    case TNT__IK_IDENTITY: TNT_KJ(cJSON_AddNumberToObject(cfg, "gain", sp->a)); return TNT_OK;
+    case TNT__IK_ORTHOGONAL: TNT_KJ(cJSON_AddNumberToObject(cfg, "gain", sp->a)); break;
+    case TNT__IK_VARIANCE_SCALING:
+        TNT_KJ(cJSON_AddNumberToObject(cfg, "scale", sp->a));
+        TNT_KJ(cJSON_AddStringToObject(cfg, "mode", fan_modes[sp->mode]));
+        TNT_KJ(cJSON_AddStringToObject(cfg, "distribution", dists[sp->dist]));
+        break;
+    }
+    TNT_KJ(cJSON_AddNullToObject(cfg, "seed"));
+    return TNT_OK;
+}
 
 tnt_status tnt__kj_add_initializer(cJSON *c, const char *key, tnt_initializer init) {
     const init_name *n = NULL;
+    const tnt__init_spec *sp = tnt__init_spec_of(init);
     for (size_t i = 0; i < TNT_ARRAY_LEN(inits); i++)
         if (inits[i].init == init) n = &inits[i];
-    if (!n) return tnt__error(TNT_ERR_UNSUPPORTED, "JSON config: initializer %d has no Keras name", (int)init);
+    if (!n && !sp) return tnt__error(TNT_ERR_UNSUPPORTED, "JSON config: initializer %d has no Keras name", (int)init);
     cJSON *o = cJSON_AddObjectToObject(c, key);
     TNT_KJ(o);
-    TNT_KJ(cJSON_AddStringToObject(o, "class_name", n->cls));
+    TNT_KJ(cJSON_AddStringToObject(o, "class_name", sp ? spec_names[sp->kind].cls : n->cls));
     cJSON *cfg = cJSON_AddObjectToObject(o, "config");
     TNT_KJ(cfg);
+    if (sp) return add_spec_config(cfg, sp);
     if (init == TNT_INIT_RANDOM_UNIFORM) {
         TNT_KJ(cJSON_AddNumberToObject(cfg, "minval", -0.05));
         TNT_KJ(cJSON_AddNumberToObject(cfg, "maxval", 0.05));
     } else if (init == TNT_INIT_RANDOM_NORMAL) {
         TNT_KJ(cJSON_AddNumberToObject(cfg, "mean", 0.0));
         TNT_KJ(cJSON_AddNumberToObject(cfg, "stddev", 0.05));
-    } else if (init == TNT_INIT_IDENTITY) { /* Keras's Identity has a gain and no seed */
+    } else if (init == TNT_INIT_ORTHOGONAL) {
         TNT_KJ(cJSON_AddNumberToObject(cfg, "gain", 1.0));
-        return TNT_OK;
     }
     if (init != TNT_INIT_ZEROS && init != TNT_INIT_ONES) TNT_KJ(cJSON_AddNullToObject(cfg, "seed"));
     return TNT_OK;
@@ -148,7 +192,14 @@ tnt_layer *tnt__kj_built(tnt_layer *l, const tnt__kj_ctx *k) {
 }
 
 const cJSON *tnt__kj_item(const cJSON *o, const char *key) {
-    return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    /* Keras 2.0-2.1 wrote a numpy value (LeakyReLU's alpha after K.cast_to_floatx) as {"type":
+     * "ndarray", "value": its tolist()} (models.py get_json_type): the value is meant */
+    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+    if (cJSON_IsString(t) && !strcmp(t->valuestring, "ndarray") && cJSON_GetArraySize(v) == 2 &&
+        cJSON_GetObjectItemCaseSensitive(v, "value"))
+        return cJSON_GetObjectItemCaseSensitive(v, "value");
+    return v;
 }
 
 bool tnt__kj_absent(const cJSON *v) { return !v || cJSON_IsNull(v); }
@@ -331,9 +382,79 @@ tnt_status tnt__kj_activation(const cJSON *cfg, tnt_activation *act, const tnt__
     return TNT_OK;
 }
 
-static bool num_is(const cJSON *cfg, const char *key, double want) {
-    const cJSON *v = tnt__kj_item(cfg, key);
-    return tnt__kj_absent(v) || (cJSON_IsNumber(v) && fabs(v->valuedouble - want) < 1e-9);
+/* A Keras 3 (or tf.keras 2.13+) object {"module", "class_name", "config", "registered_name"} is
+ * Keras's own when its module is Keras's (keras.initializers, keras.src.initializers.*, or
+ * TensorFlow's) and its registered_name is null or the class name: another is a custom class
+ * that only its Python code defines. */
+tnt_status tnt__kj_builtin_object(const cJSON *v, const char *key, const tnt__kj_ctx *k) {
+    const cJSON *mod = tnt__kj_item(v, "module"), *reg = tnt__kj_item(v, "registered_name"),
+                *cls = tnt__kj_item(v, "class_name");
+    bool keras_module = !cJSON_IsString(mod) || !strncmp(mod->valuestring, "keras", 5) ||
+                        !strncmp(mod->valuestring, "tf_keras", 8) || !strncmp(mod->valuestring, "tensorflow", 10);
+    bool registered = cJSON_IsString(reg) && !(cJSON_IsString(cls) && !strcmp(reg->valuestring, cls->valuestring));
+    if (keras_module && !registered) return TNT_OK;
+    return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: custom object \"%.64s\" (module \"%.64s\", registered_name "
+                         "\"%.64s\"): only its Python code defines it", key,
+                         cJSON_IsString(cls) ? cls->valuestring : "?", cJSON_IsString(mod) ? mod->valuestring : "",
+                         cJSON_IsString(reg) ? reg->valuestring : "");
+}
+
+/* name is cls, snake or alias, or one of them with Keras 2's "V2" suffix (GlorotUniformV2). */
+static bool name_is(const char *name, const char *cls, const char *snake, const char *alias) {
+    const char *forms[] = {cls, snake, alias};
+    size_t n = strlen(name), v2 = n > 2 && !strcmp(name + n - 2, "V2") ? n - 2 : 0;
+    for (int i = 0; i < 3; i++)
+        if (forms[i] && (!strcmp(name, forms[i]) || (v2 && strlen(forms[i]) == v2 && !strncmp(name, forms[i], v2))))
+            return true;
+    return false;
+}
+
+/* An optional number of an initializer's config. */
+static tnt_status init_num(const cJSON *icfg, const char *key, const char *what, double def, double *out,
+                           const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(icfg, key);
+    *out = def;
+    if (tnt__kj_absent(v)) return TNT_OK;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: %s: expected a finite number", what, key);
+    *out = v->valuedouble;
+    return TNT_OK;
+}
+
+static int index_of(const char *s, const char *const *names, int n) {
+    for (int i = 0; s && i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+/* VarianceScaling: Glorot, He and LeCun are the enum's own; other parameters a spec. Keras
+ * 2.0-2.2 (and TF 1) spelled the truncated normal "normal". */
+static tnt_status variance_scaling(const cJSON *icfg, const char *key, tnt_initializer *out, const tnt__kj_ctx *k) {
+    double scale;
+    TNT_KJ_S(init_num(icfg, "scale", key, 1.0, &scale, k));
+    bool bad = false;
+    const char *mode = tnt__kj_str(icfg, "mode", &bad, k), *dist = tnt__kj_str(icfg, "distribution", &bad, k);
+    if (bad) return TNT_ERR_FORMAT;
+    int m = mode ? index_of(mode, fan_modes, 3) : TNT__FAN_IN;
+    int d = !dist ? TNT__DIST_TRUNCATED : !strcmp(dist, "normal") ? TNT__DIST_TRUNCATED : index_of(dist, dists, 3);
+    if (m < 0 || d < 0 || !(scale > 0))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: VarianceScaling(scale %g, mode \"%.16s\", distribution \"%.24s\") "
+                             "(expected scale > 0, mode fan_in, fan_out or fan_avg, distribution truncated_normal, "
+                             "untruncated_normal or uniform)", key, scale, mode ? mode : "", dist ? dist : "");
+    bool uniform = d == TNT__DIST_UNIFORM, truncated = d == TNT__DIST_TRUNCATED;
+    if ((uniform || truncated) && scale == 1.0 && m == TNT__FAN_AVG)
+        *out = uniform ? TNT_INIT_GLOROT_UNIFORM : TNT_INIT_GLOROT_NORMAL;
+    else if ((uniform || truncated) && scale == 2.0 && m == TNT__FAN_IN)
+        *out = uniform ? TNT_INIT_HE_UNIFORM : TNT_INIT_HE_NORMAL;
+    else if ((uniform || truncated) && scale == 1.0 && m == TNT__FAN_IN)
+        *out = uniform ? TNT_INIT_LECUN_UNIFORM : TNT_INIT_LECUN_NORMAL;
+    else {
+        tnt__init_spec sp = {.kind = TNT__IK_VARIANCE_SCALING, .a = scale, .mode = m, .dist = d};
+        int v = tnt__init_intern(&sp);
+        if (v < 0) return tnt__error_prefix(TNT_ERR_UNSUPPORTED, "%s: ", key);
+        *out = (tnt_initializer)v;
+    }
+    return TNT_OK;
 }
 
 tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, tnt_initializer *out,
@@ -347,46 +468,63 @@ tnt_status tnt__kj_init(const cJSON *cfg, const char *key, tnt_initializer def, 
     else if (cJSON_IsObject(v) && cJSON_IsString(tnt__kj_item(v, "class_name"))) {
         name = tnt__kj_item(v, "class_name")->valuestring;
         icfg = tnt__kj_item(v, "config");
+        TNT_KJ_S(tnt__kj_builtin_object(v, key, k));
     } else
         return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: expected an initializer name or {\"class_name\", \"config\"}",
                              key);
-    if (!strcmp(name, "VarianceScaling")) { /* Keras 2.0-2.2 wrote glorot_uniform etc. this way */
-        const cJSON *sc = tnt__kj_item(icfg, "scale"), *mo = tnt__kj_item(icfg, "mode"),
-                    *di = tnt__kj_item(icfg, "distribution");
-        double scale = cJSON_IsNumber(sc) ? sc->valuedouble : 1.0;
-        const char *mode = cJSON_IsString(mo) ? mo->valuestring : "fan_in";
-        const char *dist = cJSON_IsString(di) ? di->valuestring : "truncated_normal";
-        bool uniform = !strcmp(dist, "uniform");
-        bool normal = !strcmp(dist, "normal") || !strcmp(dist, "truncated_normal");
-        if ((uniform || normal) && scale == 1.0 && !strcmp(mode, "fan_avg"))
-            *out = uniform ? TNT_INIT_GLOROT_UNIFORM : TNT_INIT_GLOROT_NORMAL;
-        else if ((uniform || normal) && scale == 2.0 && !strcmp(mode, "fan_in"))
-            *out = uniform ? TNT_INIT_HE_UNIFORM : TNT_INIT_HE_NORMAL;
-        else if ((uniform || normal) && scale == 1.0 && !strcmp(mode, "fan_in"))
-            *out = uniform ? TNT_INIT_LECUN_UNIFORM : TNT_INIT_LECUN_NORMAL;
-        else
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED,
-                                 "%s: VarianceScaling(scale %g, mode \"%.16s\", distribution \"%.24s\") "
-                                 "is not one of the Glorot, He or LeCun initializers",
-                                 key, scale, mode, dist);
-        return TNT_OK;
-    }
+    if (name_is(name, "VarianceScaling", "variance_scaling", NULL)) return variance_scaling(icfg, key, out, k);
     for (size_t i = 0; i < TNT_ARRAY_LEN(inits); i++) {
         const init_name *n = &inits[i];
-        if (strcmp(name, n->cls) && strcmp(name, n->snake) && !(n->alias && !strcmp(name, n->alias))) continue;
-        if (n->init == TNT_INIT_RANDOM_UNIFORM && (!num_is(icfg, "minval", -0.05) || !num_is(icfg, "maxval", 0.05)))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED,
-                                 "%s: RandomUniform is supported with minval -0.05, maxval 0.05 only", key);
-        if (n->init == TNT_INIT_RANDOM_NORMAL && (!num_is(icfg, "mean", 0.0) || !num_is(icfg, "stddev", 0.05)))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: RandomNormal is supported with mean 0, stddev 0.05 only",
-                                 key);
-        if (n->init == TNT_INIT_ORTHOGONAL && !num_is(icfg, "gain", 1.0))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Orthogonal is supported with gain 1 only", key);
-        if (n->init == TNT_INIT_IDENTITY && !num_is(icfg, "gain", 1.0))
-            return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Identity is supported with gain 1 only", key);
-        *out = n->init;
+        if (name_is(name, n->cls, n->snake, n->alias) && (n->init == TNT_INIT_ORTHOGONAL || !icfg ||
+                                                          (n->init != TNT_INIT_RANDOM_NORMAL &&
+                                                           n->init != TNT_INIT_RANDOM_UNIFORM))) {
+            if (n->init == TNT_INIT_ORTHOGONAL && !tnt__kj_absent(tnt__kj_item(icfg, "gain"))) break; /* a spec */
+            *out = n->init;
+            return TNT_OK;
+        }
+    }
+    for (size_t i = 0; i < TNT_ARRAY_LEN(spec_names); i++) {
+        if (!name_is(name, spec_names[i].cls, spec_names[i].snake, spec_names[i].alias)) continue;
+        tnt__init_spec sp = {.kind = (tnt__init_kind)i};
+        /* Keras's defaults; Keras 1's identity and the rest spell gain "scale" */
+        switch (sp.kind) {
+        case TNT__IK_RANDOM_NORMAL:
+        case TNT__IK_TRUNCATED_NORMAL:
+            TNT_KJ_S(init_num(icfg, "mean", key, 0.0, &sp.a, k));
+            TNT_KJ_S(init_num(icfg, "stddev", key, 0.05, &sp.b, k));
+            if (!(sp.b >= 0)) return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: stddev %g (expected >= 0)", key, sp.b);
+            break;
+        case TNT__IK_RANDOM_UNIFORM:
+            TNT_KJ_S(init_num(icfg, "minval", key, -0.05, &sp.a, k));
+            TNT_KJ_S(init_num(icfg, "maxval", key, 0.05, &sp.b, k));
+            break;
+        case TNT__IK_CONSTANT: {
+            const cJSON *val = tnt__kj_item(icfg, "value");
+            if (!tnt__kj_absent(val) && !cJSON_IsNumber(val))
+                return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: Constant with a value that is not one number", key);
+            TNT_KJ_S(init_num(icfg, "value", key, 0.0, &sp.a, k));
+            break;
+        }
+        case TNT__IK_IDENTITY:
+        case TNT__IK_ORTHOGONAL:
+            TNT_KJ_S(init_num(icfg, tnt__kj_absent(tnt__kj_item(icfg, "scale")) ? "gain" : "scale", key, 1.0, &sp.a, k));
+            break;
+        case TNT__IK_VARIANCE_SCALING: break;
+        }
+        if (sp.kind == TNT__IK_ORTHOGONAL && sp.a == 1.0) *out = TNT_INIT_ORTHOGONAL;
+        else if (sp.kind == TNT__IK_RANDOM_NORMAL && sp.a == 0.0 && sp.b == 0.05) *out = TNT_INIT_RANDOM_NORMAL;
+        else if (sp.kind == TNT__IK_RANDOM_UNIFORM && sp.a == -0.05 && sp.b == 0.05) *out = TNT_INIT_RANDOM_UNIFORM;
+        else if (sp.kind == TNT__IK_CONSTANT && (sp.a == 0.0 || sp.a == 1.0)) *out = sp.a == 0.0 ? TNT_INIT_ZEROS : TNT_INIT_ONES;
+        else {
+            int iv = tnt__init_intern(&sp);
+            if (iv < 0) return tnt__error_prefix(TNT_ERR_UNSUPPORTED, "%s: ", key);
+            *out = (tnt_initializer)iv;
+        }
         return TNT_OK;
     }
+    if (name_is(name, "STFT", "stft", "STFTInitializer"))
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: initializer \"%s\" (Keras 3's STFT, for STFTSpectrogram "
+                             "only) is not supported", key, name);
     return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: unsupported initializer \"%.64s\"", key, name);
 }
 
@@ -444,12 +582,13 @@ tnt_status tnt__kj_norm_axis(const cJSON *c, int *axis, const tnt__kj_ctx *k) {
     return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "axis: expected one axis (several axes are not supported)");
 }
 
-tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_center_scale(const cJSON *c, bool *center, bool *scale, tnt_initializer *beta,
+                                tnt_initializer *gamma, const tnt__kj_ctx *k) {
     tnt_status s;
     if ((s = tnt__kj_bool(c, "center", true, center, k)) != TNT_OK || (s = tnt__kj_bool(c, "scale", true, scale, k)) != TNT_OK)
         return s;
-    if ((s = tnt__kj_want_init(c, "beta_initializer", TNT_INIT_ZEROS, k)) != TNT_OK ||
-        (s = tnt__kj_want_init(c, "gamma_initializer", TNT_INIT_ONES, k)) != TNT_OK)
+    if ((s = tnt__kj_init(c, "beta_initializer", TNT_INIT_ZEROS, beta, k)) != TNT_OK ||
+        (s = tnt__kj_init(c, "gamma_initializer", TNT_INIT_ONES, gamma, k)) != TNT_OK)
         return s;
     static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                                         "gamma_constraint", NULL};

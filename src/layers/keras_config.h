@@ -122,10 +122,16 @@ tnt_status tnt__kj_margins(const cJSON *config, const char *key, int n, int def,
 /* Keras objects. */
 /* "activation": a Keras name; absent: linear. */
 tnt_status tnt__kj_activation(const cJSON *config, tnt_activation *act, const tnt__kj_ctx *k);
-/* An initializer: a name ("glorot_uniform"), {"class_name": "GlorotUniform", "config": {...}}, or
- * Keras 2.0-2.2's VarianceScaling spelling of Glorot, He and LeCun; absent: def. */
+/* An initializer: a name ("glorot_uniform"), {"class_name": "GlorotUniform", "config": {...}} (Keras
+ * 3's with "module" and "registered_name"), every class, snake-case, alias and "V2" name Keras 1,
+ * 2 and 3 write (OrthogonalInitializer, IdentityInitializer, GlorotUniformV2, ...), VarianceScaling
+ * (Keras 2.0-2.2's spelling of Glorot, He and LeCun, which it becomes), and parameters other than
+ * the enum's as an interned spec (layer.h); absent: def. */
 tnt_status tnt__kj_init(const cJSON *config, const char *key, tnt_initializer def, tnt_initializer *out,
                         const tnt__kj_ctx *k);
+/* v (an initializer, regularizer or constraint object) is Keras's own, not a custom class: its
+ * module Keras's or TensorFlow's and its registered_name null (or its class name). */
+tnt_status tnt__kj_builtin_object(const cJSON *v, const char *key, const tnt__kj_ctx *k);
 /* The initializer must be want (layers whose initializers are fixed). */
 tnt_status tnt__kj_want_init(const cJSON *config, const char *key, tnt_initializer want, const tnt__kj_ctx *k);
 /* "padding": "valid" (also when absent), "same" or "causal". */
@@ -168,6 +174,7 @@ tnt_status tnt__kj_batch_shape(const cJSON *config, tnt_shape *s, const tnt__kj_
 tnt_status tnt__kj_norm_axis(const cJSON *config, int *axis, const tnt__kj_ctx *k);
 /* center and scale (default true), beta zeros, gamma ones, and no beta/gamma regularizers or
  * constraints. */
-tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, const tnt__kj_ctx *k);
+tnt_status tnt__kj_center_scale(const cJSON *config, bool *center, bool *scale, tnt_initializer *beta,
+                                tnt_initializer *gamma, const tnt__kj_ctx *k);
 
 #endif

@@ -111,17 +111,11 @@ int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_i
         tnt__error(TNT_ERR_ARG, "layer \"%s\": more than %d weights", l->name, TNT_MAX_LAYER_WEIGHTS);
         return -1;
     }
-    if (init == TNT_INIT_IDENTITY && shape.ndim != 2) { /* as Keras, which makes tf.eye(*shape) */
-        char s[96];
-        tnt__error(TNT_ERR_ARG, "layer \"%s\": weight %s of shape %s: the Identity initializer is for 2-D "
-                   "matrices only", l->name, name, tnt_shape_str(shape, s, sizeof s));
-        return -1;
-    }
     tnt__weight *w = &l->weights[l->n_weights];
     memset(w, 0, sizeof *w);
     snprintf(w->name, sizeof w->name, "%s", name);
     w->shape = shape;
-    w->init = init;
+    w->init = tnt__layer_init_for(l, name, init);
     w->fan_in = fan_in;
     w->fan_out = fan_out;
     w->trainable = true;
@@ -176,8 +170,18 @@ static void init_orthogonal(tnt__weight *w, uint64_t seed) {
 
 void tnt__weight_init(tnt__weight *w, uint64_t seed) {
     int64_t n = tnt_shape_numel(w->shape);
+    const tnt__init_spec *spec = tnt__init_spec_of(w->init);
+    if (spec) {
+        tnt_initializer keep = w->init;
+        tnt__weight_init_spec(w, spec, seed);
+        w->init = keep;
+        return;
+    }
     if (w->init == TNT__INIT_UNIT_FORGET_BIAS) {
-        memset(w->value, 0, (size_t)n * sizeof(float));
+        tnt__weight base = *w; /* the bias_initializer over the whole vector (fans: its length) */
+        base.init = w->ufb_base == TNT_INIT_DEFAULT ? TNT_INIT_ZEROS : w->ufb_base;
+        base.fan_in = base.fan_out = n;
+        tnt__weight_init(&base, seed);
         for (int64_t i = w->fan_in; i < w->fan_out && i < n; i++) w->value[i] = 1.0f;
         return;
     }
@@ -202,10 +206,6 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
     case TNT_INIT_ORTHOGONAL:
         init_orthogonal(w, seed);
         return;
-    case TNT_INIT_IDENTITY: /* tf.eye(rows, cols); the shape is 2-D (tnt__layer_add_weight) */
-        memset(w->value, 0, (size_t)n * sizeof(float));
-        for (int64_t i = 0; i < w->shape.dim[0] && i < w->shape.dim[1]; i++) w->value[i * w->shape.dim[1] + i] = 1.0f;
-        return;
     case TNT_INIT_GLOROT_UNIFORM: mode_fan = (fan_in + fan_out) / 2; break;
     case TNT_INIT_GLOROT_NORMAL: mode_fan = (fan_in + fan_out) / 2; uniform = false; break;
     case TNT_INIT_HE_UNIFORM: mode_fan = fan_in; scale = 2.0; break;
@@ -224,4 +224,32 @@ void tnt__weight_init(tnt__weight *w, uint64_t seed) {
         for (int64_t i = 0; i < n; i++)
             w->value[i] = tnt__rand_truncated_normal(seed, (uint64_t)i) * stddev;
     }
+}
+
+/* Keras's trainable: false (tnt_layer.frozen; fit.c and batch_norm.c act on it) */
+tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable) {
+    if (!l) return tnt__error(TNT_ERR_ARG, "set_trainable: layer is NULL");
+    l->frozen = !trainable;
+    return TNT_OK;
+}
+
+bool tnt_layer_trainable(const tnt_layer *l) { return l && !l->frozen; }
+
+tnt_initializer tnt__layer_init_for(const tnt_layer *l, const char *weight, tnt_initializer def) {
+    for (int i = 0; l && i < l->n_inits; i++)
+        if (!strcmp(l->inits[i].weight, weight)) return l->inits[i].init;
+    return def;
+}
+
+tnt_status tnt__layer_set_init(tnt_layer *l, const char *weight, tnt_initializer init) {
+    for (int i = 0; i < l->n_inits; i++)
+        if (!strcmp(l->inits[i].weight, weight)) {
+            l->inits[i].init = init;
+            return TNT_OK;
+        }
+    if (l->n_inits == (int)TNT_ARRAY_LEN(l->inits) || strlen(weight) >= sizeof l->inits[0].weight)
+        return tnt__error(TNT_ERR_ARG, "layer \"%s\": initializer of weight \"%s\": no room", l->name, weight);
+    snprintf(l->inits[l->n_inits].weight, sizeof l->inits[0].weight, "%s", weight);
+    l->inits[l->n_inits++].init = init;
+    return TNT_OK;
 }

@@ -29,6 +29,7 @@ typedef struct tnt__weight {
     char name[TNT_NAME_MAX];  /* "kernel", "bias" */
     tnt_shape shape;
     tnt_initializer init;     /* resolved: never TNT_INIT_DEFAULT after build */
+    tnt_initializer ufb_base; /* TNT__INIT_UNIT_FORGET_BIAS: the bias_initializer under the ones */
     int64_t fan_in, fan_out;  /* for variance-scaling initializers */
     float *value;             /* view into the model's parameter buffer */
     float *grad;              /* view into the model's gradient buffer; NULL when not trainable */
@@ -80,8 +81,26 @@ typedef struct tnt__bwd_args {
 
 /* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,
  * Conv1D/2D, DepthwiseConv2D, MultiHeadAttention) compute in bf16; every layer keeps float32
- * weights and activations, and carries its policy through Keras configs. */
-typedef enum tnt__dtype_policy { TNT__POLICY_FLOAT32 = 0, TNT__POLICY_MIXED_BF16 } tnt__dtype_policy;
+ * weights and activations, and carries its policy through Keras configs. The integer ones (and
+ * bool) are an InputLayer's or an Embedding's dtype in a Keras file: integer ids, carried here as
+ * float32 (exact up to 2^24, which Embedding's input_dim may not pass) and written back as read. */
+typedef enum tnt__dtype_policy {
+    TNT__POLICY_FLOAT32 = 0,
+    TNT__POLICY_MIXED_BF16,
+    TNT__POLICY_INT8,
+    TNT__POLICY_INT16,
+    TNT__POLICY_INT32,
+    TNT__POLICY_INT64,
+    TNT__POLICY_UINT8,
+    TNT__POLICY_UINT16,
+    TNT__POLICY_UINT32,
+    TNT__POLICY_UINT64,
+    TNT__POLICY_BOOL,
+} tnt__dtype_policy;
+static inline bool tnt__policy_is_integer(tnt__dtype_policy p) { return p >= TNT__POLICY_INT8; }
+/* An input layer's dtype (InputLayer's "dtype": float32 or an integer type). */
+void tnt__input_layer_set_dtype(tnt_layer *l, tnt__dtype_policy p);
+tnt__dtype_policy tnt__input_layer_dtype(const tnt_layer *l);
 
 typedef struct tnt__layer_ops {
     const char *class_name; /* Keras class name: "Dense" */
@@ -156,7 +175,12 @@ struct tnt_layer {
     bool channels_first;      /* Keras data_format "channels_first": the channels are the first
                                  non-batch axis (NCHW), for classes with set_data_format */
     bool built;
+    bool frozen;              /* Keras's trainable: false, from a file (or its nested model's):
+                                 its weights then come with the non-trainable ones in Keras 2's
+                                 HDF5 order (_legacy_weights), and configs write it back */
     int refs;                 /* owners (graphs and models); tnt_layer_free drops one */
+    int n_inits;              /* initializers a Keras config gave by weight name (tnt__layer_set_init) */
+    struct { char weight[24]; tnt_initializer init; } inits[4];
     struct tnt__rules *rules; /* regularizers and constraints (layers/regularizer.h); NULL: none */
     tnt__dtype_policy dtype_policy; /* the global policy when made; set before build */
     void *priv;
@@ -164,6 +188,10 @@ struct tnt_layer {
 
 /* Allocates a layer with ops and priv; name NULL means automatic. NULL + error on failure. */
 tnt_layer *tnt__layer_new(const tnt__layer_ops *ops, const char *name, void *priv);
+/* The initializer of weight name: one a Keras config set (a BatchNormalization's gamma_initializer:
+ * zeros for a zero-init residual, RandomNormal(1, 0.02) in a GAN), else def. add_weight uses it. */
+tnt_initializer tnt__layer_init_for(const tnt_layer *l, const char *weight, tnt_initializer def);
+tnt_status tnt__layer_set_init(tnt_layer *l, const char *weight, tnt_initializer init);
 /* Declares a weight during build; returns its index or -1 with an error. */
 int tnt__layer_add_weight(tnt_layer *l, const char *name, tnt_shape shape, tnt_initializer init,
                           int64_t fan_in, int64_t fan_out);
@@ -220,11 +248,47 @@ tnt__dtype_policy tnt__dtype_policy_global(void);
 /* A layer config's "dtype": a policy name (Keras 2), a {"class_name": "DTypePolicy" (Keras 3; also
  * FloatDTypePolicy, Policy), "config": {"name": ...}} object, or null/absent (the global policy). */
 tnt_status tnt__kj_dtype_policy(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
+/* An InputLayer config's "dtype": a float type (float32; float16, float64 and bfloat16 inputs are
+ * cast to float32, as Keras casts them for the next layer) or an integer one (ids); absent:
+ * float32. */
+tnt_status tnt__kj_input_dtype(const struct cJSON *config, tnt__dtype_policy *p, const struct tnt__kj_ctx *k);
 
-/* Internal initializer of LSTM's unit_forget_bias: zeros, and ones in [fan_in, fan_out) (the
- * forget gate's slice of the bias). */
+/* Internal initializer of LSTM's unit_forget_bias: the weight's ufb_base (Keras's bias_initializer;
+ * zeros when unset), and ones in [fan_in, fan_out) (the forget gate's slice of the bias), as
+ * Keras's LSTMCell concatenates them. */
 #define TNT__INIT_UNIT_FORGET_BIAS ((tnt_initializer)64)
+/* Initializers with parameters the enum does not carry (Keras's TruncatedNormal(stddev 0.02),
+ * VarianceScaling(scale 1/3, fan_out), Constant(0.1), Identity, Orthogonal(gain 2), RandomNormal(0,
+ * 0.01), ...): interned specs (initializer.c) whose tnt_initializer is TNT__INIT_SPEC_BASE + index. */
+typedef enum tnt__init_kind {
+    TNT__IK_RANDOM_NORMAL,    /* a mean, b stddev */
+    TNT__IK_RANDOM_UNIFORM,   /* a minval, b maxval */
+    TNT__IK_TRUNCATED_NORMAL, /* a mean, b stddev: redrawn beyond 2 stddev */
+    TNT__IK_CONSTANT,         /* a value */
+    TNT__IK_IDENTITY,         /* a gain: gain * eye(rows, cols) over (all axes but the last, the last) */
+    TNT__IK_ORTHOGONAL,       /* a gain */
+    TNT__IK_VARIANCE_SCALING, /* a scale, mode, dist */
+} tnt__init_kind;
+typedef enum { TNT__FAN_IN, TNT__FAN_OUT, TNT__FAN_AVG } tnt__fan_mode;
+typedef enum { TNT__DIST_TRUNCATED, TNT__DIST_UNTRUNCATED, TNT__DIST_UNIFORM } tnt__init_dist;
+typedef struct tnt__init_spec {
+    tnt__init_kind kind;
+    double a, b;
+    tnt__fan_mode mode;
+    tnt__init_dist dist;
+} tnt__init_spec;
+#define TNT__INIT_SPEC_BASE 4096
+#define TNT__INIT_SPEC_MAX 256
+/* The initializer of spec (an equal one if already interned); -1 with an error when the table is
+ * full. */
+int tnt__init_intern(const tnt__init_spec *spec);
+/* init's spec, or NULL for the enum's own initializers. */
+const tnt__init_spec *tnt__init_spec_of(tnt_initializer init);
+/* init is one of the enum's up to last, or an interned spec: what a layer's options may hold. */
+bool tnt__init_valid(tnt_initializer init, tnt_initializer last);
 /* Fills a weight from its initializer, with a seed per weight. */
 void tnt__weight_init(tnt__weight *w, uint64_t seed);
+/* The same for an interned spec (initializer.c). */
+void tnt__weight_init_spec(tnt__weight *w, const tnt__init_spec *spec, uint64_t seed);
 
 #endif

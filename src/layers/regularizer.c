@@ -56,6 +56,52 @@ bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w) {
             if ((r = &(l)->rules->r[i_])->is_constraint == (constraints) &&                       \
                 tnt__rule_applies(r, w = &(l)->weights[j_]))
 
+/* OrthogonalRegularizer over the rows of the (rows, cols) weight v, or its columns: the unit
+ * vectors n_i = v_i / max(|v_i|, 1e-6) (TensorFlow's l2_normalize), their Gram matrix G, and
+ * penalty c * sum_{i != j} |G_ij| with c = factor * 0.5 / (size * (size - 1) / 2). With grad, adds
+ * scale * the gradient: dn_i = 2c * sum_{j != i} sign(G_ij) n_j, then through the normalization
+ * dv_i = (dn_i - n_i (n_i . dn_i)) / |v_i| (dn_i / 1e-6 where the norm was clamped). */
+static double orthogonal_penalty(const tnt__rule *r, tnt_shape s, const float *v, float *grad, double scale) {
+    if (s.ndim != 2) return 0; /* refused at compile (tnt__layer_check_rules) */
+    int64_t rows = s.dim[0], cols = s.dim[1];
+    int64_t size = r->columns ? cols : rows, len = r->columns ? rows : cols;
+    if (size < 2) return 0; /* no pairs (Keras divides 0 by 0) */
+    int64_t st_i = r->columns ? 1 : cols, st_k = r->columns ? cols : 1; /* element k of vector i */
+    double *nv = tnt__calloc((size_t)(size * len), sizeof *nv), *norm = tnt__calloc((size_t)size, sizeof *norm);
+    double *dn = grad ? tnt__calloc((size_t)(size * len), sizeof *dn) : NULL;
+    double sum = 0, c = r->factor * 0.5 / ((double)size * (size - 1.0) / 2.0);
+    if (!nv || !norm || (grad && !dn)) goto out;
+    for (int64_t i = 0; i < size; i++) {
+        double ss = 0;
+        for (int64_t k = 0; k < len; k++) ss += (double)v[i * st_i + k * st_k] * v[i * st_i + k * st_k];
+        norm[i] = sqrt(fmax(ss, 1e-12));
+        for (int64_t k = 0; k < len; k++) nv[i * len + k] = v[i * st_i + k * st_k] / norm[i];
+    }
+    for (int64_t i = 0; i < size; i++)
+        for (int64_t j = i + 1; j < size; j++) {
+            double g = 0;
+            for (int64_t k = 0; k < len; k++) g += nv[i * len + k] * nv[j * len + k];
+            sum += 2 * fabs(g);
+            double sg = (g > 0) - (g < 0);
+            if (dn)
+                for (int64_t k = 0; k < len; k++) {
+                    dn[i * len + k] += 2 * c * sg * nv[j * len + k];
+                    dn[j * len + k] += 2 * c * sg * nv[i * len + k];
+                }
+        }
+    for (int64_t i = 0; dn && i < size; i++) {
+        double dot = 0;
+        bool clamped = norm[i] <= 1e-6;
+        for (int64_t k = 0; k < len; k++) dot += nv[i * len + k] * dn[i * len + k];
+        for (int64_t k = 0; k < len; k++)
+            grad[i * st_i + k * st_k] +=
+                (float)(scale * (dn[i * len + k] - (clamped ? 0 : nv[i * len + k] * dot)) / norm[i]);
+    }
+out:
+    free(nv), free(norm), free(dn);
+    return c * sum;
+}
+
 static double penalty(const tnt__rule *r, const float *v, int64_t n) {
     double s1 = 0, s2 = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -75,15 +121,35 @@ double tnt__layer_weight_penalty(tnt_layer *l) {
     double sum = 0;
     const tnt__rule *r;
     tnt__weight *w;
-    FOR_EACH_RULED_WEIGHT(l, false, r, w) sum += penalty(r, w->value, tnt_shape_numel(w->shape));
+    FOR_EACH_RULED_WEIGHT(l, false, r, w)
+        sum += r->reg == TNT_REG_ORTHOGONAL ? orthogonal_penalty(r, w->shape, w->value, NULL, 0)
+                                            : penalty(r, w->value, tnt_shape_numel(w->shape));
     return sum;
 }
 
 void tnt__layer_add_penalty_grads(tnt_layer *l) {
     const tnt__rule *r;
     tnt__weight *w;
-    FOR_EACH_RULED_WEIGHT(l, false, r, w)
-        if (w->grad) add_penalty_grad(r, w->value, w->grad, tnt_shape_numel(w->shape), 1.0);
+    FOR_EACH_RULED_WEIGHT(l, false, r, w) {
+        if (w->grad && r->reg == TNT_REG_ORTHOGONAL) orthogonal_penalty(r, w->shape, w->value, w->grad, 1.0);
+        else if (w->grad) add_penalty_grad(r, w->value, w->grad, tnt_shape_numel(w->shape), 1.0);
+    }
+}
+
+tnt_status tnt__layer_check_rules(const tnt_layer *l) {
+    for (int i = 0; l->rules && i < l->rules->n; i++) {
+        const tnt__rule *r = &l->rules->r[i];
+        if (r->is_constraint || r->reg != TNT_REG_ORTHOGONAL) continue;
+        if (!strcmp(r->key, "activity_regularizer"))
+            return tnt__error(TNT_ERR_UNSUPPORTED, "layer \"%s\": activity_regularizer: OrthogonalRegularizer on a "
+                              "layer's output is not supported (it needs rank 2 and depends on the batch)", l->name);
+        for (int j = 0; j < l->n_weights; j++)
+            if (tnt__rule_applies(r, &l->weights[j]) && l->weights[j].shape.ndim != 2)
+                return tnt__error(TNT_ERR_ARG, "layer \"%s\": %s: OrthogonalRegularizer needs a weight of rank 2; "
+                                  "\"%s\" has rank %d (as Keras refuses)", l->name, r->key, l->weights[j].name,
+                                  l->weights[j].shape.ndim);
+    }
+    return TNT_OK;
 }
 
 static const tnt__rule *activity_rule(const tnt_layer *l) {
@@ -108,8 +174,8 @@ uint64_t tnt__layer_rules_hash(const tnt_layer *l, uint64_t h) {
     for (int i = 0; l->rules && i < l->rules->n; i++) {
         const tnt__rule *r = &l->rules->r[i];
         const tnt_constraint *c = &r->con;
-        float v[5] = {r->l1, r->l2, c->max_value, c->min_value, c->rate};
-        int k[3] = {(int)r->reg, (int)c->kind, c->n_axes};
+        float v[6] = {r->l1, r->l2, c->max_value, c->min_value, c->rate, r->factor};
+        int k[4] = {(int)r->reg, (int)c->kind, c->n_axes, r->columns};
         h = tnt__fnv1a(h, r->key, strlen(r->key));
         h = tnt__fnv1a(tnt__fnv1a(tnt__fnv1a(h, v, sizeof v), k, sizeof k), c->axes, (size_t)c->n_axes * sizeof(int));
     }
@@ -194,12 +260,24 @@ tnt_status tnt_layer_set_regularizer(tnt_layer *l, const char *key, tnt_regulari
     tnt_status s = check_key(l, key, "_regularizer", who);
     if (s != TNT_OK) return s;
     if (kind < TNT_REG_NONE || kind > TNT_REG_L1L2)
-        return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\": %s: kind %d (expected a tnt_regularizer_kind)", who,
-                          l->name, key, (int)kind);
+        return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\": %s: kind %d (expected NONE, L1, L2 or L1L2; "
+                          "tnt_layer_set_orthogonal_regularizer sets the orthogonal one)", who, l->name, key, (int)kind);
     tnt__rule r = {.reg = kind, .l1 = kind == TNT_REG_L2 ? 0.0f : l1, .l2 = kind == TNT_REG_L1 ? 0.0f : l2};
     if (!(r.l1 >= 0 && r.l2 >= 0) || isinf(r.l1) || isinf(r.l2))
         return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\": %s: l1 %g, l2 %g (expected finite values >= 0)", who,
                           l->name, key, (double)r.l1, (double)r.l2);
+    snprintf(r.key, sizeof r.key, "%s", key);
+    return tnt__layer_set_rule(l, &r);
+}
+
+tnt_status tnt_layer_set_orthogonal_regularizer(tnt_layer *l, const char *key, float factor, bool columns) {
+    const char *who = "set_orthogonal_regularizer";
+    tnt_status s = check_key(l, key, "_regularizer", who);
+    if (s != TNT_OK) return s;
+    if (!(factor >= 0) || isinf(factor))
+        return tnt__error(TNT_ERR_ARG, "%s: layer \"%s\": %s: factor %g (expected a finite value >= 0)", who, l->name,
+                          key, (double)factor);
+    tnt__rule r = {.reg = TNT_REG_ORTHOGONAL, .factor = factor, .columns = columns};
     snprintf(r.key, sizeof r.key, "%s", key);
     return tnt__layer_set_rule(l, &r);
 }

@@ -23,6 +23,8 @@ typedef struct tnt__rule {
     bool is_constraint;
     tnt_regularizer_kind reg;
     float l1, l2;            /* the penalty's factors; 0 for a term the kind has not */
+    float factor;            /* TNT_REG_ORTHOGONAL's */
+    bool columns;            /* TNT_REG_ORTHOGONAL's mode: "columns" (else "rows") */
     tnt_constraint con;
 } tnt__rule;
 
@@ -41,6 +43,9 @@ bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w);
 double tnt__layer_weight_penalty(tnt_layer *l);
 /* Adds the gradient of that penalty to the trainable weights' gradients. */
 void tnt__layer_add_penalty_grads(tnt_layer *l);
+/* Each weight an OrthogonalRegularizer acts on has rank 2 (Keras refuses another); the error
+ * names the layer, the key and the weight. */
+tnt_status tnt__layer_check_rules(const tnt_layer *l);
 /* Projects each constrained weight (after an optimizer update); fails on an axis the weight lacks. */
 tnt_status tnt__layer_apply_constraints(tnt_layer *l);
 /* c's kind, axes count and values are valid; the error names layer and key. */

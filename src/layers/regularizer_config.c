@@ -1,8 +1,9 @@
 /* regularizer_config.c: regularizers and constraints in a layer's Keras config, both ways, for
  * every layer class at once: a layer writes null for each of its keys, and reads none of them.
  * Read: a name ("l2", "max_norm"), {"class_name": "L2", "config": {"l2": 0.01}} (Keras 2.3+),
- * Keras 2.0-2.2's "L1L2" with both factors, Keras 3's objects with "module"; written as Keras 2.3+
- * does. */
+ * Keras 2.0-2.2's "L1L2" with both factors, Keras 3's objects with "module" (a custom one, of
+ * another module or registered_name, is refused naming it); OrthogonalRegularizer(factor, mode);
+ * written as Keras 2.3+ does (keras_zip.c gives a Keras 3 file Keras 3's module forms). */
 #include "layers/keras_config.h"
 #include "layers/regularizer.h"
 
@@ -35,7 +36,7 @@ static tnt_status object_parts(const cJSON *v, const char **cls, const cJSON **c
         return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: expected a name or {\"class_name\": ..., \"config\": {...}}", key);
     *cls = c->valuestring;
     *cfg = tnt__kj_item(v, "config");
-    return TNT_OK;
+    return tnt__kj_builtin_object(v, key, k);
 }
 
 static bool is_one_of(const char *s, const char *a, const char *b, const char *c) {
@@ -57,13 +58,28 @@ static tnt_status read_regularizer(const cJSON *v, tnt__rule *r, const tnt__kj_c
         r->reg = TNT_REG_L2;
         bool old = !tnt__kj_absent(tnt__kj_item(cfg, "l"));
         s = tnt__kj_num(cfg, old ? "l" : "l2", false, 0.01, &l2, k);
-    } else if (is_one_of(cls, "L1L2", "l1_l2", NULL)) {
+    } else if (is_one_of(cls, "L1L2", "l1_l2", "l1l2")) { /* l1l2: Keras 3's snake case of L1L2 */
         r->reg = TNT_REG_L1L2;
         double def = strcmp(cls, "l1_l2") ? 0.0 : 0.01; /* Keras's l1_l2() defaults differ from L1L2's */
         s = tnt__kj_num(cfg, "l1", false, def, &l1, k);
         if (s == TNT_OK) s = tnt__kj_num(cfg, "l2", false, def, &l2, k);
+    } else if (is_one_of(cls, "OrthogonalRegularizer", "orthogonal_regularizer", NULL)) {
+        double factor = 0.01;
+        bool bad = false;
+        const char *mode = tnt__kj_str(cfg, "mode", &bad, k);
+        if (bad || (s = tnt__kj_num(cfg, "factor", false, 0.01, &factor, k)) != TNT_OK) return bad ? TNT_ERR_FORMAT : s;
+        if (mode && strcmp(mode, "rows") && strcmp(mode, "columns"))
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: OrthogonalRegularizer mode \"%.32s\" (expected \"rows\" or "
+                                 "\"columns\")", key, mode);
+        if (!(factor >= 0 && factor < 1e30))
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "%s: factor %g (expected a finite value >= 0)", key, factor);
+        r->reg = TNT_REG_ORTHOGONAL;
+        r->factor = (float)factor;
+        r->columns = mode && !strcmp(mode, "columns");
+        return TNT_OK;
     } else {
-        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "%s: regularizer \"%.64s\" (expected L1, L2 or L1L2)", key, cls);
+        return tnt__kj_error(k, TNT_ERR_UNSUPPORTED,
+                             "%s: regularizer \"%.64s\" (expected L1, L2, L1L2 or OrthogonalRegularizer)", key, cls);
     }
     if (s != TNT_OK) return s;
     if (!(l1 >= 0 && l2 >= 0 && l1 < 1e30 && l2 < 1e30))
@@ -138,6 +154,7 @@ static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, co
         tnt_layer_free(l);
         return NULL;
     }
+    l->frozen = cJSON_IsFalse(tnt__kj_item(config, "trainable"));
     if (tnt__kj_channels_first(config) && tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST) != TNT_OK) {
         tnt__error_prefix(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\" (%.32s): ", k->name, k->cls);
         tnt_layer_free(l);
@@ -172,9 +189,13 @@ static const char *constraint_class(tnt_constraint_kind kind) {
 static cJSON *rule_json(const tnt__rule *r) {
     cJSON *o = cJSON_CreateObject(), *c = NULL;
     const char *cls = r->is_constraint ? constraint_class(r->con.kind)
-                      : r->reg == TNT_REG_L1 ? "L1" : r->reg == TNT_REG_L2 ? "L2" : "L1L2";
+                      : r->reg == TNT_REG_L1 ? "L1" : r->reg == TNT_REG_L2 ? "L2"
+                      : r->reg == TNT_REG_ORTHOGONAL ? "OrthogonalRegularizer" : "L1L2";
     bool ok = o && cJSON_AddStringToObject(o, "class_name", cls) && (c = cJSON_AddObjectToObject(o, "config"));
-    if (ok && !r->is_constraint) {
+    if (ok && !r->is_constraint && r->reg == TNT_REG_ORTHOGONAL) {
+        ok = cJSON_AddNumberToObject(c, "factor", tnt__kj_f(r->factor)) &&
+             cJSON_AddStringToObject(c, "mode", r->columns ? "columns" : "rows");
+    } else if (ok && !r->is_constraint) {
         if (r->reg != TNT_REG_L2) ok = cJSON_AddNumberToObject(c, "l1", tnt__kj_f(r->l1));
         if (ok && r->reg != TNT_REG_L1) ok = cJSON_AddNumberToObject(c, "l2", tnt__kj_f(r->l2));
     } else if (ok && r->con.kind != TNT_NON_NEG) {

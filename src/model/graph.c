@@ -187,6 +187,12 @@ tnt_ktensor tnt_graph_input(tnt_graph *g, tnt_shape shape, const char *name) {
     return (tnt_ktensor){out};
 }
 
+tnt_layer *tnt__graph_input_layer(tnt_graph *g, tnt_ktensor t) {
+    for (int i = 0; g && i < g->m->n_nodes; i++)
+        if (g->m->nodes[i].out == t.id && tnt__is_input_layer(g->m->nodes[i].layer)) return g->m->nodes[i].layer;
+    return NULL;
+}
+
 static tnt_ktensor add_call(tnt_graph *g, tnt_layer *l, int n, const int *in_, bool hidden);
 
 /* A hidden node of the graph (a mask computation) on the given tensors. */

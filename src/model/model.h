@@ -274,6 +274,8 @@ void tnt__scopes_free(tnt_model *m);
 /* internal queries on special layers */
 bool tnt__is_input_layer(const tnt_layer *l);
 tnt_shape tnt__input_layer_shape(const tnt_layer *l);
+/* The InputLayer whose output is t (tnt_graph_input's), or NULL. */
+tnt_layer *tnt__graph_input_layer(tnt_graph *g, tnt_ktensor t);
 bool tnt__layer_has_trainable(const tnt_layer *l);
 /* Builds l for these input shapes, or checks them against the first build (shared layers). */
 tnt_status tnt__layer_build(tnt_layer *l, int n_in, const tnt_shape *in, const char *who);

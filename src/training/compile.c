@@ -146,6 +146,11 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     }
     if (opts->seed) m->seed = opts->seed;
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) goto fail;
+    for (int i = 0; i < m->n_layers; i++)
+        if ((s = tnt__layer_check_rules(m->layers[i])) != TNT_OK) {
+            tnt__error_prefix(s, "compile: model \"%s\": ", m->name);
+            goto fail;
+        }
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
     if (!own_optimizer) tnt_optimizer_free(m->optimizer);
     m->optimizer = opts->optimizer;

@@ -224,6 +224,43 @@ static void add_penalties(const tnt_model *m, accum *a, double counted, int64_t 
     a->loss_sum += counted * (weights + m->activity_penalty / (double)n);
 }
 
+/* Keras's trainable: false (a frozen layer, tnt_layer.frozen): its weights are none of the
+ * optimizer's variables. Their gradients are zeroed before the update (out of a global clipnorm
+ * too) and their values kept through it (weight decay, constraints): freeze copies them out,
+ * thaw puts them back and frees the copy. NULL when no layer is frozen. */
+static tnt_status freeze(tnt_model *m, float **copy) {
+    *copy = NULL;
+    size_t n = 0, o = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++)
+            if (m->layers[i]->weights[j].grad) n += (size_t)tnt_shape_numel(m->layers[i]->weights[j].shape);
+    if (n == 0) return TNT_OK;
+    if (!(*copy = malloc(n * sizeof **copy))) return tnt__error(TNT_ERR_NOMEM, "fit: out of memory");
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            size_t k = (size_t)tnt_shape_numel(w->shape);
+            memcpy(*copy + o, w->value, k * sizeof(float));
+            memset(w->grad, 0, k * sizeof(float));
+            o += k;
+        }
+    return TNT_OK;
+}
+
+static void thaw(tnt_model *m, float *copy) {
+    size_t o = 0;
+    for (int i = 0; copy && i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            size_t k = (size_t)tnt_shape_numel(w->shape);
+            memcpy(w->value, copy + o, k * sizeof(float));
+            o += k;
+        }
+    free(copy);
+}
+
 /* After the optimizer update: each rank projects the same weights the same way. */
 static tnt_status apply_constraints(tnt_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
@@ -298,9 +335,14 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
     t0 = TNT_TL_BEGIN();
-    if ((s = tnt__parallel_optimizer_step(m, &st)) != TNT_OK) return s;
-    tnt__optimizer_finish_step(m->optimizer);
-    if ((s = apply_constraints(m)) != TNT_OK) return s;
+    float *frozen = NULL; /* frozen layers' weights, put back after the update */
+    if ((s = freeze(m, &frozen)) != TNT_OK) return s;
+    if ((s = tnt__parallel_optimizer_step(m, &st)) == TNT_OK) {
+        tnt__optimizer_finish_step(m->optimizer);
+        s = apply_constraints(m);
+    }
+    thaw(m, frozen);
+    if (s != TNT_OK) return s;
     TNT_TL_END("optimizer", "optimizer", -1, t0);
     accum_add(m, acc, &step);
     return 1;
@@ -569,8 +611,13 @@ tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opt
 tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out) {
     if (!m || !x || !out) return tnt__error(TNT_ERR_ARG, "predict_on_batch: NULL argument");
     *out = NULL;
-    tnt_status s = tnt__model_setup_weights(m);
-    if (s != TNT_OK) return s;
+    tnt_status s = TNT_OK;
+    if (!m->has_input_shape && x->shape.ndim >= 2) { /* Keras builds a model without one at its first call */
+        tnt_shape in = {.ndim = x->shape.ndim - 1};
+        for (int d = 1; d < x->shape.ndim; d++) in.dim[d - 1] = x->shape.dim[d];
+        if ((s = tnt_model_build(m, in)) != TNT_OK) return tnt__error_prefix(s, "predict_on_batch: ");
+    }
+    if ((s = tnt__model_setup_weights(m)) != TNT_OK) return s;
     tnt_batch b = {.n = x->shape.ndim ? x->shape.dim[0] : 0, .x = *x};
     if ((s = check_batch(m, &b, false, false, "predict_on_batch")) != TNT_OK) return s;
     if (b.n == 0) return tnt__error(TNT_ERR_ARG, "predict_on_batch: batch of 0 samples");

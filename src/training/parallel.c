@@ -247,7 +247,8 @@ tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
     if (m->warned_small_batch || micro >= 16) return;
     for (int i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i]->ops->class_name, "BatchNormalization")) { /* Sync... needs no warning */
+        if (!strcmp(m->layers[i]->ops->class_name, "BatchNormalization") && /* Sync... needs no warning */
+            !m->layers[i]->frozen) { /* nor a frozen one: it uses its moving statistics */
             tnt_log(TNT_LOG_WARNING, "model \"%s\": micro-batch of %lld samples per rank with BatchNormalization "
                     "(statistics are per rank; below 16 they get noisy)", m->name, (long long)micro);
             m->warned_small_batch = true;

@@ -1,6 +1,7 @@
 /* keras_survey: loads each Keras whole-model file named on the command line as a user would
  * (tnt_load_model(path, false)) and, for a model with one input, runs one forward pass on a batch
- * of two zero samples (None dimensions 8, else 32 or 128 where 8 is too small). One line per file
+ * of two zero samples (None dimensions 8, else 32 or 128 where 8 is too small; a Sequential saved
+ * unbuilt, without an input shape, gets (2, 8): Keras builds it at its first call). One line per file
  * on stdout:
  *   OK <path>                       loaded and predicted (or loaded, for several inputs)
  *   FAIL <path>: <tnt_last_error()> loading or the forward pass failed
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
         bool var = false;
         for (size_t k = 0; m && tnt_model_num_inputs(m) == 1 && k < sizeof sizes / sizeof *sizes; k++) {
             tnt_shape in = tnt_model_input_shape_at(m, 0), b = {.ndim = in.ndim + 1, .dim = {2}};
+            if (in.ndim == 0) b = (tnt_shape){.ndim = 2, .dim = {2, sizes[k]}}; /* unbuilt: Keras builds at the call */
             for (int d = 0; d < in.ndim; d++) {
                 b.dim[d + 1] = in.dim[d] == TNT_DIM_NONE ? sizes[k] : in.dim[d];
                 var |= in.dim[d] == TNT_DIM_NONE;

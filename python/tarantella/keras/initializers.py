@@ -37,8 +37,12 @@ Zeros = zeros = _init("Zeros")
 Ones = ones = _init("Ones")
 RandomUniform = random_uniform = _init("RandomUniform", minval=-0.05, maxval=0.05, seed=None)
 RandomNormal = random_normal = _init("RandomNormal", mean=0.0, stddev=0.05, seed=None)
-Orthogonal = orthogonal = _init("Orthogonal", gain=1.0, seed=None)
-Identity = identity = _init("Identity", gain=1.0)
+Orthogonal = orthogonal = OrthogonalInitializer = _init("Orthogonal", gain=1.0, seed=None)
+TruncatedNormal = truncated_normal = _init("TruncatedNormal", mean=0.0, stddev=0.05, seed=None)
+VarianceScaling = variance_scaling = _init("VarianceScaling", scale=1.0, mode="fan_in",
+                                           distribution="truncated_normal", seed=None)
+Constant = constant = _init("Constant", value=0.0)
+Identity = identity = IdentityInitializer = _init("Identity", gain=1.0)
 
 
 def get(identifier):

@@ -165,7 +165,7 @@ class Layer:
         self.trainable = base.get("trainable", True)
         dtype = base.get("dtype")  # Keras: the global policy when the layer is made, unless given
         self._dtype_policy = mixed_precision.policy_name(
-            dtype if dtype is not None else mixed_precision.global_policy())
+            dtype if dtype is not None else mixed_precision.global_policy(), integers=self.class_name == "Embedding")
         self._initial_weights = base.get("weights")
         self._nodes = []
         self._model = None  # weakref to the model whose weights this layer reads
@@ -180,7 +180,7 @@ class Layer:
         obj._input_shape = None
         obj.name = config.get("name")
         obj.trainable = config.get("trainable", True)
-        obj._dtype_policy = mixed_precision.policy_name(config.get("dtype") or "float32")
+        obj._dtype_policy = mixed_precision.policy_name(config.get("dtype") or "float32", integers=True)
         obj._initial_weights = None
         obj._nodes = []
         obj._model = None

@@ -41,13 +41,20 @@ DTypePolicy = Policy  # Keras 3's name
 
 
 
-def policy_name(value):
+# An Embedding's (or a file's layer's) integer dtype: integer ids, computed as float32 by the library
+_INTEGER_NAMES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def policy_name(value, integers=False):
     """The policy name of a Keras dtype argument: a name, a Policy, or a Keras 3 DTypePolicy config
-    ({"class_name": "DTypePolicy", "config": {"name": ...}})."""
+    ({"class_name": "DTypePolicy", "config": {"name": ...}}); integers: an integer type is allowed
+    too (an Embedding's, or a layer the library read from a file)."""
     if isinstance(value, Policy):
         return value.name
     if isinstance(value, dict):
         value = value.get("config", {}).get("name")
+    if integers and value in _INTEGER_NAMES:
+        return value
     if value not in _NAMES:
         raise ValueError(f"dtype policy {value!r}: expected one of {', '.join(_NAMES)} "
                          "(mixed_float16 is a GPU policy; use mixed_bfloat16 on CPUs)")

@@ -1,4 +1,5 @@
-"""tnt.keras.regularizers: L1, L2 and L1L2 penalties, added to the loss fit minimizes (Keras 2)."""
+"""tnt.keras.regularizers: L1, L2, L1L2 and OrthogonalRegularizer penalties, added to the loss fit
+minimizes (Keras 2)."""
 
 
 class Regularizer:
@@ -33,7 +34,16 @@ class L2(Regularizer):
         self._config = {"l2": float(l2)}
 
 
-l1, l2, l1_l2 = L1, L2, L1L2
+class OrthogonalRegularizer(Regularizer):
+    class_name = "OrthogonalRegularizer"
+
+    def __init__(self, factor=0.01, mode="rows"):
+        if mode not in ("rows", "columns"):
+            raise ValueError(f"OrthogonalRegularizer: mode {mode!r} (expected 'rows' or 'columns')")
+        self._config = {"factor": float(factor), "mode": mode}
+
+
+l1, l2, l1_l2, orthogonal_regularizer = L1, L2, L1L2, OrthogonalRegularizer
 
 
 def get(identifier):

@@ -328,9 +328,9 @@ tnt_layer *tnt_prelu(int n_shared_axes, const int *shared_axes, tnt_initializer 
                        shared_axes[k], TNT_MAX_DIMS);
             return NULL;
         }
-    if ((unsigned)alpha_init > TNT_INIT_RANDOM_NORMAL) {
+    if (!tnt__init_valid(alpha_init, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "PReLU: alpha_initializer %d (expected 0..%d)", (int)alpha_init,
-                   (int)TNT_INIT_RANDOM_NORMAL);
+                   (int)TNT_INIT_ORTHOGONAL);
         return NULL;
     }
     prelu_cfg *c = tnt__calloc(1, sizeof *c);

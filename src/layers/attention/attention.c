@@ -569,10 +569,10 @@ tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tnt_attent
         tnt__error(TNT_ERR_ARG, "MultiHeadAttention: dropout %g (expected 0 <= dropout < 1)", (double)o->dropout);
         return NULL;
     }
-    if ((unsigned)o->kernel_initializer > TNT_INIT_RANDOM_NORMAL ||
-        (unsigned)o->bias_initializer > TNT_INIT_RANDOM_NORMAL) {
+    if (!tnt__init_valid(o->kernel_initializer, TNT_INIT_ORTHOGONAL) ||
+        !tnt__init_valid(o->bias_initializer, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "MultiHeadAttention: initializer %d/%d (expected 0..%d)",
-                   (int)o->kernel_initializer, (int)o->bias_initializer, (int)TNT_INIT_RANDOM_NORMAL);
+                   (int)o->kernel_initializer, (int)o->bias_initializer, (int)TNT_INIT_ORTHOGONAL);
         return NULL;
     }
     mha_cfg *c = tnt__calloc(1, sizeof *c);

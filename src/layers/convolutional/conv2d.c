@@ -623,9 +623,9 @@ tnt_status tnt__conv_opts(const char *cls, conv_cfg *cfg, const tnt_layer_opts *
     if ((unsigned)o->activation >= TNT_ACT_COUNT)
         return tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation,
                           TNT_ACT_COUNT - 1);
-    if ((unsigned)o->kernel_initializer > TNT_INIT_ONES || (unsigned)o->bias_initializer > TNT_INIT_ONES)
+    if (!tnt__init_valid(o->kernel_initializer, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(o->bias_initializer, TNT_INIT_ORTHOGONAL))
         return tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
-                          (int)o->bias_initializer, (int)TNT_INIT_ONES);
+                          (int)o->bias_initializer, (int)TNT_INIT_ORTHOGONAL);
     cfg->padding = o->padding;
     cfg->use_bias = !o->no_bias;
     cfg->kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM;

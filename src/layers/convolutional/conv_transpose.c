@@ -320,9 +320,9 @@ static tnt_layer *convt_new(convt_cfg cfg, const tnt_layer_opts *o) {
         tnt__error(TNT_ERR_ARG, "%s: activation %d (expected 0..%d)", cls, (int)o->activation, TNT_ACT_COUNT - 1);
         return NULL;
     }
-    if ((unsigned)o->kernel_initializer > TNT_INIT_RANDOM_NORMAL || (unsigned)o->bias_initializer > TNT_INIT_RANDOM_NORMAL) {
+    if (!tnt__init_valid(o->kernel_initializer, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(o->bias_initializer, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d (expected 0..%d)", cls, (int)o->kernel_initializer,
-                   (int)o->bias_initializer, (int)TNT_INIT_RANDOM_NORMAL);
+                   (int)o->bias_initializer, (int)TNT_INIT_ORTHOGONAL);
         return NULL;
     }
     cfg.padding = o->padding;

@@ -398,9 +398,9 @@ tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts) {
                    TNT_ACT_COUNT - 1);
         return NULL;
     }
-    if ((unsigned)o->kernel_initializer > TNT_INIT_IDENTITY || (unsigned)o->bias_initializer > TNT_INIT_IDENTITY) {
+    if (!tnt__init_valid(o->kernel_initializer, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(o->bias_initializer, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "Dense: initializer %d/%d (expected 0..%d)", (int)o->kernel_initializer,
-                   (int)o->bias_initializer, (int)TNT_INIT_IDENTITY);
+                   (int)o->bias_initializer, (int)TNT_INIT_ORTHOGONAL);
         return NULL;
     }
     dense_cfg *c = tnt__calloc(1, sizeof *c);

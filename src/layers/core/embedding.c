@@ -23,7 +23,7 @@
 typedef struct emb_cfg {
     int input_dim, output_dim;
     bool mask_zero;
-    tnt_initializer init; /* embeddings_initializer; Keras's default "uniform" (RandomUniform(-0.05, 0.05)) */
+    tnt_initializer init; /* embeddings_initializer: Keras's RandomUniform(-0.05, 0.05) unless a file says */
 } emb_cfg;
 
 static tnt_status emb_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
@@ -39,9 +39,11 @@ static tnt_status emb_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
             return tnt__error(TNT_ERR_SHAPE, "Embedding \"%s\": input shape %s has an empty dimension",
                               l->name, tnt_shape_str(in, b, sizeof b));
     l->n_weights = 0;
-    if (tnt__layer_add_weight(l, "embeddings", TNT_SHAPE(c->input_dim, c->output_dim), c->init, c->input_dim,
-                              c->output_dim) < 0)
+    if (tnt__layer_add_weight(l, "embeddings", TNT_SHAPE(c->input_dim, c->output_dim),
+                              c->init, c->input_dim, c->output_dim) < 0)
         return TNT_ERR_ARG;
+    /* An integer dtype (Keras: int32 embeddings, which no gradient reaches) */
+    if (tnt__policy_is_integer(l->dtype_policy)) l->weights[0].trainable = false;
     *out = in;
     out->dim[out->ndim++] = c->output_dim;
     return TNT_OK;
@@ -77,6 +79,8 @@ static tnt_status emb_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) 
 #pragma omp parallel for schedule(static) if (n * D > 32768)
     for (int64_t i = 0; i < n; i++)
         memcpy(a->y + i * D, table + (int64_t)a->x[i] * D, (size_t)D * sizeof(float));
+    if (tnt__policy_is_integer(l->dtype_policy)) /* Keras's integer variables: the values cast to int */
+        for (int64_t i = 0; i < n * D; i++) a->y[i] = truncf(a->y[i]);
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)(n * D) * sizeof(float));
     return TNT_OK;
 }
@@ -135,7 +139,7 @@ static tnt_layer *embedding_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     TNT_KJ_READ(tnt__kj_int(c, "input_dim", true, 0, &in_dim, k));
     TNT_KJ_READ(tnt__kj_int(c, "output_dim", true, 0, &out_dim, k));
     TNT_KJ_READ(tnt__kj_bool(c, "mask_zero", false, &mask_zero, k));
-    tnt_initializer init = TNT_INIT_RANDOM_UNIFORM;
+    tnt_initializer init;
     TNT_KJ_READ(tnt__kj_init(c, "embeddings_initializer", TNT_INIT_RANDOM_UNIFORM, &init, k));
     static const char *const nulls[] = {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
                                         NULL};

@@ -3,6 +3,7 @@
 
 typedef struct input_priv {
     tnt_shape shape;
+    tnt__dtype_policy dtype; /* Keras's dtype: float32, or an integer type (ids, carried as float32) */
 } input_priv;
 
 /* in: a concrete shape; the declared one may have None (-1) dimensions, which any size fills */
@@ -31,6 +32,10 @@ static const tnt__layer_ops input_ops = {
 bool tnt__is_input_layer(const tnt_layer *l) { return l->ops == &input_ops; }
 
 tnt_shape tnt__input_layer_shape(const tnt_layer *l) { return ((input_priv *)l->priv)->shape; }
+
+void tnt__input_layer_set_dtype(tnt_layer *l, tnt__dtype_policy p) { ((input_priv *)l->priv)->dtype = p; }
+
+tnt__dtype_policy tnt__input_layer_dtype(const tnt_layer *l) { return ((input_priv *)l->priv)->dtype; }
 
 tnt_layer *tnt_input_layer(tnt_shape shape, const char *name) {
     char b[96];

@@ -169,11 +169,13 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     float *mmean = l->weights[c->moving_mean].value, *mvar = l->weights[c->moving_var].value;
     float *mean = ws_mean(a->workspace, C), *inv_std = mean + C, *flag = inv_std + C;
     const float *x = a->x;
-    const bool sync = c->sync && a->parallel && a->training;
+    /* a frozen BatchNormalization (Keras's trainable: false) runs in inference mode, as in Keras */
+    const bool training = a->training && !l->frozen;
+    const bool sync = c->sync && a->parallel && training;
     /* m values per channel here, M in the whole (global when synced) batch */
     double M = (double)m;
     double *sum = ws_acc(a->workspace), *cnt = sum + C, *sq = cnt + 1;
-    if (sync || (a->training && m > 0)) {
+    if (sync || (training && m > 0)) {
         memset(sum, 0, (size_t)(2 * C + 1) * sizeof(double));
         bn_stat_sums(x, rows, C, inner, NULL, sum);
         if (sync) { /* every rank, even with an empty micro-batch */
@@ -183,7 +185,7 @@ static tnt_status bn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
             M = *cnt; /* the same on every rank */
         }
     }
-    if (a->training && M > 0) {
+    if (training && M > 0) {
         for (int64_t k = 0; k < C; k++) sum[k] /= M; /* now the mean */
         bn_stat_sums(x, rows, C, inner, sum, sq);
         if (sync) {
@@ -370,10 +372,11 @@ static tnt_status bn_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
     TNT_KJ(cJSON_AddBoolToObject(c, "center", p->center));
     TNT_KJ(cJSON_AddBoolToObject(c, "scale", p->scale));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", TNT_INIT_ZEROS));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", TNT_INIT_ONES));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_mean_initializer", TNT_INIT_ZEROS));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_variance_initializer", TNT_INIT_ONES));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", tnt__layer_init_for(l, "beta", TNT_INIT_ZEROS)));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", tnt__layer_init_for(l, "gamma", TNT_INIT_ONES)));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_mean_initializer", tnt__layer_init_for(l, "moving_mean", TNT_INIT_ZEROS)));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "moving_variance_initializer",
+                                     tnt__layer_init_for(l, "moving_variance", TNT_INIT_ONES)));
     static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                                         "gamma_constraint", NULL};
     return tnt__kj_add_nulls(c, nulls);
@@ -387,9 +390,10 @@ static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync
     if (axis == 0) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "axis 0 (the batch axis)");
     TNT_KJ_READ(tnt__kj_num(c, "momentum", false, 0.99, &momentum, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
-    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
-    TNT_KJ_READ(tnt__kj_want_init(c, "moving_mean_initializer", TNT_INIT_ZEROS, k));
-    TNT_KJ_READ(tnt__kj_want_init(c, "moving_variance_initializer", TNT_INIT_ONES, k));
+    tnt_initializer inits[4]; /* beta, gamma, moving_mean, moving_variance */
+    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, &inits[0], &inits[1], k));
+    TNT_KJ_READ(tnt__kj_init(c, "moving_mean_initializer", TNT_INIT_ZEROS, &inits[2], k));
+    TNT_KJ_READ(tnt__kj_init(c, "moving_variance_initializer", TNT_INIT_ONES, &inits[3], k));
     TNT_KJ_READ(tnt__kj_bool(c, "renorm", false, &renorm, k));
     static const char *const nulls[] = {"virtual_batch_size", "adjustment", NULL};
     TNT_KJ_READ(tnt__kj_check_nulls(c, nulls, k));
@@ -399,7 +403,14 @@ static tnt_layer *bn_from_config(const cJSON *c, const tnt__kj_ctx *k, bool sync
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "momentum or epsilon 0 (not supported: 0 selects the default here)");
     tnt_batch_norm_opts o = {.name = k->name, .momentum = (float)momentum, .epsilon = (float)epsilon,
                              .no_center = !center, .no_scale = !scale, .sync = sync, .axis = axis};
-    return tnt__kj_built(tnt_batch_normalization_with(&o), k);
+    tnt_layer *l = tnt_batch_normalization_with(&o);
+    static const char *const weights[] = {"beta", "gamma", "moving_mean", "moving_variance"};
+    for (int i = 0; l && i < 4; i++)
+        if (tnt__layer_set_init(l, weights[i], inits[i]) != TNT_OK) {
+            tnt_layer_free(l);
+            l = NULL;
+        }
+    return tnt__kj_built(l, k);
 }
 
 static tnt_layer *batch_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) { return bn_from_config(c, k, false); }

@@ -169,8 +169,8 @@ static tnt_status ln_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddNumberToObject(c, "epsilon", tnt__kj_f(p->epsilon)));
     TNT_KJ(cJSON_AddBoolToObject(c, "center", true));
     TNT_KJ(cJSON_AddBoolToObject(c, "scale", true));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", TNT_INIT_ZEROS));
-    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", TNT_INIT_ONES));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "beta_initializer", tnt__layer_init_for(l, "beta", TNT_INIT_ZEROS)));
+    TNT_KJ_S(tnt__kj_add_initializer(c, "gamma_initializer", tnt__layer_init_for(l, "gamma", TNT_INIT_ONES)));
     static const char *const nulls[] = {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                                         "gamma_constraint", NULL};
     return tnt__kj_add_nulls(c, nulls);
@@ -182,12 +182,17 @@ static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     TNT_KJ_READ(tnt__kj_norm_axis(c, &axis, k));
     TNT_KJ_READ(tnt__kj_num(c, "epsilon", false, 1e-3, &epsilon, k));
     bool center = true, scale = true;
-    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, k));
+    tnt_initializer beta, gamma;
+    TNT_KJ_READ(tnt__kj_center_scale(c, &center, &scale, &beta, &gamma, k));
     if (!center || !scale) return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "center and scale must be true");
     if (epsilon == 0.0)
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "epsilon 0 (not supported: 0 selects the default here)");
     tnt_layer *l = tnt_layer_normalization((float)epsilon, k->name);
     if (l) ((ln_cfg *)l->priv)->axis = axis; /* checked against the input in build */
+    if (l && (tnt__layer_set_init(l, "beta", beta) != TNT_OK || tnt__layer_set_init(l, "gamma", gamma) != TNT_OK)) {
+        tnt_layer_free(l);
+        l = NULL;
+    }
     return tnt__kj_built(l, k);
 }
 

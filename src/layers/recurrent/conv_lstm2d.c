@@ -65,10 +65,11 @@ static tnt_status clstm_build(tnt_layer *l, tnt_shape in, tnt_shape *out) {
         return TNT_ERR_ARG;
     if (c->r.use_bias) {
         /* unit_forget_bias: ones on the forget gate's slice [F, 2F) */
-        bool ufb = c->r.unit_forget_bias && c->r.bias_init == TNT_INIT_ZEROS;
-        if (tnt__layer_add_weight(l, "bias", TNT_SHAPE(4 * F), ufb ? TNT__INIT_UNIT_FORGET_BIAS : c->r.bias_init,
-                                  ufb ? F : 0, ufb ? 2 * F : 0) < 0)
-            return TNT_ERR_ARG;
+        bool ufb = c->r.unit_forget_bias;
+        int bi = tnt__layer_add_weight(l, "bias", TNT_SHAPE(4 * F), ufb ? TNT__INIT_UNIT_FORGET_BIAS : c->r.bias_init,
+                                       ufb ? F : 0, ufb ? 2 * F : 0);
+        if (bi < 0) return TNT_ERR_ARG;
+        l->weights[bi].ufb_base = c->r.bias_init;
     }
     l->out_shapes[1] = l->out_shapes[2] = hs; /* return_state: h and c */
     if (c->r.return_sequences) {

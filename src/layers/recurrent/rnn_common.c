@@ -172,15 +172,10 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
                    "from initial_state inputs)", cls);
         return NULL;
     }
-    if ((unsigned)c.kernel_init > TNT_INIT_IDENTITY || (unsigned)c.recurrent_init > TNT_INIT_IDENTITY ||
-        (unsigned)c.bias_init > TNT_INIT_IDENTITY) {
+    if (!tnt__init_valid(c.kernel_init, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(c.recurrent_init, TNT_INIT_ORTHOGONAL) ||
+        !tnt__init_valid(c.bias_init, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d/%d (expected 0..%d)", cls, (int)c.kernel_init,
-                   (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_IDENTITY);
-        return NULL;
-    }
-    if (c.unit_forget_bias && c.use_bias && c.bias_init != TNT_INIT_ZEROS) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "%s: unit_forget_bias with bias_initializer %d (only zeros is supported; set "
-                   "no_unit_forget_bias)", cls, (int)c.bias_init);
+                   (int)c.recurrent_init, (int)c.bias_init, (int)TNT_INIT_ORTHOGONAL);
         return NULL;
     }
     tnt__rnn *p = tnt__calloc(1, sizeof *p);
@@ -240,7 +235,9 @@ tnt_status tnt__rnn_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_sh
         tnt_initializer init = r->unit_forget_bias ? TNT__INIT_UNIT_FORGET_BIAS : r->bias_init;
         /* unit_forget_bias: ones in the forget slice [U, 2U) (CuDNNLSTM: of the recurrent half, as Keras) */
         int64_t from = r->cudnn ? gu + U : U;
-        if (tnt__layer_add_weight(l, "bias", bs, init, from, from + U) < 0) return TNT_ERR_ARG;
+        int bi = tnt__layer_add_weight(l, "bias", bs, init, from, from + U);
+        if (bi < 0) return TNT_ERR_ARG;
+        l->weights[bi].ufb_base = r->bias_init;
     }
     *out = r->return_sequences ? TNT_SHAPE(r->steps, U) : TNT_SHAPE(U);
     return TNT_OK;
