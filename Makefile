@@ -8,7 +8,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
 	python3-setuptools python3-venv python3-wheel libsimgrid-dev qemu-user python3-pil python3-pydot \
-	graphviz
+	graphviz python3-matplotlib python3-pandas
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 

@@ -275,6 +275,8 @@ typedef struct tnt_optimizer_opts {
     bool centered;   /* RMSprop */
     float initial_accumulator_value; /* Adagrad; default 0.1 */
     float weight_decay; /* decoupled weight decay, as Keras's optimizers' weight_decay */
+    float clipvalue;    /* Keras clipvalue: each gradient value clipped to [-clipvalue, clipvalue]
+                           before the update (after the ranks' sum); 0: none */
 } tnt_optimizer_opts;
 /* name: "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "adamax", "nadam"
  * (case-insensitive). "adamw" is Keras's AdamW: Adam with decoupled weight decay, weight_decay

@@ -39,7 +39,8 @@ TNT_API tnt_layer *tnt_repeat_vector(int n, const char *name);
  * the result equals BatchNormalization on the whole global batch. Same weights and defaults. */
 TNT_API tnt_layer *tnt_sync_batch_normalization(float momentum, float epsilon, const char *name);
 
-/* Merge layers: called on two or more inputs of equal shape (Subtract: exactly two).
+/* Merge layers: called on two or more inputs (Subtract: exactly two) whose shapes broadcast as
+ * Keras's: a lower rank gets axes of size 1 after the batch, then each dimension agrees or is 1.
  * Concatenate joins along axis (Keras: -1 = last; counts the batch axis as 0, so axis 1 is the
  * first non-batch axis); the other dimensions must agree. */
 TNT_API tnt_layer *tnt_add(const char *name);

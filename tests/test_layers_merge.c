@@ -334,8 +334,8 @@ static void test_merge_errors(void **state) {
     tnt_shape bad[3] = {TNT_SHAPE(2, 3), TNT_SHAPE(2, 3), TNT_SHAPE(3, 2)};
     l = tnt_multiply("mul");
     assert_int_equal(l->ops->build_multi(l, 3, bad, &out), TNT_ERR_SHAPE);
-    tu_error_contains("Multiply \"mul\": input 2 has shape (3, 2) but input 0 has shape (2, 3)");
-    tu_error_contains("broadcasting is not supported");
+    tu_error_contains("Multiply \"mul\": input 2 has shape (3, 2) and input 0 has shape (2, 3)");
+    tu_error_contains("do not broadcast");
     assert_int_equal(tnt__layer_build(l, 3, bad, ""), TNT_ERR_SHAPE);
     tu_error_contains("input 2 has shape (3, 2)");
     assert_false(l->built);
@@ -343,8 +343,18 @@ static void test_merge_errors(void **state) {
     tnt_shape rank[2] = {TNT_SHAPE(6), TNT_SHAPE(2, 3)};
     l = tnt_add(NULL);
     assert_int_equal(l->ops->build_multi(l, 2, rank, &out), TNT_ERR_SHAPE);
-    tu_error_contains("input 1 has shape (2, 3) but input 0 has shape (6,)");
+    tu_error_contains("input 1 has shape (2, 3) and input 0 has shape (6,)");
     tnt_layer_free(l);
+    /* shapes that broadcast as Keras's _Merge: leading axes of size 1 for a lower rank, then 1s */
+    tnt_shape bc[3][2] = {{TNT_SHAPE(4), TNT_SHAPE(1, 4)}, {TNT_SHAPE(3, 1), TNT_SHAPE(3, 4)},
+                          {TNT_SHAPE(2, 1, 4), TNT_SHAPE(3, 1)}};
+    tnt_shape bc_out[3] = {TNT_SHAPE(1, 4), TNT_SHAPE(3, 4), TNT_SHAPE(2, 3, 4)};
+    for (int i = 0; i < 3; i++) {
+        l = tnt_multiply(NULL);
+        assert_int_equal(l->ops->build_multi(l, 2, bc[i], &out), TNT_OK);
+        assert_true(tnt__shape_equal(out, bc_out[i]));
+        tnt_layer_free(l);
+    }
 
     /* Concatenate */
     tnt_shape r3[2] = {TNT_SHAPE(2, 3, 4), TNT_SHAPE(2, 3, 5)};

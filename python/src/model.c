@@ -352,7 +352,7 @@ static tnt_optimizer *optimizer_new(PyObject *spec) {
         !dict_float(hp, "rho", &o.rho) || !dict_bool(hp, "amsgrad", &o.amsgrad) ||
         !dict_bool(hp, "centered", &o.centered) ||
         !dict_float(hp, "initial_accumulator_value", &o.initial_accumulator_value) ||
-        !dict_float(hp, "weight_decay", &o.weight_decay))
+        !dict_float(hp, "weight_decay", &o.weight_decay) || !dict_float(hp, "clipvalue", &o.clipvalue))
         return NULL;
     tnt_lr_schedule *s = NULL;
     if (schedule != Py_None && !(s = pytnt_schedule_new(schedule))) return NULL;

@@ -237,3 +237,46 @@ def test_sequential_and_functional_agree(tnt):
     f = k.Model(inp, x)
     for a, b in zip(s.get_weights(), f.get_weights()):
         np.testing.assert_array_equal(a, b)  # the same initialization: by position, not by name
+
+
+def test_keras2_layer_submodules(tnt):
+    """Keras 2 programs import layers from keras.layers' submodules (keras.layers.embeddings,
+    keras.layers.recurrent, ...): the same classes under those names."""
+    from tarantella.keras.layers.embeddings import Embedding
+    from tarantella.keras.layers.advanced_activations import LeakyReLU
+    from tarantella.keras.layers import recurrent
+    import tarantella.keras.layers.convolutional as conv
+    L = tnt.keras.layers
+    assert Embedding is L.Embedding and LeakyReLU is L.LeakyReLU
+    assert recurrent.LSTM is L.LSTM and conv.Conv2D is L.Conv2D
+
+
+def test_identity_initializer(tnt):
+    """Keras's Identity initializer (keras.initializers.Identity / "identity"): tf.eye(rows, cols),
+    also rectangular; the config round-trips."""
+    k, L = tnt.keras, tnt.keras.layers
+    m = k.Sequential([L.Dense(5, input_shape=(3,), kernel_initializer="identity"),
+                      L.Dense(5, kernel_initializer=k.initializers.Identity(), bias_initializer="ones")])
+    np.testing.assert_array_equal(m.get_weights()[0], np.eye(3, 5, dtype=np.float32))
+    np.testing.assert_array_equal(m.get_weights()[2], np.eye(5, dtype=np.float32))
+    np.testing.assert_allclose(m.predict(np.array([[1.0, 2.0, 3.0]]), verbose=0), [[2, 3, 4, 1, 1]])
+    cfg = json.loads(m.to_json())["config"]["layers"]
+    dense = [c for c in cfg if c["class_name"] == "Dense"][0]["config"]
+    assert dense["kernel_initializer"]["class_name"] == "Identity"
+
+
+def test_embedding_initializer(tnt):
+    """Embedding's embeddings_initializer as Keras takes it (any initializer the library has), kept in
+    the config; the default stays Keras's RandomUniform(-0.05, 0.05)."""
+    k, L = tnt.keras, tnt.keras.layers
+    m = k.Sequential([L.Embedding(6, 6, input_length=3, embeddings_initializer="identity"),
+                      L.Embedding(6, 2, input_length=3, embeddings_initializer=k.initializers.Ones()),
+                      L.Embedding(50, 8, input_length=3)])
+    w = m.get_weights()
+    np.testing.assert_array_equal(w[0], np.eye(6, dtype=np.float32))
+    np.testing.assert_array_equal(w[1], np.ones((6, 2), np.float32))
+    assert np.abs(w[2]).max() <= 0.05 and w[2].std() > 0.01
+    cfg = [c["config"] for c in json.loads(m.to_json())["config"]["layers"] if c["class_name"] == "Embedding"]
+    assert [c["embeddings_initializer"]["class_name"] for c in cfg] == ["Identity", "Ones", "RandomUniform"]
+    x = np.array([[0, 2, 5]], np.float32)  # the identity table gives the one-hot rows
+    np.testing.assert_array_equal(k.Sequential([m.layers[0]]).predict(x, verbose=0)[0], np.eye(6)[[0, 2, 5]])

@@ -99,8 +99,10 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     CK(cJSON_AddStringToObject(c, "name", o->name));
     if (o->weight_decay != 0) CK(cJSON_AddNumberToObject(c, "weight_decay", tnt__kj_f(o->weight_decay)));
     else CK(cJSON_AddNullToObject(c, "weight_decay"));
-    CK(cJSON_AddNullToObject(c, "clipnorm") && cJSON_AddNullToObject(c, "global_clipnorm") &&
-       cJSON_AddNullToObject(c, "clipvalue") && cJSON_AddFalseToObject(c, "use_ema") &&
+    CK(cJSON_AddNullToObject(c, "clipnorm") && cJSON_AddNullToObject(c, "global_clipnorm"));
+    if (o->clipvalue != 0) CK(cJSON_AddNumberToObject(c, "clipvalue", tnt__kj_f(o->clipvalue)));
+    else CK(cJSON_AddNullToObject(c, "clipvalue"));
+    CK(cJSON_AddFalseToObject(c, "use_ema") &&
        cJSON_AddNumberToObject(c, "ema_momentum", 0.99) && cJSON_AddNullToObject(c, "ema_overwrite_frequency") &&
        cJSON_AddFalseToObject(c, "jit_compile") && cJSON_AddFalseToObject(c, "is_legacy_optimizer"));
     CK(cJSON_AddNumberToObject(c, "learning_rate", tnt__kj_f(tnt_optimizer_get_lr(o))));
@@ -330,6 +332,7 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         .centered = flag(c, "centered"),
         .initial_accumulator_value = (float)num(c, "initial_accumulator_value"),
         .weight_decay = (float)num(c, "weight_decay"),
+        .clipvalue = (float)num(c, "clipvalue"),
     };
     co.optimizer = tnt_optimizer_new(ocn->valuestring, &oo);
     if (!co.optimizer) {

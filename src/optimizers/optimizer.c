@@ -145,7 +145,8 @@ tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opt
         ((in->allowed & OPT_EPSILON) && (s = check_range(in->name, "epsilon", o.epsilon, 0, INFINITY, true))) ||
         ((in->allowed & OPT_INIT_ACC) &&
          (s = check_range(in->name, "initial_accumulator_value", o.initial_accumulator_value, 0, INFINITY, true))) ||
-        (s = check_range(in->name, "weight_decay", o.weight_decay, 0, INFINITY, true)))
+        (s = check_range(in->name, "weight_decay", o.weight_decay, 0, INFINITY, true)) ||
+        (s = check_range(in->name, "clipvalue", o.clipvalue, 0, INFINITY, true)))
         return NULL;
 
     tnt_optimizer *opt = tnt__calloc(1, sizeof *opt);
@@ -163,6 +164,7 @@ tnt_optimizer *tnt_optimizer_new(const char *name, const tnt_optimizer_opts *opt
     opt->centered = o.centered;
     opt->initial_accumulator_value = o.initial_accumulator_value;
     opt->weight_decay = o.weight_decay;
+    opt->clipvalue = o.clipvalue;
     opt->iterations = 0;
     opt->nadam_u_product = 1.0;
     opt->n_params = -1;
@@ -211,6 +213,7 @@ void tnt_optimizer_free(tnt_optimizer *opt) {
     if (!opt) return;
     tnt_lr_schedule_free(opt->schedule);
     for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++) tnt__free(opt->slots[k]);
+    tnt__free(opt->clip_buf);
     free(opt);
 }
 
@@ -273,6 +276,11 @@ tnt_status tnt__optimizer_prepare(tnt_optimizer *o, int64_t n_params) {
             return tnt__error_prefix(TNT_ERR_NOMEM, "optimizer %s: slot \"%s\" for %lld parameters: ", o->name,
                                      o->slot_names[k], (long long)n_params);
         }
+    }
+    if (o->clipvalue > 0 && !(o->clip_buf = tnt__alloc((size_t)(n_params ? n_params : 1) * sizeof(float)))) {
+        for (int k = 0; k < o->n_slots; k++) tnt__free(o->slots[k]), o->slots[k] = NULL;
+        return tnt__error_prefix(TNT_ERR_NOMEM, "optimizer %s: clipvalue's gradient buffer for %lld parameters: ",
+                                 o->name, (long long)n_params);
     }
     if (o->kind == TNT__OPT_ADAGRAD) {
         float *acc = o->slots[0];
@@ -500,6 +508,13 @@ tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *gr
 
     float *p = params + begin;
     const float *g = grads + begin;
+    if (o->clipvalue > 0) { /* Keras's clipvalue: tf.clip_by_value of each gradient before the update */
+        float *cg = o->clip_buf + begin;
+        const float c = o->clipvalue;
+#pragma omp parallel for simd schedule(static) if (n >= TNT__OPT_PARALLEL_MIN)
+        for (int64_t i = 0; i < n; i++) cg[i] = g[i] > c ? c : (g[i] < -c ? -c : g[i]); /* NaN stays NaN */
+        g = cg;
+    }
     float *s[TNT__OPT_MAX_SLOTS] = {NULL, NULL, NULL};
     for (int k = 0; k < o->n_slots; k++) s[k] = o->slots[k] + begin;
 

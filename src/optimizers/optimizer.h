@@ -34,6 +34,7 @@ struct tnt_optimizer {
     bool centered;  /* RMSprop */
     float initial_accumulator_value; /* Adagrad */
     float weight_decay;              /* 0: none */
+    float clipvalue;                 /* 0: none; else the gradient goes through clip_buf */
 
     /* Learning-rate schedule (NULL: none). With one, learning_rate is set to
      * schedule(iterations) once per step, at the step's first apply; schedule_step is the
@@ -51,6 +52,7 @@ struct tnt_optimizer {
     int n_slots;
     const char *slot_names[TNT__OPT_MAX_SLOTS];
     float *slots[TNT__OPT_MAX_SLOTS];
+    float *clip_buf; /* clipvalue: the clipped gradient, n_params floats (the model's stays as computed) */
 };
 
 /* Allocates the slot buffers for n_params parameters: zeros, except Adagrad's accumulators,

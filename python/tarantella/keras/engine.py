@@ -6,6 +6,7 @@ libtarantella model (a handle of the extension), which compile, fit, evaluate, p
 and the files work on. Models loaded from files or JSON are such handles from the start.
 """
 import json
+import warnings
 import weakref
 
 import numpy as np
@@ -55,6 +56,11 @@ def _from_arrays(x, y):
 
 
 # ---- History -----------------------------------------------------------------------------------
+
+def _warn_generator(what):
+    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
+                  f"`Model.{what}`, which supports generators.", stacklevel=3)
+
 
 class History:
     """What fit returns: .history {name: [value per epoch]}, .epoch, .params, .model."""
@@ -623,6 +629,29 @@ class Model(ModelAPI, metaclass=_ModelType):
         if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
         return self._split_outputs(self._h.predict_on_batch(batch))
+
+    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
+    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
+                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
+                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
+        _warn_generator("fit")
+        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
+                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
+                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
+                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
+                        initial_epoch=initial_epoch)
+
+    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                           use_multiprocessing=False, verbose=0):
+        _warn_generator("evaluate")
+        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
+
+    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                          use_multiprocessing=False, verbose=0):
+        _warn_generator("predict")
+        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
 
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]

@@ -16,6 +16,7 @@ Layers are called on symbolic tensors (tnt.keras.Input) to build Functional mode
 import inspect
 import itertools
 import re
+import sys
 import weakref
 
 import numpy as np
@@ -609,3 +610,45 @@ def get_layer_class(name):
 
 
 del _cls, _spec, _alias
+
+
+# Keras's functional forms of the merge layers: keras.layers.add([a, b]) is Add()([a, b])
+def add(inputs, **kwargs):
+    return Add(**kwargs)(inputs)  # noqa: F821 (made above from _SPECS)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)  # noqa: F821
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)  # noqa: F821
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)  # noqa: F821
+
+
+def maximum(inputs, **kwargs):
+    return Maximum(**kwargs)(inputs)  # noqa: F821
+
+
+def minimum(inputs, **kwargs):
+    return Minimum(**kwargs)(inputs)  # noqa: F821
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)  # noqa: F821
+
+
+def dot(inputs, axes, normalize=False, **kwargs):
+    return Dot(axes=axes, normalize=normalize, **kwargs)(inputs)  # noqa: F821
+
+
+# Keras 2's submodules of keras.layers (from keras.layers.embeddings import Embedding, from
+# keras.layers import recurrent; recurrent.LSTM): each is this module under the old name.
+for _sub in ("core", "convolutional", "pooling", "local", "recurrent", "cudnn_recurrent", "normalization",
+             "embeddings", "merge", "noise", "advanced_activations", "wrappers", "convolutional_recurrent"):
+    sys.modules[f"{__name__}.{_sub}"] = sys.modules[__name__]
+    globals()[_sub] = sys.modules[__name__]
+del _sub

@@ -1,8 +1,13 @@
 /* merge.c: the elementwise Keras merge layers Add, Subtract, Multiply, Average, Maximum and
- * Minimum. All inputs have the same shape (Keras's broadcasting of unequal shapes is not
- * supported), which is also the output shape; at least two inputs (Subtract: exactly two). No
- * weights, no plan, no workspace; supports_masking as Keras (the inputs' sequence masks, and'ed,
- * pass on: src/model/graph.c).
+ * Minimum, on at least two inputs (Subtract: exactly two). No weights, no plan, no workspace;
+ * supports_masking as Keras (the inputs' sequence masks, and'ed, pass on: src/model/graph.c).
+ *
+ * Shapes broadcast as Keras's _Merge: an input of lower rank gets axes of size 1 inserted after the
+ * batch axis (tf.expand_dims(x, 1)) until every input has the highest rank; then every dimension
+ * is the output's or 1 (TensorFlow broadcasting), e.g. (100,) and (1, 100) give (1, 100). A
+ * broadcast input is expanded to the output's shape through an index map (per sample) before the
+ * elementwise code below, and its gradient, computed at the output's shape, is summed back over
+ * the broadcast positions.
  *
  * Forward follows Keras's order of operations (TensorFlow's _merge_function):
  *   Add: ((x0 + x1) + x2) ...      Subtract: x0 - x1      Multiply: ((x0 * x1) * x2) ...
@@ -29,7 +34,11 @@ typedef enum merge_op { M_ADD, M_SUB, M_MUL, M_AVG, M_MAX, M_MIN } merge_op;
 typedef struct merge_cfg {
     merge_op op;
     int n;        /* inputs, from build */
-    int64_t numel; /* per sample */
+    int64_t numel; /* per sample, of the output */
+    /* broadcasting: per input, its values per sample and, when its shape is not the output's, the
+     * index of its value for each output position (NULL: the input has the output's shape) */
+    int64_t in_numel[TNT_MAX_LAYER_INPUTS];
+    int64_t *map[TNT_MAX_LAYER_INPUTS];
 } merge_cfg;
 
 /* Elements per block; OpenMP only when a step has more than one block's worth of work. */
@@ -48,17 +57,77 @@ static tnt_status merge_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shap
         return tnt__error(TNT_ERR_ARG,
                           "%s \"%s\": called on %d input(s) of shape %s (expected at least 2)", cls,
                           l->name, n, n > 0 ? tnt_shape_str(in[0], a, sizeof a) : "()");
-    for (int k = 1; k < n; k++)
-        if (!tnt__shape_equal(in[k], in[0]))
-            return tnt__error(TNT_ERR_SHAPE,
-                              "%s \"%s\": input %d has shape %s but input 0 has shape %s (all inputs "
-                              "must have the same shape; broadcasting is not supported)",
-                              cls, l->name, k, tnt_shape_str(in[k], a, sizeof a),
-                              tnt_shape_str(in[0], b, sizeof b));
+    /* Keras's broadcast: lower ranks get leading 1s (after the batch), then each dim is the max */
+    int r = 0;
+    for (int k = 0; k < n; k++) r = in[k].ndim > r ? in[k].ndim : r;
+    tnt_shape o = {.ndim = r};
+    for (int d = 0; d < r; d++) o.dim[d] = 1;
+    for (int k = 0; k < n; k++)
+        for (int d = 0; d < in[k].ndim; d++) {
+            int64_t v = in[k].dim[d], *od = &o.dim[r - in[k].ndim + d];
+            if (v != 1 && *od != 1 && v != *od)
+                return tnt__error(TNT_ERR_SHAPE,
+                                  "%s \"%s\": input %d has shape %s and input 0 has shape %s: they do not "
+                                  "broadcast (after the batch, a lower rank gets leading axes of size 1; "
+                                  "each dimension must then agree or be 1)",
+                                  cls, l->name, k, tnt_shape_str(in[k], a, sizeof a), tnt_shape_str(in[0], b, sizeof b));
+            if (v != 1) *od = v;
+        }
+    const int64_t N = tnt_shape_numel(o);
+    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]), c->map[k] = NULL;
+    for (int k = 0; k < n; k++) {
+        c->in_numel[k] = tnt_shape_numel(in[k]);
+        if (tnt__shape_equal(in[k], o)) continue;
+        int64_t *m = tnt__calloc((size_t)(N ? N : 1), sizeof *m), stride[TNT_MAX_DIMS] = {0}, st = 1;
+        if (!m) return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory for the broadcast map", cls, l->name);
+        for (int d = r - 1; d >= 0; d--) { /* the input's stride per output axis; 0 where it broadcasts */
+            int id = d - (r - in[k].ndim);
+            int64_t len = id >= 0 ? in[k].dim[id] : 1;
+            stride[d] = len == 1 ? 0 : st;
+            st *= len;
+        }
+        for (int64_t i = 0; i < N; i++) {
+            int64_t rest = i, off = 0;
+            for (int d = r - 1; d >= 0; d--) {
+                off += (rest % o.dim[d]) * stride[d];
+                rest /= o.dim[d];
+            }
+            m[i] = off;
+        }
+        c->map[k] = m;
+    }
     c->n = n;
-    c->numel = tnt_shape_numel(in[0]);
-    *out = in[0];
+    c->numel = N;
+    *out = o;
     return TNT_OK;
+}
+
+/* The inputs at the output's shape: each broadcast one copied through its map into a new buffer
+ * (freed by merge_unbroadcast_free); xs itself when nothing broadcasts. NULL when out of memory. */
+static const float **merge_expand(const merge_cfg *c, int64_t batch, const float *const *xs, const float **tmp) {
+    for (int k = 0; k < c->n; k++) {
+        tmp[k] = xs[k];
+        if (!c->map[k]) continue;
+        float *e = tnt__alloc((size_t)(batch * c->numel) * sizeof(float));
+        if (!e) return NULL;
+        const float *x = xs[k];
+        const int64_t *m = c->map[k];
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t i = 0; i < c->numel; i++) e[b * c->numel + i] = x[b * c->in_numel[k] + m[i]];
+        tmp[k] = e;
+    }
+    return tmp;
+}
+
+static void merge_expand_free(const merge_cfg *c, const float **tmp, const float *const *xs) {
+    for (int k = 0; k < c->n; k++)
+        if (tmp[k] && tmp[k] != xs[k]) tnt__free((void *)tmp[k]);
+}
+
+static bool merge_broadcasts(const merge_cfg *c) {
+    for (int k = 0; k < c->n; k++)
+        if (c->map[k]) return true;
+    return false;
 }
 
 /* y[i0, i1) from the n inputs */
@@ -113,7 +182,14 @@ static tnt_status merge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
     const int64_t N = a->batch * c->numel, nb = (N + MERGE_BLOCK - 1) / MERGE_BLOCK;
     const merge_op op = c->op;
     const int n = c->n;
-    const float *const *xs = a->xs;
+    const float *tmp[TNT_MAX_LAYER_INPUTS] = {NULL};
+    const bool bcast = merge_broadcasts(c);
+    const float *const *xs = bcast ? merge_expand(c, a->batch, a->xs, tmp) : a->xs;
+    if (!xs) {
+        merge_expand_free(c, tmp, a->xs);
+        return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory broadcasting the inputs", l->ops->class_name,
+                          l->name);
+    }
     float *y = a->y;
     const bool relu = l->activation == TNT_ACT_RELU; /* folded in by the model (Add only) */
 #pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
@@ -123,6 +199,7 @@ static tnt_status merge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
         if (relu)
             for (int64_t i = i0; i < i1; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
     }
+    if (bcast) merge_expand_free(c, tmp, a->xs);
     if (a->preact && a->preact != a->y) memcpy(a->preact, a->y, (size_t)N * sizeof(float));
     return TNT_OK;
 }
@@ -188,18 +265,52 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     const int64_t N = a->batch * c->numel, nb = (N + MERGE_BLOCK - 1) / MERGE_BLOCK;
     const merge_op op = c->op;
     const int n = c->n;
-    const float *const *xs = a->xs;
+    const float *tmp[TNT_MAX_LAYER_INPUTS] = {NULL};
+    float *gtmp[TNT_MAX_LAYER_INPUTS] = {NULL};
+    const bool bcast = merge_broadcasts(c);
+    const float *const *xs = bcast ? merge_expand(c, a->batch, a->xs, tmp) : a->xs;
     float *const *dxs = a->dxs;
+    bool oom = !xs;
+    if (bcast && xs) { /* the broadcast inputs' gradients at the output's shape, summed back below */
+        for (int k = 0; k < n; k++) {
+            gtmp[k] = a->dxs[k];
+            if (c->map[k] && a->dxs[k] && !(gtmp[k] = tnt__alloc((size_t)N * sizeof(float)))) oom = true;
+        }
+        dxs = gtmp;
+    }
+    if (oom) {
+        for (int k = 0; k < n; k++)
+            if (gtmp[k] && gtmp[k] != a->dxs[k]) tnt__free(gtmp[k]);
+        merge_expand_free(c, tmp, a->xs);
+        return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory broadcasting the inputs", l->ops->class_name,
+                          l->name);
+    }
     const float *dy = a->dy;
 #pragma omp parallel for schedule(static) if (N >= MERGE_PAR_MIN)
     for (int64_t b = 0; b < nb; b++) {
         int64_t i0 = b * MERGE_BLOCK, i1 = TNT_MIN(N, i0 + MERGE_BLOCK);
         merge_bwd_block(op, n, xs, dy, dxs, l->activation == TNT_ACT_RELU ? a->y : NULL, i0, i1);
     }
+    if (bcast) {
+        for (int k = 0; k < n; k++) {
+            if (!c->map[k] || !a->dxs[k]) continue;
+            float *dx = a->dxs[k];
+            const int64_t *m = c->map[k];
+            memset(dx, 0, (size_t)(a->batch * c->in_numel[k]) * sizeof(float));
+            for (int64_t s = 0; s < a->batch; s++)
+                for (int64_t i = 0; i < c->numel; i++) dx[s * c->in_numel[k] + m[i]] += gtmp[k][s * c->numel + i];
+            tnt__free(gtmp[k]);
+        }
+        merge_expand_free(c, tmp, a->xs);
+    }
     return TNT_OK;
 }
 
-static void merge_destroy(tnt_layer *l) { free(l->priv); }
+static void merge_destroy(tnt_layer *l) {
+    merge_cfg *c = l->priv;
+    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]);
+    free(c);
+}
 
 /* The ops table tnt__<var>_ops of one merge class, whose from_config calls its constructor (a
  * merge layer has no keys of its own). */

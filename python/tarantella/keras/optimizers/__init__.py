@@ -6,7 +6,7 @@ import weakref
 from tarantella.keras.optimizers import schedules
 from tarantella.keras.optimizers.schedules import LearningRateSchedule
 
-_UNSUPPORTED = ("clipnorm", "clipvalue", "global_clipnorm", "use_ema", "ema_momentum", "ema_overwrite_frequency",
+_UNSUPPORTED = ("clipnorm", "global_clipnorm", "use_ema", "ema_momentum", "ema_overwrite_frequency",
                 "jit_compile")
 
 
@@ -24,7 +24,18 @@ class Optimizer:
 
     def __init__(self, name=None, **kwargs):
         if "lr" in kwargs:  # Keras's old name
-            kwargs.setdefault("learning_rate", kwargs.pop("lr"))
+            lr = kwargs.pop("lr")
+            if kwargs.get("learning_rate") is None:
+                kwargs["learning_rate"] = lr
+        if kwargs.get("learning_rate") is None:
+            kwargs["learning_rate"] = self._defaults.get("learning_rate")
+        decay = kwargs.pop("decay", None)
+        if decay:  # Keras 2's (up to 2.10) time decay: lr / (1 + decay * iterations)
+            if isinstance(kwargs["learning_rate"], LearningRateSchedule):
+                raise ValueError(f"{type(self).__name__}: decay={decay} with a learning-rate schedule (Keras "
+                                 f"applies decay to a number learning rate only)")
+            kwargs["learning_rate"] = schedules.InverseTimeDecay(kwargs["learning_rate"], decay_steps=1,
+                                                                 decay_rate=float(decay))
         for k in _UNSUPPORTED:
             v = kwargs.pop(k, None)
             if v not in (None, False):
@@ -96,9 +107,10 @@ class Optimizer:
 
 
 def _opt(cls_name, c_name, **defaults):
-    def __init__(self, learning_rate=defaults["learning_rate"], name=None, **kwargs):
+    def __init__(self, learning_rate=None, name=None, **kwargs):  # None: lr=, or the default
         Optimizer.__init__(self, name=name, learning_rate=learning_rate, **kwargs)
-    cls = type(cls_name, (Optimizer,), {"_c_name": c_name, "_defaults": dict(defaults, weight_decay=None),
+    cls = type(cls_name, (Optimizer,), {"_c_name": c_name,
+                                        "_defaults": dict(defaults, weight_decay=None, clipvalue=None),
                                         "__init__": __init__, "__module__": __name__,
                                         "__doc__": f"Keras's {cls_name}: defaults {defaults}."})
     if cls_name == "AdamW":

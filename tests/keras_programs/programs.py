@@ -1,0 +1,286 @@
+"""The corpus: where each program comes from (repository, commit, path, licence), its group, and the
+edits beyond the import lines that make it run in seconds on synthetic data, each with its reason.
+
+group "main": programs that use the Keras surface of issue 21 (models, layers, callbacks, utils,
+preprocessing, datasets, saving). group "custom_code": programs that define their own layers,
+models, losses or metrics in tensor code (Lambda, Layer/Model subclasses, keras.ops, K.* math,
+GradientTape): issue 22's; registered and run like the others, expected to fail until then.
+
+An edit is (old, new, why[, count]): the exact text `old` must occur `count` times (default 1).
+"files" names local data files a program opens by path (synthetic_data.LOCAL), relative to its
+working folder. "prints" names figures the program prints: (label, "finite" | "prob").
+"""
+
+SOURCES = {
+    "keras2": {"repo": "keras-team/keras", "commit": "1a3ee8441933fc007be6b2beb47af67998d50737",
+               "licence": "MIT", "what": "Keras 2.4's examples/ (June 2020, the last commit before their removal)"},
+    "kerasio": {"repo": "keras-team/keras", "commit": "2588a15440a10de8d0cc10b50c21ede333a2bd01",
+                "licence": "Apache-2.0",
+                "what": "keras.io examples as ported in keras-team/keras examples/keras_io (January 2024)"},
+    "guides": {"repo": "keras-team/keras", "commit": "3422977a5e38fb2f7709aaa9a08e47f0c43d0f60",
+               "licence": "Apache-2.0", "what": "the keras.io developer guides in keras-team/keras guides/"},
+    "dlwp": {"repo": "fchollet/deep-learning-with-python-notebooks",
+             "commit": "dea84a4e12cc3bb3cb61ce952a0168bca113d315", "licence": "MIT",
+             "what": "Deep Learning with Python notebooks (first edition, Keras 2); code cells in order"},
+}
+
+EPOCHS = "fewer epochs (seconds on 2 cores)"
+SMALL = "fewer samples/steps (seconds on 2 cores)"
+NUMPY = "NumPy 1.24 removed the alias np.bool/np.float (not a Keras matter)"
+ILLUSTRATION = "a cell of the notebook that illustrates, not code that runs (undefined names in any Keras)"
+PY37 = "Python 3.7 made re.split return None for an empty optional group (not a Keras matter)"
+# Programs written for an older Keras than the 2.11 that Tarantella follows: what Keras itself renamed
+# or removed since, changed as its release notes say (the same program fails on Keras 2.11)
+KERAS23_KEYS = "Keras 2.3 logs metrics under the name given ('accuracy', 'mae'), no longer 'acc'/'mean_absolute_error'"
+KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation message's replacement, argmax of predict"
+DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
+
+CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
+             "(x_train, y_train), (x_test, y_test) = cifar10.load_data()\n"
+             "x_train, y_train, x_test, y_test = x_train[:256], y_train[:256], x_test[:64], y_test[:64]",
+             "fewer samples (CIFAR-10's loader gives the full 50000; the program uses the first 256)")
+
+
+def _k2(name, category, edits=(), **kw):
+    return dict(name=name, source="keras2", path=f"examples/{name}.py", category=category, edits=list(edits),
+                group=kw.pop("group", "main"), **kw)
+
+
+def _io(name, path, category, edits=(), **kw):
+    return dict(name=name, source="kerasio", path=f"examples/keras_io/{path}.py", category=category,
+                edits=list(edits), group=kw.pop("group", "main"), **kw)
+
+
+def _nb(name, path, category, edits=(), **kw):
+    return dict(name=name, source="dlwp", path=f"first_edition/{path}.ipynb", category=category,
+                edits=list(edits), group=kw.pop("group", "main"), **kw)
+
+
+def _nb2(name, path, category, edits=(), **kw):
+    return dict(name=name, source="dlwp", path=f"second_edition/{path}.ipynb", category=category,
+                edits=list(edits), group=kw.pop("group", "main"), **kw)
+
+
+def _guide(name, category, edits=(), **kw):
+    return dict(name=name, source="guides", path=f"guides/{name}.py", category=category, edits=list(edits),
+                group=kw.pop("group", "main"), **kw)
+
+
+PROGRAMS = [
+    # ---- Keras 2 examples (keras-team/keras, MIT) ----
+    _k2("addition_rnn", "RNN seq2seq (RepeatVector, TimeDistributed)",
+        [("TRAINING_SIZE = 50000", "TRAINING_SIZE = 2000", SMALL), ("for iteration in range(1, 200):",
+                                                                     "for iteration in range(1, 3):", EPOCHS),
+         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2),
+         ("preds = model.predict_classes(rowx, verbose=0)", "preds = np.argmax(model.predict(rowx, verbose=0), axis=-1)",
+          KERAS26_PREDICT_CLASSES)],
+        # categorical cross-entropy per time step over 12 characters: ln 12 = 2.48 for a fresh model
+        first_epoch_max={"loss": 3.5}),
+    _k2("babi_memnn", "functional multi-input, dot/add/concatenate, Permute",
+        [("epochs=120", "epochs=2", EPOCHS), ("re.split(r'(\\W+)?', sent)", "re.split(r'(\\W+)', sent)", PY37)]),
+    _k2("babi_rnn", "functional multi-input RNN (recurrent module)",
+        [("EPOCHS = 20", "EPOCHS = 2", EPOCHS)]),
+    _k2("cifar10_cnn", "CNN, ImageDataGenerator, save model",
+        [("epochs = 100", "epochs = 2", EPOCHS), CIFAR_CUT], prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _k2("cifar10_resnet", "ResNet (functional), callbacks: ModelCheckpoint, LearningRateScheduler, ReduceLROnPlateau",
+        [("epochs = 200", "epochs = 2", EPOCHS), CIFAR_CUT],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _k2("cnn_seq2seq", "Conv1D seq2seq with Dot attention, text file",
+        [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL)],
+        files={"fra-eng/fra.txt": "fra.txt-2017"}),  # the file's two-column form of its time
+    _k2("conv_lstm", "ConvLSTM2D + Conv3D on generated movies",
+        [("generate_movies(n_samples=1200)", "generate_movies(n_samples=12)", SMALL),
+         ("seq.fit(noisy_movies[:1000], shifted_movies[:1000], batch_size=10,\n        epochs=300,",
+          "seq.fit(noisy_movies[:10], shifted_movies[:10], batch_size=10,\n        epochs=1,", EPOCHS + "; " + SMALL),
+         ("which = 1004", "which = 11", SMALL), ("dtype=np.float)", "dtype=float)", NUMPY, 2)]),
+    _k2("imdb_bidirectional_lstm", "text, Bidirectional LSTM", [("epochs=4", "epochs=1", EPOCHS)]),
+    _k2("imdb_cnn", "text, Conv1D", prints=[]),
+    _k2("imdb_cnn_lstm", "text, Conv1D + LSTM", prints=[("Test score", "finite"), ("Test accuracy", "prob")]),
+    _k2("imdb_fasttext", "text, bigram features, GlobalAveragePooling1D", [("epochs = 5", "epochs = 1", EPOCHS)]),
+    _k2("imdb_lstm", "text, LSTM", [("epochs=15", "epochs=1", EPOCHS)],
+        prints=[("Test score", "finite"), ("Test accuracy", "prob")]),
+    _k2("lstm_seq2seq", "functional encoder-decoder LSTM (return_state, initial_state), save",
+        [("epochs = 100", "epochs = 2", EPOCHS), ("for seq_index in range(100):", "for seq_index in range(3):",
+                                                  SMALL)], files={"fra-eng/fra.txt": "fra.txt"}),
+    _k2("lstm_stateful", "stateful LSTM, batch_input_shape, reset_states, pandas",
+        [("epochs = 10", "epochs = 1", EPOCHS), ("def gen_uniform_amp(amp=1, xn=10000):",
+                                                 "def gen_uniform_amp(amp=1, xn=200):", SMALL)]),
+    _k2("lstm_text_generation", "char LSTM, LambdaCallback with predict, get_file",
+        [("epochs=60", "epochs=1", EPOCHS), ("for i in range(400):", "for i in range(10):", SMALL),
+         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2)]),
+    _k2("mnist_acgan", "GAN: train_on_batch, multi-output losses, Embedding/multiply, Progbar",
+        [("epochs = 100", "epochs = 1", EPOCHS)]),
+    _k2("mnist_cnn", "CNN", [("epochs = 12", "epochs = 1", EPOCHS)],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _k2("mnist_denoising_autoencoder", "conv autoencoder, Conv2DTranspose, K.int_shape",
+        [("epochs=30", "epochs=1", EPOCHS)]),
+    _k2("mnist_hierarchical_rnn", "TimeDistributed(LSTM)",
+        [("epochs = 5", "epochs = 1", EPOCHS),
+         ("(x_train, y_train), (x_test, y_test) = mnist.load_data()\n",
+          "(x_train, y_train), (x_test, y_test) = mnist.load_data()\n"
+          "x_train, y_train, x_test, y_test = x_train[:128], y_train[:128], x_test[:128], y_test[:128]\n", SMALL)],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _k2("mnist_irnn", "SimpleRNN with identity/normal initializers",
+        [("epochs = 200", "epochs = 1", EPOCHS),
+         ("(x_train, y_train), (x_test, y_test) = mnist.load_data()\n",
+          "(x_train, y_train), (x_test, y_test) = mnist.load_data()\n"
+          "x_train, y_train, x_test, y_test = x_train[:64], y_train[:64], x_test[:64], y_test[:64]\n",
+          "fewer samples (784 steps per sample)")],
+        prints=[("IRNN test score", "finite"), ("IRNN test accuracy", "prob")]),
+    _k2("mnist_mlp", "MLP, RMSprop", [("epochs = 20", "epochs = 1", EPOCHS),
+                                      ("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+                                      ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _k2("mnist_net2net", "get_weights/set_weights between models (Net2Net)", [("epochs = 3", "epochs = 1", EPOCHS)]),
+    _k2("mnist_transfer_cnn", "transfer learning, trainable=False", [("epochs = 5", "epochs = 1", EPOCHS)],
+        prints=[("Test score", "finite"), ("Test accuracy", "prob")]),
+    _k2("reuters_mlp", "text, Tokenizer.sequences_to_matrix, MLP", [("epochs = 5", "epochs = 1", EPOCHS)],
+        prints=[("Test score", "finite"), ("Test accuracy", "prob")]),
+    _k2("reuters_mlp_relu_vs_selu", "SELU + AlphaDropout vs ReLU, history plots",
+        [("epochs = 40", "epochs = 1", EPOCHS)]),
+
+    # ---- keras.io examples (Apache-2.0), Keras 3 versions ----
+    _io("io_addition_rnn", "nlp/addition_rnn", "RNN seq2seq",
+        [("TRAINING_SIZE = 50000", "TRAINING_SIZE = 2000", SMALL), ("epochs = 30", "epochs = 2", EPOCHS)],
+        first_epoch_max={"loss": 3.5}),  # as addition_rnn
+    _io("io_bidirectional_lstm_imdb", "nlp/bidirectional_lstm_imdb", "text, stacked Bidirectional LSTM",
+        [("epochs=2", "epochs=1", EPOCHS)]),
+    _io("io_lstm_seq2seq", "nlp/lstm_seq2seq", "encoder-decoder LSTM, get_file(extract), save/load .keras",
+        [("epochs = 100", "epochs = 2", EPOCHS), ("for seq_index in range(20):", "for seq_index in range(3):",
+                                                  SMALL)]),
+    _io("io_timeseries_anomaly_detection", "timeseries/timeseries_anomaly_detection",
+        "time series, Conv1DTranspose autoencoder, EarlyStopping, pandas",
+        [("df_small_noise_url, parse_dates", "'art_daily_small_noise.csv', parse_dates", DOWNLOAD),
+         ("df_daily_jumpsup_url, parse_dates", "'art_daily_jumpsup.csv', parse_dates", DOWNLOAD),
+         ("epochs=50", "epochs=2", EPOCHS)],
+        files={"art_daily_small_noise.csv": "nab_small_noise", "art_daily_jumpsup.csv": "nab_jumpsup"}),
+    _io("io_timeseries_classification", "timeseries/timeseries_classification_from_scratch",
+        "time series, Conv1D + BatchNormalization, callbacks, load_model",
+        [('readucr(root_url + "FordA_TRAIN.tsv")', 'readucr("FordA_TRAIN.tsv")', DOWNLOAD),
+         ('readucr(root_url + "FordA_TEST.tsv")', 'readucr("FordA_TEST.tsv")', DOWNLOAD),
+         ("epochs = 500", "epochs = 2", EPOCHS)],
+        files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
+        prints=[("Test accuracy", "prob"), ("Test loss", "finite")]),
+    _io("io_timeseries_weather", "timeseries/timeseries_weather_forecasting",
+        "time series, timeseries_dataset_from_array, LSTM, ModelCheckpoint/EarlyStopping, pandas",
+        [("epochs = 10", "epochs = 1", EPOCHS)]),
+    _io("io_autoencoder", "vision/autoencoder", "conv autoencoder (functional), denoising",
+        [("epochs=50", "epochs=1", EPOCHS), ("epochs=100", "epochs=1", EPOCHS)]),
+    _io("io_mnist_convnet", "vision/mnist_convnet", "CNN", [("epochs = 15", "epochs = 1", EPOCHS)],
+        prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
+    _io("io_imbalanced_classification", "tensorflow/structured_data/imbalanced_classification",
+        "class_weight, FalseNegatives/FalsePositives/TrueNegatives/TruePositives/Precision/Recall, callbacks",
+        [('fname = "/Users/fchollet/Downloads/creditcard.csv"', 'fname = "creditcard.csv"', DOWNLOAD),
+         ("epochs=30", "epochs=2", EPOCHS)], files={"creditcard.csv": "creditcard"}),
+    _io("io_char_text_generation", "tensorflow/generative/lstm_character_level_text_generation",
+        "char LSTM text generation, get_file", [("epochs = 40", "epochs = 1", EPOCHS),
+                                                ("for i in range(400):", "for i in range(10):", SMALL)]),
+
+    # ---- Deep Learning with Python, first edition (MIT) ----
+    _nb("dlwp_2_1_mnist", "2.1-a-first-look-at-a-neural-network", "MLP on MNIST, to_categorical",
+        [("train_images.reshape((60000, 28 * 28))", "train_images.reshape((512, 28 * 28))", SMALL),
+         ("test_images.reshape((10000, 28 * 28))", "test_images.reshape((1000, 28 * 28))", SMALL),
+         ("epochs=5", "epochs=1", EPOCHS)], prints=[("test_acc", "prob")]),
+    _nb("dlwp_3_5_imdb", "3.5-classifying-movie-reviews", "binary classification, optimizers/losses/metrics objects",
+        [("x_train[:10000]", "x_train[:100]", SMALL), ("x_train[10000:]", "x_train[100:]", SMALL),
+         ("y_train[:10000]", "y_train[:100]", SMALL), ("y_train[10000:]", "y_train[100:]", SMALL),
+         ("epochs=20", "epochs=2", EPOCHS), ("epochs=4", "epochs=1", EPOCHS),
+         ("history.history['acc']", "history.history['binary_accuracy']", "the key Keras logs for "
+          "metrics=[metrics.binary_accuracy] (the notebook reads 'acc', which no Keras 2.3+ logs for it)"),
+         ("history.history['val_acc']", "history.history['val_binary_accuracy']", "as the line above"),
+         ("history_dict['acc']", "history_dict['binary_accuracy']", "as the line above"),
+         ("history_dict['val_acc']", "history_dict['val_binary_accuracy']", "as the line above")]),
+    _nb("dlwp_3_6_reuters", "3.6-classifying-newswires", "multiclass, to_categorical, history",
+        [("x_train[:1000]", "x_train[:100]", SMALL), ("x_train[1000:]", "x_train[100:]", SMALL),
+         ("one_hot_train_labels[:1000]", "one_hot_train_labels[:100]", SMALL),
+         ("one_hot_train_labels[1000:]", "one_hot_train_labels[100:]", SMALL),
+         ("epochs=20", "epochs=2", EPOCHS, 2), ("epochs=8", "epochs=1", EPOCHS),
+         ("history.history['acc']", "history.history['accuracy']", KERAS23_KEYS),
+         ("history.history['val_acc']", "history.history['val_accuracy']", KERAS23_KEYS)]),
+    _nb("dlwp_3_7_boston", "3.7-predicting-house-prices", "regression, k-fold, mae history, clear_session",
+        [("num_epochs = 100", "num_epochs = 2", EPOCHS), ("num_epochs = 500", "num_epochs = 2", EPOCHS),
+         ("average_mae_history[10:]", "average_mae_history[1:]", EPOCHS), ("epochs=80", "epochs=2", EPOCHS),
+         ("history.history['val_mean_absolute_error']", "history.history['val_mae']", KERAS23_KEYS)]),
+    _nb("dlwp_4_4_overfitting", "4.4-overfitting-and-underfitting", "regularizers l1/l2, Dropout, history",
+        [("epochs=20", "epochs=2", EPOCHS, 5), ("epochs = range(1, 21)", "epochs = range(1, 3)", EPOCHS),
+         ("layer_output *= np.randint(", "# layer_output *= np.randint(", ILLUSTRATION, 2),
+         ("layer_output *= 0.5", "# layer_output *= 0.5", ILLUSTRATION),
+         ("layer_output /= 0.5", "# layer_output /= 0.5", ILLUSTRATION),
+         ("\nmodel.add(layers.Dropout(0.5))", "\n# model.add(layers.Dropout(0.5))", ILLUSTRATION)]),
+    _nb("dlwp_5_1_convnet", "5.1-introduction-to-convnets", "CNN",
+        [("train_images.reshape((60000, 28, 28, 1))", "train_images.reshape((512, 28, 28, 1))", SMALL),
+         ("test_images.reshape((10000, 28, 28, 1))", "test_images.reshape((1000, 28, 28, 1))", SMALL),
+         ("epochs=5", "epochs=1", EPOCHS)]),
+    _nb("dlwp_6_2_rnn", "6.2-understanding-recurrent-neural-networks", "SimpleRNN/LSTM on IMDB, Embedding",
+        [("epochs=10", "epochs=1", EPOCHS, 2)]),
+    _nb("dlwp_8_5_gan", "8.5-introduction-to-gans", "GAN: train_on_batch, LeakyReLU, Conv2DTranspose, "
+        "RMSprop(lr, clipvalue, decay), save_weights, image.array_to_img",
+        [("iterations = 10000", "iterations = 2", EPOCHS), ("batch_size = 20", "batch_size = 4", SMALL),
+         ("(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()",
+          "(x_train, y_train), (_, _) = keras.datasets.cifar10.load_data()\nx_train, y_train = x_train[:2560], y_train[:2560]",
+          CIFAR_CUT[2].replace("256", "2560")), ("save_dir = '/home/ubuntu/gan_images/'",
+                                                          "save_dir = 'gan_images/'", "a writable folder")],
+        files={"gan_images/.keep": "keep"}),
+    _nb("dlwp_8_1_text_generation", "8.1-text-generation-with-lstm", "char LSTM text generation, get_file, sampling",
+        [("for epoch in range(1, 60):", "for epoch in range(1, 2):", EPOCHS),
+         ("dtype=np.bool)", "dtype=bool)", NUMPY, 2),
+         ("for i in range(400):", "for i in range(10):", SMALL)]),
+    # second edition (TensorFlow 2 imports: from tensorflow import keras)
+    _nb2("dlwp2_ch04_classification", "chapter04_getting-started-with-neural-networks",
+         "IMDB, Reuters, Boston: binary, multiclass, regression; k-fold",
+         [("x_train[:10000]", "x_train[:100]", SMALL), ("x_train[10000:]", "x_train[100:]", SMALL),
+          ("y_train[:10000]", "y_train[:100]", SMALL), ("y_train[10000:]", "y_train[100:]", SMALL),
+          ("x_train[:1000]", "x_train[:100]", SMALL), ("x_train[1000:]", "x_train[100:]", SMALL),
+          ("y_train[:1000]", "y_train[:100]", SMALL), ("y_train[1000:]", "y_train[100:]", SMALL),
+          ("epochs=20", "epochs=2", EPOCHS, 3), ("epochs=4", "epochs=1", EPOCHS), ("epochs=9", "epochs=1", EPOCHS),
+          ("num_epochs = 100", "num_epochs = 2", EPOCHS), ("num_epochs = 500", "num_epochs = 12", EPOCHS),
+          ("epochs=130", "epochs=2", EPOCHS)]),
+    _nb2("dlwp2_ch05_fundamentals", "chapter05_fundamentals-of-ml",
+         "MNIST with noise channels, underfitting/overfitting, regularizers, Dropout, validation_split",
+         [("train_images.reshape((60000, 28 * 28))", "train_images.reshape((512, 28 * 28))", SMALL, 3),
+          ("epochs=100", "epochs=1", EPOCHS), ("epochs=10", "epochs=1", EPOCHS, 4),
+          ("epochs = range(1, 11)", "epochs = range(1, 2)", EPOCHS), ("epochs=20", "epochs=1", EPOCHS, 7),
+          ("epochs = range(1, 21)", "epochs = range(1, 2)", EPOCHS)]),
+    _nb2("dlwp2_ch07_working_with_keras", "chapter07_working-with-keras",
+         "functional multi-input/multi-output, subclassed models, custom metric, callbacks, GradientTape loops",
+         [("images.reshape((60000, 28 * 28))", "images.reshape((512, 28 * 28))", SMALL),
+          ("test_images.reshape((10000, 28 * 28))", "test_images.reshape((1000, 28 * 28))", SMALL),
+          ("images[10000:], images[:10000]", "images[100:], images[:100]", SMALL),
+          ("labels[10000:], labels[:10000]", "labels[100:], labels[:100]", SMALL)], group="custom_code"),
+
+    # ---- keras.io guides (Apache-2.0) ----
+    _guide("writing_your_own_callbacks", "every callback hook, logs, early stopping, LR schedule, stop_training"),
+
+    # ---- custom code: issue 22's (expected to fail until then) ----
+    _k2("antirectifier", "custom Layer subclass (K.* math)",
+        [("epochs = 40", "epochs = 1", EPOCHS), ("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+         ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)],
+        group="custom_code"),
+    _k2("mnist_siamese", "Lambda distance, custom loss and metric", [("epochs = 20", "epochs = 1", EPOCHS)],
+        group="custom_code"),
+    _k2("variational_autoencoder", "Lambda sampling, add_loss", [("epochs = 50", "epochs = 1", EPOCHS)],
+        group="custom_code"),
+    _k2("mnist_swwae", "K.gradients in a Lambda", [("epochs = 5", "epochs = 1", EPOCHS)], group="custom_code"),
+    _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with train_step",
+        [("epochs=3", "epochs=1", EPOCHS, 2), ("epochs=5", "epochs=1", EPOCHS)], group="custom_code"),
+    _io("io_mlp_image_classification", "vision/mlp_image_classification", "custom layers (MLP-Mixer, FNet, gMLP)",
+        [("num_epochs = 50", "num_epochs = 1", EPOCHS)], group="custom_code"),
+    _io("io_endpoint_layer_pattern", "tensorflow/keras_recipes/endpoint_layer_pattern",
+        "custom endpoint layer with add_loss/add_metric", group="custom_code"),
+    _io("io_antirectifier", "tensorflow/keras_recipes/antirectifier", "custom Layer subclass (keras.ops)",
+        group="custom_code"),
+    _io("io_timeseries_transformer", "timeseries/timeseries_classification_transformer",
+        "time series, transformer encoder with tensor operators (x + inputs)",
+        [('readucr(root_url + "FordA_TRAIN.tsv")', 'readucr("FordA_TRAIN.tsv")', DOWNLOAD),
+         ('readucr(root_url + "FordA_TEST.tsv")', 'readucr("FordA_TEST.tsv")', DOWNLOAD),
+         ("epochs=150", "epochs=1", EPOCHS)],
+        files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
+        group="custom_code"),  # x + inputs: operators on symbolic tensors (issue 22)
+    _guide("training_with_built_in_methods", "custom losses, metrics, layers, sample weights, datasets",
+           group="custom_code"),
+    _guide("functional_api", "functional API incl. custom layers and plot_model", group="custom_code"),
+    _guide("understanding_masking_and_padding", "masking with custom mask-aware layers", group="custom_code"),
+]
+
+BY_NAME = {p["name"]: p for p in PROGRAMS}
+assert len(BY_NAME) == len(PROGRAMS), "program names must be unique"

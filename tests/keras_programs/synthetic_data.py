@@ -1,0 +1,241 @@
+"""Synthetic stand-ins for the downloads of the corpus programs: Keras's own file formats (what
+keras.datasets.*.load_data and keras.utils.get_file find in Keras's cache folder), and the local
+files a few programs open, with the real shapes, columns and vocabularies but few samples of seeded
+random contents. No figure of a program depends on these values being the real ones."""
+import io
+import json
+import os
+import pickle
+import tarfile
+import zipfile
+
+import numpy as np
+
+N_MNIST = (512, 1000)       # train, test (programs plot up to 900 test images)
+N_IMDB = (256, 256)
+N_REUTERS = 460             # split 80/20 by load_data; every one of the 46 topics occurs
+N_CIFAR_BATCH = 10000       # per data_batch_i file (5 of them) and the test batch: Keras's loader
+                            # fills arrays of exactly 50000 and 10000 (programs cut them after loading)
+N_BOSTON = 120
+WORDS = ("the a of to and in is it that was he she for on are with as his they at be this from have or "
+         "by one had not but what all were when we there can an your which their said if do will each "
+         "about how up out them then many some so these would other into has more her two like him see "
+         "time could no make than first been its who now people my made over did down only way find use "
+         "may water long little very after words called just where most know").split()
+
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def _sequences(rng, n, vocab, lo, hi):
+    seqs = np.empty(n, dtype=object)
+    for i in range(n):
+        seqs[i] = [int(w) for w in rng.zipf(1.3, rng.integers(lo, hi)) % (vocab - 1) + 1]
+    return seqs
+
+
+def _sentences(rng, n, lo=3, hi=9):
+    return [" ".join(rng.choice(WORDS, rng.integers(lo, hi))) for _ in range(n)]
+
+
+def mnist(path):
+    rng = _rng(1)
+    ntr, nte = N_MNIST
+    np.savez_compressed(path, x_train=rng.integers(0, 256, (ntr, 28, 28), dtype=np.uint8),
+                        y_train=(np.arange(ntr) % 10).astype(np.uint8),
+                        x_test=rng.integers(0, 256, (nte, 28, 28), dtype=np.uint8),
+                        y_test=(np.arange(nte) % 10).astype(np.uint8))
+
+
+def imdb(path):
+    rng = _rng(2)
+    ntr, nte = N_IMDB
+    np.savez(path, x_train=_sequences(rng, ntr, 10000, 20, 300), y_train=(np.arange(ntr) % 2).astype(np.int64),
+             x_test=_sequences(rng, nte, 10000, 20, 300), y_test=(np.arange(nte) % 2).astype(np.int64),
+             allow_pickle=True)
+
+
+def word_index(path, n=10000):
+    words = [f"{WORDS[i % len(WORDS)]}{i}" for i in range(n)]
+    with open(path, "w") as f:
+        json.dump({w: i + 1 for i, w in enumerate(words)}, f)
+
+
+def reuters(path):
+    rng = _rng(3)
+    np.savez(path, x=_sequences(rng, N_REUTERS, 10000, 10, 200), y=(np.arange(N_REUTERS) % 46).astype(np.int64),
+             allow_pickle=True)
+
+
+def boston_housing(path):
+    rng = _rng(4)
+    x = rng.uniform(0, 100, (N_BOSTON, 13))
+    np.savez(path, x=x, y=x[:, :3].sum(axis=1) / 10 + rng.normal(0, 1, N_BOSTON))
+
+
+def cifar10(datasets):
+    """cifar-10-batches-py/ (Python pickles of data_batch_1..5 and test_batch), the folder Keras's
+    get_file(untar=True) extracts (the archive itself is left out: 180 MB of random bytes)."""
+    rng = _rng(5)
+    folder = os.path.join(datasets, "cifar-10-batches-py")
+    os.makedirs(folder, exist_ok=True)
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for name in names:
+        batch = {b"batch_label": name.encode(), b"labels": [int(v) for v in np.arange(N_CIFAR_BATCH) % 10],
+                 b"data": rng.integers(0, 256, (N_CIFAR_BATCH, 3072), dtype=np.uint8),
+                 b"filenames": [f"{name}_{i}.png".encode() for i in range(N_CIFAR_BATCH)]}
+        with open(os.path.join(folder, name), "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    with open(os.path.join(folder, "batches.meta"), "wb") as f:
+        pickle.dump({b"label_names": [b"airplane", b"automobile", b"bird", b"cat", b"deer", b"dog", b"frog",
+                                      b"horse", b"ship", b"truck"]}, f, protocol=2)
+
+
+def nietzsche(path):
+    rng = _rng(6)
+    text = ". ".join(_sentences(rng, 500)) + ".\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def fra_lines(n=300, attribution=True):
+    """fra.txt of manythings.org: English, tab, French, and since 2018 a tab and the attribution."""
+    rng = _rng(7)
+    eng = _sentences(rng, n, 1, 4)
+    fra = [" ".join(w[::-1] for w in s.split()) for s in eng]
+    tail = "\tCC-BY 2.0 (France) Attribution: tatoeba.org" if attribution else ""
+    return "".join(f"{e.capitalize()}.\t{f.capitalize()} !{tail}\n" for e, f in zip(eng, fra))
+
+
+def babi(path):
+    """babi-tasks-v1-2.tar.gz: tasks_1-20_v1-2/{en,en-10k}/qa{1,2}_..._{train,test}.txt."""
+    rng = _rng(8)
+    people, places, things = ["Mary", "John", "Sandra", "Daniel"], ["bathroom", "hallway", "garden", "office",
+                                                                     "kitchen", "bedroom"], ["apple", "football", "milk"]
+
+    def story(two):
+        lines, n, where = [], 1, {}
+        for _ in range(int(rng.integers(2, 5))):
+            p, l = str(rng.choice(people)), str(rng.choice(places))
+            lines.append(f"{n} {p} went to the {l}.")
+            where[p] = (l, n)
+            n += 1
+        p = str(rng.choice(list(where)))
+        if two:
+            t = str(rng.choice(things))
+            lines.append(f"{n} {p} got the {t} there.")
+            n += 1
+            lines.append(f"{n} Where is the {t}?\t{where[p][0]}\t{where[p][1]} {n - 1}")
+        else:
+            lines.append(f"{n} Where is {p}?\t{where[p][0]}\t{where[p][1]}")
+        return "\n".join(lines) + "\n"
+
+    files = {}
+    for lang in ("en", "en-10k"):
+        for task, two in (("qa1_single-supporting-fact", False), ("qa2_two-supporting-facts", True)):
+            for split, n in (("train", 120), ("test", 40)):
+                files[f"tasks_1-20_v1-2/{lang}/{task}_{split}.txt"] = "".join(story(two) for _ in range(n))
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+JENA_COLUMNS = ["Date Time", "p (mbar)", "T (degC)", "Tpot (K)", "Tdew (degC)", "rh (%)", "VPmax (mbar)",
+                "VPact (mbar)", "VPdef (mbar)", "sh (g/kg)", "H2OC (mmol/mol)", "rho (g/m**3)", "wv (m/s)",
+                "max. wv (m/s)", "wd (deg)"]
+
+
+def jena_csv(rows=8000):
+    rng = _rng(9)
+    t = np.arange(rows)
+    out = [",".join(f'"{c}"' if i == 0 else c for i, c in enumerate(JENA_COLUMNS))]
+    base = np.array([990, 8, 282, 3, 75, 13, 9, 4, 6, 9, 1200, 2, 3, 180], dtype=float)
+    for i in range(rows):
+        v = base * (1 + 0.05 * np.sin(2 * np.pi * t[i] / 144)) + rng.normal(0, 0.5, base.shape)
+        day, minute = 1 + (i // 144) % 28, (i % 144) * 10
+        out.append(f"{day:02d}.01.2009 {minute // 60:02d}:{minute % 60:02d}:00," + ",".join(f"{x:.2f}" for x in v))
+    return "\n".join(out) + "\n"
+
+
+def jena_zip(path):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("jena_climate_2009_2016.csv", jena_csv())
+
+
+def fra_zip(path):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("fra.txt", fra_lines())
+        z.writestr("_about.txt", "synthetic stand-in\n")
+
+
+def write_keras_home(home):
+    d = os.path.join(home, ".keras", "datasets")
+    os.makedirs(d, exist_ok=True)
+    mnist(os.path.join(d, "mnist.npz"))
+    imdb(os.path.join(d, "imdb.npz"))
+    word_index(os.path.join(d, "imdb_word_index.json"))
+    reuters(os.path.join(d, "reuters.npz"))
+    word_index(os.path.join(d, "reuters_word_index.json"))
+    boston_housing(os.path.join(d, "boston_housing.npz"))
+    cifar10(d)
+    nietzsche(os.path.join(d, "nietzsche.txt"))
+    babi(os.path.join(d, "babi-tasks-v1-2.tar.gz"))
+    jena_zip(os.path.join(d, "jena_climate_2009_2016.csv.zip"))
+    fra_zip(os.path.join(d, "fra-eng.zip"))
+    print(f"data: Keras cache files in {d}")
+
+
+# ---- local files that programs open by path (programs.py "files": {relative path: kind}) ----
+
+def _ucr(path, n, length=500):
+    rng = _rng(10 + n)
+    y = np.where(np.arange(n) % 2 == 0, -1, 1)
+    t = np.linspace(0, 8 * np.pi, length)
+    x = np.sin(t[None, :] * (1.5 + 0.5 * y[:, None])) + rng.normal(0, 0.3, (n, length))
+    np.savetxt(path, np.concatenate([y[:, None], x], axis=1), delimiter="\t", fmt="%.5f")
+
+
+def _nab(path, anomaly):
+    rng = _rng(11 + anomaly)
+    n = 4032 // 4
+    v = 20 + 40 * (np.sin(np.arange(n) * 2 * np.pi / 72) > 0) + rng.normal(0, 2, n)
+    if anomaly:
+        v[600:620] += 80
+    lines = ["timestamp,value"] + [f"2014-04-{1 + i // 288:02d} {(i % 288) * 5 // 60:02d}:{(i % 288) * 5 % 60:02d}:00,"
+                                   f"{v[i]:.6f}" for i in range(n)]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _creditcard(path, n=2000):
+    rng = _rng(12)
+    cols = ['"Time"'] + [f'"V{i}"' for i in range(1, 29)] + ['"Amount"', '"Class"']
+    lines = [",".join(cols)]
+    for i in range(n):
+        fraud = int(i % 100 == 7)
+        v = rng.normal(fraud * 2.0, 1, 28)
+        lines.append(f"{i}," + ",".join(f"{x:.6f}" for x in v) + f",{rng.uniform(0, 200):.2f},\"{fraud}\"")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+LOCAL = {
+    "fra.txt": lambda p: open(p, "w", encoding="utf-8").write(fra_lines()),
+    "fra.txt-2017": lambda p: open(p, "w", encoding="utf-8").write(fra_lines(attribution=False)),
+    "forda_train": lambda p: _ucr(p, 160),
+    "forda_test": lambda p: _ucr(p, 64),
+    "nab_small_noise": lambda p: _nab(p, 0),
+    "nab_jumpsup": lambda p: _nab(p, 1),
+    "creditcard": _creditcard,
+    "jena_csv": lambda p: open(p, "w").write(jena_csv()),
+    "keep": lambda p: open(p, "w").close(),
+}
+
+
+def write_local(kind, path):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    LOCAL[kind](path)
