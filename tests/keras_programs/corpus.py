@@ -389,7 +389,8 @@ def provenance():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=["collect", "data", "prepare", "run", "diff", "list", "table", "exec", "provenance"])
+    ap.add_argument("cmd", choices=["collect", "data", "prepare", "run", "diff", "list", "table", "exec", "provenance",
+                                        "missing"])
     ap.add_argument("args", nargs="*")
     ap.add_argument("--originals")
     ap.add_argument("--keras-home")
@@ -420,6 +421,9 @@ def main():
         return collect(os.path.join(a.args[0], "originals"))
     if a.cmd == "data":
         synthetic_data.write_keras_home(a.args[0])
+        return 0
+    if a.cmd == "missing":  # the repositories whose stored snapshots are not on this machine
+        print(";".join(sorted({s["repo"] for s in programs.SOURCES.values() if not os.path.isdir(mirror_dir(s["repo"]))})))
         return 0
     if a.cmd == "list":
         names = expected_pass() if a.expected else [p["name"] for p in programs.PROGRAMS]
