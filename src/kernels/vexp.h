@@ -53,4 +53,25 @@ static inline __m256 tnt__exp8_ps(__m256 x) {
 }
 #endif
 
+
+/* y[j] = exp(x[j] - mx) for j < n (y may be x); returns their sum (8 AVX2 lanes, then the tail):
+ * the softmax rows of attention and of the softmax operation. */
+static inline float tnt__exp_shifted_sum(const float *x, float *y, int64_t n, float mx) {
+    float sum = 0.0f;
+    int64_t j = 0;
+#ifdef __AVX2__
+    __m256 acc = _mm256_setzero_ps();
+    for (; j + 8 <= n; j += 8) {
+        const __m256 e = tnt__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_set1_ps(mx)));
+        _mm256_storeu_ps(y + j, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int i = 0; i < 8; i++) sum += lanes[i];
+#endif
+    for (; j < n; j++) sum += (y[j] = tnt__exp_ps(x[j] - mx));
+    return sum;
+}
+
 #endif

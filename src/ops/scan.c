@@ -6,26 +6,6 @@
 
 #include <math.h>
 
-/* y = exp(x - mx) over a contiguous line, returning the sum (8 AVX2 lanes, as the attention
- * softmax: libm's double exp took 13% of a step of attention written as operations). */
-static float exp_line(const float *x, float *y, int64_t n, float mx) {
-    float sum = 0.0f;
-    int64_t j = 0;
-#ifdef __AVX2__
-    __m256 acc = _mm256_setzero_ps();
-    for (; j + 8 <= n; j += 8) {
-        const __m256 e = tnt__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_set1_ps(mx)));
-        _mm256_storeu_ps(y + j, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, acc);
-    for (int i = 0; i < 8; i++) sum += lanes[i];
-#endif
-    for (; j < n; j++) sum += (y[j] = tnt__exp_ps(x[j] - mx));
-    return sum;
-}
-
 enum { C_CUMSUM, C_SOFTMAX, C_LOG_SOFTMAX };
 
 static tnt_status parse_scan(tnt__opnode *n, const struct cJSON *attrs) {
@@ -86,7 +66,7 @@ static tnt_status forward_scan(tnt__opctx *c) {
                 float *yl = y + o * size, mx = -INFINITY;
                 for (int64_t j = 0; j < size; j++) mx = xl[j] > mx ? xl[j] : mx;
                 if (isinf(mx)) mx = 0; /* all -inf: the NaNs of exp(-inf - -inf) avoided */
-                const float inv = 1.0f / exp_line(xl, yl, size, mx);
+                const float inv = 1.0f / tnt__exp_shifted_sum(xl, yl, size, mx);
                 for (int64_t j = 0; j < size; j++) yl[j] *= inv;
             }
             break;

@@ -167,28 +167,6 @@ static mha_ws ws_map(const mha_cfg *c, int64_t B, void *base) {
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-/* s[j] = exp(s[j] - mx) for j < n; returns their sum (lane sums, then the tail). */
-static float exp_shifted(float *s, int64_t n, float mx) {
-    float sum = 0.0f;
-    int64_t j = 0;
-#ifdef __AVX2__
-    __m256 acc = _mm256_setzero_ps();
-    for (; j + 8 <= n; j += 8) {
-        const __m256 e = tnt__exp8_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), _mm256_set1_ps(mx)));
-        _mm256_storeu_ps(s + j, e);
-        acc = _mm256_add_ps(acc, e);
-    }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, acc);
-    for (int i = 0; i < 8; i++) sum += lanes[i];
-#endif
-    for (; j < n; j++) {
-        s[j] = tnt__exp_ps(s[j] - mx);
-        sum += s[j];
-    }
-    return sum;
-}
-
 /* One row of the masked softmax in place: s (Tv) scores -> probabilities. m (Tv) is 1/0 or
  * NULL (no mask). Masked scores get -1e9 added in float32, as Keras; a fully masked row becomes
  * (nearly) uniform for the same reason it does in Keras. */
@@ -198,7 +176,7 @@ void tnt__mha_softmax_row(float *s, const float *m, int64_t n) {
     float mx = s[0];
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 1; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-    const float inv = 1.0f / exp_shifted(s, n, mx);
+    const float inv = 1.0f / tnt__exp_shifted_sum(s, s, n, mx);
     for (int64_t j = 0; j < n; j++) s[j] *= inv;
 }
 
