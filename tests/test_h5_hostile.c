@@ -173,7 +173,8 @@ static void test_crash_and_loop_contained(void **state) {
     size_t ref = config_ref(b, n);
     /* libhdf5 1.10.8 (Debian 12) reads past its heap on an object index beyond the heap's (a
      * segfault in H5HG_read, or garbage, as the memory lies), and loops on a string length of
-     * 1.5 GB: each a clear error within the time limit */
+     * 1.5 GB or reads the object by its own size: a clear error within the time limit, or the
+     * model as saved */
     setenv("TNT_H5_TIME_LIMIT", "2", 1);
     assert_int_equal(tnt__config_load(), TNT_OK);
     for (int k = 0; k < 2; k++) {
@@ -182,9 +183,21 @@ static void test_crash_and_loop_contained(void **state) {
         write_all(mut, b, n);
         b[at] ^= 0x5a;
         double t0 = tnt__now();
-        assert_null(tnt_load_model(mut, true));
-        printf("model_config reference byte %zu flipped: %s\n", at - ref, tnt_last_error());
-        tu_error_contains(mut);
+        tnt_model *got = tnt_load_model(mut, true);
+        if (got) {
+            /* libhdf5 may read the heap object by its own size and ignore the flipped length
+             * (it did in about 1 run in 3): then the file loads, and must load as it was saved */
+            char *want_json = NULL, *got_json = NULL;
+            tu_ok(tnt_model_to_json(m, &want_json));
+            tu_ok(tnt_model_to_json(got, &got_json));
+            assert_string_equal(got_json, want_json);
+            printf("model_config reference byte %zu flipped: loaded as saved (libhdf5 ignored it)\n", at - ref);
+            free(want_json), free(got_json);
+            tnt_model_free(got);
+        } else {
+            printf("model_config reference byte %zu flipped: %s\n", at - ref, tnt_last_error());
+            tu_error_contains(mut);
+        }
         assert_true(tnt__now() - t0 < 4);
     }
     /* truncated: a clear error at every length */
