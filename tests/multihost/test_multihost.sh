@@ -270,8 +270,14 @@ for red in node sharded; do
         "$T" --hostfile "$TMP/hosts" --n-per-node 2 --reducer $red --log-level INFO -x OMP_NUM_THREADS=1 \
         -- "$LENET" "${LENET_ARGS[@]}"
     [ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
-    grep -q "gradient buckets .*node-aware" "$TMP/multi-$red" && ok "--reducer $red: node-aware on 2 hosts" ||
-        fail "--reducer $red: the reduction did not run node-aware"
+    if [ "$MPI" = mpich ]; then # across hosts MPICH runs flat (src/comm/reducer_node.c says why)
+        grep -q "node-aware reduction across hosts is not supported on this MPI yet: flat" "$TMP/multi-$red" &&
+            ok "--reducer $red: flat across hosts under MPICH, as documented" ||
+            fail "--reducer $red: no word that MPICH runs flat across hosts"
+    else
+        grep -q "gradient buckets .*node-aware" "$TMP/multi-$red" && ok "--reducer $red: node-aware on 2 hosts" ||
+            fail "--reducer $red: the reduction did not run node-aware"
+    fi
     R=$(figures "$TMP/multi-$red")
     if awk -v s="$S" -v m="$R" 'BEGIN {
             ns = split(s, a, " "); nm = split(m, b, " ")
