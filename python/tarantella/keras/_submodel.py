@@ -15,16 +15,7 @@ def init(model, kwargs):
             raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (training "
                                       f"runs in C); define call, compile with a loss, and fit")
     model._kind = "subclassed"
-    model._h = None
-    model._touched = False
-    model._dist = None
-    model._compiled = None
-    model._optimizer = None
-    model._pending_weights = None
-    model._nodes = []
-    model.history = None
-    model._loss = None
-    model._metrics = []
+    model._init_state()
     model._inputs = model._outputs = None
     model._layers = []
     model._single_in = model._single_out = True

@@ -116,12 +116,8 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     _kind = "functional"
 
-    def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
-        if inputs is None and outputs is None and "_handle" not in kwargs:
-            if type(self).call is not Model.call:  # traced once its input shape is known (keras/_submodel.py)
-                from tarantella.keras import _submodel
-                return _submodel.init(self, kwargs)
-            raise TypeError("Model(inputs, outputs): give the inputs (tnt.keras.Input) and outputs")
+    def _init_state(self):
+        """The state every model starts with (functional, Sequential, subclassed)."""
         self._h = None
         self._touched = False      # weights read, written or trained
         self._dist = None          # tnt.Model's options, or None
@@ -132,6 +128,14 @@ class Model(ModelAPI, metaclass=_ModelType):
         self.history = None
         self._loss = None
         self._metrics = []
+
+    def __init__(self, inputs=None, outputs=None, name=None, **kwargs):
+        if inputs is None and outputs is None and "_handle" not in kwargs:
+            if type(self).call is not Model.call:  # traced once its input shape is known (keras/_submodel.py)
+                from tarantella.keras import _submodel
+                return _submodel.init(self, kwargs)
+            raise TypeError("Model(inputs, outputs): give the inputs (tnt.keras.Input) and outputs")
+        self._init_state()
         if "_handle" in kwargs:    # a model read by the library
             self._kind = "loaded"
             self._set_handle(kwargs["_handle"])
@@ -682,16 +686,7 @@ class Sequential(Model):
     _kind = "sequential"
 
     def __init__(self, layers=None, name=None):
-        self._h = None
-        self._touched = False
-        self._dist = None
-        self._compiled = None
-        self._optimizer = None
-        self._pending_weights = None
-        self._nodes = []
-        self.history = None
-        self._loss = None
-        self._metrics = []
+        self._init_state()
         self._input_layer = None
         self._layers = []
         self._single_in = self._single_out = True
