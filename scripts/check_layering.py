@@ -15,7 +15,7 @@ import sys
 # Bottom to top. Folders on one floor may not include each other.
 FLOORS = [
     ["core"],
-    ["kernels"],
+    ["kernels", "gpu"],
     ["comm", "ops"],
     ["objectives", "optimizers", "data"],
     ["layers"],
