@@ -143,7 +143,7 @@ struct tnt_model {
      * live in its shared window; these are the model's own buffers, given back at the end. */
     bool attached;
     float *grads_home, *params_home;
-    float *slots_home[3]; /* TNT__OPT_MAX_SLOTS */
+    int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];

@@ -662,7 +662,8 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     train = batched(train, o.micro_batch_size, &train_view);
     o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
-    tnt__parallel_detach(m);
+    tnt_status d = tnt__parallel_detach(m);
+    if (s == TNT_OK) s = d;
     tnt__dataset_view_free(train_view);
     tnt__dataset_view_free(val_view);
     return s;
