@@ -11,6 +11,9 @@ Assumptions (the README's scale-study section explains each):
        measured on one core here; 100 Gb/s InfiniBand (12.5 GB/s, 1.5 us) per node into a
        non-blocking fabric; MPI's shared-memory transport within a node: 150 GB/s in all, 0.5 us;
        memory bandwidth for sums 300 GB/s per node, shared by its ranks (at most 20 GB/s each).
+  cpu-socket: the same nodes with one rank per 64-core socket (2 per node), each running the
+       one-core layer times / 32 (64 threads at 50% parallel efficiency), the comm thread's sums
+       at 20 GB/s.
   gpu: nodes of 4 GPUs of V100 class (compute: this machine's layer times scaled by
        V100's ResNet-50 fp32 throughput, 370 images/s, to our ResNet-50 step, one factor for
        every model), NVLink-class links within a node (300 GB/s in all, 2 us; sums at
@@ -28,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PUBLISHED = {  # Tarantella 0.9's documentation: speed-up over one device
     ("resnet50", "cpu", 256): 62.0,
+    ("resnet50", "cpu-socket", 256): 62.0,
     ("resnet50", "gpu", 96): 57.0,
     ("transformer", "gpu", 96): 34.0,
 }
@@ -36,6 +40,10 @@ V100_RESNET50_IMAGES_PER_S = 370.0  # fp32, batch 64 (NVIDIA's published TensorF
 PLATFORMS = {
     "cpu": dict(ranks_per_node=128, cores=128, link_gbps=12.5, link_lat="1.5us", loop_gbps=150.0,
                 loop_lat="0.5us", node_mem_gbps=300.0, core_mem_gbps=20.0, counts=[8, 16, 32, 64, 128, 256]),
+    # one rank per 64-core socket: this machine's one-core layer times / 32 (64 threads at 50%)
+    "cpu-socket": dict(ranks_per_node=2, cores=128, link_gbps=12.5, link_lat="1.5us", loop_gbps=150.0,
+                       loop_lat="0.5us", node_mem_gbps=300.0, core_mem_gbps=20.0, compute_scale=1 / 32.0,
+                       counts=[8, 16, 32, 64, 128, 256]),
     "gpu": dict(ranks_per_node=4, cores=8, link_gbps=12.5, link_lat="2us", loop_gbps=300.0, loop_lat="2us",
                 node_mem_gbps=600.0, core_mem_gbps=150.0, counts=[4, 8, 16, 32, 64, 96]),
 }
@@ -106,7 +114,7 @@ def main():
     ap.add_argument("--profiles", default=os.path.join(HERE, "profiles"))
     ap.add_argument("--models", default="resnet50,transformer,mlp")
     ap.add_argument("--reducers", default="flat,node,sharded")
-    ap.add_argument("--platforms", default="cpu,gpu")
+    ap.add_argument("--platforms", default="cpu,cpu-socket,gpu")
     ap.add_argument("--out", default="scale-study", help="folder for results.csv and scale_study.png")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--quick", action="store_true", help="4 simulated ranks of LeNet-5 (ctest)")
@@ -122,7 +130,7 @@ def main():
             table = os.path.join(args.profiles, f"{model}.txt")
             prof = read_profile(table)
             for platform in args.platforms.split(","):
-                scale = 1.0 if platform == "cpu" else gpu_scale
+                scale = gpu_scale if platform == "gpu" else PLATFORMS[platform].get("compute_scale", 1.0)
                 print(f"\n{model} on {platform} (batch {prof['batch']} per rank, one rank's step "
                       f"{float(prof['step']) * scale * 1e3:.1f} ms, {int(prof['params']) * 4 / 1e6:.1f} MB of gradients)")
                 print("| ranks | nodes | reducer | step ms | exposed ms | speed-up | efficiency | Tarantella |")
