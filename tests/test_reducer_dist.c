@@ -1,6 +1,6 @@
 /* test_reducer_dist.c: the node-aware reducer and the sharded optimizer (issue 25), run by ctest
- * under mpirun with 1 to 4 ranks on one node, and with 4 ranks as 2 nodes of 2 (TNT_NODE_SIZE=2:
- * the slices cross "nodes" as allreduces). For every optimizer, with several buckets and one:
+ * under mpirun with 1 to 4 ranks on one node, with 4 ranks as 2 nodes of 2 (TNT_NODE_SIZE=2:
+ * the slices cross "nodes" as allreduces), and by the multihost test on 2 real hosts of 2 ranks. For every optimizer, with several buckets and one:
  * node-aware and sharded training equal flat training within 1e-6 (weights, optimizer slots and
  * losses), repeat bitwise, and leave bitwise the same weights on every rank; the reducer asked
  * for is the one that ran; the optimizer's slots are whole tensors again after a sharded fit (a
@@ -16,6 +16,7 @@
 #include "optimizers/optimizer.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,10 +95,18 @@ static void assert_same_on_all_ranks(const float *w, int64_t n, const char *what
     free(master);
 }
 
-/* Ranks per node as the reducer groups them (TNT_NODE_SIZE, else all ranks share this host). */
+/* Ranks per node as the reducer groups them (TNT_NODE_SIZE, else the ranks sharing this host:
+ * the multihost test runs this program on 2 hosts of 2 ranks). Collective. */
 static int ranks_per_node(void) {
     int64_t k = tnt__config_get()->node_size;
-    return k > 0 ? (int)TNT_MIN(k, tnt_get_size()) : tnt_get_size();
+    if (k > 0 || tnt_get_size() < 2) return k > 0 ? (int)TNT_MIN(k, tnt_get_size()) : tnt_get_size();
+    MPI_Comm local;
+    int p = tnt_get_size();
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_size(local, &p);
+        MPI_Comm_free(&local);
+    }
+    return p;
 }
 
 static void compare_with_flat(const run_cfg *c, int64_t kb) {

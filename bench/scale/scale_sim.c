@@ -4,6 +4,8 @@
  *
  *   scale_sim --table FILE --reducer flat|node|sharded|lib-flat [--steps N] [--threshold-kb K]
  *             [--compute-scale X] [--sum-gbps B]
+ *   scale_sim --allreduce FLOATS [--sum-gbps B]: one allreduce over all ranks, as the modelled
+ *             reducers charge it (bench/scale/validate.py sets it against a real one)
  *
  * The step is the library's, event for event (src/training/parallel.c, src/model/plan.c):
  * forward, the loss and the rest, the step agreement (a 24-byte allreduce), backward layer by
@@ -187,8 +189,33 @@ static void comm_step(MPI_Comm comms, MPI_Comm local, MPI_Comm cross, float *gra
     MPI_Send(NULL, 0, MPI_BYTE, partner, n_buckets, MPI_COMM_WORLD);
 }
 
+/* The modelled allreduce of n floats over all ranks, best of 5: "scale_sim: allreduce ...". */
+static int allreduce_only(int64_t n) {
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    float *x = SMPI_SHARED_MALLOC((size_t)n * sizeof(float));
+    MPI_Op_create(no_sum, 1, &noop);
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t = MPI_Wtime();
+        MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, noop, MPI_COMM_WORLD);
+        charge_traffic(12.0 * (double)n * (size - 1) / size);
+        double dt = MPI_Wtime() - t;
+        MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        best = dt < best ? dt : best;
+    }
+    if (rank == 0) printf("scale_sim: allreduce ranks %d bytes %lld seconds %.6e\n", size, (long long)n * 4, best);
+    MPI_Op_free(&noop);
+    SMPI_SHARED_FREE(x);
+    MPI_Finalize();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *table = NULL;
+    int64_t allreduce_floats = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--table")) table = argv[i + 1];
         else if (!strcmp(argv[i], "--reducer")) opt.reducer = argv[i + 1];
@@ -196,7 +223,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threshold-kb")) opt.threshold_kb = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--compute-scale")) opt.scale = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--sum-gbps")) opt.sum_bps = 1e9 * atof(argv[i + 1]);
-        else table = NULL, i = argc; /* unknown: usage */
+        else if (!strcmp(argv[i], "--allreduce")) allreduce_floats = atoll(argv[i + 1]);
+        else table = NULL, i = argc, allreduce_floats = 0; /* unknown: usage */
+    }
+    if (allreduce_floats > 0 && allreduce_floats <= INT32_MAX) {
+        if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return 1;
+        return allreduce_only(allreduce_floats);
     }
     bool lib = !strcmp(opt.reducer, "lib-flat");
     bool known = lib || !strcmp(opt.reducer, "flat") || !strcmp(opt.reducer, "node") || !strcmp(opt.reducer, "sharded");
