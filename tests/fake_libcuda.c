@@ -45,6 +45,7 @@ TNT_CUDA_DRIVER_FUNCS(FAKE_DEFINE)
 #define cuModuleGetFunction fake_default_19
 #define cuGetErrorName fake_default_20
 #define cuMemGetInfo_v2 fake_default_21
+#define cuDeviceGet fake_default_22
 #define FAKE_DEFINE(lib, ret, name, params) EXPORT ret name params { return TNT_CUDA_SUCCESS; }
 TNT_CUDA_DRIVER_FUNCS(FAKE_DEFINE)
 #undef cuDriverGetVersion
@@ -68,11 +69,13 @@ TNT_CUDA_DRIVER_FUNCS(FAKE_DEFINE)
 #undef cuModuleGetFunction
 #undef cuGetErrorName
 #undef cuMemGetInfo_v2
+#undef cuDeviceGet
 
 static char handle_storage[4]; /* addresses for opaque handles */
 
 EXPORT CUresult cuDriverGetVersion(int *v) { return *v = 13000, TNT_CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGetCount(int *n) { return *n = 2, TNT_CUDA_SUCCESS; }
+EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) { return *d = ordinal, ordinal < 2 ? TNT_CUDA_SUCCESS : 101; }
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
     strncpy(name, d ? "Fake GPU B" : "Fake GPU A", (size_t)len);
     return TNT_CUDA_SUCCESS;

@@ -179,8 +179,8 @@ static void real_path_body(char *wrong, size_t size) {
     if (tnt__gpu_open(1) != TNT_OK) WRONG("open: %s", tnt_last_error());
     if (strcmp(tnt__gpu_device_name(), "Fake GPU B (0000:02:00.0)")) WRONG("name \"%s\"", tnt__gpu_device_name());
     enum { M = 5, N = 7, K = 3, LD = 9 };
-    float a[K * LD], b[N * LD], c[M * LD], expect[M * LD];
-    for (int i = 0; i < K * LD; i++) a[i] = (float)(i % 11) - 5.f;
+    float a[M * LD], b[N * LD], c[M * LD], expect[M * LD]; /* A is M x K or K x M (M > K), B K x N or N x K */
+    for (int i = 0; i < M * LD; i++) a[i] = (float)(i % 11) - 5.f;
     for (int i = 0; i < N * LD; i++) b[i] = (float)(i % 7) * 0.5f - 1.f;
     float *da = tnt__gpu_malloc(sizeof a), *db = tnt__gpu_malloc(sizeof b), *dc = tnt__gpu_malloc(sizeof c);
     if (!da || !db || !dc) WRONG("malloc: %s", tnt_last_error());

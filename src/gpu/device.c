@@ -135,6 +135,7 @@ static void close_real(void) {
 static tnt_status open_real(int ordinal) {
     tnt_status status = TNT_OK;
     char bus[64] = "";
+    tnt__gpu.ordinal = ordinal; /* for messages while it opens */
     TNT_GPU_CHECK(cuda, cuDeviceGet(&tnt__gpu.device, ordinal));
     /* the primary context: the one cuBLAS, cuDNN and NCCL use as well */
     TNT_GPU_CHECK(cuda, cuDevicePrimaryCtxRetain(&tnt__gpu.context, tnt__gpu.device));
