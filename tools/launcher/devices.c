@@ -1,5 +1,5 @@
 /* devices.c: the device each rank of a launch takes (see devices.h). */
-#include "launcher/devices.h"
+#include "devices.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 
 #include <tarantella.h>
 
-#include "launcher/util.h"
+#include "util.h"
 
 bool devices_plan(const char *device, const char *source, const char *ordinal, device_plan *p) {
     *p = (device_plan){.ordinal = -1};
