@@ -4,7 +4,7 @@
  * ones backward from the input x).
  *
  * Contract (act: the tnt_activation value, K_ACT_* below; alpha: the layer's alpha, 0 for the
- * default as tnt__act_default_alpha: leaky relu 0.2, elu 1):
+ * default as tnt__act_default_alpha: leaky relu 0.2, elu 1; relu ignores it, as the CPU's):
  *   tnt_k_act_fwd(int act, float alpha, const float *x, float *y, i64 n)      elementwise y = f(x);
  *       y may be x. Not for softmax, log_softmax, sparsemax (row kernels below).
  *   tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n)
@@ -52,7 +52,7 @@ DEV float k_gelu_grad(float x) { /* Phi(x) + x phi(x) */
 
 DEV float k_act1(int act, float a, float x) {
     switch (act) {
-    case K_ACT_RELU: return x > 0.0f ? x : (a != 0.0f ? x * a : 0.0f);
+    case K_ACT_RELU: return x > 0.0f ? x : 0.0f; /* alpha ignored, as the CPU's relu */
     case K_ACT_LEAKY_RELU: return x > 0.0f ? x : x * a;
     case K_ACT_SIGMOID: return k_sigmoidf(x);
     case K_ACT_TANH: return k_tanhf(x);
@@ -84,7 +84,7 @@ DEV float k_act1(int act, float a, float x) {
 /* dx for one element: dy f'(.) from x or y, as the CPU engine computes it */
 DEV float k_act_grad1(int act, float a, float x, float y, float dy) {
     switch (act) {
-    case K_ACT_RELU:
+    case K_ACT_RELU: return y > 0.0f ? dy : 0.0f;
     case K_ACT_LEAKY_RELU: return y > 0.0f ? dy : dy * a;
     case K_ACT_SIGMOID: return dy * y * (1.0f - y);
     case K_ACT_TANH: return dy * (1.0f - y * y);
