@@ -7,3 +7,6 @@
 #include "elementwise.cu"
 #include "activations.cu"
 #include "optim.cu"
+#include "pooling.cu"
+#include "normalization.cu"
+#include "misc.cu"
