@@ -24,6 +24,16 @@
  *       part of the axis times the dimensions after), a slice, and their gradients
  *   tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols)    y (cols, rows) = x (rows, cols)^T
  *       HWIO -> KRSC: rows = kh kw in, cols = out; KRSC -> HWIO: rows = out, cols = kh kw in
+ *   tnt_k_permute(tnt_k_perm p, const float *x, float *y)    (kargs.h) Permute forward, and
+ *       backward with the inverse permutation
+ *   Maximum / Minimum merges (layers/merging/merge.c: chained, ties to the earlier input):
+ *   tnt_k_minmax_step(const float *x, float *y, i64 n, int is_max)
+ *       forward, after y = x0 (tnt_k_copy), for each next input: y = x where x is beyond y or NaN
+ *   tnt_k_select_step(const float *x, float *best, unsigned char *arg, i64 n, int k, int is_max)
+ *       backward, after best = x0 (tnt_k_copy to a scratch) and arg = 0, for each next input k:
+ *       where x is strictly beyond best, best = x and arg = k (a NaN never wins, as the CPU's)
+ *   tnt_k_select_grad(const float *dy, const unsigned char *arg, float *dx, i64 n, int k, int accumulate)
+ *       dx (=, or += with accumulate) dy where input k won, else 0
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -101,4 +111,36 @@ KERNEL void tnt_k_copy_cols(const float *x, float *y, i64 rows, i64 cols, i64 ld
 
 KERNEL void tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols) {
     GRID_STRIDE(i, rows * cols) y[i] = x[i % rows * cols + i / rows]; /* y[c][r] = x[r][c] */
+}
+
+KERNEL void tnt_k_permute(tnt_k_perm p, const float *x, float *y) {
+    GRID_STRIDE(i, p.n * p.numel) {
+        i64 r = i % p.numel, src = i / p.numel * p.numel;
+        for (int a = p.ndim - 1; a >= 0; a--) {
+            src += r % p.dim[a] * p.src_stride[a];
+            r /= p.dim[a];
+        }
+        y[i] = x[src];
+    }
+}
+
+KERNEL void tnt_k_minmax_step(const float *x, float *y, i64 n, int is_max) {
+    GRID_STRIDE(i, n) {
+        const float v = x[i];
+        if ((is_max ? v > y[i] : v < y[i]) || v != v) y[i] = v;
+    }
+}
+
+KERNEL void tnt_k_select_step(const float *x, float *best, unsigned char *arg, i64 n, int k, int is_max) {
+    GRID_STRIDE(i, n) {
+        const float v = x[i], b = best[i];
+        if (is_max ? v > b : v < b) best[i] = v, arg[i] = (unsigned char)k;
+    }
+}
+
+KERNEL void tnt_k_select_grad(const float *dy, const unsigned char *arg, float *dx, i64 n, int k, int accumulate) {
+    GRID_STRIDE(i, n) {
+        const float g = arg[i] == k ? dy[i] : 0.0f;
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
 }
