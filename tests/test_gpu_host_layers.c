@@ -9,6 +9,7 @@
 
 #include "gpu/kernels/kargs.h"
 #include "layer_harness.h"
+#include "layers/attention/attention.h"
 #include "layers/layer.h"
 #include "model/model.h"
 
@@ -453,12 +454,59 @@ static void test_merge_minmax(void **state) {
     }
 }
 
+/* MultiHeadAttention's masked softmax (each mask kind, causal) against the CPU's row function, and
+ * its backward through dropout against the CPU's formula */
+static void test_mha_softmax(void **state) {
+    (void)state;
+    i64 B = 2, H = 3, Tq = 5, Tv = 7, rows = B * H * Tq, n = rows * Tv;
+    float *am = gh_random(B * Tq * Tv, 0, 1, 121), *qm = gh_random(B * Tq, 0, 1, 122), *vm = gh_random(B * Tv, 0, 1, 123);
+    for (i64 i = 0; i < B * Tq * Tv; i++) am[i] = am[i] > 0.3f;
+    for (i64 i = 0; i < B * Tq; i++) qm[i] = qm[i] > 0.2f;
+    for (i64 i = 0; i < B * Tv; i++) vm[i] = vm[i] > 0.3f;
+    for (int variant = 0; variant < 5; variant++) {
+        /* none, attention, query + value, causal, all */
+        float *a = variant == 1 || variant == 4 ? am : NULL, *q = variant == 2 || variant == 4 ? qm : NULL;
+        float *v = variant == 2 || variant == 4 ? vm : NULL;
+        int causal = variant >= 3;
+        float *scores = gh_random(n, -6, 6, 124), *want = gh_copy(scores, n), m[16];
+        for (i64 r = 0; r < rows; r++) {
+            const i64 t = r % Tq, b = r / Tq / H;
+            bool masked = a || q || v || (causal && t < Tv - 1);
+            for (i64 j = 0; j < Tv; j++) {
+                bool on = !q || q[b * Tq + t] != 0.0f;
+                if (a) on = on && a[(b * Tq + t) * Tv + j] != 0.0f;
+                if (v) on = on && v[b * Tv + j] != 0.0f;
+                if (causal) on = on && j <= t;
+                m[j] = on ? 1.0f : 0.0f;
+            }
+            tnt__mha_softmax_row(want + r * Tv, masked ? m : NULL, Tv);
+        }
+        gh_launch("tnt_k_mha_softmax", 7, ARGS(&scores, &a, &q, &v, &B, &H, &Tq, &Tv, &causal));
+        gh_assert_close(scores, want, n, 1e-6, 1e-7, "MultiHeadAttention masked softmax");
+        free(scores), free(want);
+    }
+    /* backward: dS from dPd, through a dropout with rate 0.25 */
+    float *p = gh_random(n, 0, 0.3f, 125), *pd = gh_copy(p, n), *g = gh_random(n, -1, 1, 126), *want = gh_copy(g, n);
+    float dscale = 1.0f / 0.75f;
+    for (i64 i = 0; i < n; i++) pd[i] = i % 4 == 1 ? 0.0f : p[i] * dscale;
+    p[3] = 0.0f, pd[3] = 0.0f;
+    for (i64 r = 0; r < rows; r++) {
+        float *gr = want + r * Tv, *pr = p + r * Tv, *pdr = pd + r * Tv, dot = 0.0f;
+        for (i64 j = 0; j < Tv; j++) gr[j] = pdr[j] != 0.0f || pr[j] == 0.0f ? gr[j] * dscale : 0.0f;
+        for (i64 j = 0; j < Tv; j++) dot += pr[j] * gr[j];
+        for (i64 j = 0; j < Tv; j++) gr[j] = pr[j] * (gr[j] - dot);
+    }
+    gh_launch("tnt_k_mha_softmax_bwd", 4, ARGS(&p, &pd, &g, &rows, &Tv, &dscale));
+    gh_assert_close(g, want, n, 1e-6, 1e-7, "MultiHeadAttention softmax backward through dropout");
+    free(am), free(qm), free(vm), free(p), free(pd), free(g), free(want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pooling),      cmocka_unit_test(test_global_pooling), cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_layer_norm),   cmocka_unit_test(test_dropout),        cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_padding),      cmocka_unit_test(test_concat_slice),   cmocka_unit_test(test_transpose),
-        cmocka_unit_test(test_permute),      cmocka_unit_test(test_merge_minmax),
+        cmocka_unit_test(test_permute),      cmocka_unit_test(test_merge_minmax),   cmocka_unit_test(test_mha_softmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
