@@ -208,7 +208,7 @@ export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 TEST=$(find_prog test_gpu) || TEST=""
 BENCH_BIN=$(find_prog bench_train) || BENCH_BIN=""
 LAUNCHER=$(find_prog tarantella) || LAUNCHER=""
-for b in test_gpu test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
+for b in test_gpu test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
     p=$(find_prog $b) || { notyet 1 "$b" "no $b in $BUILD/bin or $BUILD/tests"; continue; }
     MISSING=$(ldd "$p" 2>&1 | grep -E "not found" | awk '{print $1}' | tr '\n' ' ')
     [ -z "$MISSING" ] && row 1 "$b" PASS - "$p" || row 1 "$b" FAIL - "missing libraries: $MISSING(make the pack: scripts/gpu_check.sh --pack)"
@@ -254,7 +254,17 @@ done
 if [ $GPU = 0 ]; then row 3 "GPU tests" SKIP - "no GPU"
 else
     if [ -z "$TEST" ]; then notyet 3 "test_gpu" "no test_gpu"
-    else (cd tests && check "test_gpu: kernels, layers, optimizers and loader against the CPU engine" 90 "$TEST"); fi
+    else (cd tests && check "test_gpu: the runtime on the real device (copies, sgemm, a PTX kernel)" 60 "$TEST"); fi
+    # the layers and the training step on the device against the CPU engine: the gpu-model tests,
+    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
+    if p=$(find_prog test_gpu_model); then
+        (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=0 "$p")
+    else notyet 3 "test_gpu_model" "no test_gpu_model"; fi
+    if ! p=$(find_prog test_gpu_model_dist); then notyet 3 "2 ranks on 1 GPU (test_gpu_model_dist)" "no test_gpu_model_dist"
+    elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "no tarantella launcher or no mpirun here"
+    elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
+    else (cd tests && check "2 ranks on 1 GPU, host-staged (test_gpu_model_dist) == 1 rank" 60 \
+        env TNT_GPU_EMULATE=0 "$LAUNCHER" -n 2 -- "$p"); fi
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
         (cd tests && check "test_gpu --train-equivalence: 50 steps, GPU == CPU" 60 "$TEST" --train-equivalence ${DATA:+--data "$DATA"})
