@@ -248,7 +248,7 @@ fi
 phase 3 "GPU tests" 200
 export NVIDIA_TF32_OVERRIDE=0 # correctness in true float32 (the tolerances assume it)
 if [ $BENCH_ONLY = 1 ]; then row 3 "GPU tests" SKIP - "--bench-only"; else
-for t in test_gpu_host test_gpu_host_layers; do # the kernels' host build: quick, also here
+for t in test_gpu_host test_gpu_host_layers test_gpu_host_threads; do # the kernels' host build: quick, also here
     p=$(find_prog $t) && (cd tests && check "$t (kernels' host build against the CPU engine)" 30 "$p")
 done
 if [ $GPU = 0 ]; then row 3 "GPU tests" SKIP - "no GPU"

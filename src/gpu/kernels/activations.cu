@@ -10,7 +10,7 @@
  *   tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n)
  *       dx = dy f'(.); reads x or y as tnt__act_backward_needs_src says (the other may be NULL);
  *       dx may be dy.
- *   Row kernels over x (rows, cols), one block per row (any grid), blockDim a power of two <= 1024:
+ *   Row kernels over x (rows, cols), one block per row (any grid), blockDim <= 1024:
  *   tnt_k_softmax_fwd(const float *x, float *y, i64 rows, i64 cols)
  *   tnt_k_softmax_bwd(const float *y, const float *dy, float *dx, i64 rows, i64 cols)
  *       dx = y (dy - sum_j dy_j y_j)

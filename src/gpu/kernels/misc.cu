@@ -10,7 +10,7 @@
  *       backward on dy with the same arguments
  *   tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long long *partial)
  *       partial[block] = the smallest position this block saw of an id that is not an integer in
- *       [0, input_dim), or n; blockDim a power of two <= 1024; the host takes the minimum
+ *       [0, input_dim), or n; blockDim <= 1024; the host takes the minimum
  *   tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim)
  *       y (n, dim) = the table's rows (ids checked before)
  *   tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim)
@@ -64,14 +64,8 @@ KERNEL void tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long
         const float v = ids[i];
         if (!(v >= 0.0f && v < lim && v == __builtin_floorf(v)) && i < bad) bad = i;
     }
-    const int t = TID_X;
-    red[t] = bad;
-    SYNC();
-    for (int s = NTID_X / 2; s > 0; s >>= 1) {
-        if (t < s && red[t + s] < red[t]) red[t] = red[t + s];
-        SYNC();
-    }
-    if (t == 0) partial[CTAID_X] = red[0];
+    bad = block_min_ll(red, bad);
+    if (TID_X == 0) partial[CTAID_X] = bad;
 }
 
 KERNEL void tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim) {
