@@ -20,6 +20,7 @@ TNT_K(tnt_k_f32_to_bf16, const float *, unsigned short *, i64)
 TNT_K(tnt_k_bf16_to_f32, const unsigned short *, float *, i64)
 /* activations.cu */
 TNT_K(tnt_k_act_fwd, int, float, const float *, float *, i64)
+TNT_K(tnt_k_bias_act_fwd, float *, const float *, float *, int, float, i64, i64)
 TNT_K(tnt_k_act_bwd, int, float, const float *, const float *, const float *, float *, i64)
 TNT_K(tnt_k_softmax_fwd, const float *, float *, i64, i64)
 TNT_K(tnt_k_softmax_bwd, const float *, const float *, float *, i64, i64)
