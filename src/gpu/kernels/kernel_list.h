@@ -16,6 +16,8 @@ TNT_K(tnt_k_col_sums, const float *, float *, i64, i64)
 TNT_K(tnt_k_col_sums_partial, const float *, float *, i64, i64, i64)
 TNT_K(tnt_k_clip, const float *, float *, i64, float)
 TNT_K(tnt_k_sum_squares_partial, const float *, float *, i64)
+TNT_K(tnt_k_l1l2_grad, const float *, float *, i64, float, float)
+TNT_K(tnt_k_l1l2_sums_partial, const float *, double *, i64)
 TNT_K(tnt_k_f32_to_bf16, const float *, unsigned short *, i64)
 TNT_K(tnt_k_bf16_to_f32, const unsigned short *, float *, i64)
 /* activations.cu */
