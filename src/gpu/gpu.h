@@ -78,7 +78,7 @@ tnt_status tnt__gpu_stream_wait(tnt__gpu_stream stream, tnt__gpu_event *e);
 /* The host waits for the event. */
 tnt_status tnt__gpu_event_sync(tnt__gpu_event *e);
 
-/* ---- kernels (gpu/kernels/*.cu) ---- */
+/* ---- kernels (the .cu files of gpu/kernels/) ---- */
 
 /* Launches the kernel named `name` (its extern "C" name in gpu/kernels/) on the compute stream
  * with a grid of `grid` blocks of `block` threads and `shared_bytes` of dynamic shared memory.

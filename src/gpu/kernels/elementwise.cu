@@ -1,0 +1,88 @@
+/* elementwise.cu: fill, copy, scale, add, axpy, the bias of Dense and Conv (NHWC: the channel is
+ * the last axis) and its gradient, clipping, sums of squares, float <-> bf16.
+ *
+ * Contract (name: arguments; n, rows, cols are element counts; any grid and block unless said):
+ *   tnt_k_fill(float *y, i64 n, float value)                     y = value
+ *   tnt_k_copy(const float *x, float *y, i64 n)                  y = x
+ *   tnt_k_scale(const float *x, float *y, i64 n, float a)        y = a x        (y may be x)
+ *   tnt_k_add(const float *a, const float *b, float *y, i64 n)   y = a + b      (y may be a or b)
+ *   tnt_k_axpy(const float *x, float *y, i64 n, float a)         y = y + a x
+ *   tnt_k_axpby(const float *x, float *y, i64 n, float a, float b)  y = a x + b y
+ *   tnt_k_mul(const float *a, const float *b, float *y, i64 n)   y = a b
+ *   tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] += bias[c]
+ *   tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] = bias[c]
+ *   tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols)       out[c] = sum over r of
+ *       x[r][c], added in row order: bitwise Dense's bias gradient (one thread per column)
+ *   tnt_k_col_sums_partial(const float *x, float *partial, i64 rows, i64 cols, i64 chunk)
+ *       partial[k][c] = sum of rows [k chunk, (k+1) chunk) in row order; for tall inputs (Conv's
+ *       bias: rows = N H W) followed by tnt_k_col_sums(partial, out, ceil(rows / chunk), cols)
+ *   tnt_k_clip(const float *x, float *y, i64 n, float c)         y = clip(x, -c, c), NaN stays NaN
+ *   tnt_k_sum_squares_partial(const float *x, float *partial, i64 n)  partial[block] = sum of the
+ *       squares this block visits (double inside; blockDim a power of two <= 1024); the caller
+ *       adds the grid's partials (clipnorm, global_clipnorm)
+ *   tnt_k_f32_to_bf16(const float *x, unsigned short *y, i64 n)  round to nearest even, NaN quiet,
+ *       as kernels/bf16.c
+ *   tnt_k_bf16_to_f32(const unsigned short *x, float *y, i64 n)
+ */
+#include "kmath.h"
+
+KERNEL void tnt_k_fill(float *y, i64 n, float value) { GRID_STRIDE(i, n) y[i] = value; }
+KERNEL void tnt_k_copy(const float *x, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = x[i]; }
+KERNEL void tnt_k_scale(const float *x, float *y, i64 n, float a) { GRID_STRIDE(i, n) y[i] = a * x[i]; }
+KERNEL void tnt_k_add(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] + b[i]; }
+KERNEL void tnt_k_axpy(const float *x, float *y, i64 n, float a) { GRID_STRIDE(i, n) y[i] = y[i] + a * x[i]; }
+KERNEL void tnt_k_axpby(const float *x, float *y, i64 n, float a, float b) {
+    GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
+}
+KERNEL void tnt_k_mul(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] * b[i]; }
+
+KERNEL void tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols) {
+    GRID_STRIDE(i, rows * cols) y[i] = y[i] + bias[i % cols];
+}
+KERNEL void tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols) {
+    GRID_STRIDE(i, rows * cols) y[i] = bias[i % cols];
+}
+
+KERNEL void tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols) {
+    GRID_STRIDE(c, cols) {
+        float s = rows > 0 ? x[c] : 0.0f;
+        for (i64 r = 1; r < rows; r++) s += x[r * cols + c];
+        out[c] = s;
+    }
+}
+
+KERNEL void tnt_k_col_sums_partial(const float *x, float *partial, i64 rows, i64 cols, i64 chunk) {
+    const i64 chunks = (rows + chunk - 1) / chunk;
+    GRID_STRIDE(i, chunks * cols) {
+        const i64 k = i / cols, c = i % cols;
+        const i64 r0 = k * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        float s = x[r0 * cols + c];
+        for (i64 r = r0 + 1; r < r1; r++) s += x[r * cols + c];
+        partial[i] = s;
+    }
+}
+
+KERNEL void tnt_k_clip(const float *x, float *y, i64 n, float c) {
+    GRID_STRIDE(i, n) y[i] = x[i] > c ? c : (x[i] < -c ? -c : x[i]);
+}
+
+KERNEL void tnt_k_sum_squares_partial(const float *x, float *partial, i64 n) {
+    SHARED double red[K_MAX_BLOCK];
+    double s = 0.0;
+    GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
+    s = block_sum_d(red, s);
+    if (TID_X == 0) partial[CTAID_X] = (float)s;
+}
+
+KERNEL void tnt_k_f32_to_bf16(const float *x, unsigned short *y, i64 n) {
+    GRID_STRIDE(i, n) {
+        const unsigned u = (unsigned)k_float_bits(x[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            y[i] = (unsigned short)((u >> 16) | 0x40u); /* NaN stays a (quiet) NaN */
+        else
+            y[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+KERNEL void tnt_k_bf16_to_f32(const unsigned short *x, float *y, i64 n) {
+    GRID_STRIDE(i, n) y[i] = k_bits_float((int)((unsigned)x[i] << 16));
+}

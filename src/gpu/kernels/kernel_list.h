@@ -1,0 +1,38 @@
+/* kernel_list.h: every kernel of kernels.cu with its argument types, in order: the list the host
+ * trampolines (host_kernels.c) are made from and the PTX test checks the .entry names against.
+ * TNT_K(name, type of argument 0, type of argument 1, ...). Keep it in step with the .cu files
+ * (the host build fails on a wrong count or type of arguments). */
+/* elementwise.cu */
+TNT_K(tnt_k_fill, float *, i64, float)
+TNT_K(tnt_k_copy, const float *, float *, i64)
+TNT_K(tnt_k_scale, const float *, float *, i64, float)
+TNT_K(tnt_k_add, const float *, const float *, float *, i64)
+TNT_K(tnt_k_axpy, const float *, float *, i64, float)
+TNT_K(tnt_k_axpby, const float *, float *, i64, float, float)
+TNT_K(tnt_k_mul, const float *, const float *, float *, i64)
+TNT_K(tnt_k_bias_add, float *, const float *, i64, i64)
+TNT_K(tnt_k_bias_set, float *, const float *, i64, i64)
+TNT_K(tnt_k_col_sums, const float *, float *, i64, i64)
+TNT_K(tnt_k_col_sums_partial, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_clip, const float *, float *, i64, float)
+TNT_K(tnt_k_sum_squares_partial, const float *, float *, i64)
+TNT_K(tnt_k_f32_to_bf16, const float *, unsigned short *, i64)
+TNT_K(tnt_k_bf16_to_f32, const unsigned short *, float *, i64)
+/* activations.cu */
+TNT_K(tnt_k_act_fwd, int, float, const float *, float *, i64)
+TNT_K(tnt_k_act_bwd, int, float, const float *, const float *, const float *, float *, i64)
+TNT_K(tnt_k_softmax_fwd, const float *, float *, i64, i64)
+TNT_K(tnt_k_softmax_bwd, const float *, const float *, float *, i64, i64)
+TNT_K(tnt_k_log_softmax_fwd, const float *, float *, i64, i64)
+TNT_K(tnt_k_log_softmax_bwd, const float *, const float *, float *, i64, i64)
+TNT_K(tnt_k_sparsemax_fwd, const float *, float *, i64, i64)
+TNT_K(tnt_k_sparsemax_bwd, const float *, const float *, float *, i64, i64)
+/* optim.cu */
+TNT_K(tnt_k_sgd, float *, const float *, i64, float, float)
+TNT_K(tnt_k_sgd_momentum, float *, const float *, float *, i64, float, float, int, float)
+TNT_K(tnt_k_adam, float *, const float *, float *, float *, float *, i64, float, float, float, float, float)
+TNT_K(tnt_k_rmsprop, float *, const float *, float *, float *, float *, i64, float, float, float, float, float)
+TNT_K(tnt_k_adagrad, float *, const float *, float *, i64, float, float, float)
+TNT_K(tnt_k_adadelta, float *, const float *, float *, float *, i64, float, float, float, float)
+TNT_K(tnt_k_adamax, float *, const float *, float *, float *, i64, float, float, float, float, float)
+TNT_K(tnt_k_nadam, float *, const float *, float *, float *, i64, float, float, float, float, float, float, float, float)
