@@ -85,17 +85,17 @@ tnt_status tnt__optimizer_apply_gpu(tnt_optimizer *o, float *d_params, const flo
             float mom = o->momentum;
             int nesterov = o->nesterov;
             void *args[] = {&p, &g, &s[0], &n, &flr, &mom, &nesterov, &wdl};
-            return tnt__gpu_launch("tnt_sgd_momentum", grid, BLOCK, 0, args);
+            return tnt__gpu_launch("tnt_k_sgd_momentum", grid, BLOCK, 0, args);
         } else {
             void *args[] = {&p, &g, &n, &flr, &wdl};
-            return tnt__gpu_launch("tnt_sgd", grid, BLOCK, 0, args);
+            return tnt__gpu_launch("tnt_k_sgd", grid, BLOCK, 0, args);
         }
     case TNT__OPT_ADAM: {
         float alpha = (float)(lr * sqrt(1.0 - pow(o->beta_2, t)) / (1.0 - pow(o->beta_1, t)));
         float c1 = 1.0f - o->beta_1, c2 = 1.0f - o->beta_2;
         float *vhat = o->amsgrad ? s[2] : NULL;
         void *args[] = {&p, &g, &s[0], &s[1], &vhat, &n, &c1, &c2, &alpha, &eps, &wdl};
-        return tnt__gpu_launch("tnt_adam", grid, BLOCK, 0, args);
+        return tnt__gpu_launch("tnt_k_adam", grid, BLOCK, 0, args);
     }
     case TNT__OPT_RMSPROP: {
         int k = 1;
@@ -103,7 +103,7 @@ tnt_status tnt__optimizer_apply_gpu(tnt_optimizer *o, float *d_params, const flo
         float *a = o->centered ? s[k++] : NULL;
         float rho = o->rho, mom = o->momentum;
         void *args[] = {&p, &g, &s[0], &mo, &a, &n, &flr, &rho, &mom, &eps, &wdl};
-        return tnt__gpu_launch("tnt_rmsprop", grid, BLOCK, 0, args);
+        return tnt__gpu_launch("tnt_k_rmsprop", grid, BLOCK, 0, args);
     }
     default: break;
     }

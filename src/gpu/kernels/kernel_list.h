@@ -36,3 +36,5 @@ TNT_K(tnt_k_adagrad, float *, const float *, float *, i64, float, float, float)
 TNT_K(tnt_k_adadelta, float *, const float *, float *, float *, i64, float, float, float, float)
 TNT_K(tnt_k_adamax, float *, const float *, float *, float *, i64, float, float, float, float, float)
 TNT_K(tnt_k_nadam, float *, const float *, float *, float *, i64, float, float, float, float, float, float, float, float)
+/* model_extra.cu (gpu-model) */
+TNT_K(tnt_k_dropout, const float *, float *, i64, i64, i64, float, float)

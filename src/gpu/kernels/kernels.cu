@@ -7,3 +7,4 @@
 #include "elementwise.cu"
 #include "activations.cu"
 #include "optim.cu"
+#include "model_extra.cu" /* the gpu-model branch: dropout */

@@ -1,0 +1,344 @@
+/* test_gpu_model.c: device-resident training on the emulated device (TNT_GPU_EMULATE=1: device
+ * memory is host memory, kernels run their host build, sgemm is the CPU's), so every control path
+ * of the model's GPU side runs here: device plans and buffers, the upload of the batch, the loss on
+ * the host, backward on the device, the optimizer on the device, the host copy synced on demand.
+ * Each model trains twice with the same seed and data, once on the CPU engine and once on the
+ * device, and the two must agree within 1e-5 (the emulated sgemm is the CPU's, the kernels compute
+ * the CPU's formulas). Also: get/set weights, save and load during and after device training, and
+ * dispatch (TNT_DEVICE / compile's device): the first layer without a GPU path named. */
+#include "testutil.h"
+
+#include "core/config.h"
+#include "gpu/gpu.h"
+#include "model/device.h"
+#include "model/model.h"
+#include "classic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 96, FEAT = 12, CLASSES = 4, BATCH = 16 };
+
+static float xs[N * FEAT], ys[N];
+
+static void make_data(void) {
+    tu_fill(xs, N * FEAT, 7);
+    for (int i = 0; i < N; i++) {
+        float s = 0, t = 0;
+        for (int j = 0; j < FEAT; j++) s += xs[i * FEAT + j] * (j % 2 ? 1.0f : -0.7f), t += xs[i * FEAT + j] * (j < 6);
+        ys[i] = (float)((s > 0) * 2 + (t > 0));
+    }
+}
+
+static tnt_dataset *dataset(int64_t batch) {
+    return tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N, false), batch, false);
+}
+
+/* Flatten (a view), Dense with fused activations (one needs its input: swish), Dropout, an
+ * Activation layer, a softmax output whose cross-entropy runs on the logits */
+static tnt_model *small_model(void) {
+    tnt_model *m = tnt_sequential("small");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(16, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dropout(0.25f, 0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(10, &(tnt_layer_opts){.activation = TNT_ACT_SWISH})));
+    tu_ok(tnt_model_add(m, tnt_activation_layer(TNT_ACT_TANH, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+typedef struct run {
+    float *w;         /* the weights after training (malloc'd) */
+    int64_t n;
+    double loss[4];   /* History's loss per epoch */
+    bool on_device;
+} run;
+
+static tnt_model *compiled(tnt_model *(*make)(void), const char *opt, const tnt_optimizer_opts *oo, tnt_device dev) {
+    tnt_model *m = make();
+    assert_non_null(m);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new(opt, oo),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .metrics = "accuracy",
+                                             .seed = 5, .device = dev}));
+    return m;
+}
+
+static run train(tnt_model *(*make)(void), const char *opt, const tnt_optimizer_opts *oo, tnt_device dev, int epochs,
+                 const tnt_fit_opts *extra) {
+    tnt_model *m = compiled(make, opt, oo, dev);
+    tnt_dataset *ds = dataset(BATCH);
+    tnt_history *h = NULL;
+    tnt_fit_opts fo = extra ? *extra : (tnt_fit_opts){0};
+    fo.epochs = epochs;
+    tu_ok(tnt_fit(m, ds, &fo, &h));
+    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    for (int e = 0; e < epochs && e < 4; e++) r.loss[e] = tnt_history_get(h, "loss", e);
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void assert_same_run(const run *cpu, const run *gpu, int epochs, const char *what) {
+    assert_false(cpu->on_device);
+    assert_true(gpu->on_device);
+    assert_int_equal(cpu->n, gpu->n);
+    tu_assert_close(gpu->w, cpu->w, cpu->n, 1e-5, 1e-6, what);
+    for (int e = 0; e < epochs; e++)
+        if (fabs(gpu->loss[e] - cpu->loss[e]) > 1e-5 * fabs(cpu->loss[e]) + 1e-6)
+            fail_msg("%s: loss of epoch %d: GPU %.9g, CPU %.9g", what, e + 1, gpu->loss[e], cpu->loss[e]);
+}
+
+/* SGD, momentum, Nesterov, Adam, AMSGrad, AdamW, RMSprop (plain, momentum, centered): 2 epochs of
+ * 6 steps each, with Dropout's masks drawn on the device */
+static void test_small_model_equals_cpu(void **state) {
+    (void)state;
+    struct { const char *name; tnt_optimizer_opts o; } cases[] = {
+        {"sgd", {.learning_rate = 0.1f}},
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f}},
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}},
+        {"adam", {.learning_rate = 0.01f}},
+        {"adam", {.learning_rate = 0.01f, .amsgrad = true}},
+        {"adamw", {.learning_rate = 0.01f, .weight_decay = 0.05f}},
+        {"rmsprop", {.learning_rate = 0.005f}},
+        {"rmsprop", {.learning_rate = 0.005f, .momentum = 0.5f, .centered = true}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s case %zu", cases[i].name, i);
+        run cpu = train(small_model, cases[i].name, &cases[i].o, TNT_DEVICE_CPU, 2, NULL);
+        run gpu = train(small_model, cases[i].name, &cases[i].o, TNT_DEVICE_GPU, 2, NULL);
+        assert_same_run(&cpu, &gpu, 2, what);
+        free(cpu.w), free(gpu.w);
+    }
+}
+
+/* The MLP of the benchmark (784-4096-4096-4096-10), 3 steps of 8 samples */
+static float mlp_x[24 * 784], mlp_y[24];
+
+static void test_mlp_equals_cpu(void **state) {
+    (void)state;
+    tu_fill(mlp_x, 24 * 784, 3);
+    for (int i = 0; i < 24; i++) mlp_y[i] = (float)(i * 7 % 10);
+    float *w[2];
+    int64_t n = 0;
+    double loss[2];
+    for (int g = 0; g < 2; g++) {
+        tnt_model *m = mlp_model();
+        assert_non_null(m);
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                 .seed = 9, .device = g ? TNT_DEVICE_GPU : TNT_DEVICE_CPU}));
+        tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(mlp_x, TNT_SHAPE(28, 28, 1), mlp_y, TNT_SHAPE(), 24,
+                                                                    false), 8, false);
+        tnt_history *h = NULL;
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, &h));
+        assert_int_equal(m->on_device, g == 1);
+        loss[g] = tnt_history_get(h, "loss", 0);
+        n = tnt_model_count_params(m);
+        w[g] = malloc((size_t)n * sizeof(float));
+        tu_ok(tnt_get_weights(m, w[g], n));
+        tnt_history_free(h);
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+    tu_assert_close(w[1], w[0], n, 1e-5, 1e-6, "MLP weights after 3 steps");
+    assert_true(fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]));
+    free(w[0]), free(w[1]);
+}
+
+/* ---- the host copy during and after device training --------------------------------------- */
+
+typedef struct probe {
+    int64_t n;
+    float *seen[8]; /* get_weights after each batch of the first epoch */
+    int count;
+    bool set_at_epoch_end; /* sets every weight to 0.5 x itself after epoch 1 */
+} probe;
+
+static tnt_status probe_batch_end(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
+    (void)logs;
+    probe *p = user;
+    if (p->count < 8 && batch == p->count) {
+        p->seen[p->count] = malloc((size_t)p->n * sizeof(float));
+        tnt_status s = tnt_get_weights(m, p->seen[p->count], p->n);
+        p->count++;
+        return s;
+    }
+    return TNT_OK;
+}
+
+static tnt_status probe_epoch_end(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {
+    (void)logs;
+    probe *p = user;
+    if (!p->set_at_epoch_end || epoch != 0) return TNT_OK;
+    float *w = malloc((size_t)p->n * sizeof(float));
+    tnt_status s = tnt_get_weights(m, w, p->n);
+    for (int64_t i = 0; i < p->n; i++) w[i] *= 0.5f;
+    if (s == TNT_OK) s = tnt_set_weights(m, w, p->n);
+    free(w);
+    return s;
+}
+
+static run train_probed(tnt_device dev, probe *p) {
+    tnt_callback cb = {.on_train_batch_end = probe_batch_end, .on_epoch_end = probe_epoch_end, .user = p};
+    p->n = 0;
+    tnt_model *m = small_model();
+    p->n = tnt_model_count_params(m);
+    tnt_model_free(m);
+    tnt_fit_opts fo = {.callbacks = &cb, .n_callbacks = 1};
+    return train(small_model, "adam", &(tnt_optimizer_opts){.learning_rate = 0.01f}, dev, 2, &fo);
+}
+
+/* get_weights after every step sees the device's weights; set_weights between epochs reaches the
+ * device: both as the CPU engine */
+static void test_get_set_weights_during_training(void **state) {
+    (void)state;
+    probe pc = {.set_at_epoch_end = true}, pg = {.set_at_epoch_end = true};
+    run cpu = train_probed(TNT_DEVICE_CPU, &pc);
+    run gpu = train_probed(TNT_DEVICE_GPU, &pg);
+    assert_int_equal(pc.count, N / BATCH);
+    assert_int_equal(pg.count, N / BATCH);
+    for (int k = 0; k < pc.count; k++) {
+        tu_assert_close(pg.seen[k], pc.seen[k], pc.n, 1e-5, 1e-6, "weights seen by a batch callback");
+        if (k) assert_true(memcmp(pg.seen[k], pg.seen[k - 1], (size_t)pg.n * sizeof(float)) != 0); /* they moved */
+        free(pc.seen[k]), free(pg.seen[k]);
+    }
+    assert_same_run(&cpu, &gpu, 2, "set_weights after epoch 1");
+    free(cpu.w), free(gpu.w);
+}
+
+/* Saving after device training writes the trained weights (a CPU model loading the file predicts
+ * as the device model); loading into a device model between fits reaches the device. */
+static void test_save_load(void **state) {
+    (void)state;
+    char path[512], wpath[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("gpu_model.h5"));
+    snprintf(wpath, sizeof wpath, "%s", tu_tmp_path("gpu_weights.h5"));
+    tnt_model *g = compiled(small_model, "adam", &(tnt_optimizer_opts){.learning_rate = 0.01f}, TNT_DEVICE_GPU);
+    tnt_dataset *ds = dataset(BATCH);
+    tu_ok(tnt_fit(g, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_true(g->on_device);
+    tu_ok(tnt_save_model(g, path, NULL));
+    tu_ok(tnt_save_weights(g, wpath, NULL));
+    /* the device model predicts on the device; the loaded model on the CPU */
+    tnt_tensor x = {.shape = TNT_SHAPE(N, 2, 2, 3), .data = xs};
+    tnt_tensor *pg = NULL, *pc = NULL;
+    tu_ok(tnt_predict_on_batch(g, &x, &pg));
+    tnt_model *c = tnt_load_model(path, true);
+    assert_non_null(c);
+    tu_ok(tnt_predict_on_batch(c, &x, &pc));
+    assert_false(c->on_device);
+    tu_assert_close(pg->data, pc->data, N * CLASSES, 1e-5, 1e-6, "predictions: device model and its saved file on the CPU");
+    /* a second epoch from the file's state: on the device after load_weights into the device
+     * model, and on the CPU from the loaded whole model (weights and Adam's slots) */
+    tnt_model *g2 = compiled(small_model, "adam", &(tnt_optimizer_opts){.learning_rate = 0.01f}, TNT_DEVICE_GPU);
+    tu_ok(tnt_fit(g2, ds, &(tnt_fit_opts){.epochs = 1}, NULL)); /* other weights on its device */
+    tu_ok(tnt_load_weights(g2, wpath, false));
+    float *w1 = malloc((size_t)tnt_model_count_params(g) * sizeof(float)), *w2 = malloc((size_t)tnt_model_count_params(g) * sizeof(float));
+    int64_t n = tnt_model_count_params(g);
+    tu_ok(tnt_get_weights(g2, w2, n));
+    tu_ok(tnt_get_weights(g, w1, n));
+    tu_assert_bitwise(w2, w1, n, "weights after load_weights into a device model");
+    tnt_tensor *pg2 = NULL;
+    tu_ok(tnt_predict_on_batch(g2, &x, &pg2)); /* on the device: the loaded weights went up */
+    assert_true(g2->on_device);
+    tu_assert_close(pg2->data, pc->data, N * CLASSES, 1e-5, 1e-6, "device predictions after load_weights");
+    /* one more epoch after the saves, predictions and loads: as a CPU model trained in two fits */
+    tnt_model *r = compiled(small_model, "adam", &(tnt_optimizer_opts){.learning_rate = 0.01f}, TNT_DEVICE_CPU);
+    tu_ok(tnt_fit(r, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    tu_ok(tnt_fit(r, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    tu_ok(tnt_fit(g, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_true(g->on_device);
+    tu_ok(tnt_get_weights(g, w1, n));
+    tu_ok(tnt_get_weights(r, w2, n));
+    tu_assert_close(w1, w2, n, 1e-5, 1e-6, "a second fit on the device against two fits on the CPU");
+    tnt_model_free(r);
+    free(w1), free(w2);
+    tnt_tensor_free(pg), tnt_tensor_free(pc), tnt_tensor_free(pg2);
+    tnt_model_free(g), tnt_model_free(g2), tnt_model_free(c);
+    tnt_dataset_free(ds);
+}
+
+/* ---- dispatch --------------------------------------------------------------------------------- */
+
+static tnt_model *conv_model(void) {
+    tnt_model *m = tnt_sequential("conv");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(5, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_conv2d(4, 2, 2, &(tnt_layer_opts){.name = "the_conv", .padding = TNT_PADDING_SAME})));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+static void test_dispatch(void **state) {
+    (void)state;
+    char why[512];
+    tnt_dataset *ds = dataset(BATCH);
+    /* gpu: an error naming the layer and its class (Conv2D needs cuDNN, which the emulation lacks) */
+    tnt_model *m = compiled(conv_model, "sgd", NULL, TNT_DEVICE_GPU);
+    assert_false(tnt__model_device_check(m, why, sizeof why));
+    assert_non_null(strstr(why, "layer \"the_conv\" (Conv2D)"));
+    assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL), TNT_ERR_UNSUPPORTED);
+    tu_error_contains("cannot train on the GPU");
+    tu_error_contains("layer \"the_conv\" (Conv2D)");
+    tnt_model_free(m);
+    /* auto: the CPU, and the fit runs */
+    m = compiled(conv_model, "sgd", NULL, TNT_DEVICE_AUTO);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_false(m->on_device);
+    assert_true(m->device_reason_logged);
+    tnt_model_free(m);
+    /* an optimizer without a device path is named */
+    m = compiled(small_model, "adagrad", NULL, TNT_DEVICE_AUTO);
+    assert_false(tnt__model_device_check(m, why, sizeof why));
+    assert_non_null(strstr(why, "optimizer Adagrad"));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_false(m->on_device);
+    tnt_model_free(m);
+    /* auto with everything on the device: the GPU; cpu: the CPU even so */
+    m = compiled(small_model, "sgd", NULL, TNT_DEVICE_AUTO);
+    assert_true(tnt__model_device_check(m, why, sizeof why));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_true(m->on_device);
+    /* compiled again for the CPU: the device's weights come back first */
+    float *before = malloc((size_t)tnt_model_count_params(m) * sizeof(float)), *after = malloc((size_t)tnt_model_count_params(m) * sizeof(float));
+    tu_ok(tnt_get_weights(m, before, tnt_model_count_params(m)));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.0f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_CPU}));
+    assert_false(m->on_device);
+    assert_null(m->dev);
+    tu_ok(tnt_get_weights(m, after, tnt_model_count_params(m)));
+    tu_assert_bitwise(after, before, tnt_model_count_params(m), "weights after compiling a device model for the CPU");
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_false(m->on_device);
+    free(before), free(after);
+    tnt_model_free(m);
+    /* a bad device value */
+    m = small_model();
+    assert_int_equal(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                       .device = (tnt_device)7}),
+                     TNT_ERR_ARG);
+    tu_error_contains("device 7");
+    tnt_model_free(m);
+    tnt_dataset_free(ds);
+}
+
+int main(void) {
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1); /* ctest sets it too */
+    if (tnt__config_load() != TNT_OK) return fprintf(stderr, "%s\n", tnt_last_error()), 1;
+    make_data();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_model_equals_cpu),
+        cmocka_unit_test(test_get_set_weights_during_training),
+        cmocka_unit_test(test_save_load),
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_mlp_equals_cpu),
+    };
+    return cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
+}
