@@ -223,7 +223,7 @@ static void load_nccl(const tnt__config *c) {
 
 static void load(void) {
     const tnt__config *c = tnt__config_get();
-    if (c->gpu_emulate) {
+    if (c->gpu_emulate > 0) {
         loader.available = loader.emulated = true;
         return;
     }
@@ -252,5 +252,5 @@ bool tnt__gpu_emulated(void) {
 
 int tnt__gpu_device_count(void) {
     if (!tnt__gpu_available(NULL)) return 0;
-    return loader.emulated ? 1 : tnt__cuda.device_count;
+    return loader.emulated ? (int)tnt__config_get()->gpu_emulate : tnt__cuda.device_count;
 }
