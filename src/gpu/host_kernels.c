@@ -15,6 +15,8 @@ _Static_assert((int)K_ACT_SOFTMAX == (int)TNT_ACT_SOFTMAX && (int)K_ACT_LEAKY_RE
                    (int)K_ACT_LOG_SOFTMAX == (int)TNT_ACT_LOG_SOFTMAX && (int)K_ACT_SPARSEMAX == (int)TNT_ACT_SPARSEMAX &&
                    (int)K_ACT_COUNT == (int)TNT_ACT_COUNT,
                "kernels/activations.cu K_ACT_* must follow tnt_activation");
+/* the structures kernels take by value: the layout nvptx64 gives them too (no padding) */
+_Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56, "kernels/kargs.h: unexpected padding");
 
 /* args[i] points at argument i of type T */
 #define K_ARG(i, T) (*(T *)args[i])

@@ -36,5 +36,35 @@ TNT_K(tnt_k_adagrad, float *, const float *, float *, i64, float, float, float)
 TNT_K(tnt_k_adadelta, float *, const float *, float *, float *, i64, float, float, float, float)
 TNT_K(tnt_k_adamax, float *, const float *, float *, float *, i64, float, float, float, float, float)
 TNT_K(tnt_k_nadam, float *, const float *, float *, float *, i64, float, float, float, float, float, float, float, float)
-/* model_extra.cu (gpu-model) */
-TNT_K(tnt_k_dropout, const float *, float *, i64, i64, i64, float, float)
+/* pooling.cu */
+TNT_K(tnt_k_max_pool_fwd, tnt_k_pool, const float *, float *, unsigned short *)
+TNT_K(tnt_k_max_pool_bwd, tnt_k_pool, const float *, const unsigned short *, float *)
+TNT_K(tnt_k_avg_pool_fwd, tnt_k_pool, const float *, float *)
+TNT_K(tnt_k_avg_pool_bwd, tnt_k_pool, const float *, float *)
+TNT_K(tnt_k_global_pool_fwd, const float *, float *, i64, i64, i64, int)
+TNT_K(tnt_k_global_avg_pool_bwd, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_global_max_pool_bwd, const float *, const float *, float *, i64, i64, i64)
+/* normalization.cu */
+TNT_K(tnt_k_bn_sums, const float *, const double *, double *, i64, i64, i64, i64)
+TNT_K(tnt_k_sum_chunks_d, const double *, double *, i64, i64, double)
+TNT_K(tnt_k_bn_train_stats, const double *, const double *, float *, float *, float *, float *, i64, double, double,
+      double)
+TNT_K(tnt_k_bn_moving_stats, const float *, const float *, float *, float *, i64, double)
+TNT_K(tnt_k_bn_apply, const float *, float *, const float *, const float *, const float *, const float *, i64, i64,
+      i64, int)
+TNT_K(tnt_k_bn_grad_sums, const float *, const float *, const float *, const float *, const float *, double *, i64,
+      i64, i64, i64, int)
+TNT_K(tnt_k_bn_grad_finish, const double *, i64, i64, float *, float *, float *, float *, double, int)
+TNT_K(tnt_k_bn_dx, const float *, const float *, const float *, const float *, const float *, const float *,
+      const float *, const float *, float *, i64, i64, i64, int)
+TNT_K(tnt_k_ln_fwd, const float *, float *, const float *, const float *, double *, i64, i64, double)
+TNT_K(tnt_k_ln_bwd_params, const float *, const float *, const double *, float *, float *, i64, i64)
+TNT_K(tnt_k_ln_bwd_dx, const float *, const float *, const float *, const double *, float *, i64, i64)
+/* misc.cu */
+TNT_K(tnt_k_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float, float)
+TNT_K(tnt_k_embedding_bad_ids, const float *, i64, int, long long *)
+TNT_K(tnt_k_embedding_fwd, const float *, const float *, float *, i64, i64)
+TNT_K(tnt_k_embedding_bwd, const float *, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_box_copy, tnt_k_box, const float *, float *, float)
+TNT_K(tnt_k_copy_cols, const float *, float *, i64, i64, i64, i64, i64, i64, int)
+TNT_K(tnt_k_transpose, const float *, float *, i64, i64)

@@ -7,4 +7,6 @@
 #include "elementwise.cu"
 #include "activations.cu"
 #include "optim.cu"
-#include "model_extra.cu" /* the gpu-model branch: dropout */
+#include "pooling.cu"
+#include "normalization.cu"
+#include "misc.cu"

@@ -1,0 +1,26 @@
+/* kargs.h: the structures some kernels take by value (cuLaunchKernel copies a struct argument as
+ * it copies a float), shared by the kernels and the host code that launches them. Only long long
+ * and int fields, in an order without padding surprises: the layout is the same for nvptx64 and
+ * x86-64 (static asserts in host_kernels.c). */
+#ifndef TNT_GPU_KARGS_H
+#define TNT_GPU_KARGS_H
+
+/* A 2-D or 3-D pooling over channels-last images (layers/pooling/pooling.c's geometry): n images of
+ * (in[0], in[1], in[2], c) cells (d, h, w; 2-D: d = 1) to (out[0], out[1], out[2], c); window k,
+ * strides s, padding before pad per axis (TensorFlow's "same": the extra cell after). */
+typedef struct tnt_k_pool {
+    long long n, c;
+    int in[3], out[3], k[3], s[3], pad[3];
+    int unused; /* keeps the size a multiple of 8 on every compiler */
+} tnt_k_pool;
+
+/* A box copy between channels-last images (ZeroPadding and Cropping, forward and backward):
+ * y (n, out[0], out[1], out[2], c) cell o takes x (n, in..., c) cell o - off when that is inside x,
+ * else a constant. Padding: off = the padding before; cropping: off = -(the cropping before). */
+typedef struct tnt_k_box {
+    long long n, c;
+    int in[3], out[3], off[3];
+    int unused;
+} tnt_k_box;
+
+#endif

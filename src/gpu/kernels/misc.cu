@@ -1,0 +1,104 @@
+/* misc.cu: Dropout, Embedding, padding and cropping, concatenation and slicing along an axis, 2-D
+ * transposes (the Keras HWIO kernel <-> cuDNN's KRSC), bitwise the CPU engine's layers.
+ *
+ * Contract:
+ *   tnt_k_dropout(const float *x, float *y, i64 n, unsigned long long seed, unsigned long long base,
+ *                 float rate, float scale)
+ *       y[i] = x[i] scale where core/core.h tnt__rand_uniform(seed, base + i) >= rate, else 0: the
+ *       CPU's mask (layers/regularization/dropout.c: seed = the layer's step seed, base = the
+ *       global sample offset times the values per sample, scale = 1 / (1 - rate)); forward on x,
+ *       backward on dy with the same arguments
+ *   tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long long *partial)
+ *       partial[block] = the smallest position this block saw of an id that is not an integer in
+ *       [0, input_dim), or n; blockDim a power of two <= 1024; the host takes the minimum
+ *   tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim)
+ *       y (n, dim) = the table's rows (ids checked before)
+ *   tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim)
+ *       grad (input_dim, dim) += dy's rows at their ids, one thread per column, the ids in order
+ *       (the CPU's order: bitwise after a tnt_k_fill of 0)
+ *   tnt_k_box_copy(tnt_k_box g, const float *x, float *y, float value)       (kargs.h)
+ *   tnt_k_copy_cols(const float *x, float *y, i64 rows, i64 cols, i64 ld_x, i64 off_x, i64 ld_y,
+ *                   i64 off_y, int accumulate)
+ *       y[r ld_y + off_y + j] = (or +=) x[r ld_x + off_x + j] for j < cols: one input of a
+ *       Concatenate along an axis (rows = the product of the dimensions before it, cols = its
+ *       part of the axis times the dimensions after), a slice, and their gradients
+ *   tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols)    y (cols, rows) = x (rows, cols)^T
+ *       HWIO -> KRSC: rows = kh kw in, cols = out; KRSC -> HWIO: rows = out, cols = kh kw in
+ */
+#include "kargs.h"
+#include "kmath.h"
+
+/* core/core.c tnt__hash64 (SplitMix64's finalizer) */
+DEV unsigned long long k_hash64(unsigned long long x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+/* core/core.h tnt__rand_uniform: 24 random bits in [0, 1) */
+DEV float k_rand_uniform(unsigned long long seed, unsigned long long index) {
+    const unsigned long long r = k_hash64(seed ^ k_hash64(index + 0x9E3779B97F4A7C15ull));
+    return (float)(r >> 40) * (1.0f / 16777216.0f);
+}
+
+KERNEL void tnt_k_dropout(const float *x, float *y, i64 n, unsigned long long seed, unsigned long long base, float rate,
+                          float scale) {
+    GRID_STRIDE(i, n) y[i] = k_rand_uniform(seed, base + (unsigned long long)i) >= rate ? x[i] * scale : 0.0f;
+}
+
+KERNEL void tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long long *partial) {
+    SHARED long long red[K_MAX_BLOCK];
+    const float lim = (float)input_dim;
+    long long bad = n;
+    GRID_STRIDE(i, n) {
+        const float v = ids[i];
+        if (!(v >= 0.0f && v < lim && v == __builtin_floorf(v)) && i < bad) bad = i;
+    }
+    const int t = TID_X;
+    red[t] = bad;
+    SYNC();
+    for (int s = NTID_X / 2; s > 0; s >>= 1) {
+        if (t < s && red[t + s] < red[t]) red[t] = red[t + s];
+        SYNC();
+    }
+    if (t == 0) partial[CTAID_X] = red[0];
+}
+
+KERNEL void tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim) {
+    GRID_STRIDE(i, n * dim) y[i] = table[(i64)ids[i / dim] * dim + i % dim];
+}
+
+KERNEL void tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim) {
+    GRID_STRIDE(k, dim) {
+        for (i64 i = 0; i < n; i++) {
+            const i64 id = (i64)ids[i];
+            if (id < 0 || id >= input_dim) continue;
+            grad[id * dim + k] += dy[i * dim + k];
+        }
+    }
+}
+
+KERNEL void tnt_k_box_copy(tnt_k_box g, const float *x, float *y, float value) {
+    const i64 C = g.c, cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    GRID_STRIDE(i, g.n * cells * C) {
+        const i64 ch = i % C, o = i / C % cells, n = i / C / cells;
+        const i64 d = o / g.out[2] / g.out[1] - g.off[0], h = o / g.out[2] % g.out[1] - g.off[1],
+                  w = o % g.out[2] - g.off[2];
+        const int inside = d >= 0 && d < g.in[0] && h >= 0 && h < g.in[1] && w >= 0 && w < g.in[2];
+        y[i] = inside ? x[(((n * g.in[0] + d) * g.in[1] + h) * g.in[2] + w) * C + ch] : value;
+    }
+}
+
+KERNEL void tnt_k_copy_cols(const float *x, float *y, i64 rows, i64 cols, i64 ld_x, i64 off_x, i64 ld_y, i64 off_y,
+                            int accumulate) {
+    GRID_STRIDE(i, rows * cols) {
+        const i64 r = i / cols, j = i % cols;
+        const float v = x[r * ld_x + off_x + j];
+        float *dst = y + r * ld_y + off_y + j;
+        *dst = accumulate ? *dst + v : v;
+    }
+}
+
+KERNEL void tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols) {
+    GRID_STRIDE(i, rows * cols) y[i] = x[i % rows * cols + i / rows]; /* y[c][r] = x[r][c] */
+}

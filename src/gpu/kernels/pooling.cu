@@ -1,0 +1,159 @@
+/* pooling.cu: MaxPooling and AveragePooling 2-D/3-D over channels-last input, forward and backward,
+ * bitwise the CPU engine's layers/pooling/pooling.c (same windows clipped to the real cells, same
+ * first-maximum rule, same order of additions); global pooling as layers/pooling/global_pooling.c.
+ *
+ * Contract (g: kargs.h tnt_k_pool by value; x, dx: (g.n, in..., g.c); y, dy, arg: (g.n, out..., g.c)):
+ *   tnt_k_max_pool_fwd(tnt_k_pool g, const float *x, float *y, unsigned short *arg)
+ *       y = the window maximum (the first on ties; a NaN first cell stays), arg = its index in
+ *       the unclipped window ((kd * k[1] + kh) * k[2] + kw), as the CPU's workspace
+ *   tnt_k_max_pool_bwd(tnt_k_pool g, const float *dy, const unsigned short *arg, float *dx)
+ *       dx = the sum of dy over the windows whose maximum is this cell (overwrites dx)
+ *   tnt_k_avg_pool_fwd(tnt_k_pool g, const float *x, float *y)     mean over the real cells
+ *   tnt_k_avg_pool_bwd(tnt_k_pool g, const float *dy, float *dx)   (overwrites dx)
+ *   Global pooling, x: (n, hw, c), y, dy: (n, c), one thread per (image, channel):
+ *   tnt_k_global_pool_fwd(const float *x, float *y, i64 n, i64 hw, i64 c, int is_max)
+ *   tnt_k_global_avg_pool_bwd(const float *dy, float *dx, i64 n, i64 hw, i64 c)
+ *   tnt_k_global_max_pool_bwd(const float *x, const float *dy, float *dx, i64 n, i64 hw, i64 c)
+ *       dy split equally among the cells that tie for the maximum (TensorFlow's reduce_max)
+ */
+#include "kargs.h"
+#include "kmath.h"
+
+/* the window of output cell o (d, h, w) along axis a: [lo, hi) clipped, st its unclipped start */
+DEV void k_pool_window(const tnt_k_pool *g, int a, i64 o, i64 *lo, i64 *hi, i64 *st) {
+    *st = o * g->s[a] - g->pad[a];
+    *lo = *st > 0 ? *st : 0;
+    *hi = *st + g->k[a] < g->in[a] ? *st + g->k[a] : g->in[a];
+}
+
+/* the outputs whose windows hold input cell i along axis a: [first, last] */
+DEV void k_pool_outputs(const tnt_k_pool *g, int a, i64 i, i64 *first, i64 *last) {
+    const i64 t = i + g->pad[a] - g->k[a] + 1; /* o s >= t */
+    i64 f = t <= 0 ? 0 : (t + g->s[a] - 1) / g->s[a];
+    i64 l = (i + g->pad[a]) / g->s[a];
+    *first = f;
+    *last = l < g->out[a] - 1 ? l : g->out[a] - 1;
+}
+
+KERNEL void tnt_k_max_pool_fwd(tnt_k_pool g, const float *x, float *y, unsigned short *arg) {
+    const i64 C = g.c, cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    GRID_STRIDE(i, g.n * cells * C) {
+        const i64 ch = i % C, o = i / C % cells, n = i / C / cells;
+        i64 lo[3], hi[3], st[3];
+        k_pool_window(&g, 0, o / g.out[2] / g.out[1], &lo[0], &hi[0], &st[0]);
+        k_pool_window(&g, 1, o / g.out[2] % g.out[1], &lo[1], &hi[1], &st[1]);
+        k_pool_window(&g, 2, o % g.out[2], &lo[2], &hi[2], &st[2]);
+        float best = 0.0f;
+        int k_best = 0, first = 1;
+        for (i64 d = lo[0]; d < hi[0]; d++)
+            for (i64 h = lo[1]; h < hi[1]; h++)
+                for (i64 w = lo[2]; w < hi[2]; w++) {
+                    const float v = x[(((n * g.in[0] + d) * g.in[1] + h) * g.in[2] + w) * C + ch];
+                    const int k = (int)(((d - st[0]) * g.k[1] + (h - st[1])) * g.k[2] + (w - st[2]));
+                    if (first || v > best) best = v, k_best = k, first = 0;
+                }
+        y[i] = best;
+        arg[i] = (unsigned short)k_best;
+    }
+}
+
+/* for each output window holding input cell (d, h, w), in the CPU's (ascending) order:
+ * BODY sees o (the output cell within its image) and k (the cell's index in that window) */
+#define K_POOL_GATHER(g, d, h, w, ...)                                                                      \
+    do {                                                                                                    \
+        i64 f0, l0, f1, l1, f2, l2;                                                                         \
+        k_pool_outputs(&(g), 0, d, &f0, &l0);                                                               \
+        k_pool_outputs(&(g), 1, h, &f1, &l1);                                                               \
+        k_pool_outputs(&(g), 2, w, &f2, &l2);                                                               \
+        for (i64 od = f0; od <= l0; od++)                                                                   \
+            for (i64 oh = f1; oh <= l1; oh++)                                                               \
+                for (i64 ow = f2; ow <= l2; ow++) {                                                         \
+                    const i64 o = (od * (g).out[1] + oh) * (g).out[2] + ow;                                 \
+                    const int k = (int)(((d - (od * (g).s[0] - (g).pad[0])) * (g).k[1] +                    \
+                                         (h - (oh * (g).s[1] - (g).pad[1]))) * (g).k[2] +                   \
+                                        (w - (ow * (g).s[2] - (g).pad[2])));                                \
+                    __VA_ARGS__;                                                                                 \
+                }                                                                                           \
+    } while (0)
+
+KERNEL void tnt_k_max_pool_bwd(tnt_k_pool g, const float *dy, const unsigned short *arg, float *dx) {
+    const i64 C = g.c, cells = (i64)g.in[0] * g.in[1] * g.in[2], out_cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    GRID_STRIDE(i, g.n * cells * C) {
+        const i64 ch = i % C, p = i / C % cells, n = i / C / cells;
+        const i64 d = p / g.in[2] / g.in[1], h = p / g.in[2] % g.in[1], w = p % g.in[2];
+        float s = 0.0f;
+        K_POOL_GATHER(g, d, h, w, {
+            const i64 j = (n * out_cells + o) * C + ch;
+            s += arg[j] == k ? dy[j] : 0.0f;
+        });
+        dx[i] = s;
+    }
+}
+
+KERNEL void tnt_k_avg_pool_fwd(tnt_k_pool g, const float *x, float *y) {
+    const i64 C = g.c, cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    GRID_STRIDE(i, g.n * cells * C) {
+        const i64 ch = i % C, o = i / C % cells, n = i / C / cells;
+        i64 lo[3], hi[3], st[3];
+        k_pool_window(&g, 0, o / g.out[2] / g.out[1], &lo[0], &hi[0], &st[0]);
+        k_pool_window(&g, 1, o / g.out[2] % g.out[1], &lo[1], &hi[1], &st[1]);
+        k_pool_window(&g, 2, o % g.out[2], &lo[2], &hi[2], &st[2]);
+        float s = 0.0f;
+        for (i64 d = lo[0]; d < hi[0]; d++)
+            for (i64 h = lo[1]; h < hi[1]; h++)
+                for (i64 w = lo[2]; w < hi[2]; w++) s += x[(((n * g.in[0] + d) * g.in[1] + h) * g.in[2] + w) * C + ch];
+        const float inv = 1.0f / (float)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
+        y[i] = s * inv;
+    }
+}
+
+KERNEL void tnt_k_avg_pool_bwd(tnt_k_pool g, const float *dy, float *dx) {
+    const i64 C = g.c, cells = (i64)g.in[0] * g.in[1] * g.in[2], out_cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    GRID_STRIDE(i, g.n * cells * C) {
+        const i64 ch = i % C, p = i / C % cells, n = i / C / cells;
+        const i64 d = p / g.in[2] / g.in[1], h = p / g.in[2] % g.in[1], w = p % g.in[2];
+        float s = 0.0f;
+        K_POOL_GATHER(g, d, h, w, {
+            (void)k;
+            i64 lo[3], hi[3], st[3];
+            k_pool_window(&g, 0, od, &lo[0], &hi[0], &st[0]);
+            k_pool_window(&g, 1, oh, &lo[1], &hi[1], &st[1]);
+            k_pool_window(&g, 2, ow, &lo[2], &hi[2], &st[2]);
+            const float inv = 1.0f / (float)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
+            s += dy[(n * out_cells + o) * C + ch] * inv;
+        });
+        dx[i] = s;
+    }
+}
+
+KERNEL void tnt_k_global_pool_fwd(const float *x, float *y, i64 n, i64 hw, i64 c, int is_max) {
+    GRID_STRIDE(i, n * c) {
+        const float *xs = x + i / c * hw * c + i % c;
+        float s = xs[0];
+        if (is_max) {
+            for (i64 p = 1; p < hw; p++)
+                if (xs[p * c] > s) s = xs[p * c];
+        } else {
+            for (i64 p = 1; p < hw; p++) s += xs[p * c];
+            s *= 1.0f / (float)hw;
+        }
+        y[i] = s;
+    }
+}
+
+KERNEL void tnt_k_global_avg_pool_bwd(const float *dy, float *dx, i64 n, i64 hw, i64 c) {
+    const float inv = 1.0f / (float)hw;
+    GRID_STRIDE(i, n * hw * c) dx[i] = dy[i / (hw * c) * c + i % c] * inv;
+}
+
+KERNEL void tnt_k_global_max_pool_bwd(const float *x, const float *dy, float *dx, i64 n, i64 hw, i64 c) {
+    GRID_STRIDE(i, n * c) {
+        const i64 base = i / c * hw * c + i % c;
+        float m = x[base], cnt = 0.0f;
+        for (i64 p = 1; p < hw; p++)
+            if (x[base + p * c] > m) m = x[base + p * c];
+        for (i64 p = 0; p < hw; p++) cnt += x[base + p * c] == m ? 1.0f : 0.0f;
+        const float share = cnt > 0.0f ? dy[i] / cnt : 0.0f;
+        for (i64 p = 0; p < hw; p++) dx[base + p * c] = x[base + p * c] == m ? share : 0.0f;
+    }
+}

@@ -1,0 +1,395 @@
+/* test_gpu_host_layers.c: the layers' device kernels (src/gpu/kernels/pooling.cu,
+ * normalization.cu, misc.cu) through their host build against the CPU layers run through the
+ * layer contract: pooling (max with its argmax, average, global; 2-D and 3-D, "valid" and "same",
+ * overlapping windows, ties) and Dropout, Embedding, ZeroPadding/Cropping bitwise;
+ * BatchNormalization (training and inference, channels last and first, a folded relu, without
+ * gamma or beta) and LayerNormalization within 1e-6; concatenation and the filter transposes
+ * against their index formulas. Outputs start poisoned. */
+#include "gpu_host_util.h"
+
+#include "gpu/kernels/kargs.h"
+#include "layer_harness.h"
+#include "layers/layer.h"
+
+typedef long long i64;
+
+/* one forward (and backward when dy) of a built layer with explicit training, seed and offset */
+static void layer_fwd(drv *d, bool training, uint64_t seed, int64_t sample_offset) {
+    tnt__fwd_args a = {.batch = d->batch, .x = d->x, .y = d->y, .workspace = d->ws, .training = training,
+                       .seed = seed, .sample_offset = sample_offset};
+    tu_ok(d->l->ops->forward(d->l, d->plan, &a));
+}
+static void layer_bwd(drv *d, int64_t sample_offset) {
+    tnt__bwd_args a = {.batch = d->batch, .x = d->x, .y = d->y, .dy = d->dy, .dx = d->dx, .workspace = d->ws,
+                       .sample_offset = sample_offset};
+    tu_ok(d->l->ops->backward(d->l, d->plan, &a));
+}
+
+/* values on a grid of 0.5 in [-4, 4): many ties for the max rules */
+static void fill_ties(float *x, int64_t n, uint64_t seed) {
+    tu_fill(x, n, seed);
+    for (int64_t i = 0; i < n; i++) x[i] = floorf(x[i] * 8.0f) * 0.5f;
+}
+
+/* ---- pooling -------------------------------------------------------------------------------- */
+
+/* TensorFlow's "same" padding before, as layers/pooling/pooling.c */
+static int pad_before(int in, int k, int s, int out, tnt_padding p) {
+    if (p != TNT_PADDING_SAME) return 0;
+    int total = (out - 1) * s + k - in;
+    return total > 0 ? total / 2 : 0;
+}
+
+static void check_pool(bool is_max, int spatial, const int in[3], int c, const int k[3], const int s[3],
+                       tnt_padding padding, int64_t batch) {
+    tnt_layer_opts o = {.padding = padding};
+    int first = 3 - spatial;
+    for (int a = 0; a < spatial; a++) o.strides[a] = s[first + a];
+    tnt_layer *l;
+    tnt_shape shape;
+    if (spatial == 2) {
+        l = is_max ? tnt_max_pooling2d(k[1], k[2], &o) : tnt_average_pooling2d(k[1], k[2], &o);
+        shape = TNT_SHAPE(in[1], in[2], c);
+    } else {
+        l = is_max ? tnt_max_pooling3d(k, &o) : tnt_average_pooling3d(k, &o);
+        shape = TNT_SHAPE(in[0], in[1], in[2], c);
+    }
+    drv d;
+    drv_init(&d, l, shape, batch);
+    fill_ties(d.x, in_numel(&d), 11);
+    tu_fill(d.dy, out_numel(&d), 12);
+    layer_fwd(&d, true, 1, 0);
+    layer_bwd(&d, 0);
+
+    tnt_k_pool g = {.n = batch, .c = c};
+    for (int a = 0; a < 3; a++) {
+        g.in[a] = in[a], g.k[a] = k[a], g.s[a] = s[a];
+        g.out[a] = a < first ? 1 : (int)l->out_shape.dim[a - first];
+        g.pad[a] = pad_before(in[a], k[a], s[a], g.out[a], padding);
+    }
+    i64 ny = out_numel(&d), nx = in_numel(&d);
+    float *y = gh_poisoned(ny), *dx = gh_poisoned(nx);
+    unsigned short *arg = malloc((size_t)ny * sizeof *arg);
+    char what[96];
+    snprintf(what, sizeof what, "%s pool %dD k %dx%dx%d s %dx%dx%d %s", is_max ? "max" : "avg", spatial, k[0], k[1],
+             k[2], s[0], s[1], s[2], padding == TNT_PADDING_SAME ? "same" : "valid");
+    if (is_max) {
+        memset(arg, 0xee, (size_t)ny * sizeof *arg);
+        gh_launch("tnt_k_max_pool_fwd", 7, ARGS(&g, &d.x, &y, &arg));
+        gh_launch("tnt_k_max_pool_bwd", 5, ARGS(&g, &d.dy, &arg, &dx));
+        if (memcmp(arg, d.ws, (size_t)ny * sizeof *arg)) fail_msg("%s: argmax differs from the CPU's workspace", what);
+    } else {
+        gh_launch("tnt_k_avg_pool_fwd", 7, ARGS(&g, &d.x, &y));
+        gh_launch("tnt_k_avg_pool_bwd", 5, ARGS(&g, &d.dy, &dx));
+    }
+    tu_assert_bitwise(y, d.y, ny, what);
+    tu_assert_bitwise(dx, d.dx, nx, what);
+    free(y), free(dx), free(arg);
+    drv_free(&d, true);
+}
+
+static void test_pooling(void **state) {
+    (void)state;
+    for (int is_max = 0; is_max < 2; is_max++) {
+        check_pool(is_max, 2, (int[]){1, 28, 28}, 6, (int[]){1, 2, 2}, (int[]){1, 2, 2}, TNT_PADDING_VALID, 3);
+        check_pool(is_max, 2, (int[]){1, 7, 9}, 3, (int[]){1, 3, 3}, (int[]){1, 2, 2}, TNT_PADDING_SAME, 2);
+        check_pool(is_max, 2, (int[]){1, 6, 6}, 5, (int[]){1, 3, 2}, (int[]){1, 1, 1}, TNT_PADDING_SAME, 2);
+        check_pool(is_max, 2, (int[]){1, 9, 8}, 4, (int[]){1, 3, 3}, (int[]){1, 2, 2}, TNT_PADDING_VALID, 3);
+        check_pool(is_max, 3, (int[]){4, 5, 6}, 3, (int[]){2, 2, 3}, (int[]){1, 2, 2}, TNT_PADDING_SAME, 2);
+    }
+}
+
+static void check_global_pool(bool is_max, int h, int w, int c, int64_t batch) {
+    tnt_layer *l = is_max ? tnt_global_max_pooling2d(NULL) : tnt_global_average_pooling2d(NULL);
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(h, w, c), batch);
+    fill_ties(d.x, in_numel(&d), 21);
+    tu_fill(d.dy, out_numel(&d), 22);
+    layer_fwd(&d, true, 1, 0);
+    layer_bwd(&d, 0);
+    i64 n = batch, hw = (i64)h * w, cc = c, ny = out_numel(&d), nx = in_numel(&d);
+    int max = is_max;
+    float *y = gh_poisoned(ny), *dx = gh_poisoned(nx);
+    gh_launch("tnt_k_global_pool_fwd", 3, ARGS(&d.x, &y, &n, &hw, &cc, &max));
+    if (is_max)
+        gh_launch("tnt_k_global_max_pool_bwd", 3, ARGS(&d.x, &d.dy, &dx, &n, &hw, &cc));
+    else
+        gh_launch("tnt_k_global_avg_pool_bwd", 3, ARGS(&d.dy, &dx, &n, &hw, &cc));
+    tu_assert_bitwise(y, d.y, ny, is_max ? "global max pool forward" : "global average pool forward");
+    tu_assert_bitwise(dx, d.dx, nx, is_max ? "global max pool backward (ties split)" : "global average pool backward");
+    free(y), free(dx);
+    drv_free(&d, true);
+}
+
+static void test_global_pooling(void **state) {
+    (void)state;
+    check_global_pool(false, 7, 7, 33, 3);
+    check_global_pool(true, 7, 7, 33, 3);
+    check_global_pool(true, 3, 5, 4, 2);
+}
+
+/* ---- normalization -------------------------------------------------------------------------- */
+
+static float *weight_or_null(tnt_layer *l, const char *name, bool grad) {
+    for (int i = 0; i < l->n_weights; i++)
+        if (strstr(l->weights[i].name, name)) return grad ? l->weights[i].grad : l->weights[i].value;
+    return NULL;
+}
+
+/* inner > 1: channels first (axis 1) over (c, h, w) */
+static void check_bn(bool channels_first, bool training, bool relu, bool no_scale, bool no_center, int64_t batch) {
+    const int h = 5, w = 7, c = 6;
+    tnt_batch_norm_opts o = {.momentum = 0.9f, .epsilon = 1e-3f, .no_scale = no_scale, .no_center = no_center,
+                             .axis = channels_first ? 1 : 0};
+    tnt_layer *l = tnt_batch_normalization_with(&o);
+    assert_non_null(l);
+    if (relu) l->activation = TNT_ACT_RELU; /* the model folds a following ReLU in */
+    drv d;
+    drv_init(&d, l, channels_first ? TNT_SHAPE(c, h, w) : TNT_SHAPE(h, w, c), batch);
+    tu_fill(d.x, in_numel(&d), 31);
+    for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 3.0f + 0.5f;
+    tu_fill(d.dy, out_numel(&d), 32);
+    float *gamma = weight_or_null(l, "gamma", false), *beta = weight_or_null(l, "beta", false);
+    float *mmean = weight_or_null(l, "moving_mean", false), *mvar = weight_or_null(l, "moving_variance", false);
+    if (gamma) tu_fill(gamma, c, 33);
+    if (beta) tu_fill(beta, c, 34);
+    tu_fill(mmean, c, 35);
+    for (int k = 0; k < c; k++) mvar[k] = 0.5f + 0.1f * (float)k;
+    float *mm0 = gh_copy(mmean, c), *mv0 = gh_copy(mvar, c);
+    layer_fwd(&d, training, 1, 0);
+    layer_bwd(&d, 0);
+
+    i64 C = c, inner = channels_first ? (i64)h * w : 1, rows = batch * h * w * c / (C * inner), chunk = 64;
+    i64 m = rows * inner, chunks = (m + chunk - 1) / chunk, n = in_numel(&d);
+    int r = relu, batch_stats = training;
+    double M = (double)m, mom = 0.9f, eps = 1e-3f, inv_m = 1.0 / M, one = 1.0;
+    double *part = malloc((size_t)(chunks * 2 * C) * sizeof(double)), *mean = malloc((size_t)C * sizeof(double));
+    double *sq = malloc((size_t)C * sizeof(double));
+    float *mean_f = gh_poisoned(C), *inv_std = gh_poisoned(C), *mm = gh_copy(mm0, C), *mv = gh_copy(mv0, C);
+    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C);
+    float *mg = gh_poisoned(C), *mgx = gh_poisoned(C);
+    double *none = NULL;
+    if (training) {
+        gh_launch("tnt_k_bn_sums", 3, ARGS(&d.x, &none, &part, &rows, &C, &inner, &chunk));
+        gh_launch("tnt_k_sum_chunks_d", 2, ARGS(&part, &mean, &chunks, &C, &inv_m));
+        gh_launch("tnt_k_bn_sums", 3, ARGS(&d.x, &mean, &part, &rows, &C, &inner, &chunk));
+        gh_launch("tnt_k_sum_chunks_d", 2, ARGS(&part, &sq, &chunks, &C, &one));
+        gh_launch("tnt_k_bn_train_stats", 2, ARGS(&mean, &sq, &mean_f, &inv_std, &mm, &mv, &C, &M, &mom, &eps));
+    } else {
+        gh_launch("tnt_k_bn_moving_stats", 2, ARGS(&mm, &mv, &mean_f, &inv_std, &C, &eps));
+    }
+    gh_launch("tnt_k_bn_apply", 5, ARGS(&d.x, &y, &gamma, &beta, &mean_f, &inv_std, &rows, &C, &inner, &r));
+    gh_launch("tnt_k_bn_grad_sums", 3,
+              ARGS(&d.x, &d.dy, &y, &mean_f, &inv_std, &part, &rows, &C, &inner, &chunk, &r));
+    float *dgp = gamma ? dg : NULL, *dbp = beta ? db : NULL;
+    gh_launch("tnt_k_bn_grad_finish", 2, ARGS(&part, &chunks, &C, &dgp, &dbp, &mg, &mgx, &M, &batch_stats));
+    gh_launch("tnt_k_bn_dx", 5,
+              ARGS(&d.x, &d.dy, &y, &gamma, &mean_f, &inv_std, &mg, &mgx, &dx, &rows, &C, &inner, &r));
+
+    char what[128];
+    snprintf(what, sizeof what, "BatchNormalization (%s, %s%s%s%s)", channels_first ? "channels first" : "channels last",
+             training ? "training" : "inference", relu ? ", relu" : "", no_scale ? ", no gamma" : "",
+             no_center ? ", no beta" : "");
+    gh_assert_close(y, d.y, n, 1e-6, 1e-6, what);
+    gh_assert_close(mm, mmean, C, 1e-6, 1e-7, what);
+    gh_assert_close(mv, mvar, C, 1e-6, 1e-7, what);
+    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, what);
+    /* the parameter gradients are sums of m values that cancel: the CPU adds float partial sums of
+     * 64 rows (about 1e-6 off here), the kernels sum in double; dbeta against the exact sum */
+    if (gamma) gh_assert_close(dg, weight_or_null(l, "gamma", true), C, 1e-6, 1e-5, what);
+    if (beta) gh_assert_close(db, weight_or_null(l, "beta", true), C, 1e-6, 1e-5, what);
+    for (i64 k = 0; beta && k < C; k++) {
+        double exact = 0;
+        for (i64 v = 0; v < m; v++) {
+            const i64 j = (v / inner * C + k) * inner + v % inner;
+            exact += relu && !(y[j] > 0.0f) ? 0.0 : d.dy[j];
+        }
+        if (fabs(db[k] - exact) > 1e-7 + 1e-7 * fabs(exact)) fail_msg("%s: dbeta[%lld] %.9g, exact %.9g", what, k, db[k], exact);
+    }
+    free(part), free(mean), free(sq), free(mean_f), free(inv_std), free(mm), free(mv), free(y), free(dx), free(dg);
+    free(db), free(mg), free(mgx), free(mm0), free(mv0);
+    drv_free(&d, true);
+}
+
+static void test_batch_norm(void **state) {
+    (void)state;
+    check_bn(false, true, false, false, false, 4);
+    check_bn(false, true, true, false, false, 3);
+    check_bn(false, false, false, false, false, 3);
+    check_bn(true, true, false, false, false, 3);
+    check_bn(true, false, true, false, false, 2);
+    check_bn(false, true, false, true, true, 3);
+}
+
+static void test_layer_norm(void **state) {
+    (void)state;
+    const int seq = 7, C = 129;
+    tnt_layer *l = tnt_layer_normalization(1e-3f, NULL);
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(seq, C), 3);
+    tu_fill(d.x, in_numel(&d), 41);
+    for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 2.0f + 1.0f;
+    tu_fill(d.dy, out_numel(&d), 42);
+    tu_fill(l->weights[0].value, C, 43);
+    tu_fill(l->weights[1].value, C, 44);
+    layer_fwd(&d, true, 1, 0);
+    layer_bwd(&d, 0);
+    i64 rows = 3 * seq, cols = C, n = rows * cols;
+    double eps = 1e-3f;
+    double *stats = malloc((size_t)(2 * rows) * sizeof(double));
+    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C);
+    float *gamma = l->weights[0].value, *beta = l->weights[1].value;
+    gh_launch("tnt_k_ln_fwd", 5, ARGS(&d.x, &y, &gamma, &beta, &stats, &rows, &cols, &eps));
+    gh_launch("tnt_k_ln_bwd_params", 3, ARGS(&d.x, &d.dy, &stats, &dg, &db, &rows, &cols));
+    gh_launch("tnt_k_ln_bwd_dx", 4, ARGS(&d.x, &d.dy, &gamma, &stats, &dx, &rows, &cols));
+    gh_assert_close(y, d.y, n, 1e-6, 1e-6, "LayerNormalization forward");
+    gh_assert_close(dg, l->weights[0].grad, C, 1e-6, 1e-6, "LayerNormalization dgamma");
+    gh_assert_close(db, l->weights[1].grad, C, 1e-6, 1e-6, "LayerNormalization dbeta");
+    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, "LayerNormalization dx");
+    free(stats), free(y), free(dx), free(dg), free(db);
+    drv_free(&d, true);
+}
+
+/* ---- dropout, embedding, padding ------------------------------------------------------------ */
+
+static void test_dropout(void **state) {
+    (void)state;
+    const float rate = 0.3f;
+    tnt_layer *l = tnt_dropout(rate, 0, NULL);
+    l->seed = 987654321;
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(13, 7), 5);
+    tu_fill(d.x, in_numel(&d), 51);
+    tu_fill(d.dy, out_numel(&d), 52);
+    const int64_t offset = 37; /* this rank's first sample in the global batch */
+    layer_fwd(&d, true, 0x1234abcdull, offset);
+    layer_bwd(&d, offset);
+    i64 n = in_numel(&d);
+    unsigned long long seed = *(uint64_t *)d.ws, base = (unsigned long long)(offset * 13 * 7);
+    float r = rate, scale = 1.0f / (1.0f - rate);
+    float *y = gh_poisoned(n), *dx = gh_poisoned(n);
+    gh_launch("tnt_k_dropout", 4, ARGS(&d.x, &y, &n, &seed, &base, &r, &scale));
+    gh_launch("tnt_k_dropout", 3, ARGS(&d.dy, &dx, &n, &seed, &base, &r, &scale));
+    tu_assert_bitwise(y, d.y, n, "dropout mask and scale (forward)");
+    tu_assert_bitwise(dx, d.dx, n, "dropout backward");
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; i++) dropped += y[i] == 0.0f;
+    assert_true(dropped > n / 5 && dropped < n * 2 / 5); /* about rate */
+    free(y), free(dx);
+    drv_free(&d, true);
+}
+
+static void test_embedding(void **state) {
+    (void)state;
+    const int V = 50, D = 19, seq = 11;
+    tnt_layer *l = tnt_embedding(V, D, false, NULL);
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(seq), 4);
+    i64 n = in_numel(&d), dim = D, vocab = V;
+    for (i64 i = 0; i < n; i++) d.x[i] = (float)((i * 7) % 13); /* repeated ids */
+    d.x[5] = 49;
+    tu_fill(d.dy, out_numel(&d), 61);
+    layer_fwd(&d, true, 1, 0);
+    layer_bwd(&d, 0);
+    float *y = gh_poisoned(n * D), *grad = gh_poisoned((i64)V * D), zero = 0.0f;
+    float *table = l->weights[0].value;
+    i64 nv = (i64)V * D;
+    gh_launch("tnt_k_embedding_fwd", 3, ARGS(&d.x, &table, &y, &n, &dim));
+    gh_launch("tnt_k_fill", 2, ARGS(&grad, &nv, &zero));
+    gh_launch("tnt_k_embedding_bwd", 3, ARGS(&d.x, &d.dy, &grad, &n, &dim, &vocab));
+    tu_assert_bitwise(y, d.y, n * D, "embedding gather");
+    tu_assert_bitwise(grad, l->weights[0].grad, nv, "embedding scatter-add gradient");
+    /* bad ids: the first position of a non-integer, negative or too large id */
+    int vin = V;
+    long long part[4], *pp = part;
+    gh_launch("tnt_k_embedding_bad_ids", 4, ARGS(&d.x, &n, &vin, &pp));
+    long long first = n;
+    for (int b = 0; b < 4; b++) first = part[b] < first ? part[b] : first;
+    assert_int_equal(first, n); /* none */
+    const float bad[] = {2.5f, -1.0f, 50.0f, NAN};
+    for (int k = 0; k < 4; k++) {
+        float keep = d.x[30];
+        d.x[30] = bad[k], d.x[41] = bad[k];
+        gh_launch("tnt_k_embedding_bad_ids", 4, ARGS(&d.x, &n, &vin, &pp));
+        first = n;
+        for (int b = 0; b < 4; b++) first = part[b] < first ? part[b] : first;
+        assert_int_equal(first, 30);
+        d.x[30] = keep, d.x[41] = keep;
+    }
+    free(y), free(grad);
+    drv_free(&d, true);
+}
+
+static void test_padding(void **state) {
+    (void)state;
+    const int h = 5, w = 6, c = 3;
+    for (int crop = 0; crop < 2; crop++) {
+        tnt_layer *l = crop ? tnt_cropping2d(1, 2, 0, 3, NULL) : tnt_zero_padding2d(1, 2, 3, 0, NULL);
+        drv d;
+        drv_init(&d, l, TNT_SHAPE(h, w, c), 3);
+        tu_fill(d.x, in_numel(&d), 71);
+        tu_fill(d.dy, out_numel(&d), 72);
+        layer_fwd(&d, true, 1, 0);
+        layer_bwd(&d, 0);
+        const int oh = (int)l->out_shape.dim[0], ow = (int)l->out_shape.dim[1];
+        /* forward: y from x; backward: dx from dy, the box the other way round */
+        tnt_k_box f = {.n = 3, .c = c, .in = {1, h, w}, .out = {1, oh, ow}, .off = {0, crop ? -1 : 1, crop ? 0 : 3}};
+        tnt_k_box b = {.n = 3, .c = c, .in = {1, oh, ow}, .out = {1, h, w}, .off = {0, -f.off[1], -f.off[2]}};
+        float *y = gh_poisoned(out_numel(&d)), *dx = gh_poisoned(in_numel(&d)), zero = 0.0f;
+        gh_launch("tnt_k_box_copy", 3, ARGS(&f, &d.x, &y, &zero));
+        gh_launch("tnt_k_box_copy", 3, ARGS(&b, &d.dy, &dx, &zero));
+        tu_assert_bitwise(y, d.y, out_numel(&d), crop ? "Cropping2D forward" : "ZeroPadding2D forward");
+        tu_assert_bitwise(dx, d.dx, in_numel(&d), crop ? "Cropping2D backward" : "ZeroPadding2D backward");
+        free(y), free(dx);
+        drv_free(&d, true);
+    }
+}
+
+/* ---- concatenate, slice, transposes --------------------------------------------------------- */
+
+static void test_concat_slice(void **state) {
+    (void)state;
+    /* Concatenate(axis=1) of a (4, 3, 5) and b (4, 2, 5) into y (4, 5, 5) */
+    i64 rows = 4, ca = 15, cb = 10, ct = 25, zero = 0, acc = 0;
+    float *a = gh_random(rows * ca, -1, 1, 81), *b = gh_random(rows * cb, -1, 1, 82), *y = gh_poisoned(rows * ct);
+    gh_launch("tnt_k_copy_cols", 3, ARGS(&a, &y, &rows, &ca, &ca, &zero, &ct, &zero, &acc));
+    gh_launch("tnt_k_copy_cols", 2, ARGS(&b, &y, &rows, &cb, &cb, &zero, &ct, &ca, &acc));
+    for (i64 r = 0; r < rows; r++)
+        for (i64 j = 0; j < ct; j++) {
+            const float want = j < ca ? a[r * ca + j] : b[r * cb + j - ca];
+            if (memcmp(&y[r * ct + j], &want, 4)) fail_msg("concat (%lld, %lld)", r, j);
+        }
+    /* its backward: b's slice of dy added into an existing gradient */
+    float *g = gh_random(rows * cb, -1, 1, 83), *g0 = gh_copy(g, rows * cb);
+    int accumulate = 1;
+    gh_launch("tnt_k_copy_cols", 3, ARGS(&y, &g, &rows, &cb, &ct, &ca, &cb, &zero, &accumulate));
+    for (i64 i = 0; i < rows * cb; i++) assert_true(g[i] == g0[i] + b[i]);
+    free(a), free(b), free(y), free(g), free(g0);
+}
+
+static void test_transpose(void **state) {
+    (void)state;
+    /* a Keras Conv2D kernel (kh, kw, in, out) to cuDNN's KRSC (out, kh, kw, in) and back */
+    const i64 kh = 3, kw = 5, in = 4, out = 7, n = kh * kw * in * out;
+    float *hwio = gh_random(n, -1, 1, 91), *krsc = gh_poisoned(n), *back = gh_poisoned(n);
+    i64 rows = kh * kw * in, cols = out;
+    gh_launch("tnt_k_transpose", 3, ARGS(&hwio, &krsc, &rows, &cols));
+    for (i64 o = 0; o < out; o++)
+        for (i64 r = 0; r < kh; r++)
+            for (i64 s = 0; s < kw; s++)
+                for (i64 c = 0; c < in; c++)
+                    if (memcmp(&krsc[((o * kh + r) * kw + s) * in + c], &hwio[((r * kw + s) * in + c) * out + o], 4))
+                        fail_msg("KRSC[%lld][%lld][%lld][%lld] is not HWIO[%lld][%lld][%lld][%lld]", o, r, s, c, r, s, c, o);
+    gh_launch("tnt_k_transpose", 2, ARGS(&krsc, &back, &cols, &rows));
+    tu_assert_bitwise(back, hwio, n, "KRSC -> HWIO");
+    free(hwio), free(krsc), free(back);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pooling),      cmocka_unit_test(test_global_pooling), cmocka_unit_test(test_batch_norm),
+        cmocka_unit_test(test_layer_norm),   cmocka_unit_test(test_dropout),        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_padding),      cmocka_unit_test(test_concat_slice),   cmocka_unit_test(test_transpose),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
