@@ -50,6 +50,18 @@ static tnt_model *small_model(void) {
     return m;
 }
 
+/* pooling over channels-last images: average (same padding, stride 1), then max */
+static tnt_model *pool_model(void) {
+    tnt_model *m = tnt_sequential("pool");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_ELU})));
+    tu_ok(tnt_model_add(m, tnt_average_pooling2d(2, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .strides = {1, 1}})));
+    tu_ok(tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
 typedef struct run {
     float *w;         /* the weights after training (malloc'd) */
     int64_t n;
@@ -114,6 +126,15 @@ static void test_small_model_equals_cpu(void **state) {
         run cpu = train(small_model, cases[i].name, &cases[i].o, TNT_DEVICE_CPU, 2, NULL);
         run gpu = train(small_model, cases[i].name, &cases[i].o, TNT_DEVICE_GPU, 2, NULL);
         assert_same_run(&cpu, &gpu, 2, what);
+        free(cpu.w), free(gpu.w);
+    }
+    tnt_model *(*models[])(void) = {pool_model};
+    const char *names[] = {"pooling"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        tnt_optimizer_opts o = {.learning_rate = 0.01f};
+        run cpu = train(models[i], "adam", &o, TNT_DEVICE_CPU, 2, NULL);
+        run gpu = train(models[i], "adam", &o, TNT_DEVICE_GPU, 2, NULL);
+        assert_same_run(&cpu, &gpu, 2, names[i]);
         free(cpu.w), free(gpu.w);
     }
 }
