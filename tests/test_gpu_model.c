@@ -62,6 +62,26 @@ static tnt_model *pool_model(void) {
     return m;
 }
 
+/* a functional graph: Add with its folded relu, a Dense layer called twice (its weight gradients
+ * summed through the shared scratch), tensors read by two nodes (gradients added), global
+ * average and max pooling */
+static tnt_model *residual_model(void) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(2, 2, 3), NULL);
+    tnt_ktensor d1 = tnt_call(g, tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), in);
+    tnt_ktensor d2 = tnt_call(g, tnt_dense(6, NULL), d1);
+    tnt_ktensor a = tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), tnt_call2(g, tnt_add(NULL), d1, d2));
+    tnt_layer *shared = tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_SIGMOID});
+    tnt_ktensor s1 = tnt_call(g, shared, a);
+    tnt_ktensor s2 = tnt_call(g, shared, s1);
+    tnt_ktensor p = tnt_call2(g, tnt_add(NULL), tnt_call(g, tnt_global_average_pooling2d(NULL), s2),
+                              tnt_call(g, tnt_global_max_pooling2d(NULL), a));
+    tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), p);
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "residual");
+    tnt_graph_free(g);
+    return m;
+}
+
 typedef struct run {
     float *w;         /* the weights after training (malloc'd) */
     int64_t n;
@@ -128,8 +148,8 @@ static void test_small_model_equals_cpu(void **state) {
         assert_same_run(&cpu, &gpu, 2, what);
         free(cpu.w), free(gpu.w);
     }
-    tnt_model *(*models[])(void) = {pool_model};
-    const char *names[] = {"pooling"};
+    tnt_model *(*models[])(void) = {pool_model, residual_model};
+    const char *names[] = {"pooling", "residual graph"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         tnt_optimizer_opts o = {.learning_rate = 0.01f};
         run cpu = train(models[i], "adam", &o, TNT_DEVICE_CPU, 2, NULL);
