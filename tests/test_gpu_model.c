@@ -21,7 +21,8 @@
 
 enum { N = 96, FEAT = 12, CLASSES = 4, BATCH = 16 };
 
-static float xs[N * FEAT], ys[N];
+static float xs[N * FEAT], ys[N], ids[N * FEAT];
+static const float *cur_x = xs; /* the inputs dataset() serves: xs, or ids for the Embedding model */
 
 static void make_data(void) {
     tu_fill(xs, N * FEAT, 7);
@@ -30,10 +31,11 @@ static void make_data(void) {
         for (int j = 0; j < FEAT; j++) s += xs[i * FEAT + j] * (j % 2 ? 1.0f : -0.7f), t += xs[i * FEAT + j] * (j < 6);
         ys[i] = (float)((s > 0) * 2 + (t > 0));
     }
+    for (int i = 0; i < N * FEAT; i++) ids[i] = floorf((xs[i] + 1.0f) * 5.0f); /* 0 .. 9 */
 }
 
 static tnt_dataset *dataset(int64_t batch) {
-    return tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N, false), batch, false);
+    return tnt_dataset_batch(tnt_dataset_from_arrays(cur_x, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N, false), batch, false);
 }
 
 /* Flatten (a view), Dense with fused activations (one needs its input: swish), Dropout, an
@@ -79,6 +81,18 @@ static tnt_model *residual_model(void) {
     tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), p);
     tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "residual");
     tnt_graph_free(g);
+    return m;
+}
+
+/* ids -> Embedding -> LayerNormalization over the embedding axis (trains on ids) */
+static tnt_model *embedding_model(void) {
+    tnt_model *m = tnt_sequential("emb");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_embedding(10, 5, false, NULL)));
+    tu_ok(tnt_model_add(m, tnt_layer_normalization(0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_GELU})));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
     return m;
 }
 
@@ -148,15 +162,32 @@ static void test_small_model_equals_cpu(void **state) {
         assert_same_run(&cpu, &gpu, 2, what);
         free(cpu.w), free(gpu.w);
     }
-    tnt_model *(*models[])(void) = {pool_model, residual_model};
-    const char *names[] = {"pooling", "residual graph"};
+    tnt_model *(*models[])(void) = {pool_model, residual_model, embedding_model};
+    const char *names[] = {"pooling", "residual graph", "embedding and layer normalization"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         tnt_optimizer_opts o = {.learning_rate = 0.01f};
+        cur_x = models[i] == embedding_model ? ids : xs;
         run cpu = train(models[i], "adam", &o, TNT_DEVICE_CPU, 2, NULL);
         run gpu = train(models[i], "adam", &o, TNT_DEVICE_GPU, 2, NULL);
         assert_same_run(&cpu, &gpu, 2, names[i]);
         free(cpu.w), free(gpu.w);
     }
+    cur_x = xs;
+}
+
+/* a bad id fails the device step with the CPU's message */
+static void test_embedding_bad_id(void **state) {
+    (void)state;
+    float bad[N * FEAT];
+    memcpy(bad, ids, sizeof bad);
+    bad[2 * FEAT + 5] = 10; /* sample 2, position 5 */
+    tnt_model *m = compiled(embedding_model, "sgd", NULL, TNT_DEVICE_GPU);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(bad, TNT_SHAPE(2, 2, 3), ys, TNT_SHAPE(), N, false), BATCH, false);
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_ARG);
+    tu_error_contains("id 10 at position 5 of sample 2 is not an integer in [0, 10)");
+    assert_true(m->on_device);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
 }
 
 /* The MLP of the benchmark (784-4096-4096-4096-10), 3 steps of 8 samples */
@@ -376,6 +407,7 @@ int main(void) {
     make_data();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_model_equals_cpu),
+        cmocka_unit_test(test_embedding_bad_id),
         cmocka_unit_test(test_get_set_weights_during_training),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_dispatch),
