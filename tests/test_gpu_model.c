@@ -96,8 +96,25 @@ static tnt_model *embedding_model(void) {
     return m;
 }
 
+/* BatchNormalization with its folded relu, one over the channels-last axis without beta, one over
+ * axis 1 (inner cells after the channel) without gamma */
+static tnt_model *bn_model(void) {
+    tnt_model *m = tnt_sequential("bn");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    /* no bias: its gradient through BatchNormalization is zero up to rounding, which Adam would
+     * blow up to steps of the learning rate in either direction */
+    tu_ok(tnt_model_add(m, tnt_dense(6, &(tnt_layer_opts){.no_bias = true})));
+    tu_ok(tnt_model_add(m, tnt_batch_normalization_with(&(tnt_batch_norm_opts){.momentum = 0.9f, .no_center = true})));
+    tu_ok(tnt_model_add(m, tnt_activation_layer(TNT_ACT_RELU, NULL)));
+    tu_ok(tnt_model_add(m, tnt_batch_normalization_with(&(tnt_batch_norm_opts){.axis = 1, .no_scale = true})));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
 typedef struct run {
     float *w;         /* the weights after training (malloc'd) */
+    float pred[BATCH * CLASSES]; /* predict_on_batch of the first samples after training */
     int64_t n;
     double loss[4];   /* History's loss per epoch */
     bool on_device;
@@ -123,6 +140,10 @@ static run train(tnt_model *(*make)(void), const char *opt, const tnt_optimizer_
     run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
     r.w = malloc((size_t)r.n * sizeof(float));
     tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_tensor x = {.shape = TNT_SHAPE(BATCH, 2, 2, 3), .data = (float *)cur_x}, *y = NULL;
+    tu_ok(tnt_predict_on_batch(m, &x, &y)); /* inference: on the device after a device fit */
+    memcpy(r.pred, y->data, sizeof r.pred);
+    tnt_tensor_free(y);
     for (int e = 0; e < epochs && e < 4; e++) r.loss[e] = tnt_history_get(h, "loss", e);
     tnt_history_free(h);
     tnt_dataset_free(ds);
@@ -135,6 +156,7 @@ static void assert_same_run(const run *cpu, const run *gpu, int epochs, const ch
     assert_true(gpu->on_device);
     assert_int_equal(cpu->n, gpu->n);
     tu_assert_close(gpu->w, cpu->w, cpu->n, 1e-5, 1e-6, what);
+    tu_assert_close(gpu->pred, cpu->pred, BATCH * CLASSES, 1e-5, 1e-6, what);
     for (int e = 0; e < epochs; e++)
         if (fabs(gpu->loss[e] - cpu->loss[e]) > 1e-5 * fabs(cpu->loss[e]) + 1e-6)
             fail_msg("%s: loss of epoch %d: GPU %.9g, CPU %.9g", what, e + 1, gpu->loss[e], cpu->loss[e]);
@@ -162,8 +184,8 @@ static void test_small_model_equals_cpu(void **state) {
         assert_same_run(&cpu, &gpu, 2, what);
         free(cpu.w), free(gpu.w);
     }
-    tnt_model *(*models[])(void) = {pool_model, residual_model, embedding_model};
-    const char *names[] = {"pooling", "residual graph", "embedding and layer normalization"};
+    tnt_model *(*models[])(void) = {pool_model, residual_model, embedding_model, bn_model};
+    const char *names[] = {"pooling", "residual graph", "embedding and layer normalization", "batch normalization"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         tnt_optimizer_opts o = {.learning_rate = 0.01f};
         cur_x = models[i] == embedding_model ? ids : xs;
