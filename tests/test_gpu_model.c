@@ -117,6 +117,7 @@ typedef struct run {
     float pred[BATCH * CLASSES]; /* predict_on_batch of the first samples after training */
     int64_t n;
     double loss[4];   /* History's loss per epoch */
+    double val_loss[4]; /* ... and the validation loss (evaluated on the device after a device epoch) */
     bool on_device;
 } run;
 
@@ -136,6 +137,8 @@ static run train(tnt_model *(*make)(void), const char *opt, const tnt_optimizer_
     tnt_history *h = NULL;
     tnt_fit_opts fo = extra ? *extra : (tnt_fit_opts){0};
     fo.epochs = epochs;
+    tnt_dataset *val = dataset(40); /* 2 batches of 40 and one of 16: more device plans */
+    fo.validation_data = val;
     tu_ok(tnt_fit(m, ds, &fo, &h));
     run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
     r.w = malloc((size_t)r.n * sizeof(float));
@@ -144,7 +147,9 @@ static run train(tnt_model *(*make)(void), const char *opt, const tnt_optimizer_
     tu_ok(tnt_predict_on_batch(m, &x, &y)); /* inference: on the device after a device fit */
     memcpy(r.pred, y->data, sizeof r.pred);
     tnt_tensor_free(y);
-    for (int e = 0; e < epochs && e < 4; e++) r.loss[e] = tnt_history_get(h, "loss", e);
+    for (int e = 0; e < epochs && e < 4; e++)
+        r.loss[e] = tnt_history_get(h, "loss", e), r.val_loss[e] = tnt_history_get(h, "val_loss", e);
+    tnt_dataset_free(val);
     tnt_history_free(h);
     tnt_dataset_free(ds);
     tnt_model_free(m);
@@ -160,6 +165,9 @@ static void assert_same_run(const run *cpu, const run *gpu, int epochs, const ch
     for (int e = 0; e < epochs; e++)
         if (fabs(gpu->loss[e] - cpu->loss[e]) > 1e-5 * fabs(cpu->loss[e]) + 1e-6)
             fail_msg("%s: loss of epoch %d: GPU %.9g, CPU %.9g", what, e + 1, gpu->loss[e], cpu->loss[e]);
+    for (int e = 0; e < epochs; e++)
+        if (!(fabs(gpu->val_loss[e] - cpu->val_loss[e]) <= 1e-5 * fabs(cpu->val_loss[e]) + 1e-6))
+            fail_msg("%s: val_loss of epoch %d: GPU %.9g, CPU %.9g", what, e + 1, gpu->val_loss[e], cpu->val_loss[e]);
 }
 
 /* SGD, momentum, Nesterov, Adam, AMSGrad, AdamW, RMSprop (plain, momentum, centered): 2 epochs of

@@ -9,6 +9,7 @@
 #include "testutil.h"
 
 #include "comm/comm.h"
+#include "core/config.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -113,6 +114,22 @@ static void test_cpu_rank_beside_gpu_rank(void **state) {
     tnt_dataset_free(ds);
 }
 
+/* TNT_DEVICE=auto (ctest's test_gpu_model_dist_np2_auto): tnt_init opened a GPU on every rank and
+ * a model compiled without a device trains there, as the CPU model does */
+static void test_setting_auto(void **state) {
+    (void)state;
+    if (tnt__config_get()->device != TNT__DEVICE_AUTO) return; /* the run without the setting */
+    assert_non_null(strstr(tnt_gpu_status(), "gpu "));
+    int64_t n;
+    bool dev;
+    float *w = train(&(tnt_distribute_opts){0}, TNT_DEVICE_DEFAULT, &n, &dev);
+    assert_true(dev);
+    float *cpu = train(NULL, TNT_DEVICE_CPU, &n, &dev);
+    assert_false(dev);
+    tu_assert_close(w, cpu, n, 1e-5, 1e-6, "TNT_DEVICE=auto, distributed, against the CPU serially");
+    free(w), free(cpu);
+}
+
 int main(int argc, char **argv) {
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1); /* read by tnt_init; ctest sets it too */
     if (tnt_init(&argc, &argv) != TNT_OK) {
@@ -123,6 +140,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_equal_serial),
         cmocka_unit_test(test_cpu_rank_beside_gpu_rank),
+        cmocka_unit_test(test_setting_auto),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -8,6 +8,7 @@
 #include "optimizers/optimizer.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define BLOCK 256
 
@@ -165,6 +166,14 @@ tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
     if (req != TNT_DEVICE_CPU) {
         char why[512];
         gpu = tnt__model_device_check(m, why, sizeof why);
+        /* TNT_DEVICE chose for every rank in tnt_init: a GPU it left closed (another rank has none,
+         * it did not open) stays closed, so that all ranks run alike */
+        const char *status = tnt_gpu_status();
+        if (gpu && m->device_request == TNT_DEVICE_DEFAULT && !tnt__gpu_is_open() && !strncmp(status, "cpu: ", 5) &&
+            !strstr(status, "has not chosen")) {
+            snprintf(why, sizeof why, "tnt_init chose the CPU (%s)", status + 5);
+            gpu = false;
+        }
         if (!gpu && req == TNT_DEVICE_GPU)
             return tnt__error(TNT_ERR_UNSUPPORTED, "%s: model \"%s\" cannot train on the GPU (device gpu): %s", who,
                               m->name, why);
