@@ -9,16 +9,19 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
 	python3-setuptools python3-venv python3-wheel libsimgrid-dev qemu-user python3-pil python3-pydot \
 	graphviz python3-matplotlib python3-pandas
+# Installed when the distribution has them, skipped with a line otherwise: clang-14 compiles the GPU
+# kernels to PTX (TNT_GPU=AUTO builds without them when it is missing).
+DEB_OPTIONAL_PACKAGES = clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
 .PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
-	bench-lenet-bf16 bench-python bench-conv3d install clean
+	bench-lenet-bf16 bench-python bench-conv3d install clean test-gpu gpu-check gpu-pack bench-gpu
 
 all: build
 
 deps:
-	@./scripts/install-deps.sh $(DEB_PACKAGES)
+	@./scripts/install-deps.sh $(DEB_PACKAGES) --optional $(DEB_OPTIONAL_PACKAGES)
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -88,6 +91,29 @@ bench: bench-deps build
 
 bench-quick: bench-deps build
 	/usr/bin/python3 bench/run.py --build $(BUILD) --quick
+
+# The tests that need an NVIDIA GPU (ctest label gpu); a line and nothing else without one (CI).
+test-gpu: build
+	@if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then \
+		cd $(BUILD) && ctest -L gpu --output-on-failure; \
+	else echo "test-gpu: no NVIDIA GPU here (nvidia-smi lists none): the GPU tests are skipped"; fi
+
+# The GPU check in one script (scripts/gpu_check.sh: PTX on the driver, GPU tests, training GPU vs
+# CPU, the benchmark; under 8 minutes; results in $$OUT or gpu-check-out/). gpu-pack prepares, on
+# the build machine, what a GPU machine without the project's libraries needs (carry gpu-check-pack).
+gpu-check:
+	bash scripts/gpu_check.sh
+
+gpu-pack: build
+	bash scripts/gpu_check.sh --pack gpu-check-pack
+
+# Training samples/s on the GPU against PyTorch on the same GPU (bench/peers/torch_gpu.py),
+# alternating, best of 2: LeNet-5 at batch 512, the MLP, ResNet-50 at 64 and 128 (fp32, TF32,
+# bf16), the Transformer; GPU memory per sample. The benchmark phase of gpu_check.sh alone.
+bench-gpu:
+	@if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then \
+		BUDGET=$${BUDGET:-540} bash scripts/gpu_check.sh --bench-only; \
+	else echo "bench-gpu: no NVIDIA GPU here (nvidia-smi lists none): nothing to measure"; fi
 
 # The same on AVX2 kernels only, ours and the peer's (an AVX2 machine on an AVX-512 one).
 bench-avx2: bench-deps build

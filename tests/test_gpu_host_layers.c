@@ -9,7 +9,9 @@
 
 #include "gpu/kernels/kargs.h"
 #include "layer_harness.h"
+#include "layers/attention/attention.h"
 #include "layers/layer.h"
+#include "model/model.h"
 
 typedef long long i64;
 
@@ -385,11 +387,126 @@ static void test_transpose(void **state) {
     free(hwio), free(krsc), free(back);
 }
 
+static void test_permute(void **state) {
+    (void)state;
+    const int dims[3] = {3, 1, 2}; /* Keras's 1-based: output axis i is input axis dims[i] */
+    const int64_t in[3] = {4, 5, 6};
+    tnt_layer *l = tnt_permute(3, dims, NULL);
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(in[0], in[1], in[2]), 3);
+    tu_fill(d.x, in_numel(&d), 101);
+    tu_fill(d.dy, out_numel(&d), 102);
+    layer_fwd(&d, true, 1, 0);
+    layer_bwd(&d, 0);
+    /* forward: destination axis i is source axis dims[i] - 1; backward: the inverse */
+    const int64_t stride[3] = {in[1] * in[2], in[2], 1};
+    tnt_k_perm f = {.n = 3, .numel = in[0] * in[1] * in[2], .ndim = 3}, b = f;
+    int64_t out[3], ostride[3];
+    for (int i = 0; i < 3; i++) out[i] = in[dims[i] - 1], f.dim[i] = out[i], f.src_stride[i] = stride[dims[i] - 1];
+    ostride[2] = 1, ostride[1] = out[2], ostride[0] = out[1] * out[2];
+    for (int i = 0; i < 3; i++) b.dim[dims[i] - 1] = out[i], b.src_stride[dims[i] - 1] = ostride[i];
+    float *y = gh_poisoned(out_numel(&d)), *dx = gh_poisoned(in_numel(&d));
+    gh_launch("tnt_k_permute", 5, ARGS(&f, &d.x, &y));
+    gh_launch("tnt_k_permute", 5, ARGS(&b, &d.dy, &dx));
+    tu_assert_bitwise(y, d.y, out_numel(&d), "Permute forward");
+    tu_assert_bitwise(dx, d.dx, in_numel(&d), "Permute backward");
+    free(y), free(dx);
+    drv_free(&d, true);
+}
+
+/* Maximum and Minimum of three inputs with ties and NaNs, through the merge layer */
+static void test_merge_minmax(void **state) {
+    (void)state;
+    for (int is_max = 0; is_max < 2; is_max++) {
+        tnt_layer *l = is_max ? tnt_maximum(NULL) : tnt_minimum(NULL);
+        tnt_shape in[3] = {TNT_SHAPE(7, 3), TNT_SHAPE(7, 3), TNT_SHAPE(7, 3)};
+        tu_ok(tnt__layer_build(l, 3, in, ""));
+        i64 n = 4 * 21;
+        float *xs[3], *dxs[3], *y = gh_poisoned(n), *dy = gh_random(n, -1, 1, 111);
+        for (int k = 0; k < 3; k++) {
+            xs[k] = gh_random(n, -2, 2, 112 + (uint64_t)k), dxs[k] = gh_poisoned(n);
+            for (i64 i = 0; i < n; i++) xs[k][i] = floorf(xs[k][i]); /* ties */
+        }
+        xs[1][5] = NAN, xs[0][9] = NAN;
+        tnt__fwd_args fa = {.batch = 4, .x = xs[0], .n_inputs = 3, .xs = (const float *const *)xs, .y = y, .training = true};
+        tu_ok(l->ops->forward(l, NULL, &fa));
+        tnt__bwd_args ba = {.batch = 4, .x = xs[0], .y = y, .dy = dy, .dx = dxs[0], .n_inputs = 3,
+                            .xs = (const float *const *)xs, .dxs = dxs};
+        tu_ok(l->ops->backward(l, NULL, &ba));
+        /* the kernels: y = x0, then a step per input; backward: arg from a scratch best */
+        float *yk = gh_poisoned(n), *best = gh_poisoned(n), *dxk = gh_poisoned(n);
+        unsigned char *arg = calloc((size_t)n, 1);
+        int mx = is_max, zero = 0;
+        gh_launch("tnt_k_copy", 2, ARGS(&xs[0], &yk, &n));
+        gh_launch("tnt_k_copy", 2, ARGS(&xs[0], &best, &n));
+        for (int k = 1; k < 3; k++) {
+            gh_launch("tnt_k_minmax_step", 3, ARGS(&xs[k], &yk, &n, &mx));
+            gh_launch("tnt_k_select_step", 3, ARGS(&xs[k], &best, &arg, &n, &k, &mx));
+        }
+        tu_assert_bitwise(yk, y, n, is_max ? "Maximum forward (NaN propagates)" : "Minimum forward (NaN propagates)");
+        for (int k = 0; k < 3; k++) {
+            gh_launch("tnt_k_select_grad", 3, ARGS(&dy, &arg, &dxk, &n, &k, &zero));
+            tu_assert_bitwise(dxk, dxs[k], n, is_max ? "Maximum backward" : "Minimum backward");
+        }
+        for (int k = 0; k < 3; k++) free(xs[k]), free(dxs[k]);
+        free(y), free(dy), free(yk), free(best), free(dxk), free(arg);
+        tnt_layer_free(l);
+    }
+}
+
+/* MultiHeadAttention's masked softmax (each mask kind, causal) against the CPU's row function, and
+ * its backward through dropout against the CPU's formula */
+static void test_mha_softmax(void **state) {
+    (void)state;
+    i64 B = 2, H = 3, Tq = 5, Tv = 7, rows = B * H * Tq, n = rows * Tv;
+    float *am = gh_random(B * Tq * Tv, 0, 1, 121), *qm = gh_random(B * Tq, 0, 1, 122), *vm = gh_random(B * Tv, 0, 1, 123);
+    for (i64 i = 0; i < B * Tq * Tv; i++) am[i] = am[i] > 0.3f;
+    for (i64 i = 0; i < B * Tq; i++) qm[i] = qm[i] > 0.2f;
+    for (i64 i = 0; i < B * Tv; i++) vm[i] = vm[i] > 0.3f;
+    for (int variant = 0; variant < 5; variant++) {
+        /* none, attention, query + value, causal, all */
+        float *a = variant == 1 || variant == 4 ? am : NULL, *q = variant == 2 || variant == 4 ? qm : NULL;
+        float *v = variant == 2 || variant == 4 ? vm : NULL;
+        int causal = variant >= 3;
+        float *scores = gh_random(n, -6, 6, 124), *want = gh_copy(scores, n), m[16];
+        for (i64 r = 0; r < rows; r++) {
+            const i64 t = r % Tq, b = r / Tq / H;
+            bool masked = a || q || v || (causal && t < Tv - 1);
+            for (i64 j = 0; j < Tv; j++) {
+                bool on = !q || q[b * Tq + t] != 0.0f;
+                if (a) on = on && a[(b * Tq + t) * Tv + j] != 0.0f;
+                if (v) on = on && v[b * Tv + j] != 0.0f;
+                if (causal) on = on && j <= t;
+                m[j] = on ? 1.0f : 0.0f;
+            }
+            tnt__mha_softmax_row(want + r * Tv, masked ? m : NULL, Tv);
+        }
+        gh_launch("tnt_k_mha_softmax", 7, ARGS(&scores, &a, &q, &v, &B, &H, &Tq, &Tv, &causal));
+        gh_assert_close(scores, want, n, 1e-6, 1e-7, "MultiHeadAttention masked softmax");
+        free(scores), free(want);
+    }
+    /* backward: dS from dPd, through a dropout with rate 0.25 */
+    float *p = gh_random(n, 0, 0.3f, 125), *pd = gh_copy(p, n), *g = gh_random(n, -1, 1, 126), *want = gh_copy(g, n);
+    float dscale = 1.0f / 0.75f;
+    for (i64 i = 0; i < n; i++) pd[i] = i % 4 == 1 ? 0.0f : p[i] * dscale;
+    p[3] = 0.0f, pd[3] = 0.0f;
+    for (i64 r = 0; r < rows; r++) {
+        float *gr = want + r * Tv, *pr = p + r * Tv, *pdr = pd + r * Tv, dot = 0.0f;
+        for (i64 j = 0; j < Tv; j++) gr[j] = pdr[j] != 0.0f || pr[j] == 0.0f ? gr[j] * dscale : 0.0f;
+        for (i64 j = 0; j < Tv; j++) dot += pr[j] * gr[j];
+        for (i64 j = 0; j < Tv; j++) gr[j] = pr[j] * (gr[j] - dot);
+    }
+    gh_launch("tnt_k_mha_softmax_bwd", 4, ARGS(&p, &pd, &g, &rows, &Tv, &dscale));
+    gh_assert_close(g, want, n, 1e-6, 1e-7, "MultiHeadAttention softmax backward through dropout");
+    free(am), free(qm), free(vm), free(p), free(pd), free(g), free(want);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pooling),      cmocka_unit_test(test_global_pooling), cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_layer_norm),   cmocka_unit_test(test_dropout),        cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_padding),      cmocka_unit_test(test_concat_slice),   cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_permute),      cmocka_unit_test(test_merge_minmax),   cmocka_unit_test(test_mha_softmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

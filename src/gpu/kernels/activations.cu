@@ -10,7 +10,7 @@
  *   tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n)
  *       dx = dy f'(.); reads x or y as tnt__act_backward_needs_src says (the other may be NULL);
  *       dx may be dy.
- *   Row kernels over x (rows, cols), one block per row (any grid), blockDim a power of two <= 1024:
+ *   Row kernels over x (rows, cols), one block per row (any grid), blockDim <= 1024:
  *   tnt_k_softmax_fwd(const float *x, float *y, i64 rows, i64 cols)
  *   tnt_k_softmax_bwd(const float *y, const float *dy, float *dx, i64 rows, i64 cols)
  *       dx = y (dy - sum_j dy_j y_j)
@@ -139,31 +139,32 @@ KERNEL void tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, 
 
 KERNEL void tnt_k_softmax_fwd(const float *x, float *y, i64 rows, i64 cols) {
     SHARED float red[K_MAX_BLOCK];
+    SHARED double redd[K_MAX_BLOCK];
     BLOCK_STRIDE(r, rows) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
         float m = -K_INF;
         THREAD_STRIDE(j, cols) m = k_fmaxf(m, xr[j]);
         m = block_max(red, m);
-        float s = 0.0f;
+        double s = 0.0; /* in double: long rows keep float's precision whatever the block size */
         THREAD_STRIDE(j, cols) {
             const float e = k_expf(xr[j] - m);
             yr[j] = e;
             s += e;
         }
-        const float inv = 1.0f / block_sum(red, s);
+        const float inv = (float)(1.0 / block_sum_d(redd, s));
         THREAD_STRIDE(j, cols) yr[j] *= inv;
     }
 }
 
 KERNEL void tnt_k_softmax_bwd(const float *y, const float *dy, float *dx, i64 rows, i64 cols) {
-    SHARED float red[K_MAX_BLOCK];
+    SHARED double red[K_MAX_BLOCK];
     BLOCK_STRIDE(r, rows) {
         const float *yr = y + r * cols, *dyr = dy + r * cols;
         float *dxr = dx + r * cols;
-        float s = 0.0f;
-        THREAD_STRIDE(j, cols) s += dyr[j] * yr[j];
-        s = block_sum(red, s);
+        double sd = 0.0;
+        THREAD_STRIDE(j, cols) sd += dyr[j] * yr[j];
+        const float s = (float)block_sum_d(red, sd);
         THREAD_STRIDE(j, cols) dxr[j] = yr[j] * (dyr[j] - s);
     }
 }

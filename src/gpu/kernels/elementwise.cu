@@ -18,7 +18,7 @@
  *       bias: rows = N H W) followed by tnt_k_col_sums(partial, out, ceil(rows / chunk), cols)
  *   tnt_k_clip(const float *x, float *y, i64 n, float c)         y = clip(x, -c, c), NaN stays NaN
  *   tnt_k_sum_squares_partial(const float *x, float *partial, i64 n)  partial[block] = sum of the
- *       squares this block visits (double inside; blockDim a power of two <= 1024); the caller
+ *       squares this block visits (double inside; blockDim <= 1024); the caller
  *       adds the grid's partials (clipnorm, global_clipnorm)
  *   tnt_k_f32_to_bf16(const float *x, unsigned short *y, i64 n)  round to nearest even, NaN quiet,
  *       as kernels/bf16.c

@@ -23,4 +23,14 @@ typedef struct tnt_k_box {
     int unused;
 } tnt_k_box;
 
+/* A permutation of the axes of each sample (Permute; attention's head reshapes): the destination,
+ * (n, dim[0], ..., dim[ndim - 1]) with numel values per sample, walked in order; its axis i steps
+ * the source by src_stride[i] within the sample. */
+typedef struct tnt_k_perm {
+    long long n, numel;
+    long long dim[8], src_stride[8];
+    int ndim;
+    int unused;
+} tnt_k_perm;
+
 #endif

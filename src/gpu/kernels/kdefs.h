@@ -42,6 +42,24 @@ typedef long long i64;
 #define SHFL_DOWN(v, o) __shfl_down_sync(0xffffffffu, (v), (o))
 #define K_DEVICE 1
 
+#elif defined(K_HOST_THREADS)
+/* host C11 with several threads per block (tests/test_gpu_host_threads.c): POSIX threads and a
+ * barrier stand for a block's threads, so that the block-level code (strided loops, reductions in
+ * SHARED memory, barriers) runs with blockDim > 1 on a machine without a GPU. */
+#include <pthread.h>
+#define KERNEL static
+#define DEV static inline
+#define SHARED static
+extern _Thread_local int tnt__k_tid;
+extern int tnt__k_ntid;
+extern i64 tnt__k_block_mt, tnt__k_nblocks_mt;
+extern pthread_barrier_t tnt__k_barrier;
+#define TID_X tnt__k_tid
+#define NTID_X tnt__k_ntid
+#define CTAID_X tnt__k_block_mt
+#define NCTAID_X tnt__k_nblocks_mt
+#define SYNC() ((void)pthread_barrier_wait(&tnt__k_barrier))
+
 #else
 /* host C11: one thread per block; the block index is thread-local so that several host threads
  * may emulate launches at once. SHARED arrays are plain locals: one thread is the whole block. */
@@ -80,42 +98,30 @@ DEV float warp_sum(float v) { return v; } /* host: a warp of one thread */
 /* for (i64 j = this thread's first column; j < cols; j += threads in the block) */
 #define THREAD_STRIDE(j, cols) for (i64 j = TID_X; j < (cols); j += NTID_X)
 
-/* Tree sum of red[0..NTID_X) (a power of two) into red[0]; every thread calls it. */
-DEV float block_sum(float *red, float v) {
-    const int t = TID_X;
-    red[t] = v;
-    SYNC();
-    for (int s = NTID_X / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] += red[t + s];
-        SYNC();
+/* Block reductions over red[0..NTID_X) (any blockDim up to K_MAX_BLOCK): each thread puts its
+ * value, the upper half is folded onto the lower (an odd middle waits a round), every thread gets
+ * the result. Every thread of the block must call them. */
+#define K_BLOCK_REDUCE(T, name, COMBINE)                                                                    \
+    DEV T name(T *red, T v) {                                                                               \
+        const int t = TID_X;                                                                                \
+        red[t] = v;                                                                                         \
+        SYNC();                                                                                             \
+        for (int n = NTID_X; n > 1;) {                                                                      \
+            const int half = (n + 1) / 2;                                                                   \
+            if (t < n - half) red[t] = COMBINE(red[t], red[t + half]);                                      \
+            SYNC();                                                                                         \
+            n = half;                                                                                       \
+        }                                                                                                   \
+        const T r = red[0];                                                                                 \
+        SYNC();                                                                                             \
+        return r;                                                                                           \
     }
-    const float r = red[0];
-    SYNC();
-    return r;
-}
-DEV double block_sum_d(double *red, double v) {
-    const int t = TID_X;
-    red[t] = v;
-    SYNC();
-    for (int s = NTID_X / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] += red[t + s];
-        SYNC();
-    }
-    const double r = red[0];
-    SYNC();
-    return r;
-}
-DEV float block_max(float *red, float v) {
-    const int t = TID_X;
-    red[t] = v;
-    SYNC();
-    for (int s = NTID_X / 2; s > 0; s >>= 1) {
-        if (t < s) red[t] = red[t] > red[t + s] ? red[t] : red[t + s];
-        SYNC();
-    }
-    const float r = red[0];
-    SYNC();
-    return r;
-}
+#define K_ADD(a, b) ((a) + (b))
+#define K_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define K_MIN(a, b) ((a) < (b) ? (a) : (b))
+K_BLOCK_REDUCE(float, block_sum, K_ADD)
+K_BLOCK_REDUCE(double, block_sum_d, K_ADD)
+K_BLOCK_REDUCE(float, block_max, K_MAX)
+K_BLOCK_REDUCE(long long, block_min_ll, K_MIN)
 
 #endif

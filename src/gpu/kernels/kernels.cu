@@ -10,3 +10,4 @@
 #include "pooling.cu"
 #include "normalization.cu"
 #include "misc.cu"
+#include "attention.cu"

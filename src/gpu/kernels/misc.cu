@@ -10,7 +10,7 @@
  *       backward on dy with the same arguments
  *   tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long long *partial)
  *       partial[block] = the smallest position this block saw of an id that is not an integer in
- *       [0, input_dim), or n; blockDim a power of two <= 1024; the host takes the minimum
+ *       [0, input_dim), or n; blockDim <= 1024; the host takes the minimum
  *   tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim)
  *       y (n, dim) = the table's rows (ids checked before)
  *   tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim)
@@ -24,6 +24,16 @@
  *       part of the axis times the dimensions after), a slice, and their gradients
  *   tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols)    y (cols, rows) = x (rows, cols)^T
  *       HWIO -> KRSC: rows = kh kw in, cols = out; KRSC -> HWIO: rows = out, cols = kh kw in
+ *   tnt_k_permute(tnt_k_perm p, const float *x, float *y)    (kargs.h) Permute forward, and
+ *       backward with the inverse permutation
+ *   Maximum / Minimum merges (layers/merging/merge.c: chained, ties to the earlier input):
+ *   tnt_k_minmax_step(const float *x, float *y, i64 n, int is_max)
+ *       forward, after y = x0 (tnt_k_copy), for each next input: y = x where x is beyond y or NaN
+ *   tnt_k_select_step(const float *x, float *best, unsigned char *arg, i64 n, int k, int is_max)
+ *       backward, after best = x0 (tnt_k_copy to a scratch) and arg = 0, for each next input k:
+ *       where x is strictly beyond best, best = x and arg = k (a NaN never wins, as the CPU's)
+ *   tnt_k_select_grad(const float *dy, const unsigned char *arg, float *dx, i64 n, int k, int accumulate)
+ *       dx (=, or += with accumulate) dy where input k won, else 0
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -54,14 +64,8 @@ KERNEL void tnt_k_embedding_bad_ids(const float *ids, i64 n, int input_dim, long
         const float v = ids[i];
         if (!(v >= 0.0f && v < lim && v == __builtin_floorf(v)) && i < bad) bad = i;
     }
-    const int t = TID_X;
-    red[t] = bad;
-    SYNC();
-    for (int s = NTID_X / 2; s > 0; s >>= 1) {
-        if (t < s && red[t + s] < red[t]) red[t] = red[t + s];
-        SYNC();
-    }
-    if (t == 0) partial[CTAID_X] = red[0];
+    bad = block_min_ll(red, bad);
+    if (TID_X == 0) partial[CTAID_X] = bad;
 }
 
 KERNEL void tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim) {
@@ -101,4 +105,36 @@ KERNEL void tnt_k_copy_cols(const float *x, float *y, i64 rows, i64 cols, i64 ld
 
 KERNEL void tnt_k_transpose(const float *x, float *y, i64 rows, i64 cols) {
     GRID_STRIDE(i, rows * cols) y[i] = x[i % rows * cols + i / rows]; /* y[c][r] = x[r][c] */
+}
+
+KERNEL void tnt_k_permute(tnt_k_perm p, const float *x, float *y) {
+    GRID_STRIDE(i, p.n * p.numel) {
+        i64 r = i % p.numel, src = i / p.numel * p.numel;
+        for (int a = p.ndim - 1; a >= 0; a--) {
+            src += r % p.dim[a] * p.src_stride[a];
+            r /= p.dim[a];
+        }
+        y[i] = x[src];
+    }
+}
+
+KERNEL void tnt_k_minmax_step(const float *x, float *y, i64 n, int is_max) {
+    GRID_STRIDE(i, n) {
+        const float v = x[i];
+        if ((is_max ? v > y[i] : v < y[i]) || v != v) y[i] = v;
+    }
+}
+
+KERNEL void tnt_k_select_step(const float *x, float *best, unsigned char *arg, i64 n, int k, int is_max) {
+    GRID_STRIDE(i, n) {
+        const float v = x[i], b = best[i];
+        if (is_max ? v > b : v < b) best[i] = v, arg[i] = (unsigned char)k;
+    }
+}
+
+KERNEL void tnt_k_select_grad(const float *dy, const unsigned char *arg, float *dx, i64 n, int k, int accumulate) {
+    GRID_STRIDE(i, n) {
+        const float g = arg[i] == k ? dy[i] : 0.0f;
+        dx[i] = accumulate ? dx[i] + g : g;
+    }
 }

@@ -39,11 +39,11 @@
  *       dx = gamma inv_std (g - mean_g - xhat mean_gx)
  * LayerNormalization over the last axis, x: (rows, C), stats: (2, rows) doubles (mean, 1/std):
  *   tnt_k_ln_fwd(const float *x, float *y, const float *gamma, const float *beta, double *stats,
- *                i64 rows, i64 C, double eps)           one block per row, blockDim a power of two
+ *                i64 rows, i64 C, double eps)           one block per row, blockDim <= 1024
  *   tnt_k_ln_bwd_params(const float *x, const float *dy, const double *stats, float *dgamma, float *dbeta,
  *                       i64 rows, i64 C)                one thread per column, rows in order (either NULL)
  *   tnt_k_ln_bwd_dx(const float *x, const float *dy, const float *gamma, const double *stats, float *dx,
- *                   i64 rows, i64 C)                    one block per row, blockDim a power of two
+ *                   i64 rows, i64 C)                    one block per row, blockDim <= 1024
  */
 #include "kmath.h"
 

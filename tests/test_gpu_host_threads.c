@@ -1,0 +1,202 @@
+/* test_gpu_host_threads.c: the kernels' block-level code with several threads per block, without a
+ * GPU. The kernels are compiled here a second time with kdefs.h's K_HOST_THREADS branch: each block
+ * runs as blockDim POSIX threads sharing its SHARED arrays and a barrier for SYNC(). Every kernel
+ * with a reduction or a barrier (softmax rows, log-softmax, LayerNormalization, attention's
+ * softmax, sums of squares, the bad-id search) runs with blockDim 1, 2, 3, 32, 33 and 256 against
+ * the one-thread host build of the library (tnt__gpu_host_kernel_find) within 1e-6 (the sums run
+ * in another order); elementwise, pooling, normalization and optimizer kernels with blockDim 7
+ * must match it bitwise (grid-stride indexing with several threads). A kernel whose threads
+ * diverge around a barrier would hang here (the ctest timeout). */
+#define K_HOST_THREADS 1
+#include "gpu_host_util.h"
+
+#include "gpu/host_unpack.h"
+#include "gpu/kernels/kernels.cu"
+
+_Thread_local int tnt__k_tid;
+int tnt__k_ntid;
+i64 tnt__k_block_mt, tnt__k_nblocks_mt;
+pthread_barrier_t tnt__k_barrier;
+
+typedef void (*body_fn)(void **args);
+#define TNT_K(name, ...)                                                                                      \
+    static void mt_##name(void **args) { name(K_UNPACK(__VA_ARGS__)); }
+#include "gpu/kernels/kernel_list.h"
+#undef TNT_K
+static const struct {
+    const char *name;
+    body_fn fn;
+} bodies[] = {
+#define TNT_K(name, ...) {#name, mt_##name},
+#include "gpu/kernels/kernel_list.h"
+#undef TNT_K
+};
+
+typedef struct {
+    body_fn fn;
+    void **args;
+    int tid;
+} job;
+
+static void *thread_main(void *p) {
+    job *j = p;
+    tnt__k_tid = j->tid;
+    j->fn(j->args);
+    return NULL;
+}
+
+/* a launch of grid blocks of `block` threads each, the blocks in turn */
+static void mt_launch(const char *name, unsigned grid, unsigned block, void **args) {
+    body_fn fn = NULL;
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        if (!strcmp(bodies[i].name, name)) fn = bodies[i].fn;
+    if (!fn) fail_msg("no kernel %s", name);
+    pthread_t th[K_MAX_BLOCK];
+    job jobs[K_MAX_BLOCK];
+    tnt__k_ntid = (int)block, tnt__k_nblocks_mt = grid;
+    assert_int_equal(pthread_barrier_init(&tnt__k_barrier, NULL, block), 0);
+    for (unsigned b = 0; b < grid; b++) {
+        tnt__k_block_mt = b;
+        for (unsigned t = 0; t < block; t++) {
+            jobs[t] = (job){fn, args, (int)t};
+            assert_int_equal(pthread_create(&th[t], NULL, thread_main, &jobs[t]), 0);
+        }
+        for (unsigned t = 0; t < block; t++) pthread_join(th[t], NULL);
+    }
+    pthread_barrier_destroy(&tnt__k_barrier);
+}
+
+static const unsigned BLOCKS[] = {1, 2, 3, 32, 33, 256};
+
+/* ---- reductions: any blockDim, within 1e-6 of one thread ------------------------------------ */
+
+static void test_row_reductions(void **state) {
+    (void)state;
+    i64 rows = 9, cols = 301, n = rows * cols;
+    float *x = gh_random(n, -5, 5, 1), *dy = gh_random(n, -1, 1, 2), *y1 = gh_poisoned(n), *d1 = gh_poisoned(n);
+    float *y = gh_poisoned(n), *d = gh_poisoned(n);
+    const char *fwd[] = {"tnt_k_softmax_fwd", "tnt_k_log_softmax_fwd"}, *bwd[] = {"tnt_k_softmax_bwd", "tnt_k_log_softmax_bwd"};
+    for (int k = 0; k < 2; k++) {
+        gh_launch(fwd[k], 4, ARGS(&x, &y1, &rows, &cols));
+        gh_launch(bwd[k], 4, ARGS(&y1, &dy, &d1, &rows, &cols));
+        for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+            mt_launch(fwd[k], 4, BLOCKS[b], ARGS(&x, &y, &rows, &cols));
+            mt_launch(bwd[k], 4, BLOCKS[b], ARGS(&y1, &dy, &d, &rows, &cols));
+            gh_assert_close(y, y1, n, 1e-6, 1e-7, fwd[k]);
+            gh_assert_close(d, d1, n, 1e-6, 1e-7, bwd[k]);
+        }
+    }
+    /* LayerNormalization: forward and dx over rows of 301 */
+    float *gamma = gh_random(cols, 0.5f, 1.5f, 3), *beta = gh_random(cols, -1, 1, 4);
+    double eps = 1e-3, *st1 = malloc((size_t)(2 * rows) * sizeof(double)), *st = malloc((size_t)(2 * rows) * sizeof(double));
+    gh_launch("tnt_k_ln_fwd", 4, ARGS(&x, &y1, &gamma, &beta, &st1, &rows, &cols, &eps));
+    gh_launch("tnt_k_ln_bwd_dx", 4, ARGS(&x, &dy, &gamma, &st1, &d1, &rows, &cols));
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        mt_launch("tnt_k_ln_fwd", 4, BLOCKS[b], ARGS(&x, &y, &gamma, &beta, &st, &rows, &cols, &eps));
+        mt_launch("tnt_k_ln_bwd_dx", 4, BLOCKS[b], ARGS(&x, &dy, &gamma, &st, &d, &rows, &cols));
+        gh_assert_close(y, y1, n, 1e-6, 1e-6, "tnt_k_ln_fwd");
+        gh_assert_close(d, d1, n, 1e-6, 1e-6, "tnt_k_ln_bwd_dx");
+    }
+    /* attention's masked softmax (causal) and its backward */
+    i64 B = 1, H = 3, Tq = 3, Tv = 301;
+    int causal = 1;
+    float *none = NULL, *s1 = gh_copy(x, n), *s = NULL, dscale = 1.0f;
+    gh_launch("tnt_k_mha_softmax", 2, ARGS(&s1, &none, &none, &none, &B, &H, &Tq, &Tv, &causal));
+    gh_launch("tnt_k_mha_softmax_bwd", 2, ARGS(&s1, &none, &d1, &rows, &cols, &dscale));
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        s = gh_copy(x, n);
+        mt_launch("tnt_k_mha_softmax", 2, BLOCKS[b], ARGS(&s, &none, &none, &none, &B, &H, &Tq, &Tv, &causal));
+        gh_assert_close(s, s1, n, 1e-6, 1e-7, "tnt_k_mha_softmax");
+        memcpy(d, dy, (size_t)n * sizeof(float));
+        if (b == 0) memcpy(d1, dy, (size_t)n * sizeof(float)), gh_launch("tnt_k_mha_softmax_bwd", 2, ARGS(&s1, &none, &d1, &rows, &cols, &dscale));
+        mt_launch("tnt_k_mha_softmax_bwd", 2, BLOCKS[b], ARGS(&s1, &none, &d, &rows, &cols, &dscale));
+        gh_assert_close(d, d1, n, 1e-6, 1e-7, "tnt_k_mha_softmax_bwd");
+        free(s);
+    }
+    free(x), free(dy), free(y1), free(d1), free(y), free(d), free(gamma), free(beta), free(st1), free(st), free(s1);
+}
+
+static void test_grid_reductions(void **state) {
+    (void)state;
+    i64 n = 100003;
+    float *x = gh_random(n, -2, 2, 5), *part = gh_poisoned(5);
+    double want = 0;
+    for (i64 i = 0; i < n; i++) want += (double)x[i] * x[i];
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        mt_launch("tnt_k_sum_squares_partial", 5, BLOCKS[b], ARGS(&x, &part, &n));
+        double got = 0;
+        for (int k = 0; k < 5; k++) got += part[k];
+        if (fabs(got - want) > 1e-6 * want) fail_msg("sum of squares, blockDim %u: %.9g, want %.9g", BLOCKS[b], got, want);
+    }
+    /* the first bad id, whichever thread of which block sees it */
+    i64 m = 5000;
+    int vocab = 100;
+    float *ids = gh_random(m, 0, 99, 6);
+    for (i64 i = 0; i < m; i++) ids[i] = floorf(ids[i]);
+    ids[3217] = 100.0f, ids[4000] = -1.0f;
+    long long p[5], *pp = p;
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        mt_launch("tnt_k_embedding_bad_ids", 5, BLOCKS[b], ARGS(&ids, &m, &vocab, &pp));
+        long long first = m;
+        for (int k = 0; k < 5; k++) first = p[k] < first ? p[k] : first;
+        assert_int_equal(first, 3217);
+    }
+    free(x), free(part), free(ids);
+}
+
+/* ---- grid-stride kernels with several threads: bitwise one thread's results ----------------- */
+
+static void test_strided_bitwise(void **state) {
+    (void)state;
+    i64 rows = 37, cols = 29, n = rows * cols;
+    float *x = gh_random(n, -4, 4, 7), *dy = gh_random(n, -1, 1, 8), *a = gh_poisoned(n), *b = gh_poisoned(n);
+    for (int act = 0; act < K_ACT_COUNT; act++) {
+        if (act == K_ACT_SOFTMAX || act == K_ACT_LOG_SOFTMAX || act == K_ACT_SPARSEMAX) continue;
+        float alpha = 0.0f;
+        gh_launch("tnt_k_act_fwd", 3, ARGS(&act, &alpha, &x, &a, &n));
+        mt_launch("tnt_k_act_fwd", 3, 7, ARGS(&act, &alpha, &x, &b, &n));
+        tu_assert_bitwise(b, a, n, "tnt_k_act_fwd, 7 threads");
+        gh_launch("tnt_k_act_bwd", 3, ARGS(&act, &alpha, &x, &x, &dy, &a, &n));
+        mt_launch("tnt_k_act_bwd", 3, 7, ARGS(&act, &alpha, &x, &x, &dy, &b, &n));
+        tu_assert_bitwise(b, a, n, "tnt_k_act_bwd, 7 threads");
+    }
+    /* 3x3 max and average pooling, stride 2, same padding */
+    tnt_k_pool g = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 5, 4}, .k = {1, 3, 3}, .s = {1, 2, 2}, .pad = {0, 1, 1}};
+    i64 nx = 2 * 9 * 8 * 3, ny = 2 * 5 * 4 * 3;
+    float *px = gh_random(nx, -1, 1, 9), *pdy = gh_random(ny, -1, 1, 10);
+    float *y1 = gh_poisoned(ny), *y2 = gh_poisoned(ny), *dx1 = gh_poisoned(nx), *dx2 = gh_poisoned(nx);
+    unsigned short *arg1 = calloc((size_t)ny, 2), *arg2 = calloc((size_t)ny, 2);
+    gh_launch("tnt_k_max_pool_fwd", 3, ARGS(&g, &px, &y1, &arg1));
+    mt_launch("tnt_k_max_pool_fwd", 3, 7, ARGS(&g, &px, &y2, &arg2));
+    gh_launch("tnt_k_max_pool_bwd", 3, ARGS(&g, &pdy, &arg1, &dx1));
+    mt_launch("tnt_k_max_pool_bwd", 3, 7, ARGS(&g, &pdy, &arg2, &dx2));
+    tu_assert_bitwise(y2, y1, ny, "max pool forward, 7 threads");
+    tu_assert_bitwise(dx2, dx1, nx, "max pool backward, 7 threads");
+    gh_launch("tnt_k_avg_pool_bwd", 3, ARGS(&g, &pdy, &dx1));
+    mt_launch("tnt_k_avg_pool_bwd", 3, 7, ARGS(&g, &pdy, &dx2));
+    tu_assert_bitwise(dx2, dx1, nx, "average pool backward, 7 threads");
+    /* BatchNormalization's chunked sums and Adam */
+    i64 C = cols, inner = 1, chunk = 8, chunks = (rows + chunk - 1) / chunk;
+    double *p1 = malloc((size_t)(chunks * 2 * C) * sizeof(double)), *p2 = malloc((size_t)(chunks * 2 * C) * sizeof(double));
+    double *nod = NULL;
+    gh_launch("tnt_k_bn_sums", 2, ARGS(&x, &nod, &p1, &rows, &C, &inner, &chunk));
+    mt_launch("tnt_k_bn_sums", 2, 7, ARGS(&x, &nod, &p2, &rows, &C, &inner, &chunk));
+    assert_memory_equal(p1, p2, (size_t)(chunks * C) * sizeof(double));
+    float *p = gh_copy(x, n), *q = gh_copy(x, n), *m1 = gh_random(n, -0.1f, 0.1f, 11), *m2 = gh_copy(m1, n);
+    float *v1 = gh_random(n, 0, 1, 12), *v2 = gh_copy(v1, n), *vh = NULL;
+    float c1 = 0.1f, c2 = 0.001f, al = 0.01f, eps = 1e-7f, wd = 0.0f;
+    gh_launch("tnt_k_adam", 3, ARGS(&p, &dy, &m1, &v1, &vh, &n, &c1, &c2, &al, &eps, &wd));
+    mt_launch("tnt_k_adam", 3, 7, ARGS(&q, &dy, &m2, &v2, &vh, &n, &c1, &c2, &al, &eps, &wd));
+    tu_assert_bitwise(q, p, n, "Adam, 7 threads");
+    free(x), free(dy), free(a), free(b), free(px), free(pdy), free(y1), free(y2), free(dx1), free(dx2), free(arg1);
+    free(arg2), free(p1), free(p2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_row_reductions),
+        cmocka_unit_test(test_grid_reductions),
+        cmocka_unit_test(test_strided_bitwise),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
