@@ -79,7 +79,8 @@ TNT_API int tnt_get_master_rank(void);
 TNT_API bool tnt_is_master_rank(void);
 /* GPUs this process can use (0 without a usable backend: no driver, no device, a build without
  * GPU kernels), and the device tnt_init chose by TNT_DEVICE, in one line: "gpu 0: NVIDIA H100 80GB
- * HBM3 (0000:1b:00.0)", "cpu: TNT_DEVICE=cpu", "cpu: no libcuda.so.1". */
+ * HBM3 (0000:1b:00.0)", "cpu: TNT_DEVICE=cpu", "cpu: no libcuda.so.1"; before tnt_init what the
+ * backend offers ("gpus: 4 found, tnt_init chooses one", "cpu: no libcuda.so.1"). */
 TNT_API int tnt_gpu_device_count(void);
 TNT_API const char *tnt_gpu_status(void);
 

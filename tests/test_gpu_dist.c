@@ -5,7 +5,9 @@
  *   mixed_auto: TNT_DEVICE=auto, only rank 0 has a GPU: every rank runs on the CPU and says why
  *   (rank 0: how many ranks cannot use one; the others: their own reason);
  *   mixed_gpu: TNT_DEVICE=gpu, only rank 0 has a GPU: tnt_init fails on every rank, naming rank 1
- *   and its reason. */
+ *   and its reason;
+ *   launched: the settings as the launcher exported them (tests/launcher/test_launcher_gpu.sh):
+ *   TNT_DEVICE=cpu gives the CPU, else rank r takes emulated GPU r % TNT_GPU_EMULATE. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -29,6 +31,17 @@ static void test_device_per_rank(void **state) {
     const char *c = scenario();
     const int rank = launcher_rank();
     setenv("TNT_LOG_LEVEL", "ERROR", 1);
+    if (!strcmp(c, "launched")) {
+        tu_ok(tnt_init(NULL, NULL));
+        const char *device = getenv("TNT_DEVICE"), *emulate = getenv("TNT_GPU_EMULATE");
+        char expect[160] = "cpu: TNT_DEVICE=cpu";
+        if (device && strcmp(device, "cpu") && emulate)
+            snprintf(expect, sizeof expect, "gpu %d: emulated device", rank % atoi(emulate));
+        if (strcmp(tnt_gpu_status(), expect)) fail_msg("rank %d: \"%s\", expected \"%s\"", rank, tnt_gpu_status(), expect);
+        printf("rank %d: %s\n", rank, tnt_gpu_status());
+        tnt_finalize();
+        return;
+    }
     if (!strcmp(c, "share")) {
         setenv("TNT_DEVICE", "gpu", 1);
         setenv("TNT_GPU_EMULATE", "2", 1);
@@ -61,7 +74,9 @@ static void test_device_per_rank(void **state) {
     }
     if (strcmp(tnt_gpu_status(), expect)) fail_msg("rank %d of %d: \"%s\", expected \"%s\"", rank, size, tnt_gpu_status(), expect);
     tnt_finalize();
-    assert_string_equal(tnt_gpu_status(), "cpu: tnt_init has not chosen a device yet");
+    /* after tnt_finalize: what the backend offers (the settings as the test set them) */
+    if (!strcmp(c, "share")) assert_string_equal(tnt_gpu_status(), "gpus: 2 found, tnt_init chooses one");
+    else if (rank > 0) assert_string_equal(tnt_gpu_status(), "cpu: TNT_CUDA_LIBDIR: /nonexistent/cuda is not a folder");
 }
 
 int main(void) {

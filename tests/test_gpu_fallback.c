@@ -8,7 +8,7 @@
 #include "testutil.h"
 
 #include "core/config.h"
-#include "gpu/gpu.h"
+#include "gpu/api.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -25,14 +25,18 @@ typedef struct outcome {
     bool available;
     int device_count;
     char why[256], gpu_status[384], error[1024], log[4096];
+    char body[1024]; /* what a case's own checks found wrong ("" when all held) */
 } outcome;
+
+/* A case's own checks, run in the child after the settings are read: "" or what went wrong. */
+typedef void (*case_body)(char *wrong, size_t size);
 
 static const char *const gpu_settings[] = {"TNT_DEVICE", "TNT_GPU_COMM", "TNT_GPU_ORDINAL", "TNT_CUDA_LIBDIR",
                                            "TNT_CUDA_DRIVER", "TNT_GPU_EMULATE", "TNT_GPU_TF32", "TNT_LOG_LEVEL"};
 
 /* Runs one case in a child: the settings `env` ("NAME=VALUE", NULL-terminated) on top of none of
  * the GPU settings; tnt_init (init) or only the loader. Its stderr is kept in log. */
-static outcome run_case(const char *const *env, bool init) {
+static outcome run_case_body(const char *const *env, bool init, case_body body) {
     outcome o;
     memset(&o, 0, sizeof o);
     char log_path[] = "/tmp/tnt_gpu_fallback_XXXXXX";
@@ -65,6 +69,7 @@ static outcome run_case(const char *const *env, bool init) {
             r.device_count = tnt_gpu_device_count();
             snprintf(r.gpu_status, sizeof r.gpu_status, "%s", tnt_gpu_status());
         }
+        if (body && r.init_status == TNT_OK) body(r.body, sizeof r.body);
         if (init && r.init_status == TNT_OK) tnt_finalize();
         fflush(stderr);
         _exit(write(fds[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
@@ -84,6 +89,8 @@ static outcome run_case(const char *const *env, bool init) {
         fail_msg("the case's child failed (status %d); its stderr:\n%s", wstatus, o.log);
     return o;
 }
+
+static outcome run_case(const char *const *env, bool init) { return run_case_body(env, init, NULL); }
 
 static void expect_cpu(const outcome *o, const char *reason) {
     assert_int_equal(o->init_status, TNT_OK);
@@ -148,6 +155,101 @@ static void test_bad_libdir(void **state) {
     const char *env[] = {"TNT_CUDA_LIBDIR=/usr/lib:/nonexistent/cuda/lib", "TNT_CUDA_DRIVER=" FAKE_CUDA_NODEVICE, NULL};
     outcome o = run_case(env, false);
     expect_cpu(&o, "TNT_CUDA_LIBDIR: /nonexistent/cuda/lib is not a folder");
+}
+
+#ifdef TNT_GPU_KERNELS
+/* C = op(A) op(B) row-major in double */
+static void row_major_gemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+                           float *c, int ldc) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) s += (double)(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+            c[i * ldc + j] = (float)s;
+        }
+}
+
+#define WRONG(...) return (void)snprintf(wrong, size, __VA_ARGS__)
+
+/* The runtime's real-device code over the working fake driver and the fake cuBLAS (host memory
+ * behind both): open, copies, the row-major to column-major mapping of sgemm, TF32's math mode,
+ * an unknown kernel, the errors of the check macro. */
+static void real_path_body(char *wrong, size_t size) {
+    if (tnt__gpu_emulated() || tnt__gpu_device_count() != 2) WRONG("expected the fake driver's 2 devices");
+    if (tnt__gpu_open(1) != TNT_OK) WRONG("open: %s", tnt_last_error());
+    if (strcmp(tnt__gpu_device_name(), "Fake GPU B (0000:02:00.0)")) WRONG("name \"%s\"", tnt__gpu_device_name());
+    enum { M = 5, N = 7, K = 3, LD = 9 };
+    float a[M * LD], b[N * LD], c[M * LD], expect[M * LD]; /* A is M x K or K x M (M > K), B K x N or N x K */
+    for (int i = 0; i < M * LD; i++) a[i] = (float)(i % 11) - 5.f;
+    for (int i = 0; i < N * LD; i++) b[i] = (float)(i % 7) * 0.5f - 1.f;
+    float *da = tnt__gpu_malloc(sizeof a), *db = tnt__gpu_malloc(sizeof b), *dc = tnt__gpu_malloc(sizeof c);
+    if (!da || !db || !dc) WRONG("malloc: %s", tnt_last_error());
+    if (tnt__gpu_copy_to_device(da, a, sizeof a, TNT__GPU_COPY) || tnt__gpu_copy_to_device(db, b, sizeof b, TNT__GPU_COMPUTE))
+        WRONG("copy: %s", tnt_last_error());
+    for (int t = 0; t < 4; t++) {
+        const bool ta = t & 1, tb = t & 2;
+        if (tnt__gpu_memset_zero(dc, sizeof c, TNT__GPU_COMPUTE) ||
+            tnt__gpu_sgemm(ta, tb, M, N, K, 1.f, da, LD, db, LD, 0.f, dc, LD) ||
+            tnt__gpu_copy_to_host(c, dc, sizeof c, TNT__GPU_COMPUTE) || tnt__gpu_sync(TNT__GPU_COMPUTE))
+            WRONG("sgemm %d: %s", t, tnt_last_error());
+        memset(expect, 0, sizeof expect);
+        row_major_gemm(ta, tb, M, N, K, a, LD, b, LD, expect, LD);
+        if (memcmp(c, expect, sizeof c)) WRONG("sgemm trans_a %d trans_b %d: the row-major result differs", ta, tb);
+    }
+    /* two batches of the N x N transposed product at strides */
+    if (tnt__gpu_sgemm_strided(false, false, 2, 3, 2, 1.f, da, 2, 4, db, 3, 6, 0.f, dc, 3, 6, 2) ||
+        tnt__gpu_copy_to_host(c, dc, 12 * sizeof(float), TNT__GPU_COMPUTE))
+        WRONG("strided: %s", tnt_last_error());
+    for (int i = 0; i < 2; i++) {
+        row_major_gemm(false, false, 2, 3, 2, a + 4 * i, 2, b + 6 * i, 3, expect + 6 * i, 3);
+        if (memcmp(c + 6 * i, expect + 6 * i, 6 * sizeof(float))) WRONG("strided sgemm batch %d differs", i);
+    }
+    void *h = dlopen(FAKE_CUBLAS, RTLD_NOW | RTLD_LOCAL);
+    const int *mode = h ? dlsym(h, "fake_cublas_math_mode") : NULL;
+    if (!mode || *mode != TNT_CUBLAS_DEFAULT_MATH) WRONG("cuBLAS's math mode at open: %d", mode ? *mode : -2);
+    tnt__gpu_set_tf32(true);
+    if (*mode != TNT_CUBLAS_TF32_TENSOR_OP_MATH) WRONG("TF32 on: math mode %d", *mode);
+    tnt__gpu_set_tf32(false);
+    if (*mode != TNT_CUBLAS_DEFAULT_MATH) WRONG("TF32 off: math mode %d", *mode);
+    /* cuBLAS's own refusal comes through the check macro with the call and the status name */
+    if (tnt__gpu_sgemm(false, false, 2, 2, 2, 42.f, da, 2, db, 2, 0.f, dc, 2) != TNT_ERR_BACKEND ||
+        !strstr(tnt_last_error(), "gpu/blas.c:") || !strstr(tnt_last_error(), ": cublasSgemm_v2(tnt__gpu.cublas, ") ||
+        !strstr(tnt_last_error(), "): CUBLAS_STATUS_EXECUTION_FAILED (13)"))
+        WRONG("a failing cublasSgemm_v2: %s", tnt_last_error());
+    void *args[] = {&da};
+    if (tnt__gpu_launch("tnt_k_scale", 1, 32, 0, args) != TNT_ERR_ARG ||
+        !strstr(tnt_last_error(), "no kernel named 'tnt_k_scale' in the PTX (cuModuleGetFunction: CUDA_ERROR_NOT_FOUND)"))
+        WRONG("launch of a kernel the module lacks: %s", tnt_last_error());
+    if (tnt__gpu_malloc((size_t)1 << 40) || !strstr(tnt_last_error(), "CUDA_ERROR_OUT_OF_MEMORY (2); 1024 of 2048 MiB free"))
+        WRONG("1 TiB: %s", tnt_last_error());
+    tnt__gpu_free(da);
+    tnt__gpu_free(db);
+    tnt__gpu_free(dc);
+    tnt__gpu_close();
+    wrong[0] = 0;
+}
+#endif
+
+/* the working fake driver: without GPU kernels in the build the loader stops there; with them the
+ * real-device code runs over the fake cuBLAS */
+static void test_fake_working(void **state) {
+    (void)state;
+    const char *env[] = {"TNT_CUDA_DRIVER=" FAKE_CUDA_WORKING, "TNT_CUDA_LIBDIR=" FAKE_CUBLAS_DIR, NULL};
+#ifndef TNT_GPU_KERNELS
+    outcome o = run_case(env, false);
+    expect_cpu(&o, "built without GPU kernels (TNT_GPU=OFF, or no clang-14 at configure time)");
+#else
+    outcome o = run_case_body(env, false, real_path_body);
+    assert_true(o.available);
+    assert_int_equal(o.device_count, 2);
+    if (o.body[0]) fail_msg("%s\n%s", o.body, o.log);
+    /* tnt_init: local rank 0 takes GPU 0 */
+    const char *init_env[] = {"TNT_DEVICE=gpu", "TNT_CUDA_DRIVER=" FAKE_CUDA_WORKING,
+                              "TNT_CUDA_LIBDIR=" FAKE_CUBLAS_DIR, NULL};
+    o = run_case(init_env, true);
+    assert_int_equal(o.init_status, TNT_OK);
+    assert_string_equal(o.gpu_status, "gpu 0: Fake GPU A (0000:01:00.0)");
+#endif
 }
 
 /* tnt_init: cpu (the default) never loads anything; gpu without a backend is an error naming the
@@ -229,7 +331,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_driver),        cmocka_unit_test(test_sdk_stub),
         cmocka_unit_test(test_fake_no_device),   cmocka_unit_test(test_fake_missing_symbol),
-        cmocka_unit_test(test_bad_libdir),       cmocka_unit_test(test_init_choice),
+        cmocka_unit_test(test_bad_libdir),       cmocka_unit_test(test_fake_working),
+        cmocka_unit_test(test_init_choice),
         cmocka_unit_test(test_init_emulated),    cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

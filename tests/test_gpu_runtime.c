@@ -2,14 +2,18 @@
  * which runs every call on the host: device and pinned memory, copies on both streams, events,
  * sgemm and strided sgemm in every transposition against a plain triple loop in double, and the
  * errors a GPU would give (or fault on): host pointers where device memory is expected, copies
- * past an allocation, unknown kernels, waiting for an event never recorded. Runs everywhere. */
+ * past an allocation, unknown kernels, waiting for an event never recorded, host code reading
+ * device memory (a SIGSEGV with a message). Runs everywhere. */
 #include "testutil.h"
 
 #include "core/config.h"
 #include "gpu/api.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,6 +265,49 @@ static void test_launch_errors(void **state) {
     tnt__gpu_free(d);
 }
 
+/* Host code that reads device memory crashes on a GPU; on the emulated device as well, with a
+ * message: this program again (/proc/self/exe --touch-device-memory) reads a device float after a
+ * good copy, and must die of SIGSEGV having said why. */
+static void test_host_touch_faults(void **state) {
+    (void)state;
+    int err[2];
+    assert_int_equal(pipe(err), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(err[1], STDERR_FILENO);
+        close(err[0]);
+        execl("/proc/self/exe", "test_gpu_runtime", "--touch-device-memory", (char *)NULL);
+        _exit(3);
+    }
+    close(err[1]);
+    char text[2048];
+    size_t n = 0;
+    ssize_t got;
+    while (n < sizeof text - 1 && (got = read(err[0], text + n, sizeof text - 1 - n)) > 0) n += (size_t)got;
+    text[n] = 0;
+    close(err[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV)
+        fail_msg("expected SIGSEGV, got status %d; stderr:\n%s", status, text);
+    if (!strstr(text, "host code touched emulated GPU memory (TNT_GPU_EMULATE) outside the GPU runtime's calls"))
+        fail_msg("no message on stderr:\n%s", text);
+    if (!strstr(text, "copied fine\n")) fail_msg("the good copy did not run:\n%s", text);
+}
+
+/* the child of test_host_touch_faults */
+static int touch_device_memory(void) {
+    if (tnt__config_load() != TNT_OK || tnt__gpu_open(0) != TNT_OK) return 1;
+    float *d = tnt__gpu_malloc(64 * sizeof(float)), x[64] = {0};
+    if (!d || tnt__gpu_copy_to_device(d, x, sizeof x, TNT__GPU_COMPUTE) != TNT_OK) return 1;
+    fprintf(stderr, "copied fine\n");
+    volatile float v = d[3]; /* a host read of device memory */
+    (void)v;
+    return 0;
+}
+
 /* the last test: everything freed, and after close the device refuses again */
 static void test_close(void **state) {
     (void)state;
@@ -274,15 +321,17 @@ static void test_close(void **state) {
     tnt__gpu_close();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     setenv("TNT_GPU_EMULATE", "1", 1);
+    if (argc > 1 && !strcmp(argv[1], "--touch-device-memory")) return touch_device_memory();
     if (tnt__config_load() != TNT_OK) return fprintf(stderr, "%s\n", tnt_last_error()), 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_before_open),   cmocka_unit_test(test_open),
         cmocka_unit_test(test_memory_and_copies), cmocka_unit_test(test_pointer_errors),
         cmocka_unit_test(test_events),        cmocka_unit_test(test_sgemm),
         cmocka_unit_test(test_sgemm_strided), cmocka_unit_test(test_sgemm_errors),
-        cmocka_unit_test(test_launch_errors), cmocka_unit_test(test_close),
+        cmocka_unit_test(test_launch_errors), cmocka_unit_test(test_host_touch_faults),
+        cmocka_unit_test(test_close),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

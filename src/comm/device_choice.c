@@ -94,13 +94,20 @@ void tnt__device_release(void) {
     choice.chosen = false;
 }
 
-const char *tnt_gpu_status(void) {
-    if (choice.chosen) return choice.status;
-    return "cpu: tnt_init has not chosen a device yet";
+/* Before tnt_init (the launcher asks without starting MPI) the settings are read here, and the
+ * status says what the backend offers. */
+static bool settings_read(void) {
+    return choice.chosen || tnt__config_load() == TNT_OK;
 }
 
-int tnt_gpu_device_count(void) {
-    /* before tnt_init (the launcher counts GPUs without starting MPI) the settings are read here */
-    if (!choice.chosen && tnt__config_load() != TNT_OK) return 0;
-    return tnt__gpu_device_count();
+const char *tnt_gpu_status(void) {
+    if (choice.chosen) return choice.status;
+    static char before[384];
+    const char *why = "";
+    if (!settings_read()) snprintf(before, sizeof before, "cpu: %s", tnt_last_error());
+    else if (!tnt__gpu_available(&why)) snprintf(before, sizeof before, "cpu: %s", why);
+    else snprintf(before, sizeof before, "gpus: %d found, tnt_init chooses one", tnt__gpu_device_count());
+    return before;
 }
+
+int tnt_gpu_device_count(void) { return settings_read() ? tnt__gpu_device_count() : 0; }

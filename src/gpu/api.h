@@ -65,10 +65,23 @@ void tnt__gpu_module_close(void);
 tnt_status tnt__gpu_dnn_open(void);
 void tnt__gpu_dnn_close(void);
 
-/* The emulated device's bookkeeping of its allocations, which lets it refuse what a GPU would
- * fault on: a host pointer where device memory is expected, or a copy past an allocation's end.
- * True when [p, p + bytes) lies inside one live device allocation. */
+/* The emulated device's memory (gpu/emulated.c): allocations in one reserved address range that
+ * host code cannot touch outside a gpu.h call (PROT_NONE; a touch is a SIGSEGV with a message that
+ * says so, as it would crash on a GPU), filled with NaN when new (a GPU does not zero it), and
+ * known by their extent, which lets the runtime refuse a host pointer where device memory is
+ * expected or a copy past an allocation's end. Without the address range (a limit on virtual
+ * memory) they are plain host memory, checked all the same. */
+void *tnt__gpu_emu_alloc(size_t bytes); /* NULL with the error set */
+bool tnt__gpu_emu_free(void *p);        /* false: not a live allocation */
+/* Around the runtime's own host accesses (copies, host kernels, sgemm): device memory is readable
+ * and writable by the host from open to close (nested and threads counted). */
+void tnt__gpu_emu_window_open(void);
+void tnt__gpu_emu_window_close(void);
+/* True when [p, p + bytes) lies inside one live emulated allocation. */
 bool tnt__gpu_emulated_is_device(const void *p, size_t bytes);
+/* Bytes and allocations of device memory not yet freed (leak checks in tests). */
+size_t tnt__gpu_emulated_live_bytes(void);
+size_t tnt__gpu_emulated_live_allocations(void);
 /* TNT_OK when [p, p + bytes) may be read or written as device memory (emulated: inside a live
  * allocation; real: not NULL), else TNT_ERR_ARG naming `what`. */
 tnt_status tnt__gpu_check_device(const void *p, size_t bytes, const char *what);

@@ -41,7 +41,9 @@ static tnt_status check_gemm(const char *what, bool ta, bool tb, int64_t m, int6
 
 static tnt_status host_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    tnt__gpu_emu_window_open();
     const dnnl_status_t r = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    tnt__gpu_emu_window_close();
     if (r != dnnl_success) return tnt__error(TNT_ERR_BACKEND, "gpu/blas.c: dnnl_sgemm (emulated device): status %d", (int)r);
     return TNT_OK;
 }

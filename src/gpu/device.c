@@ -2,32 +2,19 @@
  * device and pinned host memory, copies, and events between the streams; each call also has its
  * emulated form (TNT_GPU_EMULATE=1), which runs on the host.
  *
- * The emulated device is synchronous (every call completes before it returns, so any order the
- * streams and events ask for holds) but strict where a GPU would fault or race: device pointers
- * must lie inside a live allocation of tnt__gpu_malloc (a host pointer or a copy past the end is
- * an error naming the call), new device memory is filled with NaN (a GPU's is not zeroed), and an
- * event must be recorded before a stream waits for it. */
+ * The emulated device (its memory: gpu/emulated.c) is synchronous (every call completes before it
+ * returns, so any order the streams and events ask for holds) but strict where a GPU would fault
+ * or race: device pointers must lie inside a live allocation of tnt__gpu_malloc (a host pointer or
+ * a copy past the end is an error naming the call), and an event must be recorded before a stream
+ * waits for it. */
 #include "core/config.h"
 #include "gpu/api.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 tnt__gpu_state tnt__gpu = {.ordinal = -1};
-
-/* the emulated device's allocations: few (flat buffers, arenas, staging), looked up linearly */
-typedef struct emu_block {
-    uintptr_t begin;
-    size_t bytes;
-} emu_block;
-
-static struct {
-    pthread_mutex_t lock;
-    emu_block *blocks;
-    size_t n, cap, live_bytes;
-} emu = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local CUcontext thread_context; /* what this thread made current */
 
@@ -45,64 +32,6 @@ static tnt_status check_stream(tnt__gpu_stream stream, const char *what) {
     if (stream != TNT__GPU_COMPUTE && stream != TNT__GPU_COPY)
         return tnt__error(TNT_ERR_ARG, "%s: stream %d: expected TNT__GPU_COMPUTE or TNT__GPU_COPY", what, (int)stream);
     return tnt__gpu_enter(what);
-}
-
-/* ---- the emulated device's allocations ---- */
-
-static bool emu_add(void *p, size_t bytes) {
-    pthread_mutex_lock(&emu.lock);
-    bool ok = true;
-    if (emu.n == emu.cap) {
-        size_t cap = emu.cap ? 2 * emu.cap : 64;
-        emu_block *b = realloc(emu.blocks, cap * sizeof *b);
-        if (b) emu.blocks = b, emu.cap = cap;
-        else ok = false;
-    }
-    if (ok) {
-        emu.blocks[emu.n++] = (emu_block){(uintptr_t)p, bytes};
-        emu.live_bytes += bytes;
-    }
-    pthread_mutex_unlock(&emu.lock);
-    return ok;
-}
-
-static bool emu_remove(void *p) {
-    pthread_mutex_lock(&emu.lock);
-    bool found = false;
-    for (size_t i = 0; i < emu.n && !found; i++)
-        if (emu.blocks[i].begin == (uintptr_t)p) {
-            emu.live_bytes -= emu.blocks[i].bytes;
-            emu.blocks[i] = emu.blocks[--emu.n];
-            found = true;
-        }
-    pthread_mutex_unlock(&emu.lock);
-    return found;
-}
-
-bool tnt__gpu_emulated_is_device(const void *p, size_t bytes) {
-    const uintptr_t a = (uintptr_t)p;
-    pthread_mutex_lock(&emu.lock);
-    bool inside = false;
-    for (size_t i = 0; i < emu.n && !inside; i++) {
-        const emu_block *b = &emu.blocks[i];
-        inside = a >= b->begin && a - b->begin <= b->bytes && bytes <= b->bytes - (a - b->begin);
-    }
-    pthread_mutex_unlock(&emu.lock);
-    return inside;
-}
-
-size_t tnt__gpu_emulated_live_bytes(void) {
-    pthread_mutex_lock(&emu.lock);
-    size_t n = emu.live_bytes;
-    pthread_mutex_unlock(&emu.lock);
-    return n;
-}
-
-size_t tnt__gpu_emulated_live_allocations(void) {
-    pthread_mutex_lock(&emu.lock);
-    size_t n = emu.n;
-    pthread_mutex_unlock(&emu.lock);
-    return n;
 }
 
 /* Emulated: device memory expected at [p, p + bytes); a GPU would fault on anything else. */
@@ -135,6 +64,7 @@ static void close_real(void) {
 static tnt_status open_real(int ordinal) {
     tnt_status status = TNT_OK;
     char bus[64] = "";
+    tnt__gpu.ordinal = ordinal; /* for messages while it opens */
     TNT_GPU_CHECK(cuda, cuDeviceGet(&tnt__gpu.device, ordinal));
     /* the primary context: the one cuBLAS, cuDNN and NCCL use as well */
     TNT_GPU_CHECK(cuda, cuDevicePrimaryCtxRetain(&tnt__gpu.context, tnt__gpu.device));
@@ -212,14 +142,7 @@ void *tnt__gpu_malloc(size_t bytes) {
     if (tnt__gpu_enter("tnt__gpu_malloc") != TNT_OK) return NULL;
     const size_t size = bytes ? bytes : 1; /* a distinct address even for an empty buffer */
     if (tnt__gpu.emulated) {
-        void *p = aligned_alloc(256, (size + 255) / 256 * 256);
-        if (!p || !emu_add(p, bytes)) {
-            free(p);
-            tnt__error(TNT_ERR_NOMEM, "tnt__gpu_malloc: %zu bytes of (emulated) device memory", bytes);
-            return NULL;
-        }
-        memset(p, 0xff, size); /* NaN: a GPU does not zero new memory either */
-        return p;
+        return tnt__gpu_emu_alloc(bytes);
     }
     CUdeviceptr p = 0;
     const CUresult r = tnt__cuda.cuMemAlloc_v2(&p, size);
@@ -237,8 +160,7 @@ void *tnt__gpu_malloc(size_t bytes) {
 void tnt__gpu_free(void *device_ptr) {
     if (!device_ptr || !tnt__gpu.open) return;
     if (tnt__gpu.emulated) {
-        if (emu_remove(device_ptr)) free(device_ptr);
-        else tnt_log(TNT_LOG_ERROR, "tnt__gpu_free: %p is not a device allocation (freed twice?)", device_ptr);
+        if (!tnt__gpu_emu_free(device_ptr)) tnt_log(TNT_LOG_ERROR, "tnt__gpu_free: %p is not a device allocation (freed twice?)", device_ptr);
         return;
     }
     if (tnt__gpu_enter("tnt__gpu_free") == TNT_OK) {
@@ -292,7 +214,12 @@ tnt_status tnt__gpu_copy_to_device(void *device_dst, const void *host_src, size_
     if ((status = need_device(device_dst, bytes, what, "destination")) != TNT_OK ||
         (status = need_host(host_src, bytes, what, "source")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) return memcpy(device_dst, host_src, bytes), TNT_OK;
+    if (tnt__gpu.emulated) {
+        tnt__gpu_emu_window_open();
+        memcpy(device_dst, host_src, bytes);
+        tnt__gpu_emu_window_close();
+        return TNT_OK;
+    }
     TNT_GPU_CHECK(cuda, cuMemcpyHtoDAsync_v2(DPTR(device_dst), host_src, bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -305,7 +232,12 @@ tnt_status tnt__gpu_copy_to_host(void *host_dst, const void *device_src, size_t 
     if ((status = need_device(device_src, bytes, what, "source")) != TNT_OK ||
         (status = need_host(host_dst, bytes, what, "destination")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) return memcpy(host_dst, device_src, bytes), TNT_OK;
+    if (tnt__gpu.emulated) {
+        tnt__gpu_emu_window_open();
+        memcpy(host_dst, device_src, bytes);
+        tnt__gpu_emu_window_close();
+        return TNT_OK;
+    }
     TNT_GPU_CHECK(cuda, cuMemcpyDtoHAsync_v2(host_dst, DPTR(device_src), bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -318,7 +250,12 @@ tnt_status tnt__gpu_copy_on_device(void *device_dst, const void *device_src, siz
     if ((status = need_device(device_dst, bytes, what, "destination")) != TNT_OK ||
         (status = need_device(device_src, bytes, what, "source")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) return memmove(device_dst, device_src, bytes), TNT_OK;
+    if (tnt__gpu.emulated) {
+        tnt__gpu_emu_window_open();
+        memmove(device_dst, device_src, bytes);
+        tnt__gpu_emu_window_close();
+        return TNT_OK;
+    }
     TNT_GPU_CHECK(cuda, cuMemcpyDtoDAsync_v2(DPTR(device_dst), DPTR(device_src), bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -329,7 +266,12 @@ tnt_status tnt__gpu_memset_zero(void *device_ptr, size_t bytes, tnt__gpu_stream 
     tnt_status status = check_stream(stream, what);
     if (status != TNT_OK || !bytes) return status;
     if ((status = need_device(device_ptr, bytes, what, "destination")) != TNT_OK) return status;
-    if (tnt__gpu.emulated) return memset(device_ptr, 0, bytes), TNT_OK;
+    if (tnt__gpu.emulated) {
+        tnt__gpu_emu_window_open();
+        memset(device_ptr, 0, bytes);
+        tnt__gpu_emu_window_close();
+        return TNT_OK;
+    }
     if (bytes % 4 == 0 && (uintptr_t)device_ptr % 4 == 0) /* words: faster than bytes */
         TNT_GPU_CHECK(cuda, cuMemsetD32Async(DPTR(device_ptr), 0, bytes / 4, tnt__gpu.streams[stream]));
     else

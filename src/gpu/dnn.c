@@ -14,8 +14,13 @@ tnt_status tnt__gpu_dnn_open(void) {
     TNT_GPU_CHECK(cudnn, cudnnCreate(&tnt__gpu.cudnn));
     TNT_GPU_CHECK(cudnn, cudnnSetStream(tnt__gpu.cudnn, tnt__gpu.streams[TNT__GPU_COMPUTE]));
 out:
-    if (status != TNT_OK) tnt__gpu_dnn_close();
-    return status;
+    if (status != TNT_OK) {
+        /* the GPU stays usable without cuDNN (its layers then have no GPU path); say so loudly */
+        tnt_log(TNT_LOG_WARNING, "GPU %d: cuDNN did not start, layers that need it stay on the CPU: %s",
+                tnt__gpu.ordinal, tnt_last_error());
+        tnt__gpu_dnn_close();
+    }
+    return TNT_OK;
 }
 
 void tnt__gpu_dnn_close(void) {

@@ -1,4 +1,4 @@
-/* host_kernels.h: the kernels of gpu/kernels/ (the .cu files) compiled as host C11 (kdefs.h's host branch:
+/* host_kernels.h: the kernels of gpu/kernels/ (*.cu) compiled as host C11 (kdefs.h's host branch:
  * a launch runs every block in turn, one thread each), for the emulated device
  * (TNT_GPU_EMULATE=1) and for the tests that check each kernel against the CPU engine.
  *

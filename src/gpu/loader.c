@@ -1,5 +1,5 @@
 /* loader.c: finds the GPU backend once per process: dlopen of the CUDA driver, cuBLAS, cuDNN and
- * NCCL by their sonames (the normal library search, then each folder of TNT_CUDA_LIBDIR), their
+ * NCCL by their sonames (in each folder of TNT_CUDA_LIBDIR, then by the normal search), their
  * functions through the project's own declarations (cuda_api.h), version gates, and when anything
  * is missing the one line that says why the CPU runs instead. Nothing here needs the CUDA SDK.
  *
@@ -26,23 +26,24 @@ static struct {
 /* The CUDA release whose PTX ISA the kernels use (7.5: CUDA 11.5); older drivers cannot JIT it. */
 enum { MIN_DRIVER = 11050, MIN_CUDNN = 8000, MIN_NCCL = 21000 };
 
-/* Opens the first candidate that loads: by the normal search, then in each folder of `dirs` (a
- * colon list). *which gets the soname that opened. */
+/* Opens the first candidate that loads: in each folder of `dirs` (TNT_CUDA_LIBDIR, a colon list)
+ * first, since a folder the user names should win over an older library of the system, then by the
+ * normal search. *which gets the soname that opened. */
 static void *open_library(const char *const *sonames, const char *dirs, const char **which) {
+    for (const char *d = dirs; d && *d;) {
+        const char *end = strchr(d, ':');
+        const int len = end ? (int)(end - d) : (int)strlen(d);
+        for (const char *const *s = sonames; len > 0 && *s; s++) {
+            char path[4096];
+            void *h = snprintf(path, sizeof path, "%.*s/%s", len, d, *s) < (int)sizeof path
+                          ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+            if (h) return *which = *s, h;
+        }
+        d = end ? end + 1 : NULL;
+    }
     for (const char *const *s = sonames; *s; s++) {
         void *h = dlopen(*s, RTLD_NOW | RTLD_LOCAL);
-        for (const char *d = dirs; !h && d && *d;) {
-            const char *end = strchr(d, ':');
-            const int len = end ? (int)(end - d) : (int)strlen(d);
-            char path[4096];
-            if (len > 0 && snprintf(path, sizeof path, "%.*s/%s", len, d, *s) < (int)sizeof path)
-                h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            d = end ? end + 1 : NULL;
-        }
-        if (h) {
-            *which = *s;
-            return h;
-        }
+        if (h) return *which = *s, h;
     }
     return NULL;
 }
@@ -173,7 +174,7 @@ static bool load_cublas(const tnt__config *c) {
     void *h = open_library(sonames, c->cuda_libdir, &which);
     if (!h) {
         snprintf(loader.why, sizeof loader.why, "no libcublas.so.13, .so.12 or .so.11%s",
-                 c->cuda_libdir[0] ? " (also not in TNT_CUDA_LIBDIR)" : " (TNT_CUDA_LIBDIR names its folder)");
+                 c->cuda_libdir[0] ? ", also not in TNT_CUDA_LIBDIR" : " (TNT_CUDA_LIBDIR can name its folder)");
         return false;
     }
     const char *missing = resolve("cublas", h);
@@ -230,7 +231,7 @@ static void load(void) {
     if (!check_libdir(c->cuda_libdir) || !load_driver(c)) return;
 #ifndef TNT_GPU_KERNELS
     /* checked after the driver: on a machine without one, "no libcuda.so.1" is the answer that helps */
-    snprintf(loader.why, sizeof loader.why, "built without GPU kernels (clang-14 was not found at configure time)");
+    snprintf(loader.why, sizeof loader.why, "built without GPU kernels (TNT_GPU=OFF, or no clang-14 at configure time)");
     return;
 #endif
     if (!load_cublas(c)) return;

@@ -104,7 +104,9 @@ tnt_status tnt__gpu_launch(const char *name, unsigned grid, unsigned block, size
     cached_function f = {.name = NULL};
     if ((status = find(name, &f)) != TNT_OK) return status;
     if (tnt__gpu.emulated) {
+        tnt__gpu_emu_window_open();
         f.host(grid, block, shared_bytes, args);
+        tnt__gpu_emu_window_close();
         return TNT_OK;
     }
     TNT_GPU_CHECK(cuda, cuLaunchKernel(f.function, grid, 1, 1, block, 1, 1, (unsigned)shared_bytes,
