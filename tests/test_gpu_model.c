@@ -65,8 +65,8 @@ static tnt_model *pool_model(void) {
 }
 
 /* a functional graph: Add with its folded relu, a Dense layer called twice (its weight gradients
- * summed through the shared scratch), tensors read by two nodes (gradients added), global
- * average and max pooling */
+ * summed through the shared scratch), tensors read by several nodes (gradients added), global
+ * average and max pooling, Concatenate along the last and a middle axis */
 static tnt_model *residual_model(void) {
     tnt_graph *g = tnt_graph_new();
     tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(2, 2, 3), NULL);
@@ -78,6 +78,11 @@ static tnt_model *residual_model(void) {
     tnt_ktensor s2 = tnt_call(g, shared, s1);
     tnt_ktensor p = tnt_call2(g, tnt_add(NULL), tnt_call(g, tnt_global_average_pooling2d(NULL), s2),
                               tnt_call(g, tnt_global_max_pooling2d(NULL), a));
+    /* joined with the input along the channels, and along the width */
+    tnt_ktensor j = tnt_call(g, tnt_flatten(NULL), tnt_call2(g, tnt_concatenate(-1, NULL), in, s1));
+    tnt_ktensor w = tnt_call(g, tnt_flatten(NULL), tnt_call2(g, tnt_concatenate(2, NULL), d2, a));
+    tnt_ktensor parts[3] = {p, j, w};
+    p = tnt_call_n(g, tnt_concatenate(-1, NULL), 3, parts);
     tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), p);
     tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "residual");
     tnt_graph_free(g);
