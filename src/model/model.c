@@ -67,6 +67,8 @@ static bool owns_values(const tnt_model *m, const tnt_layer *l) {
 
 void tnt_model_free(tnt_model *m) {
     if (!m) return;
+    if (tnt__model_host_weights(m) != TNT_OK) /* layers that outlive the model keep the newest values */
+        tnt_log(TNT_LOG_WARNING, "model \"%s\": weights from the GPU: %s", m->name, tnt_last_error());
     tnt__model_dev_free(m);
     tnt__model_clear_plans(m);
     tnt__free(m->arena);

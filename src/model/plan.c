@@ -533,6 +533,10 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             ready = n->grad_end;
         }
     }
+    /* host-staged: whatever backward did not hand over (gradients of weights no output reaches
+     * stay as written) goes down before the reducer's finish_step starts it */
+    if (s == TNT_OK && p->device && st->reducer && ready < m->n_params)
+        s = tnt__dev_bucket_ready(m, st->reducer, ready, m->n_params);
     if (needs != needs_stack) free(needs);
     return s;
 }
