@@ -56,12 +56,15 @@ static tnt_model *small_model(void) {
     return m;
 }
 
-/* pooling over channels-last images: average (same padding, stride 1), then max */
+/* pooling over channels-last images: average (same padding, stride 1), zero padding and cropping,
+ * then max */
 static tnt_model *pool_model(void) {
     tnt_model *m = tnt_sequential("pool");
     tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(6, &(tnt_layer_opts){.activation = TNT_ACT_ELU})));
     tu_ok(tnt_model_add(m, tnt_average_pooling2d(2, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .strides = {1, 1}})));
+    tu_ok(tnt_model_add(m, tnt_zero_padding2d(1, 2, 0, 1, NULL))); /* (5, 3) */
+    tu_ok(tnt_model_add(m, tnt_cropping2d(1, 0, 0, 1, NULL)));     /* (4, 2) */
     tu_ok(tnt_model_add(m, tnt_max_pooling2d(2, 2, NULL)));
     tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
