@@ -96,11 +96,12 @@ static tnt_model *residual_model(void) {
     return m;
 }
 
-/* ids -> Embedding -> LayerNormalization over the embedding axis (trains on ids) */
+/* ids -> Embedding -> Permute -> LayerNormalization over the last axis (trains on ids) */
 static tnt_model *embedding_model(void) {
     tnt_model *m = tnt_sequential("emb");
     tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
     tu_ok(tnt_model_add(m, tnt_embedding(10, 5, false, NULL)));
+    tu_ok(tnt_model_add(m, tnt_permute(4, (const int[]){2, 4, 1, 3}, NULL))); /* (2, 5, 2, 3) */
     tu_ok(tnt_model_add(m, tnt_layer_normalization(0, NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_GELU})));
     tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
