@@ -33,9 +33,11 @@ static void make_data(void) {
     }
 }
 
+static int64_t batch_size = BATCH;
+
 static tnt_dataset *dataset(void) {
     tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false);
-    return tnt_dataset_batch(tnt_dataset_shuffle(ds, N, 42), BATCH, false);
+    return tnt_dataset_batch(tnt_dataset_shuffle(ds, N, 42), batch_size, false);
 }
 
 static tnt_model *model(void) {
@@ -91,6 +93,20 @@ static void test_ranks_equal_serial(void **state) {
     free(serial);
 }
 
+/* global batches of 1: on 2 ranks one share is empty every step (its rank adds zero gradients) */
+static void test_empty_shares(void **state) {
+    (void)state;
+    batch_size = 1;
+    int64_t n;
+    bool dev;
+    float *serial = train(NULL, TNT_DEVICE_CPU, &n, &dev);
+    float *w = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    assert_true(dev);
+    tu_assert_close(w, serial, n, RTOL, ATOL, "global batches of 1 on the device against serial");
+    free(w), free(serial);
+    batch_size = BATCH;
+}
+
 static void test_cpu_rank_beside_gpu_rank(void **state) {
     (void)state;
     if (tnt_get_size() == 1) return;
@@ -144,6 +160,7 @@ int main(int argc, char **argv) {
     if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_equal_serial),
+        cmocka_unit_test(test_empty_shares),
         cmocka_unit_test(test_cpu_rank_beside_gpu_rank),
         cmocka_unit_test(test_setting_auto),
     };
