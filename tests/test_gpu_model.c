@@ -273,6 +273,7 @@ typedef struct probe {
     float *seen[8]; /* get_weights after each batch of the first epoch */
     int count;
     bool set_at_epoch_end; /* sets every weight to 0.5 x itself after epoch 1 */
+    char saved[512];       /* where epoch 1's end saved the weights (tnt_save_weights) */
 } probe;
 
 static tnt_status probe_batch_end(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
@@ -291,8 +292,10 @@ static tnt_status probe_epoch_end(tnt_model *m, int epoch, const tnt_logs *logs,
     (void)logs;
     probe *p = user;
     if (!p->set_at_epoch_end || epoch != 0) return TNT_OK;
+    tnt_status s = tnt_save_weights(m, p->saved, NULL); /* during training: the device's weights */
+    if (s != TNT_OK) return s;
     float *w = malloc((size_t)p->n * sizeof(float));
-    tnt_status s = tnt_get_weights(m, w, p->n);
+    s = tnt_get_weights(m, w, p->n);
     for (int64_t i = 0; i < p->n; i++) w[i] *= 0.5f;
     if (s == TNT_OK) s = tnt_set_weights(m, w, p->n);
     free(w);
@@ -314,8 +317,21 @@ static run train_probed(tnt_device dev, probe *p) {
 static void test_get_set_weights_during_training(void **state) {
     (void)state;
     probe pc = {.set_at_epoch_end = true}, pg = {.set_at_epoch_end = true};
+    snprintf(pc.saved, sizeof pc.saved, "%s", tu_tmp_path("epoch1_cpu.h5"));
+    snprintf(pg.saved, sizeof pg.saved, "%s", tu_tmp_path("epoch1_gpu.h5"));
     run cpu = train_probed(TNT_DEVICE_CPU, &pc);
     run gpu = train_probed(TNT_DEVICE_GPU, &pg);
+    /* the files saved during training hold the same weights */
+    float *wc = malloc((size_t)pc.n * sizeof(float)), *wg = malloc((size_t)pc.n * sizeof(float));
+    tnt_model *mc = small_model(), *mg = small_model();
+    tu_ok(tnt_load_weights(mc, pc.saved, false));
+    tu_ok(tnt_load_weights(mg, pg.saved, false));
+    tu_ok(tnt_get_weights(mc, wc, pc.n));
+    tu_ok(tnt_get_weights(mg, wg, pc.n));
+    tu_assert_close(wg, wc, pc.n, RTOL, ATOL, "weights saved at the end of epoch 1, during training");
+    tu_assert_close(wg, pg.seen[pg.count - 1], pc.n, 0, 0, "the saved file holds the weights of the last step");
+    tnt_model_free(mc), tnt_model_free(mg);
+    free(wc), free(wg);
     assert_int_equal(pc.count, N / BATCH);
     assert_int_equal(pg.count, N / BATCH);
     for (int k = 0; k < pc.count; k++) {
