@@ -649,6 +649,16 @@ TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *
  * summary): where the time of a step went and how much of the reduction backward hid. */
 TNT_API tnt_status tnt_timeline_merge(const char *path, int n_ranks, FILE *out);
 
+/* Where fit trains (TNT_DEVICE): the CPU; the GPU, or an error naming why not; auto: the GPU when
+ * one is usable and every layer, the optimizer and the model have a device path, else the CPU
+ * with one INFO line naming the first reason. */
+typedef enum tnt_device {
+    TNT_DEVICE_DEFAULT = 0, /* the TNT_DEVICE setting */
+    TNT_DEVICE_CPU,
+    TNT_DEVICE_AUTO,
+    TNT_DEVICE_GPU,
+} tnt_device;
+
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */
     tnt_loss_kind loss;
@@ -678,6 +688,7 @@ typedef struct tnt_compile_opts {
      * output. Different losses take no label_smoothing, ignore_class or huber_delta. */
     const tnt_loss_kind *output_losses;
     int n_output_losses;
+    tnt_device device; /* where fit trains; TNT_DEVICE_DEFAULT: the TNT_DEVICE setting */
 } tnt_compile_opts;
 /* Outputs of rank > 1, e.g. (T, ..., classes): every loss and metric reduces over the last axis
  * and averages the positions (all other axes), as Keras; sparse categorical cross-entropy takes

@@ -2,6 +2,7 @@
  * gradient buffers and weight access. Functional graphs are made in graph.c; plans and the forward
  * and backward passes live in plan.c; the summary table in summary.c. */
 #include "model/model.h"
+#include "model/device.h"
 #include "comm/comm.h"
 #include "objectives/loss.h"
 #include "optimizers/optimizer.h"
@@ -66,6 +67,9 @@ static bool owns_values(const tnt_model *m, const tnt_layer *l) {
 
 void tnt_model_free(tnt_model *m) {
     if (!m) return;
+    if (tnt__model_host_weights(m) != TNT_OK) /* layers that outlive the model keep the newest values */
+        tnt_log(TNT_LOG_WARNING, "model \"%s\": weights from the GPU: %s", m->name, tnt_last_error());
+    tnt__model_dev_free(m);
     tnt__model_clear_plans(m);
     tnt__free(m->arena);
     tnt__scopes_free(m); /* first: their shadows' references to the layers */
@@ -609,6 +613,7 @@ tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *s
     if (!w)
         return tnt__error(TNT_ERR_ARG, "model \"%s\": weight index %d (expected 0..%d)", m->name, i,
                           tnt_model_num_weights(m) - 1);
+    if (data && (s = tnt__model_host_written(m)) != TNT_OK) return s; /* a writable view of the host copy */
     static _Thread_local char full[2 * TNT_NAME_MAX + 8];
     snprintf(full, sizeof full, "%s/%s:0", l->name, w->name);
     if (name) *name = full;
@@ -625,6 +630,8 @@ static tnt_status copy_weights(tnt_model *m, float *buf, int64_t n, bool to_mode
     if (n != m->n_params + m->n_state)
         return tnt__error(TNT_ERR_ARG, "%s: buffer of %lld floats, model \"%s\" has %lld", who, (long long)n,
                           m->name, (long long)(m->n_params + m->n_state));
+    /* the host copy: brought up to date from the device, and uploaded again after a write */
+    if ((s = to_model ? tnt__model_host_written(m) : tnt__model_host_weights(m)) != TNT_OK) return s;
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
             tnt__weight *w = &m->layers[i]->weights[j];

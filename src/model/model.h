@@ -67,6 +67,10 @@ typedef struct tnt__plan {
     size_t packed_offset; /* outputs packed per sample, for models with several outputs */
     size_t arena_bytes;
     tnt_shape in_shapes[TNT_MAX_IO]; /* the input shapes it was made for (variable models) */
+    bool device;          /* offsets into the device arena, layer plans of ops->gpu (model/device.h);
+                             the input is always copied in (act_is_input all false) */
+    float *host_out, *host_loss_in, *host_out_grad; /* device plans: host copies of the output,
+                             its loss input (the logits when fused) and the gradient the loss writes */
 } tnt__plan;
 
 struct tnt_model {
@@ -150,6 +154,12 @@ struct tnt_model {
     uint64_t plan_clock;
     void *arena;
     size_t arena_bytes;
+
+    /* the GPU (model/device.h) */
+    int device_request;        /* compile's tnt_device; TNT_DEVICE_DEFAULT: the TNT_DEVICE setting */
+    bool on_device;            /* fit (and the inference that follows) runs on the GPU */
+    bool device_reason_logged; /* auto chose the CPU and said why once */
+    struct tnt__model_dev *dev; /* device buffers; NULL when none */
 };
 
 /* Keras sees a Functional model (summary, JSON, HDF5 layer lists); a Sequential one rebuilt as a

@@ -2,6 +2,7 @@
  * allocates and initializes the weights once, and decides per output whether the loss runs fused
  * on the logits of a softmax (sigmoid) output layer, as Keras does in graph mode. */
 #include "model/model.h"
+#include "model/device.h"
 #include "objectives/loss.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
@@ -54,6 +55,11 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     /* the model's own optimizer is kept with its state, as Keras's compile(optimizer=model.optimizer) */
     bool own_optimizer = opts->optimizer == m->optimizer;
     tnt_status s = TNT_OK;
+    if (opts->device < TNT_DEVICE_DEFAULT || opts->device > TNT_DEVICE_GPU) {
+        s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": device %d (expected a tnt_device: default, cpu, auto or gpu)",
+                       m->name, (int)opts->device);
+        goto fail;
+    }
     if (opts->loss <= TNT_LOSS_NONE || opts->loss >= TNT_LOSS_KIND_COUNT) {
         s = tnt__error(TNT_ERR_ARG, "compile: model \"%s\": loss %d is not a known loss", m->name, (int)opts->loss);
         goto fail;
@@ -152,6 +158,11 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
             goto fail;
         }
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
+    /* the next fit chooses its device again: the host copy takes the device's weights and slots */
+    if ((s = tnt__model_host_weights(m)) != TNT_OK) goto fail;
+    tnt__model_dev_free(m);
+    m->device_request = opts->device;
+    m->device_reason_logged = false;
     if (!own_optimizer) tnt_optimizer_free(m->optimizer);
     m->optimizer = opts->optimizer;
     m->loss = m->n_outputs ? kinds[0] : opts->loss;

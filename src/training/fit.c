@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "training/history.h"
 #include "model/model.h"
+#include "model/device.h"
 #include "training/parallel.h"
 #include "training/progress.h"
 #include "objectives/loss.h"
@@ -664,6 +665,10 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     tnt_status s = fit_loop(m, train, &o, history);
     tnt_status d = tnt__parallel_detach(m);
     if (s == TNT_OK) s = d;
+    /* after a fit on the device the host copy is current again (code that reads the layers' own
+     * views sees the trained weights) */
+    tnt_status hs = tnt__model_host_weights(m);
+    if (s == TNT_OK) s = hs;
     tnt__dataset_view_free(train_view);
     tnt__dataset_view_free(val_view);
     return s;
@@ -686,6 +691,9 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
      * the others */
     if (parallel) s = tnt__agree(s, NULL, 0);
     if (s != TNT_OK) return s;
+    /* the device (every rank's choice joins the fingerprints of prepare_parallel) */
+    if ((s = tnt__model_choose_device(m, "fit")) != TNT_OK && !parallel) return s;
+    if (parallel && (s = tnt__agree(s, NULL, 0)) != TNT_OK) return s;
     if ((s = tnt__prepare_parallel(m, "fit", train, o.validation_data, &o)) != TNT_OK) return s;
     tnt_history *h = tnt__history_new();
     if (!h) return TNT_ERR_NOMEM;

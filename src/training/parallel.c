@@ -8,6 +8,7 @@
 #include "core/timeline.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
+#include "model/device.h"
 
 #include <stdio.h>
 
@@ -118,18 +119,21 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     if (tnt__model_has_collective_layers(m)) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
-    const char *names[6] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
-                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)"};
-    uint64_t v[6] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
+    const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
+                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)",
+                            "training device (fingerprint 1: cpu, 2: gpu; see TNT_DEVICE)"};
+    /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */
+    uint64_t v[7] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
                      dataset_fingerprint(data), dataset_fingerprint(val), 0,
-                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0};
+                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0, m->on_device ? 2 : 1};
     if (fit) {
         int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
                         fit->no_distribute, fit->no_distribute_validation};
         v[4] = tnt__fnv1a(0, f, sizeof f);
     }
-    tnt_status s = tnt__check_same(who, names, v, 6);
+    tnt_status s = tnt__check_same(who, names, v, 7);
     if (s != TNT_OK) return s;
+    if (!m->weights_synced && (s = tnt__model_host_written(m)) != TNT_OK) return s; /* the broadcast writes it */
     if (!m->weights_synced) {
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
         if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
@@ -243,6 +247,7 @@ tnt_status tnt__parallel_detach(tnt_model *m) {
 }
 
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
+    if (m->on_device) return tnt__dev_optimizer_step(m, st); /* the summed gradients go up first */
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
     if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
         return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
