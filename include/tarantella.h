@@ -580,6 +580,8 @@ TNT_API int tnt_model_num_outputs(const tnt_model *m);
 /* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* As above, for the input shapes last used (None dimensions filled: the data's sizes). */
+TNT_API tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i);
 /* The name of input (output) i: its key when the Keras model's inputs (outputs) are a dict,
  * else its InputLayer's (its producing layer's) name; NULL when out of range. */
 TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);

@@ -488,7 +488,21 @@ class Model(ModelAPI, metaclass=_ModelType):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
-        return self._handle()
+        h = self._handle()
+        lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        self._set_packed_input_shapes(getattr(lowered, "_x_parts", None))
+        return h
+
+    def _set_packed_input_shapes(self, shapes):
+        """Several inputs with None dimensions: their shapes from the data, as Keras takes them (the
+        library gets them packed in one array per sample). A single input takes the data's shape in
+        the library, batch by batch."""
+        declared = self._h.input_shapes()
+        if len(declared) < 2 or not any(d is None for s in declared for d in s) or shapes is None:
+            return
+        if len(shapes) != len(declared):
+            raise ValueError(f"model {self.name!r} has {len(declared)} inputs, the data brings {len(shapes)}")
+        self._h.set_input_shapes([tuple(int(d) for d in s) for s in shapes])
 
     def _callbacks(self, callbacks, params):
         from tarantella.keras import callbacks as CB
@@ -610,10 +624,11 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def _split_outputs(self, out):
         shapes = self._h.output_shapes()
+        if any(d is None for s in shapes for d in s):  # None dimensions: the sizes of the data just run
+            shapes = self._h.output_shapes_now()
         if len(shapes) == 1:
-            if any(d is None for d in shapes[0]):  # None dimensions: the library's output as it comes
-                return out
-            return out.reshape((out.shape[0],) + tuple(shapes[0]))
+            want = (out.shape[0],) + tuple(shapes[0])
+            return out.reshape(want) if int(np.prod(want)) == out.size else out
         n = out.shape[0]
         flat = out.reshape(n, -1)
         parts, at = [], 0
@@ -629,7 +644,9 @@ class Model(ModelAPI, metaclass=_ModelType):
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
-        shapes = self._handle().input_shapes()
+        self._handle()
+        self._set_packed_input_shapes([np.shape(v)[1:] for v in xs])
+        shapes = self._h.input_shapes()
         if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
         return self._split_outputs(self._h.predict_on_batch(batch))

@@ -345,18 +345,26 @@ class Layer:
     def count_params(self):
         return int(sum(np.prod(w.shape) for w in self.weights))
 
-    @property
-    def input(self):
+    def _called(self):
+        """The layer's calls; a layer of a loaded or Sequential model is called when the model's graph
+        is made (as Keras has it from the start)."""
+        m = self._model() if getattr(self, "_model", None) is not None else None
+        if not self._nodes and m is not None and getattr(m, "_kind", None) in ("loaded", "sequential"):
+            m.inputs
         if not self._nodes:
             raise AttributeError(f"layer {self.name!r} has not been called")
-        ins = self._nodes[0].inputs
+        return self._nodes
+
+    @property
+    def input(self):
+        ins = self._called()[0].inputs
         return ins[0] if len(ins) == 1 else ins
 
     @property
     def output(self):
-        if not self._nodes:
-            raise AttributeError(f"layer {self.name!r} has not been called")
-        return KerasTensor(self, 0)
+        self._called()
+        n = self._n_outputs()
+        return [KerasTensor(self, 0, k) for k in range(n)] if n > 1 else KerasTensor(self, 0)
 
     def __repr__(self):
         return f"<tnt.keras.layers.{self.class_name} name={self.name!r}>"
