@@ -531,7 +531,10 @@ class Model(ModelAPI, metaclass=_ModelType):
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before shuffling
             ys = _arrays(y, "y") if y is not None else None
             if sample_weight is not None:  # Keras splits the sample weights too (not the class weights)
-                sw = np.asarray(sample_weight)
+                sw = sample_weight
+                if isinstance(sw, (list, tuple)):  # one array per output: a column each
+                    sw = np.stack([np.ones(n) if v is None else np.asarray(v).reshape(-1) for v in sw], axis=1)
+                sw = np.asarray(sw)
                 sample_weight, sw_val = sw[:cut], sw[cut:]
             validation_data = (_slice(xs, cut, n), _slice(ys, cut, n) if ys else None)
             x, y = _slice(xs, 0, cut), (_slice(ys, 0, cut) if ys else None)

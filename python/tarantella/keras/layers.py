@@ -160,8 +160,9 @@ class Layer:
             self._input_shape = tuple(base["input_shape"])
         elif base.get("input_dim") is not None:
             self._input_shape = (int(base["input_dim"]),)
-        elif self.class_name == "Embedding" and self._args.get("input_length") is not None:
-            self._input_shape = (int(self._args["input_length"]),)
+        elif self.class_name == "Embedding":  # Keras 2: (input_length,), else (None,) (any length)
+            n = self._args.get("input_length")
+            self._input_shape = (int(n),) if n is not None else (None,)
         if self._input_shape is not None:
             self._input_shape = _dims(self._input_shape)
         self.name = base.get("name") or unique_name(_snake(self.class_name))
