@@ -588,6 +588,9 @@ TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);
 /* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
  * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
 TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
+/* Keras's model.reset_states(): the states of its stateful recurrent layers back to zeros. */
+TNT_API void tnt_model_reset_states(tnt_model *m);
+TNT_API void tnt_layer_reset_states(tnt_layer *l); /* one layer's (Keras layer.reset_states()) */
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the

@@ -507,6 +507,20 @@ static PyObject *model_set_input_shapes(pytnt_model *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* reset_states(layer_name=None): Keras's model.reset_states(), or one layer's */
+static PyObject *model_reset_states(pytnt_model *self, PyObject *args) {
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &name)) return NULL;
+    if (!name) {
+        tnt_model_reset_states(self->m);
+        Py_RETURN_NONE;
+    }
+    tnt_layer *l = tnt_model_get_layer(self->m, name);
+    if (!l) return PyErr_Format(PyExc_ValueError, "reset_states: model has no layer %s", name);
+    tnt_layer_reset_states(l);
+    Py_RETURN_NONE;
+}
+
 static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     (void)noargs;
     tnt_model_stop_training(self->m);
@@ -771,6 +785,7 @@ static PyMethodDef model_methods[] = {
     {"optimizer_info", (PyCFunction)model_optimizer_info, METH_NOARGS, "(name, lr, iterations) or None."},
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},
     {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
+    {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
     {"fit", (PyCFunction)(void (*)(void))model_fit, METH_VARARGS | METH_KEYWORDS, "fit(...) -> [logs per epoch]."},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS, "evaluate(...) -> logs."},

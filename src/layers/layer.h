@@ -153,6 +153,8 @@ typedef struct tnt__layer_ops {
      * layer, its class and the bad key or value (tnt__kj_error). Unknown keys are ignored. NULL in
      * the table for classes the registry does not list (InputLayer, custom layers). */
     tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
+    /* Stateful layers (recurrent stateful=True): their carried states back to zeros. May be NULL. */
+    void (*reset_states)(tnt_layer *l);
 } tnt__layer_ops;
 
 struct tnt_layer {

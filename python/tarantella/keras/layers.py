@@ -346,6 +346,14 @@ class Layer:
     def count_params(self):
         return int(sum(np.prod(w.shape) for w in self.weights))
 
+    def reset_states(self, states=None):
+        """Keras's layer.reset_states() of a stateful recurrent layer: its states back to zeros."""
+        if states is not None:
+            raise NotImplementedError(f"{self.name}: reset_states(states=...) is not supported (zeros only)")
+        m = self._model() if getattr(self, "_model", None) is not None else None
+        if m is not None and m._h is not None:
+            m._h.reset_states(self.name)
+
     def _called(self):
         """The layer's calls; a layer of a loaded or Sequential model is called when the model's graph
         is made (as Keras has it from the start)."""

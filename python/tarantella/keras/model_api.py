@@ -213,12 +213,14 @@ class ModelAPI:
 
     @property
     def stateful(self):
-        return False
+        """Whether a layer is stateful (recurrent layers with stateful=True)."""
+        import json
+        return '"stateful": true' in json.dumps(json.loads(self._handle().to_json()))
 
     def reset_states(self):
-        """Recurrent layers start every batch from zero states (stateful=True is not supported), so
-        there is nothing to reset."""
-        return None
+        """The states of the stateful recurrent layers back to zeros (on p ranks each rank's rows)."""
+        if self._h is not None:
+            self._h.reset_states()
 
     @property
     def distribute_strategy(self):
