@@ -213,9 +213,10 @@ def test_stateful_gru_and_config(tnt):
     assert clone.stateful
 
 
-def test_stateful_on_two_ranks_carries_each_ranks_rows(tmp_path):
-    """A global batch of 4 on 2 ranks: each rank carries its 2 rows; the predictions are the serial ones."""
-    job = os.path.join(HERE, "stateful_dist_job.py")
+def test_stateful_and_per_output_weights_on_two_ranks_equal_serial(tmp_path):
+    """A global batch of 4 on 2 ranks: each rank carries its 2 rows of a stateful LSTM; the
+    predictions are the serial ones. Per-output sample weights give the serial figures too."""
+    job = os.path.join(HERE, "semantics_dist_job.py")
     outs = []
     for n in (1, 2):
         d = tmp_path / f"r{n}"
@@ -226,3 +227,26 @@ def test_stateful_on_two_ranks_carries_each_ranks_rows(tmp_path):
     assert r0["predict"] == r1["predict"]
     np.testing.assert_allclose(r0["predict"], one["predict"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(r0["weights"], one["weights"], rtol=1e-5, atol=1e-6)
+    assert r0["sw_evaluate"] == r1["sw_evaluate"] and r0["sw_history"] == r1["sw_history"]
+    for key in one["sw_evaluate"]:
+        np.testing.assert_allclose(r0["sw_evaluate"][key], one["sw_evaluate"][key], rtol=1e-6, err_msg=key)
+    for key in one["sw_history"]:
+        np.testing.assert_allclose(r0["sw_history"][key], one["sw_history"][key], rtol=1e-6, err_msg=key)
+    np.testing.assert_allclose(r0["sw_weights"], one["sw_weights"], rtol=1e-6, atol=1e-7)
+
+
+def test_model_called_on_a_dict_of_inputs(tnt):
+    """Keras: model({name: array}) and train_on_batch({name: array}, y) take the inputs by name."""
+    k = tnt.keras
+    a, b = k.Input((2,), name="a"), k.Input((3,), name="b")
+    m = k.Model([a, b], k.layers.Dense(1)(k.layers.Concatenate()([a, b])))
+    m.compile("sgd", "mse")
+    rng = np.random.default_rng(6)
+    xa, xb = rng.standard_normal((4, 2)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    w, bias = m.get_weights()
+    np.testing.assert_allclose(np.asarray(m({"b": xb, "a": xa})), np.concatenate([xa, xb], 1) @ w + bias, rtol=1e-5,
+                               atol=1e-6)
+    y = np.zeros((4, 1), np.float32)
+    loss = m.test_on_batch({"a": xa, "b": xb}, y)
+    np.testing.assert_allclose(loss, np.mean((np.concatenate([xa, xb], 1) @ w + bias) ** 2), rtol=1e-5)
+    m.train_on_batch({"a": xa, "b": xb}, y)

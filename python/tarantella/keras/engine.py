@@ -643,6 +643,7 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
+        x, _ = _by_name(self, x, None, "predict_on_batch")  # a dict keyed by the input names
         xs = _arrays(x, "x")
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))

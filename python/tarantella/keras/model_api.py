@@ -112,7 +112,7 @@ def with_weights(y, w):
 
 
 def _batch_len(x):
-    xs = x if isinstance(x, (list, tuple)) else [x]
+    xs = list(x.values()) if isinstance(x, dict) else x if isinstance(x, (list, tuple)) else [x]
     return int(np.shape(xs[0])[0])
 
 
