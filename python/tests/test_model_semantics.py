@@ -65,6 +65,25 @@ def test_two_inputs_with_none_dimensions_take_the_data_shapes(tnt):
     np.testing.assert_allclose(m.evaluate(ds, verbose=0), np.mean((two_input_ref(m, xa, xb) - y) ** 2), rtol=1e-5)
 
 
+def test_predict_on_other_lengths_inside_fit_leaves_fit_its_shapes(tnt):
+    k = tnt.keras
+    m = two_input_model(k)
+    m.compile("sgd", "mse")
+    rng = np.random.default_rng(8)
+    xa, xb = rng.standard_normal((6, 5, 3)).astype(np.float32), rng.standard_normal((6, 7, 3)).astype(np.float32)
+    seen = []
+
+    class PredictShort(k.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            short = [xa[:2, :2], xb[:2, :3]]
+            seen.append(np.allclose(self.model.predict(short, verbose=0), two_input_ref(self.model, *short),
+                                    rtol=1e-5, atol=1e-6))
+
+    h = m.fit([xa, xb], np.zeros((6, 2), np.float32), batch_size=3, epochs=3, verbose=0, callbacks=[PredictShort()])
+    assert seen == [True] * 3 and len(h.history["loss"]) == 3
+    np.testing.assert_allclose(m.predict([xa, xb], verbose=0), two_input_ref(m, xa, xb), rtol=1e-5, atol=1e-6)
+
+
 def test_several_outputs_with_none_dimensions_are_split_by_the_data_lengths(tnt):
     k = tnt.keras
     a = k.Input(shape=(None, 2))

@@ -15,6 +15,7 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella import _random
 from tarantella.keras import layers as L
+from tarantella.keras import _shapes
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -490,19 +491,8 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
         h = self._handle()
         lowered = ds._lower() if hasattr(ds, "_lower") else ds
-        self._set_packed_input_shapes(getattr(lowered, "_x_parts", None))
+        _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
         return h
-
-    def _set_packed_input_shapes(self, shapes):
-        """Several inputs with None dimensions: their shapes from the data, as Keras takes them (the
-        library gets them packed in one array per sample). A single input takes the data's shape in
-        the library, batch by batch."""
-        declared = self._h.input_shapes()
-        if len(declared) < 2 or not any(d is None for s in declared for d in s) or shapes is None:
-            return
-        if len(shapes) != len(declared):
-            raise ValueError(f"model {self.name!r} has {len(declared)} inputs, the data brings {len(shapes)}")
-        self._h.set_input_shapes([tuple(int(d) for d in s) for s in shapes])
 
     def _callbacks(self, callbacks, params):
         from tarantella.keras import callbacks as CB
@@ -591,12 +581,14 @@ class Model(ModelAPI, metaclass=_ModelType):
         micro = int(tnt_micro_batch_size or 0)
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
                           sample_weights=sample_weight is not None)
+        _shapes.restore_packed(self, prev)
         self._remember_logs(logs)
         if return_dict:
             return logs
@@ -618,28 +610,18 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, None, batch_size, False, "predict", micro)
         if steps:
             ds = ds.take(int(steps))
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         out = h.predict(ds._handle(), verbose=v, callbacks=self._callbacks(callbacks, {"verbose": v}),
                         no_distribute=not tnt_distribute_dataset, all_ranks=bool(tnt_all_ranks),
                         micro_batch_size=micro)
-        return self._split_outputs(out)
+        out = self._split_outputs(out)
+        _shapes.restore_packed(self, prev)
+        return out
 
     def _split_outputs(self, out):
-        shapes = self._h.output_shapes()
-        if any(d is None for s in shapes for d in s):  # None dimensions: the sizes of the data just run
-            shapes = self._h.output_shapes_now()
-        if len(shapes) == 1:
-            want = (out.shape[0],) + tuple(shapes[0])
-            return out.reshape(want) if int(np.prod(want)) == out.size else out
-        n = out.shape[0]
-        flat = out.reshape(n, -1)
-        parts, at = [], 0
-        for s in shapes:
-            k = int(np.prod(s))
-            parts.append(flat[:, at:at + k].reshape((n,) + tuple(s)))
-            at += k
-        return parts
+        return _shapes.split_outputs(self, out)
 
     def predict_on_batch(self, x):
         self._touched = True
@@ -649,11 +631,14 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
         self._handle()
-        self._set_packed_input_shapes([np.shape(v)[1:] for v in xs])
+        prev = self.__dict__.get("_packed_now")
+        _shapes.set_packed(self, [np.shape(v)[1:] for v in xs])
         shapes = self._h.input_shapes()
         if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
-        return self._split_outputs(self._h.predict_on_batch(batch))
+        out = self._split_outputs(self._h.predict_on_batch(batch))
+        _shapes.restore_packed(self, prev)
+        return out
 
     # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
     def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
