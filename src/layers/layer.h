@@ -172,6 +172,8 @@ typedef struct tnt__layer_ops {
     tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
     /* The GPU path (NULL: CPU only; dispatch then names the layer). */
     const tnt__gpu_ops *gpu;
+    /* Stateful layers (recurrent stateful=True): their carried states back to zeros. May be NULL. */
+    void (*reset_states)(tnt_layer *l);
 } tnt__layer_ops;
 
 struct tnt_layer {

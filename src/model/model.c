@@ -495,6 +495,17 @@ tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
 tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
     return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? tnt__model_tensor_decl(m, m->outputs[i]) : (tnt_shape){0};
 }
+void tnt_layer_reset_states(tnt_layer *l) {
+    if (l && l->ops->reset_states) l->ops->reset_states(l);
+}
+
+void tnt_model_reset_states(tnt_model *m) {
+    for (int i = 0; m && i < m->n_nodes; i++) tnt_layer_reset_states(m->nodes[i].layer);
+}
+
+tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i) {
+    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? m->tensor_shape[m->outputs[i]] : (tnt_shape){0};
+}
 const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
     if (!m || i < 0 || i >= (output ? m->n_outputs : m->n_inputs)) return NULL;
     const char *key = output ? m->output_keys[i] : m->input_keys[i];

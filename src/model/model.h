@@ -254,6 +254,13 @@ tnt_status tnt__model_analyse(tnt_model *m);
 /* Rebuilds m's layers for these concrete input shapes (one per input; checked against the
  * declared ones) unless it already has them; on failure m keeps its previous instance. */
 tnt_status tnt__model_instantiate(tnt_model *m, const tnt_shape *in, const char *who);
+/* Builds again the layers of m that another model sharing them has built for other shapes since
+ * (a nested model run on its own, or called on other shapes), for m's own tensor shapes. */
+tnt_status tnt__model_sync_layers(tnt_model *m, const char *who);
+/* Builds m's layers and tensors for input shapes in[] without checking the declared ones (a nested
+ * model called on other shapes: its InputLayers pass them through); on failure m keeps its
+ * previous shapes. */
+tnt_status tnt__model_rebuild_for(tnt_model *m, const tnt_shape *in, const char *who);
 /* The declared shape of tensor t: its instance's with -1 in the variable dimensions. */
 tnt_shape tnt__model_tensor_decl(const tnt_model *m, int t);
 

@@ -88,6 +88,15 @@ static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char
     return tnt__model_instantiate(m, &xs, who);
 }
 
+/* Sample weights per sample in a weighted batch after its labels: one for every output, or one per
+ * output (Keras's list of sample weights of a multi-output model); 0 when not weighted. */
+static int64_t weights_per_sample(const tnt_model *m, const tnt_batch *b, bool weighted) {
+    if (!weighted) return 0;
+    int64_t per = 0, total = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
+    for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
+    return m->n_outputs > 1 && total - per == m->n_outputs ? m->n_outputs : 1;
+}
+
 /* Checks a batch against the model: input shape and label count per sample. */
 static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, bool weighted, const char *who) {
     char a[96], c[96];
@@ -102,6 +111,9 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
     } else if (m->variable && !m->inst_known) {
         return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" has %d inputs with variable (None) dimensions: fix their "
                           "shapes with tnt_model_set_input_shapes first (the dataset packs them)", who, m->name, m->n_inputs);
+    } else {
+        tnt_status s = tnt__model_sync_layers(m, who); /* layers shared with a model run since */
+        if (s != TNT_OK) return s;
     }
     if (!tnt__shape_equal(xs, m->input_shape))
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
@@ -111,12 +123,12 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
     int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
-    want += weighted;
+    want += weights_per_sample(m, b, weighted);
     if (b->n && per != want)
         return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
                           tnt_shape_str(m->output_shape, c, sizeof c), (long long)want,
-                          weighted ? " (the labels and a sample weight)" : "");
+                          weighted ? " (the labels and a sample weight, or one per output)" : "");
     if (weighted && ignores_labels(m))
         return tnt__error(TNT_ERR_UNSUPPORTED, "%s: sample weights with ignore_class are not supported", who);
     return TNT_OK;
@@ -131,7 +143,8 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                    double inv_batch, bool with_grad, bool weighted, accum *acc) {
     int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
-    const int64_t stride = per + weighted; /* a sample's labels, then its weight */
+    const int64_t n_w = weights_per_sample(m, b, weighted);
+    const int64_t stride = per + n_w; /* a sample's labels, then its weight (or one per output) */
     float *labels = NULL;
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
@@ -176,7 +189,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
              * by the batch size; its metric values and counts times w_i (weighted means) */
             for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
-                double wi = b->y.data[i * stride + per], li = 0, ms, mc;
+                double wi = b->y.data[i * stride + per + (n_w > 1 ? k : 0)], li = 0, ms, mc;
                 if (!isfinite(wi)) {
                     s = tnt__error(TNT_ERR_ARG, "sample weight %g of sample %lld is not a finite number", wi, (long long)i);
                     break;

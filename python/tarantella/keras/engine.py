@@ -15,6 +15,7 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella import _random
 from tarantella.keras import layers as L
+from tarantella.keras import _shapes
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -488,7 +489,10 @@ class Model(ModelAPI, metaclass=_ModelType):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
-        return self._handle()
+        h = self._handle()
+        lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
+        return h
 
     def _callbacks(self, callbacks, params):
         from tarantella.keras import callbacks as CB
@@ -517,7 +521,10 @@ class Model(ModelAPI, metaclass=_ModelType):
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before shuffling
             ys = _arrays(y, "y") if y is not None else None
             if sample_weight is not None:  # Keras splits the sample weights too (not the class weights)
-                sw = np.asarray(sample_weight)
+                sw = sample_weight
+                if isinstance(sw, (list, tuple)):  # one array per output: a column each
+                    sw = np.stack([np.ones(n) if v is None else np.asarray(v).reshape(-1) for v in sw], axis=1)
+                sw = np.asarray(sw)
                 sample_weight, sw_val = sw[:cut], sw[cut:]
             validation_data = (_slice(xs, cut, n), _slice(ys, cut, n) if ys else None)
             x, y = _slice(xs, 0, cut), (_slice(ys, 0, cut) if ys else None)
@@ -574,12 +581,14 @@ class Model(ModelAPI, metaclass=_ModelType):
         micro = int(tnt_micro_batch_size or 0)
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
                           sample_weights=sample_weight is not None)
+        _shapes.restore_packed(self, prev)
         self._remember_logs(logs)
         if return_dict:
             return logs
@@ -601,38 +610,35 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, None, batch_size, False, "predict", micro)
         if steps:
             ds = ds.take(int(steps))
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         out = h.predict(ds._handle(), verbose=v, callbacks=self._callbacks(callbacks, {"verbose": v}),
                         no_distribute=not tnt_distribute_dataset, all_ranks=bool(tnt_all_ranks),
                         micro_batch_size=micro)
-        return self._split_outputs(out)
+        out = self._split_outputs(out)
+        _shapes.restore_packed(self, prev)
+        return out
 
     def _split_outputs(self, out):
-        shapes = self._h.output_shapes()
-        if len(shapes) == 1:
-            if any(d is None for d in shapes[0]):  # None dimensions: the library's output as it comes
-                return out
-            return out.reshape((out.shape[0],) + tuple(shapes[0]))
-        n = out.shape[0]
-        flat = out.reshape(n, -1)
-        parts, at = [], 0
-        for s in shapes:
-            k = int(np.prod(s))
-            parts.append(flat[:, at:at + k].reshape((n,) + tuple(s)))
-            at += k
-        return parts
+        return _shapes.split_outputs(self, out)
 
     def predict_on_batch(self, x):
         self._touched = True
+        x, _ = _by_name(self, x, None, "predict_on_batch")  # a dict keyed by the input names
         xs = _arrays(x, "x")
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
-        shapes = self._handle().input_shapes()
+        self._handle()
+        prev = self.__dict__.get("_packed_now")
+        _shapes.set_packed(self, [np.shape(v)[1:] for v in xs])
+        shapes = self._h.input_shapes()
         if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
-        return self._split_outputs(self._h.predict_on_batch(batch))
+        out = self._split_outputs(self._h.predict_on_batch(batch))
+        _shapes.restore_packed(self, prev)
+        return out
 
     # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
     def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
