@@ -478,6 +478,24 @@ static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+static PyObject *model_set_loss_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *json = NULL;
+    if (!PyArg_ParseTuple(args, "iz", &output, &json)) return NULL;
+    tnt_status s = tnt_model_set_loss_graph(self->m, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *model_add_metric_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *name, *json;
+    if (!PyArg_ParseTuple(args, "sis", &name, &output, &json)) return NULL;
+    tnt_status s = tnt_model_add_metric_graph(self->m, name, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
 /* ---- fit, evaluate, predict ---------------------------------------------------------------- */
 
 static PyObject *logs_dict(const tnt_logs *logs) {
@@ -735,6 +753,10 @@ static PyMethodDef model_methods[] = {
     {"optimizer_info", (PyCFunction)model_optimizer_info, METH_NOARGS, "(name, lr, iterations) or None."},
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
+    {"set_loss_graph", (PyCFunction)model_set_loss_graph, METH_VARARGS,
+     "set_loss_graph(output, json or None): output's loss is the traced loss function (after compile)."},
+    {"add_metric_graph", (PyCFunction)model_add_metric_graph, METH_VARARGS,
+     "add_metric_graph(name, output, json): a traced metric function on output (after compile)."},
     {"fit", (PyCFunction)(void (*)(void))model_fit, METH_VARARGS | METH_KEYWORDS, "fit(...) -> [logs per epoch]."},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS, "evaluate(...) -> logs."},
     {"predict", (PyCFunction)(void (*)(void))model_predict, METH_VARARGS | METH_KEYWORDS, "predict(...) -> array."},

@@ -120,11 +120,13 @@ struct tnt_model {
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    struct tnt__traced_loss *traced_loss[TNT_MAX_IO]; /* the user's loss function; NULL: output_loss */
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
     signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
+    struct tnt__traced_loss *traced_metric[TNT_MAX_METRICS]; /* metric j is the user's function; NULL: built in */
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */

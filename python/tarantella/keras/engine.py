@@ -55,6 +55,11 @@ def _from_arrays(x, y):
     return tnt_data.Dataset.from_tensor_slices((xs, _arrays(y, "y")))
 
 
+def _custom_labels(model, y):
+    from tarantella.keras import _custom_objectives
+    _custom_objectives.labels_seen(model, y)
+
+
 # ---- History -----------------------------------------------------------------------------------
 
 def _warn_generator(what):
@@ -403,9 +408,11 @@ class Model(ModelAPI, metaclass=_ModelType):
         if not isinstance(loss, (list, tuple, dict)):
             losses.spec(loss)  # a bad loss fails here, before the model is built
         lspec = loss
+        from tarantella.keras import _custom_objectives
+        metrics, metric_fns = _custom_objectives.split_metrics(metrics)
         mnames = M.names(metrics)
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
-                          "loss_weights": loss_weights, "metrics_given": metrics}
+                          "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
@@ -432,6 +439,8 @@ class Model(ModelAPI, metaclass=_ModelType):
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
                         seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
+        from tarantella.keras import _custom_objectives
+        _custom_objectives.bind(self)
         c["optimizer"]._bind(self)
 
     @property
@@ -543,6 +552,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _custom_labels(self, y)
         v = _verbose(verbose)
         self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
@@ -575,6 +585,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
         h = self._ensure_built_for(ds)
+        _custom_labels(self, y)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),

@@ -1,0 +1,151 @@
+"""Losses and metrics of the user's own: Python functions of (y_true, y_pred) and
+keras.losses.Loss subclasses with call(y_true, y_pred), traced once on symbolic tensors
+(keras/_trace.py) into an operation graph that the library runs each batch and differentiates
+(tnt_model_set_loss_graph, tnt_model_add_metric_graph). y_true is traced with the labels' shape
+per sample (y_pred's until fit sees the data), y_pred with the output's."""
+import json
+
+import numpy as np
+
+from tarantella.keras import _trace
+from tarantella.keras._trace import SymTensor, TraceError
+
+
+def is_custom_loss(loss):
+    """A Python loss of the user's own (not one of the library's names or classes)."""
+    from tarantella.keras import losses as LS
+    if isinstance(loss, LS.Loss):
+        return getattr(type(loss), "call", None) is not None
+    if isinstance(loss, (str, type, list, tuple, dict)) or loss is None:
+        return False
+    return callable(loss)
+
+
+def is_custom_metric(metric):
+    from tarantella.keras import metrics as M
+    if isinstance(metric, (str, type, list, tuple, dict)) or metric is None:
+        return False
+    if isinstance(metric, M.Metric) if hasattr(M, "Metric") else False:
+        return False
+    from tarantella.keras import losses as LS
+    if isinstance(metric, LS._LossFunction):
+        return False
+    return callable(metric) and not hasattr(metric, "_spec")
+
+
+def _name_of(fn):
+    return getattr(fn, "name", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def trace(fn, y_shape, p_shape, what):
+    """The JSON of fn(y_true, y_pred) traced: inputs y_true (None,) + y_shape and y_pred
+    (None,) + p_shape, one output (per-sample values or a scalar)."""
+    from tarantella.keras import losses as LS
+    g = _trace.Graph()
+    yt = g.input((None,) + tuple(int(d) for d in y_shape))
+    yp = g.input((None,) + tuple(int(d) for d in p_shape))
+    call = fn.call if isinstance(fn, LS.Loss) else fn
+    out = call(yt, yp)
+    if isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    if not isinstance(out, SymTensor) or out.graph is not g:
+        raise TraceError(f"{what} {_name_of(fn)!r} returned {type(out).__name__}, expected a tensor computed from "
+                         f"y_true and y_pred (with tnt.keras.ops, keras.backend or TensorFlow functions)")
+    if out.dtype != "float32":
+        out = _trace.record("cast", [out], {"dtype": "float32"}, lambda a: a.astype(np.float32))
+    shape = out.shape
+    if shape and shape[0] is not None:
+        raise TraceError(f"{what} {_name_of(fn)!r}: its result has shape {shape}: expected the value per sample "
+                         f"(batch axis first) or a scalar")
+    return json.dumps(g.to_json([out]))
+
+
+def _per_output(spec, names):
+    """compile's loss (or a metric list entry) as one entry per output."""
+    if isinstance(spec, dict):
+        return [spec.get(n) for n in names]
+    if isinstance(spec, (list, tuple)):
+        return list(spec)
+    return [spec] * len(names)
+
+
+def _output_shapes(model):
+    return [tuple(s) for s in model._h.output_shapes()]
+
+
+def bind(model):
+    """After the library's compile: the user's losses and metric functions of model._compiled,
+    traced (y_true shaped as y_pred, or as the labels fit saw last) and handed to the library."""
+    c = model._compiled
+    h = model._h
+    names = model.output_names
+    shapes = _output_shapes(model)
+    label_shapes = c.get("label_shapes") or [None] * len(names)
+    c["custom_losses"] = []
+    for k, loss in enumerate(_per_output(c["loss"], names)):
+        if is_custom_loss(loss):
+            ys = label_shapes[k] if label_shapes[k] is not None else shapes[k]
+            h.set_loss_graph(k, trace(loss, ys, shapes[k], "loss"))
+            c["custom_losses"].append((k, loss, tuple(ys)))
+    c["custom_metrics"] = []
+    for k, fn, name in c.get("metric_functions", []):
+        if isinstance(k, str):
+            k = names.index(k)
+        outs = range(len(names)) if k is None else [k]
+        for o in outs:
+            ys = label_shapes[o] if label_shapes[o] is not None else shapes[o]
+            h.add_metric_graph(name, o, trace(fn, ys, shapes[o], "metric"))
+            c["custom_metrics"].append((o, fn, name, tuple(ys)))
+
+
+def labels_seen(model, y):
+    """Before fit/evaluate: if the labels of an output with a custom loss or metric have another
+    shape than traced, trace again with theirs (compile again, as Keras traces per input spec)."""
+    c = model._compiled
+    if c is None or not (c.get("custom_losses") or c.get("custom_metrics")) or y is None:
+        return
+    names = model.output_names
+    if isinstance(y, dict):
+        ys = [y.get(n) for n in names]
+    elif isinstance(y, (list, tuple)) and len(names) > 1:
+        ys = list(y)
+    else:
+        ys = [y]
+    shapes = [None if a is None else tuple(np.shape(a)[1:]) for a in ys]
+    if len(shapes) != len(names):
+        return
+    traced = {k: s for k, _, s in c["custom_losses"]}
+    traced.update({o: s for o, _, _, s in c["custom_metrics"]})
+    if any(shapes[k] is not None and shapes[k] != s for k, s in traced.items()):
+        c["label_shapes"] = shapes
+        model._apply_compile()
+
+
+def split_metrics(metrics):
+    """compile's metrics without the user's functions, and those as (output index, output name or
+    None for all, fn, name)."""
+    fns = []
+    if metrics is None:
+        return None, fns
+
+    def strip(lst, k):
+        keep = []
+        for m in lst:
+            if is_custom_metric(m):
+                fns.append((k, m, _name_of(m)))
+            else:
+                keep.append(m)
+        return keep
+
+    if isinstance(metrics, dict):
+        out = {}
+        for key, v in metrics.items():
+            vs = strip(v if isinstance(v, (list, tuple)) else [v], key)
+            if vs:
+                out[key] = vs
+        return out, fns
+    if isinstance(metrics, (list, tuple)) and metrics and all(isinstance(v, (list, tuple)) for v in metrics):
+        return [strip(list(v), k) for k, v in enumerate(metrics)], fns
+    if not isinstance(metrics, (list, tuple)):
+        metrics = [metrics]
+    return strip(list(metrics), None), fns

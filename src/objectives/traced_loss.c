@@ -1,0 +1,153 @@
+/* traced_loss.c: the user's loss function run as an operation graph (ops/exec.c) on a batch:
+ * forward gives the per-sample losses, backward from scale * w_i / positions gives d/d(y_pred).
+ * One plan is kept for the last batch size (a fit sees one or two: the batch and the last). */
+#include "objectives/traced_loss.h"
+
+#include "core/core.h"
+#include "ops/ops.h"
+
+#include <string.h>
+
+struct tnt__traced_loss {
+    tnt_opgraph *g;
+    char *json;
+    tnt_shape y_shape; /* per sample */
+    tnt__opplan *plan;
+    int64_t plan_n;
+    void *ws;
+    float *out, *dout;
+    int64_t out_numel;
+};
+
+static void drop_plan(tnt__traced_loss *t) {
+    tnt__opplan_destroy(t->plan);
+    tnt__free(t->ws);
+    tnt__free(t->out);
+    tnt__free(t->dout);
+    t->plan = NULL, t->ws = NULL, t->out = t->dout = NULL, t->plan_n = -1;
+}
+
+void tnt__traced_loss_free(tnt__traced_loss *t) {
+    if (!t) return;
+    drop_plan(t);
+    tnt_opgraph_free(t->g);
+    free(t->json);
+    free(t);
+}
+
+/* Shape s without its batch axis. */
+static tnt_shape per_sample(tnt_shape s) {
+    tnt_shape r = {.ndim = s.ndim - 1};
+    for (int d = 1; d < s.ndim; d++) r.dim[d - 1] = s.dim[d];
+    return r;
+}
+
+tnt__traced_loss *tnt__traced_loss_new(const char *json, tnt_shape pred_shape, const char *who) {
+    char a[96], b[96];
+    tnt_opgraph *g = tnt_opgraph_from_json(json);
+    if (!g) return tnt__error_prefix(TNT_ERR_FORMAT, "%s: loss graph: ", who), NULL;
+    if (g->n_inputs != 2 || g->n_outputs != 1) {
+        tnt__error(TNT_ERR_ARG, "%s: a loss graph takes 2 inputs (y_true, y_pred) and gives 1 output, this one %d and %d",
+                   who, g->n_inputs, g->n_outputs);
+        goto fail;
+    }
+    if (g->n_weights != 0) {
+        tnt__error(TNT_ERR_UNSUPPORTED, "%s: a loss graph with weights of its own (%d) is not supported", who,
+                   g->n_weights);
+        goto fail;
+    }
+    for (int k = 0; k < 2; k++) {
+        tnt_shape s = g->inputs[k];
+        bool fits = s.ndim >= 1 && s.dim[0] == TNT_DIM_NONE && (k == 0 || s.ndim == pred_shape.ndim + 1);
+        for (int d = 1; fits && d < s.ndim; d++)
+            fits = s.dim[d] != TNT_DIM_NONE && (k == 0 || s.dim[d] == pred_shape.dim[d - 1]);
+        if (!fits) {
+            tnt__error(TNT_ERR_SHAPE, "%s: the loss graph's %s has shape %s: expected (None%s%s) with the model output %s",
+                       who, k ? "y_pred" : "y_true", tnt_shape_str(s, a, sizeof a), k ? ", " : ", ...",
+                       k ? "..." : "", tnt_shape_str(pred_shape, b, sizeof b));
+            goto fail;
+        }
+    }
+    tnt__traced_loss *t = calloc(1, sizeof *t);
+    if (!t || !(t->json = tnt__strdup(json))) {
+        free(t);
+        tnt__error(TNT_ERR_NOMEM, "%s: out of memory", who);
+        goto fail;
+    }
+    t->g = g;
+    t->y_shape = per_sample(g->inputs[0]);
+    t->plan_n = -1;
+    return t;
+fail:
+    tnt_opgraph_free(g);
+    return NULL;
+}
+
+int64_t tnt__traced_loss_labels(const tnt__traced_loss *t) { return tnt_shape_numel(t->y_shape); }
+
+const char *tnt__traced_loss_json(const tnt__traced_loss *t) { return t->json; }
+
+static tnt_status plan_for(tnt__traced_loss *t, int64_t n) {
+    if (t->plan && t->plan_n == n) return TNT_OK;
+    drop_plan(t);
+    tnt_shape in[2] = {tnt__shape_with_batch(n, t->y_shape), tnt__shape_with_batch(n, per_sample(t->g->inputs[1]))};
+    if (!(t->plan = tnt__opplan_create(t->g, in, true))) return tnt__error_prefix(TNT_ERR_SHAPE, "loss function: ");
+    tnt_shape os = tnt__opplan_shape(t->plan, t->g->outputs[0]);
+    char a[96];
+    if (os.ndim > 0 && os.dim[0] != n) {
+        drop_plan(t);
+        return tnt__error(TNT_ERR_SHAPE, "loss function: its result has shape %s on a batch of %lld: expected the "
+                          "loss per sample (batch axis first) or a scalar", tnt_shape_str(os, a, sizeof a), (long long)n);
+    }
+    if (tnt__opplan_dtype(t->plan, t->g->outputs[0]) != TNT__F32) {
+        drop_plan(t);
+        return tnt__error(TNT_ERR_ARG, "loss function: its result is %s, expected float",
+                          tnt__dt_name(tnt__opplan_dtype(t->plan, t->g->outputs[0])));
+    }
+    t->out_numel = tnt_shape_numel(os);
+    size_t ws = tnt__opplan_workspace(t->plan);
+    t->ws = tnt__alloc(ws ? ws : 64);
+    t->out = tnt__alloc((size_t)(t->out_numel ? t->out_numel : 1) * sizeof(float));
+    t->dout = tnt__alloc((size_t)(t->out_numel ? t->out_numel : 1) * sizeof(float));
+    if (!t->ws || !t->out || !t->dout) {
+        drop_plan(t);
+        return tnt__error(TNT_ERR_NOMEM, "loss function: out of memory");
+    }
+    t->plan_n = n;
+    return TNT_OK;
+}
+
+tnt_status tnt__traced_loss_compute(tnt__traced_loss *t, int64_t n, const float *pred, const float *y, const float *w,
+                                    double scale, float *dpred, double *loss_sum) {
+    if (n == 0) return TNT_OK;
+    tnt_status s = plan_for(t, n);
+    if (s != TNT_OK) return s;
+    const float *ins[2] = {y, pred};
+    float *outs[1] = {t->out};
+    tnt__opstep st = {.inputs = ins, .outputs = outs, .workspace = t->ws, .training = true};
+    if ((s = tnt__opplan_forward(t->plan, &st)) != TNT_OK) return tnt__error_prefix(s, "loss function: ");
+    const bool scalar = t->out_numel == 1 && tnt__opplan_shape(t->plan, t->g->outputs[0]).ndim == 0;
+    const int64_t per = scalar ? 1 : t->out_numel / n;
+    double sum = 0, wsum = 0;
+    for (int64_t i = 0; i < n; i++) wsum += w ? (double)w[i] : 1.0;
+    if (scalar) {
+        sum = (double)t->out[0] * wsum; /* the batch mean, for each of its (weighted) samples */
+        t->dout[0] = (float)(scale * wsum);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            double wi = w ? (double)w[i] : 1.0, li = 0;
+            for (int64_t j = 0; j < per; j++) {
+                li += t->out[i * per + j];
+                t->dout[i * per + j] = (float)(scale * wi / (double)per);
+            }
+            sum += wi * li / (double)per;
+        }
+    }
+    *loss_sum += sum;
+    if (!dpred) return TNT_OK;
+    const float *douts[1] = {t->dout};
+    float *dins[2] = {NULL, dpred};
+    if ((s = tnt__opplan_backward(t->plan, &st, douts, dins, NULL)) != TNT_OK)
+        return tnt__error_prefix(s, "loss function: ");
+    return TNT_OK;
+}
