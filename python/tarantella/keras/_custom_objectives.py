@@ -81,44 +81,70 @@ def bind(model):
     names = model.output_names
     shapes = _output_shapes(model)
     label_shapes = c.get("label_shapes") or [None] * len(names)
-    c["custom_losses"] = []
+    c["custom_losses"], c["custom_metrics"], c["custom_pending"] = [], [], []
+
+    def traced(fn, o, what):
+        """The graph, or None when the labels' shape is a guess (y_pred's) that the function does not
+        take (sparse labels): traced again once fit or evaluate sees the labels."""
+        if label_shapes[o] is not None:
+            return trace(fn, label_shapes[o], shapes[o], what), tuple(label_shapes[o])
+        try:
+            return trace(fn, shapes[o], shapes[o], what), tuple(shapes[o])
+        except Exception as e:  # noqa: BLE001 (reported when the labels are known, or never come)
+            if isinstance(e, TraceError) and " on shapes " not in str(e):
+                raise  # not about shapes: the labels' shape would not help
+            c["custom_pending"].append((o, e))
+            return None, None
+
     for k, loss in enumerate(_per_output(c["loss"], names)):
         if is_custom_loss(loss):
-            ys = label_shapes[k] if label_shapes[k] is not None else shapes[k]
-            h.set_loss_graph(k, trace(loss, ys, shapes[k], "loss"))
-            c["custom_losses"].append((k, loss, tuple(ys)))
-    c["custom_metrics"] = []
+            js, ys = traced(loss, k, "loss")
+            if js is not None:
+                h.set_loss_graph(k, js)
+            c["custom_losses"].append((k, loss, ys))
     for k, fn, name in c.get("metric_functions", []):
         if isinstance(k, str):
             k = names.index(k)
         outs = range(len(names)) if k is None else [k]
         for o in outs:
-            ys = label_shapes[o] if label_shapes[o] is not None else shapes[o]
-            h.add_metric_graph(name, o, trace(fn, ys, shapes[o], "metric"))
-            c["custom_metrics"].append((o, fn, name, tuple(ys)))
+            js, ys = traced(fn, o, "metric")
+            if js is not None:
+                h.add_metric_graph(name, o, js)
+            c["custom_metrics"].append((o, fn, name, ys))
 
 
-def labels_seen(model, y):
+def labels_seen(model, y, ds=None):
     """Before fit/evaluate: if the labels of an output with a custom loss or metric have another
-    shape than traced, trace again with theirs (compile again, as Keras traces per input spec)."""
+    shape than traced, trace again with theirs (compile again, as Keras traces per input spec).
+    y: the labels given, or None (a dataset's: its element spec, one output only)."""
     c = model._compiled
-    if c is None or not (c.get("custom_losses") or c.get("custom_metrics")) or y is None:
+    if c is None or not (c.get("custom_losses") or c.get("custom_metrics")):
         return
     names = model.output_names
-    if isinstance(y, dict):
+    if y is None:
+        spec = getattr(ds, "element_spec", None)
+        if len(names) == 1 and isinstance(spec, tuple) and len(spec) >= 2 and hasattr(spec[1], "shape"):
+            shape = tuple(spec[1].shape)
+            y = np.zeros((1,) + (shape[1:] if ds.is_batched else shape), np.float32)
+    if y is None:
+        ys = []
+    elif isinstance(y, dict):
         ys = [y.get(n) for n in names]
     elif isinstance(y, (list, tuple)) and len(names) > 1:
         ys = list(y)
     else:
         ys = [y]
-    shapes = [None if a is None else tuple(np.shape(a)[1:]) for a in ys]
-    if len(shapes) != len(names):
-        return
+    shapes = [None if a is None else tuple(np.shape(a)[1:]) for a in ys] if len(ys) == len(names) else None
     traced = {k: s for k, _, s in c["custom_losses"]}
     traced.update({o: s for o, _, _, s in c["custom_metrics"]})
-    if any(shapes[k] is not None and shapes[k] != s for k, s in traced.items()):
+    if shapes is not None and any(shapes[k] is not None and shapes[k] != s for k, s in traced.items()):
         c["label_shapes"] = shapes
         model._apply_compile()
+    if c.get("custom_pending"):
+        o, e = c["custom_pending"][0]
+        raise TraceError(f"the loss or metric function of output {names[o]!r} could not be traced with labels shaped "
+                         f"as the output {_output_shapes(model)[o]} (the labels' shape is not known here: give y as "
+                         f"arrays): {e}") from e
 
 
 def split_metrics(metrics):

@@ -55,9 +55,9 @@ def _from_arrays(x, y):
     return tnt_data.Dataset.from_tensor_slices((xs, _arrays(y, "y")))
 
 
-def _custom_labels(model, y):
+def _custom_labels(model, y, ds):
     from tarantella.keras import _custom_objectives
-    _custom_objectives.labels_seen(model, y)
+    _custom_objectives.labels_seen(model, y, ds)
 
 
 # ---- History -----------------------------------------------------------------------------------
@@ -552,7 +552,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
-        _custom_labels(self, y)
+        _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
@@ -585,7 +585,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
         h = self._ensure_built_for(ds)
-        _custom_labels(self, y)
+        _custom_labels(self, y, ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),

@@ -1,0 +1,206 @@
+"""Losses and metrics of the user's own (issue 22): Python functions of (y_true, y_pred) and
+keras.losses.Loss subclasses, traced into operation graphs that the library differentiates;
+metric functions averaged as Keras averages them; the same figures on 1, 2 and 3 ranks."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import HERE, launch, python
+
+JOB = os.path.join(HERE, "custom_objectives_job.py")
+
+
+@pytest.fixture(scope="module")
+def k(tnt):
+    return tnt.keras
+
+
+def _model(k, out=3, act=None, seed=1):
+    inp = k.Input(shape=(5,))
+    h = k.layers.Dense(7, activation="tanh")(inp)
+    m = k.Model(inp, k.layers.Dense(out, activation=act)(h))
+    rng = np.random.default_rng(seed)
+    m.set_weights([rng.uniform(-0.5, 0.5, w.shape).astype(np.float32) for w in m.get_weights()])
+    return m
+
+
+def _forward(m, x, act=None):
+    w1, b1, w2, b2 = m.get_weights()
+    z = np.tanh(x @ w1 + b1) @ w2 + b2
+    if act == "softmax":
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    return z
+
+
+def _data(n=48, out=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 5)).astype(np.float32), rng.standard_normal((n, out)).astype(np.float32)
+
+
+def _train(m, loss, x, y, metrics=None, sample_weight=None, epochs=2):
+    from tarantella import keras
+    m.compile(keras.optimizers.SGD(0.1), loss=loss, metrics=metrics)
+    return m.fit(x, y, batch_size=16, epochs=epochs, verbose=0, shuffle=False, sample_weight=sample_weight)
+
+
+def test_loss_function_trains_as_the_builtin_loss(k):
+    from tarantella.keras import backend as K
+    x, y = _data()
+
+    def my_mse(y_true, y_pred):
+        return K.mean(K.square(y_pred - y_true), axis=-1)
+
+    a, b = _model(k), _model(k)
+    ha, hb = _train(a, "mse", x, y), _train(b, my_mse, x, y)
+    np.testing.assert_allclose(hb.history["loss"], ha.history["loss"], rtol=1e-6)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wb, wa, rtol=1e-6, atol=1e-7)
+
+
+def test_sparse_loss_function_with_integer_labels(k):
+    """Labels of another shape than the output (class indices): y_true traced with the labels'."""
+    from tarantella.keras import ops
+    x, _ = _data()
+    labels = np.random.default_rng(2).integers(0, 3, size=(48,)).astype(np.float32)
+
+    def sparse_ce(y_true, y_pred):
+        onehot = ops.one_hot(ops.cast(y_true, "int32"), 3)
+        return -ops.sum(onehot * ops.log(ops.clip(y_pred, 1e-7, 1.0 - 1e-7)), axis=-1)
+
+    a, b = _model(k, act="softmax"), _model(k, act="softmax")
+    ha = _train(a, "sparse_categorical_crossentropy", x, labels)
+    hb = _train(b, sparse_ce, x, labels)
+    np.testing.assert_allclose(hb.history["loss"], ha.history["loss"], rtol=1e-5)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wb, wa, rtol=1e-4, atol=1e-6)
+    # the value after training against NumPy's formula on the final weights
+    p = _forward(b, x, "softmax")
+    want = np.mean(-np.log(np.clip(p[np.arange(48), labels.astype(int)], 1e-7, 1 - 1e-7)))
+    np.testing.assert_allclose(b.evaluate(x, labels, verbose=0), want, rtol=1e-5)
+
+
+def test_loss_subclass_with_sample_weights(k):
+    """A keras.losses.Loss subclass (call) with sample weights: sum_i w_i loss_i / batch size."""
+    from tarantella.keras import ops
+    x, y = _data()
+
+    class ScaledMAE(k.losses.Loss):
+        def __init__(self, factor, **kw):
+            super().__init__(**kw)
+            self.factor = factor
+
+        def call(self, y_true, y_pred):
+            return self.factor * ops.mean(ops.abs(y_pred - y_true), axis=-1)
+
+    w = np.linspace(0.1, 2.0, 48).astype(np.float32)
+    a, b = _model(k), _model(k)
+    ha = _train(a, "mae", x, y, sample_weight=w)
+    hb = _train(b, ScaledMAE(1.0), x, y, sample_weight=w)
+    np.testing.assert_allclose(hb.history["loss"], ha.history["loss"], rtol=1e-6)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wb, wa, rtol=1e-6, atol=1e-7)
+    m = _model(k)
+    m.compile("sgd", loss=ScaledMAE(3.0))
+    p = _forward(m, x)
+    want = np.sum(w * 3.0 * np.abs(p - y).mean(-1)) / 48
+    np.testing.assert_allclose(m.evaluate(x, y, sample_weight=w, batch_size=48, verbose=0), want, rtol=1e-5)
+
+
+def test_scalar_loss_is_the_batch_mean(k):
+    """A loss that returns K.mean over everything (a scalar, as mnist_siamese's contrastive loss)
+    trains as the per-sample form of the same mean."""
+    from tarantella.keras import backend as K
+    x, y = _data()
+    margin = 1.0
+
+    def contrastive_scalar(y_true, y_pred):
+        return K.mean(y_true * K.square(y_pred) + (1 - y_true) * K.square(K.maximum(margin - y_pred, 0)))
+
+    def contrastive_per_sample(y_true, y_pred):
+        return K.mean(y_true * K.square(y_pred) + (1 - y_true) * K.square(K.maximum(margin - y_pred, 0)), axis=-1)
+
+    a, b = _model(k), _model(k)
+    ha, hb = _train(a, contrastive_per_sample, x, y), _train(b, contrastive_scalar, x, y)
+    np.testing.assert_allclose(hb.history["loss"], ha.history["loss"], rtol=1e-6)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wb, wa, rtol=1e-5, atol=1e-7)
+    p = _forward(b, x)
+    want = np.mean(y * p ** 2 + (1 - y) * np.maximum(margin - p, 0) ** 2)
+    np.testing.assert_allclose(b.evaluate(x, y, batch_size=48, verbose=0), want, rtol=1e-5)
+
+
+def test_metric_functions_are_averaged_as_keras(k):
+    """Keras's MeanMetricWrapper: the mean over all samples seen of fn's per-sample values (the
+    mean over the other axes first), logged under the function's name."""
+    from tarantella.keras import ops
+    x, y = _data()
+
+    def top(y_true, y_pred):
+        return ops.max(y_pred, axis=-1)
+
+    def sq_err(y_true, y_pred):  # (batch, 3): the mean over all values
+        return ops.square(y_pred - y_true)
+
+    m = _model(k)
+    m.compile("sgd", loss="mse", metrics=["mae", top, sq_err])
+    logs = m.evaluate(x, y, batch_size=20, verbose=0, return_dict=True)
+    p = _forward(m, x)
+    np.testing.assert_allclose(logs["top"], p.max(-1).mean(), rtol=1e-5)
+    np.testing.assert_allclose(logs["sq_err"], ((p - y) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(logs["loss"], ((p - y) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(logs["mae"], np.abs(p - y).mean(), rtol=1e-5)
+    h = m.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    assert set(h.history) == {"loss", "mae", "top", "sq_err"}
+
+
+def test_errors_name_the_users_line(k):
+    from tarantella.keras import ops
+    from tarantella.keras._trace import TraceError
+    x, y = _data()
+
+    def branchy(y_true, y_pred):
+        if ops.mean(y_pred) > 0:  # a value-dependent branch: not traceable
+            return ops.square(y_pred - y_true)
+        return ops.abs(y_pred - y_true)
+
+    m = _model(k)
+    with pytest.raises(TraceError, match=r"test_custom_objectives\.py:\d+: a Python `if`"):
+        m.compile("sgd", loss=branchy)
+        m.fit(x, y, verbose=0)
+
+    def not_a_tensor(y_true, y_pred):
+        return 1.0
+
+    with pytest.raises(TraceError, match="not_a_tensor.*returned float"):
+        m.compile("sgd", loss=not_a_tensor)
+
+    def bad_shapes(y_true, y_pred):
+        return y_pred[:, :2] - y_true
+
+    with pytest.raises(TraceError, match=r"test_custom_objectives\.py:\d+: subtract on shapes"):
+        m.compile("sgd", loss=bad_shapes)
+        m.fit(x, y, verbose=0)
+
+
+def job(tmp_path, ranks):
+    d = tmp_path / f"r{ranks}"
+    d.mkdir()
+    launch(ranks, python([JOB, str(d)]), timeout=240)
+    return [json.load(open(d / f"rank_{i}.json")) for i in range(ranks)]
+
+
+def test_custom_loss_and_metrics_on_1_2_3_ranks_equal_serial(tmp_path):
+    (one,) = job(tmp_path, 1)
+    assert one["history"]["loss"][-1] < one["history"]["loss"][0]
+    for n in (2, 3):
+        for r in job(tmp_path, n):
+            assert r["size"] == n
+            for key, v in one["history"].items():
+                np.testing.assert_allclose(r["history"][key], v, rtol=1e-5, atol=1e-6, err_msg=key)
+            for key, v in one["evaluate"].items():
+                np.testing.assert_allclose(r["evaluate"][key], v, rtol=1e-5, atol=1e-6, err_msg=key)
+            for a, b in zip(r["weights"], one["weights"]):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
