@@ -145,6 +145,11 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._kind = "loaded"
             self._set_handle(kwargs["_handle"])
             return
+        if isinstance(outputs, dict):  # Keras 3: predict returns a dict by these keys
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
+        if isinstance(inputs, dict):  # data is given by input name (keras/utils/_names.py)
+            inputs = list(inputs.values())
         self._inputs = [inputs] if isinstance(inputs, L.KerasTensor) else list(inputs)
         self._outputs = [outputs] if isinstance(outputs, L.KerasTensor) else list(outputs)
         self._single_in = isinstance(inputs, L.KerasTensor)
@@ -632,7 +637,8 @@ class Model(ModelAPI, metaclass=_ModelType):
             k = int(np.prod(s))
             parts.append(flat[:, at:at + k].reshape((n,) + tuple(s)))
             at += k
-        return parts
+        keys = getattr(self, "_output_keys", None)
+        return dict(zip(keys, parts)) if keys and len(keys) == len(parts) else parts
 
     def predict_on_batch(self, x):
         self._touched = True

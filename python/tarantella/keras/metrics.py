@@ -38,6 +38,14 @@ class Metric:
     def _param(self):
         return ""
 
+    def _state_not_supported(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}: metrics with state of their own (a Metric subclass with "
+                                  f"add_variable/add_weight, update_state and result) are not supported yet; write "
+                                  f"the metric as a function of (y_true, y_pred), which is averaged over the samples "
+                                  f"as Keras averages metric functions")
+
+    add_variable = add_weight = _state_not_supported
+
     def _c_name(self):
         spec = (self._kind or self._name) + self._param()
         return spec if self.name == spec else f"{self.name}={spec}"

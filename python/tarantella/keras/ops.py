@@ -367,6 +367,11 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
     def fn(i):
         z = np.zeros(i.shape + (int(num_classes),), np.float32)
         return np.moveaxis(z, -1, axis)
+    if _graph_of(x) is None:  # on data: at once (Keras 3's ops take NumPy arrays too)
+        i = np.asarray(x).astype(np.int64)
+        eye = np.eye(int(num_classes), dtype=np.float32)
+        out = np.where(((i >= 0) & (i < int(num_classes)))[..., None], eye[np.clip(i, 0, int(num_classes) - 1)], 0)
+        return np.moveaxis(out.astype(np.float32), -1, axis)
     return _trace.record("one_hot", [_t(x, _graph_of(x))], {"num_classes": int(num_classes), "axis": int(axis)}, fn)
 
 
