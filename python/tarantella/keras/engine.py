@@ -479,6 +479,8 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
+        from tarantella.keras import _submodel
+        _submodel.build_from_dict(self, x)
         x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:
@@ -642,6 +644,10 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
+        if isinstance(x, dict):  # by input name
+            from tarantella.keras import _submodel
+            _submodel.build_from_dict(self, x)
+            x, _ = _by_name(self, x, None, "predict_on_batch")
         xs = _arrays(x, "x")
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))
