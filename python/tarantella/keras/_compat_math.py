@@ -210,8 +210,7 @@ K = {
     "softplus": ops.softplus, "softsign": ops.softsign, "elu": lambda x, alpha=1.0: ops.elu(x, alpha),
     "not_equal": ops.not_equal, "greater_equal": ops.greater_equal, "less_equal": ops.less_equal,
     "round": ops.round, "cos": ops.cos, "sin": ops.sin, "transpose": ops.transpose, "tile": ops.tile,
-    "repeat_elements": lambda x, rep, axis: ops.repeat(x, rep, axis=axis), "any": _k_reduce(ops.any),
-    "all": _k_reduce(ops.all), "argmin": lambda x, axis=-1: ops.argmin(x, axis), "flatten":
+    "repeat_elements": lambda x, rep, axis: ops.repeat(x, rep, axis=axis), "argmin": lambda x, axis=-1: ops.argmin(x, axis), "flatten":
     lambda x: ops.reshape(x, (-1,)), "batch_flatten": lambda x: ops.reshape(x, (-1, int(_numel(x.shape[1:])))),
     "cumsum": lambda x, axis=0: ops.cumsum(x, axis=axis), "gather": lambda reference, indices:
     ops.take(reference, indices, axis=0), "hard_sigmoid": lambda x: ops.clip(0.2 * x + 0.5, 0.0, 1.0),

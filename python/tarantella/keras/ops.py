@@ -282,6 +282,7 @@ def _resolve_batch_reshape(x, shape):
 @_lifted
 def reshape(x, newshape):
     newshape = newshape if isinstance(newshape, (list, tuple)) else [newshape]
+    newshape = [None if hasattr(d, "like") else d for d in newshape]  # K.shape(x)[0]: the batch
     s = _shape_list(_resolve_batch_reshape(x, newshape))
     return _trace.record("reshape", [_t(x, _graph_of(x))], {"shape": s}, lambda a: a.reshape(s))
 
