@@ -489,9 +489,10 @@ static PyObject *model_set_loss_graph(pytnt_model *self, PyObject *args) {
 
 static PyObject *model_add_metric_graph(pytnt_model *self, PyObject *args) {
     int output;
-    const char *name, *json;
-    if (!PyArg_ParseTuple(args, "sis", &name, &output, &json)) return NULL;
-    tnt_status s = tnt_model_add_metric_graph(self->m, name, output, json);
+    const char *name, *json, *result_json = NULL;
+    if (!PyArg_ParseTuple(args, "sis|z", &name, &output, &json, &result_json)) return NULL;
+    tnt_status s = result_json ? tnt_model_add_metric_state_graphs(self->m, name, output, json, result_json)
+                               : tnt_model_add_metric_graph(self->m, name, output, json);
     if (s != TNT_OK) return pytnt_raise(s);
     Py_RETURN_NONE;
 }
@@ -756,7 +757,8 @@ static PyMethodDef model_methods[] = {
     {"set_loss_graph", (PyCFunction)model_set_loss_graph, METH_VARARGS,
      "set_loss_graph(output, json or None): output's loss is the traced loss function (after compile)."},
     {"add_metric_graph", (PyCFunction)model_add_metric_graph, METH_VARARGS,
-     "add_metric_graph(name, output, json): a traced metric function on output (after compile)."},
+     "add_metric_graph(name, output, json[, result_json]): a traced metric function on output, or a Metric "
+     "class's update and result graphs (after compile)."},
     {"fit", (PyCFunction)(void (*)(void))model_fit, METH_VARARGS | METH_KEYWORDS, "fit(...) -> [logs per epoch]."},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS, "evaluate(...) -> logs."},
     {"predict", (PyCFunction)(void (*)(void))model_predict, METH_VARARGS | METH_KEYWORDS, "predict(...) -> array."},

@@ -91,6 +91,7 @@ void tnt_model_free(tnt_model *m) {
     free(m->loss_opts);
     for (int k = 0; k < TNT_MAX_IO; k++) tnt__traced_loss_free(m->traced_loss[k]);
     for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__traced_loss_free(m->traced_metric[j]);
+    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__state_metric_free(m->state_metric[j]);
     free(m);
 }
 
@@ -536,7 +537,7 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     size_t len = 0;
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
-        if (m->traced_metric[k]) continue; /* the user's function: compile cannot read it back by name */
+        if (m->traced_metric[k] || m->state_metric[k]) continue; /* the user's: compile cannot read it back by name */
         int n = snprintf(metrics + len, size - len, "%s%s", len ? "," : "", m->metrics[k].name);
         if (n < 0 || (size_t)n >= size - len)
             return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);

@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "ops/ops.h"
 
+#include <math.h>
 #include <string.h>
 
 struct tnt__traced_loss {
@@ -150,4 +151,139 @@ tnt_status tnt__traced_loss_compute(tnt__traced_loss *t, int64_t n, const float 
     if ((s = tnt__opplan_backward(t->plan, &st, douts, dins, NULL)) != TNT_OK)
         return tnt__error_prefix(s, "loss function: ");
     return TNT_OK;
+}
+
+/* ---- metrics with state ---- */
+
+#define STATE_MAX TNT__MAX_OP_IN
+
+struct tnt__state_metric {
+    tnt__traced_loss *update; /* its graph and plan cache (the loss machinery's, without backward) */
+    tnt_opgraph *result;
+    tnt__opplan *result_plan;
+    int n_state;
+    int64_t numel[STATE_MAX], off[STATE_MAX], size;
+};
+
+void tnt__state_metric_free(tnt__state_metric *t) {
+    if (!t) return;
+    tnt__traced_loss_free(t->update);
+    tnt__opplan_destroy(t->result_plan);
+    tnt_opgraph_free(t->result);
+    free(t);
+}
+
+tnt__state_metric *tnt__state_metric_new(const char *update_json, const char *result_json, tnt_shape pred_shape,
+                                         const char *who) {
+    tnt__state_metric *t = calloc(1, sizeof *t);
+    if (!t) return tnt__error(TNT_ERR_NOMEM, "%s: out of memory", who), NULL;
+    tnt_opgraph *u = tnt_opgraph_from_json(update_json);
+    if (!u) {
+        tnt__error_prefix(TNT_ERR_FORMAT, "%s: update graph: ", who);
+        goto fail;
+    }
+    /* the loss checks on (y_true, y_pred), with one output; the outputs are checked per plan below */
+    int n_out = u->n_outputs;
+    if (n_out < 1 || n_out > STATE_MAX) {
+        tnt__error(TNT_ERR_ARG, "%s: the update graph has %d outputs (1 to %d state variables)", who, n_out, STATE_MAX);
+        tnt_opgraph_free(u);
+        goto fail;
+    }
+    tnt_opgraph_free(u);
+    /* t->update holds the graph; its plan code needs one output: keep them all by a wrapper */
+    if (!(t->update = calloc(1, sizeof *t->update)) || !(t->update->json = tnt__strdup(update_json)) ||
+        !(t->update->g = tnt_opgraph_from_json(update_json))) {
+        tnt__error(TNT_ERR_NOMEM, "%s: out of memory", who);
+        goto fail;
+    }
+    t->update->plan_n = -1;
+    const tnt_opgraph *g = t->update->g;
+    if (g->n_inputs != 2 || g->n_weights != 0 || g->inputs[1].ndim != pred_shape.ndim + 1) {
+        tnt__error(TNT_ERR_ARG, "%s: the update graph takes 2 inputs (y_true, y_pred of the output's rank) and no "
+                   "weights", who);
+        goto fail;
+    }
+    t->update->y_shape = per_sample(g->inputs[0]);
+    t->n_state = n_out;
+    if (!(t->result = tnt_opgraph_from_json(result_json))) {
+        tnt__error_prefix(TNT_ERR_FORMAT, "%s: result graph: ", who);
+        goto fail;
+    }
+    if (t->result->n_inputs != n_out || t->result->n_outputs != 1 || t->result->n_weights != 0) {
+        tnt__error(TNT_ERR_ARG, "%s: the result graph takes %d inputs (one per state variable) and gives 1 output, "
+                   "this one %d and %d", who, n_out, t->result->n_inputs, t->result->n_outputs);
+        goto fail;
+    }
+    for (int k = 0; k < n_out; k++) {
+        t->numel[k] = tnt_shape_numel(t->result->inputs[k]);
+        t->off[k] = t->size;
+        t->size += t->numel[k];
+    }
+    if (!(t->result_plan = tnt__opplan_create(t->result, t->result->inputs, false))) {
+        tnt__error_prefix(TNT_ERR_SHAPE, "%s: result graph: ", who);
+        goto fail;
+    }
+    if (tnt_shape_numel(tnt__opplan_shape(t->result_plan, t->result->outputs[0])) != 1) {
+        tnt__error(TNT_ERR_SHAPE, "%s: the result is not a scalar", who);
+        goto fail;
+    }
+    return t;
+fail:
+    tnt__state_metric_free(t);
+    return NULL;
+}
+
+int64_t tnt__state_metric_labels(const tnt__state_metric *t) { return tnt_shape_numel(t->update->y_shape); }
+int64_t tnt__state_metric_size(const tnt__state_metric *t) { return t->size; }
+
+tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float *pred, const float *y, double *state) {
+    if (n == 0) return TNT_OK;
+    tnt__traced_loss *u = t->update;
+    if (!u->plan || u->plan_n != n) {
+        drop_plan(u);
+        tnt_shape in[2] = {tnt__shape_with_batch(n, u->y_shape), tnt__shape_with_batch(n, per_sample(u->g->inputs[1]))};
+        if (!(u->plan = tnt__opplan_create(u->g, in, false))) return tnt__error_prefix(TNT_ERR_SHAPE, "metric update: ");
+        size_t ws = tnt__opplan_workspace(u->plan);
+        if (!(u->ws = tnt__alloc(ws ? ws : 64)) || !(u->out = tnt__alloc((size_t)(t->size ? t->size : 1) * sizeof(float)))) {
+            drop_plan(u);
+            return tnt__error(TNT_ERR_NOMEM, "metric update: out of memory");
+        }
+        char a[96];
+        for (int k = 0; k < t->n_state; k++) {
+            tnt_shape s = tnt__opplan_shape(u->plan, u->g->outputs[k]);
+            if (tnt_shape_numel(s) != t->numel[k]) {
+                drop_plan(u);
+                return tnt__error(TNT_ERR_SHAPE, "metric update: state variable %d receives shape %s on a batch of %lld, "
+                                  "expected %lld values", k, tnt_shape_str(s, a, sizeof a), (long long)n,
+                                  (long long)t->numel[k]);
+            }
+        }
+        u->plan_n = n;
+    }
+    const float *ins[2] = {y, pred};
+    float *outs[STATE_MAX];
+    for (int k = 0; k < t->n_state; k++) outs[k] = u->out + t->off[k];
+    tnt__opstep st = {.inputs = ins, .outputs = outs, .workspace = u->ws, .training = false};
+    tnt_status s = tnt__opplan_forward(u->plan, &st);
+    if (s != TNT_OK) return tnt__error_prefix(s, "metric update: ");
+    for (int64_t i = 0; i < t->size; i++) state[i] += u->out[i];
+    return TNT_OK;
+}
+
+double tnt__state_metric_result(tnt__state_metric *t, const double *state) {
+    float *vals = malloc((size_t)(t->size ? t->size : 1) * sizeof *vals);
+    size_t wsb = tnt__opplan_workspace(t->result_plan);
+    void *ws = tnt__alloc(wsb ? wsb : 64);
+    float out = NAN;
+    if (vals && ws) {
+        const float *ins[STATE_MAX];
+        for (int64_t i = 0; i < t->size; i++) vals[i] = (float)state[i];
+        for (int k = 0; k < t->n_state; k++) ins[k] = vals + t->off[k];
+        float *outs[1] = {&out};
+        tnt__opstep st = {.inputs = ins, .outputs = outs, .workspace = ws};
+        if (tnt__opplan_forward(t->result_plan, &st) != TNT_OK) out = NAN;
+    }
+    free(vals);
+    tnt__free(ws);
+    return out;
 }

@@ -171,7 +171,11 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
                                                          (kinds[k] == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
     }
     for (int k = 0; k < TNT_MAX_IO; k++) tnt__traced_loss_free(m->traced_loss[k]), m->traced_loss[k] = NULL;
-    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__traced_loss_free(m->traced_metric[j]), m->traced_metric[j] = NULL;
+    for (int j = 0; j < TNT_MAX_METRICS; j++) {
+        tnt__traced_loss_free(m->traced_metric[j]), m->traced_metric[j] = NULL;
+        tnt__state_metric_free(m->state_metric[j]), m->state_metric[j] = NULL;
+    }
+    m->n_metric_state = 0;
     tnt__model_clear_plans(m); /* the plans know where the fused logits go */
     m->compiled = true;
     m->weights_synced = false; /* broadcast from the master at the first use */
@@ -205,7 +209,7 @@ tnt_status tnt_model_set_loss_graph(tnt_model *m, int output, const char *json) 
     return TNT_OK;
 }
 
-tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json) {
+static tnt_status add_metric(tnt_model *m, const char *name, int output, const char *json, const char *result_json) {
     if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: model is NULL");
     if (!m->compiled)
         return tnt__error(TNT_ERR_STATE, "tnt_model_add_metric_graph: model \"%s\" is not compiled", m->name);
@@ -224,8 +228,20 @@ tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output
                               m->name, name);
     char who[TNT_NAME_MAX + 64];
     snprintf(who, sizeof who, "metric \"%s\"", name);
-    tnt__traced_loss *t = tnt__traced_loss_new(json, m->tensor_shape[m->outputs[output]], who);
-    if (!t) return tnt_last_status();
+    tnt__traced_loss *t = NULL;
+    tnt__state_metric *sm = NULL;
+    if (!result_json) {
+        if (!(t = tnt__traced_loss_new(json, m->tensor_shape[m->outputs[output]], who))) return tnt_last_status();
+    } else {
+        if (!(sm = tnt__state_metric_new(json, result_json, m->tensor_shape[m->outputs[output]], who)))
+            return tnt_last_status();
+        if (m->n_metric_state + tnt__state_metric_size(sm) > TNT__METRIC_STATE_MAX) {
+            tnt__state_metric_free(sm);
+            return tnt__error(TNT_ERR_UNSUPPORTED, "%s: its state of %lld values with the others' %lld is more than %d",
+                              who, (long long)tnt__state_metric_size(sm), (long long)m->n_metric_state,
+                              TNT__METRIC_STATE_MAX);
+        }
+    }
     int j = m->n_metrics++;
     tnt__metric *mt = &m->metrics[j];
     *mt = (tnt__metric){.kind = TNT__METRIC_MSE, .output = m->n_outputs > 1 ? output : -1,
@@ -233,5 +249,17 @@ tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output
     snprintf(mt->name, sizeof mt->name, "%s", name);
     for (int k = 0; k < TNT_MAX_IO; k++) m->curve_slot[k][j] = -1;
     m->traced_metric[j] = t;
+    m->state_metric[j] = sm;
+    if (sm) m->state_metric_off[j] = m->n_metric_state, m->n_metric_state += tnt__state_metric_size(sm);
     return TNT_OK;
+}
+
+tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json) {
+    return add_metric(m, name, output, json, NULL);
+}
+
+tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int output, const char *update_json,
+                                             const char *result_json) {
+    if (!result_json) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_state_graphs: result_json is NULL");
+    return add_metric(m, name, output, update_json, result_json);
 }

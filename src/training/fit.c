@@ -26,6 +26,7 @@ typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
     double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
+    double state[TNT__METRIC_STATE_MAX]; /* the user's Metric classes' state (m->state_metric) */
     double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
 } accum;
 
@@ -50,7 +51,8 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
             if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
             int slot = m->curve_slot[o][k];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
+                          m->state_metric[k] ? tnt__state_metric_result(m->state_metric[k], a->state + m->state_metric_off[k])
+                          : slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
                                     : tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
@@ -62,6 +64,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
         acc->out_loss[o] += step->out_loss[o];
         for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
     }
+    for (int64_t i = 0; i < m->n_metric_state; i++) acc->state[i] += step->state[i];
     for (int i = 0; i < TNT__CURVE_SLOTS; i++)
         for (int t = 0; t < TNT__CURVE_SIZE; t++) acc->curve[i][t] += step->curve[i][t];
 }
@@ -74,6 +77,9 @@ static int64_t labels_per_sample(const tnt_model *m, int k) {
     int64_t n = tnt_shape_numel(out);
     return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
+
+/* Metric j is the user's (a traced function or a Metric class), not a built-in one. */
+static bool user_metric(const tnt_model *m, int j) { return m->traced_metric[j] || m->state_metric[j]; }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
@@ -174,7 +180,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             for (int64_t i = 0; weighted && i < b->n; i++) sw[i] = b->y.data[i * stride + per];
             s = tnt__traced_loss_compute(m->traced_loss[k], b->n, in, y, sw, w * inv_batch, grad, &loss_sum);
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
-                if (!tnt__metric_on_output(&mets[j], k) || m->traced_metric[j]) continue;
+                if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
                 if (lk != numel) { /* built-in metrics read one label per output value */
                     s = tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld "
                                    "values per sample for an output of %lld", mets[j].name, (long long)lk,
@@ -202,7 +208,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
                 if (m->curve_slot[k][j] >= 0)
                     s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
-                else if (tnt__metric_on_output(&mets[j], k) && !m->traced_metric[j])
+                else if (tnt__metric_on_output(&mets[j], k) && !user_metric(m, j))
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
@@ -223,7 +229,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
-                    if (!tnt__metric_on_output(&mets[j], k) || m->traced_metric[j]) continue;
+                    if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
                     acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
@@ -253,6 +259,15 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             s = tnt__traced_loss_compute(m->traced_metric[j], b->n, pred, y, sw, 0.0, NULL, &acc->sum[k][j]);
             acc->count[k][j] += wsum;
             free(sw);
+        }
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) { /* the user's Metric classes: their state */
+            if (!m->state_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
+            if (tnt__state_metric_labels(m->state_metric[j]) != lk)
+                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, output %d "
+                               "has %lld", mets[j].name, (long long)tnt__state_metric_labels(m->state_metric[j]), k,
+                               (long long)lk);
+            else
+                s = tnt__state_metric_update(m->state_metric[j], b->n, pred, y, acc->state + m->state_metric_off[j]);
         }
         if (s != TNT_OK) break;
         if (!ignore) loss_sum /= (double)positions;

@@ -107,6 +107,19 @@ def bind(model):
             k = names.index(k)
         outs = range(len(names)) if k is None else [k]
         for o in outs:
+            if is_stateful_metric(fn):
+                ys = tuple(label_shapes[o] if label_shapes[o] is not None else shapes[o])
+                try:
+                    update_json, result_json = trace_stateful(fn, ys, shapes[o])
+                except TraceError as e:
+                    if label_shapes[o] is not None or " on shapes " not in str(e):
+                        raise
+                    c["custom_pending"].append((o, e))
+                    ys = None
+                else:
+                    h.add_metric_graph(name, o, update_json, result_json)
+                c["custom_metrics"].append((o, fn, name, ys))
+                continue
             js, ys = traced(fn, o, "metric")
             if js is not None:
                 h.add_metric_graph(name, o, js)
@@ -157,7 +170,10 @@ def split_metrics(metrics):
     def strip(lst, k):
         keep = []
         for m in lst:
-            if is_custom_metric(m):
+            if is_stateful_metric(m):
+                m = m() if isinstance(m, type) else m
+                fns.append((k, m, m.name or _name_of(m)))
+            elif is_custom_metric(m):
                 fns.append((k, m, _name_of(m)))
             else:
                 keep.append(m)
@@ -175,3 +191,140 @@ def split_metrics(metrics):
     if not isinstance(metrics, (list, tuple)):
         metrics = [metrics]
     return strip(list(metrics), None), fns
+
+
+# ---- keras.metrics.Metric subclasses with state -------------------------------------------------
+
+def is_stateful_metric(metric):
+    """A Metric subclass of the user's own: its update_state and result (state by add_weight)."""
+    from tarantella.keras import metrics as M
+    if isinstance(metric, type) and issubclass(metric, M.Metric):
+        return type.__getattribute__(metric, "update_state") is not M.Metric.update_state
+    return isinstance(metric, M.Metric) and type(metric).update_state is not M.Metric.update_state
+
+
+class StateVariable(SymTensor):
+    """A Metric's add_weight variable: while update_state is traced, assign_add records the
+    batch's increment (the state is the sum of increments over batches and ranks); while result
+    is traced, it is an input of the result graph."""
+
+    def __init__(self, metric, name, shape, dtype):
+        super().__init__(None, ("state", name), [np.zeros(shape, np.float32)] * 2)
+        self.metric, self.name, self._shape, self._dtype = metric, name, tuple(shape), dtype
+        self._increment = None
+
+    def _bind(self, g, key, dummy):
+        self.graph, self._key, self._dummies = g, key, [dummy, dummy]
+
+    @property
+    def value(self):
+        return self
+
+    def read_value(self):
+        return self
+
+    def assign_add(self, value):
+        from tarantella.keras import _compat_math, ops
+        if getattr(self, "_mode", None) != "update":
+            raise TraceError(f"{_trace._user_line()}: {self.name}.assign_add outside update_state: a metric's state "
+                             f"changes only in update_state")
+        if isinstance(value, _compat_math.BatchDim):  # tf.shape(y_pred)[0]: the batch's samples
+            like = value.like
+            flat = ops.reshape(like, (-1, int(np.prod([int(d) for d in like.shape[1:]], dtype=np.int64))))
+            value = ops.sum(ops.ones_like(flat[:, 0]))
+        if not isinstance(value, SymTensor):
+            value = _trace.constant(self._graph_for_update, np.asarray(value, np.float32), "float32")
+        if value.dtype != "float32":
+            value = ops.cast(value, "float32")
+        if tuple(value.shape) != self._shape:
+            value = ops.reshape(value, self._shape) if int(np.prod(value.shape or (1,))) == int(
+                np.prod(self._shape or (1,))) and None not in value.shape else value
+        self._increment = value if self._increment is None else self._increment + value
+        return self
+
+    def assign(self, value):
+        if getattr(self, "_mode", None) == "reset":
+            return self
+        raise TraceError(f"{_trace._user_line()}: {self.name}.assign in update_state: a metric's state is summed "
+                         f"over batches and ranks, so update_state adds to it with assign_add")
+
+    def assign_sub(self, value):
+        from tarantella.keras import ops
+        return self.assign_add(ops.negative(value) if isinstance(value, SymTensor) else -np.asarray(value))
+
+    def numpy(self):
+        raise TraceError(f"{self.name}: the state of a metric lives in the library during fit and evaluate; read the "
+                         f"metric's value in the logs")
+
+
+def state_variable(metric, args, kwargs):
+    """Metric.add_weight / add_variable of a subclass."""
+    keras2 = bool(args) and isinstance(args[0], str)
+    order = ("name", "shape", "aggregation", "synchronization", "initializer", "dtype") if keras2 else (
+        "shape", "initializer", "dtype", "aggregation", "name")
+    for k, v in zip(order, args):
+        kwargs[k] = v
+    shape = tuple(int(d) for d in (kwargs.get("shape") or ()))
+    init = kwargs.get("initializer")
+    init_name = getattr(init, "class_name", init)
+    if init is not None and str(init_name).replace("_", "").lower() not in ("zeros", "zero"):
+        raise NotImplementedError(f"{type(metric).__name__}.add_weight: initializer {init!r} (a metric's state starts "
+                                  f"at zeros here)")
+    states = metric.__dict__.setdefault("_tnt_state", [])
+    v = StateVariable(metric, kwargs.get("name") or f"variable_{len(states)}", shape, kwargs.get("dtype"))
+    states.append(v)
+    return v
+
+
+def trace_stateful(metric, y_shape, p_shape):
+    """(update graph JSON, result graph JSON) of a Metric subclass."""
+    from tarantella.keras import ops
+    states = metric.__dict__.get("_tnt_state", [])
+    name = type(metric).__name__
+    if not states:
+        raise ValueError(f"{name}: a Metric subclass needs state made with add_weight/add_variable")
+    g = _trace.Graph()
+    yt = g.input((None,) + tuple(int(d) for d in y_shape))
+    yp = g.input((None,) + tuple(int(d) for d in p_shape))
+    for v in states:
+        v._mode, v._increment, v._graph_for_update = "update", None, g
+        v._bind(g, ("state0", v.name), np.zeros(v._shape, np.float32))
+    try:
+        import inspect
+        params = inspect.signature(metric.update_state).parameters
+        metric.update_state(yt, yp, **({"sample_weight": None} if "sample_weight" in params else {}))
+        outs = []
+        for v in states:
+            inc = v._increment
+            if inc is None:  # never added to in update_state: stays zero
+                inc = ops.zeros_like(ops.sum(yp)) if v._shape == () else _trace.constant(
+                    g, np.zeros(v._shape, np.float32), "float32")
+            if tuple(inc.shape) != v._shape:
+                raise TraceError(f"{name}.update_state: {v.name} of shape {v._shape} receives an increment of shape "
+                                 f"{tuple(inc.shape)} (assign_add a value reduced over the batch)")
+            if not any(t is inc for _, _, _, o in g.nodes for t in o):  # an input or constant: copy it
+                inc = ops.identity(inc) if hasattr(ops, "identity") else inc + 0.0
+            outs.append(inc)
+        update_json = json.dumps(g.to_json(outs))
+    finally:
+        for v in states:
+            v._mode = None
+    r = _trace.Graph()
+    for v in states:
+        v._bind(r, ("input", len(r.inputs)), np.zeros(v._shape, np.float32))
+        r.inputs.append((v._shape, v))
+    for v in states:
+        v._mode = "result"
+    try:
+        out = metric.result()
+    finally:
+        for v in states:
+            v._mode = None
+    if isinstance(out, StateVariable) or (isinstance(out, SymTensor) and out.graph is r and
+                                          not any(t is out for _, _, _, o in r.nodes for t in o)):
+        out = out + 0.0  # the result is a state variable itself: an operation makes it an output
+    if not isinstance(out, SymTensor) or out.graph is not r:
+        raise TraceError(f"{name}.result returned {type(out).__name__}, expected a tensor computed from its state")
+    if out.dtype != "float32":
+        out = ops.cast(out, "float32")
+    return update_json, json.dumps(r.to_json([out]))

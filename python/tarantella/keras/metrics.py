@@ -38,13 +38,14 @@ class Metric:
     def _param(self):
         return ""
 
-    def _state_not_supported(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__}: metrics with state of their own (a Metric subclass with "
-                                  f"add_variable/add_weight, update_state and result) are not supported yet; write "
-                                  f"the metric as a function of (y_true, y_pred), which is averaged over the samples "
-                                  f"as Keras averages metric functions")
+    def add_weight(self, *args, **kwargs):
+        """A state variable of a Metric subclass (Keras 2's add_weight(name, shape, ...) or Keras 3's
+        add_variable(shape, initializer, dtype, aggregation, name)), traced with its update_state
+        and result (keras/_custom_objectives.py)."""
+        from tarantella.keras import _custom_objectives
+        return _custom_objectives.state_variable(self, args, kwargs)
 
-    add_variable = add_weight = _state_not_supported
+    add_variable = add_weight
 
     def _c_name(self):
         spec = (self._kind or self._name) + self._param()

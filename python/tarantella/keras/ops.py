@@ -532,6 +532,11 @@ def _install(cls):
 
 
 _install(SymTensor)
+# elementwise == and != as on backend tensors (values of a trace only: a model's KerasTensors stay
+# comparable by identity, as layers keep them in lists); still hashable by identity
+SymTensor.__eq__ = lambda self, other: equal(self, other)
+SymTensor.__ne__ = lambda self, other: not_equal(self, other)
+SymTensor.__hash__ = object.__hash__
 
 
 def _keras_tensor_iter(self):
