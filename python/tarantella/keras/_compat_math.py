@@ -184,6 +184,11 @@ TF_MATH = types.SimpleNamespace(**{k: v for k, v in TF.items() if k not in ("con
                                 l2_normalize=l2_normalize)
 
 
+def _gradients(loss, variables):
+    raise NotImplementedError("K.gradients / tf.gradients: gradients inside a model's own computation are not "
+                              "supported (the library differentiates the loss only)")
+
+
 # keras.backend (K.*)
 def _k_reduce(op):
     return lambda x, axis=None, keepdims=False: op(x, axis=axis, keepdims=keepdims)
@@ -214,6 +219,6 @@ K = {
     lambda x: ops.reshape(x, (-1,)), "batch_flatten": lambda x: ops.reshape(x, (-1, int(_numel(x.shape[1:])))),
     "cumsum": lambda x, axis=0: ops.cumsum(x, axis=axis), "gather": lambda reference, indices:
     ops.take(reference, indices, axis=0), "hard_sigmoid": lambda x: ops.clip(0.2 * x + 0.5, 0.0, 1.0),
-    "categorical_crossentropy": None, "binary_crossentropy": None,
+    "categorical_crossentropy": None, "binary_crossentropy": None, "gradients": _gradients,
 }
 del K["categorical_crossentropy"], K["binary_crossentropy"]
