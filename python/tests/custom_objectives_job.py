@@ -37,6 +37,21 @@ def mean_abs(y_true, y_pred):  # a scalar: the batch mean
     return ops.mean(ops.abs(y_pred - y_true))
 
 
+class TruePositiveRate(k.metrics.Metric):  # state summed over ranks
+    def __init__(self, name="tp_rate", **kw):
+        super().__init__(name=name, **kw)
+        self.hits = self.add_weight(name="hits", initializer="zeros")
+        self.seen = self.add_variable(shape=(), initializer="zeros", name="seen")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        hit = ops.cast(ops.argmax(y_pred, axis=-1) == ops.cast(y_true, "int32"), "float32")
+        self.hits.assign_add(ops.sum(hit))
+        self.seen.assign_add(ops.shape(y_pred)[0])
+
+    def result(self):
+        return self.hits / self.seen
+
+
 rng = np.random.default_rng(5)
 x = rng.standard_normal((96, 6)).astype(np.float32)
 y_cls = rng.integers(0, 3, size=(96,)).astype(np.float32)
@@ -49,7 +64,7 @@ base = k.Model(inp, [probs, reg])
 base.set_weights([np.linspace(-0.5, 0.5, w.size, dtype=np.float32).reshape(w.shape) for w in base.get_weights()])
 model = tnt.Model(base)
 model.compile(k.optimizers.SGD(0.1), loss=[sparse_ce, Scaled(1.5)],
-              metrics={"cls": [top_prob], "reg": [mean_abs]})
+              metrics={"cls": [top_prob, TruePositiveRate()], "reg": [mean_abs]})
 hist = model.fit(x, [y_cls, y_reg], batch_size=24, epochs=3, verbose=0, shuffle=False)
 ev = model.evaluate(x, [y_cls, y_reg], batch_size=32, verbose=0, return_dict=True)
 with open(os.path.join(sys.argv[1], f"rank_{tnt.get_rank()}.json"), "w") as f:

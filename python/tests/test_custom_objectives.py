@@ -185,6 +185,52 @@ def test_errors_name_the_users_line(k):
         m.fit(x, y, verbose=0)
 
 
+def test_metric_subclass_with_state(k):
+    """A keras.metrics.Metric subclass: add_weight state, update_state with assign_add, result on
+    the state; its value is the result on the state summed over every batch."""
+    from tarantella.keras import ops
+    x, _ = _data(n=50)
+    labels = np.random.default_rng(4).integers(0, 3, size=(50, 1)).astype(np.float32)
+
+    class Hits(k.metrics.Metric):
+        def __init__(self, name="hit_rate", **kw):
+            super().__init__(name=name, **kw)
+            self.hits = self.add_weight(name="hits", initializer="zeros")
+            self.seen = self.add_variable(shape=(), initializer="zeros", name="seen")
+            self.per_class = self.add_variable(shape=(3,), initializer="zeros", name="per_class")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            pred = ops.reshape(ops.argmax(y_pred, axis=1), (-1, 1))
+            values = ops.cast(ops.cast(y_true, "int32") == ops.cast(pred, "int32"), "float32")
+            self.hits.assign_add(ops.sum(values))
+            self.seen.assign_add(ops.shape(y_pred)[0])
+            self.per_class.assign_add(ops.sum(y_pred, axis=0))
+
+        def result(self):
+            return self.hits / self.seen + 0.0 * ops.sum(self.per_class)
+
+        def reset_state(self):
+            self.hits.assign(0.0)
+
+    m = _model(k, act="softmax")
+    m.compile("sgd", loss="sparse_categorical_crossentropy", metrics=[Hits(), "sparse_categorical_accuracy"])
+    logs = m.evaluate(x, labels, batch_size=16, verbose=0, return_dict=True)
+    p = _forward(m, x, "softmax")
+    want = np.mean(p.argmax(-1) == labels[:, 0])
+    np.testing.assert_allclose(logs["hit_rate"], want, rtol=1e-6)
+    np.testing.assert_allclose(logs["hit_rate"], logs["sparse_categorical_accuracy"], rtol=1e-6)
+    h = m.fit(x, labels, batch_size=16, epochs=2, verbose=0)
+    np.testing.assert_allclose(h.history["hit_rate"], h.history["sparse_categorical_accuracy"], rtol=1e-6)
+
+    class Resetting(Hits):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            self.hits.assign(ops.sum(y_pred))
+
+    from tarantella.keras._trace import TraceError
+    with pytest.raises(TraceError, match="assign_add"):
+        m.compile("sgd", loss="sparse_categorical_crossentropy", metrics=[Resetting()])
+
+
 def job(tmp_path, ranks):
     d = tmp_path / f"r{ranks}"
     d.mkdir()
@@ -204,3 +250,27 @@ def test_custom_loss_and_metrics_on_1_2_3_ranks_equal_serial(tmp_path):
                 np.testing.assert_allclose(r["evaluate"][key], v, rtol=1e-5, atol=1e-6, err_msg=key)
             for a, b in zip(r["weights"], one["weights"]):
                 np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_a_loss_without_gradient_names_the_operation(k):
+    """An argmax (or a comparison, an integer cast) between y_pred and the loss cuts the gradient:
+    Keras fails with "No gradients provided"; here the trace names the operation's line."""
+    from tarantella.keras import ops
+    from tarantella.keras._trace import TraceError
+    x, y = _data()
+
+    def argmax_loss(y_true, y_pred):
+        hit = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), ops.argmax(y_true, axis=-1)), "float32")
+        return 1.0 - hit
+
+    def constant_loss(y_true, y_pred):
+        return ops.mean(ops.square(y_true), axis=-1)
+
+    m = _model(k)
+    with pytest.raises(TraceError, match=r"no gradient with respect to y_pred: the operation at "
+                                         r".*test_custom_objectives\.py:\d+ \(argmax\)"):
+        m.compile("sgd", loss=argmax_loss)
+    with pytest.raises(TraceError, match="does not depend on y_pred"):
+        m.compile("sgd", loss=constant_loss)
+    m.compile("sgd", loss="mse", metrics=[argmax_loss])  # as a metric it needs no gradient
+    assert np.isfinite(m.evaluate(x, y, verbose=0, return_dict=True)["argmax_loss"])

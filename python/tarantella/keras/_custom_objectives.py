@@ -53,6 +53,14 @@ def trace(fn, y_shape, p_shape, what):
                          f"y_true and y_pred (with tnt.keras.ops, keras.backend or TensorFlow functions)")
     if out.dtype != "float32":
         out = _trace.record("cast", [out], {"dtype": "float32"}, lambda a: a.astype(np.float32))
+    if what == "loss":  # Keras: "No gradients provided for any variable"
+        cut = _trace.gradient_cut(g, yp, out)
+        if cut is not None:
+            code = getattr(call, "__code__", None)
+            where = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code else ""
+            raise TraceError(f"loss {_name_of(fn)!r}{where} has no gradient with respect to y_pred: "
+                             + (f"the operation at {cut} has none, so training would not change the weights"
+                                if cut != "?" else "its result does not depend on y_pred"))
     shape = out.shape
     if shape and shape[0] is not None:
         raise TraceError(f"{what} {_name_of(fn)!r}: its result has shape {shape}: expected the value per sample "
@@ -232,6 +240,9 @@ class StateVariable(SymTensor):
             like = value.like
             flat = ops.reshape(like, (-1, int(np.prod([int(d) for d in like.shape[1:]], dtype=np.int64))))
             value = ops.sum(ops.ones_like(flat[:, 0]))
+        if value is None:
+            raise TraceError(f"{_trace._user_line()}: {self.name}.assign_add(None): the batch size is ops.shape(x)[0] "
+                             f"(x.shape[0] is None while tracing)")
         if not isinstance(value, SymTensor):
             value = _trace.constant(self._graph_for_update, np.asarray(value, np.float32), "float32")
         if value.dtype != "float32":

@@ -479,6 +479,11 @@ def convert_to_tensor(x, dtype=None):
 
 
 def shape(x):
+    """The shape; a traced value's batch axis is the batch size of the data it will run on
+    (_compat_math.BatchDim: for reshape targets, random draws and a metric's sample count)."""
+    if isinstance(x, SymTensor):
+        from tarantella.keras._compat_math import k_shape
+        return k_shape(x)
     return x.shape
 
 
