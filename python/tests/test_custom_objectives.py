@@ -274,3 +274,47 @@ def test_a_loss_without_gradient_names_the_operation(k):
         m.compile("sgd", loss=constant_loss)
     m.compile("sgd", loss="mse", metrics=[argmax_loss])  # as a metric it needs no gradient
     assert np.isfinite(m.evaluate(x, y, verbose=0, return_dict=True)["argmax_loss"])
+
+
+def test_layer_add_loss_joins_the_loss_and_its_gradient(k):
+    """Layer.add_loss in call: the total loss is the compiled loss plus the added loss (a batch's
+    value), reported by evaluate and differentiated by fit (one SGD step against NumPy)."""
+    from tarantella.keras import ops
+    c, lr = 0.01, 0.1
+
+    class Penalized(k.layers.Layer):
+        def call(self, inputs):
+            self.add_loss(c * ops.sum(ops.square(inputs)))
+            return inputs
+
+    x, t = _data(n=12)
+    inp = k.Input(shape=(5,))
+    y = Penalized()(k.layers.Dense(3)(inp))
+    m = k.Model(inp, y)
+    rng = np.random.default_rng(6)
+    w0, b0 = rng.uniform(-0.5, 0.5, (5, 3)).astype(np.float32), rng.uniform(-0.5, 0.5, 3).astype(np.float32)
+    m.set_weights([w0, b0])
+    m.compile(k.optimizers.SGD(lr), loss="mse")
+    yv = x @ w0 + b0
+    want = np.mean((yv - t) ** 2) + c * np.sum(yv ** 2)
+    np.testing.assert_allclose(m.evaluate(x, t, batch_size=12, verbose=0), want, rtol=1e-5)
+    h = m.fit(x, t, batch_size=12, epochs=1, verbose=0, shuffle=False)
+    np.testing.assert_allclose(h.history["loss"][0], want, rtol=1e-5)
+    dy = 2 * (yv - t) / yv.size + 2 * c * yv
+    w1, b1 = m.get_weights()
+    np.testing.assert_allclose(w1, w0 - lr * x.T @ dy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b1, b0 - lr * dy.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_extra_positional_tensor_arguments(k):
+    """A custom layer called as layer(x, y): both tensors are its inputs."""
+    from tarantella.keras import ops
+
+    class Gate(k.layers.Layer):
+        def call(self, x, gate):
+            return x * ops.sigmoid(gate)
+
+    a, b = k.Input(shape=(4,)), k.Input(shape=(4,))
+    m = k.Model([a, b], Gate()(a, b))
+    xa, xb = _data(n=6, out=4)[1], _data(n=6, out=4, seed=1)[1]
+    np.testing.assert_allclose(m.predict([xa, xb], verbose=0), xa / (1 + np.exp(-xb)), rtol=1e-5)

@@ -287,19 +287,29 @@ def intercept(layer, args, kwargs):
     if not flat or not all(_is_kt(t) for t in flat):
         raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
                         f"(tnt.keras.Input or another layer's output); to run it on data build a model")
-    if len(args) > 1:
-        raise NotImplementedError(f"{type(layer).__name__}: extra positional call arguments are not supported")
+    extra = list(args[1:])
+    extra_kts = [t for t in _flat(extra) if _is_kt(t)]
+    if extra_kts and (isinstance(layer, Lambda) or getattr(layer, "_functional_mode", False)):
+        raise NotImplementedError(f"{type(layer).__name__}: extra positional tensor arguments of a Lambda or of a "
+                                  f"layer made of built-in layers are not supported")
     if getattr(layer, "_functional_mode", False):
         return _call_functional(layer, inputs, kwargs)
-    if layer._graph_json is None:
+    if layer._graph_json is None or extra_kts:
+        if layer._graph_json is not None:
+            raise NotImplementedError(f"{type(layer).__name__}: a layer with extra positional tensor arguments "
+                                      f"is called once")
         g, kts = _trace.Graph(), []
         sym = _to_graph(inputs, g, kts)
+        sym_extra = _to_graph(extra, g, kts)
+        layer._all_inputs = list(kts)
+        kwargs = {k: v for k, v in kwargs.items()}
         if isinstance(layer, Lambda):
             outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
         else:
             g.owner = layer  # the layer of the model whose graph this is (nested layers' weights included)
             try:
-                outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
+                outs = _outputs(_call_traced(layer, sym, {**kwargs, "_args": tuple(sym_extra)}, g),
+                                f"{type(layer).__name__}.call")
             except BuiltinInTrace:
                 if any(not w["name"].count("/") for w in g.weights):  # weights of its own
                     raise
@@ -307,8 +317,12 @@ def intercept(layer, args, kwargs):
                     built.built = False
                 layer._functional_mode = True
                 return _call_functional(layer, inputs, kwargs)
-        layer._graph_json = g.to_json(outs)
+        added = list(getattr(g, "added_losses", []))
+        layer._graph_json = g.to_json(outs + added)
         layer._n_traced_outputs = len(outs)
+        layer._n_added_losses = len(added)
+    if extra_kts:  # the extra tensors are more inputs of the layer, after the first argument's
+        return L.Layer.__call__(layer, layer._all_inputs, **kwargs)
     return PASS
 
 
@@ -385,6 +399,8 @@ def custom_config(layer):
                         f"lists, dicts)")
     cfg["name"] = layer.name
     cfg["tnt_ops"] = layer._graph_json
+    if getattr(layer, "_n_added_losses", 0):
+        cfg["tnt_losses"] = layer._n_added_losses
     return L.serialize(cfg)
 
 
@@ -427,8 +443,28 @@ def _install():
     L.Lambda = Lambda
 
 
-def _add_loss(self, *a, **k):
-    raise NotImplementedError(f"{type(self).__name__}.add_loss: losses added by layers are not supported yet")
+def _add_loss(self, losses, inputs=None, **kwargs):
+    """Layer.add_loss inside call: each loss (reduced to a scalar by its sum, as Keras 3) becomes an
+    output of the layer's traced graph that the library adds to the loss fit minimizes and reports
+    (a batch's value counts as the batch's: on p ranks each rank's value weighted by its share)."""
+    import numpy as np
+    from tarantella.keras import ops
+    g = getattr(self, "_tracing_graph", None)
+    if g is None:
+        raise NotImplementedError(f"{type(self).__name__}.add_loss: losses are added inside call (while the layer "
+                                  f"is traced); model.add_loss and add_loss outside call are not supported yet")
+    for v in (losses if isinstance(losses, (list, tuple)) else [losses]):
+        if callable(v) and not isinstance(v, SymTensor):
+            v = v()
+        if not isinstance(v, SymTensor):
+            v = _trace.constant(g, np.float32(np.sum(np.asarray(v, np.float32))), "float32")
+        if v.graph is not g:
+            raise TraceError(f"{type(self).__name__}.add_loss: the loss is a tensor of another traced function")
+        if v.shape != ():
+            v = ops.sum(v)
+        if v.dtype != "float32":
+            v = ops.cast(v, "float32")
+        g.__dict__.setdefault("added_losses", []).append(v)
 
 
 def _call_not_defined(self, inputs, *a, **k):
