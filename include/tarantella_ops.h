@@ -76,7 +76,8 @@ TNT_API tnt_layer *tnt_traced_layer(tnt_opgraph *g, const char *class_name, cons
  * position ((batch, ...), averaged per sample as Keras's sum-over-batch-size) or a scalar (the
  * batch mean). fit differentiates it through the operations' backward; the data-parallel sums
  * stay exact for per-sample losses (a scalar counts as its batch's mean). json NULL: the
- * compiled loss again. tnt_compile clears it. */
+ * compiled loss again. tnt_compile clears it. A graph of y_pred alone reads no labels (a model
+ * whose layers add their losses: fit then takes data without labels). */
 typedef struct tnt_model tnt_model;
 TNT_API tnt_status tnt_model_set_loss_graph(tnt_model *m, int output, const char *json);
 /* A metric of the user's own (Keras's metric function of (y_true, y_pred), traced), after

@@ -318,3 +318,41 @@ def test_extra_positional_tensor_arguments(k):
     m = k.Model([a, b], Gate()(a, b))
     xa, xb = _data(n=6, out=4)[1], _data(n=6, out=4, seed=1)[1]
     np.testing.assert_allclose(m.predict([xa, xb], verbose=0), xa / (1 + np.exp(-xb)), rtol=1e-5)
+
+
+def test_endpoint_layer_with_builtin_loss_and_no_compiled_loss(k):
+    """The endpoint pattern: a layer takes (logits, targets), adds a built-in loss object's value
+    (BinaryCrossentropy(from_logits=True), Keras's formula on traced values) with add_loss; the
+    model compiles without a loss and fits on x alone (a dict by input name)."""
+    import warnings
+    from tarantella.keras import ops
+
+    class Endpoint(k.layers.Layer):
+        def __init__(self, name=None):
+            super().__init__(name=name)
+            self.loss_fn = k.losses.BinaryCrossentropy(from_logits=True)
+            self.acc = k.metrics.BinaryAccuracy()
+
+        def call(self, logits, targets=None):
+            self.add_loss(self.loss_fn(targets, logits))
+            self.acc.update_state(targets, logits)
+            return ops.sigmoid(logits)
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((40, 5)).astype(np.float32)
+    t = rng.integers(0, 2, (40, 2)).astype(np.float32)
+    inp, tgt = k.Input(shape=(5,), name="inputs"), k.Input(shape=(2,), name="targets")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = Endpoint()(k.layers.Dense(2)(inp), tgt)
+    assert any("not logged" in str(w.message) for w in caught)
+    m = k.Model([inp, tgt], out)
+    m.compile(k.optimizers.SGD(0.1))
+    w, b = m.get_weights()
+    z = x @ w + b
+    want = np.mean(np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z))))
+    np.testing.assert_allclose(m.evaluate({"inputs": x, "targets": t}, batch_size=40, verbose=0), want, rtol=1e-5)
+    h = m.fit({"inputs": x, "targets": t}, batch_size=10, epochs=3, verbose=0)
+    assert h.history["loss"][-1] < h.history["loss"][0]
+    with pytest.raises(ValueError, match="no loss given"):
+        _model(k).compile("sgd")

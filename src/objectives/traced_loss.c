@@ -13,6 +13,7 @@ struct tnt__traced_loss {
     tnt_opgraph *g;
     char *json;
     tnt_shape y_shape; /* per sample */
+    int pred_in;       /* y_pred's input: 1, or 0 for a graph of y_pred alone (no labels) */
     tnt__opplan *plan;
     int64_t plan_n;
     void *ws;
@@ -47,25 +48,27 @@ tnt__traced_loss *tnt__traced_loss_new(const char *json, tnt_shape pred_shape, c
     char a[96], b[96];
     tnt_opgraph *g = tnt_opgraph_from_json(json);
     if (!g) return tnt__error_prefix(TNT_ERR_FORMAT, "%s: loss graph: ", who), NULL;
-    if (g->n_inputs != 2 || g->n_outputs != 1) {
-        tnt__error(TNT_ERR_ARG, "%s: a loss graph takes 2 inputs (y_true, y_pred) and gives 1 output, this one %d and %d",
-                   who, g->n_inputs, g->n_outputs);
+    if (g->n_inputs < 1 || g->n_inputs > 2 || g->n_outputs != 1) {
+        tnt__error(TNT_ERR_ARG, "%s: a loss graph takes 2 inputs (y_true, y_pred), or y_pred alone, and gives 1 "
+                   "output, this one %d and %d", who, g->n_inputs, g->n_outputs);
         goto fail;
     }
+    const int pred_in = g->n_inputs - 1;
     if (g->n_weights != 0) {
         tnt__error(TNT_ERR_UNSUPPORTED, "%s: a loss graph with weights of its own (%d) is not supported", who,
                    g->n_weights);
         goto fail;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < g->n_inputs; k++) {
         tnt_shape s = g->inputs[k];
-        bool fits = s.ndim >= 1 && s.dim[0] == TNT_DIM_NONE && (k == 0 || s.ndim == pred_shape.ndim + 1);
+        bool is_pred = k == pred_in;
+        bool fits = s.ndim >= 1 && s.dim[0] == TNT_DIM_NONE && (!is_pred || s.ndim == pred_shape.ndim + 1);
         for (int d = 1; fits && d < s.ndim; d++)
-            fits = s.dim[d] != TNT_DIM_NONE && (k == 0 || s.dim[d] == pred_shape.dim[d - 1]);
+            fits = s.dim[d] != TNT_DIM_NONE && (!is_pred || s.dim[d] == pred_shape.dim[d - 1]);
         if (!fits) {
             tnt__error(TNT_ERR_SHAPE, "%s: the loss graph's %s has shape %s: expected (None%s%s) with the model output %s",
-                       who, k ? "y_pred" : "y_true", tnt_shape_str(s, a, sizeof a), k ? ", " : ", ...",
-                       k ? "..." : "", tnt_shape_str(pred_shape, b, sizeof b));
+                       who, is_pred ? "y_pred" : "y_true", tnt_shape_str(s, a, sizeof a), is_pred ? ", " : ", ...",
+                       is_pred ? "..." : "", tnt_shape_str(pred_shape, b, sizeof b));
             goto fail;
         }
     }
@@ -76,7 +79,8 @@ tnt__traced_loss *tnt__traced_loss_new(const char *json, tnt_shape pred_shape, c
         goto fail;
     }
     t->g = g;
-    t->y_shape = per_sample(g->inputs[0]);
+    t->pred_in = pred_in;
+    t->y_shape = pred_in ? per_sample(g->inputs[0]) : (tnt_shape){.ndim = 1, .dim = {0}};
     t->plan_n = -1;
     return t;
 fail:
@@ -91,8 +95,9 @@ const char *tnt__traced_loss_json(const tnt__traced_loss *t) { return t->json; }
 static tnt_status plan_for(tnt__traced_loss *t, int64_t n) {
     if (t->plan && t->plan_n == n) return TNT_OK;
     drop_plan(t);
-    tnt_shape in[2] = {tnt__shape_with_batch(n, t->y_shape), tnt__shape_with_batch(n, per_sample(t->g->inputs[1]))};
-    if (!(t->plan = tnt__opplan_create(t->g, in, true))) return tnt__error_prefix(TNT_ERR_SHAPE, "loss function: ");
+    tnt_shape in[2] = {tnt__shape_with_batch(n, t->y_shape), tnt__shape_with_batch(n, per_sample(t->g->inputs[t->pred_in]))};
+    if (!(t->plan = tnt__opplan_create(t->g, t->pred_in ? in : in + 1, true)))
+        return tnt__error_prefix(TNT_ERR_SHAPE, "loss function: ");
     tnt_shape os = tnt__opplan_shape(t->plan, t->g->outputs[0]);
     char a[96];
     if (os.ndim > 0 && os.dim[0] != n) {
@@ -125,7 +130,7 @@ tnt_status tnt__traced_loss_compute(tnt__traced_loss *t, int64_t n, const float 
     if (s != TNT_OK) return s;
     const float *ins[2] = {y, pred};
     float *outs[1] = {t->out};
-    tnt__opstep st = {.inputs = ins, .outputs = outs, .workspace = t->ws, .training = true};
+    tnt__opstep st = {.inputs = ins + 1 - t->pred_in, .outputs = outs, .workspace = t->ws, .training = true};
     if ((s = tnt__opplan_forward(t->plan, &st)) != TNT_OK) return tnt__error_prefix(s, "loss function: ");
     const bool scalar = t->out_numel == 1 && tnt__opplan_shape(t->plan, t->g->outputs[0]).ndim == 0;
     const int64_t per = scalar ? 1 : t->out_numel / n;
@@ -148,7 +153,7 @@ tnt_status tnt__traced_loss_compute(tnt__traced_loss *t, int64_t n, const float 
     if (!dpred) return TNT_OK;
     const float *douts[1] = {t->dout};
     float *dins[2] = {NULL, dpred};
-    if ((s = tnt__opplan_backward(t->plan, &st, douts, dins, NULL)) != TNT_OK)
+    if ((s = tnt__opplan_backward(t->plan, &st, douts, dins + 1 - t->pred_in, NULL)) != TNT_OK)
         return tnt__error_prefix(s, "loss function: ");
     return TNT_OK;
 }
@@ -197,6 +202,7 @@ tnt__state_metric *tnt__state_metric_new(const char *update_json, const char *re
         goto fail;
     }
     t->update->plan_n = -1;
+    t->update->pred_in = 1;
     const tnt_opgraph *g = t->update->g;
     if (g->n_inputs != 2 || g->n_weights != 0 || g->inputs[1].ndim != pred_shape.ndim + 1) {
         tnt__error(TNT_ERR_ARG, "%s: the update graph takes 2 inputs (y_true, y_pred of the output's rank) and no "

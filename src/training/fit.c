@@ -114,11 +114,12 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
                           who, tnt_shape_str(xs, a, sizeof a), m->name, tnt_shape_str(m->input_shape, c, sizeof c));
     if (!need_labels) return TNT_OK;
-    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
-    int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
+    int64_t per = b->n && b->y.data ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
     want += weighted;
+    if (!b->y.data && want == 0) return TNT_OK; /* losses that read no labels (a layer's add_loss only) */
+    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
     if (b->n && per != want)
         return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
@@ -152,7 +153,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         c /= positions;
         const float *y = b->y.data;
         if (m->n_outputs > 1 || weighted) {
-            if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
+            if (!labels && !(labels = malloc((size_t)(b->n * per + 1) * sizeof(float))))
                 return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
             for (int64_t i = 0; i < b->n; i++)
                 memcpy(labels + i * lk, b->y.data + i * stride + col, (size_t)lk * sizeof(float));

@@ -105,6 +105,11 @@ def bind(model):
             return None, None
 
     for k, loss in enumerate(_per_output(c["loss"], names)):
+        if isinstance(loss, NoLabelsLoss):
+            g = _trace.Graph()
+            out = loss(None, g.input((None,) + tuple(int(d) for d in shapes[k])))
+            h.set_loss_graph(k, json.dumps(g.to_json([out])))
+            continue
         if is_custom_loss(loss):
             js, ys = traced(loss, k, "loss")
             if js is not None:
@@ -339,3 +344,85 @@ def trace_stateful(metric, y_shape, p_shape):
     if out.dtype != "float32":
         out = ops.cast(out, "float32")
     return update_json, json.dumps(r.to_json([out]))
+
+
+# ---- the library's losses on traced values (a loss object called inside a custom layer) --------
+
+def _traced(v):
+    return isinstance(v, SymTensor)
+
+
+def any_traced(*vs):
+    return any(_traced(v) for v in vs)
+
+
+def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=0.0):
+    """Keras's formula of a built-in loss per sample (reduced over the last axis), on traced values."""
+    from tarantella.keras import ops
+    eps = 1e-7
+    y = ops.cast(y_true, "float32") if _traced(y_true) else np.asarray(y_true, np.float32)
+    if name == "mean_squared_error":
+        return ops.mean(ops.square(y_pred - y), axis=-1)
+    if name == "mean_absolute_error":
+        return ops.mean(ops.abs(y_pred - y), axis=-1)
+    if name == "binary_crossentropy":
+        if label_smoothing:
+            y = y * (1.0 - label_smoothing) + 0.5 * label_smoothing
+        if from_logits:  # max(x, 0) - x y + log(1 + exp(-|x|))
+            per = ops.relu(y_pred) - y_pred * y + ops.log1p(ops.exp(-ops.abs(y_pred)))
+        else:
+            p = ops.clip(y_pred, eps, 1.0 - eps)
+            per = -(y * ops.log(p + eps) + (1.0 - y) * ops.log(1.0 - p + eps))
+        return ops.mean(per, axis=-1)
+    if name in ("categorical_crossentropy", "sparse_categorical_crossentropy"):
+        classes = int(y_pred.shape[-1])
+        if name.startswith("sparse"):
+            idx = ops.cast(y, "int32")
+            if len(idx.shape if _traced(idx) else np.shape(idx)) == len(y_pred.shape):
+                idx = ops.squeeze(idx, axis=-1)
+            y = ops.one_hot(idx, classes)
+        if label_smoothing:
+            y = y * (1.0 - label_smoothing) + label_smoothing / classes
+        if from_logits:
+            return -ops.sum(y * ops.log_softmax(y_pred, axis=-1), axis=-1)
+        p = ops.clip(y_pred / ops.sum(y_pred, axis=-1, keepdims=True), eps, 1.0 - eps)
+        return -ops.sum(y * ops.log(p), axis=-1)
+    raise NotImplementedError(f"loss {name!r} called on traced tensors (inside a custom layer) is not supported; "
+                              f"write it with tnt.keras.ops")
+
+
+def builtin_loss_value(loss, y_true, y_pred, sample_weight=None):
+    """A loss object's __call__ on traced values: the mean over the batch of the weighted
+    per-sample losses (Keras's sum_over_batch_size)."""
+    from tarantella.keras import ops
+    if loss.ignore_class is not None:
+        raise NotImplementedError(f"{type(loss).__name__}: ignore_class on traced tensors is not supported")
+    per = builtin_per_sample(loss._name, y_true, y_pred, loss.from_logits, loss.label_smoothing)
+    if sample_weight is not None:
+        w = ops.cast(sample_weight, "float32") if _traced(sample_weight) else np.asarray(sample_weight, np.float32)
+        w = ops.reshape(w, (-1,)) if len(per.shape) == 1 else w
+        per = per * w
+    return ops.mean(per)
+
+
+class NoLabelsLoss:
+    """compile(loss=None) on a model whose layers add their losses (add_loss): each output's loss is
+    zero and reads no labels (y_true of zero values per sample), so fit takes x alone."""
+    __name__ = "no_loss"
+    labels_shape = (0,)
+
+    def __call__(self, y_true, y_pred):
+        from tarantella.keras import ops
+        return ops.sum(ops.reshape(y_pred, (-1, int(np.prod(y_pred.shape[1:], dtype=np.int64)))) * 0.0, axis=-1)
+
+
+def only_added_losses(model, c):
+    """No loss given to compile, and a layer of the model adds losses."""
+    if c.get("loss") is not None and not isinstance(c.get("loss"), NoLabelsLoss):
+        return False
+    if isinstance(c.get("loss"), NoLabelsLoss):
+        return True
+    if any(getattr(layer, "_n_added_losses", 0) for layer in model._all_layers()):
+        return True
+    raise ValueError(f"compile: model {model.name!r}: no loss given (loss=None) and no layer adds a loss "
+                     f"(add_loss): give compile a loss")

@@ -428,6 +428,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _apply_compile(self):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
+        from tarantella.keras import _custom_objectives
+        if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
+            c["loss"] = _custom_objectives.NoLabelsLoss()
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
@@ -478,7 +481,10 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        given = x
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
+        if x is not given and isinstance(x, tnt_data.Dataset) and x.is_batched:
+            batch_size = None  # Keras ignores batch_size for a PyDataset/Sequence (it makes its batches)
         from tarantella.keras import _submodel
         _submodel.build_from_dict(self, x)
         x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names

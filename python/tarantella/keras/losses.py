@@ -33,7 +33,10 @@ class Loss:
     def __call__(self, y_true, y_pred, sample_weight=None):
         """The loss of a batch as Keras's loss object computes it: sum_i w_i loss_i / batch size."""
         import numpy as np
+        from tarantella.keras import _custom_objectives
         from tarantella.keras.model_api import as_tensor
+        if _custom_objectives.any_traced(y_true, y_pred, sample_weight):  # inside a custom layer's call
+            return _custom_objectives.builtin_loss_value(self, y_true, y_pred, sample_weight)
         kind, from_logits, smoothing, ignore, delta = self._spec()
         if ignore is not None:
             raise NotImplementedError(f"{type(self).__name__}: ignore_class outside fit is not supported")
@@ -157,7 +160,10 @@ class _LossFunction(str):
 
     def __call__(self, y_true, y_pred):
         import numpy as np
+        from tarantella.keras import _custom_objectives
         from tarantella.keras.model_api import as_tensor
+        if _custom_objectives.any_traced(y_true, y_pred):  # in a traced loss or layer: Keras's formula
+            return _custom_objectives.builtin_per_sample(str(self), y_true, y_pred)
         kind, _ = C.loss_kind(str(self))
         y, p = np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32)
         if p.ndim < 2:
