@@ -356,3 +356,17 @@ def test_endpoint_layer_with_builtin_loss_and_no_compiled_loss(k):
     assert h.history["loss"][-1] < h.history["loss"][0]
     with pytest.raises(ValueError, match="no loss given"):
         _model(k).compile("sgd")
+
+
+def test_keyword_tensor_arguments_and_first_argument_by_name(k):
+    """layer(logits=a, targets=b): the first call parameter is the input, the other tensors more inputs."""
+    from tarantella.keras import ops
+
+    class Mix(k.layers.Layer):
+        def call(self, logits, targets=None, scale=2.0):
+            return logits * scale + targets
+
+    a, b = k.Input(shape=(3,)), k.Input(shape=(3,))
+    m = k.Model([a, b], Mix()(logits=a, targets=b, scale=3.0))
+    xa, xb = _data(n=4)[1], _data(n=4, seed=2)[1]
+    np.testing.assert_allclose(m.predict([xa, xb], verbose=0), 3.0 * xa + xb, rtol=1e-6)

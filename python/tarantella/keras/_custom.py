@@ -263,19 +263,40 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
             layer.built = True
             g.built_layers.append(layer)
         kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
+        kw.update(kwargs.get("_kwargs", {}))
         return layer.call(sym_inputs, *kwargs.get("_args", ()), **kw)
     finally:
         layer._tracing_graph = None
 
 
+def _first_call_parameter(layer):
+    try:
+        params = list(inspect.signature(layer.call).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return params[0].name if params and params[0].kind in (params[0].POSITIONAL_ONLY,
+                                                           params[0].POSITIONAL_OR_KEYWORD) else None
+
+
+def _user_kwargs(kwargs):
+    """A call's keyword arguments of the user's call signature (not Keras's training/mask)."""
+    return {k: v for k, v in kwargs.items() if k not in ("training", "mask", "inputs")}
+
+
 def intercept(layer, args, kwargs):
     """Layer.__call__'s first step: traces the user's layers; PASS lets the ordinary call go on."""
+    if not args and "inputs" not in kwargs and getattr(layer, "_custom", False):
+        first = _first_call_parameter(layer)  # call(logits=..., targets=...): the first one is the input
+        if first in kwargs:
+            kwargs = dict(kwargs)
+            args = (kwargs.pop(first),)
     inputs = args[0] if args else kwargs.get("inputs")
     flat = _flat(inputs)
     if any(isinstance(t, SymTensor) for t in flat):  # a layer called inside a traced call
         if getattr(layer, "_custom", False):
             inner = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
-            return _call_traced(layer, inputs, {**inner, "_args": args[1:]}, flat[0].graph, layer.name + "/")
+            return _call_traced(layer, inputs, {**inner, "_args": args[1:], "_kwargs": _user_kwargs(kwargs)},
+                                flat[0].graph, layer.name + "/")
         simple = _weightless_builtin(layer, inputs)
         if simple is not None:
             return simple
@@ -287,8 +308,11 @@ def intercept(layer, args, kwargs):
     if not flat or not all(_is_kt(t) for t in flat):
         raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
                         f"(tnt.keras.Input or another layer's output); to run it on data build a model")
-    extra = list(args[1:])
-    extra_kts = [t for t in _flat(extra) if _is_kt(t)]
+    extra, ukw = list(args[1:]), _user_kwargs(kwargs)
+    extra_kts = [t for t in _flat([extra, ukw]) if _is_kt(t)]
+    if ukw and not extra_kts and isinstance(layer, Lambda):
+        raise TypeError(f"Lambda {layer.name!r}: unsupported call arguments {sorted(ukw)} (give them in arguments=)")
+    extra_kts = extra_kts or ([None] if ukw else [])  # other keyword arguments: passed to call, traced
     if extra_kts and (isinstance(layer, Lambda) or getattr(layer, "_functional_mode", False)):
         raise NotImplementedError(f"{type(layer).__name__}: extra positional tensor arguments of a Lambda or of a "
                                   f"layer made of built-in layers are not supported")
@@ -301,14 +325,15 @@ def intercept(layer, args, kwargs):
         g, kts = _trace.Graph(), []
         sym = _to_graph(inputs, g, kts)
         sym_extra = _to_graph(extra, g, kts)
+        sym_kw = _to_graph(ukw, g, kts)
         layer._all_inputs = list(kts)
-        kwargs = {k: v for k, v in kwargs.items()}
+        kwargs = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
         if isinstance(layer, Lambda):
             outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
         else:
             g.owner = layer  # the layer of the model whose graph this is (nested layers' weights included)
             try:
-                outs = _outputs(_call_traced(layer, sym, {**kwargs, "_args": tuple(sym_extra)}, g),
+                outs = _outputs(_call_traced(layer, sym, {**kwargs, "_args": tuple(sym_extra), "_kwargs": sym_kw}, g),
                                 f"{type(layer).__name__}.call")
             except BuiltinInTrace:
                 if any(not w["name"].count("/") for w in g.weights):  # weights of its own
@@ -322,7 +347,8 @@ def intercept(layer, args, kwargs):
         layer._n_traced_outputs = len(outs)
         layer._n_added_losses = len(added)
     if extra_kts:  # the extra tensors are more inputs of the layer, after the first argument's
-        return L.Layer.__call__(layer, layer._all_inputs, **kwargs)
+        all_in = layer._all_inputs
+        return L.Layer.__call__(layer, all_in if len(all_in) > 1 else all_in[0], **kwargs)
     return PASS
 
 
