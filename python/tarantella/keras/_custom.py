@@ -498,3 +498,52 @@ def _call_not_defined(self, inputs, *a, **k):
 
 
 _install()
+
+
+def model_add_loss(model, losses):
+    """Model.add_loss(tensor) on a functional model: the loss, computed from the model's tensors
+    (its operations fused into one graph), becomes an added loss of a traced layer placed on the
+    model's first output (which it passes through), and the model is built again with its weights."""
+    import numpy as np
+    from tarantella.keras import ops
+    from tarantella.keras.engine import _walk
+    if getattr(model, "_kind", None) != "functional":
+        raise NotImplementedError(f"{type(model).__name__}.add_loss: losses added to a Sequential or subclassed "
+                                  f"model are not supported (add them in a layer's call)")
+    items = losses if isinstance(losses, (list, tuple)) else [losses]
+    for v in items:
+        if callable(v) and not _is_kt(v):
+            v = v()
+        if not _is_kt(v):
+            raise NotImplementedError(f"{model.name}.add_loss: {type(v).__name__} (a loss computed from the "
+                                      f"model's tensors is supported)")
+        g, kts, memo = _trace.Graph(), [], {}
+        out0 = _to_graph(model._outputs[0], g, kts)
+        loss = _to_graph_fused(v, g, kts, memo)
+        if loss.shape != ():
+            loss = ops.sum(loss)
+        if loss.dtype != "float32":
+            loss = ops.cast(loss, "float32")
+        through = ops.identity(out0)
+        layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
+                            {"function": "add_loss", "tnt_losses": 1}, 1)
+        layer._n_added_losses = 1
+        res = layer(kts if len(kts) > 1 else kts[0])
+        model._outputs[0] = res
+    old = {}
+    if model._h is not None:
+        old = {n: w for (n, _), w in zip(model._h.weights_info(), model._h.get_weights())}
+    pairs, _ = _walk(model._outputs)
+    seen, layers = set(), []
+    for layer, ni in sorted(pairs, key=lambda p: p[0]._nodes[p[1]].order):
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            layers.append(layer)
+    model._layers = layers
+    model._h = None
+    h = model._handle()
+    ws = h.get_weights()
+    for i, (n, _) in enumerate(h.weights_info()):
+        if n in old and np.shape(old[n]) == np.shape(ws[i]):
+            ws[i] = old[n]
+    h.set_weights(ws)

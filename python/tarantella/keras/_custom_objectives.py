@@ -356,6 +356,11 @@ def any_traced(*vs):
     return any(_traced(v) for v in vs)
 
 
+def any_model_tensor(*vs):
+    from tarantella.keras.layers import KerasTensor
+    return any(isinstance(v, KerasTensor) for v in vs)
+
+
 def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=0.0):
     """Keras's formula of a built-in loss per sample (reduced over the last axis), on traced values."""
     from tarantella.keras import ops
@@ -422,7 +427,8 @@ def only_added_losses(model, c):
         return False
     if isinstance(c.get("loss"), NoLabelsLoss):
         return True
-    if any(getattr(layer, "_n_added_losses", 0) for layer in model._all_layers()):
+    if any(getattr(layer, "_n_added_losses", 0) or (getattr(layer, "_config", None) or {}).get("tnt_losses")
+           for layer in model._all_layers()):
         return True
     raise ValueError(f"compile: model {model.name!r}: no loss given (loss=None) and no layer adds a loss "
                      f"(add_loss): give compile a loss")

@@ -167,6 +167,12 @@ class Model(ModelAPI, metaclass=_ModelType):
         self._layers = layers
         self._handle()  # the input shapes are known: build now, shape errors show here
 
+    def add_loss(self, losses):
+        """Keras's model.add_loss(tensor): a loss computed from the model's tensors, added to the
+        compiled loss (keras/_custom.py: model_add_loss)."""
+        from tarantella.keras import _custom
+        _custom.model_add_loss(self, losses)
+
     def call(self, inputs, training=None, mask=None):
         raise NotImplementedError
 
