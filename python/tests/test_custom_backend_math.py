@@ -43,8 +43,7 @@ def test_backend_elementwise_formulas(k):
 
 def test_shape_and_random_normal_keyed_on_the_batch(k):
     """The reparameterization of variational_autoencoder: K.random_normal(shape=(K.shape(z)[0], dim)),
-    standard normal draws shaped by the batch of the data (one batch: predict's batches draw alike, the
-    random operations being keyed on the sample's index within the batch there)."""
+    standard normal draws shaped by the batch of the data, new ones in every batch of predict."""
     from tarantella.keras import backend as K
     x = np.zeros((4000, 3), np.float32)
 
@@ -52,10 +51,12 @@ def test_shape_and_random_normal_keyed_on_the_batch(k):
         batch, dim = K.shape(t)[0], K.int_shape(t)[1]
         return t + 2.0 * K.random_normal(shape=(batch, dim))
 
-    out = _run(k, sample, x, batch_size=4000)
-    assert out.shape == (4000, 3)
-    assert abs(out.mean()) < 0.1 and abs(out.std() - 2.0) < 0.1
-    assert abs(np.corrcoef(out[:, 0], out[:, 1])[0, 1]) < 0.1
+    for batch_size in (4000, 32):  # every batch draws its own values
+        out = _run(k, sample, x, batch_size=batch_size)
+        assert out.shape == (4000, 3)
+        assert abs(out.mean()) < 0.1 and abs(out.std() - 2.0) < 0.1
+        assert abs(np.corrcoef(out[:, 0], out[:, 1])[0, 1]) < 0.1
+        assert abs(np.corrcoef(out[:-32].ravel(), out[32:].ravel())[0, 1]) < 0.1
     with pytest.raises(NotImplementedError, match="batch size"):
         _run(k, lambda t: t + K.random_normal(shape=(4, 3)), x[:4])
 

@@ -529,7 +529,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     tnt_status local = TNT_OK;
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
         tnt_batch b;
-        tnt__step st = {0};
+        /* each batch its own draws of the random operations that run in inference (a traced
+         * random_normal), the same on every rank: keyed on the batch index and the model's seed */
+        tnt__step st = {.seed = tnt__hash64(m->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(step + 1)))};
         int r = tnt__feed_next(&f, &b, &st);
         if (r <= 0) {
             local = (tnt_status)r;
