@@ -80,6 +80,8 @@ TNT_API tnt_layer *tnt_traced_layer(tnt_opgraph *g, const char *class_name, cons
  * whose layers add their losses: fit then takes data without labels). */
 typedef struct tnt_model tnt_model;
 TNT_API tnt_status tnt_model_set_loss_graph(tnt_model *m, int output, const char *json);
+/* Label values per sample that output's loss graph reads; -1 when output has no loss graph. */
+TNT_API int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output);
 /* A metric of the user's own (Keras's metric function of (y_true, y_pred), traced), after
  * tnt_compile (which clears it): the graph as for a loss, logged under name as the mean of its
  * per-sample values over the samples seen (sums over ranks, exact), on output (of several: one

@@ -413,3 +413,45 @@ def test_added_losses_survive_a_file(k, tmp_path, ext):
     back.compile(k.optimizers.SGD(0.05))
     np.testing.assert_allclose(back.evaluate(x, batch_size=24, verbose=0), m.evaluate(x, batch_size=24, verbose=0),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("ext", [".h5", ".keras"])
+def test_custom_loss_in_a_file_trains_in_tnt_train(k, tmp_path, ext):
+    """A model compiled with a loss function: the file names the loss as Keras does and carries its
+    graph (tnt_loss_graphs) where Keras does not look, so load_model compiles with it and tnt-train
+    resumes training with it, without Python, as fit does."""
+    import os
+    from conftest import BIN, run
+    from tarantella.keras import ops
+
+    def weighted_sparse_ce(y_true, y_pred):
+        onehot = ops.one_hot(ops.cast(y_true, "int32"), 3)
+        return -ops.sum(onehot * ops.log(ops.clip(y_pred, 1e-7, 1.0)) * np.array([1.0, 2.0, 0.5]), axis=-1)
+
+    x, _ = _data(n=48)
+    labels = np.random.default_rng(3).integers(0, 3, size=(48,)).astype(np.float32)
+    m = _model(k, act="softmax")
+    m.compile(k.optimizers.SGD(0.05), loss=weighted_sparse_ce)
+    m.fit(x, labels, batch_size=16, epochs=1, verbose=0)
+    path = str(tmp_path / f"m{ext}")
+    m.save(path)
+    if ext == ".h5":
+        import h5py
+        with h5py.File(path, "r") as f:
+            tc = json.loads(f.attrs["training_config"])
+    else:
+        import zipfile
+        with zipfile.ZipFile(path) as z:
+            tc = json.loads(z.read("config.json"))["compile_config"]
+    assert tc["loss"] == "weighted_sparse_ce" and tc["tnt_loss_graphs"][0]["format"] == "tnt_ops"
+    back = k.models.load_model(path)
+    np.testing.assert_allclose(back.evaluate(x, labels, verbose=0), m.evaluate(x, labels, verbose=0), rtol=1e-6)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", labels)
+    run([os.path.join(BIN, "tnt-train"), path, "--data", f"npy:{tmp_path / 'x.npy'},{tmp_path / 'y.npy'}",
+         "--epochs", "1", "--batch_size", "16", "--verbose", "0", "--save", str(tmp_path / f"c{ext}")],
+        env={"OMP_NUM_THREADS": "1"})
+    back.fit(x, labels, batch_size=16, epochs=1, verbose=0)  # shuffled with the same default seed, 42
+    c = k.models.load_model(str(tmp_path / f"c{ext}"))
+    for a, b in zip(back.get_weights(), c.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

@@ -6,7 +6,9 @@
 #include "core/core.h"
 #include "ops/ops.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 struct tnt__traced_loss {
@@ -14,6 +16,7 @@ struct tnt__traced_loss {
     char *json;
     tnt_shape y_shape; /* per sample */
     int pred_in;       /* y_pred's input: 1, or 0 for a graph of y_pred alone (no labels) */
+    char name[64];     /* the graph's "name" */
     tnt__opplan *plan;
     int64_t plan_n;
     void *ws;
@@ -80,6 +83,10 @@ tnt__traced_loss *tnt__traced_loss_new(const char *json, tnt_shape pred_shape, c
     }
     t->g = g;
     t->pred_in = pred_in;
+    cJSON *root = cJSON_Parse(json);
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(root, "name");
+    snprintf(t->name, sizeof t->name, "%s", cJSON_IsString(nm) && nm->valuestring[0] ? nm->valuestring : "traced_loss");
+    cJSON_Delete(root);
     t->y_shape = pred_in ? per_sample(g->inputs[0]) : (tnt_shape){.ndim = 1, .dim = {0}};
     t->plan_n = -1;
     return t;
@@ -91,6 +98,7 @@ fail:
 int64_t tnt__traced_loss_labels(const tnt__traced_loss *t) { return tnt_shape_numel(t->y_shape); }
 
 const char *tnt__traced_loss_json(const tnt__traced_loss *t) { return t->json; }
+const char *tnt__traced_loss_name(const tnt__traced_loss *t) { return t->name; }
 
 static tnt_status plan_for(tnt__traced_loss *t, int64_t n) {
     if (t->plan && t->plan_n == n) return TNT_OK;

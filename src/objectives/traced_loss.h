@@ -15,8 +15,9 @@ tnt__traced_loss *tnt__traced_loss_new(const char *json, tnt_shape pred_shape, c
 void tnt__traced_loss_free(tnt__traced_loss *t);
 /* Label values per sample (y_true's shape without the batch axis). */
 int64_t tnt__traced_loss_labels(const tnt__traced_loss *t);
-/* The graph's JSON (owned by t). */
+/* The graph's JSON (owned by t), and its "name" (the user's function's; "traced_loss" if none). */
 const char *tnt__traced_loss_json(const tnt__traced_loss *t);
+const char *tnt__traced_loss_name(const tnt__traced_loss *t);
 
 /* n samples: pred (n, pred_shape), y (n, labels). The graph's result is the loss per sample
  * ((n,)), per position ((n, ...): sample i's loss is the mean over its positions, as Keras's

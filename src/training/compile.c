@@ -263,3 +263,8 @@ tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int
     if (!result_json) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_state_graphs: result_json is NULL");
     return add_metric(m, name, output, update_json, result_json);
 }
+
+int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output) {
+    if (!m || output < 0 || output >= m->n_outputs || !m->traced_loss[output]) return -1;
+    return tnt__traced_loss_labels(m->traced_loss[output]);
+}

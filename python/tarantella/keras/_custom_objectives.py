@@ -65,7 +65,9 @@ def trace(fn, y_shape, p_shape, what):
     if shape and shape[0] is not None:
         raise TraceError(f"{what} {_name_of(fn)!r}: its result has shape {shape}: expected the value per sample "
                          f"(batch axis first) or a scalar")
-    return json.dumps(g.to_json([out]))
+    js = g.to_json([out])
+    js["name"] = str(_name_of(fn))  # the loss's name in a saved file's training_config, as Keras writes it
+    return json.dumps(js)
 
 
 def _per_output(spec, names):
