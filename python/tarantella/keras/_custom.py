@@ -256,6 +256,7 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
     """Builds (once) and runs layer.call on the graph g's tensors."""
     layer._tracing_graph = g
     layer._weight_prefix = prefix
+    _TRACING.append(g)
     try:
         if not getattr(layer, "built", False):
             shapes = [t.shape for t in sym_inputs] if isinstance(sym_inputs, (list, tuple)) else sym_inputs.shape
@@ -266,6 +267,7 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
         kw.update(kwargs.get("_kwargs", {}))
         return layer.call(sym_inputs, *kwargs.get("_args", ()), **kw)
     finally:
+        _TRACING.pop()
         layer._tracing_graph = None
 
 
@@ -304,6 +306,12 @@ def intercept(layer, args, kwargs):
                              f"a custom layer with weights of its own is not supported yet; write it with "
                              f"tnt.keras.ops")
     if not getattr(layer, "_custom", False) and not isinstance(layer, Lambda):
+        if flat and all(_is_data(v) for v in flat) and not isinstance(inputs, dict):
+            if _TRACING:  # a built-in layer on constants inside a traced call: the call runs functionally
+                raise BuiltinInTrace(f"{layer.class_name} {layer.name!r} called on a constant")
+            if _FUNCTIONAL_INPUTS and _FUNCTIONAL_INPUTS[-1]:
+                const = _batched_constant(_FUNCTIONAL_INPUTS[-1][0], inputs)
+                return L.Layer.__call__(layer, const, *args[1:], **{k: v for k, v in kwargs.items() if k != "inputs"})
         return PASS
     if not flat or not all(_is_kt(t) for t in flat):
         raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
@@ -375,6 +383,10 @@ def _weightless_builtin(layer, x):
     return None
 
 
+_FUNCTIONAL_INPUTS = []  # the model tensors of the custom layers whose call runs functionally, innermost last
+_TRACING = []            # the graphs of the traced calls under way, innermost last
+
+
 def _call_functional(layer, inputs, kwargs):
     """A custom layer made of built-in layers (a Transformer block): its call runs on the model's
     tensors, so its layers and operations become the model's own (as if written inline)."""
@@ -382,7 +394,32 @@ def _call_functional(layer, inputs, kwargs):
         layer.build([t.shape for t in inputs] if isinstance(inputs, (list, tuple)) else inputs.shape)
         layer.built = True
     kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
-    return layer.call(inputs, **kw)
+    _FUNCTIONAL_INPUTS.append([t for t in _flat(inputs) if _is_kt(t)])
+    try:
+        return layer.call(inputs, **kw)
+    finally:
+        _FUNCTIONAL_INPUTS.pop()
+
+
+def _is_data(v):
+    import numpy as np
+    return isinstance(v, (np.ndarray, np.generic, int, float)) or (
+        isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, (int, float, np.generic)) for x in v))
+
+
+def _batched_constant(ref, value):
+    """A constant (positions = ops.arange(maxlen)) as a model tensor: the value for every sample of
+    ref's batch, so that a built-in layer (an Embedding) runs on it inside the model."""
+    import numpy as np
+    from tarantella.keras import ops
+    a = np.asarray(value, np.float32)
+
+    def constant(r):
+        flat = ops.reshape(r, (-1, int(np.prod([int(d) for d in r.shape[1:]], dtype=np.int64))))
+        zero = ops.reshape(ops.zeros_like(flat[:, :1]), (-1,) + (1,) * a.ndim)
+        return zero + a
+    constant.__name__ = "constant"
+    return functional_op(constant, (ref,), {})
 
 
 def sequential_json(model, shape):
