@@ -229,9 +229,8 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     if g is None:
         raise TraceError(f"{where}: weights are made while the layer is built (in build or call, when the layer is "
                          f"first called on a tensor)")
-    for what, v in (("regularizer", regularizer), ("constraint", constraint)):
-        if v is not None:
-            raise NotImplementedError(f"{where}: a {what} on a traced layer's weight is not supported yet")
+    if constraint is not None:
+        raise NotImplementedError(f"{where}: a constraint on a traced layer's weight is not supported yet")
     prefix = getattr(self, "_weight_prefix", "")
     if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
         raise NotImplementedError(f"{where}: dtype {dtype!r} (a traced layer's weights are float32)")
@@ -241,7 +240,35 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     if values is not None:  # set once the model is built; kept on the layer the graph belongs to
         owner = getattr(g, "owner", None) or self
         owner.__dict__.setdefault("_initial_values", {})[wname] = values
+    if regularizer is not None:  # Keras adds the penalty to the loss: an added loss of the graph
+        g.__dict__.setdefault("added_losses", []).append(_weight_penalty(regularizer, t, where))
     return t
+
+
+def _weight_penalty(regularizer, w, where):
+    """regularizer(w) on the traced weight: Keras's L1/L2/L1L2 (names or objects) or a function."""
+    from tarantella.keras import ops, regularizers
+    if isinstance(regularizer, (str, dict)):
+        regularizer = regularizers.get(regularizer)
+    cls = getattr(regularizer, "class_name", None)
+    if cls in ("L1", "L2", "L1L2"):
+        cfg = regularizer.get_config()
+        l1, l2 = float(cfg.get("l1", 0.0)), float(cfg.get("l2", 0.0))
+        terms = ([l1 * ops.sum(ops.abs(w))] if l1 else []) + ([l2 * ops.sum(ops.square(w))] if l2 else [])
+        penalty = terms[0] if terms else ops.sum(w) * 0.0
+        for t in terms[1:]:
+            penalty = penalty + t
+    elif cls is None and callable(regularizer):
+        penalty = regularizer(w)
+        if not isinstance(penalty, SymTensor):
+            raise TraceError(f"{where}: the regularizer returned {type(penalty).__name__}, expected a tensor of the "
+                             f"weight")
+        if penalty.shape != ():
+            penalty = ops.sum(penalty)
+    else:
+        raise NotImplementedError(f"{where}: regularizer {cls or type(regularizer).__name__} on a traced layer's "
+                                  f"weight is not supported (L1, L2, L1L2 or a function)")
+    return penalty
 
 
 def _accepts(fn, arg):
