@@ -90,3 +90,19 @@ def test_one_hot_on_data_and_dict_outputs(k):
     assert set(out) == {"a", "b"} and out["a"].shape == (5, 2) and out["b"].shape == (5, 1)
     w = m.get_weights()
     np.testing.assert_allclose(out["a"], x @ w[0] + w[1], rtol=1e-5)
+
+
+def test_ops_on_data_run_at_once(k):
+    """Keras 3's ops take NumPy data: the shape and reduction operations compute at once (a
+    PatchEncoder's positions = ops.expand_dims(ops.arange(n), 0)); operations that exist only in
+    traced code say so."""
+    from tarantella.keras import ops
+    np.testing.assert_array_equal(ops.expand_dims(ops.arange(0, 4), axis=0), [[0, 1, 2, 3]])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(ops.sum(x, axis=1), [3, 12])
+    np.testing.assert_allclose(ops.mean(x), 2.5)
+    np.testing.assert_array_equal(ops.tile(ops.expand_dims(x, -1), [1, 1, 2]).shape, (2, 3, 2))
+    np.testing.assert_allclose(ops.matmul(x, x.T), x @ x.T)
+    np.testing.assert_array_equal(ops.argmax(x, axis=-1), [2, 2])
+    with pytest.raises(TypeError, match="gelu: expected a symbolic tensor"):
+        ops.gelu(x)

@@ -168,10 +168,25 @@ def gradient_cut(g, source, out):
     return cut or "?"
 
 
+# operations whose np_fn computes the values themselves: on plain arrays they run at once (as
+# Keras 3's ops take NumPy data); the others' np_fn give shapes only
+EAGER = {"reshape", "transpose", "expand_dims", "squeeze", "broadcast_to", "concatenate", "stack", "split", "tile",
+         "repeat", "take", "cast", "cumsum", "matmul", "einsum", "argmax", "argmin", "sum", "mean", "max", "min",
+         "prod", "var", "std", "any", "all", "slice"}
+
+
 def record(op, inputs, attrs, np_fn, n_out=1):
     """Appends one operation on the SymTensors inputs; np_fn computes the outputs' NumPy dummies
     (shape and dtype) from the inputs' dummies. Returns the output tensor (a list if n_out > 1)."""
-    g = inputs[0].graph
+    if not any(isinstance(t, SymTensor) for t in inputs):  # plain data
+        if op not in EAGER:
+            raise TypeError(f"{op}: expected a symbolic tensor, got {', '.join(type(t).__name__ for t in inputs)} "
+                            f"(this operation runs on traced tensors only)")
+        with np.errstate(all="ignore"):
+            r = np_fn(*[np.asarray(t) for t in inputs])
+        fix = (lambda a: np.asarray(a).astype(np.float32) if np.asarray(a).dtype == np.float64 else np.asarray(a))
+        return [fix(a) for a in r] if n_out > 1 else fix(r)
+    g = next(t for t in inputs if isinstance(t, SymTensor)).graph
     for t in inputs:
         if t.graph is not g:
             raise TraceError(f"{_user_line()}: {op} on tensors of two different traces")

@@ -48,8 +48,12 @@ def _t(x, g, like=None):
     """x as a tensor of graph g (numbers and arrays become constants of like's float-ness)."""
     if isinstance(x, SymTensor):
         return x
-    if g is None:
-        raise TypeError(f"expected a symbolic tensor, got {type(x).__name__} (tnt.keras.ops run on traced tensors)")
+    if g is None:  # plain data: the operation runs at once where it can (_trace.EAGER)
+        if isinstance(x, (list, tuple)) and x and not _builtins.all(isinstance(v, (int, float, bool, np.generic))
+                                                                    for v in np.ravel(np.asarray(x, object))):
+            raise TypeError(f"expected a symbolic tensor, got {type(x).__name__} (tnt.keras.ops run on traced "
+                            f"tensors)")
+        return np.asarray(x)
     a = np.asarray(x)
     dt = None
     if like is not None and like.dtype == "float32" and a.dtype != np.bool_:
