@@ -527,6 +527,25 @@ static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+static PyObject *model_set_loss_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *json = NULL;
+    if (!PyArg_ParseTuple(args, "iz", &output, &json)) return NULL;
+    tnt_status s = tnt_model_set_loss_graph(self->m, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *model_add_metric_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *name, *json, *result_json = NULL;
+    if (!PyArg_ParseTuple(args, "sis|z", &name, &output, &json, &result_json)) return NULL;
+    tnt_status s = result_json ? tnt_model_add_metric_state_graphs(self->m, name, output, json, result_json)
+                               : tnt_model_add_metric_graph(self->m, name, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
 /* ---- fit, evaluate, predict ---------------------------------------------------------------- */
 
 static PyObject *logs_dict(const tnt_logs *logs) {
@@ -787,6 +806,11 @@ static PyMethodDef model_methods[] = {
     {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
     {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
+    {"set_loss_graph", (PyCFunction)model_set_loss_graph, METH_VARARGS,
+     "set_loss_graph(output, json or None): output's loss is the traced loss function (after compile)."},
+    {"add_metric_graph", (PyCFunction)model_add_metric_graph, METH_VARARGS,
+     "add_metric_graph(name, output, json[, result_json]): a traced metric function on output, or a Metric "
+     "class's update and result graphs (after compile)."},
     {"fit", (PyCFunction)(void (*)(void))model_fit, METH_VARARGS | METH_KEYWORDS, "fit(...) -> [logs per epoch]."},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS, "evaluate(...) -> logs."},
     {"predict", (PyCFunction)(void (*)(void))model_predict, METH_VARARGS | METH_KEYWORDS, "predict(...) -> array."},

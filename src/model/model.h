@@ -12,6 +12,7 @@
 #include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
+#define TNT__METRIC_STATE_MAX 256 /* doubles of state of the user's Metric classes, all together */
 #define TNT_MAX_METRICS 16
 #define TNT_MAX_IO 8 /* model inputs and outputs */
 
@@ -124,11 +125,16 @@ struct tnt_model {
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    struct tnt__traced_loss *traced_loss[TNT_MAX_IO]; /* the user's loss function; NULL: output_loss */
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
     signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
+    struct tnt__traced_loss *traced_metric[TNT_MAX_METRICS]; /* metric j is the user's function; NULL: built in */
+    struct tnt__state_metric *state_metric[TNT_MAX_METRICS];  /* metric j is the user's Metric with state */
+    int64_t state_metric_off[TNT_MAX_METRICS];               /* its state's place in the pass's state */
+    int64_t n_metric_state;                                   /* doubles of state of all of them */
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */

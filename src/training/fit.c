@@ -12,6 +12,7 @@
 #include "training/parallel.h"
 #include "training/progress.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -26,6 +27,7 @@ typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
     double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
+    double state[TNT__METRIC_STATE_MAX]; /* the user's Metric classes' state (m->state_metric) */
     double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
 } accum;
 
@@ -50,7 +52,8 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
             if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
             int slot = m->curve_slot[o][k];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
+                          m->state_metric[k] ? tnt__state_metric_result(m->state_metric[k], a->state + m->state_metric_off[k])
+                          : slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
                                     : tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
@@ -62,6 +65,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
         acc->out_loss[o] += step->out_loss[o];
         for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
     }
+    for (int64_t i = 0; i < m->n_metric_state; i++) acc->state[i] += step->state[i];
     for (int i = 0; i < TNT__CURVE_SLOTS; i++)
         for (int t = 0; t < TNT__CURVE_SIZE; t++) acc->curve[i][t] += step->curve[i][t];
 }
@@ -69,10 +73,14 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
  * last, the classes), others one per output value. */
 static int64_t labels_per_sample(const tnt_model *m, int k) {
+    if (m->traced_loss[k]) return tnt__traced_loss_labels(m->traced_loss[k]);
     tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
     return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
+
+/* Metric j is the user's (a traced function or a Metric class), not a built-in one. */
+static bool user_metric(const tnt_model *m, int j) { return m->traced_metric[j] || m->state_metric[j]; }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
@@ -119,11 +127,12 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
                           who, tnt_shape_str(xs, a, sizeof a), m->name, tnt_shape_str(m->input_shape, c, sizeof c));
     if (!need_labels) return TNT_OK;
-    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
-    int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
+    int64_t per = b->n && b->y.data ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
     want += weights_per_sample(m, b, weighted);
+    if (!b->y.data && want == 0) return TNT_OK; /* losses that read no labels (a layer's add_loss only) */
+    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
     if (b->n && per != want)
         return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
@@ -158,7 +167,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         c /= positions;
         const float *y = b->y.data;
         if (m->n_outputs > 1 || weighted) {
-            if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
+            if (!labels && !(labels = malloc((size_t)(b->n * per + 1) * sizeof(float))))
                 return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
             for (int64_t i = 0; i < b->n; i++)
                 memcpy(labels + i * lk, b->y.data + i * stride + col, (size_t)lk * sizeof(float));
@@ -176,14 +185,45 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         /* the metrics read the labels as this output's loss lays them out */
         tnt__metric mets[TNT_MAX_METRICS];
         for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
-        if (!weighted) {
+        if (m->traced_loss[k]) {
+            /* the user's loss function: per-sample losses (weighted), metrics as unweighted or weighted below */
+            float *sw = NULL;
+            if (weighted && !(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
+                s = tnt__error(TNT_ERR_NOMEM, "loss: out of memory for sample weights");
+                break;
+            }
+            for (int64_t i = 0; weighted && i < b->n; i++) sw[i] = b->y.data[i * stride + per];
+            s = tnt__traced_loss_compute(m->traced_loss[k], b->n, in, y, sw, w * inv_batch, grad, &loss_sum);
+            for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
+                if (lk != numel) { /* built-in metrics read one label per output value */
+                    s = tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld "
+                                   "values per sample for an output of %lld", mets[j].name, (long long)lk,
+                                   (long long)numel);
+                    break;
+                }
+                for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
+                    double wi = sw ? sw[i] : 1.0, ms = 0, mc = 0;
+                    if (m->curve_slot[k][j] >= 0) {
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                                              acc->curve[m->curve_slot[k][j]]);
+                        continue;
+                    }
+                    s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
+                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                }
+            }
+            free(sw);
+            if (s != TNT_OK) break;
+            loss_sum *= (double)positions; /* already per sample */
+        } else if (!weighted) {
             s = tnt__loss_compute_opts(kind, logits, m->loss_opts, rows, c, in, y,
                                        w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
             if (s != TNT_OK) break;
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
                 if (m->curve_slot[k][j] >= 0)
                     s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
-                else if (tnt__metric_on_output(&mets[j], k))
+                else if (tnt__metric_on_output(&mets[j], k) && !user_metric(m, j))
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
@@ -204,7 +244,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
-                    if (!tnt__metric_on_output(&mets[j], k)) continue;
+                    if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
                     acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
@@ -212,6 +252,39 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             }
             if (s != TNT_OK) break;
         }
+        /* the user's metric functions on this output: the mean of their per-sample values */
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+            if (!m->traced_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
+            if (tnt__traced_loss_labels(m->traced_metric[j]) != lk) {
+                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its function takes %lld label values per sample, output "
+                               "%d has %lld", mets[j].name, (long long)tnt__traced_loss_labels(m->traced_metric[j]), k,
+                               (long long)lk);
+                break;
+            }
+            float *sw = NULL;
+            double wsum = (double)b->n;
+            if (weighted) {
+                if (!(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
+                    s = tnt__error(TNT_ERR_NOMEM, "metric: out of memory for sample weights");
+                    break;
+                }
+                wsum = 0;
+                for (int64_t i = 0; i < b->n; i++) wsum += sw[i] = b->y.data[i * stride + per];
+            }
+            s = tnt__traced_loss_compute(m->traced_metric[j], b->n, pred, y, sw, 0.0, NULL, &acc->sum[k][j]);
+            acc->count[k][j] += wsum;
+            free(sw);
+        }
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) { /* the user's Metric classes: their state */
+            if (!m->state_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
+            if (tnt__state_metric_labels(m->state_metric[j]) != lk)
+                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, output %d "
+                               "has %lld", mets[j].name, (long long)tnt__state_metric_labels(m->state_metric[j]), k,
+                               (long long)lk);
+            else
+                s = tnt__state_metric_update(m->state_metric[j], b->n, pred, y, acc->state + m->state_metric_off[j]);
+        }
+        if (s != TNT_OK) break;
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;
         acc->loss_sum += w * loss_sum;
@@ -470,7 +543,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     tnt_status local = TNT_OK;
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
         tnt_batch b;
-        tnt__step st = {0};
+        /* each batch its own draws of the random operations that run in inference (a traced
+         * random_normal), the same on every rank: keyed on the batch index and the model's seed */
+        tnt__step st = {.seed = tnt__hash64(m->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(step + 1)))};
         int r = tnt__feed_next(&f, &b, &st);
         if (r <= 0) {
             local = (tnt_status)r;

@@ -281,8 +281,16 @@ PROGRAMS = [
         files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
         group="custom_code"),  # x + inputs: operators on symbolic tensors (issue 22)
     _guide("training_with_built_in_methods", "custom losses, metrics, layers, sample weights, datasets",
+           [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL),
+            ("x_val = x_train[-10000:]", "x_val = x_train[-100:]", SMALL),
+            ("y_val = y_train[-10000:]", "y_val = y_train[-100:]", SMALL),
+            ("x_train = x_train[:-10000]", "x_train = x_train[:-100]", SMALL),
+            ("y_train = y_train[:-10000]", "y_train = y_train[:-100]", SMALL)],
            group="custom_code"),
-    _guide("functional_api", "functional API incl. custom layers and plot_model", group="custom_code"),
+    _guide("functional_api", "functional API incl. custom layers and plot_model",
+           [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)], group="custom_code"),
     _guide("understanding_masking_and_padding", "masking with custom mask-aware layers", group="custom_code"),
 ]
 

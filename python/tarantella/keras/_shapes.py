@@ -39,4 +39,5 @@ def split_outputs(model, out):
         k = int(np.prod(s))
         parts.append(flat[:, at:at + k].reshape((n,) + tuple(s)))
         at += k
-    return parts
+    keys = getattr(model, "_output_keys", None)  # a model built from a dict of outputs
+    return dict(zip(keys, parts)) if keys and len(keys) == len(parts) else parts

@@ -56,6 +56,11 @@ def _from_arrays(x, y):
     return tnt_data.Dataset.from_tensor_slices((xs, _arrays(y, "y")))
 
 
+def _custom_labels(model, y, ds):
+    from tarantella.keras import _custom_objectives
+    _custom_objectives.labels_seen(model, y, ds)
+
+
 # ---- History -----------------------------------------------------------------------------------
 
 def _warn_generator(what):
@@ -141,6 +146,11 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._kind = "loaded"
             self._set_handle(kwargs["_handle"])
             return
+        if isinstance(outputs, dict):  # Keras 3: predict returns a dict by these keys
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
+        if isinstance(inputs, dict):  # data is given by input name (keras/utils/_names.py)
+            inputs = list(inputs.values())
         self._inputs = [inputs] if isinstance(inputs, L.KerasTensor) else list(inputs)
         self._outputs = [outputs] if isinstance(outputs, L.KerasTensor) else list(outputs)
         self._single_in = isinstance(inputs, L.KerasTensor)
@@ -157,6 +167,12 @@ class Model(ModelAPI, metaclass=_ModelType):
                 layers.append(layer)
         self._layers = layers
         self._handle()  # the input shapes are known: build now, shape errors show here
+
+    def add_loss(self, losses):
+        """Keras's model.add_loss(tensor): a loss computed from the model's tensors, added to the
+        compiled loss (keras/_custom.py: model_add_loss)."""
+        from tarantella.keras import _custom
+        _custom.model_add_loss(self, losses)
 
     def call(self, inputs, training=None, mask=None):
         raise NotImplementedError
@@ -404,9 +420,11 @@ class Model(ModelAPI, metaclass=_ModelType):
         if not isinstance(loss, (list, tuple, dict)):
             losses.spec(loss)  # a bad loss fails here, before the model is built
         lspec = loss
+        from tarantella.keras import _custom_objectives
+        metrics, metric_fns = _custom_objectives.split_metrics(metrics)
         mnames = M.names(metrics)
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
-                          "loss_weights": loss_weights, "metrics_given": metrics}
+                          "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
@@ -417,6 +435,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _apply_compile(self):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
+        from tarantella.keras import _custom_objectives
+        if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
+            c["loss"] = _custom_objectives.NoLabelsLoss()
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
@@ -433,6 +454,8 @@ class Model(ModelAPI, metaclass=_ModelType):
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
                         seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
+        from tarantella.keras import _custom_objectives
+        _custom_objectives.bind(self)
         c["optimizer"]._bind(self)
 
     @property
@@ -465,7 +488,12 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        given = x
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
+        if x is not given and isinstance(x, tnt_data.Dataset) and x.is_batched:
+            batch_size = None  # Keras ignores batch_size for a PyDataset/Sequence (it makes its batches)
+        from tarantella.keras import _submodel
+        _submodel.build_from_dict(self, x)
         x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:
@@ -550,6 +578,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
@@ -583,6 +612,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                            "evaluate", micro)
         prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
+        _custom_labels(self, y, ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
@@ -625,7 +655,10 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
-        x, _ = _by_name(self, x, None, "predict_on_batch")  # a dict keyed by the input names
+        if isinstance(x, dict):  # by input name
+            from tarantella.keras import _submodel
+            _submodel.build_from_dict(self, x)
+            x, _ = _by_name(self, x, None, "predict_on_batch")
         xs = _arrays(x, "x")
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))

@@ -153,6 +153,10 @@ class Layer:
         except TypeError as e:
             raise TypeError(f"{self.class_name}: {e}") from None
         self._args = dict(bound.arguments)  # what was given explicitly
+        if "data_format" in own and self._args.get("data_format") is None and own["data_format"].default is None:
+            from tarantella.keras import backend as _K  # Keras: K.image_data_format() when the layer is made
+            if _K.image_data_format() != "channels_last":
+                self._args["data_format"] = _K.image_data_format()
         self._input_shape = None
         if base.get("batch_input_shape") is not None:
             self._input_shape = tuple(base["batch_input_shape"])[1:]
