@@ -9,6 +9,7 @@
  * placement lets values whose intervals do not meet share bytes. */
 #include "ops/ops.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define ALIGN_FLOATS 16 /* 64 bytes */
@@ -133,6 +134,52 @@ void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float
             io -= dstst[d] * s.dim[d], is -= srcst[d] * s.dim[d], idx[d] = 0;
         }
     }
+}
+
+/* Rows along the last axis, in explicit lanes: GCC vectorizes the lanes without reassociating a
+ * serial sum (which -O3 leaves scalar: a chain of dependent adds), and the order stays fixed, so
+ * results are the same on every run and every rank. */
+#define ROW_LANES 8
+
+double tnt__row_sum(const float *x, int64_t n) {
+    double l[ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+        for (int j = 0; j < ROW_LANES; j++) l[j] += x[i + j];
+    for (int j = 0; j < ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+double tnt__row_sqdev(const float *x, int64_t n, double mean) {
+    double l[ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+        for (int j = 0; j < ROW_LANES; j++) l[j] += ((double)x[i + j] - mean) * ((double)x[i + j] - mean);
+    for (int j = 0; j < ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += ((double)x[i] - mean) * ((double)x[i] - mean);
+    return s;
+}
+
+float tnt__row_max(const float *x, int64_t n) {
+    float l[2 * ROW_LANES], m = -INFINITY;
+    for (int j = 0; j < 2 * ROW_LANES; j++) l[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 2 * ROW_LANES <= n; i += 2 * ROW_LANES)
+        for (int j = 0; j < 2 * ROW_LANES; j++) l[j] = x[i + j] > l[j] ? x[i + j] : l[j];
+    for (int j = 0; j < 2 * ROW_LANES; j++) m = l[j] > m ? l[j] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+float tnt__row_dot(const float *a, const float *b, int64_t n) {
+    float l[2 * ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + 2 * ROW_LANES <= n; i += 2 * ROW_LANES)
+        for (int j = 0; j < 2 * ROW_LANES; j++) l[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 2 * ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
 }
 
 /* ---- plans ---- */
