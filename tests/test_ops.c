@@ -249,6 +249,55 @@ static void test_graph_chain_reuse(void **state) {
     tnt_opgraph_free(g);
 }
 
+/* Adds hand their output's gradient to an operand that nothing else reads (no copy): chains of
+ * such adds, one ending in a graph output (the caller's gradient buffer), one in a value that is
+ * both an output and consumed (the arena); the gradients match finite differences, and a second
+ * backward gives the same bits (nothing is left over from the first). */
+static void test_graph_add_aliases(void **state) {
+    (void)state;
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 6)), b = tnt_opgraph_input(g, TNT_SHAPE(6));
+    int h = tnt_opgraph_op(g, "tanh", 1, (int[]){x}, NULL);
+    int a = tnt_opgraph_op(g, "add", 2, (int[]){h, b}, NULL);      /* h read once: aliased */
+    int s = tnt_opgraph_op(g, "subtract", 2, (int[]){a, x}, NULL); /* a read once: aliased */
+    int e = tnt_opgraph_op(g, "exp", 1, (int[]){x}, NULL);
+    int c = tnt_opgraph_op(g, "add", 2, (int[]){e, s}, NULL);      /* e aliased, s read twice */
+    int m = tnt_opgraph_op(g, "multiply", 2, (int[]){s, x}, NULL);
+    int t = tnt_opgraph_op(g, "add", 2, (int[]){b, m}, NULL);      /* the second operand aliased */
+    int z = tnt_opgraph_op(g, "sum", 1, (int[]){t}, "{\"axis\": -1}");
+    tu_ok(tnt_opgraph_output(g, c));
+    tu_ok(tnt_opgraph_output(g, z));
+    tu_ok(tnt_opgraph_output(g, t));
+    float xv[18], bv[6], dc[18], dz[3], dt[18];
+    tu_fill(xv, 18, 5), tu_fill(bv, 6, 6), tu_fill(dc, 18, 7), tu_fill(dz, 3, 8), tu_fill(dt, 18, 9);
+    runner r;
+    runner_init(&r, g, 2, (arr[]){{TNT_SHAPE(3, 6), xv}, {TNT_SHAPE(6), bv}});
+    float *dys[] = {dc, dz, dt}, dx[18], db[6], dx2[18], db2[6];
+    tnt__opstep st = runner_step(&r, NULL);
+    tu_ok(tnt__opplan_forward(r.p, &st));
+    tu_ok(tnt__opplan_backward(r.p, &st, (const float *const *)dys, (float *[]){dx, db}, NULL));
+    tu_ok(tnt__opplan_forward(r.p, &st));
+    tu_ok(tnt__opplan_backward(r.p, &st, (const float *const *)dys, (float *[]){dx2, db2}, NULL));
+    tu_assert_bitwise(dx2, dx, 18, "dx of a second backward");
+    tu_assert_bitwise(db2, db, 6, "db of a second backward");
+    for (int which = 0; which < 2; which++) {
+        float *v = which ? bv : xv, *grad = which ? db : dx;
+        for (int j = 0; j < (which ? 6 : 18); j++) {
+            float keep = v[j];
+            v[j] = keep + 1e-2f;
+            double lp = loss_of(&r, dys);
+            v[j] = keep - 1e-2f;
+            double lm = loss_of(&r, dys);
+            v[j] = keep;
+            double fd = (lp - lm) / 2e-2;
+            if (fabs(fd - grad[j]) > 2e-3 * fmax(1.0, fabs(fd)))
+                fail_msg("input %d element %d: gradient %g, finite differences %g", which, j, grad[j], fd);
+        }
+    }
+    runner_free(&r);
+    tnt_opgraph_free(g);
+}
+
 /* random_uniform, random_normal and dropout draw the same numbers for a sample whatever the split */
 static void test_random_split(void **state) {
     (void)state;
@@ -398,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_graph_shared_values),
         cmocka_unit_test(test_graph_chain_reuse),
+        cmocka_unit_test(test_graph_add_aliases),
         cmocka_unit_test(test_random_split),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_errors),
