@@ -188,6 +188,59 @@ static void test_cases(void **state) {
     print_message("%d cases, %d gradients against PyTorch, %d against finite differences\n", n_cases, n_grad, n_fd);
 }
 
+/* Every operation of the table is checked: a case of fixtures/ops_cases.json names it (random
+ * draws: test_random_split), and an operation with a backward has a case with gradients against
+ * PyTorch and finite differences, or its gradient is zero almost everywhere (floor, ceil, round,
+ * sign, floor_divide): then its backward, run on the case, adds exactly zero. */
+static void test_every_operation_covered(void **state) {
+    (void)state;
+    const tnt__op_def *const families[] = {tnt__ops_unary, tnt__ops_binary, tnt__ops_reduce, tnt__ops_matmul,
+                                           tnt__ops_shape, tnt__ops_index,  tnt__ops_scan,   tnt__ops_random};
+    const char *random_ops = " random_uniform random_normal dropout ", *zero_grad = " floor ceil round sign floor_divide ";
+    int n_ops = 0;
+    for (size_t f = 0; f < TNT_ARRAY_LEN(families); f++)
+        for (const tnt__op_def *def = families[f]; def->name; def++, n_ops++) {
+            char spaced[80];
+            snprintf(spaced, sizeof spaced, " %s ", def->name);
+            if (strstr(random_ops, spaced)) continue;
+            const cJSON *c, *named = NULL, *graded = NULL;
+            cJSON_ArrayForEach(c, cases) {
+                const cJSON *node = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "graph"), "nodes"), 0);
+                if (strcmp(cJSON_GetObjectItem(node, "op")->valuestring, def->name) != 0) continue;
+                named = c;
+                if (cJSON_GetObjectItem(c, "grads")) graded = c;
+            }
+            if (!named) fail_msg("operation %s: no case in fixtures/ops_cases.json", def->name);
+            if (!def->backward || graded) continue;
+            if (!strstr(zero_grad, spaced)) fail_msg("operation %s has a backward but no case with gradients", def->name);
+            char *txt = cJSON_PrintUnformatted(cJSON_GetObjectItem(named, "graph"));
+            tnt_opgraph *g = tnt_opgraph_from_json(txt);
+            free(txt);
+            arr in[4];
+            int n_in = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, cJSON_GetObjectItem(named, "inputs")) in[n_in++] = read_arr(e);
+            runner r;
+            runner_init(&r, g, n_in, in);
+            tnt__opstep st = runner_step(&r, NULL);
+            tu_ok(tnt__opplan_forward(r.p, &st));
+            int64_t n_out = tnt_shape_numel(tnt__opplan_shape(r.p, g->outputs[0]));
+            float *dy = malloc((size_t)n_out * sizeof(float) + 4), *dx[4];
+            tu_fill(dy, n_out, 3);
+            for (int i = 0; i < n_in; i++) dx[i] = calloc((size_t)tnt_shape_numel(in[i].s) + 1, sizeof(float));
+            tu_ok(tnt__opplan_backward(r.p, &st, (const float *[]){dy}, dx, NULL));
+            for (int i = 0; i < n_in; i++) {
+                for (int64_t j = 0; j < tnt_shape_numel(in[i].s); j++)
+                    if (dx[i][j] != 0) fail_msg("operation %s: gradient %g of input %d, expected 0", def->name, dx[i][j], i);
+                free(dx[i]), free(in[i].d);
+            }
+            free(dy);
+            runner_free(&r);
+            tnt_opgraph_free(g);
+        }
+    assert_true(n_ops >= 80);
+}
+
 /* y = (x * x + w) * x; z = sum(y, -1) with y also an output: gradients flow into x three ways */
 static void test_graph_shared_values(void **state) {
     (void)state;
@@ -298,7 +351,8 @@ static void test_graph_add_aliases(void **state) {
     tnt_opgraph_free(g);
 }
 
-/* random_uniform, random_normal and dropout draw the same numbers for a sample whatever the split */
+/* random_uniform, random_normal and dropout draw the same numbers for a sample whatever the split;
+ * dropout's gradient is its forward's mask */
 static void test_random_split(void **state) {
     (void)state;
     const char *ops[] = {"random_uniform", "random_normal", "dropout"};
@@ -317,6 +371,12 @@ static void test_random_split(void **state) {
             st.sample_offset = off;
             tu_ok(tnt__opplan_forward(r.p, &st));
             memcpy((part ? parts : whole) + off * 5, r.out[0], (size_t)(n * 5) * sizeof(float));
+            if (o == 2 && part == 0) { /* the gradient: dy / 0.6 where kept, 0 where dropped */
+                float dy[30], dx[30];
+                tu_fill(dy, 30, 10);
+                tu_ok(tnt__opplan_backward(r.p, &st, (const float *[]){dy}, (float *[]){dx}, NULL));
+                for (int i = 0; i < 30; i++) assert_float_equal(dx[i], whole[i] != 0 ? dy[i] / 0.6f : 0.0f, 1e-6);
+            }
             runner_free(&r);
         }
         tu_assert_bitwise(parts, whole, 30, ops[o]);
@@ -445,6 +505,7 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),
+        cmocka_unit_test(test_every_operation_covered),
         cmocka_unit_test(test_graph_shared_values),
         cmocka_unit_test(test_graph_chain_reuse),
         cmocka_unit_test(test_graph_add_aliases),
