@@ -89,7 +89,6 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
     a = p.parse_args()
-    import tarantella as tnt
     from tarantella import keras
     from tarantella.keras import ops
 
@@ -111,7 +110,6 @@ def main():
     print(f"encoder variant={a.variant} batch={a.batch} seq={a.seq} width={a.width} heads={a.heads} ff={a.ff} "
           f"threads={os.environ.get('OMP_NUM_THREADS', '?')} samples_per_s={n / dt:.2f} "
           f"cpu_samples_per_s={n / dc:.2f} loss={h.history['loss'][-1]:.4f}", flush=True)
-    del tnt
 
 
 if __name__ == "__main__":
