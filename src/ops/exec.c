@@ -220,6 +220,27 @@ static int64_t place(const tnt__opplan *p, int v, int64_t size, const int *lo, c
     return off;
 }
 
+/* An add or subtract writes its output over an operand of the same shape when nothing else reads
+ * that operand and no backward needs its values: it came from a matmul, einsum, add or subtract
+ * (whose backward reads only their inputs) and is no graph output (the bias adds and residuals of
+ * a Transformer block: less forward storage, no fresh lines to fill). The operand, or -1. */
+static int in_place_operand(const tnt__opplan *p, const tnt__opnode *n, const int *reads, const int *producer) {
+    static const char *const hosts[] = {"matmul", "einsum", "add", "subtract"};
+    const char *name = tnt__op_get(n->kind)->name;
+    if (strcmp(name, "add") && strcmp(name, "subtract")) return -1;
+    for (int k = 0; k < p->g->n_outputs; k++)
+        if (p->g->outputs[k] == n->out0) return -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < p->leaves || reads[v] != 1 || p->fwd_off[v] < 0 || !tnt__shape_equal(p->val[v].s, p->val[n->out0].s))
+            continue;
+        const char *from = tnt__op_get(p->g->nodes[producer[v]].kind)->name;
+        for (size_t h = 0; h < TNT_ARRAY_LEN(hosts); h++)
+            if (!strcmp(from, hosts[h])) return v;
+    }
+    return -1;
+}
+
 void tnt__opplan_destroy(tnt__opplan *p) {
     if (!p) return;
     free(p->val), free(p->fwd_off), free(p->out_bind), free(p->alias), free(p->needs_grad), free(p->has_src), free(p->runs);
@@ -269,6 +290,11 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     }
     for (int v = 0; v < nv; v++) p->fwd_off[v] = -1, p->out_bind[v] = -1, p->last_use[v] = -1, p->grad_off[v] = -1,
                                  p->alias_out[v] = -1, p->alias[v] = -1, p->grad_alias[v] = -1;
+    for (int i = 0; i < nn; i++) {
+        for (int k = 0; k < g->nodes[i].n_in; k++) reads[g->nodes[i].in[k]]++;
+        for (int k = 0; k < g->nodes[i].n_out; k++) lo[g->nodes[i].out0 + k] = i; /* the producer */
+    }
+    for (int k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
     /* shapes, forward storage */
     for (int i = 0; i < nn; i++) {
         const tnt__opnode *n = &g->nodes[i];
@@ -293,6 +319,11 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
                 p->alias[v] = p->alias[n->in[0]] >= 0 ? p->alias[n->in[0]] : n->in[0];
                 continue;
             }
+            int host = in_place_operand(p, n, reads, lo);
+            if (host >= 0) {
+                p->fwd_off[v] = p->fwd_off[host];
+                continue;
+            }
             p->fwd_off[v] = (int64_t)p->ws_floats;
             p->ws_floats += padded(tnt_shape_numel(p->val[v].s));
         }
@@ -311,12 +342,7 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         for (int k = 0; k < n->n_in; k++)
             if (p->needs_grad[n->in[k]]) p->has_src[n->in[k]] = true;
     }
-    /* gradient arena: value v lives on nodes [producer, last_use] */
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++) lo[g->nodes[i].out0 + k] = i;
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++) reads[g->nodes[i].in[k]]++;
-    for (int k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
+    /* gradient arena: value v lives on nodes [producer (lo), last_use] */
     /* An add passes its output's gradient unchanged to an operand of the same shape: when nothing
      * else reads that operand, its gradient is the output's bytes (no copy, no zeroing; the bias
      * adds and residuals of a Transformer block), live from the operand's producer on. */
