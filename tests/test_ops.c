@@ -304,8 +304,9 @@ static void test_graph_chain_reuse(void **state) {
 
 /* Adds hand their output's gradient to an operand that nothing else reads (no copy): chains of
  * such adds, one ending in a graph output (the caller's gradient buffer), one in a value that is
- * both an output and consumed (the arena); the gradients match finite differences, and a second
- * backward gives the same bits (nothing is left over from the first). */
+ * both an output and consumed (the arena); adds and a relu run in place over such operands. The
+ * gradients match finite differences, and a second backward gives the same bits (nothing is left
+ * over from the first). */
 static void test_graph_add_aliases(void **state) {
     (void)state;
     tnt_opgraph *g = tnt_opgraph_new();
@@ -318,14 +319,18 @@ static void test_graph_add_aliases(void **state) {
     int m = tnt_opgraph_op(g, "multiply", 2, (int[]){s, x}, NULL);
     int t = tnt_opgraph_op(g, "add", 2, (int[]){b, m}, NULL);      /* the second operand aliased */
     int z = tnt_opgraph_op(g, "sum", 1, (int[]){t}, "{\"axis\": -1}");
+    int v = tnt_opgraph_op(g, "add", 2, (int[]){x, b}, NULL);
+    int rl = tnt_opgraph_op(g, "relu", 1, (int[]){v}, NULL); /* in place over v */
+    int rx = tnt_opgraph_op(g, "multiply", 2, (int[]){rl, x}, NULL);
     tu_ok(tnt_opgraph_output(g, c));
     tu_ok(tnt_opgraph_output(g, z));
     tu_ok(tnt_opgraph_output(g, t));
-    float xv[18], bv[6], dc[18], dz[3], dt[18];
-    tu_fill(xv, 18, 5), tu_fill(bv, 6, 6), tu_fill(dc, 18, 7), tu_fill(dz, 3, 8), tu_fill(dt, 18, 9);
+    tu_ok(tnt_opgraph_output(g, rx));
+    float xv[18], bv[6], dc[18], dz[3], dt[18], dr[18];
+    tu_fill(xv, 18, 5), tu_fill(bv, 6, 6), tu_fill(dc, 18, 7), tu_fill(dz, 3, 8), tu_fill(dt, 18, 9), tu_fill(dr, 18, 10);
     runner r;
     runner_init(&r, g, 2, (arr[]){{TNT_SHAPE(3, 6), xv}, {TNT_SHAPE(6), bv}});
-    float *dys[] = {dc, dz, dt}, dx[18], db[6], dx2[18], db2[6];
+    float *dys[] = {dc, dz, dt, dr}, dx[18], db[6], dx2[18], db2[6];
     tnt__opstep st = runner_step(&r, NULL);
     tu_ok(tnt__opplan_forward(r.p, &st));
     tu_ok(tnt__opplan_backward(r.p, &st, (const float *const *)dys, (float *[]){dx, db}, NULL));

@@ -220,14 +220,20 @@ static int64_t place(const tnt__opplan *p, int v, int64_t size, const int *lo, c
     return off;
 }
 
-/* An add or subtract writes its output over an operand of the same shape when nothing else reads
- * that operand and no backward needs its values: it came from a matmul, einsum, add or subtract
- * (whose backward reads only their inputs) and is no graph output (the bias adds and residuals of
- * a Transformer block: less forward storage, no fresh lines to fill). The operand, or -1. */
+/* An operation writes its output over an operand of the same shape when nothing else reads that
+ * operand and no backward needs its values: the operation is an add or subtract (whose backward
+ * reads no values) or a unary one whose backward reads only its output, the operand came from a
+ * matmul, einsum, add or subtract (whose backward reads only their inputs) and neither is a graph
+ * output (the bias adds, residuals and ReLU of a Transformer block: less forward storage, no
+ * fresh lines to fill). The operand, or -1. */
 static int in_place_operand(const tnt__opplan *p, const tnt__opnode *n, const int *reads, const int *producer) {
     static const char *const hosts[] = {"matmul", "einsum", "add", "subtract"};
+    static const char *const writers[] = {"add", "subtract", "relu", "exp", "tanh", "sigmoid", "sqrt", "rsqrt",
+                                          "reciprocal", "expm1"};
     const char *name = tnt__op_get(n->kind)->name;
-    if (strcmp(name, "add") && strcmp(name, "subtract")) return -1;
+    bool writer = false;
+    for (size_t w = 0; w < TNT_ARRAY_LEN(writers); w++) writer |= !strcmp(name, writers[w]);
+    if (!writer) return -1;
     for (int k = 0; k < p->g->n_outputs; k++)
         if (p->g->outputs[k] == n->out0) return -1;
     for (int k = 0; k < n->n_in; k++) {
