@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
 .PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
-	bench-lenet-bf16 bench-python bench-conv3d scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
+	bench-lenet-bf16 bench-python bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
 
 all: build
 
@@ -160,6 +160,11 @@ bench-conv3d: bench-deps build
 		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_conv3d.py --model $$model --threads 1; \
 	done; done
 	@for model in conv3d convlstm; do $(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model --channels_first; done
+
+# Issue 22: a Transformer encoder block written with keras.ops in a custom Layer against the same
+# block from the library's layers and PyTorch eager, 1 thread, alternating, best of 3 (bench/run_ops.py).
+bench-ops: bench-deps build
+	$(BENCH_ENV) /usr/bin/python3 bench/run_ops.py --build $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
