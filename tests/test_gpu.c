@@ -7,7 +7,8 @@
  * waiting for the compute stream through an event; sgemm and strided sgemm in every transposition
  * against a triple loop in double within 1e-4 relative with TF32 off (and within 1e-2 with it
  * on); a kernel of the PTX (tnt_k_scale, y = a x) launched and compared bitwise with the host;
- * an unknown kernel name named in the error; close and open again. */
+ * an unknown kernel name named in the error; close and open again. --quick (for compute-sanitizer):
+ * 1 MiB instead of 64 MiB of copies, no TF32 pass. Any other argument is a usage error (exit 2). */
 #include "testutil.h"
 
 #include "core/config.h"
@@ -19,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool quick;
+
 static void test_copies(void **state) {
     (void)state;
-    const size_t n = (size_t)16 << 20; /* 64 MiB of floats */
+    const size_t n = quick ? (size_t)1 << 18 : (size_t)16 << 20; /* 1 or 64 MiB of floats */
     float *pinned = tnt__gpu_host_malloc(n * sizeof(float)), *pageable = malloc(n * sizeof(float));
     float *d = tnt__gpu_malloc(n * sizeof(float)), *d2 = tnt__gpu_malloc(n * sizeof(float));
     assert_true(pinned && pageable && d && d2);
@@ -113,6 +116,7 @@ static void test_sgemm(void **state) {
     tnt__gpu_set_tf32(false);
     check_gemms(1, 1e-4);
     check_gemms(3, 1e-4);
+    if (quick) return;
     tnt__gpu_set_tf32(true); /* 10-bit mantissas: about 1e-3 relative over k = 300 */
     check_gemms(1, 1e-2);
     tnt__gpu_set_tf32(false);
@@ -159,7 +163,11 @@ static void test_reopen(void **state) {
     tnt__gpu_close();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else return fprintf(stderr, "test_gpu: unknown argument '%s' (usage: test_gpu [--quick])\n", argv[i]), 2;
+    }
     if (tnt__config_load() != TNT_OK) return fprintf(stderr, "test_gpu: %s\n", tnt_last_error()), 1;
     const char *why;
     if (!tnt__gpu_available(&why)) {
