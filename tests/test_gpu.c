@@ -138,8 +138,18 @@ static void test_kernel(void **state) {
     tu_ok(tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(n, 256), 256, 0, args));
     tu_ok(tnt__gpu_copy_to_host(y, dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
     tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
-    for (long long i = 0; i < n; i++) x[i] = a * x[i]; /* one rounding: bitwise on any IEEE device */
-    tu_assert_bitwise(y, x, n, "tnt_k_scale");
+    float *expect = malloc(n * sizeof(float));
+    for (long long i = 0; i < n; i++) expect[i] = a * x[i]; /* one rounding: bitwise on any IEEE device */
+    tu_assert_bitwise(y, expect, n, "tnt_k_scale");
+    /* again, in place, from the function cache: y = 0.5 y */
+    float half = 0.5f;
+    void *again[] = {&dy, &dy, (void *)&n, &half};
+    tu_ok(tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(n, 128), 128, 0, again));
+    tu_ok(tnt__gpu_copy_to_host(y, dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
+    tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
+    for (long long i = 0; i < n; i++) expect[i] *= 0.5f;
+    tu_assert_bitwise(y, expect, n, "tnt_k_scale in place");
+    free(expect);
     assert_int_equal(tnt__gpu_launch("tnt_no_such_kernel", 1, 32, 0, args), TNT_ERR_ARG);
     tu_error_contains("'tnt_no_such_kernel'");
     tnt__gpu_free(dx);
