@@ -70,6 +70,8 @@ if [ "${1:-}" = --pack ]; then
         done
     fi
     tar -C "$PACK/.deps" -cf - . | xz -6 -T2 >"$PACK/deps.tar.xz" && rm -rf "$PACK/.deps"
+    { echo "commit $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (with changes to src/ or include/)')"
+      echo "built $(date -u +%FT%TZ) on $(uname -n) from $SRC"; } >"$PACK/BUILD_INFO"
     fm=${DATA:-/usr/share/datasets/fashion-mnist}
     size=$(du -sm "$PACK" | cut -f1)
     if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 56 ]; then
@@ -206,6 +208,13 @@ if [ -f "$BUILD/deps.tar.xz" ]; then
     fi
 fi
 export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -f "$BUILD/BUILD_INFO" ]; then # a pack: built from this tree's commit?
+    PACKED=$(sed -n 's/^commit //p' "$BUILD/BUILD_INFO") HEAD_NOW=$(git rev-parse HEAD 2>/dev/null)
+    case $PACKED in
+        "$HEAD_NOW") row 1 "pack built from this commit" PASS - "$(tr '\n' ' ' <"$BUILD/BUILD_INFO")" ;;
+        *) row 1 "pack built from this commit" WARN - "the pack is of $PACKED, the tree is $HEAD_NOW: make gpu-pack again" ;;
+    esac
+fi
 TEST=$(find_prog test_gpu) || TEST=""
 BENCH_BIN=$(find_prog bench_train) || BENCH_BIN=""
 LAUNCHER=$(find_prog tarantella) || LAUNCHER=""
