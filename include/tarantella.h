@@ -77,6 +77,12 @@ TNT_API int tnt_get_rank(void);
 TNT_API int tnt_get_size(void);
 TNT_API int tnt_get_master_rank(void);
 TNT_API bool tnt_is_master_rank(void);
+/* GPUs this process can use (0 without a usable backend: no driver, no device, a build without
+ * GPU kernels), and the device tnt_init chose by TNT_DEVICE, in one line: "gpu 0: NVIDIA H100 80GB
+ * HBM3 (0000:1b:00.0)", "cpu: TNT_DEVICE=cpu", "cpu: no libcuda.so.1"; before tnt_init what the
+ * backend offers ("gpus: 4 found, tnt_init chooses one", "cpu: no libcuda.so.1"). */
+TNT_API int tnt_gpu_device_count(void);
+TNT_API const char *tnt_gpu_status(void);
 
 typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
 /* printf-style log line, prefixed with level and rank; printed on the master only unless
@@ -580,12 +586,17 @@ TNT_API int tnt_model_num_outputs(const tnt_model *m);
 /* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* As above, for the input shapes last used (None dimensions filled: the data's sizes). */
+TNT_API tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i);
 /* The name of input (output) i: its key when the Keras model's inputs (outputs) are a dict,
  * else its InputLayer's (its producing layer's) name; NULL when out of range. */
 TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);
 /* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
  * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
 TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
+/* Keras's model.reset_states(): the states of its stateful recurrent layers back to zeros. */
+TNT_API void tnt_model_reset_states(tnt_model *m);
+TNT_API void tnt_layer_reset_states(tnt_layer *l); /* one layer's (Keras layer.reset_states()) */
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the
@@ -643,6 +654,16 @@ TNT_API tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *
  * summary): where the time of a step went and how much of the reduction backward hid. */
 TNT_API tnt_status tnt_timeline_merge(const char *path, int n_ranks, FILE *out);
 
+/* Where fit trains (TNT_DEVICE): the CPU; the GPU, or an error naming why not; auto: the GPU when
+ * one is usable and every layer, the optimizer and the model have a device path, else the CPU
+ * with one INFO line naming the first reason. */
+typedef enum tnt_device {
+    TNT_DEVICE_DEFAULT = 0, /* the TNT_DEVICE setting */
+    TNT_DEVICE_CPU,
+    TNT_DEVICE_AUTO,
+    TNT_DEVICE_GPU,
+} tnt_device;
+
 typedef struct tnt_compile_opts {
     tnt_optimizer *optimizer; /* consumed; the model's own is kept, with its state */
     tnt_loss_kind loss;
@@ -672,6 +693,7 @@ typedef struct tnt_compile_opts {
      * output. Different losses take no label_smoothing, ignore_class or huber_delta. */
     const tnt_loss_kind *output_losses;
     int n_output_losses;
+    tnt_device device; /* where fit trains; TNT_DEVICE_DEFAULT: the TNT_DEVICE setting */
 } tnt_compile_opts;
 /* Outputs of rank > 1, e.g. (T, ..., classes): every loss and metric reduces over the last axis
  * and averages the positions (all other axes), as Keras; sparse categorical cross-entropy takes

@@ -30,6 +30,7 @@
 #include <tarantella.h> /* tnt_timeline_merge */
 
 #include "launcher/cleanup.h"
+#include "launcher/devices.h"
 #include "launcher/forward.h"
 #include "launcher/hostfile.h"
 #include "launcher/mpi_dialect.h"
@@ -81,7 +82,7 @@ typedef struct {
     long stall_check, stall_shutdown; /* seconds, -1: not given */
     long max_restarts;           /* runs of the whole job again after a failure */
     const char *hostfile, *log_level, *interpreter, *mpirun, *compression, *reducer, *timeline;
-    bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory, srun;
+    bool log_all, output_all, dry_run, cleanup, force, pin_socket, pin_memory, srun, no_gpu;
     strv xvars;                  /* -x VAR=VALUE in the order given */
     char **prog;                 /* PROGRAM and its ARGS, inside argv */
 } options;
@@ -100,8 +101,10 @@ static void print_help(void) {
         "                           allocation it runs in (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE),\n"
         "                           else localhost\n"
         "  --n-per-node N           ranks per host (aliases --devices-per-node, --npernode);\n"
-        "                           default: ceil(N / hosts) with -n, else the host's slots or 1\n"
-        "  --no-gpu                 run on CPUs (accepted; ranks always run on CPUs here)\n"
+        "                           default: ceil(N / hosts) with -n, else the GPUs of this host when\n"
+        "                           the ranks use GPUs (TNT_DEVICE=auto or gpu), else the host's slots or 1\n"
+        "  --no-gpu                 run on CPUs (TNT_DEVICE=cpu, also the default until the GPU path\n"
+        "                           has run on a GPU); each rank otherwise takes GPU local rank % GPUs\n"
         "\nRuntime settings (exported to every rank):\n"
         "  --log-level LEVEL        DEBUG, INFO, WARNING or ERROR (TNT_LOG_LEVEL)\n"
         "  --log-on-all-devices     library log messages on every rank (TNT_LOG_ON_ALL_DEVICES=1)\n"
@@ -141,7 +144,8 @@ static void print_help(void) {
         "                           of the launcher caused); with a BackupAndRestore callback\n"
         "                           (tnt-train --backup_dir) training resumes from its backup\n"
         "\nOther:\n"
-        "  --dry-run                print the command line and the exported environment\n"
+        "  --dry-run                print the command line, the exported environment and each rank's\n"
+        "                           device (a GPU, or the CPU and why)\n"
         "  --cleanup [--force]      end PROGRAM on every host instead of starting it (SIGTERM;\n"
         "                           SIGKILL with --force)\n"
         "  --version                print the version\n"
@@ -283,8 +287,8 @@ static int parse_args(int argc, char **argv, options *o) {
         bool *flag = NULL;
         if (!strcmp(a, "--help")) { print_help(); return 0; }
         if (!strcmp(a, "--version")) { puts("tarantella " TNT_LAUNCHER_VERSION); return 0; }
-        if (!strcmp(a, "--no-gpu") || !strcmp(a, "--no-gpus")) continue; /* CPU ranks anyway */
-        if (!strcmp(a, "--log-on-all-devices")) flag = &o->log_all;
+        if (!strcmp(a, "--no-gpu") || !strcmp(a, "--no-gpus")) flag = &o->no_gpu;
+        else if (!strcmp(a, "--log-on-all-devices")) flag = &o->log_all;
         else if (!strcmp(a, "--output-on-all-devices")) flag = &o->output_all;
         else if (!strcmp(a, "--dry-run")) flag = &o->dry_run;
         else if (!strcmp(a, "--cleanup")) flag = &o->cleanup;
@@ -369,10 +373,33 @@ static void warn_threads(const exports *e, long ppn, long cores) {
     }
 }
 
+/* The device of the ranks, from TNT_DEVICE as they will see it (-x over --no-gpu over the
+ * environment). -x TNT_* values go into the launcher's environment first: the GPU count reads
+ * TNT_CUDA_LIBDIR and TNT_GPU_EMULATE as the ranks will. */
+static bool plan_devices(const options *o, device_plan *p) {
+    const char *device = getenv("TNT_DEVICE"), *source = "the environment", *ordinal = getenv("TNT_GPU_ORDINAL");
+    if (o->no_gpu) device = "cpu", source = "--no-gpu";
+    for (size_t k = 0; k < o->xvars.n; k++) {
+        const char *xv = o->xvars.v[k], *eq = strchr(xv, '=');
+        if (strncmp(xv, "TNT_", 4)) continue;
+        char *name = strndup(xv, (size_t)(eq - xv));
+        if (!name) die_oom();
+        setenv(name, eq + 1, 1);
+        free(name);
+        if (!strncmp(xv, "TNT_DEVICE=", 11)) device = eq + 1, source = "-x";
+        if (!strncmp(xv, "TNT_GPU_ORDINAL=", 16)) ordinal = eq + 1;
+    }
+    return devices_plan(device, source, ordinal, p);
+}
+
 static int launch(const options *o, const hostlist *h, bool hosts_given) {
-    /* Ranks per node: --n-per-node, else -n spread evenly (ceil), else each host's slots or 1. */
+    device_plan devices;
+    if (!plan_devices(o, &devices)) return usage_error("%s", devices.why);
+    /* Ranks per node: --n-per-node, else -n spread evenly (ceil), else one per GPU of this host when
+     * the ranks use GPUs, else each host's slots or 1. */
     size_t nh = h->n;
     long n = o->n, ppn = o->npn;
+    if (n < 0 && ppn < 0 && devices.gpu) ppn = devices.gpus;
     long *slots = calloc(nh, sizeof *slots);
     if (!slots) die_oom();
     if (ppn < 0 && n < 0) {
@@ -429,6 +456,7 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
     }
     for (char **e = environ; *e; e++)
         if (!strncmp(*e, "TNT_", 4) && strchr(*e, '=')) ex_set_pair(&ex, *e);
+    if (o->no_gpu) ex_set(&ex, "TNT_DEVICE", "cpu");
     if (o->log_level) ex_set(&ex, "TNT_LOG_LEVEL", o->log_level);
     if (o->log_all) ex_set(&ex, "TNT_LOG_ON_ALL_DEVICES", "1");
     if (o->output_all) ex_set(&ex, "TNT_OUTPUT_ON_ALL_DEVICES", "1");
@@ -509,6 +537,7 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
             shell_quote(stdout, ex.values.v[k]);
             putchar('\n');
         }
+        devices_print(stdout, &devices, n, nh, h->names, slots);
         fflush(stdout);
         goto out;
     }

@@ -159,6 +159,14 @@ static PyObject *py_is_master_rank(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyBool_FromLong(tnt_is_master_rank());
 }
+static PyObject *py_gpu_status(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyUnicode_FromString(tnt_gpu_status());
+}
+static PyObject *py_gpu_device_count(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyLong_FromLong(tnt_gpu_device_count());
+}
 static PyObject *py_version(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyUnicode_FromString(tnt_version());
@@ -250,6 +258,8 @@ static PyMethodDef functions[] = {
     {"get_size", py_get_size, METH_NOARGS, "Number of ranks."},
     {"get_master_rank", py_get_master_rank, METH_NOARGS, "The master's rank (0)."},
     {"is_master_rank", py_is_master_rank, METH_NOARGS, "Whether this process is the master."},
+    {"gpu_status", py_gpu_status, METH_NOARGS, "The device tnt_init chose, in one line (tnt_gpu_status)."},
+    {"gpu_device_count", py_gpu_device_count, METH_NOARGS, "GPUs this process can use (tnt_gpu_device_count)."},
     {"version", py_version, METH_NOARGS, "Version of libtarantella."},
     {"mixed_precision_native", py_mixed_precision_native, METH_NOARGS,
      "Whether mixed_bfloat16 layers compute in bf16 on this CPU (else float32, bit for bit)."},

@@ -10,7 +10,7 @@ TensorFlow's names are ours: tnt.keras (layers, models, optimizers, losses, metr
 datasets, utils, preprocessing, backend, config) and tnt.data.Dataset; a Keras program migrates by
 its imports: `from tarantella import keras`, `import tarantella.tensorflow as tf`.
 """
-from tarantella._core import init, get_rank, get_size, get_master_rank, is_master_rank
+from tarantella._core import init, get_rank, get_size, get_master_rank, is_master_rank, gpu_status, gpu_device_count
 from tarantella._core import C as _C
 from tarantella import data
 from tarantella import keras
@@ -25,5 +25,6 @@ def get_comm_size():
     return get_size()
 
 
-__all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "get_comm_size", "data",
+__all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "gpu_status", "gpu_device_count",
+           "get_comm_size", "data",
            "keras", "Model", "ParallelStrategy", "models", "__version__"]

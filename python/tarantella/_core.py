@@ -53,6 +53,18 @@ def get_rank():
     return C.get_rank()
 
 
+def gpu_status():
+    """The device this rank computes on, as TNT_DEVICE chose it, in one line: "gpu 0: NVIDIA H100
+    80GB HBM3 (0000:1b:00.0)", "cpu: TNT_DEVICE=cpu", "cpu: no libcuda.so.1"."""
+    ensure_init()
+    return C.gpu_status()
+
+
+def gpu_device_count():
+    """The GPUs this process can use (0 without a driver, a device or GPU kernels)."""
+    return C.gpu_device_count()
+
+
 def get_size():
     """The number of ranks (processes) training together."""
     ensure_init()

@@ -16,6 +16,33 @@ def test_rank_api(tnt):
     assert tnt.__version__ == tnt._C.version()
 
 
+def _device_in_child(env):
+    """tnt.gpu_status() and gpu_device_count() in a fresh process with these settings (the
+    device is chosen once per process, at init), or the exception init raised."""
+    import subprocess
+    import sys
+    code = ("import tarantella as tnt\n"
+            "try:\n    print(tnt.gpu_status()); print(tnt.gpu_device_count())\n"
+            "except Exception as e:\n    print(type(e).__name__ + ': ' + str(e)); print(-1)\n")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TNT_")}
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    status, count = out.stdout.strip().splitlines()[-2:]
+    return status, int(count)
+
+
+def test_gpu_status(tnt):
+    if not os.environ.get("TNT_DEVICE"):
+        assert tnt.gpu_status() == "cpu: TNT_DEVICE=cpu"
+    assert _device_in_child({"TNT_DEVICE": "auto", "TNT_GPU_EMULATE": "2"}) == ("gpu 0: emulated device", 2)
+    assert _device_in_child({"TNT_DEVICE": "auto", "TNT_CUDA_LIBDIR": "/nonexistent/cuda"}) == \
+        ("cpu: TNT_CUDA_LIBDIR: /nonexistent/cuda is not a folder", 0)
+    status, _ = _device_in_child({"TNT_DEVICE": "gpu", "TNT_CUDA_LIBDIR": "/nonexistent/cuda"})
+    assert "TNT_DEVICE=gpu: no usable GPU: TNT_CUDA_LIBDIR: /nonexistent/cuda is not a folder" in status
+    assert status.split(":")[0].endswith("Error")
+
+
 def test_fit_evaluate_predict_arrays(tnt):
     x, y = toy_data(128)
     m = small_mlp(tnt)

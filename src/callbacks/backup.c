@@ -19,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "io/save_check.h"
 #include "model/model.h"
+#include "model/device.h"
 #include "optimizers/optimizer.h"
 #include "training/parallel.h"
 
@@ -100,8 +101,8 @@ static tnt_status fill(const char *tmp, void *ctx) {
 
 /* The master writes; every rank learns the outcome (a full disk stops all alike). */
 static tnt_status save(tnt_model *m, backup *b, int64_t epoch, int64_t step) {
-    tnt_status s = TNT_OK;
-    if (tnt_is_master_rank()) s = tnt__atomic_write_path(b->path, fill, &(save_ctx){m, epoch, step});
+    tnt_status s = tnt__model_host_weights(m); /* the device's newer weights and slots first */
+    if (s == TNT_OK && tnt_is_master_rank()) s = tnt__atomic_write_path(b->path, fill, &(save_ctx){m, epoch, step});
     if (tnt__is_parallel(m)) s = tnt__agree(s, NULL, 0);
     b->since_save = 0;
     return s != TNT_OK ? tnt__error_prefix(s, "BackupAndRestore: ") : TNT_OK;
@@ -260,6 +261,7 @@ static tnt_status on_begin(tnt_model *m, const tnt_logs *logs, void *user) {
                        "file system that every host shares)", b->path, (long long)seen, tnt_get_size());
     if (s == TNT_OK && seen && parallel)
         s = tnt__check_same("BackupAndRestore", (const char *const[]){"backup"}, &st.hash, 1);
+    if (s == TNT_OK && seen) s = tnt__model_host_written(m); /* uploaded before the next device step */
     if (s == TNT_OK && seen) {
         apply(m, &st);
         if (st.head[3] != tnt_get_size())

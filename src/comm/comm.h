@@ -23,6 +23,12 @@ bool tnt__world_comm_thread_ok(void);
  * "Open MPI v4.1.4" or "MPICH Version:	4.0.2"; "" when MPI cannot say. */
 void tnt__world_library(char *buf, size_t size);
 
+/* The device of this rank (comm/device_choice.c): chosen in tnt_init from TNT_DEVICE, with the same
+ * outcome on every rank (an error on all, or the CPU on all when one cannot use a GPU under auto);
+ * released by tnt_finalize. */
+tnt_status tnt__device_choose(void);
+void tnt__device_release(void);
+
 /* In-place sums across ranks (double / int64 / float). */
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n);
 tnt_status tnt__allreduce_sum_i64(int64_t *x, int64_t n);

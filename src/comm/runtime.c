@@ -46,6 +46,11 @@ tnt_status tnt_init(int *argc, char ***argv) {
     }
     rt.rank = tnt__world_rank();
     rt.size = tnt__world_size();
+    /* the device (TNT_DEVICE): every rank agrees, or every rank fails with the same message */
+    if ((s = tnt__device_choose()) != TNT_OK) {
+        tnt__world_finalize();
+        return tnt__error_prefix(s, "tnt_init: ");
+    }
     rt.initialized = true;
     if (c->timeline[0]) { /* the ranks' events on rank 0's clock */
         double origin = rt.rank == 0 ? tnt__timeline_now() : 0.0;
@@ -67,6 +72,7 @@ tnt_status tnt_init(int *argc, char ***argv) {
 
 void tnt_finalize(void) {
     if (tnt__timeline_finish() != TNT_OK) tnt_log(TNT_LOG_ERROR, "%s", tnt_last_error());
+    tnt__device_release();
     tnt__dnnl_shutdown();
     tnt__sgemm_release();
     tnt__world_finalize();

@@ -42,6 +42,10 @@ static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funnele
 static const choice cpu_isas[] = {{"all", TNT__ISA_ALL}, {"avx2", TNT__ISA_AVX2}, {"avx512_core", TNT__ISA_AVX512_CORE},
                                   {"avx512_core_bf16", TNT__ISA_AVX512_CORE_BF16},
                                   {"avx512_core_amx", TNT__ISA_AVX512_CORE_AMX}, {NULL, 0}};
+static const choice devices[] = {{"auto", TNT__DEVICE_AUTO}, {"cpu", TNT__DEVICE_CPU}, {"gpu", TNT__DEVICE_GPU},
+                                 {NULL, 0}};
+static const choice gpu_comms[] = {{"auto", TNT__GPU_COMM_AUTO}, {"host", TNT__GPU_COMM_HOST},
+                                   {"mpi", TNT__GPU_COMM_HOST}, {"nccl", TNT__GPU_COMM_NCCL}, {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -68,6 +72,13 @@ static const setting settings[] = {
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
     CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
     CHOICE("TNT_MAX_CPU_ISA", max_cpu_isa, cpu_isas),
+    CHOICE("TNT_DEVICE", device, devices),
+    CHOICE("TNT_GPU_COMM", gpu_comm, gpu_comms),
+    INT("TNT_GPU_ORDINAL", gpu_ordinal, 0, 1023),
+    STRING("TNT_CUDA_LIBDIR", cuda_libdir),
+    STRING("TNT_CUDA_DRIVER", cuda_driver),
+    INT("TNT_GPU_EMULATE", gpu_emulate, 0, 64),
+    FLAG("TNT_GPU_TF32", gpu_tf32),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),
@@ -93,7 +104,8 @@ static const setting settings[] = {
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
-        .slurm_procid = -1,                                                                       \
+        .slurm_procid = -1, .device = TNT__DEVICE_CPU, .gpu_comm = TNT__GPU_COMM_AUTO,           \
+        .gpu_ordinal = -1,                                                                        \
     }
 static const tnt__config defaults = DEFAULTS;
 

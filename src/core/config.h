@@ -23,6 +23,20 @@ typedef enum tnt__cpu_isa {
     TNT__ISA_AVX512_CORE_AMX,
 } tnt__cpu_isa;
 
+/* TNT_DEVICE: where models run */
+typedef enum tnt__device_choice {
+    TNT__DEVICE_CPU, /* the default until the GPU path has passed its checks on a GPU */
+    TNT__DEVICE_AUTO, /* the GPU when one is usable, else the CPU with one INFO line saying why */
+    TNT__DEVICE_GPU, /* the GPU, or an error naming why not */
+} tnt__device_choice;
+
+/* TNT_GPU_COMM: how gradients of GPU ranks reach each other */
+typedef enum tnt__gpu_comm {
+    TNT__GPU_COMM_AUTO, /* NCCL where it loaded, else host staging */
+    TNT__GPU_COMM_HOST, /* staged through pinned host memory and the MPI reducer ("mpi" too) */
+    TNT__GPU_COMM_NCCL,
+} tnt__gpu_comm;
+
 typedef struct tnt__config {
     int log_level;                   /* TNT_LOG_LEVEL: a tnt_log_level */
     bool log_on_all_devices;         /* TNT_LOG_ON_ALL_DEVICES */
@@ -49,6 +63,15 @@ typedef struct tnt__config {
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */
     int max_cpu_isa;                 /* TNT_MAX_CPU_ISA: a tnt__cpu_isa */
+    int device;                      /* TNT_DEVICE: a tnt__device_choice */
+    int gpu_comm;                    /* TNT_GPU_COMM: a tnt__gpu_comm */
+    int64_t gpu_ordinal;             /* TNT_GPU_ORDINAL: the device to use; -1: local rank % devices */
+    char cuda_libdir[2048];          /* TNT_CUDA_LIBDIR: colon list of folders with cuBLAS, cuDNN, NCCL */
+    char cuda_driver[1024];          /* TNT_CUDA_DRIVER: path of the driver library instead of
+                                      * libcuda.so.1 (tests: a fake or absent driver) */
+    int64_t gpu_emulate;             /* TNT_GPU_EMULATE: N > 0 emulated devices (host memory, host
+                                      * kernels) instead of the real backend; 0: none */
+    bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */
 } tnt__config;
 
 /* Reads every setting into *c (defaults for those unset or empty). A bad value gives

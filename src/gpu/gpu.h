@@ -33,7 +33,7 @@ typedef enum tnt__gpu_stream {
  * line saying why, e.g. "no libcuda.so.1", "cuInit: CUDA_ERROR_STUB_LIBRARY (34)", "no device",
  * "built without GPU kernels". Never sets the library's error. */
 bool tnt__gpu_available(const char **why);
-/* Devices the driver sees (0 when unavailable; 1 when emulated). */
+/* Devices the driver sees (0 when unavailable; TNT_GPU_EMULATE's N when emulated). */
 int tnt__gpu_device_count(void);
 /* Makes device `ordinal` current for this process (primary context, two streams, cuBLAS handle)
  * and loads the kernels' module. Called once, by tnt_init's device choice; again with the same
@@ -78,7 +78,7 @@ tnt_status tnt__gpu_stream_wait(tnt__gpu_stream stream, tnt__gpu_event *e);
 /* The host waits for the event. */
 tnt_status tnt__gpu_event_sync(tnt__gpu_event *e);
 
-/* ---- kernels (gpu/kernels/*.cu) ---- */
+/* ---- kernels (the .cu files of gpu/kernels/) ---- */
 
 /* Launches the kernel named `name` (its extern "C" name in gpu/kernels/) on the compute stream
  * with a grid of `grid` blocks of `block` threads and `shared_bytes` of dynamic shared memory.

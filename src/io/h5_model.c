@@ -26,6 +26,7 @@
 
 #include "comm/comm.h"
 #include "model/model.h"
+#include "model/device.h"
 #include "objectives/loss.h"
 #include "optimizers/optimizer.h"
 
@@ -181,6 +182,8 @@ static tnt_status fill_model(tnt_model *m, hid_t f, const char *path, void *ctx)
 
 tnt_status tnt_save_model(tnt_model *m, const char *path, const tnt_save_opts *opts) {
     size_t n = path ? strlen(path) : 0;
+    tnt_status s = tnt__model_host_weights(m); /* the device's newer weights first */
+    if (s != TNT_OK) return s;
     if (m && n > 6 && !strcmp(path + n - 6, ".keras")) return tnt__keras_zip_save(m, path, opts);
     return tnt__h5_save(m, path, opts, "save_model", "model_weights", fill_model, NULL);
 }

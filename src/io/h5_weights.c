@@ -21,6 +21,7 @@
 #include "core/atomic_file.h"
 #include "comm/comm.h"
 #include "model/model.h"
+#include "model/device.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -441,6 +442,8 @@ tnt_status tnt__h5_save(tnt_model *m, const char *path, const tnt_save_opts *opt
 }
 
 tnt_status tnt_save_weights(tnt_model *m, const char *path, const tnt_save_opts *opts) {
+    tnt_status s = tnt__model_host_weights(m); /* the device's newer weights first */
+    if (s != TNT_OK) return s;
     return tnt__h5_save(m, path, opts, "save_weights", NULL, NULL, NULL);
 }
 
@@ -631,6 +634,7 @@ static tnt_status parse_weights(void *ctx, tnt__h5_answer *a) {
 tnt_status tnt_load_weights(tnt_model *m, const char *path, bool by_name) {
     if (!m || !path || !*path) return tnt__error(TNT_ERR_ARG, "load_weights: model or path is NULL");
     tnt_status s = tnt__model_setup_weights(m);
+    if (s == TNT_OK) s = tnt__model_host_written(m); /* uploaded again before the next device pass */
     if (s != TNT_OK) return s;
     size_t np = (size_t)m->n_params * sizeof(float), ns = (size_t)m->n_state * sizeof(float);
     tnt__h5_answer a;

@@ -21,4 +21,19 @@ tnt_status tnt__fused_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a, 
 /* *dpre: the gradient before the activation, a->dy itself or a workspace buffer. */
 tnt_status tnt__fused_backward(tnt_layer *l, const tnt__bwd_args *a, tnt__act *act, const float **dpre);
 
+/* ---- on the device (fused_gpu.c): device pointers throughout, the same workspace layout ---- */
+
+/* The device has kernels for act (the softmax-like ones as row kernels over the last axis). */
+bool tnt__gpu_act_supported(tnt_activation act);
+/* y = act(x) over (rows, cols); y may be x. */
+tnt_status tnt__gpu_act_forward(tnt_activation act, float alpha, int64_t rows, int64_t cols, const float *x, float *y);
+/* dx = dy act'(.) from x (when tnt__act_backward_needs_src) or y; dx may be dy. */
+tnt_status tnt__gpu_act_backward(tnt_activation act, float alpha, int64_t rows, int64_t cols, const float *x,
+                                 const float *y, const float *dy, float *dx);
+/* The linear op on the device: out = linear(a->x), no activation. */
+typedef tnt_status (*tnt__gpu_linear_run)(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out);
+/* As tnt__fused_forward / tnt__fused_backward, on the device (workspace: tnt__fused_workspace_size). */
+tnt_status tnt__gpu_fused_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a, tnt__gpu_linear_run run);
+tnt_status tnt__gpu_fused_backward(tnt_layer *l, const tnt__bwd_args *a, const float **dpre);
+
 #endif

@@ -37,6 +37,8 @@ typedef struct tnt__weight {
                                  buffer and the allreduce never see; set it in build */
     float *saved;             /* the values of a layer that outlived its model (NULL if none): a
                                  later model starts from them instead of the initializer */
+    float *d_value, *d_grad;  /* device views into the model's device flat buffers while it trains
+                                 on a GPU (model/device.c); NULL otherwise */
 } tnt__weight;
 
 typedef struct tnt__fwd_args {
@@ -77,6 +79,7 @@ typedef struct tnt__bwd_args {
     float *const *dxs;  /* gradient of each input (dxs[0] == dx), each NULL when not needed;
                            written (overwritten), never accumulated */
     bool parallel;      /* as in tnt__fwd_args */
+    double added_loss_scale; /* ops->added_loss: d(the loss fit minimizes) / d(the added losses) */
 } tnt__bwd_args;
 
 /* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,
@@ -101,6 +104,21 @@ static inline bool tnt__policy_is_integer(tnt__dtype_policy p) { return p >= TNT
 /* An input layer's dtype (InputLayer's "dtype": float32 or an integer type). */
 void tnt__input_layer_set_dtype(tnt_layer *l, tnt__dtype_policy p);
 tnt__dtype_policy tnt__input_layer_dtype(const tnt_layer *l);
+
+/* The GPU path of a layer class (GPU-DESIGN.md 4.4): the CPU signatures, with every pointer of
+ * tnt__fwd_args / tnt__bwd_args (workspace included) a device address, and the weights read
+ * through d_value / d_grad. build, the Keras configs and the registry stay shared. Views and
+ * folded activations run nothing on either device. */
+typedef struct tnt__gpu_ops {
+    /* May be NULL (every configuration of the class runs). Otherwise false and *why (one phrase:
+     * "bf16 policy", "needs cuDNN") when this layer's configuration has no device path. */
+    bool (*supported)(const tnt_layer *l, const char **why);
+    void *(*plan_create)(tnt_layer *l, int64_t batch); /* may be NULL */
+    void (*plan_destroy)(void *plan);
+    size_t (*workspace_size)(tnt_layer *l, void *plan, int64_t batch); /* device bytes; may be NULL */
+    tnt_status (*forward)(tnt_layer *l, void *plan, const tnt__fwd_args *a);
+    tnt_status (*backward)(tnt_layer *l, void *plan, const tnt__bwd_args *a);
+} tnt__gpu_ops;
 
 typedef struct tnt__layer_ops {
     const char *class_name; /* Keras class name: "Dense" */
@@ -141,6 +159,10 @@ typedef struct tnt__layer_ops {
      * channels_first true or false; tnt__layer_take_data_format (layer.c) stores it in
      * l->channels_first, which build reads (Flatten also trades its view for a transpose). */
     tnt_status (*set_data_format)(tnt_layer *l, bool channels_first);
+    /* Losses the layer adds to the model's loss (Keras's add_loss in a custom layer's call): their
+     * sum in the forward that used workspace; NULL: none. Backward gets their gradient's scale in
+     * tnt__bwd_args.added_loss_scale. */
+    double (*added_loss)(const tnt_layer *l, const void *workspace);
     /* The layer applies l->activation == TNT_ACT_RELU itself, in the same pass: the model folds
      * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
     bool folds_relu;
@@ -153,6 +175,10 @@ typedef struct tnt__layer_ops {
      * layer, its class and the bad key or value (tnt__kj_error). Unknown keys are ignored. NULL in
      * the table for classes the registry does not list (InputLayer, custom layers). */
     tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
+    /* The GPU path (NULL: CPU only; dispatch then names the layer). */
+    const tnt__gpu_ops *gpu;
+    /* Stateful layers (recurrent stateful=True): their carried states back to zeros. May be NULL. */
+    void (*reset_states)(tnt_layer *l);
 } tnt__layer_ops;
 
 struct tnt_layer {

@@ -2,8 +2,10 @@
  * gradient buffers and weight access. Functional graphs are made in graph.c; plans and the forward
  * and backward passes live in plan.c; the summary table in summary.c. */
 #include "model/model.h"
+#include "model/device.h"
 #include "comm/comm.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
 #include "optimizers/optimizer.h"
 
 #include <stdio.h>
@@ -66,6 +68,9 @@ static bool owns_values(const tnt_model *m, const tnt_layer *l) {
 
 void tnt_model_free(tnt_model *m) {
     if (!m) return;
+    if (tnt__model_host_weights(m) != TNT_OK) /* layers that outlive the model keep the newest values */
+        tnt_log(TNT_LOG_WARNING, "model \"%s\": weights from the GPU: %s", m->name, tnt_last_error());
+    tnt__model_dev_free(m);
     tnt__model_clear_plans(m);
     tnt__free(m->arena);
     tnt__scopes_free(m); /* first: their shadows' references to the layers */
@@ -88,6 +93,9 @@ void tnt_model_free(tnt_model *m) {
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
     free(m->loss_opts);
+    for (int k = 0; k < TNT_MAX_IO; k++) tnt__traced_loss_free(m->traced_loss[k]);
+    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__traced_loss_free(m->traced_metric[j]);
+    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__state_metric_free(m->state_metric[j]);
     free(m);
 }
 
@@ -491,6 +499,17 @@ tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
 tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
     return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? tnt__model_tensor_decl(m, m->outputs[i]) : (tnt_shape){0};
 }
+void tnt_layer_reset_states(tnt_layer *l) {
+    if (l && l->ops->reset_states) l->ops->reset_states(l);
+}
+
+void tnt_model_reset_states(tnt_model *m) {
+    for (int i = 0; m && i < m->n_nodes; i++) tnt_layer_reset_states(m->nodes[i].layer);
+}
+
+tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i) {
+    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? m->tensor_shape[m->outputs[i]] : (tnt_shape){0};
+}
 const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
     if (!m || i < 0 || i >= (output ? m->n_outputs : m->n_inputs)) return NULL;
     const char *key = output ? m->output_keys[i] : m->input_keys[i];
@@ -533,7 +552,8 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     size_t len = 0;
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
-        int n = snprintf(metrics + len, size - len, "%s%s", k ? "," : "", m->metrics[k].name);
+        if (m->traced_metric[k] || m->state_metric[k]) continue; /* the user's: compile cannot read it back by name */
+        int n = snprintf(metrics + len, size - len, "%s%s", len ? "," : "", m->metrics[k].name);
         if (n < 0 || (size_t)n >= size - len)
             return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);
         len += (size_t)n;
@@ -609,6 +629,7 @@ tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_shape *s
     if (!w)
         return tnt__error(TNT_ERR_ARG, "model \"%s\": weight index %d (expected 0..%d)", m->name, i,
                           tnt_model_num_weights(m) - 1);
+    if (data && (s = tnt__model_host_written(m)) != TNT_OK) return s; /* a writable view of the host copy */
     static _Thread_local char full[2 * TNT_NAME_MAX + 8];
     snprintf(full, sizeof full, "%s/%s:0", l->name, w->name);
     if (name) *name = full;
@@ -625,6 +646,8 @@ static tnt_status copy_weights(tnt_model *m, float *buf, int64_t n, bool to_mode
     if (n != m->n_params + m->n_state)
         return tnt__error(TNT_ERR_ARG, "%s: buffer of %lld floats, model \"%s\" has %lld", who, (long long)n,
                           m->name, (long long)(m->n_params + m->n_state));
+    /* the host copy: brought up to date from the device, and uploaded again after a write */
+    if ((s = to_model ? tnt__model_host_written(m) : tnt__model_host_weights(m)) != TNT_OK) return s;
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; j < m->layers[i]->n_weights; j++) {
             tnt__weight *w = &m->layers[i]->weights[j];

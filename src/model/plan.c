@@ -8,6 +8,7 @@
  * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
  * order writes it in place, later ones write a temporary that is added. */
 #include "model/model.h"
+#include "model/device.h"
 #include "core/timeline.h"
 #include "comm/comm.h"
 #include "layers/regularizer.h"
@@ -20,11 +21,19 @@ static size_t tensor_bytes(const tnt_model *m, int t, int64_t batch) {
     return (size_t)(batch * tnt_shape_numel(m->tensor_shape[t])) * sizeof(float);
 }
 
+/* The layer's functions for this plan: its GPU path's on a device plan. */
+static void *(*plan_create_of(const tnt_layer *l, bool device))(tnt_layer *, int64_t) {
+    return device ? l->ops->gpu->plan_create : l->ops->plan_create;
+}
+
 static void plan_free(tnt_model *m, tnt__plan *p) {
     if (p->layer_plans)
-        for (int i = 0; i < m->n_nodes; i++)
-            if (p->layer_plans[i] && m->nodes[i].layer->ops->plan_destroy)
-                m->nodes[i].layer->ops->plan_destroy(p->layer_plans[i]);
+        for (int i = 0; i < m->n_nodes; i++) {
+            const tnt__layer_ops *o = m->nodes[i].layer->ops;
+            void (*destroy)(void *) = p->device ? (o->gpu ? o->gpu->plan_destroy : NULL) : o->plan_destroy;
+            if (p->layer_plans[i] && destroy) destroy(p->layer_plans[i]);
+        }
+    free(p->host_out);
     free(p->layer_plans);
     free(p->ws_offset);
     free(p->act_offset);
@@ -177,12 +186,13 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
         !p->dx_offset || !p->dx_mode)
         return TNT_ERR_NOMEM;
     size_t off = 0;
+    p->device = m->on_device;
     /* forward values: a single input is read from the caller's buffer; several are unpacked */
     for (int t = 0; t < T; t++) {
         if (m->tensor_alias[t] != t) continue;
         bool is_input = false;
         for (int k = 0; k < m->n_inputs; k++) is_input |= m->inputs[k] == t;
-        if (is_input && m->n_inputs == 1) {
+        if (is_input && m->n_inputs == 1 && !p->device) {
             p->act_is_input[t] = true;
             continue;
         }
@@ -195,16 +205,21 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     for (int i = 0; i < N; i++) {
         tnt_layer *l = m->nodes[i].layer;
-        if (m->nodes[i].folded) continue;
-        if (l->ops->plan_create) {
-            p->layer_plans[i] = l->ops->plan_create(l, batch);
+        if (m->nodes[i].folded || (p->device && tnt__node_is_alias(&m->nodes[i]))) continue;
+        if (p->device && !l->ops->gpu)
+            return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": layer \"%s\" (%s) has no GPU path", m->name, l->name,
+                              l->ops->class_name);
+        void *(*create)(tnt_layer *, int64_t) = plan_create_of(l, p->device);
+        if (create) {
+            p->layer_plans[i] = create(l, batch);
             if (!p->layer_plans[i])
                 return tnt__error_prefix(TNT_ERR_BACKEND, "model \"%s\": layer \"%s\" (%s), batch %lld: ",
                                          m->name, l->name, l->ops->class_name, (long long)batch);
         }
-        if (l->ops->workspace_size) {
+        size_t (*ws)(tnt_layer *, void *, int64_t) = p->device ? l->ops->gpu->workspace_size : l->ops->workspace_size;
+        if (ws) {
             p->ws_offset[i] = off;
-            off += align64(l->ops->workspace_size(l, p->layer_plans[i], batch));
+            off += align64(ws(l, p->layer_plans[i], batch));
         }
     }
     for (int k = 0; k < m->n_outputs; k++) {
@@ -218,6 +233,14 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     if (s != TNT_OK) return s;
     off += grad_bytes;
     p->arena_bytes = off;
+    if (p->device) { /* the arena on the device; the loss's tensors mirrored on the host */
+        if (m->n_outputs != 1) return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": several outputs on the GPU", m->name);
+        size_t n = (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[0]]));
+        if (!(p->host_out = tnt__calloc(3 * (n ? n : 1), sizeof(float)))) return TNT_ERR_NOMEM;
+        p->host_loss_in = p->host_out + n;
+        p->host_out_grad = p->host_loss_in + n;
+        return tnt__model_dev_arena(m, off) ? TNT_OK : TNT_ERR_NOMEM;
+    }
     if (off > m->arena_bytes) {
         tnt__free(m->arena);
         m->arena_bytes = 0;
@@ -235,7 +258,7 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
         tnt__plan *p = &m->plans[i];
         bool shapes = true; /* the input shapes matter for models with None dimensions */
         for (int k = 0; k < m->n_inputs && shapes; k++) shapes = tnt__shape_equal(p->in_shapes[k], m->tensor_shape[m->inputs[k]]);
-        if (p->batch == batch && p->layer_plans && shapes) {
+        if (p->batch == batch && p->layer_plans && shapes && p->device == m->on_device) {
             p->last_use = ++m->plan_clock;
             return p;
         }
@@ -253,10 +276,13 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
 
 /* ---- execution --------------------------------------------------------------------------- */
 
-static float *at(tnt_model *m, size_t off) { return (float *)((char *)m->arena + off); }
+/* An arena address: the device's for a device plan. */
+static float *at(tnt_model *m, const tnt__plan *p, size_t off) {
+    return (float *)((char *)(p->device ? m->dev->arena : m->arena) + off);
+}
 
 static float *act(tnt_model *m, tnt__plan *p, int t, const float *x) {
-    return p->act_is_input[t] ? (float *)x : at(m, p->act_offset[t]);
+    return p->act_is_input[t] ? (float *)x : at(m, p, p->act_offset[t]);
 }
 
 static int output_index(const tnt_model *m, int t) {
@@ -265,10 +291,16 @@ static int output_index(const tnt_model *m, int t) {
     return -1;
 }
 
-float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x) { return act(m, p, m->outputs[k], x); }
-float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k) { return at(m, p->grad_offset[m->outputs[k]]); }
+/* On a device plan these are the host copies (the loss and the metrics run on the host). */
+float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x) {
+    return p->device ? p->host_out : act(m, p, m->outputs[k], x);
+}
+float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k) {
+    return p->device ? p->host_out_grad : at(m, p, p->grad_offset[m->outputs[k]]);
+}
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x) {
-    return m->fused_output_loss[k] ? at(m, p->preact_offset[k]) : tnt__plan_output(m, p, k, x);
+    if (p->device) return m->fused_output_loss[k] ? p->host_loss_in : p->host_out;
+    return m->fused_output_loss[k] ? at(m, p, p->preact_offset[k]) : tnt__plan_output(m, p, k, x);
 }
 
 /* Copies between the per-sample packed layout and one (batch, numel) array per tensor. */
@@ -300,8 +332,44 @@ static void add_activity_penalty(tnt_model *m, tnt__plan *p, const tnt__node *n,
                                                            p->batch * tnt_shape_numel(m->tensor_shape[n->out]));
 }
 
+static void *workspace(tnt_model *m, tnt__plan *p, int i) {
+    const tnt__layer_ops *o = m->nodes[i].layer->ops;
+    return (p->device ? o->gpu->workspace_size : o->workspace_size) ? at(m, p, p->ws_offset[i]) : NULL;
+}
+
+static size_t tensor_bytes_of(const tnt_model *m, const tnt__plan *p, int t) {
+    return (size_t)(p->batch * tnt_shape_numel(m->tensor_shape[t])) * sizeof(float);
+}
+
+/* A device pass starts with the batch copied in (after the weights, when the host wrote them). */
+static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
+    tnt_status s = tnt__model_dev_ready(m);
+    if (s != TNT_OK) return s;
+    int t = m->inputs[0];
+    return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes_of(m, p, t), TNT__GPU_COMPUTE);
+}
+
+/* ... and ends with the output (and the logits of a fused loss) copied out for the loss. */
+static tnt_status device_output(tnt_model *m, tnt__plan *p) {
+    int t = m->outputs[0];
+    size_t bytes = tensor_bytes_of(m, p, t);
+    tnt_status s = tnt__gpu_copy_to_host(p->host_out, at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
+    if (s == TNT_OK && m->fused_output_loss[0])
+        s = tnt__gpu_copy_to_host(p->host_loss_in, at(m, p, p->preact_offset[0]), bytes, TNT__GPU_COMPUTE);
+    return s == TNT_OK ? tnt__gpu_sync(TNT__GPU_COMPUTE) : s;
+}
+
+static tnt_status layer_forward(tnt_layer *l, const tnt__plan *p, void *plan, const tnt__fwd_args *a) {
+    return p->device ? l->ops->gpu->forward(l, plan, a) : l->ops->forward(l, plan, a);
+}
+
 tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st, float **out) {
-    if (m->n_inputs > 1) repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
+    if (p->device) {
+        tnt_status s = device_input(m, p, x);
+        if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": batch to the GPU: ", m->name);
+    } else if (m->n_inputs > 1) {
+        repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
+    }
     m->activity_penalty = 0;
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
@@ -323,51 +391,67 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
             .y = ys[0],
             .n_outputs = tnt__node_n_out(n),
             .ys = ys,
-            .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p->preact_offset[ok]) : NULL,
-            .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
+            .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p, p->preact_offset[ok]) : NULL,
+            .workspace = workspace(m, p, i),
             .training = st->training,
             .seed = st->seed,
             .sample_offset = st->sample_offset,
             .parallel = st->parallel,
         };
         double t0 = TNT_TL_BEGIN();
-        tnt_status s = l->ops->forward(l, p->layer_plans[i], &a);
+        tnt_status s = layer_forward(l, p, p->layer_plans[i], &a);
         TNT_TL_END(st->training ? "forward" : "inference", l->name, -1, t0);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
         add_activity_penalty(m, p, n, x);
+        /* a batch's added loss L counts as L per sample: L over the batch, as Keras's (on p ranks,
+         * each rank's L weighted by its share of the batch) */
+        if (l->ops->added_loss) m->activity_penalty += l->ops->added_loss(l, a.workspace) * (double)p->batch;
     }
-    if (m->n_outputs == 1) {
+    if (p->device) {
+        tnt_status s = device_output(m, p);
+        if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": outputs from the GPU: ", m->name);
+        *out = p->host_out;
+    } else if (m->n_outputs == 1) {
         *out = tnt__plan_output(m, p, 0, x);
     } else {
-        *out = at(m, p->packed_offset);
+        *out = at(m, p, p->packed_offset);
         repack(m, p, m->n_outputs, m->outputs, *out, x, false);
     }
     return TNT_OK;
 }
 
-static void add_into(float *dst, const float *src, int64_t n) {
+static tnt_status add_into(const tnt__plan *p, float *dst, const float *src, int64_t n) {
+    if (p->device) return tnt__dev_add_into(dst, src, n);
 #pragma omp parallel for simd if (n > 65536) schedule(static)
     for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+    return TNT_OK;
+}
+
+static tnt_status layer_backward(tnt_layer *l, const tnt__plan *p, void *plan, const tnt__bwd_args *a) {
+    return p->device ? l->ops->gpu->backward(l, plan, a) : l->ops->backward(l, plan, a);
 }
 
 /* Backward of one node whose weight gradients must be added to an earlier call's (a shared
  * layer): its trainable weights point at scratch during the call. */
-static tnt_status backward_shared(tnt_model *m, tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+static tnt_status backward_shared(tnt_model *m, const tnt__plan *p, tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     float *real[TNT_MAX_LAYER_WEIGHTS] = {0};
+    float *scratch = p->device ? m->dev->shared_scratch : m->shared_scratch;
     int64_t off = 0;
     for (int j = 0; j < l->n_weights; j++) {
         tnt__weight *w = &l->weights[j];
         if (!w->trainable) continue;
-        real[j] = w->grad;
-        w->grad = m->shared_scratch + off;
+        float **grad = p->device ? &w->d_grad : &w->grad;
+        real[j] = *grad;
+        *grad = scratch + off;
         off += tnt_shape_numel(w->shape);
     }
-    tnt_status s = l->ops->backward(l, plan, a);
+    tnt_status s = layer_backward(l, p, plan, a);
     for (int j = 0; j < l->n_weights; j++) {
         tnt__weight *w = &l->weights[j];
         if (!w->trainable) continue;
-        if (s == TNT_OK) add_into(real[j], w->grad, tnt_shape_numel(w->shape));
-        w->grad = real[j];
+        float **grad = p->device ? &w->d_grad : &w->grad;
+        if (s == TNT_OK) s = add_into(p, real[j], *grad, tnt_shape_numel(w->shape));
+        *grad = real[j];
     }
     return s;
 }
@@ -379,6 +463,11 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
     compute_needs_grad(m, needs);
     tnt_status s = TNT_OK;
     int64_t ready = 0;
+    if (p->device) { /* the loss's gradient, written on the host, goes up first */
+        int t = m->outputs[0];
+        s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad, tensor_bytes_of(m, p, t),
+                                    TNT__GPU_COMPUTE);
+    }
     for (int i = m->n_nodes - 1; i >= 0 && s == TNT_OK; i--) {
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
@@ -387,7 +476,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         bool any = false;
         for (int k = 0; k < tnt__node_n_out(n); k++) {
             ys[k] = act(m, p, n->out + k, x);
-            dys[k] = p->grad_offset[n->out + k] == NO_GRAD ? NULL : at(m, p->grad_offset[n->out + k]);
+            dys[k] = p->grad_offset[n->out + k] == NO_GRAD ? NULL : at(m, p, p->grad_offset[n->out + k]);
             any |= dys[k] != NULL;
         }
         if (!any) continue; /* read by nothing */
@@ -403,14 +492,14 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             tnt__layer_add_activity_grad(l, act(m, p, n->out, x), dy, numel, st->activity_grad_scale);
         }
         if (tnt__node_is_alias(n)) { /* dx is dy, already in place unless it must be added */
-            if (p->dx_mode[DX(p, i, 0)] == 2) add_into(at(m, p->grad_offset[n->in[0]]), dy, numel);
+            if (p->dx_mode[DX(p, i, 0)] == 2) s = add_into(p, at(m, p, p->grad_offset[n->in[0]]), dy, numel);
             continue;
         }
         const float *xs[TNT_MAX_LAYER_INPUTS];
         float *dxs[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) {
             xs[k] = act(m, p, n->in[k], x);
-            dxs[k] = p->dx_mode[DX(p, i, k)] ? at(m, p->dx_offset[DX(p, i, k)]) : NULL;
+            dxs[k] = p->dx_mode[DX(p, i, k)] ? at(m, p, p->dx_offset[DX(p, i, k)]) : NULL;
         }
         tnt__bwd_args a = {
             .batch = p->batch,
@@ -421,30 +510,37 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .ys = ys,
             .dys = dys,
             .dx = dxs[0],
-            .workspace = l->ops->workspace_size ? at(m, p->ws_offset[i]) : NULL,
+            .workspace = workspace(m, p, i),
             .dy_is_preact = ok >= 0 && m->fused_output_loss[ok],
             .sample_offset = st->sample_offset,
             .n_inputs = n->n_in,
             .xs = xs,
             .dxs = dxs,
             .parallel = st->parallel,
+            .added_loss_scale = st->activity_grad_scale * (double)p->batch,
         };
         double t0 = TNT_TL_BEGIN();
-        s = n->first_backward ? l->ops->backward(l, p->layer_plans[i], &a)
-                              : backward_shared(m, l, p->layer_plans[i], &a);
+        s = n->first_backward ? layer_backward(l, p, p->layer_plans[i], &a)
+                              : backward_shared(m, p, l, p->layer_plans[i], &a);
         TNT_TL_END("backward", l->name, -1, t0);
         if (s != TNT_OK) {
             s = tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
             break;
         }
-        for (int k = 0; k < n->n_in; k++)
+        for (int k = 0; k < n->n_in && s == TNT_OK; k++)
             if (p->dx_mode[DX(p, i, k)] == 2)
-                add_into(at(m, p->grad_offset[n->in[k]]), dxs[k], p->batch * tnt_shape_numel(m->tensor_shape[n->in[k]]));
-        if (st->reducer && n->grad_end > ready) {
-            tnt__reducer_ready(st->reducer, n->grad_end);
+                s = add_into(p, at(m, p, p->grad_offset[n->in[k]]), dxs[k],
+                             p->batch * tnt_shape_numel(m->tensor_shape[n->in[k]]));
+        if (s == TNT_OK && st->reducer && n->grad_end > ready) {
+            if (p->device) s = tnt__dev_bucket_ready(m, st->reducer, ready, n->grad_end); /* host-staged */
+            else tnt__reducer_ready(st->reducer, n->grad_end);
             ready = n->grad_end;
         }
     }
+    /* host-staged: whatever backward did not hand over (gradients of weights no output reaches
+     * stay as written) goes down before the reducer's finish_step starts it */
+    if (s == TNT_OK && p->device && st->reducer && ready < m->n_params)
+        s = tnt__dev_bucket_ready(m, st->reducer, ready, m->n_params);
     if (needs != needs_stack) free(needs);
     return s;
 }

@@ -214,6 +214,7 @@ void tnt_optimizer_free(tnt_optimizer *opt) {
     tnt_lr_schedule_free(opt->schedule);
     for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++) tnt__free(opt->slots[k]);
     tnt__free(opt->clip_buf);
+    tnt__optimizer_gpu_free(opt);
     free(opt);
 }
 

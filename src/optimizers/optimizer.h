@@ -53,6 +53,8 @@ struct tnt_optimizer {
     const char *slot_names[TNT__OPT_MAX_SLOTS];
     float *slots[TNT__OPT_MAX_SLOTS];
     float *clip_buf; /* clipvalue: the clipped gradient, n_params floats (the model's stays as computed) */
+    float *d_slots[TNT__OPT_MAX_SLOTS]; /* the slots on the device while a model trains there
+                                           (optimizer_gpu.c); NULL otherwise */
 };
 
 /* Allocates the slot buffers for n_params parameters: zeros, except Adagrad's accumulators,
@@ -80,5 +82,20 @@ tnt_status tnt__optimizer_set_iterations(tnt_optimizer *o, int64_t iterations);
 int tnt__optimizer_num_slots(const tnt_optimizer *o);
 const char *tnt__optimizer_slot_name(const tnt_optimizer *o, int k);
 float *tnt__optimizer_slot(tnt_optimizer *o, int k);
+
+/* ---- on the device (optimizer_gpu.c): the same formulas and per-step scalars, one kernel per
+ * step over the device flat buffers. SGD (momentum, Nesterov), Adam (AMSGrad), AdamW, RMSprop. */
+
+/* Whether the update has a device path; when not, *why says what lacks one. */
+bool tnt__optimizer_gpu_supported(const tnt_optimizer *o, const char **why);
+/* Device slots (n_params floats each, after tnt__optimizer_prepare), filled from the host's. */
+tnt_status tnt__optimizer_gpu_prepare(tnt_optimizer *o);
+/* Copies of the slots between the host and the device (no-ops without device slots). */
+tnt_status tnt__optimizer_gpu_upload(tnt_optimizer *o);
+tnt_status tnt__optimizer_gpu_download(tnt_optimizer *o);
+void tnt__optimizer_gpu_free(tnt_optimizer *o);
+/* tnt__optimizer_apply over device buffers (the schedule's rate is set on the host as there). */
+tnt_status tnt__optimizer_apply_gpu(tnt_optimizer *o, float *d_params, const float *d_grads, int64_t begin,
+                                    int64_t end);
 
 #endif

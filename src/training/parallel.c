@@ -8,6 +8,7 @@
 #include "core/timeline.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
+#include "model/device.h"
 
 #include <stdio.h>
 
@@ -118,18 +119,21 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     if (tnt__model_has_collective_layers(m)) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
-    const char *names[6] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
-                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)"};
-    uint64_t v[6] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
+    const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
+                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)",
+                            "training device (fingerprint 1: cpu, 2: gpu; see TNT_DEVICE)"};
+    /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */
+    uint64_t v[7] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
                      dataset_fingerprint(data), dataset_fingerprint(val), 0,
-                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0};
+                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0, m->on_device ? 2 : 1};
     if (fit) {
         int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
                         fit->no_distribute, fit->no_distribute_validation};
         v[4] = tnt__fnv1a(0, f, sizeof f);
     }
-    tnt_status s = tnt__check_same(who, names, v, 6);
+    tnt_status s = tnt__check_same(who, names, v, 7);
     if (s != TNT_OK) return s;
+    if (!m->weights_synced && (s = tnt__model_host_written(m)) != TNT_OK) return s; /* the broadcast writes it */
     if (!m->weights_synced) {
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
         if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
@@ -199,18 +203,20 @@ static tnt_status attach(tnt_model *m) {
         m->params_home = m->params;
         tnt__model_bind_params(m, shared);
     }
+    /* each rank's own slots go: the node holds each slice once (a rank touches only its own) */
     tnt_optimizer *o = m->optimizer;
     for (int k = 0; k < o->n_slots; k++) {
         float *shared = tnt__reducer_slot(r, k);
         put_owned(r, shared, o->slots[k]);
-        m->slots_home[k] = o->slots[k];
+        tnt__free(o->slots[k]);
         o->slots[k] = shared;
     }
+    m->n_slots_shared = o->n_slots;
     return tnt__reducer_sync(r, "optimizer slots");
 }
 
-void tnt__parallel_detach(tnt_model *m) {
-    if (!m->attached) return;
+tnt_status tnt__parallel_detach(tnt_model *m) {
+    if (!m->attached) return TNT_OK;
     /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
     tnt__reducer_copy_sums(m->reducer, m->grads_home);
     tnt__model_bind_grads(m, m->grads_home);
@@ -219,17 +225,29 @@ void tnt__parallel_detach(tnt_model *m) {
         tnt__model_bind_params(m, m->params_home);
         m->params_home = NULL;
     }
+    /* the slots' whole values, every rank's slices, back into buffers of this rank's own (the
+     * window stays until the reducer goes) */
     tnt_optimizer *o = m->optimizer;
-    for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++)
-        if (m->slots_home[k]) {
-            memcpy(m->slots_home[k], o->slots[k], (size_t)m->n_params * sizeof(float));
-            o->slots[k] = m->slots_home[k];
-            m->slots_home[k] = NULL;
-        }
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < m->n_slots_shared; k++) {
+        float *own = tnt__alloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(float));
+        if (own) memcpy(own, o->slots[k], (size_t)m->n_params * sizeof(float));
+        else if (s == TNT_OK)
+            s = tnt__error(TNT_ERR_NOMEM, "fit: no memory to take back optimizer %s's slots from the node's window "
+                           "(%lld parameters); its state starts again", o->name, (long long)m->n_params);
+        o->slots[k] = own;
+    }
+    if (s != TNT_OK) { /* fresh, zeroed slots at the next use */
+        for (int k = 0; k < m->n_slots_shared; k++) tnt__free(o->slots[k]), o->slots[k] = NULL;
+        o->n_params = -1;
+    }
+    m->n_slots_shared = 0;
     m->attached = false;
+    return s;
 }
 
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
+    if (m->on_device) return tnt__dev_optimizer_step(m, st); /* the summed gradients go up first */
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
     if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
         return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);

@@ -28,6 +28,9 @@ typedef struct tnt__conv_cfg {
     int64_t id, od, pad_f, pad_k; /* Conv3D: depth in and out, padding front and back */
 } tnt__conv_cfg;
 
+/* Conv2D's device path (conv2d_gpu.c: cuDNN). */
+extern const tnt__gpu_ops tnt__conv2d_gpu_ops;
+
 /* Output size and padding along one axis (valid, or TensorFlow's same); false when the output
  * would be empty. */
 bool tnt__conv_axis(int64_t in, int k, int s, int d, tnt_padding pad, int64_t *out, int64_t *pl,

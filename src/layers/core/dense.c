@@ -29,6 +29,7 @@
 #include "layers/fused.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
+#include "gpu/gpu.h"
 
 #include <stdio.h>
 
@@ -372,6 +373,71 @@ static tnt_layer *dense_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(tnt_dense(units, &o), k);
 }
 
+/* ---- on the device (GPU-DESIGN.md 4.4): three sgemms, the bias, the activation ------------- */
+
+#define GPU_BLOCK 256
+
+static bool dense_gpu_supported(const tnt_layer *l, const char **why) {
+    if (l->dtype_policy == TNT__POLICY_MIXED_BF16) {
+        *why = "the mixed_bfloat16 policy has no device path yet";
+        return false;
+    }
+    return true;
+}
+
+static size_t dense_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return tnt__fused_workspace_size(l, batch);
+}
+
+/* out (rows, units) = rows of b (or zeros), then out += x · W: the CPU's sgemm path */
+static tnt_status dense_gpu_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
+    (void)plan;
+    const dense_cfg *c = l->priv;
+    long long rows = a->batch * c->lead, units = c->units;
+    tnt_status s = TNT_OK;
+    if (c->use_bias) {
+        const float *b = l->weights[1].d_value;
+        void *args[] = {&out, &b, &rows, &units};
+        s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * units, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    if (s != TNT_OK) return s;
+    return tnt__gpu_sgemm(false, false, rows, units, c->in, 1.0f, a->x, c->in, l->weights[0].d_value, units,
+                          c->use_bias ? 1.0f : 0.0f, out, units);
+}
+
+static tnt_status dense_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__gpu_fused_forward(l, plan, a, dense_gpu_run);
+}
+
+static tnt_status dense_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const dense_cfg *c = l->priv;
+    long long rows = a->batch * c->lead, units = c->units;
+    const float *dpre;
+    tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    /* dW (in, units) = x^T · dpre */
+    if (s == TNT_OK)
+        s = tnt__gpu_sgemm(true, false, c->in, units, rows, 1.0f, a->x, c->in, dpre, units, 0.0f, l->weights[0].d_grad,
+                           units);
+    if (s == TNT_OK && c->use_bias) { /* db: column sums in row order, as the CPU adds them */
+        float *db = l->weights[1].d_grad;
+        void *args[] = {&dpre, &db, &rows, &units};
+        s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(units, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    if (s == TNT_OK && a->dx) /* dx (rows, in) = dpre · W^T */
+        s = tnt__gpu_sgemm(false, true, rows, c->in, units, 1.0f, dpre, units, l->weights[0].d_value, units, 0.0f,
+                           a->dx, c->in);
+    return s;
+}
+
+static const tnt__gpu_ops dense_gpu_ops = {
+    .supported = dense_gpu_supported,
+    .workspace_size = dense_gpu_workspace,
+    .forward = dense_gpu_forward,
+    .backward = dense_gpu_backward,
+};
+
 const tnt__layer_ops tnt__dense_ops = {
     .class_name = "Dense",
     .get_config = dense_get_config,
@@ -384,6 +450,7 @@ const tnt__layer_ops tnt__dense_ops = {
     .backward = dense_backward,
     .destroy = dense_destroy,
     .supports_masking = true,
+    .gpu = &dense_gpu_ops,
 };
 
 tnt_layer *tnt_dense(int units, const tnt_layer_opts *opts) {

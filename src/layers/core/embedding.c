@@ -13,6 +13,7 @@
  *
  * mask_zero: id 0 is padding; the graph asks tnt__embedding_mask_zero and derives the sequence
  * mask (ids != 0) itself. Embedding does not pass on an incoming mask (supports_masking false). */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -149,6 +150,75 @@ static tnt_layer *embedding_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(l, k);
 }
 
+/* ---- on the device: the ids checked first (the first bad position comes back to the host, so
+ * the error names it as above), then a gather; backward zeroes the table's gradient and adds dy's
+ * rows in id order, one thread per column (the CPU's sums) --------------------------------------- */
+
+#define GPU_BLOCK 256
+#define GPU_CHECK_BLOCKS 64 /* blocks of the id check: their minima come back to the host */
+
+static bool emb_gpu_supported(const tnt_layer *l, const char **why) {
+    if (!tnt__policy_is_integer(l->dtype_policy)) return true;
+    *why = "an integer dtype has no device path";
+    return false;
+}
+
+static size_t emb_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)l, (void)plan, (void)batch;
+    return GPU_CHECK_BLOCKS * sizeof(long long);
+}
+
+static tnt_status emb_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const emb_cfg *c = l->priv;
+    long long n = a->batch * tnt_shape_numel(l->in_shape), D = c->output_dim, bad[GPU_CHECK_BLOCKS];
+    int dim = c->input_dim;
+    void *check[] = {(void *)&a->x, &n, &dim, (void *)&a->workspace};
+    tnt_status s = tnt__gpu_launch("tnt_k_embedding_bad_ids", GPU_CHECK_BLOCKS, GPU_BLOCK, 0, check);
+    if (s == TNT_OK) s = tnt__gpu_copy_to_host(bad, a->workspace, sizeof bad, TNT__GPU_COMPUTE);
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    if (s != TNT_OK) return s;
+    long long first = n;
+    for (int b = 0; b < GPU_CHECK_BLOCKS; b++) first = bad[b] < first ? bad[b] : first;
+    if (first < n) {
+        const int64_t per = tnt_shape_numel(l->in_shape);
+        float id = 0;
+        if ((s = tnt__gpu_copy_to_host(&id, a->x + first, sizeof id, TNT__GPU_COMPUTE)) != TNT_OK ||
+            (s = tnt__gpu_sync(TNT__GPU_COMPUTE)) != TNT_OK)
+            return s;
+        return tnt__error(TNT_ERR_ARG,
+                          "Embedding \"%s\": id %g at position %lld of sample %lld is not an integer "
+                          "in [0, %d) (input_dim %d)",
+                          l->name, (double)id, (long long)(first % per), (long long)(first / per), c->input_dim,
+                          c->input_dim);
+    }
+    const float *table = l->weights[0].d_value;
+    void *args[] = {(void *)&a->x, &table, (void *)&a->y, &n, &D};
+    s = tnt__gpu_launch("tnt_k_embedding_fwd", tnt__gpu_grid_for(n * D, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(n * D) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status emb_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const emb_cfg *c = l->priv;
+    long long n = a->batch * tnt_shape_numel(l->in_shape), D = c->output_dim, V = c->input_dim;
+    float *g = l->weights[0].d_grad;
+    tnt_status s = a->dx ? tnt__gpu_memset_zero(a->dx, (size_t)n * sizeof(float), TNT__GPU_COMPUTE) : TNT_OK;
+    if (s != TNT_OK || !g) return s;
+    if ((s = tnt__gpu_memset_zero(g, (size_t)(V * D) * sizeof(float), TNT__GPU_COMPUTE)) != TNT_OK) return s;
+    void *args[] = {(void *)&a->x, (void *)&a->dy, &g, &n, &D, &V};
+    return tnt__gpu_launch("tnt_k_embedding_bwd", tnt__gpu_grid_for(D, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static const tnt__gpu_ops emb_gpu_ops = {
+    .supported = emb_gpu_supported,
+    .workspace_size = emb_gpu_workspace,
+    .forward = emb_gpu_forward,
+    .backward = emb_gpu_backward,
+};
+
 const tnt__layer_ops tnt__embedding_ops = {
     .class_name = "Embedding",
     .from_config = embedding_from_config,
@@ -158,6 +228,7 @@ const tnt__layer_ops tnt__embedding_ops = {
     .backward = emb_backward,
     .destroy = emb_destroy,
     .supports_masking = false,
+    .gpu = &emb_gpu_ops,
 };
 
 bool tnt__embedding_mask_zero(const tnt_layer *l) {

@@ -9,6 +9,7 @@
  * copies each input's slice of dy back (dxs[k] NULL: skipped). Rows are shared out across OpenMP
  * threads when the tensor is large. The inputs' sequence masks, and'ed, pass on (src/model/graph.c),
  * as Keras does when joining features; joining along the steps axis with masks is not supported. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -117,6 +118,44 @@ static tnt_status concat_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     return TNT_OK;
 }
 
+/* ---- on the device: one strided copy per input (gpu/kernels/misc.cu tnt_k_copy_cols) -------- */
+
+#define GPU_BLOCK 256
+
+/* rows of cols values: y[r ld_y + off_y + j] = x[r ld_x + off_x + j] */
+static tnt_status copy_cols(const float *x, float *y, long long rows, long long cols, long long ld_x, long long off_x,
+                            long long ld_y, long long off_y) {
+    int accumulate = 0;
+    void *args[] = {&x, &y, &rows, &cols, &ld_x, &off_x, &ld_y, &off_y, &accumulate};
+    return tnt__gpu_launch("tnt_k_copy_cols", tnt__gpu_grid_for(rows * cols, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static tnt_status concat_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const concat_cfg *c = l->priv;
+    const long long rows = a->batch * c->outer, R = c->out_row;
+    tnt_status s = TNT_OK;
+    long long off = 0;
+    for (int k = 0; k < c->n && s == TNT_OK; off += c->row[k], k++)
+        s = copy_cols(a->xs[k], a->y, rows, c->row[k], c->row[k], 0, R, off);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(rows * R) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status concat_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const concat_cfg *c = l->priv;
+    const long long rows = a->batch * c->outer, R = c->out_row;
+    tnt_status s = TNT_OK;
+    long long off = 0;
+    for (int k = 0; k < c->n && s == TNT_OK; off += c->row[k], k++)
+        if (a->dxs[k]) s = copy_cols(a->dy, a->dxs[k], rows, c->row[k], R, off, c->row[k], 0);
+    return s;
+}
+
+static const tnt__gpu_ops concat_gpu_ops = {.forward = concat_gpu_forward, .backward = concat_gpu_backward};
+
 static void concat_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status concat_get_config(const tnt_layer *l, cJSON *c) {
@@ -138,6 +177,7 @@ const tnt__layer_ops tnt__concatenate_ops = {
     .build_multi = concat_build,
     .forward = concat_forward,
     .backward = concat_backward,
+    .gpu = &concat_gpu_ops,
     .destroy = concat_destroy,
     .supports_masking = true,
 };

@@ -23,6 +23,7 @@
  *   would split a tie in halves instead.) A NaN in any input makes the output NaN, as TF.
  * Large tensors (ResNet-50's Add on (16, 56, 56, 256)) are split into blocks across OpenMP
  * threads; each block runs input by input so that the inner loops vectorize. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -306,6 +307,66 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     return TNT_OK;
 }
 
+/* ---- on the device: Add without broadcasting, ((x0 + x1) + x2) ... and the folded relu, in
+ * Keras's order as above ------------------------------------------------------------------------ */
+
+#define GPU_BLOCK 256
+
+static bool merge_gpu_supported(const tnt_layer *l, const char **why) {
+    const merge_cfg *c = l->priv;
+    if (c->op != M_ADD) *why = "only Add of the merge layers has a device path yet";
+    else if (merge_broadcasts(c)) *why = "broadcast inputs have no device path yet";
+    else return true;
+    return false;
+}
+
+static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    long long n = a->batch * c->numel;
+    unsigned grid = tnt__gpu_grid_for(n, GPU_BLOCK);
+    tnt_status s = TNT_OK;
+    for (int k = 1; k < c->n && s == TNT_OK; k++) {
+        const float *acc = k == 1 ? a->xs[0] : a->y;
+        void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &n};
+        s = tnt__gpu_launch("tnt_k_add", grid, GPU_BLOCK, 0, args);
+    }
+    if (s == TNT_OK && l->activation == TNT_ACT_RELU) {
+        int act = TNT_ACT_RELU;
+        float alpha = 0.0f;
+        void *args[] = {&act, &alpha, (void *)&a->y, (void *)&a->y, &n};
+        s = tnt__gpu_launch("tnt_k_act_fwd", grid, GPU_BLOCK, 0, args);
+    }
+    if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    long long n = a->batch * c->numel;
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < c->n && s == TNT_OK; k++) {
+        if (!a->dxs[k]) continue;
+        if (l->activation != TNT_ACT_RELU) { /* dy to every input */
+            s = tnt__gpu_copy_on_device(a->dxs[k], a->dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+            continue;
+        }
+        int act = TNT_ACT_RELU;
+        float alpha = 0.0f;
+        const float *none = NULL;
+        void *args[] = {&act, &alpha, &none, (void *)&a->y, (void *)&a->dy, (void *)&a->dxs[k], &n};
+        s = tnt__gpu_launch("tnt_k_act_bwd", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    return s;
+}
+
+static const tnt__gpu_ops merge_gpu_ops = {
+    .supported = merge_gpu_supported,
+    .forward = merge_gpu_forward,
+    .backward = merge_gpu_backward,
+};
+
 static void merge_destroy(tnt_layer *l) {
     merge_cfg *c = l->priv;
     for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]);
@@ -328,6 +389,7 @@ static void merge_destroy(tnt_layer *l) {
         .destroy = merge_destroy,                                                                 \
         .supports_masking = true,                                                                 \
         .folds_relu = relu,                                                                       \
+        .gpu = &merge_gpu_ops,                                                                    \
     }
 MERGE_OPS(add, "Add", true); /* ResNet's Add + relu */
 MERGE_OPS(subtract, "Subtract", false);

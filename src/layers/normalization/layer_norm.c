@@ -12,6 +12,7 @@
  *   dgamma = sum over rows of dy * xhat,  dbeta = sum over rows of dy
  * dx is parallel over rows; dgamma/dbeta are parallel over column blocks, each thread summing its
  * columns over all rows in row order, so the result does not depend on the thread count. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -196,6 +197,50 @@ static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(l, k);
 }
 
+/* ---- on the device: gpu/kernels/normalization.cu (the same double accumulations per row); the
+ * workspace holds the rows' (mean, 1/std) as here ---------------------------------------------- */
+
+#define GPU_BLOCK 256
+
+static unsigned row_grid(int64_t rows) { return (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows); }
+
+static tnt_status ln_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const ln_cfg *c = l->priv;
+    long long C = c->cols, rows = ln_rows(l, a->batch);
+    double eps = c->epsilon;
+    const float *gamma = l->weights[LN_GAMMA].d_value, *beta = l->weights[LN_BETA].d_value;
+    void *args[] = {(void *)&a->x, (void *)&a->y, &gamma, &beta, (void *)&a->workspace, &rows, &C, &eps};
+    tnt_status s = tnt__gpu_launch("tnt_k_ln_fwd", row_grid(rows), GPU_BLOCK, 0, args);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(rows * C) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status ln_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const ln_cfg *c = l->priv;
+    long long C = c->cols, rows = ln_rows(l, a->batch);
+    float *gg = l->weights[LN_GAMMA].d_grad, *gb = l->weights[LN_BETA].d_grad;
+    const float *gamma = l->weights[LN_GAMMA].d_value;
+    tnt_status s = TNT_OK;
+    if (gg || gb) {
+        void *args[] = {(void *)&a->x, (void *)&a->dy, (void *)&a->workspace, &gg, &gb, &rows, &C};
+        s = tnt__gpu_launch("tnt_k_ln_bwd_params", tnt__gpu_grid_for(C, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    if (s == TNT_OK && a->dx) {
+        void *args[] = {(void *)&a->x, (void *)&a->dy, &gamma, (void *)&a->workspace, (void *)&a->dx, &rows, &C};
+        s = tnt__gpu_launch("tnt_k_ln_bwd_dx", row_grid(rows), GPU_BLOCK, 0, args);
+    }
+    return s;
+}
+
+static const tnt__gpu_ops ln_gpu_ops = {
+    .workspace_size = ln_workspace_size,
+    .forward = ln_gpu_forward,
+    .backward = ln_gpu_backward,
+};
+
 const tnt__layer_ops tnt__layer_normalization_ops = {
     .class_name = "LayerNormalization",
     .from_config = layer_norm_from_config,
@@ -206,6 +251,7 @@ const tnt__layer_ops tnt__layer_normalization_ops = {
     .backward = ln_backward,
     .destroy = ln_destroy,
     .supports_masking = true,
+    .gpu = &ln_gpu_ops,
 };
 
 tnt_layer *tnt_layer_normalization(float epsilon, const char *name) {

@@ -6,6 +6,7 @@
  * Max backward splits each gradient equally among the cells that tie for the maximum, as
  * TensorFlow's reduce_max gradient (and torch.amax); the maximum is recomputed from x, which the
  * model keeps alive until backward, so neither a plan nor a workspace is needed. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -103,6 +104,37 @@ static tnt_status gpool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     return TNT_OK;
 }
 
+/* ---- on the device: gpu/kernels/pooling.cu, one thread per (image, channel) ---------------- */
+
+#define GPU_BLOCK 256
+
+static tnt_status gpool_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const gpool_cfg *c = l->priv;
+    long long n = a->batch * c->planes, hw = c->hw, C = c->c;
+    int is_max = c->is_max;
+    void *args[] = {(void *)&a->x, (void *)&a->y, &n, &hw, &C, &is_max};
+    tnt_status s = tnt__gpu_launch("tnt_k_global_pool_fwd", tnt__gpu_grid_for(n * C, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (s == TNT_OK && a->preact)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(n * C) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status gpool_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const gpool_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    long long n = a->batch * c->planes, hw = c->hw, C = c->c;
+    if (c->is_max) {
+        void *args[] = {(void *)&a->x, (void *)&a->dy, (void *)&a->dx, &n, &hw, &C};
+        return tnt__gpu_launch("tnt_k_global_max_pool_bwd", tnt__gpu_grid_for(n * C, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    void *args[] = {(void *)&a->dy, (void *)&a->dx, &n, &hw, &C};
+    return tnt__gpu_launch("tnt_k_global_avg_pool_bwd", tnt__gpu_grid_for(n * hw * C, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static const tnt__gpu_ops gpool_gpu_ops = {.forward = gpool_gpu_forward, .backward = gpool_gpu_backward};
+
 static void gpool_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status gpool_get_config(const tnt_layer *l, cJSON *c) {
@@ -137,6 +169,7 @@ static tnt_layer *gpool_new(const tnt__layer_ops *ops, bool is_max, int spatial,
         .backward = gpool_backward,                                                               \
         .destroy = gpool_destroy,                                                                 \
         .set_data_format = tnt__layer_take_data_format,                                           \
+        .gpu = &gpool_gpu_ops,                                                                    \
     };                                                                                            \
     tnt_layer *tnt_##fn(const char *name) { return gpool_new(&tnt__##fn##_ops, is_max, spatial, name); }
 

@@ -11,6 +11,8 @@
  * 2x2 max pool of 64x28x28x20 at 1 thread, the loops below 0.45 / 0.65 ms (and 0.9 / 1.0 against
  * 0.2 / 0.35 ms for 64x14x14x50): these layers are memory-bound and the loops touch each byte
  * once. No plan is needed. */
+#include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -239,6 +241,53 @@ static tnt_status pool_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     return TNT_OK;
 }
 
+/* ---- on the device: gpu/kernels/pooling.cu, bitwise these loops (the same windows, first
+ * maximum and order of additions); the argmax in the same uint16 workspace -------------------- */
+
+#define GPU_BLOCK 256
+
+static tnt_k_pool gpu_geometry(const pool_cfg *c, int64_t batch) {
+    tnt_k_pool g = {.n = batch * c->planes, .c = c->c};
+    for (int a = 0; a < 3; a++)
+        g.in[a] = (int)c->in[a], g.out[a] = (int)c->out[a], g.k[a] = c->k[a], g.s[a] = c->s[a], g.pad[a] = (int)c->pad[a];
+    return g;
+}
+
+static tnt_status pool_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const pool_cfg *c = l->priv;
+    tnt_k_pool g = gpu_geometry(c, a->batch);
+    int64_t n = a->batch * tnt_shape_numel(l->out_shape);
+    unsigned short *arg = a->workspace;
+    void *max_args[] = {&g, (void *)&a->x, (void *)&a->y, &arg}, *avg_args[] = {&g, (void *)&a->x, (void *)&a->y};
+    tnt_status s = tnt__gpu_launch(c->is_max ? "tnt_k_max_pool_fwd" : "tnt_k_avg_pool_fwd", tnt__gpu_grid_for(n, GPU_BLOCK),
+                                   GPU_BLOCK, 0, c->is_max ? max_args : avg_args);
+    if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status pool_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const pool_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    tnt_k_pool g = gpu_geometry(c, a->batch);
+    int64_t n = a->batch * tnt_shape_numel(l->in_shape); /* one thread per input cell */
+    const unsigned short *arg = a->workspace;
+    void *max_args[] = {&g, (void *)&a->dy, &arg, (void *)&a->dx}, *avg_args[] = {&g, (void *)&a->dy, (void *)&a->dx};
+    return tnt__gpu_launch(c->is_max ? "tnt_k_max_pool_bwd" : "tnt_k_avg_pool_bwd", tnt__gpu_grid_for(n, GPU_BLOCK),
+                           GPU_BLOCK, 0, c->is_max ? max_args : avg_args);
+}
+
+static const tnt__gpu_ops max_pool_gpu_ops = {
+    .workspace_size = max_workspace_size,
+    .forward = pool_gpu_forward,
+    .backward = pool_gpu_backward,
+};
+static const tnt__gpu_ops avg_pool_gpu_ops = {
+    .forward = pool_gpu_forward,
+    .backward = pool_gpu_backward,
+};
+
 /* ---- constructors ------------------------------------------------------------------------- */
 
 static void pool_destroy(tnt_layer *l) { free(l->priv); }
@@ -269,7 +318,7 @@ static tnt_layer *avg_pool2d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
 static tnt_layer *max_pool3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool_from_config(c, k, true, 3); }
 static tnt_layer *avg_pool3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return pool_from_config(c, k, false, 3); }
 
-#define POOL_OPS(var, cls, fromcfg, ws)                                                           \
+#define POOL_OPS(var, cls, fromcfg, ws, gpu_ops)                                                  \
     const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                        \
         .from_config = fromcfg,                                                                   \
@@ -280,11 +329,12 @@ static tnt_layer *avg_pool3d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
         .backward = pool_backward,                                                                \
         .destroy = pool_destroy,                                                                  \
         .set_data_format = tnt__layer_take_data_format,                                           \
+        .gpu = gpu_ops,                                                                           \
     };
-POOL_OPS(tnt__max_pooling2d_ops, "MaxPooling2D", max_pool2d_from_config, max_workspace_size)
-POOL_OPS(tnt__average_pooling2d_ops, "AveragePooling2D", avg_pool2d_from_config, NULL)
-POOL_OPS(tnt__max_pooling3d_ops, "MaxPooling3D", max_pool3d_from_config, max_workspace_size)
-POOL_OPS(tnt__average_pooling3d_ops, "AveragePooling3D", avg_pool3d_from_config, NULL)
+POOL_OPS(tnt__max_pooling2d_ops, "MaxPooling2D", max_pool2d_from_config, max_workspace_size, &max_pool_gpu_ops)
+POOL_OPS(tnt__average_pooling2d_ops, "AveragePooling2D", avg_pool2d_from_config, NULL, &avg_pool_gpu_ops)
+POOL_OPS(tnt__max_pooling3d_ops, "MaxPooling3D", max_pool3d_from_config, max_workspace_size, &max_pool_gpu_ops)
+POOL_OPS(tnt__average_pooling3d_ops, "AveragePooling3D", avg_pool3d_from_config, NULL, &avg_pool_gpu_ops)
 
 /* "(a, b)" or "(a, b, c)": n values of v */
 static const char *tuple_str(char *b, size_t size, int n, const int *v) {

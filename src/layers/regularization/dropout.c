@@ -2,6 +2,7 @@
  * 1-rate and scaled by 1/(1-rate); outside training it is the identity. The mask is not stored:
  * it is recomputed in backward from the step's seed (kept in an 8-byte workspace), since the
  * counter-based generator gives the same value for the same (seed, index). */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -86,6 +87,57 @@ static tnt_layer *dropout_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(tnt_dropout((float)rate, (uint64_t)seed, k->name), k);
 }
 
+/* ---- on the device: the same counter-based masks (tnt_k_dropout, keyed on the global index);
+ * the step's seed stays on the host, in the plan that forward and backward of a step share ---- */
+
+#define GPU_BLOCK 256
+
+typedef struct dropout_gpu_plan {
+    uint64_t seed; /* of the last forward; 0: it was the identity */
+} dropout_gpu_plan;
+
+static void *dropout_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    (void)l, (void)batch;
+    return tnt__calloc(1, sizeof(dropout_gpu_plan));
+}
+
+static void dropout_gpu_plan_destroy(void *plan) { free(plan); }
+
+/* out = in * scale where the draw keeps it, else 0 */
+static tnt_status dropout_gpu_apply(const tnt_layer *l, uint64_t seed, int64_t batch, int64_t sample_offset,
+                                    const float *in, float *out) {
+    const dropout_priv *p = l->priv;
+    long long n = batch * tnt_shape_numel(l->in_shape);
+    long long s = (long long)seed, base = sample_offset * tnt_shape_numel(l->in_shape);
+    float rate = p->rate, scale = 1.0f / (1.0f - p->rate);
+    void *args[] = {&in, &out, &n, &s, &base, &rate, &scale};
+    return tnt__gpu_launch("tnt_k_dropout", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static tnt_status dropout_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    dropout_gpu_plan *g = plan;
+    const dropout_priv *p = l->priv;
+    size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    g->seed = a->training && p->rate != 0.0f ? step_seed(l, a->seed) : 0;
+    if (!g->seed) return a->y == a->x ? TNT_OK : tnt__gpu_copy_on_device(a->y, a->x, bytes, TNT__GPU_COMPUTE);
+    return dropout_gpu_apply(l, g->seed, a->batch, a->sample_offset, a->x, a->y);
+}
+
+static tnt_status dropout_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    const dropout_gpu_plan *g = plan;
+    size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (!a->dx) return TNT_OK;
+    if (!g->seed) return a->dx == a->dy ? TNT_OK : tnt__gpu_copy_on_device(a->dx, a->dy, bytes, TNT__GPU_COMPUTE);
+    return dropout_gpu_apply(l, g->seed, a->batch, a->sample_offset, a->dy, a->dx);
+}
+
+static const tnt__gpu_ops dropout_gpu_ops = {
+    .plan_create = dropout_gpu_plan_create,
+    .plan_destroy = dropout_gpu_plan_destroy,
+    .forward = dropout_gpu_forward,
+    .backward = dropout_gpu_backward,
+};
+
 const tnt__layer_ops tnt__dropout_ops = {
     .class_name = "Dropout",
     .from_config = dropout_from_config,
@@ -96,6 +148,7 @@ const tnt__layer_ops tnt__dropout_ops = {
     .backward = dropout_backward,
     .destroy = dropout_destroy,
     .supports_masking = true,
+    .gpu = &dropout_gpu_ops,
 };
 
 tnt_layer *tnt_dropout(float rate, uint64_t seed, const char *name) {

@@ -4,6 +4,8 @@
  * dx) is walked in order as rows of its last axis, parallel over those rows, each row read with
  * the source stride of the axis that the destination's last axis comes from (gathers: writes stay
  * sequential). */
+#include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -101,6 +103,45 @@ static tnt_status permute_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     return TNT_OK;
 }
 
+/* ---- on the device: the same gather (gpu/kernels/misc.cu tnt_k_permute) ------------------- */
+
+#define GPU_BLOCK 256
+
+static tnt_status permute_gpu_copy(const permute_walk *w, int n, int64_t numel, int64_t batch, const float *src,
+                                   float *dst) {
+    tnt_k_perm p = {.n = batch, .numel = numel, .ndim = n};
+    for (int i = 0; i < n; i++) p.dim[i] = w->dim[i], p.src_stride[i] = w->src_stride[i];
+    void *args[] = {&p, &src, &dst};
+    return tnt__gpu_launch("tnt_k_permute", tnt__gpu_grid_for(batch * numel, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static bool permute_gpu_supported(const tnt_layer *l, const char **why) {
+    if (((const permute_cfg *)l->priv)->n <= 8) return true;
+    *why = "more than 8 axes have no device path";
+    return false;
+}
+
+static tnt_status permute_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const permute_cfg *c = l->priv;
+    tnt_status s = permute_gpu_copy(&c->fwd, c->n, c->numel, a->batch, a->x, a->y);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(a->batch * c->numel) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status permute_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const permute_cfg *c = l->priv;
+    return a->dx ? permute_gpu_copy(&c->bwd, c->n, c->numel, a->batch, a->dy, a->dx) : TNT_OK;
+}
+
+static const tnt__gpu_ops permute_gpu_ops = {
+    .supported = permute_gpu_supported,
+    .forward = permute_gpu_forward,
+    .backward = permute_gpu_backward,
+};
+
 static void permute_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status permute_get_config(const tnt_layer *l, cJSON *c) {
@@ -124,6 +165,7 @@ const tnt__layer_ops tnt__permute_ops = {
     .forward = permute_forward,
     .backward = permute_backward,
     .destroy = permute_destroy,
+    .gpu = &permute_gpu_ops,
 };
 
 tnt_layer *tnt_permute(int n, const int *dims, const char *name) {

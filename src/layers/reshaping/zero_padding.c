@@ -5,6 +5,8 @@
  * copy of an input row, zeros.
  * channels_first (2D, 3D): (c, spatial...) of n samples is n * c single-channel images in memory
  * (tnt__channels_last_view), padded by the same loops. No plan and no workspace. */
+#include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -78,6 +80,40 @@ static tnt_status zpad_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     return TNT_OK;
 }
 
+/* ---- on the device: one box copy each way (gpu/kernels/misc.cu tnt_k_box_copy) ------------- */
+
+#define GPU_BLOCK 256
+
+/* y (n, out..., c) cell o = x (n, in..., c) cell o - off, or 0 outside x */
+static tnt_status zpad_box(const zpad_cfg *c, int64_t batch, bool forward, const float *x, float *y) {
+    tnt_k_box g = {.n = batch * c->planes, .c = c->c};
+    for (int a = 0; a < 3; a++) {
+        g.in[a] = (int)(forward ? c->in[a] : c->out[a]);
+        g.out[a] = (int)(forward ? c->out[a] : c->in[a]);
+        g.off[a] = (forward ? c->pad[a][0] : -c->pad[a][0]);
+    }
+    float zero = 0.0f;
+    int64_t n = g.n * g.out[0] * g.out[1] * g.out[2] * g.c;
+    void *args[] = {&g, &x, &y, &zero};
+    return tnt__gpu_launch("tnt_k_box_copy", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static tnt_status zpad_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    tnt_status s = zpad_box(l->priv, a->batch, true, a->x, a->y);
+    if (s == TNT_OK && a->preact)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(a->batch * tnt_shape_numel(l->out_shape)) * sizeof(float),
+                                    TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status zpad_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    return a->dx ? zpad_box(l->priv, a->batch, false, a->dy, a->dx) : TNT_OK;
+}
+
+static const tnt__gpu_ops zpad_gpu_ops = {.forward = zpad_gpu_forward, .backward = zpad_gpu_backward};
+
 static void zpad_destroy(tnt_layer *l) { free(l->priv); }
 
 /* Keras: ZeroPadding1D's padding (left, right); 2D and 3D ((before, after), ...) and data_format */
@@ -115,6 +151,7 @@ static tnt_layer *zpad3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { ret
         .backward = zpad_backward,                                                                \
         .destroy = zpad_destroy,                                                                  \
         .set_data_format = fmt,                                                                   \
+        .gpu = &zpad_gpu_ops,                                                                     \
     };
 ZPAD_OPS(tnt__zero_padding1d_ops, "ZeroPadding1D", zpad1d_from_config, NULL)
 ZPAD_OPS(tnt__zero_padding2d_ops, "ZeroPadding2D", zpad2d_from_config, tnt__layer_take_data_format)

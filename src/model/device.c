@@ -1,0 +1,286 @@
+/* device.c: see device.h. The device buffers mirror the host's flat buffers one to one (the
+ * weights' d_value and d_grad are the same offsets into them), so moving the weights either way is
+ * one copy per buffer, and the reducer's buckets are slices of both. */
+#include "model/device.h"
+
+#include "comm/comm.h"
+#include "core/config.h"
+#include "optimizers/optimizer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define BLOCK 256
+
+/* ---- dispatch -------------------------------------------------------------------------------- */
+
+static bool sharded_reducer(const tnt_model *m) {
+    if (!m->distributed) return false;
+    int kind = m->distribute_opts.reducer != TNT_REDUCER_DEFAULT ? (int)m->distribute_opts.reducer
+                                                                 : tnt__config_get()->reducer;
+    return kind == TNT_REDUCER_SHARDED;
+}
+
+bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
+    const char *r = NULL;
+    if (!tnt__gpu_available(&r)) {
+        snprintf(why, size, "no usable GPU (%s)", r ? r : "unknown reason");
+        return false;
+    }
+    if (m->n_inputs != 1 || m->n_outputs != 1) {
+        snprintf(why, size, "a model with %d inputs and %d outputs has no device path yet (one of each has)",
+                 m->n_inputs, m->n_outputs);
+        return false;
+    }
+    if (m->variable) {
+        snprintf(why, size, "variable (None) input dimensions have no device path yet");
+        return false;
+    }
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        const tnt_layer *l = n->layer;
+        const char *what = NULL;
+        if (l->rules) what = "regularizers and constraints have no device path yet";
+        else if (l->frozen) what = "a frozen layer (trainable=False) has no device path yet";
+        else if (tnt__node_is_alias(n)) continue; /* a view, or an activation its producer applies */
+        else if (!l->ops->gpu) what = "has no GPU path";
+        else if (l->ops->gpu->supported && !l->ops->gpu->supported(l, &what)) {
+        } else continue;
+        snprintf(why, size, "layer \"%s\" (%s): %s", l->name, l->ops->class_name, what ? what : "no GPU path");
+        return false;
+    }
+    if (!tnt__optimizer_gpu_supported(m->optimizer, &r)) {
+        snprintf(why, size, "optimizer %s: %s", m->optimizer ? m->optimizer->name : "(none)", r);
+        return false;
+    }
+    if (sharded_reducer(m)) {
+        snprintf(why, size, "the sharded optimizer (reducer sharded) has no device path");
+        return false;
+    }
+    return true;
+}
+
+/* compile's request, else the TNT_DEVICE setting */
+static tnt_device requested(const tnt_model *m) {
+    if (m->device_request != TNT_DEVICE_DEFAULT) return (tnt_device)m->device_request;
+    switch (tnt__config_get()->device) {
+    case TNT__DEVICE_AUTO: return TNT_DEVICE_AUTO;
+    case TNT__DEVICE_GPU: return TNT_DEVICE_GPU;
+    default: return TNT_DEVICE_CPU;
+    }
+}
+
+/* The weights' device views: the host views' offsets into the device buffers. */
+static void set_views(tnt_model *m, bool on) {
+    for (int i = 0; i < m->n_layers; i++) {
+        tnt_layer *l = m->layers[i];
+        for (int j = 0; j < l->n_weights; j++) {
+            tnt__weight *w = &l->weights[j];
+            w->d_value = w->d_grad = NULL;
+            if (!on || !w->value) continue;
+            if (w->trainable) {
+                w->d_value = m->dev->params + (w->value - m->params);
+                w->d_grad = m->dev->grads + (w->value - m->params);
+            } else {
+                w->d_value = m->dev->state + (w->value - m->state);
+            }
+        }
+    }
+}
+
+/* Copies the weights, the state and the optimizer's slots one way. */
+static tnt_status move_weights(tnt_model *m, bool up) {
+    tnt__model_dev *d = m->dev;
+    struct { float *host, *dev; int64_t n; } bufs[] = {{m->params, d->params, m->n_params}, {m->state, d->state, m->n_state}};
+    tnt_status s = TNT_OK;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(bufs) && s == TNT_OK; i++) {
+        size_t bytes = (size_t)bufs[i].n * sizeof(float);
+        if (!bytes) continue;
+        s = up ? tnt__gpu_copy_to_device(bufs[i].dev, bufs[i].host, bytes, TNT__GPU_COMPUTE)
+               : tnt__gpu_copy_to_host(bufs[i].host, bufs[i].dev, bytes, TNT__GPU_COMPUTE);
+    }
+    if (s == TNT_OK) s = up ? tnt__optimizer_gpu_upload(m->optimizer) : tnt__optimizer_gpu_download(m->optimizer);
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": weights %s the GPU: ", m->name, up ? "to" : "from");
+    return TNT_OK;
+}
+
+static tnt_status dev_alloc(tnt_model *m) {
+    tnt__model_dev *d = tnt__calloc(1, sizeof *d);
+    if (!d) return TNT_ERR_NOMEM;
+    m->dev = d;
+    int64_t scratch = 0; /* the largest shared layer's trainable weights, as the host's scratch */
+    for (int i = 0; i < m->n_layers; i++) {
+        int calls = 0;
+        int64_t mine = 0;
+        for (int n = 0; n < m->n_nodes; n++) calls += m->nodes[n].layer == m->layers[i];
+        for (int j = 0; j < m->layers[i]->n_weights; j++)
+            if (m->layers[i]->weights[j].trainable) mine += tnt_shape_numel(m->layers[i]->weights[j].shape);
+        if (calls > 1) scratch = TNT_MAX(scratch, mine);
+    }
+    size_t np = (size_t)(m->n_params ? m->n_params : 1) * sizeof(float);
+    d->params = tnt__gpu_malloc(np);
+    d->grads = d->params ? tnt__gpu_malloc(np) : NULL;
+    d->state = d->grads ? tnt__gpu_malloc((size_t)(m->n_state ? m->n_state : 1) * sizeof(float)) : NULL;
+    d->shared_scratch = d->state && scratch ? tnt__gpu_malloc((size_t)scratch * sizeof(float)) : NULL;
+    d->bucket_done = d->state && (!scratch || d->shared_scratch) ? tnt__gpu_event_create() : NULL;
+    if (!d->bucket_done) {
+        tnt_status s = tnt__error_prefix(TNT_ERR_NOMEM, "model \"%s\": GPU buffers for %lld parameters: ", m->name,
+                                         (long long)m->n_params);
+        tnt__model_dev_free(m);
+        return s;
+    }
+    return TNT_OK;
+}
+
+void tnt__model_dev_free(tnt_model *m) {
+    tnt__model_dev *d = m->dev;
+    if (!d) return;
+    tnt__model_clear_plans(m); /* the device plans (the host ones are made again as needed) */
+    set_views(m, false);
+    tnt__optimizer_gpu_free(m->optimizer);
+    tnt__gpu_free(d->params);
+    tnt__gpu_free(d->grads);
+    tnt__gpu_free(d->state);
+    tnt__gpu_free(d->shared_scratch);
+    tnt__gpu_free(d->arena);
+    tnt__gpu_event_destroy(d->bucket_done);
+    free(d);
+    m->dev = NULL;
+    m->on_device = false;
+}
+
+/* The device, opened once per process (tnt_init chooses it per local rank; a program that did not
+ * call tnt_init gets the first). */
+static tnt_status open_device(void) {
+    if (tnt__gpu_is_open()) return TNT_OK;
+    int64_t ordinal = tnt__config_get()->gpu_ordinal;
+    return tnt__gpu_open(ordinal >= 0 ? (int)ordinal : 0);
+}
+
+tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
+    tnt_device req = requested(m);
+    tnt_status s = tnt__model_setup_weights(m);
+    if (s != TNT_OK) return s;
+    bool gpu = false;
+    if (req != TNT_DEVICE_CPU) {
+        char why[512];
+        gpu = tnt__model_device_check(m, why, sizeof why);
+        /* TNT_DEVICE chose for every rank in tnt_init: a GPU it left closed (another rank has none,
+         * it did not open) stays closed, so that all ranks run alike */
+        const char *status = tnt_gpu_status();
+        if (gpu && m->device_request == TNT_DEVICE_DEFAULT && !tnt__gpu_is_open() && !strncmp(status, "cpu: ", 5) &&
+            !strstr(status, "has not chosen")) {
+            snprintf(why, sizeof why, "tnt_init chose the CPU (%s)", status + 5);
+            gpu = false;
+        }
+        if (!gpu && req == TNT_DEVICE_GPU)
+            return tnt__error(TNT_ERR_UNSUPPORTED, "%s: model \"%s\" cannot train on the GPU (device gpu): %s", who,
+                              m->name, why);
+        if (!gpu && !m->device_reason_logged) {
+            tnt_log(TNT_LOG_INFO, "model \"%s\" trains on the CPU: %s", m->name, why);
+            m->device_reason_logged = true;
+        }
+    }
+    if (gpu && (s = open_device()) != TNT_OK) {
+        if (req == TNT_DEVICE_GPU) return tnt__error_prefix(s, "%s: model \"%s\": ", who, m->name);
+        tnt_log(TNT_LOG_INFO, "model \"%s\" trains on the CPU: the GPU did not open (%s)", m->name, tnt_last_error());
+        gpu = false;
+    }
+    if (!gpu) {
+        if (m->dev && (s = tnt__model_host_weights(m)) != TNT_OK) return s;
+        tnt__model_dev_free(m);
+        return TNT_OK;
+    }
+    if (!m->dev && (s = dev_alloc(m)) != TNT_OK) return s;
+    if (m->optimizer && !m->optimizer->d_slots[0] && m->optimizer->n_slots &&
+        (s = tnt__optimizer_gpu_prepare(m->optimizer)) != TNT_OK)
+        return s;
+    if (!m->on_device) { /* the host's weights are the newer ones */
+        tnt__model_clear_plans(m);
+        m->dev->device_stale = true;
+        m->dev->host_stale = false;
+        m->on_device = true;
+    }
+    set_views(m, true);
+    return tnt__model_dev_ready(m);
+}
+
+/* ---- who owns the weights -------------------------------------------------------------------- */
+
+tnt_status tnt__model_host_weights(tnt_model *m) {
+    if (!m || !m->dev || !m->dev->host_stale) return TNT_OK;
+    tnt_status s = move_weights(m, false);
+    if (s == TNT_OK) m->dev->host_stale = false;
+    return s;
+}
+
+tnt_status tnt__model_host_written(tnt_model *m) {
+    tnt_status s = tnt__model_host_weights(m);
+    if (s == TNT_OK && m && m->dev) m->dev->device_stale = true;
+    return s;
+}
+
+tnt_status tnt__model_dev_ready(tnt_model *m) {
+    if (!m->dev || !m->dev->device_stale) return TNT_OK;
+    tnt_status s = move_weights(m, true);
+    if (s == TNT_OK) m->dev->device_stale = false;
+    return s;
+}
+
+void *tnt__model_dev_arena(tnt_model *m, size_t bytes) {
+    tnt__model_dev *d = m->dev;
+    if (!d) {
+        tnt__error(TNT_ERR_STATE, "model \"%s\": a device plan without device buffers", m->name);
+        return NULL;
+    }
+    if (bytes <= d->arena_bytes && d->arena) return d->arena;
+    tnt__gpu_sync(TNT__GPU_COMPUTE); /* nothing queued still reads the old one */
+    tnt__gpu_free(d->arena);
+    d->arena_bytes = 0;
+    if (!(d->arena = tnt__gpu_malloc(bytes ? bytes : 64))) {
+        tnt__error_prefix(TNT_ERR_NOMEM, "model \"%s\": a %zu-byte GPU arena: ", m->name, bytes);
+        return NULL;
+    }
+    d->arena_bytes = bytes;
+    return d->arena;
+}
+
+/* ---- the step's device side ------------------------------------------------------------------ */
+
+tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n) {
+    long long len = n;
+    if (len == 0) return TNT_OK;
+    const float *a = dst;
+    void *args[] = {&a, &src, &dst, &len};
+    return tnt__gpu_launch("tnt_k_add", tnt__gpu_grid_for(len, BLOCK), BLOCK, 0, args);
+}
+
+tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end) {
+    tnt__model_dev *d = m->dev;
+    size_t bytes = (size_t)(end - begin) * sizeof(float);
+    /* the copy stream takes the bucket once the compute stream has written it */
+    tnt_status s = tnt__gpu_event_record(d->bucket_done, TNT__GPU_COMPUTE);
+    if (s == TNT_OK) s = tnt__gpu_stream_wait(TNT__GPU_COPY, d->bucket_done);
+    if (s == TNT_OK) s = tnt__gpu_copy_to_host(m->grads + begin, d->grads + begin, bytes, TNT__GPU_COPY);
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COPY);
+    if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": gradients [%lld, %lld) to the host: ", m->name,
+                                              (long long)begin, (long long)end);
+    tnt__reducer_ready(r, end);
+    return TNT_OK;
+}
+
+tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st) {
+    tnt__model_dev *d = m->dev;
+    tnt__reducer *r = st->parallel ? st->reducer : NULL;
+    tnt_status s = TNT_OK;
+    if (r) { /* the sums come back up: the host-staged allreduce left them on the host */
+        if (tnt__reducer_kind(r) == TNT_REDUCER_SHARDED)
+            return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": the sharded optimizer has no device path", m->name);
+        s = tnt__gpu_copy_to_device(d->grads, tnt__reducer_sums(r), (size_t)m->n_params * sizeof(float),
+                                    TNT__GPU_COMPUTE);
+    }
+    if (s == TNT_OK) s = tnt__optimizer_apply_gpu(m->optimizer, d->params, d->grads, 0, m->n_params);
+    if (s == TNT_OK) d->host_stale = true;
+    return s;
+}

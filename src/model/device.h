@@ -1,0 +1,57 @@
+/* device.h: a model that trains on the GPU (GPU-DESIGN.md 4.5-4.7). The device holds the flat
+ * parameter, gradient and state buffers (the host's layout, so buckets, the allreduce, files and
+ * callbacks see the same offsets), the optimizer's slots and the activation arena of the device
+ * plans. While it trains, the device owns the weights: the host copy is brought up to date on
+ * demand (tnt__model_host_weights: get/set weights, saving, BackupAndRestore, the end of fit) and
+ * every write to it (set, load, broadcast) is uploaded before the next device step.
+ *
+ * Dispatch: a model is all-GPU or all-CPU. The request is compile's device, else the TNT_DEVICE
+ * setting: cpu, gpu (an error naming the first reason when it cannot), auto (the GPU when the
+ * backend is available and every layer, the optimizer and the model's configuration have a device
+ * path, else the CPU with one INFO line naming the first reason). */
+#ifndef TNT_MODEL_DEVICE_H
+#define TNT_MODEL_DEVICE_H
+
+#include "model/model.h"
+#include "gpu/gpu.h"
+
+typedef struct tnt__model_dev {
+    float *params, *grads, *state, *shared_scratch; /* device flat buffers, host layout */
+    void *arena;                                     /* activations of the device plans */
+    size_t arena_bytes;
+    bool host_stale;   /* the device holds newer weights than the host copy */
+    bool device_stale; /* the host copy was written since the last upload */
+    tnt__gpu_event *bucket_done; /* a bucket's gradients are written (compute stream) */
+} tnt__model_dev;
+
+/* Decides where m trains for this fit (who: "fit") and, for the GPU, makes the device buffers and
+ * uploads the weights. Errors only when the GPU is required (TNT_DEVICE=gpu) and unusable. */
+tnt_status tnt__model_choose_device(tnt_model *m, const char *who);
+/* Whether m can train on the GPU; when not, the first reason in why (a phrase naming the layer
+ * and its class, the optimizer or the backend's reason). */
+bool tnt__model_device_check(const tnt_model *m, char *why, size_t size);
+/* The device buffers go; the host copy is brought up to date first. */
+void tnt__model_dev_free(tnt_model *m);
+
+/* The host copy is about to be read: download the weights, state and optimizer slots when the
+ * device has newer ones. A no-op for a model without device buffers. */
+tnt_status tnt__model_host_weights(tnt_model *m);
+/* The host copy is about to be written (or handed out writable): brought up to date first, then
+ * uploaded before the next device step. */
+tnt_status tnt__model_host_written(tnt_model *m);
+/* Before a device pass: uploads the host copy if it was written. */
+tnt_status tnt__model_dev_ready(tnt_model *m);
+
+/* The device arena, grown to at least bytes (plans keep offsets, not addresses). */
+void *tnt__model_dev_arena(tnt_model *m, size_t bytes);
+
+/* dst[i] += src[i] on the device (tensors read by several nodes, shared layers' gradients). */
+tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n);
+/* Backward completed the gradients [begin, end): copied to the host's m->grads once the compute
+ * stream has written them, then handed to the reducer (host-staged allreduce). */
+tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end);
+/* The optimizer step on the device: the summed gradients (from the reducer's host buffer when
+ * the step was parallel) go up, then one pass over the device flat buffers. */
+tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st);
+
+#endif

@@ -1,0 +1,173 @@
+/* test_gpu_model_device.c: device training on a real GPU against the CPU engine (GPU-DESIGN.md
+ * section 5, "Runs only where a GPU is present", item 4). Exits 77 (ctest: skipped) without a
+ * usable real GPU: on CI and on machines with only the emulated device. The GPU check script runs
+ * it (ctest -L gpu, or the binary itself, which sets NVIDIA_TF32_OVERRIDE=0 for exact float32).
+ *
+ * LeNet-5 (cuDNN's Conv2D, the pooling kernels, Dense on cuBLAS) and the MLP (784-4096-4096-4096-10),
+ * 50 SGD steps each with the same seed and data on TNT_DEVICE=gpu and on the CPU:
+ *   - step-1 gradients within 1e-4 of the CPU's (relative to the largest, per weight tensor);
+ *   - the loss within 1e-4 over the first 5 steps and within 1e-3 at step 50;
+ *   - the weights within 1e-3 after 50 steps;
+ *   - an .h5 saved after GPU training predicts on the CPU within 1e-5 of the device's predictions.
+ * Prints one line per model with the largest differences (the check script's table). */
+#include "testutil.h"
+
+#include "core/config.h"
+#include "gpu/gpu.h"
+#include "model/device.h"
+#include "model/model.h"
+#include "classic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STEPS = 50, BATCH = 32, N = STEPS * BATCH, IMG = 28 * 28 };
+
+static float *images, labels[N];
+
+typedef struct losses {
+    double step[STEPS];
+    int n;
+} losses;
+
+/* The running mean History reports at each batch, turned back into each step's loss. */
+static tnt_status record_loss(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
+    (void)m;
+    losses *l = user;
+    for (int i = 0; i < logs->n; i++)
+        if (!strcmp(logs->names[i], "loss") && l->n < STEPS) {
+            double mean = logs->values[i], before = 0;
+            for (int k = 0; k < l->n; k++) before += l->step[k];
+            l->step[l->n] = mean * (double)(batch + 1) - before;
+            l->n++;
+        }
+    return TNT_OK;
+}
+
+/* Max |a - b| / max(max |b|, tiny) over n values */
+static double rel_diff(const float *a, const float *b, int64_t n) {
+    double d = 0, s = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        s = fmax(s, fabs((double)b[i]));
+    }
+    return d / s;
+}
+
+static tnt_model *compiled(tnt_model *(*make)(void), tnt_device dev) {
+    tnt_model *m = make();
+    assert_non_null(m);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .seed = 11, .device = dev}));
+    return m;
+}
+
+/* The gradients of one step (SGD at learning rate 0 leaves the weights as they are). */
+static float *first_gradients(tnt_model *(*make)(void), tnt_device dev, tnt_dataset *ds) {
+    tnt_model *m = compiled(make, dev);
+    tu_ok(tnt_optimizer_set_lr(tnt_model_optimizer(m), 0.0f));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .steps_per_epoch = 1}, NULL));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    float *g = malloc((size_t)m->n_params * sizeof(float));
+    if (m->on_device) {
+        tu_ok(tnt__gpu_copy_to_host(g, m->dev->grads, (size_t)m->n_params * sizeof(float), TNT__GPU_COMPUTE));
+        tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
+    } else {
+        memcpy(g, m->grads, (size_t)m->n_params * sizeof(float));
+    }
+    tnt_model_free(m);
+    return g;
+}
+
+static void check_model(const char *name, tnt_model *(*make)(void)) {
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(images, TNT_SHAPE(28, 28, 1), labels, TNT_SHAPE(), N, false),
+                                        BATCH, false);
+    /* step-1 gradients, weight tensor by weight tensor */
+    float *gc = first_gradients(make, TNT_DEVICE_CPU, ds), *gg = first_gradients(make, TNT_DEVICE_GPU, ds);
+    tnt_model *m = compiled(make, TNT_DEVICE_CPU);
+    double grad_diff = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; j < m->layers[i]->n_weights; j++) {
+            const tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            int64_t off = w->value - m->params, n = tnt_shape_numel(w->shape);
+            double d = rel_diff(gg + off, gc + off, n);
+            grad_diff = fmax(grad_diff, d);
+            if (d > 1e-4) fail_msg("%s: step-1 gradient of %s/%s differs by %.3g (relative)", name, m->layers[i]->name, w->name, d);
+        }
+    tnt_model_free(m);
+    free(gc), free(gg);
+    /* 50 steps on each */
+    losses lc = {0}, lg = {0};
+    float *w[2];
+    int64_t n = 0;
+    tnt_tensor x = {.shape = TNT_SHAPE(BATCH, 28, 28, 1), .data = images}, *pred_gpu = NULL, *pred_file = NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s", tu_tmp_path("gpu_trained.h5"));
+    for (int g = 0; g < 2; g++) {
+        m = compiled(make, g ? TNT_DEVICE_GPU : TNT_DEVICE_CPU);
+        tnt_callback cb = {.on_train_batch_end = record_loss, .user = g ? &lg : &lc};
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &cb, .n_callbacks = 1}, NULL));
+        assert_int_equal(m->on_device, g == 1);
+        n = tnt_model_count_params(m);
+        w[g] = malloc((size_t)n * sizeof(float));
+        tu_ok(tnt_get_weights(m, w[g], n));
+        if (g) {
+            tu_ok(tnt_predict_on_batch(m, &x, &pred_gpu));
+            tu_ok(tnt_save_model(m, path, NULL));
+        }
+        tnt_model_free(m);
+    }
+    assert_int_equal(lc.n, STEPS);
+    assert_int_equal(lg.n, STEPS);
+    double early = 0;
+    for (int s = 0; s < 5; s++) early = fmax(early, fabs(lg.step[s] - lc.step[s]));
+    double last = fabs(lg.step[STEPS - 1] - lc.step[STEPS - 1]), wdiff = rel_diff(w[1], w[0], n);
+    tnt_model *loaded = tnt_load_model(path, false);
+    assert_non_null(loaded);
+    tu_ok(tnt_predict_on_batch(loaded, &x, &pred_file));
+    assert_false(loaded->on_device);
+    double pdiff = 0;
+    for (int64_t i = 0; i < BATCH * 10; i++) pdiff = fmax(pdiff, fabs(pred_file->data[i] - pred_gpu->data[i]));
+    printf("gpu_model %s: step-1 gradients %.3g, loss steps 1-5 %.3g, loss step %d %.3g, weights %.3g, "
+           "saved file on the CPU %.3g (%s)\n",
+           name, grad_diff, early, STEPS, last, wdiff, pdiff, tnt__gpu_device_name());
+    if (early > 1e-4) fail_msg("%s: loss of the first 5 steps differs by %.3g", name, early);
+    if (last > 1e-3) fail_msg("%s: loss at step %d differs by %.3g", name, STEPS, last);
+    if (wdiff > 1e-3) fail_msg("%s: weights after %d steps differ by %.3g (relative)", name, STEPS, wdiff);
+    if (pdiff > 1e-5) fail_msg("%s: the saved file predicts on the CPU %.3g away from the GPU", name, pdiff);
+    tnt_tensor_free(pred_gpu), tnt_tensor_free(pred_file);
+    tnt_model_free(loaded);
+    free(w[0]), free(w[1]);
+    tnt_dataset_free(ds);
+}
+
+static void test_lenet5(void **state) {
+    (void)state;
+    check_model("LeNet-5", lenet5_model);
+}
+
+static void test_mlp(void **state) {
+    (void)state;
+    check_model("MLP", mlp_model);
+}
+
+int main(void) {
+    setenv("NVIDIA_TF32_OVERRIDE", "0", 1); /* float32 GEMMs and convolutions without TF32 */
+    if (tnt__config_load() != TNT_OK) return fprintf(stderr, "%s\n", tnt_last_error()), 1;
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why) || tnt__gpu_emulated()) {
+        printf("test_gpu_model_device: skipped: %s\n", tnt__gpu_emulated() ? "the emulated device is not a GPU" : why);
+        return 77;
+    }
+    images = malloc((size_t)N * IMG * sizeof(float));
+    tu_fill(images, (int64_t)N * IMG, 5);
+    for (int64_t i = 0; i < (int64_t)N * IMG; i++) images[i] = 0.5f * (images[i] + 1.0f); /* [0, 1) pixels */
+    for (int i = 0; i < N; i++) labels[i] = (float)((i * 7 + i / 3) % 10);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_lenet5), cmocka_unit_test(test_mlp)};
+    int rc = cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
+    free(images);
+    return rc;
+}

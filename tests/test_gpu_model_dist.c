@@ -1,0 +1,170 @@
+/* test_gpu_model_dist.c: data-parallel training on the emulated device (TNT_GPU_EMULATE=1), run by
+ * ctest under mpirun with 1 and 2 ranks (two ranks share the one emulated device, as two ranks may
+ * share one GPU). Gradients are host-staged: each bucket goes to the host once backward wrote it,
+ * through the existing reducer, and the sums come back up before the optimizer runs on the device.
+ * Each rank trains a serial device model (every sample, no distribution) and a distributed one,
+ * with the flat and the node-aware reducer: the weights must equal serial within 1e-5 and be
+ * bitwise the same on every rank. A CPU rank beside a GPU rank fails the fingerprint check on
+ * every rank with a message naming the device; the sharded optimizer has no device path. */
+#include "testutil.h"
+
+#include "comm/comm.h"
+#include "core/config.h"
+#include "gpu/gpu.h"
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 100, FEAT = 12, CLASSES = 3, BATCH = 16 }; /* 100 = 6 x 16 + 4: a last partial batch */
+
+static float xs[N * FEAT], ys[N];
+/* emulated: the CPU's sgemm and formulas; a real GPU (scripts/gpu_check.sh runs this program on
+ * one with TNT_GPU_EMULATE=0) sums in other orders: GPU-DESIGN.md section 5's 1e-3 */
+static double RTOL = 1e-5, ATOL = 1e-6;
+
+static void make_data(void) {
+    tu_fill(xs, N * FEAT, 13);
+    for (int i = 0; i < N; i++) {
+        float s[3] = {0};
+        for (int j = 0; j < FEAT; j++) s[j % 3] += xs[i * FEAT + j] * (j < 6 ? 1.0f : -0.5f);
+        ys[i] = (float)(s[0] > s[1] ? (s[0] > s[2] ? 0 : 2) : (s[1] > s[2] ? 1 : 2));
+    }
+}
+
+static int64_t batch_size = BATCH;
+
+static tnt_dataset *dataset(void) {
+    tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false);
+    return tnt_dataset_batch(tnt_dataset_shuffle(ds, N, 42), batch_size, false);
+}
+
+static tnt_model *model(void) {
+    tnt_model *m = tnt_sequential("m");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(FEAT), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(16, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    tu_ok(tnt_model_add(m, tnt_dropout(0.2f, 0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(8, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+static float *train(const tnt_distribute_opts *dist, tnt_device dev, int64_t *n, bool *on_device) {
+    tnt_model *m = model();
+    if (dist) tu_ok(tnt_distribute_with(m, dist));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .seed = 3, .device = dev}));
+    tnt_dataset *ds = dataset();
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+    *n = tnt_model_count_params(m);
+    *on_device = m->on_device;
+    float *w = malloc((size_t)*n * sizeof(float));
+    tu_ok(tnt_get_weights(m, w, *n));
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return w;
+}
+
+static void test_ranks_equal_serial(void **state) {
+    (void)state;
+    int64_t n, n2;
+    bool dev;
+    float *serial = train(NULL, TNT_DEVICE_GPU, &n, &dev);
+    assert_true(dev);
+    float *cpu = train(NULL, TNT_DEVICE_CPU, &n2, &dev);
+    tu_assert_close(serial, cpu, n, RTOL, ATOL, "serial: device against CPU");
+    free(cpu);
+    const tnt_reducer_kind kinds[] = {TNT_REDUCER_FLAT, TNT_REDUCER_NODE};
+    for (size_t k = 0; k < 2; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "%d ranks, %s reducer, against one", tnt_get_size(), k ? "node-aware" : "flat");
+        float *w = train(&(tnt_distribute_opts){.reducer = kinds[k], .fusion_threshold_kb = 1, .has_fusion_threshold = true},
+                         TNT_DEVICE_GPU, &n2, &dev);
+        assert_true(dev);
+        assert_int_equal(n, n2);
+        tu_assert_close(w, serial, n, RTOL, ATOL, what);
+        float *master = malloc((size_t)n * sizeof(float));
+        memcpy(master, w, (size_t)n * sizeof(float));
+        tu_ok(tnt__bcast_f32(master, n));
+        tu_assert_bitwise(w, master, n, "weights on every rank");
+        free(master), free(w);
+    }
+    free(serial);
+}
+
+/* global batches of 1: on 2 ranks one share is empty every step (its rank adds zero gradients) */
+static void test_empty_shares(void **state) {
+    (void)state;
+    batch_size = 1;
+    int64_t n;
+    bool dev;
+    float *serial = train(NULL, TNT_DEVICE_CPU, &n, &dev);
+    float *w = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    assert_true(dev);
+    tu_assert_close(w, serial, n, RTOL, ATOL, "global batches of 1 on the device against serial");
+    free(w), free(serial);
+    batch_size = BATCH;
+}
+
+static void test_cpu_rank_beside_gpu_rank(void **state) {
+    (void)state;
+    if (tnt_get_size() == 1) return;
+    tnt_model *m = model();
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = tnt_get_rank() == 1 ? TNT_DEVICE_CPU : TNT_DEVICE_GPU}));
+    tnt_dataset *ds = dataset();
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("training device");
+    tu_error_contains("rank 1");
+    tnt_model_free(m);
+    /* the sharded optimizer: auto stays on the CPU on every rank, gpu fails on every rank */
+    m = model();
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = TNT_REDUCER_SHARDED}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_AUTO}));
+    tu_ok(tnt_fit(m, ds, NULL, NULL));
+    assert_false(m->on_device);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_GPU}));
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_UNSUPPORTED);
+    tu_error_contains("sharded");
+    tnt_model_free(m);
+    tnt_dataset_free(ds);
+}
+
+/* TNT_DEVICE=auto (ctest's test_gpu_model_dist_np2_auto): tnt_init opened a GPU on every rank and
+ * a model compiled without a device trains there, as the CPU model does */
+static void test_setting_auto(void **state) {
+    (void)state;
+    if (tnt__config_get()->device != TNT__DEVICE_AUTO) return; /* the run without the setting */
+    assert_non_null(strstr(tnt_gpu_status(), "gpu "));
+    int64_t n;
+    bool dev;
+    float *w = train(&(tnt_distribute_opts){0}, TNT_DEVICE_DEFAULT, &n, &dev);
+    assert_true(dev);
+    float *cpu = train(NULL, TNT_DEVICE_CPU, &n, &dev);
+    assert_false(dev);
+    tu_assert_close(w, cpu, n, RTOL, ATOL, "TNT_DEVICE=auto, distributed, against the CPU serially");
+    free(w), free(cpu);
+}
+
+int main(int argc, char **argv) {
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1); /* read by tnt_init; ctest sets it too */
+    if (tnt_init(&argc, &argv) != TNT_OK) {
+        fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
+        return 1;
+    }
+    make_data();
+    if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ranks_equal_serial),
+        cmocka_unit_test(test_empty_shares),
+        cmocka_unit_test(test_cpu_rank_beside_gpu_rank),
+        cmocka_unit_test(test_setting_auto),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tnt_finalize();
+    return rc;
+}
