@@ -218,7 +218,7 @@ fi
 TEST=$(find_prog test_gpu) || TEST=""
 BENCH_BIN=$(find_prog bench_train) || BENCH_BIN=""
 LAUNCHER=$(find_prog tarantella) || LAUNCHER=""
-for b in test_gpu test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
+for b in test_gpu test_gpu_model_device test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
     p=$(find_prog $b) || { notyet 1 "$b" "no $b in $BUILD/bin or $BUILD/tests"; continue; }
     MISSING=$(ldd "$p" 2>&1 | grep -E "not found" | awk '{print $1}' | tr '\n' ' ')
     [ -z "$MISSING" ] && row 1 "$b" PASS - "$p" || row 1 "$b" FAIL - "missing libraries: $MISSING(make the pack: scripts/gpu_check.sh --pack)"
@@ -255,7 +255,7 @@ else check "nvcc -ptx of src/gpu/kernels/kernels.cu (second compiler)" 30 \
 fi
 
 # ---- 3. GPU tests -----------------------------------------------------------------------------------
-phase 3 "GPU tests" 200
+phase 3 "GPU tests" 240
 export NVIDIA_TF32_OVERRIDE=0 # correctness in true float32 (the tolerances assume it)
 if [ $BENCH_ONLY = 1 ]; then row 3 "GPU tests" SKIP - "--bench-only"; else
 for t in test_gpu_host test_gpu_host_layers test_gpu_host_threads; do # the kernels' host build: quick, also here
@@ -265,6 +265,12 @@ if [ $GPU = 0 ]; then row 3 "GPU tests" SKIP - "no GPU"
 else
     if [ -z "$TEST" ]; then notyet 3 "test_gpu" "no test_gpu"
     else (cd tests && check "test_gpu: the runtime on the real device (copies, sgemm, a PTX kernel)" 60 "$TEST"); fi
+    # training on the GPU against the CPU engine: LeNet-5 and the MLP, 50 steps (gradients, losses,
+    # weights, a saved file predicting on the CPU)
+    if p=$(find_prog test_gpu_model_device); then
+        (cd tests && check "test_gpu_model_device: LeNet-5 and MLP, 50 steps, GPU == CPU" 120 "$p")
+        grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
+    else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
     # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
     if p=$(find_prog test_gpu_model); then
