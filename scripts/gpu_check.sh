@@ -284,6 +284,7 @@ else
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
         (cd tests && check "test_gpu --train-equivalence: 50 steps, GPU == CPU" 60 "$TEST" --train-equivalence ${DATA:+--data "$DATA"})
+    elif find_prog test_gpu_model_device >/dev/null; then :  # the training equivalence ran above
     elif [ -n "$BENCH_BIN" ] && [ $LIB_DEVICE = 1 ]; then
         eq() { # bench_train's loss after 20 steps of the MLP, CPU and GPU, within 1e-3 relative
             local c g
