@@ -297,16 +297,21 @@ else
         export -f eq && export BENCH_BIN ROOT
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
+    # device memory errors and races: the model tests' small models through most kernels
     if ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
     elif [ -n "$TEST" ] && has_option "$TEST" "--quick"; then
         (cd tests && check "compute-sanitizer memcheck: test_gpu --quick" 90 compute-sanitizer --error-exitcode 9 "$TEST" --quick)
-    else notyet 3 "compute-sanitizer" "test_gpu has no --quick"; fi
-    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device)
-    if [ -z "$TEST" ] || ! has_option "$TEST" "--dist-equivalence"; then notyet 3 "2 ranks on 1 GPU" "test_gpu has no --dist-equivalence"
-    elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
-    elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
-    else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
-        "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    elif p=$(find_prog test_gpu_model); then
+        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=0 \
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$p")
+    else notyet 3 "compute-sanitizer" "no test_gpu --quick and no test_gpu_model"; fi
+    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device); test_gpu_model_dist above
+    if [ -n "$TEST" ] && has_option "$TEST" "--dist-equivalence"; then
+        if [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
+        elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
+        else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
+            "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    fi
 fi
 fi
 unset NVIDIA_TF32_OVERRIDE
