@@ -44,7 +44,8 @@ if [ "${1:-}" = --pack ]; then
     [ -d "$SRC/bin" ] || { echo "gpu_check.sh --pack: no $SRC/bin: build first (make build)" >&2; exit 2; }
     rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/tests" "$PACK/lib" "$PACK/gpu" || exit 2
     for b in bench_train tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
-    for t in "$SRC"/tests/test_gpu*; do [ -x "$t" ] && cp "$t" "$PACK/tests/"; done
+    for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
+        test_gpu_host_threads test_gpu_ptx; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -70,11 +71,13 @@ if [ "${1:-}" = --pack ]; then
         done
     fi
     tar -C "$PACK/.deps" -cf - . | xz -6 -T2 >"$PACK/deps.tar.xz" && rm -rf "$PACK/.deps"
+    # the programs compressed too (the statically linked tests are large): room for the dataset
+    tar -C "$PACK" -cf - bin tests lib gpu | xz -6 -T2 >"$PACK/build.tar.xz" && rm -rf "$PACK"/{bin,tests,lib,gpu}
     { echo "commit $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (with changes to src/ or include/)')"
       echo "built $(date -u +%FT%TZ) on $(uname -n) from $SRC"; } >"$PACK/BUILD_INFO"
     fm=${DATA:-/usr/share/datasets/fashion-mnist}
     size=$(du -sm "$PACK" | cut -f1)
-    if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 56 ]; then
+    if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 58 ]; then
         mkdir -p "$PACK/data" && cp "$fm"/train-*-ubyte.gz "$PACK/data/"
     fi
     echo "gpu_check.sh --pack: $PACK ($(du -sm "$PACK" | cut -f1) MB; carry it, e.g. run carry [\"$PACK\"]):"
@@ -92,7 +95,7 @@ REPS=${REPS:-2}
 BENCH=${BENCH:-"lenet5:512:off:none mlp:64:off:none resnet50:64:off:none transformer:32:off:none resnet50:64:on:none resnet50:64:off:bf16 resnet50:128:off:none resnet50:128:on:none resnet50:128:off:bf16"}
 PEER=${PEER:-bench/peers/torch_gpu.py}
 DRY_RUN=${DRY_RUN:-0}
-if [ -z "${BUILD:-}" ]; then [ -d gpu-check-pack/bin ] && BUILD=gpu-check-pack || BUILD=build; fi
+if [ -z "${BUILD:-}" ]; then [ -f gpu-check-pack/build.tar.xz ] && BUILD=gpu-check-pack || BUILD=build; fi
 
 mkdir -p "$RES" || { echo "gpu_check.sh: cannot create $RES" >&2; exit 2; }
 RES=$(cd "$RES" && pwd)
@@ -196,9 +199,15 @@ if [ "${BUILD_ON_DEVICE:-0}" = 1 ]; then
         BUILD=$ROOT/build-gpu-check; fi
 fi
 phase 1 binaries 60
-if [ -f "$BUILD/deps.tar.xz" ]; then
-    mkdir -p "$WORK/deps" && tar -xJf "$BUILD/deps.tar.xz" -C "$WORK/deps" 2>>"$LOG" &&
-        row 1 "deps unpacked" PASS - "$(ls "$WORK/deps" | wc -l) files from $BUILD/deps.tar.xz"
+PACKDIR=$BUILD
+if [ -f "$PACKDIR/build.tar.xz" ]; then # a pack (--pack): its programs, then their libraries
+    mkdir -p "$WORK/build" && tar -xJf "$PACKDIR/build.tar.xz" -C "$WORK/build" 2>>"$LOG" &&
+        row 1 "pack unpacked" PASS - "$(find "$WORK/build" -type f | wc -l) files from $PACKDIR/build.tar.xz"
+    BUILD=$WORK/build
+fi
+if [ -f "$PACKDIR/deps.tar.xz" ]; then
+    mkdir -p "$WORK/deps" && tar -xJf "$PACKDIR/deps.tar.xz" -C "$WORK/deps" 2>>"$LOG" &&
+        row 1 "deps unpacked" PASS - "$(ls "$WORK/deps" | wc -l) files from $PACKDIR/deps.tar.xz"
     export LD_LIBRARY_PATH=$WORK/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     if [ -d "$WORK/deps/ompi" ]; then # the packed Open MPI, where it was installed no longer matters
         O=$WORK/deps/ompi
@@ -208,10 +217,10 @@ if [ -f "$BUILD/deps.tar.xz" ]; then
     fi
 fi
 export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -f "$BUILD/BUILD_INFO" ]; then # a pack: built from this tree's commit?
-    PACKED=$(sed -n 's/^commit //p' "$BUILD/BUILD_INFO") HEAD_NOW=$(git rev-parse HEAD 2>/dev/null)
+if [ -f "$PACKDIR/BUILD_INFO" ]; then # a pack: built from this tree's commit?
+    PACKED=$(sed -n 's/^commit //p' "$PACKDIR/BUILD_INFO") HEAD_NOW=$(git rev-parse HEAD 2>/dev/null)
     case $PACKED in
-        "$HEAD_NOW") row 1 "pack built from this commit" PASS - "$(tr '\n' ' ' <"$BUILD/BUILD_INFO")" ;;
+        "$HEAD_NOW") row 1 "pack built from this commit" PASS - "$(tr '\n' ' ' <"$PACKDIR/BUILD_INFO")" ;;
         *) row 1 "pack built from this commit" WARN - "the pack is of $PACKED, the tree is $HEAD_NOW: make gpu-pack again" ;;
     esac
 fi
@@ -230,7 +239,7 @@ for f in "$BUILD"/lib/libtarantella.so.*.* $BENCH_BIN; do [ -f "$f" ] && grep -a
 # Fashion-MNIST for LeNet-5 (bench_train reads /usr/share/datasets/fashion-mnist)
 FM=/usr/share/datasets/fashion-mnist
 if [ ! -f "$FM/train-images-idx3-ubyte.gz" ]; then
-    for d in "${DATA:-}" "$BUILD/data"; do
+    for d in "${DATA:-}" "$PACKDIR/data"; do
         if [ -n "$d" ] && [ -f "$d/train-images-idx3-ubyte.gz" ]; then
             mkdir -p "$FM" 2>/dev/null && cp "$d"/train-*-ubyte.gz "$FM/" 2>>"$LOG" && break
         fi
