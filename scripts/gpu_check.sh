@@ -12,8 +12,8 @@
 #                                              Fashion-MNIST's training files when they fit
 #
 # On the GPU machine (a copy of the working tree, no network, CUDA 13, PyTorch 2.11, not the
-# project's Debian libraries) carry the pack: device run with carry ["gpu-check-pack"] and the
-# command `bash scripts/gpu_check.sh`. It takes BUILD (default: gpu-check-pack when present, else
+# project's Debian libraries) carry the pack: device run with carry ["gpu-check-pack"], the
+# command `bash scripts/gpu_check.sh` and timeout_s 560 (the results come back from $OUT). It takes BUILD (default: gpu-check-pack when present, else
 # build), or builds there with BUILD_ON_DEVICE=1 (needs the -dev packages).
 #
 # Phases, each with its own time limit inside one budget (BUDGET, default 450 s: under 8 minutes):
@@ -199,14 +199,18 @@ if [ "${BUILD_ON_DEVICE:-0}" = 1 ]; then
         BUILD=$ROOT/build-gpu-check; fi
 fi
 phase 1 binaries 60
+untar_xz() { # FILE DIR: tar -xJf, or Python's tarfile where xz is missing
+    if command -v xz >/dev/null; then tar -xJf "$1" -C "$2"
+    else "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; fi
+}
 PACKDIR=$BUILD
 if [ -f "$PACKDIR/build.tar.xz" ]; then # a pack (--pack): its programs, then their libraries
-    mkdir -p "$WORK/build" && tar -xJf "$PACKDIR/build.tar.xz" -C "$WORK/build" 2>>"$LOG" &&
+    mkdir -p "$WORK/build" && untar_xz "$PACKDIR/build.tar.xz" "$WORK/build" 2>>"$LOG" &&
         row 1 "pack unpacked" PASS - "$(find "$WORK/build" -type f | wc -l) files from $PACKDIR/build.tar.xz"
     BUILD=$WORK/build
 fi
 if [ -f "$PACKDIR/deps.tar.xz" ]; then
-    mkdir -p "$WORK/deps" && tar -xJf "$PACKDIR/deps.tar.xz" -C "$WORK/deps" 2>>"$LOG" &&
+    mkdir -p "$WORK/deps" && untar_xz "$PACKDIR/deps.tar.xz" "$WORK/deps" 2>>"$LOG" &&
         row 1 "deps unpacked" PASS - "$(ls "$WORK/deps" | wc -l) files from $PACKDIR/deps.tar.xz"
     export LD_LIBRARY_PATH=$WORK/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     if [ -d "$WORK/deps/ompi" ]; then # the packed Open MPI, where it was installed no longer matters
