@@ -12,8 +12,8 @@
 #                                              Fashion-MNIST's training files when they fit
 #
 # On the GPU machine (a copy of the working tree, no network, CUDA 13, PyTorch 2.11, not the
-# project's Debian libraries) carry the pack: device run with carry ["gpu-check-pack"] and the
-# command `bash scripts/gpu_check.sh`. It takes BUILD (default: gpu-check-pack when present, else
+# project's Debian libraries) carry the pack: device run with carry ["gpu-check-pack"], the
+# command `bash scripts/gpu_check.sh` and timeout_s 560 (the results come back from $OUT). It takes BUILD (default: gpu-check-pack when present, else
 # build), or builds there with BUILD_ON_DEVICE=1 (needs the -dev packages).
 #
 # Phases, each with its own time limit inside one budget (BUDGET, default 450 s: under 8 minutes):
@@ -44,7 +44,8 @@ if [ "${1:-}" = --pack ]; then
     [ -d "$SRC/bin" ] || { echo "gpu_check.sh --pack: no $SRC/bin: build first (make build)" >&2; exit 2; }
     rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/tests" "$PACK/lib" "$PACK/gpu" || exit 2
     for b in bench_train tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
-    for t in "$SRC"/tests/test_gpu*; do [ -x "$t" ] && cp "$t" "$PACK/tests/"; done
+    for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
+        test_gpu_host_threads test_gpu_ptx; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -70,9 +71,13 @@ if [ "${1:-}" = --pack ]; then
         done
     fi
     tar -C "$PACK/.deps" -cf - . | xz -6 -T2 >"$PACK/deps.tar.xz" && rm -rf "$PACK/.deps"
+    # the programs compressed too (the statically linked tests are large): room for the dataset
+    tar -C "$PACK" -cf - bin tests lib gpu | xz -6 -T2 >"$PACK/build.tar.xz" && rm -rf "$PACK"/{bin,tests,lib,gpu}
+    { echo "commit $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (with changes to src/ or include/)')"
+      echo "built $(date -u +%FT%TZ) on $(uname -n) from $SRC"; } >"$PACK/BUILD_INFO"
     fm=${DATA:-/usr/share/datasets/fashion-mnist}
     size=$(du -sm "$PACK" | cut -f1)
-    if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 56 ]; then
+    if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 58 ]; then
         mkdir -p "$PACK/data" && cp "$fm"/train-*-ubyte.gz "$PACK/data/"
     fi
     echo "gpu_check.sh --pack: $PACK ($(du -sm "$PACK" | cut -f1) MB; carry it, e.g. run carry [\"$PACK\"]):"
@@ -90,7 +95,7 @@ REPS=${REPS:-2}
 BENCH=${BENCH:-"lenet5:512:off:none mlp:64:off:none resnet50:64:off:none transformer:32:off:none resnet50:64:on:none resnet50:64:off:bf16 resnet50:128:off:none resnet50:128:on:none resnet50:128:off:bf16"}
 PEER=${PEER:-bench/peers/torch_gpu.py}
 DRY_RUN=${DRY_RUN:-0}
-if [ -z "${BUILD:-}" ]; then [ -d gpu-check-pack/bin ] && BUILD=gpu-check-pack || BUILD=build; fi
+if [ -z "${BUILD:-}" ]; then [ -f gpu-check-pack/build.tar.xz ] && BUILD=gpu-check-pack || BUILD=build; fi
 
 mkdir -p "$RES" || { echo "gpu_check.sh: cannot create $RES" >&2; exit 2; }
 RES=$(cd "$RES" && pwd)
@@ -194,9 +199,19 @@ if [ "${BUILD_ON_DEVICE:-0}" = 1 ]; then
         BUILD=$ROOT/build-gpu-check; fi
 fi
 phase 1 binaries 60
-if [ -f "$BUILD/deps.tar.xz" ]; then
-    mkdir -p "$WORK/deps" && tar -xJf "$BUILD/deps.tar.xz" -C "$WORK/deps" 2>>"$LOG" &&
-        row 1 "deps unpacked" PASS - "$(ls "$WORK/deps" | wc -l) files from $BUILD/deps.tar.xz"
+untar_xz() { # FILE DIR: tar -xJf, or Python's tarfile where xz is missing
+    if command -v xz >/dev/null; then tar -xJf "$1" -C "$2"
+    else "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$1" "$2"; fi
+}
+PACKDIR=$BUILD
+if [ -f "$PACKDIR/build.tar.xz" ]; then # a pack (--pack): its programs, then their libraries
+    mkdir -p "$WORK/build" && untar_xz "$PACKDIR/build.tar.xz" "$WORK/build" 2>>"$LOG" &&
+        row 1 "pack unpacked" PASS - "$(find "$WORK/build" -type f | wc -l) files from $PACKDIR/build.tar.xz"
+    BUILD=$WORK/build
+fi
+if [ -f "$PACKDIR/deps.tar.xz" ]; then
+    mkdir -p "$WORK/deps" && untar_xz "$PACKDIR/deps.tar.xz" "$WORK/deps" 2>>"$LOG" &&
+        row 1 "deps unpacked" PASS - "$(ls "$WORK/deps" | wc -l) files from $PACKDIR/deps.tar.xz"
     export LD_LIBRARY_PATH=$WORK/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     if [ -d "$WORK/deps/ompi" ]; then # the packed Open MPI, where it was installed no longer matters
         O=$WORK/deps/ompi
@@ -206,10 +221,17 @@ if [ -f "$BUILD/deps.tar.xz" ]; then
     fi
 fi
 export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -f "$PACKDIR/BUILD_INFO" ]; then # a pack: built from this tree's commit?
+    PACKED=$(sed -n 's/^commit //p' "$PACKDIR/BUILD_INFO") HEAD_NOW=$(git rev-parse HEAD 2>/dev/null)
+    case $PACKED in
+        "$HEAD_NOW") row 1 "pack built from this commit" PASS - "$(tr '\n' ' ' <"$PACKDIR/BUILD_INFO")" ;;
+        *) row 1 "pack built from this commit" WARN - "the pack is of $PACKED, the tree is $HEAD_NOW: make gpu-pack again" ;;
+    esac
+fi
 TEST=$(find_prog test_gpu) || TEST=""
 BENCH_BIN=$(find_prog bench_train) || BENCH_BIN=""
 LAUNCHER=$(find_prog tarantella) || LAUNCHER=""
-for b in test_gpu test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
+for b in test_gpu test_gpu_model_device test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
     p=$(find_prog $b) || { notyet 1 "$b" "no $b in $BUILD/bin or $BUILD/tests"; continue; }
     MISSING=$(ldd "$p" 2>&1 | grep -E "not found" | awk '{print $1}' | tr '\n' ' ')
     [ -z "$MISSING" ] && row 1 "$b" PASS - "$p" || row 1 "$b" FAIL - "missing libraries: $MISSING(make the pack: scripts/gpu_check.sh --pack)"
@@ -221,7 +243,7 @@ for f in "$BUILD"/lib/libtarantella.so.*.* $BENCH_BIN; do [ -f "$f" ] && grep -a
 # Fashion-MNIST for LeNet-5 (bench_train reads /usr/share/datasets/fashion-mnist)
 FM=/usr/share/datasets/fashion-mnist
 if [ ! -f "$FM/train-images-idx3-ubyte.gz" ]; then
-    for d in "${DATA:-}" "$BUILD/data"; do
+    for d in "${DATA:-}" "$PACKDIR/data"; do
         if [ -n "$d" ] && [ -f "$d/train-images-idx3-ubyte.gz" ]; then
             mkdir -p "$FM" 2>/dev/null && cp "$d"/train-*-ubyte.gz "$FM/" 2>>"$LOG" && break
         fi
@@ -246,7 +268,7 @@ else check "nvcc -ptx of src/gpu/kernels/kernels.cu (second compiler)" 30 \
 fi
 
 # ---- 3. GPU tests -----------------------------------------------------------------------------------
-phase 3 "GPU tests" 200
+phase 3 "GPU tests" 240
 export NVIDIA_TF32_OVERRIDE=0 # correctness in true float32 (the tolerances assume it)
 if [ $BENCH_ONLY = 1 ]; then row 3 "GPU tests" SKIP - "--bench-only"; else
 for t in test_gpu_host test_gpu_host_layers test_gpu_host_threads; do # the kernels' host build: quick, also here
@@ -256,6 +278,12 @@ if [ $GPU = 0 ]; then row 3 "GPU tests" SKIP - "no GPU"
 else
     if [ -z "$TEST" ]; then notyet 3 "test_gpu" "no test_gpu"
     else (cd tests && check "test_gpu: the runtime on the real device (copies, sgemm, a PTX kernel)" 60 "$TEST"); fi
+    # training on the GPU against the CPU engine: LeNet-5 and the MLP, 50 steps (gradients, losses,
+    # weights, a saved file predicting on the CPU)
+    if p=$(find_prog test_gpu_model_device); then
+        (cd tests && check "test_gpu_model_device: LeNet-5 and MLP, 50 steps, GPU == CPU" 120 "$p")
+        grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
+    else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
     # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
     if p=$(find_prog test_gpu_model); then
@@ -269,6 +297,7 @@ else
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
         (cd tests && check "test_gpu --train-equivalence: 50 steps, GPU == CPU" 60 "$TEST" --train-equivalence ${DATA:+--data "$DATA"})
+    elif find_prog test_gpu_model_device >/dev/null; then :  # the training equivalence ran above
     elif [ -n "$BENCH_BIN" ] && [ $LIB_DEVICE = 1 ]; then
         eq() { # bench_train's loss after 20 steps of the MLP, CPU and GPU, within 1e-3 relative
             local c g
@@ -281,16 +310,21 @@ else
         export -f eq && export BENCH_BIN ROOT
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
+    # device memory errors and races: the model tests' small models through most kernels
     if ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
     elif [ -n "$TEST" ] && has_option "$TEST" "--quick"; then
         (cd tests && check "compute-sanitizer memcheck: test_gpu --quick" 90 compute-sanitizer --error-exitcode 9 "$TEST" --quick)
-    else notyet 3 "compute-sanitizer" "test_gpu has no --quick"; fi
-    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device)
-    if [ -z "$TEST" ] || ! has_option "$TEST" "--dist-equivalence"; then notyet 3 "2 ranks on 1 GPU" "test_gpu has no --dist-equivalence"
-    elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
-    elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
-    else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
-        "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    elif p=$(find_prog test_gpu_model); then
+        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=0 \
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$p")
+    else notyet 3 "compute-sanitizer" "no test_gpu --quick and no test_gpu_model"; fi
+    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device); test_gpu_model_dist above
+    if [ -n "$TEST" ] && has_option "$TEST" "--dist-equivalence"; then
+        if [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
+        elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
+        else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
+            "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    fi
 fi
 fi
 unset NVIDIA_TF32_OVERRIDE
