@@ -216,6 +216,30 @@ static void check_act(tnt_activation act, float alpha, i64 rows, i64 cols) {
     free(x), free(dy), free(y), free(dx), free(yk), free(dxk);
 }
 
+/* the fused epilogue equals bias add then activation, bitwise */
+static void test_bias_act(void **state) {
+    (void)state;
+    i64 rows = 33, cols = 17, n = rows * cols;
+    float *x = gh_random(n, -4, 4, 60), *bias = gh_random(cols, -1, 1, 61);
+    for (int act = 0; act < TNT_ACT_COUNT; act++) {
+        if (act_rowwise(act)) continue;
+        float alpha = act == TNT_ACT_LEAKY_RELU ? 0.3f : 0.0f;
+        float *pre = gh_copy(x, n), *y = gh_poisoned(n), *ref = gh_copy(x, n), *yref = gh_poisoned(n);
+        gh_launch("tnt_k_bias_act_fwd", 3, ARGS(&pre, &bias, &y, &act, &alpha, &rows, &cols));
+        gh_launch("tnt_k_bias_add", 2, ARGS(&ref, &bias, &rows, &cols));
+        gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &ref, &yref, &n));
+        tu_assert_bitwise(pre, ref, n, "bias_act_fwd: pre-activation");
+        tu_assert_bitwise(y, yref, n, "bias_act_fwd: output");
+        float *none = NULL; /* no bias, in place */
+        memcpy(pre, x, (size_t)n * sizeof(float));
+        gh_launch("tnt_k_bias_act_fwd", 2, ARGS(&pre, &none, &pre, &act, &alpha, &rows, &cols));
+        gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &x, &yref, &n));
+        tu_assert_bitwise(pre, yref, n, "bias_act_fwd in place without a bias");
+        free(pre), free(y), free(ref), free(yref);
+    }
+    free(x), free(bias);
+}
+
 static void test_activations(void **state) {
     (void)state;
     for (int act = 0; act < TNT_ACT_COUNT; act++) check_act((tnt_activation)act, 0.0f, 37, 29);
@@ -357,7 +381,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),      cmocka_unit_test(test_kmath),       cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_bias),        cmocka_unit_test(test_bf16),        cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_optimizers),  cmocka_unit_test(test_bias_act),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include "layer_harness.h"
 #include "layers/attention/attention.h"
 #include "layers/layer.h"
+#include "layers/regularizer.h"
 #include "model/model.h"
 
 typedef long long i64;
@@ -501,12 +502,38 @@ static void test_mha_softmax(void **state) {
     free(am), free(qm), free(vm), free(p), free(pd), free(g), free(want);
 }
 
+/* a Dense kernel's L1L2 penalty and its gradient, as layers/regularizer.c computes them */
+static void test_regularizer(void **state) {
+    (void)state;
+    const float l1 = 0.01f, l2 = 0.02f;
+    tnt_layer *l = tnt_dense(13, &(tnt_layer_opts){.no_bias = true});
+    tu_ok(tnt_layer_set_regularizer(l, "kernel_regularizer", TNT_REG_L1L2, l1, l2));
+    drv d;
+    drv_init(&d, l, TNT_SHAPE(29), 2);
+    tnt__weight *w = &l->weights[0];
+    i64 n = tnt_shape_numel(w->shape);
+    w->value[0] = 0.0f; /* sign(0) = 0 */
+    tu_fill(w->grad, n, 131);
+    float *g = gh_copy(w->grad, n), a = (float)(1.0 * l1), b = (float)(1.0 * 2.0 * l2);
+    tnt__layer_add_penalty_grads(l);
+    gh_launch("tnt_k_l1l2_grad", 3, ARGS(&w->value, &g, &n, &a, &b));
+    tu_assert_bitwise(g, w->grad, n, "L1L2 penalty gradient");
+    double part[8], *pp = part, s1 = 0, s2 = 0;
+    gh_launch("tnt_k_l1l2_sums_partial", 4, ARGS(&w->value, &pp, &n));
+    for (int k = 0; k < 4; k++) s1 += part[2 * k], s2 += part[2 * k + 1];
+    const double want = tnt__layer_weight_penalty(l), got = l1 * s1 + l2 * s2;
+    if (fabs(got - want) > 1e-12 * want) fail_msg("L1L2 penalty %.17g, the CPU's %.17g", got, want);
+    free(g);
+    drv_free(&d, true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pooling),      cmocka_unit_test(test_global_pooling), cmocka_unit_test(test_batch_norm),
         cmocka_unit_test(test_layer_norm),   cmocka_unit_test(test_dropout),        cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_padding),      cmocka_unit_test(test_concat_slice),   cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_permute),      cmocka_unit_test(test_merge_minmax),   cmocka_unit_test(test_mha_softmax),
+        cmocka_unit_test(test_regularizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,6 +128,16 @@ static void test_grid_reductions(void **state) {
         for (int k = 0; k < 5; k++) got += part[k];
         if (fabs(got - want) > 1e-6 * want) fail_msg("sum of squares, blockDim %u: %.9g, want %.9g", BLOCKS[b], got, want);
     }
+    /* two sums in one reduction (the L1/L2 penalty) */
+    double pr[10], *prp = pr, w1 = 0, w2 = 0;
+    for (i64 i = 0; i < n; i++) w1 += fabs((double)x[i]), w2 += (double)x[i] * x[i];
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        mt_launch("tnt_k_l1l2_sums_partial", 5, BLOCKS[b], ARGS(&x, &prp, &n));
+        double g1 = 0, g2 = 0;
+        for (int k = 0; k < 5; k++) g1 += pr[2 * k], g2 += pr[2 * k + 1];
+        if (fabs(g1 - w1) > 1e-12 * w1 || fabs(g2 - w2) > 1e-12 * w2)
+            fail_msg("L1/L2 sums, blockDim %u: %.17g %.17g, want %.17g %.17g", BLOCKS[b], g1, g2, w1, w2);
+    }
     /* the first bad id, whichever thread of which block sees it */
     i64 m = 5000;
     int vocab = 100;

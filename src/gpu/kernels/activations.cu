@@ -10,6 +10,10 @@
  *   tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n)
  *       dx = dy f'(.); reads x or y as tnt__act_backward_needs_src says (the other may be NULL);
  *       dx may be dy.
+ *   tnt_k_bias_act_fwd(float *pre, const float *bias, float *y, int act, float alpha, i64 rows, i64 cols)
+ *       Dense's and Conv's epilogue in one pass: pre (rows, cols) += bias (cols; NULL: none), then
+ *       y = f(pre) elementwise (y may be pre when the pre-activation is not kept); bitwise
+ *       tnt_k_bias_add then tnt_k_act_fwd
  *   Row kernels over x (rows, cols), one block per row (any grid), blockDim <= 1024:
  *   tnt_k_softmax_fwd(const float *x, float *y, i64 rows, i64 cols)
  *   tnt_k_softmax_bwd(const float *y, const float *dy, float *dx, i64 rows, i64 cols)
@@ -128,6 +132,15 @@ DEV float k_act_grad1(int act, float a, float x, float y, float dy) {
 KERNEL void tnt_k_act_fwd(int act, float alpha, const float *x, float *y, i64 n) {
     const float a = k_act_alpha(act, alpha);
     GRID_STRIDE(i, n) y[i] = k_act1(act, a, x[i]);
+}
+
+KERNEL void tnt_k_bias_act_fwd(float *pre, const float *bias, float *y, int act, float alpha, i64 rows, i64 cols) {
+    const float a = k_act_alpha(act, alpha);
+    GRID_STRIDE(i, rows * cols) {
+        const float v = bias ? pre[i] + bias[i % cols] : pre[i];
+        pre[i] = v;
+        y[i] = k_act1(act, a, v);
+    }
 }
 
 KERNEL void tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n) {

@@ -20,6 +20,12 @@
  *   tnt_k_sum_squares_partial(const float *x, float *partial, i64 n)  partial[block] = sum of the
  *       squares this block visits (double inside; blockDim <= 1024); the caller
  *       adds the grid's partials (clipnorm, global_clipnorm)
+ *   tnt_k_l1l2_grad(const float *v, float *g, i64 n, float a, float b)
+ *       g += a sign(v) + b v (sign(0) = 0): the L1/L2 weight penalty's gradient as
+ *       layers/regularizer.c, a = (float)(scale l1), b = (float)(scale 2 l2)
+ *   tnt_k_l1l2_sums_partial(const float *v, double *partial, i64 n)    partial[2 block] = the sum
+ *       of |v|, partial[2 block + 1] = the sum of v^2 this block visits, in double (the penalty is
+ *       l1 s1 + l2 s2 over the grid's partials)
  *   tnt_k_f32_to_bf16(const float *x, unsigned short *y, i64 n)  round to nearest even, NaN quiet,
  *       as kernels/bf16.c
  *   tnt_k_bf16_to_f32(const unsigned short *x, float *y, i64 n)
@@ -72,6 +78,23 @@ KERNEL void tnt_k_sum_squares_partial(const float *x, float *partial, i64 n) {
     GRID_STRIDE(i, n) s += (double)x[i] * (double)x[i];
     s = block_sum_d(red, s);
     if (TID_X == 0) partial[CTAID_X] = (float)s;
+}
+
+KERNEL void tnt_k_l1l2_grad(const float *v, float *g, i64 n, float a, float b) {
+    GRID_STRIDE(i, n) g[i] += a * (float)((v[i] > 0.0f) - (v[i] < 0.0f)) + b * v[i];
+}
+
+KERNEL void tnt_k_l1l2_sums_partial(const float *v, double *partial, i64 n) {
+    SHARED double red[K_MAX_BLOCK];
+    double s1 = 0.0, s2 = 0.0;
+    GRID_STRIDE(i, n) {
+        const double x = v[i];
+        s1 += x < 0 ? -x : x;
+        s2 += x * x;
+    }
+    s1 = block_sum_d(red, s1);
+    s2 = block_sum_d(red, s2);
+    if (TID_X == 0) partial[2 * CTAID_X] = s1, partial[2 * CTAID_X + 1] = s2;
 }
 
 KERNEL void tnt_k_f32_to_bf16(const float *x, unsigned short *y, i64 n) {
