@@ -35,7 +35,6 @@ static tnt_status local_rank(int *out) {
 static tnt_status choose_locally(const tnt__config *c, int local, const char **why) {
     static char reason[320];
     *why = "";
-    if (c->device == TNT__DEVICE_CPU) return *why = "TNT_DEVICE=cpu", TNT_OK;
     const char *unavailable;
     if (!tnt__gpu_available(&unavailable)) {
         snprintf(reason, sizeof reason, "%s", unavailable);
@@ -61,8 +60,14 @@ static tnt_status choose_locally(const tnt__config *c, int local, const char **w
 
 tnt_status tnt__device_choose(void) {
     const tnt__config *c = tnt__config_get();
+    if (c->device == TNT__DEVICE_CPU) { /* the default: no collective, nothing loaded */
+        snprintf(choice.status, sizeof choice.status, "cpu: TNT_DEVICE=cpu");
+        choice.chosen = true;
+        return TNT_OK;
+    }
     int local = 0;
     const char *why = "";
+    /* every rank has the same environment (as for every setting): all take part below, or none */
     tnt_status s = local_rank(&local);
     if (s == TNT_OK) s = choose_locally(c, local, &why);
     /* every rank fails alike, and under auto every rank takes the CPU if one must */
