@@ -211,6 +211,7 @@ static void test_small_model_equals_cpu(void **state) {
         {"adamw", {.learning_rate = 0.01f, .weight_decay = 0.05f}},
         {"rmsprop", {.learning_rate = 0.005f}},
         {"rmsprop", {.learning_rate = 0.005f, .momentum = 0.5f, .centered = true}},
+        {"sgd", {.learning_rate = 0.1f, .momentum = 0.5f, .clipvalue = 0.01f}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char what[64];

@@ -192,7 +192,8 @@ tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
         return TNT_OK;
     }
     if (!m->dev && (s = dev_alloc(m)) != TNT_OK) return s;
-    if (m->optimizer && !m->optimizer->d_slots[0] && m->optimizer->n_slots &&
+    if (m->optimizer && ((!m->optimizer->d_slots[0] && m->optimizer->n_slots) ||
+                         (m->optimizer->clipvalue > 0 && !m->optimizer->d_clip_buf)) &&
         (s = tnt__optimizer_gpu_prepare(m->optimizer)) != TNT_OK)
         return s;
     if (!m->on_device) { /* the host's weights are the newer ones */
