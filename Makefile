@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
 
 .PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
-	bench-lenet-bf16 bench-python bench-conv3d install clean test-gpu gpu-check gpu-pack bench-gpu
+	bench-lenet-bf16 bench-python bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
 
 all: build
 
@@ -83,7 +83,7 @@ fuzz:
 # The peer needs OpenBLAS: without libopenblas0-pthread Debian's torch runs on the reference BLAS,
 # 5-30x slower, and the benchmark refuses to print ratios against it.
 bench-deps: deps
-	@./scripts/install-deps.sh python3-torch python3-torchvision libopenblas0-pthread
+	@./scripts/install-deps.sh python3-torch python3-torchvision libopenblas0-pthread python3-matplotlib
 
 # Under 15 minutes on 2 cores; bench-quick (LeNet-5 and the MLP, one run each) under 3.
 bench: bench-deps build
@@ -123,6 +123,14 @@ bench-avx2: bench-deps build
 # OpenBLAS picks its own kernels for the peer.
 BENCH_ENV = env -u OPENBLAS_CORETYPE MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736
 
+# The scale study (issue 25, bench/scale/README.md): a training step of ResNet-50, the Transformer
+# and the MLP on 8-256 simulated CPU ranks and 4-96 simulated GPUs (SimGrid's SMPI, each layer
+# charged its time measured here), flat against node-aware reduction; the table and
+# BUILD/scale-study/scale_study.png. About half an hour on 2 cores (flat on 256 ranks: minutes).
+scale-study: build
+	@./scripts/install-deps.sh python3-matplotlib
+	/usr/bin/python3 bench/scale/scale_study.py --sim $(BUILD)/smpi/bin/scale_sim --out $(BUILD)/scale-study
+
 # The recurrent text classifier (bench/bench_rnn.c) against PyTorch at 1 thread, LSTM and GRU
 # alternating, three rounds (the machine is shared: take the best), then 2 ranks against 1.
 bench-rnn: bench-deps build
@@ -152,6 +160,11 @@ bench-conv3d: bench-deps build
 		$(BENCH_ENV) /usr/bin/python3 bench/peers/torch_conv3d.py --model $$model --threads 1; \
 	done; done
 	@for model in conv3d convlstm; do $(BENCH_ENV) OMP_NUM_THREADS=1 $(BUILD)/bin/bench_conv3d --model $$model --channels_first; done
+
+# Issue 22: a Transformer encoder block written with keras.ops in a custom Layer against the same
+# block from the library's layers and PyTorch eager, 1 thread, alternating, best of 3 (bench/run_ops.py).
+bench-ops: bench-deps build
+	$(BENCH_ENV) /usr/bin/python3 bench/run_ops.py --build $(BUILD)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

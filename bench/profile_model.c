@@ -6,12 +6,16 @@
  * classifier (the torch peer's model), sequences of 128 tokens, batch 32; mlp, lenet5: the
  * benchmark's (zoo/classic.h) on synthetic 28x28x1 images, batch 64. Prints, over the timed
  * steps: the step time, forward and backward time per layer class, the slowest layers, and the
- * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. */
+ * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS.
+ * --table FILE also writes what the SMPI scale study (bench/scale) charges per rank: the step
+ * time, one optimizer pass over all weights, and per graph node, in forward order, its layer's
+ * forward and backward seconds and the gradient prefix complete after its backward. */
 #include <tarantella.h>
 
 #include "classic.h"
 #include "layers/layer.h"
 #include "model/model.h"
+#include "optimizers/optimizer.h"
 #include "resnet.h"
 #include "transformer.h"
 
@@ -70,9 +74,41 @@ static int by_total(const void *a, const void *b) {
     return d > 0 ? 1 : d < 0 ? -1 : 0;
 }
 
+/* One optimizer pass over all weights (the weights change: called after the timed steps). */
+static double optimizer_seconds(tnt_model *m) {
+    enum { REPEAT = 3 };
+    double t0 = now();
+    for (int i = 0; i < REPEAT; i++) tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, m->n_params);
+    return (now() - t0) / REPEAT;
+}
+
+/* The scale study's table (bench/scale/scale_sim.c reads it): a layer's times go to its first
+ * graph node (a layer called twice is counted once, with both calls' time). */
+static tnt_status write_table(const char *path, tnt_model *m, const char *model, long batch, double step, long steps) {
+    FILE *f = fopen(path, "w");
+    if (!f) return tnt__error(TNT_ERR_IO, "profile_model: cannot write %s", path);
+    fprintf(f, "# profile_model --table: %s, batch %ld, %d thread(s); seconds per step\n", model, batch, omp_get_max_threads());
+    fprintf(f, "model %s\nbatch %ld\nthreads %d\nstep %.6e\nparams %lld\noptimizer %.6e\nnodes %d\n", model, batch,
+            omp_get_max_threads(), step, (long long)m->n_params, optimizer_seconds(m), m->n_nodes);
+    fprintf(f, "# node forward_s backward_s grad_end layer\n");
+    bool *seen = calloc((size_t)n_wrapped + 1, 1);
+    for (int i = 0; i < m->n_nodes; i++) {
+        double fw = 0, bw = 0;
+        for (int k = 0; k < n_wrapped; k++)
+            if (W[k].l == m->nodes[i].layer && seen && !seen[k]) {
+                fw = W[k].fwd / (double)steps, bw = W[k].bwd / (double)steps;
+                seen[k] = true;
+            }
+        fprintf(f, "%d %.6e %.6e %lld %s\n", i, fw, bw, (long long)m->nodes[i].grad_end, m->nodes[i].layer->name);
+    }
+    free(seen);
+    return fclose(f) == 0 ? TNT_OK : tnt__error(TNT_ERR_IO, "profile_model: cannot write %s", path);
+}
+
 int main(int argc, char **argv) {
     const char *model = "resnet50";
     const char *policy = "float32";
+    const char *table = NULL;
     long batch = 0, image = 224, steps = 3, warmup = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
@@ -81,10 +117,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--policy")) policy = argv[i + 1];
+        else if (!strcmp(argv[i], "--table")) table = argv[i + 1];
         else if (!strcmp(argv[i], "--clock") && !strcmp(argv[i + 1], "cpu")) clock_id = CLOCK_PROCESS_CPUTIME_ID;
         else {
             fprintf(stderr, "usage: %s [--model resnet50|resnet34|resnet18|transformer|mlp|lenet5] [--batch B] [--image S] "
-                    "[--steps N] [--warmup W] [--policy float32|mixed_bfloat16] [--clock wall|cpu]\n", argv[0]);
+                    "[--steps N] [--warmup W] [--policy float32|mixed_bfloat16] [--clock wall|cpu] [--table FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -163,6 +200,7 @@ int main(int argc, char **argv) {
         printf("| %s | %d | %.4f | %.4f | %.1f%% |\n", classes[k], cn[k], cf[k], cb[k], 100.0 * (cf[k] + cb[k]) / total);
     printf("| rest (loss, optimizer, data, framework) | | | | %.1f%% (%.4f s) |\n", 100.0 * (total - layers_total) / total,
            total - layers_total);
+    if (table && write_table(table, m, model, batch, total, steps) != TNT_OK) goto fail;
     qsort(W, (size_t)n_wrapped, sizeof *W, by_total);
     printf("\nslowest layers (s/step forward + backward):\n");
     for (int i = 0; i < 12 && i < n_wrapped; i++)

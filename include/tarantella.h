@@ -586,12 +586,17 @@ TNT_API int tnt_model_num_outputs(const tnt_model *m);
 /* Shape of input or output i (without batch; -1 where it follows a TNT_DIM_NONE input). */
 TNT_API tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i);
 TNT_API tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i);
+/* As above, for the input shapes last used (None dimensions filled: the data's sizes). */
+TNT_API tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i);
 /* The name of input (output) i: its key when the Keras model's inputs (outputs) are a dict,
  * else its InputLayer's (its producing layer's) name; NULL when out of range. */
 TNT_API const char *tnt_model_io_name(const tnt_model *m, bool output, int i);
 /* Fills the None dimensions of the inputs (one shape each, batch excluded) for the next calls;
  * needed only for several inputs, whose values datasets pack (a single input takes the data's). */
 TNT_API tnt_status tnt_model_set_input_shapes(tnt_model *m, int n, const tnt_shape *shapes);
+/* Keras's model.reset_states(): the states of its stateful recurrent layers back to zeros. */
+TNT_API void tnt_model_reset_states(tnt_model *m);
+TNT_API void tnt_layer_reset_states(tnt_layer *l); /* one layer's (Keras layer.reset_states()) */
 
 /* Makes the model data-parallel: the Tarantella "wrap" line. fit, evaluate and predict then split
  * each global batch of the dataset into one micro-batch per rank, weights are broadcast from the

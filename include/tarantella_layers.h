@@ -165,7 +165,8 @@ typedef struct tnt_rnn_opts {
     bool return_sequences;
     bool return_state;       /* outputs: the output, then the final h (and c for LSTM): tnt_call_outputs */
     bool go_backwards;       /* process the sequence reversed (the output sequence too, as Keras) */
-    bool stateful;           /* not supported: an error */
+    bool stateful;           /* Keras stateful: each batch starts from the previous batch's final
+                                states, row by row (tnt_model_reset_states zeroes them) */
     bool no_bias;            /* use_bias=False */
     bool no_unit_forget_bias; /* LSTM: unit_forget_bias=False (default: forget bias starts at 1) */
     bool reset_before;       /* GRU: reset_after=False (Keras 1/2.2 GRU) */

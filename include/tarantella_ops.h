@@ -69,4 +69,30 @@ TNT_API int tnt_opgraph_n_values(const tnt_opgraph *g);
  * inputs and its outputs the layer's outputs; masks do not pass through. */
 TNT_API tnt_layer *tnt_traced_layer(tnt_opgraph *g, const char *class_name, const char *name);
 
+/* A loss of the user's own (Keras's loss(y_true, y_pred) function, traced): after tnt_compile,
+ * output's loss becomes the graph of json (copied): inputs y_true then y_pred, axis 0 the batch
+ * (y_pred's shape the output's; y_true's gives the labels per sample that fit reads, in the
+ * packing of tnt_compile's losses); one float output, the loss per sample ((batch,)), per
+ * position ((batch, ...), averaged per sample as Keras's sum-over-batch-size) or a scalar (the
+ * batch mean). fit differentiates it through the operations' backward; the data-parallel sums
+ * stay exact for per-sample losses (a scalar counts as its batch's mean). json NULL: the
+ * compiled loss again. tnt_compile clears it. A graph of y_pred alone reads no labels (a model
+ * whose layers add their losses: fit then takes data without labels). */
+typedef struct tnt_model tnt_model;
+TNT_API tnt_status tnt_model_set_loss_graph(tnt_model *m, int output, const char *json);
+/* Label values per sample that output's loss graph reads; -1 when output has no loss graph. */
+TNT_API int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output);
+/* A metric of the user's own (Keras's metric function of (y_true, y_pred), traced), after
+ * tnt_compile (which clears it): the graph as for a loss, logged under name as the mean of its
+ * per-sample values over the samples seen (sums over ranks, exact), on output (of several: one
+ * output; the log key then takes the output's prefix as Keras's). */
+TNT_API tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json);
+/* A metric with state of the user's own (keras.metrics.Metric with add_weight state, update_state
+ * and result): update_json takes y_true, y_pred (as a loss graph) and gives each state variable's
+ * increment for the batch (no batch axis); result_json takes the state variables (their shapes
+ * as its inputs, starting at zero) and gives the scalar logged under name. The state is summed
+ * over batches and ranks (exact for additive increments); sample weights do not reach it. */
+TNT_API tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int output,
+                                                     const char *update_json, const char *result_json);
+
 #endif

@@ -70,6 +70,8 @@ if [ "${1:-}" = --pack ]; then
         done
     fi
     tar -C "$PACK/.deps" -cf - . | xz -6 -T2 >"$PACK/deps.tar.xz" && rm -rf "$PACK/.deps"
+    { echo "commit $(git rev-parse HEAD 2>/dev/null)$(git diff --quiet HEAD -- src include 2>/dev/null || echo ' (with changes to src/ or include/)')"
+      echo "built $(date -u +%FT%TZ) on $(uname -n) from $SRC"; } >"$PACK/BUILD_INFO"
     fm=${DATA:-/usr/share/datasets/fashion-mnist}
     size=$(du -sm "$PACK" | cut -f1)
     if [ -f "$fm/train-images-idx3-ubyte.gz" ] && [ $((size + 28)) -lt 56 ]; then
@@ -206,10 +208,17 @@ if [ -f "$BUILD/deps.tar.xz" ]; then
     fi
 fi
 export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ -f "$BUILD/BUILD_INFO" ]; then # a pack: built from this tree's commit?
+    PACKED=$(sed -n 's/^commit //p' "$BUILD/BUILD_INFO") HEAD_NOW=$(git rev-parse HEAD 2>/dev/null)
+    case $PACKED in
+        "$HEAD_NOW") row 1 "pack built from this commit" PASS - "$(tr '\n' ' ' <"$BUILD/BUILD_INFO")" ;;
+        *) row 1 "pack built from this commit" WARN - "the pack is of $PACKED, the tree is $HEAD_NOW: make gpu-pack again" ;;
+    esac
+fi
 TEST=$(find_prog test_gpu) || TEST=""
 BENCH_BIN=$(find_prog bench_train) || BENCH_BIN=""
 LAUNCHER=$(find_prog tarantella) || LAUNCHER=""
-for b in test_gpu test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
+for b in test_gpu test_gpu_model_device test_gpu_model test_gpu_model_dist test_gpu_host test_gpu_host_layers test_gpu_ptx bench_train tarantella; do
     p=$(find_prog $b) || { notyet 1 "$b" "no $b in $BUILD/bin or $BUILD/tests"; continue; }
     MISSING=$(ldd "$p" 2>&1 | grep -E "not found" | awk '{print $1}' | tr '\n' ' ')
     [ -z "$MISSING" ] && row 1 "$b" PASS - "$p" || row 1 "$b" FAIL - "missing libraries: $MISSING(make the pack: scripts/gpu_check.sh --pack)"
@@ -246,7 +255,7 @@ else check "nvcc -ptx of src/gpu/kernels/kernels.cu (second compiler)" 30 \
 fi
 
 # ---- 3. GPU tests -----------------------------------------------------------------------------------
-phase 3 "GPU tests" 200
+phase 3 "GPU tests" 240
 export NVIDIA_TF32_OVERRIDE=0 # correctness in true float32 (the tolerances assume it)
 if [ $BENCH_ONLY = 1 ]; then row 3 "GPU tests" SKIP - "--bench-only"; else
 for t in test_gpu_host test_gpu_host_layers test_gpu_host_threads; do # the kernels' host build: quick, also here
@@ -256,6 +265,12 @@ if [ $GPU = 0 ]; then row 3 "GPU tests" SKIP - "no GPU"
 else
     if [ -z "$TEST" ]; then notyet 3 "test_gpu" "no test_gpu"
     else (cd tests && check "test_gpu: the runtime on the real device (copies, sgemm, a PTX kernel)" 60 "$TEST"); fi
+    # training on the GPU against the CPU engine: LeNet-5 and the MLP, 50 steps (gradients, losses,
+    # weights, a saved file predicting on the CPU)
+    if p=$(find_prog test_gpu_model_device); then
+        (cd tests && check "test_gpu_model_device: LeNet-5 and MLP, 50 steps, GPU == CPU" 120 "$p")
+        grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
+    else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
     # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
     if p=$(find_prog test_gpu_model); then
@@ -269,6 +284,7 @@ else
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
         (cd tests && check "test_gpu --train-equivalence: 50 steps, GPU == CPU" 60 "$TEST" --train-equivalence ${DATA:+--data "$DATA"})
+    elif find_prog test_gpu_model_device >/dev/null; then :  # the training equivalence ran above
     elif [ -n "$BENCH_BIN" ] && [ $LIB_DEVICE = 1 ]; then
         eq() { # bench_train's loss after 20 steps of the MLP, CPU and GPU, within 1e-3 relative
             local c g
@@ -281,16 +297,21 @@ else
         export -f eq && export BENCH_BIN ROOT
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
+    # device memory errors and races: the model tests' small models through most kernels
     if ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
     elif [ -n "$TEST" ] && has_option "$TEST" "--quick"; then
         (cd tests && check "compute-sanitizer memcheck: test_gpu --quick" 90 compute-sanitizer --error-exitcode 9 "$TEST" --quick)
-    else notyet 3 "compute-sanitizer" "test_gpu has no --quick"; fi
-    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device)
-    if [ -z "$TEST" ] || ! has_option "$TEST" "--dist-equivalence"; then notyet 3 "2 ranks on 1 GPU" "test_gpu has no --dist-equivalence"
-    elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
-    elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
-    else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
-        "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    elif p=$(find_prog test_gpu_model); then
+        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=0 \
+            compute-sanitizer --tool memcheck --error-exitcode 9 "$p")
+    else notyet 3 "compute-sanitizer" "no test_gpu --quick and no test_gpu_model"; fi
+    # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device); test_gpu_model_dist above
+    if [ -n "$TEST" ] && has_option "$TEST" "--dist-equivalence"; then
+        if [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU" SKIP - "no tarantella launcher or no mpirun here"
+        elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
+        else (cd tests && check "2 ranks on 1 GPU, host-staged gradients == 1 rank" 60 env TNT_DEVICE=gpu TNT_GPU_COMM=host \
+            "$LAUNCHER" -n 2 -- "$TEST" --dist-equivalence); fi
+    fi
 fi
 fi
 unset NVIDIA_TF32_OVERRIDE

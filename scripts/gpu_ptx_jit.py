@@ -4,7 +4,10 @@ JIT-compiles it for this GPU (cuModuleLoadDataEx through ctypes), every kernel o
 src/gpu/kernels/kernel_list.h is found by name, and a few kernels run against NumPy references
 (bitwise where the kernel's order of operations is NumPy's): fill, the column sums of Dense's bias
 gradient, a block reduction, the Adam step, the row softmax, tanh, max pooling (a struct argument)
-and Dropout's counter RNG.
+and Dropout's counter RNG. Then the kernels of each family run on the GPU (256 threads per block)
+and on their host build (compiled here with cc: one thread per block) with the same inputs, and
+every buffer must agree: bitwise for elementwise, pooling, optimizer and copy kernels, within
+1e-5 where a reduction adds in another order.
 
   gpu_ptx_jit.py build/gpu/kernels.ptx          on a machine with an NVIDIA GPU and driver
   gpu_ptx_jit.py --host                         the same checks on the kernels' host build (compiled
@@ -102,7 +105,7 @@ class Host:
         so = os.path.join(tempfile.mkdtemp(), "host_kernels.so")
         cmd = ["cc", "-std=c11", "-O2", "-shared", "-fPIC", "-D_GNU_SOURCE", f"-I{ROOT}/src", f"-I{ROOT}/include",
                f"{ROOT}/src/gpu/host_kernels.c", "-o", so]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         self.lib = C.CDLL(so)
         self.lib.tnt__gpu_host_kernel_find.restype = C.c_void_p
         self.proto = C.CFUNCTYPE(None, C.c_uint, C.c_uint, C.c_size_t, C.POINTER(C.c_void_p))
@@ -124,6 +127,81 @@ class Host:
         fn = self.proto(self.lib.tnt__gpu_host_kernel_find(name.encode()))
         params = (C.c_void_p * len(args))(*[C.cast(C.pointer(a), C.c_void_p) for a in args])
         fn(grid, block, 0, params)
+
+
+def compare_families(dev, ref, rng, report):
+    """each launch on dev (the GPU, 256 threads per block) and on ref (the host build) with the same
+    inputs; then every buffer compared: bitwise (tol None) or within tol relative"""
+    ll, f32, i32, f64 = C.c_longlong, C.c_float, C.c_int, C.c_double
+
+    def run(name, grid, args, tol=None):
+        """args: NumPy arrays (device buffers, read back), None (a NULL pointer) or ctypes scalars"""
+        outs = []
+        for backend, block in ((dev, 256), (ref, 1)):
+            bufs, cargs = [], []
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    p = backend.buffer(a)
+                    bufs.append((p, a))
+                    cargs.append(C.c_uint64(p))
+                elif a is None:
+                    cargs.append(C.c_uint64(0))
+                else:
+                    cargs.append(a)
+            backend.launch(name, grid, block, cargs)
+            outs.append([backend.read(p, np.empty_like(a)) for p, a in bufs])
+        worst = 0.0
+        for g, h in zip(*outs):
+            if tol is None:
+                same = np.array_equal(g.view(np.uint8), h.view(np.uint8))
+                worst = max(worst, 0.0 if same else np.inf)
+            else:
+                d = np.abs(g.astype(np.float64) - h.astype(np.float64)) / (1e-6 + np.abs(h.astype(np.float64)))
+                worst = max(worst, float(np.nanmax(d)) if d.size else 0.0)
+        good = worst == 0.0 if tol is None else worst <= tol
+        report(f"{name}: GPU == host build{' (bitwise)' if tol is None else f' within {tol:g}'}", good,
+               "" if good else f"worst {worst:.3g}")
+
+    def r(*shape, lo=-2.0, hi=2.0):
+        return rng.uniform(lo, hi, shape).astype(np.float32)
+
+    nan = lambda *shape: np.full(shape, np.nan, np.float32)
+    n, rows, cols = 10007, 67, 129
+    x, y = r(n), r(n)
+    run("tnt_k_axpby", 13, [x, y.copy(), ll(n), f32(1.5), f32(-0.5)])
+    run("tnt_k_bias_act_fwd", 13, [r(rows, cols), r(cols), nan(rows, cols), i32(7), f32(0), ll(rows), ll(cols)])  # gelu
+    for act in range(29):
+        if act in (4, 18, 28):  # the row kernels
+            continue
+        run("tnt_k_act_bwd", 9, [i32(act), f32(0), r(n, lo=-6, hi=6), r(n, lo=-1, hi=1), r(n), nan(n), ll(n)])
+    run("tnt_k_col_sums_partial", 5, [r(rows, cols), nan(3, cols), ll(rows), ll(cols), ll(32)])
+    run("tnt_k_log_softmax_fwd", 16, [r(rows, cols, lo=-8, hi=8), nan(rows, cols), ll(rows), ll(cols)], tol=1e-5)
+    run("tnt_k_sparsemax_fwd", 3, [r(rows, 30), nan(rows, 30), ll(rows), ll(30)], tol=1e-5)
+    p_, g_ = r(n), r(n)
+    run("tnt_k_rmsprop", 9, [p_, g_, np.abs(r(n)), r(n), r(n), ll(n), f32(0.01), f32(0.9), f32(0.5), f32(1e-7), f32(0)])
+    run("tnt_k_nadam", 9, [p_, g_, r(n), np.abs(r(n)), ll(n), f32(0.1), f32(0.001), f32(2.1), f32(0.5), f32(1.01),
+                          f32(0.01), f32(1e-7), f32(1e-5)])
+    # pooling 3x3 stride 2 "same", with ties
+    img = np.floor(r(2, 9, 8, 5) * 4) / 4
+    gp = KPool(2, 5, (1, 9, 8), (1, 5, 4), (1, 3, 3), (1, 2, 2), (0, 1, 1), 0)
+    ny = 2 * 5 * 4 * 5
+    arg = np.zeros(ny, np.uint16)
+    run("tnt_k_max_pool_fwd", 7, [gp, img, nan(ny), arg])
+    run("tnt_k_avg_pool_bwd", 7, [gp, r(ny), nan(img.size)])
+    # BatchNormalization (channels last) and LayerNormalization
+    m, c = 300, 24
+    xb, mean = r(m, c), np.zeros(c, np.float64)
+    run("tnt_k_bn_sums", 4, [xb, None, np.zeros((10, c)), ll(m), ll(c), ll(1), ll(30)], tol=1e-12)
+    run("tnt_k_bn_apply", 6, [xb, nan(m, c), r(c), r(c), r(c), np.abs(r(c)), ll(m), ll(c), ll(1), i32(1)])
+    run("tnt_k_bn_train_stats", 1, [r(c).astype(np.float64), np.abs(r(c)).astype(np.float64), nan(c), nan(c),
+                                    r(c), np.abs(r(c)), ll(c), f64(300.0), f64(0.99), f64(1e-3)])
+    run("tnt_k_ln_fwd", 8, [xb, nan(m, c), r(c), r(c), np.zeros(2 * m), ll(m), ll(c), f64(1e-3)], tol=1e-5)
+    # Embedding, permute, attention's softmax
+    ids = np.floor(r(500, lo=0, hi=50)).astype(np.float32)
+    run("tnt_k_embedding_fwd", 9, [ids, r(50, 16), nan(500, 16), ll(500), ll(16)])
+    run("tnt_k_embedding_bwd", 2, [ids, r(500, 16), np.zeros((50, 16), np.float32), ll(500), ll(16), ll(50)])
+    run("tnt_k_mha_softmax", 12, [r(2, 3, 5, 77, lo=-5, hi=5), None, None, (r(2, 77, lo=0, hi=1) > 0.3).astype(np.float32),
+                                  ll(2), ll(3), ll(5), ll(77), i32(1)], tol=1e-5)
 
 
 def main():
@@ -234,6 +312,14 @@ def main():
     dev.launch("tnt_k_dropout", 11, 256, [ptr(dev.buffer(x)), ptr(y), ll(n), u64(seed), u64(base), f32(rate), f32(scale)])
     want = np.where(u >= rate, x * scale, np.float32(0))
     report("tnt_k_dropout (the CPU's mask, bitwise)", np.array_equal(dev.read(y, np.empty(n, np.float32)), want))
+
+    try:
+        ref = dev if host else Host()
+    except (OSError, subprocess.CalledProcessError) as e:
+        ref = None
+        print(f"SKIP the GPU == host build comparisons: the host build does not compile here ({e})")
+    if ref is not None:
+        compare_families(dev, ref, rng, report)
 
     print(f"{'host build' if host else 'GPU'}: {len(failed)} of the checks failed" if failed else "all checks passed")
     return 1 if failed else 0

@@ -188,6 +188,59 @@ static void test_cases(void **state) {
     print_message("%d cases, %d gradients against PyTorch, %d against finite differences\n", n_cases, n_grad, n_fd);
 }
 
+/* Every operation of the table is checked: a case of fixtures/ops_cases.json names it (random
+ * draws: test_random_split), and an operation with a backward has a case with gradients against
+ * PyTorch and finite differences, or its gradient is zero almost everywhere (floor, ceil, round,
+ * sign, floor_divide): then its backward, run on the case, adds exactly zero. */
+static void test_every_operation_covered(void **state) {
+    (void)state;
+    const tnt__op_def *const families[] = {tnt__ops_unary, tnt__ops_binary, tnt__ops_reduce, tnt__ops_matmul,
+                                           tnt__ops_shape, tnt__ops_index,  tnt__ops_scan,   tnt__ops_random};
+    const char *random_ops = " random_uniform random_normal dropout ", *zero_grad = " floor ceil round sign floor_divide ";
+    int n_ops = 0;
+    for (size_t f = 0; f < TNT_ARRAY_LEN(families); f++)
+        for (const tnt__op_def *def = families[f]; def->name; def++, n_ops++) {
+            char spaced[80];
+            snprintf(spaced, sizeof spaced, " %s ", def->name);
+            if (strstr(random_ops, spaced)) continue;
+            const cJSON *c, *named = NULL, *graded = NULL;
+            cJSON_ArrayForEach(c, cases) {
+                const cJSON *node = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "graph"), "nodes"), 0);
+                if (strcmp(cJSON_GetObjectItem(node, "op")->valuestring, def->name) != 0) continue;
+                named = c;
+                if (cJSON_GetObjectItem(c, "grads")) graded = c;
+            }
+            if (!named) fail_msg("operation %s: no case in fixtures/ops_cases.json", def->name);
+            if (!def->backward || graded) continue;
+            if (!strstr(zero_grad, spaced)) fail_msg("operation %s has a backward but no case with gradients", def->name);
+            char *txt = cJSON_PrintUnformatted(cJSON_GetObjectItem(named, "graph"));
+            tnt_opgraph *g = tnt_opgraph_from_json(txt);
+            free(txt);
+            arr in[4];
+            int n_in = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, cJSON_GetObjectItem(named, "inputs")) in[n_in++] = read_arr(e);
+            runner r;
+            runner_init(&r, g, n_in, in);
+            tnt__opstep st = runner_step(&r, NULL);
+            tu_ok(tnt__opplan_forward(r.p, &st));
+            int64_t n_out = tnt_shape_numel(tnt__opplan_shape(r.p, g->outputs[0]));
+            float *dy = malloc((size_t)n_out * sizeof(float) + 4), *dx[4];
+            tu_fill(dy, n_out, 3);
+            for (int i = 0; i < n_in; i++) dx[i] = calloc((size_t)tnt_shape_numel(in[i].s) + 1, sizeof(float));
+            tu_ok(tnt__opplan_backward(r.p, &st, (const float *[]){dy}, dx, NULL));
+            for (int i = 0; i < n_in; i++) {
+                for (int64_t j = 0; j < tnt_shape_numel(in[i].s); j++)
+                    if (dx[i][j] != 0) fail_msg("operation %s: gradient %g of input %d, expected 0", def->name, dx[i][j], i);
+                free(dx[i]), free(in[i].d);
+            }
+            free(dy);
+            runner_free(&r);
+            tnt_opgraph_free(g);
+        }
+    assert_true(n_ops >= 80);
+}
+
 /* y = (x * x + w) * x; z = sum(y, -1) with y also an output: gradients flow into x three ways */
 static void test_graph_shared_values(void **state) {
     (void)state;
@@ -249,7 +302,62 @@ static void test_graph_chain_reuse(void **state) {
     tnt_opgraph_free(g);
 }
 
-/* random_uniform, random_normal and dropout draw the same numbers for a sample whatever the split */
+/* Adds hand their output's gradient to an operand that nothing else reads (no copy): chains of
+ * such adds, one ending in a graph output (the caller's gradient buffer), one in a value that is
+ * both an output and consumed (the arena); adds and a relu run in place over such operands. The
+ * gradients match finite differences, and a second backward gives the same bits (nothing is left
+ * over from the first). */
+static void test_graph_add_aliases(void **state) {
+    (void)state;
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, 6)), b = tnt_opgraph_input(g, TNT_SHAPE(6));
+    int h = tnt_opgraph_op(g, "tanh", 1, (int[]){x}, NULL);
+    int a = tnt_opgraph_op(g, "add", 2, (int[]){h, b}, NULL);      /* h read once: aliased */
+    int s = tnt_opgraph_op(g, "subtract", 2, (int[]){a, x}, NULL); /* a read once: aliased */
+    int e = tnt_opgraph_op(g, "exp", 1, (int[]){x}, NULL);
+    int c = tnt_opgraph_op(g, "add", 2, (int[]){e, s}, NULL);      /* e aliased, s read twice */
+    int m = tnt_opgraph_op(g, "multiply", 2, (int[]){s, x}, NULL);
+    int t = tnt_opgraph_op(g, "add", 2, (int[]){b, m}, NULL);      /* the second operand aliased */
+    int z = tnt_opgraph_op(g, "sum", 1, (int[]){t}, "{\"axis\": -1}");
+    int v = tnt_opgraph_op(g, "add", 2, (int[]){x, b}, NULL);
+    int rl = tnt_opgraph_op(g, "relu", 1, (int[]){v}, NULL); /* in place over v */
+    int rx = tnt_opgraph_op(g, "multiply", 2, (int[]){rl, x}, NULL);
+    tu_ok(tnt_opgraph_output(g, c));
+    tu_ok(tnt_opgraph_output(g, z));
+    tu_ok(tnt_opgraph_output(g, t));
+    tu_ok(tnt_opgraph_output(g, rx));
+    float xv[18], bv[6], dc[18], dz[3], dt[18], dr[18];
+    tu_fill(xv, 18, 5), tu_fill(bv, 6, 6), tu_fill(dc, 18, 7), tu_fill(dz, 3, 8), tu_fill(dt, 18, 9), tu_fill(dr, 18, 10);
+    runner r;
+    runner_init(&r, g, 2, (arr[]){{TNT_SHAPE(3, 6), xv}, {TNT_SHAPE(6), bv}});
+    float *dys[] = {dc, dz, dt, dr}, dx[18], db[6], dx2[18], db2[6];
+    tnt__opstep st = runner_step(&r, NULL);
+    tu_ok(tnt__opplan_forward(r.p, &st));
+    tu_ok(tnt__opplan_backward(r.p, &st, (const float *const *)dys, (float *[]){dx, db}, NULL));
+    tu_ok(tnt__opplan_forward(r.p, &st));
+    tu_ok(tnt__opplan_backward(r.p, &st, (const float *const *)dys, (float *[]){dx2, db2}, NULL));
+    tu_assert_bitwise(dx2, dx, 18, "dx of a second backward");
+    tu_assert_bitwise(db2, db, 6, "db of a second backward");
+    for (int which = 0; which < 2; which++) {
+        float *v = which ? bv : xv, *grad = which ? db : dx;
+        for (int j = 0; j < (which ? 6 : 18); j++) {
+            float keep = v[j];
+            v[j] = keep + 1e-2f;
+            double lp = loss_of(&r, dys);
+            v[j] = keep - 1e-2f;
+            double lm = loss_of(&r, dys);
+            v[j] = keep;
+            double fd = (lp - lm) / 2e-2;
+            if (fabs(fd - grad[j]) > 2e-3 * fmax(1.0, fabs(fd)))
+                fail_msg("input %d element %d: gradient %g, finite differences %g", which, j, grad[j], fd);
+        }
+    }
+    runner_free(&r);
+    tnt_opgraph_free(g);
+}
+
+/* random_uniform, random_normal and dropout draw the same numbers for a sample whatever the split;
+ * dropout's gradient is its forward's mask */
 static void test_random_split(void **state) {
     (void)state;
     const char *ops[] = {"random_uniform", "random_normal", "dropout"};
@@ -268,6 +376,12 @@ static void test_random_split(void **state) {
             st.sample_offset = off;
             tu_ok(tnt__opplan_forward(r.p, &st));
             memcpy((part ? parts : whole) + off * 5, r.out[0], (size_t)(n * 5) * sizeof(float));
+            if (o == 2 && part == 0) { /* the gradient: dy / 0.6 where kept, 0 where dropped */
+                float dy[30], dx[30];
+                tu_fill(dy, 30, 10);
+                tu_ok(tnt__opplan_backward(r.p, &st, (const float *[]){dy}, (float *[]){dx}, NULL));
+                for (int i = 0; i < 30; i++) assert_float_equal(dx[i], whole[i] != 0 ? dy[i] / 0.6f : 0.0f, 1e-6);
+            }
             runner_free(&r);
         }
         tu_assert_bitwise(parts, whole, 30, ops[o]);
@@ -396,8 +510,10 @@ static void test_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),
+        cmocka_unit_test(test_every_operation_covered),
         cmocka_unit_test(test_graph_shared_values),
         cmocka_unit_test(test_graph_chain_reuse),
+        cmocka_unit_test(test_graph_add_aliases),
         cmocka_unit_test(test_random_split),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_errors),

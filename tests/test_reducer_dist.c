@@ -1,12 +1,13 @@
 /* test_reducer_dist.c: the node-aware reducer and the sharded optimizer (issue 25), run by ctest
- * under mpirun with 1 to 4 ranks on one node, and with 4 ranks as 2 nodes of 2 (TNT_NODE_SIZE=2:
- * the slices cross "nodes" as allreduces). For every optimizer, with several buckets and one:
+ * under mpirun with 1 to 4 ranks on one node, with 4 ranks as 2 nodes of 2 (TNT_NODE_SIZE=2:
+ * the slices cross "nodes" as allreduces), and by the multihost test on 2 real hosts of 2 ranks. For every optimizer, with several buckets and one:
  * node-aware and sharded training equal flat training within 1e-6 (weights, optimizer slots and
  * losses), repeat bitwise, and leave bitwise the same weights on every rank; the reducer asked
  * for is the one that ran; the optimizer's slots are whole tensors again after a sharded fit (a
  * second fit continues them exactly as an unbroken one); bfloat16 compression still applies
  * where gradients cross nodes; ranks may free their models in any order; a bad reducer value, or
- * a rank with another one, fails on every rank with a message. */
+ * a rank with another one, fails on every rank with a message; during a sharded fit a rank holds
+ * no slots of its own (its resident private memory is that of a flat fit less the slots). */
 #include "testutil.h"
 
 #include "comm/comm.h"
@@ -15,6 +16,8 @@
 #include "optimizers/optimizer.h"
 
 #include <math.h>
+#include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,10 +95,18 @@ static void assert_same_on_all_ranks(const float *w, int64_t n, const char *what
     free(master);
 }
 
-/* Ranks per node as the reducer groups them (TNT_NODE_SIZE, else all ranks share this host). */
+/* Ranks per node as the reducer groups them (TNT_NODE_SIZE, else the ranks sharing this host:
+ * the multihost test runs this program on 2 hosts of 2 ranks). Collective. */
 static int ranks_per_node(void) {
     int64_t k = tnt__config_get()->node_size;
-    return k > 0 ? (int)TNT_MIN(k, tnt_get_size()) : tnt_get_size();
+    if (k > 0 || tnt_get_size() < 2) return k > 0 ? (int)TNT_MIN(k, tnt_get_size()) : tnt_get_size();
+    MPI_Comm local;
+    int p = tnt_get_size();
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_size(local, &p);
+        MPI_Comm_free(&local);
+    }
+    return p;
 }
 
 static void compare_with_flat(const run_cfg *c, int64_t kb) {
@@ -193,6 +204,64 @@ static void test_free_in_any_order(void **state) {
     tnt_dataset_free(ds);
 }
 
+/* This process's resident private (anonymous) memory in bytes, from /proc/self/status; -1 if unknown. */
+static int64_t rss_anon(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+static tnt_status note_rss(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user) {
+    (void)m, (void)batch, (void)logs;
+    int64_t *peak = user, now = rss_anon();
+    if (now > *peak) *peak = now;
+    return TNT_OK;
+}
+
+/* The peak private memory of a rank during a second fit (the first one's slots written back). */
+static int64_t second_fit_rss(tnt_reducer_kind kind, int64_t *slot_bytes) {
+    tnt_model *m = tnt_sequential("wide");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(FEATURES), NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(1024, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dense(2048, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(1e-3f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tnt_dataset *ds = data();
+    int64_t peak = -1;
+    tnt_callback cb = {.user = &peak, .on_train_batch_end = note_rss};
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &cb, .n_callbacks = 1}, NULL));
+    *slot_bytes = (int64_t)m->optimizer->n_slots * m->n_params * (int64_t)sizeof(float);
+    assert_int_equal(m->optimizer->n_slots, 2);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return peak;
+}
+
+/* Sharded (more than one rank per node): each rank's own copy of the optimizer's slots (Adam's m
+ * and v, 2 x 8.5 MB here) is freed while the node's window holds them once, so a rank's private
+ * memory during a fit is the flat fit's less at least 3/4 of the slots (the window is shared
+ * memory, its pages split among the ranks of the node). */
+static void test_sharded_slot_memory(void **state) {
+    (void)state;
+    if (ranks_per_node() < 2) skip();
+    int64_t slots, flat = second_fit_rss(TNT_REDUCER_FLAT, &slots);
+    int64_t sharded = second_fit_rss(TNT_REDUCER_SHARDED, &slots);
+    if (flat < 0 || sharded < 0) skip(); /* no /proc */
+    if (tnt_is_master_rank())
+        printf("rank 0: private resident memory during a fit: flat %.1f MB, sharded %.1f MB (slots %.1f MB)\n",
+               (double)flat / 1e6, (double)sharded / 1e6, (double)slots / 1e6);
+    if (!(flat - sharded >= slots * 3 / 4))
+        fail_msg("rank %d: flat fit %lld bytes private, sharded %lld: expected at least %lld less (the slots)",
+                 tnt_get_rank(), (long long)flat, (long long)sharded, (long long)(slots * 3 / 4));
+}
+
 static void test_bad_reducer(void **state) {
     (void)state;
     tnt_model *m = model();
@@ -224,6 +293,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_free_in_any_order),
         cmocka_unit_test(test_bad_reducer),
+        cmocka_unit_test(test_sharded_slot_memory),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

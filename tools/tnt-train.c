@@ -366,6 +366,8 @@ static bool read_all(tnt_dataset *ds, const char *spec, samples *s) {
 /* Target values per sample for output k: one class index per position for the sparse loss,
  * else one per output value. */
 static int64_t targets_per_sample(const tnt_model *m, int k, tnt_loss_kind loss) {
+    int64_t traced = tnt_model_loss_graph_labels(m, k); /* a file's loss function (a traced graph) */
+    if (traced >= 0) return traced;
     tnt_shape o = tnt_model_output_shape_at(m, k);
     return loss == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? tnt_shape_numel(o) / o.dim[o.ndim - 1] : tnt_shape_numel(o);
 }

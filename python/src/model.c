@@ -140,6 +140,18 @@ static PyObject *model_output_shapes(pytnt_model *self, PyObject *noargs) {
     (void)noargs;
     return shapes(self, 0);
 }
+/* the output shapes for the input shapes last used (None dimensions filled) */
+static PyObject *model_output_shapes_now(pytnt_model *self, PyObject *noargs) {
+    (void)noargs;
+    int n = tnt_model_num_outputs(self->m);
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l && i < n; i++) {
+        PyObject *t = pytnt_shape_tuple(tnt_model_output_shape_now(self->m, i));
+        if (!t) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, i, t);
+    }
+    return l;
+}
 
 /* ---- weights ------------------------------------------------------------------------------- */
 
@@ -472,9 +484,65 @@ static PyObject *model_set_learning_rate(pytnt_model *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* set_input_shapes([shape, ...]): the None dimensions of the inputs for the next calls (several
+ * inputs come packed in one dataset element, so their shapes come from Python's arrays) */
+static PyObject *model_set_input_shapes(pytnt_model *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "set_input_shapes: expected a list of shapes");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    tnt_shape shapes[16];
+    if (n != tnt_model_num_inputs(self->m)) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "set_input_shapes: %zd shapes for a model of %d inputs", n,
+                            tnt_model_num_inputs(self->m));
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!pytnt_shape_from(PySequence_Fast_GET_ITEM(seq, i), &shapes[i], "set_input_shapes")) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    Py_DECREF(seq);
+    tnt_status s = tnt_model_set_input_shapes(self->m, (int)n, shapes);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
+/* reset_states(layer_name=None): Keras's model.reset_states(), or one layer's */
+static PyObject *model_reset_states(pytnt_model *self, PyObject *args) {
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|z", &name)) return NULL;
+    if (!name) {
+        tnt_model_reset_states(self->m);
+        Py_RETURN_NONE;
+    }
+    tnt_layer *l = tnt_model_get_layer(self->m, name);
+    if (!l) return PyErr_Format(PyExc_ValueError, "reset_states: model has no layer %s", name);
+    tnt_layer_reset_states(l);
+    Py_RETURN_NONE;
+}
+
 static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     (void)noargs;
     tnt_model_stop_training(self->m);
+    Py_RETURN_NONE;
+}
+
+static PyObject *model_set_loss_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *json = NULL;
+    if (!PyArg_ParseTuple(args, "iz", &output, &json)) return NULL;
+    tnt_status s = tnt_model_set_loss_graph(self->m, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *model_add_metric_graph(pytnt_model *self, PyObject *args) {
+    int output;
+    const char *name, *json, *result_json = NULL;
+    if (!PyArg_ParseTuple(args, "sis|z", &name, &output, &json, &result_json)) return NULL;
+    tnt_status s = result_json ? tnt_model_add_metric_state_graphs(self->m, name, output, json, result_json)
+                               : tnt_model_add_metric_graph(self->m, name, output, json);
+    if (s != TNT_OK) return pytnt_raise(s);
     Py_RETURN_NONE;
 }
 
@@ -719,6 +787,7 @@ static PyMethodDef model_methods[] = {
     {"layers", (PyCFunction)model_layers, METH_NOARGS, "[(name, class_name)]."},
     {"input_shapes", (PyCFunction)model_input_shapes, METH_NOARGS, "Input shapes without batch."},
     {"output_shapes", (PyCFunction)model_output_shapes, METH_NOARGS, "Output shapes without batch."},
+    {"output_shapes_now", (PyCFunction)model_output_shapes_now, METH_NOARGS, "Output shapes for the last inputs."},
     {"weights_info", (PyCFunction)model_weights_info, METH_NOARGS, "[(name, shape)] in get_weights order."},
     {"get_weights", (PyCFunction)model_get_weights, METH_NOARGS, "Weights as float32 arrays."},
     {"set_weights", (PyCFunction)model_set_weights, METH_O, "set_weights(list of arrays)."},
@@ -734,7 +803,14 @@ static PyMethodDef model_methods[] = {
     {"compile_info", (PyCFunction)model_compile_info, METH_NOARGS, "Compile options, or None."},
     {"optimizer_info", (PyCFunction)model_optimizer_info, METH_NOARGS, "(name, lr, iterations) or None."},
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},
+    {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
+    {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
+    {"set_loss_graph", (PyCFunction)model_set_loss_graph, METH_VARARGS,
+     "set_loss_graph(output, json or None): output's loss is the traced loss function (after compile)."},
+    {"add_metric_graph", (PyCFunction)model_add_metric_graph, METH_VARARGS,
+     "add_metric_graph(name, output, json[, result_json]): a traced metric function on output, or a Metric "
+     "class's update and result graphs (after compile)."},
     {"fit", (PyCFunction)(void (*)(void))model_fit, METH_VARARGS | METH_KEYWORDS, "fit(...) -> [logs per epoch]."},
     {"evaluate", (PyCFunction)(void (*)(void))model_evaluate, METH_VARARGS | METH_KEYWORDS, "evaluate(...) -> logs."},
     {"predict", (PyCFunction)(void (*)(void))model_predict, METH_VARARGS | METH_KEYWORDS, "predict(...) -> array."},

@@ -352,9 +352,11 @@ def _materialize(ds):
     def columns(rows):
         return [P.pad_to_common([np.asarray(r[k], dtype=np.float32) for r in rows], what)
                 for k in range(len(rows[0]))]
-    x = _flatten_inputs(columns(xs_list), what)
+    x_columns = columns(xs_list)
+    x = _flatten_inputs(x_columns, what)
     y = None if ys_list[0] is None else _flatten_inputs(columns(ys_list), what)
     out = Dataset(("arrays", x, y))
+    out._x_parts = [c.shape[1:] for c in x_columns]
     if ds.is_batched:
         size = sizes[0]
         if any(s != size for s in sizes[:-1]) or sizes[-1] > size:

@@ -165,12 +165,16 @@ class Dataset:
                 x, y = tensors
                 xs = list(x) if isinstance(x, (list, tuple)) else [x]
                 ys = list(y) if isinstance(y, (list, tuple)) else [y]
-                return Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices x"),
-                                _flatten_inputs(ys, "from_tensor_slices y")), dtypes=(_dtype_of(xs), _dtype_of(ys)))
+                out = Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices x"),
+                               _flatten_inputs(ys, "from_tensor_slices y")), dtypes=(_dtype_of(xs), _dtype_of(ys)))
+                out._x_parts = [np.shape(v)[1:] for v in xs]
+                return out
             else:
                 raise NotImplementedError("from_tensor_slices: elements of 1 or 2 parts (x or (x, y)) only")
         xs = list(tensors) if isinstance(tensors, list) else [tensors]
-        return Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices"), None), dtypes=(_dtype_of(xs), None))
+        out = Dataset(("arrays", _flatten_inputs(xs, "from_tensor_slices"), None), dtypes=(_dtype_of(xs), None))
+        out._x_parts = [np.shape(v)[1:] for v in xs]
+        return out
 
     @staticmethod
     def range(*args, output_type=None, name=None):
@@ -189,8 +193,14 @@ class Dataset:
         return Dataset(("idx", images_path, labels_path))
 
     # ---- ops (each returns a new Dataset) ----
+    # the sample shapes of the inputs packed in x (several inputs), when known: a model with None
+    # input dimensions takes its input shapes from them
+    _x_parts = None
+
     def _then(self, op, dtypes=None):
-        return Dataset(self._source, self._ops + (op,), dtypes=self._dtypes if dtypes is None else dtypes)
+        out = Dataset(self._source, self._ops + (op,), dtypes=self._dtypes if dtypes is None else dtypes)
+        out._x_parts = self._x_parts if op[0] != "map" else None
+        return out
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
         buffer_size = int(buffer_size)

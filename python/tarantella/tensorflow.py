@@ -127,6 +127,8 @@ def _install_math():
     for k, v in _compat_math.TF.items():
         g.setdefault(k, v)
     g.setdefault("nn", _compat_math.TF_NN)
+    for k, v in _compat_math.TF_RANDOM.items():  # tf.random.normal/uniform in traced code
+        setattr(random, k, v)
     g.setdefault("math", _compat_math.TF_MATH)
 
 

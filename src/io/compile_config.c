@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
 #include "optimizers/optimizer.h"
 
 #include <cjson/cJSON.h>
@@ -47,7 +48,20 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     cJSON *tc = cJSON_CreateObject();
     CK(tc);
     const tnt__loss_opts *lo = m->loss_opts;
-    if (m->mixed_losses) { /* Keras keeps a list of losses as given: one name per output */
+    bool traced = false;
+    for (int k = 0; k < m->n_outputs; k++) traced |= m->traced_loss[k] != NULL;
+    if (traced) { /* the user's loss: its name as Keras writes it, and the graphs where Keras does not look */
+        cJSON *l = m->n_outputs > 1 ? cJSON_AddArrayToObject(tc, "loss") : NULL, *gs = cJSON_AddArrayToObject(tc, "tnt_loss_graphs");
+        CK(gs && (l || m->n_outputs == 1));
+        for (int k = 0; k < m->n_outputs; k++) {
+            const tnt__traced_loss *t = m->traced_loss[k];
+            const char *name = t ? tnt__traced_loss_name(t) : tnt_loss_name(m->output_loss[k]);
+            if (l) CK(cJSON_AddItemToArray(l, cJSON_CreateString(name)));
+            else CK(cJSON_AddStringToObject(tc, "loss", name));
+            cJSON *g = t ? cJSON_Parse(tnt__traced_loss_json(t)) : cJSON_CreateNull();
+            CK(g && cJSON_AddItemToArray(gs, g));
+        }
+    } else if (m->mixed_losses) { /* Keras keeps a list of losses as given: one name per output */
         cJSON *l = cJSON_AddArrayToObject(tc, "loss");
         CK(l);
         for (int k = 0; k < m->n_outputs; k++) CK(cJSON_AddItemToArray(l, cJSON_CreateString(tnt_loss_name(m->output_loss[k]))));
@@ -79,11 +93,13 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
             cJSON *l = cJSON_CreateArray();
             CK(l && cJSON_AddItemToArray(met, l));
             for (int i = 0; i < m->n_metrics; i++)
-                if (tnt__metric_on_output(&m->metrics[i], k))
+                if (tnt__metric_on_output(&m->metrics[i], k) && !m->traced_metric[i] && !m->state_metric[i])
                     CK(cJSON_AddItemToArray(l, cJSON_CreateString(m->metrics[i].name)));
         }
-    } else {
-        for (int i = 0; i < m->n_metrics; i++) CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+    } else { /* the user's metrics stay out: a compile from the file could not make them */
+        for (int i = 0; i < m->n_metrics; i++)
+            if (!m->traced_metric[i] && !m->state_metric[i])
+                CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
     }
     CK(cJSON_AddNullToObject(tc, "weighted_metrics"));
     if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
@@ -238,7 +254,45 @@ static tnt_status loss_weights(const tnt_model *m, const cJSON *lw, const char *
 
 /* Compiles m as a Keras 2 training_config ("optimizer_config") or a Keras 3 compile_config
  * ("optimizer": a config, or a name such as "adam") says. */
+/* A training_config with the user's loss graphs ("tnt_loss_graphs", one per output or null): compiled
+ * with a stand-in loss on those outputs, then their graphs set (tnt-train runs them too). */
+static tnt_status compile_with_graphs(tnt_model *m, const cJSON *tc, const cJSON *graphs, const char *path) {
+    if (cJSON_GetArraySize(graphs) != m->n_outputs)
+        return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config has %d loss graphs for %d outputs", path,
+                          cJSON_GetArraySize(graphs), m->n_outputs);
+    cJSON *tc2 = cJSON_Duplicate(tc, true), *names = cJSON_CreateArray();
+    tnt_status s = TNT_OK;
+    if (!tc2 || !names) {
+        s = tnt__error(TNT_ERR_NOMEM, "load_model %s: out of memory", path);
+        goto done;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(tc2, "tnt_loss_graphs");
+    const cJSON *loss = cJSON_GetObjectItemCaseSensitive(tc, "loss");
+    for (int k = 0; k < m->n_outputs; k++) {
+        const cJSON *g = cJSON_GetArrayItem(graphs, k), *given = cJSON_IsArray(loss) ? cJSON_GetArrayItem(loss, k) : loss;
+        const char *name = !cJSON_IsNull(g) ? "mean_squared_error" : cJSON_IsString(given) ? given->valuestring : "";
+        cJSON_AddItemToArray(names, cJSON_CreateString(name));
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(tc2, "loss", names);
+    names = NULL;
+    if ((s = tnt__compile_from_config(m, tc2, path)) != TNT_OK) goto done;
+    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
+        const cJSON *g = cJSON_GetArrayItem(graphs, k);
+        if (cJSON_IsNull(g)) continue;
+        char *txt = cJSON_PrintUnformatted(g);
+        s = txt ? tnt_model_set_loss_graph(m, k, txt) : tnt__error(TNT_ERR_NOMEM, "load_model %s: out of memory", path);
+        free(txt);
+        if (s != TNT_OK) tnt__error_prefix(s, "load_model %s: training_config: ", path);
+    }
+done:
+    cJSON_Delete(tc2);
+    cJSON_Delete(names);
+    return s;
+}
+
 tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *path) {
+    const cJSON *graphs = cJSON_GetObjectItemCaseSensitive(tc, "tnt_loss_graphs");
+    if (cJSON_IsArray(graphs)) return compile_with_graphs(m, tc, graphs, path);
     tnt_status s = TNT_OK;
     cJSON *no_config = NULL; /* an optimizer given by name: its defaults */
     tnt_compile_opts co = {0};

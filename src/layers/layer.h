@@ -79,6 +79,7 @@ typedef struct tnt__bwd_args {
     float *const *dxs;  /* gradient of each input (dxs[0] == dx), each NULL when not needed;
                            written (overwritten), never accumulated */
     bool parallel;      /* as in tnt__fwd_args */
+    double added_loss_scale; /* ops->added_loss: d(the loss fit minimizes) / d(the added losses) */
 } tnt__bwd_args;
 
 /* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,
@@ -158,6 +159,10 @@ typedef struct tnt__layer_ops {
      * channels_first true or false; tnt__layer_take_data_format (layer.c) stores it in
      * l->channels_first, which build reads (Flatten also trades its view for a transpose). */
     tnt_status (*set_data_format)(tnt_layer *l, bool channels_first);
+    /* Losses the layer adds to the model's loss (Keras's add_loss in a custom layer's call): their
+     * sum in the forward that used workspace; NULL: none. Backward gets their gradient's scale in
+     * tnt__bwd_args.added_loss_scale. */
+    double (*added_loss)(const tnt_layer *l, const void *workspace);
     /* The layer applies l->activation == TNT_ACT_RELU itself, in the same pass: the model folds
      * an Activation("relu") that alone reads its output into it (BatchNormalization, Add). */
     bool folds_relu;
@@ -172,6 +177,8 @@ typedef struct tnt__layer_ops {
     tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
     /* The GPU path (NULL: CPU only; dispatch then names the layer). */
     const tnt__gpu_ops *gpu;
+    /* Stateful layers (recurrent stateful=True): their carried states back to zeros. May be NULL. */
+    void (*reset_states)(tnt_layer *l);
 } tnt__layer_ops;
 
 struct tnt_layer {

@@ -415,15 +415,36 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
     int scope = -1;
     tnt_status s = call_scope(g, inner, &scope);
     for (int t = 0; t < inner->n_tensors; t++) map[t] = -1;
+    /* called on shapes other than its own: a model with None dimensions takes them; any other runs
+     * its layers on them, as Keras does after its warning (its weights must keep their shapes).
+     * The inner model gets its own shapes back after; each model rebuilds shared layers when
+     * it runs (tnt__model_sync_layers). */
+    tnt_shape own, got[TNT_MAX_IO];
+    bool differ = false;
     for (int k = 0; k < n_inputs && s == TNT_OK; k++) {
         if ((s = check_tensor(g, inputs[k], who, k)) != TNT_OK) break;
-        tnt_shape want = inner->tensor_shape[inner->inputs[k]], got = g->m->tensor_shape[inputs[k].id];
-        if (!tnt__shape_equal(want, got)) {
+        own = inner->tensor_shape[inner->inputs[k]], got[k] = g->m->tensor_shape[inputs[k].id];
+        if (!tnt__shape_equal(own, got[k])) {
+            differ = true;
+            tnt_shape decl = inner->input_decl[k];
+            bool fits = decl.ndim == got[k].ndim;
+            for (int i = 0; fits && i < decl.ndim; i++) fits = decl.dim[i] < 0 || decl.dim[i] == got[k].dim[i];
             char a[96], b[96];
-            s = tnt__error(TNT_ERR_SHAPE, "%s: model \"%s\" input %d has shape %s, called on %s", who, inner->name, k,
-                           tnt_shape_str(want, a, sizeof a), tnt_shape_str(got, b, sizeof b));
+            if (!fits)
+                tnt_log(TNT_LOG_WARNING, "Model was constructed with shape %s for input %d of model \"%s\", but it was "
+                        "called on an input with incompatible shape %s.", tnt_shape_str(decl, a, sizeof a), k,
+                        inner->name, tnt_shape_str(got[k], b, sizeof b));
         }
         map[inner->inputs[k]] = inputs[k].id;
+    }
+    tnt_shape *own_tensors = NULL; /* the inner model's tensor shapes, given back after */
+    if (s == TNT_OK && differ) {
+        char w[TNT_NAME_MAX + 48];
+        snprintf(w, sizeof w, "%s: model \"%s\": ", who, inner->name);
+        own_tensors = tnt__calloc((size_t)inner->n_tensors, sizeof *own_tensors);
+        if (!own_tensors) s = TNT_ERR_NOMEM;
+        else memcpy(own_tensors, inner->tensor_shape, (size_t)inner->n_tensors * sizeof *own_tensors);
+        if (s == TNT_OK) s = tnt__model_rebuild_for(inner, got, w);
     }
     /* the inner nodes join the graph with the same layers; input layers are skipped */
     for (int i = 0; i < inner->n_nodes && s == TNT_OK; i++) {
@@ -453,6 +474,10 @@ tnt_status tnt_call_model(tnt_graph *g, tnt_model *inner, int n_inputs, const tn
         for (int k = 0; k < tnt__node_n_out(n); k++) map[n->out + k] = out + k;
     }
     for (int k = 0; k < inner->n_outputs; k++) outputs[k] = (tnt_ktensor){s == TNT_OK ? map[inner->outputs[k]] : -1};
+    /* the inner model's shapes are its own again; its layers stay built for this call's until it
+     * runs on its own (tnt__model_sync_layers) */
+    if (own_tensors) memcpy(inner->tensor_shape, own_tensors, (size_t)inner->n_tensors * sizeof *own_tensors);
+    free(own_tensors);
     if (s == TNT_OK) {
         int in[TNT_MAX_IO], out[TNT_MAX_IO];
         for (int k = 0; k < n_inputs; k++) in[k] = inputs[k].id;

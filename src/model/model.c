@@ -5,6 +5,7 @@
 #include "model/device.h"
 #include "comm/comm.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
 #include "optimizers/optimizer.h"
 
 #include <stdio.h>
@@ -92,6 +93,9 @@ void tnt_model_free(tnt_model *m) {
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
     free(m->loss_opts);
+    for (int k = 0; k < TNT_MAX_IO; k++) tnt__traced_loss_free(m->traced_loss[k]);
+    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__traced_loss_free(m->traced_metric[j]);
+    for (int j = 0; j < TNT_MAX_METRICS; j++) tnt__state_metric_free(m->state_metric[j]);
     free(m);
 }
 
@@ -495,6 +499,17 @@ tnt_shape tnt_model_input_shape_at(const tnt_model *m, int i) {
 tnt_shape tnt_model_output_shape_at(const tnt_model *m, int i) {
     return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? tnt__model_tensor_decl(m, m->outputs[i]) : (tnt_shape){0};
 }
+void tnt_layer_reset_states(tnt_layer *l) {
+    if (l && l->ops->reset_states) l->ops->reset_states(l);
+}
+
+void tnt_model_reset_states(tnt_model *m) {
+    for (int i = 0; m && i < m->n_nodes; i++) tnt_layer_reset_states(m->nodes[i].layer);
+}
+
+tnt_shape tnt_model_output_shape_now(const tnt_model *m, int i) {
+    return m && m->has_input_shape && i >= 0 && i < m->n_outputs ? m->tensor_shape[m->outputs[i]] : (tnt_shape){0};
+}
 const char *tnt_model_io_name(const tnt_model *m, bool output, int i) {
     if (!m || i < 0 || i >= (output ? m->n_outputs : m->n_inputs)) return NULL;
     const char *key = output ? m->output_keys[i] : m->input_keys[i];
@@ -537,7 +552,8 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     size_t len = 0;
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
-        int n = snprintf(metrics + len, size - len, "%s%s", k ? "," : "", m->metrics[k].name);
+        if (m->traced_metric[k] || m->state_metric[k]) continue; /* the user's: compile cannot read it back by name */
+        int n = snprintf(metrics + len, size - len, "%s%s", len ? "," : "", m->metrics[k].name);
         if (n < 0 || (size_t)n >= size - len)
             return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);
         len += (size_t)n;

@@ -12,6 +12,7 @@
 #include "objectives/metrics.h"
 
 #define TNT_PLAN_CACHE 4
+#define TNT__METRIC_STATE_MAX 256 /* doubles of state of the user's Metric classes, all together */
 #define TNT_MAX_METRICS 16
 #define TNT_MAX_IO 8 /* model inputs and outputs */
 
@@ -124,11 +125,16 @@ struct tnt_model {
     bool from_logits;
     struct tnt__loss_opts *loss_opts; /* label smoothing, ignore_class; NULL when none */
     bool fused_output_loss[TNT_MAX_IO]; /* softmax+CE or sigmoid+BCE: the loss runs on the logits */
+    struct tnt__traced_loss *traced_loss[TNT_MAX_IO]; /* the user's loss function; NULL: output_loss */
     float loss_weights[TNT_MAX_IO]; /* Keras's loss_weights; 1 when not given */
     bool has_loss_weights;          /* given at compile (written back to Keras files) */
     tnt__metric metrics[TNT_MAX_METRICS];
     signed char curve_slot[TNT_MAX_IO][TNT_MAX_METRICS]; /* AUC state of (output, metric); -1: none */
     int n_metrics;         /* per output */
+    struct tnt__traced_loss *traced_metric[TNT_MAX_METRICS]; /* metric j is the user's function; NULL: built in */
+    struct tnt__state_metric *state_metric[TNT_MAX_METRICS];  /* metric j is the user's Metric with state */
+    int64_t state_metric_off[TNT_MAX_METRICS];               /* its state's place in the pass's state */
+    int64_t n_metric_state;                                   /* doubles of state of all of them */
     bool compiled;
     uint64_t seed;
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */
@@ -147,7 +153,7 @@ struct tnt_model {
      * live in its shared window; these are the model's own buffers, given back at the end. */
     bool attached;
     float *grads_home, *params_home;
-    float *slots_home[3]; /* TNT__OPT_MAX_SLOTS */
+    int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -254,6 +260,13 @@ tnt_status tnt__model_analyse(tnt_model *m);
 /* Rebuilds m's layers for these concrete input shapes (one per input; checked against the
  * declared ones) unless it already has them; on failure m keeps its previous instance. */
 tnt_status tnt__model_instantiate(tnt_model *m, const tnt_shape *in, const char *who);
+/* Builds again the layers of m that another model sharing them has built for other shapes since
+ * (a nested model run on its own, or called on other shapes), for m's own tensor shapes. */
+tnt_status tnt__model_sync_layers(tnt_model *m, const char *who);
+/* Builds m's layers and tensors for input shapes in[] without checking the declared ones (a nested
+ * model called on other shapes: its InputLayers pass them through); on failure m keeps its
+ * previous shapes. */
+tnt_status tnt__model_rebuild_for(tnt_model *m, const tnt_shape *in, const char *who);
 /* The declared shape of tensor t: its instance's with -1 in the variable dimensions. */
 tnt_shape tnt__model_tensor_decl(const tnt_model *m, int t);
 

@@ -395,6 +395,9 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         TNT_TL_END(st->training ? "forward" : "inference", l->name, -1, t0);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
         add_activity_penalty(m, p, n, x);
+        /* a batch's added loss L counts as L per sample: L over the batch, as Keras's (on p ranks,
+         * each rank's L weighted by its share of the batch) */
+        if (l->ops->added_loss) m->activity_penalty += l->ops->added_loss(l, a.workspace) * (double)p->batch;
     }
     if (p->device) {
         tnt_status s = device_output(m, p);
@@ -506,6 +509,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .xs = xs,
             .dxs = dxs,
             .parallel = st->parallel,
+            .added_loss_scale = st->activity_grad_scale * (double)p->batch,
         };
         double t0 = TNT_TL_BEGIN();
         s = n->first_backward ? layer_backward(l, p, p->layer_plans[i], &a)

@@ -74,13 +74,18 @@ static tnt_status rebuild_layer(tnt_layer *l, int n_in, const tnt_shape *in, con
     return s;
 }
 
-/* The layers and tensors of m for input shapes in[]. */
-static tnt_status rebuild(tnt_model *m, const tnt_shape *in, const char *who) {
+/* The layers and tensors of m for input shapes in[]; any_shape: the InputLayers pass any shape
+ * through (a nested model called on other shapes). */
+static tnt_status rebuild_ex(tnt_model *m, const tnt_shape *in, const char *who, bool any_shape) {
     for (int k = 0; k < m->n_inputs; k++) m->tensor_shape[m->inputs[k]] = in[k];
     for (int i = 0; i < m->n_nodes; i++) {
         tnt__node *n = &m->nodes[i];
         tnt_shape shapes[TNT_MAX_LAYER_INPUTS];
         for (int k = 0; k < n->n_in; k++) shapes[k] = m->tensor_shape[n->in[k]];
+        if (any_shape && tnt__is_input_layer(n->layer)) {
+            m->tensor_shape[n->out] = shapes[0];
+            continue;
+        }
         bool first = true; /* a shared layer is built at its first call, checked at the others */
         for (int j = 0; j < i && first; j++) first = m->nodes[j].layer != n->layer;
         tnt_status s = first ? rebuild_layer(n->layer, n->n_in, shapes, who)
@@ -90,6 +95,8 @@ static tnt_status rebuild(tnt_model *m, const tnt_shape *in, const char *who) {
     }
     return TNT_OK;
 }
+
+static tnt_status rebuild(tnt_model *m, const tnt_shape *in, const char *who) { return rebuild_ex(m, in, who, false); }
 
 static void set_packed(tnt_model *m) {
     bool had = m->has_input_shape;
@@ -137,6 +144,29 @@ tnt_status tnt__model_instantiate(tnt_model *m, const tnt_shape *in, const char 
     }
     set_packed(m);
     m->inst_known = true;
+    return TNT_OK;
+}
+
+tnt_status tnt__model_sync_layers(tnt_model *m, const char *who) {
+    if (layers_match(m)) return TNT_OK;
+    tnt_shape cur[TNT_MAX_IO];
+    char w[TNT_NAME_MAX + 48];
+    for (int k = 0; k < m->n_inputs; k++) cur[k] = m->tensor_shape[m->inputs[k]];
+    snprintf(w, sizeof w, "%s: model \"%s\": ", who, m->name);
+    return rebuild(m, cur, w);
+}
+
+tnt_status tnt__model_rebuild_for(tnt_model *m, const tnt_shape *in, const char *who) {
+    tnt_shape old[TNT_MAX_IO];
+    for (int k = 0; k < m->n_inputs; k++) old[k] = m->tensor_shape[m->inputs[k]];
+    tnt_status s = rebuild_ex(m, in, who, true);
+    if (s != TNT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", tnt_last_error());
+        if (rebuild(m, old, who) != TNT_OK)
+            tnt_log(TNT_LOG_ERROR, "model \"%s\": could not restore its previous input shapes", m->name);
+        return tnt__error(s, "%s", msg);
+    }
     return TNT_OK;
 }
 

@@ -134,9 +134,18 @@ static tnt_status forward_binary(tnt__opctx *c) {
  * without a branch per element; an operand broadcast along the row sums its row in a register). */
 #define GROW_ONE(D, doff, ds, expr)                                                               \
     if (D) {                                                                                      \
-        if (ds == 0) {                                                                            \
-            float sum_ = 0;                                                                       \
-            for (int64_t i = 0; i < inner; i++) {                                                 \
+        if (ds == 0) { /* in 8 lanes: a serial sum stays scalar (a chain of dependent adds) */  \
+            float lanes_[8] = {0}, sum_ = 0;                                                      \
+            int64_t i0_ = 0;                                                                      \
+            for (; i0_ + 8 <= inner; i0_ += 8)                                                    \
+                for (int j_ = 0; j_ < 8; j_++) {                                                  \
+                    const int64_t i = i0_ + j_;                                                   \
+                    const float a = A[off[0] + i * s0], b = B[off[1] + i * s1], y = Y[ob + i], g = G[ob + i]; \
+                    (void)a, (void)b, (void)y;                                                    \
+                    lanes_[j_] += (expr);                                                         \
+                }                                                                                 \
+            for (int j_ = 0; j_ < 8; j_++) sum_ += lanes_[j_];                                    \
+            for (int64_t i = i0_; i < inner; i++) {                                               \
                 const float a = A[off[0] + i * s0], b = B[off[1] + i * s1], y = Y[ob + i], g = G[ob + i]; \
                 (void)a, (void)b, (void)y;                                                        \
                 sum_ += (expr);                                                                   \

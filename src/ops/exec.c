@@ -9,6 +9,7 @@
  * placement lets values whose intervals do not meet share bytes. */
 #include "ops/ops.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define ALIGN_FLOATS 16 /* 64 bytes */
@@ -28,6 +29,8 @@ struct tnt__opplan {
     int *last_use;          /* highest consuming node; n_nodes for a graph output */
     int64_t *grad_off;      /* floats into grad arena; -1: none (leaf, or aliased to the output's) */
     int *alias_out;         /* the graph output whose incoming gradient is this value's, or -1 */
+    int *grad_alias;        /* an add's (subtract's first) operand of the output's shape that nothing
+                               else reads: its gradient is the output's (that value id), else -1 */
     float *grad;            /* the arena */
     size_t grad_floats;
     bool input_grads;
@@ -135,6 +138,52 @@ void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dstst, const float
     }
 }
 
+/* Rows along the last axis, in explicit lanes: GCC vectorizes the lanes without reassociating a
+ * serial sum (which -O3 leaves scalar: a chain of dependent adds), and the order stays fixed, so
+ * results are the same on every run and every rank. */
+#define ROW_LANES 8
+
+double tnt__row_sum(const float *x, int64_t n) {
+    double l[ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+        for (int j = 0; j < ROW_LANES; j++) l[j] += x[i + j];
+    for (int j = 0; j < ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+double tnt__row_sqdev(const float *x, int64_t n, double mean) {
+    double l[ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+        for (int j = 0; j < ROW_LANES; j++) l[j] += ((double)x[i + j] - mean) * ((double)x[i + j] - mean);
+    for (int j = 0; j < ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += ((double)x[i] - mean) * ((double)x[i] - mean);
+    return s;
+}
+
+float tnt__row_max(const float *x, int64_t n) {
+    float l[2 * ROW_LANES], m = -INFINITY;
+    for (int j = 0; j < 2 * ROW_LANES; j++) l[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + 2 * ROW_LANES <= n; i += 2 * ROW_LANES)
+        for (int j = 0; j < 2 * ROW_LANES; j++) l[j] = x[i + j] > l[j] ? x[i + j] : l[j];
+    for (int j = 0; j < 2 * ROW_LANES; j++) m = l[j] > m ? l[j] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+float tnt__row_dot(const float *a, const float *b, int64_t n) {
+    float l[2 * ROW_LANES] = {0}, s = 0;
+    int64_t i = 0;
+    for (; i + 2 * ROW_LANES <= n; i += 2 * ROW_LANES)
+        for (int j = 0; j < 2 * ROW_LANES; j++) l[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 2 * ROW_LANES; j++) s += l[j];
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 /* ---- plans ---- */
 
 static bool is_view(const tnt__op_def *def) {
@@ -171,10 +220,37 @@ static int64_t place(const tnt__opplan *p, int v, int64_t size, const int *lo, c
     return off;
 }
 
+/* An operation writes its output over an operand of the same shape when nothing else reads that
+ * operand and no backward needs its values: the operation is an add or subtract (whose backward
+ * reads no values) or a unary one whose backward reads only its output, the operand came from a
+ * matmul, einsum, add or subtract (whose backward reads only their inputs) and neither is a graph
+ * output (the bias adds, residuals and ReLU of a Transformer block: less forward storage, no
+ * fresh lines to fill). The operand, or -1. */
+static int in_place_operand(const tnt__opplan *p, const tnt__opnode *n, const int *reads, const int *producer) {
+    static const char *const hosts[] = {"matmul", "einsum", "add", "subtract"};
+    static const char *const writers[] = {"add", "subtract", "relu", "exp", "tanh", "sigmoid", "sqrt", "rsqrt",
+                                          "reciprocal", "expm1"};
+    const char *name = tnt__op_get(n->kind)->name;
+    bool writer = false;
+    for (size_t w = 0; w < TNT_ARRAY_LEN(writers); w++) writer |= !strcmp(name, writers[w]);
+    if (!writer) return -1;
+    for (int k = 0; k < p->g->n_outputs; k++)
+        if (p->g->outputs[k] == n->out0) return -1;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (v < p->leaves || reads[v] != 1 || p->fwd_off[v] < 0 || !tnt__shape_equal(p->val[v].s, p->val[n->out0].s))
+            continue;
+        const char *from = tnt__op_get(p->g->nodes[producer[v]].kind)->name;
+        for (size_t h = 0; h < TNT_ARRAY_LEN(hosts); h++)
+            if (!strcmp(from, hosts[h])) return v;
+    }
+    return -1;
+}
+
 void tnt__opplan_destroy(tnt__opplan *p) {
     if (!p) return;
     free(p->val), free(p->fwd_off), free(p->out_bind), free(p->alias), free(p->needs_grad), free(p->has_src), free(p->runs);
-    free(p->last_use), free(p->grad_off), free(p->alias_out);
+    free(p->last_use), free(p->grad_off), free(p->alias_out), free(p->grad_alias);
     tnt__free(p->grad);
     scratch_reset(&p->scratch);
     tnt__free(p->scratch.base);
@@ -197,9 +273,10 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     p->last_use = tnt__calloc((size_t)nv + 1, sizeof *p->last_use);
     p->grad_off = tnt__calloc((size_t)nv + 1, sizeof *p->grad_off);
     p->alias_out = tnt__calloc((size_t)nv + 1, sizeof *p->alias_out);
-    int *lo = tnt__calloc((size_t)nv + 1, sizeof *lo);
+    p->grad_alias = tnt__calloc((size_t)nv + 1, sizeof *p->grad_alias);
+    int *lo = tnt__calloc((size_t)nv + 1, sizeof *lo), *reads = tnt__calloc((size_t)nv + 1, sizeof *reads);
     if (!p->val || !p->fwd_off || !p->out_bind || !p->alias || !p->needs_grad || !p->has_src || !p->runs || !p->last_use ||
-        !p->grad_off || !p->alias_out || !lo)
+        !p->grad_off || !p->alias_out || !p->grad_alias || !lo || !reads)
         goto fail;
     for (int i = 0; i < g->n_inputs; i++) {
         tnt_shape want = g->inputs[i], got = in_shapes[i];
@@ -218,7 +295,12 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         p->needs_grad[g->n_inputs + i] = g->weights[i].trainable;
     }
     for (int v = 0; v < nv; v++) p->fwd_off[v] = -1, p->out_bind[v] = -1, p->last_use[v] = -1, p->grad_off[v] = -1,
-                                 p->alias_out[v] = -1, p->alias[v] = -1;
+                                 p->alias_out[v] = -1, p->alias[v] = -1, p->grad_alias[v] = -1;
+    for (int i = 0; i < nn; i++) {
+        for (int k = 0; k < g->nodes[i].n_in; k++) reads[g->nodes[i].in[k]]++;
+        for (int k = 0; k < g->nodes[i].n_out; k++) lo[g->nodes[i].out0 + k] = i; /* the producer */
+    }
+    for (int k = 0; k < g->n_outputs; k++) reads[g->outputs[k]]++;
     /* shapes, forward storage */
     for (int i = 0; i < nn; i++) {
         const tnt__opnode *n = &g->nodes[i];
@@ -243,6 +325,11 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
                 p->alias[v] = p->alias[n->in[0]] >= 0 ? p->alias[n->in[0]] : n->in[0];
                 continue;
             }
+            int host = in_place_operand(p, n, reads, lo);
+            if (host >= 0) {
+                p->fwd_off[v] = p->fwd_off[host];
+                continue;
+            }
             p->fwd_off[v] = (int64_t)p->ws_floats;
             p->ws_floats += padded(tnt_shape_numel(p->val[v].s));
         }
@@ -261,16 +348,33 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         for (int k = 0; k < n->n_in; k++)
             if (p->needs_grad[n->in[k]]) p->has_src[n->in[k]] = true;
     }
-    /* gradient arena: value v lives on nodes [producer, last_use] */
-    for (int i = 0; i < nn; i++)
-        for (int k = 0; k < g->nodes[i].n_out; k++) lo[g->nodes[i].out0 + k] = i;
+    /* gradient arena: value v lives on nodes [producer (lo), last_use] */
+    /* An add passes its output's gradient unchanged to an operand of the same shape: when nothing
+     * else reads that operand, its gradient is the output's bytes (no copy, no zeroing; the bias
+     * adds and residuals of a Transformer block), live from the operand's producer on. */
+    for (int i = 0; i < nn; i++) {
+        const tnt__opnode *n = &g->nodes[i];
+        const char *name = tnt__op_get(n->kind)->name;
+        bool add = !strcmp(name, "add"), sub = !strcmp(name, "subtract");
+        for (int k = 0; (add || sub) && k < (add ? 2 : 1); k++) {
+            int v = n->in[k];
+            if (v < p->leaves || !p->has_src[v] || !p->has_src[n->out0] || reads[v] != 1 ||
+                !tnt__shape_equal(p->val[v].s, p->val[n->out0].s))
+                continue;
+            p->grad_alias[v] = n->out0;
+            break;
+        }
+    }
+    for (int v = nv - 1; v >= p->leaves; v--) { /* the last of a chain of aliases lives longest */
+        int root = v;
+        while (p->grad_alias[root] >= 0) root = p->grad_alias[root];
+        if (root != v) lo[root] = TNT_MIN(lo[root], lo[v]);
+    }
     for (int v = p->leaves; v < nv; v++) {
-        if (!p->has_src[v]) continue;
-        int uses = 0, consumers = 0;
+        if (!p->has_src[v] || p->grad_alias[v] >= 0) continue;
+        int uses = 0;
         for (int k = 0; k < g->n_outputs; k++) uses += g->outputs[k] == v;
-        for (int i = 0; i < nn; i++)
-            for (int k = 0; k < g->nodes[i].n_in; k++) consumers += g->nodes[i].in[k] == v;
-        if (uses == 1 && consumers == 0) {
+        if (uses == 1 && reads[v] == 1) {
             for (int k = 0; k < g->n_outputs; k++)
                 if (g->outputs[k] == v) p->alias_out[v] = k;
             continue;
@@ -280,11 +384,16 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         p->grad_off[v] = place(p, v, size, lo, p->last_use);
         p->grad_floats = TNT_MAX(p->grad_floats, (size_t)(p->grad_off[v] + size));
     }
+    for (int v = p->leaves; v < nv; v++) {
+        int root = v;
+        while (p->grad_alias[root] >= 0) root = p->grad_alias[root];
+        if (root != v) p->grad_off[v] = p->grad_off[root], p->alias_out[v] = p->alias_out[root];
+    }
     if (!(p->grad = tnt__alloc(TNT_MAX(p->grad_floats, (size_t)ALIGN_FLOATS) * sizeof(float)))) goto fail; /* never NULL */
-    free(lo);
+    free(lo), free(reads);
     return p;
 fail:
-    free(lo);
+    free(lo), free(reads);
     tnt__opplan_destroy(p);
     return NULL;
 }
@@ -353,7 +462,7 @@ tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const flo
     /* zero the arena gradients that start at node i (before its backward), outputs at the start */
     for (int i = nn; i >= 0; i--) {
         for (int v = p->leaves; v < p->nv; v++)
-            if (p->grad_off[v] >= 0 && p->last_use[v] == i)
+            if (p->grad_off[v] >= 0 && p->last_use[v] == i && p->grad_alias[v] < 0)
                 memset(p->grad + p->grad_off[v], 0, (size_t)tnt_shape_numel(p->val[v].s) * sizeof(float));
         if (i == nn) {
             for (int k = 0; k < g->n_outputs; k++) {
@@ -373,7 +482,11 @@ tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const flo
         tnt__opctx c;
         make_ctx(p, st, n, in, out, &c);
         bool any_in = false, any_out = false;
-        for (int k = 0; k < n->n_in; k++) any_in |= (din[k] = grad_ptr(p, n->in[k], douts, dinputs, dweights)) != NULL;
+        for (int k = 0; k < n->n_in; k++) {
+            din[k] = p->grad_alias[n->in[k]] == n->out0 ? NULL /* holds the output's already */
+                                                        : grad_ptr(p, n->in[k], douts, dinputs, dweights);
+            any_in |= din[k] != NULL;
+        }
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out0 + k;
             dout[k] = p->has_src[v] ? grad_ptr(p, v, douts, dinputs, dweights) : NULL;

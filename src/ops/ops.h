@@ -158,6 +158,14 @@ void tnt__strides(tnt_shape s, int64_t *strides);
 void tnt__strided_add(tnt_shape s, float *dst, const int64_t *dst_strides, const float *src,
                       const int64_t *src_strides);
 
+/* Along one contiguous row of n floats, vectorized in fixed lanes (the same result every run):
+ * the sum and the sum of squared deviations from mean (in double), the maximum (-inf for none,
+ * NaNs skipped), the dot product (float). */
+double tnt__row_sum(const float *x, int64_t n);
+double tnt__row_sqdev(const float *x, int64_t n, double mean);
+float tnt__row_max(const float *x, int64_t n);
+float tnt__row_dot(const float *a, const float *b, int64_t n);
+
 /* Plans and evaluation (exec.c) */
 typedef struct tnt__opplan tnt__opplan;
 /* Shapes of every value for the given input shapes; NULL with an error naming the node. */

@@ -122,6 +122,10 @@ static void geom_init(const tnt__opnode *n, tnt_shape s, geom *g) {
 
 /* Means of each output group into m (double, n_out). */
 static void group_means(const geom *g, const float *X, double *m) {
+    if (g->ori && g->inner == 1) { /* rows along the last axes */
+        for (int64_t o = 0; o < g->outer; o++) m[o] = tnt__row_sum(X + o * g->red, g->red) / (double)g->count;
+        return;
+    }
     for (int64_t j = 0; j < g->n_out; j++) m[j] = 0;
     EACH(*g, m[o] += X[i]);
     for (int64_t j = 0; j < g->n_out; j++) m[j] /= (double)g->count;
@@ -140,13 +144,17 @@ static tnt_status forward_reduce(tnt__opctx *c) {
     case R_SUM:
     case R_MEAN:
         for (int64_t j = 0; j < g.n_out; j++) acc[j] = 0;
-        EACH(g, acc[o] += X[i]);
+        if (g.ori && g.inner == 1)
+            for (int64_t o = 0; o < g.outer; o++) acc[o] = tnt__row_sum(X + o * g.red, g.red);
+        else EACH(g, acc[o] += X[i]);
         for (int64_t j = 0; j < g.n_out; j++) Y[j] = (float)(r == R_MEAN ? acc[j] / (double)g.count : acc[j]);
         break;
     case R_MAX:
     case R_MIN:
         for (int64_t j = 0; j < g.n_out; j++) Y[j] = r == R_MAX ? -INFINITY : INFINITY;
-        if (r == R_MAX) EACH(g, if (X[i] > Y[o]) Y[o] = X[i]);
+        if (r == R_MAX && g.ori && g.inner == 1)
+            for (int64_t o = 0; o < g.outer; o++) Y[o] = tnt__row_max(X + o * g.red, g.red);
+        else if (r == R_MAX) EACH(g, if (X[i] > Y[o]) Y[o] = X[i]);
         else EACH(g, if (X[i] < Y[o]) Y[o] = X[i]);
         break;
     case R_PROD:
@@ -160,7 +168,9 @@ static tnt_status forward_reduce(tnt__opctx *c) {
         if (!m) return TNT_ERR_NOMEM;
         group_means(&g, X, m);
         for (int64_t j = 0; j < g.n_out; j++) acc[j] = 0;
-        EACH(g, acc[o] += (X[i] - m[o]) * (X[i] - m[o]));
+        if (g.ori && g.inner == 1)
+            for (int64_t o = 0; o < g.outer; o++) acc[o] = tnt__row_sqdev(X + o * g.red, g.red, m[o]);
+        else EACH(g, acc[o] += (X[i] - m[o]) * (X[i] - m[o]));
         for (int64_t j = 0; j < g.n_out; j++) {
             double v = acc[j] / (double)g.count;
             Y[j] = (float)(r == R_STD ? sqrt(v) : v);

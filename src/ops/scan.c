@@ -63,8 +63,7 @@ static tnt_status forward_scan(tnt__opctx *c) {
         if (inner == 1 && !logp) { /* the last axis: contiguous lines in float */
             for (int64_t o = 0; o < outer; o++) {
                 const float *xl = x + o * size;
-                float *yl = y + o * size, mx = -INFINITY;
-                for (int64_t j = 0; j < size; j++) mx = xl[j] > mx ? xl[j] : mx;
+                float *yl = y + o * size, mx = tnt__row_max(xl, size);
                 if (isinf(mx)) mx = 0; /* all -inf: the NaNs of exp(-inf - -inf) avoided */
                 const float inv = 1.0f / tnt__exp_shifted_sum(xl, yl, size, mx);
                 for (int64_t j = 0; j < size; j++) yl[j] *= inv;
@@ -104,8 +103,8 @@ static tnt_status backward_scan(tnt__opctx *c) {
         if (inner == 1) {
             for (int64_t o = 0; o < outer; o++) {
                 const float *yl = y + o * size, *gl = g + o * size;
-                float *dl = dx + o * size, dot = 0;
-                for (int64_t j = 0; j < size; j++) dot += gl[j] * yl[j];
+                float *dl = dx + o * size;
+                const float dot = tnt__row_dot(gl, yl, size);
                 for (int64_t j = 0; j < size; j++) dl[j] += yl[j] * (gl[j] - dot);
             }
             break;

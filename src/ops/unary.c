@@ -139,7 +139,7 @@ static tnt_status backward_unary(tnt__opctx *c) {
     case U_COS: GRAD(-g * sinf(x));
     case U_TANH: GRAD(g * (1.0f - y * y));
     case U_SIGMOID: GRAD(g * y * (1.0f - y));
-    case U_RELU: GRAD(x > 0 ? g : 0.0f);
+    case U_RELU: GRAD(y > 0 ? g : 0.0f); /* through y: relu may run in place (ops/exec.c) */
     case U_RELU6: GRAD(x > 0 && x < 6 ? g : 0.0f);
     case U_GELU:
         if (a->flag) {

@@ -4,6 +4,8 @@
 #include "model/model.h"
 #include "model/device.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
+#include "objectives/metrics.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -179,6 +181,12 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
         m->fused_output_loss[k] = !opts->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
                                                          (kinds[k] == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
     }
+    for (int k = 0; k < TNT_MAX_IO; k++) tnt__traced_loss_free(m->traced_loss[k]), m->traced_loss[k] = NULL;
+    for (int j = 0; j < TNT_MAX_METRICS; j++) {
+        tnt__traced_loss_free(m->traced_metric[j]), m->traced_metric[j] = NULL;
+        tnt__state_metric_free(m->state_metric[j]), m->state_metric[j] = NULL;
+    }
+    m->n_metric_state = 0;
     tnt__model_clear_plans(m); /* the plans know where the fused logits go */
     m->compiled = true;
     m->weights_synced = false; /* broadcast from the master at the first use */
@@ -188,3 +196,86 @@ fail:
     return s;
 }
 
+
+tnt_status tnt_model_set_loss_graph(tnt_model *m, int output, const char *json) {
+    if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_set_loss_graph: model is NULL");
+    if (!m->compiled)
+        return tnt__error(TNT_ERR_STATE, "tnt_model_set_loss_graph: model \"%s\" is not compiled", m->name);
+    if (output < 0 || output >= m->n_outputs)
+        return tnt__error(TNT_ERR_ARG, "tnt_model_set_loss_graph: output %d of model \"%s\" (it has %d)", output,
+                          m->name, m->n_outputs);
+    char who[TNT_NAME_MAX + 64];
+    snprintf(who, sizeof who, "model \"%s\" output %d", m->name, output);
+    tnt__traced_loss *t = NULL;
+    if (json && !(t = tnt__traced_loss_new(json, m->tensor_shape[m->outputs[output]], who))) return tnt_last_status();
+    tnt__traced_loss_free(m->traced_loss[output]);
+    m->traced_loss[output] = t;
+    /* the user's loss reads the output itself, never the logits under it */
+    tnt_activation act = output_activation(m, output);
+    tnt_loss_kind kind = m->output_loss[output];
+    bool ce = kind == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || kind == TNT_CATEGORICAL_CROSSENTROPY;
+    m->fused_output_loss[output] = !t && !m->from_logits && ((ce && act == TNT_ACT_SOFTMAX) ||
+                                                             (kind == TNT_BINARY_CROSSENTROPY && act == TNT_ACT_SIGMOID));
+    tnt__model_clear_plans(m);
+    return TNT_OK;
+}
+
+static tnt_status add_metric(tnt_model *m, const char *name, int output, const char *json, const char *result_json) {
+    if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: model is NULL");
+    if (!m->compiled)
+        return tnt__error(TNT_ERR_STATE, "tnt_model_add_metric_graph: model \"%s\" is not compiled", m->name);
+    if (!name || !*name || strlen(name) >= TNT__METRIC_NAME_MAX)
+        return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: name \"%s\" (expected 1 to %d characters)",
+                          name ? name : "(null)", TNT__METRIC_NAME_MAX - 1);
+    if (output < 0 || output >= m->n_outputs || !json)
+        return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: metric \"%s\": output %d of model \"%s\" (it has "
+                          "%d)%s", name, output, m->name, m->n_outputs, json ? "" : ", json is NULL");
+    if (m->n_metrics >= TNT_MAX_METRICS)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "tnt_model_add_metric_graph: model \"%s\" has %d metrics (at most %d)",
+                          m->name, m->n_metrics, TNT_MAX_METRICS);
+    for (int j = 0; j < m->n_metrics; j++)
+        if (!strcmp(m->metrics[j].name, name) && tnt__metric_on_output(&m->metrics[j], output))
+            return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: model \"%s\" has a metric \"%s\" already",
+                              m->name, name);
+    char who[TNT_NAME_MAX + 64];
+    snprintf(who, sizeof who, "metric \"%s\"", name);
+    tnt__traced_loss *t = NULL;
+    tnt__state_metric *sm = NULL;
+    if (!result_json) {
+        if (!(t = tnt__traced_loss_new(json, m->tensor_shape[m->outputs[output]], who))) return tnt_last_status();
+    } else {
+        if (!(sm = tnt__state_metric_new(json, result_json, m->tensor_shape[m->outputs[output]], who)))
+            return tnt_last_status();
+        if (m->n_metric_state + tnt__state_metric_size(sm) > TNT__METRIC_STATE_MAX) {
+            tnt__state_metric_free(sm);
+            return tnt__error(TNT_ERR_UNSUPPORTED, "%s: its state of %lld values with the others' %lld is more than %d",
+                              who, (long long)tnt__state_metric_size(sm), (long long)m->n_metric_state,
+                              TNT__METRIC_STATE_MAX);
+        }
+    }
+    int j = m->n_metrics++;
+    tnt__metric *mt = &m->metrics[j];
+    *mt = (tnt__metric){.kind = TNT__METRIC_MSE, .output = m->n_outputs > 1 ? output : -1,
+                        .loss = m->output_loss[output]};
+    snprintf(mt->name, sizeof mt->name, "%s", name);
+    for (int k = 0; k < TNT_MAX_IO; k++) m->curve_slot[k][j] = -1;
+    m->traced_metric[j] = t;
+    m->state_metric[j] = sm;
+    if (sm) m->state_metric_off[j] = m->n_metric_state, m->n_metric_state += tnt__state_metric_size(sm);
+    return TNT_OK;
+}
+
+tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json) {
+    return add_metric(m, name, output, json, NULL);
+}
+
+tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int output, const char *update_json,
+                                             const char *result_json) {
+    if (!result_json) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_state_graphs: result_json is NULL");
+    return add_metric(m, name, output, update_json, result_json);
+}
+
+int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output) {
+    if (!m || output < 0 || output >= m->n_outputs || !m->traced_loss[output]) return -1;
+    return tnt__traced_loss_labels(m->traced_loss[output]);
+}

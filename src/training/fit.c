@@ -12,6 +12,7 @@
 #include "training/parallel.h"
 #include "training/progress.h"
 #include "objectives/loss.h"
+#include "objectives/traced_loss.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -26,6 +27,7 @@ typedef struct accum {
     double loss_sum, loss_count;
     double out_loss[TNT_MAX_IO];
     double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
+    double state[TNT__METRIC_STATE_MAX]; /* the user's Metric classes' state (m->state_metric) */
     double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
 } accum;
 
@@ -50,7 +52,8 @@ static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
             if (!tnt__metric_on_output(&m->metrics[k], o)) continue;
             int slot = m->curve_slot[o][k];
             tnt__logs_set(logs, output_prefix(m, o, pre, sizeof pre), m->metrics[k].name,
-                          slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
+                          m->state_metric[k] ? tnt__state_metric_result(m->state_metric[k], a->state + m->state_metric_off[k])
+                          : slot >= 0 ? tnt__curve_value(&m->metrics[k], a->curve[slot])
                                     : tnt__metric_value(&m->metrics[k], a->sum[o][k], a->count[o][k]));
         }
 }
@@ -62,6 +65,7 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
         acc->out_loss[o] += step->out_loss[o];
         for (int k = 0; k < m->n_metrics; k++) acc->sum[o][k] += step->sum[o][k], acc->count[o][k] += step->count[o][k];
     }
+    for (int64_t i = 0; i < m->n_metric_state; i++) acc->state[i] += step->state[i];
     for (int i = 0; i < TNT__CURVE_SLOTS; i++)
         for (int t = 0; t < TNT__CURVE_SIZE; t++) acc->curve[i][t] += step->curve[i][t];
 }
@@ -69,10 +73,14 @@ static void accum_add(const tnt_model *m, accum *acc, const accum *step) {
 /* Label values per sample for output k: sparse labels have one per position (all axes but the
  * last, the classes), others one per output value. */
 static int64_t labels_per_sample(const tnt_model *m, int k) {
+    if (m->traced_loss[k]) return tnt__traced_loss_labels(m->traced_loss[k]);
     tnt_shape out = m->tensor_shape[m->outputs[k]];
     int64_t n = tnt_shape_numel(out);
     return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
+
+/* Metric j is the user's (a traced function or a Metric class), not a built-in one. */
+static bool user_metric(const tnt_model *m, int j) { return m->traced_metric[j] || m->state_metric[j]; }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
@@ -86,6 +94,15 @@ static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char
     if (!m->variable || m->n_inputs != 1 || !data) return TNT_OK;
     tnt_shape xs = tnt_dataset_x_shape(data);
     return tnt__model_instantiate(m, &xs, who);
+}
+
+/* Sample weights per sample in a weighted batch after its labels: one for every output, or one per
+ * output (Keras's list of sample weights of a multi-output model); 0 when not weighted. */
+static int64_t weights_per_sample(const tnt_model *m, const tnt_batch *b, bool weighted) {
+    if (!weighted) return 0;
+    int64_t per = 0, total = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
+    for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
+    return m->n_outputs > 1 && total - per == m->n_outputs ? m->n_outputs : 1;
 }
 
 /* Checks a batch against the model: input shape and label count per sample. */
@@ -102,21 +119,25 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
     } else if (m->variable && !m->inst_known) {
         return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" has %d inputs with variable (None) dimensions: fix their "
                           "shapes with tnt_model_set_input_shapes first (the dataset packs them)", who, m->name, m->n_inputs);
+    } else {
+        tnt_status s = tnt__model_sync_layers(m, who); /* layers shared with a model run since */
+        if (s != TNT_OK) return s;
     }
     if (!tnt__shape_equal(xs, m->input_shape))
         return tnt__error(TNT_ERR_SHAPE, "%s: dataset elements have shape %s, model \"%s\" expects input %s",
                           who, tnt_shape_str(xs, a, sizeof a), m->name, tnt_shape_str(m->input_shape, c, sizeof c));
     if (!need_labels) return TNT_OK;
-    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
-    int64_t per = b->n ? tnt_shape_numel(b->y.shape) / b->n : 0;
+    int64_t per = b->n && b->y.data ? tnt_shape_numel(b->y.shape) / b->n : 0;
     int64_t want = 0;
     for (int k = 0; k < m->n_outputs; k++) want += labels_per_sample(m, k);
-    want += weighted;
+    want += weights_per_sample(m, b, weighted);
+    if (!b->y.data && want == 0) return TNT_OK; /* losses that read no labels (a layer's add_loss only) */
+    if (!b->y.data) return tnt__error(TNT_ERR_ARG, "%s: dataset has no labels (y)", who);
     if (b->n && per != want)
         return tnt__error(TNT_ERR_SHAPE, "%s: labels have %lld values per sample (shape %s), loss %s with output %s expects %lld%s",
                           who, (long long)per, tnt_shape_str(b->y.shape, a, sizeof a), tnt_loss_name(m->loss),
                           tnt_shape_str(m->output_shape, c, sizeof c), (long long)want,
-                          weighted ? " (the labels and a sample weight)" : "");
+                          weighted ? " (the labels and a sample weight, or one per output)" : "");
     if (weighted && ignores_labels(m))
         return tnt__error(TNT_ERR_UNSUPPORTED, "%s: sample weights with ignore_class are not supported", who);
     return TNT_OK;
@@ -131,7 +152,8 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                    double inv_batch, bool with_grad, bool weighted, accum *acc) {
     int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
-    const int64_t stride = per + weighted; /* a sample's labels, then its weight */
+    const int64_t n_w = weights_per_sample(m, b, weighted);
+    const int64_t stride = per + n_w; /* a sample's labels, then its weight (or one per output) */
     float *labels = NULL;
     tnt_status s = TNT_OK;
     bool ignore = ignores_labels(m);
@@ -145,7 +167,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         c /= positions;
         const float *y = b->y.data;
         if (m->n_outputs > 1 || weighted) {
-            if (!labels && !(labels = malloc((size_t)(b->n * per) * sizeof(float))))
+            if (!labels && !(labels = malloc((size_t)(b->n * per + 1) * sizeof(float))))
                 return tnt__error(TNT_ERR_NOMEM, "loss: out of memory for labels");
             for (int64_t i = 0; i < b->n; i++)
                 memcpy(labels + i * lk, b->y.data + i * stride + col, (size_t)lk * sizeof(float));
@@ -163,20 +185,51 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         /* the metrics read the labels as this output's loss lays them out */
         tnt__metric mets[TNT_MAX_METRICS];
         for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
-        if (!weighted) {
+        if (m->traced_loss[k]) {
+            /* the user's loss function: per-sample losses (weighted), metrics as unweighted or weighted below */
+            float *sw = NULL;
+            if (weighted && !(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
+                s = tnt__error(TNT_ERR_NOMEM, "loss: out of memory for sample weights");
+                break;
+            }
+            for (int64_t i = 0; weighted && i < b->n; i++) sw[i] = b->y.data[i * stride + per];
+            s = tnt__traced_loss_compute(m->traced_loss[k], b->n, in, y, sw, w * inv_batch, grad, &loss_sum);
+            for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
+                if (lk != numel) { /* built-in metrics read one label per output value */
+                    s = tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld "
+                                   "values per sample for an output of %lld", mets[j].name, (long long)lk,
+                                   (long long)numel);
+                    break;
+                }
+                for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
+                    double wi = sw ? sw[i] : 1.0, ms = 0, mc = 0;
+                    if (m->curve_slot[k][j] >= 0) {
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                                              acc->curve[m->curve_slot[k][j]]);
+                        continue;
+                    }
+                    s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
+                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                }
+            }
+            free(sw);
+            if (s != TNT_OK) break;
+            loss_sum *= (double)positions; /* already per sample */
+        } else if (!weighted) {
             s = tnt__loss_compute_opts(kind, logits, m->loss_opts, rows, c, in, y,
                                        w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
             if (s != TNT_OK) break;
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
                 if (m->curve_slot[k][j] >= 0)
                     s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
-                else if (tnt__metric_on_output(&mets[j], k))
+                else if (tnt__metric_on_output(&mets[j], k) && !user_metric(m, j))
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
              * by the batch size; its metric values and counts times w_i (weighted means) */
             for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
-                double wi = b->y.data[i * stride + per], li = 0, ms, mc;
+                double wi = b->y.data[i * stride + per + (n_w > 1 ? k : 0)], li = 0, ms, mc;
                 if (!isfinite(wi)) {
                     s = tnt__error(TNT_ERR_ARG, "sample weight %g of sample %lld is not a finite number", wi, (long long)i);
                     break;
@@ -191,7 +244,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
-                    if (!tnt__metric_on_output(&mets[j], k)) continue;
+                    if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
                     acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
@@ -199,6 +252,39 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             }
             if (s != TNT_OK) break;
         }
+        /* the user's metric functions on this output: the mean of their per-sample values */
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+            if (!m->traced_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
+            if (tnt__traced_loss_labels(m->traced_metric[j]) != lk) {
+                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its function takes %lld label values per sample, output "
+                               "%d has %lld", mets[j].name, (long long)tnt__traced_loss_labels(m->traced_metric[j]), k,
+                               (long long)lk);
+                break;
+            }
+            float *sw = NULL;
+            double wsum = (double)b->n;
+            if (weighted) {
+                if (!(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
+                    s = tnt__error(TNT_ERR_NOMEM, "metric: out of memory for sample weights");
+                    break;
+                }
+                wsum = 0;
+                for (int64_t i = 0; i < b->n; i++) wsum += sw[i] = b->y.data[i * stride + per];
+            }
+            s = tnt__traced_loss_compute(m->traced_metric[j], b->n, pred, y, sw, 0.0, NULL, &acc->sum[k][j]);
+            acc->count[k][j] += wsum;
+            free(sw);
+        }
+        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) { /* the user's Metric classes: their state */
+            if (!m->state_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
+            if (tnt__state_metric_labels(m->state_metric[j]) != lk)
+                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, output %d "
+                               "has %lld", mets[j].name, (long long)tnt__state_metric_labels(m->state_metric[j]), k,
+                               (long long)lk);
+            else
+                s = tnt__state_metric_update(m->state_metric[j], b->n, pred, y, acc->state + m->state_metric_off[j]);
+        }
+        if (s != TNT_OK) break;
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;
         acc->loss_sum += w * loss_sum;
@@ -458,7 +544,9 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     tnt_status local = TNT_OK;
     for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
         tnt_batch b;
-        tnt__step st = {0};
+        /* each batch its own draws of the random operations that run in inference (a traced
+         * random_normal), the same on every rank: keyed on the batch index and the model's seed */
+        tnt__step st = {.seed = tnt__hash64(m->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(step + 1)))};
         int r = tnt__feed_next(&f, &b, &st);
         if (r <= 0) {
             local = (tnt_status)r;
@@ -664,7 +752,8 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     train = batched(train, o.micro_batch_size, &train_view);
     o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
-    tnt__parallel_detach(m);
+    tnt_status d = tnt__parallel_detach(m);
+    if (s == TNT_OK) s = d;
     /* after a fit on the device the host copy is current again (code that reads the layers' own
      * views sees the trained weights) */
     tnt_status hs = tnt__model_host_weights(m);

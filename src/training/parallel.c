@@ -203,18 +203,20 @@ static tnt_status attach(tnt_model *m) {
         m->params_home = m->params;
         tnt__model_bind_params(m, shared);
     }
+    /* each rank's own slots go: the node holds each slice once (a rank touches only its own) */
     tnt_optimizer *o = m->optimizer;
     for (int k = 0; k < o->n_slots; k++) {
         float *shared = tnt__reducer_slot(r, k);
         put_owned(r, shared, o->slots[k]);
-        m->slots_home[k] = o->slots[k];
+        tnt__free(o->slots[k]);
         o->slots[k] = shared;
     }
+    m->n_slots_shared = o->n_slots;
     return tnt__reducer_sync(r, "optimizer slots");
 }
 
-void tnt__parallel_detach(tnt_model *m) {
-    if (!m->attached) return;
+tnt_status tnt__parallel_detach(tnt_model *m) {
+    if (!m->attached) return TNT_OK;
     /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
     tnt__reducer_copy_sums(m->reducer, m->grads_home);
     tnt__model_bind_grads(m, m->grads_home);
@@ -223,14 +225,25 @@ void tnt__parallel_detach(tnt_model *m) {
         tnt__model_bind_params(m, m->params_home);
         m->params_home = NULL;
     }
+    /* the slots' whole values, every rank's slices, back into buffers of this rank's own (the
+     * window stays until the reducer goes) */
     tnt_optimizer *o = m->optimizer;
-    for (int k = 0; k < TNT__OPT_MAX_SLOTS; k++)
-        if (m->slots_home[k]) {
-            memcpy(m->slots_home[k], o->slots[k], (size_t)m->n_params * sizeof(float));
-            o->slots[k] = m->slots_home[k];
-            m->slots_home[k] = NULL;
-        }
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < m->n_slots_shared; k++) {
+        float *own = tnt__alloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(float));
+        if (own) memcpy(own, o->slots[k], (size_t)m->n_params * sizeof(float));
+        else if (s == TNT_OK)
+            s = tnt__error(TNT_ERR_NOMEM, "fit: no memory to take back optimizer %s's slots from the node's window "
+                           "(%lld parameters); its state starts again", o->name, (long long)m->n_params);
+        o->slots[k] = own;
+    }
+    if (s != TNT_OK) { /* fresh, zeroed slots at the next use */
+        for (int k = 0; k < m->n_slots_shared; k++) tnt__free(o->slots[k]), o->slots[k] = NULL;
+        o->n_params = -1;
+    }
+    m->n_slots_shared = 0;
     m->attached = false;
+    return s;
 }
 
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {

@@ -33,6 +33,8 @@ PY37 = "Python 3.7 made re.split return None for an empty optional group (not a 
 # or removed since, changed as its release notes say (the same program fails on Keras 2.11)
 KERAS23_KEYS = "Keras 2.3 logs metrics under the name given ('accuracy', 'mae'), no longer 'acc'/'mean_absolute_error'"
 KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation message's replacement, argmax of predict"
+KERAS23_PREDICT_LENGTHS = ("Keras 2.3 refuses predict on inputs of different sample counts ('Data cardinality is "
+                           "ambiguous'); Keras 2.2's predict read the first input's count, which the program relies on")
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
 
 CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
@@ -86,7 +88,9 @@ PROGRAMS = [
         [("epochs = 200", "epochs = 2", EPOCHS), CIFAR_CUT],
         prints=[("Test loss", "finite"), ("Test accuracy", "prob")]),
     _k2("cnn_seq2seq", "Conv1D seq2seq with Dot attention, text file",
-        [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL)],
+        [("epochs = 100", "epochs = 2", EPOCHS), ("nb_examples = 100", "nb_examples = 3", SMALL),
+         ("in_decoder = np.zeros(\n    (len(input_texts),", "in_decoder = np.zeros(\n    (nb_examples,",
+          KERAS23_PREDICT_LENGTHS)],
         files={"fra-eng/fra.txt": "fra.txt-2017"}),  # the file's two-column form of its time
     _k2("conv_lstm", "ConvLSTM2D + Conv3D on generated movies",
         [("generate_movies(n_samples=1200)", "generate_movies(n_samples=12)", SMALL),
@@ -277,8 +281,16 @@ PROGRAMS = [
         files={"FordA_TRAIN.tsv": "forda_train", "FordA_TEST.tsv": "forda_test"},
         group="custom_code"),  # x + inputs: operators on symbolic tensors (issue 22)
     _guide("training_with_built_in_methods", "custom losses, metrics, layers, sample weights, datasets",
+           [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL),
+            ("x_val = x_train[-10000:]", "x_val = x_train[-100:]", SMALL),
+            ("y_val = y_train[-10000:]", "y_val = y_train[-100:]", SMALL),
+            ("x_train = x_train[:-10000]", "x_train = x_train[:-100]", SMALL),
+            ("y_train = y_train[:-10000]", "y_train = y_train[:-100]", SMALL)],
            group="custom_code"),
-    _guide("functional_api", "functional API incl. custom layers and plot_model", group="custom_code"),
+    _guide("functional_api", "functional API incl. custom layers and plot_model",
+           [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)], group="custom_code"),
     _guide("understanding_masking_and_padding", "masking with custom mask-aware layers", group="custom_code"),
 ]
 

@@ -25,7 +25,8 @@
 # and address each rank sees), with a hostfile of names and one of addresses; (2) LeNet-5 trained
 # on those 4 ranks prints the same epoch loss/accuracy, evaluation and final test loss/accuracy
 # as the same 4-rank run on one host with the default transports (equal, or within 1e-4
-# relative); (3) the multi-host run moved megabytes through both veth pairs, both ways;
+# relative), also with --reducer node and sharded, and test_reducer_dist passes there (Open MPI);
+# (3) the multi-host run moved megabytes through both veth pairs, both ways;
 # (4) tarantella --cleanup goes through the agent to every "host" and ends a process started
 # there (the hosts share one process table, so any host's pass can be the one that ends it).
 #
@@ -293,6 +294,18 @@ for red in node sharded; do
         fail "figures: --reducer $red on 2 hosts x 2 ranks printed '$R', 1 host x 4 ranks '$S'"
     fi
 done
+
+# ---- 3c. the reducers' own test across the hosts: for every optimizer, node-aware and sharded
+# training equal flat within 1e-6 and repeat bitwise, with the slices crossing real hosts
+# (tests/test_reducer_dist.c; not under MPICH, which runs flat across hosts)
+RD=$BUILD/tests/test_reducer_dist
+if [ "$MPI" != mpich ] && [ -x "$RD" ]; then
+    run_t "test_reducer_dist, 2 hosts x 2 ranks" "$TMP/reducer" "${MH_ENV[@]}" \
+        "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$RD"
+    [ $RC -eq 0 ] && grep -q "PASSED  \] 6 test" "$TMP/reducer" && ! grep -q "FAILED\|SKIPPED" "$TMP/reducer" &&
+        ok "test_reducer_dist on 2 hosts x 2 ranks: node-aware and sharded equal flat, bitwise repeatable" ||
+        fail "test_reducer_dist on 2 hosts x 2 ranks (exit $RC)"
+fi
 
 # ---- 4. --cleanup through the agent ----------------------------------------------------------
 S2="307.$$"

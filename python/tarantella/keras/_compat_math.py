@@ -6,6 +6,60 @@ import types
 from tarantella.keras import ops
 
 
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """tf.math.l2_normalize / K.l2_normalize: x / sqrt(max(sum(x^2 over axis), epsilon))."""
+    axis = dim if axis is None and dim is not None else axis
+    return x * ops.rsqrt(ops.maximum(ops.sum(ops.square(x), axis=axis, keepdims=True), epsilon))
+
+
+class BatchDim:
+    """K.shape(x)[0] of a symbolic tensor: the batch size, known only when the model runs (enough
+    for K.random_normal(shape=(K.shape(x)[0], dim)) and reshape targets)."""
+
+    def __init__(self, like):
+        self.like = like
+
+    def __repr__(self):
+        return "<batch size>"
+
+
+def k_shape(x):
+    """K.shape / tf.shape: the shape, the batch axis of a symbolic tensor as BatchDim."""
+    from tarantella.keras._trace import SymTensor
+    if isinstance(x, SymTensor):
+        return tuple(BatchDim(x) if d is None else d for d in x.shape)
+    return tuple(ops.shape(x))
+
+
+def _random(op_name, a, b, shape, dtype, seed):
+    """A random draw of shape (BatchDim first) on the trace of the tensor the batch comes from."""
+    import numpy as np
+    from tarantella.keras import _trace
+    shape = tuple(shape)
+    like = next((d.like for d in shape if isinstance(d, BatchDim)), None)
+    if like is None:
+        raise NotImplementedError(f"{op_name}: a shape without the batch size (K.shape(x)[0]) is not supported in "
+                                  f"traced code")
+    if not isinstance(shape[0], BatchDim) or any(isinstance(d, BatchDim) for d in shape[1:]):
+        raise NotImplementedError(f"{op_name}: the batch size must be the first dimension of shape {shape}")
+    rest = tuple(int(d) for d in shape[1:])
+    flat = ops.reshape(like, (-1, int(np.prod([d for d in like.shape[1:]], dtype=np.int64))))
+    base = ops.zeros_like(flat[:, :1])  # (batch, 1)
+    base = ops.reshape(base, (-1,) + (1,) * len(rest)) + ops.zeros(rest) if rest else ops.reshape(base, (-1,))
+    attrs = {"seed": None if seed is None else int(seed)}
+    attrs.update({"mean": float(a), "stddev": float(b)} if op_name == "random_normal" else
+                 {"minval": float(a), "maxval": float(b)})
+    return _trace.record(op_name, [base], attrs, lambda z: z.astype(np.float32))
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    return _random("random_normal", mean, stddev, shape, dtype, seed)
+
+
+def random_uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
+    return _random("random_uniform", minval, maxval, shape, dtype, seed)
+
+
 def _reduce(op):
     def f(input_tensor, axis=None, keepdims=False, name=None):
         return op(input_tensor, axis=axis, keepdims=keepdims)
@@ -102,16 +156,37 @@ for _n in ("add", "subtract", "multiply", "maximum", "minimum", "equal", "not_eq
     TF[_n] = _binary(getattr(ops, "power" if _n == "pow" else _n))
 TF["divide"] = TF["truediv"] = _binary(ops.divide)
 
+TF_RANDOM = dict(normal=lambda shape, mean=0.0, stddev=1.0, dtype=None, seed=None, name=None:
+                                     random_normal(shape, mean, stddev, dtype, seed),
+                                     uniform=lambda shape, minval=0, maxval=None, dtype=None, seed=None, name=None:
+                                     random_uniform(shape, minval, 1.0 if maxval is None else maxval, dtype, seed))
+TF["shape"] = lambda input, out_type=None, name=None: k_shape(input)  # noqa: A006
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 TF_NN = types.SimpleNamespace(
     relu=_unary(ops.relu), relu6=_unary(ops.relu6), sigmoid=_unary(ops.sigmoid), tanh=_unary(ops.tanh),
     softplus=_unary(ops.softplus), softsign=_unary(ops.softsign), silu=_unary(ops.silu), swish=_unary(ops.silu),
     elu=_unary(ops.elu), gelu=lambda features, approximate=False, name=None: ops.gelu(features, approximate),
     leaky_relu=lambda features, alpha=0.2, name=None: ops.leaky_relu(features, alpha),
-    softmax=_softmax, log_softmax=lambda logits, axis=-1, name=None: ops.log_softmax(logits, axis=axis))
+    softmax=_softmax, log_softmax=lambda logits, axis=-1, name=None: ops.log_softmax(logits, axis=axis),
+    l2_normalize=l2_normalize)
 
 TF_MATH = types.SimpleNamespace(**{k: v for k, v in TF.items() if k not in ("concat", "stack", "reshape")},
                                 log1p=_unary(ops.log1p), erf=_unary(ops.erf), sin=_unary(ops.sin),
-                                cos=_unary(ops.cos), reciprocal=_unary(ops.reciprocal), softplus=_unary(ops.softplus))
+                                cos=_unary(ops.cos), reciprocal=_unary(ops.reciprocal), softplus=_unary(ops.softplus),
+                                l2_normalize=l2_normalize)
+
+
+def _gradients(loss, variables):
+    raise NotImplementedError("K.gradients / tf.gradients: gradients inside a model's own computation are not "
+                              "supported (the library differentiates the loss only)")
 
 
 # keras.backend (K.*)
@@ -135,4 +210,15 @@ K = {
     "pow": ops.power, "argmax": lambda x, axis=-1: ops.argmax(x, axis), "one_hot": ops.one_hot,
     "stop_gradient": ops.stop_gradient, "zeros_like": ops.zeros_like, "ones_like": ops.ones_like,
     "equal": ops.equal, "greater": ops.greater, "less": ops.less, "sign": ops.sign,
+    "l2_normalize": lambda x, axis=None: l2_normalize(x, axis=axis), "shape": k_shape,
+    "random_normal": random_normal, "random_uniform": random_uniform, "log1p": ops.log1p,
+    "softplus": ops.softplus, "softsign": ops.softsign, "elu": lambda x, alpha=1.0: ops.elu(x, alpha),
+    "not_equal": ops.not_equal, "greater_equal": ops.greater_equal, "less_equal": ops.less_equal,
+    "round": ops.round, "cos": ops.cos, "sin": ops.sin, "transpose": ops.transpose, "tile": ops.tile,
+    "repeat_elements": lambda x, rep, axis: ops.repeat(x, rep, axis=axis), "argmin": lambda x, axis=-1: ops.argmin(x, axis), "flatten":
+    lambda x: ops.reshape(x, (-1,)), "batch_flatten": lambda x: ops.reshape(x, (-1, int(_numel(x.shape[1:])))),
+    "cumsum": lambda x, axis=0: ops.cumsum(x, axis=axis), "gather": lambda reference, indices:
+    ops.take(reference, indices, axis=0), "hard_sigmoid": lambda x: ops.clip(0.2 * x + 0.5, 0.0, 1.0),
+    "categorical_crossentropy": None, "binary_crossentropy": None, "gradients": _gradients,
 }
+del K["categorical_crossentropy"], K["binary_crossentropy"]

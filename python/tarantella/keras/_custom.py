@@ -229,9 +229,8 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     if g is None:
         raise TraceError(f"{where}: weights are made while the layer is built (in build or call, when the layer is "
                          f"first called on a tensor)")
-    for what, v in (("regularizer", regularizer), ("constraint", constraint)):
-        if v is not None:
-            raise NotImplementedError(f"{where}: a {what} on a traced layer's weight is not supported yet")
+    if constraint is not None:
+        raise NotImplementedError(f"{where}: a constraint on a traced layer's weight is not supported yet")
     prefix = getattr(self, "_weight_prefix", "")
     if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
         raise NotImplementedError(f"{where}: dtype {dtype!r} (a traced layer's weights are float32)")
@@ -241,7 +240,35 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     if values is not None:  # set once the model is built; kept on the layer the graph belongs to
         owner = getattr(g, "owner", None) or self
         owner.__dict__.setdefault("_initial_values", {})[wname] = values
+    if regularizer is not None:  # Keras adds the penalty to the loss: an added loss of the graph
+        g.__dict__.setdefault("added_losses", []).append(_weight_penalty(regularizer, t, where))
     return t
+
+
+def _weight_penalty(regularizer, w, where):
+    """regularizer(w) on the traced weight: Keras's L1/L2/L1L2 (names or objects) or a function."""
+    from tarantella.keras import ops, regularizers
+    if isinstance(regularizer, (str, dict)):
+        regularizer = regularizers.get(regularizer)
+    cls = getattr(regularizer, "class_name", None)
+    if cls in ("L1", "L2", "L1L2"):
+        cfg = regularizer.get_config()
+        l1, l2 = float(cfg.get("l1", 0.0)), float(cfg.get("l2", 0.0))
+        terms = ([l1 * ops.sum(ops.abs(w))] if l1 else []) + ([l2 * ops.sum(ops.square(w))] if l2 else [])
+        penalty = terms[0] if terms else ops.sum(w) * 0.0
+        for t in terms[1:]:
+            penalty = penalty + t
+    elif cls is None and callable(regularizer):
+        penalty = regularizer(w)
+        if not isinstance(penalty, SymTensor):
+            raise TraceError(f"{where}: the regularizer returned {type(penalty).__name__}, expected a tensor of the "
+                             f"weight")
+        if penalty.shape != ():
+            penalty = ops.sum(penalty)
+    else:
+        raise NotImplementedError(f"{where}: regularizer {cls or type(regularizer).__name__} on a traced layer's "
+                                  f"weight is not supported (L1, L2, L1L2 or a function)")
+    return penalty
 
 
 def _accepts(fn, arg):
@@ -256,6 +283,7 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
     """Builds (once) and runs layer.call on the graph g's tensors."""
     layer._tracing_graph = g
     layer._weight_prefix = prefix
+    _TRACING.append(g)
     try:
         if not getattr(layer, "built", False):
             shapes = [t.shape for t in sym_inputs] if isinstance(sym_inputs, (list, tuple)) else sym_inputs.shape
@@ -263,19 +291,41 @@ def _call_traced(layer, sym_inputs, kwargs, g, prefix=""):
             layer.built = True
             g.built_layers.append(layer)
         kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
+        kw.update(kwargs.get("_kwargs", {}))
         return layer.call(sym_inputs, *kwargs.get("_args", ()), **kw)
     finally:
+        _TRACING.pop()
         layer._tracing_graph = None
+
+
+def _first_call_parameter(layer):
+    try:
+        params = list(inspect.signature(layer.call).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return params[0].name if params and params[0].kind in (params[0].POSITIONAL_ONLY,
+                                                           params[0].POSITIONAL_OR_KEYWORD) else None
+
+
+def _user_kwargs(kwargs):
+    """A call's keyword arguments of the user's call signature (not Keras's training/mask)."""
+    return {k: v for k, v in kwargs.items() if k not in ("training", "mask", "inputs")}
 
 
 def intercept(layer, args, kwargs):
     """Layer.__call__'s first step: traces the user's layers; PASS lets the ordinary call go on."""
+    if not args and "inputs" not in kwargs and getattr(layer, "_custom", False):
+        first = _first_call_parameter(layer)  # call(logits=..., targets=...): the first one is the input
+        if first in kwargs:
+            kwargs = dict(kwargs)
+            args = (kwargs.pop(first),)
     inputs = args[0] if args else kwargs.get("inputs")
     flat = _flat(inputs)
     if any(isinstance(t, SymTensor) for t in flat):  # a layer called inside a traced call
         if getattr(layer, "_custom", False):
             inner = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
-            return _call_traced(layer, inputs, {**inner, "_args": args[1:]}, flat[0].graph, layer.name + "/")
+            return _call_traced(layer, inputs, {**inner, "_args": args[1:], "_kwargs": _user_kwargs(kwargs)},
+                                flat[0].graph, layer.name + "/")
         simple = _weightless_builtin(layer, inputs)
         if simple is not None:
             return simple
@@ -283,23 +333,43 @@ def intercept(layer, args, kwargs):
                              f"a custom layer with weights of its own is not supported yet; write it with "
                              f"tnt.keras.ops")
     if not getattr(layer, "_custom", False) and not isinstance(layer, Lambda):
+        if flat and all(_is_data(v) for v in flat) and not isinstance(inputs, dict):
+            if _TRACING:  # a built-in layer on constants inside a traced call: the call runs functionally
+                raise BuiltinInTrace(f"{layer.class_name} {layer.name!r} called on a constant")
+            if _FUNCTIONAL_INPUTS and _FUNCTIONAL_INPUTS[-1]:
+                const = _batched_constant(_FUNCTIONAL_INPUTS[-1][0], inputs)
+                return L.Layer.__call__(layer, const, *args[1:], **{k: v for k, v in kwargs.items() if k != "inputs"})
         return PASS
     if not flat or not all(_is_kt(t) for t in flat):
         raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
                         f"(tnt.keras.Input or another layer's output); to run it on data build a model")
-    if len(args) > 1:
-        raise NotImplementedError(f"{type(layer).__name__}: extra positional call arguments are not supported")
+    extra, ukw = list(args[1:]), _user_kwargs(kwargs)
+    extra_kts = [t for t in _flat([extra, ukw]) if _is_kt(t)]
+    if ukw and not extra_kts and isinstance(layer, Lambda):
+        raise TypeError(f"Lambda {layer.name!r}: unsupported call arguments {sorted(ukw)} (give them in arguments=)")
+    extra_kts = extra_kts or ([None] if ukw else [])  # other keyword arguments: passed to call, traced
+    if extra_kts and (isinstance(layer, Lambda) or getattr(layer, "_functional_mode", False)):
+        raise NotImplementedError(f"{type(layer).__name__}: extra positional tensor arguments of a Lambda or of a "
+                                  f"layer made of built-in layers are not supported")
     if getattr(layer, "_functional_mode", False):
         return _call_functional(layer, inputs, kwargs)
-    if layer._graph_json is None:
+    if layer._graph_json is None or extra_kts:
+        if layer._graph_json is not None:
+            raise NotImplementedError(f"{type(layer).__name__}: a layer with extra positional tensor arguments "
+                                      f"is called once")
         g, kts = _trace.Graph(), []
         sym = _to_graph(inputs, g, kts)
+        sym_extra = _to_graph(extra, g, kts)
+        sym_kw = _to_graph(ukw, g, kts)
+        layer._all_inputs = list(kts)
+        kwargs = {k: v for k, v in kwargs.items() if k in ("training", "mask")}
         if isinstance(layer, Lambda):
             outs = _outputs(layer._function(sym, **layer._arguments), f"Lambda {layer.name!r}")
         else:
             g.owner = layer  # the layer of the model whose graph this is (nested layers' weights included)
             try:
-                outs = _outputs(_call_traced(layer, sym, kwargs, g), f"{type(layer).__name__}.call")
+                outs = _outputs(_call_traced(layer, sym, {**kwargs, "_args": tuple(sym_extra), "_kwargs": sym_kw}, g),
+                                f"{type(layer).__name__}.call")
             except BuiltinInTrace:
                 if any(not w["name"].count("/") for w in g.weights):  # weights of its own
                     raise
@@ -307,8 +377,13 @@ def intercept(layer, args, kwargs):
                     built.built = False
                 layer._functional_mode = True
                 return _call_functional(layer, inputs, kwargs)
-        layer._graph_json = g.to_json(outs)
+        added = list(getattr(g, "added_losses", []))
+        layer._graph_json = g.to_json(outs + added)
         layer._n_traced_outputs = len(outs)
+        layer._n_added_losses = len(added)
+    if extra_kts:  # the extra tensors are more inputs of the layer, after the first argument's
+        all_in = layer._all_inputs
+        return L.Layer.__call__(layer, all_in if len(all_in) > 1 else all_in[0], **kwargs)
     return PASS
 
 
@@ -335,6 +410,10 @@ def _weightless_builtin(layer, x):
     return None
 
 
+_FUNCTIONAL_INPUTS = []  # the model tensors of the custom layers whose call runs functionally, innermost last
+_TRACING = []            # the graphs of the traced calls under way, innermost last
+
+
 def _call_functional(layer, inputs, kwargs):
     """A custom layer made of built-in layers (a Transformer block): its call runs on the model's
     tensors, so its layers and operations become the model's own (as if written inline)."""
@@ -342,7 +421,32 @@ def _call_functional(layer, inputs, kwargs):
         layer.build([t.shape for t in inputs] if isinstance(inputs, (list, tuple)) else inputs.shape)
         layer.built = True
     kw = {k: v for k, v in kwargs.items() if k in ("training", "mask") and _accepts(layer.call, k)}
-    return layer.call(inputs, **kw)
+    _FUNCTIONAL_INPUTS.append([t for t in _flat(inputs) if _is_kt(t)])
+    try:
+        return layer.call(inputs, **kw)
+    finally:
+        _FUNCTIONAL_INPUTS.pop()
+
+
+def _is_data(v):
+    import numpy as np
+    return isinstance(v, (np.ndarray, np.generic, int, float)) or (
+        isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, (int, float, np.generic)) for x in v))
+
+
+def _batched_constant(ref, value):
+    """A constant (positions = ops.arange(maxlen)) as a model tensor: the value for every sample of
+    ref's batch, so that a built-in layer (an Embedding) runs on it inside the model."""
+    import numpy as np
+    from tarantella.keras import ops
+    a = np.asarray(value, np.float32)
+
+    def constant(r):
+        flat = ops.reshape(r, (-1, int(np.prod([int(d) for d in r.shape[1:]], dtype=np.int64))))
+        zero = ops.reshape(ops.zeros_like(flat[:, :1]), (-1,) + (1,) * a.ndim)
+        return zero + a
+    constant.__name__ = "constant"
+    return functional_op(constant, (ref,), {})
 
 
 def sequential_json(model, shape):
@@ -385,6 +489,8 @@ def custom_config(layer):
                         f"lists, dicts)")
     cfg["name"] = layer.name
     cfg["tnt_ops"] = layer._graph_json
+    if getattr(layer, "_n_added_losses", 0):
+        cfg["tnt_losses"] = layer._n_added_losses
     return L.serialize(cfg)
 
 
@@ -427,8 +533,28 @@ def _install():
     L.Lambda = Lambda
 
 
-def _add_loss(self, *a, **k):
-    raise NotImplementedError(f"{type(self).__name__}.add_loss: losses added by layers are not supported yet")
+def _add_loss(self, losses, inputs=None, **kwargs):
+    """Layer.add_loss inside call: each loss (reduced to a scalar by its sum, as Keras 3) becomes an
+    output of the layer's traced graph that the library adds to the loss fit minimizes and reports
+    (a batch's value counts as the batch's: on p ranks each rank's value weighted by its share)."""
+    import numpy as np
+    from tarantella.keras import ops
+    g = getattr(self, "_tracing_graph", None)
+    if g is None:
+        raise NotImplementedError(f"{type(self).__name__}.add_loss: losses are added inside call (while the layer "
+                                  f"is traced); model.add_loss and add_loss outside call are not supported yet")
+    for v in (losses if isinstance(losses, (list, tuple)) else [losses]):
+        if callable(v) and not isinstance(v, SymTensor):
+            v = v()
+        if not isinstance(v, SymTensor):
+            v = _trace.constant(g, np.float32(np.sum(np.asarray(v, np.float32))), "float32")
+        if v.graph is not g:
+            raise TraceError(f"{type(self).__name__}.add_loss: the loss is a tensor of another traced function")
+        if v.shape != ():
+            v = ops.sum(v)
+        if v.dtype != "float32":
+            v = ops.cast(v, "float32")
+        g.__dict__.setdefault("added_losses", []).append(v)
 
 
 def _call_not_defined(self, inputs, *a, **k):
@@ -436,3 +562,52 @@ def _call_not_defined(self, inputs, *a, **k):
 
 
 _install()
+
+
+def model_add_loss(model, losses):
+    """Model.add_loss(tensor) on a functional model: the loss, computed from the model's tensors
+    (its operations fused into one graph), becomes an added loss of a traced layer placed on the
+    model's first output (which it passes through), and the model is built again with its weights."""
+    import numpy as np
+    from tarantella.keras import ops
+    from tarantella.keras.engine import _walk
+    if getattr(model, "_kind", None) != "functional":
+        raise NotImplementedError(f"{type(model).__name__}.add_loss: losses added to a Sequential or subclassed "
+                                  f"model are not supported (add them in a layer's call)")
+    items = losses if isinstance(losses, (list, tuple)) else [losses]
+    for v in items:
+        if callable(v) and not _is_kt(v):
+            v = v()
+        if not _is_kt(v):
+            raise NotImplementedError(f"{model.name}.add_loss: {type(v).__name__} (a loss computed from the "
+                                      f"model's tensors is supported)")
+        g, kts, memo = _trace.Graph(), [], {}
+        out0 = _to_graph(model._outputs[0], g, kts)
+        loss = _to_graph_fused(v, g, kts, memo)
+        if loss.shape != ():
+            loss = ops.sum(loss)
+        if loss.dtype != "float32":
+            loss = ops.cast(loss, "float32")
+        through = ops.identity(out0)
+        layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
+                            {"function": "add_loss", "tnt_losses": 1}, 1)
+        layer._n_added_losses = 1
+        res = layer(kts if len(kts) > 1 else kts[0])
+        model._outputs[0] = res
+    old = {}
+    if model._h is not None:
+        old = {n: w for (n, _), w in zip(model._h.weights_info(), model._h.get_weights())}
+    pairs, _ = _walk(model._outputs)
+    seen, layers = set(), []
+    for layer, ni in sorted(pairs, key=lambda p: p[0]._nodes[p[1]].order):
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            layers.append(layer)
+    model._layers = layers
+    model._h = None
+    h = model._handle()
+    ws = h.get_weights()
+    for i, (n, _) in enumerate(h.weights_info()):
+        if n in old and np.shape(old[n]) == np.shape(ws[i]):
+            ws[i] = old[n]
+    h.set_weights(ws)

@@ -9,7 +9,7 @@ def init(model, kwargs):
     bad = set(kwargs) - {"name", "trainable", "dtype"}
     if bad:
         raise TypeError(f"{type(model).__name__}: unexpected keyword arguments {sorted(bad)} for Model.__init__")
-    for hook in ("train_step", "test_step", "predict_step"):
+    for hook in ("train_step", "test_step", "predict_step", "compute_loss"):
         if any(hook in vars(c) for c in type(model).__mro__ if c.__module__ != __name__ and
                c.__name__ != "Model" and c.__name__ != "Sequential"):
             raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (training "
@@ -32,7 +32,10 @@ def trace(model, input_shape):
     from tarantella.keras.engine import _walk
     if model._inputs is not None:
         return
-    if input_shape and isinstance(input_shape[0], (list, tuple)):
+    if isinstance(input_shape, dict):  # call(inputs) on a dict by input name
+        inputs = [L.Input(shape=tuple(s), name=k) for k, s in input_shape.items()]
+        arg = dict(zip(input_shape, inputs))
+    elif input_shape and isinstance(input_shape[0], (list, tuple)):
         inputs = [L.Input(shape=tuple(s)) for s in input_shape]
         arg = inputs
     else:
@@ -57,3 +60,12 @@ def trace(model, input_shape):
             seen.add(id(layer))
             layers.append(layer)
     model._layers = layers
+
+
+def build_from_dict(model, x):
+    """A subclassed model not built yet, given a dict of arrays by input name: traced on a dict of
+    inputs of those names and shapes (the data then goes in by name)."""
+    import numpy as np
+    if model._h is None and getattr(model, "_kind", None) == "subclassed" and model._inputs is None and \
+            isinstance(x, dict):
+        model._handle({k: tuple(np.shape(v)[1:]) for k, v in x.items()})

@@ -143,10 +143,50 @@ class SymTensor:
     # operators: defined in ops (below the tensor type, to use the same functions)
 
 
+# operations whose outputs carry no gradient (include/tarantella_ops.h), besides casts to int or bool
+NO_GRADIENT = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
+               "logical_not", "argmax", "argmin", "any", "all", "stop_gradient", "one_hot", "constant", "zeros_like",
+               "ones_like", "full_like", "random_uniform", "random_normal"}
+
+
+def gradient_cut(g, source, out):
+    """None if out is differentiable w.r.t. source (a value of g), else the user's line of an
+    operation without gradient between them (or "?" when out does not depend on source at all)."""
+    dep, grad = {id(source)}, {id(source)}
+    cut = None
+    for i, (op, ins, attrs, outs) in enumerate(g.nodes):
+        reads = any(id(t) in dep for t in ins)
+        if reads:
+            dep.update(id(t) for t in outs)
+        nograd = op in NO_GRADIENT or (op == "cast" and attrs.get("dtype") != "float32")
+        if any(id(t) in grad for t in ins) and not nograd:
+            grad.update(id(t) for t in outs if t.dtype == "float32")
+        elif reads and nograd and cut is None:
+            cut = getattr(g, "lines", {}).get(i, "?") + f" ({op})"
+    if id(out) in grad:
+        return None
+    return cut or "?"
+
+
+# operations whose np_fn computes the values themselves: on plain arrays they run at once (as
+# Keras 3's ops take NumPy data); the others' np_fn give shapes only
+EAGER = {"reshape", "transpose", "expand_dims", "squeeze", "broadcast_to", "concatenate", "stack", "split", "tile",
+         "repeat", "take", "cast", "cumsum", "matmul", "einsum", "argmax", "argmin", "sum", "mean", "max", "min",
+         "prod", "var", "std", "any", "all", "slice"}
+
+
 def record(op, inputs, attrs, np_fn, n_out=1):
     """Appends one operation on the SymTensors inputs; np_fn computes the outputs' NumPy dummies
     (shape and dtype) from the inputs' dummies. Returns the output tensor (a list if n_out > 1)."""
-    g = inputs[0].graph
+    if not any(isinstance(t, SymTensor) for t in inputs):  # plain data
+        if op not in EAGER:
+            raise TypeError(f"{op}: expected a symbolic tensor, got {', '.join(type(t).__name__ for t in inputs)} "
+                            f"(this operation runs on traced tensors only)")
+        with np.errstate(all="ignore"):
+            r = np_fn(*[np.asarray(t) for t in inputs])
+        fix = (lambda a: np.asarray(a).astype(np.float32) if np.asarray(a).dtype == np.float64 else np.asarray(a))
+        return [fix(a) for a in r] if n_out > 1 else fix(r)
+    g = next(t for t in inputs if isinstance(t, SymTensor)).graph
     for t in inputs:
         if t.graph is not g:
             raise TraceError(f"{_user_line()}: {op} on tensors of two different traces")
@@ -162,6 +202,8 @@ def record(op, inputs, attrs, np_fn, n_out=1):
         outs_d.append(r if n_out > 1 else [r])
     outs = [SymTensor(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
             for k in range(n_out)]
+    if op in NO_GRADIENT or (op == "cast" and attrs.get("dtype") != "float32"):
+        g.__dict__.setdefault("lines", {})[len(g.nodes)] = _user_line()  # named if it cuts a loss's gradient
     g.nodes.append((op, list(inputs), attrs, outs))
     return outs if n_out > 1 else outs[0]
 

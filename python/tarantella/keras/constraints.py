@@ -43,5 +43,10 @@ class MinMaxNorm(Constraint):
 max_norm, non_neg, unit_norm, min_max_norm = MaxNorm, NonNeg, UnitNorm, MinMaxNorm
 
 
-def get(identifier):
-    return identifier
+def _install_serial():
+    import sys
+    from tarantella.keras import _serial
+    _serial.install(sys.modules[__name__], Constraint, "constraints")
+
+
+_install_serial()

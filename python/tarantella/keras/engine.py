@@ -15,6 +15,7 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella import _random
 from tarantella.keras import layers as L
+from tarantella.keras import _shapes
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -53,6 +54,11 @@ def _from_arrays(x, y):
     if y is None:
         return tnt_data.Dataset.from_tensor_slices(xs if len(xs) > 1 else xs[0])
     return tnt_data.Dataset.from_tensor_slices((xs, _arrays(y, "y")))
+
+
+def _custom_labels(model, y, ds):
+    from tarantella.keras import _custom_objectives
+    _custom_objectives.labels_seen(model, y, ds)
 
 
 # ---- History -----------------------------------------------------------------------------------
@@ -140,6 +146,11 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._kind = "loaded"
             self._set_handle(kwargs["_handle"])
             return
+        if isinstance(outputs, dict):  # Keras 3: predict returns a dict by these keys
+            self._output_keys = list(outputs)
+            outputs = list(outputs.values())
+        if isinstance(inputs, dict):  # data is given by input name (keras/utils/_names.py)
+            inputs = list(inputs.values())
         self._inputs = [inputs] if isinstance(inputs, L.KerasTensor) else list(inputs)
         self._outputs = [outputs] if isinstance(outputs, L.KerasTensor) else list(outputs)
         self._single_in = isinstance(inputs, L.KerasTensor)
@@ -156,6 +167,12 @@ class Model(ModelAPI, metaclass=_ModelType):
                 layers.append(layer)
         self._layers = layers
         self._handle()  # the input shapes are known: build now, shape errors show here
+
+    def add_loss(self, losses):
+        """Keras's model.add_loss(tensor): a loss computed from the model's tensors, added to the
+        compiled loss (keras/_custom.py: model_add_loss)."""
+        from tarantella.keras import _custom
+        _custom.model_add_loss(self, losses)
 
     def call(self, inputs, training=None, mask=None):
         raise NotImplementedError
@@ -403,9 +420,11 @@ class Model(ModelAPI, metaclass=_ModelType):
         if not isinstance(loss, (list, tuple, dict)):
             losses.spec(loss)  # a bad loss fails here, before the model is built
         lspec = loss
+        from tarantella.keras import _custom_objectives
+        metrics, metric_fns = _custom_objectives.split_metrics(metrics)
         mnames = M.names(metrics)
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
-                          "loss_weights": loss_weights, "metrics_given": metrics}
+                          "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
@@ -416,6 +435,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _apply_compile(self):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
+        from tarantella.keras import _custom_objectives
+        if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
+            c["loss"] = _custom_objectives.NoLabelsLoss()
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
@@ -432,6 +454,8 @@ class Model(ModelAPI, metaclass=_ModelType):
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
                         seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
+        from tarantella.keras import _custom_objectives
+        _custom_objectives.bind(self)
         c["optimizer"]._bind(self)
 
     @property
@@ -464,7 +488,12 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        given = x
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
+        if x is not given and isinstance(x, tnt_data.Dataset) and x.is_batched:
+            batch_size = None  # Keras ignores batch_size for a PyDataset/Sequence (it makes its batches)
+        from tarantella.keras import _submodel
+        _submodel.build_from_dict(self, x)
         x, y = _by_name(self, x, y, what)  # dicts keyed by input/output names
         if isinstance(x, tnt_data.Dataset):
             if y is not None:
@@ -488,7 +517,10 @@ class Model(ModelAPI, metaclass=_ModelType):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
-        return self._handle()
+        h = self._handle()
+        lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
+        return h
 
     def _callbacks(self, callbacks, params):
         from tarantella.keras import callbacks as CB
@@ -517,7 +549,10 @@ class Model(ModelAPI, metaclass=_ModelType):
             cut = int(n * (1.0 - validation_split))  # Keras: the last samples, before shuffling
             ys = _arrays(y, "y") if y is not None else None
             if sample_weight is not None:  # Keras splits the sample weights too (not the class weights)
-                sw = np.asarray(sample_weight)
+                sw = sample_weight
+                if isinstance(sw, (list, tuple)):  # one array per output: a column each
+                    sw = np.stack([np.ones(n) if v is None else np.asarray(v).reshape(-1) for v in sw], axis=1)
+                sw = np.asarray(sw)
                 sample_weight, sw_val = sw[:cut], sw[cut:]
             validation_data = (_slice(xs, cut, n), _slice(ys, cut, n) if ys else None)
             x, y = _slice(xs, 0, cut), (_slice(ys, 0, cut) if ys else None)
@@ -543,6 +578,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
         params = {"verbose": v, "epochs": epochs, "steps": steps_per_epoch}
@@ -574,12 +610,15 @@ class Model(ModelAPI, metaclass=_ModelType):
         micro = int(tnt_micro_batch_size or 0)
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
+        _custom_labels(self, y, ds)
         v = _verbose(verbose)
         logs = h.evaluate(ds._handle(), verbose=v, steps=int(steps or 0),
                           callbacks=self._callbacks(callbacks, {"verbose": v, "steps": steps}),
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
                           sample_weights=sample_weight is not None)
+        _shapes.restore_packed(self, prev)
         self._remember_logs(logs)
         if return_dict:
             return logs
@@ -601,38 +640,38 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, None, batch_size, False, "predict", micro)
         if steps:
             ds = ds.take(int(steps))
+        prev = self.__dict__.get("_packed_now")
         h = self._ensure_built_for(ds)
         v = _verbose(verbose)
         out = h.predict(ds._handle(), verbose=v, callbacks=self._callbacks(callbacks, {"verbose": v}),
                         no_distribute=not tnt_distribute_dataset, all_ranks=bool(tnt_all_ranks),
                         micro_batch_size=micro)
-        return self._split_outputs(out)
+        out = self._split_outputs(out)
+        _shapes.restore_packed(self, prev)
+        return out
 
     def _split_outputs(self, out):
-        shapes = self._h.output_shapes()
-        if len(shapes) == 1:
-            if any(d is None for d in shapes[0]):  # None dimensions: the library's output as it comes
-                return out
-            return out.reshape((out.shape[0],) + tuple(shapes[0]))
-        n = out.shape[0]
-        flat = out.reshape(n, -1)
-        parts, at = [], 0
-        for s in shapes:
-            k = int(np.prod(s))
-            parts.append(flat[:, at:at + k].reshape((n,) + tuple(s)))
-            at += k
-        return parts
+        return _shapes.split_outputs(self, out)
 
     def predict_on_batch(self, x):
         self._touched = True
+        if isinstance(x, dict):  # by input name
+            from tarantella.keras import _submodel
+            _submodel.build_from_dict(self, x)
+            x, _ = _by_name(self, x, None, "predict_on_batch")
         xs = _arrays(x, "x")
         if self._h is None and not self._can_build(None):
             self._handle(tuple(np.shape(xs[0])[1:]))
         batch = tnt_data._flatten_inputs(xs, "predict_on_batch")
-        shapes = self._handle().input_shapes()
+        self._handle()
+        prev = self.__dict__.get("_packed_now")
+        _shapes.set_packed(self, [np.shape(v)[1:] for v in xs])
+        shapes = self._h.input_shapes()
         if len(shapes) == 1 and not any(d is None for d in shapes[0]):
             batch = batch.reshape((batch.shape[0],) + tuple(shapes[0]))
-        return self._split_outputs(self._h.predict_on_batch(batch))
+        out = self._split_outputs(self._h.predict_on_batch(batch))
+        _shapes.restore_packed(self, prev)
+        return out
 
     # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
     def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,

@@ -45,5 +45,10 @@ Constant = constant = _init("Constant", value=0.0)
 Identity = identity = IdentityInitializer = _init("Identity", gain=1.0)
 
 
-def get(identifier):
-    return identifier
+def _install_serial():
+    import sys
+    from tarantella.keras import _serial
+    _serial.install(sys.modules[__name__], Initializer, "initializers")
+
+
+_install_serial()

@@ -153,6 +153,10 @@ class Layer:
         except TypeError as e:
             raise TypeError(f"{self.class_name}: {e}") from None
         self._args = dict(bound.arguments)  # what was given explicitly
+        if "data_format" in own and self._args.get("data_format") is None and own["data_format"].default is None:
+            from tarantella.keras import backend as _K  # Keras: K.image_data_format() when the layer is made
+            if _K.image_data_format() != "channels_last":
+                self._args["data_format"] = _K.image_data_format()
         self._input_shape = None
         if base.get("batch_input_shape") is not None:
             self._input_shape = tuple(base["batch_input_shape"])[1:]
@@ -160,8 +164,9 @@ class Layer:
             self._input_shape = tuple(base["input_shape"])
         elif base.get("input_dim") is not None:
             self._input_shape = (int(base["input_dim"]),)
-        elif self.class_name == "Embedding" and self._args.get("input_length") is not None:
-            self._input_shape = (int(self._args["input_length"]),)
+        elif self.class_name == "Embedding":  # Keras 2: (input_length,), else (None,) (any length)
+            n = self._args.get("input_length")
+            self._input_shape = (int(n),) if n is not None else (None,)
         if self._input_shape is not None:
             self._input_shape = _dims(self._input_shape)
         self.name = base.get("name") or unique_name(_snake(self.class_name))
@@ -345,18 +350,34 @@ class Layer:
     def count_params(self):
         return int(sum(np.prod(w.shape) for w in self.weights))
 
-    @property
-    def input(self):
+    def reset_states(self, states=None):
+        """Keras's layer.reset_states() of a stateful recurrent layer: its states back to zeros."""
+        if states is not None:
+            raise NotImplementedError(f"{self.name}: reset_states(states=...) is not supported (zeros only)")
+        m = self._model() if getattr(self, "_model", None) is not None else None
+        if m is not None and m._h is not None:
+            m._h.reset_states(self.name)
+
+    def _called(self):
+        """The layer's calls; a layer of a loaded or Sequential model is called when the model's graph
+        is made (as Keras has it from the start)."""
+        m = self._model() if getattr(self, "_model", None) is not None else None
+        if not self._nodes and m is not None and getattr(m, "_kind", None) in ("loaded", "sequential"):
+            m.inputs
         if not self._nodes:
             raise AttributeError(f"layer {self.name!r} has not been called")
-        ins = self._nodes[0].inputs
+        return self._nodes
+
+    @property
+    def input(self):
+        ins = self._called()[0].inputs
         return ins[0] if len(ins) == 1 else ins
 
     @property
     def output(self):
-        if not self._nodes:
-            raise AttributeError(f"layer {self.name!r} has not been called")
-        return KerasTensor(self, 0)
+        self._called()
+        n = self._n_outputs()
+        return [KerasTensor(self, 0, k) for k in range(n)] if n > 1 else KerasTensor(self, 0)
 
     def __repr__(self):
         return f"<tnt.keras.layers.{self.class_name} name={self.name!r}>"

@@ -33,7 +33,17 @@ class Loss:
     def __call__(self, y_true, y_pred, sample_weight=None):
         """The loss of a batch as Keras's loss object computes it: sum_i w_i loss_i / batch size."""
         import numpy as np
+        from tarantella.keras import _custom_objectives
         from tarantella.keras.model_api import as_tensor
+        if _custom_objectives.any_traced(y_true, y_pred, sample_weight):  # inside a custom layer's call
+            return _custom_objectives.builtin_loss_value(self, y_true, y_pred, sample_weight)
+        if _custom_objectives.any_model_tensor(y_true, y_pred, sample_weight):  # on a model's tensors
+            from tarantella.keras._custom import functional_op
+
+            def loss_value(a, b, w=None):
+                return _custom_objectives.builtin_loss_value(self, a, b, w)
+            return functional_op(loss_value, (y_true, y_pred) + (() if sample_weight is None else (sample_weight,)),
+                                 {})
         kind, from_logits, smoothing, ignore, delta = self._spec()
         if ignore is not None:
             raise NotImplementedError(f"{type(self).__name__}: ignore_class outside fit is not supported")
@@ -157,7 +167,18 @@ class _LossFunction(str):
 
     def __call__(self, y_true, y_pred):
         import numpy as np
+        from tarantella.keras import _custom_objectives
         from tarantella.keras.model_api import as_tensor
+        if _custom_objectives.any_traced(y_true, y_pred):  # in a traced loss or layer: Keras's formula
+            return _custom_objectives.builtin_per_sample(str(self), y_true, y_pred)
+        if _custom_objectives.any_model_tensor(y_true, y_pred):  # on a model's tensors: an operation of it
+            from tarantella.keras._custom import functional_op
+            name = str(self)
+
+            def loss_fn(a, b):
+                return _custom_objectives.builtin_per_sample(name, a, b)
+            loss_fn.__name__ = name
+            return functional_op(loss_fn, (y_true, y_pred), {})
         kind, _ = C.loss_kind(str(self))
         y, p = np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32)
         if p.ndim < 2:
@@ -223,6 +244,10 @@ def spec(loss):
         return specs.pop()
     if isinstance(loss, dict):
         return spec(list(loss.values()))
+    from tarantella.keras import _custom_objectives
+    if _custom_objectives.is_custom_loss(loss):  # traced at compile; the kind is a stand-in
+        kind, _ = C.loss_kind("mean_squared_error")
+        return kind, False, 0.0, None, 0.0
     if isinstance(loss, Loss):
         return loss._spec()
     if isinstance(loss, str):

@@ -38,6 +38,15 @@ class Metric:
     def _param(self):
         return ""
 
+    def add_weight(self, *args, **kwargs):
+        """A state variable of a Metric subclass (Keras 2's add_weight(name, shape, ...) or Keras 3's
+        add_variable(shape, initializer, dtype, aggregation, name)), traced with its update_state
+        and result (keras/_custom_objectives.py)."""
+        from tarantella.keras import _custom_objectives
+        return _custom_objectives.state_variable(self, args, kwargs)
+
+    add_variable = add_weight
+
     def _c_name(self):
         spec = (self._kind or self._name) + self._param()
         return spec if self.name == spec else f"{self.name}={spec}"
@@ -58,6 +67,12 @@ class Metric:
     def update_state(self, y_true, y_pred, sample_weight=None):
         import numpy as np
         from tarantella._core import C
+        from tarantella.keras import _custom_objectives
+        if _custom_objectives.any_traced(y_true, y_pred):  # a metric updated inside a custom layer's call
+            import warnings
+            warnings.warn(f"{type(self).__name__}.update_state inside a layer's call: metrics tracked by layers are "
+                          f"not logged by fit here (give the metric to compile instead)", stacklevel=2)
+            return None
         spec, loss = self._layout()
         C.metric_update(spec, loss, np.asarray(y_true, np.float32), np.asarray(y_pred, np.float32),
                         None if sample_weight is None else np.asarray(sample_weight, np.float32).reshape(-1),

@@ -63,6 +63,18 @@ def sample_weights(y, sample_weight, class_weight, what):
     ys = y if isinstance(y, (list, tuple)) else [y]
     n = int(np.shape(ys[0])[0])
     w = np.ones(n, np.float64)
+    if isinstance(sample_weight, (list, tuple)) and len(sample_weight) == 1:
+        sample_weight = sample_weight[0]
+    if isinstance(sample_weight, (list, tuple)) and len(ys) > 1:  # Keras: one array (or None) per output
+        if len(sample_weight) != len(ys):
+            raise ValueError(f"{what}: sample_weight has {len(sample_weight)} arrays for a model of {len(ys)} outputs")
+        sample_weight = np.stack([np.ones(n) if v is None else np.asarray(v, np.float64).reshape(-1)
+                                  for v in sample_weight], axis=1)
+    if sample_weight is not None and len(ys) > 1 and np.ndim(sample_weight) == 2 and \
+            np.shape(sample_weight) == (n, len(ys)):  # one column per output
+        if class_weight is not None:
+            raise ValueError(f"{what}: class_weight is only supported for models with a single output (as Keras)")
+        return np.asarray(sample_weight, np.float32)
     if sample_weight is not None:
         sw = np.asarray(sample_weight, np.float64)
         if sw.ndim == 2 and sw.shape[1] == 1:
@@ -100,7 +112,7 @@ def with_weights(y, w):
 
 
 def _batch_len(x):
-    xs = x if isinstance(x, (list, tuple)) else [x]
+    xs = list(x.values()) if isinstance(x, dict) else x if isinstance(x, (list, tuple)) else [x]
     return int(np.shape(xs[0])[0])
 
 
@@ -201,12 +213,14 @@ class ModelAPI:
 
     @property
     def stateful(self):
-        return False
+        """Whether a layer is stateful (recurrent layers with stateful=True)."""
+        import json
+        return '"stateful": true' in json.dumps(json.loads(self._handle().to_json()))
 
     def reset_states(self):
-        """Recurrent layers start every batch from zero states (stateful=True is not supported), so
-        there is nothing to reset."""
-        return None
+        """The states of the stateful recurrent layers back to zeros (on p ranks each rank's rows)."""
+        if self._h is not None:
+            self._h.reset_states()
 
     @property
     def distribute_strategy(self):

@@ -48,8 +48,12 @@ def _t(x, g, like=None):
     """x as a tensor of graph g (numbers and arrays become constants of like's float-ness)."""
     if isinstance(x, SymTensor):
         return x
-    if g is None:
-        raise TypeError(f"expected a symbolic tensor, got {type(x).__name__} (tnt.keras.ops run on traced tensors)")
+    if g is None:  # plain data: the operation runs at once where it can (_trace.EAGER)
+        if isinstance(x, (list, tuple)) and x and not _builtins.all(isinstance(v, (int, float, bool, np.generic))
+                                                                    for v in np.ravel(np.asarray(x, object))):
+            raise TypeError(f"expected a symbolic tensor, got {type(x).__name__} (tnt.keras.ops run on traced "
+                            f"tensors)")
+        return np.asarray(x)
     a = np.asarray(x)
     dt = None
     if like is not None and like.dtype == "float32" and a.dtype != np.bool_:
@@ -282,6 +286,7 @@ def _resolve_batch_reshape(x, shape):
 @_lifted
 def reshape(x, newshape):
     newshape = newshape if isinstance(newshape, (list, tuple)) else [newshape]
+    newshape = [None if hasattr(d, "like") else d for d in newshape]  # K.shape(x)[0]: the batch
     s = _shape_list(_resolve_batch_reshape(x, newshape))
     return _trace.record("reshape", [_t(x, _graph_of(x))], {"shape": s}, lambda a: a.reshape(s))
 
@@ -367,6 +372,11 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
     def fn(i):
         z = np.zeros(i.shape + (int(num_classes),), np.float32)
         return np.moveaxis(z, -1, axis)
+    if _graph_of(x) is None:  # on data: at once (Keras 3's ops take NumPy arrays too)
+        i = np.asarray(x).astype(np.int64)
+        eye = np.eye(int(num_classes), dtype=np.float32)
+        out = np.where(((i >= 0) & (i < int(num_classes)))[..., None], eye[np.clip(i, 0, int(num_classes) - 1)], 0)
+        return np.moveaxis(out.astype(np.float32), -1, axis)
     return _trace.record("one_hot", [_t(x, _graph_of(x))], {"num_classes": int(num_classes), "axis": int(axis)}, fn)
 
 
@@ -473,6 +483,11 @@ def convert_to_tensor(x, dtype=None):
 
 
 def shape(x):
+    """The shape; a traced value's batch axis is the batch size of the data it will run on
+    (_compat_math.BatchDim: for reshape targets, random draws and a metric's sample count)."""
+    if isinstance(x, SymTensor):
+        from tarantella.keras._compat_math import k_shape
+        return k_shape(x)
     return x.shape
 
 
@@ -526,6 +541,11 @@ def _install(cls):
 
 
 _install(SymTensor)
+# elementwise == and != as on backend tensors (values of a trace only: a model's KerasTensors stay
+# comparable by identity, as layers keep them in lists); still hashable by identity
+SymTensor.__eq__ = lambda self, other: equal(self, other)
+SymTensor.__ne__ = lambda self, other: not_equal(self, other)
+SymTensor.__hash__ = object.__hash__
 
 
 def _keras_tensor_iter(self):

@@ -46,5 +46,10 @@ class OrthogonalRegularizer(Regularizer):
 l1, l2, l1_l2, orthogonal_regularizer = L1, L2, L1L2, OrthogonalRegularizer
 
 
-def get(identifier):
-    return identifier
+def _install_serial():
+    import sys
+    from tarantella.keras import _serial
+    _serial.install(sys.modules[__name__], Regularizer, "regularizers")
+
+
+_install_serial()

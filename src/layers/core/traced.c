@@ -23,6 +23,7 @@ typedef struct traced_priv {
     char class_name[TNT_NAME_MAX];
     tnt_opgraph *g;
     cJSON *user_config; /* the config's other keys (a custom layer's get_config), written back as read */
+    int n_losses;       /* the graph's last outputs are losses the layer adds (config "tnt_losses") */
 } traced_priv;
 
 /* Output shapes for a batch of n, or an error. */
@@ -56,7 +57,11 @@ static tnt_status traced_build(tnt_layer *l, int n_in, const tnt_shape *in, tnt_
     tnt_status s = output_shapes(l, n_in, in, 2, o2);
     if (s == TNT_OK) s = output_shapes(l, n_in, in, 3, o3);
     if (s != TNT_OK) return s;
-    for (int k = 0; k < g->n_outputs; k++) {
+    for (int k = l->n_outputs; k < g->n_outputs; k++)
+        if (tnt_shape_numel(o2[k]) != 1 || tnt_shape_numel(o3[k]) != 1)
+            return tnt__error(TNT_ERR_SHAPE, "graph output %d, an added loss, has shape %s: expected a scalar", k,
+                              tnt_shape_str(o2[k], a, sizeof a));
+    for (int k = 0; k < l->n_outputs; k++) {
         bool ok = o2[k].ndim >= 1 && o2[k].dim[0] == 2 && o3[k].dim[0] == 3;
         for (int d = 1; ok && d < o2[k].ndim; d++) ok = o2[k].dim[d] == o3[k].dim[d];
         if (!ok)
@@ -103,8 +108,10 @@ static void *traced_plan_create(tnt_layer *l, int64_t batch) {
 static void traced_plan_destroy(void *plan) { tnt__opplan_destroy(plan); }
 
 /* The workspace: the step's seed and training flag (backward recomputes dropout masks from
- * them), then the graph's values. */
+ * them) and the added losses (floats from LOSS_AT), then the graph's values. */
 #define STEP_BYTES 64
+#define LOSS_AT 16
+#define MAX_LOSSES ((STEP_BYTES - LOSS_AT) / (int)sizeof(float))
 
 static size_t traced_workspace(tnt_layer *l, void *plan, int64_t batch) {
     (void)l, (void)batch;
@@ -120,8 +127,11 @@ static tnt__opstep step_of(tnt_layer *l, const float *const *xs, float *const *y
 }
 
 static tnt_status traced_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
-    float *weights[TNT_MAX_LAYER_WEIGHTS];
-    tnt__opstep st = step_of(l, a->xs, a->ys, a->workspace, a->training, a->seed, a->sample_offset, weights);
+    const traced_priv *p = l->priv;
+    float *weights[TNT_MAX_LAYER_WEIGHTS], *outs[TNT__MAX_OP_IN];
+    for (int k = 0; k < l->n_outputs; k++) outs[k] = a->ys[k];
+    for (int j = 0; j < p->n_losses; j++) outs[l->n_outputs + j] = (float *)((char *)a->workspace + LOSS_AT) + j;
+    tnt__opstep st = step_of(l, a->xs, outs, a->workspace, a->training, a->seed, a->sample_offset, weights);
     uint64_t *step = a->workspace;
     step[0] = st.seed, step[1] = a->training;
     tnt_status s = tnt__opplan_forward(plan, &st);
@@ -137,9 +147,26 @@ static tnt_status traced_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     const uint64_t *step = a->workspace;
     tnt__opstep st = step_of(l, a->xs, (float *const *)a->ys, a->workspace, step[1] != 0, 0, a->sample_offset, weights);
     st.seed = step[0]; /* the forward's */
-    tnt_status s = tnt__opplan_backward(plan, &st, a->dys, a->dxs, grads);
+    const traced_priv *p = l->priv;
+    const float *douts[TNT__MAX_OP_IN];
+    float scale = (float)a->added_loss_scale;
+    float *outs[TNT__MAX_OP_IN];
+    for (int k = 0; k < l->n_outputs; k++) douts[k] = a->dys[k], outs[k] = (float *)a->ys[k];
+    for (int j = 0; j < p->n_losses; j++) {
+        douts[l->n_outputs + j] = &scale;
+        outs[l->n_outputs + j] = (float *)((char *)a->workspace + LOSS_AT) + j;
+    }
+    st.outputs = outs;
+    tnt_status s = tnt__opplan_backward(plan, &st, douts, a->dxs, grads);
     if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s): ", l->name, l->ops->class_name);
     return TNT_OK;
+}
+
+static double traced_added_loss(const tnt_layer *l, const void *workspace) {
+    const traced_priv *p = l->priv;
+    double sum = 0;
+    for (int j = 0; j < p->n_losses; j++) sum += ((const float *)((const char *)workspace + LOSS_AT))[j];
+    return sum;
 }
 
 static void traced_destroy(tnt_layer *l) {
@@ -174,9 +201,22 @@ static tnt_layer *traced_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     tnt_opgraph *g = tnt_opgraph_from_json(txt ? txt : v->valuestring);
     free(txt);
     if (!g) return tnt__kj_fail(k, TNT_ERR_FORMAT, "tnt_ops: %s", tnt_last_error());
+    int64_t n_losses = 0;
+    const cJSON *nl = tnt__kj_item(c, "tnt_losses");
+    if (nl && (!cJSON_IsNumber(nl) || nl->valuedouble != (double)(int64_t)nl->valuedouble || nl->valuedouble < 0 ||
+               nl->valuedouble >= g->n_outputs || nl->valuedouble > MAX_LOSSES)) {
+        int n_out = g->n_outputs;
+        tnt_opgraph_free(g);
+        return tnt__kj_fail(k, TNT_ERR_FORMAT, "tnt_losses: expected the number of the graph's last outputs that are "
+                            "added losses (0 to %d, fewer than its %d outputs)", (int)MAX_LOSSES, n_out);
+    }
+    if (nl) n_losses = (int64_t)nl->valuedouble;
     tnt_layer *l = tnt_traced_layer(g, k->cls, k->name);
     if (l) { /* keep the user's own keys (units, ...) so that Keras's from_config finds them */
         traced_priv *p = l->priv;
+        p->n_losses = (int)n_losses;
+        l->n_outputs -= p->n_losses;
+        if (p->n_losses) p->ops.added_loss = traced_added_loss;
         p->user_config = cJSON_Duplicate(c, true);
         for (const char **key = (const char *[]){"tnt_ops", "batch_input_shape", "batch_shape", NULL}; *key; key++)
             if (p->user_config) cJSON_DeleteItemFromObjectCaseSensitive(p->user_config, *key);

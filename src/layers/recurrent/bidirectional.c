@@ -300,6 +300,12 @@ static tnt_layer *bidi_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(tnt_bidirectional(fwd, bwd, mode, k->name), k);
 }
 
+static void bidi_reset_states(tnt_layer *l) {
+    bidi *b = l->priv;
+    if (b->fwd->ops->reset_states) b->fwd->ops->reset_states(b->fwd);
+    if (b->bwd->ops->reset_states) b->bwd->ops->reset_states(b->bwd);
+}
+
 const tnt__layer_ops tnt__bidirectional_ops = {
     .class_name = "Bidirectional",
     .build = bidi_build,
@@ -310,6 +316,7 @@ const tnt__layer_ops tnt__bidirectional_ops = {
     .forward = bidi_forward,
     .backward = bidi_backward,
     .destroy = bidi_destroy,
+    .reset_states = bidi_reset_states,
     .get_config = bidi_get_config,
     .from_config = bidi_from_config,
     .consumes_mask = true,

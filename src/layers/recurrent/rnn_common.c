@@ -140,6 +140,7 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
                   .unit_forget_bias = cell == TNT__RNN_LSTM && !o->no_unit_forget_bias,
                   .reset_after = cell == TNT__RNN_GRU && !o->reset_before,
                   .zero_output_for_mask = o->zero_output_for_mask, .return_state = o->return_state,
+                  .stateful = o->stateful,
                   .dropout = o->dropout,
                   .recurrent_dropout = o->recurrent_dropout,
                   .kernel_init = o->kernel_initializer ? o->kernel_initializer : TNT_INIT_GLOROT_UNIFORM,
@@ -167,11 +168,6 @@ tnt_layer *tnt__rnn_new(const tnt__layer_ops *ops, tnt__rnn_cell cell, bool cudn
         tnt__error(TNT_ERR_ARG, "%s: activations, dropout, use_bias and reset_after are fixed by cuDNN", cls);
         return NULL;
     }
-    if (o->stateful) {
-        tnt__error(TNT_ERR_UNSUPPORTED, "%s: stateful true is not supported (each batch starts from zero states, or "
-                   "from initial_state inputs)", cls);
-        return NULL;
-    }
     if (!tnt__init_valid(c.kernel_init, TNT_INIT_ORTHOGONAL) || !tnt__init_valid(c.recurrent_init, TNT_INIT_ORTHOGONAL) ||
         !tnt__init_valid(c.bias_init, TNT_INIT_ORTHOGONAL)) {
         tnt__error(TNT_ERR_ARG, "%s: initializer %d/%d/%d (expected 0..%d)", cls, (int)c.kernel_init,
@@ -192,13 +188,23 @@ tnt_layer *tnt__rnn_clone(const tnt_layer *l, const char *name) {
     tnt__rnn *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     *p = *(const tnt__rnn *)l->priv;
+    p->state = NULL, p->state_rows = 0; /* its own states */
     tnt_layer *c = tnt__layer_new(l->ops, name, p);
     if (!c) free(p);
     else c->n_outputs = l->n_outputs;
     return c;
 }
 
-void tnt__rnn_destroy(tnt_layer *l) { free(l->priv); }
+void tnt__rnn_destroy(tnt_layer *l) {
+    tnt__rnn *r = l->priv;
+    if (r) free(r->state);
+    free(r);
+}
+
+void tnt__rnn_reset_states(tnt_layer *l) {
+    tnt__rnn *r = l->priv;
+    if (r->state) memset(r->state, 0, (size_t)(r->state_rows * r->units * tnt__rnn_n_states(r)) * sizeof(float));
+}
 
 /* in[0]: (steps, features); then the initial states (units) each, when given; then the sequence
  * mask (steps) when l->mask_input */
@@ -259,6 +265,7 @@ typedef struct rnn_ws {
     float *rmask;    /* (B, U) recurrent dropout scale */
     float *dh, *dc, *dp; /* (B, U) backward carries and the recurrent matmul's result */
     const float *h0, *c0; /* (B, U) the initial-state inputs, or NULL (zeros): not in the workspace */
+    float *sh, *sc;       /* stateful: (B, U) the carried states this batch starts from */
 } rnn_ws;
 
 /* Row b of the state before step t: the state after step tprev, or the initial state. */
@@ -298,6 +305,9 @@ static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
     CARVE(dh, B * U);
     CARVE(dc, B * U);
     CARVE(dp, B * U);
+    bool carried = r->stateful && !r->n_init;
+    CARVE(sh, carried ? B * U : 0);
+    CARVE(sc, carried && lstm ? B * U : 0);
 #undef CARVE
     return off;
 }
@@ -372,6 +382,39 @@ static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B
     }
 }
 
+/* stateful: this batch starts from the states the last batch of the same size left (Keras's
+ * stateful layers need a fixed batch size; another size starts from zeros). Copied into the
+ * workspace, as backward reads them after forward has stored the new ones. */
+static void start_from_state(const tnt__rnn *r, rnn_ws *w, int64_t B) {
+    const int64_t U = r->units;
+    bool have = r->state && r->state_rows == B;
+    if (have) memcpy(w->sh, r->state, (size_t)(B * U) * sizeof(float));
+    else memset(w->sh, 0, (size_t)(B * U) * sizeof(float));
+    if (w->sc) {
+        if (have) memcpy(w->sc, r->state + B * U, (size_t)(B * U) * sizeof(float));
+        else memset(w->sc, 0, (size_t)(B * U) * sizeof(float));
+    }
+    w->h0 = w->sh, w->c0 = w->sc;
+}
+
+/* stateful: the final states of this batch's rows, for the next batch */
+static tnt_status keep_state(tnt__rnn *r, const rnn_ws *w, int64_t B, int64_t tlast) {
+    const int64_t T = r->steps, U = r->units;
+    const int ns = tnt__rnn_n_states(r);
+    if (r->state_rows != B) {
+        free(r->state);
+        r->state_rows = 0;
+        if (!(r->state = tnt__calloc((size_t)(B * U * ns), sizeof(float))))
+            return tnt__error(TNT_ERR_NOMEM, "stateful recurrent layer: out of memory for %lld states", (long long)B);
+        r->state_rows = B;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        memcpy(r->state + b * U, w->h + (b * T + tlast) * U, (size_t)U * sizeof(float));
+        if (ns > 1) memcpy(r->state + (B + b) * U, w->c + (b * T + tlast) * U, (size_t)U * sizeof(float));
+    }
+    return TNT_OK;
+}
+
 tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const tnt__rnn *r = l->priv;
@@ -382,6 +425,7 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     rnn_ws w;
     ws_layout(r, B, a->workspace, &w);
     if (r->n_init) w.h0 = a->xs[1], w.c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    else if (r->stateful) start_from_state(r, &w, B);
     uint64_t seed = tnt__hash64(l->seed ^ a->seed);
     bool drop_in = a->training && r->dropout > 0, drop_rec = a->training && r->recurrent_dropout > 0;
     *w.flags = (drop_in ? 1u : 0u) | (drop_rec ? 2u : 0u);
@@ -444,6 +488,7 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     for (int k = 1; k < a->n_outputs; k++)
         for (int64_t b = 0; b < B; b++)
             memcpy(a->ys[k] + b * U, (k == 1 ? w.h : w.c) + (b * T + tlast) * U, (size_t)U * sizeof(float));
+    if (r->stateful && !r->n_init && B > 0) status = keep_state(l->priv, &w, B, tlast);
 fail:
     return status;
 }
@@ -533,6 +578,7 @@ tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     rnn_ws w;
     ws_layout(r, B, a->workspace, &w);
     if (r->n_init) w.h0 = a->xs[1], w.c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    else if (r->stateful) w.h0 = w.sh, w.c0 = w.sc; /* what forward started from */
     float *dh0 = r->n_init && a->dxs ? a->dxs[1] : NULL, *dc0 = r->n_init > 1 && a->dxs ? a->dxs[2] : NULL;
     bool drop_in = *w.flags & 1u, drop_rec = *w.flags & 2u;
     bool split = r->cell == TNT__RNN_GRU && !r->reset_after; /* R_zr reads p, R_h reads r p */
@@ -603,7 +649,7 @@ tnt_status tnt__rnn_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddBoolToObject(c, "return_sequences", r->return_sequences));
     TNT_KJ(cJSON_AddBoolToObject(c, "return_state", r->return_state));
     TNT_KJ(cJSON_AddBoolToObject(c, "go_backwards", r->go_backwards));
-    TNT_KJ(cJSON_AddBoolToObject(c, "stateful", false));
+    TNT_KJ(cJSON_AddBoolToObject(c, "stateful", r->stateful));
     TNT_KJ(cJSON_AddBoolToObject(c, "unroll", false));
     TNT_KJ(cJSON_AddBoolToObject(c, "time_major", false));
     if (r->zero_output_for_mask) TNT_KJ(cJSON_AddBoolToObject(c, "zero_output_for_mask", true));

@@ -29,6 +29,11 @@ typedef struct tnt__rnn {
     float dropout, recurrent_dropout;
     tnt_initializer kernel_init, recurrent_init, bias_init;
     int64_t steps, features; /* from build: input (steps, features) */
+    /* stateful: the final h (then c) of each row of the last batch, (state_rows, U) each; a
+     * batch of another size starts from zeros (each rank carries its own rows) */
+    bool stateful;
+    float *state;
+    int64_t state_rows;
 } tnt__rnn;
 
 /* The ops table of a recurrent class: everything but the class name is shared. */
@@ -41,6 +46,7 @@ typedef struct tnt__rnn {
         .forward = tnt__rnn_forward,                                                             \
         .backward = tnt__rnn_backward,                                                           \
         .destroy = tnt__rnn_destroy,                                                             \
+        .reset_states = tnt__rnn_reset_states,                                                   \
         .get_config = tnt__rnn_get_config,                                                       \
         .from_config = from_config_fn,                                                           \
         .consumes_mask = true,                                                                   \
@@ -56,6 +62,7 @@ size_t tnt__rnn_workspace_size(tnt_layer *l, void *plan, int64_t batch);
 tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
 tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
 void tnt__rnn_destroy(tnt_layer *l);
+void tnt__rnn_reset_states(tnt_layer *l);
 /* Keras get_config keys shared by the classes (units, activations, flags, initializers). */
 tnt_status tnt__rnn_get_config(const tnt_layer *l, struct cJSON *c);
 bool tnt__rnn_returns_sequences(const tnt_layer *l);
