@@ -7,7 +7,8 @@
  * waiting for the compute stream through an event; sgemm and strided sgemm in every transposition
  * against a triple loop in double within 1e-4 relative with TF32 off (and within 1e-2 with it
  * on); a kernel of the PTX (tnt_k_scale, y = a x) launched and compared bitwise with the host;
- * an unknown kernel name named in the error; close and open again. */
+ * an unknown kernel name named in the error; close and open again. --quick (for compute-sanitizer):
+ * 1 MiB instead of 64 MiB of copies, no TF32 pass. Any other argument is a usage error (exit 2). */
 #include "testutil.h"
 
 #include "core/config.h"
@@ -19,9 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool quick;
+
 static void test_copies(void **state) {
     (void)state;
-    const size_t n = (size_t)16 << 20; /* 64 MiB of floats */
+    const size_t n = quick ? (size_t)1 << 18 : (size_t)16 << 20; /* 1 or 64 MiB of floats */
     float *pinned = tnt__gpu_host_malloc(n * sizeof(float)), *pageable = malloc(n * sizeof(float));
     float *d = tnt__gpu_malloc(n * sizeof(float)), *d2 = tnt__gpu_malloc(n * sizeof(float));
     assert_true(pinned && pageable && d && d2);
@@ -113,6 +116,7 @@ static void test_sgemm(void **state) {
     tnt__gpu_set_tf32(false);
     check_gemms(1, 1e-4);
     check_gemms(3, 1e-4);
+    if (quick) return;
     tnt__gpu_set_tf32(true); /* 10-bit mantissas: about 1e-3 relative over k = 300 */
     check_gemms(1, 1e-2);
     tnt__gpu_set_tf32(false);
@@ -134,8 +138,18 @@ static void test_kernel(void **state) {
     tu_ok(tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(n, 256), 256, 0, args));
     tu_ok(tnt__gpu_copy_to_host(y, dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
     tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
-    for (long long i = 0; i < n; i++) x[i] = a * x[i]; /* one rounding: bitwise on any IEEE device */
-    tu_assert_bitwise(y, x, n, "tnt_k_scale");
+    float *expect = malloc(n * sizeof(float));
+    for (long long i = 0; i < n; i++) expect[i] = a * x[i]; /* one rounding: bitwise on any IEEE device */
+    tu_assert_bitwise(y, expect, n, "tnt_k_scale");
+    /* again, in place, from the function cache: y = 0.5 y */
+    float half = 0.5f;
+    void *again[] = {&dy, &dy, (void *)&n, &half};
+    tu_ok(tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(n, 128), 128, 0, again));
+    tu_ok(tnt__gpu_copy_to_host(y, dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
+    tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
+    for (long long i = 0; i < n; i++) expect[i] *= 0.5f;
+    tu_assert_bitwise(y, expect, n, "tnt_k_scale in place");
+    free(expect);
     assert_int_equal(tnt__gpu_launch("tnt_no_such_kernel", 1, 32, 0, args), TNT_ERR_ARG);
     tu_error_contains("'tnt_no_such_kernel'");
     tnt__gpu_free(dx);
@@ -159,7 +173,11 @@ static void test_reopen(void **state) {
     tnt__gpu_close();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else return fprintf(stderr, "test_gpu: unknown argument '%s' (usage: test_gpu [--quick])\n", argv[i]), 2;
+    }
     if (tnt__config_load() != TNT_OK) return fprintf(stderr, "test_gpu: %s\n", tnt_last_error()), 1;
     const char *why;
     if (!tnt__gpu_available(&why)) {

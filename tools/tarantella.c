@@ -421,6 +421,7 @@ static int launch(const options *o, const hostlist *h, bool hosts_given) {
         for (size_t i = 0; i < nh; i++) slots[i] = ppn;
     }
     if (ppn > n) ppn = n; /* fewer ranks than slots: the first host gets them all */
+    devices_note_sharing(stderr, &devices, ppn);
 
     /* the CPUs this launcher may run on (a Slurm job step or a cpuset sees fewer than the machine
      * has), else those online */

@@ -11,6 +11,7 @@
 
 typedef struct cached_function {
     const char *name; /* owned copy */
+    const char *seen; /* the caller's pointer for it (a string literal, usually): found without strcmp */
     CUfunction function;
     tnt__gpu_host_kernel host;
 } cached_function;
@@ -59,15 +60,17 @@ void tnt__gpu_module_close(void) {
 /* The cached entry for `name`, looked up in the module (or among the host kernels) the first time. */
 static tnt_status find(const char *name, cached_function *out) {
     pthread_mutex_lock(&cache.lock);
-    for (size_t i = 0; i < cache.n; i++)
-        if (cache.items[i].name == name || !strcmp(cache.items[i].name, name)) {
-            *out = cache.items[i];
-            pthread_mutex_unlock(&cache.lock);
-            return TNT_OK;
-        }
+    for (int by_text = 0; by_text < 2; by_text++) /* launches name kernels by literals: pointers first */
+        for (size_t i = 0; i < cache.n; i++)
+            if (by_text ? !strcmp(cache.items[i].name, name) : cache.items[i].seen == name) {
+                cache.items[i].seen = name;
+                *out = cache.items[i];
+                pthread_mutex_unlock(&cache.lock);
+                return TNT_OK;
+            }
     pthread_mutex_unlock(&cache.lock);
 
-    cached_function f = {.name = NULL};
+    cached_function f = {.name = NULL, .seen = name};
     if (tnt__gpu.emulated) {
         f.host = tnt__gpu_host_kernel_find(name);
         if (!f.host) return tnt__error(TNT_ERR_ARG, "tnt__gpu_launch: no kernel named '%s' among the host kernels", name);

@@ -66,11 +66,15 @@ printf 'nodeA\nnodeB\n' >"$TMP/hosts"
 TNT_DEVICE=auto TNT_GPU_EMULATE=2 run "$T" --hostfile "$TMP/hosts" --devices-per-node 3 --dry-run -- ./prog
 expect_rc "2 hosts x 3 ranks on 2 GPUs" 0
 expect_in "rank 2 shares GPU 0" "$OUT" "rank 2 on nodeA (local rank 2): gpu 0"
+expect_in "sharing noted" "$ERR" "tarantella: 3 ranks per node share the 2 GPUs of this host (each takes local rank % 2)"
 expect_in "rank 4 on nodeB's GPU 1" "$OUT" "rank 4 on nodeB (local rank 1): gpu 1"
 TNT_DEVICE=auto TNT_GPU_EMULATE=2 run "$T" --hostfile "$TMP/hosts" --dry-run -- ./prog
 expect_in "hostfile: GPUs per host" "$OUT" " -np 4 --host nodeA:2,nodeB:2 "
 TNT_DEVICE=auto TNT_GPU_EMULATE=4 run "$T" -x TNT_GPU_ORDINAL=3 -n 2 --dry-run -- ./prog
 expect_in "TNT_GPU_ORDINAL: every rank on it" "$OUT" "rank 1 on localhost (local rank 1): gpu 3"
+expect_in "TNT_GPU_ORDINAL: sharing noted" "$ERR" "the 2 ranks of a node share GPU 3 (TNT_GPU_ORDINAL)"
+TNT_DEVICE=auto TNT_GPU_EMULATE=3 run "$T" --dry-run -- ./prog
+expect_not_in "one rank per GPU: nothing shared" "$ERR" "share"
 
 # no usable GPU: the CPU and the loader's reason; gpu says tnt_init will stop
 mkdir "$TMP/empty"

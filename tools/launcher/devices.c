@@ -47,6 +47,15 @@ bool devices_plan(const char *device, const char *source, const char *ordinal, d
     return true;
 }
 
+void devices_note_sharing(FILE *out, const device_plan *p, long ranks_per_node) {
+    if (!p->gpu || ranks_per_node < 2) return;
+    if (p->ordinal >= 0)
+        fprintf(out, "tarantella: the %ld ranks of a node share GPU %ld (TNT_GPU_ORDINAL)\n", ranks_per_node, p->ordinal);
+    else if (ranks_per_node > p->gpus)
+        fprintf(out, "tarantella: %ld ranks per node share the %d GPU%s of this host (each takes local rank %% %d)\n",
+                ranks_per_node, p->gpus, p->gpus == 1 ? "" : "s", p->gpus);
+}
+
 void devices_print(FILE *out, const device_plan *p, long n, size_t n_hosts, char *const *hosts, const long *slots) {
     size_t host = 0;
     long local = 0;

@@ -21,6 +21,9 @@ typedef struct device_plan {
  * Returns false, with the message in p->why, for a value tnt_init would refuse. */
 bool devices_plan(const char *device, const char *source, const char *ordinal, device_plan *p);
 
+/* A note on stderr when ranks of a node will share GPUs (they may: host staging works for them). */
+void devices_note_sharing(FILE *out, const device_plan *p, long ranks_per_node);
+
 /* One line per rank: "rank 2 on nodeB (local rank 0): gpu 0" or "rank 0 on localhost: cpu (--no-gpu)";
  * ranks fill the hosts in order, slots[i] on host i, as mpirun places them. */
 void devices_print(FILE *out, const device_plan *p, long n, size_t n_hosts, char *const *hosts, const long *slots);
