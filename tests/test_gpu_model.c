@@ -125,6 +125,21 @@ static tnt_model *bn_model(void) {
     return m;
 }
 
+/* Keras's trainable: false: a frozen Dense (out of the update) and a frozen BatchNormalization
+ * (also in inference mode) */
+static tnt_model *frozen_model(void) {
+    tnt_model *m = tnt_sequential("frozen");
+    tnt_layer *d = tnt_dense(8, &(tnt_layer_opts){.activation = TNT_ACT_TANH}), *bn = tnt_batch_normalization(0, 0, NULL);
+    tu_ok(tnt_layer_set_trainable(d, false));
+    tu_ok(tnt_layer_set_trainable(bn, false));
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, d));
+    tu_ok(tnt_model_add(m, bn));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
 typedef struct run {
     float *w;         /* the weights after training (malloc'd) */
     float pred[BATCH * CLASSES]; /* predict_on_batch of the first samples after training */
@@ -196,6 +211,7 @@ static void test_small_model_equals_cpu(void **state) {
         {"adamw", {.learning_rate = 0.01f, .weight_decay = 0.05f}},
         {"rmsprop", {.learning_rate = 0.005f}},
         {"rmsprop", {.learning_rate = 0.005f, .momentum = 0.5f, .centered = true}},
+        {"sgd", {.learning_rate = 0.1f, .momentum = 0.5f, .clipvalue = 0.01f}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char what[64];
@@ -205,8 +221,9 @@ static void test_small_model_equals_cpu(void **state) {
         assert_same_run(&cpu, &gpu, 2, what);
         free(cpu.w), free(gpu.w);
     }
-    tnt_model *(*models[])(void) = {pool_model, residual_model, embedding_model, bn_model};
-    const char *names[] = {"pooling", "residual graph", "embedding and layer normalization", "batch normalization"};
+    tnt_model *(*models[])(void) = {pool_model, residual_model, embedding_model, bn_model, frozen_model};
+    const char *names[] = {"pooling", "residual graph", "embedding and layer normalization", "batch normalization",
+                           "frozen layers"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         tnt_optimizer_opts o = {.learning_rate = 0.01f};
         cur_x = models[i] == embedding_model ? ids : xs;

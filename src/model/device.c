@@ -41,7 +41,6 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         const tnt_layer *l = n->layer;
         const char *what = NULL;
         if (l->rules) what = "regularizers and constraints have no device path yet";
-        else if (l->frozen) what = "a frozen layer (trainable=False) has no device path yet";
         else if (tnt__node_is_alias(n)) continue; /* a view, or an activation its producer applies */
         else if (!l->ops->gpu) what = "has no GPU path";
         else if (l->ops->gpu->supported && !l->ops->gpu->supported(l, &what)) {
@@ -193,7 +192,8 @@ tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
         return TNT_OK;
     }
     if (!m->dev && (s = dev_alloc(m)) != TNT_OK) return s;
-    if (m->optimizer && !m->optimizer->d_slots[0] && m->optimizer->n_slots &&
+    if (m->optimizer && ((!m->optimizer->d_slots[0] && m->optimizer->n_slots) ||
+                         (m->optimizer->clipvalue > 0 && !m->optimizer->d_clip_buf)) &&
         (s = tnt__optimizer_gpu_prepare(m->optimizer)) != TNT_OK)
         return s;
     if (!m->on_device) { /* the host's weights are the newer ones */
@@ -280,7 +280,48 @@ tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st) {
         s = tnt__gpu_copy_to_device(d->grads, tnt__reducer_sums(r), (size_t)m->n_params * sizeof(float),
                                     TNT__GPU_COMPUTE);
     }
+    for (int i = 0; i < m->n_layers && s == TNT_OK; i++) /* frozen: out of the update, as on the host */
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights && s == TNT_OK; j++) {
+            const tnt__weight *w = &m->layers[i]->weights[j];
+            if (w->d_grad) s = tnt__gpu_memset_zero(w->d_grad, (size_t)tnt_shape_numel(w->shape) * sizeof(float),
+                                                    TNT__GPU_COMPUTE);
+        }
     if (s == TNT_OK) s = tnt__optimizer_apply_gpu(m->optimizer, d->params, d->grads, 0, m->n_params);
     if (s == TNT_OK) d->host_stale = true;
     return s;
+}
+
+/* Copies the trainable weights of the frozen layers, in order, into copy (save) or back from it;
+ * returns their total size (copy NULL: counts only). */
+static int64_t frozen_weights(tnt_model *m, float *copy, bool save, tnt_status *s) {
+    int64_t o = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->d_grad) continue;
+            int64_t k = tnt_shape_numel(w->shape);
+            if (copy && *s == TNT_OK)
+                *s = save ? tnt__gpu_copy_on_device(copy + o, w->d_value, (size_t)k * sizeof(float), TNT__GPU_COMPUTE)
+                          : tnt__gpu_copy_on_device(w->d_value, copy + o, (size_t)k * sizeof(float), TNT__GPU_COMPUTE);
+            o += k;
+        }
+    return o;
+}
+
+tnt_status tnt__dev_freeze(tnt_model *m, float **copy) {
+    tnt_status s = TNT_OK;
+    *copy = NULL;
+    int64_t n = frozen_weights(m, NULL, true, &s);
+    if (n == 0) return TNT_OK;
+    if (!(*copy = tnt__gpu_malloc((size_t)n * sizeof(float)))) return tnt__error_prefix(TNT_ERR_NOMEM, "fit: ");
+    frozen_weights(m, *copy, true, &s);
+    return s;
+}
+
+void tnt__dev_thaw(tnt_model *m, float *copy) {
+    if (!copy) return;
+    tnt_status s = TNT_OK;
+    frozen_weights(m, copy, false, &s);
+    tnt__gpu_sync(TNT__GPU_COMPUTE); /* the copies back are done before the buffer goes */
+    tnt__gpu_free(copy);
 }

@@ -51,7 +51,13 @@ tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n);
  * stream has written them, then handed to the reducer (host-staged allreduce). */
 tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end);
 /* The optimizer step on the device: the summed gradients (from the reducer's host buffer when
- * the step was parallel) go up, then one pass over the device flat buffers. */
+ * the step was parallel) go up, frozen layers' gradients are zeroed, then one pass over the device
+ * flat buffers. */
 tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st);
+/* Keras's trainable: false on the device, as fit.c's freeze and thaw on the host: the frozen
+ * layers' values are copied aside (a device buffer; NULL when no layer is frozen) before the
+ * update and put back after it. */
+tnt_status tnt__dev_freeze(tnt_model *m, float **copy);
+void tnt__dev_thaw(tnt_model *m, float *copy);
 
 #endif

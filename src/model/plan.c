@@ -21,11 +21,6 @@ static size_t tensor_bytes(const tnt_model *m, int t, int64_t batch) {
     return (size_t)(batch * tnt_shape_numel(m->tensor_shape[t])) * sizeof(float);
 }
 
-/* The layer's functions for this plan: its GPU path's on a device plan. */
-static void *(*plan_create_of(const tnt_layer *l, bool device))(tnt_layer *, int64_t) {
-    return device ? l->ops->gpu->plan_create : l->ops->plan_create;
-}
-
 static void plan_free(tnt_model *m, tnt__plan *p) {
     if (p->layer_plans)
         for (int i = 0; i < m->n_nodes; i++) {
@@ -209,7 +204,8 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
         if (p->device && !l->ops->gpu)
             return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": layer \"%s\" (%s) has no GPU path", m->name, l->name,
                               l->ops->class_name);
-        void *(*create)(tnt_layer *, int64_t) = plan_create_of(l, p->device);
+        /* a device plan takes the layer's GPU path's functions */
+        void *(*create)(tnt_layer *, int64_t) = p->device ? l->ops->gpu->plan_create : l->ops->plan_create;
         if (create) {
             p->layer_plans[i] = create(l, batch);
             if (!p->layer_plans[i])
@@ -337,22 +333,18 @@ static void *workspace(tnt_model *m, tnt__plan *p, int i) {
     return (p->device ? o->gpu->workspace_size : o->workspace_size) ? at(m, p, p->ws_offset[i]) : NULL;
 }
 
-static size_t tensor_bytes_of(const tnt_model *m, const tnt__plan *p, int t) {
-    return (size_t)(p->batch * tnt_shape_numel(m->tensor_shape[t])) * sizeof(float);
-}
-
 /* A device pass starts with the batch copied in (after the weights, when the host wrote them). */
 static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
     tnt_status s = tnt__model_dev_ready(m);
     if (s != TNT_OK) return s;
     int t = m->inputs[0];
-    return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes_of(m, p, t), TNT__GPU_COMPUTE);
+    return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
 }
 
 /* ... and ends with the output (and the logits of a fused loss) copied out for the loss. */
 static tnt_status device_output(tnt_model *m, tnt__plan *p) {
     int t = m->outputs[0];
-    size_t bytes = tensor_bytes_of(m, p, t);
+    size_t bytes = tensor_bytes(m, t, p->batch);
     tnt_status s = tnt__gpu_copy_to_host(p->host_out, at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
     if (s == TNT_OK && m->fused_output_loss[0])
         s = tnt__gpu_copy_to_host(p->host_loss_in, at(m, p, p->preact_offset[0]), bytes, TNT__GPU_COMPUTE);
@@ -465,7 +457,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
     int64_t ready = 0;
     if (p->device) { /* the loss's gradient, written on the host, goes up first */
         int t = m->outputs[0];
-        s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad, tensor_bytes_of(m, p, t),
+        s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad, tensor_bytes(m, t, p->batch),
                                     TNT__GPU_COMPUTE);
     }
     for (int i = m->n_nodes - 1; i >= 0 && s == TNT_OK; i--) {

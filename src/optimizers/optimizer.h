@@ -55,6 +55,7 @@ struct tnt_optimizer {
     float *clip_buf; /* clipvalue: the clipped gradient, n_params floats (the model's stays as computed) */
     float *d_slots[TNT__OPT_MAX_SLOTS]; /* the slots on the device while a model trains there
                                            (optimizer_gpu.c); NULL otherwise */
+    float *d_clip_buf;                  /* clipvalue on the device: the clipped gradient */
 };
 
 /* Allocates the slot buffers for n_params parameters: zeros, except Adagrad's accumulators,

@@ -18,7 +18,6 @@ bool tnt__optimizer_gpu_supported(const tnt_optimizer *o, const char **why) {
     if (!o) r = "no optimizer";
     else if (o->kind != TNT__OPT_SGD && o->kind != TNT__OPT_ADAM && o->kind != TNT__OPT_RMSPROP)
         r = "the optimizer has no device path (SGD, Adam, AdamW and RMSprop have one)";
-    else if (o->clipvalue > 0) r = "the optimizer's clipvalue has no device path";
     if (why) *why = r;
     return r == NULL;
 }
@@ -29,6 +28,8 @@ void tnt__optimizer_gpu_free(tnt_optimizer *o) {
         tnt__gpu_free(o->d_slots[k]);
         o->d_slots[k] = NULL;
     }
+    tnt__gpu_free(o->d_clip_buf);
+    o->d_clip_buf = NULL;
 }
 
 static tnt_status copy_slots(tnt_optimizer *o, bool up) {
@@ -53,6 +54,10 @@ tnt_status tnt__optimizer_gpu_prepare(tnt_optimizer *o) {
             tnt__optimizer_gpu_free(o);
             return tnt__error_prefix(TNT_ERR_NOMEM, "optimizer %s: device slot \"%s\": ", o->name, o->slot_names[k]);
         }
+    if (o->clipvalue > 0 && !o->d_clip_buf && !(o->d_clip_buf = tnt__gpu_malloc(bytes))) {
+        tnt__optimizer_gpu_free(o);
+        return tnt__error_prefix(TNT_ERR_NOMEM, "optimizer %s: device buffer of clipvalue: ", o->name);
+    }
     return copy_slots(o, true);
 }
 
@@ -74,11 +79,19 @@ tnt_status tnt__optimizer_apply_gpu(tnt_optimizer *o, float *d_params, const flo
         if (!o->d_slots[k]) return tnt__error(TNT_ERR_STATE, "optimizer %s: no device slots (prepare first)", o->name);
     float *p = d_params + begin;
     const float *g = d_grads + begin;
+    unsigned grid = tnt__gpu_grid_for(n, BLOCK);
+    if (o->clipvalue > 0) { /* Keras's clipvalue, as tnt__optimizer_apply: the gradient clipped aside */
+        if (!o->d_clip_buf) return tnt__error(TNT_ERR_STATE, "optimizer %s: no device buffer for clipvalue", o->name);
+        float *cg = o->d_clip_buf + begin, c = o->clipvalue;
+        void *args[] = {&g, &cg, &n, &c};
+        tnt_status s = tnt__gpu_launch("tnt_k_clip", grid, BLOCK, 0, args);
+        if (s != TNT_OK) return s;
+        g = cg;
+    }
     float *s[TNT__OPT_MAX_SLOTS] = {NULL, NULL, NULL};
     for (int k = 0; k < o->n_slots; k++) s[k] = o->d_slots[k] + begin;
     const double lr = o->learning_rate, t = (double)(o->iterations + 1);
     float wdl = (float)((double)o->weight_decay * lr), eps = o->epsilon, flr = (float)lr;
-    unsigned grid = tnt__gpu_grid_for(n, BLOCK);
     switch (o->kind) {
     case TNT__OPT_SGD:
         if (o->momentum > 0) {

@@ -423,12 +423,13 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
     t0 = TNT_TL_BEGIN();
     float *frozen = NULL; /* frozen layers' weights, put back after the update */
-    if ((s = freeze(m, &frozen)) != TNT_OK) return s;
+    if ((s = m->on_device ? tnt__dev_freeze(m, &frozen) : freeze(m, &frozen)) != TNT_OK) return s;
     if ((s = tnt__parallel_optimizer_step(m, &st)) == TNT_OK) {
         tnt__optimizer_finish_step(m->optimizer);
         s = apply_constraints(m);
     }
-    thaw(m, frozen);
+    if (m->on_device) tnt__dev_thaw(m, frozen);
+    else thaw(m, frozen);
     if (s != TNT_OK) return s;
     TNT_TL_END("optimizer", "optimizer", -1, t0);
     accum_add(m, acc, &step);

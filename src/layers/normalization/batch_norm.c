@@ -486,7 +486,7 @@ static tnt_status bn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
     double M = (double)m, eps = c->epsilon, mom = c->momentum, inv_m = m > 0 ? 1.0 / (double)m : 0.0, one = 1.0;
     const double *no_mean = NULL;
     tnt_status s;
-    p->batch_stats = a->training && m > 0;
+    p->batch_stats = a->training && !l->frozen && m > 0; /* frozen: inference mode, as Keras */
     p->M = M;
     if (p->batch_stats) {
         BN_LAUNCH("tnt_k_bn_sums", chunks * C, (void *)&a->x, &no_mean, &w.part, &rows, &C, &inner, &chunk);
