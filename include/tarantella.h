@@ -434,6 +434,10 @@ TNT_API void tnt_dataset_free(tnt_dataset *ds);
 
 /* Number of elements one iteration yields; -1 when infinite. */
 TNT_API int64_t tnt_dataset_cardinality(const tnt_dataset *ds);
+/* x packs several inputs one after the other: their sample shapes, which a model with None
+ * dimensions takes (kept through the ops but map); n 0 forgets them. */
+TNT_API tnt_status tnt_dataset_set_x_parts(tnt_dataset *ds, int n, const tnt_shape *parts);
+TNT_API int tnt_dataset_x_parts(const tnt_dataset *ds, const tnt_shape **parts);
 /* Shapes of one element (for a batched dataset: without the batch dimension). */
 TNT_API tnt_shape tnt_dataset_x_shape(const tnt_dataset *ds);
 TNT_API tnt_shape tnt_dataset_y_shape(const tnt_dataset *ds);

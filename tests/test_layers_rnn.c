@@ -352,14 +352,49 @@ static void test_keras_sequential_with_mask(void **state) {
     tnt_model_free(m);
 }
 
+/* Keras's stateful layers: a batch starts from the states the batch before left, row by row, so
+ * two batches of 3 steps give what one pass over the 6 steps gives; reset_states starts again. */
+static void test_stateful_carries_states(void **state) {
+    (void)state;
+    for (int cell = 0; cell < 3; cell++) {
+        tnt_model *m[2];
+        for (int k = 0; k < 2; k++) {
+            m[k] = tnt_sequential(k ? "whole" : "stateful");
+            tu_ok(tnt_model_add(m[k], tnt_input_layer(TNT_SHAPE(k ? 6 : 3, 2), NULL)));
+            tnt_rnn_opts o = {.stateful = k == 0};
+            tu_ok(tnt_model_add(m[k], cell == 0 ? tnt_lstm(4, &o) : cell == 1 ? tnt_gru(4, &o) : tnt_simple_rnn(4, &o)));
+        }
+        int64_t n = tnt_model_count_params(m[0]);
+        float w[256], x[2 * 6 * 2], x1[2 * 3 * 2], x2[2 * 3 * 2];
+        assert_true(n <= 256);
+        tu_ok(tnt_get_weights(m[0], w, n));
+        tu_ok(tnt_set_weights(m[1], w, n));
+        tu_fill(x, 2 * 6 * 2, 9);
+        for (int b = 0; b < 2; b++) { /* the first and the last three steps of each row */
+            memcpy(x1 + b * 6, x + b * 12, 6 * sizeof(float));
+            memcpy(x2 + b * 6, x + b * 12 + 6, 6 * sizeof(float));
+        }
+        tnt_tensor whole = {.shape = TNT_SHAPE(2, 6, 2), .data = x}, first = {.shape = TNT_SHAPE(2, 3, 2), .data = x1},
+                   second = {.shape = TNT_SHAPE(2, 3, 2), .data = x2};
+        tnt_tensor *ya = NULL, *yb = NULL, *yc = NULL, *yd = NULL;
+        tu_ok(tnt_predict_on_batch(m[0], &first, &ya));
+        tu_ok(tnt_predict_on_batch(m[0], &second, &yb));
+        tu_ok(tnt_predict_on_batch(m[1], &whole, &yc));
+        tu_assert_close(yb->data, yc->data, 2 * 4, 1e-5, 1e-6, "the second batch continues the first");
+        tnt_model_reset_states(m[0]);
+        tu_ok(tnt_predict_on_batch(m[0], &first, &yd));
+        tu_assert_close(yd->data, ya->data, 2 * 4, 0, 0, "after reset_states");
+        tnt_tensor_free(ya), tnt_tensor_free(yb), tnt_tensor_free(yc), tnt_tensor_free(yd);
+        tnt_model_free(m[0]), tnt_model_free(m[1]);
+    }
+}
+
 /* ---- errors -------------------------------------------------------------------------------- */
 
 static void test_errors(void **state) {
     (void)state;
     assert_null(tnt_lstm(0, NULL));
     tu_error_contains("units 0");
-    assert_null(tnt_lstm(3, &(tnt_rnn_opts){.stateful = true}));
-    tu_error_contains("stateful");
     assert_null(tnt_simple_rnn(3, &(tnt_rnn_opts){.activation = "softsign"}));
     tu_error_contains("\"softsign\"");
     assert_null(tnt_lstm(3, &(tnt_rnn_opts){.recurrent_dropout = 1.0f}));
@@ -387,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_mask_through_graph),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_keras_sequential_with_mask),
+        cmocka_unit_test(test_stateful_carries_states),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -269,6 +269,29 @@ static PyObject *ds_info(pytnt_dataset *self, PyObject *noargs) {
                          tnt_dataset_is_batched(self->ds) ? Py_True : Py_False);
 }
 
+/* set_x_parts([shape, ...]): the sample shapes of the inputs x packs (a model with None
+ * dimensions takes them) */
+static PyObject *ds_set_x_parts(pytnt_dataset *self, PyObject *arg) {
+    if (!pytnt_dataset_get((PyObject *)self, "dataset")) return NULL;
+    PyObject *seq = PySequence_Fast(arg, "set_x_parts: expected a list of shapes");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    tnt_shape parts[8];
+    if (n > 8) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "set_x_parts: %zd parts (at most 8)", n);
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!pytnt_shape_from(PySequence_Fast_GET_ITEM(seq, i), &parts[i], "set_x_parts")) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    Py_DECREF(seq);
+    tnt_status s = tnt_dataset_set_x_parts(self->ds, (int)n, parts);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
 /* ---- iteration ----------------------------------------------------------------------------- */
 
 typedef struct pytnt_dataset_iter {
@@ -347,6 +370,7 @@ static PyMethodDef ds_methods[] = {
     {"take", (PyCFunction)ds_take, METH_VARARGS, "take(count) -> Dataset (consumes)."},
     {"skip", (PyCFunction)ds_skip, METH_VARARGS, "skip(count) -> Dataset (consumes)."},
     {"prefetch", (PyCFunction)ds_prefetch, METH_VARARGS, "prefetch(buffer_size) -> Dataset (consumes)."},
+    {"set_x_parts", (PyCFunction)ds_set_x_parts, METH_O, "set_x_parts([shape, ...]): the inputs x packs."},
     {"info", (PyCFunction)ds_info, METH_NOARGS, "{cardinality, x_shape, y_shape, has_labels, batched}."},
     {"iterate", (PyCFunction)ds_iterate, METH_VARARGS, "iterate(epoch=0) -> iterator of (x, y)."},
     {NULL, NULL, 0, NULL},

@@ -396,6 +396,8 @@ class Dataset:
             kind, a, b = self._source
             if kind == "arrays":
                 h = C.dataset_from_arrays(a, b)
+                if self._x_parts is not None and len(self._x_parts) > 1:  # several inputs, packed
+                    h.set_x_parts([tuple(int(d) for d in p) for p in self._x_parts])
             elif kind == "npy":
                 h = C.dataset_from_npy(a, b) if b is not None else C.dataset_from_npy(a)
             else:

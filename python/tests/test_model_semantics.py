@@ -63,6 +63,11 @@ def test_two_inputs_with_none_dimensions_take_the_data_shapes(tnt):
     # a tnt.data dataset of the two inputs
     ds = tnt.data.Dataset.from_tensor_slices(([xa, xb], y)).batch(3)
     np.testing.assert_allclose(m.evaluate(ds, verbose=0), np.mean((two_input_ref(m, xa, xb) - y) ** 2), rtol=1e-5)
+    # validation data of other lengths than the training data's, every epoch
+    m.compile("sgd", "mse")  # lr 0.01
+    h = m.fit([xa, xb], y, batch_size=6, epochs=2, verbose=0, validation_data=([xa2, xb2], y))
+    np.testing.assert_allclose(h.history["val_loss"][-1], np.mean((two_input_ref(m, xa2, xb2) - y) ** 2), rtol=1e-5)
+    assert h.history["loss"][1] < h.history["loss"][0]
 
 
 def test_predict_on_other_lengths_inside_fit_leaves_fit_its_shapes(tnt):

@@ -144,7 +144,8 @@ static tnt_dataset *new_node(tnt_dataset *in, tnt__op op) {
     }
     *ds = (tnt_dataset){.op = op, .in = in, .depth = in->depth + 1, .x_shape = in->x_shape,
                         .y_shape = in->y_shape, .has_y = in->has_y, .batched = in->batched,
-                        .width = in->width, .card = in->card};
+                        .width = in->width, .card = in->card, .n_parts = in->n_parts};
+    memcpy(ds->parts, in->parts, sizeof ds->parts);
     return ds;
 }
 
@@ -210,7 +211,7 @@ tnt_dataset *tnt_dataset_map(tnt_dataset *in, tnt_map_fn fn, void *user,
     if (!ds) return NULL;
     ds->fn = fn;
     ds->user = user;
-    if (x_out_shape) ds->x_shape = *x_out_shape;
+    if (x_out_shape) ds->x_shape = *x_out_shape, ds->n_parts = 0;
     if (y_out_shape) ds->y_shape = *y_out_shape;
     return ds;
 }
@@ -271,6 +272,23 @@ void tnt_dataset_free(tnt_dataset *ds) {
 }
 
 int64_t tnt_dataset_cardinality(const tnt_dataset *ds) { return ds ? ds->card : 0; }
+
+tnt_status tnt_dataset_set_x_parts(tnt_dataset *ds, int n, const tnt_shape *parts) {
+    if (!ds || (n && !parts)) return tnt__error(TNT_ERR_ARG, "dataset_set_x_parts: NULL argument");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += tnt_shape_numel(parts[i]);
+    if (n < 0 || n > 8 || (n && total != tnt_shape_numel(ds->x_shape)))
+        return tnt__error(TNT_ERR_ARG, "dataset_set_x_parts: %d parts of %lld values for elements of %lld (expected 0..8 "
+                          "parts that add up)", n, (long long)total, (long long)tnt_shape_numel(ds->x_shape));
+    ds->n_parts = n;
+    for (int i = 0; i < n; i++) ds->parts[i] = parts[i];
+    return TNT_OK;
+}
+
+int tnt_dataset_x_parts(const tnt_dataset *ds, const tnt_shape **parts) {
+    if (parts) *parts = ds ? ds->parts : NULL;
+    return ds ? ds->n_parts : 0;
+}
 tnt_shape tnt_dataset_x_shape(const tnt_dataset *ds) { return ds ? ds->x_shape : (tnt_shape){0}; }
 tnt_shape tnt_dataset_y_shape(const tnt_dataset *ds) { return ds ? ds->y_shape : (tnt_shape){0}; }
 bool tnt_dataset_has_labels(const tnt_dataset *ds) { return ds && ds->has_y; }
@@ -285,11 +303,12 @@ tnt_dataset *tnt__dataset_batch_view(tnt_dataset *in, int64_t batch_size, bool d
     tnt_dataset *ds = tnt__calloc(1, sizeof *ds);
     if (!ds) return NULL;
     *ds = (tnt_dataset){.op = TNT__OP_BATCH, .in = in, .depth = in->depth + 1, .x_shape = in->x_shape,
-                        .y_shape = in->y_shape, .has_y = in->has_y, .batched = true,
+                        .y_shape = in->y_shape, .has_y = in->has_y, .batched = true, .n_parts = in->n_parts,
                         .width = batch_size, .count = batch_size, .drop_remainder = drop_remainder,
                         .card = in->card < 0 ? -1
                                 : drop_remainder ? in->card / batch_size
                                                  : (in->card + batch_size - 1) / batch_size};
+    memcpy(ds->parts, in->parts, sizeof ds->parts);
     return ds;
 }
 

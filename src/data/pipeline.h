@@ -43,6 +43,8 @@ struct tnt_dataset {
     tnt_dataset *in;  /* input node, owned; NULL for the source */
     int depth;        /* nodes from here down to the source, inclusive */
     tnt_shape x_shape, y_shape; /* one element, without a batch dimension */
+    int n_parts;                /* x packs several inputs: their sample shapes (0: unknown) */
+    tnt_shape parts[8];
     bool has_y, batched;
     int64_t width;    /* most source indices in one element: the batch size, or 1 */
     int64_t card;     /* elements per iteration, -1 infinite */

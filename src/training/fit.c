@@ -88,10 +88,16 @@ void tnt_model_stop_training(tnt_model *m) {
     if (m) m->stop_training = true;
 }
 
-/* A model with None input dimensions takes the shape of a single input's data before a pass
- * over it (the sizes of its outputs follow); several inputs keep the caller's. */
+/* A model with None input dimensions takes the shapes of the data before a pass over it (the
+ * sizes of its outputs follow): a single input's, or several inputs' as the dataset records
+ * them (tnt_dataset_set_x_parts); else several inputs keep the caller's. */
 static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
-    if (!m->variable || m->n_inputs != 1 || !data) return TNT_OK;
+    if (!m->variable || !data) return TNT_OK;
+    const tnt_shape *parts;
+    if (m->n_inputs > 1) {
+        if (tnt_dataset_x_parts(data, &parts) != m->n_inputs) return TNT_OK;
+        return tnt__model_instantiate(m, parts, who);
+    }
     tnt_shape xs = tnt_dataset_x_shape(data);
     return tnt__model_instantiate(m, &xs, who);
 }
@@ -827,6 +833,8 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             s = TNT_ERR_ARG;
             goto done;
         }
+        /* several inputs: the training data's shapes again (validation may have others) */
+        if (m->n_inputs > 1 && (s = instance_for(m, train, "fit")) != TNT_OK) goto done;
         int64_t step = 0;
         for (; step < skip; step++) { /* the same batches: the order depends on the epoch only */
             tnt_batch b;
