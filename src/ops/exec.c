@@ -6,7 +6,12 @@
  * read them); a graph output produced by a node is written straight into the caller's output
  * buffer. Gradients of intermediate values live in a plan-owned arena: walking the nodes last to
  * first, a value's gradient is needed from its last consumer to its producer, and a first-fit
- * placement lets values whose intervals do not meet share bytes. */
+ * placement lets values whose intervals do not meet share bytes. Fewer bytes and passes where the
+ * graph allows (a Transformer block in keras.ops: these brought it from 0.81-0.83 to 0.92-0.96 of
+ * the same block from the library's layers, CPU time at 1 thread): an add's operand read by
+ * nothing else takes the output's gradient bytes (grad_alias); an add or a unary operation whose
+ * backward reads only its output writes over such an operand (in_place_operand); a gradient whose
+ * only contribution comes from a matmul or einsum is written by it, not zeroed first (fresh). */
 #include "ops/ops.h"
 
 #include <math.h>
