@@ -6,7 +6,12 @@
  * read them); a graph output produced by a node is written straight into the caller's output
  * buffer. Gradients of intermediate values live in a plan-owned arena: walking the nodes last to
  * first, a value's gradient is needed from its last consumer to its producer, and a first-fit
- * placement lets values whose intervals do not meet share bytes. */
+ * placement lets values whose intervals do not meet share bytes. Fewer bytes and passes where the
+ * graph allows (a Transformer block in keras.ops: these brought it from 0.81-0.83 to 0.92-0.96 of
+ * the same block from the library's layers, CPU time at 1 thread): an add's operand read by
+ * nothing else takes the output's gradient bytes (grad_alias); an add or a unary operation whose
+ * backward reads only its output writes over such an operand (in_place_operand); a gradient whose
+ * only contribution comes from a matmul or einsum is written by it, not zeroed first (fresh). */
 #include "ops/ops.h"
 
 #include <math.h>
@@ -29,6 +34,8 @@ struct tnt__opplan {
     int *last_use;          /* highest consuming node; n_nodes for a graph output */
     int64_t *grad_off;      /* floats into grad arena; -1: none (leaf, or aliased to the output's) */
     int *alias_out;         /* the graph output whose incoming gradient is this value's, or -1 */
+    bool *fresh;            /* its gradient's one contribution comes from a matmul or einsum, which
+                               writes it (beta 0): no zeroing before */
     int *grad_alias;        /* an add's (subtract's first) operand of the output's shape that nothing
                                else reads: its gradient is the output's (that value id), else -1 */
     float *grad;            /* the arena */
@@ -250,7 +257,7 @@ static int in_place_operand(const tnt__opplan *p, const tnt__opnode *n, const in
 void tnt__opplan_destroy(tnt__opplan *p) {
     if (!p) return;
     free(p->val), free(p->fwd_off), free(p->out_bind), free(p->alias), free(p->needs_grad), free(p->has_src), free(p->runs);
-    free(p->last_use), free(p->grad_off), free(p->alias_out), free(p->grad_alias);
+    free(p->last_use), free(p->grad_off), free(p->alias_out), free(p->grad_alias), free(p->fresh);
     tnt__free(p->grad);
     scratch_reset(&p->scratch);
     tnt__free(p->scratch.base);
@@ -274,9 +281,10 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
     p->grad_off = tnt__calloc((size_t)nv + 1, sizeof *p->grad_off);
     p->alias_out = tnt__calloc((size_t)nv + 1, sizeof *p->alias_out);
     p->grad_alias = tnt__calloc((size_t)nv + 1, sizeof *p->grad_alias);
+    p->fresh = tnt__calloc((size_t)nv + 1, 1);
     int *lo = tnt__calloc((size_t)nv + 1, sizeof *lo), *reads = tnt__calloc((size_t)nv + 1, sizeof *reads);
     if (!p->val || !p->fwd_off || !p->out_bind || !p->alias || !p->needs_grad || !p->has_src || !p->runs || !p->last_use ||
-        !p->grad_off || !p->alias_out || !p->grad_alias || !lo || !reads)
+        !p->grad_off || !p->alias_out || !p->grad_alias || !p->fresh || !lo || !reads)
         goto fail;
     for (int i = 0; i < g->n_inputs; i++) {
         tnt_shape want = g->inputs[i], got = in_shapes[i];
@@ -389,6 +397,17 @@ tnt__opplan *tnt__opplan_create(const tnt_opgraph *g, const tnt_shape *in_shapes
         while (p->grad_alias[root] >= 0) root = p->grad_alias[root];
         if (root != v) p->grad_off[v] = p->grad_off[root], p->alias_out[v] = p->alias_out[root];
     }
+    /* a leaf's or an arena gradient whose only reader is a matmul or einsum: written, not zeroed */
+    for (int i = 0; i < nn; i++) {
+        const tnt__opnode *n = &g->nodes[i];
+        const char *name = tnt__op_get(n->kind)->name;
+        if (strcmp(name, "matmul") && strcmp(name, "einsum")) continue;
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            p->fresh[v] = reads[v] == 1 && p->needs_grad[v] &&
+                          (v < p->leaves || (p->grad_off[v] >= 0 && p->grad_alias[v] < 0));
+        }
+    }
     if (!(p->grad = tnt__alloc(TNT_MAX(p->grad_floats, (size_t)ALIGN_FLOATS) * sizeof(float)))) goto fail; /* never NULL */
     free(lo), free(reads);
     return p;
@@ -451,18 +470,29 @@ static float *grad_ptr(tnt__opplan *p, int v, const float *const *douts, float *
     return p->grad_off[v] >= 0 ? p->grad + p->grad_off[v] : NULL;
 }
 
+/* Zeroes the gradients of node n's inputs that it would have written (fresh), when it does not run. */
+static void zero_fresh(tnt__opplan *p, const tnt__opnode *n, float *const *din, const float *const *douts,
+                       float *const *dinputs, float *const *dweights) {
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        float *d = !p->fresh[v] ? NULL : din ? din[k] : grad_ptr(p, v, douts, dinputs, dweights);
+        if (d) memset(d, 0, (size_t)tnt_shape_numel(p->val[v].s) * sizeof(float));
+    }
+}
+
 tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const float *const *douts,
                                 float *const *dinputs, float *const *dweights) {
     const tnt_opgraph *g = p->g;
     int nn = g->n_nodes;
     for (int i = 0; dinputs && i < g->n_inputs; i++)
-        if (dinputs[i]) memset(dinputs[i], 0, (size_t)tnt_shape_numel(p->val[i].s) * sizeof(float));
+        if (dinputs[i] && !p->fresh[i]) memset(dinputs[i], 0, (size_t)tnt_shape_numel(p->val[i].s) * sizeof(float));
     for (int i = 0; dweights && i < g->n_weights; i++)
-        if (dweights[i]) memset(dweights[i], 0, (size_t)tnt_shape_numel(p->val[g->n_inputs + i].s) * sizeof(float));
+        if (dweights[i] && !p->fresh[g->n_inputs + i])
+            memset(dweights[i], 0, (size_t)tnt_shape_numel(p->val[g->n_inputs + i].s) * sizeof(float));
     /* zero the arena gradients that start at node i (before its backward), outputs at the start */
     for (int i = nn; i >= 0; i--) {
         for (int v = p->leaves; v < p->nv; v++)
-            if (p->grad_off[v] >= 0 && p->last_use[v] == i && p->grad_alias[v] < 0)
+            if (p->grad_off[v] >= 0 && p->last_use[v] == i && p->grad_alias[v] < 0 && !p->fresh[v])
                 memset(p->grad + p->grad_off[v], 0, (size_t)tnt_shape_numel(p->val[v].s) * sizeof(float));
         if (i == nn) {
             for (int k = 0; k < g->n_outputs; k++) {
@@ -474,8 +504,11 @@ tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const flo
             }
             continue;
         }
-        if (!p->runs[i]) continue;
         const tnt__opnode *n = &g->nodes[i];
+        if (!p->runs[i]) {
+            zero_fresh(p, n, NULL, douts, dinputs, dweights);
+            continue;
+        }
         tnt__ten in[TNT__MAX_OP_IN], out[TNT__MAX_OP_IN];
         float *din[TNT__MAX_OP_IN];
         const float *dout[TNT__MAX_OP_IN];
@@ -493,8 +526,13 @@ tnt_status tnt__opplan_backward(tnt__opplan *p, const tnt__opstep *st, const flo
             if (p->alias_out[v] >= 0 && (!douts || !douts[p->alias_out[v]])) dout[k] = NULL;
             any_out |= dout[k] != NULL;
         }
-        if (!any_in || !any_out) continue;
-        c.din = din, c.dout = dout;
+        if (!any_in || !any_out) { /* no contribution this time: what it would write is zero */
+            zero_fresh(p, n, din, douts, dinputs, dweights);
+            continue;
+        }
+        bool over[TNT__MAX_OP_IN];
+        for (int k = 0; k < n->n_in; k++) over[k] = p->fresh[n->in[k]];
+        c.din = din, c.dout = dout, c.din_overwrite = over;
         tnt_status s = tnt__op_get(n->kind)->backward(&c);
         scratch_reset(&p->scratch);
         if (s != TNT_OK) return s;

@@ -92,13 +92,17 @@ static tnt_status backward_matmul(tnt__opctx *c) {
     mm_geometry(c->node, c->in[0].s, c->in[1].s, &g, NULL);
     const float *A = c->in[0].d, *B = c->in[1].d, *G = c->dout[0];
     float *DA = c->din[0], *DB = c->din[1];
+    const bool over_a = c->din_overwrite && c->din_overwrite[0], over_b = c->din_overwrite && c->din_overwrite[1];
     tnt_status s = TNT_OK;
-    if (g.fold) {
-        if (DA) s = tnt__sgemm(false, true, g.nb * g.m, g.k, g.n, G, g.n, B, g.n, 1.0f, DA, g.k);
+    if (g.fold) { /* one GEMM covers each gradient: overwriting is beta 0 */
+        if (DA) s = tnt__sgemm(false, true, g.nb * g.m, g.k, g.n, G, g.n, B, g.n, over_a ? 0.0f : 1.0f, DA, g.k);
         /* dB = A^T · dC as Dense's weight gradient (kernels/sgemm.h: pitches that 4K-alias padded) */
-        if (s == TNT_OK && DB) s = tnt__sgemm_tn(g.k, g.n, g.nb * g.m, A, G, 1.0f, DB);
+        if (s == TNT_OK && DB) s = tnt__sgemm_tn(g.k, g.n, g.nb * g.m, A, G, over_b ? 0.0f : 1.0f, DB);
         return s;
     }
+    /* per output matrix, a broadcast operand's gradient sums several products: zero it first */
+    if (DA && over_a) memset(DA, 0, (size_t)tnt_shape_numel(c->in[0].s) * sizeof(float));
+    if (DB && over_b) memset(DB, 0, (size_t)tnt_shape_numel(c->in[1].s) * sizeof(float));
     for (int64_t t = 0; s == TNT_OK && t < g.nb; t++) {
         int64_t oa, ob;
         mm_offsets(&g, t, &oa, &ob);
@@ -399,14 +403,15 @@ static tnt_status backward_einsum(tnt__opctx *c) {
     tnt_status s = eq_parse(c->node, c->in, c->n_in, &p);
     if (s != TNT_OK) return s;
     const tnt__ten *g = &(tnt__ten){.s = c->out[0].s, .d = (float *)c->dout[0]};
+    const bool over0 = c->din_overwrite && c->din_overwrite[0], over1 = c->din_overwrite && c->din_overwrite[1];
     if (p.n_ops == 1)
-        return einsum_into(c->scratch, p.out, g->s, g->d, NULL, g->s, NULL, p.op[0], c->in[0].s, c->din[0], false);
+        return einsum_into(c->scratch, p.out, g->s, g->d, NULL, g->s, NULL, p.op[0], c->in[0].s, c->din[0], over0);
     if (c->din[0])
         s = einsum_into(c->scratch, p.out, g->s, g->d, p.op[1], c->in[1].s, c->in[1].d, p.op[0], c->in[0].s, c->din[0],
-                        false);
+                        over0);
     if (s == TNT_OK && c->din[1])
         s = einsum_into(c->scratch, p.op[0], c->in[0].s, c->in[0].d, p.out, g->s, g->d, p.op[1], c->in[1].s, c->din[1],
-                        false);
+                        over1);
     return s;
 }
 

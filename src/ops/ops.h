@@ -102,6 +102,8 @@ typedef struct tnt__opctx {
     tnt__ten *out;
     float *const *din;        /* gradient of each input, accumulated into; NULL: not needed */
     const float *const *dout; /* gradient of each output; NULL: zero */
+    const bool *din_overwrite; /* per input: din holds garbage, write it (only matmul and einsum are
+                                  asked, where beta 0 costs nothing); NULL: accumulate into all */
     tnt__scratch *scratch;
     bool training;
     uint64_t seed;            /* this step's seed for this node (random operations) */
