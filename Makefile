@@ -126,7 +126,7 @@ BENCH_ENV = env -u OPENBLAS_CORETYPE MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=6
 # The scale study (issue 25, bench/scale/README.md): a training step of ResNet-50, the Transformer
 # and the MLP on 8-256 simulated CPU ranks and 4-96 simulated GPUs (SimGrid's SMPI, each layer
 # charged its time measured here), flat against node-aware reduction; the table and
-# BUILD/scale-study/scale_study.png. About half an hour on 2 cores (flat on 256 ranks: minutes).
+# BUILD/scale-study/scale_study.png. About an hour on 2 busy cores (a flat step of 256 ranks: minutes).
 scale-study: build
 	@./scripts/install-deps.sh python3-matplotlib
 	/usr/bin/python3 bench/scale/scale_study.py --sim $(BUILD)/smpi/bin/scale_sim --out $(BUILD)/scale-study

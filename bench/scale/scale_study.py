@@ -118,7 +118,13 @@ def main():
     ap.add_argument("--out", default="scale-study", help="folder for results.csv and scale_study.png")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--quick", action="store_true", help="4 simulated ranks of LeNet-5 (ctest)")
+    ap.add_argument("--plot-logs", nargs="+", help="no simulation: draw the tables printed by earlier runs")
     args = ap.parse_args()
+    if args.plot_logs:
+        rows = [r for path in args.plot_logs for r in parse_log(path)]
+        os.makedirs(args.out, exist_ok=True)
+        draw(rows, os.path.join(args.out, "scale_study.png"))
+        return 0
     if args.quick:
         args.models, PLATFORMS["cpu"]["counts"], PLATFORMS["cpu"]["ranks_per_node"] = "lenet5", [4], 2
         args.platforms, args.reducers = "cpu", "flat,node,sharded,lib-flat"
@@ -155,6 +161,23 @@ def main():
     return 0
 
 
+def parse_log(path):
+    """The rows of the tables this script printed (a log of an earlier run)."""
+    rows, model, platform = [], None, None
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"(\S+) on (\S+) \(", line)
+            if m:
+                model, platform = m.groups()
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if model and len(cells) >= 7 and cells[0].isdigit():
+                rows.append(dict(model=model, platform=platform, ranks=int(cells[0]), nodes=int(cells[1]),
+                                 reducer=cells[2], step_s=float(cells[3]) / 1e3, exposed_s=float(cells[4]) / 1e3,
+                                 speedup=float(cells[5].rstrip("x")), efficiency=float(cells[6].rstrip("%")) / 100))
+    return rows
+
+
 def check_quick(rows):
     """ctest: every reducer ran on 4 ranks of 2 nodes, each speed-up is a possible one, and the
     modelled flat step is the library's own flat reducer's within 10%."""
@@ -182,13 +205,13 @@ def draw(rows, path):
     fig, axes = plt.subplots(1, len(platforms), figsize=(6.5 * len(platforms), 5), squeeze=False)
     for ax, platform in zip(axes[0], platforms):
         counts = sorted({r["ranks"] for r in rows if r["platform"] == platform})
-        ax.plot(counts, counts, "k:", label="linear")
-        for model in sorted({r["model"] for r in rows}):
-            for reducer, style in (("flat", "--"), ("node", "-"), ("sharded", "-.")):
+        ax.plot(counts, counts, color="0.6", lw=0.8, label="linear")
+        for k, model in enumerate(sorted({r["model"] for r in rows})):
+            for reducer, style in (("flat", "--"), ("node", "-"), ("sharded", ":")):
                 pts = [(r["ranks"], r["speedup"]) for r in rows
                        if r["platform"] == platform and r["model"] == model and r["reducer"] == reducer]
-                if pts:
-                    ax.plot(*zip(*pts), style, marker="o", ms=3, label=f"{model} {reducer}")
+                if pts:  # a colour per model, a line style per reducer
+                    ax.plot(*zip(*pts), style, color=f"C{k}", marker="o", ms=3, label=f"{model} {reducer}")
         for (model, plat, ranks), s in PUBLISHED.items():
             if plat == platform:
                 ax.plot([ranks], [s], "r*", ms=12)

@@ -2,8 +2,9 @@
 """The scale study's simulator against this machine (2 ranks on one host, where both can run):
   1. an allreduce of the MLP's and LeNet-5's gradient bytes: SMPI's (as scale_sim charges it) against
      a real plain MPI_Allreduce of Open MPI on 2 ranks (bench_train --allreduce);
-  2. the 2-rank speed-up of LeNet-5 and the MLP with the flat reducer: scale_sim's prediction
-     against bench_train run on 1 and on 2 ranks.
+  2. the 2-rank speed-up of LeNet-5 and the MLP with the flat reducer, at the same global batch
+     (64: 32 per rank on 2 ranks): scale_sim's prediction from profile_model tables made here at
+     both batch sizes, against bench_train run on 1 and on 2 ranks.
 The simulated host is this one: 2 cores, MPI's shared-memory transport at the copy bandwidth
 measured here (NumPy, one core), sums at the same memory traffic (a copy reads and writes each byte). Usage:
   validate.py --build BUILD [--steps N]   (quiet machine: the real runs are timed by the wall clock)
@@ -91,11 +92,18 @@ def main():
             for ranks in (1, 2):
                 out = real(args, ranks, model, ["--steps", str(args.steps), "--warmup", "3"])
                 sps.append(float(re.search(r"samples_per_s=([\d.]+)", out).group(1)))
-            table = os.path.join(HERE, "profiles", f"{model}.txt")
-            out = smpi(args, 4, ["--table", table, "--reducer", "flat", "--steps", "2"], tmp, gbps)
-            m = re.search(r"step ([\d.e+-]+) compute ([\d.e+-]+)", out)
-            print(f"| {model} | {sps[0]:.0f} | {sps[1]:.0f} | {sps[1] / sps[0]:.2f}x | "
-                  f"{2 * float(m.group(2)) / float(m.group(1)):.2f}x |")
+            # the same global batch on 2 ranks: each rank's share (half) profiled here, one core
+            steps = {}
+            for batch in (BATCH[model], BATCH[model] // 2):
+                table = os.path.join(tmp, f"{model}-{batch}.txt")
+                subprocess.run([os.path.join(args.build, "bin", "profile_model"), "--model", model, "--batch",
+                                str(batch), "--steps", "5", "--warmup", "2", "--clock", "cpu", "--table", table],
+                               check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                steps[batch] = table
+            one = float(re.search(r"^step (\S+)", open(steps[BATCH[model]]).read(), re.M).group(1))
+            out = smpi(args, 4, ["--table", steps[BATCH[model] // 2], "--reducer", "flat", "--steps", "2"], tmp, gbps)
+            two = float(re.search(r"step ([\d.e+-]+) compute", out).group(1))
+            print(f"| {model} | {sps[0]:.0f} | {sps[1]:.0f} | {sps[1] / sps[0]:.2f}x | {one / two:.2f}x |")
     return 0
 
 
