@@ -117,3 +117,32 @@ def test_eager_calls_and_masks(k):
     got = model.predict(ids.astype(np.float32), verbose=0)
     np.testing.assert_allclose(got[ids != 0], want[ids != 0], rtol=1e-5)
     assert not np.isfinite(got[ids == 0]).any()  # 0 / 0 where masked, as in Keras
+
+
+def test_fit_on_a_torch_dataloader(k):
+    """Keras 3 fits on a PyTorch DataLoader: its batches each epoch (reshuffled by the loader), the
+    same training as the arrays in the loader's order (shuffle=False)."""
+    import torch
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((40, 5)).astype(np.float32), rng.standard_normal((40, 2)).astype(np.float32)
+
+    class Pairs(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(x)
+
+        def __getitem__(self, i):
+            return x[i], y[i]
+
+    def model():
+        inp = k.Input(shape=(5,))
+        m = k.Model(inp, k.layers.Dense(2)(inp))
+        m.set_weights([np.full((5, 2), 0.1, np.float32), np.zeros(2, np.float32)])
+        m.compile(k.optimizers.SGD(0.1), "mse")
+        return m
+
+    a, b = model(), model()
+    ha = a.fit(torch.utils.data.DataLoader(Pairs(), batch_size=8, shuffle=False), epochs=2, verbose=0)
+    hb = b.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(ha.history["loss"], hb.history["loss"], rtol=1e-6)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wa, wb, rtol=1e-6)
