@@ -22,13 +22,9 @@ def is_custom_loss(loss):
 
 
 def is_custom_metric(metric):
-    from tarantella.keras import metrics as M
-    if isinstance(metric, (str, type, list, tuple, dict)) or metric is None:
-        return False
-    if isinstance(metric, M.Metric) if hasattr(M, "Metric") else False:
-        return False
-    from tarantella.keras import losses as LS
-    if isinstance(metric, LS._LossFunction):
+    """A metric function of the user's own (not a name, class or object of the library)."""
+    from tarantella.keras import losses as LS, metrics as M
+    if isinstance(metric, (str, type, list, tuple, dict, M.Metric, LS._LossFunction)) or metric is None:
         return False
     return callable(metric) and not hasattr(metric, "_spec")
 
