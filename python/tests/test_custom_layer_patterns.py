@@ -146,3 +146,28 @@ def test_fit_on_a_torch_dataloader(k):
     np.testing.assert_allclose(ha.history["loss"], hb.history["loss"], rtol=1e-6)
     for wa, wb in zip(a.get_weights(), b.get_weights()):
         np.testing.assert_allclose(wa, wb, rtol=1e-6)
+
+
+def test_dataset_of_x_y_sample_weight(k, tnt):
+    """Dataset elements (x, y, sample_weight), as Keras takes them: the same training and
+    evaluation as arrays with sample_weight."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((40, 5)).astype(np.float32), rng.standard_normal((40, 2)).astype(np.float32)
+    w = rng.uniform(0.1, 2.0, 40).astype(np.float32)
+
+    def model():
+        inp = k.Input(shape=(5,))
+        m = k.Model(inp, k.layers.Dense(2)(inp))
+        m.set_weights([np.full((5, 2), 0.1, np.float32), np.zeros(2, np.float32)])
+        m.compile(k.optimizers.SGD(0.1), "mse")
+        return m
+
+    ds = tnt.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
+    a, b = model(), model()
+    ha = a.fit(ds, epochs=2, verbose=0, validation_data=ds)
+    hb = b.fit(x, y, sample_weight=w, batch_size=8, epochs=2, verbose=0, shuffle=False,
+               validation_data=(x, y, w))
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(ha.history[key], hb.history[key], rtol=1e-6)
+    np.testing.assert_allclose(a.evaluate(ds, verbose=0), b.evaluate(x, y, sample_weight=w, batch_size=8, verbose=0),
+                               rtol=1e-6)
