@@ -419,6 +419,21 @@ class NoLabelsLoss:
         return ops.sum(ops.reshape(y_pred, (-1, int(np.prod(y_pred.shape[1:], dtype=np.int64)))) * 0.0, axis=-1)
 
 
+def fill_missing_losses(loss, names):
+    """Keras's loss=[None, ...] or a dict without some outputs: those outputs have no loss (a zero
+    loss that reads no labels, so y holds the other outputs' labels only, as Keras takes them)."""
+    if isinstance(loss, dict) and len(names) > 1:
+        unknown = sorted(set(loss) - set(names))
+        if unknown:
+            raise ValueError(f"compile: losses for {unknown}, which are not outputs of the model {names}")
+        loss = [loss.get(n) for n in names]
+    if isinstance(loss, (list, tuple)) and any(v is None for v in loss):
+        if all(v is None for v in loss):
+            raise ValueError("compile: every output's loss is None: give compile a loss")
+        return [NoLabelsLoss() if v is None else v for v in loss]
+    return loss
+
+
 def only_added_losses(model, c):
     """No loss given to compile, and a layer of the model adds losses."""
     if c.get("loss") is not None and not isinstance(c.get("loss"), NoLabelsLoss):

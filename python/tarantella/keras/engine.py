@@ -446,6 +446,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         from tarantella.keras import _custom_objectives
         if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
+        c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
