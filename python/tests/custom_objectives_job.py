@@ -1,7 +1,7 @@
 """A job of test_custom_objectives.py under the launcher: custom_objectives_job.py OUT_DIR. A model
 trains data-parallel with a loss function of its own (sparse labels, keras.ops), a
-keras.losses.Loss subclass on a second output and metric functions (one per-sample, one a
-scalar mean); each rank writes OUT_DIR/rank_<r>.json with its history and weights."""
+keras.losses.Loss subclass on a second output, metric functions (one per-sample, one a scalar
+mean), a Metric subclass and a layer's add_loss (a batch mean); each rank writes OUT_DIR/rank_<r>.json with its history and weights."""
 import json
 import os
 import sys
@@ -52,12 +52,18 @@ class TruePositiveRate(k.metrics.Metric):  # state summed over ranks
         return self.hits / self.seen
 
 
+class MeanPenalty(k.layers.Layer):  # a batch-mean added loss: each rank's weighted by its share
+    def call(self, x):
+        self.add_loss(0.05 * ops.mean(ops.square(x)))
+        return x
+
+
 rng = np.random.default_rng(5)
 x = rng.standard_normal((96, 6)).astype(np.float32)
 y_cls = rng.integers(0, 3, size=(96,)).astype(np.float32)
 y_reg = rng.standard_normal((96, 2)).astype(np.float32)
 inp = k.Input(shape=(6,))
-h = k.layers.Dense(8, activation="tanh")(inp)
+h = MeanPenalty()(k.layers.Dense(8, activation="tanh")(inp))
 probs = k.layers.Dense(3, activation="softmax", name="cls")(h)
 reg = k.layers.Dense(2, name="reg")(h)
 base = k.Model(inp, [probs, reg])

@@ -106,3 +106,25 @@ def test_ops_on_data_run_at_once(k):
     np.testing.assert_array_equal(ops.argmax(x, axis=-1), [2, 2])
     with pytest.raises(TypeError, match="gelu: expected a symbolic tensor"):
         ops.gelu(x)
+
+
+def test_backend_crossentropies_in_a_loss(k):
+    """K.binary_crossentropy (elementwise) and K.categorical_crossentropy in a loss function,
+    against Keras 2's backend formulas (clipped to [1e-7, 1 - 1e-7])."""
+    from tarantella.keras import backend as K
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((12, 5)).astype(np.float32)
+    t = rng.uniform(0, 1, (12, 3)).astype(np.float32)
+    for act, loss, ref in (
+            ("sigmoid", lambda y, p: K.mean(K.binary_crossentropy(y, p), axis=-1),
+             lambda y, p: (-(y * np.log(np.clip(p, 1e-7, 1 - 1e-7) + 1e-7) +
+                             (1 - y) * np.log(1 - np.clip(p, 1e-7, 1 - 1e-7) + 1e-7))).mean(-1)),
+            ("softmax", lambda y, p: K.categorical_crossentropy(y, p),
+             lambda y, p: -(y * np.log(np.clip(p / p.sum(-1, keepdims=True), 1e-7, 1 - 1e-7))).sum(-1))):
+        inp = k.Input(shape=(5,))
+        m = k.Model(inp, k.layers.Dense(3, activation=act)(inp))
+        m.compile("sgd", loss=loss)
+        w, b = m.get_weights()
+        z = x @ w + b
+        p = 1 / (1 + np.exp(-z)) if act == "sigmoid" else np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+        np.testing.assert_allclose(m.evaluate(x, t, batch_size=12, verbose=0), ref(t, p).mean(), rtol=1e-5)

@@ -68,3 +68,106 @@ def test_add_weight_regularizer_adds_its_penalty(k):
     w1, b1 = m.get_weights()
     np.testing.assert_allclose(w1, w0 - lr * (x.T @ dy + 2 * c * w0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b1, b0 - lr * (dy.sum(0) + 0.01 * np.sign(b0)), rtol=1e-5, atol=1e-6)
+
+
+def test_eager_calls_and_masks(k):
+    """Layers called on data run at once (a model of the one call), with Keras's _keras_mask:
+    Embedding(mask_zero) and Masking make one, a custom compute_mask splits it; in a functional
+    model a custom call(inputs, mask=None) receives the mask of its input."""
+    from tarantella.keras import layers, ops
+    ids = np.array([[3, 1, 0, 0], [2, 0, 4, 0]])
+    emb = layers.Embedding(input_dim=5, output_dim=3, mask_zero=True)
+    out = emb(ids)
+    np.testing.assert_array_equal(out._keras_mask, ids != 0)
+    np.testing.assert_allclose(out, emb.get_weights()[0][ids], rtol=1e-6)
+    again = emb(ids)  # the layer keeps its weights across calls
+    np.testing.assert_allclose(again, out)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+    x[0, 2:] = 0.0
+    masked = layers.Masking()(x)
+    np.testing.assert_array_equal(masked._keras_mask, [[True, True, False, False], [True] * 4])
+    np.testing.assert_allclose(masked, x)
+
+    class TemporalSplit(layers.Layer):
+        def call(self, inputs):
+            return ops.split(inputs, 2, axis=1)
+
+        def compute_mask(self, inputs, mask=None):
+            return None if mask is None else ops.split(mask, 2, axis=1)
+
+    a, b = TemporalSplit()(masked)
+    np.testing.assert_allclose(a, x[:, :2])
+    np.testing.assert_array_equal(b._keras_mask, [[False, False], [True, True]])
+
+    class TemporalSoftmax(layers.Layer):
+        def call(self, inputs, mask=None):
+            m = ops.expand_dims(ops.cast(mask, "float32"), -1)
+            e = ops.exp(inputs) * m
+            return e / ops.sum(e * m, axis=-1, keepdims=True)
+
+    inp = k.Input(shape=(4,))
+    h = layers.Dense(2)(layers.Embedding(input_dim=5, output_dim=3, mask_zero=True)(inp))
+    assert h._keras_mask is not None
+    model = k.Model(inp, TemporalSoftmax()(h))
+    w_e, w_d, b_d = model.get_weights()
+    hv = w_e[ids] @ w_d + b_d
+    e = np.exp(hv) * (ids != 0)[..., None]
+    with np.errstate(invalid="ignore"):
+        want = e / e.sum(-1, keepdims=True)
+    got = model.predict(ids.astype(np.float32), verbose=0)
+    np.testing.assert_allclose(got[ids != 0], want[ids != 0], rtol=1e-5)
+    assert not np.isfinite(got[ids == 0]).any()  # 0 / 0 where masked, as in Keras
+
+
+def test_fit_on_a_torch_dataloader(k):
+    """Keras 3 fits on a PyTorch DataLoader: its batches each epoch (reshuffled by the loader), the
+    same training as the arrays in the loader's order (shuffle=False)."""
+    import torch
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((40, 5)).astype(np.float32), rng.standard_normal((40, 2)).astype(np.float32)
+
+    class Pairs(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(x)
+
+        def __getitem__(self, i):
+            return x[i], y[i]
+
+    def model():
+        inp = k.Input(shape=(5,))
+        m = k.Model(inp, k.layers.Dense(2)(inp))
+        m.set_weights([np.full((5, 2), 0.1, np.float32), np.zeros(2, np.float32)])
+        m.compile(k.optimizers.SGD(0.1), "mse")
+        return m
+
+    a, b = model(), model()
+    ha = a.fit(torch.utils.data.DataLoader(Pairs(), batch_size=8, shuffle=False), epochs=2, verbose=0)
+    hb = b.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(ha.history["loss"], hb.history["loss"], rtol=1e-6)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wa, wb, rtol=1e-6)
+
+
+def test_dataset_of_x_y_sample_weight(k, tnt):
+    """Dataset elements (x, y, sample_weight), as Keras takes them: the same training and
+    evaluation as arrays with sample_weight."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((40, 5)).astype(np.float32), rng.standard_normal((40, 2)).astype(np.float32)
+    w = rng.uniform(0.1, 2.0, 40).astype(np.float32)
+
+    def model():
+        inp = k.Input(shape=(5,))
+        m = k.Model(inp, k.layers.Dense(2)(inp))
+        m.set_weights([np.full((5, 2), 0.1, np.float32), np.zeros(2, np.float32)])
+        m.compile(k.optimizers.SGD(0.1), "mse")
+        return m
+
+    ds = tnt.data.Dataset.from_tensor_slices((x, y, w)).batch(8)
+    a, b = model(), model()
+    ha = a.fit(ds, epochs=2, verbose=0, validation_data=ds)
+    hb = b.fit(x, y, sample_weight=w, batch_size=8, epochs=2, verbose=0, shuffle=False,
+               validation_data=(x, y, w))
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(ha.history[key], hb.history[key], rtol=1e-6)
+    np.testing.assert_allclose(a.evaluate(ds, verbose=0), b.evaluate(x, y, sample_weight=w, batch_size=8, verbose=0),
+                               rtol=1e-6)

@@ -455,3 +455,21 @@ def test_custom_loss_in_a_file_trains_in_tnt_train(k, tmp_path, ext):
     c = k.models.load_model(str(tmp_path / f"c{ext}"))
     for a, b in zip(back.get_weights(), c.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_outputs_without_a_loss(k):
+    """loss=[None, ...] or a dict without some outputs (Keras): those outputs have no loss and no
+    labels; y holds the labels of the others."""
+    rng = np.random.default_rng(11)
+    x, t = rng.standard_normal((16, 5)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
+    inp = k.Input(shape=(5,))
+    a = k.layers.Dense(3, name="a")(inp)
+    b = k.layers.Dense(2, name="b")(inp)
+    for loss in ([None, "mse"], {"b": "mse"}):
+        m = k.Model(inp, [a, b])
+        m.compile("sgd", loss=loss)
+        wa, ba, wb, bb = m.get_weights()
+        want = np.mean((x @ wb + bb - t) ** 2)
+        np.testing.assert_allclose(m.evaluate(x, [t], batch_size=16, verbose=0)[0], want, rtol=1e-5)
+    with pytest.raises(ValueError, match="every output's loss is None"):
+        k.Model(inp, [a, b]).compile("sgd", loss=[None, None])

@@ -13,6 +13,7 @@
 #include "training/progress.h"
 #include "objectives/loss.h"
 #include "objectives/traced_loss.h"
+#include "training/user_objectives.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 
@@ -78,9 +79,6 @@ static int64_t labels_per_sample(const tnt_model *m, int k) {
     int64_t n = tnt_shape_numel(out);
     return m->output_loss[k] == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? n / out.dim[out.ndim - 1] : n;
 }
-
-/* Metric j is the user's (a traced function or a Metric class), not a built-in one. */
-static bool user_metric(const tnt_model *m, int j) { return m->traced_metric[j] || m->state_metric[j]; }
 
 static bool ignores_labels(const tnt_model *m) { return m->loss_opts && m->loss_opts->has_ignore_class; }
 
@@ -191,45 +189,19 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         /* the metrics read the labels as this output's loss lays them out */
         tnt__metric mets[TNT_MAX_METRICS];
         for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
-        if (m->traced_loss[k]) {
-            /* the user's loss function: per-sample losses (weighted), metrics as unweighted or weighted below */
-            float *sw = NULL;
-            if (weighted && !(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
-                s = tnt__error(TNT_ERR_NOMEM, "loss: out of memory for sample weights");
-                break;
-            }
-            for (int64_t i = 0; weighted && i < b->n; i++) sw[i] = b->y.data[i * stride + per];
-            s = tnt__traced_loss_compute(m->traced_loss[k], b->n, in, y, sw, w * inv_batch, grad, &loss_sum);
-            for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
-                if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
-                if (lk != numel) { /* built-in metrics read one label per output value */
-                    s = tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld "
-                                   "values per sample for an output of %lld", mets[j].name, (long long)lk,
-                                   (long long)numel);
-                    break;
-                }
-                for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
-                    double wi = sw ? sw[i] : 1.0, ms = 0, mc = 0;
-                    if (m->curve_slot[k][j] >= 0) {
-                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
-                                              acc->curve[m->curve_slot[k][j]]);
-                        continue;
-                    }
-                    s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
-                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
-                }
-            }
-            free(sw);
-            if (s != TNT_OK) break;
-            loss_sum *= (double)positions; /* already per sample */
+        float *sw = m->traced_loss[k] || m->n_metrics ? tnt__sample_weights(b, stride, per, weighted, &s) : NULL;
+        if (s != TNT_OK) break;
+        if (m->traced_loss[k]) { /* the user's loss function: per-sample losses, already the mean over positions */
+            s = tnt__user_loss(m, k, mets, b->n, positions, c, lk, in, pred, y, sw, w * inv_batch, grad, &loss_sum,
+                               acc->sum[k], acc->count[k], acc->curve);
+            loss_sum *= (double)positions;
         } else if (!weighted) {
             s = tnt__loss_compute_opts(kind, logits, m->loss_opts, rows, c, in, y,
                                        w * (ignore ? 1.0 : inv_batch / (double)positions), grad, &loss_sum, &valid);
-            if (s != TNT_OK) break;
             for (int j = 0; j < m->n_metrics && s == TNT_OK; j++)
                 if (m->curve_slot[k][j] >= 0)
                     s = tnt__curve_update(&mets[j], rows, c, pred, y, 1.0, acc->curve[m->curve_slot[k][j]]);
-                else if (tnt__metric_on_output(&mets[j], k) && !user_metric(m, j))
+                else if (tnt__metric_on_output(&mets[j], k) && !tnt__user_metric(m, j))
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
@@ -250,46 +222,15 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
-                    if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
+                    if (!tnt__metric_on_output(&mets[j], k) || tnt__user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
                     acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
                 }
             }
-            if (s != TNT_OK) break;
         }
-        /* the user's metric functions on this output: the mean of their per-sample values */
-        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
-            if (!m->traced_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
-            if (tnt__traced_loss_labels(m->traced_metric[j]) != lk) {
-                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its function takes %lld label values per sample, output "
-                               "%d has %lld", mets[j].name, (long long)tnt__traced_loss_labels(m->traced_metric[j]), k,
-                               (long long)lk);
-                break;
-            }
-            float *sw = NULL;
-            double wsum = (double)b->n;
-            if (weighted) {
-                if (!(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
-                    s = tnt__error(TNT_ERR_NOMEM, "metric: out of memory for sample weights");
-                    break;
-                }
-                wsum = 0;
-                for (int64_t i = 0; i < b->n; i++) wsum += sw[i] = b->y.data[i * stride + per];
-            }
-            s = tnt__traced_loss_compute(m->traced_metric[j], b->n, pred, y, sw, 0.0, NULL, &acc->sum[k][j]);
-            acc->count[k][j] += wsum;
-            free(sw);
-        }
-        for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) { /* the user's Metric classes: their state */
-            if (!m->state_metric[j] || !tnt__metric_on_output(&mets[j], k)) continue;
-            if (tnt__state_metric_labels(m->state_metric[j]) != lk)
-                s = tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, output %d "
-                               "has %lld", mets[j].name, (long long)tnt__state_metric_labels(m->state_metric[j]), k,
-                               (long long)lk);
-            else
-                s = tnt__state_metric_update(m->state_metric[j], b->n, pred, y, acc->state + m->state_metric_off[j]);
-        }
+        if (s == TNT_OK) s = tnt__user_metrics(m, k, mets, b->n, lk, pred, y, sw, acc->sum[k], acc->count[k], acc->state);
+        free(sw);
         if (s != TNT_OK) break;
         if (!ignore) loss_sum /= (double)positions;
         valid_total += valid;

@@ -92,6 +92,24 @@ def cifar10(datasets):
                                       b"horse", b"ship", b"truck"]}, f, protocol=2)
 
 
+def cifar100(datasets, n_train=512, n_test=128):
+    """cifar-100-python/ (the pickles train, test and meta), the folder Keras's get_file(untar=True)
+    extracts; Keras's loader takes any number of samples, so few."""
+    rng = _rng(11)
+    folder = os.path.join(datasets, "cifar-100-python")
+    os.makedirs(folder, exist_ok=True)
+    for name, n in (("train", n_train), ("test", n_test)):
+        batch = {b"filenames": [f"{name}_{i}.png".encode() for i in range(n)], b"batch_label": name.encode(),
+                 b"fine_labels": [int(v) for v in np.arange(n) % 100],
+                 b"coarse_labels": [int(v) for v in np.arange(n) % 20],
+                 b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8)}
+        with open(os.path.join(folder, name), "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+    with open(os.path.join(folder, "meta"), "wb") as f:
+        pickle.dump({b"fine_label_names": [f"class_{i}".encode() for i in range(100)],
+                     b"coarse_label_names": [f"group_{i}".encode() for i in range(20)]}, f, protocol=2)
+
+
 def nietzsche(path):
     rng = _rng(6)
     text = ". ".join(_sentences(rng, 500)) + ".\n"
@@ -182,6 +200,7 @@ def write_keras_home(home):
     word_index(os.path.join(d, "reuters_word_index.json"))
     boston_housing(os.path.join(d, "boston_housing.npz"))
     cifar10(d)
+    cifar100(d)
     nietzsche(os.path.join(d, "nietzsche.txt"))
     babi(os.path.join(d, "babi-tasks-v1-2.tar.gz"))
     jena_zip(os.path.join(d, "jena_climate_2009_2016.csv.zip"))

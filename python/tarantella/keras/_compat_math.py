@@ -184,6 +184,31 @@ TF_MATH = types.SimpleNamespace(**{k: v for k, v in TF.items() if k not in ("con
                                 l2_normalize=l2_normalize)
 
 
+def k_binary_crossentropy(target, output, from_logits=False):
+    """K.binary_crossentropy (Keras 2's backend): elementwise, output clipped to [eps, 1 - eps]."""
+    if from_logits:
+        return ops.relu(output) - output * target + ops.log1p(ops.exp(-ops.abs(output)))
+    eps = 1e-7
+    p = ops.clip(output, eps, 1.0 - eps)
+    return -(target * ops.log(p + eps) + (1.0 - target) * ops.log(1.0 - p + eps))
+
+
+def k_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    """K.categorical_crossentropy: -sum(target log(output / sum(output))) over axis, clipped."""
+    if from_logits:
+        return -ops.sum(target * ops.log_softmax(output, axis=axis), axis=axis)
+    p = ops.clip(output / ops.sum(output, axis=axis, keepdims=True), 1e-7, 1.0 - 1e-7)
+    return -ops.sum(target * ops.log(p), axis=axis)
+
+
+def k_sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    classes = int(output.shape[axis])
+    t = ops.cast(target, "int32")
+    if len(t.shape) == len(output.shape):
+        t = ops.squeeze(t, axis=-1)
+    return k_categorical_crossentropy(ops.one_hot(t, classes, axis=axis), output, from_logits, axis)
+
+
 def _gradients(loss, variables):
     raise NotImplementedError("K.gradients / tf.gradients: gradients inside a model's own computation are not "
                               "supported (the library differentiates the loss only)")
@@ -219,6 +244,6 @@ K = {
     lambda x: ops.reshape(x, (-1,)), "batch_flatten": lambda x: ops.reshape(x, (-1, int(_numel(x.shape[1:])))),
     "cumsum": lambda x, axis=0: ops.cumsum(x, axis=axis), "gather": lambda reference, indices:
     ops.take(reference, indices, axis=0), "hard_sigmoid": lambda x: ops.clip(0.2 * x + 0.5, 0.0, 1.0),
-    "categorical_crossentropy": None, "binary_crossentropy": None, "gradients": _gradients,
+    "categorical_crossentropy": k_categorical_crossentropy, "binary_crossentropy": k_binary_crossentropy,
+    "sparse_categorical_crossentropy": k_sparse_categorical_crossentropy, "gradients": _gradients,
 }
-del K["categorical_crossentropy"], K["binary_crossentropy"]

@@ -308,8 +308,10 @@ def _first_call_parameter(layer):
 
 
 def _user_kwargs(kwargs):
-    """A call's keyword arguments of the user's call signature (not Keras's training/mask)."""
-    return {k: v for k, v in kwargs.items() if k not in ("training", "mask", "inputs")}
+    """A call's keyword arguments of the user's call signature (not Keras's training, nor a mask
+    unless it is a tensor, which becomes an input of the traced call as the other tensors)."""
+    return {k: v for k, v in kwargs.items() if k not in ("training", "mask", "inputs") or
+            (k == "mask" and _is_kt(v))}
 
 
 def intercept(layer, args, kwargs):
@@ -339,10 +341,18 @@ def intercept(layer, args, kwargs):
             if _FUNCTIONAL_INPUTS and _FUNCTIONAL_INPUTS[-1]:
                 const = _batched_constant(_FUNCTIONAL_INPUTS[-1][0], inputs)
                 return L.Layer.__call__(layer, const, *args[1:], **{k: v for k, v in kwargs.items() if k != "inputs"})
+            return eager_call(layer, args, kwargs)
         return PASS
+    if flat and all(_is_data(v) for v in flat) and not _TRACING and not isinstance(inputs, dict):
+        return eager_call(layer, args, kwargs)
     if not flat or not all(_is_kt(t) for t in flat):
         raise TypeError(f"{layer.name} ({type(layer).__name__}): a custom layer is called on symbolic tensors "
-                        f"(tnt.keras.Input or another layer's output); to run it on data build a model")
+                        f"(tnt.keras.Input or another layer's output) or on data (arrays)")
+    if kwargs.get("mask") is None and _is_kt(inputs) and _accepts(layer.call, "mask") and \
+            not isinstance(layer, Lambda):  # Keras passes the input's mask to a call that takes one
+        m = keras_mask(inputs)
+        if m is not None:
+            kwargs = {**kwargs, "mask": m}
     extra, ukw = list(args[1:]), _user_kwargs(kwargs)
     extra_kts = [t for t in _flat([extra, ukw]) if _is_kt(t)]
     if ukw and not extra_kts and isinstance(layer, Lambda):
@@ -383,7 +393,8 @@ def intercept(layer, args, kwargs):
         layer._n_added_losses = len(added)
     if extra_kts:  # the extra tensors are more inputs of the layer, after the first argument's
         all_in = layer._all_inputs
-        return L.Layer.__call__(layer, all_in if len(all_in) > 1 else all_in[0], **kwargs)
+        return L.Layer.__call__(layer, all_in if len(all_in) > 1 else all_in[0],
+                                **{k: v for k, v in kwargs.items() if k == "training"})
     return PASS
 
 
@@ -426,6 +437,72 @@ def _call_functional(layer, inputs, kwargs):
         return layer.call(inputs, **kw)
     finally:
         _FUNCTIONAL_INPUTS.pop()
+
+
+def eager_call(layer, args, kwargs):
+    """layer(x) on data, outside a model (Keras runs the layer eagerly): a model of this one call runs
+    on x (the layer keeps its weights across such calls); the result is a tensor as model(x) gives,
+    with _keras_mask where the layer makes or passes a mask (compute_mask)."""
+    import numpy as np
+    from tarantella.keras.engine import Model
+    from tarantella.keras.model_api import as_tensor
+    data = args[0] if args else kwargs.get("inputs")
+    parts = list(data) if isinstance(data, (list, tuple)) and all(np.ndim(p) > 0 for p in data) else [data]
+    arrays = [np.asarray(p) for p in parts]
+    if any(a.ndim == 0 for a in arrays):
+        raise TypeError(f"{layer.name} ({type(layer).__name__}): called on a scalar; layers take a batch of samples")
+    in_mask = getattr(parts[0], "_keras_mask", None) if len(parts) == 1 else None
+    ins = [L.Input(shape=a.shape[1:]) for a in arrays]
+    kw = {k: v for k, v in kwargs.items() if k not in ("inputs", "mask", "training")}
+    out = layer(ins if len(ins) > 1 else ins[0], *args[1:], **kw)
+    model = Model(ins if len(ins) > 1 else ins[0], out)
+    layer._eager_model = model  # the layer's weights live there (get_weights, the next call)
+    res = model.predict(arrays if len(arrays) > 1 else arrays[0], batch_size=max(1, int(arrays[0].shape[0])),
+                        verbose=0)
+    t = as_tensor(res)
+    mask = layer.compute_mask(data if len(parts) > 1 else arrays[0], mask=in_mask)
+    for k, o in enumerate(t if isinstance(t, list) else [t]):
+        mk = mask[k] if isinstance(mask, (list, tuple)) else mask
+        if mk is not None:
+            o._keras_mask = as_tensor(np.asarray(mk).astype(bool))
+    return t
+
+
+def compute_mask(self, inputs, mask=None):
+    """Keras's Layer.compute_mask: Embedding(mask_zero) and Masking make a mask from their input;
+    other layers pass the input's mask on when they support masking, else none."""
+    from tarantella.keras import ops
+    cfg = (self._args if self._config is None else self._config) if hasattr(self, "_args") else {}
+    if getattr(self, "class_name", None) == "Embedding":
+        return ops.not_equal(inputs, 0) if cfg.get("mask_zero") else None
+    if getattr(self, "class_name", None) == "Masking":
+        return ops.any(ops.not_equal(inputs, float(cfg.get("mask_value", 0.0))), axis=-1)
+    return mask if getattr(self, "supports_masking", not getattr(self, "_custom", False)) else None
+
+
+_PASSES_MASK = {"Dense", "Activation", "Dropout", "LayerNormalization", "BatchNormalization", "TimeDistributed",
+                "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "ActivityRegularization", "AlphaDropout"}
+_RECURRENT = {"LSTM", "GRU", "SimpleRNN", "Bidirectional", "ConvLSTM2D"}
+
+
+def keras_mask(kt):
+    """KerasTensor._keras_mask: the mask Keras attaches to a model tensor (None when none), from
+    the layer that made it: Embedding(mask_zero)/Masking make one, the user's layers by their
+    compute_mask, elementwise built-in layers and sequence-returning recurrent layers pass theirs."""
+    layer = kt._layer
+    if isinstance(layer, L.InputLayer) or not layer._nodes:
+        return None
+    ins = layer._nodes[kt._node_index].inputs
+    inputs = ins[0] if len(ins) == 1 else list(ins)
+    in_mask = keras_mask(ins[0]) if ins and _is_kt(ins[0]) else None
+    cls = getattr(layer, "class_name", None)
+    cfg = (layer._args if layer._config is None else layer._config) if hasattr(layer, "_args") else {}
+    if getattr(layer, "_custom", False) or cls in ("Embedding", "Masking"):
+        m = layer.compute_mask(inputs, mask=in_mask)
+        return m[kt._tensor_index] if isinstance(m, (list, tuple)) else m
+    if cls in _PASSES_MASK or (cls in _RECURRENT and cfg.get("return_sequences")):
+        return in_mask
+    return None
 
 
 def _is_data(v):
@@ -528,6 +605,7 @@ def _install():
     L.Layer.build = lambda self, input_shape: setattr(self, "built", True)
     L.Layer.compute_output_shape = lambda self, input_shape: None
     L.Layer.add_loss = _add_loss
+    L.Layer.compute_mask = compute_mask
     if not hasattr(L.Layer, "call"):
         L.Layer.call = _call_not_defined
     L.Lambda = Lambda

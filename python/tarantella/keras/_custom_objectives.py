@@ -22,13 +22,9 @@ def is_custom_loss(loss):
 
 
 def is_custom_metric(metric):
-    from tarantella.keras import metrics as M
-    if isinstance(metric, (str, type, list, tuple, dict)) or metric is None:
-        return False
-    if isinstance(metric, M.Metric) if hasattr(M, "Metric") else False:
-        return False
-    from tarantella.keras import losses as LS
-    if isinstance(metric, LS._LossFunction):
+    """A metric function of the user's own (not a name, class or object of the library)."""
+    from tarantella.keras import losses as LS, metrics as M
+    if isinstance(metric, (str, type, list, tuple, dict, M.Metric, LS._LossFunction)) or metric is None:
         return False
     return callable(metric) and not hasattr(metric, "_spec")
 
@@ -421,6 +417,21 @@ class NoLabelsLoss:
     def __call__(self, y_true, y_pred):
         from tarantella.keras import ops
         return ops.sum(ops.reshape(y_pred, (-1, int(np.prod(y_pred.shape[1:], dtype=np.int64)))) * 0.0, axis=-1)
+
+
+def fill_missing_losses(loss, names):
+    """Keras's loss=[None, ...] or a dict without some outputs: those outputs have no loss (a zero
+    loss that reads no labels, so y holds the other outputs' labels only, as Keras takes them)."""
+    if isinstance(loss, dict) and len(names) > 1:
+        unknown = sorted(set(loss) - set(names))
+        if unknown:
+            raise ValueError(f"compile: losses for {unknown}, which are not outputs of the model {names}")
+        loss = [loss.get(n) for n in names]
+    if isinstance(loss, (list, tuple)) and any(v is None for v in loss):
+        if all(v is None for v in loss):
+            raise ValueError("compile: every output's loss is None: give compile a loss")
+        return [NoLabelsLoss() if v is None else v for v in loss]
+    return loss
 
 
 def only_added_losses(model, c):

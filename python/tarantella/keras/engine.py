@@ -56,6 +56,15 @@ def _from_arrays(x, y):
     return tnt_data.Dataset.from_tensor_slices((xs, _arrays(y, "y")))
 
 
+def _weights_of_elements(ds):
+    """A dataset of (x, y, sample_weight) elements, as Keras takes: (x, (y..., sample_weight)), the
+    weight after the labels where the library reads it; (dataset, whether it carries weights)."""
+    spec = getattr(ds, "element_spec", None)
+    if not (isinstance(ds, tnt_data.Dataset) and isinstance(spec, tuple) and len(spec) == 3):
+        return ds, False
+    return ds.map(lambda a, b, c: (a, (tuple(b) if isinstance(b, (list, tuple)) else (b,)) + (c,))), True
+
+
 def _custom_labels(model, y, ds):
     from tarantella.keras import _custom_objectives
     _custom_objectives.labels_seen(model, y, ds)
@@ -438,6 +447,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         from tarantella.keras import _custom_objectives
         if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
+        c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
         weights = c.get("loss_weights")
         if isinstance(weights, dict):  # by output name, as Keras
@@ -562,6 +572,8 @@ class Model(ModelAPI, metaclass=_ModelType):
             raise ValueError("fit: validation_split needs arrays, not a Dataset")
         train = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, class_weight, "fit")), batch_size,
                               shuffle, "fit", micro)
+        train, in_data = _weights_of_elements(train)
+        weighted = weighted or in_data
         val = None
         val_weighted = False
         if validation_data is not None:
@@ -575,6 +587,8 @@ class Model(ModelAPI, metaclass=_ModelType):
                 if sw_val is not None:
                     vy, val_weighted = with_weights(vy, sample_weights(vy, sw_val, None, "fit validation")), True
                 val = self._dataset(vx, vy, validation_batch_size or batch_size, False, "fit validation_data", micro)
+            val, val_in_data = _weights_of_elements(val)
+            val_weighted = val_weighted or val_in_data
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
@@ -611,6 +625,8 @@ class Model(ModelAPI, metaclass=_ModelType):
         ds = self._dataset(x, with_weights(y, sample_weights(y, sample_weight, None, "evaluate")), batch_size, False,
                            "evaluate", micro)
         prev = self.__dict__.get("_packed_now")
+        ds, in_data = _weights_of_elements(ds)
+        sample_weight = sample_weight if sample_weight is not None else (True if in_data else None)
         h = self._ensure_built_for(ds)
         _custom_labels(self, y, ds)
         v = _verbose(verbose)

@@ -93,6 +93,11 @@ class KerasTensor:
         return "float32"
 
     @property
+    def _keras_mask(self):
+        from tarantella.keras import _custom
+        return _custom.keras_mask(self)
+
+    @property
     def name(self):
         return f"{self._layer.name}/{self._node_index}/{self._tensor_index}"
 
@@ -295,6 +300,8 @@ class Layer:
     def _n_outputs(self):
         """Outputs of a call: recurrent layers with return_state add their states (h, and c for the
         LSTMs); Bidirectional with merge_mode=None has two outputs, then both directions' states."""
+        if getattr(self, "_custom", False):  # the user's layer: what its traced call returned
+            return getattr(self, "_n_traced_outputs", 1)
         cfg = self._config if self._config is not None else {**self._args}
         if self.class_name in _STATES:
             return 1 + (_STATES[self.class_name] if cfg.get("return_state") else 0)

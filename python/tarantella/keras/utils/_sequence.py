@@ -97,11 +97,43 @@ def _flat(parts, i):
     return np.concatenate([p[i].reshape(-1) for p in parts])
 
 
+class _TorchLoader:
+    """A PyTorch DataLoader as a Sequence (Keras 3 fits on one): its batches of one pass, taken as
+    NumPy when the pass starts, again (reshuffled by the loader) at each epoch's end."""
+
+    def __init__(self, loader):
+        self.loader, self._batches = loader, None
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __getitem__(self, i):
+        if self._batches is None:
+            self._batches = [self._numpy(b) for b in self.loader]
+        return self._batches[i]
+
+    def on_epoch_end(self):
+        self._batches = None
+
+    def _numpy(self, b):
+        if isinstance(b, (list, tuple)):
+            return tuple(self._numpy(v) for v in b)
+        if isinstance(b, dict):
+            return {k: self._numpy(v) for k, v in b.items()}
+        return b.detach().cpu().numpy() if hasattr(b, "detach") else np.asarray(b)
+
+
+def _is_torch_loader(x):
+    return type(x).__module__.startswith("torch.utils.data") and hasattr(x, "__iter__") and hasattr(x, "__len__")
+
+
 def as_dataset(x, what="fit", shuffle=False):
     """x itself unless it is a Sequence/PyDataset (or a generator): then a tnt.data.Dataset that
     yields its batches. shuffle (fit's): the batches in a new order every epoch, as Keras 2
     shuffles a Sequence's batch indices; the order comes from the global seed and the epoch, the
     same on every rank, and a smaller last batch stays last (the pipeline batches by one size)."""
+    if _is_torch_loader(x):  # the loader orders its batches itself
+        x, shuffle = _TorchLoader(x), False
     if isinstance(x, types.GeneratorType) or (hasattr(x, "__next__") and not _is_sequence(x)):
         return _from_generator(x, what)
     if not _is_sequence(x):
