@@ -518,6 +518,11 @@ typedef struct tnt_callback {
 } tnt_callback;
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);
+/* The seed the model's weights are drawn from when first needed (and dropout's, unless compile
+ * gives one); 0 = 42. Weights already drawn keep their values: set it right after making the
+ * model, so that the same seed gives the same weights whatever reads them first (Keras's
+ * set_random_seed). TNT_ERR_ARG for a NULL model. */
+TNT_API tnt_status tnt_model_set_seed(tnt_model *m, uint64_t seed);
 
 #include "tarantella_callbacks.h" /* EarlyStopping, ModelCheckpoint, ...: Keras's built-in callbacks */
 

@@ -392,6 +392,12 @@ void tnt__model_bind_params(tnt_model *m, float *params) {
  * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both
  * are laid out in the order backward completes the layers: a layer called several times is
  * complete after the backward of its first call. */
+tnt_status tnt_model_set_seed(tnt_model *m, uint64_t seed) {
+    if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_set_seed: model is NULL");
+    m->seed = seed ? seed : 42;
+    return TNT_OK;
+}
+
 tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (m->weights_ready) return TNT_OK;
     if (!m->has_input_shape)

@@ -239,6 +239,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         js = self._arch_json(input_shape)
         old = self._old_weights()
         h = C.model_from_json(js)
+        _random.seed_new_model(h)  # before anything draws its weights
         self._set_handle(h)
         from tarantella.keras import _custom  # weights of custom layers whose initial values Python made
         _custom.apply_initial_values(self, h)
@@ -452,7 +453,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         if c["metrics"] is None:  # per output
             c["metrics"] = M.names(c["metrics_given"], self.output_names)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
-                        seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
+                        seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
         from tarantella.keras import _custom_objectives
         _custom_objectives.bind(self)
