@@ -559,7 +559,8 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
         if (m->traced_metric[k] || m->state_metric[k]) continue; /* the user's: compile cannot read it back by name */
-        int n = snprintf(metrics + len, size - len, "%s%s", len ? "," : "", m->metrics[k].name);
+        int n = snprintf(metrics + len, size - len, "%s%s%s", len ? "," : "", m->metrics[k].weighted ? "~" : "",
+                         m->metrics[k].name);
         if (n < 0 || (size_t)n >= size - len)
             return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);
         len += (size_t)n;

@@ -209,7 +209,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                     break;
                 }
                 for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
-                    double wi = sw ? sw[i] : 1.0, ms = 0, mc = 0;
+                    double wi = sw && mets[j].weighted ? sw[i] : 1.0, ms = 0, mc = 0;
                     if (m->curve_slot[k][j] >= 0) {
                         s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
                                               acc->curve[m->curve_slot[k][j]]);
@@ -233,7 +233,8 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
-             * by the batch size; its metric values and counts times w_i (weighted means) */
+             * by the batch size; the weighted metrics' values and counts times w_i (weighted means),
+             * the other metrics' unweighted (Keras 2.4+) */
             for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
                 double wi = b->y.data[i * stride + per + (n_w > 1 ? k : 0)], li = 0, ms, mc;
                 if (!isfinite(wi)) {
@@ -245,15 +246,16 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                            NULL);
                 loss_sum += wi * li;
                 for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    double mw = mets[j].weighted ? wi : 1.0;
                     if (m->curve_slot[k][j] >= 0) {
-                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, mw,
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
                     if (!tnt__metric_on_output(&mets[j], k) || user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
-                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                    acc->sum[k][j] += mw * ms, acc->count[k][j] += mw * mc;
                 }
             }
             if (s != TNT_OK) break;
@@ -269,7 +271,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
             }
             float *sw = NULL;
             double wsum = (double)b->n;
-            if (weighted) {
+            if (weighted && mets[j].weighted) {
                 if (!(sw = malloc((size_t)(b->n ? b->n : 1) * sizeof *sw))) {
                     s = tnt__error(TNT_ERR_NOMEM, "metric: out of memory for sample weights");
                     break;
