@@ -392,6 +392,16 @@ void tnt__model_bind_params(tnt_model *m, float *params) {
  * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both
  * are laid out in the order backward completes the layers: a layer called several times is
  * complete after the backward of its first call. */
+tnt_status tnt_model_batch_outputs(const tnt_model *m, const float **data, tnt_shape *shape) {
+    if (!m || !data || !shape) return tnt__error(TNT_ERR_ARG, "tnt_model_batch_outputs: NULL argument");
+    if (!m->batch_outputs)
+        return tnt__error(TNT_ERR_STATE, "tnt_model_batch_outputs: model \"%s\" is not in on_predict_batch_end",
+                          m->name);
+    *data = m->batch_outputs;
+    *shape = tnt__shape_with_batch(m->batch_outputs_n, m->output_shape);
+    return TNT_OK;
+}
+
 tnt_status tnt_model_set_seed(tnt_model *m, uint64_t seed) {
     if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_set_seed: model is NULL");
     m->seed = seed ? seed : 42;
