@@ -27,11 +27,6 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         snprintf(why, size, "no usable GPU (%s)", r ? r : "unknown reason");
         return false;
     }
-    if (m->n_inputs != 1 || m->n_outputs != 1) {
-        snprintf(why, size, "a model with %d inputs and %d outputs has no device path yet (one of each has)",
-                 m->n_inputs, m->n_outputs);
-        return false;
-    }
     if (m->variable) {
         snprintf(why, size, "variable (None) input dimensions have no device path yet");
         return false;
