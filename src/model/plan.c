@@ -575,6 +575,10 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
      * stay as written) goes down before the reducer's finish_step starts it */
     if (s == TNT_OK && p->device && st->reducer && ready < m->n_params)
         s = tnt__dev_bucket_ready(m, st->reducer, ready, m->n_params);
+    if (p->device && st->reducer) { /* the last bucket still in flight (after an error: waited for only) */
+        tnt_status f = tnt__dev_bucket_flush(m, st->reducer, s == TNT_OK);
+        if (s == TNT_OK) s = f;
+    }
     if (needs != needs_stack) free(needs);
     return s;
 }
