@@ -45,7 +45,7 @@ if [ "${1:-}" = --pack ]; then
     rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/tests" "$PACK/lib" "$PACK/gpu" || exit 2
     for b in bench_train tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
-        test_gpu_host_threads test_gpu_ptx; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -289,6 +289,13 @@ else
     if p=$(find_prog test_gpu_model); then
         (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=0 "$p")
     else notyet 3 "test_gpu_model" "no test_gpu_model"; fi
+    if p=$(find_prog test_gpu_attention); then
+        (cd tests && check "test_gpu_attention on the GPU: MultiHeadAttention and a Transformer block == CPU" 60 \
+            env TNT_GPU_EMULATE=0 "$p")
+    else notyet 3 "test_gpu_attention" "no test_gpu_attention"; fi
+    if p=$(find_prog test_gpu_model_io); then
+        (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=0 "$p")
+    else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
     if ! p=$(find_prog test_gpu_model_dist); then notyet 3 "2 ranks on 1 GPU (test_gpu_model_dist)" "no test_gpu_model_dist"
     elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "no tarantella launcher or no mpirun here"
     elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "core/config.h"
 #include "gpu/gpu.h"
+#include "model/device.h"
 #include "model/model.h"
 
 #include <stdio.h>
@@ -34,6 +35,7 @@ static void make_data(void) {
 }
 
 static int64_t batch_size = BATCH;
+static bool used_staging; /* the last train() on the device staged its buckets in page-locked memory */
 
 static tnt_dataset *dataset(void) {
     tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false);
@@ -59,6 +61,7 @@ static float *train(const tnt_distribute_opts *dist, tnt_device dev, int64_t *n,
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
     *n = tnt_model_count_params(m);
     *on_device = m->on_device;
+    used_staging = m->dev && m->dev->staging;
     float *w = malloc((size_t)*n * sizeof(float));
     tu_ok(tnt_get_weights(m, w, *n));
     tnt_dataset_free(ds);
@@ -91,6 +94,33 @@ static void test_ranks_equal_serial(void **state) {
         free(master), free(w);
     }
     free(serial);
+}
+
+/* The buckets staged in page-locked memory on the copy stream, each handed over once the next is
+ * queued, train bitwise as the pageable staging where the host waits for every copy: with each
+ * reducer, and with a bucket per layer (1 KB fusion) or one for the whole model. */
+static void test_pinned_staging_bitwise(void **state) {
+    (void)state;
+    const tnt_reducer_kind kinds[] = {TNT_REDUCER_FLAT, TNT_REDUCER_NODE};
+    for (size_t k = 0; k < 4; k++) {
+        tnt_distribute_opts o = {.reducer = kinds[k % 2], .fusion_threshold_kb = k < 2 ? 1 : 4096,
+                                 .has_fusion_threshold = true};
+        int64_t n, n2;
+        bool dev;
+        tnt__dev_pinned_staging = false;
+        float *pageable = train(&o, TNT_DEVICE_GPU, &n, &dev);
+        assert_true(dev);
+        assert_false(used_staging);
+        tnt__dev_pinned_staging = true;
+        float *pinned = train(&o, TNT_DEVICE_GPU, &n2, &dev);
+        assert_true(dev);
+        assert_int_equal(used_staging, tnt_get_size() > 1); /* one rank reduces nothing */
+        assert_int_equal(n, n2);
+        char what[96];
+        snprintf(what, sizeof what, "pinned against pageable staging, case %zu, %d ranks", k, tnt_get_size());
+        tu_assert_bitwise(pinned, pageable, n, what);
+        free(pageable), free(pinned);
+    }
 }
 
 /* global batches of 1: on 2 ranks one share is empty every step (its rank adds zero gradients) */
@@ -160,6 +190,7 @@ int main(int argc, char **argv) {
     if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_equal_serial),
+        cmocka_unit_test(test_pinned_staging_bitwise),
         cmocka_unit_test(test_empty_shares),
         cmocka_unit_test(test_cpu_rank_beside_gpu_rank),
         cmocka_unit_test(test_setting_auto),

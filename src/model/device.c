@@ -27,11 +27,6 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         snprintf(why, size, "no usable GPU (%s)", r ? r : "unknown reason");
         return false;
     }
-    if (m->n_inputs != 1 || m->n_outputs != 1) {
-        snprintf(why, size, "a model with %d inputs and %d outputs has no device path yet (one of each has)",
-                 m->n_inputs, m->n_outputs);
-        return false;
-    }
     if (m->variable) {
         snprintf(why, size, "variable (None) input dimensions have no device path yet");
         return false;
@@ -144,6 +139,10 @@ void tnt__model_dev_free(tnt_model *m) {
     tnt__gpu_free(d->shared_scratch);
     tnt__gpu_free(d->arena);
     tnt__gpu_event_destroy(d->bucket_done);
+    if (d->staging) tnt__gpu_sync(TNT__GPU_COPY); /* no copy still writes it */
+    tnt__gpu_host_free(d->staging);
+    tnt__gpu_event_destroy(d->copied[0]);
+    tnt__gpu_event_destroy(d->copied[1]);
     free(d);
     m->dev = NULL;
     m->on_device = false;
@@ -256,18 +255,69 @@ tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n) {
     return tnt__gpu_launch("tnt_k_add", tnt__gpu_grid_for(len, BLOCK), BLOCK, 0, args);
 }
 
+bool tnt__dev_pinned_staging = true;
+
+static tnt_status bucket_error(tnt_model *m, tnt_status s, int64_t begin, int64_t end) {
+    return tnt__error_prefix(s, "model \"%s\": gradients [%lld, %lld) to the host: ", m->name, (long long)begin,
+                             (long long)end);
+}
+
+/* The staging buffer and its events, once per model on the device. */
+static tnt_status staging_ready(tnt_model *m) {
+    tnt__model_dev *d = m->dev;
+    if (d->staging) return TNT_OK;
+    d->copied[0] = tnt__gpu_event_create();
+    d->copied[1] = d->copied[0] ? tnt__gpu_event_create() : NULL;
+    d->staging = d->copied[1] ? tnt__gpu_host_malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(float)) : NULL;
+    if (d->staging) return TNT_OK;
+    tnt__gpu_event_destroy(d->copied[0]), tnt__gpu_event_destroy(d->copied[1]);
+    d->copied[0] = d->copied[1] = NULL;
+    return tnt__error_prefix(TNT_ERR_NOMEM, "model \"%s\": page-locked staging of %lld gradients: ", m->name,
+                             (long long)m->n_params);
+}
+
+/* The bucket in flight: waited for, then (hand_over) moved from staging into the reducer's
+ * gradients, which may be MPI's shared window and so cannot be page-locked themselves. */
+static tnt_status hand_over_pending(tnt_model *m, tnt__reducer *r, bool hand_over) {
+    tnt__model_dev *d = m->dev;
+    const int64_t b = d->pending_begin, e = d->pending_end;
+    if (e == 0) return TNT_OK;
+    d->pending_end = 0;
+    tnt_status s = tnt__gpu_event_sync(d->copied[d->pending_slot]);
+    if (s != TNT_OK) return bucket_error(m, s, b, e);
+    if (!hand_over) return TNT_OK;
+    memcpy(m->grads + b, d->staging + b, (size_t)(e - b) * sizeof(float));
+    tnt__reducer_ready(r, e);
+    return TNT_OK;
+}
+
 tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end) {
     tnt__model_dev *d = m->dev;
     size_t bytes = (size_t)(end - begin) * sizeof(float);
     /* the copy stream takes the bucket once the compute stream has written it */
     tnt_status s = tnt__gpu_event_record(d->bucket_done, TNT__GPU_COMPUTE);
     if (s == TNT_OK) s = tnt__gpu_stream_wait(TNT__GPU_COPY, d->bucket_done);
-    if (s == TNT_OK) s = tnt__gpu_copy_to_host(m->grads + begin, d->grads + begin, bytes, TNT__GPU_COPY);
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COPY);
-    if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": gradients [%lld, %lld) to the host: ", m->name,
-                                              (long long)begin, (long long)end);
-    tnt__reducer_ready(r, end);
+    if (s == TNT_OK && !tnt__dev_pinned_staging) { /* pageable: the host waits for each copy */
+        s = tnt__gpu_copy_to_host(m->grads + begin, d->grads + begin, bytes, TNT__GPU_COPY);
+        if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COPY);
+        if (s != TNT_OK) return bucket_error(m, s, begin, end);
+        tnt__reducer_ready(r, end);
+        return TNT_OK;
+    }
+    if (s == TNT_OK) s = staging_ready(m);
+    if (s != TNT_OK) return bucket_error(m, s, begin, end);
+    const int slot = d->pending_end ? 1 - d->pending_slot : 0;
+    s = tnt__gpu_copy_to_host(d->staging + begin, d->grads + begin, bytes, TNT__GPU_COPY);
+    if (s == TNT_OK) s = tnt__gpu_event_record(d->copied[slot], TNT__GPU_COPY);
+    if (s != TNT_OK) return bucket_error(m, s, begin, end);
+    /* the previous bucket's copy ran while this one's layers computed: its turn now */
+    if ((s = hand_over_pending(m, r, true)) != TNT_OK) return s;
+    d->pending_begin = begin, d->pending_end = end, d->pending_slot = slot;
     return TNT_OK;
+}
+
+tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand_over) {
+    return m->dev ? hand_over_pending(m, r, hand_over) : TNT_OK;
 }
 
 tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st) {

@@ -22,7 +22,18 @@ typedef struct tnt__model_dev {
     bool host_stale;   /* the device holds newer weights than the host copy */
     bool device_stale; /* the host copy was written since the last upload */
     tnt__gpu_event *bucket_done; /* a bucket's gradients are written (compute stream) */
+    /* host staging of the buckets: page-locked, so that the copy stream copies asynchronously
+     * while the compute stream goes on with backward; a bucket is handed to the reducer once the
+     * next one is queued (or at the end of backward) */
+    float *staging;              /* n_params floats, page-locked; made at the first bucket */
+    tnt__gpu_event *copied[2];   /* a bucket's copy to staging is done (copy stream) */
+    int64_t pending_begin, pending_end; /* the bucket still in flight; end 0: none */
+    int pending_slot;            /* its event in copied[] */
 } tnt__model_dev;
+
+/* Tests: false stages the buckets as before (pageable, the host waiting for each copy), to
+ * compare the two paths bitwise. */
+extern bool tnt__dev_pinned_staging;
 
 /* Decides where m trains for this fit (who: "fit") and, for the GPU, makes the device buffers and
  * uploads the weights. Errors only when the GPU is required (TNT_DEVICE=gpu) and unusable. */
@@ -48,8 +59,13 @@ void *tnt__model_dev_arena(tnt_model *m, size_t bytes);
 /* dst[i] += src[i] on the device (tensors read by several nodes, shared layers' gradients). */
 tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n);
 /* Backward completed the gradients [begin, end): copied to the host's m->grads once the compute
- * stream has written them, then handed to the reducer (host-staged allreduce). */
+ * stream has written them, then handed to the reducer (host-staged allreduce). The copy goes on
+ * the copy stream into page-locked staging without the host waiting; the bucket before it, whose
+ * copy ran meanwhile, is handed over now. */
 tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end);
+/* The end of backward: the last bucket in flight is handed over (hand_over false, after an
+ * error: only waited for). */
+tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand_over);
 /* The optimizer step on the device: the summed gradients (from the reducer's host buffer when
  * the step was parallel) go up, frozen layers' gradients are zeroed, then one pass over the device
  * flat buffers. */

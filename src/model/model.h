@@ -70,8 +70,11 @@ typedef struct tnt__plan {
     tnt_shape in_shapes[TNT_MAX_IO]; /* the input shapes it was made for (variable models) */
     bool device;          /* offsets into the device arena, layer plans of ops->gpu (model/device.h);
                              the input is always copied in (act_is_input all false) */
-    float *host_out, *host_loss_in, *host_out_grad; /* device plans: host copies of the output,
-                             its loss input (the logits when fused) and the gradient the loss writes */
+    /* device plans: host copies of each output, its loss input (the logits when fused) and the
+     * gradient the loss writes (one allocation, host_buf), and the outputs packed per sample for
+     * models with several; in the arena, the packed batch of a model with several inputs */
+    float *host_buf, *host_out[TNT_MAX_IO], *host_loss_in[TNT_MAX_IO], *host_out_grad[TNT_MAX_IO], *host_packed;
+    size_t packed_in_offset;
 } tnt__plan;
 
 struct tnt_model {

@@ -28,7 +28,7 @@ static void plan_free(tnt_model *m, tnt__plan *p) {
             void (*destroy)(void *) = p->device ? (o->gpu ? o->gpu->plan_destroy : NULL) : o->plan_destroy;
             if (p->layer_plans[i] && destroy) destroy(p->layer_plans[i]);
         }
-    free(p->host_out);
+    free(p->host_buf);
     free(p->layer_plans);
     free(p->ws_offset);
     free(p->act_offset);
@@ -224,17 +224,28 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     p->packed_offset = off;
     if (m->n_outputs > 1) off += align64((size_t)(batch * tnt__model_output_size(m)) * sizeof(float));
+    if (p->device && m->n_inputs > 1) { /* the packed batch goes up in one copy, then is unpacked */
+        int64_t per = 0;
+        for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
+        p->packed_in_offset = off;
+        off += align64((size_t)(batch * per) * sizeof(float));
+    }
     size_t grad_bytes = 0;
     tnt_status s = plan_gradients(m, p, off, &grad_bytes);
     if (s != TNT_OK) return s;
     off += grad_bytes;
     p->arena_bytes = off;
     if (p->device) { /* the arena on the device; the loss's tensors mirrored on the host */
-        if (m->n_outputs != 1) return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": several outputs on the GPU", m->name);
-        size_t n = (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[0]]));
-        if (!(p->host_out = tnt__calloc(3 * (n ? n : 1), sizeof(float)))) return TNT_ERR_NOMEM;
-        p->host_loss_in = p->host_out + n;
-        p->host_out_grad = p->host_loss_in + n;
+        size_t total = 0;
+        for (int k = 0; k < m->n_outputs; k++) total += (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[k]]));
+        if (!(p->host_buf = tnt__calloc(4 * total + 1, sizeof(float)))) return TNT_ERR_NOMEM;
+        float *h = p->host_buf;
+        for (int k = 0; k < m->n_outputs; k++) {
+            size_t n = (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[k]]));
+            p->host_out[k] = h, p->host_loss_in[k] = h + n, p->host_out_grad[k] = h + 2 * n;
+            h += 3 * n;
+        }
+        p->host_packed = h;
         return tnt__model_dev_arena(m, off) ? TNT_OK : TNT_ERR_NOMEM;
     }
     if (off > m->arena_bytes) {
@@ -289,13 +300,13 @@ static int output_index(const tnt_model *m, int t) {
 
 /* On a device plan these are the host copies (the loss and the metrics run on the host). */
 float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x) {
-    return p->device ? p->host_out : act(m, p, m->outputs[k], x);
+    return p->device ? p->host_out[k] : act(m, p, m->outputs[k], x);
 }
 float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k) {
-    return p->device ? p->host_out_grad : at(m, p, p->grad_offset[m->outputs[k]]);
+    return p->device ? p->host_out_grad[k] : at(m, p, p->grad_offset[m->outputs[k]]);
 }
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x) {
-    if (p->device) return m->fused_output_loss[k] ? p->host_loss_in : p->host_out;
+    if (p->device) return m->fused_output_loss[k] ? p->host_loss_in[k] : p->host_out[k];
     return m->fused_output_loss[k] ? at(m, p, p->preact_offset[k]) : tnt__plan_output(m, p, k, x);
 }
 
@@ -333,22 +344,52 @@ static void *workspace(tnt_model *m, tnt__plan *p, int i) {
     return (p->device ? o->gpu->workspace_size : o->workspace_size) ? at(m, p, p->ws_offset[i]) : NULL;
 }
 
-/* A device pass starts with the batch copied in (after the weights, when the host wrote them). */
+/* A device pass starts with the batch copied in (after the weights, when the host wrote them).
+ * Several inputs come packed per sample (repack's layout): one copy up, then each input's columns
+ * into its own tensor on the device. */
 static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
     tnt_status s = tnt__model_dev_ready(m);
     if (s != TNT_OK) return s;
-    int t = m->inputs[0];
-    return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
+    if (m->n_inputs == 1) {
+        int t = m->inputs[0];
+        return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
+    }
+    long long per = 0, col = 0, rows = p->batch;
+    for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
+    const float *packed = at(m, p, p->packed_in_offset);
+    s = tnt__gpu_copy_to_device((float *)packed, x, (size_t)(rows * per) * sizeof(float), TNT__GPU_COMPUTE);
+    for (int k = 0; k < m->n_inputs && s == TNT_OK; k++) {
+        long long cols = tnt_shape_numel(m->tensor_shape[m->inputs[k]]), zero = 0;
+        float *dst = at(m, p, p->act_offset[m->inputs[k]]);
+        int accumulate = 0;
+        void *args[] = {&packed, &dst, &rows, &cols, &per, &col, &cols, &zero, &accumulate};
+        s = tnt__gpu_launch("tnt_k_copy_cols", tnt__gpu_grid_for(rows * cols, 256), 256, 0, args);
+        col += cols;
+    }
+    return s;
 }
 
-/* ... and ends with the output (and the logits of a fused loss) copied out for the loss. */
+/* ... and ends with each output (and the logits of a fused loss) copied out for the loss; several
+ * outputs are then packed per sample on the host, as the CPU engine returns them. */
 static tnt_status device_output(tnt_model *m, tnt__plan *p) {
-    int t = m->outputs[0];
-    size_t bytes = tensor_bytes(m, t, p->batch);
-    tnt_status s = tnt__gpu_copy_to_host(p->host_out, at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
-    if (s == TNT_OK && m->fused_output_loss[0])
-        s = tnt__gpu_copy_to_host(p->host_loss_in, at(m, p, p->preact_offset[0]), bytes, TNT__GPU_COMPUTE);
-    return s == TNT_OK ? tnt__gpu_sync(TNT__GPU_COMPUTE) : s;
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
+        int t = m->outputs[k];
+        size_t bytes = tensor_bytes(m, t, p->batch);
+        s = tnt__gpu_copy_to_host(p->host_out[k], at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
+        if (s == TNT_OK && m->fused_output_loss[k])
+            s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, TNT__GPU_COMPUTE);
+    }
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    if (s != TNT_OK || m->n_outputs == 1) return s;
+    int64_t per = tnt__model_output_size(m), col = 0;
+    for (int k = 0; k < m->n_outputs; k++) {
+        int64_t c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
+        for (int64_t i = 0; i < p->batch; i++)
+            memcpy(p->host_packed + i * per + col, p->host_out[k] + i * c, (size_t)c * sizeof(float));
+        col += c;
+    }
+    return TNT_OK;
 }
 
 static tnt_status layer_forward(tnt_layer *l, const tnt__plan *p, void *plan, const tnt__fwd_args *a) {
@@ -402,7 +443,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
     if (p->device) {
         tnt_status s = device_output(m, p);
         if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": outputs from the GPU: ", m->name);
-        *out = p->host_out;
+        *out = m->n_outputs == 1 ? p->host_out[0] : p->host_packed;
     } else if (m->n_outputs == 1) {
         *out = tnt__plan_output(m, p, 0, x);
     } else {
@@ -455,11 +496,12 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
     compute_needs_grad(m, needs);
     tnt_status s = TNT_OK;
     int64_t ready = 0;
-    if (p->device) { /* the loss's gradient, written on the host, goes up first */
-        int t = m->outputs[0];
-        s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad, tensor_bytes(m, t, p->batch),
-                                    TNT__GPU_COMPUTE);
-    }
+    if (p->device) /* the loss's gradients, written on the host, go up first */
+        for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
+            int t = m->outputs[k];
+            s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad[k],
+                                        tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
+        }
     for (int i = m->n_nodes - 1; i >= 0 && s == TNT_OK; i--) {
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
@@ -533,6 +575,10 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
      * stay as written) goes down before the reducer's finish_step starts it */
     if (s == TNT_OK && p->device && st->reducer && ready < m->n_params)
         s = tnt__dev_bucket_ready(m, st->reducer, ready, m->n_params);
+    if (p->device && st->reducer) { /* the last bucket still in flight (after an error: waited for only) */
+        tnt_status f = tnt__dev_bucket_flush(m, st->reducer, s == TNT_OK);
+        if (s == TNT_OK) s = f;
+    }
     if (needs != needs_stack) free(needs);
     return s;
 }

@@ -519,6 +519,7 @@ const tnt__layer_ops tnt__multi_head_attention_ops = {
     .backward = mha_backward,
     .destroy = mha_destroy,
     .supports_masking = true,
+    .gpu = &tnt__mha_gpu_ops,
 };
 
 tnt_layer *tnt_multi_head_attention(int num_heads, int key_dim, const tnt_attention_opts *opts) {

@@ -46,4 +46,7 @@ size_t tnt__mha_bf16_workspace_size(tnt_layer *l, void *plan, int64_t batch);
 tnt_status tnt__mha_bf16_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a);
 tnt_status tnt__mha_bf16_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
 
+/* The device path (attention_gpu.c). */
+extern const tnt__gpu_ops tnt__mha_gpu_ops;
+
 #endif
