@@ -140,6 +140,11 @@ TNT_API tnt_layer *tnt_resizing(int height, int width, const char *interpolation
  * after a centered crop to the target's aspect ratio), as Keras. */
 TNT_API tnt_layer *tnt_center_crop(int height, int width, const char *name);
 
+/* Keras RandomCrop: in training a (height, width) window at a random offset per image (drawn from
+ * the global sample index, seed 0: the model's); at inference, or from a smaller input, the largest
+ * centered window of the target's aspect ratio resized to it (bilinear), as Keras. */
+TNT_API tnt_layer *tnt_random_crop(int height, int width, uint64_t seed, const char *name);
+
 /* Keras's random image augmentations on (h, w, c), active only in training (identity at
  * inference); draws keyed on the global sample index, so any split of the batch over ranks draws
  * the same. seed 0: derived from the model's seed. Factors are (lower, upper) ranges: translation
@@ -159,6 +164,15 @@ TNT_API tnt_layer *tnt_random_rotation(float lo, float hi, const tnt_image_fill 
                                        const char *name);
 TNT_API tnt_layer *tnt_random_zoom(float height_lo, float height_hi, float width_lo, float width_hi,
                                    const tnt_image_fill *fill, uint64_t seed, const char *name);
+
+/* Keras RandomContrast: per image a factor f in [1 - lower, 1 + upper], each channel
+ * (x - mean) * f + mean, clipped to [value_min, value_max] (Keras: (0, 255)); RandomBrightness:
+ * per image (a value in [lower, upper]) * (value_max - value_min) added, then clipped. Training
+ * only, draws keyed on the global sample index as above. */
+TNT_API tnt_layer *tnt_random_contrast(float lower, float upper, float value_min, float value_max, uint64_t seed,
+                                       const char *name);
+TNT_API tnt_layer *tnt_random_brightness(float lower, float upper, float value_min, float value_max, uint64_t seed,
+                                         const char *name);
 
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);

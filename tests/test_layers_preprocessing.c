@@ -1,5 +1,5 @@
 /* test_layers_preprocessing.c: Keras's image preprocessing layers Resizing, CenterCrop, RandomFlip,
- * RandomTranslation, RandomRotation and RandomZoom: forward and backward against PyTorch
+ * RandomTranslation, RandomRotation, RandomZoom, RandomCrop, RandomContrast and RandomBrightness: forward and backward against PyTorch
  * (tests/fixtures/gen_preprocessing.py: F.interpolate, grid_sample, NumPy's symmetric pad for
  * TensorFlow's reflect fill), the random layers the identity at inference and the same draws for
  * any split of the batch (sample_offset), flips exact, gradients by finite differences, configs
@@ -12,8 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Forward and backward of the fixture case name (x (n, h, w, c) -> y) in training mode. */
-static void fixture_case(const char *name, tnt_layer *l) {
+#define N 16
+#define H 5
+#define W 6
+#define C 2
+#define PER (H * W * C)
+
+/* Forward and backward of the fixture case name (x (n, h, w, c) -> y). */
+static void fixture_case_at(const char *name, tnt_layer *l, bool training) {
     assert_non_null(l);
     char f[128];
     tnt_shape xs, ys;
@@ -24,7 +30,7 @@ static void fixture_case(const char *name, tnt_layer *l) {
     tnt_shape in = TNT_SHAPE(xs.dim[1], xs.dim[2], xs.dim[3]);
     float *y = calloc((size_t)tnt_shape_numel(ys), sizeof(float)), *dx = calloc((size_t)tnt_shape_numel(xs), sizeof(float));
     l->seed = 3;
-    run_layer(l, in, xs.dim[0], x, y, dy, dx, true);
+    run_layer(l, in, xs.dim[0], x, y, dy, dx, training);
     snprintf(f, sizeof f, "%s_y", name);
     check(y, f, tnt_shape_numel(ys), "forward");
     snprintf(f, sizeof f, "%s_dx", name);
@@ -32,6 +38,8 @@ static void fixture_case(const char *name, tnt_layer *l) {
     free(x), free(dy), free(y), free(dx);
     tnt_layer_free(l);
 }
+
+static void fixture_case(const char *name, tnt_layer *l) { fixture_case_at(name, l, true); }
 
 static void test_resizing_and_center_crop(void **state) {
     (void)state;
@@ -41,6 +49,64 @@ static void test_resizing_and_center_crop(void **state) {
     fixture_case("pre_resize_crop", tnt_resizing(4, 4, NULL, true, NULL));
     fixture_case("pre_center_crop", tnt_center_crop(5, 4, NULL));
     fixture_case("pre_center_crop_small", tnt_center_crop(6, 6, NULL));
+    fixture_case_at("pre_random_crop_infer", tnt_random_crop(5, 4, 0, NULL), false);
+}
+
+/* RandomCrop in training: every output is a window of its input at some offset, several offsets
+ * occur, backward puts dy back in that window, and a split batch draws the same. */
+static void test_random_crop_training(void **state) {
+    (void)state;
+    enum { CH = 3, CW = 4, IN = H * W * C, OUT = CH * CW * C };
+    float *x = malloc(N * IN * sizeof(float)), *y = malloc(N * OUT * sizeof(float)), *dy = malloc(N * OUT * sizeof(float));
+    float *dx = malloc(N * IN * sizeof(float)), *y2 = malloc(N * OUT * sizeof(float)), *dx2 = malloc(N * IN * sizeof(float));
+    tu_fill(x, N * IN, 31);
+    tu_fill(dy, N * OUT, 32);
+    tnt_layer *l = tnt_random_crop(CH, CW, 0, NULL);
+    assert_non_null(l);
+    l->seed = 2;
+    tnt_shape out;
+    tu_ok(l->ops->build(l, TNT_SHAPE(H, W, C), &out));
+    assert_int_equal(out.ndim, 3);
+    assert_true(out.dim[0] == CH && out.dim[1] == CW && out.dim[2] == C);
+    l->in_shape = TNT_SHAPE(H, W, C);
+    l->out_shape = out;
+    uint64_t ws = 0;
+    tnt__fwd_args fa = {.batch = N, .x = x, .y = y, .workspace = &ws, .training = true, .seed = 11};
+    tu_ok(l->ops->forward(l, NULL, &fa));
+    tnt__bwd_args ba = {.batch = N, .x = x, .y = y, .dy = dy, .dx = dx, .workspace = &ws};
+    tu_ok(l->ops->backward(l, NULL, &ba));
+    int offsets_seen[H * W] = {0}, distinct = 0;
+    for (int s = 0; s < N; s++) {
+        int found = -1;
+        for (int t = 0; t <= H - CH && found < 0; t++)
+            for (int u = 0; u <= W - CW && found < 0; u++) {
+                bool same = true;
+                for (int i = 0; i < CH && same; i++)
+                    for (int j = 0; j < CW * C && same; j++)
+                        same = y[s * OUT + i * CW * C + j] == x[s * IN + ((t + i) * W + u) * C + j];
+                if (same) found = t * W + u;
+            }
+        assert_true(found >= 0);
+        distinct += !offsets_seen[found]++;
+        int t = found / W, u = found % W;
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W * C; j++) {
+                bool inside = i >= t && i < t + CH && j >= u * C && j < (u + CW) * C;
+                float want = inside ? dy[s * OUT + (i - t) * CW * C + (j - u * C)] : 0.0f;
+                assert_true(dx[s * IN + i * W * C + j] == want);
+            }
+    }
+    assert_true(distinct >= 3);
+    /* two ranks' shares: 7 + 9 samples */
+    tnt__fwd_args f1 = {.batch = 7, .x = x, .y = y2, .workspace = &ws, .training = true, .seed = 11};
+    tu_ok(l->ops->forward(l, NULL, &f1));
+    tnt__fwd_args f2 = {.batch = N - 7, .x = x + 7 * IN, .y = y2 + 7 * OUT, .workspace = &ws, .training = true,
+                        .seed = 11, .sample_offset = 7};
+    tu_ok(l->ops->forward(l, NULL, &f2));
+    tu_assert_bitwise(y2, y, N * OUT, "a split batch crops the same windows");
+    (void)dx2;
+    tnt_layer_free(l);
+    free(x), free(y), free(dy), free(dx), free(y2), free(dx2);
 }
 
 /* Fixed factors (lower == upper): one deterministic map per image, against grid_sample. */
@@ -54,11 +120,6 @@ static void test_random_affine_values(void **state) {
     fixture_case("pre_translation_reflect", tnt_random_translation(2.0f / 6, 2.0f / 6, -0.375f, -0.375f, NULL, 0, NULL));
 }
 
-#define N 16
-#define H 5
-#define W 6
-#define C 2
-#define PER (H * W * C)
 
 /* The layer on samples [offset, offset + n) of x, training. */
 static void run_at(tnt_layer *l, int64_t n, int64_t offset, const float *x, float *y, const float *dy, float *dx,
@@ -76,7 +137,9 @@ static tnt_layer *make_random(int kind) {
     case 0: return tnt_random_flip(NULL, 0, NULL);
     case 1: return tnt_random_translation(-0.2f, 0.3f, -0.25f, 0.1f, NULL, 0, NULL);
     case 2: return tnt_random_rotation(-0.2f, 0.2f, NULL, 0, NULL);
-    default: return tnt_random_zoom(-0.3f, 0.4f, NAN, NAN, NULL, 0, NULL);
+    case 3: return tnt_random_zoom(-0.3f, 0.4f, NAN, NAN, NULL, 0, NULL);
+    case 4: return tnt_random_contrast(0.5f, 0.5f, -100, 100, 0, NULL);
+    default: return tnt_random_brightness(-0.2f, 0.2f, -100, 100, 0, NULL);
     }
 }
 
@@ -87,7 +150,7 @@ static void test_random_inference_identity_and_split(void **state) {
     float *y2 = malloc(N * PER * sizeof(float)), *dx2 = malloc(N * PER * sizeof(float));
     tu_fill(x, N * PER, 5);
     tu_fill(dy, N * PER, 6);
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 6; kind++) {
         tnt_layer *l = make_random(kind);
         assert_non_null(l);
         l->seed = 9;
@@ -178,11 +241,70 @@ static void test_random_adjoint(void **state) {
     free(x), free(dy), free(y), free(dx);
 }
 
+/* RandomContrast: each sample is (x - mean) * f + mean per channel for one f in [1 - lower,
+ * 1 + upper], then clipped; RandomBrightness: x + delta, delta in [lower, upper] * range, clipped;
+ * backward the adjoint where nothing clipped, and zero where the clip binds. */
+static void test_random_color_formulas(void **state) {
+    (void)state;
+    float *x = malloc(N * PER * sizeof(float)), *dy = malloc(N * PER * sizeof(float));
+    float *y = malloc(N * PER * sizeof(float)), *dx = malloc(N * PER * sizeof(float));
+    tu_fill(x, N * PER, 21);
+    tu_fill(dy, N * PER, 22);
+    for (int i = 0; i < N * PER; i++) x[i] = 100.0f + 60.0f * x[i]; /* pixel-like values in [40, 160] */
+    for (int clip = 0; clip < 2; clip++)
+        for (int kind = 0; kind < 2; kind++) {
+            float vmin = clip ? 50.0f : -1e4f, vmax = clip ? 150.0f : 1e4f;
+            tnt_layer *l = kind == 0 ? tnt_random_contrast(0.6f, 0.9f, vmin, vmax, 0, NULL)
+                                     : tnt_random_brightness(-0.3f, 0.4f, vmin, vmax, 0, NULL);
+            assert_non_null(l);
+            l->seed = 4;
+            tnt_shape out;
+            tu_ok(l->ops->build(l, TNT_SHAPE(H, W, C), &out));
+            l->in_shape = l->out_shape = out;
+            run_at(l, N, 0, x, y, dy, dx, true);
+            double lo_seen = 1e9, hi_seen = -1e9;
+            for (int s = 0; s < N; s++) {
+                const float *xs = x + s * PER, *ys = y + s * PER;
+                double mean[C] = {0};
+                for (int i = 0; i < PER; i++) mean[i % C] += xs[i] / (double)(H * W);
+                /* f (or delta) from the first value, then every value must follow it */
+                double f = kind == 0 ? (ys[0] - mean[0]) / (xs[0] - mean[0]) : ys[0] - xs[0];
+                if (clip) { /* recover it from a value that the clip left alone */
+                    for (int i = 0; i < PER; i++)
+                        if (ys[i] > vmin && ys[i] < vmax) {
+                            f = kind == 0 ? (ys[i] - mean[i % C]) / (xs[i] - mean[i % C]) : ys[i] - xs[i];
+                            break;
+                        }
+                }
+                lo_seen = fmin(lo_seen, f), hi_seen = fmax(hi_seen, f);
+                for (int i = 0; i < PER; i++) {
+                    double v = kind == 0 ? (xs[i] - mean[i % C]) * f + mean[i % C] : xs[i] + f;
+                    v = fmin(fmax(v, vmin), vmax);
+                    if (fabs(ys[i] - v) > 1e-3 * (1 + fabs(v))) fail_msg("kind %d sample %d [%d]: %g, formula %g", kind, s, i, ys[i], v);
+                    /* brightness: dy passes where the clip did not bind, else 0 */
+                    double raw = xs[i] + f, want = raw < vmin || raw > vmax ? 0.0 : dy[s * PER + i];
+                    if (kind == 1 && fabs(raw - vmin) > 1e-3 && fabs(raw - vmax) > 1e-3 && dx[s * PER + i] != want)
+                        fail_msg("brightness sample %d [%d]: dx %g, expected %g", s, i, dx[s * PER + i], want);
+                }
+            }
+            double rlo = kind == 0 ? 1 - 0.6 : -0.3 * (vmax - vmin), rhi = kind == 0 ? 1 + 0.9 : 0.4 * (vmax - vmin);
+            assert_true(lo_seen >= rlo - 1e-4 && hi_seen <= rhi + 1e-4 && hi_seen - lo_seen > 0.2 * (rhi - rlo));
+            if (!clip && kind == 0) { /* contrast is linear: backward is its adjoint */
+                double ya = 0, xb = 0;
+                for (int i = 0; i < N * PER; i++) ya += (double)y[i] * dy[i], xb += (double)x[i] * dx[i];
+                if (fabs(ya - xb) > 1e-4 * (fabs(ya) + 1)) fail_msg("contrast: <y, dy> %g, <x, dx> %g", ya, xb);
+            }
+            tnt_layer_free(l);
+        }
+    free(x), free(dy), free(y), free(dx);
+}
+
 static void test_configs_round_trip(void **state) {
     (void)state;
     check_layer(TNT_SHAPE(8, 9, 3), tnt_resizing(4, 5, "nearest", true, "rs"), "Resizing",
                 "\"crop_to_aspect_ratio\":true");
     check_layer(TNT_SHAPE(8, 9, 3), tnt_center_crop(4, 5, "cc"), "CenterCrop", "\"width\":5");
+    check_layer(TNT_SHAPE(8, 9, 3), tnt_random_crop(4, 5, 77, "rc"), "RandomCrop", "\"seed\":77");
     check_layer(TNT_SHAPE(8, 9, 3), tnt_random_flip("vertical", 3, "fl"), "RandomFlip", "\"mode\":\"vertical\"");
     tnt_image_fill opt = {.fill_mode = "constant", .interpolation = "nearest", .fill_value = 0.5f};
     check_layer(TNT_SHAPE(8, 9, 3), tnt_random_translation(-0.1f, 0.2f, -0.3f, 0.3f, &opt, 0, "tr"),
@@ -191,6 +313,10 @@ static void test_configs_round_trip(void **state) {
                 "\"factor\":[-0.25,0.5]");
     check_layer(TNT_SHAPE(8, 9, 3), tnt_random_zoom(-0.25f, 0.5f, NAN, NAN, NULL, 0, "zo"), "RandomZoom",
                 "\"width_factor\":null");
+    check_layer(TNT_SHAPE(8, 9, 3), tnt_random_contrast(0.2f, 0.2f, 0, 255, 0, "co"), "RandomContrast",
+                "\"factor\":[0.2,0.2]");
+    check_layer(TNT_SHAPE(8, 9, 3), tnt_random_brightness(-0.1f, 0.3f, 0, 1, 0, "br"), "RandomBrightness",
+                "\"value_range\":[0,1]");
     /* Keras's forms: a single factor f means (-f, f); Keras 3's tuple object */
     const char *from_keras = "{\"class_name\":\"RandomRotation\",\"config\":{\"name\":\"r\",\"factor\":0.25}}";
     tnt_model *m = seq_from_layer_json("[null, 8, 8, 3]", from_keras);
@@ -228,9 +354,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resizing_and_center_crop),
         cmocka_unit_test(test_random_affine_values),
+        cmocka_unit_test(test_random_crop_training),
         cmocka_unit_test(test_random_inference_identity_and_split),
         cmocka_unit_test(test_random_flip_exact),
         cmocka_unit_test(test_random_adjoint),
+        cmocka_unit_test(test_random_color_formulas),
         cmocka_unit_test(test_configs_round_trip),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -110,6 +110,9 @@
     X("RandomTranslation", tnt__random_translation_ops) \
     X("RandomRotation", tnt__random_rotation_ops) \
     X("RandomZoom", tnt__random_zoom_ops) \
+    X("RandomContrast", tnt__random_contrast_ops) \
+    X("RandomBrightness", tnt__random_brightness_ops) \
+    X("RandomCrop", tnt__random_crop_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

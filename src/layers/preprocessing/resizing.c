@@ -2,7 +2,10 @@
  * Resizing (bilinear or nearest, as tf.image.resize with half-pixel centers and no antialias;
  * crop_to_aspect_ratio first takes the largest centered window of the target's aspect ratio, as
  * Keras's smart_resize) and CenterCrop (the centered window; an input smaller than the target is
- * resized to it after the aspect-ratio crop, as Keras). Backward is the adjoint of the same
+ * resized to it after the aspect-ratio crop, as Keras) and RandomCrop (in training a window of the
+ * target size at a random offset per image, drawn as Dropout's noise from (step seed, global sample
+ * index) so any split over ranks draws the same; at inference, or when the input is smaller, the
+ * largest centered window of the target's aspect ratio resized, as Keras). Backward is the adjoint of the same
  * gathers (a scatter of dy), so the layers can sit anywhere in a model. */
 #include "layers/layer.h"
 #include "layers/keras_config.h"
@@ -14,6 +17,8 @@ typedef struct resize_cfg {
     bool nearest;      /* else bilinear */
     bool crop_aspect;  /* Resizing's crop_to_aspect_ratio */
     bool center_crop;  /* CenterCrop */
+    bool random_crop;  /* RandomCrop */
+    uint64_t seed;     /* RandomCrop's; 0: derive from the model's seed */
 } resize_cfg;
 
 /* The input window (top, left, rows, cols) that is resized to the output: the whole image, the
@@ -25,7 +30,7 @@ typedef struct window {
 
 static window input_window(const resize_cfg *c, int64_t h, int64_t w) {
     window r = {0, 0, h, w, true};
-    bool aspect = c->crop_aspect;
+    bool aspect = c->crop_aspect || c->random_crop;
     if (c->center_crop) {
         if (h >= c->height && w >= c->width)
             return (window){(h - c->height) / 2, (w - c->width) / 2, c->height, c->width, false};
@@ -74,12 +79,16 @@ static tap axis_tap(int64_t o, int64_t n_in, int64_t n_out, bool nearest) {
     return (tap){lo, hi, (float)(src - f)};
 }
 
-/* x (batch, h, w, ch) -> y (batch, H, W, ch); with adjoint, dy -> dx instead (dx zeroed first). */
-static void resample(const tnt_layer *l, int64_t batch, const float *src, float *dst, bool adjoint) {
+/* x (batch, h, w, ch) -> y (batch, H, W, ch); with adjoint, dy -> dx instead (dx zeroed first).
+ * seed (RandomCrop in training, else 0): each sample's window at a random offset, from sample
+ * offset + b's draws. */
+static void resample(const tnt_layer *l, int64_t batch, const float *src, float *dst, bool adjoint, uint64_t seed,
+                     int64_t offset) {
     const resize_cfg *c = l->priv;
     const int64_t h = l->in_shape.dim[0], w = l->in_shape.dim[1], ch = l->in_shape.dim[2];
     const int64_t H = c->height, W = c->width;
-    window win = input_window(c, h, w);
+    const window whole = input_window(c, h, w);
+    const bool random = seed && h >= H && w >= W;
     if (adjoint) memset(dst, 0, (size_t)(batch * h * w * ch) * sizeof(float));
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < batch; b++) {
@@ -87,6 +96,13 @@ static void resample(const tnt_layer *l, int64_t batch, const float *src, float 
         float *out = adjoint ? NULL : dst + b * H * W * ch;
         const float *g = adjoint ? src + b * H * W * ch : NULL;
         float *gx = adjoint ? dst + b * h * w * ch : NULL;
+        window win = whole;
+        if (random) { /* Keras: offsets uniform in [0, h - height] and [0, w - width] */
+            uint64_t sample = (uint64_t)(offset + b);
+            int64_t top = (int64_t)(tnt__rand_uniform(seed, 2 * sample) * (double)(h - H + 1));
+            int64_t left = (int64_t)(tnt__rand_uniform(seed, 2 * sample + 1) * (double)(w - W + 1));
+            win = (window){top < h - H ? top : h - H, left < w - W ? left : w - W, H, W, false};
+        }
         for (int64_t oy = 0; oy < H; oy++) {
             tap ty = win.resample ? axis_tap(oy, win.rows, H, c->nearest) : (tap){oy, oy, 0};
             for (int64_t ox = 0; ox < W; ox++) {
@@ -115,16 +131,29 @@ static void resample(const tnt_layer *l, int64_t batch, const float *src, float 
     }
 }
 
+static size_t crop_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)l, (void)plan, (void)batch;
+    return sizeof(uint64_t);
+}
+
 static tnt_status resize_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
-    resample(l, a->batch, a->x, a->y, false);
+    const resize_cfg *c = l->priv;
+    uint64_t seed = 0;
+    if (c->random_crop) {
+        seed = a->training ? tnt__hash64((c->seed ? c->seed : l->seed) ^ a->seed) | 1 : 0;
+        *(uint64_t *)a->workspace = seed;
+    }
+    resample(l, a->batch, a->x, a->y, false, seed, a->sample_offset);
     if (a->preact) memcpy(a->preact, a->y, (size_t)(a->batch * tnt_shape_numel(l->out_shape)) * sizeof(float));
     return TNT_OK;
 }
 
 static tnt_status resize_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
-    if (a->dx) resample(l, a->batch, a->dy, a->dx, true);
+    const resize_cfg *c = l->priv;
+    uint64_t seed = c->random_crop ? *(const uint64_t *)a->workspace : 0;
+    if (a->dx) resample(l, a->batch, a->dy, a->dx, true, seed, a->sample_offset);
     return TNT_OK;
 }
 
@@ -134,7 +163,11 @@ static tnt_status resize_get_config(const tnt_layer *l, cJSON *c) {
     const resize_cfg *p = l->priv;
     TNT_KJ(cJSON_AddNumberToObject(c, "height", p->height));
     TNT_KJ(cJSON_AddNumberToObject(c, "width", p->width));
-    if (p->center_crop) return TNT_OK;
+    if (p->random_crop) {
+        if (p->seed) TNT_KJ(cJSON_AddNumberToObject(c, "seed", (double)p->seed));
+        else TNT_KJ(cJSON_AddNullToObject(c, "seed"));
+    }
+    if (p->center_crop || p->random_crop) return TNT_OK;
     TNT_KJ(cJSON_AddStringToObject(c, "interpolation", p->nearest ? "nearest" : "bilinear"));
     TNT_KJ(cJSON_AddBoolToObject(c, "crop_to_aspect_ratio", p->crop_aspect));
     return TNT_OK;
@@ -169,6 +202,31 @@ static tnt_layer *center_crop_from_config(const cJSON *c, const tnt__kj_ctx *k) 
     TNT_KJ_READ(want_channels_last(c, k));
     return tnt__kj_built(tnt_center_crop(h, w, k->name), k);
 }
+
+static tnt_layer *random_crop_from_config(const cJSON *c, const tnt__kj_ctx *k) {
+    int h = 0, w = 0;
+    double seed = 0;
+    TNT_KJ_READ(tnt__kj_int(c, "height", true, 0, &h, k));
+    TNT_KJ_READ(tnt__kj_int(c, "width", true, 0, &w, k));
+    TNT_KJ_READ(want_channels_last(c, k));
+    if (!tnt__kj_absent(tnt__kj_item(c, "seed"))) {
+        TNT_KJ_READ(tnt__kj_num(c, "seed", true, 0, &seed, k));
+        if (!(seed >= 0 && seed == floor(seed)))
+            return tnt__kj_fail(k, TNT_ERR_FORMAT, "key \"seed\": %g (expected a whole number >= 0)", seed);
+    }
+    return tnt__kj_built(tnt_random_crop(h, w, (uint64_t)seed, k->name), k);
+}
+
+const tnt__layer_ops tnt__random_crop_ops = {
+    .class_name = "RandomCrop",
+    .get_config = resize_get_config,
+    .from_config = random_crop_from_config,
+    .build = resize_build,
+    .workspace_size = crop_workspace,
+    .forward = resize_forward,
+    .backward = resize_backward,
+    .destroy = resize_destroy,
+};
 
 const tnt__layer_ops tnt__resizing_ops = {
     .class_name = "Resizing",
@@ -221,4 +279,9 @@ tnt_layer *tnt_resizing(int height, int width, const char *interpolation, bool c
 tnt_layer *tnt_center_crop(int height, int width, const char *name) {
     return resize_new(&tnt__center_crop_ops, (resize_cfg){.height = height, .width = width, .center_crop = true},
                       name);
+}
+
+tnt_layer *tnt_random_crop(int height, int width, uint64_t seed, const char *name) {
+    return resize_new(&tnt__random_crop_ops,
+                      (resize_cfg){.height = height, .width = width, .random_crop = true, .seed = seed}, name);
 }
