@@ -100,11 +100,16 @@ static void test_random_crop_training(void **state) {
     /* two ranks' shares: 7 + 9 samples */
     tnt__fwd_args f1 = {.batch = 7, .x = x, .y = y2, .workspace = &ws, .training = true, .seed = 11};
     tu_ok(l->ops->forward(l, NULL, &f1));
+    tnt__bwd_args b1 = {.batch = 7, .x = x, .y = y2, .dy = dy, .dx = dx2, .workspace = &ws};
+    tu_ok(l->ops->backward(l, NULL, &b1));
     tnt__fwd_args f2 = {.batch = N - 7, .x = x + 7 * IN, .y = y2 + 7 * OUT, .workspace = &ws, .training = true,
                         .seed = 11, .sample_offset = 7};
     tu_ok(l->ops->forward(l, NULL, &f2));
+    tnt__bwd_args b2 = {.batch = N - 7, .x = x + 7 * IN, .y = y2 + 7 * OUT, .dy = dy + 7 * OUT, .dx = dx2 + 7 * IN,
+                        .workspace = &ws, .sample_offset = 7};
+    tu_ok(l->ops->backward(l, NULL, &b2));
     tu_assert_bitwise(y2, y, N * OUT, "a split batch crops the same windows");
-    (void)dx2;
+    tu_assert_bitwise(dx2, dx, N * IN, "a split batch's backward is the same");
     tnt_layer_free(l);
     free(x), free(y), free(dy), free(dx), free(y2), free(dx2);
 }
