@@ -131,6 +131,49 @@ TNT_API tnt_layer *tnt_alpha_dropout(float rate, uint64_t seed, const char *name
  * to the training loss (see tnt_layer_set_regularizer). */
 TNT_API tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name);
 
+/* Keras Resizing: (h, w, c) -> (height, width, c); interpolation NULL or "bilinear" (as
+ * tf.image.resize: half-pixel centers, no antialias) or "nearest"; crop_to_aspect_ratio first takes
+ * the largest centered window of the target's aspect ratio. */
+TNT_API tnt_layer *tnt_resizing(int height, int width, const char *interpolation, bool crop_to_aspect_ratio,
+                                const char *name);
+/* Keras CenterCrop: the centered (height, width) window; a smaller input is resized to it (bilinear,
+ * after a centered crop to the target's aspect ratio), as Keras. */
+TNT_API tnt_layer *tnt_center_crop(int height, int width, const char *name);
+
+/* Keras RandomCrop: in training a (height, width) window at a random offset per image (drawn from
+ * the global sample index, seed 0: the model's); at inference, or from a smaller input, the largest
+ * centered window of the target's aspect ratio resized to it (bilinear), as Keras. */
+TNT_API tnt_layer *tnt_random_crop(int height, int width, uint64_t seed, const char *name);
+
+/* Keras's random image augmentations on (h, w, c), active only in training (identity at
+ * inference); draws keyed on the global sample index, so any split of the batch over ranks draws
+ * the same. seed 0: derived from the model's seed. Factors are (lower, upper) ranges: translation
+ * in fractions of the height/width (positive: down/right), rotation in turns (fraction of 2 pi,
+ * counterclockwise), zoom as 1 + factor (positive: zoom out); RandomZoom's width range NAN, NAN:
+ * the height's zoom (aspect ratio kept). */
+typedef struct tnt_image_fill {
+    const char *fill_mode;     /* NULL or "reflect" (Keras's default), "wrap", "nearest", "constant" */
+    const char *interpolation; /* NULL or "bilinear", "nearest" */
+    float fill_value;          /* for "constant" */
+} tnt_image_fill;
+/* mode NULL or "horizontal_and_vertical", "horizontal", "vertical": each flipped with probability 1/2 */
+TNT_API tnt_layer *tnt_random_flip(const char *mode, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_random_translation(float height_lo, float height_hi, float width_lo, float width_hi,
+                                          const tnt_image_fill *fill, uint64_t seed, const char *name);
+TNT_API tnt_layer *tnt_random_rotation(float lo, float hi, const tnt_image_fill *fill, uint64_t seed,
+                                       const char *name);
+TNT_API tnt_layer *tnt_random_zoom(float height_lo, float height_hi, float width_lo, float width_hi,
+                                   const tnt_image_fill *fill, uint64_t seed, const char *name);
+
+/* Keras RandomContrast: per image a factor f in [1 - lower, 1 + upper], each channel
+ * (x - mean) * f + mean, clipped to [value_min, value_max] (Keras: (0, 255)); RandomBrightness:
+ * per image (a value in [lower, upper]) * (value_max - value_min) added, then clipped. Training
+ * only, draws keyed on the global sample index as above. */
+TNT_API tnt_layer *tnt_random_contrast(float lower, float upper, float value_min, float value_max, uint64_t seed,
+                                       const char *name);
+TNT_API tnt_layer *tnt_random_brightness(float lower, float upper, float value_min, float value_max, uint64_t seed,
+                                         const char *name);
+
 /* Keras Rescaling: y = x * scale + offset. */
 TNT_API tnt_layer *tnt_rescaling(float scale, float offset, const char *name);
 /* Keras Normalization (preprocessing) with given statistics: y = (x - mean) / max(sqrt(variance),

@@ -104,6 +104,15 @@
     X("LocallyConnected2D", tnt__locally_connected2d_ops) \
     X("Conv3DTranspose", tnt__conv3d_transpose_ops) \
     X("Convolution3DTranspose", tnt__conv3d_transpose_ops) \
+    X("Resizing", tnt__resizing_ops) \
+    X("CenterCrop", tnt__center_crop_ops) \
+    X("RandomFlip", tnt__random_flip_ops) \
+    X("RandomTranslation", tnt__random_translation_ops) \
+    X("RandomRotation", tnt__random_rotation_ops) \
+    X("RandomZoom", tnt__random_zoom_ops) \
+    X("RandomContrast", tnt__random_contrast_ops) \
+    X("RandomBrightness", tnt__random_brightness_ops) \
+    X("RandomCrop", tnt__random_crop_ops) \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

@@ -534,6 +534,18 @@ _SPECS = {
                  "activity_regularizer=None, embeddings_constraint=None, mask_zero=False, input_length=None",
     "Masking": "mask_value=0.0",
     "Rescaling": "scale, offset=0.0",
+    "Resizing": "height, width, interpolation='bilinear', crop_to_aspect_ratio=False, data_format=None",
+    "CenterCrop": "height, width, data_format=None",
+    "RandomFlip": "mode='horizontal_and_vertical', seed=None, data_format=None",
+    "RandomTranslation": "height_factor, width_factor, fill_mode='reflect', interpolation='bilinear', seed=None, "
+                         "fill_value=0.0, data_format=None",
+    "RandomRotation": "factor, fill_mode='reflect', interpolation='bilinear', seed=None, fill_value=0.0, "
+                      "data_format=None",
+    "RandomCrop": "height, width, seed=None, data_format=None",
+    "RandomContrast": "factor, seed=None, value_range=(0, 255), data_format=None",
+    "RandomBrightness": "factor, value_range=(0, 255), seed=None, data_format=None",
+    "RandomZoom": "height_factor, width_factor=None, fill_mode='reflect', interpolation='bilinear', seed=None, "
+                  "fill_value=0.0, data_format=None",
     "MultiHeadAttention": "num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True, output_shape=None, "
                           "attention_axes=None, " + _KB,
     "Add": "",
