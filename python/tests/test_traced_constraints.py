@@ -148,3 +148,37 @@ def test_bad_constraints_are_clear_errors(constraint, error, text):
     with pytest.raises(error) as e:
         _layer_with(constraint)
     assert text in str(e.value) and "add_weight('w')" in str(e.value)
+
+
+@keras.utils.register_keras_serializable(package="ConstraintTest")
+class RegularizedDense(keras.layers.Layer):
+    """Its get_config names its regularizer as a built-in layer's does: the penalty still counts once."""
+
+    def __init__(self, units, kernel_regularizer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units, self.kernel_regularizer = units, keras.regularizers.get(kernel_regularizer)
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], self.units),
+                                      regularizer=self.kernel_regularizer)
+
+    def call(self, inputs):
+        return ops.matmul(inputs, self.kernel)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units,
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer)}
+
+
+def test_regularizer_named_in_get_config_counts_once():
+    inp = keras.Input(shape=(6,))
+    ref = keras.Model(inp, keras.layers.Dense(2, use_bias=False, kernel_regularizer=keras.regularizers.L2(0.1))(inp))
+    inp2 = keras.Input(shape=(6,))
+    mine = keras.Model(inp2, RegularizedDense(2, kernel_regularizer=keras.regularizers.L2(0.1))(inp2))
+    mine.set_weights(ref.get_weights())
+    k = ref.get_weights()[0]
+    for m in (ref, mine):
+        m.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    expected = np.mean((X @ k - Y) ** 2) + 0.1 * np.sum(k.astype(np.float64) ** 2)  # Keras's L2 on the loss
+    for m in (ref, mine):
+        np.testing.assert_allclose(m.evaluate(X, Y, batch_size=32, verbose=0), expected, rtol=1e-5)
