@@ -505,7 +505,8 @@ typedef struct tnt_callback {
     bool local_logs;
     /* evaluate's (and fit's validation's) and predict's batch hooks, as Keras calls them: begin with
      * empty logs; test_batch_end with the running loss and metrics of this rank's batches so far
-     * (the global figures with one rank), predict_batch_end with empty logs. */
+     * (the global figures with one rank), predict_batch_end with empty logs and the batch's
+     * predictions readable by tnt_model_batch_outputs (Keras's logs["outputs"]). */
     tnt_status (*on_test_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
     tnt_status (*on_test_batch_end)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
     tnt_status (*on_predict_batch_begin)(tnt_model *m, int64_t batch, const tnt_logs *logs, void *user);
@@ -518,6 +519,16 @@ typedef struct tnt_callback {
 } tnt_callback;
 /* Asks fit to stop at the end of the current epoch (EarlyStopping's model.stop_training). */
 TNT_API void tnt_model_stop_training(tnt_model *m);
+/* Inside on_predict_batch_end: the batch's predictions (Keras's logs["outputs"]) at *data, valid
+ * during the hook, of *shape (the batch's rows, then tnt_model_output_shape: several outputs
+ * packed per row). This rank's rows: on p ranks its share of the global batch (none when the
+ * batch has fewer samples than ranks). TNT_ERR_STATE outside the hook. */
+TNT_API tnt_status tnt_model_batch_outputs(const tnt_model *m, const float **data, tnt_shape *shape);
+/* The seed the model's weights are drawn from when first needed (and dropout's, unless compile
+ * gives one); 0 = 42. Weights already drawn keep their values: set it right after making the
+ * model, so that the same seed gives the same weights whatever reads them first (Keras's
+ * set_random_seed). TNT_ERR_ARG for a NULL model. */
+TNT_API tnt_status tnt_model_set_seed(tnt_model *m, uint64_t seed);
 
 #include "tarantella_callbacks.h" /* EarlyStopping, ModelCheckpoint, ...: Keras's built-in callbacks */
 

@@ -85,7 +85,8 @@ TNT_API int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output);
 /* A metric of the user's own (Keras's metric function of (y_true, y_pred), traced), after
  * tnt_compile (which clears it): the graph as for a loss, logged under name as the mean of its
  * per-sample values over the samples seen (sums over ranks, exact), on output (of several: one
- * output; the log key then takes the output's prefix as Keras's). */
+ * output; the log key then takes the output's prefix as Keras's). A name "~name" weights it by
+ * the sample weights (Keras's weighted_metrics); else sample weights do not reach it. */
 TNT_API tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json);
 /* A metric with state of the user's own (keras.metrics.Metric with add_weight state, update_state
  * and result): update_json takes y_true, y_pred (as a loss graph) and gives each state variable's

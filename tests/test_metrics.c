@@ -48,6 +48,18 @@ static void test_parse(void **state) {
     assert_int_equal(n, 3);
     assert_int_equal(m[0].kind, TNT__METRIC_SPARSE_TOP_K);
     assert_int_equal(m[0].k, 1);
+    assert_false(m[1].weighted);
+
+    /* "~": Keras's weighted_metrics, with a log name and an output */
+    n = tnt__metrics_parse("mae,~weighted_mae=mae@1,~mse", TNT_MEAN_SQUARED_ERROR, m, 8);
+    assert_int_equal(n, 3);
+    assert_false(m[0].weighted);
+    assert_true(m[1].weighted);
+    assert_string_equal(m[1].name, "weighted_mae");
+    assert_int_equal(m[1].output, 1);
+    assert_int_equal(m[1].kind, TNT__METRIC_MAE);
+    assert_true(m[2].weighted);
+    assert_string_equal(m[2].name, "mse");
 }
 
 static void test_parse_errors(void **state) {

@@ -527,6 +527,27 @@ static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
+/* batch_outputs(): inside on_predict_batch_end, a copy of the batch's predictions (this rank's
+ * rows, outputs packed per row as predict returns them before splitting) */
+static PyObject *model_batch_outputs(pytnt_model *self, PyObject *noargs) {
+    (void)noargs;
+    const float *data;
+    tnt_shape shape;
+    tnt_status s = tnt_model_batch_outputs(self->m, &data, &shape);
+    if (s != TNT_OK) return pytnt_raise(s);
+    PyObject *a = new_array(shape);
+    if (a) memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)tnt_shape_numel(shape) * sizeof(float));
+    return a;
+}
+
+static PyObject *model_set_seed(pytnt_model *self, PyObject *args) {
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "K", &seed)) return NULL;
+    tnt_status s = tnt_model_set_seed(self->m, (uint64_t)seed);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
 static PyObject *model_set_loss_graph(pytnt_model *self, PyObject *args) {
     int output;
     const char *json = NULL;
@@ -806,6 +827,9 @@ static PyMethodDef model_methods[] = {
     {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
     {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
+    {"batch_outputs", (PyCFunction)model_batch_outputs, METH_NOARGS,
+     "Inside on_predict_batch_end: the batch's predictions (packed outputs)."},
+    {"set_seed", (PyCFunction)model_set_seed, METH_VARARGS, "set_seed(seed): the seed of weights not drawn yet."},
     {"set_loss_graph", (PyCFunction)model_set_loss_graph, METH_VARARGS,
      "set_loss_graph(output, json or None): output's loss is the traced loss function (after compile)."},
     {"add_metric_graph", (PyCFunction)model_add_metric_graph, METH_VARARGS,

@@ -30,12 +30,14 @@ for loss in sorted(CASES):
         f.update({f"eval_{key}": float(v) for key, v in ev.items()})
         f["weights"] = [float(a.astype(np.float64).sum()) for a in w] + [float(w[0].ravel()[0])]
         figures[f"{loss}/rank{rank}/batch{batch}"] = f
-# sample weights (with the weighted metrics) and class weights, also with batches smaller than the ranks
+# sample weights (metrics unweighted, weighted_metrics weighted) and class weights, also with batches smaller than the ranks
 for loss, batch in (("categorical_crossentropy", 8), ("categorical_crossentropy", 2), ("mean_squared_error", 8)):
     x, y = data(loss, 3)
     w = np.linspace(0.0, 2.0, len(x)).astype(np.float32)
     m = tnt.Model(model(k, loss, 3))
-    m.compile(k.optimizers.SGD(0.05), loss=loss, metrics=metrics(k, loss))
+    weighted = metrics(k, loss)  # a few of them weighted too (the logs hold 16 figures)
+    weighted = [weighted[i] for i in ((0, -1) if loss == "categorical_crossentropy" else (0, 2, -1))]
+    m.compile(k.optimizers.SGD(0.05), loss=loss, metrics=metrics(k, loss), weighted_metrics=weighted)
     h = m.fit(x, y, sample_weight=w, batch_size=batch, epochs=2, shuffle=False, verbose=0,
               validation_data=(x, y, w[::-1].copy()))
     ev = m.evaluate(x, y, sample_weight=w, batch_size=batch, verbose=0, return_dict=True)

@@ -72,6 +72,37 @@ def test_evaluate_and_predict_hooks(tnt):
     assert [e[1] for e in t.events if e[0] == "on_predict_batch_end"] == [0, 1, 2, 3]
 
 
+def test_predict_batch_end_gets_the_batch_outputs(tnt):
+    """Keras's predict passes on_predict_batch_end {'outputs': that batch's predictions} (a list for
+    several outputs); begin hooks get empty logs; a predict inside the hook leaves them."""
+    x, y = toy_data(30)
+    m = compiled(tnt)
+    t = Trace(tnt)
+    p = m.predict(x, batch_size=8, callbacks=[t.cb], verbose=0)
+    ends = [e for e in t.events if e[0] == "on_predict_batch_end"]
+    assert [set(e[2]) for e in ends] == [{"outputs"}] * 4
+    assert [e[2]["outputs"].shape for e in ends] == [(8, 3)] * 3 + [(6, 3)]
+    np.testing.assert_array_equal(np.concatenate([e[2]["outputs"].numpy() for e in ends]), p)
+    assert all(e[-1] == {} for e in t.events if e[0] == "on_predict_batch_begin")
+    with pytest.raises(Exception, match="not in on_predict_batch_end"):  # only during the hook
+        m._h.batch_outputs()
+    k = tnt.keras
+    inp = k.Input((8,))
+    two = k.Model(inp, [k.layers.Dense(2)(inp), k.layers.Dense(1, activation="sigmoid")(inp)])
+    seen = []
+
+    class Nested:  # a plain object with Keras's hook, wrapped as Tarantella wraps Keras callbacks
+        def on_predict_batch_end(self, batch, logs=None):
+            if batch == 0:
+                two.predict(x[:5], verbose=0)  # a predict of the same model inside the hook
+            seen.append([np.array(o) for o in logs["outputs"]])
+
+    p2 = two.predict(x, batch_size=16, callbacks=[tnt.keras.callbacks.Callback(Nested())], verbose=0)
+    assert [len(s) for s in seen] == [2, 2] and seen[0][0].shape == (16, 2) and seen[1][1].shape == (14, 1)
+    for i in range(2):
+        np.testing.assert_array_equal(np.concatenate([s[i] for s in seen]), p2[i])
+
+
 def test_evaluate_and_predict_inside_a_callback(tnt):
     x, y = toy_data(40)
     m = compiled(tnt)

@@ -274,3 +274,37 @@ def test_model_called_on_a_dict_of_inputs(tnt):
     loss = m.test_on_batch({"a": xa, "b": xb}, y)
     np.testing.assert_allclose(loss, np.mean((np.concatenate([xa, xb], 1) @ w + bias) ** 2), rtol=1e-5)
     m.train_on_batch({"a": xa, "b": xb}, y)
+
+
+def _seeded_run(tnt, seed, read_first):
+    """keras.utils.set_random_seed, a functional model with dropout, fit; read_first: get_weights
+    before compile and fit (Keras draws the weights once, when the layers are built)."""
+    k = tnt.keras
+    k.utils.set_random_seed(seed)
+    inp = k.Input(shape=(8,))
+    h = k.layers.Dense(16, activation="relu")(inp)
+    h = k.layers.Dropout(0.3)(h)
+    m = k.Model(inp, k.layers.Dense(3, activation="softmax")(h))
+    first = m.get_weights() if read_first else None
+    m.compile(k.optimizers.SGD(0.1), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    initial = m.get_weights()
+    x, y = np.random.default_rng(1).standard_normal((48, 8)).astype(np.float32), np.arange(48) % 3
+    hist = m.fit(x, y.astype(np.float32), batch_size=16, epochs=2, verbose=0)
+    return first, initial, m.get_weights(), hist.history
+
+
+def test_set_random_seed_gives_the_same_weights_whatever_reads_them_first(tnt):
+    _, init_a, end_a, hist_a = _seeded_run(tnt, 7, read_first=False)
+    first_b, init_b, end_b, hist_b = _seeded_run(tnt, 7, read_first=True)
+    for a, b, f in zip(init_a, init_b, first_b):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(f, b)  # compile draws nothing again
+    for a, b in zip(end_a, end_b):
+        np.testing.assert_array_equal(a, b)
+    assert hist_a == hist_b
+    _, init_c, _, _ = _seeded_run(tnt, 8, read_first=False)  # another seed: other weights
+    assert not np.array_equal(init_a[0], init_c[0])
+    k = tnt.keras  # two models built one after the other draw different weights, as Keras's layers
+    k.utils.set_random_seed(7)
+    one, two = [k.Sequential([k.layers.Dense(4, input_shape=(3,))]).get_weights()[0] for _ in range(2)]
+    assert not np.array_equal(one, two)

@@ -84,24 +84,31 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
             else CK(cJSON_AddNullToObject(c, "ignore_class"));
         }
     }
-    cJSON *met = cJSON_AddArrayToObject(tc, "metrics");
-    CK(met);
-    bool per_output = false;
-    for (int i = 0; i < m->n_metrics; i++) per_output |= m->metrics[i].output >= 0;
-    if (per_output) { /* Keras's list of lists, one per output */
-        for (int k = 0; k < m->n_outputs; k++) {
-            cJSON *l = cJSON_CreateArray();
-            CK(l && cJSON_AddItemToArray(met, l));
-            for (int i = 0; i < m->n_metrics; i++)
-                if (tnt__metric_on_output(&m->metrics[i], k) && !m->traced_metric[i] && !m->state_metric[i])
-                    CK(cJSON_AddItemToArray(l, cJSON_CreateString(m->metrics[i].name)));
+    bool per_output = false, any_weighted = false;
+    for (int i = 0; i < m->n_metrics; i++) per_output |= m->metrics[i].output >= 0, any_weighted |= m->metrics[i].weighted;
+    for (int weighted = 0; weighted < 2; weighted++) { /* "metrics", then "weighted_metrics" */
+        const char *key = weighted ? "weighted_metrics" : "metrics";
+        if (weighted && !any_weighted) {
+            CK(cJSON_AddNullToObject(tc, key));
+            break;
         }
-    } else { /* the user's metrics stay out: a compile from the file could not make them */
-        for (int i = 0; i < m->n_metrics; i++)
-            if (!m->traced_metric[i] && !m->state_metric[i])
-                CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+        cJSON *met = cJSON_AddArrayToObject(tc, key);
+        CK(met);
+        if (per_output) { /* Keras's list of lists, one per output */
+            for (int k = 0; k < m->n_outputs; k++) {
+                cJSON *l = cJSON_CreateArray();
+                CK(l && cJSON_AddItemToArray(met, l));
+                for (int i = 0; i < m->n_metrics; i++)
+                    if (tnt__metric_on_output(&m->metrics[i], k) && !m->traced_metric[i] && !m->state_metric[i] &&
+                        m->metrics[i].weighted == (weighted != 0))
+                        CK(cJSON_AddItemToArray(l, cJSON_CreateString(m->metrics[i].name)));
+            }
+        } else { /* the user's metrics stay out: a compile from the file could not make them */
+            for (int i = 0; i < m->n_metrics; i++)
+                if (!m->traced_metric[i] && !m->state_metric[i] && m->metrics[i].weighted == (weighted != 0))
+                    CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+        }
     }
-    CK(cJSON_AddNullToObject(tc, "weighted_metrics"));
     if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
         cJSON *lw = cJSON_AddArrayToObject(tc, "loss_weights");
         CK(lw);

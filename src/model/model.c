@@ -392,6 +392,22 @@ void tnt__model_bind_params(tnt_model *m, float *params) {
  * (BatchNormalization's moving statistics) to the state buffer, which has none of these. Both
  * are laid out in the order backward completes the layers: a layer called several times is
  * complete after the backward of its first call. */
+tnt_status tnt_model_batch_outputs(const tnt_model *m, const float **data, tnt_shape *shape) {
+    if (!m || !data || !shape) return tnt__error(TNT_ERR_ARG, "tnt_model_batch_outputs: NULL argument");
+    if (!m->batch_outputs)
+        return tnt__error(TNT_ERR_STATE, "tnt_model_batch_outputs: model \"%s\" is not in on_predict_batch_end",
+                          m->name);
+    *data = m->batch_outputs;
+    *shape = tnt__shape_with_batch(m->batch_outputs_n, m->output_shape);
+    return TNT_OK;
+}
+
+tnt_status tnt_model_set_seed(tnt_model *m, uint64_t seed) {
+    if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_set_seed: model is NULL");
+    m->seed = seed ? seed : 42;
+    return TNT_OK;
+}
+
 tnt_status tnt__model_setup_weights(tnt_model *m) {
     if (m->weights_ready) return TNT_OK;
     if (!m->has_input_shape)
@@ -553,7 +569,8 @@ tnt_status tnt_model_compile_opts(const tnt_model *m, tnt_compile_opts *opts, ch
     metrics[0] = '\0';
     for (int k = 0; k < m->n_metrics; k++) {
         if (m->traced_metric[k] || m->state_metric[k]) continue; /* the user's: compile cannot read it back by name */
-        int n = snprintf(metrics + len, size - len, "%s%s", len ? "," : "", m->metrics[k].name);
+        int n = snprintf(metrics + len, size - len, "%s%s%s", len ? "," : "", m->metrics[k].weighted ? "~" : "",
+                         m->metrics[k].name);
         if (n < 0 || (size_t)n >= size - len)
             return tnt__error(TNT_ERR_ARG, "model_compile_opts: the metric names need more than %zu bytes", size);
         len += (size_t)n;

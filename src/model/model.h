@@ -141,6 +141,9 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    /* during on_predict_batch_end: the batch's predictions (tnt_model_batch_outputs) */
+    const float *batch_outputs;
+    int64_t batch_outputs_n;
     int resume_epoch;      /* set by BackupAndRestore in on_train_begin: fit resumes at this epoch */
     int64_t resume_step;   /* ... after skipping its first resume_step batches (already trained) */
 

@@ -128,6 +128,12 @@ static bool takes_threshold(int kind) {
 }
 
 static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
+    /* "~...": weighted by the sample weights */
+    if (len && s[0] == '~') {
+        tnt_status st = parse_one(s + 1, len - 1, loss, m);
+        if (st == TNT_OK) m->weighted = true;
+        return st;
+    }
     /* "...@K": output K only */
     const char *at = len ? memchr(s, '@', len) : NULL;
     if (at) {

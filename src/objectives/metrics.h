@@ -67,6 +67,8 @@ typedef struct tnt__metric {
     int output;                      /* "spec@K": output K only (Keras's metrics per output); -1: all */
     int num_thresholds;              /* AUC: Keras's num_thresholds (default 200) */
     tnt_loss_kind loss;              /* the compiled loss, which fixes the label layout */
+    bool weighted;                   /* "~spec": weighted by the sample weights (Keras's
+                                        weighted_metrics); other metrics ignore them */
 } tnt__metric;
 
 /* Parses a comma-separated list of Keras metric names (spaces allowed around names; names are
@@ -74,7 +76,9 @@ typedef struct tnt__metric {
  * "SparseCategoricalAccuracy" work too). Top-k metrics take k = 5 or a ":K" suffix; binary
  * accuracy and the confusion family a threshold as ":T" (default 0.5). "logname=spec" logs the
  * metric spec under logname (Keras's name= argument); a final "@K" computes it on output K only
- * (Keras's metrics given per output), e.g. "mae@1". A metric whose
+ * (Keras's metrics given per output), e.g. "mae@1". A leading "~" weights the metric by the
+ * sample weights (Keras's weighted_metrics; the others are unweighted), e.g. "~weighted_mae=mae".
+ * A metric whose
  * labels do not fit the loss (e.g. categorical_accuracy with sparse labels) is an error, as are
  * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
  * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */

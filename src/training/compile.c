@@ -224,6 +224,11 @@ static tnt_status add_metric(tnt_model *m, const char *name, int output, const c
     if (!m) return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: model is NULL");
     if (!m->compiled)
         return tnt__error(TNT_ERR_STATE, "tnt_model_add_metric_graph: model \"%s\" is not compiled", m->name);
+    bool weighted = name && name[0] == '~'; /* one of Keras's weighted_metrics */
+    if (weighted) name++;
+    if (weighted && result_json)
+        return tnt__error(TNT_ERR_UNSUPPORTED, "tnt_model_add_metric_state_graphs: metric \"%s\": a Metric class "
+                          "weighted by the sample weights is not supported (give it in metrics)", name);
     if (!name || !*name || strlen(name) >= TNT__METRIC_NAME_MAX)
         return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: name \"%s\" (expected 1 to %d characters)",
                           name ? name : "(null)", TNT__METRIC_NAME_MAX - 1);
@@ -256,7 +261,7 @@ static tnt_status add_metric(tnt_model *m, const char *name, int output, const c
     int j = m->n_metrics++;
     tnt__metric *mt = &m->metrics[j];
     *mt = (tnt__metric){.kind = TNT__METRIC_MSE, .output = m->n_outputs > 1 ? output : -1,
-                        .loss = m->output_loss[output]};
+                        .loss = m->output_loss[output], .weighted = weighted};
     snprintf(mt->name, sizeof mt->name, "%s", name);
     for (int k = 0; k < TNT_MAX_IO; k++) m->curve_slot[k][j] = -1;
     m->traced_metric[j] = t;

@@ -205,7 +205,8 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                     s = tnt__metric_update(&mets[j], rows, c, pred, y, &acc->sum[k][j], &acc->count[k][j]);
         } else {
             /* Keras's sample_weight: sample i's loss (and gradient) times w_i, the sum still divided
-             * by the batch size; its metric values and counts times w_i (weighted means) */
+             * by the batch size; the weighted metrics' values and counts times w_i (weighted means),
+             * the other metrics' unweighted (Keras 2.4+) */
             for (int64_t i = 0; i < b->n && s == TNT_OK; i++) {
                 double wi = b->y.data[i * stride + per + (n_w > 1 ? k : 0)], li = 0, ms, mc;
                 if (!isfinite(wi)) {
@@ -217,15 +218,16 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
                                            NULL);
                 loss_sum += wi * li;
                 for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
+                    double mw = mets[j].weighted ? wi : 1.0;
                     if (m->curve_slot[k][j] >= 0) {
-                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
+                        s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, mw,
                                               acc->curve[m->curve_slot[k][j]]);
                         continue;
                     }
                     if (!tnt__metric_on_output(&mets[j], k) || tnt__user_metric(m, j)) continue;
                     ms = mc = 0;
                     s = tnt__metric_update(&mets[j], positions, c, pred + i * numel, y + i * lk, &ms, &mc);
-                    acc->sum[k][j] += wi * ms, acc->count[k][j] += wi * mc;
+                    acc->sum[k][j] += mw * ms, acc->count[k][j] += mw * mc;
                 }
             }
         }
@@ -437,6 +439,20 @@ static tnt_status accum_global(const tnt_model *m, const accum *local, accum *gl
                 (status) = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                             \
     } while (0)
 
+/* on_predict_batch_end with the batch's n rows of predictions readable (tnt_model_batch_outputs);
+ * a predict inside the hook has its own and leaves these. */
+static tnt_status predict_batch_end(tnt_model *m, const tnt_callback *cbs, int n_cbs, int64_t step, const float *pred,
+                                    int64_t n) {
+    const float *outer = m->batch_outputs;
+    int64_t outer_n = m->batch_outputs_n;
+    tnt_logs empty = {0};
+    tnt_status s = TNT_OK;
+    m->batch_outputs = pred, m->batch_outputs_n = n;
+    CALL_CB_SOFT(s, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+    m->batch_outputs = outer, m->batch_outputs_n = outer_n;
+    return s;
+}
+
 /* Places each rank's rows of every global batch back into dataset order: batch j of global size
  * n_j was split into contiguous shares (n_j/p, the first n_j%p ranks one more). */
 static void reorder_rows(float *dst, const float *gathered, const int64_t *displs, const int64_t *batch_n,
@@ -520,7 +536,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
                 accum_logs(m, &acc, &cur);
                 CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
             } else {
-                CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+                local = predict_batch_end(m, cbs, n_cbs, step, &(float){0}, 0);
             }
             if (local != TNT_OK) break;
             continue;
@@ -559,7 +575,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             memcpy(rows + n_rows * c, pred, (size_t)(b.n * c) * sizeof(float));
             n_rows += b.n;
             tnt__progress_update(&prog, step + 1, NULL);
-            CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
+            local = predict_batch_end(m, cbs, n_cbs, step, pred, b.n);
             if (local != TNT_OK) break;
         }
     }

@@ -28,7 +28,7 @@ tnt_status tnt__user_loss(tnt_model *m, int k, const tnt__metric *mets, int64_t 
             return tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld values "
                               "per sample for an output of %lld", mets[j].name, (long long)lk, (long long)numel);
         for (int64_t i = 0; i < n && s == TNT_OK; i++) {
-            double wi = sw ? sw[i] : 1.0, ms = 0, mc = 0;
+            double wi = sw && mets[j].weighted ? sw[i] : 1.0, ms = 0, mc = 0; /* Keras 2.4+: weighted_metrics only */
             if (m->curve_slot[k][j] >= 0) {
                 s = tnt__curve_update(&mets[j], positions, c, pred + i * numel, y + i * lk, wi,
                                       curve[m->curve_slot[k][j]]);
@@ -48,13 +48,15 @@ tnt_status tnt__user_metrics(tnt_model *m, int k, const tnt__metric *mets, int64
     for (int64_t i = 0; i < n; i++) wsum += sw ? (double)sw[i] : 1.0;
     for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
         if (!tnt__metric_on_output(&mets[j], k)) continue;
+        /* sample weights reach Keras's weighted_metrics only (Keras 2.4+) */
+        const float *swj = mets[j].weighted ? sw : NULL;
         if (m->traced_metric[j]) { /* a function: the mean of its per-sample values, as Keras's */
             int64_t want = tnt__traced_loss_labels(m->traced_metric[j]);
             if (want != lk)
                 return tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its function takes %lld label values per sample, "
                                   "output %d has %lld", mets[j].name, (long long)want, k, (long long)lk);
-            s = tnt__traced_loss_compute(m->traced_metric[j], n, pred, y, sw, 0.0, NULL, &sum[j]);
-            count[j] += wsum;
+            s = tnt__traced_loss_compute(m->traced_metric[j], n, pred, y, swj, 0.0, NULL, &sum[j]);
+            count[j] += swj ? wsum : (double)n;
         } else if (m->state_metric[j]) { /* a Metric class: its state */
             int64_t want = tnt__state_metric_labels(m->state_metric[j]);
             if (want != lk)

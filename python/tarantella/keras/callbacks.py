@@ -8,8 +8,8 @@ exact global figures, identical on every rank.
 Tarantella's wrapper: Callback(keras_callback, aggregate_logs=True, run_on_all_ranks=True).
 run_on_all_ranks=False runs it on the master only; aggregate_logs=False gives it this rank's own
 training figures (its share of each batch) instead of the global ones. Subclasses may set both as
-class attributes too. Test and predict batch hooks (on_test_batch_*, on_predict_batch_*) are not
-called.
+class attributes too. on_predict_batch_end gets the batch's predictions as logs["outputs"], as
+Keras passes them (on p ranks this rank's share of the batch).
 """
 from tarantella._core import C
 
@@ -140,7 +140,28 @@ class Callback:
             h.master_only = not self.run_on_all_ranks
             h.local_logs = not self.aggregate_logs
             return h
-        return C.python_callback(self, self._hooks(), not self.run_on_all_ranks, not self.aggregate_logs)
+        hooks = self._hooks()
+        target = _WithOutputs(self, model) if "on_predict_batch_end" in hooks else self
+        return C.python_callback(target, hooks, not self.run_on_all_ranks, not self.aggregate_logs)
+
+
+class _WithOutputs:
+    """What the library calls for a callback with on_predict_batch_end: Keras passes that hook the
+    batch's predictions as logs["outputs"] (as predict returns them: one array, a list or a dict;
+    on p ranks this rank's rows of the batch); the other hooks go to the callback as they are."""
+
+    def __init__(self, callback, model):
+        self._callback, self._model = callback, model
+
+    def __getattr__(self, name):
+        return getattr(self._callback, name)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        from tarantella.keras.model_api import as_tensor
+        out = self._model._split_outputs(self._model._h.batch_outputs())
+        logs = dict(logs or {})
+        logs["outputs"] = {k: as_tensor(v) for k, v in out.items()} if isinstance(out, dict) else as_tensor(out)
+        return self._callback.on_predict_batch_end(batch, logs)
 
 
 def handle_of(cb, model, params):

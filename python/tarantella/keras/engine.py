@@ -224,7 +224,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                 from tarantella.keras import optimizers
                 self._optimizer = optimizers.from_handle(self)
                 self._loss = info["loss"]
-                self._metrics = [m for m in info["metrics"].split(",") if m]
+                self._metrics = [m.lstrip("~") for m in info["metrics"].split(",") if m]
         for layer in self._all_layers():
             layer._model = weakref.ref(self)
 
@@ -248,6 +248,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         js = self._arch_json(input_shape)
         old = self._old_weights()
         h = C.model_from_json(js)
+        _random.seed_new_model(h)  # before anything draws its weights
         self._set_handle(h)
         from tarantella.keras import _custom  # weights of custom layers whose initial values Python made
         _custom.apply_initial_values(self, h)
@@ -420,8 +421,6 @@ class Model(ModelAPI, metaclass=_ModelType):
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None, weighted_metrics=None,
                 run_eagerly=None, steps_per_execution=None, jit_compile=None, seed=None, **kwargs):
         from tarantella.keras import losses, metrics as M, optimizers
-        if weighted_metrics is not None:
-            raise NotImplementedError("compile: weighted_metrics is not supported")
         _ignored_keras2_arguments("compile", kwargs, ("experimental_run_tf_function", "distribute",
                                                       "target_tensors", "sample_weight_mode", "pss_evaluation_shards",
                                                       "auto_scale_loss"))
@@ -432,8 +431,15 @@ class Model(ModelAPI, metaclass=_ModelType):
         from tarantella.keras import _custom_objectives
         metrics, metric_fns = _custom_objectives.split_metrics(metrics)
         mnames = M.names(metrics)
+        # Keras 2.4+: sample and class weights weigh the loss and the weighted_metrics only
+        weighted, weighted_fns = _custom_objectives.split_metrics(weighted_metrics)
+        for _, fn, name in weighted_fns:
+            if _custom_objectives.is_stateful_metric(fn):
+                raise NotImplementedError(f"compile: weighted_metrics: the Metric class {name!r} cannot be weighted "
+                                          f"by the sample weights here; give it in metrics")
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
-                          "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns}
+                          "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns,
+                          "plain_functions": metric_fns, "weighted_given": weighted, "weighted_functions": weighted_fns}
         self._optimizer = opt
         self._touched = True
         self._loss = loss
@@ -461,8 +467,11 @@ class Model(ModelAPI, metaclass=_ModelType):
             weights = [float(w) for w in (weights if isinstance(weights, (list, tuple)) else [weights])]
         if c["metrics"] is None:  # per output
             c["metrics"] = M.names(c["metrics_given"], self.output_names)
-        self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(c["metrics"]) or None,
-                        seed=int(c["seed"] or _random.global_seed() or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
+        specs, c["metric_functions"] = M.with_weighted(c["metrics"], M.names(c["weighted_given"], self.output_names),
+                                                       c["plain_functions"], c["weighted_functions"],
+                                                       self.output_names)
+        self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(specs) or None,
+                        seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
         from tarantella.keras import _custom_objectives
         _custom_objectives.bind(self)
@@ -483,7 +492,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             return []
         if self._last_logs:  # Keras's order: loss, the outputs' losses, the metrics (per output)
             return [k for k in self._last_logs if not k.startswith("val_")]
-        return ["loss"] + [m for m in info["metrics"].split(",") if m]
+        return ["loss"] + [m.lstrip("~") for m in info["metrics"].split(",") if m]
 
     @property
     def stop_training(self):

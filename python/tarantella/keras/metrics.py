@@ -292,6 +292,61 @@ def names(metrics, output_names=None):
     return out
 
 
+def _log_name(spec):
+    """The log key of a library spec: "name=kind:param@K" logs name, "mae@1" mae."""
+    return spec.split("@", 1)[0].split("=", 1)[0]
+
+
+def _output_of(spec):
+    return int(spec.rsplit("@", 1)[1]) if "@" in spec else None
+
+
+def _weighted_name(name, taken):
+    """Keras's MetricsContainer._set_metric_names: a weighted metric keeps its name unless a plain
+    metric of its output has it, then it is "weighted_<name>" (the output prefix comes before)."""
+    return "weighted_" + name if name in taken else name
+
+
+def with_weighted(specs, weighted, functions, weighted_functions, output_names):
+    """compile's metrics and weighted_metrics as the library's specs and the user's functions: the
+    weighted ones marked "~" (the library weights them by the sample weights, the others not, as
+    Keras 2.4+), named as Keras names them. functions: (output index, name or None for all, fn,
+    log name) as _custom_objectives.split_metrics gives them."""
+    n = len(output_names)
+
+    def outputs(k):
+        if k is None:
+            return list(range(n))
+        return [output_names.index(k) if isinstance(k, str) else int(k)]
+
+    taken = [set() for _ in range(n)]  # the plain metrics' log names per output
+    for spec in specs:
+        for o in outputs(_output_of(spec)):
+            taken[o].add(_log_name(spec))
+    for k, _, name in functions:
+        for o in outputs(k):
+            taken[o].add(name)
+    out = list(specs)
+    for spec in weighted:
+        name, k = _log_name(spec), _output_of(spec)
+        body = spec.split("@", 1)[0]
+        kind = body.split("=", 1)[1] if "=" in body else body
+        renamed = {o: _weighted_name(name, taken[o]) for o in outputs(k)}
+        if len(set(renamed.values())) == 1:
+            new = next(iter(renamed.values()))
+            out.append("~" + (body if new == name else f"{new}={kind}") + (f"@{k}" if k is not None else ""))
+        else:  # the name clashes on some outputs only: one spec per output
+            out.extend("~" + (body if new == name else f"{new}={kind}") + f"@{o}" for o, new in renamed.items())
+    fns = list(functions)
+    for k, fn, name in weighted_functions:
+        news = {_weighted_name(name, taken[o]) for o in outputs(k)}
+        if len(news) != 1:
+            raise NotImplementedError(f"compile: weighted metric {name!r} clashes with a metric of some outputs only; "
+                                      f"give it per output")
+        fns.append((k, fn, "~" + news.pop()))
+    return out, fns
+
+
 def serialize(metric):
     if isinstance(metric, Metric):
         return {"class_name": type(metric).__name__, "config": metric.get_config()}

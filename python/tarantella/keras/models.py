@@ -39,7 +39,10 @@ def model_from_json(json_string, custom_objects=None):
     """A model from a Keras JSON architecture (Sequential or Functional, Keras 2 or 3), with fresh
     weights."""
     ensure_init()
-    return _wrap(C.model_from_json(json_string))
+    h = C.model_from_json(json_string)
+    from tarantella import _random
+    _random.seed_new_model(h)
+    return _wrap(h)
 
 
 def model_from_config(config, custom_objects=None):
