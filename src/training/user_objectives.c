@@ -62,7 +62,7 @@ tnt_status tnt__user_metrics(tnt_model *m, int k, const tnt__metric *mets, int64
             if (want != lk)
                 return tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, "
                                   "output %d has %lld", mets[j].name, (long long)want, k, (long long)lk);
-            s = tnt__state_metric_update(m->state_metric[j], n, pred, y, state + m->state_metric_off[j]);
+            s = tnt__state_metric_update(m->state_metric[j], n, pred, y, swj, state + m->state_metric_off[j]);
         }
     }
     return s;
