@@ -99,3 +99,20 @@ def test_weighted_metric_class_without_sample_weight_argument_is_a_clear_error(k
     m.compile("sgd", loss="sparse_categorical_crossentropy", metrics=[NoWeights()])  # unweighted: fine
     with pytest.raises(TypeError, match="NoWeights.update_state takes no sample_weight"):
         m.compile("sgd", loss="sparse_categorical_crossentropy", weighted_metrics=[NoWeights()])
+
+
+def test_each_output_gets_its_own_sample_weights(k):
+    Hits = _hits_class(k)
+    x, y, sw = _data()
+    y2 = RNG.integers(0, 3, size=(len(x), 1)).astype(np.float32)
+    sw2 = RNG.uniform(0.0, 2.0, size=(len(x),)).astype(np.float32)
+    inp = k.Input(shape=(5,))
+    h = k.layers.Dense(6, activation="tanh")(inp)
+    m = k.Model(inp, [k.layers.Dense(3, activation="softmax", name="a")(h),
+                      k.layers.Dense(3, activation="softmax", name="b")(h)])
+    m.compile("sgd", loss="sparse_categorical_crossentropy", weighted_metrics=[Hits()])
+    pa, pb = m.predict(x, verbose=0)
+    logs = m.evaluate(x, [y, y2], sample_weight=[sw, sw2], batch_size=16, verbose=0, return_dict=True)
+    for p, lab, w, name in ((pa, y, sw, "a_hits"), (pb, y2, sw2, "b_hits")):
+        hit = (p.argmax(-1) == lab[:, 0]).astype(np.float64)
+        np.testing.assert_allclose(logs[name], (hit * w).sum() / w.sum(), rtol=1e-6, err_msg=name)
