@@ -89,10 +89,12 @@ TNT_API int64_t tnt_model_loss_graph_labels(const tnt_model *m, int output);
  * the sample weights (Keras's weighted_metrics); else sample weights do not reach it. */
 TNT_API tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, int output, const char *json);
 /* A metric with state of the user's own (keras.metrics.Metric with add_weight state, update_state
- * and result): update_json takes y_true, y_pred (as a loss graph) and gives each state variable's
- * increment for the batch (no batch axis); result_json takes the state variables (their shapes
- * as its inputs, starting at zero) and gives the scalar logged under name. The state is summed
- * over batches and ranks (exact for additive increments); sample weights do not reach it. */
+ * and result): update_json takes y_true, y_pred (as a loss graph) and optionally the sample
+ * weights (a third input of shape (None,)), and gives each state variable's increment for the
+ * batch (no batch axis); result_json takes the state variables (their shapes as its inputs,
+ * starting at zero) and gives the scalar logged under name. The state is summed over batches and
+ * ranks (exact for additive increments). A name "~name" (Keras's weighted_metrics; its graph must
+ * take the weights) gets the batch's sample weights; otherwise a graph that takes them gets ones. */
 TNT_API tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int output,
                                                      const char *update_json, const char *result_json);
 

@@ -1,7 +1,8 @@
 """A job of test_custom_objectives.py under the launcher: custom_objectives_job.py OUT_DIR. A model
 trains data-parallel with a loss function of its own (sparse labels, keras.ops), a
 keras.losses.Loss subclass on a second output, metric functions (one per-sample, one a scalar
-mean), a Metric subclass and a layer's add_loss (a batch mean); each rank writes OUT_DIR/rank_<r>.json with its history and weights."""
+mean), a Metric subclass, one in weighted_metrics (fit and evaluate with sample weights) and a
+layer's add_loss (a batch mean); each rank writes OUT_DIR/rank_<r>.json with its history and weights."""
 import json
 import os
 import sys
@@ -52,6 +53,22 @@ class TruePositiveRate(k.metrics.Metric):  # state summed over ranks
         return self.hits / self.seen
 
 
+class WeightedHits(k.metrics.Metric):  # in weighted_metrics: update_state gets the sample weights
+    def __init__(self, name="w_hits", **kw):
+        super().__init__(name=name, **kw)
+        self.total = self.add_weight(name="total", initializer="zeros")
+        self.count = self.add_weight(name="count", initializer="zeros")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        hit = ops.cast(ops.argmax(y_pred, axis=-1) == ops.cast(y_true, "int32"), "float32")
+        w = ops.ones_like(hit) if sample_weight is None else ops.reshape(sample_weight, (-1,))
+        self.total.assign_add(ops.sum(hit * w))
+        self.count.assign_add(ops.sum(w))
+
+    def result(self):
+        return self.total / self.count
+
+
 class MeanPenalty(k.layers.Layer):  # a batch-mean added loss: each rank's weighted by its share
     def call(self, x):
         self.add_loss(0.05 * ops.mean(ops.square(x)))
@@ -70,9 +87,11 @@ base = k.Model(inp, [probs, reg])
 base.set_weights([np.linspace(-0.5, 0.5, w.size, dtype=np.float32).reshape(w.shape) for w in base.get_weights()])
 model = tnt.Model(base)
 model.compile(k.optimizers.SGD(0.1), loss=[sparse_ce, Scaled(1.5)],
-              metrics={"cls": [top_prob, TruePositiveRate()], "reg": [mean_abs]})
-hist = model.fit(x, [y_cls, y_reg], batch_size=24, epochs=3, verbose=0, shuffle=False)
-ev = model.evaluate(x, [y_cls, y_reg], batch_size=32, verbose=0, return_dict=True)
+              metrics={"cls": [top_prob, TruePositiveRate()], "reg": [mean_abs]},
+              weighted_metrics={"cls": [WeightedHits()]})
+sw = rng.uniform(0.0, 2.0, size=(96,)).astype(np.float32)
+hist = model.fit(x, [y_cls, y_reg], sample_weight=sw, batch_size=24, epochs=3, verbose=0, shuffle=False)
+ev = model.evaluate(x, [y_cls, y_reg], sample_weight=sw, batch_size=32, verbose=0, return_dict=True)
 with open(os.path.join(sys.argv[1], f"rank_{tnt.get_rank()}.json"), "w") as f:
     json.dump({"size": tnt.get_size(), "history": hist.history, "evaluate": ev,
                "weights": [w.tolist() for w in model.get_weights()]}, f)

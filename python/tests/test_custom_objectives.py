@@ -241,6 +241,8 @@ def job(tmp_path, ranks):
 def test_custom_loss_and_metrics_on_1_2_3_ranks_equal_serial(tmp_path):
     (one,) = job(tmp_path, 1)
     assert one["history"]["loss"][-1] < one["history"]["loss"][0]
+    # the weighted Metric class (accuracy by the sample weights) differs from the unweighted one
+    assert abs(one["evaluate"]["cls_w_hits"] - one["evaluate"]["cls_tp_rate"]) > 1e-3
     for n in (2, 3):
         for r in job(tmp_path, n):
             assert r["size"] == n

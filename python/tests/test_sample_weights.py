@@ -133,8 +133,8 @@ def test_validation_weights(tnt):
 
 
 def test_weighted_metric_functions_of_the_user(tnt):
-    """A metric function (traced) in metrics is unweighted, in weighted_metrics weighted; a Metric
-    class cannot be weighted here and says so."""
+    """A metric function (traced) in metrics is unweighted, in weighted_metrics weighted, as is a
+    Metric class."""
     k = tnt.keras
     from tarantella.keras import ops
 
@@ -159,10 +159,13 @@ def test_weighted_metric_functions_of_the_user(tnt):
             self.t = self.add_weight(name="t", initializer="zeros")
 
         def update_state(self, y_true, y_pred, sample_weight=None):
-            self.t.assign_add(ops.sum(y_pred))
+            per = ops.sum(y_pred, axis=-1)
+            self.t.assign_add(ops.sum(per if sample_weight is None else per * sample_weight))
 
         def result(self):
             return self.t
 
-    with pytest.raises(NotImplementedError, match="'total' cannot be weighted"):
-        m.compile("sgd", "mse", weighted_metrics=[Total()])
+    # a Metric class in weighted_metrics gets the sample weights in update_state (test_metric_sample_weights)
+    m.compile("sgd", "mse", weighted_metrics=[Total()])
+    logs = m.evaluate(x, y, sample_weight=w, batch_size=5, verbose=0, return_dict=True)
+    assert logs["total"] == pytest.approx(np.sum(w * m.predict(x, verbose=0).sum(axis=1)), rel=1e-5)

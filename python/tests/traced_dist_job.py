@@ -1,5 +1,5 @@
 """A job of test_traced_distributed.py under the launcher: traced_dist_job.py OUT_DIR. A model
-with a custom layer (add_weight, keras.ops, Dropout keyed on the global sample) and symbolic
+with a custom layer (add_weight with constraints, keras.ops, Dropout keyed on the global sample) and symbolic
 arithmetic trains data-parallel; each rank writes OUT_DIR/rank_<r>.json with its weights."""
 import json
 import os
@@ -21,8 +21,9 @@ class Gated(k.layers.Layer):
         self.drop = k.layers.Dropout(0.25, seed=11)
 
     def build(self, input_shape):
-        self.w = self.add_weight(name="w", shape=(input_shape[-1], 2 * self.units), initializer="glorot_uniform")
-        self.b = self.add_weight(name="b", shape=(2 * self.units,), initializer="zeros")
+        self.w = self.add_weight(name="w", shape=(input_shape[-1], 2 * self.units), initializer="glorot_uniform",
+                                 constraint=k.constraints.MaxNorm(0.8))
+        self.b = self.add_weight(name="b", shape=(2 * self.units,), initializer="zeros", constraint="non_neg")
 
     def call(self, x, training=None):
         h = ops.matmul(x, self.w) + self.b

@@ -14,14 +14,14 @@ static bool has_suffix(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static tnt__rule *find_rule(tnt_layer *l, const char *key) {
+static tnt__rule *find_rule(tnt_layer *l, const char *key, const char *weight) {
     for (int i = 0; l->rules && i < l->rules->n; i++)
-        if (!strcmp(l->rules->r[i].key, key)) return &l->rules->r[i];
+        if (!strcmp(l->rules->r[i].key, key) && !strcmp(l->rules->r[i].weight, weight)) return &l->rules->r[i];
     return NULL;
 }
 
 tnt_status tnt__layer_set_rule(tnt_layer *l, const tnt__rule *rule) {
-    tnt__rule *old = find_rule(l, rule->key);
+    tnt__rule *old = find_rule(l, rule->key, rule->weight);
     bool removes = rule->is_constraint ? rule->con.kind == TNT_CONSTRAINT_NONE : rule->reg == TNT_REG_NONE;
     if (removes) {
         if (old) *old = l->rules->r[--l->rules->n];
@@ -39,6 +39,7 @@ tnt_status tnt__layer_set_rule(tnt_layer *l, const tnt__rule *rule) {
 }
 
 bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w) {
+    if (rule->weight[0]) return !strcmp(w->name, rule->weight);
     /* "kernel_regularizer" -> "kernel"; "recurrent_regularizer" -> "recurrent_kernel" */
     char base[TNT_NAME_MAX], alt[TNT_NAME_MAX + 8];
     size_t n = strlen(rule->key) - strlen(rule->is_constraint ? "_constraint" : "_regularizer");
@@ -139,6 +140,13 @@ void tnt__layer_add_penalty_grads(tnt_layer *l) {
 tnt_status tnt__layer_check_rules(const tnt_layer *l) {
     for (int i = 0; l->rules && i < l->rules->n; i++) {
         const tnt__rule *r = &l->rules->r[i];
+        for (int j = 0; r->is_constraint && r->con.kind != TNT_NON_NEG && j < l->n_weights; j++) {
+            const tnt__weight *w = &l->weights[j];
+            for (int a = 0; a < r->con.n_axes && tnt__rule_applies(r, w); a++)
+                if (r->con.axes[a] < -w->shape.ndim || r->con.axes[a] >= w->shape.ndim)
+                    return tnt__error(TNT_ERR_ARG, "layer \"%s\": %s: axis %d of weight \"%s\" with %d axes", l->name,
+                                      r->key, r->con.axes[a], w->name, w->shape.ndim);
+        }
         if (r->is_constraint || r->reg != TNT_REG_ORTHOGONAL) continue;
         if (!strcmp(r->key, "activity_regularizer"))
             return tnt__error(TNT_ERR_UNSUPPORTED, "layer \"%s\": activity_regularizer: OrthogonalRegularizer on a "
@@ -176,7 +184,7 @@ uint64_t tnt__layer_rules_hash(const tnt_layer *l, uint64_t h) {
         const tnt_constraint *c = &r->con;
         float v[6] = {r->l1, r->l2, c->max_value, c->min_value, c->rate, r->factor};
         int k[4] = {(int)r->reg, (int)c->kind, c->n_axes, r->columns};
-        h = tnt__fnv1a(h, r->key, strlen(r->key));
+        h = tnt__fnv1a(tnt__fnv1a(h, r->key, strlen(r->key) + 1), r->weight, strlen(r->weight));
         h = tnt__fnv1a(tnt__fnv1a(tnt__fnv1a(h, v, sizeof v), k, sizeof k), c->axes, (size_t)c->n_axes * sizeof(int));
     }
     return h;
@@ -229,6 +237,7 @@ tnt_status tnt__layer_apply_constraints(tnt_layer *l) {
     const tnt__rule *r;
     tnt__weight *w;
     FOR_EACH_RULED_WEIGHT(l, true, r, w) {
+        if (l->frozen || !w->trainable) continue; /* Keras constrains what the optimizer updated */
         if (r->con.kind == TNT_NON_NEG) {
             int64_t n = tnt_shape_numel(w->shape);
             for (int64_t k = 0; k < n; k++)

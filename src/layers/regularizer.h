@@ -16,7 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#define TNT_MAX_LAYER_RULES 12
+/* a traced layer may constrain each of its weights (TNT_MAX_LAYER_WEIGHTS) */
+#define TNT_MAX_LAYER_RULES 40
 
 typedef struct tnt__rule {
     char key[TNT_NAME_MAX];  /* Keras key: "kernel_regularizer", "bias_constraint" */
@@ -26,6 +27,8 @@ typedef struct tnt__rule {
     float factor;            /* TNT_REG_ORTHOGONAL's */
     bool columns;            /* TNT_REG_ORTHOGONAL's mode: "columns" (else "rows") */
     tnt_constraint con;
+    char weight[TNT_NAME_MAX]; /* non-empty: acts on this weight alone, by its exact name (a traced
+                                * layer's add_weight(constraint=...), kept in its config) */
 } tnt__rule;
 
 struct tnt__rules {
@@ -33,7 +36,7 @@ struct tnt__rules {
     tnt__rule r[TNT_MAX_LAYER_RULES];
 };
 
-/* Sets (or with kind NONE removes) the rule of key, without checking that the layer's config has
+/* Sets (or with kind NONE removes) the rule of key (and weight), without checking that the layer's config has
  * the key (ActivityRegularization, whose config spells its penalty l1 and l2). */
 tnt_status tnt__layer_set_rule(tnt_layer *l, const tnt__rule *rule);
 /* The rule acts on weight w (never true for the activity regularizer). */
@@ -43,8 +46,8 @@ bool tnt__rule_applies(const tnt__rule *rule, const tnt__weight *w);
 double tnt__layer_weight_penalty(tnt_layer *l);
 /* Adds the gradient of that penalty to the trainable weights' gradients. */
 void tnt__layer_add_penalty_grads(tnt_layer *l);
-/* Each weight an OrthogonalRegularizer acts on has rank 2 (Keras refuses another); the error
- * names the layer, the key and the weight. */
+/* Each weight an OrthogonalRegularizer acts on has rank 2 (Keras refuses another) and each
+ * constraint's axes are the weight's; the error names the layer, the key and the weight. */
 tnt_status tnt__layer_check_rules(const tnt_layer *l);
 /* Projects each constrained weight (after an optimizer update); fails on an axis the weight lacks. */
 tnt_status tnt__layer_apply_constraints(tnt_layer *l);
@@ -67,7 +70,13 @@ bool tnt__layer_config_has_key(const tnt_layer *l, const char *key);
 /* ops->from_config (on Keras 2's names of a Keras 1 config, tnt__kj_keras1), then a channels_first
  * data_format (tnt_layer_set_data_format) and the layer's non-null regularizer and constraint keys. */
 tnt_layer *tnt__layer_from_config(const tnt__layer_ops *ops, const cJSON *config, const struct tnt__kj_ctx *k);
-/* Each rule of rules (NULL: none) in Keras's spelling over the null config has at its key. */
+/* A constraint in a Keras config (a name or {"class_name", "config"}) into r->con; r->key names it
+ * in errors. */
+tnt_status tnt__kj_read_constraint(const cJSON *v, tnt__rule *r, const struct tnt__kj_ctx *k);
+/* r in Keras's spelling ({"class_name", "config"}); NULL when out of memory. */
+cJSON *tnt__rule_json(const tnt__rule *r);
+/* Each rule of rules (NULL: none) in Keras's spelling over the null config has at its key (not the
+ * rules of one weight, which their layer writes). */
 tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config);
 /* ops->get_config, then each rule in Keras's spelling over the null the layer wrote. */
 tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config);

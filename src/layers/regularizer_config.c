@@ -106,7 +106,7 @@ static tnt_status read_axes(const cJSON *cfg, tnt_constraint *c, const char *key
     return TNT_OK;
 }
 
-static tnt_status read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ctx *k) {
+tnt_status tnt__kj_read_constraint(const cJSON *v, tnt__rule *r, const tnt__kj_ctx *k) {
     const char *cls = NULL, *key = r->key;
     const cJSON *cfg;
     tnt_status s = object_parts(v, &cls, &cfg, key, k);
@@ -160,6 +160,10 @@ static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, co
         tnt_layer_free(l);
         return NULL;
     }
+    /* a traced layer's keys are its user's get_config: its weights' regularizers are in its graph
+     * and their constraints in "tnt_constraints" (traced.c), so a "kernel_regularizer" there would
+     * count twice */
+    if (ops->from_config == tnt__traced_ops.from_config) return l;
     const cJSON *e;
     cJSON_ArrayForEach(e, config) {
         if (!tnt__kj_is_rule_key(e->string) || tnt__kj_absent(e)) continue;
@@ -169,7 +173,7 @@ static tnt_layer *from_config(const tnt__layer_ops *ops, const cJSON *config, co
         tnt_status s = !tnt__layer_config_has_key(l, e->string)
                            ? tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "\"%.64s\" is set, but this class has no such key",
                                            e->string)
-                       : r.is_constraint ? read_constraint(e, &r, k)
+                       : r.is_constraint ? tnt__kj_read_constraint(e, &r, k)
                                          : read_regularizer(e, &r, k);
         if (s == TNT_OK) s = tnt__layer_set_rule(l, &r);
         if (s != TNT_OK) {
@@ -186,7 +190,7 @@ static const char *constraint_class(tnt_constraint_kind kind) {
     return kind == TNT_MAX_NORM ? "MaxNorm" : kind == TNT_NON_NEG ? "NonNeg" : kind == TNT_UNIT_NORM ? "UnitNorm" : "MinMaxNorm";
 }
 
-static cJSON *rule_json(const tnt__rule *r) {
+cJSON *tnt__rule_json(const tnt__rule *r) {
     cJSON *o = cJSON_CreateObject(), *c = NULL;
     const char *cls = r->is_constraint ? constraint_class(r->con.kind)
                       : r->reg == TNT_REG_L1 ? "L1" : r->reg == TNT_REG_L2 ? "L2"
@@ -222,8 +226,9 @@ tnt_status tnt__layer_get_config(const tnt_layer *l, cJSON *config) {
 tnt_status tnt__rules_write(const struct tnt__rules *rules, cJSON *config) {
     for (int i = 0; rules && i < rules->n; i++) {
         const tnt__rule *r = &rules->r[i];
-        if (!cJSON_GetObjectItemCaseSensitive(config, r->key)) continue; /* ActivityRegularization's l1, l2 */
-        cJSON *o = rule_json(r);
+        /* ActivityRegularization's l1, l2; a traced layer's weights' constraints */
+        if (!cJSON_GetObjectItemCaseSensitive(config, r->key) || r->weight[0]) continue;
+        cJSON *o = tnt__rule_json(r);
         TNT_KJ(o);
         cJSON_ReplaceItemInObjectCaseSensitive(config, r->key, o);
     }

@@ -176,6 +176,9 @@ struct tnt__state_metric {
     tnt__opplan *result_plan;
     int n_state;
     int64_t numel[STATE_MAX], off[STATE_MAX], size;
+    bool takes_weights; /* a third input: the sample weights, (None,) */
+    float *ones;        /* the weights fed when the batch has none (Keras's sample_weight=None) */
+    int64_t ones_n;
 };
 
 void tnt__state_metric_free(tnt__state_metric *t) {
@@ -183,6 +186,7 @@ void tnt__state_metric_free(tnt__state_metric *t) {
     tnt__traced_loss_free(t->update);
     tnt__opplan_destroy(t->result_plan);
     tnt_opgraph_free(t->result);
+    free(t->ones);
     free(t);
 }
 
@@ -212,9 +216,11 @@ tnt__state_metric *tnt__state_metric_new(const char *update_json, const char *re
     t->update->plan_n = -1;
     t->update->pred_in = 1;
     const tnt_opgraph *g = t->update->g;
-    if (g->n_inputs != 2 || g->n_weights != 0 || g->inputs[1].ndim != pred_shape.ndim + 1) {
-        tnt__error(TNT_ERR_ARG, "%s: the update graph takes 2 inputs (y_true, y_pred of the output's rank) and no "
-                   "weights", who);
+    t->takes_weights = g->n_inputs == 3;
+    if (g->n_inputs < 2 || g->n_inputs > 3 || g->n_weights != 0 || g->inputs[1].ndim != pred_shape.ndim + 1 ||
+        (t->takes_weights && (g->inputs[2].ndim != 1 || g->inputs[2].dim[0] != TNT_DIM_NONE))) {
+        tnt__error(TNT_ERR_ARG, "%s: the update graph takes 2 inputs (y_true, y_pred of the output's rank) or 3 (and "
+                   "the sample weights, of shape (None,)) and no weights", who);
         goto fail;
     }
     t->update->y_shape = per_sample(g->inputs[0]);
@@ -249,13 +255,25 @@ fail:
 
 int64_t tnt__state_metric_labels(const tnt__state_metric *t) { return tnt_shape_numel(t->update->y_shape); }
 int64_t tnt__state_metric_size(const tnt__state_metric *t) { return t->size; }
+bool tnt__state_metric_takes_weights(const tnt__state_metric *t) { return t->takes_weights; }
 
-tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float *pred, const float *y, double *state) {
+tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float *pred, const float *y, const float *sw,
+                                    double *state) {
     if (n == 0) return TNT_OK;
     tnt__traced_loss *u = t->update;
+    if (t->takes_weights && !sw) {
+        if (t->ones_n < n) {
+            float *o = realloc(t->ones, (size_t)n * sizeof *o);
+            if (!o) return tnt__error(TNT_ERR_NOMEM, "metric update: out of memory");
+            t->ones = o, t->ones_n = n;
+            for (int64_t i = 0; i < n; i++) o[i] = 1.0f;
+        }
+        sw = t->ones;
+    }
     if (!u->plan || u->plan_n != n) {
         drop_plan(u);
-        tnt_shape in[2] = {tnt__shape_with_batch(n, u->y_shape), tnt__shape_with_batch(n, per_sample(u->g->inputs[1]))};
+        tnt_shape in[3] = {tnt__shape_with_batch(n, u->y_shape), tnt__shape_with_batch(n, per_sample(u->g->inputs[1])),
+                           {.ndim = 1, .dim = {n}}};
         if (!(u->plan = tnt__opplan_create(u->g, in, false))) return tnt__error_prefix(TNT_ERR_SHAPE, "metric update: ");
         size_t ws = tnt__opplan_workspace(u->plan);
         if (!(u->ws = tnt__alloc(ws ? ws : 64)) || !(u->out = tnt__alloc((size_t)(t->size ? t->size : 1) * sizeof(float)))) {
@@ -274,7 +292,7 @@ tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float
         }
         u->plan_n = n;
     }
-    const float *ins[2] = {y, pred};
+    const float *ins[3] = {y, pred, sw};
     float *outs[STATE_MAX];
     for (int k = 0; k < t->n_state; k++) outs[k] = u->out + t->off[k];
     tnt__opstep st = {.inputs = ins, .outputs = outs, .workspace = u->ws, .training = false};

@@ -29,7 +29,8 @@ tnt_status tnt__traced_loss_compute(tnt__traced_loss *t, int64_t n, const float 
 
 
 /* A metric of the user's own with state (a keras.metrics.Metric subclass): update graph (inputs
- * y_true, y_pred; one output per state variable: the batch's increment, no batch axis) and result
+ * y_true, y_pred and, traced with update_state's sample_weight, the sample weights (None,); one
+ * output per state variable: the batch's increment, no batch axis) and result
  * graph (one input per state variable, one scalar output). The state is the sum of the increments
  * over batches and ranks (doubles). */
 typedef struct tnt__state_metric tnt__state_metric;
@@ -38,8 +39,11 @@ tnt__state_metric *tnt__state_metric_new(const char *update_json, const char *re
 void tnt__state_metric_free(tnt__state_metric *t);
 int64_t tnt__state_metric_labels(const tnt__state_metric *t);
 int64_t tnt__state_metric_size(const tnt__state_metric *t); /* doubles of state */
-/* state += the increments of n samples. */
-tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float *pred, const float *y, double *state);
+/* The update graph takes the sample weights. */
+bool tnt__state_metric_takes_weights(const tnt__state_metric *t);
+/* state += the increments of n samples, weighted by sw (NULL: ones, for a graph that takes them). */
+tnt_status tnt__state_metric_update(tnt__state_metric *t, int64_t n, const float *pred, const float *y, const float *sw,
+                                    double *state);
 /* The result on state (NaN with an error when the graph fails). */
 double tnt__state_metric_result(tnt__state_metric *t, const double *state);
 

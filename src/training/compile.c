@@ -226,9 +226,6 @@ static tnt_status add_metric(tnt_model *m, const char *name, int output, const c
         return tnt__error(TNT_ERR_STATE, "tnt_model_add_metric_graph: model \"%s\" is not compiled", m->name);
     bool weighted = name && name[0] == '~'; /* one of Keras's weighted_metrics */
     if (weighted) name++;
-    if (weighted && result_json)
-        return tnt__error(TNT_ERR_UNSUPPORTED, "tnt_model_add_metric_state_graphs: metric \"%s\": a Metric class "
-                          "weighted by the sample weights is not supported (give it in metrics)", name);
     if (!name || !*name || strlen(name) >= TNT__METRIC_NAME_MAX)
         return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_graph: name \"%s\" (expected 1 to %d characters)",
                           name ? name : "(null)", TNT__METRIC_NAME_MAX - 1);
@@ -251,6 +248,11 @@ static tnt_status add_metric(tnt_model *m, const char *name, int output, const c
     } else {
         if (!(sm = tnt__state_metric_new(json, result_json, m->tensor_shape[m->outputs[output]], who)))
             return tnt_last_status();
+        if (weighted && !tnt__state_metric_takes_weights(sm)) {
+            tnt__state_metric_free(sm);
+            return tnt__error(TNT_ERR_ARG, "tnt_model_add_metric_state_graphs: %s is weighted (\"~\") but its update "
+                              "graph takes no sample weights (a third input of shape (None,))", who);
+        }
         if (m->n_metric_state + tnt__state_metric_size(sm) > TNT__METRIC_STATE_MAX) {
             tnt__state_metric_free(sm);
             return tnt__error(TNT_ERR_UNSUPPORTED, "%s: its state of %lld values with the others' %lld is more than %d",

@@ -189,7 +189,9 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
         /* the metrics read the labels as this output's loss lays them out */
         tnt__metric mets[TNT_MAX_METRICS];
         for (int j = 0; j < m->n_metrics; j++) mets[j] = m->metrics[j], mets[j].loss = kind;
-        float *sw = m->traced_loss[k] || m->n_metrics ? tnt__sample_weights(b, stride, per, weighted, &s) : NULL;
+        /* this output's sample weights: the one column, or its own of one per output */
+        float *sw = m->traced_loss[k] || m->n_metrics
+                        ? tnt__sample_weights(b, stride, per + (n_w > 1 ? k : 0), weighted, &s) : NULL;
         if (s != TNT_OK) break;
         if (m->traced_loss[k]) { /* the user's loss function: per-sample losses, already the mean over positions */
             s = tnt__user_loss(m, k, mets, b->n, positions, c, lk, in, pred, y, sw, w * inv_batch, grad, &loss_sum,

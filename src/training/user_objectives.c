@@ -48,20 +48,21 @@ tnt_status tnt__user_metrics(tnt_model *m, int k, const tnt__metric *mets, int64
     for (int64_t i = 0; i < n; i++) wsum += sw ? (double)sw[i] : 1.0;
     for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
         if (!tnt__metric_on_output(&mets[j], k)) continue;
+        /* sample weights reach Keras's weighted_metrics only (Keras 2.4+) */
+        const float *swj = mets[j].weighted ? sw : NULL;
         if (m->traced_metric[j]) { /* a function: the mean of its per-sample values, as Keras's */
             int64_t want = tnt__traced_loss_labels(m->traced_metric[j]);
             if (want != lk)
                 return tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its function takes %lld label values per sample, "
                                   "output %d has %lld", mets[j].name, (long long)want, k, (long long)lk);
-            bool by_weight = sw && mets[j].weighted; /* Keras 2.4+: only weighted_metrics see the weights */
-            s = tnt__traced_loss_compute(m->traced_metric[j], n, pred, y, by_weight ? sw : NULL, 0.0, NULL, &sum[j]);
-            count[j] += by_weight ? wsum : (double)n;
+            s = tnt__traced_loss_compute(m->traced_metric[j], n, pred, y, swj, 0.0, NULL, &sum[j]);
+            count[j] += swj ? wsum : (double)n;
         } else if (m->state_metric[j]) { /* a Metric class: its state */
             int64_t want = tnt__state_metric_labels(m->state_metric[j]);
             if (want != lk)
                 return tnt__error(TNT_ERR_SHAPE, "metric \"%s\": its update takes %lld label values per sample, "
                                   "output %d has %lld", mets[j].name, (long long)want, k, (long long)lk);
-            s = tnt__state_metric_update(m->state_metric[j], n, pred, y, state + m->state_metric_off[j]);
+            s = tnt__state_metric_update(m->state_metric[j], n, pred, y, swj, state + m->state_metric_off[j]);
         }
     }
     return s;

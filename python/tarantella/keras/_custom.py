@@ -229,8 +229,7 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
     if g is None:
         raise TraceError(f"{where}: weights are made while the layer is built (in build or call, when the layer is "
                          f"first called on a tensor)")
-    if constraint is not None:
-        raise NotImplementedError(f"{where}: a constraint on a traced layer's weight is not supported yet")
+    constraint = _constraint_config(constraint, shape or (), where) if constraint is not None else None
     prefix = getattr(self, "_weight_prefix", "")
     if dtype is not None and str(getattr(dtype, "name", dtype)) != "float32":
         raise NotImplementedError(f"{where}: dtype {dtype!r} (a traced layer's weights are float32)")
@@ -242,7 +241,34 @@ def _add_weight(self, name=None, shape=(), dtype=None, initializer=None, regular
         owner.__dict__.setdefault("_initial_values", {})[wname] = values
     if regularizer is not None:  # Keras adds the penalty to the loss: an added loss of the graph
         g.__dict__.setdefault("added_losses", []).append(_weight_penalty(regularizer, t, where))
+    if constraint is not None and trainable is not False:  # Keras's optimizer projects what it updates
+        g.__dict__.setdefault("constraints", {})[wname] = constraint
     return t
+
+
+_CONSTRAINTS = ("MaxNorm", "NonNeg", "UnitNorm", "MinMaxNorm")
+
+
+def _constraint_config(constraint, shape, where):
+    """A weight's constraint as Keras serializes it ({"class_name", "config"}): Keras's MaxNorm,
+    NonNeg, UnitNorm, MinMaxNorm, as objects, names or dicts; the library projects the weight with it
+    after each optimizer update (the traced layer's "tnt_constraints")."""
+    from tarantella.keras import constraints
+    try:
+        obj = constraints.get(constraint)
+    except ValueError as e:
+        raise ValueError(f"{where}: constraint {constraint!r}: {e}") from None
+    cls = getattr(obj, "class_name", None)
+    if cls not in _CONSTRAINTS:
+        raise NotImplementedError(f"{where}: constraint {cls or getattr(obj, '__name__', type(obj).__name__)} on a "
+                                  f"traced layer's weight is not supported (MaxNorm, NonNeg, UnitNorm or MinMaxNorm)")
+    cfg = constraints.serialize(obj)
+    axis = cfg["config"].get("axis", 0)
+    for a in (axis if isinstance(axis, (list, tuple)) else [axis]) if cls != "NonNeg" else []:
+        if not isinstance(a, int) or not -len(shape) <= a < len(shape):
+            raise ValueError(f"{where}: {cls} axis {axis!r} for a weight of shape {tuple(shape)} (expected axes of "
+                             f"the weight)")
+    return cfg
 
 
 def _weight_penalty(regularizer, w, where):
@@ -391,6 +417,7 @@ def intercept(layer, args, kwargs):
         layer._graph_json = g.to_json(outs + added)
         layer._n_traced_outputs = len(outs)
         layer._n_added_losses = len(added)
+        layer._weight_constraints = dict(getattr(g, "constraints", {}))
     if extra_kts:  # the extra tensors are more inputs of the layer, after the first argument's
         all_in = layer._all_inputs
         return L.Layer.__call__(layer, all_in if len(all_in) > 1 else all_in[0],
@@ -568,6 +595,8 @@ def custom_config(layer):
     cfg["tnt_ops"] = layer._graph_json
     if getattr(layer, "_n_added_losses", 0):
         cfg["tnt_losses"] = layer._n_added_losses
+    if getattr(layer, "_weight_constraints", None):
+        cfg["tnt_constraints"] = dict(layer._weight_constraints)
     return L.serialize(cfg)
 
 

@@ -121,7 +121,7 @@ def bind(model):
             if is_stateful_metric(fn):
                 ys = tuple(label_shapes[o] if label_shapes[o] is not None else shapes[o])
                 try:
-                    update_json, result_json = trace_stateful(fn, ys, shapes[o])
+                    update_json, result_json = trace_stateful(fn, ys, shapes[o], weighted=name.startswith("~"))
                 except TraceError as e:
                     if label_shapes[o] is not None or " on shapes " not in str(e):
                         raise
@@ -290,8 +290,10 @@ def state_variable(metric, args, kwargs):
     return v
 
 
-def trace_stateful(metric, y_shape, p_shape):
-    """(update graph JSON, result graph JSON) of a Metric subclass."""
+def trace_stateful(metric, y_shape, p_shape, weighted=False):
+    """(update graph JSON, result graph JSON) of a Metric subclass. weighted (one of compile's
+    weighted_metrics): update_state gets the sample weights, a third input of shape (None,) (the
+    library feeds ones when fit has none); otherwise sample_weight=None, as Keras 2.4+ calls it."""
     from tarantella.keras import ops
     states = metric.__dict__.get("_tnt_state", [])
     name = type(metric).__name__
@@ -306,7 +308,12 @@ def trace_stateful(metric, y_shape, p_shape):
     try:
         import inspect
         params = inspect.signature(metric.update_state).parameters
-        metric.update_state(yt, yp, **({"sample_weight": None} if "sample_weight" in params else {}))
+        takes = "sample_weight" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+        if weighted and not takes:  # Keras calls update_state(y_true, y_pred, sample_weight=...)
+            raise TypeError(f"{name}.update_state takes no sample_weight argument, which a metric in "
+                            f"weighted_metrics receives")
+        sw = g.input((None,)) if weighted else None
+        metric.update_state(yt, yp, **({"sample_weight": sw} if takes else {}))
         outs = []
         for v in states:
             inc = v._increment

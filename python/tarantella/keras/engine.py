@@ -433,10 +433,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         mnames = M.names(metrics)
         # Keras 2.4+: sample and class weights weigh the loss and the weighted_metrics only
         weighted, weighted_fns = _custom_objectives.split_metrics(weighted_metrics)
-        for _, fn, name in weighted_fns:
-            if _custom_objectives.is_stateful_metric(fn):
-                raise NotImplementedError(f"compile: weighted_metrics: the Metric class {name!r} cannot be weighted "
-                                          f"by the sample weights here; give it in metrics")
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
                           "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns,
                           "plain_functions": metric_fns, "weighted_given": weighted, "weighted_functions": weighted_fns}

@@ -9,11 +9,14 @@
  * and the global sample index, so any split across ranks draws alike. Masks do not pass through.
  * Computation is float32 whatever the dtype policy.
  *
- * Keras config: the graph is the key "tnt_ops" (the JSON of tnt_opgraph_to_json). A file whose
+ * Keras config: the graph is the key "tnt_ops" (the JSON of tnt_opgraph_to_json), the weights'
+ * constraints (add_weight's constraint=, projected after each optimizer update as a built-in
+ * layer's kernel_constraint) the key "tnt_constraints": {weight name: Keras constraint}. A file whose
  * layer class this library does not know but whose config carries "tnt_ops" is read as a traced
  * layer of that class name (src/io/keras_json.c). */
 #include "layers/keras_config.h"
 #include "layers/layer.h"
+#include "layers/regularizer.h"
 #include "ops/ops.h"
 
 #include <stdio.h>
@@ -186,10 +189,42 @@ static tnt_status traced_get_config(const tnt_layer *l, cJSON *c) {
     free(txt);
     if (!graph) return tnt__error(TNT_ERR_NOMEM, "layer \"%s\": out of memory", l->name);
     TNT_KJ(cJSON_AddItemToObject(c, "tnt_ops", graph));
+    cJSON *cons = NULL;
+    for (int i = 0; l->rules && i < l->rules->n; i++) {
+        const tnt__rule *r = &l->rules->r[i];
+        if (!r->weight[0]) continue;
+        if (!cons) TNT_KJ(cons = cJSON_AddObjectToObject(c, "tnt_constraints"));
+        cJSON *o = tnt__rule_json(r);
+        TNT_KJ(o);
+        TNT_KJ(cJSON_AddItemToObject(cons, r->weight, o));
+    }
     const cJSON *e;
     cJSON_ArrayForEach(e, p->user_config) {
         if (e->string && !cJSON_GetObjectItemCaseSensitive(c, e->string))
             TNT_KJ(cJSON_AddItemToObject(c, e->string, cJSON_Duplicate(e, true)));
+    }
+    return TNT_OK;
+}
+
+/* "tnt_constraints": {weight name: constraint}, each a rule on that weight of the graph. */
+static tnt_status read_constraints(tnt_layer *l, const tnt_opgraph *g, const cJSON *c, const tnt__kj_ctx *k) {
+    const cJSON *cons = tnt__kj_item(c, "tnt_constraints"), *e;
+    if (tnt__kj_absent(cons)) return TNT_OK;
+    if (!cJSON_IsObject(cons))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "tnt_constraints: expected {weight name: constraint}");
+    cJSON_ArrayForEach(e, cons) {
+        if (tnt__kj_absent(e)) continue;
+        int w = 0;
+        while (w < g->n_weights && strcmp(g->weights[w].name, e->string)) w++;
+        if (w == g->n_weights)
+            return tnt__kj_error(k, TNT_ERR_FORMAT, "tnt_constraints: \"%.64s\" is not a weight of the graph",
+                                 e->string);
+        tnt__rule r = {.is_constraint = true};
+        snprintf(r.weight, sizeof r.weight, "%s", e->string);
+        snprintf(r.key, sizeof r.key, "%.*s_constraint", TNT_NAME_MAX - 12, e->string);
+        tnt_status s = tnt__kj_read_constraint(e, &r, k);
+        if (s == TNT_OK) s = tnt__layer_set_rule(l, &r);
+        if (s != TNT_OK) return s;
     }
     return TNT_OK;
 }
@@ -218,8 +253,13 @@ static tnt_layer *traced_from_config(const cJSON *c, const tnt__kj_ctx *k) {
         l->n_outputs -= p->n_losses;
         if (p->n_losses) p->ops.added_loss = traced_added_loss;
         p->user_config = cJSON_Duplicate(c, true);
-        for (const char **key = (const char *[]){"tnt_ops", "batch_input_shape", "batch_shape", NULL}; *key; key++)
+        for (const char **key = (const char *[]){"tnt_ops", "tnt_constraints", "batch_input_shape", "batch_shape", NULL};
+             *key; key++)
             if (p->user_config) cJSON_DeleteItemFromObjectCaseSensitive(p->user_config, *key);
+        if (read_constraints(l, p->g, c, k) != TNT_OK) {
+            tnt_layer_free(l);
+            return NULL;
+        }
     }
     return l;
 }
