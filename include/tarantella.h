@@ -460,8 +460,8 @@ TNT_API void tnt_dataset_iter_free(tnt_dataset_iter *it);
 /* ---------------------------------------------------------------------------------------------
  * Logs, history and callbacks
  * ------------------------------------------------------------------------------------------- */
-#define TNT_MAX_LOGS 16
-#define TNT_LOG_NAME_MAX 48
+#define TNT_MAX_LOGS 64     /* entries beyond it are dropped with a warning */
+#define TNT_LOG_NAME_MAX 96 /* longer names are cut with a warning */
 /* Keras's logs dict: "loss", "accuracy", "val_loss", ... */
 typedef struct tnt_logs {
     int n;

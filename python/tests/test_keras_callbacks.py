@@ -169,3 +169,25 @@ def test_stop_training(tnt):
     assert len(h.epoch) == 1 and m.optimizer.iterations == 3
     h = m.fit(x, y, batch_size=8, epochs=2, verbose=0)  # the flag is reset by the next fit
     assert len(h.epoch) == 2 and m.stop_training is False
+
+
+def test_logs_hold_many_metrics_with_long_names(tnt):
+    """A model with two named outputs and six metrics each logs every figure Keras would (31 keys
+    with val_, past the 16 the logs once held), names of 60+ characters whole."""
+    k = tnt.keras
+    inp = k.Input(shape=(4,))
+    h = k.layers.Dense(8, activation="relu")(inp)
+    a = k.layers.Dense(1, name="a_rather_long_output_name_for_the_first_head")(h)
+    b = k.layers.Dense(1, name="b_rather_long_output_name_for_the_second_head")(h)
+    m = k.Model(inp, [a, b])
+    mets = ["mae", "mse", "mape", "msle", "cosine_similarity", "logcosh"]
+    m.compile("sgd", "mse", metrics=[mets, mets])
+    rng = np.random.default_rng(0)
+    x = rng.random((32, 4), dtype=np.float32)
+    y = [rng.random((32, 1), dtype=np.float32), rng.random((32, 1), dtype=np.float32)]
+    h = m.fit(x, y, validation_data=(x, y), epochs=1, batch_size=16, verbose=0)
+    keys = set(h.history)
+    assert len(keys) == 2 * (3 + 12), sorted(keys)
+    longest = "val_b_rather_long_output_name_for_the_second_head_cosine_similarity"
+    assert longest in keys
+    assert all(np.isfinite(v[0]) for v in h.history.values())

@@ -15,14 +15,27 @@ bool tnt_logs_get(const tnt_logs *logs, const char *name, double *value) {
 }
 
 void tnt__logs_set(tnt_logs *logs, const char *prefix, const char *name, double value) {
+    static bool warned_cut, warned_full; /* once per process: a log line per batch would flood */
     char full[TNT_LOG_NAME_MAX];
-    snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", name);
+    int len = snprintf(full, sizeof full, "%s%s", prefix ? prefix : "", name);
+    if (len >= (int)sizeof full && !warned_cut) {
+        warned_cut = true;
+        tnt_log(TNT_LOG_WARNING, "log entry \"%s%s\" is longer than %d characters: cut to \"%s\"",
+                prefix ? prefix : "", name, TNT_LOG_NAME_MAX - 1, full);
+    }
     for (int i = 0; i < logs->n; i++)
         if (!strcmp(logs->names[i], full)) {
             logs->values[i] = value;
             return;
         }
-    if (logs->n >= TNT_MAX_LOGS) return;
+    if (logs->n >= TNT_MAX_LOGS) {
+        if (!warned_full) {
+            warned_full = true;
+            tnt_log(TNT_LOG_WARNING, "logs hold at most %d entries: \"%s\" and any further ones are not logged",
+                    TNT_MAX_LOGS, full);
+        }
+        return;
+    }
     snprintf(logs->names[logs->n], TNT_LOG_NAME_MAX, "%s", full);
     logs->values[logs->n++] = value;
 }

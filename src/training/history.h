@@ -10,7 +10,8 @@ struct tnt_history {
     int *epoch;
 };
 
-/* Sets prefix+name (adds it when absent; silently drops past TNT_MAX_LOGS entries). */
+/* Sets prefix+name (adds it when absent; past TNT_MAX_LOGS entries, or a name past TNT_LOG_NAME_MAX,
+ * warns once and drops or cuts it). */
 void tnt__logs_set(tnt_logs *logs, const char *prefix, const char *name, double value);
 void tnt__logs_merge(tnt_logs *dst, const tnt_logs *src, const char *prefix);
 tnt_history *tnt__history_new(void);
