@@ -229,6 +229,38 @@ tnt_status tnt__kj_int(const cJSON *cfg, const char *key, bool required, int def
     return TNT_OK;
 }
 
+tnt_status tnt__kj_seed(const cJSON *cfg, uint64_t *seed, const tnt__kj_ctx *k) {
+    double v = 0;
+    *seed = 0;
+    if (tnt__kj_absent(tnt__kj_item(cfg, "seed"))) return TNT_OK;
+    TNT_KJ_S(tnt__kj_num(cfg, "seed", true, 0, &v, k));
+    if (!(v >= 0 && v == floor(v)))
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"seed\": %g (expected a whole number >= 0)", v);
+    *seed = (uint64_t)v;
+    return TNT_OK;
+}
+
+tnt_status tnt__kj_factor(const cJSON *cfg, const char *key, bool required, bool symmetric, float *lo, float *hi,
+                          bool *set, const tnt__kj_ctx *k) {
+    const cJSON *v = tnt__kj_item(cfg, key), *items = tnt__kj_list(v);
+    if (set) *set = false;
+    if (tnt__kj_absent(v)) {
+        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" missing (expected a factor)", key);
+        return TNT_OK;
+    }
+    if (cJSON_IsNumber(v)) {
+        double x = v->valuedouble;
+        *lo = (float)(symmetric ? -fabs(x) : x), *hi = (float)(symmetric ? fabs(x) : x);
+    } else if (items && cJSON_GetArraySize(items) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(items, 0)) &&
+               cJSON_IsNumber(cJSON_GetArrayItem(items, 1))) {
+        *lo = (float)cJSON_GetArrayItem(items, 0)->valuedouble, *hi = (float)cJSON_GetArrayItem(items, 1)->valuedouble;
+    } else {
+        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" (expected a number or a (lower, upper) pair)", key);
+    }
+    if (set) *set = true;
+    return TNT_OK;
+}
+
 tnt_status tnt__kj_num(const cJSON *cfg, const char *key, bool required, double def, double *out,
                        const tnt__kj_ctx *k) {
     const cJSON *v = tnt__kj_item(cfg, key);

@@ -95,6 +95,13 @@ bool tnt__kj_as_int(const cJSON *v, int *out);
  * "items": [...]}; NULL otherwise. */
 const cJSON *tnt__kj_list(const cJSON *v);
 
+/* Keras's random preprocessing layers. "seed": a whole number >= 0; absent or null: 0 (draw from
+ * the model's seed). A factor: a number x (the range [-x, x]; with symmetric false, [x, x]) or a
+ * (lower, upper) pair; absent: an error when required, else *lo and *hi as they were and *set
+ * (may be NULL) false. */
+tnt_status tnt__kj_seed(const cJSON *config, uint64_t *seed, const tnt__kj_ctx *k);
+tnt_status tnt__kj_factor(const cJSON *config, const char *key, bool required, bool symmetric, float *lo, float *hi,
+                          bool *set, const tnt__kj_ctx *k);
 /* Scalars. An absent key is an error when required, else *out = def. */
 tnt_status tnt__kj_int(const cJSON *config, const char *key, bool required, int def, int *out, const tnt__kj_ctx *k);
 tnt_status tnt__kj_num(const cJSON *config, const char *key, bool required, double def, double *out,

@@ -147,44 +147,12 @@ static tnt_status color_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-/* key: a number x (both bounds: x, x; with neg_single, -x, x) or a pair; absent: def. */
-static tnt_status read_pair(const cJSON *c, const char *key, bool required, bool neg_single, float def0, float def1,
-                            float *a, float *b, const tnt__kj_ctx *k) {
-    const cJSON *v = tnt__kj_item(c, key), *items = tnt__kj_list(v);
-    *a = def0, *b = def1;
-    if (tnt__kj_absent(v)) {
-        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" missing (expected a factor)", key);
-        return TNT_OK;
-    }
-    if (cJSON_IsNumber(v)) {
-        *a = (float)(neg_single ? -fabs(v->valuedouble) : v->valuedouble), *b = (float)fabs(v->valuedouble);
-        if (!neg_single) *b = (float)v->valuedouble;
-    } else if (items && cJSON_GetArraySize(items) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(items, 0)) &&
-               cJSON_IsNumber(cJSON_GetArrayItem(items, 1))) {
-        *a = (float)cJSON_GetArrayItem(items, 0)->valuedouble, *b = (float)cJSON_GetArrayItem(items, 1)->valuedouble;
-    } else {
-        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" (expected a number or a pair of numbers)", key);
-    }
-    return TNT_OK;
-}
-
-static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k) {
-    double v = 0;
-    *seed = 0;
-    if (tnt__kj_absent(tnt__kj_item(c, "seed"))) return TNT_OK;
-    TNT_KJ_S(tnt__kj_num(c, "seed", true, 0, &v, k));
-    if (!(v >= 0 && v == floor(v)))
-        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"seed\": %g (expected a whole number >= 0)", v);
-    *seed = (uint64_t)v;
-    return TNT_OK;
-}
-
 static tnt_layer *color_from_config(const cJSON *c, const tnt__kj_ctx *k, bool contrast) {
     float lo = 0, hi = 0, vmin = 0, vmax = 255;
     uint64_t seed = 0;
-    TNT_KJ_READ(read_pair(c, "factor", true, !contrast, 0, 0, &lo, &hi, k));
-    TNT_KJ_READ(read_pair(c, "value_range", false, false, 0, 255, &vmin, &vmax, k));
-    TNT_KJ_READ(read_seed(c, &seed, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "factor", true, !contrast, &lo, &hi, NULL, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "value_range", false, false, &vmin, &vmax, NULL, k));
+    TNT_KJ_READ(tnt__kj_seed(c, &seed, k));
     TNT_KJ_READ(tnt__kj_check_data_format(c, k));
     if (tnt__kj_channels_first(c))
         return tnt__kj_fail(k, TNT_ERR_UNSUPPORTED, "data_format \"channels_first\" (expected \"channels_last\")");

@@ -232,38 +232,6 @@ static tnt_status geo_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
-/* A factor: a number f (the range [-f, f]) or a (lower, upper) pair; absent: *set = false. */
-static tnt_status read_factor(const cJSON *c, const char *key, bool required, float *lo, float *hi, bool *set,
-                              const tnt__kj_ctx *k) {
-    const cJSON *v = tnt__kj_item(c, key), *items = tnt__kj_list(v);
-    *set = false;
-    if (tnt__kj_absent(v)) {
-        if (required) return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" missing (expected a factor)", key);
-        return TNT_OK;
-    }
-    if (cJSON_IsNumber(v)) {
-        *lo = (float)-fabs(v->valuedouble), *hi = (float)fabs(v->valuedouble);
-    } else if (items && cJSON_GetArraySize(items) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(items, 0)) &&
-               cJSON_IsNumber(cJSON_GetArrayItem(items, 1))) {
-        *lo = (float)cJSON_GetArrayItem(items, 0)->valuedouble, *hi = (float)cJSON_GetArrayItem(items, 1)->valuedouble;
-    } else {
-        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"%s\" (expected a number or a (lower, upper) pair)", key);
-    }
-    *set = true;
-    return TNT_OK;
-}
-
-static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k) {
-    double v = 0;
-    *seed = 0;
-    if (tnt__kj_absent(tnt__kj_item(c, "seed"))) return TNT_OK;
-    TNT_KJ_S(tnt__kj_num(c, "seed", true, 0, &v, k));
-    if (!(v >= 0 && v == floor(v)))
-        return tnt__kj_error(k, TNT_ERR_FORMAT, "key \"seed\": %g (expected a whole number >= 0)", v);
-    *seed = (uint64_t)v;
-    return TNT_OK;
-}
-
 /* fill_mode, interpolation, fill_value, seed and channels_last data_format into opts. */
 static tnt_status read_common(const cJSON *c, tnt_image_fill *f, uint64_t *seed, const tnt__kj_ctx *k) {
     bool bad = false;
@@ -277,7 +245,7 @@ static tnt_status read_common(const cJSON *c, tnt_image_fill *f, uint64_t *seed,
     TNT_KJ_S(tnt__kj_check_data_format(c, k));
     if (tnt__kj_channels_first(c))
         return tnt__kj_error(k, TNT_ERR_UNSUPPORTED, "data_format \"channels_first\" (expected \"channels_last\")");
-    return read_seed(c, seed, k);
+    return tnt__kj_seed(c, seed, k);
 }
 
 static tnt_layer *flip_from_config(const cJSON *c, const tnt__kj_ctx *k) {
@@ -285,7 +253,7 @@ static tnt_layer *flip_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     uint64_t seed = 0;
     const char *mode = tnt__kj_str(c, "mode", &bad, k);
     if (bad) return NULL;
-    TNT_KJ_READ(read_seed(c, &seed, k));
+    TNT_KJ_READ(tnt__kj_seed(c, &seed, k));
     return tnt__kj_built(tnt_random_flip(mode, seed, k->name), k);
 }
 
@@ -294,8 +262,8 @@ static tnt_layer *translation_from_config(const cJSON *c, const tnt__kj_ctx *k) 
     bool set = false;
     tnt_image_fill fill = {0};
     uint64_t seed = 0;
-    TNT_KJ_READ(read_factor(c, "height_factor", true, &f[0], &f[1], &set, k));
-    TNT_KJ_READ(read_factor(c, "width_factor", true, &f[2], &f[3], &set, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "height_factor", true, true, &f[0], &f[1], &set, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "width_factor", true, true, &f[2], &f[3], &set, k));
     TNT_KJ_READ(read_common(c, &fill, &seed, k));
     return tnt__kj_built(tnt_random_translation(f[0], f[1], f[2], f[3], &fill, seed, k->name), k);
 }
@@ -305,7 +273,7 @@ static tnt_layer *rotation_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     bool set = false;
     tnt_image_fill fill = {0};
     uint64_t seed = 0;
-    TNT_KJ_READ(read_factor(c, "factor", true, &lo, &hi, &set, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "factor", true, true, &lo, &hi, &set, k));
     TNT_KJ_READ(read_common(c, &fill, &seed, k));
     return tnt__kj_built(tnt_random_rotation(lo, hi, &fill, seed, k->name), k);
 }
@@ -315,8 +283,8 @@ static tnt_layer *zoom_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     bool set = false;
     tnt_image_fill fill = {0};
     uint64_t seed = 0;
-    TNT_KJ_READ(read_factor(c, "height_factor", true, &f[0], &f[1], &set, k));
-    TNT_KJ_READ(read_factor(c, "width_factor", false, &f[2], &f[3], &set, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "height_factor", true, true, &f[0], &f[1], &set, k));
+    TNT_KJ_READ(tnt__kj_factor(c, "width_factor", false, true, &f[2], &f[3], &set, k));
     if (!set) f[2] = f[3] = NAN;
     TNT_KJ_READ(read_common(c, &fill, &seed, k));
     return tnt__kj_built(tnt_random_zoom(f[0], f[1], f[2], f[3], &fill, seed, k->name), k);
