@@ -632,6 +632,59 @@ for _cls, _spec in _SPECS.items():
 for _alias, _cls in _ALIASES.items():
     globals()[_alias] = globals()[_cls]
 
+
+
+def _adapt_values(data, steps):
+    """adapt()'s data as one float64 array: an array, a list, or a dataset of batches (the features
+    of (x, y) elements), at most `steps` batches of a dataset."""
+    if hasattr(data, "numpy") and not isinstance(data, np.ndarray):
+        data = data.numpy()
+    if isinstance(data, (np.ndarray, list, tuple)):
+        return np.asarray(data, dtype=np.float64)
+    parts = []
+    for i, batch in enumerate(data):
+        if steps is not None and i >= steps:
+            break
+        if isinstance(batch, tuple):
+            batch = batch[0]
+        parts.append(np.asarray(batch.numpy() if hasattr(batch, "numpy") else batch, dtype=np.float64))
+    if not parts:
+        raise ValueError("Normalization.adapt: the dataset gave no batch")
+    return np.concatenate(parts)
+
+
+def _normalization_adapt(self, data, batch_size=None, steps=None):
+    """Keras's Normalization.adapt: the mean and variance of `data` over every axis but the kept
+    ones (`axis`, counting the batch axis; None: one value), as the layer's statistics. Before the
+    layer is in a model they become its mean and variance arguments (so its config carries them);
+    in a built model they are written into its mean, variance and count weights."""
+    del batch_size  # Keras reads the data in batches of this size; the statistics are the same
+    x = _adapt_values(data, steps)
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise ValueError(f"Normalization.adapt: data of shape {x.shape} (expected at least one sample)")
+    axis = self._args.get("axis", -1)
+    kept = () if axis is None else tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    kept = tuple(a + x.ndim if a < 0 else a for a in kept)
+    if any(a < 1 or a >= x.ndim for a in kept):
+        raise ValueError(f"Normalization.adapt: axis {axis} of data of shape {x.shape} (expected axes 1.."
+                         f"{x.ndim - 1}, or negative, not the batch axis)")
+    reduce = tuple(i for i in range(x.ndim) if i not in kept)
+    mean, var = x.mean(axis=reduce).ravel(), x.var(axis=reduce).ravel()
+    m = self._model() if self._model is not None else None
+    if m is not None and self._weight_indices(m):
+        count = np.array(x.size // max(mean.size, 1), dtype=np.int64)
+        ws = self.get_weights()
+        self.set_weights([mean.reshape(ws[0].shape), var.reshape(ws[1].shape)] +
+                         ([count.astype(ws[2].dtype)] if len(ws) > 2 else []))
+        return
+    if m is not None or self._config is not None:
+        raise ValueError(f"Normalization {self.name!r}: adapt before the layer is used in a model, or on a "
+                         f"layer whose statistics are weights (made without mean and variance)")
+    self._args["mean"], self._args["variance"] = mean.tolist(), var.tolist()
+
+
+globals()["Normalization"].adapt = _normalization_adapt
+
 # Layer classes by Keras class name, aliases included: what model_from_json and layers.deserialize use
 CLASSES = {name: globals()[name] for name in list(_SPECS) + list(_ALIASES)}
 CLASSES["InputLayer"] = InputLayer
