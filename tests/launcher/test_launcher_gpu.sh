@@ -14,7 +14,7 @@ PROG=$(realpath "$2")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 unset TNT_MPIRUN TNT_LOG_LEVEL TNT_DEVICE TNT_GPU_EMULATE TNT_GPU_ORDINAL TNT_CUDA_LIBDIR TNT_CUDA_DRIVER
-export TNT_MPIRUN=mpirun
+export TNT_MPIRUN=mpirun # the dry runs print Open MPI's command line
 FAILS=0
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 ok() { echo "ok:   $*"; }
@@ -95,6 +95,7 @@ TNT_GPU_ORDINAL=x run "$T" --dry-run -- ./prog
 expect_rc "TNT_GPU_ORDINAL=x" 2
 
 # ---- real runs: the ranks take what the dry run said -----------------------------------------
+unset TNT_MPIRUN # the launcher of the MPI this build uses (MPICH's Hydra in an MPICH build)
 export GPU_DIST_CASE=launched
 TNT_DEVICE=auto TNT_GPU_EMULATE=2 run "$T" -x OMP_NUM_THREADS=1 -- "$PROG"
 expect_rc "2 ranks on 2 emulated GPUs" 0
