@@ -10,21 +10,11 @@ import os
 import sys
 import time
 
-_t = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_v] = _t
+from peer_threads import blas_backend  # noqa: E402,F401 (pins the threads before torch loads)
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-
-def blas_backend():
-    try:
-        with open("/proc/self/maps") as f:
-            maps = f.read()
-    except OSError:
-        return "unknown"
-    return "openblas" if "openblas" in maps else ("reference" if "/blas/libblas.so" in maps else "unknown")
 
 
 class Classifier(nn.Module):
