@@ -1,8 +1,8 @@
-"""For the peers of this folder (not the shared copies torch_lenet5.py and torch_models.py, which
-stay identical to /work/shared/bench/ and pin their own): imported before torch, it pins every thread pool to the command line's
---threads (default 1). Debian's torch calls the system BLAS (OpenBLAS when libopenblas0-pthread is
-installed), whose own pool ignores torch.set_num_threads. blas_backend() says which BLAS torch's
-matrix products reach: 'openblas' or 'reference' (the slow netlib one)."""
+"""For this folder's own peers (torch_lenet5.py and torch_models.py stay copies of the shared peer
+scripts, /work/shared/bench/, and pin their own). Imported before torch, it pins every thread pool
+to the command line's --threads (default 1): Debian's torch calls the system BLAS (OpenBLAS when
+libopenblas0-pthread is installed), whose own pool ignores torch.set_num_threads. blas_backend()
+says which BLAS torch's matrix products reach: 'openblas' or 'reference' (the slow netlib one)."""
 import os
 import sys
 
