@@ -70,6 +70,7 @@ static const setting settings[] = {
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
+    INT("TNT_FINALIZE_TIMEOUT_SECONDS", finalize_timeout_seconds, 0, 1000000),
     CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
     CHOICE("TNT_MAX_CPU_ISA", max_cpu_isa, cpu_isas),
     CHOICE("TNT_DEVICE", device, devices),
@@ -102,6 +103,7 @@ static const setting settings[] = {
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
         .reducer = TNT_REDUCER_NODE,                                                              \
         .stall_check_seconds = 60, /* as Horovod */                                               \
+        .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
         .slurm_procid = -1, .device = TNT__DEVICE_CPU, .gpu_comm = TNT__GPU_COMM_AUTO,           \

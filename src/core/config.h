@@ -62,6 +62,7 @@ typedef struct tnt__config {
     int64_t h5_time_limit_s;         /* TNT_H5_TIME_LIMIT: seconds an HDF5 parse may take; 0 = by size */
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */
+    int64_t finalize_timeout_seconds; /* TNT_FINALIZE_TIMEOUT_SECONDS: see comm/world.c; 0 = wait */
     int max_cpu_isa;                 /* TNT_MAX_CPU_ISA: a tnt__cpu_isa */
     int device;                      /* TNT_DEVICE: a tnt__device_choice */
     int gpu_comm;                    /* TNT_GPU_COMM: a tnt__gpu_comm */

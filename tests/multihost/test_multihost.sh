@@ -221,9 +221,23 @@ run_t "LeNet-5, 1 host x 4 ranks" "$TMP/single" \
 bytes() { cat "/sys/class/net/$1/statistics/$2_bytes" 2>/dev/null || echo 0; }
 declare -A B0
 for d in "$NS1-br" "$NS2-br"; do for k in rx tx; do B0[$d.$k]=$(bytes "$d" $k); done; done
+# launched_ok NAME FILE: whether the run of NAME ended well. MPICH 4.0.2 (Debian 12) with its UCX
+# netmod deadlocks inside MPI_Finalize between hosts in up to one run in three here, with any MPI program
+# (pmodels/mpich#6596, fixed in MPICH 4.2): every rank has finished, one spins in a UCX disconnect,
+# the others wait in a PMI barrier. The library then ends its stuck ranks after
+# TNT_FINALIZE_TIMEOUT_SECONDS (src/comm/world.c), and Hydra reports the others it kills; such a
+# run counts when the watchdog said so and the figures, checked below, are right.
+launched_ok() {
+    [ $RC -eq 0 ] && return 0
+    if [ "$MPI" = mpich ] && grep -q "MPI_Finalize has not returned .* after every rank finished" "$2"; then
+        ok "$1: MPICH's MPI_Finalize deadlock (pmodels/mpich#6596) ended by TNT_FINALIZE_TIMEOUT_SECONDS"
+        return 0
+    fi
+    return 1
+}
 run_t "LeNet-5, 2 hosts x 2 ranks" "$TMP/multi" "${MH_ENV[@]}" \
     "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$LENET" "${LENET_ARGS[@]}"
-[ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks failed"
+launched_ok "LeNet-5, 2 hosts x 2 ranks" "$TMP/multi" || fail "LeNet-5 on 2 hosts x 2 ranks failed"
 
 # ---- 3. the traffic went through the veth pairs ------------------------------------------------
 for d in "$NS1-br" "$NS2-br"; do
@@ -270,7 +284,8 @@ for red in node sharded; do
     run_t "LeNet-5, 2 hosts x 2 ranks, --reducer $red" "$TMP/multi-$red" "${MH_ENV[@]}" \
         "$T" --hostfile "$TMP/hosts" --n-per-node 2 --reducer $red --log-level INFO -x OMP_NUM_THREADS=1 \
         -- "$LENET" "${LENET_ARGS[@]}"
-    [ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
+    launched_ok "LeNet-5, 2 hosts x 2 ranks, --reducer $red" "$TMP/multi-$red" ||
+        fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
     if [ "$MPI" = mpich ]; then # across hosts MPICH runs flat (src/comm/reducer_node.c says why)
         grep -q "node-aware reduction across hosts is not supported on this MPI yet: flat" "$TMP/multi-$red" &&
             ok "--reducer $red: flat across hosts under MPICH, as documented" ||
