@@ -116,3 +116,7 @@ const char *tnt_gpu_status(void) {
 }
 
 int tnt_gpu_device_count(void) { return settings_read() ? tnt__gpu_device_count() : 0; }
+
+void tnt_gpu_set_tf32(bool enabled) { tnt__gpu_set_tf32(enabled); }
+
+bool tnt_gpu_tf32_enabled(void) { return settings_read() && tnt__gpu_tf32(); }

@@ -43,6 +43,7 @@ const char *tnt__gpu_error_name(const char *lib, int code);
 /* The open device: one per process. */
 typedef struct tnt__gpu_state {
     bool open, emulated, tf32;
+    bool tf32_set; /* tnt__gpu_set_tf32 was called: it wins over TNT_GPU_TF32 */
     int ordinal;
     CUdevice device;
     CUcontext context;

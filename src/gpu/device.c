@@ -88,7 +88,7 @@ out:
     if (status != TNT_OK) {
         tnt__gpu_module_close();
         close_real();
-        tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32};
+        tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32, .tf32_set = tnt__gpu.tf32_set};
         tnt__gpu = cleared;
         thread_context = NULL;
     }
@@ -106,7 +106,7 @@ tnt_status tnt__gpu_open(int ordinal) {
         if (ordinal == tnt__gpu.ordinal) return TNT_OK;
         return tnt__error(TNT_ERR_STATE, "GPU %d: this process already drives GPU %d", ordinal, tnt__gpu.ordinal);
     }
-    tnt__gpu.tf32 = tnt__gpu.tf32 || tnt__config_get()->gpu_tf32;
+    if (!tnt__gpu.tf32_set) tnt__gpu.tf32 = tnt__config_get()->gpu_tf32;
     if (tnt__gpu_emulated()) {
         tnt__gpu.emulated = tnt__gpu.open = true;
         snprintf(tnt__gpu.name, sizeof tnt__gpu.name, "emulated device");
@@ -131,7 +131,7 @@ void tnt__gpu_close(void) {
         tnt__gpu_module_close();
         close_real();
     }
-    tnt__gpu_state cleared = {.ordinal = -1};
+    tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32, .tf32_set = tnt__gpu.tf32_set};
     tnt__gpu = cleared;
     thread_context = NULL;
 }

@@ -102,7 +102,22 @@ tnt_status tnt__gpu_sgemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t
                                   float alpha, const float *a, int64_t lda, int64_t stride_a,
                                   const float *b, int64_t ldb, int64_t stride_b, float beta,
                                   float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+/* TF32 tensor cores for the float32 GEMMs (cuBLAS math mode) and convolutions (cuDNN math type of
+ * plans made afterwards): off by default, TNT_GPU_TF32=1 turns it on, this call wins over the
+ * setting (before or after the device opens). Emulated: A and B rounded to TF32 (blas.c). */
 void tnt__gpu_set_tf32(bool on);
+bool tnt__gpu_tf32(void);
+/* x rounded to TF32 as cvt.rna.tf32.f32 does (nearest, ties away from zero): 10 mantissa bits. */
+float tnt__gpu_round_tf32(float x);
+
+/* mixed_bfloat16's products: row-major C (float32) = alpha op(A) op(B) + beta C, A and B bf16
+ * (the upper halves of float32s, from tnt__gpu_to_bf16), float32 accumulation (cublasGemmEx,
+ * CUBLAS_COMPUTE_32F); the same shapes and checks as tnt__gpu_sgemm. */
+tnt_status tnt__gpu_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                              const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
+                              int64_t ldc);
+/* y (n, bf16) = x (n, float32) rounded to nearest even (NaN quiet), as the CPU's kernels/bf16.h. */
+tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n);
 
 /* ---- cuDNN (gpu/dnn.c): NULL when cuDNN did not load ---- */
 
