@@ -125,6 +125,7 @@ int tnt__gpu_ordinal(void) { return tnt__gpu.open ? tnt__gpu.ordinal : -1; }
 
 void tnt__gpu_close(void) {
     if (!tnt__gpu.open) return;
+    tnt__gpu_nccl_close(); /* its communicator uses the context */
     if (!tnt__gpu.emulated && tnt__gpu_enter("tnt__gpu_close") == TNT_OK) {
         for (int s = 0; s < 2; s++) tnt__cuda.cuStreamSynchronize(tnt__gpu.streams[s]);
         tnt__gpu_dnn_close();

@@ -119,6 +119,30 @@ tnt_status tnt__gpu_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, 
 /* y (n, bf16) = x (n, float32) rounded to nearest even (NaN quiet), as the CPU's kernels/bf16.h. */
 tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n);
 
+/* ---- NCCL (gpu/nccl.c): gradient sums between GPU ranks ---- */
+
+/* Whether NCCL can sum between this process's device and others': the backend is available,
+ * not emulated, and NCCL loaded (libnccl.so.2, or TNT_NCCL_LIBRARY, with every function, 2.10 or
+ * newer). When not, *why (if given) gets one line: "no libnccl.so.2", "libnccl.so.2 lacks
+ * ncclAllReduce", "NCCL 2.7.8 is too old (2.10 or newer)", "the emulated device has no NCCL". */
+bool tnt__gpu_nccl_available(const char **why);
+int tnt__gpu_nccl_version(void); /* 22809 for 2.28.9; 0 without NCCL */
+#define TNT__GPU_NCCL_ID_BYTES 128
+/* One rank draws the communicator's id (TNT__GPU_NCCL_ID_BYTES bytes) and hands it to the others. */
+tnt_status tnt__gpu_nccl_unique_id(void *id);
+/* Collective over the `ranks` processes: joins the communicator as `rank` (once per process; the
+ * same arguments again are a no-op). The device must be open. */
+tnt_status tnt__gpu_nccl_open(const void *id, int ranks, int rank);
+bool tnt__gpu_nccl_is_open(void);
+/* In place, on `stream`: data (n floats, device) = the sum of every rank's data. Every rank issues
+ * the same sums in the same order. */
+tnt_status tnt__gpu_nccl_allreduce(float *device_data, int64_t n, tnt__gpu_stream stream);
+/* Leaves the communicator (tnt__gpu_close does it too). */
+void tnt__gpu_nccl_close(void);
+/* Tests: on the emulated device, a stand-in for ncclAllReduce (e.g. an MPI sum through the host);
+ * with one installed the emulated device reports NCCL as available. NULL: none. */
+extern tnt_status (*tnt__gpu_nccl_standin)(float *device_data, int64_t n, tnt__gpu_stream stream);
+
 /* ---- cuDNN (gpu/dnn.c): NULL when cuDNN did not load ---- */
 
 /* The cuDNN handle on the compute stream (a cudnnHandle_t), or NULL when cuDNN is not there or
