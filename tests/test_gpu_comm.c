@@ -9,6 +9,8 @@
 #include "core/config.h"
 #include "gpu/gpu.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void expect(tnt__gpu_comm_inputs in, int comm, const char *why) {
@@ -55,6 +57,7 @@ static tnt_status standin(float *d, int64_t n, tnt__gpu_stream s) {
 
 static void test_emulated(void **state) {
     (void)state;
+    if (!tnt__gpu_emulated()) return; /* a GPU: test_real_nccl */
     const char *why = NULL;
     assert_true(tnt__gpu_available(NULL));
     assert_false(tnt__gpu_nccl_available(&why));
@@ -88,9 +91,45 @@ static void test_emulated(void **state) {
     assert_int_equal(comm, TNT__GPU_COMM_HOST);
 }
 
+/* On a GPU (scripts/gpu_check.sh, TNT_GPU_EMULATE=0) with NCCL: the project's declarations against
+ * the real library, through a communicator of one rank (two ranks cannot share one GPU in NCCL):
+ * the id, ncclCommInitRank, an in-place sum on the copy stream (one rank's sum is its data), the
+ * communicator left when the device closes. */
+static void test_real_nccl(void **state) {
+    (void)state;
+    const char *why = NULL;
+    if (tnt__gpu_emulated()) return;
+    if (!tnt__gpu_nccl_available(&why)) {
+        print_message("no NCCL here: %s\n", why);
+        return;
+    }
+    const int v = tnt__gpu_nccl_version();
+    print_message("NCCL %d.%d.%d\n", v / 10000, v % 10000 / 100, v % 100);
+    char id[TNT__GPU_NCCL_ID_BYTES];
+    tu_ok(tnt__gpu_open(0));
+    tu_ok(tnt__gpu_nccl_unique_id(id));
+    tu_ok(tnt__gpu_nccl_open(id, 1, 0));
+    enum { n = 1 << 20 };
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float)), *d = tnt__gpu_malloc(n * sizeof(float));
+    assert_true(h && back && d);
+    tu_fill(h, n, 5);
+    tu_ok(tnt__gpu_copy_to_device(d, h, n * sizeof(float), TNT__GPU_COPY));
+    for (int i = 0; i < 3; i++) tu_ok(tnt__gpu_nccl_allreduce(d + i * 1000, n - i * 1000, TNT__GPU_COPY));
+    tu_ok(tnt__gpu_copy_to_host(back, d, n * sizeof(float), TNT__GPU_COPY));
+    tu_ok(tnt__gpu_sync(TNT__GPU_COPY));
+    tu_assert_bitwise(back, h, n, "one rank's NCCL sum");
+    tnt__gpu_free(d);
+    free(h), free(back);
+    tnt__gpu_close();
+    assert_false(tnt__gpu_nccl_is_open());
+}
+
 int main(void) {
-    setenv("TNT_GPU_EMULATE", "1", 1);
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1); /* 0: a GPU (gpu_check.sh) */
     if (tnt__config_load() != TNT_OK) return 1;
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_choice), cmocka_unit_test(test_emulated)};
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why)) return printf("test_gpu_comm: no device: %s\n", why), 77;
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_choice), cmocka_unit_test(test_emulated),
+                                       cmocka_unit_test(test_real_nccl)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
