@@ -37,6 +37,8 @@
 #
 # Environment (optional): BUILD, BUDGET, PYTHON (with torch; default python3), PEER, REPS,
 # DATA (Fashion-MNIST IDX folder), BENCH (cases model:batch:tf32:amp), BUILD_ON_DEVICE=1, DRY_RUN=1
+# (every phase as on a machine without a GPU), REHEARSE=1 (phase 3's GPU steps on the emulated
+# device, TNT_GPU_EMULATE=1, and no benchmark: for rehearsing this script where there is no GPU)
 # (every phase as on a machine without a GPU: for testing this script).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -100,6 +102,8 @@ REPS=${REPS:-2}
 BENCH=${BENCH:-"lenet5:512:off:none mlp:64:off:none resnet50:64:off:none transformer:32:off:none mlp:64:on:none mlp:64:off:bf16 resnet50:64:on:none resnet50:64:off:bf16 resnet50:128:off:none resnet50:128:on:none resnet50:128:off:bf16"}
 PEER=${PEER:-bench/peers/torch_gpu.py}
 DRY_RUN=${DRY_RUN:-0}
+REHEARSE=${REHEARSE:-0}
+DEV_EMULATE=0 # what phase 3's GPU steps set TNT_GPU_EMULATE to: 1 when rehearsing
 if [ -z "${BUILD:-}" ]; then [ -f gpu-check-pack/build.tar.xz ] && BUILD=gpu-check-pack || BUILD=build; fi
 
 mkdir -p "$RES" || { echo "gpu_check.sh: cannot create $RES" >&2; exit 2; }
@@ -196,6 +200,9 @@ case ":$PATH:" in *:/usr/local/cuda/bin:*) ;; *) [ -d /usr/local/cuda/bin ] && P
 GPU=0 CC_ARCH=90 GPU_NAME="" COMPUTE_MODE=""
 if [ "$DRY_RUN" = 1 ]; then
     row 0 GPU SKIP - "DRY_RUN=1: every GPU phase as without a GPU"
+elif [ "$REHEARSE" = 1 ]; then
+    GPU=1 DEV_EMULATE=1 GPU_NAME="the emulated device (REHEARSE=1)" COMPUTE_MODE=Default
+    row 0 GPU SKIP - "REHEARSE=1: phase 3's GPU steps on the emulated device (TNT_GPU_EMULATE=1), no benchmark"
 elif command -v nvidia-smi >/dev/null && $T nvidia-smi -L >/dev/null 2>&1; then
     GPU=1
     Q=$($T nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,compute_mode --format=csv,noheader 2>/dev/null | head -1)
@@ -301,7 +308,7 @@ PTX=$BUILD/gpu/kernels.ptx
 if [ ! -f "$PTX" ]; then notyet 2 "ptxas on the embedded PTX" "no $PTX (built without clang-14?)"
 elif ! command -v ptxas >/dev/null; then row 2 "ptxas on the embedded PTX" SKIP - "no ptxas"
 else check "ptxas -arch=sm_$CC_ARCH on the embedded PTX" 30 ptxas -arch=sm_$CC_ARCH "$PTX" -o "$WORK/k.cubin"; fi
-if [ $GPU = 0 ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no GPU"
+if [ $GPU = 0 ] || [ "$REHEARSE" = 1 ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no GPU"
 elif [ ! -f "$PTX" ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no $PTX"
 else check "driver JIT of the PTX, kernels against NumPy (gpu_ptx_jit.py)" 40 "$PYTHON" scripts/gpu_ptx_jit.py "$PTX"; fi
 if ! command -v nvcc >/dev/null; then row 2 "nvcc -ptx of src/gpu/kernels" SKIP - "no nvcc"
@@ -327,28 +334,28 @@ else
         grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
     else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
-    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
+    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=$DEV_EMULATE)
     if p=$(find_prog test_gpu_model); then
-        (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=0 "$p")
+        (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model" "no test_gpu_model"; fi
     if p=$(find_prog test_gpu_attention); then
         (cd tests && check "test_gpu_attention on the GPU: MultiHeadAttention and a Transformer block == CPU" 60 \
-            env TNT_GPU_EMULATE=0 "$p")
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_attention" "no test_gpu_attention"; fi
     if p=$(find_prog test_gpu_model_io); then
-        (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=0 "$p")
+        (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
     # precision: TF32 off (the default) and on, mixed_bfloat16 (cublasGemmEx), against references in
     # double and the CPU engine's mixed precision; NVIDIA_TF32_OVERRIDE=0 would veto TF32 itself
     if p=$(find_prog test_gpu_precision); then
         (cd tests && check "test_gpu_precision on the GPU: TF32 off/on, mixed_bfloat16 == references, CPU bf16" 60 \
-            env -u NVIDIA_TF32_OVERRIDE TNT_GPU_EMULATE=0 "$p")
+            env -u NVIDIA_TF32_OVERRIDE TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16 weights|TF32 on: weights" "$LOG" | tail -3 |
             while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_precision" "no test_gpu_precision"; fi
     # NCCL: the project's declarations against the real library, a communicator of one rank
     if p=$(find_prog test_gpu_comm); then
-        (cd tests && check "test_gpu_comm on the GPU: NCCL (one rank), the choice" 40 env TNT_GPU_EMULATE=0 "$p")
+        (cd tests && check "test_gpu_comm on the GPU: NCCL (one rank), the choice" 40 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a -E "^NCCL [0-9]|no NCCL here" "$LOG" | tail -1 | while read -r l; do row 3 "  NCCL" INFO - "$l"; done
     else notyet 3 "test_gpu_comm" "no test_gpu_comm"; fi
     if ! p=$(find_prog test_gpu_model_dist); then notyet 3 "2 ranks on 1 GPU (test_gpu_model_dist)" "no test_gpu_model_dist"
@@ -356,19 +363,21 @@ else
     elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
     else
         (cd tests && check "2 ranks on 1 GPU, host-staged (test_gpu_model_dist) == 1 rank" 60 \
-            env TNT_GPU_EMULATE=0 "$LAUNCHER" -n 2 -- "$p")
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$LAUNCHER" -n 2 -- "$p")
         # TNT_GPU_COMM=nccl with both ranks on GPU 0: NCCL takes one rank per GPU, so the ranks
         # stage through the host and say why in one line (a GPU per rank would use NCCL)
         nccl2() {
             cd "$ROOT/tests" || return 1
-            env TNT_GPU_EMULATE=0 TNT_DEVICE=gpu TNT_GPU_COMM=nccl "$LAUNCHER" -n 2 -- "$1" >"$2" 2>&1; local rc=$?
+            env TNT_GPU_EMULATE=$DEV_EMULATE TNT_DEVICE=gpu TNT_GPU_COMM=nccl "$LAUNCHER" -n 2 -- "$1" >"$2" 2>&1; local rc=$?
             cat "$2"
-            grep -a "not NCCL: 2 ranks share this GPU" "$2" || { echo "no fallback line"; return 1; }
+            grep -a -q "not NCCL: " "$2" || { echo "no fallback line"; return 1; }
             return $rc
         }
-        export -f nccl2 && export ROOT LAUNCHER
+        export -f nccl2 && export ROOT LAUNCHER DEV_EMULATE
         check "2 ranks on 1 GPU, TNT_GPU_COMM=nccl: host staging with the reason, == 1 rank" 60 \
             bash -c 'nccl2 "$0" "$1"' "$p" "$WORK/nccl2.log"
+        # the reason (on one GPU: "2 ranks share this GPU (NCCL takes one rank per GPU)")
+        grep -a -o "not NCCL: .*" "$WORK/nccl2.log" 2>/dev/null | head -1 | while read -r l; do row 3 "  NCCL fallback" INFO - "$l"; done
     fi
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
@@ -387,11 +396,12 @@ else
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
     # device memory errors and races: the model tests' small models through most kernels
-    if ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
+    if [ "$REHEARSE" = 1 ]; then row 3 "compute-sanitizer" SKIP - "REHEARSE=1: no GPU"
+    elif ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
     elif [ -n "$TEST" ] && has_option "$TEST" "--quick"; then
         (cd tests && check "compute-sanitizer memcheck: test_gpu --quick" 90 compute-sanitizer --error-exitcode 9 "$TEST" --quick)
     elif p=$(find_prog test_gpu_model); then
-        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=0 \
+        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=$DEV_EMULATE \
             compute-sanitizer --tool memcheck --error-exitcode 9 "$p")
     else notyet 3 "compute-sanitizer" "no test_gpu --quick and no test_gpu_model"; fi
     # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device); test_gpu_model_dist above
@@ -447,7 +457,7 @@ bench() { # impl model batch tf32 amp rep
     echo "4,bench,$([ -n "$sps" ] && echo PASS || echo FAIL),$((SECONDS - t0)),,$model,$bs,$tf32,$amp,$impl,$rep,${sps},${ms},${loss},${MEM},${mps}" >>"$CSV"
     write_summary
 }
-if [ $GPU = 0 ]; then row 4 benchmark SKIP - "no GPU"
+if [ $GPU = 0 ] || [ "$REHEARSE" = 1 ]; then row 4 benchmark SKIP - "no GPU"
 else
     OURS=1
     [ -z "$BENCH_BIN" ] && OURS=0
