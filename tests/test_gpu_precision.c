@@ -250,6 +250,7 @@ typedef struct run {
     double loss[3];
     bool on_device;
 } run;
+static double rel_l2(const float *a, const float *b, int64_t n);
 
 static run train(const char *policy, tnt_device dev, int epochs) {
     tnt_model *m = mlp(policy);
@@ -347,6 +348,68 @@ static void test_mixed_training(void **state) {
     free(gpu.w), free(gpu32.w), free(cpu.w);
 }
 
+/* self-attention (causal, dropout) -> Flatten -> Dense(softmax) on (T, D) sequences */
+enum { T = 6, D = 8 };
+static float seqs[N * T * D];
+
+static tnt_model *attention_model(const char *policy) {
+    tu_ok(tnt_mixed_precision_set_global_policy(policy));
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(T, D), NULL);
+    tnt_layer *mha = tnt_multi_head_attention(2, 4, &(tnt_attention_opts){.dropout = 0.2f, .name = "mha"});
+    tnt_ktensor a = tnt_call_attention(g, mha, in, in, (tnt_ktensor){-1}, (tnt_ktensor){-1}, true);
+    tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}),
+                               tnt_call(g, tnt_flatten(NULL), a));
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "attention");
+    tnt_graph_free(g);
+    tu_ok(tnt_mixed_precision_set_global_policy("float32"));
+    assert_non_null(m);
+    return m;
+}
+
+static run train_attention(const char *policy, tnt_device dev) {
+    tnt_model *m = attention_model(policy);
+    /* SGD with momentum: the key bias's gradient is zero up to rounding (see test_gpu_attention) */
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
+                                                 .learning_rate = 0.05f, .momentum = 0.9f}),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 3, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(seqs, TNT_SHAPE(T, D), ys, TNT_SHAPE(), N, false), BATCH, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    for (int e = 0; e < 2; e++) r.loss[e] = tnt_history_get(h, "loss", e);
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+/* MultiHeadAttention under mixed_bfloat16 on the device: the CPU bf16 engine's rounding points */
+static void test_attention_bf16(void **state) {
+    (void)state;
+    tu_fill(seqs, N * T * D, 31);
+    run gpu = train_attention("mixed_bfloat16", TNT_DEVICE_GPU);
+    run gpu32 = train_attention("float32", TNT_DEVICE_GPU);
+    run cpu = train_attention("mixed_bfloat16", TNT_DEVICE_CPU);
+    assert_true(gpu.on_device && gpu32.on_device && !cpu.on_device);
+    const double d32 = rel_l2(gpu.w, gpu32.w, gpu.n);
+    assert_true(d32 > 1e-6 && d32 < 1e-2);
+    if (tnt_mixed_precision_native()) {
+        const double d = rel_l2(gpu.w, cpu.w, gpu.n), tol = tnt__gpu_emulated() ? 1e-5 : 1e-3;
+        print_message("attention, mixed_bfloat16, weights after 2 epochs, relative L2: device against CPU bf16 %.3g, "
+                      "against device float32 %.3g\n", d, d32);
+        if (d > tol) fail_msg("attention mixed_bfloat16: device weights differ from the CPU's by %.3g", d);
+        for (int e = 0; e < 2; e++)
+            if (fabs(gpu.loss[e] - cpu.loss[e]) > tol * fabs(cpu.loss[e]))
+                fail_msg("attention mixed_bfloat16: loss of epoch %d: device %.9g, CPU %.9g", e + 1, gpu.loss[e], cpu.loss[e]);
+    } else {
+        assert_true(rel_l2(cpu.w, gpu32.w, gpu.n) < 1e-5);
+    }
+    free(gpu.w), free(gpu32.w), free(cpu.w);
+}
+
 /* TF32 on: the model follows float32 within TF32's tolerance, and differs from it */
 static void test_tf32_training(void **state) {
     (void)state;
@@ -373,7 +436,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_tf32),     cmocka_unit_test(test_tf32_setting), cmocka_unit_test(test_sgemm_tf32),
         cmocka_unit_test(test_to_bf16),        cmocka_unit_test(test_gemm_bf16),    cmocka_unit_test(test_dense_bf16_forward),
-        cmocka_unit_test(test_mixed_training), cmocka_unit_test(test_tf32_training),
+        cmocka_unit_test(test_mixed_training), cmocka_unit_test(test_attention_bf16),
+        cmocka_unit_test(test_tf32_training),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

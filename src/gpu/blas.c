@@ -186,6 +186,32 @@ out:
     return status;
 }
 
+tnt_status tnt__gpu_gemm_bf16_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                                      int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                                      int64_t batch) {
+    const char *what = "tnt__gpu_gemm_bf16_strided";
+    tnt_status status = tnt__gpu_enter(what);
+    if (status != TNT_OK || (status = check_gemm(what, sizeof(uint16_t), trans_a, trans_b, m, n, k, a, lda, stride_a, b,
+                                                 ldb, stride_b, c, ldc, stride_c, batch)) != TNT_OK)
+        return status;
+    if (!m || !n || !batch) return TNT_OK;
+    if (tnt__gpu.emulated) {
+        for (int64_t i = 0; i < batch && status == TNT_OK; i++)
+            status = host_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb,
+                                    beta, c + i * stride_c, ldc);
+        return status;
+    }
+    TNT_GPU_CHECK(cublas, cublasGemmStridedBatchedEx(
+                              tnt__gpu.cublas, trans_b ? TNT_CUBLAS_OP_T : TNT_CUBLAS_OP_N,
+                              trans_a ? TNT_CUBLAS_OP_T : TNT_CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
+                              TNT_CUDA_R_16BF, (int)ldb, stride_b, a, TNT_CUDA_R_16BF, (int)lda, stride_a, &beta, c,
+                              TNT_CUDA_R_32F, (int)ldc, stride_c, (int)batch, TNT_CUBLAS_COMPUTE_32F,
+                              TNT_CUBLAS_GEMM_DEFAULT));
+out:
+    return status;
+}
+
 tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n) {
     long long len = n;
     if (n <= 0) return TNT_OK;

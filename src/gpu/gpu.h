@@ -116,6 +116,11 @@ float tnt__gpu_round_tf32(float x);
 tnt_status tnt__gpu_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                               const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
                               int64_t ldc);
+/* The same for `batch` products at fixed strides (elements) between them (attention's heads). */
+tnt_status tnt__gpu_gemm_bf16_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                                      int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                                      int64_t batch);
 /* y (n, bf16) = x (n, float32) rounded to nearest even (NaN quiet), as the CPU's kernels/bf16.h. */
 tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n);
 
