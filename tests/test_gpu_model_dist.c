@@ -216,6 +216,20 @@ static void test_nccl_path(void **state) {
         tu_assert_bitwise(nccl, host, n, what);
         free(host), free(nccl);
     }
+    /* global batches of 1: on 2 ranks one share is empty every step; that rank sums zeros */
+    batch_size = 1;
+    int64_t n;
+    bool dev;
+    set_gpu_comm(TNT__GPU_COMM_HOST);
+    float *host = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    set_gpu_comm(TNT__GPU_COMM_AUTO);
+    standin_calls = 0;
+    float *nccl = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    assert_int_equal(used_nccl, tnt_get_size() > 1);
+    assert_int_equal(standin_calls, tnt_get_size() > 1 ? 2 * N : 0); /* one bucket, 2 epochs of N steps */
+    tu_assert_bitwise(nccl, host, n, "NCCL's path (stand-in), empty shares");
+    free(host), free(nccl);
+    batch_size = BATCH;
     tnt__gpu_nccl_standin = NULL;
     set_gpu_comm(TNT__GPU_COMM_AUTO);
 }

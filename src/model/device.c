@@ -364,7 +364,17 @@ tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand
     if (!d || !d->nccl) return d ? hand_over_pending(m, r, hand_over) : TNT_OK;
     tnt_status s = nccl_issue(m, r, m->n_params); /* whatever backward did, every rank issues them all */
     d->nccl_next = 0;
+    d->nccl_flushed = true;
     if (s == TNT_OK) s = tnt__gpu_event_record(d->reduced, TNT__GPU_COPY);
+    return s;
+}
+
+tnt_status tnt__dev_step_sums(tnt_model *m, struct tnt__reducer *r) {
+    tnt__model_dev *d = m->dev;
+    if (!d || !d->nccl || d->nccl_flushed) return TNT_OK;
+    tnt_status s = tnt__gpu_memset_zero(d->grads, (size_t)m->n_params * sizeof(float), TNT__GPU_COMPUTE);
+    d->nccl_next = 0;
+    if (s == TNT_OK) s = tnt__dev_bucket_flush(m, r, true);
     return s;
 }
 

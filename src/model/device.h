@@ -33,6 +33,7 @@ typedef struct tnt__model_dev {
      * the device, on the copy stream as backward completes them, in plan order on every rank */
     bool nccl;                   /* this fit's gradients go through NCCL */
     int nccl_next;               /* the first bucket of the step not yet issued */
+    bool nccl_flushed;           /* this step's sums are all issued (backward's flush) */
     tnt__gpu_event *reduced;     /* the step's last sum is done (copy stream) */
 } tnt__model_dev;
 
@@ -74,6 +75,9 @@ tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t b
 tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand_over);
 /* Chooses for a parallel fit how the gradients are summed (NCCL or host staging; collective). */
 tnt_status tnt__dev_comm_prepare(tnt_model *m);
+/* Under NCCL, the end of a step: a rank whose backward did not run (an empty share) sums zeros,
+ * so that every rank issues the step's sums. */
+tnt_status tnt__dev_step_sums(tnt_model *m, struct tnt__reducer *r);
 /* The optimizer step on the device: the summed gradients (from the reducer's host buffer when
  * the step was host-staged; under NCCL already on the device once the last sum is done) go up, frozen layers' gradients are zeroed, then one pass over the device
  * flat buffers. */

@@ -309,14 +309,15 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
     if (go <= 0) return go;
     st->reducer = m->reducer;
     st->device_reduces = m->on_device && m->dev && m->dev->nccl;
-    if (!st->device_reduces) tnt__reducer_begin_step(st->reducer);
+    if (st->device_reduces) m->dev->nccl_flushed = false;
+    else tnt__reducer_begin_step(st->reducer);
     return 1;
 }
 
-tnt_status tnt__parallel_step_end(const tnt__step *st, tnt_status local) {
+tnt_status tnt__parallel_step_end(tnt_model *m, const tnt__step *st, tnt_status local) {
     if (!st->parallel) return local;
     /* a rank whose backward failed still completes the step's collectives, and all ranks agree
      * on the outcome (8 bytes: negligible next to the gradients) */
-    tnt_status rs = st->device_reduces ? TNT_OK : tnt__reducer_finish_step(st->reducer);
+    tnt_status rs = st->device_reduces ? tnt__dev_step_sums(m, st->reducer) : tnt__reducer_finish_step(st->reducer);
     return tnt__agree(local != TNT_OK ? local : rs, NULL, 0);
 }
