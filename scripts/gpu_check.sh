@@ -38,8 +38,7 @@
 # Environment (optional): BUILD, BUDGET, PYTHON (with torch; default python3), PEER, REPS,
 # DATA (Fashion-MNIST IDX folder), BENCH (cases model:batch:tf32:amp), BUILD_ON_DEVICE=1, DRY_RUN=1
 # (every phase as on a machine without a GPU), REHEARSE=1 (phase 3's GPU steps on the emulated
-# device, TNT_GPU_EMULATE=1, and no benchmark: for rehearsing this script where there is no GPU)
-# (every phase as on a machine without a GPU: for testing this script).
+# device, TNT_GPU_EMULATE=1, and no benchmark: for rehearsing this script where there is no GPU).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -334,7 +333,7 @@ else
         grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
     else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
-    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=$DEV_EMULATE)
+    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0; 1 under REHEARSE)
     if p=$(find_prog test_gpu_model); then
         (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model" "no test_gpu_model"; fi
