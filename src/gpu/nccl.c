@@ -82,7 +82,9 @@ tnt_status tnt__gpu_nccl_allreduce(float *device_data, int64_t n, tnt__gpu_strea
     if ((status = tnt__gpu_enter(what)) != TNT_OK ||
         (status = tnt__gpu_check_device(device_data, (size_t)n * sizeof(float), what)) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) return tnt__gpu_nccl_standin(device_data, n, stream);
+    if (tnt__gpu.emulated)
+        return tnt__gpu_nccl_standin ? tnt__gpu_nccl_standin(device_data, n, stream)
+                                     : tnt__error(TNT_ERR_STATE, "%s: the emulated device's stand-in is gone", what);
     TNT_GPU_CHECK(nccl, ncclAllReduce(device_data, device_data, (size_t)n, TNT_NCCL_FLOAT32, TNT_NCCL_SUM, nccl.comm,
                                       tnt__gpu.streams[stream]));
 out:
