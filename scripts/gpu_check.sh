@@ -349,7 +349,7 @@ else
     if p=$(find_prog test_gpu_precision); then
         (cd tests && check "test_gpu_precision on the GPU: TF32 off/on, mixed_bfloat16 == references, CPU bf16" 60 \
             env -u NVIDIA_TF32_OVERRIDE TNT_GPU_EMULATE=$DEV_EMULATE "$p")
-        grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16 weights|TF32 on: weights" "$LOG" | tail -3 |
+        grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16,? weights|TF32 on: weights" "$LOG" | tail -4 |
             while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_precision" "no test_gpu_precision"; fi
     # NCCL: the project's declarations against the real library, a communicator of one rank
