@@ -83,6 +83,10 @@ TNT_API bool tnt_is_master_rank(void);
  * backend offers ("gpus: 4 found, tnt_init chooses one", "cpu: no libcuda.so.1"). */
 TNT_API int tnt_gpu_device_count(void);
 TNT_API const char *tnt_gpu_status(void);
+/* TF32 tensor cores for float32 GEMMs and convolutions on the GPU (tf.config.experimental.
+ * enable_tensor_float_32_execution): off by default (TNT_GPU_TF32=1 turns it on); this call wins. */
+TNT_API void tnt_gpu_set_tf32(bool enabled);
+TNT_API bool tnt_gpu_tf32_enabled(void);
 
 typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
 /* printf-style log line, prefixed with level and rank; printed on the master only unless

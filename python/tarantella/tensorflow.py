@@ -112,11 +112,29 @@ def _accepted(*args, **kwargs):
     return None
 
 
+def _enable_tensor_float_32_execution(enabled):
+    """tf.config.experimental.enable_tensor_float_32_execution: TF32 tensor cores for float32 matrix
+    products and convolutions on the GPU (tnt_gpu_set_tf32). Off unless enabled here or by
+    TNT_GPU_TF32=1 (TensorFlow turns it on by default; here float32 stays exact by default)."""
+    from tarantella._core import C, ensure_init
+    ensure_init()
+    C.gpu_set_tf32(enabled)  # truth-tested there (this module's `bool` is tf.bool)
+
+
+def _tensor_float_32_execution_enabled():
+    """tf.config.experimental.tensor_float_32_execution_enabled."""
+    from tarantella._core import C, ensure_init
+    ensure_init()
+    return C.gpu_tf32_enabled()
+
+
 config = types.SimpleNamespace(
     list_physical_devices=_list_physical_devices, list_logical_devices=_list_physical_devices,
     set_visible_devices=_accepted, run_functions_eagerly=_accepted,
     experimental=types.SimpleNamespace(list_physical_devices=_list_physical_devices, set_memory_growth=_accepted,
-                                       set_visible_devices=_accepted),
+                                       set_visible_devices=_accepted,
+                                       enable_tensor_float_32_execution=_enable_tensor_float_32_execution,
+                                       tensor_float_32_execution_enabled=_tensor_float_32_execution_enabled),
     threading=types.SimpleNamespace(set_inter_op_parallelism_threads=_accepted,
                                     set_intra_op_parallelism_threads=_accepted))
 

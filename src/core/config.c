@@ -78,6 +78,7 @@ static const setting settings[] = {
     INT("TNT_GPU_ORDINAL", gpu_ordinal, 0, 1023),
     STRING("TNT_CUDA_LIBDIR", cuda_libdir),
     STRING("TNT_CUDA_DRIVER", cuda_driver),
+    STRING("TNT_NCCL_LIBRARY", nccl_library),
     INT("TNT_GPU_EMULATE", gpu_emulate, 0, 64),
     FLAG("TNT_GPU_TF32", gpu_tf32),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */

@@ -70,6 +70,8 @@ typedef struct tnt__config {
     char cuda_libdir[2048];          /* TNT_CUDA_LIBDIR: colon list of folders with cuBLAS, cuDNN, NCCL */
     char cuda_driver[1024];          /* TNT_CUDA_DRIVER: path of the driver library instead of
                                       * libcuda.so.1 (tests: a fake or absent driver) */
+    char nccl_library[1024];         /* TNT_NCCL_LIBRARY: path of NCCL instead of libnccl.so.2 by
+                                      * TNT_CUDA_LIBDIR and the normal search (tests: a fake or none) */
     int64_t gpu_emulate;             /* TNT_GPU_EMULATE: N > 0 emulated devices (host memory, host
                                       * kernels) instead of the real backend; 0: none */
     bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */

@@ -212,6 +212,8 @@ typedef struct tnt__step {
     bool parallel;         /* one rank's share of a global batch: collective layers
                               (SyncBatchNormalization) reduce over the ranks */
     struct tnt__reducer *reducer; /* allreduces the gradients backward completes; NULL: none */
+    bool device_reduces;          /* NCCL sums them on the device (the reducer gives only its
+                                     bucket plan; its host side stays idle) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
 } tnt__step;

@@ -366,7 +366,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
-    if ((s = tnt__parallel_step_end(&st, s)) != TNT_OK) return s;
+    if ((s = tnt__parallel_step_end(m, &st, s)) != TNT_OK) return s;
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they
      * depend on the weights alone, which every rank holds the same, so each rank adds them once,
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
