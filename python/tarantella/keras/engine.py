@@ -15,7 +15,7 @@ from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
 from tarantella import _random
 from tarantella.keras import layers as L
-from tarantella.keras import _shapes
+from tarantella.keras import _shapes, _sharing
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -240,6 +240,7 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _handle(self, input_shape=None):
         """The library model, built from the architecture when first needed."""
         if self._h is not None:
+            _sharing.sync_in(self)  # layers shared with another model: their newest values
             return self._h
         if not self._can_build(input_shape):
             raise ValueError(f"model {self.name!r} has no input shape yet: add an InputLayer (tnt.keras.Input), "
@@ -280,14 +281,23 @@ class Model(ModelAPI, metaclass=_ModelType):
             if idx:
                 ws = m._h.get_weights()
                 out.update({info[i][0]: ws[i] for i in idx})
-        for layer in self._layers:  # nested models built on their own
+        for layer in self._layers:  # nested models built on their own (their layers' newest values first)
             if isinstance(layer, Model) and layer._h is not None:
-                out.update({n: w for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights())})
+                for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights()):
+                    out.setdefault(n, w)
         return out
 
     @property
     def built(self):
         return self._h is not None
+
+    @property
+    def trainable(self):
+        return self.__dict__.get("_trainable", True)
+
+    @trainable.setter
+    def trainable(self, value):
+        _sharing.set_trainable(self, value)
 
     def build(self, input_shape=None):
         self._handle(tuple(input_shape)[1:] if input_shape is not None else None)
@@ -608,6 +618,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                      no_distribute=not tnt_distribute_dataset,
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
                      sample_weights=weighted, validation_sample_weights=val_weighted)
+        _sharing.claim(self)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
