@@ -118,3 +118,31 @@ def test_encoder_shares_layers_with_autoencoder(tnt):
                                rtol=1e-5, atol=1e-6)
     encoder.set_weights([w * 0.5 for w in encoder.get_weights()])  # and back: the autoencoder sees it
     np.testing.assert_array_equal(autoencoder.get_weights()[0], encoder.get_weights()[0])
+
+
+def test_fine_tuning_unfreezes_at_the_next_compile(tnt):
+    """keras.io's transfer-learning guide: a frozen base model inside a new model, trained; then
+    base_model.trainable = True and compile again: the base trains from then on."""
+    tf.random.set_seed(8)
+    bi = keras.Input((4,))
+    base = keras.Model(bi, L.Dense(3, activation="tanh", name="ft_base")(bi), name="ft_base_model")
+    base.trainable = False
+    inp = keras.Input((4,))
+    model = keras.Model(inp, L.Dense(1, name="ft_head")(base(inp)))
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    y = x[:, :1] * 2 - x[:, 1:2]
+    b0, head0 = base.get_weights(), model.get_weights()[2:]
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert changed(b0, base.get_weights()) == 0.0 and changed(head0, model.get_weights()[2:]) > 1e-5
+    base.trainable = True
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert changed(b0, base.get_weights()) > 1e-5
+    head = model.get_layer("ft_head")  # and a single layer frozen after the model was built
+    head.trainable = False
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    head1, b1 = head.get_weights(), base.get_weights()
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert changed(head1, head.get_weights()) == 0.0 and changed(b1, base.get_weights()) > 1e-5

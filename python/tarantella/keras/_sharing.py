@@ -4,7 +4,7 @@ Here each model has its own copy in the library, and the copies are kept one: th
 a layer last holds its newest values (layer._model), and any other model takes them from there
 before it runs, trains or shows its weights. Which weights a model trains stays its own (Keras 2
 reads trainable when a model is compiled): a discriminator frozen in the combined model still
-trains in its own fit."""
+trains in its own fit, and a base model unfrozen for fine-tuning trains after the next compile."""
 import weakref
 
 
@@ -56,3 +56,17 @@ def set_trainable(model, value):
     model.__dict__["_trainable"] = bool(value)
     for layer in model._all_layers():
         layer.trainable = bool(value)
+
+
+def apply_trainable(model):
+    """At compile (Keras 2's rule): each layer of model trains or not as its trainable and that of
+    every model around it in model say now."""
+    from tarantella.keras.engine import Model
+
+    def walk(m, on):
+        for layer in m._layers:
+            if isinstance(layer, Model):
+                walk(layer, on and layer.trainable)
+            else:
+                model._h.set_trainable(layer.name, bool(on and getattr(layer, "trainable", True)))
+    walk(model, True)

@@ -476,6 +476,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         specs, c["metric_functions"] = M.with_weighted(c["metrics"], M.names(c["weighted_given"], self.output_names),
                                                        c["plain_functions"], c["weighted_functions"],
                                                        self.output_names)
+        _sharing.apply_trainable(self)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(specs) or None,
                         seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
