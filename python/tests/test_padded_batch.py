@@ -97,3 +97,20 @@ def test_fit_equals_training_on_each_batch_padded_by_hand(tnt):
     for k in range(0, len(xs), 4):
         globally.train_on_batch(pad(xs[k:k + 4], max(LENGTHS)), ys[k:k + 4].reshape(-1, 1))
     assert np.abs(globally.get_weights()[0] - model.get_weights()[0]).max() > 1e-4
+
+
+def test_predict_and_evaluate_on_padded_batches(tnt):
+    xs, ys = sequences()
+    model = length_sensitive_model(6)
+    ds = generator_dataset(xs, ys).padded_batch(4)
+    expected = np.concatenate([model.predict_on_batch(pad(xs[k:k + 4], max(len(s) for s in xs[k:k + 4])))
+                               for k in range(0, len(xs), 4)])
+    np.testing.assert_allclose(model.predict(ds, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    p = expected.reshape(-1).astype(np.float64)
+    bce = -(ys * np.log(p) + (1 - ys) * np.log(1 - p))
+    np.testing.assert_allclose(model.evaluate(ds, verbose=0), bce.mean(), rtol=1e-5)
+    tf.random.set_seed(6)  # outputs per time step: one array cannot hold batches of other lengths
+    inp = keras.Input(shape=(None, 2))
+    per_step = keras.Model(inp, keras.layers.Dense(1)(inp))
+    with pytest.raises(ValueError, match="gives outputs of shape"):
+        per_step.predict(ds, verbose=0)
