@@ -4,6 +4,9 @@ through the outer model, its own get_weights/predict show the trained values, an
 with `trainable = False` before the combined model is built stays frozen there but trains in its
 own fit (Keras 2's rule: trainable is read when a model is compiled; keras.io's GAN examples).
 Expected values: NumPy forward passes on the weights the models report."""
+import io
+import zipfile
+
 import h5py
 import numpy as np
 
@@ -75,6 +78,13 @@ def test_gan_trains_generator_through_frozen_discriminator(tnt, tmp_path):
     assert len(names) == len(gan.get_weights()) == 8
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded.predict(noise, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    path = str(tmp_path / "gan.keras")
+    gan.save(path)
+    with zipfile.ZipFile(path) as z, h5py.File(io.BytesIO(z.read("model.weights.h5")), "r") as f:
+        names = []
+        f["layers"].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    assert len(names) == 8
+    np.testing.assert_allclose(keras.models.load_model(path).predict(noise, verbose=0), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_siamese_base_called_twice_trains_once(tnt):

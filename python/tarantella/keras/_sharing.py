@@ -5,6 +5,7 @@ a layer last holds its newest values (layer._model), and any other model takes t
 before it runs, trains or shows its weights. Which weights a model trains stays its own (Keras 2
 reads trainable when a model is compiled): a discriminator frozen in the combined model still
 trains in its own fit, and a base model unfrozen for fine-tuning trains after the next compile."""
+import warnings
 import weakref
 
 
@@ -37,6 +38,10 @@ def sync_in(model):
                 for i, j in zip(src, dst):
                     mine[j] = theirs[i]
                 changed = True
+            elif src or dst:  # names that two layers of one model share: which weights are whose is unclear
+                warnings.warn(f"layer {layer.name!r} is shared by models {owner.name!r} and {model.name!r}, but its "
+                              f"weights cannot be told apart by name in one of them (another layer has its name): "
+                              f"{model.name!r} keeps its own copy")
             layer._model = weakref.ref(model)
     if changed:
         h.set_weights(mine)
