@@ -75,3 +75,24 @@ def apply_trainable(model):
             else:
                 model._h.set_trainable(layer.name, bool(on and getattr(layer, "trainable", True)))
     walk(model, True)
+
+
+def old_weights(model):
+    """When model is built: the newest values of its layers that other models hold (by weight
+    name), and of its nested models built on their own."""
+    from tarantella.keras.engine import Model
+    out = {}
+    for layer in model._all_layers():
+        m = layer._model() if layer._model is not None else None
+        if m is None or m is model or m._h is None:
+            continue
+        info = m._h.weights_info()
+        idx = _indices(info, layer.name)
+        if idx:
+            ws = m._h.get_weights()
+            out.update({info[i][0]: ws[i] for i in idx})
+    for layer in model._layers:  # nested models built on their own (their layers' newest values first)
+        if isinstance(layer, Model) and layer._h is not None:
+            for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights()):
+                out.setdefault(n, w)
+    return out

@@ -247,7 +247,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                              f"give the first layer input_shape=..., call build(input_shape), or fit it on data")
         ensure_init()
         js = self._arch_json(input_shape)
-        old = self._old_weights()
+        old = _sharing.old_weights(self)
         h = C.model_from_json(js)
         _random.seed_new_model(h)  # before anything draws its weights
         self._set_handle(h)
@@ -266,26 +266,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         if self._compiled is not None:
             self._apply_compile()
         return h
-
-    def _old_weights(self):
-        """Weights of this model's layers in models built before (layers reused in a new model keep
-        their trained values, as in Keras; here they are copied)."""
-        out = {}
-        for layer in self._all_layers():
-            m = layer._model() if layer._model is not None else None
-            if m is None or m is self or m._h is None:
-                continue
-            prefix = layer.name + "/"
-            info = m._h.weights_info()
-            idx = [i for i, (n, _) in enumerate(info) if n.startswith(prefix)]
-            if idx:
-                ws = m._h.get_weights()
-                out.update({info[i][0]: ws[i] for i in idx})
-        for layer in self._layers:  # nested models built on their own (their layers' newest values first)
-            if isinstance(layer, Model) and layer._h is not None:
-                for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights()):
-                    out.setdefault(n, w)
-        return out
 
     @property
     def built(self):
