@@ -305,6 +305,8 @@ class _PyDataset(Dataset):
             return self._card >= 0
         if op[0] != "map":
             return True
+        if any(o[0] == "padded_batch" for o in getattr(self._lower(), "_ops", ())):
+            return False  # the C map keeps one shape; padded batches have their own: mapped in Python
         e = self._first()
         if e is None:
             return False

@@ -114,3 +114,15 @@ def test_predict_and_evaluate_on_padded_batches(tnt):
     per_step = keras.Model(inp, keras.layers.Dense(1)(inp))
     with pytest.raises(ValueError, match="gives outputs of shape"):
         per_step.predict(ds, verbose=0)
+
+
+def test_map_after_padded_batch_and_arrays_padded_to_a_fixed_size(tnt):
+    xs, ys = sequences()
+    seen = batches_seen(generator_dataset(xs, ys).padded_batch(4).map(lambda x, y: (x * 2, y)).prefetch(2))
+    assert [b[0].shape for b in seen] == [(4, 7, 2), (4, 8, 2), (3, 5, 2)]
+    np.testing.assert_array_equal(seen[1][0], 2 * pad(xs[4:8], 8))
+    arrays = D.from_tensor_slices((np.ones((6, 5, 2), np.float32), np.arange(6, dtype=np.float32)))
+    seen = batches_seen(arrays.padded_batch(4, padded_shapes=([8, None], []), padding_values=(-3.0, 0.0)))
+    assert [b[0].shape for b in seen] == [(4, 8, 2), (2, 8, 2)]
+    np.testing.assert_array_equal(seen[0][0][:, 5:], -3.0)
+    np.testing.assert_array_equal(seen[1][1], [4, 5])
