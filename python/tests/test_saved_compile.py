@@ -80,3 +80,34 @@ def test_weighted_metrics_per_output_restored(tnt, tmp_path):
     assert set(after) == set(before)
     for k in before:
         np.testing.assert_allclose(after[k], before[k], rtol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("suffix", [".h5", ".keras"])
+def test_metric_objects_with_names_and_parameters_restored(tnt, tmp_path, suffix):
+    """Keras writes a metric object as {"class_name", "config"}: its name and parameters come back."""
+    x, y, _ = data()
+    inp = keras.Input((4,))
+    m = keras.Model(inp, keras.layers.Dense(1, activation="sigmoid")(inp))
+    M = keras.metrics
+    m.compile("adam", "binary_crossentropy", metrics=[M.AUC(name="my_auc", num_thresholds=50), M.Precision(thresholds=0.3),
+                                                       M.RecallAtPrecision(0.6), "acc"])
+    p = m.predict(x, verbose=0).reshape(-1)
+    before = m.evaluate(x, y, verbose=0, return_dict=True)
+    assert list(before) == ["loss", "my_auc", "precision", "recall_at_precision", "acc"]
+    positive = p > 0.3
+    np.testing.assert_allclose(before["precision"], (positive & (y > 0)).sum() / positive.sum(), rtol=1e-6)
+    path = str(tmp_path / f"m{suffix}")
+    m.save(path)
+    after = keras.models.load_model(path).evaluate(x, y, verbose=0, return_dict=True)
+    assert list(after) == list(before)
+    for k in before:
+        np.testing.assert_allclose(after[k], before[k], rtol=1e-6, err_msg=k)
+    if suffix == ".h5":  # as Keras writes a Precision(thresholds=0.3), and reads back Keras's own list form
+        with h5py.File(path, "r+") as f:
+            config = json.loads(f.attrs["training_config"])
+            assert config["metrics"][1]["class_name"] == "Precision"
+            assert config["metrics"][1]["config"]["thresholds"] == pytest.approx(0.3)
+            config["metrics"][1]["config"]["thresholds"] = [0.3]
+            f.attrs["training_config"] = json.dumps(config)
+        again = keras.models.load_model(path).evaluate(x, y, verbose=0, return_dict=True)
+        np.testing.assert_allclose(again["precision"], before["precision"], rtol=1e-6)

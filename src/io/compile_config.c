@@ -3,6 +3,7 @@
  * of a whole-model .h5, and Keras 3's compile_config ({"optimizer", "loss", "loss_weights",
  * "metrics", ...}) of a .keras zip's config.json. */
 #include "io/keras_io.h"
+#include "io/metric_config.h"
 #include "layers/keras_config.h"
 
 #include "model/model.h"
@@ -120,12 +121,12 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
                 for (int i = 0; i < m->n_metrics; i++)
                     if (tnt__metric_on_output(&m->metrics[i], k) && !m->traced_metric[i] && !m->state_metric[i] &&
                         m->metrics[i].weighted == (weighted != 0))
-                        CK(cJSON_AddItemToArray(l, cJSON_CreateString(given_name(m, i))));
+                        CK(cJSON_AddItemToArray(l, tnt__metric_config(&m->metrics[i], given_name(m, i))));
             }
         } else { /* the user's metrics stay out: a compile from the file could not make them */
             for (int i = 0; i < m->n_metrics; i++)
                 if (!m->traced_metric[i] && !m->state_metric[i] && m->metrics[i].weighted == (weighted != 0))
-                    CK(cJSON_AddItemToArray(met, cJSON_CreateString(given_name(m, i))));
+                    CK(cJSON_AddItemToArray(met, tnt__metric_config(&m->metrics[i], given_name(m, i))));
         }
     }
     if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
@@ -189,15 +190,17 @@ static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const cha
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
         const char *name = NULL;
+        char spec[160];
         if (cJSON_IsArray(x)) {
             tnt_status s = metric_names(x, buf, size, path, output);
             if (s != TNT_OK) return s;
             continue;
         }
         if (cJSON_IsString(x)) name = x->valuestring;
-        else if (cJSON_IsObject(x)) { /* a serialized metric: its config's name */
-            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "config"), "name");
-            if (cJSON_IsString(n)) name = n->valuestring;
+        else if (cJSON_IsObject(x)) { /* a serialized metric object: its class, name and parameters */
+            tnt_status s = tnt__metric_spec_from_config(x, spec, sizeof spec, path);
+            if (s != TNT_OK) return s;
+            name = spec;
         }
         if (!name) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: a metric is neither a name nor a config", path);
         if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
