@@ -111,3 +111,28 @@ def test_metric_objects_with_names_and_parameters_restored(tnt, tmp_path, suffix
             f.attrs["training_config"] = json.dumps(config)
         again = keras.models.load_model(path).evaluate(x, y, verbose=0, return_dict=True)
         np.testing.assert_allclose(again["precision"], before["precision"], rtol=1e-6)
+
+
+def test_keras_written_loss_objects_per_output(tnt, tmp_path):
+    """Keras writes the losses compile was given as objects ({"class_name", "config"}) per output;
+    loss_weights come back too. Expected: NumPy's MSE and cross-entropy, weighted 0.3 and 2."""
+    inp = keras.Input((4,))
+    m = keras.Model(inp, [keras.layers.Dense(1, name="a")(inp), keras.layers.Dense(2, activation="softmax", name="b")(inp)])
+    m.compile("adam", loss=["mse", "categorical_crossentropy"], loss_weights=[0.3, 2.0])
+    x = np.random.default_rng(5).standard_normal((20, 4)).astype(np.float32)
+    ys = [x[:, :1] * 2, np.eye(2, dtype=np.float32)[(x[:, 0] > 0).astype(int)]]
+    path = str(tmp_path / "two.h5")
+    m.save(path)
+    with h5py.File(path, "r+") as f:
+        config = json.loads(f.attrs["training_config"])
+        config["loss"] = [{"class_name": "MeanSquaredError", "config": {"reduction": "auto", "name": "mean_squared_error"}},
+                          {"class_name": "CategoricalCrossentropy",
+                           "config": {"reduction": "auto", "name": "categorical_crossentropy", "from_logits": False,
+                                      "label_smoothing": 0.0, "axis": -1}}]
+        f.attrs["training_config"] = json.dumps(config)
+    loaded = keras.models.load_model(path)
+    pa, pb = loaded.predict(x, verbose=0)
+    a = ((pa - ys[0]) ** 2).mean()
+    b = -(ys[1] * np.log(np.clip(pb, 1e-7, 1))).sum(axis=1).mean()
+    got = loaded.evaluate(x, ys, verbose=0, return_dict=True)
+    np.testing.assert_allclose([got["a_loss"], got["b_loss"], got["loss"]], [a, b, 0.3 * a + 2 * b], rtol=1e-5)

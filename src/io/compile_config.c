@@ -377,6 +377,11 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         for (int k = 0; k < n; k++) {
             const cJSON *e = cJSON_IsArray(loss) ? cJSON_GetArrayItem(loss, k)
                                                  : cJSON_GetObjectItemCaseSensitive(loss, tnt__model_output_name(m, k));
+            if (cJSON_IsObject(e)) { /* a loss object, as Keras serializes one: its class, its options */
+                const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(e, "config");
+                e = cJSON_GetObjectItemCaseSensitive(e, "class_name");
+                if (cJSON_IsObject(cfg) && !lcfg) lcfg = cfg; /* the library has one set of options for all */
+            }
             int kk = cJSON_IsString(e) ? tnt_loss_from_name(e->valuestring) : -1;
             if (kk < 0) {
                 s = cJSON_IsString(e) ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
