@@ -61,8 +61,8 @@ def lower(ds):
 
 
 def extents(rows, k):
-    """Column k of the rows (one sample each) as its arrays, and their extents (n, ndim) when their
-    shapes differ (None when they are all alike)."""
+    """The extents (n, ndim) of column k of the rows (one sample each) when its arrays' shapes differ;
+    None when they are all alike (or of different ranks, which no padding joins)."""
     arrays = [np.asarray(r[k]) for r in rows]
     shapes = {a.shape for a in arrays}
     if len(shapes) == 1 or len({len(s) for s in shapes}) != 1:
@@ -94,4 +94,3 @@ def source_extents(out, xs_rows, ys_rows):
     if xe is not None or ye is not None:
         out._extents = (xe, ye)
     return out
-

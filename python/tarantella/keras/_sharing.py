@@ -59,6 +59,8 @@ def set_trainable(model, value):
     """Keras's model.trainable = value: the model and every layer in it; a model that calls it as a
     layer and is built afterwards freezes it (its entry's trainable)."""
     model.__dict__["_trainable"] = bool(value)
+    if getattr(model, "_layers", None) is None:  # a subclass setting it before Model.__init__
+        return
     for layer in model._all_layers():
         layer.trainable = bool(value)
 
