@@ -305,7 +305,7 @@ class _PyDataset(Dataset):
             return self._card >= 0
         if op[0] != "map":
             return True
-        if any(o[0] == "padded_batch" for o in getattr(self._lower(), "_ops", ())):
+        if _after_padded_batch(self):
             return False  # the C map keeps one shape; padded batches have their own: mapped in Python
         e = self._first()
         if e is None:
@@ -320,6 +320,14 @@ class _PyDataset(Dataset):
 
     def _meta(self):
         return self._lower()._meta()
+
+
+def _after_padded_batch(ds):
+    while isinstance(ds, _PyDataset):
+        if ds._op is not None and ds._op[0] == "padded_batch":
+            return True
+        ds = ds._parent
+    return False
 
 
 def _elements(ds):

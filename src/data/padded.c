@@ -78,7 +78,7 @@ tnt_dataset *tnt_dataset_padded_batch(tnt_dataset *in, int64_t batch_size, bool 
         tnt_dataset_free(in);
         return NULL;
     }
-    int64_t pad_x[TNT_MAX_DIMS], pad_y[TNT_MAX_DIMS];
+    int64_t pad_x[TNT_MAX_DIMS] = {0}, pad_y[TNT_MAX_DIMS] = {0};
     tnt_shape xs, ys = in->y_shape;
     if (padded_shape("x", in->x_shape, padded_x, pad_x, &xs) != TNT_OK ||
         (in->has_y && padded_shape("y", in->y_shape, padded_y, pad_y, &ys) != TNT_OK)) {
