@@ -94,3 +94,31 @@ def source_extents(out, xs_rows, ys_rows):
     if xe is not None or ye is not None:
         out._extents = (xe, ye)
     return out
+
+
+def fit_to_model(ds, input_shapes):
+    """A model whose single input has fixed sizes where a padded batch pads to each batch's longest:
+    the batches padded to the model's sizes instead (Keras 2 runs such a model's layers on each
+    batch's length after a warning; a fixed model here takes its own shape). ds's lowering is
+    replaced."""
+    if not hasattr(ds, "_lowered"):  # not a Python dataset: no padded batch of this kind
+        return
+    low = ds._lower()
+    ops = list(getattr(low, "_ops", ()))
+    at = [i for i, op in enumerate(ops) if op[0] == "padded_batch"]
+    if not at or len(input_shapes) != 1:
+        return
+    name, size, drop, xpad, ypad, xfill, yfill = ops[at[0]]
+    want = input_shapes[0]
+    rank = len(low._meta()["x_shape"])
+    if len(want) != rank:
+        return
+    xpad = list(xpad) if xpad is not None else [-1] * rank
+    new = [w if p == -1 and w is not None else p for p, w in zip(xpad, want)]
+    if new == xpad:
+        return
+    ops[at[0]] = (name, size, drop, new, ypad, xfill, yfill)
+    from tarantella.data import Dataset
+    out = Dataset(low._source, ops, dtypes=low._dtypes)
+    out._x_parts, out._extents = low._x_parts, low._extents
+    ds._lowered = out

@@ -126,3 +126,24 @@ def test_map_after_padded_batch_and_arrays_padded_to_a_fixed_size(tnt):
     assert [b[0].shape for b in seen] == [(4, 8, 2), (2, 8, 2)]
     np.testing.assert_array_equal(seen[0][0][:, 5:], -3.0)
     np.testing.assert_array_equal(seen[1][1], [4, 5])
+
+
+def test_model_of_fixed_length_takes_batches_padded_to_it(tnt):
+    """A model declared for sequences of one length (Keras 2 would run its layers on each batch's
+    length after a warning): the padded batches come at the model's length."""
+    xs, ys = sequences()
+
+    def fixed(seed):
+        tf.random.set_seed(seed)
+        m = keras.Sequential([keras.layers.Masking(input_shape=(10, 2)), keras.layers.GRU(3),
+                              keras.layers.Dense(1, activation="sigmoid")])
+        m.compile(keras.optimizers.SGD(0.5), "binary_crossentropy")
+        return m
+    model, reference = fixed(9), fixed(9)
+    h = model.fit(generator_dataset(xs, ys).padded_batch(4), epochs=1, verbose=0,
+                  validation_data=generator_dataset(xs, ys).padded_batch(3))
+    assert np.isfinite(h.history["val_loss"][0])
+    for k in range(0, len(xs), 4):
+        reference.train_on_batch(pad(xs[k:k + 4], 10), ys[k:k + 4].reshape(-1, 1))
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

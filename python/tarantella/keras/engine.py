@@ -13,7 +13,7 @@ import numpy as np
 
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
-from tarantella import _random
+from tarantella import _padded, _random
 from tarantella.keras import layers as L
 from tarantella.keras import _shapes, _sharing
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
@@ -525,6 +525,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
         h = self._handle()
         lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        _padded.fit_to_model(ds, h.input_shapes())  # padded batches for a model of fixed input sizes
         _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
         return h
 
@@ -588,6 +589,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _padded.fit_to_model(val, h.input_shapes())
         _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
