@@ -521,6 +521,19 @@ static PyObject *model_reset_states(pytnt_model *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_trainable(layer_name, trainable) -> whether the model has the layer (Keras's
+ * layer.trainable, read when the model is compiled) */
+static PyObject *model_set_trainable(pytnt_model *self, PyObject *args) {
+    const char *name;
+    int trainable;
+    if (!PyArg_ParseTuple(args, "sp", &name, &trainable)) return NULL;
+    tnt_layer *l = tnt_model_get_layer(self->m, name);
+    if (!l) Py_RETURN_FALSE;
+    tnt_status s = tnt_layer_set_trainable(l, trainable);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
     (void)noargs;
     tnt_model_stop_training(self->m);
@@ -826,6 +839,7 @@ static PyMethodDef model_methods[] = {
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},
     {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
     {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
+    {"set_trainable", (PyCFunction)model_set_trainable, METH_VARARGS, "set_trainable(layer_name, trainable) -> found."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
     {"batch_outputs", (PyCFunction)model_batch_outputs, METH_NOARGS,
      "Inside on_predict_batch_end: the batch's predictions (packed outputs)."},

@@ -83,6 +83,8 @@ typedef struct tnt__metric {
  * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
  * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */
 int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, int max_out);
+/* The kind a plain metric name (no ":", "=", "@" or "~") stands for, -1 for none; raises no error. */
+int tnt__metric_kind_of(const char *name);
 
 /* TNT_ERR_ARG (naming the metric and what to use instead) when m's labels do not fit a loss's
  * layout (a sparse metric on dense labels or the reverse). tnt__metrics_parse with loss

@@ -13,9 +13,9 @@ import numpy as np
 
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
-from tarantella import _random
+from tarantella import _padded, _random
 from tarantella.keras import layers as L
-from tarantella.keras import _shapes
+from tarantella.keras import _shapes, _sharing
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -240,13 +240,14 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _handle(self, input_shape=None):
         """The library model, built from the architecture when first needed."""
         if self._h is not None:
+            _sharing.sync_in(self)  # layers shared with another model: their newest values
             return self._h
         if not self._can_build(input_shape):
             raise ValueError(f"model {self.name!r} has no input shape yet: add an InputLayer (tnt.keras.Input), "
                              f"give the first layer input_shape=..., call build(input_shape), or fit it on data")
         ensure_init()
         js = self._arch_json(input_shape)
-        old = self._old_weights()
+        old = _sharing.old_weights(self)
         h = C.model_from_json(js)
         _random.seed_new_model(h)  # before anything draws its weights
         self._set_handle(h)
@@ -266,28 +267,17 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._apply_compile()
         return h
 
-    def _old_weights(self):
-        """Weights of this model's layers in models built before (layers reused in a new model keep
-        their trained values, as in Keras; here they are copied)."""
-        out = {}
-        for layer in self._all_layers():
-            m = layer._model() if layer._model is not None else None
-            if m is None or m is self or m._h is None:
-                continue
-            prefix = layer.name + "/"
-            info = m._h.weights_info()
-            idx = [i for i, (n, _) in enumerate(info) if n.startswith(prefix)]
-            if idx:
-                ws = m._h.get_weights()
-                out.update({info[i][0]: ws[i] for i in idx})
-        for layer in self._layers:  # nested models built on their own
-            if isinstance(layer, Model) and layer._h is not None:
-                out.update({n: w for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights())})
-        return out
-
     @property
     def built(self):
         return self._h is not None
+
+    @property
+    def trainable(self):
+        return self.__dict__.get("_trainable", True)
+
+    @trainable.setter
+    def trainable(self, value):
+        _sharing.set_trainable(self, value)
 
     def build(self, input_shape=None):
         self._handle(tuple(input_shape)[1:] if input_shape is not None else None)
@@ -466,6 +456,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         specs, c["metric_functions"] = M.with_weighted(c["metrics"], M.names(c["weighted_given"], self.output_names),
                                                        c["plain_functions"], c["weighted_functions"],
                                                        self.output_names)
+        _sharing.apply_trainable(self)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(specs) or None,
                         seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
@@ -534,6 +525,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
         h = self._handle()
         lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        _padded.fit_to_model(ds, h.input_shapes())  # padded batches for a model of fixed input sizes
         _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
         return h
 
@@ -597,6 +589,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _padded.fit_to_model(val, h.input_shapes())
         _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
@@ -608,6 +601,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                      no_distribute=not tnt_distribute_dataset,
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
                      sample_weights=weighted, validation_sample_weights=val_weighted)
+        _sharing.claim(self)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
