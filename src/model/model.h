@@ -144,6 +144,10 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    /* a custom training loop's last forward, kept for its backward (training/tape.c), and how
+     * to free it (the model knows nothing of it) */
+    struct tnt__tape *tape;
+    void (*tape_free)(struct tnt__tape *t);
     /* during on_predict_batch_end: the batch's predictions (tnt_model_batch_outputs) */
     const float *batch_outputs;
     int64_t batch_outputs_n;
