@@ -34,6 +34,9 @@ dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
 
 random = types.SimpleNamespace(set_seed=_random.set_seed)
 
+from tarantella.keras._tape import GradientTape  # noqa: E402  (custom training loops, on the C engine)
+UnconnectedGradients = types.SimpleNamespace(NONE="none", ZERO="zero")
+
 
 class TensorShape(tuple):
     """tf.TensorShape: the dimensions (None where free), as a tuple."""

@@ -200,7 +200,8 @@ def record(op, inputs, attrs, np_fn, n_out=1):
                 shapes = ", ".join(str(t.shape) for t in inputs)
                 raise TraceError(f"{_user_line()}: {op} on shapes {shapes} {attrs or ''}: {e}") from None
         outs_d.append(r if n_out > 1 else [r])
-    outs = [SymTensor(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
+    cls = getattr(g, "tensor_type", SymTensor)  # a GradientTape's graph makes tensors with values (keras/_tape.py)
+    outs = [cls(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
             for k in range(n_out)]
     if op in NO_GRADIENT or (op == "cast" and attrs.get("dtype") != "float32"):
         g.__dict__.setdefault("lines", {})[len(g.nodes)] = _user_line()  # named if it cuts a loss's gradient
@@ -211,10 +212,12 @@ def record(op, inputs, attrs, np_fn, n_out=1):
 def constant(g, value, dtype=None):
     """A constant node (Python numbers, NumPy arrays)."""
     a = np.asarray(value)
+    if getattr(g, "data_input", None) is not None and a.size > 16:  # a tape's data: an input, not JSON
+        return g.data_input(a, dtype)
     dt = dtype or ("bool" if a.dtype == np.bool_ else "int32" if np.issubdtype(a.dtype, np.integer) else "float32")
     a = a.astype(_NP[dt])
     dummy = [a, a]
-    t = SymTensor(g, ("constant", len(g.nodes), 0), dummy)
+    t = getattr(g, "tensor_type", SymTensor)(g, ("constant", len(g.nodes), 0), dummy)
     v = a.tolist()
     g.nodes.append(("constant", [], {"value": v, "dtype": dt}, [t]))
     return t

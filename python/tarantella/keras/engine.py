@@ -390,8 +390,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         h = self._handle()
         return [L.Weight(self, i, n, s) for i, (n, s) in enumerate(h.weights_info())]
 
-    trainable_weights = weights
-
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None, tnt_save_all_devices=False):
         self._handle().save(str(filepath), weights_only=True, save_all_devices=tnt_save_all_devices)
 
@@ -730,7 +728,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
             outs = [L.KerasTensor(self, k, i) for i in range(n_out)]
             return outs[0] if n_out == 1 else outs
-        return self._call_on_data(inputs)
+        return self._call_on_data(inputs, training)
 
     @property
     def class_name(self):

@@ -67,7 +67,8 @@ class Metric:
     def update_state(self, y_true, y_pred, sample_weight=None):
         import numpy as np
         from tarantella._core import C
-        from tarantella.keras import _custom_objectives
+        from tarantella.keras import _custom_objectives, _tape
+        y_true, y_pred, sample_weight = (_tape.concrete(v) for v in (y_true, y_pred, sample_weight))
         if _custom_objectives.any_traced(y_true, y_pred):  # a metric updated inside a custom layer's call
             import warnings
             warnings.warn(f"{type(self).__name__}.update_state inside a layer's call: metrics tracked by layers are "

@@ -6,6 +6,11 @@ import warnings
 import numpy as np
 
 
+def C_flags(model):
+    from tarantella._core import C
+    return C.trainable_flags(model._handle())
+
+
 class Tensor(np.ndarray):
     """What model(x) returns, as Keras's eager tensor: .numpy(), .shape, .dtype, and NumPy interop
     (it is a NumPy array)."""
@@ -120,8 +125,24 @@ class ModelAPI:
     """The mixin: needs _handle(), fit, evaluate, predict_on_batch, metrics_names."""
 
     # ---- eager calls ----
-    def _call_on_data(self, inputs):
-        return as_tensor(self.predict_on_batch(inputs))
+    def _call_on_data(self, inputs, training=None):
+        from tarantella.keras import _tape  # under a GradientTape, or in training mode
+        out = _tape.model_call(self, inputs, training)
+        return as_tensor(self.predict_on_batch(inputs)) if out is None else out
+
+    @property
+    def trainable_weights(self):
+        """Keras's trainable_weights: the weights the optimizer trains (not BatchNormalization's
+        moving statistics, nor those of layers with trainable=False)."""
+        flags = C_flags(self)
+        return [w for w, t in zip(self.weights, flags) if t]
+
+    @property
+    def non_trainable_weights(self):
+        flags = C_flags(self)
+        return [w for w, t in zip(self.weights, flags) if not t]
+
+    trainable_variables = trainable_weights
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, reset_metrics=True,
                        return_dict=False):
@@ -169,8 +190,10 @@ class ModelAPI:
     @property
     def losses(self):
         """Keras's added losses (regularization penalties as tensors): the library adds the
-        penalties inside its loss, so there are none to list here."""
-        return []
+        penalties inside its loss, so there are none to list here; under a GradientTape, the
+        penalties of the model's recorded call (keras/_tape.py)."""
+        from tarantella.keras import _tape
+        return _tape.model_losses(self)
 
     # ---- structure ----
     @property

@@ -89,6 +89,13 @@ class Optimizer:
         info = h.optimizer_info() if h is not None else None
         return info[2] if info is not None else 0
 
+    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False, **kwargs):
+        """One update of the model weights given, from their gradients (a custom training loop's
+        tape.gradient), by the library's optimizer; its slots persist across calls."""
+        from tarantella.keras import _tape
+        _tape.apply_gradients(self, grads_and_vars)
+        return self.iterations
+
     def get_config(self):
         cfg = {"name": self.name}
         for k, v in self._hyper.items():
