@@ -84,7 +84,10 @@ class Metric:
         from tarantella._core import C
         from tarantella.keras.model_api import as_tensor
         spec, loss = self._layout()
-        return as_tensor(np.float32(C.metric_result(spec, loss, self._state())))
+        v = C.metric_result(spec, loss, self._state())
+        if np.isnan(v) and not self._state().any():  # nothing seen: Keras divides with divide_no_nan
+            v = 0.0
+        return as_tensor(np.float32(v))
 
     def reset_state(self):
         self._state()[:] = 0
