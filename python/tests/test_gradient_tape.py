@@ -235,3 +235,18 @@ def test_errors_name_what_cannot_be_done():
         loss = tf.reduce_mean(model(X[B:2 * B], training=True))
     with pytest.raises(NotImplementedError, match="called 2 times"):
         tape.gradient(loss, model.trainable_weights)
+
+
+def test_mean_metric_wrapper_in_compile_and_standalone():
+    def sq(y_true, y_pred):
+        return keras.ops.mean(keras.ops.square(y_true - y_pred), axis=-1)
+    yoh = np.eye(3, dtype=np.float32)[Y]
+    m = mlp()
+    m.compile(optimizer="sgd", loss="mse", metrics=[keras.metrics.MeanMetricWrapper(sq, name="sq")])
+    logs = m.evaluate(X, yoh, batch_size=8, verbose=0, return_dict=True)
+    pred = m.predict(X, verbose=0)
+    want = ((yoh - pred) ** 2).mean(-1).mean()
+    np.testing.assert_allclose(logs["sq"], want, rtol=1e-5)
+    w = keras.metrics.MeanMetricWrapper(lambda a, b: ((a - b) ** 2).mean(-1))
+    w.update_state(yoh, pred)
+    np.testing.assert_allclose(float(w.result()), want, rtol=1e-5)

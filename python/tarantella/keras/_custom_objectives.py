@@ -178,10 +178,17 @@ def split_metrics(metrics):
     if metrics is None:
         return None, fns
 
+    from tarantella.keras import _value_metrics as VM
+
     def strip(lst, k):
         keep = []
         for m in lst:
-            if is_stateful_metric(m):
+            if isinstance(m, VM.MeanMetricWrapper):  # the mean of its function: a metric function
+                fn, kw = m._fn, m._fn_kwargs
+                fns.append((k, (lambda a, b: fn(a, b, **kw)) if kw else fn, m.name))
+            elif isinstance(m, VM._ValueMetric) or (isinstance(m, type) and issubclass(m, VM._ValueMetric)):
+                (m() if isinstance(m, type) else m)._c_name()  # Mean and Sum take values: an error
+            elif is_stateful_metric(m):
                 m = m() if isinstance(m, type) else m
                 fns.append((k, m, m.name or _name_of(m)))
             elif is_custom_metric(m):
