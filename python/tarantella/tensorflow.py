@@ -38,6 +38,14 @@ from tarantella.keras._tape import GradientTape  # noqa: E402  (custom training 
 UnconnectedGradients = types.SimpleNamespace(NONE="none", ZERO="zero")
 
 
+def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False, **kwargs):
+    """tf.function: the function runs as written, eagerly (a custom training loop's step records its
+    model calls and operations under its GradientTape each time, and runs them in C)."""
+    if func is None:
+        return lambda f: f
+    return func
+
+
 class TensorShape(tuple):
     """tf.TensorShape: the dimensions (None where free), as a tuple."""
 
