@@ -399,8 +399,8 @@ def apply_gradients(optimizer, grads_and_vars):
         by_model.setdefault(id(var._model), (var._model, []))[1].append((var._index, np.asarray(grad, np.float32)))
     for model, items in by_model.values():
         h = model._handle()
-        if not (model._optimizer is optimizer and model._compiled is not None) and \
-                model.__dict__.get("_tape_optimizer") is not optimizer:
+        compiled = model._optimizer is optimizer and model._compiled is not None and h.compile_info() is not None
+        if not compiled and model.__dict__.get("_tape_optimizer") is not optimizer:
             C.set_optimizer(h, optimizer._spec())  # this optimizer's slots, kept from step to step
             model.__dict__["_tape_optimizer"] = optimizer
         optimizer._bind(model)

@@ -445,6 +445,9 @@ class Model(ModelAPI, metaclass=_ModelType):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
         from tarantella.keras import _custom_objectives
+        from tarantella.keras import _custom_fit  # a train_step of the user's needs the optimizer only
+        if c["loss"] is None and _custom_fit.python_loop(self):
+            return _custom_fit.bind_optimizer(self, c["optimizer"])
         if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
         c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
@@ -547,6 +550,10 @@ class Model(ModelAPI, metaclass=_ModelType):
         """Keras's fit on NumPy arrays (x, y) or a tnt.data.Dataset (batched with the global batch
         size). Returns a History. Runs in C without the GIL; Python callbacks and map functions take
         it back when they run."""
+        from tarantella.keras import _custom_fit  # a train_step of the user's: Keras's loop, in Python
+        if _custom_fit.python_loop(self):
+            return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
+                                   initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
         if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
@@ -622,6 +629,10 @@ class Model(ModelAPI, metaclass=_ModelType):
                  tnt_micro_batch_size=None, tnt_distribute_dataset=True):
         """Loss and metrics (exact global figures on every rank): a list [loss, metrics...], the loss
         alone when there are no metrics, or a dict with return_dict=True."""
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self) or _custom_fit.overrides_step(self, "test_step"):
+            logs = _custom_fit.evaluate(self, x, y, batch_size, _verbose(verbose))
+            return logs if return_dict else (list(logs.values()) if len(logs) > 1 else next(iter(logs.values())))
         if sample_weight is not None and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("evaluate: sample_weight needs arrays x and y (not a Dataset)")
         micro = int(tnt_micro_batch_size or 0)

@@ -180,12 +180,38 @@ class ModelAPI:
     def metrics(self):
         """Keras 2: the loss tracker and the compiled metrics, once the model has trained or been
         evaluated (empty before)."""
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self):  # a train_step of the user's: Keras's metric objects
+            loss_tracker, mets = _custom_fit.state(self)
+            return [loss_tracker] + mets
         if not self._last_logs:
             return []
         return [LoggedMetric(self, n) for n in self.metrics_names]
 
     def reset_metrics(self):
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self):
+            _custom_fit.reset_metrics(self)
         self._last_logs.clear()
+
+    # ---- what a train_step of the user's calls (keras/_custom_fit.py) ----
+    @property
+    def compiled_loss(self):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.CompiledLoss(self)
+
+    @property
+    def compiled_metrics(self):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.CompiledMetrics(self)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.compute_loss(self, x, y, y_pred, sample_weight, training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.compute_metrics(self, x, y, y_pred, sample_weight)
 
     @property
     def losses(self):
