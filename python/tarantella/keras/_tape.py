@@ -221,8 +221,12 @@ def model_losses(model):
     """model.losses under a tape: the regularization penalties of the model's last recorded call
     (one value, their sum), so that loss + sum(model.losses) is differentiated as Keras does."""
     g = active_graph()
-    if g is None:
-        return []
+    if g is None:  # the weights' penalties now (Keras's model.losses outside a tape)
+        if model._h is None:
+            return []
+        from tarantella.keras.model_api import as_tensor
+        value = C.tape_penalty(model._h)
+        return [as_tensor(np.float32(value))] if value != 0 else []
     for c in reversed(g.calls):
         if c.model is model:
             return [c.penalty] if c.penalty is not None else []
