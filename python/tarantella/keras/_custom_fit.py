@@ -83,7 +83,7 @@ class CompiledLoss:
     def __init__(self, model):
         self.model = model
 
-    def __call__(self, y_true, y_pred, sample_weight=None, regularization_losses=None):
+    def __call__(self, y_true, y_pred, sample_weight=None, regularization_losses=None, track=True):
         from tarantella.keras import losses
         loss = self.model._compiled.get("loss") if self.model._compiled else None
         if loss is None:
@@ -94,7 +94,8 @@ class CompiledLoss:
         value = fn(y_true, y_pred, sample_weight) if sample_weight is not None else fn(y_true, y_pred)
         for r in regularization_losses or []:
             value = value + r
-        state(self.model)[0].update_state(value)
+        if track:  # Keras 2's compiled_loss keeps the loss metric itself
+            state(self.model)[0].update_state(value)
         return value
 
 
@@ -127,7 +128,7 @@ class CompiledMetrics:
 
 def compute_loss(model, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     """Keras 3's Model.compute_loss: the compiled loss plus model.losses."""
-    return CompiledLoss(model)(y, y_pred, sample_weight, regularization_losses=model.losses)
+    return CompiledLoss(model)(y, y_pred, sample_weight, regularization_losses=model.losses, track=False)
 
 
 def compute_metrics(model, x, y, y_pred, sample_weight=None):
@@ -145,13 +146,22 @@ def default_train_step(model, data):
         loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sw)
     grads = tape.gradient(loss, model.trainable_weights)
     model.optimizer.apply_gradients(zip(grads, model.trainable_weights))
+    _track_loss(model, loss, x)
     return model.compute_metrics(x, y, y_pred, sw)
+
+
+def _track_loss(model, loss, x):
+    """Keras 3's steps: the loss tracker weighs each batch's loss by its sample count."""
+    first = x
+    while isinstance(first, (list, tuple, dict)):
+        first = list(first.values())[0] if isinstance(first, dict) else first[0]
+    state(model)[0].update_state(_tape.concrete(loss), sample_weight=len(first))
 
 
 def default_test_step(model, data):
     x, y, sw = _unpack(data)
     y_pred = model(x, training=False)
-    model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sw)
+    _track_loss(model, model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sw), x)
     return model.compute_metrics(x, y, y_pred, sw)
 
 

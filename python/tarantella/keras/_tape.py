@@ -158,6 +158,17 @@ def concrete(v):
     return v.value() if isinstance(v, TapeTensor) else v
 
 
+def eager_op(op, inputs, attrs, np_fn, n_out):
+    """One operation on NumPy data (keras.ops outside traced code), run by the C engine."""
+    from tarantella.keras.model_api import as_tensor
+    g = TapeGraph()
+    ins = [g.data_input(np.asarray(t)) if np.asarray(t).size > 16 else _trace.constant(g, np.asarray(t))
+           for t in inputs]
+    outs = _trace.record(op, ins, attrs, np_fn, n_out)
+    vals = [as_tensor(o.value()) for o in (outs if n_out > 1 else [outs])]
+    return vals if n_out > 1 else vals[0]
+
+
 def active_graph():
     return _recording[-1].graph if _recording else None
 

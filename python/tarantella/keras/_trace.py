@@ -179,9 +179,9 @@ def record(op, inputs, attrs, np_fn, n_out=1):
     """Appends one operation on the SymTensors inputs; np_fn computes the outputs' NumPy dummies
     (shape and dtype) from the inputs' dummies. Returns the output tensor (a list if n_out > 1)."""
     if not any(isinstance(t, SymTensor) for t in inputs):  # plain data
-        if op not in EAGER:
-            raise TypeError(f"{op}: expected a symbolic tensor, got {', '.join(type(t).__name__ for t in inputs)} "
-                            f"(this operation runs on traced tensors only)")
+        if op not in EAGER:  # Keras 3's ops on data: run once by the C engine (keras/_tape.py)
+            from tarantella.keras import _tape
+            return _tape.eager_op(op, inputs, attrs, np_fn, n_out)
         with np.errstate(all="ignore"):
             r = np_fn(*[np.asarray(t) for t in inputs])
         fix = (lambda a: np.asarray(a).astype(np.float32) if np.asarray(a).dtype == np.float64 else np.asarray(a))
