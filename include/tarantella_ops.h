@@ -117,10 +117,13 @@ TNT_API tnt_status tnt_opgraph_run(const tnt_opgraph *g, const tnt_tensor *const
  * penalty_scale times the gradient of the regularization penalties; on p ranks the gradients are
  * averaged over the ranks (Horovod's DistributedGradientTape) and every rank must call it.
  * tnt_model_tape_penalty: those penalties after the last tape forward (Keras's
- * sum(model.losses)). */
-TNT_API tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool training, tnt_tensor **out);
+ * sum(model.losses)). A forward with input_grads keeps the inputs' gradients: backward then
+ * writes them to dx (packed as x; NULL: not wanted), the rank's own (a model call fed by
+ * another's output, as a GAN's generator feeds its discriminator). */
+TNT_API tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool training, bool input_grads,
+                                          tnt_tensor **out);
 TNT_API tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float penalty_scale,
-                                           float *const *grads);
+                                           float *const *grads, float *dx);
 TNT_API tnt_status tnt_model_tape_penalty(tnt_model *m, double *value);
 /* Weight i is one the optimizer trains (Keras's trainable_weights). */
 TNT_API bool tnt_model_weight_trainable(const tnt_model *m, int i);

@@ -35,23 +35,31 @@ static PyObject *to_array(tnt_tensor *t) {
 static PyObject *py_tape_forward(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *mo, *xo;
-    int training;
-    if (!PyArg_ParseTuple(args, "OOp", &mo, &xo, &training)) return NULL;
+    int training, want_dx = 0;
+    if (!PyArg_ParseTuple(args, "OOp|p", &mo, &xo, &training, &want_dx)) return NULL;
     tnt_model *m = model_of(mo);
     PyArrayObject *x = m ? f32(xo) : NULL;
     if (!x) return NULL;
     tnt_tensor xt = view(x), *out = NULL;
-    tnt_status s = tnt_model_tape_forward(m, &xt, training, &out);
+    tnt_status s = tnt_model_tape_forward(m, &xt, training, want_dx, &out);
     Py_DECREF(x);
     return s == TNT_OK ? to_array(out) : pytnt_raise(s);
 }
 
-/* tape_backward(model, dout, penalty_scale, wanted) -> [gradient array or None per weight] */
+/* tape_backward(model, dout, penalty_scale, wanted, dx=None) -> [gradient array or None per weight];
+ * dx: a float32 array (packed inputs' shape) the inputs' gradients are written to */
 static PyObject *py_tape_backward(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *mo, *dobj, *wanted;
+    PyObject *mo, *dobj, *wanted, *dxo = Py_None;
     double scale;
-    if (!PyArg_ParseTuple(args, "OOdO", &mo, &dobj, &scale, &wanted)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOdO|O", &mo, &dobj, &scale, &wanted, &dxo)) return NULL;
+    float *dx = NULL;
+    if (dxo != Py_None) {
+        if (!PyArray_Check(dxo) || PyArray_TYPE((PyArrayObject *)dxo) != NPY_FLOAT32 ||
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)dxo) || !PyArray_ISWRITEABLE((PyArrayObject *)dxo))
+            return PyErr_Format(PyExc_TypeError, "tape_backward: dx must be a writable C-contiguous float32 array");
+        dx = PyArray_DATA((PyArrayObject *)dxo);
+    }
     tnt_model *m = model_of(mo);
     PyArrayObject *d = m ? f32(dobj) : NULL;
     if (!d) return NULL;
@@ -78,7 +86,7 @@ static PyObject *py_tape_backward(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(l, i, a);
     }
     tnt_tensor dt = view(d);
-    if (l && grads && s == TNT_OK) s = tnt_model_tape_backward(m, &dt, (float)scale, grads);
+    if (l && grads && s == TNT_OK) s = tnt_model_tape_backward(m, &dt, (float)scale, grads, dx);
     free(grads);
     Py_DECREF(d);
     if (!l) return NULL;

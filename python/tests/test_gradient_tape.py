@@ -250,3 +250,33 @@ def test_mean_metric_wrapper_in_compile_and_standalone():
     w = keras.metrics.MeanMetricWrapper(lambda a, b: ((a - b) ** 2).mean(-1))
     w.update_state(yoh, pred)
     np.testing.assert_allclose(float(w.result()), want, rtol=1e-5)
+
+
+def test_gradients_through_a_chain_of_model_calls_equal_pytorch():
+    """A GAN's steps (keras.io's "writing a training loop from scratch"): the discriminator on the
+    generator's output concatenated with real data; the generator's gradient comes back through the
+    discriminator's backward and the concatenation."""
+    keras.utils.set_random_seed(5)
+    zi = keras.Input(shape=(3,))
+    gen = keras.Model(zi, layers.Dense(4, activation="tanh")(zi))
+    di = keras.Input(shape=(4,))
+    disc = keras.Model(di, layers.Dense(1)(layers.Dense(5, activation="relu")(di)))
+    z, real = X[:B, :3], X[B:2 * B, :4]
+    labels = np.concatenate([np.ones((B, 1)), np.zeros((B, 1))]).astype(np.float32)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    with tf.GradientTape() as tape:
+        fake = gen(z)
+        pred = disc(tf.concat([fake, real], axis=0), training=True)
+        loss = bce(labels, pred) + tf.reduce_mean(tf.square(fake))
+    gw, dw = tape.gradient(loss, [gen.trainable_weights, disc.trainable_weights])
+    tg = [torch.tensor(w.astype(np.float64), requires_grad=True) for w in gen.get_weights()]
+    td = [torch.tensor(w.astype(np.float64), requires_grad=True) for w in disc.get_weights()]
+    tf_fake = torch.tanh(torch.tensor(z, dtype=torch.float64) @ tg[0] + tg[1])
+    h = torch.cat([tf_fake, torch.tensor(real, dtype=torch.float64)])
+    logits = torch.relu(h @ td[0] + td[1]) @ td[2] + td[3]
+    tl = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.tensor(labels, dtype=torch.float64)) + \
+        (tf_fake ** 2).mean()
+    tl.backward()
+    np.testing.assert_allclose(float(loss), tl.item(), rtol=1e-6)
+    for got, want in zip(list(gw) + list(dw), tg + td):
+        np.testing.assert_allclose(got.numpy(), want.grad.numpy(), rtol=1e-5, atol=1e-7)

@@ -85,7 +85,8 @@ static tnt_status global_batch(int64_t n, int64_t *global_n, int64_t *offset) {
     return s;
 }
 
-tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool training, tnt_tensor **out) {
+tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool training, bool input_grads,
+                                  tnt_tensor **out) {
     const char *who = "GradientTape (model call)";
     if (!m || !x || !x->data || !out) return tnt__error(TNT_ERR_ARG, "%s: NULL argument", who);
     *out = NULL;
@@ -116,6 +117,10 @@ tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool traini
         memcpy(t->fused, m->fused_output_loss, sizeof t->fused);
         memset(m->fused_output_loss, 0, sizeof m->fused_output_loss);
         t->unfused = true;
+        tnt__model_clear_plans(m);
+    }
+    if (m->input_grads != input_grads) { /* the plans differ: the inputs' gradients are kept or not */
+        m->input_grads = input_grads;
         tnt__model_clear_plans(m);
     }
     if (parallel && (s = tnt__prepare_parallel(m, who, NULL, NULL, NULL)) != TNT_OK) return s;
@@ -173,7 +178,25 @@ static tnt_status add_penalty_grads(tnt_model *m, float scale) {
     return TNT_OK;
 }
 
-tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float penalty_scale, float *const *grads) {
+/* The inputs' gradients of the last backward, packed per sample as the inputs are. */
+static tnt_status input_grads(tnt_model *m, float *dx) {
+    tnt__tape *t = m->tape;
+    int64_t per = 0, col = 0;
+    for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
+    for (int k = 0; k < m->n_inputs; k++) {
+        int64_t c = tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
+        const float *g = tnt__plan_input_grad(m, t->plan, k);
+        for (int64_t i = 0; i < t->n; i++) {
+            if (g) memcpy(dx + i * per + col, g + i * c, (size_t)c * sizeof(float));
+            else memset(dx + i * per + col, 0, (size_t)c * sizeof(float));
+        }
+        col += c;
+    }
+    return TNT_OK;
+}
+
+tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float penalty_scale, float *const *grads,
+                                   float *dx) {
     const char *who = "GradientTape.gradient";
     if (!m || !dout || !dout->data) return tnt__error(TNT_ERR_ARG, "%s: NULL argument", who);
     tnt__tape *t = m->tape;
@@ -198,6 +221,11 @@ tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float p
     tnt__step st = t->st;
     st.activity_grad_scale = penalty_scale / (double)t->n;
     tnt_status s = tnt__model_backward(m, p, t->x, &st);
+    if (s == TNT_OK && dx) {
+        if (!m->input_grads)
+            s = tnt__error(TNT_ERR_STATE, "%s: model \"%s\": its call kept no input gradients", who, m->name);
+        else s = input_grads(m, dx);
+    }
     bool parallel = tnt__is_parallel(m);
     if (parallel) { /* Horovod's average; a failed rank still joins the collectives */
         s = tnt__agree(s, NULL, 0);

@@ -75,9 +75,11 @@ class _Call:
     """A model call recorded by the tape: its outputs (graph inputs), penalty, and whether it can
     still be differentiated."""
 
-    def __init__(self, model, n, outputs, penalty, generation):
+    def __init__(self, model, n, outputs, penalty, generation, inputs, batch_shape):
         self.model, self.n, self.outputs, self.penalty, self.generation = model, n, outputs, penalty, generation
-        self.feeds = []  # later recorded calls on values computed from this call's outputs
+        self.inputs = inputs          # the call's inputs that are values of the graph (None: plain data)
+        self.batch_shape = batch_shape  # the packed batch (the inputs' gradient comes back so)
+        self.fed_by = []              # earlier recorded calls whose outputs this call's inputs come from
 
 
 class TapeGraph(_trace.Graph):
@@ -204,17 +206,17 @@ def model_call(model, inputs, training):
         return None  # the ordinary inference call
     model._touched = True
     batch = _packed_batch(model, inputs)
-    out = C.tape_forward(model._h, batch, bool(training))
+    flat_in = _flat(inputs)
+    fed = g is not None and any(isinstance(t, SymTensor) and t.graph is g for t in flat_in)
+    out = C.tape_forward(model._h, batch, bool(training), fed)
     model.__dict__["_tape_generation"] = model.__dict__.get("_tape_generation", 0) + 1
     outs = model._split_outputs(out)
     if g is None:
         return as_tensor(outs)
-    source = [t for t in _flat(inputs) if isinstance(t, SymTensor)]
-    if source:  # a value computed from recorded calls: they now feed this one
-        up = g.ancestors(source)
-        for c in g.calls:
-            if any(id(t) in up for t in c.outputs):
-                c.feeds.append(model)
+    fed_by = []
+    if fed:  # a value computed from recorded calls: the gradient goes back through this call to them
+        up = g.ancestors([t for t in flat_in if isinstance(t, SymTensor)])
+        fed_by = [c for c in g.calls if any(id(t) in up for t in c.outputs)]
     keys = None
     if isinstance(outs, dict):
         keys, outs = list(outs), list(outs.values())
@@ -222,7 +224,10 @@ def model_call(model, inputs, training):
     tensors = [g.value_input(o) for o in (outs if many else [outs])]
     penalty_value = C.tape_penalty(model._h)
     penalty = g.value_input(np.float32(penalty_value)) if penalty_value != 0 else None
-    g.calls.append(_Call(model, batch.shape[0], tensors, penalty, model.__dict__["_tape_generation"]))
+    call = _Call(model, batch.shape[0], tensors, penalty, model.__dict__["_tape_generation"],
+                 flat_in if fed else None, batch.shape)
+    call.fed_by = fed_by
+    g.calls.append(call)
     if keys is not None:
         return dict(zip(keys, tensors))
     return tensors if many else tensors[0]
@@ -329,14 +334,12 @@ class GradientTape:
             g.values[id(t)] = v.reshape(t.shape)
             g.keep.append(t)
         grad_of_input = {id(t): dinputs[i] for i, (_, t) in enumerate(g.inputs)}
-        reach = g.ancestors(targets)
         wanted = {}  # model -> weight indices
         for s in flat:
             if isinstance(s, Weight):
                 wanted.setdefault(id(s._model), (s._model, set()))[1].add(s._index)
-        model_grads = {}
-        for key, (model, idx) in wanted.items():
-            model_grads[key] = _model_gradients(g, model, idx, grad_of_input, reach)
+        model_grads = _backward_through_calls(g, targets, wanted, grad_of_input)
+        reach = g.ancestors(targets)
         result = []
         for s in flat:
             if isinstance(s, Weight):
@@ -362,40 +365,79 @@ def _restructure(sources, flat):
     return build(sources)
 
 
-def _model_gradients(g, model, indices, grad_of_input, reach):
-    """The gradients of model's weights (None when the target does not depend on its call)."""
-    calls = [c for c in g.calls if c.model is model]
-    live = [c for c in calls if any(id(t) in reach for t in c.outputs) or
-            (c.penalty is not None and id(c.penalty) in reach)]
-    name = getattr(model, "name", "model")
-    if not live:
-        return None
-    if len(calls) > 1:
-        raise NotImplementedError(f"GradientTape.gradient: model {name!r} was called {len(calls)} times under the "
-                                  f"tape; its gradients need one call per tape (concatenate the batches into one "
-                                  f"call)")
-    c = live[0]
-    if c.generation != model.__dict__.get("_tape_generation"):
-        raise RuntimeError(f"GradientTape.gradient: model {name!r} was called again after the tape's call (outside "
-                           f"the tape); differentiate before calling it again")
-    if any(id(t) in reach for t in _downstream_calls(g, c)):
-        raise NotImplementedError(f"GradientTape.gradient: the outputs of model {name!r} feed another recorded model "
-                                  f"call ({', '.join(repr(getattr(m, 'name', 'model')) for m in c.feeds)}); "
-                                  f"gradients through a chain of model calls are not supported")
-    n = c.n
-    parts = [np.asarray(grad_of_input[id(t)], np.float32).reshape(n, -1) for t in c.outputs]
-    dout = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
-    scale = float(grad_of_input[id(c.penalty)]) if c.penalty is not None and id(c.penalty) in reach else 0.0
-    return C.tape_backward(model._h, np.ascontiguousarray(dout), scale, sorted(indices))
-
-
-def _downstream_calls(g, c):
-    """The outputs of the recorded calls that c's outputs feed."""
-    out = []
-    for other in g.calls:
-        if other is not c and other.model in c.feeds:
-            out.extend(other.outputs)
+def _backward_through_calls(g, targets, wanted, grad_of_input):
+    """The weights' gradients of the models in wanted ({id: (model, indices)}), None for a model the
+    targets do not depend on. The recorded calls are differentiated last first: a call's inputs'
+    gradient goes back through the operations between it and the calls that fed it (grad_of_input
+    collects, per graph input, the gradients of every path)."""
+    reach = g.ancestors(targets)
+    live = []
+    for c in reversed(g.calls):  # a call reached: its inputs are reached too
+        if any(id(t) in reach for t in c.outputs) or (c.penalty is not None and id(c.penalty) in reach):
+            live.append(c)
+            if c.inputs is not None:
+                reach |= g.ancestors([t for t in c.inputs if isinstance(t, SymTensor)])
+    needed = set(id(c) for c in live if id(c.model) in wanted)
+    for c in live:  # last first: a call is needed when a needed call is upstream of it
+        if id(c) in needed:
+            continue
+        if any(id(u) in needed for u in _upstream(c)):
+            needed.add(id(c))
+    out = {key: None for key in wanted}
+    for c in live:
+        if id(c) not in needed:
+            continue
+        model, name = c.model, getattr(c.model, "name", "model")
+        calls = [x for x in g.calls if x.model is model]
+        if len(calls) > 1:
+            raise NotImplementedError(f"GradientTape.gradient: model {name!r} was called {len(calls)} times under the "
+                                      f"tape; its gradients need one call per tape (concatenate the batches into one "
+                                      f"call)")
+        if c.generation != model.__dict__.get("_tape_generation"):
+            raise RuntimeError(f"GradientTape.gradient: model {name!r} was called again after the tape's call "
+                               f"(outside the tape); differentiate before calling it again")
+        parts = [np.asarray(grad_of_input[id(t)], np.float32).reshape(c.n, -1) for t in c.outputs]
+        dout = np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1))
+        scale = float(grad_of_input[id(c.penalty)]) if c.penalty is not None else 0.0
+        upstream = c.inputs is not None and any(id(u) in needed for u in c.fed_by)
+        dx = np.zeros(c.batch_shape, np.float32) if upstream else None
+        idx = sorted(wanted[id(model)][1]) if id(model) in wanted else []
+        grads = C.tape_backward(model._h, dout, scale, idx, dx)
+        if id(model) in wanted:
+            out[id(model)] = grads
+        if upstream:
+            _through_graph(g, c, dx, grad_of_input)
     return out
+
+
+def _upstream(c):
+    seen, stack = [], list(c.fed_by)
+    while stack:
+        u = stack.pop()
+        if all(u is not x for x in seen):
+            seen.append(u)
+            stack.extend(u.fed_by)
+    return seen
+
+
+def _through_graph(g, c, dx, grad_of_input):
+    """Adds the gradient w.r.t. call c's inputs (dx, packed) to the graph inputs they come from."""
+    flat = dx.reshape(c.n, -1)
+    at, seeds, outs = 0, [], []
+    for t in c.inputs:
+        k = int(np.prod(np.shape(t)[1:])) if np.ndim(t) > 1 else 1
+        if isinstance(t, SymTensor) and t.graph is g:
+            part = flat[:, at:at + k].reshape(tuple(t.shape))
+            if any(t is u for _, u in g.inputs):  # another call's output as it is
+                grad_of_input[id(t)] = grad_of_input[id(t)] + part
+            elif t.dtype == "float32":
+                outs.append(t)
+                seeds.append(np.ascontiguousarray(part))
+        at += k
+    if outs:
+        _, dinputs = g._run(outs, seeds)
+        for i, (_, t) in enumerate(g.inputs):
+            grad_of_input[id(t)] = grad_of_input[id(t)] + dinputs[i]
 
 
 # ---- optimizer.apply_gradients ------------------------------------------------------------------

@@ -729,7 +729,7 @@ class Model(ModelAPI, metaclass=_ModelType):
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]
         from tarantella.keras import _custom  # inside a traced call: the custom layer runs on model tensors
-        if any(isinstance(t, _custom.SymTensor) for t in flat):
+        if any(isinstance(t, _custom.SymTensor) and not hasattr(t, "value") for t in flat):  # (not a tape's)
             raise _custom.BuiltinInTrace(f"model {self.name!r} called inside a Lambda or a custom layer with weights")
         if all(isinstance(t, L.KerasTensor) for t in flat):  # a model used as a layer
             if self._h is None and not self._can_build(None) and len(flat) == 1:  # built on its first call
