@@ -34,7 +34,7 @@ dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
 
 random = types.SimpleNamespace(set_seed=_random.set_seed)
 
-from tarantella.keras._tape import GradientTape  # noqa: E402  (custom training loops, on the C engine)
+from tarantella.keras._tape import GradientTape  # noqa: E402,F401  (custom training loops, on the C engine)
 UnconnectedGradients = types.SimpleNamespace(NONE="none", ZERO="zero")
 
 

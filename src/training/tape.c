@@ -154,7 +154,7 @@ tnt_status tnt_model_tape_penalty(tnt_model *m, double *value) {
 }
 
 /* Puts the compiled fused losses back (their plans differ). */
-static void refuse(tnt_model *m) {
+static void restore_fused(tnt_model *m) {
     tnt__tape *t = m->tape;
     if (!t || !t->unfused) return;
     memcpy(m->fused_output_loss, t->fused, sizeof t->fused);
@@ -205,7 +205,7 @@ tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float p
     t->kept = false;
     int64_t per = tnt__model_output_size(m);
     if (tnt_shape_numel(dout->shape) != t->n * per) {
-        refuse(m);
+        restore_fused(m);
         return tnt__error(TNT_ERR_SHAPE, "%s: the outputs' gradient has %lld values, model \"%s\" gave %lld", who,
                           (long long)tnt_shape_numel(dout->shape), m->name, (long long)(t->n * per));
     }
@@ -235,7 +235,7 @@ tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float p
     }
     /* the weight penalties depend on the weights alone, the same on every rank: added once */
     if (s == TNT_OK) s = add_penalty_grads(m, penalty_scale);
-    refuse(m);
+    restore_fused(m);
     if (s != TNT_OK) return s;
     int nw = tnt_model_num_weights(m);
     for (int i = 0; grads && i < nw; i++) {

@@ -6,7 +6,6 @@ libtarantella model (a handle of the extension), which compile, fit, evaluate, p
 and the files work on. Models loaded from files or JSON are such handles from the start.
 """
 import json
-import warnings
 import weakref
 
 import numpy as np
@@ -71,11 +70,6 @@ def _custom_labels(model, y, ds):
 
 
 # ---- History -----------------------------------------------------------------------------------
-
-def _warn_generator(what):
-    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
-                  f"`Model.{what}`, which supports generators.", stacklevel=3)
-
 
 class History:
     """What fit returns: .history {name: [value per epoch]}, .epoch, .params, .model."""
@@ -702,29 +696,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         out = self._split_outputs(self._h.predict_on_batch(batch))
         _shapes.restore_packed(self, prev)
         return out
-
-    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
-    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
-                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
-                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
-        _warn_generator("fit")
-        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
-                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
-                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
-                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
-                        initial_epoch=initial_epoch)
-
-    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                           use_multiprocessing=False, verbose=0):
-        _warn_generator("evaluate")
-        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
-
-    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                          use_multiprocessing=False, verbose=0):
-        _warn_generator("predict")
-        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
 
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]

@@ -246,7 +246,7 @@ _UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1
                 "FBetaScore", "R2Score", "MeanTensor")
 
 
-from tarantella.keras._value_metrics import Mean, Sum, MeanMetricWrapper  # noqa: E402  (custom loops)
+from tarantella.keras._value_metrics import Mean, Sum, MeanMetricWrapper  # noqa: E402,F401  (custom loops)
 
 
 def __getattr__(name):

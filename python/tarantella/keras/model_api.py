@@ -6,9 +6,14 @@ import warnings
 import numpy as np
 
 
-def C_flags(model):
+def _trainable_flags(model):
     from tarantella._core import C
     return C.trainable_flags(model._handle())
+
+
+def _warn_generator(what):
+    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
+                  f"`Model.{what}`, which supports generators.", stacklevel=3)
 
 
 class Tensor(np.ndarray):
@@ -134,12 +139,12 @@ class ModelAPI:
     def trainable_weights(self):
         """Keras's trainable_weights: the weights the optimizer trains (not BatchNormalization's
         moving statistics, nor those of layers with trainable=False)."""
-        flags = C_flags(self)
+        flags = _trainable_flags(self)
         return [w for w, t in zip(self.weights, flags) if t]
 
     @property
     def non_trainable_weights(self):
-        flags = C_flags(self)
+        flags = _trainable_flags(self)
         return [w for w, t in zip(self.weights, flags) if not t]
 
     trainable_variables = trainable_weights
@@ -164,6 +169,29 @@ class ModelAPI:
             return logs
         values = [logs[k] for k in self.metrics_names if k in logs] or list(logs.values())
         return values[0] if len(values) == 1 else values
+
+    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
+    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
+                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
+                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
+        _warn_generator("fit")
+        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
+                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
+                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
+                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
+                        initial_epoch=initial_epoch)
+
+    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                           use_multiprocessing=False, verbose=0):
+        _warn_generator("evaluate")
+        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
+
+    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                          use_multiprocessing=False, verbose=0):
+        _warn_generator("predict")
+        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
 
     # ---- metrics ----
     @property
