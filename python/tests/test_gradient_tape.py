@@ -120,7 +120,7 @@ def test_gradients_equal_pytorch_and_any_variable_order():
         np.testing.assert_allclose(g.numpy(), params[k].grad.numpy(), rtol=1e-5, atol=1e-7)
     # the update in that order is the same as in Keras's order
     opt = keras.optimizers.SGD(0.5)
-    opt.apply_gradients(zip(grads, order))
+    opt.apply(grads, order)  # Keras 3's spelling of apply_gradients
     for k in range(4):
         np.testing.assert_allclose(model.get_weights()[k], ws[k] - 0.5 * params[k].grad.numpy(), rtol=1e-5,
                                    atol=1e-6)

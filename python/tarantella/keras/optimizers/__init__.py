@@ -96,6 +96,13 @@ class Optimizer:
         _tape.apply_gradients(self, grads_and_vars)
         return self.iterations
 
+    def apply(self, grads, trainable_variables=None):
+        """Keras 3's optimizer.apply(grads, trainable_variables)."""
+        if trainable_variables is None:
+            raise ValueError(f"{type(self).__name__}.apply: give trainable_variables (the weights the gradients are "
+                             f"of)")
+        return self.apply_gradients(zip(grads, trainable_variables))
+
     def get_config(self):
         cfg = {"name": self.name}
         for k, v in self._hyper.items():
