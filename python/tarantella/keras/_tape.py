@@ -86,6 +86,7 @@ class TapeGraph(_trace.Graph):
     """The operations recorded under one or more nested tapes."""
 
     tensor_type = TapeTensor
+    concrete_shapes = True  # every value's shape is known: its dummies are computed once
 
     def __init__(self):
         super().__init__()

@@ -192,7 +192,8 @@ def record(op, inputs, attrs, np_fn, n_out=1):
             raise TraceError(f"{_user_line()}: {op} on tensors of two different traces")
     attrs = {k: v for k, v in attrs.items() if v is not None}
     outs_d = []
-    for b in range(2):
+    reps = 1 if getattr(g, "concrete_shapes", False) else 2  # a tape's shapes have no batch to find
+    for b in range(reps):
         with np.errstate(all="ignore"):
             try:
                 r = np_fn(*[t._dummies[b] for t in inputs])
@@ -200,6 +201,8 @@ def record(op, inputs, attrs, np_fn, n_out=1):
                 shapes = ", ".join(str(t.shape) for t in inputs)
                 raise TraceError(f"{_user_line()}: {op} on shapes {shapes} {attrs or ''}: {e}") from None
         outs_d.append(r if n_out > 1 else [r])
+    if reps == 1:
+        outs_d.append(outs_d[0])
     cls = getattr(g, "tensor_type", SymTensor)  # a GradientTape's graph makes tensors with values (keras/_tape.py)
     outs = [cls(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
             for k in range(n_out)]
