@@ -231,6 +231,11 @@ def test_errors_name_what_cannot_be_done():
     with pytest.raises(NotImplementedError, match="persistent=True"):
         tf.GradientTape(persistent=True)
     with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model(X[:B], training=True))
+    model.predict(X[B:2 * B], verbose=0)  # the same plan: the tape's forward is overwritten
+    with pytest.raises(RuntimeError, match="called again after the tape's call"):
+        tape.gradient(loss, model.trainable_weights)
+    with tf.GradientTape() as tape:
         model(X[:B], training=True)
         loss = tf.reduce_mean(model(X[B:2 * B], training=True))
     with pytest.raises(NotImplementedError, match="called 2 times"):

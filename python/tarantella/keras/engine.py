@@ -523,6 +523,7 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def _ensure_built_for(self, ds):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
         if self._h is None and not self._can_build(None):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
@@ -546,6 +547,9 @@ class Model(ModelAPI, metaclass=_ModelType):
         it back when they run."""
         from tarantella.keras import _custom_fit  # a train_step of the user's: Keras's loop, in Python
         if _custom_fit.python_loop(self):
+            if sample_weight is not None or class_weight is not None or validation_split:
+                raise NotImplementedError("fit with a custom train_step/compute_loss: sample_weight, class_weight "
+                                          "and validation_split are not supported (put weights in the data)")
             return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
                                    initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
@@ -679,6 +683,7 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
         if isinstance(x, dict):  # by input name
             from tarantella.keras import _submodel
             _submodel.build_from_dict(self, x)
