@@ -38,7 +38,26 @@ for step in range(4):
     opt.apply_gradients(zip(grads, model.trainable_weights))
     acc.update_state(yb, logits)
     losses.append(float(loss))
+
+
+class StepModel(k.Model):  # fit with a train_step of the user's: each rank steps on its share
+    def train_step(self, data):
+        x, y = data
+        self.__dict__.setdefault("seen", []).append(int(np.shape(x)[0]))  # the rank's share
+        with tf.GradientTape() as tape:
+            loss = self.compiled_loss(y, self(x, training=True))
+        grads = tape.gradient(loss, self.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_weights))
+        return {"loss": loss}
+
+
+k.utils.set_random_seed(6)
+inp = k.Input(shape=(6,))
+step_model = tnt.Model(StepModel(inp, k.layers.Dense(3)(k.layers.Dense(8, activation="tanh")(inp))))
+step_model.compile(optimizer=k.optimizers.SGD(0.2, momentum=0.5), loss=loss_fn)
+step_model.fit(X, Y, batch_size=B, epochs=2, shuffle=False, verbose=0)
 out = {"size": size, "losses": losses, "weights": [w.tolist() for w in model.get_weights()],
-       "iterations": int(opt.iterations)}
+       "iterations": int(opt.iterations), "step_weights": [w.tolist() for w in step_model.get_weights()],
+       "seen": step_model.model.seen}
 with open(os.path.join(sys.argv[1], f"rank_{rank}.json"), "w") as f:
     json.dump(out, f)
