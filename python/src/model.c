@@ -349,7 +349,7 @@ static int dict_bool(PyObject *d, const char *key, bool *out) {
 }
 
 /* (name, {hyperparameters}, schedule spec or None) -> a new optimizer; NULL with an exception */
-static tnt_optimizer *optimizer_new(PyObject *spec) {
+tnt_optimizer *pytnt_optimizer_new(PyObject *spec) {
     const char *name;
     PyObject *hp, *schedule;
     if (!PyTuple_Check(spec))
@@ -442,7 +442,7 @@ static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) 
         o.has_ignore_class = true;
         o.ignore_class = (int)v;
     }
-    if (spec != Py_None && !(o.optimizer = optimizer_new(spec))) return NULL;
+    if (spec != Py_None && !(o.optimizer = pytnt_optimizer_new(spec))) return NULL;
     tnt_status s;
     Py_BEGIN_ALLOW_THREADS
     s = tnt_compile(self->m, &o); /* consumes the optimizer */

@@ -310,6 +310,7 @@ PyMODINIT_FUNC PyInit__tarantella(void) {
         }
     }
     if (PyModule_AddFunctions(m, pytnt_callback_functions) < 0 || PyModule_AddFunctions(m, pytnt_objective_functions) < 0 ||
+        PyModule_AddFunctions(m, pytnt_tape_functions) < 0 ||
         PyModule_AddStringConstant(m, "__version__", tnt_version()) < 0 ||
         PyModule_AddIntConstant(m, "MAX_DIMS", TNT_MAX_DIMS) < 0) {
         Py_DECREF(m);

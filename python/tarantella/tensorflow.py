@@ -34,6 +34,17 @@ dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
 
 random = types.SimpleNamespace(set_seed=_random.set_seed)
 
+from tarantella.keras._tape import GradientTape  # noqa: E402,F401  (custom training loops, on the C engine)
+UnconnectedGradients = types.SimpleNamespace(NONE="none", ZERO="zero")
+
+
+def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False, **kwargs):
+    """tf.function: the function runs as written, eagerly (a custom training loop's step records its
+    model calls and operations under its GradientTape each time, and runs them in C)."""
+    if func is None:
+        return lambda f: f
+    return func
+
 
 class TensorShape(tuple):
     """tf.TensorShape: the dimensions (None where free), as a tuple."""

@@ -144,6 +144,11 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    /* a custom training loop's last forward, kept for its backward (training/tape.c), and how
+     * to free it (the model knows nothing of it) */
+    struct tnt__tape *tape;
+    bool input_grads; /* plans also make the inputs' gradients (a model call fed by another's) */
+    void (*tape_free)(struct tnt__tape *t);
     /* during on_predict_batch_end: the batch's predictions (tnt_model_batch_outputs) */
     const float *batch_outputs;
     int64_t batch_outputs_n;
@@ -232,6 +237,8 @@ float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x);
 float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k);
 /* The loss input of output k: the logits when the loss is fused, else the output. */
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x);
+/* The gradient of input k after backward (plans made with m->input_grads), or NULL. */
+float *tnt__plan_input_grad(tnt_model *m, tnt__plan *p, int k);
 /* Backward from the output gradients into m->grads, handing each completed prefix of them to
  * st->reducer. */
 tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st);

@@ -9,11 +9,11 @@ def init(model, kwargs):
     bad = set(kwargs) - {"name", "trainable", "dtype"}
     if bad:
         raise TypeError(f"{type(model).__name__}: unexpected keyword arguments {sorted(bad)} for Model.__init__")
-    for hook in ("train_step", "test_step", "predict_step", "compute_loss"):
+    for hook in ("predict_step",):  # train_step, test_step, compute_loss: keras/_custom_fit.py
         if any(hook in vars(c) for c in type(model).__mro__ if c.__module__ != __name__ and
                c.__name__ != "Model" and c.__name__ != "Sequential"):
-            raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (training "
-                                      f"runs in C); define call, compile with a loss, and fit")
+            raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (predict "
+                                      f"runs in C); define call and predict")
     model._kind = "subclassed"
     model._init_state()
     model._inputs = model._outputs = None

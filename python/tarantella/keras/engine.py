@@ -6,7 +6,6 @@ libtarantella model (a handle of the extension), which compile, fit, evaluate, p
 and the files work on. Models loaded from files or JSON are such handles from the start.
 """
 import json
-import warnings
 import weakref
 
 import numpy as np
@@ -71,11 +70,6 @@ def _custom_labels(model, y, ds):
 
 
 # ---- History -----------------------------------------------------------------------------------
-
-def _warn_generator(what):
-    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
-                  f"`Model.{what}`, which supports generators.", stacklevel=3)
-
 
 class History:
     """What fit returns: .history {name: [value per epoch]}, .epoch, .params, .model."""
@@ -380,8 +374,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         h = self._handle()
         return [L.Weight(self, i, n, s) for i, (n, s) in enumerate(h.weights_info())]
 
-    trainable_weights = weights
-
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None, tnt_save_all_devices=False):
         self._handle().save(str(filepath), weights_only=True, save_all_devices=tnt_save_all_devices)
 
@@ -437,6 +429,9 @@ class Model(ModelAPI, metaclass=_ModelType):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
         from tarantella.keras import _custom_objectives
+        from tarantella.keras import _custom_fit  # a train_step of the user's needs the optimizer only
+        if c["loss"] is None and _custom_fit.python_loop(self):
+            return _custom_fit.bind_optimizer(self, c["optimizer"])
         if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
         c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
@@ -519,6 +514,7 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def _ensure_built_for(self, ds):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
         if self._h is None and not self._can_build(None):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
@@ -541,6 +537,13 @@ class Model(ModelAPI, metaclass=_ModelType):
         """Keras's fit on NumPy arrays (x, y) or a tnt.data.Dataset (batched with the global batch
         size). Returns a History. Runs in C without the GIL; Python callbacks and map functions take
         it back when they run."""
+        from tarantella.keras import _custom_fit  # a train_step of the user's: Keras's loop, in Python
+        if _custom_fit.python_loop(self):
+            if sample_weight is not None or class_weight is not None or validation_split:
+                raise NotImplementedError("fit with a custom train_step/compute_loss: sample_weight, class_weight "
+                                          "and validation_split are not supported (put weights in the data)")
+            return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
+                                   initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
         if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
@@ -618,6 +621,10 @@ class Model(ModelAPI, metaclass=_ModelType):
                  tnt_micro_batch_size=None, tnt_distribute_dataset=True):
         """Loss and metrics (exact global figures on every rank): a list [loss, metrics...], the loss
         alone when there are no metrics, or a dict with return_dict=True."""
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self) or _custom_fit.overrides_step(self, "test_step"):
+            logs = _custom_fit.evaluate(self, x, y, batch_size, _verbose(verbose))
+            return logs if return_dict else (list(logs.values()) if len(logs) > 1 else next(iter(logs.values())))
         if sample_weight is not None and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("evaluate: sample_weight needs arrays x and y (not a Dataset)")
         micro = int(tnt_micro_batch_size or 0)
@@ -670,6 +677,7 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
         if isinstance(x, dict):  # by input name
             from tarantella.keras import _submodel
             _submodel.build_from_dict(self, x)
@@ -688,33 +696,10 @@ class Model(ModelAPI, metaclass=_ModelType):
         _shapes.restore_packed(self, prev)
         return out
 
-    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
-    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
-                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
-                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
-        _warn_generator("fit")
-        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
-                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
-                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
-                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
-                        initial_epoch=initial_epoch)
-
-    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                           use_multiprocessing=False, verbose=0):
-        _warn_generator("evaluate")
-        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
-
-    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                          use_multiprocessing=False, verbose=0):
-        _warn_generator("predict")
-        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
-
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]
         from tarantella.keras import _custom  # inside a traced call: the custom layer runs on model tensors
-        if any(isinstance(t, _custom.SymTensor) for t in flat):
+        if any(isinstance(t, _custom.SymTensor) and not hasattr(t, "value") for t in flat):  # (not a tape's)
             raise _custom.BuiltinInTrace(f"model {self.name!r} called inside a Lambda or a custom layer with weights")
         if all(isinstance(t, L.KerasTensor) for t in flat):  # a model used as a layer
             if self._h is None and not self._can_build(None) and len(flat) == 1:  # built on its first call
@@ -724,7 +709,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
             outs = [L.KerasTensor(self, k, i) for i in range(n_out)]
             return outs[0] if n_out == 1 else outs
-        return self._call_on_data(inputs)
+        return self._call_on_data(inputs, training)
 
     @property
     def class_name(self):

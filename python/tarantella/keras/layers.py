@@ -352,7 +352,12 @@ class Layer:
         info = m._handle().weights_info()
         return [Weight(m, i, info[i][0], info[i][1]) for i in self._weight_indices(m)]
 
-    trainable_weights = weights
+    @property
+    def trainable_weights(self):
+        from tarantella._core import C
+        ws = self.weights
+        flags = C.trainable_flags(ws[0]._model._handle()) if ws else []
+        return [w for w in ws if flags[w._index]]
 
     def count_params(self):
         return int(sum(np.prod(w.shape) for w in self.weights))

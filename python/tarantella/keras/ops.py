@@ -80,7 +80,7 @@ def _eager(name, *xs):
 
 def _unary(name, **fixed):
     def op(x, **kw):
-        if _graph_of(x) is None:
+        if _graph_of(x) is None and not kw and (name in _EAGER or hasattr(np, name)):
             return _eager(name, x)
         return _trace.record(name, [_t(x, _graph_of(x))], {**fixed, **kw}, lambda a: a.astype(np.float32)
                              if name not in ("logical_not",) else a == 0)
@@ -91,7 +91,7 @@ def _unary(name, **fixed):
 def _binary(name, np_fn):
     def op(x1, x2):
         g = _graph_of(x1, x2)
-        if g is None:
+        if g is None and (name in _EAGER or hasattr(np, name)):
             return _eager(name, x1, x2)
         like = x1 if isinstance(x1, SymTensor) else x2
         return _trace.record(name, [_t(x1, g, like), _t(x2, g, like)], {}, np_fn)
