@@ -211,3 +211,20 @@ def test_decode_predictions(tnt, tmp_path, monkeypatch):
     assert top[1][0][:2] == ("n00000042", "class_42") and top[1][0][2] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="shape"):
         tnt.keras.applications.resnet50.decode_predictions(preds[:, :10])
+
+
+def test_feature_extractor_of_every_layer(tnt):
+    """The functional API guide's feature extraction: a model whose outputs are every layer's
+    output (19 here: more than the 8 outputs models had before); each equals its layer's output."""
+    k = tnt.keras
+    vgg = k.applications.VGG16(weights=None, include_top=False, input_shape=(32, 32, 3))
+    features = k.Model(inputs=vgg.input, outputs=[layer.output for layer in vgg.layers])
+    x = np.random.default_rng(4).uniform(0, 1, (2, 32, 32, 3)).astype(np.float32)
+    outs = features.predict(x, verbose=0)
+    assert len(outs) == len(vgg.layers) == 19
+    np.testing.assert_allclose(outs[0], x)
+    np.testing.assert_allclose(outs[-1], vgg.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
+    k1, b1 = vgg.get_layer("block1_conv1").get_weights()
+    first = F.relu(F.conv2d(torch.tensor(x).permute(0, 3, 1, 2), torch.tensor(k1).permute(3, 2, 0, 1),
+                            torch.tensor(b1), padding=1)).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(outs[1], first, rtol=1e-4, atol=1e-5)

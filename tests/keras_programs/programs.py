@@ -36,6 +36,9 @@ KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation me
 KERAS23_PREDICT_LENGTHS = ("Keras 2.3 refuses predict on inputs of different sample counts ('Data cardinality is "
                            "ambiguous'); Keras 2.2's predict read the first input's count, which the program relies on")
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
+IMAGENET_WEIGHTS = ("ImageNet weights are a Keras cache file of 548 MB (vgg19_weights_tf_dim_ordering_tf_kernels.h5 "
+                    "in ~/.keras/models, which weights='imagenet' reads when present); the program only looks at "
+                    "the activations' graph, so random weights")
 
 CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
              "(x_train, y_train), (x_test, y_test) = cifar10.load_data()\n"
@@ -293,7 +296,9 @@ PROGRAMS = [
            group="custom_code"),
     _guide("functional_api", "functional API incl. custom layers and plot_model",
            [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
-            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)], group="custom_code"),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL),
+            ("keras.applications.VGG19()", "keras.applications.VGG19(weights=None)", IMAGENET_WEIGHTS)],
+           group="custom_code"),
     # the guide calls layers and models on data and never trains (trains=False: running to the end is the check)
     _guide("understanding_masking_and_padding", "masking with custom mask-aware layers", group="custom_code",
            trains=False),

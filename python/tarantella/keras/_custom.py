@@ -96,6 +96,7 @@ def _base_init(layer, kwargs):
 
 
 _FUSE_MAX_NODES = 48  # a chain of operations fused into one layer up to this size
+_FUSE_MAX_INPUTS = 16  # the inputs a layer takes (TNT_MAX_LAYER_INPUTS): fusing stops before more
 
 
 def _fused_input(v, g, kts, memo):
@@ -105,7 +106,7 @@ def _fused_input(v, g, kts, memo):
     if id(v) in memo:
         return memo[id(v)]
     src = getattr(v._layer, "_fusable", None)
-    if src is None or len(g.nodes) + len(src[0].nodes) > _FUSE_MAX_NODES:
+    if src is None or len(g.nodes) + len(src[0].nodes) > _FUSE_MAX_NODES or memo.get("no_fusion"):
         kts.append(v)
         t = memo[id(v)] = g.input(v.shape)
         return t
@@ -134,10 +135,13 @@ def _to_graph_fused(v, g, kts, memo):
 def functional_op(fn, args, kwargs):
     """An operation on a model's tensors: a traced layer, called on them (fused with the operations
     that made its inputs, see _fused_input)."""
-    g, kts, memo = _trace.Graph(), [], {}
-    a2 = _to_graph_fused(list(args), g, kts, memo)
-    k2 = _to_graph_fused(dict(kwargs), g, kts, memo)
-    outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
+    for fuse in (True, False):  # unfused when fusing would give the layer too many inputs
+        g, kts, memo = _trace.Graph(), [], {"no_fusion": not fuse}
+        a2 = _to_graph_fused(list(args), g, kts, memo)
+        k2 = _to_graph_fused(dict(kwargs), g, kts, memo)
+        outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
+        if len(kts) <= _FUSE_MAX_INPUTS:
+            break
     name = getattr(fn, "__name__", "op").strip("_")
     layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + name), {"function": name},
                         len(outs))

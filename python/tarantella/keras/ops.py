@@ -438,15 +438,43 @@ def arange(start, stop=None, step=1, dtype=None):
     return a.astype(dtype or (np.int32 if np.issubdtype(a.dtype, np.integer) else np.float32))
 
 
+def _batch_full(shape, fill_value, dtype):
+    """A constant of shape (batch, ...) inside a traced call (Keras code writes
+    ops.zeros((inputs.shape[0], units)) for an RNN's initial state): fill_value broadcast along the
+    batch of the call's first batched input."""
+    from tarantella.keras import _custom
+    shape = tuple(shape)
+    if shape[0] is not None or None in shape[1:]:
+        raise TraceError(f"{_trace._user_line()}: a constant of shape {shape}: only its first axis may be the batch "
+                         f"(None)")
+    if _custom._TRACING:  # a traced call: its graph's inputs
+        ref = next((t for s, t in _custom._TRACING[-1].inputs if s and s[0] is None), None)
+    else:  # a layer of built-in layers whose call runs on the model's tensors
+        ref = next(iter(_custom._FUNCTIONAL_INPUTS[-1]), None) if _custom._FUNCTIONAL_INPUTS else None
+    if ref is None:
+        raise TraceError(f"{_trace._user_line()}: a constant of shape {shape} outside a traced call on batched "
+                         f"tensors (its batch size is unknown)")
+    column = ref[(slice(None),) + (slice(0, 1),) * (len(ref.shape) - 1)]
+    column = full_like(reshape(column, (-1,) + (1,) * (len(shape) - 1)), fill_value)
+    out = column + np.zeros(shape[1:], np.float32)
+    return out if dtype in (None, "float32", np.float32) else cast(out, dtype)
+
+
 def zeros(shape, dtype="float32"):
+    if isinstance(shape, (tuple, list)) and None in shape:
+        return _batch_full(shape, 0.0, dtype)
     return np.zeros(shape, dtype)
 
 
 def ones(shape, dtype="float32"):
+    if isinstance(shape, (tuple, list)) and None in shape:
+        return _batch_full(shape, 1.0, dtype)
     return np.ones(shape, dtype)
 
 
 def full(shape, fill_value, dtype=None):
+    if isinstance(shape, (tuple, list)) and None in shape:
+        return _batch_full(shape, fill_value, dtype)
     return np.full(shape, fill_value, dtype or np.float32)
 
 
