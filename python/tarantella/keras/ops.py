@@ -588,3 +588,9 @@ def _install_keras_tensor():
 
 
 _install_keras_tensor()
+
+# keras.ops.image and the Fourier transforms (their own files; they build on the operations above)
+from tarantella.keras import _ops_image as image  # noqa: E402
+from tarantella.keras._ops_fft import fft, fft2  # noqa: E402,F401
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".image"] = image  # from keras.ops import image; import keras.ops.image
