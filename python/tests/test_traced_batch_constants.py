@@ -62,3 +62,28 @@ def test_batch_constant_errors(tnt):
 
     with pytest.raises(ValueError, match="only its first axis"):
         Bad()(k.Input(shape=(3,)))
+
+
+def test_slice_and_broadcast_to_the_batch(tnt):
+    """keras-io's PositionEmbedding: ops.slice of a weight, ops.broadcast_to(ops.shape(inputs))."""
+    k = tnt.keras
+    ops = k.ops
+
+    class PositionEmbedding(k.layers.Layer):
+        def build(self, input_shape):
+            self.table = self.add_weight(name="embeddings", shape=[6, input_shape[-1]])
+
+        def call(self, inputs):
+            shape = ops.shape(inputs)
+            table = ops.slice(ops.convert_to_tensor(self.table), (1, 0), (shape[-2], shape[-1]))
+            return inputs + ops.broadcast_to(table, shape)
+
+    inp = k.Input(shape=(4, 3))
+    layer = PositionEmbedding()
+    m = k.Model(inp, layer(inp))
+    x = np.random.default_rng(1).normal(size=(5, 4, 3)).astype(np.float32)
+    table = layer.get_weights()[0]
+    np.testing.assert_allclose(m.predict(x, verbose=0), x + table[1:5], rtol=1e-6)
+    np.testing.assert_allclose(ops.slice(table, (2, 1), (3, -1)), table[2:5, 1:])
+    with pytest.raises(ValueError, match="one entry per axis"):
+        ops.slice(table, (0,), (2, 2))

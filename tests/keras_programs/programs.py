@@ -274,7 +274,11 @@ PROGRAMS = [
     _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with train_step",
         [("epochs=3", "epochs=1", EPOCHS, 2), ("epochs=5", "epochs=1", EPOCHS)], group="custom_code"),
     _io("io_mlp_image_classification", "vision/mlp_image_classification", "custom layers (MLP-Mixer, FNet, gMLP)",
-        [("num_epochs = 50", "num_epochs = 1", EPOCHS)], group="custom_code"),
+        [("num_epochs = 50", "num_epochs = 1", EPOCHS),
+         ("(x_train, y_train), (x_test, y_test) = keras.datasets.cifar100.load_data()",
+          "(x_train, y_train), (x_test, y_test) = keras.datasets.cifar100.load_data()\n"
+          "x_train, y_train, x_test, y_test = x_train[:256], y_train[:256], x_test[:64], y_test[:64]", SMALL)],
+        prints=[("Test accuracy", "finite"), ("Test top 5 accuracy", "finite")], group="custom_code"),
     _io("io_endpoint_layer_pattern", "tensorflow/keras_recipes/endpoint_layer_pattern",
         "custom endpoint layer with add_loss/add_metric", group="custom_code"),
     _io("io_antirectifier", "tensorflow/keras_recipes/antirectifier", "custom Layer subclass (keras.ops)",
