@@ -675,12 +675,30 @@ def _call_not_defined(self, inputs, *a, **k):
 _install()
 
 
+def attach_loss(output, loss_tensor):
+    """A traced layer that passes output through and adds loss_tensor (a model tensor; its
+    operations fused into the layer's graph, summed when not a scalar) to the loss; returns the
+    passed-through output, which takes output's place in the model."""
+    from tarantella.keras import ops
+    g, kts, memo = _trace.Graph(), [], {}
+    out0 = _to_graph(output, g, kts)
+    loss = _to_graph_fused(loss_tensor, g, kts, memo)
+    if loss.shape != ():
+        loss = ops.sum(loss)
+    if loss.dtype != "float32":
+        loss = ops.cast(loss, "float32")
+    through = ops.identity(out0)
+    layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
+                        {"function": "add_loss", "tnt_losses": 1}, 1)
+    layer._n_added_losses = 1
+    return layer(kts if len(kts) > 1 else kts[0])
+
+
 def model_add_loss(model, losses):
     """Model.add_loss(tensor) on a functional model: the loss, computed from the model's tensors
     (its operations fused into one graph), becomes an added loss of a traced layer placed on the
     model's first output (which it passes through), and the model is built again with its weights."""
     import numpy as np
-    from tarantella.keras import ops
     from tarantella.keras.engine import _walk
     if getattr(model, "_kind", None) != "functional":
         raise NotImplementedError(f"{type(model).__name__}.add_loss: losses added to a Sequential or subclassed "
@@ -692,19 +710,7 @@ def model_add_loss(model, losses):
         if not _is_kt(v):
             raise NotImplementedError(f"{model.name}.add_loss: {type(v).__name__} (a loss computed from the "
                                       f"model's tensors is supported)")
-        g, kts, memo = _trace.Graph(), [], {}
-        out0 = _to_graph(model._outputs[0], g, kts)
-        loss = _to_graph_fused(v, g, kts, memo)
-        if loss.shape != ():
-            loss = ops.sum(loss)
-        if loss.dtype != "float32":
-            loss = ops.cast(loss, "float32")
-        through = ops.identity(out0)
-        layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
-                            {"function": "add_loss", "tnt_losses": 1}, 1)
-        layer._n_added_losses = 1
-        res = layer(kts if len(kts) > 1 else kts[0])
-        model._outputs[0] = res
+        model._outputs[0] = attach_loss(model._outputs[0], v)
     old = {}
     if model._h is not None:
         old = {n: w for (n, _), w in zip(model._h.weights_info(), model._h.get_weights())}

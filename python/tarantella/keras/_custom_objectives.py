@@ -397,6 +397,19 @@ def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=
             return -ops.sum(y * ops.log_softmax(y_pred, axis=-1), axis=-1)
         p = ops.clip(y_pred / ops.sum(y_pred, axis=-1, keepdims=True), eps, 1.0 - eps)
         return -ops.sum(y * ops.log(p), axis=-1)
+    if name == "kl_divergence":  # both clipped to [eps, 1], as Keras
+        t, q = ops.clip(y, eps, 1.0), ops.clip(y_pred, eps, 1.0)
+        return ops.sum(t * ops.log(t / q), axis=-1)
+    if name == "poisson":
+        return ops.mean(y_pred - y * ops.log(y_pred + eps), axis=-1)
+    if name == "mean_absolute_percentage_error":
+        return 100.0 * ops.mean(ops.abs((y - y_pred) / ops.maximum(ops.abs(y), eps)), axis=-1)
+    if name == "mean_squared_logarithmic_error":
+        return ops.mean(ops.square(ops.log(ops.maximum(y_pred, eps) + 1.0) - ops.log(ops.maximum(y, eps) + 1.0)),
+                        axis=-1)
+    if name == "log_cosh":  # x + softplus(-2x) - log 2, stable for large |x|
+        d = y_pred - y
+        return ops.mean(d + ops.softplus(-2.0 * d) - float(np.log(2.0)), axis=-1)
     raise NotImplementedError(f"loss {name!r} called on traced tensors (inside a custom layer) is not supported; "
                               f"write it with tnt.keras.ops")
 
