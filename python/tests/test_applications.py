@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 # Keras's documented parameter counts (keras.io/api/applications, 1000 classes, default input)
 DOCUMENTED = {"ResNet50": 25_636_712, "ResNet101": 44_707_176, "MobileNetV2": 3_538_984,
-              "DenseNet121": 8_062_504}
+              "DenseNet121": 8_062_504, "EfficientNetB0": 5_330_571}
 
 
 @pytest.mark.parametrize("arch", sorted(DOCUMENTED))
@@ -90,7 +90,7 @@ def test_resnet50_forward_equals_pytorch(tnt):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("arch", ["ResNet50", "MobileNetV2", "VGG16", "DenseNet121", "ResNet152"])
+@pytest.mark.parametrize("arch", ["ResNet50", "MobileNetV2", "VGG16", "DenseNet121", "ResNet152", "EfficientNetB0"])
 def test_small_input_predicts_and_trains(tnt, arch):
     k = tnt.keras
     m = getattr(k.applications, arch)(weights=None, input_shape=(32, 32, 3), classes=3)

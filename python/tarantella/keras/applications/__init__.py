@@ -4,11 +4,14 @@ Keras's file from its cache folder (~/.keras/models, the same file names); Taran
 download, and names the file and where it goes when it is absent."""
 import sys
 
-from tarantella.keras.applications import imagenet_utils, resnet, vgg, mobilenet_v2, densenet  # noqa: F401
+from tarantella.keras.applications import imagenet_utils, resnet, vgg, mobilenet_v2, densenet, efficientnet  # noqa: F401,E501
 from tarantella.keras.applications.resnet import ResNet50, ResNet101, ResNet152  # noqa: F401
 from tarantella.keras.applications.vgg import VGG16, VGG19  # noqa: F401
 from tarantella.keras.applications.mobilenet_v2 import MobileNetV2  # noqa: F401
 from tarantella.keras.applications.densenet import DenseNet121, DenseNet169, DenseNet201  # noqa: F401
+from tarantella.keras.applications.efficientnet import (EfficientNetB0, EfficientNetB1, EfficientNetB2,  # noqa: F401
+                                                        EfficientNetB3, EfficientNetB4, EfficientNetB5,
+                                                        EfficientNetB6, EfficientNetB7)
 
 # Keras's module names: keras.applications.resnet50, vgg16, vgg19 (each with its preprocess_input)
 resnet50 = resnet
