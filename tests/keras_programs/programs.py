@@ -271,7 +271,7 @@ PROGRAMS = [
     _k2("variational_autoencoder", "Lambda sampling, add_loss", [("epochs = 50", "epochs = 1", EPOCHS)],
         group="custom_code"),
     _k2("mnist_swwae", "K.gradients in a Lambda", [("epochs = 5", "epochs = 1", EPOCHS)], group="custom_code"),
-    _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with train_step",
+    _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with compute_loss (a frozen teacher)",
         [("epochs=3", "epochs=1", EPOCHS, 2), ("epochs=5", "epochs=1", EPOCHS)], group="custom_code"),
     _io("io_mlp_image_classification", "vision/mlp_image_classification", "custom layers (MLP-Mixer, FNet, gMLP)",
         [("num_epochs = 50", "num_epochs = 1", EPOCHS),
