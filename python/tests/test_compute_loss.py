@@ -2,6 +2,8 @@
 report is the override's formula (NumPy), one SGD step moves the student as PyTorch's autograd of
 that loss says, the teacher called inside compute_loss stays frozen, the compiled metrics read the
 labels, predict gives call's output; train_step overrides stay a clear error."""
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -149,3 +151,26 @@ def test_traced_builtin_losses(tnt):
         per_batch = k.Model([a, b], k.ops.expand_dims(loss(a, b), 0) + k.ops.zeros_like(a[:, :1]))
         got = per_batch.predict([yt, yp], batch_size=6, verbose=0)
         np.testing.assert_allclose(got, np.full((6, 1), want), rtol=1e-5, err_msg=type(loss).__name__)
+
+
+def test_distiller_on_1_2_3_ranks_equal(tmp_path):
+    """The added loss of compute_loss (a batch mean) over ranks by their shares: 2 and 3 ranks (7, 7
+    and 6 of each batch of 20) train as 1."""
+    import json
+    import os
+    from conftest import HERE, launch
+
+    def job(n):
+        d = tmp_path / f"r{n}"
+        d.mkdir()
+        launch(n, [sys.executable, os.path.join(HERE, "compute_loss_job.py"), str(d)], timeout=240)
+        return [json.load(open(d / f"rank_{i}.json")) for i in range(n)]
+
+    (one,) = job(1)
+    assert one["history"]["loss"][-1] < one["history"]["loss"][0]
+    for r in job(2) + job(3):
+        for key, v in one["history"].items():
+            np.testing.assert_allclose(r["history"][key], v, rtol=1e-5, err_msg=key)
+        np.testing.assert_allclose(r["evaluate"]["loss"], one["evaluate"]["loss"], rtol=1e-5)
+        for a, b in zip(r["weights"], one["weights"]):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
