@@ -148,3 +148,16 @@ def test_fft2_and_fft(tnt):
     np.testing.assert_allclose(im, want.imag, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="pair"):
         ops.fft2(x)
+
+
+def test_tf_image_names(tnt):
+    """tf.image.extract_patches (sizes/strides/rates as [1, r, c, 1]) and tf.image.resize, as Keras 2
+    code calls them, are the same operations."""
+    import tarantella.tensorflow as tf
+    x = np.random.default_rng(6).normal(size=(2, 9, 8, 3)).astype(np.float32)
+    got = tf.image.extract_patches(x, sizes=[1, 2, 3, 1], strides=[1, 1, 2, 1], rates=[1, 2, 1, 1], padding="SAME")
+    want = _torch_patches(torch.tensor(x), (2, 3), (1, 2), (2, 1), "same").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(tf.image.resize(x, (4, 5)), tnt.keras.ops.image.resize(x, (4, 5)), rtol=1e-6)
+    with pytest.raises(ValueError, match="sizes"):
+        tf.image.extract_patches(x, sizes=[2, 2], strides=[1, 1, 1, 1], rates=[1, 1, 1, 1], padding="VALID")
