@@ -115,6 +115,8 @@ def prepare(model, x, y, what):
     """fit/evaluate/predict data for a model with compute_loss: the labels also go to the label
     input (predict: zeros of their shape, once the model has one)."""
     from tarantella import data as tnt_data
+    if what == "predict" and getattr(model, "_loss_labels", None) is None:
+        return x, y  # built from call alone: no label input
     if isinstance(x, tnt_data.Dataset):
         raise NotImplementedError(f"{what}: a model that overrides compute_loss takes arrays x and y (a Dataset is "
                                   f"not supported yet)")
@@ -122,11 +124,7 @@ def prepare(model, x, y, what):
         raise NotImplementedError(f"{what}: a model that overrides compute_loss takes arrays (not a dict by name)")
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
     if what == "predict":
-        shape = getattr(model, "_loss_labels", None)
-        if shape is None:
-            return x, y
-        n = len(xs[0])
-        return xs + [np.zeros((n,) + shape, np.float32)], y
+        return xs + [np.zeros((len(xs[0]),) + model._loss_labels, np.float32)], y
     if y is None:
         raise ValueError(f"{what}: {type(model).__name__} overrides compute_loss, which takes the labels: give y")
     if isinstance(y, (list, tuple, dict)):
