@@ -312,7 +312,7 @@ def squeeze(x, axis=None):
 @_lifted
 def broadcast_to(x, shape):
     if _builtins.any(d is None or hasattr(d, "like") for d in shape):  # to (batch, ...): add batch zeros
-        return x + _batch_full(shape, 0.0, "float32")
+        return x + _batch_full(shape, 0.0, "float32", graph=_graph_of(x))
     s = [int(d) for d in shape]
     return _trace.record("broadcast_to", [_t(x, _graph_of(x))], {"shape": s}, lambda a: np.broadcast_to(a, s))
 
@@ -444,7 +444,7 @@ def _has_batch(shape):
     return isinstance(shape, (tuple, list)) and _builtins.any(d is None or hasattr(d, "like") for d in shape)
 
 
-def _batch_full(shape, fill_value, dtype):
+def _batch_full(shape, fill_value, dtype, graph=None):
     """A constant of shape (batch, ...) inside a traced call (Keras code writes
     ops.zeros((inputs.shape[0], units)) for an RNN's initial state): fill_value broadcast along the
     batch of the call's first batched input."""
@@ -454,10 +454,11 @@ def _batch_full(shape, fill_value, dtype):
     if shape[0] is not None or None in shape[1:]:
         raise TraceError(f"{_trace._user_line()}: a constant of shape {shape}: only its first axis may be the batch "
                          f"(None)")
+    graph = graph or (_custom._TRACING[-1] if _custom._TRACING else None)
     if like is not None:
         ref = like
-    elif _custom._TRACING:  # a traced call: its graph's inputs
-        ref = next((t for s, t in _custom._TRACING[-1].inputs if s and s[0] is None), None)
+    elif graph is not None:  # a traced call (or the operation's own graph): its inputs
+        ref = next((t for s, t in graph.inputs if s and s[0] is None), None)
     else:  # a layer of built-in layers whose call runs on the model's tensors
         ref = next(iter(_custom._FUNCTIONAL_INPUTS[-1]), None) if _custom._FUNCTIONAL_INPUTS else None
     if ref is None:
