@@ -158,8 +158,6 @@ class Layer:
         except TypeError as e:
             raise TypeError(f"{self.class_name}: {e}") from None
         self._args = dict(bound.arguments)  # what was given explicitly
-        if self.class_name == "Normalization" and isinstance(self._args.get("axis"), (int, np.integer)):
-            self._args["axis"] = [int(self._args["axis"])]  # Keras keeps (and writes) a tuple of axes
         if "data_format" in own and self._args.get("data_format") is None and own["data_format"].default is None:
             from tarantella.keras import backend as _K  # Keras: K.image_data_format() when the layer is made
             if _K.image_data_format() != "channels_last":
@@ -244,6 +242,8 @@ class Layer:
         if self._dtype_policy != "float32":
             cfg["dtype"] = self._dtype_policy
         cfg.update({k: serialize(v) for k, v in self._args.items()})
+        if self.class_name == "Normalization" and isinstance(cfg.get("axis"), int):
+            cfg["axis"] = [cfg["axis"]]  # Keras writes its tuple of axes
         if self._input_shape is not None:
             cfg["batch_input_shape"] = [None] + list(self._input_shape)
         return cfg
