@@ -73,7 +73,7 @@ def _torch_resnet50_notop(model, x):
 
 
 def test_resnet50_forward_equals_pytorch(tnt):
-    m = tnt.keras.applications.ResNet50(weights=None, include_top=False, pooling="avg", input_shape=(64, 64, 3))
+    m = tnt.keras.applications.ResNet50(weights=None, include_top=False, pooling="avg", input_shape=(48, 48, 3))
     rng = np.random.default_rng(0)
     ws = m.get_weights()  # batch norms with non-trivial statistics, so inference normalizes for real
     info = [w.name for w in m.weights]
@@ -83,14 +83,14 @@ def test_resnet50_forward_equals_pytorch(tnt):
         elif "moving_variance" in name:
             ws[i] = rng.uniform(0.5, 1.5, ws[i].shape).astype(np.float32)
     m.set_weights(ws)
-    x = rng.uniform(0, 1, (2, 64, 64, 3)).astype(np.float32)
+    x = rng.uniform(0, 1, (2, 48, 48, 3)).astype(np.float32)
     got = m.predict(x, verbose=0)
     want = _torch_resnet50_notop(m, x)
     assert got.shape == (2, 2048)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("arch", ["ResNet50", "MobileNetV2", "VGG16", "DenseNet121", "ResNet152", "EfficientNetB0"])
+@pytest.mark.parametrize("arch", ["ResNet50", "MobileNetV2", "VGG16", "DenseNet121", "EfficientNetB0"])
 def test_small_input_predicts_and_trains(tnt, arch):
     k = tnt.keras
     m = getattr(k.applications, arch)(weights=None, input_shape=(32, 32, 3), classes=3)
