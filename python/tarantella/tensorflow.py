@@ -3,7 +3,7 @@
 
     tf.keras, tf.data (Datasets, AUTOTUNE), tf.random.set_seed, tf.constant, tf.convert_to_tensor,
     tf.TensorSpec, the dtypes (tf.float32, ...), tf.__version__, tf.config.list_physical_devices,
-    tf.get_logger, tf.executing_eagerly.
+    tf.get_logger, tf.executing_eagerly, tf.image.{extract_patches, resize, rgb_to_grayscale}.
 
 Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow). The tensor math
 (tf.reduce_mean, tf.matmul, tf.nn.relu, tf.concat, ...) records operations on symbolic tensors, in a
@@ -148,6 +148,26 @@ config = types.SimpleNamespace(
                                        tensor_float_32_execution_enabled=_tensor_float_32_execution_enabled),
     threading=types.SimpleNamespace(set_inter_op_parallelism_threads=_accepted,
                                     set_intra_op_parallelism_threads=_accepted))
+
+
+def _image_extract_patches(images, sizes, strides, rates, padding, name=None):
+    """tf.image.extract_patches: sizes, strides and rates as [1, rows, cols, 1]."""
+    for what, v in (("sizes", sizes), ("strides", strides), ("rates", rates)):
+        if len(v) != 4 or v[0] != 1 or v[3] != 1:
+            raise ValueError(f"tf.image.extract_patches: {what} {list(v)} (expected [1, rows, cols, 1])")
+    return keras.ops.image.extract_patches(images, (sizes[1], sizes[2]), strides=(strides[1], strides[2]),
+                                           dilation_rate=(rates[1], rates[2]), padding=str(padding).lower())
+
+
+def _image_resize(images, size, method="bilinear", preserve_aspect_ratio=False, antialias=False, name=None):
+    """tf.image.resize (half-pixel centers), bilinear or nearest."""
+    if preserve_aspect_ratio:
+        raise NotImplementedError("tf.image.resize: preserve_aspect_ratio=True is not supported")
+    return keras.ops.image.resize(images, size, interpolation=str(method), antialias=antialias)
+
+
+image = types.SimpleNamespace(extract_patches=_image_extract_patches, resize=_image_resize,
+                              rgb_to_grayscale=lambda images, name=None: keras.ops.image.rgb_to_grayscale(images))
 
 
 def _install_math():

@@ -14,7 +14,7 @@
 #define TNT_PLAN_CACHE 4
 #define TNT__METRIC_STATE_MAX 256 /* doubles of state of the user's Metric classes, all together */
 #define TNT_MAX_METRICS 16
-#define TNT_MAX_IO 8 /* model inputs and outputs */
+#define TNT_MAX_IO 64 /* model inputs and outputs (a feature extractor returns every layer's output) */
 
 /* One call of a layer: inputs and output are tensor ids of the model. */
 typedef struct tnt__node {

@@ -324,6 +324,8 @@ int tnt__metric_resolve(const tnt__metric *m, int64_t c) {
     return m->kind;
 }
 
+bool tnt__metric_sparse_labels(const tnt__metric *m, int64_t c) { return needs_sparse(tnt__metric_resolve(m, c)) == 1; }
+
 /* tf.argmax over a row: the first index of the maximum */
 static int64_t argmax(const float *x, int64_t c) {
     int64_t best = 0;

@@ -93,6 +93,8 @@ tnt_status tnt__metric_check_loss(const tnt__metric *m, tnt_loss_kind loss);
 
 /* The concrete kind a metric computes for c outputs per sample (resolves accuracy/crossentropy). */
 int tnt__metric_resolve(const tnt__metric *m, int64_t c);
+/* Whether m reads one class index per position (sparse labels) for c outputs per position. */
+bool tnt__metric_sparse_labels(const tnt__metric *m, int64_t c);
 /* Whether metric m is computed on output k. */
 static inline bool tnt__metric_on_output(const tnt__metric *m, int k) { return m->output < 0 || m->output == k; }
 /* Keras name of a kind, e.g. "sparse_categorical_accuracy". */

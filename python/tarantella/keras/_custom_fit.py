@@ -34,8 +34,9 @@ def bind_optimizer(model, optimizer):
 
 
 def python_loop(model):
-    """fit runs the loop in Python: the user's train_step or compute_loss."""
-    return _user_override(model, "train_step") or _user_override(model, "compute_loss")
+    """fit runs the loop in Python: the user's train_step (a compute_loss alone is traced with call
+    and trains in C: keras/_compute_loss.py)."""
+    return _user_override(model, "train_step")
 
 
 # ---- compiled loss and metrics as Keras objects --------------------------------------------------
@@ -138,7 +139,7 @@ def compute_metrics(model, x, y, y_pred, sample_weight=None):
 
 
 def default_train_step(model, data):
-    """Keras's train_step, for a model that overrides compute_loss (or test_step) only."""
+    """Keras's train_step, for a model whose fit runs in Python for another override (test_step)."""
     import tarantella.tensorflow as tf
     x, y, sw = _unpack(data)
     with tf.GradientTape() as tape:

@@ -183,8 +183,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- the library model ----
     def _arch_json(self, input_shape=None):
         if self._kind == "subclassed":
-            from tarantella.keras import _submodel
+            from tarantella.keras import _submodel, _compute_loss
             _submodel.trace(self, input_shape)
+            return _compute_loss.freeze_json(self, functional_json(self._inputs, self._outputs, self.name))
         return functional_json(self._inputs, self._outputs, self.name)
 
     def _can_build(self, input_shape=None):
@@ -247,6 +248,9 @@ class Model(ModelAPI, metaclass=_ModelType):
         self._set_handle(h)
         from tarantella.keras import _custom  # weights of custom layers whose initial values Python made
         _custom.apply_initial_values(self, h)
+        if getattr(self, "_loss_override", False):  # built again with its labels (keras/_compute_loss.py)
+            from tarantella.keras import _compute_loss
+            _compute_loss.restore_weights(self, h)
         if old:
             ws = h.get_weights()
             for i, (name, shape) in enumerate(h.weights_info()):
@@ -432,7 +436,12 @@ class Model(ModelAPI, metaclass=_ModelType):
         from tarantella.keras import _custom_fit  # a train_step of the user's needs the optimizer only
         if c["loss"] is None and _custom_fit.python_loop(self):
             return _custom_fit.bind_optimizer(self, c["optimizer"])
-        if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
+        if getattr(self, "_loss_override", False) and (c["loss"] is None or getattr(c["loss"], "stand_in", None)):
+            if self._loss_labels is None:
+                return  # built for predict: compiled when fit or evaluate builds it again with the labels
+            from tarantella.keras import _compute_loss  # the loss is compute_loss's, added in the graph
+            c["loss"] = _compute_loss.ZeroLoss(sparse=self._loss_labels_flat)
+        elif _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
         c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
@@ -489,6 +498,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        if getattr(self, "_loss_override", False):  # compute_loss: the labels are an input too
+            from tarantella.keras import _compute_loss
+            x, y = _compute_loss.prepare(self, x, y, what.split()[0])
         given = x
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
         if x is not given and isinstance(x, tnt_data.Dataset) and x.is_batched:
@@ -678,6 +690,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     def predict_on_batch(self, x):
         self._touched = True
         self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
+        if getattr(self, "_loss_override", False):  # zeros for the label input of compute_loss
+            from tarantella.keras import _compute_loss
+            x, _ = _compute_loss.prepare(self, x, None, "predict")
         if isinstance(x, dict):  # by input name
             from tarantella.keras import _submodel
             _submodel.build_from_dict(self, x)

@@ -242,6 +242,8 @@ class Layer:
         if self._dtype_policy != "float32":
             cfg["dtype"] = self._dtype_policy
         cfg.update({k: serialize(v) for k, v in self._args.items()})
+        if self.class_name == "Normalization" and isinstance(cfg.get("axis"), int):
+            cfg["axis"] = [cfg["axis"]]  # Keras writes its tuple of axes
         if self._input_shape is not None:
             cfg["batch_input_shape"] = [None] + list(self._input_shape)
         return cfg
