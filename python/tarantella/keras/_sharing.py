@@ -69,11 +69,12 @@ def apply_trainable(model):
     """At compile (Keras 2's rule): each layer of model trains or not as its trainable and that of
     every model around it in model say now."""
     from tarantella.keras.engine import Model
+    loss_only = getattr(model, "_loss_frozen", None) or set()  # a teacher called by compute_loss
 
     def walk(m, on):
         for layer in m._layers:
             if isinstance(layer, Model):
-                walk(layer, on and layer.trainable)
+                walk(layer, on and layer.trainable and layer.name not in loss_only)
             else:
                 model._h.set_trainable(layer.name, bool(on and getattr(layer, "trainable", True)))
     walk(model, True)
