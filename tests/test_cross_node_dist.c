@@ -4,8 +4,7 @@
  * the sum equals MPI_Allreduce's within 1e-6 (relative to the sum of magnitudes), every rank holds
  * bitwise the same values, and a second run repeats them bitwise; bfloat16 on the wire (the
  * compressed path's operation) likewise, within bfloat16's rounding of a double reference; auto
- * picks by the cost model (doubling for small messages, halving on a power of two, the ring for
- * large messages on a count that is not one). */
+ * picks by the cost model (doubling for small messages, halving over q's factors for large). */
 #include "testutil.h"
 
 #include "comm/cross_node.h"
@@ -95,15 +94,16 @@ static void test_auto_choice(void **state) {
     assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 4096, 24), TNT__CROSS_DOUBLING);
     assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 4096, 16), TNT__CROSS_DOUBLING);
     assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 8 << 20, 16), TNT__CROSS_HALVING);
-    assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 8 << 20, 24), TNT__CROSS_RING);
-    assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 8 << 20, 3), TNT__CROSS_RING);
+    assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 8 << 20, 24), TNT__CROSS_HALVING);
+    assert_int_equal(tnt__cross_choose(TNT__CROSS_AUTO, 8 << 20, 3), TNT__CROSS_HALVING);
     for (int a = TNT__CROSS_MPI; a <= TNT__CROSS_DOUBLING; a++) /* an algorithm asked is the one run */
         assert_int_equal(tnt__cross_choose((tnt__cross_algo)a, 1 << 20, 24), a);
-    /* each rank's additions: the ring and halving (q - 1)/q of the message, doubling log2 q of it */
+    /* each rank's additions: the ring and halving (q - 1)/q of the message, doubling log2 q of it
+     * (off a power of two, the folding ranks one whole message more) */
     assert_int_equal(tnt__cross_combined(TNT__CROSS_RING, 2400, 24), 2300);
-    assert_int_equal(tnt__cross_combined(TNT__CROSS_HALVING, 1600, 16), 1500);
-    assert_int_equal(tnt__cross_combined(TNT__CROSS_HALVING, 1600, 24), 1500 + 1600);
+    assert_int_equal(tnt__cross_combined(TNT__CROSS_HALVING, 2400, 24), 2300);
     assert_int_equal(tnt__cross_combined(TNT__CROSS_DOUBLING, 100, 16), 400);
+    assert_int_equal(tnt__cross_combined(TNT__CROSS_DOUBLING, 100, 24), 500);
 }
 
 int main(int argc, char **argv) {

@@ -8,10 +8,12 @@
  * same code sums floats and, compressed, bfloat16 with its own operation):
  *  - ring: reduce-scatter then allgather around the ring, 2(q-1) steps of n/q elements: the
  *    fewest bytes for any q, at q-proportional latency;
- *  - halving (Rabenseifner): recursive halving then recursive doubling on the largest power of
- *    two pof2 <= q, 2 log2(pof2) steps and the same bytes as the ring; the q - pof2 extra ranks
- *    first send their whole vector to a partner and receive the result at the end;
- *  - doubling: log2(pof2) exchanges of the whole vector (the same fold), for small messages.
+ *  - halving: recursive halving then doubling over the prime factors of q (mixed radix: a stage
+ *    of radix k is a ring of k ranks), 2 * sum(k_i - 1) steps and the ring's bytes: Rabenseifner's
+ *    algorithm for a power of two, and for 24 = 2 x 2 x 2 x 3 ten steps without the fold (MPI's
+ *    way off a power of two: the extra ranks' whole vectors in, the result out); a prime q: the ring;
+ *  - doubling: log2(pof2) exchanges of the whole vector for small messages, pof2 the largest
+ *    power of two <= q; the q - pof2 extra ranks are folded in first and sent the result after.
  * Deterministic: every element's sum is formed in a fixed order (ring and halving: by one rank,
  * then copied to all; doubling: both partners add the same two values, and x + y == y + x
  * bitwise), so every rank gets bitwise the same values on every run. */
@@ -38,24 +40,31 @@ static int log2_int(int p) {
     return l;
 }
 
+/* q's prime factors, ascending (at most 31 of them): the radices of halving's stages */
+static int factors(int q, int *k) {
+    int m = 0;
+    for (int f = 2; q > 1; f++)
+        while (q % f == 0) k[m++] = f, q /= f;
+    return m;
+}
+
 tnt__cross_algo tnt__cross_choose(tnt__cross_algo asked, int64_t bytes, int q) {
     if (asked != TNT__CROSS_AUTO) return asked;
     if (q <= 1) return TNT__CROSS_DOUBLING;
-    int pof2 = pow2_floor(q), steps = log2_int(pof2);
+    int pof2 = pow2_floor(q), steps = log2_int(pof2), k[32], m = factors(q, k), radix_steps = 0;
+    for (int i = 0; i < m; i++) radix_steps += k[i] - 1;
     double n = (double)bytes, fold = q == pof2 ? 0 : 2 * (ALPHA_S + n * BETA_S_PER_BYTE);
-    double ring = 2.0 * (q - 1) * (ALPHA_S + n / q * BETA_S_PER_BYTE);
-    double halving = 2.0 * steps * ALPHA_S + 2.0 * n * (pof2 - 1) / pof2 * BETA_S_PER_BYTE + fold;
+    /* halving never costs more than the ring (the same bytes in fewer steps; a prime q: the same) */
+    double halving = 2.0 * radix_steps * ALPHA_S + 2.0 * n * (q - 1) / q * BETA_S_PER_BYTE;
     double doubling = steps * (ALPHA_S + n * BETA_S_PER_BYTE) + fold;
-    if (doubling <= halving && doubling <= ring) return TNT__CROSS_DOUBLING;
-    return halving <= ring ? TNT__CROSS_HALVING : TNT__CROSS_RING;
+    return doubling <= halving ? TNT__CROSS_DOUBLING : TNT__CROSS_HALVING;
 }
 
 int64_t tnt__cross_combined(tnt__cross_algo algo, int64_t count, int q) {
     if (q <= 1 || algo == TNT__CROSS_MPI) return 0;
     int pof2 = pow2_floor(q);
     int64_t fold = q == pof2 ? 0 : count;
-    if (algo == TNT__CROSS_RING) return count * (q - 1) / q;
-    if (algo == TNT__CROSS_HALVING) return count * (pof2 - 1) / pof2 + fold;
+    if (algo == TNT__CROSS_RING || algo == TNT__CROSS_HALVING) return count * (q - 1) / q;
     return count * log2_int(pof2) + fold;
 }
 
@@ -96,23 +105,32 @@ static int ring(const xfer *t, int64_t n, int me, int q) {
     return rc;
 }
 
-/* Among ranks [0, pof2): rank me ends holding block me of pof2 summed, then every block. */
-static int halving(const xfer *t, int64_t n, int me, int pof2) {
-    int lo = 0, hi = pof2, rc = MPI_SUCCESS;
-    for (int mask = pof2 / 2; mask >= 1 && rc == MPI_SUCCESS; mask /= 2) {
-        int partner = me ^ mask, mid = (lo + hi) / 2;
-        int keep_lo = me & mask ? mid : lo, keep_hi = me & mask ? hi : mid;
-        int give_lo = me & mask ? lo : mid, give_hi = me & mask ? mid : hi;
-        rc = exchange(t, partner, cut(n, give_lo, pof2), cut(n, give_hi, pof2), partner, cut(n, keep_lo, pof2),
-                      cut(n, keep_hi, pof2), 1);
-        lo = keep_lo, hi = keep_hi;
+/* Recursive halving over the factors of q: stage i splits the range of blocks (q blocks of the
+ * vector) a rank is responsible for into k_i parts, and the k_i ranks that differ only in digit i
+ * of their rank (mixed radix) reduce-scatter it around a ring of k_i; after the last stage each
+ * rank holds one block summed. The allgather retraces the stages backwards. */
+static int halving(const xfer *t, int64_t n, int me, int q) {
+    int k[32], lo[32], hi[32], m = factors(q, k), stride = 1, rc = MPI_SUCCESS;
+    int cur_lo = 0, cur_hi = q;
+    for (int i = 0; i < m; i++) {
+        int d = me / stride % k[i], w = (cur_hi - cur_lo) / k[i];
+        int right = me + ((d + 1) % k[i] - d) * stride, left = me + ((d + k[i] - 1) % k[i] - d) * stride;
+        lo[i] = cur_lo, hi[i] = cur_hi;
+        for (int s = 0; s < k[i] - 1 && rc == MPI_SUCCESS; s++) {
+            int send = cur_lo + (d - s + 2 * k[i]) % k[i] * w, recv = cur_lo + (d - s - 1 + 2 * k[i]) % k[i] * w;
+            rc = exchange(t, right, cut(n, send, q), cut(n, send + w, q), left, cut(n, recv, q), cut(n, recv + w, q), 1);
+        }
+        cur_lo += (d + 1) % k[i] * w, cur_hi = cur_lo + w; /* the part summed here whole */
+        stride *= k[i];
     }
-    for (int mask = 1; mask < pof2 && rc == MPI_SUCCESS; mask *= 2) { /* lo == me's range: doubles */
-        int partner = me ^ mask, width = hi - lo;
-        int other_lo = me & mask ? lo - width : hi;
-        rc = exchange(t, partner, cut(n, lo, pof2), cut(n, hi, pof2), partner, cut(n, other_lo, pof2),
-                      cut(n, other_lo + width, pof2), 0);
-        lo = lo < other_lo ? lo : other_lo, hi = lo + 2 * width;
+    for (int i = m - 1; i >= 0 && rc == MPI_SUCCESS; i--) {
+        stride /= k[i];
+        int d = me / stride % k[i], w = (hi[i] - lo[i]) / k[i];
+        int right = me + ((d + 1) % k[i] - d) * stride, left = me + ((d + k[i] - 1) % k[i] - d) * stride;
+        for (int s = 0; s < k[i] - 1 && rc == MPI_SUCCESS; s++) {
+            int send = lo[i] + (d + 1 - s + 2 * k[i]) % k[i] * w, recv = lo[i] + (d - s + 2 * k[i]) % k[i] * w;
+            rc = exchange(t, right, cut(n, send, q), cut(n, send + w, q), left, cut(n, recv, q), cut(n, recv + w, q), 0);
+        }
     }
     return rc;
 }
@@ -136,11 +154,13 @@ int tnt__cross_allreduce(void *x, int64_t count, MPI_Datatype type, MPI_Op op, M
     if ((rc = MPI_Comm_rank(comm, &me)) != MPI_SUCCESS) return rc;
     int pof2 = pow2_floor(q);
     /* scratch: one received chunk (ring), half the vector (halving), the whole (doubling, fold) */
-    int64_t need = algo == TNT__CROSS_RING ? count / q + 1 : q != pof2 || algo == TNT__CROSS_DOUBLING ? count : count / 2 + 1;
+    int64_t need = algo == TNT__CROSS_RING ? count / q + 1 : algo == TNT__CROSS_HALVING ? count / 2 + 1 : count;
     xfer t = {x, malloc((size_t)need * (size_t)size_int), (size_t)size_int, type, op, comm};
     if (!t.tmp) return MPI_ERR_NO_MEM;
     if (algo == TNT__CROSS_RING) {
         rc = ring(&t, count, me, q);
+    } else if (algo == TNT__CROSS_HALVING) {
+        rc = halving(&t, count, me, q);
     } else if (me >= pof2) { /* an extra rank: folded into me - pof2, which sends the result back */
         rc = MPI_Send(x, (int)count, type, me - pof2, TAG, comm);
         if (rc == MPI_SUCCESS) rc = MPI_Recv(x, (int)count, type, me - pof2, TAG, comm, MPI_STATUS_IGNORE);
@@ -149,8 +169,7 @@ int tnt__cross_allreduce(void *x, int64_t count, MPI_Datatype type, MPI_Op op, M
             rc = MPI_Recv(t.tmp, (int)count, type, me + pof2, TAG, comm, MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS) rc = MPI_Reduce_local(t.tmp, x, (int)count, type, op);
         }
-        if (rc == MPI_SUCCESS)
-            rc = algo == TNT__CROSS_HALVING ? halving(&t, count, me, pof2) : doubling(&t, count, me, pof2);
+        if (rc == MPI_SUCCESS) rc = doubling(&t, count, me, pof2);
         if (rc == MPI_SUCCESS && me < q - pof2) rc = MPI_Send(x, (int)count, type, me + pof2, TAG, comm);
     }
     free(t.tmp);

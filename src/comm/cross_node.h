@@ -9,12 +9,13 @@
 
 /* TNT_CROSS_NODE: the algorithm (auto: chosen per message by size and participant count) */
 typedef enum tnt__cross_algo {
-    TNT__CROSS_AUTO,         /* the cheapest of ring, halving and doubling by the cost model below */
-    TNT__CROSS_MPI,          /* MPI_Allreduce: the MPI library's own choice */
-    TNT__CROSS_RING,         /* ring reduce-scatter + allgather: 2(q-1) steps of n/q, any q */
-    TNT__CROSS_HALVING,      /* recursive halving + doubling (Rabenseifner); q not a power of two:
-                              * the extra ranks folded in first and sent the result after */
-    TNT__CROSS_DOUBLING,     /* recursive doubling of the whole message (the same fold) */
+    TNT__CROSS_AUTO,     /* halving or doubling, the cheaper by a latency-bandwidth cost model */
+    TNT__CROSS_MPI,      /* MPI_Allreduce: the MPI library's own choice */
+    TNT__CROSS_RING,     /* ring reduce-scatter + allgather: 2(q-1) steps of n/q, any q */
+    TNT__CROSS_HALVING,  /* recursive halving + doubling over q's prime factors (Rabenseifner's
+                          * on a power of two; no fold otherwise): 2 sum(k_i - 1) steps, ring's bytes */
+    TNT__CROSS_DOUBLING, /* recursive doubling of the whole message; off a power of two the extra
+                          * ranks are folded in first and sent the result after */
 } tnt__cross_algo;
 
 /* The algorithm an allreduce of bytes among q ranks runs (never AUTO; the same on every rank
