@@ -92,6 +92,7 @@ def simulate(args, table, platform, ranks, reducer, compute_scale, tmp):
     cmd = [args.smpirun, "-np", str(ranks * per_host), "-platform", xml, "-hostfile", hosts,
            "--cfg=smpi/simulate-computation:no", "--cfg=smpi/test:1e-7", "--cfg=smpi/coll-selector:ompi",
            "--cfg=smpi/shared-malloc-blocksize:8388608", "--log=root.thres:critical",
+           *[f"--cfg={c}" for c in args.smpi_cfg],
            args.sim, "--table", table, "--reducer", sim_reducer, "--cross", cross, "--compute-scale", f"{compute_scale:.6g}",
            "--sum-gbps", f"{sum_gbps:.6g}", "--steps", "1"]
     env = dict(os.environ, TNT_FORCE_MPI="1", OMP_NUM_THREADS="1")
@@ -123,6 +124,9 @@ def main():
     ap.add_argument("--platforms", default="cpu,cpu-socket,gpu")
     ap.add_argument("--out", default="scale-study", help="folder for results.csv and scale_study.png")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--counts", help="rank counts to simulate instead of each platform's (comma list)")
+    ap.add_argument("--smpi-cfg", action="append", default=[], metavar="KEY:VALUE",
+                    help="one more SimGrid setting (e.g. smpi/lat-factor:1: the links' own latency)")
     ap.add_argument("--quick", action="store_true", help="4 simulated ranks of LeNet-5 (ctest)")
     ap.add_argument("--plot-logs", nargs="+", help="no simulation: draw the tables printed by earlier runs")
     args = ap.parse_args()
@@ -147,7 +151,8 @@ def main():
                       f"{float(prof['step']) * scale * 1e3:.1f} ms, {int(prof['params']) * 4 / 1e6:.1f} MB of gradients)")
                 print("| ranks | nodes | reducer | step ms | exposed ms | speed-up | efficiency | Tarantella |")
                 print("|---|---|---|---|---|---|---|---|")
-                for ranks in PLATFORMS[platform]["counts"]:
+                counts = [int(c) for c in args.counts.split(",")] if args.counts else PLATFORMS[platform]["counts"]
+                for ranks in counts:
                     for reducer in args.reducers.split(","):
                         r = simulate(args, table, platform, ranks, reducer, scale, tmp)
                         r["model"] = model
