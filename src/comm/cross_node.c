@@ -43,8 +43,9 @@ static int log2_int(int p) {
 /* q's prime factors, ascending (at most 31 of them): the radices of halving's stages */
 static int factors(int q, int *k) {
     int m = 0;
-    for (int f = 2; q > 1; f++)
+    for (int f = 2; f <= q / f; f++)
         while (q % f == 0) k[m++] = f, q /= f;
+    if (q > 1) k[m++] = q; /* what is left is prime */
     return m;
 }
 
