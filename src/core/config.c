@@ -36,6 +36,9 @@ static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblock
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
 static const choice reducers[] = {{"flat", TNT_REDUCER_FLAT}, {"node", TNT_REDUCER_NODE},
                                    {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
+static const choice cross_algos[] = {{"auto", TNT__CROSS_NODE_AUTO}, {"mpi", TNT__CROSS_NODE_MPI},
+                                     {"ring", TNT__CROSS_NODE_RING}, {"halving", TNT__CROSS_NODE_HALVING},
+                                     {"doubling", TNT__CROSS_NODE_DOUBLING}, {NULL, 0}};
 static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
                                        {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
                                        {NULL, 0}};
@@ -66,6 +69,7 @@ static const setting settings[] = {
     CHOICE("TNT_COMPRESSION", compression, compressions),
     CHOICE("TNT_REDUCER", reducer, reducers),
     INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
+    CHOICE("TNT_CROSS_NODE", cross_node, cross_algos),
     STRING("TNT_TIMELINE", timeline),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),

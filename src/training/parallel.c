@@ -110,9 +110,9 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     const tnt_distribute_opts *o = &m->distribute_opts;
     const tnt__config *c = tnt__config_get();
     int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-    int64_t reducer_cfg[4] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+    int64_t reducer_cfg[5] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
                               o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression,
-                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer};
+                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer, c->cross_node};
     /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
@@ -120,7 +120,8 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
-                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)",
+                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer, "
+                            "TNT_CROSS_NODE)",
                             "training device and TNT_GPU_COMM (fingerprint 1: cpu; 2, 6, 10: gpu with TNT_GPU_COMM "
                             "auto, mpi, nccl; see TNT_DEVICE)"};
     /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */

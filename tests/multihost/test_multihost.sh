@@ -25,7 +25,8 @@
 # and address each rank sees), with a hostfile of names and one of addresses; (2) LeNet-5 trained
 # on those 4 ranks prints the same epoch loss/accuracy, evaluation and final test loss/accuracy
 # as the same 4-rank run on one host with the default transports (equal, or within 1e-4
-# relative), also with --reducer node and sharded, and test_reducer_dist passes there (Open MPI);
+# relative), also with --reducer node and sharded, and test_reducer_dist passes there (Open MPI),
+# and so does test_cross_node_dist (the cross-node allreduce's algorithms);
 # (3) the multi-host run moved megabytes through both veth pairs, both ways;
 # (4) tarantella --cleanup goes through the agent to every "host" and ends a process started
 # there (the hosts share one process table, so any host's pass can be the one that ends it).
@@ -320,6 +321,17 @@ if [ "$MPI" != mpich ] && [ -x "$RD" ]; then
     [ $RC -eq 0 ] && grep -q "PASSED  \] 6 test" "$TMP/reducer" && ! grep -q "FAILED\|SKIPPED" "$TMP/reducer" &&
         ok "test_reducer_dist on 2 hosts x 2 ranks: node-aware and sharded equal flat, bitwise repeatable" ||
         fail "test_reducer_dist on 2 hosts x 2 ranks (exit $RC)"
+fi
+
+# ---- 3d. the node-aware reducer's own cross-node allreduce (comm/cross_node.c) over real hosts:
+# every algorithm equals MPI_Allreduce within 1e-6 and is bitwise the same on the 4 ranks
+CN=$BUILD/tests/test_cross_node_dist
+if [ -x "$CN" ]; then
+    run_t "test_cross_node_dist, 2 hosts x 2 ranks" "$TMP/cross" "${MH_ENV[@]}" \
+        "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$CN"
+    [ $RC -eq 0 ] && grep -q "PASSED  \] 3 test" "$TMP/cross" && ! grep -q "FAILED\|SKIPPED" "$TMP/cross" &&
+        ok "test_cross_node_dist on 2 hosts x 2 ranks: ring, halving, doubling equal MPI_Allreduce, bitwise on every rank" ||
+        fail "test_cross_node_dist on 2 hosts x 2 ranks (exit $RC)"
 fi
 
 # ---- 4. --cleanup through the agent ----------------------------------------------------------
