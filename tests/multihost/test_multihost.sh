@@ -329,7 +329,7 @@ CN=$BUILD/tests/test_cross_node_dist
 if [ -x "$CN" ]; then
     run_t "test_cross_node_dist, 2 hosts x 2 ranks" "$TMP/cross" "${MH_ENV[@]}" \
         "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$CN"
-    [ $RC -eq 0 ] && grep -q "PASSED  \] 3 test" "$TMP/cross" && ! grep -q "FAILED\|SKIPPED" "$TMP/cross" &&
+    launched_ok "test_cross_node_dist, 2 hosts x 2 ranks" "$TMP/cross" && grep -q "PASSED  \] 3 test" "$TMP/cross" && ! grep -q "FAILED\|SKIPPED" "$TMP/cross" &&
         ok "test_cross_node_dist on 2 hosts x 2 ranks: ring, halving, doubling equal MPI_Allreduce, bitwise on every rank" ||
         fail "test_cross_node_dist on 2 hosts x 2 ranks (exit $RC)"
 fi
