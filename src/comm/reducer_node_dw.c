@@ -21,6 +21,7 @@
 #include "kernels/sgemm.h"
 #include "core/timeline.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct dw_kernel {
@@ -142,10 +143,12 @@ void tnt__reducer_node_dw_stashed(tnt__reducer *r, int i, int64_t rows) {
 static tnt_status dw_block(const tnt__node_dw *d, const dw_kernel *k, int64_t i0, int64_t m, int64_t j0, int64_t n,
                            float *c) {
     int64_t cap = k->k.cap_rows, units = k->k.units;
+    if (getenv("TNT_DW_ONE_GEMM")) { /* EXPERIMENT */
     bool full = true;
     for (int q = 0; q < d->p && full; q++) full = k->head[8 * q] == d->step && k->head[8 * q + 1] == cap;
     if (full)
         return tnt__sgemm_tn_strided(m, n, d->p * cap, k->x + i0, k->ldx, k->dpre + j0, k->lddpre, 0.0f, c, units);
+    }
     float beta = 0.0f;
     for (int q = 0; q < d->p; q++) {
         int64_t rows = k->head[8 * q] == d->step ? k->head[8 * q + 1] : 0;
