@@ -80,7 +80,8 @@ void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
 void tnt__reducer_start_bucket(tnt__reducer *r, int i);
 /* Waits until bucket i (started) holds the sum of every rank's gradients. */
 tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i);
-/* Starts what is left and waits for all buckets of the step. */
+/* Starts what is left and waits for all buckets of the step. Node-aware, sharded: the caller
+ * meets every rank (the step's agreement) before the next step's backward writes gradients. */
 tnt_status tnt__reducer_finish_step(tnt__reducer *r);
 /* Bucket i's slice [*begin, *end) of the gradient buffer. */
 void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);

@@ -17,7 +17,8 @@
  * Memory order: every read of another rank's writes follows a barrier with MPI_Win_sync on both
  * sides (the window is locked for its life). Who writes what, and until when:
  *  - buffer q: backward of rank q; read by every rank's slice sum of a bucket before the next
- *    bucket's barrier, the last bucket's before finish_step's barrier;
+ *    bucket's barrier, the last bucket's before finish_step's barrier (sharded: before the
+ *    step's agreement, which follows finish_step; the stashes of node-computed kernels alike);
  *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later
  *    (sharded: the weights, written by their owner after finish_step's barrier, read by all
  *    after share_weights' barrier). */
@@ -184,6 +185,14 @@ static int node_finish(tnt__reducer *r) {
     node *nd = r->impl;
     int rc = tnt__comm_queue_wait(r, r->started);
     if (r->started == 0) return rc;
+    /* sharded: no rank reads another's slice after its own comm thread is done, and a rank
+     * writes its buffer again only past the step's agreement (tnt__parallel_step_end), which
+     * every rank enters after its reads: that collective is this step's barrier (one less) */
+    if (nd->sharded) {
+        MPI_Win_sync(nd->win);
+        tnt__node_dw_sync(nd->dw);
+        return rc;
+    }
     /* the last bucket's slices are summed (and nobody reads a buffer any more) past this; a rank
      * whose reduction failed still meets the others here, and the step's agreement tells all */
     int rs = node_sync(r, "gradient allreduce");
