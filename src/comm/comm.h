@@ -120,8 +120,9 @@ tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what);
  * once per node: backward stashes each rank's x and dpre rows in the node's shared memory, and
  * the rank that owns a slice of the bucket computes that slice over every rank's rows in place
  * of summing the node's buffers (no per-rank gradient, no sum). cap_rows: rows a rank's stash
- * holds. Setup is collective over the world, between steps, with the same list on every rank;
- * a no-op for a flat reducer. */
+ * holds. Setup is collective over the world, between steps, with the same list on every rank
+ * (n < 0: this rank could not make its list; every rank then fails); a no-op for a flat
+ * reducer. */
 typedef struct tnt__node_dw_kernel {
     int64_t offset, in, units, cap_rows;
 } tnt__node_dw_kernel;

@@ -52,14 +52,17 @@ static int by_offset(const void *a, const void *b) {
 }
 
 tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel *kernels, int n) {
-    if (!r->active || r->kind == TNT_REDUCER_FLAT || n <= 0) return TNT_OK;
+    if (!r->active || r->kind == TNT_REDUCER_FLAT) return TNT_OK;
     if (tnt__reducer_node_dw_get(r)) return tnt__error(TNT_ERR_STATE, "node gradients: set up twice");
     int me, p;
     MPI_Comm local = tnt__reducer_node_local(r, &me, &p);
-    tnt__node_dw *d = tnt__calloc(1, sizeof *d);
-    if (!d || !(d->kernels = tnt__calloc((size_t)n, sizeof *d->kernels))) {
-        free(d);
-        return TNT_ERR_NOMEM;
+    tnt__node_dw *d = n > 0 ? tnt__calloc(1, sizeof *d) : NULL;
+    if (d && !(d->kernels = tnt__calloc((size_t)n, sizeof *d->kernels))) free(d), d = NULL;
+    /* the window is collective: every rank goes on, or none (a rank out of memory says so) */
+    tnt_status s = tnt__agree(n < 0 || (n > 0 && !d) ? TNT_ERR_NOMEM : TNT_OK, NULL, 0);
+    if (s != TNT_OK || n <= 0) {
+        tnt__node_dw_free(d);
+        return s != TNT_OK ? tnt__error_prefix(s, "node gradients: ") : TNT_OK;
     }
     d->me = me, d->p = p, d->n = n;
     size_t floats = 0;

@@ -115,9 +115,8 @@ static tnt_status setup_node_dw(tnt_model *m, const tnt_dataset *data, bool spli
     int size = tnt_get_size();
     int64_t samples = split ? (batch + size - 1) / size : batch; /* a rank's share at most */
     tnt__node_dw_kernel *kernels = tnt__calloc((size_t)m->n_nodes, sizeof *kernels);
-    if (!kernels) return TNT_ERR_NOMEM;
     int n = 0;
-    for (int i = 0; i < m->n_nodes; i++) {
+    for (int i = 0; i < m->n_nodes && kernels; i++) {
         const tnt_layer *l = m->nodes[i].layer;
         if (strcmp(l->ops->class_name, "Dense") || tnt__layer_bf16(l) || l->frozen || l->n_weights < 1 ||
             !l->weights[0].grad || l->weights[0].shape.ndim != 2)
@@ -129,7 +128,7 @@ static tnt_status setup_node_dw(tnt_model *m, const tnt_dataset *data, bool spli
         if (uses != 1 || in * units < 65536 || in * units < 8 * rows * (in + units)) continue;
         kernels[n++] = (tnt__node_dw_kernel){l->weights[0].grad - m->grads, in, units, rows};
     }
-    tnt_status s = tnt__reducer_node_dw_setup(m->reducer, kernels, n);
+    tnt_status s = tnt__reducer_node_dw_setup(m->reducer, kernels, kernels ? n : -1); /* collective */
     free(kernels);
     if (s == TNT_OK && n > 0) m->node_dw_samples = samples;
     return s;
