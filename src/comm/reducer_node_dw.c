@@ -144,6 +144,21 @@ void tnt__reducer_node_dw_stashed(tnt__reducer *r, int i, int64_t rows) {
 /* c (rows i0.., cols j0.., pitch units) = x[:, i0 : i0 + m]^T · dpre[:, j0 : j0 + n] over the node's
  * rows this step (ranks that stashed nothing this step count no rows). */
 static tnt_status dw_block(const tnt__node_dw *d, const dw_kernel *k, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                           float *c);
+
+/* Row blocks of about 1 MB of c, so that each rank's GEMM after the first adds into c while it
+ * is still in cache: 5.5 ms against 6.8 ms for half of a 4096 x 4096 gradient over 2 x 32 rows
+ * (1 thread, Zen 5; one GEMM over all 64 rows, which reorders the sums, 4.8 ms). */
+static tnt_status dw_rows(const tnt__node_dw *d, const dw_kernel *k, int64_t i0, int64_t m, float *c) {
+    int64_t units = k->k.units, step = TNT_MAX((int64_t)16, ((int64_t)1 << 18) / units);
+    for (int64_t i = 0; i < m; i += step) {
+        tnt_status s = dw_block(d, k, i0 + i, TNT_MIN(step, m - i), 0, units, c + i * units);
+        if (s != TNT_OK) return s;
+    }
+    return TNT_OK;
+}
+
+static tnt_status dw_block(const tnt__node_dw *d, const dw_kernel *k, int64_t i0, int64_t m, int64_t j0, int64_t n,
                            float *c) {
     int64_t cap = k->k.cap_rows, units = k->k.units;
     float beta = 0.0f;
@@ -173,7 +188,7 @@ static tnt_status dw_range(const tnt__node_dw *d, const dw_kernel *k, float *out
         s = dw_block(d, k, i0, 1, j0, units - j0, out + a);
         i0++;
     }
-    if (s == TNT_OK && i1 > i0) s = dw_block(d, k, i0, i1 - i0, 0, units, out + off + i0 * units);
+    if (s == TNT_OK && i1 > i0) s = dw_rows(d, k, i0, i1 - i0, out + off + i0 * units);
     if (s == TNT_OK && j1) s = dw_block(d, k, i1, 1, 0, j1, out + off + i1 * units);
     return s;
 }
