@@ -134,6 +134,8 @@ void tnt__reducer_node_dw_stash(const tnt__reducer *r, int k, float **x, int64_t
                                 int64_t *cap_rows);
 /* Backward stashed kernel k's rows this step (before the bucket holding it starts). */
 void tnt__reducer_node_dw_stashed(tnt__reducer *r, int k, int64_t rows);
+/* A rank with no samples this step (no backward): every kernel stashed with no rows. */
+void tnt__reducer_node_dw_stash_none(tnt__reducer *r);
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread

@@ -141,6 +141,11 @@ void tnt__reducer_node_dw_stashed(tnt__reducer *r, int i, int64_t rows) {
     k->stashed = true;
 }
 
+void tnt__reducer_node_dw_stash_none(tnt__reducer *r) {
+    tnt__node_dw *d = tnt__reducer_node_dw_get(r);
+    for (int i = 0; d && i < d->n; i++) tnt__reducer_node_dw_stashed(r, i, 0);
+}
+
 /* c (rows i0.., cols j0.., pitch units) = x[:, i0 : i0 + m]^T · dpre[:, j0 : j0 + n] over the node's
  * rows this step (ranks that stashed nothing this step count no rows). */
 static tnt_status dw_block(const tnt__node_dw *d, const dw_kernel *k, int64_t i0, int64_t m, int64_t j0, int64_t n,
