@@ -17,7 +17,8 @@
  *
  * Who writes what, and until when: rank q writes its stash of kernel k in backward of step s,
  * before it starts the bucket holding k; every owner reads it after that bucket's barrier, and
- * before the step's closing barrier, which rank q passes before its next backward. */
+ * before the step's closing barrier (sharded: the step's agreement), which rank q passes before
+ * its next backward. A rank with no samples in a step stashes no rows (its header says so). */
 #include "comm/reducer.h"
 #include "kernels/sgemm.h"
 #include "core/timeline.h"
