@@ -103,7 +103,8 @@ void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
 void tnt__reducer_start_bucket(tnt__reducer *r, int i);
 /* Waits until bucket i (started) holds the sum of every rank's gradients. */
 tnt_status tnt__reducer_wait_bucket(tnt__reducer *r, int i);
-/* Starts what is left and waits for all buckets of the step. */
+/* Starts what is left and waits for all buckets of the step. Node-aware, sharded: the caller
+ * meets every rank (the step's agreement) before the next step's backward writes gradients. */
 tnt_status tnt__reducer_finish_step(tnt__reducer *r);
 /* Bucket i's slice [*begin, *end) of the gradient buffer. */
 void tnt__reducer_bucket(const tnt__reducer *r, int i, int64_t *begin, int64_t *end);
@@ -137,6 +138,27 @@ tnt_status tnt__reducer_share_weights(tnt__reducer *r, float *params);
 /* A barrier of every rank that also orders the node's shared-memory writes before it against
  * the reads after it. */
 tnt_status tnt__reducer_sync(tnt__reducer *r, const char *what);
+/* Node-computed kernel gradients (node-aware reducers, reducer_node_dw.c): a kernel gradient of
+ * the form x^T · dpre (Dense) at [offset, offset + in * units) of the flat gradients is computed
+ * once per node: backward stashes each rank's x and dpre rows in the node's shared memory, and
+ * the rank that owns a slice of the bucket computes that slice over every rank's rows in place
+ * of summing the node's buffers (no per-rank gradient, no sum). cap_rows: rows a rank's stash
+ * holds. Setup is collective over the world, between steps, with the same list on every rank
+ * (n < 0: this rank could not make its list; every rank then fails); a no-op for a flat
+ * reducer. */
+typedef struct tnt__node_dw_kernel {
+    int64_t offset, in, units, cap_rows;
+} tnt__node_dw_kernel;
+tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel *kernels, int n);
+/* The registered kernel whose gradient starts at offset; -1: none. */
+int tnt__reducer_node_dw_find(const tnt__reducer *r, int64_t offset);
+/* Kernel k's stash of this rank: x (cap_rows, ldx) and dpre (cap_rows, lddpre). */
+void tnt__reducer_node_dw_stash(const tnt__reducer *r, int k, float **x, int64_t *ldx, float **dpre, int64_t *lddpre,
+                                int64_t *cap_rows);
+/* Backward stashed kernel k's rows this step (before the bucket holding it starts). */
+void tnt__reducer_node_dw_stashed(tnt__reducer *r, int k, int64_t rows);
+/* A rank with no samples this step (no backward): every kernel stashed with no rows. */
+void tnt__reducer_node_dw_stash_none(tnt__reducer *r);
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread

@@ -251,6 +251,8 @@ tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r) { return r->mode; }
 
 void tnt__reducer_begin_step(tnt__reducer *r) {
     r->started = 0;
+    tnt__node_dw *dw = tnt__reducer_node_dw_get(r);
+    if (dw) tnt__node_dw_begin_step(dw);
     if (r->queue.running) tnt__comm_queue_begin_step(r);
 }
 

@@ -73,6 +73,18 @@ float *tnt__reducer_node_sums(const tnt__reducer *r); /* NULL: the sums land in 
 float *tnt__reducer_node_weights(const tnt__reducer *r);
 void tnt__reducer_node_set_land(tnt__reducer *r, bool land);
 void tnt__reducer_node_copy_sums(const tnt__reducer *r, float *to);
+/* node-computed kernel gradients (reducer_node_dw.c) */
+typedef struct tnt__node_dw tnt__node_dw;
+MPI_Comm tnt__reducer_node_local(const tnt__reducer *r, int *me, int *p);
+tnt__node_dw *tnt__reducer_node_dw_get(const tnt__reducer *r); /* NULL: none set up */
+void tnt__reducer_node_dw_attach(tnt__reducer *r, tnt__node_dw *d, MPI_Win win); /* win freed with the reducer's */
+void tnt__node_dw_free(tnt__node_dw *d);
+void tnt__node_dw_begin_step(tnt__node_dw *d);
+void tnt__node_dw_sync(tnt__node_dw *d); /* MPI_Win_sync of its window (NULL: nothing) */
+/* out[s, e) of bucket's slice: the kernels stashed this step computed from the stashes, the rest
+ * summed by sum(ctx, out, from, to). An MPI error code. */
+int tnt__node_dw_reduce(tnt__node_dw *d, float *out, int64_t s, int64_t e, int bucket,
+                        void (*sum)(void *ctx, float *out, int64_t s, int64_t e), void *ctx);
 /* At tnt_finalize, once every rank is there: frees every shared window still held. */
 void tnt__reducer_release_windows(void);
 

@@ -18,7 +18,8 @@
  * Memory order: every read of another rank's writes follows a barrier with MPI_Win_sync on both
  * sides (the window is locked for its life). Who writes what, and until when:
  *  - buffer q: backward of rank q; read by every rank's slice sum of a bucket before the next
- *    bucket's barrier, the last bucket's before finish_step's barrier;
+ *    bucket's barrier, the last bucket's before finish_step's barrier (sharded: before the
+ *    step's agreement, which follows finish_step; the stashes of node-computed kernels alike);
  *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later
  *    (sharded: the weights, written by their owner after finish_step's barrier, read by all
  *    after share_weights' barrier). */
@@ -34,7 +35,7 @@
  * included, and the windows that every rank has released are freed, in creation order, when the
  * next node-aware reducer is made (a collective call) or at tnt_finalize. */
 typedef struct held {
-    MPI_Win win;
+    MPI_Win win, dw_win; /* dw_win: node-computed gradients' stash (MPI_WIN_NULL: none) */
     MPI_Comm local, cross;
     bool released, freed;
 } held;
@@ -45,6 +46,10 @@ static struct {
 } reg;
 
 static void free_held(held *h) {
+    if (h->dw_win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(h->dw_win);
+        MPI_Win_free(&h->dw_win);
+    }
     MPI_Win_unlock_all(h->win);
     MPI_Win_free(&h->win);
     MPI_Comm_free(&h->cross);
@@ -88,6 +93,7 @@ typedef struct node {
     MPI_Op bf16_sum;
     bool has_op;
     tnt__cross_algo cross_algo; /* TNT_CROSS_NODE */
+    tnt__node_dw *dw; /* node-computed kernel gradients; NULL: none */
 } node;
 
 _Static_assert((int)TNT__CROSS_NODE_DOUBLING == (int)TNT__CROSS_DOUBLING, "TNT_CROSS_NODE's values");
@@ -136,10 +142,14 @@ static int cross_allreduce(node *nd, float *x, int64_t n) {
 static int node_sync(tnt__reducer *r, const char *what) {
     node *nd = r->impl;
     MPI_Win_sync(nd->win);
+    tnt__node_dw_sync(nd->dw);
     int rc = tnt__wait_arrival(what);
     MPI_Win_sync(nd->win);
+    tnt__node_dw_sync(nd->dw);
     return rc;
 }
+
+static void sum_cb(void *ctx, float *out, int64_t s, int64_t e) { sum_slice(ctx, out, s, e); }
 
 static void copy_bucket(tnt__reducer *r, int i) {
     node *nd = r->impl;
@@ -158,8 +168,10 @@ static int run_bucket(tnt__reducer *r, int i) {
     slice(r, i, nd->me, &s, &e);
     float *out = nd->sharded ? nd->bufs[nd->me] : nd->sum;
     t0 = TNT_TL_BEGIN();
-    sum_slice(nd, out, s, e);
+    if (nd->dw) rc = tnt__node_dw_reduce(nd->dw, out, s, e, i, sum_cb, nd);
+    else sum_slice(nd, out, s, e);
     TNT_TL_END("reduction.sum", "node sum", i, t0);
+    if (rc != MPI_SUCCESS) return rc;
     if (nd->nodes > 1 && e > s) {
         t0 = TNT_TL_BEGIN();
         rc = cross_allreduce(nd, out + s, e - s);
@@ -179,6 +191,14 @@ static int node_finish(tnt__reducer *r) {
     node *nd = r->impl;
     int rc = tnt__comm_queue_wait(r, r->started);
     if (r->started == 0) return rc;
+    /* sharded: no rank reads another's slice after its own comm thread is done, and a rank
+     * writes its buffer again only past the step's agreement (tnt__parallel_step_end), which
+     * every rank enters after its reads: that collective is this step's barrier (one less) */
+    if (nd->sharded) {
+        MPI_Win_sync(nd->win);
+        tnt__node_dw_sync(nd->dw);
+        return rc;
+    }
     /* the last bucket's slices are summed (and nobody reads a buffer any more) past this; a rank
      * whose reduction failed still meets the others here, and the step's agreement tells all */
     int rs = node_sync(r, "gradient allreduce");
@@ -230,6 +250,7 @@ static void node_destroy(tnt__reducer *r) {
         if (nd->local != MPI_COMM_NULL) MPI_Comm_free(&nd->local);
     }
     if (nd->has_op && !fin) MPI_Op_free(&nd->bf16_sum);
+    tnt__node_dw_free(nd->dw);
     free(nd->bufs);
     free(nd->wire);
     free(nd);
@@ -271,6 +292,23 @@ void tnt__reducer_node_copy_sums(const tnt__reducer *r, float *to) {
 void tnt__reducer_node_set_land(tnt__reducer *r, bool land) {
     node *nd = r->impl;
     if (!nd->sharded) nd->land = land;
+}
+
+MPI_Comm tnt__reducer_node_local(const tnt__reducer *r, int *me, int *p) {
+    const node *nd = r->impl;
+    *me = nd->me, *p = nd->p;
+    return nd->local;
+}
+
+tnt__node_dw *tnt__reducer_node_dw_get(const tnt__reducer *r) {
+    const node *nd = r->kind == TNT_REDUCER_FLAT ? NULL : r->impl;
+    return nd ? nd->dw : NULL;
+}
+
+void tnt__reducer_node_dw_attach(tnt__reducer *r, tnt__node_dw *d, MPI_Win win) {
+    node *nd = r->impl;
+    nd->dw = d;
+    reg.h[nd->held].dw_win = win;
 }
 
 float *tnt__reducer_node_slot(const tnt__reducer *r, int k) {
@@ -359,7 +397,7 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
         }
         reg.h = h, reg.cap = cap;
     }
-    reg.h[reg.n] = (held){nd->win, nd->local, nd->cross, false, false};
+    reg.h[reg.n] = (held){nd->win, MPI_WIN_NULL, nd->local, nd->cross, false, false};
     nd->held = reg.n++;
     if (!(nd->bufs = tnt__calloc((size_t)p, sizeof *nd->bufs))) return false;
     for (int q = 0; q < p; q++) {

@@ -65,6 +65,8 @@ typedef struct tnt__config {
     int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
     int compression;                 /* TNT_COMPRESSION: a tnt_compression, never the default */
     int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind, never the default */
+    bool node_gradients;             /* TNT_NODE_GRADIENTS: node-aware reducers compute large Dense
+                                      * kernel gradients once per node (comm.h); default on */
     int64_t node_size;               /* TNT_NODE_SIZE: ranks per node for the node-aware reducer
                                       * (consecutive ranks; for tests); 0: those sharing memory */
     int cross_node;                  /* TNT_CROSS_NODE: a tnt__cross_node */

@@ -37,6 +37,13 @@ static tnt_status sgemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t
     return s == dnnl_success ? TNT_OK : tnt__dnnl_error(s, "dnnl_sgemm", __FILE__, __LINE__);
 }
 
+tnt_status tnt__sgemm_tn_strided(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                                 int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return TNT_OK;
+    dnnl_status_t s = dnnl_sgemm('T', 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return s == dnnl_success ? TNT_OK : tnt__dnnl_error(s, "dnnl_sgemm", __FILE__, __LINE__);
+}
+
 tnt_status tnt__sgemm_tn(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float beta, float *c) {
     if (m % ALIASING_PITCH && n % ALIASING_PITCH) return sgemm(m, n, k, a, m, b, n, beta, c);
     /* only an operand whose pitch aliases is copied; the other is read where it lies */

@@ -15,6 +15,10 @@
  * C (m, n). The panels live in a buffer of the calling thread, kept between calls (freed by
  * tnt__sgemm_release). */
 tnt_status tnt__sgemm_tn(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float beta, float *c);
+/* C (m, n) (pitch ldc) = A^T · B (beta 0) or C + A^T · B (beta 1), A (k, m) and B (k, n) read at
+ * pitches lda and ldb as they lie (the caller picks pitches that do not alias). */
+tnt_status tnt__sgemm_tn_strided(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                                 int64_t ldb, float beta, float *c, int64_t ldc);
 /* Frees the calling thread's panel buffer. */
 void tnt__sgemm_release(void);
 

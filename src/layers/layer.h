@@ -60,6 +60,17 @@ typedef struct tnt__fwd_args {
                            rank makes the same call (SyncBatchNormalization reduces across them) */
 } tnt__fwd_args;
 
+/* A kernel gradient the node computes (data parallel, node-aware reducer; issue 25): instead of
+ * writing dW = x^T · dpre, the layer copies x (rows, in) and dpre (rows, units) here, at these
+ * pitches, and sets rows; the rank of the node that owns each slice of dW computes it over every
+ * rank's rows. Only Dense (float32) is handed one. */
+typedef struct tnt__dw_stash {
+    float *x, *dpre;
+    int64_t ldx, lddpre; /* pitches in floats (>= in, >= units) */
+    int64_t cap_rows;    /* rows that fit */
+    int64_t rows;        /* set by the layer */
+} tnt__dw_stash;
+
 typedef struct tnt__bwd_args {
     int64_t batch;
     const float *x;     /* the forward input 0 */
@@ -80,6 +91,7 @@ typedef struct tnt__bwd_args {
                            written (overwritten), never accumulated */
     bool parallel;      /* as in tnt__fwd_args */
     double added_loss_scale; /* ops->added_loss: d(the loss fit minimizes) / d(the added losses) */
+    tnt__dw_stash *dw_stash; /* NULL: write the kernel gradient (see tnt__dw_stash) */
 } tnt__bwd_args;
 
 /* Keras dtype policies (layers/dtype_policy.c): mixed_bfloat16 layers with a bf16 engine (Dense,

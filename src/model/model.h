@@ -165,6 +165,7 @@ struct tnt_model {
     bool attached;
     float *grads_home, *params_home;
     int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
+    int64_t node_dw_samples; /* samples a rank's stash of node-computed kernel gradients holds; 0: none */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -219,6 +220,8 @@ typedef struct tnt__step {
     struct tnt__reducer *reducer; /* allreduces the gradients backward completes; NULL: none */
     bool device_reduces;          /* NCCL sums them on the device (the reducer gives only its
                                      bucket plan; its host side stays idle) */
+    bool node_dw;                 /* the node computes its registered kernel gradients this step
+                                     (every rank alike: tnt__parallel_step_begin) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
 } tnt__step;

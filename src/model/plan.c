@@ -558,10 +558,21 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .parallel = st->parallel,
             .added_loss_scale = st->activity_grad_scale * (double)p->batch,
         };
+        /* a kernel gradient the node computes (comm.h): this rank only stashes its rows */
+        tnt__dw_stash stash;
+        int dw_kernel = -1;
+        if (st->node_dw && n->first_backward && l->n_weights > 0 && l->weights[0].grad &&
+            (dw_kernel = tnt__reducer_node_dw_find(st->reducer, l->weights[0].grad - tnt__reducer_grads(st->reducer))) >= 0) {
+            stash = (tnt__dw_stash){0};
+            tnt__reducer_node_dw_stash(st->reducer, dw_kernel, &stash.x, &stash.ldx, &stash.dpre, &stash.lddpre,
+                                       &stash.cap_rows);
+            a.dw_stash = &stash;
+        }
         double t0 = TNT_TL_BEGIN();
         s = n->first_backward ? layer_backward(l, p, p->layer_plans[i], &a)
                               : backward_shared(m, p, l, p->layer_plans[i], &a);
         TNT_TL_END("backward", l->name, -1, t0);
+        if (s == TNT_OK && dw_kernel >= 0) tnt__reducer_node_dw_stashed(st->reducer, dw_kernel, stash.rows);
         if (s != TNT_OK) {
             s = tnt__error_prefix(s, "layer \"%s\" (%s) backward: ", l->name, l->ops->class_name);
             break;

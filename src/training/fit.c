@@ -365,7 +365,10 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
-    else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
+    else { /* an empty share adds nothing (to a kernel the node computes: no rows) */
+        memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+        if (st.node_dw) tnt__reducer_node_dw_stash_none(st.reducer);
+    }
     if ((s = tnt__parallel_step_end(m, &st, s)) != TNT_OK) return s;
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they
      * depend on the weights alone, which every rank holds the same, so each rank adds them once,

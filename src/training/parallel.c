@@ -103,6 +103,37 @@ static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
 
 static tnt_status attach(tnt_model *m);
 
+/* Dense kernels whose gradient the node computes once (comm.h, tnt__node_dw_kernel): float32
+ * Dense layers called once, whose rows a rank stashes (x and dpre) are small beside the kernel
+ * (the MLP's 4096 x 4096 at 32 rows: 1 MB against 64 MB). Not for GPUs nor None dimensions. */
+static tnt_status setup_node_dw(tnt_model *m, const tnt_dataset *data, bool split) {
+    m->node_dw_samples = 0;
+    int64_t batch = data ? tnt__dataset_batch_size(data) : 0;
+    if (!tnt__config_get()->node_gradients || m->variable || m->on_device || batch <= 0 ||
+        tnt__reducer_kind(m->reducer) == TNT_REDUCER_FLAT)
+        return TNT_OK;
+    int size = tnt_get_size();
+    int64_t samples = split ? (batch + size - 1) / size : batch; /* a rank's share at most */
+    tnt__node_dw_kernel *kernels = tnt__calloc((size_t)m->n_nodes, sizeof *kernels);
+    int n = 0;
+    for (int i = 0; i < m->n_nodes && kernels; i++) {
+        const tnt_layer *l = m->nodes[i].layer;
+        if (strcmp(l->ops->class_name, "Dense") || tnt__layer_bf16(l) || l->frozen || l->n_weights < 1 ||
+            !l->weights[0].grad || l->weights[0].shape.ndim != 2)
+            continue;
+        int uses = 0;
+        for (int j = 0; j < m->n_nodes; j++) uses += m->nodes[j].layer == l;
+        int64_t in = l->weights[0].shape.dim[0], units = l->weights[0].shape.dim[1];
+        int64_t rows = samples * (tnt_shape_numel(l->in_shape) / in);
+        if (uses != 1 || in * units < 65536 || in * units < 8 * rows * (in + units)) continue;
+        kernels[n++] = (tnt__node_dw_kernel){l->weights[0].grad - m->grads, in, units, rows};
+    }
+    tnt_status s = tnt__reducer_node_dw_setup(m->reducer, kernels, kernels ? n : -1); /* collective */
+    free(kernels);
+    if (s == TNT_OK && n > 0) m->node_dw_samples = samples;
+    return s;
+}
+
 tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
                                    const tnt_dataset *val, const tnt_fit_opts *fit) {
     if (!tnt__is_parallel(m)) return TNT_OK;
@@ -110,9 +141,10 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     const tnt_distribute_opts *o = &m->distribute_opts;
     const tnt__config *c = tnt__config_get();
     int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-    int64_t reducer_cfg[5] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+    int64_t reducer_cfg[6] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
                               o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression,
-                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer, c->cross_node};
+                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer, c->cross_node,
+                              c->node_gradients};
     /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
@@ -121,7 +153,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
                             "gradient allreduce settings (fusion threshold, comm mode, compression, reducer, "
-                            "TNT_CROSS_NODE)",
+                            "TNT_CROSS_NODE, TNT_NODE_GRADIENTS)",
                             "training device and TNT_GPU_COMM (fingerprint 1: cpu; 2, 6, 10: gpu with TNT_GPU_COMM "
                             "auto, mpi, nccl; see TNT_DEVICE)"};
     /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */
@@ -161,6 +193,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
                                       (tnt_reducer_kind)reducer_cfg[3], n_slots);
         free(ends);
         if (!m->reducer) return TNT_ERR_MPI; /* tnt_last_error says why (memory, MPI or size) */
+        if ((s = setup_node_dw(m, data, !fit->no_distribute)) != TNT_OK) return s;
         static const char *const kinds[] = {"", "flat", "node-aware", "node-aware, sharded optimizer"};
         tnt_log(TNT_LOG_INFO, "model \"%s\": %d gradient buckets over %lld parameters (fusion threshold %lld KB, %s, %s%s)",
                 m->name, tnt__reducer_num_buckets(m->reducer), (long long)m->n_params, (long long)kb,
@@ -300,9 +333,11 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
         if (local != TNT_OK) return local;
         return counts->batches > 0;
     }
-    int64_t sums[3] = {counts->batches, counts->samples, counts->positions};
+    /* the node computes its Dense kernel gradients when every rank's rows fit its stash */
+    bool node_dw = m->node_dw_samples > 0 && m->reducer && tnt__reducer_kind(m->reducer) != TNT_REDUCER_FLAT;
+    int64_t sums[4] = {counts->batches, counts->samples, counts->positions, counts->samples > m->node_dw_samples};
     double t0 = TNT_TL_BEGIN();
-    tnt_status s = tnt__agree(local, sums, 3); /* where ranks wait for the slowest forward */
+    tnt_status s = tnt__agree(local, sums, 4); /* where ranks wait for the slowest forward */
     TNT_TL_END("agreement", "step agreement", -1, t0);
     if (s != TNT_OK) return s;
     *counts = (tnt__step_counts){sums[0], sums[1], sums[2]};
@@ -310,6 +345,7 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
     if (go <= 0) return go;
     st->reducer = m->reducer;
     st->device_reduces = m->on_device && m->dev && m->dev->nccl;
+    st->node_dw = !st->device_reduces && node_dw && sums[3] == 0;
     if (st->device_reduces) m->dev->nccl_flushed = false;
     else tnt__reducer_begin_step(st->reducer);
     return 1;

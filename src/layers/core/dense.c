@@ -311,10 +311,22 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     tnt__weight *k = &l->weights[0];
     tnt__bf16 *dpre16 = NULL;
     if (p->bf16) {
+        if (a->dw_stash) return tnt__error(TNT_ERR_STATE, "node gradient stash handed to a mixed_bfloat16 Dense");
         dpre16 = ws_dpre16(l, a->workspace, a->batch);
         tnt__f32_to_bf16(dpre, dpre16, rows * units);
         if ((status = tnt__mm_run(&p->mm_dw, ws_x16(l, a->workspace, a->batch), dpre16, NULL, k->grad)) != TNT_OK)
             return status;
+    } else if (a->dw_stash) { /* the node computes dW from every rank's rows (tnt__dw_stash) */
+        tnt__dw_stash *st = a->dw_stash;
+        if (rows > st->cap_rows || st->ldx < in || st->lddpre < units)
+            return tnt__error(TNT_ERR_STATE, "node gradient stash of %lld rows (pitches %lld, %lld) for %lld rows "
+                              "of %lld -> %lld", (long long)st->cap_rows, (long long)st->ldx, (long long)st->lddpre,
+                              (long long)rows, (long long)in, (long long)units);
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(st->x + r * st->ldx, a->x + r * in, (size_t)in * sizeof(float));
+            memcpy(st->dpre + r * st->lddpre, dpre + r * units, (size_t)units * sizeof(float));
+        }
+        st->rows = rows;
     } else {
         if ((status = tnt__sgemm_tn(in, units, rows, a->x, dpre, 0.0f, k->grad)) != TNT_OK) return status;
     }
