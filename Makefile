@@ -13,7 +13,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 # kernels to PTX (TNT_GPU=AUTO builds without them when it is missing).
 DEB_OPTIONAL_PACKAGES = clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip opgraph settings launcher_args
 
 .PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
 	bench-lenet-bf16 bench-python bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
