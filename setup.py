@@ -81,7 +81,7 @@ setup(
     install_requires=["numpy"],
     package_dir={"": "python"},
     packages=["tarantella", "tarantella.keras", "tarantella.keras.optimizers", "tarantella.keras.datasets",
-              "tarantella.keras.utils", "tarantella.keras.preprocessing"],
+              "tarantella.keras.utils", "tarantella.keras.preprocessing", "tarantella.keras.applications"],
     ext_modules=[Extension("tarantella._tarantella", sources=sorted(glob.glob("python/src/*.c")),
                            depends=["python/src/pytnt.h", "include/tarantella.h", "include/tarantella_layers.h", "include/tarantella_ops.h"],
                            libraries=["tarantella"], extra_compile_args=["-std=c11", "-D_GNU_SOURCE"])],

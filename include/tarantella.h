@@ -83,6 +83,10 @@ TNT_API bool tnt_is_master_rank(void);
  * backend offers ("gpus: 4 found, tnt_init chooses one", "cpu: no libcuda.so.1"). */
 TNT_API int tnt_gpu_device_count(void);
 TNT_API const char *tnt_gpu_status(void);
+/* TF32 tensor cores for float32 GEMMs and convolutions on the GPU (tf.config.experimental.
+ * enable_tensor_float_32_execution): off by default (TNT_GPU_TF32=1 turns it on); this call wins. */
+TNT_API void tnt_gpu_set_tf32(bool enabled);
+TNT_API bool tnt_gpu_tf32_enabled(void);
 
 typedef enum tnt_log_level { TNT_LOG_DEBUG, TNT_LOG_INFO, TNT_LOG_WARNING, TNT_LOG_ERROR } tnt_log_level;
 /* printf-style log line, prefixed with level and rank; printed on the master only unless
@@ -416,6 +420,15 @@ TNT_API tnt_status tnt_save_npy(const char *path, const tnt_tensor *t);
  * Tarantella: every rank must shuffle the same way). */
 TNT_API tnt_dataset *tnt_dataset_shuffle(tnt_dataset *in, int64_t buffer_size, uint64_t seed);
 TNT_API tnt_dataset *tnt_dataset_batch(tnt_dataset *in, int64_t batch_size, bool drop_remainder);
+/* tf.data's padded_batch over a source whose samples are smaller than its element shape (their
+ * extents: tnt_dataset_set_extents): each axis padded to padded_x->dim[i] (-1: the largest extent
+ * in the global batch, so every rank's share has the shape of the whole batch) with fill_x; y
+ * likewise. NULL: -1 on every axis. No map may come before it (nor after). */
+TNT_API tnt_dataset *tnt_dataset_padded_batch(tnt_dataset *in, int64_t batch_size, bool drop_remainder,
+                                              const tnt_shape *padded_x, const tnt_shape *padded_y, float fill_x,
+                                              float fill_y);
+/* Each sample's extent per axis of a source (n * ndim values each, copied; NULL: the whole shape). */
+TNT_API tnt_status tnt_dataset_set_extents(tnt_dataset *source, const int32_t *x_ext, const int32_t *y_ext);
 /* fn transforms one element in place or into new shapes: it reads x_in/y_in (shapes given at
  * creation) and writes x_out/y_out (x_out_shape/y_out_shape; NULL means unchanged). Returns 0
  * on success, nonzero to fail the iteration. Runs at materialization, possibly on the prefetch

@@ -98,4 +98,40 @@ TNT_API tnt_status tnt_model_add_metric_graph(tnt_model *m, const char *name, in
 TNT_API tnt_status tnt_model_add_metric_state_graphs(tnt_model *m, const char *name, int output,
                                                      const char *update_json, const char *result_json);
 
+/* An operation graph run once on data (Keras's eager operations on a model's outputs under a
+ * GradientTape): forward on inputs (one per graph input, float32 storage, the batch axis
+ * included), outputs[k] made for each output (the caller frees them). With douts (one per output
+ * in its shape; a NULL entry: zero) backward follows, and dinputs (when not NULL) receives a new
+ * tensor per input with the gradient w.r.t. it. A graph with weights is refused. */
+TNT_API tnt_status tnt_opgraph_run(const tnt_opgraph *g, const tnt_tensor *const *inputs, tnt_tensor **outputs,
+                                   const tnt_tensor *const *douts, tnt_tensor **dinputs);
+
+/* Custom training loops (Keras's tf.GradientTape around model calls, optimizer.apply_gradients).
+ * tnt_model_tape_forward runs forward on x (the packed inputs, as tnt_predict_on_batch), in
+ * training mode when asked (Dropout draws, BatchNormalization normalizes by the batch and updates
+ * its moving statistics), and keeps what backward reads; *out: the packed outputs (caller frees).
+ * On a distributed model every rank passes its own batch (its first use broadcasts the master's
+ * weights; dropout draws as on the ranks' batches concatenated). tnt_model_tape_backward takes the
+ * gradient of a loss w.r.t. those outputs (dout, packed as out) and writes each weight's gradient
+ * to grads[i] (tnt_model_weight order; NULL: not wanted; zeros for one not trainable), plus
+ * penalty_scale times the gradient of the regularization penalties; on p ranks the gradients are
+ * averaged over the ranks (Horovod's DistributedGradientTape) and every rank must call it.
+ * tnt_model_tape_penalty: those penalties after the last tape forward (Keras's
+ * sum(model.losses)). A forward with input_grads keeps the inputs' gradients: backward then
+ * writes them to dx (packed as x; NULL: not wanted), the rank's own (a model call fed by
+ * another's output, as a GAN's generator feeds its discriminator). */
+TNT_API tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool training, bool input_grads,
+                                          tnt_tensor **out);
+TNT_API tnt_status tnt_model_tape_backward(tnt_model *m, const tnt_tensor *dout, float penalty_scale,
+                                           float *const *grads, float *dx);
+TNT_API tnt_status tnt_model_tape_penalty(tnt_model *m, double *value);
+/* Weight i is one the optimizer trains (Keras's trainable_weights). */
+TNT_API bool tnt_model_weight_trainable(const tnt_model *m, int i);
+typedef struct tnt_optimizer tnt_optimizer;
+/* The optimizer of the model's updates (taken over; the previous one is freed), with fresh slots. */
+TNT_API tnt_status tnt_model_set_optimizer(tnt_model *m, tnt_optimizer *opt);
+/* One update by the model's optimizer of the n weights index[j] (tnt_model_weight order, any
+ * order, each trainable) from grads[j]; the others keep their values and slots. */
+TNT_API tnt_status tnt_model_apply_gradients(tnt_model *m, int n, const int *index, const float *const *grads);
+
 #endif

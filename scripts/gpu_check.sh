@@ -23,16 +23,22 @@
 #                   kernels against NumPy (scripts/gpu_ptx_jit.py); nvcc -ptx of the same source
 #   3 GPU tests     test_gpu (and its options where they exist), the kernels' host tests, training
 #                   GPU == CPU (test_gpu --train-equivalence, else bench_train's loss under
-#                   TNT_DEVICE=gpu and cpu), compute-sanitizer, 2 ranks on the one GPU
+#                   TNT_DEVICE=gpu and cpu), compute-sanitizer, 2 ranks on the one GPU (host
+#                   staging, and TNT_GPU_COMM=nccl falling back to it with its line: NCCL takes one
+#                   rank per GPU), TF32 off/on and mixed_bfloat16 (test_gpu_precision), NCCL through
+#                   a one-rank communicator (test_gpu_comm)
 #   4 benchmark     bench_train under TNT_DEVICE=gpu against bench/peers/torch_gpu.py, alternating,
 #                   best of REPS (2): samples/s, ratio, GPU memory per sample (nvidia-smi, both)
 #   5 summary       OUTDIR/summary.md (printed last), results.csv, log.txt, env.txt
 # What cannot run is a SKIP row with its reason; what is skipped because a program or option does
-# not exist yet is listed again at the end. Exit status 0 unless the script is misused.
+# not exist yet is listed again at the end. Every step runs under its own timeout and the script
+# goes on after a step fails; summary.md is written again after every row (and on SIGTERM/INT), so
+# a run cut short still leaves its table. Exit status 0 unless the script is misused.
 #
 # Environment (optional): BUILD, BUDGET, PYTHON (with torch; default python3), PEER, REPS,
 # DATA (Fashion-MNIST IDX folder), BENCH (cases model:batch:tf32:amp), BUILD_ON_DEVICE=1, DRY_RUN=1
-# (every phase as on a machine without a GPU: for testing this script).
+# (every phase as on a machine without a GPU), REHEARSE=1 (phase 3's GPU steps on the emulated
+# device, TNT_GPU_EMULATE=1, and no benchmark: for rehearsing this script where there is no GPU).
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -45,7 +51,7 @@ if [ "${1:-}" = --pack ]; then
     rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/tests" "$PACK/lib" "$PACK/gpu" || exit 2
     for b in bench_train tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
-        test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -92,9 +98,11 @@ BUDGET=${BUDGET:-450}
 PYTHON=${PYTHON:-python3}
 REPS=${REPS:-2}
 # the issue's cases, the most telling first (what the time does not reach is a SKIP row)
-BENCH=${BENCH:-"lenet5:512:off:none mlp:64:off:none resnet50:64:off:none transformer:32:off:none resnet50:64:on:none resnet50:64:off:bf16 resnet50:128:off:none resnet50:128:on:none resnet50:128:off:bf16"}
+BENCH=${BENCH:-"lenet5:512:off:none mlp:64:off:none resnet50:64:off:none transformer:32:off:none mlp:64:on:none mlp:64:off:bf16 resnet50:64:on:none resnet50:64:off:bf16 resnet50:128:off:none resnet50:128:on:none resnet50:128:off:bf16"}
 PEER=${PEER:-bench/peers/torch_gpu.py}
 DRY_RUN=${DRY_RUN:-0}
+REHEARSE=${REHEARSE:-0}
+DEV_EMULATE=0 # what phase 3's GPU steps set TNT_GPU_EMULATE to: 1 when rehearsing
 if [ -z "${BUILD:-}" ]; then [ -f gpu-check-pack/build.tar.xz ] && BUILD=gpu-check-pack || BUILD=build; fi
 
 mkdir -p "$RES" || { echo "gpu_check.sh: cannot create $RES" >&2; exit 2; }
@@ -104,10 +112,46 @@ T="timeout -k 2 20" # each probe of phase 0
 LOG=$RES/log.txt ENVF=$RES/env.txt CSV=$RES/results.csv ROWS=$RES/.rows NOTYET=$RES/.notyet
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+# cut short (the device run's time limit sends TERM): the table so far, then out
+trap 'echo "| - | cut short | STOP | $((SECONDS - START)) | signal received; the rows above are what ran |" >>"$ROWS"; write_summary; cat "$SUM"; exit 0' TERM INT
 : >"$LOG"; : >"$ROWS"; : >"$NOTYET"
 echo "phase,check,result,seconds,detail,model,batch,tf32,amp,impl,rep,samples_per_s,ms_per_step,loss,gpu_mem_mb,mem_per_sample_mb" >"$CSV"
 START=$SECONDS
 
+# summary.md from the rows so far: after every row, at the end, and when the run is cut short
+SUM=$RES/summary.md
+write_summary() {
+    {
+        echo "# GPU check: ${GPU_NAME:-no GPU}"
+        echo
+        echo "Budget ${BUDGET}s, used $((SECONDS - START))s. BUILD=$BUILD. $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)"
+        echo "Details: log.txt, env.txt, results.csv."
+        echo
+        echo "| phase | check | result | seconds | detail |"
+        echo "|---|---|---|---|---|"
+        cat "$ROWS"
+        echo
+        echo "## Speed (samples/s, best of $REPS; float32 unless amp=bf16; memory: the process's peak GPU memory per sample, nvidia-smi)"
+        echo
+        echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch |"
+        echo "|---|---|---|---|---|---|---|---|---|"
+        awk -F, 'NR > 1 && $2 == "bench" && $12 != "" {
+            k = $6 "|" $7 "|" $8 "|" $9; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
+            if ($12 + 0 > best[k "|" $10] + 0) { best[k "|" $10] = $12; mem[k "|" $10] = $16 } }
+          END { for (i = 0; i < n; i++) { k = order[i]; o = best[k "|ours"]; t = best[k "|torch"]
+                split(k, f, "|"); r = (o != "" && t != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
+                       t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"] } }' "$CSV"
+        echo
+        if [ -s "$NOTYET" ]; then
+            echo "## Skipped because a program or option does not exist yet"
+            echo
+            cat "$NOTYET"
+        else
+            echo "Every program and option the check knows of is there."
+        fi
+    } >"$SUM"
+}
 log() { echo "$*" | tee -a "$LOG"; }
 clean() { printf '%s' "$*" | tr ',\n|' ';  ' | tr -s ' ' | sed 's/ $//' | cut -c1-300; } # one cell
 left() { echo $((BUDGET - (SECONDS - START))); }
@@ -115,8 +159,9 @@ row() { # PHASE CHECK RESULT SECONDS DETAIL
     echo "| $1 | $2 | $3 | $4 | $(clean "$5") |" >>"$ROWS"
     echo "$1,$(clean "$2"),$3,$4,$(clean "$5"),,,,,,,,,,," >>"$CSV"
     log "[$1] $2: $3 ${5:+($5)}"
+    write_summary
 }
-notyet() { row "$1" "$2" SKIP - "not there yet: $3"; echo "- phase $1, $2: $3" >>"$NOTYET"; }
+notyet() { row "$1" "$2" SKIP - "not there yet: $3"; echo "- phase $1, $2: $3" >>"$NOTYET"; write_summary; }
 phase() { # N NAME LIMIT: a phase ends after LIMIT seconds or at the budget's end
     local cap=$3 l; l=$(left); [ "$l" -lt "$cap" ] && cap=$l
     [ "$cap" -lt 0 ] && cap=0
@@ -154,6 +199,9 @@ case ":$PATH:" in *:/usr/local/cuda/bin:*) ;; *) [ -d /usr/local/cuda/bin ] && P
 GPU=0 CC_ARCH=90 GPU_NAME="" COMPUTE_MODE=""
 if [ "$DRY_RUN" = 1 ]; then
     row 0 GPU SKIP - "DRY_RUN=1: every GPU phase as without a GPU"
+elif [ "$REHEARSE" = 1 ]; then
+    GPU=1 DEV_EMULATE=1 GPU_NAME="the emulated device (REHEARSE=1)" COMPUTE_MODE=Default
+    row 0 GPU SKIP - "REHEARSE=1: phase 3's GPU steps on the emulated device (TNT_GPU_EMULATE=1), no benchmark"
 elif command -v nvidia-smi >/dev/null && $T nvidia-smi -L >/dev/null 2>&1; then
     GPU=1
     Q=$($T nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,compute_mode --format=csv,noheader 2>/dev/null | head -1)
@@ -259,7 +307,7 @@ PTX=$BUILD/gpu/kernels.ptx
 if [ ! -f "$PTX" ]; then notyet 2 "ptxas on the embedded PTX" "no $PTX (built without clang-14?)"
 elif ! command -v ptxas >/dev/null; then row 2 "ptxas on the embedded PTX" SKIP - "no ptxas"
 else check "ptxas -arch=sm_$CC_ARCH on the embedded PTX" 30 ptxas -arch=sm_$CC_ARCH "$PTX" -o "$WORK/k.cubin"; fi
-if [ $GPU = 0 ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no GPU"
+if [ $GPU = 0 ] || [ "$REHEARSE" = 1 ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no GPU"
 elif [ ! -f "$PTX" ]; then row 2 "driver JIT of the PTX, kernels against NumPy" SKIP - "no $PTX"
 else check "driver JIT of the PTX, kernels against NumPy (gpu_ptx_jit.py)" 40 "$PYTHON" scripts/gpu_ptx_jit.py "$PTX"; fi
 if ! command -v nvcc >/dev/null; then row 2 "nvcc -ptx of src/gpu/kernels" SKIP - "no nvcc"
@@ -285,22 +333,51 @@ else
         grep -a '^gpu_model ' "$LOG" | tail -4 | while read -r l; do row 3 "  differences" INFO - "$l"; done
     else notyet 3 "test_gpu_model_device" "no test_gpu_model_device"; fi
     # the layers and the training step on the device against the CPU engine: the gpu-model tests,
-    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0)
+    # which run on the emulated device in ctest, here on the real GPU (TNT_GPU_EMULATE=0; 1 under REHEARSE)
     if p=$(find_prog test_gpu_model); then
-        (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=0 "$p")
+        (cd tests && check "test_gpu_model on the GPU: device training == CPU engine" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model" "no test_gpu_model"; fi
     if p=$(find_prog test_gpu_attention); then
         (cd tests && check "test_gpu_attention on the GPU: MultiHeadAttention and a Transformer block == CPU" 60 \
-            env TNT_GPU_EMULATE=0 "$p")
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_attention" "no test_gpu_attention"; fi
     if p=$(find_prog test_gpu_model_io); then
-        (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=0 "$p")
+        (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
+    # precision: TF32 off (the default) and on, mixed_bfloat16 (cublasGemmEx), against references in
+    # double and the CPU engine's mixed precision; NVIDIA_TF32_OVERRIDE=0 would veto TF32 itself
+    if p=$(find_prog test_gpu_precision); then
+        (cd tests && check "test_gpu_precision on the GPU: TF32 off/on, mixed_bfloat16 == references, CPU bf16" 60 \
+            env -u NVIDIA_TF32_OVERRIDE TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+        grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16,? weights|TF32 on: weights" "$LOG" | tail -4 |
+            while read -r l; do row 3 "  precision" INFO - "$l"; done
+    else notyet 3 "test_gpu_precision" "no test_gpu_precision"; fi
+    # NCCL: the project's declarations against the real library, a communicator of one rank
+    if p=$(find_prog test_gpu_comm); then
+        (cd tests && check "test_gpu_comm on the GPU: NCCL (one rank), the choice" 40 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+        grep -a -E "^NCCL [0-9]|no NCCL here" "$LOG" | tail -1 | while read -r l; do row 3 "  NCCL" INFO - "$l"; done
+    else notyet 3 "test_gpu_comm" "no test_gpu_comm"; fi
     if ! p=$(find_prog test_gpu_model_dist); then notyet 3 "2 ranks on 1 GPU (test_gpu_model_dist)" "no test_gpu_model_dist"
     elif [ -z "$LAUNCHER" ] || ! command -v mpirun >/dev/null; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "no tarantella launcher or no mpirun here"
     elif [ "$COMPUTE_MODE" != Default ]; then row 3 "2 ranks on 1 GPU (test_gpu_model_dist)" SKIP - "compute mode is '$COMPUTE_MODE' (left as it is)"
-    else (cd tests && check "2 ranks on 1 GPU, host-staged (test_gpu_model_dist) == 1 rank" 60 \
-        env TNT_GPU_EMULATE=0 "$LAUNCHER" -n 2 -- "$p"); fi
+    else
+        (cd tests && check "2 ranks on 1 GPU, host-staged (test_gpu_model_dist) == 1 rank" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$LAUNCHER" -n 2 -- "$p")
+        # TNT_GPU_COMM=nccl with both ranks on GPU 0: NCCL takes one rank per GPU, so the ranks
+        # stage through the host and say why in one line (a GPU per rank would use NCCL)
+        nccl2() {
+            cd "$ROOT/tests" || return 1
+            env TNT_GPU_EMULATE=$DEV_EMULATE TNT_DEVICE=gpu TNT_GPU_COMM=nccl "$LAUNCHER" -n 2 -- "$1" >"$2" 2>&1; local rc=$?
+            cat "$2"
+            grep -a -q "not NCCL: " "$2" || { echo "no fallback line"; return 1; }
+            return $rc
+        }
+        export -f nccl2 && export ROOT LAUNCHER DEV_EMULATE
+        check "2 ranks on 1 GPU, TNT_GPU_COMM=nccl: host staging with the reason, == 1 rank" 60 \
+            bash -c 'nccl2 "$0" "$1"' "$p" "$WORK/nccl2.log"
+        # the reason (on one GPU: "2 ranks share this GPU (NCCL takes one rank per GPU)")
+        grep -a -o "not NCCL: .*" "$WORK/nccl2.log" 2>/dev/null | head -1 | while read -r l; do row 3 "  NCCL fallback" INFO - "$l"; done
+    fi
     # training on the GPU against the CPU
     if [ -n "$TEST" ] && has_option "$TEST" "--train-equivalence"; then
         (cd tests && check "test_gpu --train-equivalence: 50 steps, GPU == CPU" 60 "$TEST" --train-equivalence ${DATA:+--data "$DATA"})
@@ -318,11 +395,12 @@ else
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
     # device memory errors and races: the model tests' small models through most kernels
-    if ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
+    if [ "$REHEARSE" = 1 ]; then row 3 "compute-sanitizer" SKIP - "REHEARSE=1: no GPU"
+    elif ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
     elif [ -n "$TEST" ] && has_option "$TEST" "--quick"; then
         (cd tests && check "compute-sanitizer memcheck: test_gpu --quick" 90 compute-sanitizer --error-exitcode 9 "$TEST" --quick)
     elif p=$(find_prog test_gpu_model); then
-        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=0 \
+        (cd tests && check "compute-sanitizer memcheck: test_gpu_model on the GPU" 90 env TNT_GPU_EMULATE=$DEV_EMULATE \
             compute-sanitizer --tool memcheck --error-exitcode 9 "$p")
     else notyet 3 "compute-sanitizer" "no test_gpu --quick and no test_gpu_model"; fi
     # two ranks on one GPU: host staging only (NCCL refuses two ranks on one device); test_gpu_model_dist above
@@ -376,8 +454,9 @@ bench() { # impl model batch tf32 amp rep
     [ -z "$ms" ] && [ -n "$sps" ] && ms=$(awk -v b="$bs" -v s="$sps" 'BEGIN { printf "%.3f", 1000 * b / s }')
     [ -n "$MEM" ] && mps=$(awk -v m="$MEM" -v b="$bs" 'BEGIN { printf "%.2f", m / b }')
     echo "4,bench,$([ -n "$sps" ] && echo PASS || echo FAIL),$((SECONDS - t0)),,$model,$bs,$tf32,$amp,$impl,$rep,${sps},${ms},${loss},${MEM},${mps}" >>"$CSV"
+    write_summary
 }
-if [ $GPU = 0 ]; then row 4 benchmark SKIP - "no GPU"
+if [ $GPU = 0 ] || [ "$REHEARSE" = 1 ]; then row 4 benchmark SKIP - "no GPU"
 else
     OURS=1
     [ -z "$BENCH_BIN" ] && OURS=0
@@ -393,37 +472,7 @@ else
 fi
 
 # ---- 5. summary -------------------------------------------------------------------------------------
-SUM=$RES/summary.md
-{
-    echo "# GPU check: ${GPU_NAME:-no GPU}"
-    echo
-    echo "Budget ${BUDGET}s, used $((SECONDS - START))s. BUILD=$BUILD. $(git log -1 --format='%h %s' 2>/dev/null | cut -c1-100)"
-    echo "Details: log.txt, env.txt, results.csv."
-    echo
-    echo "| phase | check | result | seconds | detail |"
-    echo "|---|---|---|---|---|"
-    cat "$ROWS"
-    echo
-    echo "## Speed (samples/s, best of $REPS; float32 unless amp=bf16; memory: the process's peak GPU memory per sample, nvidia-smi)"
-    echo
-    echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch |"
-    echo "|---|---|---|---|---|---|---|---|---|"
-    awk -F, 'NR > 1 && $2 == "bench" && $12 != "" {
-        k = $6 "|" $7 "|" $8 "|" $9; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
-        if ($12 + 0 > best[k "|" $10] + 0) { best[k "|" $10] = $12; mem[k "|" $10] = $16 } }
-      END { for (i = 0; i < n; i++) { k = order[i]; o = best[k "|ours"]; t = best[k "|torch"]
-            split(k, f, "|"); r = (o != "" && t != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
-            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
-                   t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"] } }' "$CSV"
-    echo
-    if [ -s "$NOTYET" ]; then
-        echo "## Skipped because a program or option does not exist yet"
-        echo
-        cat "$NOTYET"
-    else
-        echo "Every program and option the check knows of is there."
-    fi
-} >"$SUM"
+write_summary
 rm -f "$ROWS" "$NOTYET"
 echo
 cat "$SUM"

@@ -1,5 +1,5 @@
 /* fake_libcublas.c: a cuBLAS for the runtime's real-device code without a GPU (with
- * fake_cuda_working, whose device memory is host memory): the 8 functions the loader resolves,
+ * fake_cuda_working, whose device memory is host memory): the 9 functions the loader resolves,
  * sgemm and strided sgemm computed as BLAS defines them, column-major, by plain loops. Built as
  * libcublas.so.13 in a folder that TNT_CUDA_LIBDIR names. The math mode set last is kept
  * (fake_cublas_math_mode) for the TF32 switch's test; alpha = 42 makes sgemm fail. */
@@ -65,4 +65,17 @@ EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
     (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)at, (void)lda, (void)B;
     (void)bt, (void)ldb, (void)beta, (void)C, (void)ct, (void)ldc, (void)compute, (void)algo;
     return 15; /* CUBLAS_STATUS_NOT_SUPPORTED: not used yet */
+}
+
+/* resolved by the loader; the fake has no bf16 arithmetic */
+EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void *alpha, const void *a, cudaDataType at,
+                                                 int lda, long long sa, const void *b, cudaDataType bt, int ldb,
+                                                 long long sb, const void *beta, void *c, cudaDataType ct, int ldc,
+                                                 long long sc, int batch, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t algo) {
+    (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)at, (void)lda, (void)sa;
+    (void)b, (void)bt, (void)ldb, (void)sb, (void)beta, (void)c, (void)ct, (void)ldc, (void)sc, (void)batch;
+    (void)compute, (void)algo;
+    return 15; /* CUBLAS_STATUS_NOT_SUPPORTED */
 }

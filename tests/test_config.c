@@ -11,7 +11,7 @@
 
 static const char *const variables[] = {
     "TNT_LOG_LEVEL", "TNT_LOG_ON_ALL_DEVICES", "TNT_OUTPUT_ON_ALL_DEVICES", "TNT_TENSORBOARD_ON_ALL_DEVICES",
-    "TNT_STDOUT_TTY", "TNT_FORCE_MPI", "TNT_FUSION_THRESHOLD_KB", "TNT_COMM_MODE",
+    "TNT_STDOUT_TTY", "TNT_FORCE_MPI", "TNT_FUSION_THRESHOLD_KB", "TNT_COMM_MODE", "TNT_CROSS_NODE",
     "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
 };
 
@@ -31,6 +31,7 @@ static void test_defaults(void **state) {
     assert_false(c.force_mpi || c.under_mpirun);
     assert_int_equal(c.fusion_threshold_kb, 32);
     assert_int_equal(c.comm_mode, TNT_COMM_MODE_THREAD);
+    assert_int_equal(c.cross_node, TNT__CROSS_NODE_AUTO);
     setenv("TNT_FUSION_THRESHOLD_KB", "", 1); /* empty is unset */
     tu_ok(tnt__config_read(&c));
     assert_int_equal(c.fusion_threshold_kb, 32);
@@ -46,6 +47,7 @@ static void test_good_values(void **state) {
     setenv("TNT_FORCE_MPI", "no", 1);
     setenv("TNT_FUSION_THRESHOLD_KB", "2147483647", 1);
     setenv("TNT_COMM_MODE", "Nonblocking", 1);
+    setenv("TNT_CROSS_NODE", "Halving", 1);
     setenv("PMI_RANK", "", 1); /* present: a launcher started the process */
     tnt__config c;
     tu_ok(tnt__config_read(&c));
@@ -56,6 +58,7 @@ static void test_good_values(void **state) {
     assert_true(c.under_mpirun);
     assert_int_equal(c.fusion_threshold_kb, 2147483647);
     assert_int_equal(c.comm_mode, TNT_COMM_MODE_NONBLOCKING);
+    assert_int_equal(c.cross_node, TNT__CROSS_NODE_HALVING);
     setenv("TNT_FUSION_THRESHOLD_KB", "0", 1);
     setenv("TNT_STDOUT_TTY", "1", 1);
     tu_ok(tnt__config_read(&c));
@@ -77,6 +80,7 @@ static void test_bad_values(void **state) {
         {"TNT_FUSION_THRESHOLD_KB", "2147483648", "TNT_FUSION_THRESHOLD_KB=2147483648: expected an integer"},
         {"TNT_FUSION_THRESHOLD_KB", "99999999999999999999", "=99999999999999999999: expected an integer"},
         {"TNT_COMM_MODE", "bogus", "TNT_COMM_MODE=bogus: expected thread or nonblocking"},
+        {"TNT_CROSS_NODE", "tree", "TNT_CROSS_NODE=tree: expected auto, mpi, ring, halving or doubling"},
         {"TNT_LOG_LEVEL", "loud", "TNT_LOG_LEVEL=loud: expected DEBUG, INFO, WARNING or ERROR"},
         {"TNT_STDOUT_TTY", "2", "TNT_STDOUT_TTY=2: expected 1 or 0"},
         {"TNT_FORCE_MPI", "maybe", "TNT_FORCE_MPI=maybe: expected 1, 0, true, false, yes or no"},

@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include "core/config.h"
+#include "comm/comm.h"
 #include "gpu/api.h"
 
 #include <dlfcn.h>
@@ -32,7 +33,8 @@ typedef struct outcome {
 typedef void (*case_body)(char *wrong, size_t size);
 
 static const char *const gpu_settings[] = {"TNT_DEVICE", "TNT_GPU_COMM", "TNT_GPU_ORDINAL", "TNT_CUDA_LIBDIR",
-                                           "TNT_CUDA_DRIVER", "TNT_GPU_EMULATE", "TNT_GPU_TF32", "TNT_LOG_LEVEL"};
+                                           "TNT_CUDA_DRIVER", "TNT_GPU_EMULATE", "TNT_GPU_TF32", "TNT_LOG_LEVEL",
+                                           "TNT_NCCL_LIBRARY"};
 
 /* Runs one case in a child: the settings `env` ("NAME=VALUE", NULL-terminated) on top of none of
  * the GPU settings; tnt_init (init) or only the loader. Its stderr is kept in log. */
@@ -252,6 +254,86 @@ static void test_fake_working(void **state) {
 #endif
 }
 
+/* NCCL over the working fake driver: what the loader makes of no library, a library missing a
+ * function and one too old (the GPU stays usable, gradients go through the host: the reason
+ * named), and the runtime over the working fake NCCL (its id, one rank, an in-place sum on the
+ * copy stream, the communicator left when the device closes) */
+static const char *expected_nccl_why; /* set before the fork: the child reads it */
+
+static void nccl_absent_body(char *wrong, size_t size) {
+    const char *why = NULL;
+    if (!tnt__gpu_available(NULL)) WRONG("the GPU itself should stay usable without NCCL");
+    if (tnt__gpu_nccl_available(&why) || strcmp(why, expected_nccl_why))
+        WRONG("NCCL's reason \"%s\", expected \"%s\"", why ? why : "(none)", expected_nccl_why);
+    if (tnt__gpu_nccl_version() != 0) WRONG("version %d without NCCL", tnt__gpu_nccl_version());
+    char id[TNT__GPU_NCCL_ID_BYTES];
+    if (tnt__gpu_nccl_unique_id(id) != TNT_ERR_UNSUPPORTED || !strstr(tnt_last_error(), expected_nccl_why))
+        WRONG("unique id without NCCL: %s", tnt_last_error());
+    /* the choice: host staging, with the loader's reason */
+    char line[320];
+    tnt__gpu_comm_inputs in = {.setting = TNT__GPU_COMM_NCCL, .ranks = 2, .nccl = false, .nccl_why = why, .shared_by = 1};
+    if (tnt__gpu_comm_choose(&in, line, sizeof line) != TNT__GPU_COMM_HOST || strcmp(line, expected_nccl_why))
+        WRONG("choice: \"%s\"", line);
+    wrong[0] = 0;
+}
+
+static void nccl_working_body(char *wrong, size_t size) {
+    const char *why = NULL;
+    if (!tnt__gpu_nccl_available(&why)) WRONG("NCCL unavailable: %s", why);
+    if (tnt__gpu_nccl_version() != 22809) WRONG("version %d", tnt__gpu_nccl_version());
+    void *h = dlopen(FAKE_NCCL_WORKING, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    int *sums = h ? dlsym(h, "fake_nccl_sums") : NULL, *dtype = h ? dlsym(h, "fake_nccl_last_dtype") : NULL;
+    int *op = h ? dlsym(h, "fake_nccl_last_op") : NULL, *destroyed = h ? dlsym(h, "fake_nccl_destroyed") : NULL;
+    size_t *count = h ? dlsym(h, "fake_nccl_last_count") : NULL;
+    const void **send = h ? dlsym(h, "fake_nccl_last_send") : NULL, **recv = h ? dlsym(h, "fake_nccl_last_recv") : NULL;
+    CUstream *stream = h ? dlsym(h, "fake_nccl_last_stream") : NULL;
+    if (!sums || !dtype || !op || !destroyed || !count || !send || !recv || !stream) WRONG("the fake NCCL's records");
+    char id[TNT__GPU_NCCL_ID_BYTES];
+    if (tnt__gpu_nccl_allreduce(NULL, 4, TNT__GPU_COPY) != TNT_ERR_STATE) WRONG("a sum before open: %s", tnt_last_error());
+    if (tnt__gpu_open(0) || tnt__gpu_nccl_unique_id(id) || tnt__gpu_nccl_open(id, 1, 0))
+        WRONG("open: %s", tnt_last_error());
+    if (tnt__gpu_nccl_open(id, 2, 1) != TNT_ERR_STATE || !strstr(tnt_last_error(), "already open as rank 0 of 1"))
+        WRONG("opened again otherwise: %s", tnt_last_error());
+    float *d = tnt__gpu_malloc(64 * sizeof(float));
+    if (!d || tnt__gpu_nccl_allreduce(d + 8, 40, TNT__GPU_COPY)) WRONG("sum: %s", tnt_last_error());
+    if (*sums != 1 || *count != 40 || *send != d + 8 || *recv != d + 8 || *dtype != TNT_NCCL_FLOAT32 ||
+        *op != TNT_NCCL_SUM || *stream != tnt__gpu.streams[TNT__GPU_COPY])
+        WRONG("the sum's arguments: %d calls, count %zu, dtype %d, op %d, in place %d, copy stream %d", *sums, *count,
+              *dtype, *op, *send == d + 8 && *recv == d + 8, *stream == tnt__gpu.streams[TNT__GPU_COPY]);
+    if (tnt__gpu_nccl_allreduce(d, 0, TNT__GPU_COPY) || *sums != 1) WRONG("an empty sum reached NCCL");
+    tnt__gpu_free(d);
+    tnt__gpu_close();
+    if (*destroyed != 1 || tnt__gpu_nccl_is_open()) WRONG("the communicator outlived the device");
+    tnt__gpu_comm_inputs in = {.setting = TNT__GPU_COMM_AUTO, .ranks = 2, .nccl = true, .shared_by = 1};
+    char line[320];
+    if (tnt__gpu_comm_choose(&in, line, sizeof line) != TNT__GPU_COMM_NCCL || line[0]) WRONG("choice: \"%s\"", line);
+    wrong[0] = 0;
+}
+
+static void test_fake_nccl(void **state) {
+    (void)state;
+#ifndef TNT_GPU_KERNELS
+    print_message("built without GPU kernels: the loader stops before NCCL (test_gpu_comm checks the choice)\n");
+#else
+    struct { const char *lib, *why; } cases[] = {
+        {"TNT_NCCL_LIBRARY=/nonexistent/libnccl.so.2", "no /nonexistent/libnccl.so.2"},
+        {"TNT_NCCL_LIBRARY=" FAKE_NCCL_MISSING, FAKE_NCCL_MISSING " lacks ncclAllReduce"},
+        {"TNT_NCCL_LIBRARY=" FAKE_NCCL_OLD, "NCCL 2.7.8 is too old (2.10 or newer)"},
+    };
+    for (size_t i = 0; i < TNT_ARRAY_LEN(cases); i++) {
+        const char *env[] = {"TNT_CUDA_DRIVER=" FAKE_CUDA_WORKING, "TNT_CUDA_LIBDIR=" FAKE_CUBLAS_DIR, cases[i].lib, NULL};
+        expected_nccl_why = cases[i].why;
+        outcome o = run_case_body(env, false, nccl_absent_body);
+        assert_true(o.available);
+        if (o.body[0]) fail_msg("%s: %s\n%s", cases[i].lib, o.body, o.log);
+    }
+    const char *env[] = {"TNT_CUDA_DRIVER=" FAKE_CUDA_WORKING, "TNT_CUDA_LIBDIR=" FAKE_CUBLAS_DIR,
+                         "TNT_NCCL_LIBRARY=" FAKE_NCCL_WORKING, NULL};
+    outcome o = run_case_body(env, false, nccl_working_body);
+    if (o.body[0]) fail_msg("%s\n%s", o.body, o.log);
+#endif
+}
+
 /* tnt_init: cpu (the default) never loads anything; gpu without a backend is an error naming the
  * reason; auto runs on the CPU with one INFO line */
 static void test_init_choice(void **state) {
@@ -332,7 +414,7 @@ int main(void) {
         cmocka_unit_test(test_no_driver),        cmocka_unit_test(test_sdk_stub),
         cmocka_unit_test(test_fake_no_device),   cmocka_unit_test(test_fake_missing_symbol),
         cmocka_unit_test(test_bad_libdir),       cmocka_unit_test(test_fake_working),
-        cmocka_unit_test(test_init_choice),
+        cmocka_unit_test(test_init_choice),      cmocka_unit_test(test_fake_nccl),
         cmocka_unit_test(test_init_emulated),    cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,7 @@ static void make_data(void) {
 
 static int64_t batch_size = BATCH;
 static bool used_staging; /* the last train() on the device staged its buckets in page-locked memory */
+static bool used_nccl;    /* ... or summed them with NCCL (the stand-in, emulated) */
 
 static tnt_dataset *dataset(void) {
     tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false);
@@ -62,6 +63,7 @@ static float *train(const tnt_distribute_opts *dist, tnt_device dev, int64_t *n,
     *n = tnt_model_count_params(m);
     *on_device = m->on_device;
     used_staging = m->dev && m->dev->staging;
+    used_nccl = m->dev && m->dev->nccl;
     float *w = malloc((size_t)*n * sizeof(float));
     tu_ok(tnt_get_weights(m, w, *n));
     tnt_dataset_free(ds);
@@ -164,6 +166,94 @@ static void test_cpu_rank_beside_gpu_rank(void **state) {
     tnt_dataset_free(ds);
 }
 
+/* NCCL's path on the device (buckets of the reducer's plan summed in place on the copy stream,
+ * the host reducer idle, the optimizer waiting for the last sum), run on the emulated device with
+ * a stand-in for ncclAllReduce that sums through the host with MPI: bitwise the host-staged flat
+ * reducer's result (the same sums of the same buckets), one sum per bucket and step. */
+static int standin_calls;
+static tnt_status standin(float *d, int64_t n, tnt__gpu_stream stream) {
+    float *h = malloc((size_t)n * sizeof(float));
+    tnt_status s = h ? tnt__gpu_copy_to_host(h, d, (size_t)n * sizeof(float), stream) : TNT_ERR_NOMEM;
+    if (s == TNT_OK) s = tnt__gpu_sync(stream);
+    if (s == TNT_OK) s = tnt__allreduce_sum_f32(h, n);
+    if (s == TNT_OK) s = tnt__gpu_copy_to_device(d, h, (size_t)n * sizeof(float), stream);
+    if (s == TNT_OK) s = tnt__gpu_sync(stream);
+    free(h);
+    standin_calls++;
+    return s;
+}
+
+static void set_gpu_comm(int comm) { ((tnt__config *)tnt__config_get())->gpu_comm = comm; } /* tests only */
+
+static void test_nccl_path(void **state) {
+    (void)state;
+    if (!tnt__gpu_emulated()) return; /* a real GPU: scripts/gpu_check.sh runs 2 ranks on it */
+    tnt__gpu_nccl_standin = standin;
+    for (int kb = 0; kb <= 4096; kb += 4096) { /* a bucket per layer, one for the model */
+        tnt_distribute_opts o = {.reducer = TNT_REDUCER_FLAT, .fusion_threshold_kb = kb, .has_fusion_threshold = true};
+        int64_t n, n2;
+        bool dev;
+        set_gpu_comm(TNT__GPU_COMM_HOST);
+        float *host = train(&o, TNT_DEVICE_GPU, &n, &dev);
+        assert_true(dev);
+        assert_false(used_nccl);
+        set_gpu_comm(TNT__GPU_COMM_AUTO);
+        standin_calls = 0;
+        float *nccl = train(&o, TNT_DEVICE_GPU, &n2, &dev);
+        assert_true(dev);
+        assert_int_equal(n, n2);
+        char what[96];
+        snprintf(what, sizeof what, "NCCL's path (stand-in), %lld KB buckets, %d ranks", (long long)kb, tnt_get_size());
+        if (tnt_get_size() == 1) { /* one rank sums nothing */
+            assert_false(used_nccl);
+            assert_int_equal(standin_calls, 0);
+        } else {
+            assert_true(used_nccl);
+            assert_false(used_staging);
+            /* 2 epochs of 7 steps; a bucket per layer: 3 Dense layers */
+            assert_int_equal(standin_calls, 14 * (kb == 0 ? 3 : 1));
+        }
+        tu_assert_bitwise(nccl, host, n, what);
+        free(host), free(nccl);
+    }
+    /* global batches of 1: on 2 ranks one share is empty every step; that rank sums zeros */
+    batch_size = 1;
+    int64_t n;
+    bool dev;
+    set_gpu_comm(TNT__GPU_COMM_HOST);
+    float *host = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    set_gpu_comm(TNT__GPU_COMM_AUTO);
+    standin_calls = 0;
+    float *nccl = train(&(tnt_distribute_opts){0}, TNT_DEVICE_GPU, &n, &dev);
+    assert_int_equal(used_nccl, tnt_get_size() > 1);
+    assert_int_equal(standin_calls, tnt_get_size() > 1 ? 2 * N : 0); /* one bucket, 2 epochs of N steps */
+    tu_assert_bitwise(nccl, host, n, "NCCL's path (stand-in), empty shares");
+    free(host), free(nccl);
+    batch_size = BATCH;
+    tnt__gpu_nccl_standin = NULL;
+    set_gpu_comm(TNT__GPU_COMM_AUTO);
+}
+
+/* Ranks with different TNT_GPU_COMM settings fail the fingerprint check on every rank, naming it */
+static void test_gpu_comm_fingerprint(void **state) {
+    (void)state;
+    if (tnt_get_size() == 1) return;
+    set_gpu_comm(tnt_get_rank() == 1 ? TNT__GPU_COMM_NCCL : TNT__GPU_COMM_HOST);
+    tnt_model *m = model();
+    tu_ok(tnt_distribute(m));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_GPU}));
+    tnt_dataset *ds = dataset();
+    assert_int_equal(tnt_fit(m, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("TNT_GPU_COMM");
+    tu_error_contains("rank 1");
+    set_gpu_comm(TNT__GPU_COMM_AUTO);
+    tu_ok(tnt_fit(m, ds, NULL, NULL)); /* alike again: it trains */
+    assert_true(m->on_device);
+    tnt_model_free(m);
+    tnt_dataset_free(ds);
+}
+
 /* TNT_DEVICE=auto (ctest's test_gpu_model_dist_np2_auto): tnt_init opened a GPU on every rank and
  * a model compiled without a device trains there, as the CPU model does */
 static void test_setting_auto(void **state) {
@@ -194,6 +284,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_empty_shares),
         cmocka_unit_test(test_cpu_rank_beside_gpu_rank),
         cmocka_unit_test(test_setting_auto),
+        cmocka_unit_test(test_nccl_path),
+        cmocka_unit_test(test_gpu_comm_fingerprint),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -1,9 +1,10 @@
-/* test_layers_noise.c: SpatialDropout1D/2D, GaussianNoise, GaussianDropout, AlphaDropout and
+/* test_layers_noise.c: Dropout with a noise_shape, SpatialDropout1D/2D, GaussianNoise, GaussianDropout, AlphaDropout and
  * ActivityRegularization: identity at inference, the noise statistics Keras's formulas give
  * (rates, means, variances, AlphaDropout's preserved mean and variance), whole channels dropped
  * by SpatialDropout, the same noise whatever the split of the batch (sample_offset), and
  * backward against finite differences (the step's noise is fixed by its seed). */
 #include "layer_harness.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -148,8 +149,63 @@ static void test_errors(void **state) {
     tnt_layer_free(l);
 }
 
+/* Dropout with Keras's noise_shape, read from a Keras config: one draw per position of the noise
+ * shape, shared along its axes of size 1; the same masks over any split of the batch. */
+static tnt_layer *noise_dropout(const char *noise, tnt_model **m) {
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": [{\"class_name\": "
+             "\"InputLayer\", \"config\": {\"batch_input_shape\": [null, 10, 12]}}, {\"class_name\": \"Dropout\", "
+             "\"config\": {\"name\": \"d\", \"rate\": 0.4, \"noise_shape\": %s}}]}}", noise);
+    *m = tnt_model_from_json(json);
+    if (!*m) return NULL;
+    for (int i = 0; i < (*m)->n_layers; i++)
+        if (!strcmp((*m)->layers[i]->name, "d")) return (*m)->layers[i];
+    return NULL;
+}
+
+static void test_dropout_noise_shape(void **state) {
+    (void)state;
+    float *x = malloc(N_SAMPLES * PER * sizeof(float)), *y = malloc(N_SAMPLES * PER * sizeof(float));
+    float *y2 = malloc(N_SAMPLES * PER * sizeof(float)), *dx = malloc(N_SAMPLES * PER * sizeof(float));
+    for (int i = 0; i < N_SAMPLES * PER; i++) x[i] = 1.0f + (float)(i % 7);
+    const char *noises[] = {"[null, 1, 12]", "[null, 1, 1]", "[1, 10, 12]"};
+    for (int v = 0; v < 3; v++) {
+        tnt_model *m;
+        tnt_layer *l = noise_dropout(noises[v], &m);
+        if (!l) fail_msg("%s: %s", noises[v], tnt_last_error());
+        run_at(l, N_SAMPLES, 0, x, y, x, dx, true);
+        int64_t kept = 0;
+        for (int64_t s = 0; s < N_SAMPLES; s++)
+            for (int t = 0; t < 10; t++)
+                for (int c = 0; c < 12; c++) {
+                    int64_t i = s * PER + t * 12 + c;
+                    bool keep = y[i] != 0.0f;
+                    kept += keep;
+                    if (keep) assert_float_equal(y[i], x[i] / 0.6f, 1e-5);
+                    assert_float_equal(dx[i], y[i], 0); /* backward: the same mask times dy (= x) */
+                    /* shared draws: along the time axis (v 0), the whole sample (v 1), the batch (v 2) */
+                    int64_t ref = v == 0 ? s * PER + c : v == 1 ? s * PER : t * 12 + c;
+                    assert_int_equal(keep, y[ref] != 0.0f);
+                }
+        double frac = (double)kept / (N_SAMPLES * PER);
+        if (v < 2) assert_true(frac > 0.3 && frac < 0.9); /* 1 - rate = 0.6 (64 samples or 768 columns drawn) */
+        run_at(l, 20, 0, x, y2, NULL, NULL, true); /* two ranks' shares draw alike */
+        run_at(l, N_SAMPLES - 20, 20, x + 20 * PER, y2 + 20 * PER, NULL, NULL, true);
+        tu_assert_close(y2, y, N_SAMPLES * PER, 0, 0, "noise_shape: split forward");
+        tnt_model_free(m);
+    }
+    tnt_model *m;
+    assert_null(noise_dropout("[null, 3, 12]", &m));
+    tu_error_contains("noise_shape entry 1 is 3 for an axis of 10");
+    assert_null(noise_dropout("[null, 1]", &m));
+    tu_error_contains("noise_shape has 2 entries for an input of rank 3");
+    free(x), free(y), free(y2), free(dx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dropout_noise_shape),
         cmocka_unit_test(test_inference_identity_and_split),
         cmocka_unit_test(test_statistics),
         cmocka_unit_test(test_finite_differences),

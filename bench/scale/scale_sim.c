@@ -3,7 +3,7 @@
  * layer charged as its measured time (profile_model --table), so that 256 ranks cost seconds.
  *
  *   scale_sim --table FILE --reducer flat|node|sharded|lib-flat [--steps N] [--threshold-kb K]
- *             [--compute-scale X] [--sum-gbps B]
+ *             [--compute-scale X] [--sum-gbps B] [--cross auto|mpi|ring|halving|doubling]
  *   scale_sim --allreduce FLOATS [--sum-gbps B]: one allreduce over all ranks, as the modelled
  *             reducers charge it (bench/scale/validate.py sets it against a real one)
  *
@@ -20,16 +20,18 @@
  *    reducer_flat.c / reducer_node.c run on the comm thread, bucket by bucket: the arrival
  *    barrier over all ranks, then flat: MPI_Allreduce over all ranks; node: the slice sum over
  *    the node's buffers, charged as memory traffic at --sum-gbps per rank (SMPI has no
- *    shared-memory model), then MPI_Allreduce of the slice among the ranks of the same local
- *    index (MPI_Comm_split_type by host, as the library); node: one more barrier at the end.
- *    SMPI does not charge the additions inside its collectives: each allreduce is followed by
- *    its reduction traffic, 12 bytes per added float over (q-1)/q of the buffer, at the same
- *    rate. Buffers come from SMPI_SHARED_MALLOC and the allreduce adds nothing (a no-op
+ *    shared-memory model), then the allreduce of the slice among the ranks of the same local
+ *    index (MPI_Comm_split_type by host, as the library): the library's own cross-node
+ *    allreduce (comm/cross_node.c, --cross as TNT_CROSS_NODE) or, --cross mpi, MPI_Allreduce;
+ *    node: one more barrier at the end. SMPI does not charge the additions (neither inside its
+ *    collectives nor MPI_Reduce_local): each allreduce is followed by its reduction traffic, 12
+ *    bytes per float each rank adds (MPI: (q-1)/q of the buffer), at the same rate. Buffers come from SMPI_SHARED_MALLOC and the allreduce adds nothing (a no-op
  *    operation): values do not matter here, and 256 ranks fit in memory. sharded: the
  *    optimizer's time divides by the ranks of the node, and its weight exchange is a barrier
  *    of the node.
  * Prints on world rank 0: "scale_sim: MODEL REDUCER ranks P nodes N step S compute C exposed E". */
 #include "comm/comm.h"
+#include "comm/cross_node.h"
 
 #include <mpi.h>
 #include <smpi/smpi.h>
@@ -94,7 +96,8 @@ static struct {
     double scale, sum_bps;
     int steps;
     int64_t threshold_kb;
-} opt = {"node", 1.0, 2.0e9, 2, 32};
+    tnt__cross_algo cross; /* node, sharded: the cross-node stage (TNT_CROSS_NODE) */
+} opt = {"node", 1.0, 2.0e9, 2, 32, TNT__CROSS_AUTO};
 
 static profile prof;
 static tnt__reducer *plan_only; /* the library's bucket plan (MPI not started: no reduction) */
@@ -180,9 +183,11 @@ static void comm_step(MPI_Comm comms, MPI_Comm local, MPI_Comm cross, float *gra
         int64_t t = me + 1 == p ? e : (b + len * (me + 1) / p) & ~(int64_t)15;
         s = s < b ? b : s > e ? e : s, t = t < b ? b : t > e ? e : t;
         charge_traffic(4.0 * (double)(p + 1) * (double)(t - s)); /* p buffers read, the sum written */
-        if (nodes > 1 && t > s) {
-            MPI_Allreduce(MPI_IN_PLACE, grads + s, (int)(t - s), MPI_FLOAT, noop, cross);
-            charge_traffic(12.0 * (double)(t - s) * (nodes - 1) / nodes);
+        if (nodes > 1 && t > s) { /* reducer_node.c's cross_allreduce: ours, or MPI's */
+            tnt__cross_algo algo = tnt__cross_choose(opt.cross, 4 * (t - s), nodes);
+            tnt__cross_allreduce(grads + s, t - s, MPI_FLOAT, noop, cross, algo);
+            int64_t added = algo == TNT__CROSS_MPI ? (t - s) * (nodes - 1) / nodes : tnt__cross_combined(algo, t - s, nodes);
+            charge_traffic(12.0 * (double)added);
         }
     }
     if (!flat) MPI_Barrier(comms); /* node_finish: the last bucket's slices are summed */
@@ -224,6 +229,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--compute-scale")) opt.scale = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--sum-gbps")) opt.sum_bps = 1e9 * atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--allreduce")) allreduce_floats = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--cross")) {
+            static const char *const names[] = {"auto", "mpi", "ring", "halving", "doubling"};
+            int k = 0;
+            while (k < 5 && strcmp(argv[i + 1], names[k])) k++;
+            if (k == 5) table = NULL, i = argc, allreduce_floats = 0; /* usage */
+            else opt.cross = (tnt__cross_algo)k;
+        }
         else table = NULL, i = argc, allreduce_floats = 0; /* unknown: usage */
     }
     if (allreduce_floats > 0 && allreduce_floats <= INT32_MAX) {
@@ -235,7 +247,7 @@ int main(int argc, char **argv) {
     if (lib ? tnt_init(&argc, &argv) != TNT_OK : MPI_Init(&argc, &argv) != MPI_SUCCESS) return 1;
     if (!table || !known || opt.steps < 1 || opt.scale <= 0 || opt.sum_bps <= 0 || opt.threshold_kb < 0)
         return fail("usage: scale_sim --table FILE --reducer flat|node|sharded|lib-flat [--steps N] "
-                    "[--threshold-kb K] [--compute-scale X] [--sum-gbps B]", NULL);
+                    "[--threshold-kb K] [--compute-scale X] [--sum-gbps B] [--cross auto|mpi|ring|halving|doubling]", NULL);
     if (!read_profile(table, &prof)) return fail("cannot read the profile table", table);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -78,6 +78,9 @@ def simulate(args, table, platform, ranks, reducer, compute_scale, tmp):
     rpn = min(ranks, p["ranks_per_node"])
     nodes = (ranks + rpn - 1) // rpn
     per_host = 1 if reducer == "lib-flat" else 2  # modelled reducers: a comm rank beside each rank
+    # node-mpi: node-aware with MPI_Allreduce across nodes (TNT_CROSS_NODE=mpi); node, sharded:
+    # the library's own cross-node allreduce (args.cross, TNT_CROSS_NODE's default auto)
+    sim_reducer, cross = ("node", "mpi") if reducer == "node-mpi" else (reducer, args.cross)
     xml = os.path.join(tmp, f"{platform}-{nodes}.xml")
     with open(xml, "w") as f:
         f.write(platform_xml(platform, nodes))
@@ -89,7 +92,8 @@ def simulate(args, table, platform, ranks, reducer, compute_scale, tmp):
     cmd = [args.smpirun, "-np", str(ranks * per_host), "-platform", xml, "-hostfile", hosts,
            "--cfg=smpi/simulate-computation:no", "--cfg=smpi/test:1e-7", "--cfg=smpi/coll-selector:ompi",
            "--cfg=smpi/shared-malloc-blocksize:8388608", "--log=root.thres:critical",
-           args.sim, "--table", table, "--reducer", reducer, "--compute-scale", f"{compute_scale:.6g}",
+           *[f"--cfg={c}" for c in args.smpi_cfg],
+           args.sim, "--table", table, "--reducer", sim_reducer, "--cross", cross, "--compute-scale", f"{compute_scale:.6g}",
            "--sum-gbps", f"{sum_gbps:.6g}", "--steps", "1"]
     env = dict(os.environ, TNT_FORCE_MPI="1", OMP_NUM_THREADS="1")
     for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "PMIX_RANK"):
@@ -113,10 +117,16 @@ def main():
     ap.add_argument("--smpirun", default="smpirun")
     ap.add_argument("--profiles", default=os.path.join(HERE, "profiles"))
     ap.add_argument("--models", default="resnet50,transformer,mlp")
-    ap.add_argument("--reducers", default="flat,node,sharded")
+    ap.add_argument("--reducers", default="flat,node-mpi,node,sharded",
+                    help="node-mpi: node-aware, MPI_Allreduce across nodes; node, sharded: --cross across nodes")
+    ap.add_argument("--cross", default="auto", choices=["auto", "mpi", "ring", "halving", "doubling"],
+                    help="the cross-node allreduce of node and sharded (TNT_CROSS_NODE)")
     ap.add_argument("--platforms", default="cpu,cpu-socket,gpu")
     ap.add_argument("--out", default="scale-study", help="folder for results.csv and scale_study.png")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--counts", help="rank counts to simulate instead of each platform's (comma list)")
+    ap.add_argument("--smpi-cfg", action="append", default=[], metavar="KEY:VALUE",
+                    help="one more SimGrid setting (e.g. smpi/lat-factor:1: the links' own latency)")
     ap.add_argument("--quick", action="store_true", help="4 simulated ranks of LeNet-5 (ctest)")
     ap.add_argument("--plot-logs", nargs="+", help="no simulation: draw the tables printed by earlier runs")
     args = ap.parse_args()
@@ -127,7 +137,7 @@ def main():
         return 0
     if args.quick:
         args.models, PLATFORMS["cpu"]["counts"], PLATFORMS["cpu"]["ranks_per_node"] = "lenet5", [4], 2
-        args.platforms, args.reducers = "cpu", "flat,node,sharded,lib-flat"
+        args.platforms, args.reducers = "cpu", "flat,node-mpi,node,sharded,lib-flat"
     resnet = read_profile(os.path.join(args.profiles, "resnet50.txt"))
     gpu_scale = (float(resnet["batch"]) / V100_RESNET50_IMAGES_PER_S) / float(resnet["step"])
     rows = []
@@ -141,7 +151,8 @@ def main():
                       f"{float(prof['step']) * scale * 1e3:.1f} ms, {int(prof['params']) * 4 / 1e6:.1f} MB of gradients)")
                 print("| ranks | nodes | reducer | step ms | exposed ms | speed-up | efficiency | Tarantella |")
                 print("|---|---|---|---|---|---|---|---|")
-                for ranks in PLATFORMS[platform]["counts"]:
+                counts = [int(c) for c in args.counts.split(",")] if args.counts else PLATFORMS[platform]["counts"]
+                for ranks in counts:
                     for reducer in args.reducers.split(","):
                         r = simulate(args, table, platform, ranks, reducer, scale, tmp)
                         r["model"] = model
@@ -183,7 +194,7 @@ def check_quick(rows):
     modelled flat step is the library's own flat reducer's within 10%."""
     by = {r["reducer"]: r for r in rows}
     bad = [f"{k}: efficiency {v['efficiency']:.3f}" for k, v in by.items() if not 0.3 < v["efficiency"] <= 1.05]
-    if set(by) != {"flat", "node", "sharded", "lib-flat"} or any(r["ranks"] != 4 or r["nodes"] != 2 for r in rows):
+    if set(by) != {"flat", "node-mpi", "node", "sharded", "lib-flat"} or any(r["ranks"] != 4 or r["nodes"] != 2 for r in rows):
         bad.append(f"runs: {[(r['reducer'], r['ranks'], r['nodes']) for r in rows]}")
     if not abs(by["flat"]["step_s"] / by["lib-flat"]["step_s"] - 1) < 0.10:
         bad.append(f"modelled flat step {by['flat']['step_s']:.6f} s against the library's {by['lib-flat']['step_s']:.6f} s")
@@ -207,7 +218,7 @@ def draw(rows, path):
         counts = sorted({r["ranks"] for r in rows if r["platform"] == platform})
         ax.plot(counts, counts, color="0.6", lw=0.8, label="linear")
         for k, model in enumerate(sorted({r["model"] for r in rows})):
-            for reducer, style in (("flat", "--"), ("node", "-"), ("sharded", ":")):
+            for reducer, style in (("flat", "--"), ("node-mpi", "-."), ("node", "-"), ("sharded", ":")):
                 pts = [(r["ranks"], r["speedup"]) for r in rows
                        if r["platform"] == platform and r["model"] == model and r["reducer"] == reducer]
                 if pts:  # a colour per model, a line style per reducer

@@ -147,6 +147,76 @@ static PyObject *ds_batch(pytnt_dataset *self, PyObject *args) {
     return in ? wrap(tnt_dataset_batch(in, size, drop), self->keep) : NULL;
 }
 
+/* A padded shape: a sequence of ints, -1 (None) for the batch's longest; None: -1 everywhere. */
+static int padded_from(PyObject *o, tnt_shape *out, const char *what) {
+    PyObject *f = PySequence_Fast(o, "");
+    if (!f) {
+        PyErr_Format(PyExc_TypeError, "padded_batch: %s: expected a sequence of integers", what);
+        return 0;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
+    out->ndim = (int)(n > TNT_MAX_DIMS ? TNT_MAX_DIMS : n);
+    for (Py_ssize_t i = 0; i < n && i < TNT_MAX_DIMS; i++) {
+        out->dim[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(f, i));
+        if (out->dim[i] == -1 && PyErr_Occurred()) {
+            Py_DECREF(f);
+            return 0;
+        }
+    }
+    Py_DECREF(f);
+    if (n > TNT_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "padded_batch: %s has %zd dimensions (at most %d)", what, n, TNT_MAX_DIMS);
+        return 0;
+    }
+    return 1;
+}
+
+/* padded_batch(size, drop_remainder, x_padded, y_padded, x_fill, y_fill) */
+static PyObject *ds_padded_batch(pytnt_dataset *self, PyObject *args) {
+    long long size;
+    int drop = 0;
+    PyObject *px = Py_None, *py = Py_None;
+    float fx = 0, fy = 0;
+    if (!PyArg_ParseTuple(args, "Lp|OOff", &size, &drop, &px, &py, &fx, &fy)) return NULL;
+    tnt_shape sx, sy;
+    if ((px != Py_None && !padded_from(px, &sx, "padded x shape")) ||
+        (py != Py_None && !padded_from(py, &sy, "padded y shape")))
+        return NULL;
+    tnt_dataset *in = take(self);
+    return in ? wrap(tnt_dataset_padded_batch(in, size, drop, px != Py_None ? &sx : NULL, py != Py_None ? &sy : NULL,
+                                              fx, fy), self->keep)
+              : NULL;
+}
+
+/* set_extents(x_ext, y_ext=None): each sample's extents, int32 arrays (n, ndim) */
+static PyObject *ds_set_extents(pytnt_dataset *self, PyObject *args) {
+    PyObject *ox, *oy = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &ox, &oy)) return NULL;
+    if (!pytnt_dataset_get((PyObject *)self, "dataset")) return NULL;
+    PyArrayObject *ax = NULL, *ay = NULL;
+    if (ox != Py_None && !(ax = (PyArrayObject *)PyArray_FROMANY(ox, NPY_INT32, 0, 2, NPY_ARRAY_C_CONTIGUOUS |
+                                                                   NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST)))
+        return NULL;
+    if (oy != Py_None && !(ay = (PyArrayObject *)PyArray_FROMANY(oy, NPY_INT32, 0, 2, NPY_ARRAY_C_CONTIGUOUS |
+                                                                   NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST))) {
+        Py_XDECREF(ax);
+        return NULL;
+    }
+    tnt_shape xs = tnt_dataset_x_shape(self->ds), ys = tnt_dataset_y_shape(self->ds);
+    int64_t n = tnt_dataset_cardinality(self->ds);
+    if ((ax && PyArray_SIZE(ax) != n * xs.ndim) || (ay && PyArray_SIZE(ay) != n * ys.ndim)) {
+        Py_XDECREF(ax);
+        Py_XDECREF(ay);
+        return PyErr_Format(PyExc_ValueError, "set_extents: expected (%lld, %d) x and (%lld, %d) y extents",
+                            (long long)n, xs.ndim, (long long)n, ys.ndim);
+    }
+    tnt_status s = tnt_dataset_set_extents(self->ds, ax ? PyArray_DATA(ax) : NULL, ay ? PyArray_DATA(ay) : NULL);
+    Py_XDECREF(ax);
+    Py_XDECREF(ay);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_NONE;
+}
+
 #define COUNT_OP(pyname, cname)                                                                   \
     static PyObject *pyname(pytnt_dataset *self, PyObject *args) {                                \
         long long n;                                                                              \
@@ -370,6 +440,9 @@ static PyMethodDef ds_methods[] = {
     {"take", (PyCFunction)ds_take, METH_VARARGS, "take(count) -> Dataset (consumes)."},
     {"skip", (PyCFunction)ds_skip, METH_VARARGS, "skip(count) -> Dataset (consumes)."},
     {"prefetch", (PyCFunction)ds_prefetch, METH_VARARGS, "prefetch(buffer_size) -> Dataset (consumes)."},
+    {"padded_batch", (PyCFunction)ds_padded_batch, METH_VARARGS,
+     "padded_batch(size, drop_remainder, x_padded=None, y_padded=None, x_fill=0, y_fill=0) -> Dataset (consumes)."},
+    {"set_extents", (PyCFunction)ds_set_extents, METH_VARARGS, "set_extents(x_ext, y_ext=None): samples' extents."},
     {"set_x_parts", (PyCFunction)ds_set_x_parts, METH_O, "set_x_parts([shape, ...]): the inputs x packs."},
     {"info", (PyCFunction)ds_info, METH_NOARGS, "{cardinality, x_shape, y_shape, has_labels, batched}."},
     {"iterate", (PyCFunction)ds_iterate, METH_VARARGS, "iterate(epoch=0) -> iterator of (x, y)."},

@@ -349,7 +349,7 @@ static int dict_bool(PyObject *d, const char *key, bool *out) {
 }
 
 /* (name, {hyperparameters}, schedule spec or None) -> a new optimizer; NULL with an exception */
-static tnt_optimizer *optimizer_new(PyObject *spec) {
+tnt_optimizer *pytnt_optimizer_new(PyObject *spec) {
     const char *name;
     PyObject *hp, *schedule;
     if (!PyTuple_Check(spec))
@@ -442,7 +442,7 @@ static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) 
         o.has_ignore_class = true;
         o.ignore_class = (int)v;
     }
-    if (spec != Py_None && !(o.optimizer = optimizer_new(spec))) return NULL;
+    if (spec != Py_None && !(o.optimizer = pytnt_optimizer_new(spec))) return NULL;
     tnt_status s;
     Py_BEGIN_ALLOW_THREADS
     s = tnt_compile(self->m, &o); /* consumes the optimizer */
@@ -519,6 +519,19 @@ static PyObject *model_reset_states(pytnt_model *self, PyObject *args) {
     if (!l) return PyErr_Format(PyExc_ValueError, "reset_states: model has no layer %s", name);
     tnt_layer_reset_states(l);
     Py_RETURN_NONE;
+}
+
+/* set_trainable(layer_name, trainable) -> whether the model has the layer (Keras's
+ * layer.trainable, read when the model is compiled) */
+static PyObject *model_set_trainable(pytnt_model *self, PyObject *args) {
+    const char *name;
+    int trainable;
+    if (!PyArg_ParseTuple(args, "sp", &name, &trainable)) return NULL;
+    tnt_layer *l = tnt_model_get_layer(self->m, name);
+    if (!l) Py_RETURN_FALSE;
+    tnt_status s = tnt_layer_set_trainable(l, trainable);
+    if (s != TNT_OK) return pytnt_raise(s);
+    Py_RETURN_TRUE;
 }
 
 static PyObject *model_stop_training(pytnt_model *self, PyObject *noargs) {
@@ -826,6 +839,7 @@ static PyMethodDef model_methods[] = {
     {"set_learning_rate", (PyCFunction)model_set_learning_rate, METH_O, "Sets the optimizer's rate."},
     {"set_input_shapes", (PyCFunction)model_set_input_shapes, METH_O, "Shapes of the inputs' None dimensions."},
     {"reset_states", (PyCFunction)model_reset_states, METH_VARARGS, "reset_states(layer_name=None)."},
+    {"set_trainable", (PyCFunction)model_set_trainable, METH_VARARGS, "set_trainable(layer_name, trainable) -> found."},
     {"stop_training", (PyCFunction)model_stop_training, METH_NOARGS, "Stops fit at the epoch's end."},
     {"batch_outputs", (PyCFunction)model_batch_outputs, METH_NOARGS,
      "Inside on_predict_batch_end: the batch's predictions (packed outputs)."},

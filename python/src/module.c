@@ -163,6 +163,17 @@ static PyObject *py_gpu_status(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyUnicode_FromString(tnt_gpu_status());
 }
+static PyObject *py_gpu_set_tf32(PyObject *self, PyObject *arg) {
+    (void)self;
+    const int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    tnt_gpu_set_tf32(on != 0);
+    Py_RETURN_NONE;
+}
+static PyObject *py_gpu_tf32_enabled(PyObject *self, PyObject *noargs) {
+    (void)self, (void)noargs;
+    return PyBool_FromLong(tnt_gpu_tf32_enabled());
+}
 static PyObject *py_gpu_device_count(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyLong_FromLong(tnt_gpu_device_count());
@@ -259,6 +270,8 @@ static PyMethodDef functions[] = {
     {"get_master_rank", py_get_master_rank, METH_NOARGS, "The master's rank (0)."},
     {"is_master_rank", py_is_master_rank, METH_NOARGS, "Whether this process is the master."},
     {"gpu_status", py_gpu_status, METH_NOARGS, "The device tnt_init chose, in one line (tnt_gpu_status)."},
+    {"gpu_set_tf32", py_gpu_set_tf32, METH_O, "TF32 for float32 GEMMs and convolutions on the GPU (tnt_gpu_set_tf32)."},
+    {"gpu_tf32_enabled", py_gpu_tf32_enabled, METH_NOARGS, "Whether TF32 is on (tnt_gpu_tf32_enabled)."},
     {"gpu_device_count", py_gpu_device_count, METH_NOARGS, "GPUs this process can use (tnt_gpu_device_count)."},
     {"version", py_version, METH_NOARGS, "Version of libtarantella."},
     {"mixed_precision_native", py_mixed_precision_native, METH_NOARGS,
@@ -297,6 +310,7 @@ PyMODINIT_FUNC PyInit__tarantella(void) {
         }
     }
     if (PyModule_AddFunctions(m, pytnt_callback_functions) < 0 || PyModule_AddFunctions(m, pytnt_objective_functions) < 0 ||
+        PyModule_AddFunctions(m, pytnt_tape_functions) < 0 ||
         PyModule_AddStringConstant(m, "__version__", tnt_version()) < 0 ||
         PyModule_AddIntConstant(m, "MAX_DIMS", TNT_MAX_DIMS) < 0) {
         Py_DECREF(m);

@@ -55,6 +55,8 @@ extern PyTypeObject pytnt_model_type;
 PyObject *pytnt_model_wrap(tnt_model *m); /* takes m; NULL with an exception (m freed) */
 PyObject *pytnt_model_from_json(PyObject *self, PyObject *args);
 PyObject *pytnt_load_model(PyObject *self, PyObject *args, PyObject *kw);
+/* (name, {hyperparameters}, schedule spec or None) -> a new optimizer; NULL with an exception. */
+tnt_optimizer *pytnt_optimizer_new(PyObject *spec);
 /* Keras's logs dict {name: float} of a tnt_logs. */
 PyObject *pytnt_logs_dict(const tnt_logs *logs);
 
@@ -81,6 +83,7 @@ typedef struct pytnt_callback {
 extern PyTypeObject pytnt_callback_type;
 extern PyMethodDef pytnt_callback_functions[];
 extern PyMethodDef pytnt_objective_functions[];
+extern PyMethodDef pytnt_tape_functions[]; /* tape.c: custom training loops */
 /* (class_name, {Keras config}) of a Keras learning-rate schedule -> a new schedule, or NULL with
  * an exception. */
 tnt_lr_schedule *pytnt_schedule_new(PyObject *spec);

@@ -20,11 +20,17 @@ from tarantella import tensorflow  # import tarantella.tensorflow as tf
 
 __version__ = _C.__version__
 
+def DistributedGradientTape(tape):
+    """Horovod's wrapper, for programs that use it: a tape's gradients of a tnt.Model are averaged
+    over the ranks already (tape.gradient does it), so the tape is returned as it is."""
+    return tape
+
+
 # Tarantella's names of the rank API
 def get_comm_size():
     return get_size()
 
 
 __all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "gpu_status", "gpu_device_count",
-           "get_comm_size", "data",
+           "get_comm_size", "data", "DistributedGradientTape",
            "keras", "Model", "ParallelStrategy", "models", "__version__"]

@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from tarantella import _padded
 from tarantella import _pydata as P
 from tarantella import _random
 from tarantella._dtypes import as_dtype
@@ -109,7 +110,8 @@ class _PyDataset(Dataset):
         if card >= 0:
             card = card // batch_size if drop_remainder else -(-card // batch_size)
         padded = (padded_shapes, padding_values)
-        return self._derive(lambda epoch: P.batched(self._gen(epoch), batch_size, drop_remainder, padded), card, True)
+        return self._derive(lambda epoch: P.batched(self._gen(epoch), batch_size, drop_remainder, padded), card, True,
+                            op=("padded_batch", batch_size, padded_shapes, padding_values, bool(drop_remainder)))
 
     def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
         if not callable(map_func):
@@ -287,6 +289,8 @@ class _PyDataset(Dataset):
         if self._lowered is None:
             if self._c is not None:
                 self._lowered = self._c
+            elif self._op is not None and self._op[0] == "padded_batch" and (padded := _padded.lower(self)) is not None:
+                self._lowered = padded
             elif self._op is not None and self._op[0] in _C_OPS and self._parent._lowerable_op(self._op):
                 name, args = self._op[0], self._op[1:]
                 self._lowered = getattr(self._parent._lower(), name)(*args)
@@ -301,6 +305,8 @@ class _PyDataset(Dataset):
             return self._card >= 0
         if op[0] != "map":
             return True
+        if _after_padded_batch(self):
+            return False  # the C map keeps one shape; padded batches have their own: mapped in Python
         e = self._first()
         if e is None:
             return False
@@ -314,6 +320,14 @@ class _PyDataset(Dataset):
 
     def _meta(self):
         return self._lower()._meta()
+
+
+def _after_padded_batch(ds):
+    while isinstance(ds, _PyDataset):
+        if ds._op is not None and ds._op[0] == "padded_batch":
+            return True
+        ds = ds._parent
+    return False
 
 
 def _elements(ds):
@@ -362,8 +376,8 @@ def _materialize(ds):
         if any(s != size for s in sizes[:-1]) or sizes[-1] > size:
             raise ValueError(f"{what}: batches of different sizes {sorted(set(sizes))} before the last one; the "
                              f"library batches by a fixed size (batch after filtering instead)")
-        out = out.batch(size)
-    return out
+        return _padded.batch_materialized(out, size, xs_list, ys_list)  # padded batches keep their shapes
+    return _padded.source_extents(out, xs_list, ys_list)
 
 
 def _numeric_slices(tensors):

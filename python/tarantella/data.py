@@ -197,9 +197,14 @@ class Dataset:
     # input dimensions takes its input shapes from them
     _x_parts = None
 
+    # each sample's extents (arrays (n, ndim) for x and y, or None) when the source arrays hold
+    # samples of different shapes padded to a common one: a padded_batch cuts each batch to its own
+    _extents = None
+
     def _then(self, op, dtypes=None):
         out = Dataset(self._source, self._ops + (op,), dtypes=self._dtypes if dtypes is None else dtypes)
         out._x_parts = self._x_parts if op[0] != "map" else None
+        out._extents = self._extents
         return out
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None, name=None):
@@ -398,6 +403,8 @@ class Dataset:
                 h = C.dataset_from_arrays(a, b)
                 if self._x_parts is not None and len(self._x_parts) > 1:  # several inputs, packed
                     h.set_x_parts([tuple(int(d) for d in p) for p in self._x_parts])
+                if self._extents is not None:
+                    h.set_extents(*self._extents)
             elif kind == "npy":
                 h = C.dataset_from_npy(a, b) if b is not None else C.dataset_from_npy(a)
             else:

@@ -3,7 +3,7 @@
 
     tf.keras, tf.data (Datasets, AUTOTUNE), tf.random.set_seed, tf.constant, tf.convert_to_tensor,
     tf.TensorSpec, the dtypes (tf.float32, ...), tf.__version__, tf.config.list_physical_devices,
-    tf.get_logger, tf.executing_eagerly.
+    tf.get_logger, tf.executing_eagerly, tf.image.{extract_patches, resize, rgb_to_grayscale}.
 
 Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow). The tensor math
 (tf.reduce_mean, tf.matmul, tf.nn.relu, tf.concat, ...) records operations on symbolic tensors, in a
@@ -33,6 +33,17 @@ half, double = float16, float64
 dtypes = types.SimpleNamespace(DType=DType, as_dtype=as_dtype, **DTYPES)
 
 random = types.SimpleNamespace(set_seed=_random.set_seed)
+
+from tarantella.keras._tape import GradientTape  # noqa: E402,F401  (custom training loops, on the C engine)
+UnconnectedGradients = types.SimpleNamespace(NONE="none", ZERO="zero")
+
+
+def function(func=None, input_signature=None, autograph=True, jit_compile=None, reduce_retracing=False, **kwargs):
+    """tf.function: the function runs as written, eagerly (a custom training loop's step records its
+    model calls and operations under its GradientTape each time, and runs them in C)."""
+    if func is None:
+        return lambda f: f
+    return func
 
 
 class TensorShape(tuple):
@@ -112,13 +123,51 @@ def _accepted(*args, **kwargs):
     return None
 
 
+def _enable_tensor_float_32_execution(enabled):
+    """tf.config.experimental.enable_tensor_float_32_execution: TF32 tensor cores for float32 matrix
+    products and convolutions on the GPU (tnt_gpu_set_tf32). Off unless enabled here or by
+    TNT_GPU_TF32=1 (TensorFlow turns it on by default; here float32 stays exact by default)."""
+    from tarantella._core import C, ensure_init
+    ensure_init()
+    C.gpu_set_tf32(enabled)  # truth-tested there (this module's `bool` is tf.bool)
+
+
+def _tensor_float_32_execution_enabled():
+    """tf.config.experimental.tensor_float_32_execution_enabled."""
+    from tarantella._core import C, ensure_init
+    ensure_init()
+    return C.gpu_tf32_enabled()
+
+
 config = types.SimpleNamespace(
     list_physical_devices=_list_physical_devices, list_logical_devices=_list_physical_devices,
     set_visible_devices=_accepted, run_functions_eagerly=_accepted,
     experimental=types.SimpleNamespace(list_physical_devices=_list_physical_devices, set_memory_growth=_accepted,
-                                       set_visible_devices=_accepted),
+                                       set_visible_devices=_accepted,
+                                       enable_tensor_float_32_execution=_enable_tensor_float_32_execution,
+                                       tensor_float_32_execution_enabled=_tensor_float_32_execution_enabled),
     threading=types.SimpleNamespace(set_inter_op_parallelism_threads=_accepted,
                                     set_intra_op_parallelism_threads=_accepted))
+
+
+def _image_extract_patches(images, sizes, strides, rates, padding, name=None):
+    """tf.image.extract_patches: sizes, strides and rates as [1, rows, cols, 1]."""
+    for what, v in (("sizes", sizes), ("strides", strides), ("rates", rates)):
+        if len(v) != 4 or v[0] != 1 or v[3] != 1:
+            raise ValueError(f"tf.image.extract_patches: {what} {list(v)} (expected [1, rows, cols, 1])")
+    return keras.ops.image.extract_patches(images, (sizes[1], sizes[2]), strides=(strides[1], strides[2]),
+                                           dilation_rate=(rates[1], rates[2]), padding=str(padding).lower())
+
+
+def _image_resize(images, size, method="bilinear", preserve_aspect_ratio=False, antialias=False, name=None):
+    """tf.image.resize (half-pixel centers), bilinear or nearest."""
+    if preserve_aspect_ratio:
+        raise NotImplementedError("tf.image.resize: preserve_aspect_ratio=True is not supported")
+    return keras.ops.image.resize(images, size, interpolation=str(method), antialias=antialias)
+
+
+image = types.SimpleNamespace(extract_patches=_image_extract_patches, resize=_image_resize,
+                              rgb_to_grayscale=lambda images, name=None: keras.ops.image.rgb_to_grayscale(images))
 
 
 def _install_math():

@@ -144,7 +144,8 @@ def test_nested_model_called_on_another_shape_runs_its_layers_on_it(tnt, capfd):
     w2, b2 = outer.get_weights()
     assert not np.allclose(w2, w)
     np.testing.assert_allclose(outer.predict(x, verbose=0), x @ w2 + b2, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(inner.predict(x[:, 1], verbose=0), x[:, 1] @ w + b, rtol=1e-5, atol=1e-6)
+    # one set of weights (Keras): the inner model predicts with the trained ones
+    np.testing.assert_allclose(inner.predict(x[:, 1], verbose=0), x[:, 1] @ w2 + b2, rtol=1e-5, atol=1e-6)
 
 
 # ---- per-output sample weights -----------------------------------------------------------------

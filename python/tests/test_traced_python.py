@@ -280,18 +280,18 @@ def test_subclassed_model_equals_its_functional_twin():
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
 
 
-def test_subclassed_model_built_by_fit_and_train_step_refused():
+def test_subclassed_model_built_by_fit_and_predict_step_refused():
     x = RNG.normal(size=(16, 4)).astype(np.float32)
     m = TwoLayer()
     m.compile(optimizer="sgd", loss="mse")
     m.fit(x, np.zeros((16, 3), np.float32), batch_size=8, epochs=1, verbose=0)
     assert m.predict(x, verbose=0).shape == (16, 3)
 
-    class Stepper(TwoLayer):
-        def train_step(self, data):
+    class Stepper(TwoLayer):  # train_step overrides run (test_custom_train_step.py); predict_step does not
+        def predict_step(self, data):
             return {}
 
-    with pytest.raises(NotImplementedError, match="train_step"):
+    with pytest.raises(NotImplementedError, match="predict_step"):
         Stepper()
 
 

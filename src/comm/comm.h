@@ -28,6 +28,29 @@ void tnt__world_library(char *buf, size_t size);
  * released by tnt_finalize. */
 tnt_status tnt__device_choose(void);
 void tnt__device_release(void);
+/* Ranks of this node that tnt_init put on this rank's GPU, itself included (0: no GPU open; -1:
+ * the GPU was opened outside tnt_init's choice, by a model compiled for the GPU under
+ * TNT_DEVICE=cpu, and who else uses it is not known). */
+int tnt__device_shared_by(void);
+
+/* How GPU ranks sum their gradients (comm/gpu_comm.c): NCCL on the device, or staged through the
+ * host and the MPI reducer. The inputs of one rank's choice: */
+typedef struct tnt__gpu_comm_inputs {
+    int setting;        /* TNT_GPU_COMM: a tnt__gpu_comm */
+    int ranks;          /* ranks that train together */
+    bool nccl;          /* tnt__gpu_nccl_available */
+    const char *nccl_why; /* its reason when not */
+    int shared_by;      /* tnt__device_shared_by (1 for the emulated device's stand-in) */
+} tnt__gpu_comm_inputs;
+/* This rank's choice: TNT__GPU_COMM_NCCL or TNT__GPU_COMM_HOST; for host, why gets the reason in a
+ * phrase ("TNT_GPU_COMM=mpi", "no libnccl.so.2", "2 ranks share this GPU (NCCL takes one rank
+ * per GPU)"; "" for a single rank, which sums nothing). Pure: the tests call it directly. */
+int tnt__gpu_comm_choose(const tnt__gpu_comm_inputs *in, char *why, size_t size);
+/* Collective over every rank: each one's choice, agreed (NCCL only when every rank can), then the
+ * communicator made once per process (rank 0's id broadcast). Returns the choice in *comm; a
+ * fallback from NCCL is said in one line (a WARNING when TNT_GPU_COMM=nccl asked for it, else
+ * INFO) naming why. Errors only when MPI or ncclCommInitRank fail. */
+tnt_status tnt__gpu_comm_open(int *comm);
 
 /* In-place sums across ranks (double / int64 / float). */
 tnt_status tnt__allreduce_sum_f64(double *x, int64_t n);

@@ -14,11 +14,12 @@
 static struct {
     bool chosen;
     char status[384]; /* tnt_gpu_status() */
+    int shared_by;    /* ranks of this node on this rank's GPU (itself included; 0: no GPU) */
 } choice;
 
-/* This rank's index among the ranks of its node (0 without MPI). */
-static tnt_status local_rank(int *out) {
-    *out = 0;
+/* This rank's index among the ranks of its node and their number (0 and 1 without MPI). */
+static tnt_status local_rank(int *out, int *size) {
+    *out = 0, *size = 1;
     if (!tnt__world_active()) return TNT_OK;
     const int rank = tnt__world_rank();
     const int64_t group = tnt__config_get()->node_size;
@@ -27,12 +28,13 @@ static tnt_status local_rank(int *out) {
                        : MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
     if (rc != MPI_SUCCESS) return tnt__error(TNT_ERR_MPI, "MPI_Comm_split_type (the ranks of this node) failed: %d", rc);
     MPI_Comm_rank(local, out);
+    MPI_Comm_size(local, size);
     MPI_Comm_free(&local);
     return TNT_OK;
 }
 
 /* This rank's own choice; *why gets the reason it stays on the CPU (else ""). */
-static tnt_status choose_locally(const tnt__config *c, int local, const char **why) {
+static tnt_status choose_locally(const tnt__config *c, int local, int local_size, const char **why) {
     static char reason[320];
     *why = "";
     const char *unavailable;
@@ -49,6 +51,8 @@ static tnt_status choose_locally(const tnt__config *c, int local, const char **w
                           (long long)c->gpu_ordinal, count, count == 1 ? "" : "s", count - 1);
     const int ordinal = c->gpu_ordinal >= 0 ? (int)c->gpu_ordinal : local % count;
     tnt_status s = tnt__gpu_open(ordinal);
+    /* the node's ranks on this GPU: all (one ordinal for all), else those equal modulo count */
+    choice.shared_by = c->gpu_ordinal >= 0 ? local_size : local_size / count + (ordinal < local_size % count);
     if (s == TNT_OK) return TNT_OK;
     if (c->device == TNT__DEVICE_GPU) return tnt__error_prefix(s, "TNT_DEVICE=gpu: ");
     /* auto: a GPU that loads but does not open (out of memory, busy) leaves the CPU, said loudly */
@@ -65,11 +69,11 @@ tnt_status tnt__device_choose(void) {
         choice.chosen = true;
         return TNT_OK;
     }
-    int local = 0;
+    int local = 0, local_size = 1;
     const char *why = "";
     /* every rank has the same environment (as for every setting): all take part below, or none */
-    tnt_status s = local_rank(&local);
-    if (s == TNT_OK) s = choose_locally(c, local, &why);
+    tnt_status s = local_rank(&local, &local_size);
+    if (s == TNT_OK) s = choose_locally(c, local, local_size, &why);
     /* every rank fails alike, and under auto every rank takes the CPU if one must */
     int64_t on_cpu = s == TNT_OK && !tnt__gpu_is_open();
     if (tnt__world_active()) s = tnt__agree(s, &on_cpu, 1);
@@ -97,7 +101,10 @@ tnt_status tnt__device_choose(void) {
 void tnt__device_release(void) {
     tnt__gpu_close();
     choice.chosen = false;
+    choice.shared_by = 0;
 }
+
+int tnt__device_shared_by(void) { return !tnt__gpu_is_open() ? 0 : choice.shared_by > 0 ? choice.shared_by : -1; }
 
 /* Before tnt_init (the launcher asks without starting MPI) the settings are read here, and the
  * status says what the backend offers. */
@@ -116,3 +123,7 @@ const char *tnt_gpu_status(void) {
 }
 
 int tnt_gpu_device_count(void) { return settings_read() ? tnt__gpu_device_count() : 0; }
+
+void tnt_gpu_set_tf32(bool enabled) { tnt__gpu_set_tf32(enabled); }
+
+bool tnt_gpu_tf32_enabled(void) { return settings_read() && tnt__gpu_tf32(); }

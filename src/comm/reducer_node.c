@@ -6,8 +6,9 @@
  * once every rank has finished the bucket (the same small barrier the flat reducer takes, which
  * feeds the stall inspector), local rank j sums slice j of the bucket from all the node's buffers
  * in local-rank order (the same additions on every run: bitwise repeatable), then the slice
- * crosses nodes as an allreduce among the ranks with the same local index (bfloat16 on that wire
- * with compression; nothing crosses within a node). The sum lands in a node-wide buffer that
+ * crosses nodes as an allreduce among the ranks with the same local index (our own by default,
+ * cross_node.c, TNT_CROSS_NODE; bfloat16 on that wire with compression; nothing crosses within a
+ * node). The sum lands in a node-wide buffer that
  * the optimizer reads (or, when something is added to the gradients after the reduction, that
  * every rank copies into its own buffer behind the next bucket), or, sharded, in place in the
  * owner's slice, which only its owner reads: each rank then updates only its slices of the
@@ -21,6 +22,7 @@
  *  - sum[slice j]: rank j, read by all after the next barrier; written again one step later
  *    (sharded: the weights, written by their owner after finish_step's barrier, read by all
  *    after share_weights' barrier). */
+#include "comm/cross_node.h"
 #include "comm/reducer.h"
 #include "core/config.h"
 #include "core/timeline.h"
@@ -85,7 +87,10 @@ typedef struct node {
     uint16_t *wire; /* compression across nodes */
     MPI_Op bf16_sum;
     bool has_op;
+    tnt__cross_algo cross_algo; /* TNT_CROSS_NODE */
 } node;
+
+_Static_assert((int)TNT__CROSS_NODE_DOUBLING == (int)TNT__CROSS_DOUBLING, "TNT_CROSS_NODE's values");
 
 /* Local rank j's slice of bucket i: cut at 16-float (64-byte) boundaries, so that no two
  * ranks write one cache line. */
@@ -118,11 +123,12 @@ static void sum_slice(const node *nd, float *out, int64_t s, int64_t e) {
     }
 }
 
+/* Across nodes: our own allreduce (comm/cross_node.c) or the MPI library's, TNT_CROSS_NODE. */
 static int cross_allreduce(node *nd, float *x, int64_t n) {
-    if (!nd->wire) return MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, nd->cross);
+    if (!nd->wire) return tnt__cross_allreduce(x, n, MPI_FLOAT, MPI_SUM, nd->cross, nd->cross_algo);
     uint16_t *w = nd->wire;
     tnt__bf16_compress(w, x, n);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, w, (int)n, MPI_UINT16_T, nd->bf16_sum, nd->cross);
+    int rc = tnt__cross_allreduce(w, n, MPI_UINT16_T, nd->bf16_sum, nd->cross, nd->cross_algo);
     if (rc == MPI_SUCCESS) tnt__bf16_decompress(x, w, n);
     return rc;
 }
@@ -322,6 +328,7 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
     nd->cross = MPI_COMM_NULL;
     nd->held = -1;
     nd->p = p;
+    nd->cross_algo = (tnt__cross_algo)tnt__config_get()->cross_node;
     MPI_Comm_rank(local, &nd->me);
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
     if (mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, nd->me, rank, &nd->cross), "MPI_Comm_split")) return false;

@@ -208,8 +208,8 @@ int tnt__wait_arrival(const char *what) {
     return rc == MPI_SUCCESS ? tnt__wait(1, &rq, what) : rc;
 }
 
-void tnt__wait_finalize(void) {
-    if (!w.on) return;
+bool tnt__wait_finalize(void) {
+    if (!w.on) return false;
     bool alone = tnt__error_count() > w.agreed_errors;
     MPI_Request req;
     int rc = MPI_Ibarrier(w.ctl, &req);
@@ -232,4 +232,5 @@ void tnt__wait_finalize(void) {
     free(w.seen);
     w.seen = NULL;
     w.on = false;
+    return rc == MPI_SUCCESS;
 }

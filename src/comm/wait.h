@@ -26,7 +26,8 @@ int tnt__wait(int n, MPI_Request *reqs, const char *what);
 int tnt__wait_arrival(const char *what);
 /* Meets every rank once more before MPI_Finalize. A rank that raised an error the others never
  * learned (it stops alone while they wait for it) aborts the job with its message when the
- * others do not come within a few seconds. */
-void tnt__wait_finalize(void);
+ * others do not come within a few seconds. Returns whether every rank met (then the job's work is
+ * done on every rank). */
+bool tnt__wait_finalize(void);
 
 #endif

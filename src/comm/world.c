@@ -5,7 +5,11 @@
 #include "comm/wait.h"
 #include "core/config.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 
 static struct {
     bool initialized_by_us;
@@ -100,12 +104,51 @@ tnt_status tnt__world_init(int *argc, char ***argv, bool start_mpi) {
     return TNT_OK;
 }
 
+/* MPICH before 4.2 with its UCX netmod can deadlock inside MPI_Finalize between hosts (over TCP
+ * in up to one job in three here): a rank waits in a PMI barrier, where nothing progresses UCX, while
+ * another rank's disconnect waits for it (pmodels/mpich#6596 removed that barrier). Any MPI program
+ * hangs there, not only ours. Once every rank has met in tnt__wait_finalize the job's work is done,
+ * so a rank still inside MPI_Finalize after TNT_FINALIZE_TIMEOUT_SECONDS ends itself, status 0,
+ * with a line saying why, rather than hold the job forever. */
+static struct {
+    atomic_bool returned;
+    double seconds;
+} finalize_watch;
+
+static void *finalize_watchdog(void *arg) {
+    (void)arg;
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    for (double waited = 0; waited < finalize_watch.seconds; waited += 0.05) {
+        if (atomic_load(&finalize_watch.returned)) return NULL;
+        nanosleep(&nap, NULL);
+    }
+    if (atomic_load(&finalize_watch.returned)) return NULL;
+    fprintf(stderr,
+            "[tarantella] WARNING: [rank %d] MPI_Finalize has not returned %.0f s after every rank finished "
+            "(MPICH before 4.2 can deadlock there between hosts: pmodels/mpich#6596); this rank ends now, "
+            "status 0 (TNT_FINALIZE_TIMEOUT_SECONDS)\n",
+            world.rank, finalize_watch.seconds);
+    fflush(NULL);
+    _exit(0);
+}
+
+static void finalize_mpi(bool every_rank_done) {
+    pthread_t watchdog;
+    double limit = (double)tnt__config_get()->finalize_timeout_seconds;
+    atomic_store(&finalize_watch.returned, false);
+    finalize_watch.seconds = limit;
+    bool watched = every_rank_done && limit > 0 && pthread_create(&watchdog, NULL, finalize_watchdog, NULL) == 0;
+    MPI_Finalize();
+    atomic_store(&finalize_watch.returned, true);
+    if (watched) pthread_join(watchdog, NULL);
+}
+
 void tnt__world_finalize(void) {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (world.active && !fin) tnt__wait_finalize();
+    bool every_rank_done = world.active && !fin && tnt__wait_finalize();
     if (world.active && !fin) tnt__reducer_release_windows();
-    if (world.initialized_by_us && !fin) MPI_Finalize();
+    if (world.initialized_by_us && !fin) finalize_mpi(every_rank_done);
     world.initialized_by_us = false;
     world.active = false;
     world.rank = 0;

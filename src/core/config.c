@@ -36,6 +36,9 @@ static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblock
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
 static const choice reducers[] = {{"flat", TNT_REDUCER_FLAT}, {"node", TNT_REDUCER_NODE},
                                    {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
+static const choice cross_algos[] = {{"auto", TNT__CROSS_NODE_AUTO}, {"mpi", TNT__CROSS_NODE_MPI},
+                                     {"ring", TNT__CROSS_NODE_RING}, {"halving", TNT__CROSS_NODE_HALVING},
+                                     {"doubling", TNT__CROSS_NODE_DOUBLING}, {NULL, 0}};
 static const choice thread_levels[] = {{"single", TNT__THREAD_SINGLE}, {"funneled", TNT__THREAD_FUNNELED},
                                        {"serialized", TNT__THREAD_SERIALIZED}, {"multiple", TNT__THREAD_MULTIPLE},
                                        {NULL, 0}};
@@ -66,10 +69,12 @@ static const setting settings[] = {
     CHOICE("TNT_COMPRESSION", compression, compressions),
     CHOICE("TNT_REDUCER", reducer, reducers),
     INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
+    CHOICE("TNT_CROSS_NODE", cross_node, cross_algos),
     STRING("TNT_TIMELINE", timeline),
     INT("TNT_H5_TIME_LIMIT", h5_time_limit_s, 0, 86400),
     INT("TNT_STALL_CHECK_SECONDS", stall_check_seconds, 0, 1000000),
     INT("TNT_STALL_SHUTDOWN_SECONDS", stall_shutdown_seconds, 0, 1000000),
+    INT("TNT_FINALIZE_TIMEOUT_SECONDS", finalize_timeout_seconds, 0, 1000000),
     CHOICE("TNT_MPI_THREAD_LEVEL", mpi_thread_level, thread_levels),
     CHOICE("TNT_MAX_CPU_ISA", max_cpu_isa, cpu_isas),
     CHOICE("TNT_DEVICE", device, devices),
@@ -77,6 +82,7 @@ static const setting settings[] = {
     INT("TNT_GPU_ORDINAL", gpu_ordinal, 0, 1023),
     STRING("TNT_CUDA_LIBDIR", cuda_libdir),
     STRING("TNT_CUDA_DRIVER", cuda_driver),
+    STRING("TNT_NCCL_LIBRARY", nccl_library),
     INT("TNT_GPU_EMULATE", gpu_emulate, 0, 64),
     FLAG("TNT_GPU_TF32", gpu_tf32),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
@@ -102,6 +108,7 @@ static const setting settings[] = {
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
         .reducer = TNT_REDUCER_NODE,                                                              \
         .stall_check_seconds = 60, /* as Horovod */                                               \
+        .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
         .slurm_procid = -1, .device = TNT__DEVICE_CPU, .gpu_comm = TNT__GPU_COMM_AUTO,           \

@@ -37,6 +37,15 @@ typedef enum tnt__gpu_comm {
     TNT__GPU_COMM_NCCL,
 } tnt__gpu_comm;
 
+/* TNT_CROSS_NODE: the node-aware reducer's cross-node allreduce (comm/cross_node.h's order) */
+typedef enum tnt__cross_node {
+    TNT__CROSS_NODE_AUTO,     /* by message size and node count: ring, halving or doubling */
+    TNT__CROSS_NODE_MPI,      /* MPI_Allreduce, the MPI library's algorithm */
+    TNT__CROSS_NODE_RING,     /* ring reduce-scatter + allgather */
+    TNT__CROSS_NODE_HALVING,  /* recursive halving + doubling (Rabenseifner) */
+    TNT__CROSS_NODE_DOUBLING, /* recursive doubling */
+} tnt__cross_node;
+
 typedef struct tnt__config {
     int log_level;                   /* TNT_LOG_LEVEL: a tnt_log_level */
     bool log_on_all_devices;         /* TNT_LOG_ON_ALL_DEVICES */
@@ -58,10 +67,12 @@ typedef struct tnt__config {
     int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind, never the default */
     int64_t node_size;               /* TNT_NODE_SIZE: ranks per node for the node-aware reducer
                                       * (consecutive ranks; for tests); 0: those sharing memory */
+    int cross_node;                  /* TNT_CROSS_NODE: a tnt__cross_node */
     char timeline[1024];             /* TNT_TIMELINE: trace file of the run (core/timeline.h); "": none */
     int64_t h5_time_limit_s;         /* TNT_H5_TIME_LIMIT: seconds an HDF5 parse may take; 0 = by size */
     int64_t stall_check_seconds;     /* TNT_STALL_CHECK_SECONDS: 0 = no stall warnings */
     int64_t stall_shutdown_seconds;  /* TNT_STALL_SHUTDOWN_SECONDS: 0 = never abort a stall */
+    int64_t finalize_timeout_seconds; /* TNT_FINALIZE_TIMEOUT_SECONDS: see comm/world.c; 0 = wait */
     int max_cpu_isa;                 /* TNT_MAX_CPU_ISA: a tnt__cpu_isa */
     int device;                      /* TNT_DEVICE: a tnt__device_choice */
     int gpu_comm;                    /* TNT_GPU_COMM: a tnt__gpu_comm */
@@ -69,6 +80,8 @@ typedef struct tnt__config {
     char cuda_libdir[2048];          /* TNT_CUDA_LIBDIR: colon list of folders with cuBLAS, cuDNN, NCCL */
     char cuda_driver[1024];          /* TNT_CUDA_DRIVER: path of the driver library instead of
                                       * libcuda.so.1 (tests: a fake or absent driver) */
+    char nccl_library[1024];         /* TNT_NCCL_LIBRARY: path of NCCL instead of libnccl.so.2 by
+                                      * TNT_CUDA_LIBDIR and the normal search (tests: a fake or none) */
     int64_t gpu_emulate;             /* TNT_GPU_EMULATE: N > 0 emulated devices (host memory, host
                                       * kernels) instead of the real backend; 0: none */
     bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */

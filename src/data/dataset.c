@@ -204,6 +204,14 @@ tnt_dataset *tnt_dataset_map(tnt_dataset *in, tnt_map_fn fn, void *user,
         tnt__error(TNT_ERR_ARG, "map: y_out_shape given but the dataset has no labels");
         return fail_op(in);
     }
+    if (tnt__chain_has(in, TNT__OP_BATCH) && in->batched) {
+        const tnt_dataset *b = in;
+        while (b && b->op != TNT__OP_BATCH) b = b->in;
+        if (b && b->padded) {
+            tnt__error(TNT_ERR_UNSUPPORTED, "map: after padded_batch (its batches have shapes of their own)");
+            return fail_op(in);
+        }
+    }
     if ((x_out_shape && check_shape("map", "x_out_shape", *x_out_shape)) ||
         (y_out_shape && check_shape("map", "y_out_shape", *y_out_shape)))
         return fail_op(in);
@@ -265,6 +273,8 @@ void tnt_dataset_free(tnt_dataset *ds) {
         if (ds->op == TNT__OP_SOURCE) {
             tnt__column_release(&ds->x);
             tnt__column_release(&ds->y);
+            free(ds->x_ext);
+            free(ds->y_ext);
         }
         free(ds);
         ds = in;

@@ -167,7 +167,14 @@ int tnt__iter_produce(tnt_dataset_iter *it, int part, int nparts, tnt__slot *slo
     if (r <= 0) return r;
     int64_t base = n / nparts, rem = n % nparts;
     int64_t lo = part * base + TNT_MIN(part, rem), cnt = base + (part < rem);
-    if ((r = materialize(it, it->item + lo, cnt, slot->x, slot->y)) < 0) return r;
+    slot->shaped = it->padded != NULL;
+    if (it->padded) { /* the shapes of the whole batch, then this share in them */
+        if ((r = tnt__padded_shapes(it, it->item, n, &slot->xs, &slot->ys)) < 0) return r;
+        r = tnt__materialize_padded(it, it->item + lo, cnt, slot->xs, slot->ys, slot->x, slot->y);
+    } else {
+        r = materialize(it, it->item + lo, cnt, slot->x, slot->y);
+    }
+    if (r < 0) return r;
     slot->n = cnt;
     slot->global_n = n;
     return 1;
@@ -201,6 +208,7 @@ static tnt_status iter_setup(tnt_dataset_iter *it) {
         ymax = TNT_MAX(ymax, tnt_shape_numel(d->y_shape));
         if (d->op == TNT__OP_MAP) it->nmaps++;
         if (d->op == TNT__OP_PREFETCH) pf_buffer = TNT_MAX(pf_buffer, d->count);
+        if (d->op == TNT__OP_BATCH && d->padded) it->padded = d;
         if (d->op == TNT__OP_SHUFFLE) {
             /* a buffer larger than the input never fills past the input */
             s->cap = d->in->card >= 0 ? TNT_MIN(d->count, TNT_MAX(d->in->card, 1)) : d->count;
@@ -226,6 +234,10 @@ static tnt_status iter_setup(tnt_dataset_iter *it) {
             if (!(it->sx[b] = tnt__alloc((size_t)xmax * sizeof(float)))) return TNT_ERR_NOMEM;
             if (!(it->sy[b] = tnt__alloc((size_t)ymax * sizeof(float)))) return TNT_ERR_NOMEM;
         }
+    }
+    if (it->padded) {
+        if (!(it->pad_sx = tnt__alloc((size_t)TNT_MAX(it->src->x.numel, 1) * sizeof(float)))) return TNT_ERR_NOMEM;
+        if (!(it->pad_sy = tnt__alloc((size_t)TNT_MAX(it->src->y.numel, 1) * sizeof(float)))) return TNT_ERR_NOMEM;
     }
     if (pf_buffer > 0) {
         if (!(it->pf = tnt__prefetch_new(it, pf_buffer))) return TNT_ERR_NOMEM;
@@ -269,6 +281,8 @@ void tnt_dataset_iter_free(tnt_dataset_iter *it) {
         tnt__free(it->sy[b]);
     }
     tnt__slot_release(&it->direct);
+    tnt__free(it->pad_sx);
+    tnt__free(it->pad_sy);
     free(it);
 }
 
@@ -302,8 +316,9 @@ int tnt__dataset_iter_next_part(tnt_dataset_iter *it, int part, int nparts, tnt_
     if (r != 1) return r;
     const tnt_dataset *ds = it->ds;
     out->n = ds->batched ? s->n : 1;
-    out->x = (tnt_tensor){.shape = tnt__shape_with_batch(out->n, ds->x_shape), .data = s->x};
-    if (ds->has_y) out->y = (tnt_tensor){.shape = tnt__shape_with_batch(out->n, ds->y_shape), .data = s->y};
+    tnt_shape xs = s->shaped ? s->xs : ds->x_shape, ys = s->shaped ? s->ys : ds->y_shape;
+    out->x = (tnt_tensor){.shape = tnt__shape_with_batch(out->n, xs), .data = s->x};
+    if (ds->has_y) out->y = (tnt_tensor){.shape = tnt__shape_with_batch(out->n, ys), .data = s->y};
     if (global_n) *global_n = s->global_n;
     return 1;
 }

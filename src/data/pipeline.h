@@ -55,6 +55,14 @@ struct tnt_dataset {
     void *user;
     int64_t n;        /* source: samples */
     tnt__column x, y; /* source: arrays (y unused without labels) */
+    /* source: each sample's own extent per axis when the arrays hold samples of different shapes
+     * padded to a common one (n * ndim values; NULL: every sample fills the whole shape) */
+    int32_t *x_ext, *y_ext;
+    /* padded batch (tf.data's padded_batch): each axis padded to pad_x/pad_y, -1 there: to the
+     * largest extent of the global batch; the rest filled with fill_x/fill_y */
+    bool padded;
+    int64_t pad_x[TNT_MAX_DIMS], pad_y[TNT_MAX_DIMS];
+    float fill_x, fill_y;
 };
 
 /* A source node owning the columns; they are released on failure too. y may be NULL. */
@@ -75,6 +83,8 @@ typedef struct tnt__node_it {
 typedef struct tnt__slot {
     float *x, *y;
     int64_t n, global_n;
+    bool shaped;      /* a padded batch: its element shapes are xs, ys (each batch its own) */
+    tnt_shape xs, ys;
     int status; /* 1, 0 or a negative tnt_status */
     char msg[1024];
 } tnt__slot;
@@ -92,6 +102,8 @@ struct tnt_dataset_iter {
     tnt__slot direct;     /* output without prefetch */
     bool finished;        /* direct mode: the end or an error was reached; repeat it */
     tnt__prefetch *pf;    /* NULL without a prefetch node */
+    const tnt_dataset *padded; /* the padded batch node of the chain, NULL: none */
+    float *pad_sx, *pad_sy;    /* one source sample, decoded before it is placed */
 };
 
 /* Allocates the buffers of one output slot for the iterator's dataset. */
@@ -100,6 +112,15 @@ void tnt__slot_release(tnt__slot *s);
 /* Advances the index stream by one element and materializes share `part` of it into slot.
  * Returns 1/0/<0. Runs on the prefetch thread when there is one. */
 int tnt__iter_produce(tnt_dataset_iter *it, int part, int nparts, tnt__slot *slot);
+
+/* Padded batches (padded.c): the element shapes of the global batch idx[0..n) (the same on every
+ * rank, whatever its share), and the share's samples placed into them. */
+tnt_status tnt__padded_shapes(const tnt_dataset_iter *it, const int64_t *idx, int64_t n, tnt_shape *xs,
+                              tnt_shape *ys);
+tnt_status tnt__materialize_padded(const tnt_dataset_iter *it, const int64_t *idx, int64_t n, tnt_shape xs,
+                                   tnt_shape ys, float *x, float *y);
+/* The chain below ds (ds included) has a node of op. */
+bool tnt__chain_has(const tnt_dataset *ds, tnt__op op);
 
 tnt__prefetch *tnt__prefetch_new(tnt_dataset_iter *it, int64_t buffer_size);
 /* Next slot from the background thread (started on the first call). Returns 1/0/<0 with the

@@ -20,6 +20,7 @@ typedef struct tnt__cuda_api {
     int nccl_version;   /* ncclGetVersion: 22809 for 2.28.9; 0 without NCCL */
     int device_count;
     char cudnn_why[160]; /* why cuDNN is absent ("no libcudnn.so.9 or .so.8", "cuDNN 7.6.5 is too old") */
+    char nccl_why[160];  /* why NCCL is absent ("no libnccl.so.2", "libnccl.so.2 lacks ncclAllReduce") */
 } tnt__cuda_api;
 extern tnt__cuda_api tnt__cuda;
 
@@ -43,6 +44,7 @@ const char *tnt__gpu_error_name(const char *lib, int code);
 /* The open device: one per process. */
 typedef struct tnt__gpu_state {
     bool open, emulated, tf32;
+    bool tf32_set; /* tnt__gpu_set_tf32 was called: it wins over TNT_GPU_TF32 */
     int ordinal;
     CUdevice device;
     CUcontext context;

@@ -142,7 +142,14 @@ enum {
                                              cublasOperation_t tb, int m, int n, int k, const float *alpha,         \
                                              const float *A, int lda, long long strideA, const float *B, int ldb,   \
                                              long long strideB, const float *beta, float *C, int ldc,               \
-                                             long long strideC, int batch))
+                                             long long strideC, int batch))                                         \
+    X(cublas, cublasStatus_t, cublasGemmStridedBatchedEx, (cublasHandle_t h, cublasOperation_t ta,                  \
+                                             cublasOperation_t tb, int m, int n, int k, const void *alpha,          \
+                                             const void *A, cudaDataType Atype, int lda, long long strideA,         \
+                                             const void *B, cudaDataType Btype, int ldb, long long strideB,         \
+                                             const void *beta, void *C, cudaDataType Ctype, int ldc,                \
+                                             long long strideC, int batch, cublasComputeType_t compute,             \
+                                             cublasGemmAlgo_t algo))
 
 #define TNT_CUDNN_FUNCS(X)                                                                                          \
     X(cudnn, size_t, cudnnGetVersion, (void))                                                                       \

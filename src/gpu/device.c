@@ -88,7 +88,7 @@ out:
     if (status != TNT_OK) {
         tnt__gpu_module_close();
         close_real();
-        tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32};
+        tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32, .tf32_set = tnt__gpu.tf32_set};
         tnt__gpu = cleared;
         thread_context = NULL;
     }
@@ -106,7 +106,7 @@ tnt_status tnt__gpu_open(int ordinal) {
         if (ordinal == tnt__gpu.ordinal) return TNT_OK;
         return tnt__error(TNT_ERR_STATE, "GPU %d: this process already drives GPU %d", ordinal, tnt__gpu.ordinal);
     }
-    tnt__gpu.tf32 = tnt__gpu.tf32 || tnt__config_get()->gpu_tf32;
+    if (!tnt__gpu.tf32_set) tnt__gpu.tf32 = tnt__config_get()->gpu_tf32;
     if (tnt__gpu_emulated()) {
         tnt__gpu.emulated = tnt__gpu.open = true;
         snprintf(tnt__gpu.name, sizeof tnt__gpu.name, "emulated device");
@@ -125,13 +125,14 @@ int tnt__gpu_ordinal(void) { return tnt__gpu.open ? tnt__gpu.ordinal : -1; }
 
 void tnt__gpu_close(void) {
     if (!tnt__gpu.open) return;
+    tnt__gpu_nccl_close(); /* its communicator uses the context */
     if (!tnt__gpu.emulated && tnt__gpu_enter("tnt__gpu_close") == TNT_OK) {
         for (int s = 0; s < 2; s++) tnt__cuda.cuStreamSynchronize(tnt__gpu.streams[s]);
         tnt__gpu_dnn_close();
         tnt__gpu_module_close();
         close_real();
     }
-    tnt__gpu_state cleared = {.ordinal = -1};
+    tnt__gpu_state cleared = {.ordinal = -1, .tf32 = tnt__gpu.tf32, .tf32_set = tnt__gpu.tf32_set};
     tnt__gpu = cleared;
     thread_context = NULL;
 }

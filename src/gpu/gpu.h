@@ -102,7 +102,51 @@ tnt_status tnt__gpu_sgemm_strided(bool trans_a, bool trans_b, int64_t m, int64_t
                                   float alpha, const float *a, int64_t lda, int64_t stride_a,
                                   const float *b, int64_t ldb, int64_t stride_b, float beta,
                                   float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+/* TF32 tensor cores for the float32 GEMMs (cuBLAS math mode) and convolutions (cuDNN math type of
+ * plans made afterwards): off by default, TNT_GPU_TF32=1 turns it on, this call wins over the
+ * setting (before or after the device opens). Emulated: A and B rounded to TF32 (blas.c). */
 void tnt__gpu_set_tf32(bool on);
+bool tnt__gpu_tf32(void);
+/* x rounded to TF32 as cvt.rna.tf32.f32 does (nearest, ties away from zero): 10 mantissa bits. */
+float tnt__gpu_round_tf32(float x);
+
+/* mixed_bfloat16's products: row-major C (float32) = alpha op(A) op(B) + beta C, A and B bf16
+ * (the upper halves of float32s, from tnt__gpu_to_bf16), float32 accumulation (cublasGemmEx,
+ * CUBLAS_COMPUTE_32F); the same shapes and checks as tnt__gpu_sgemm. */
+tnt_status tnt__gpu_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                              const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta, float *c,
+                              int64_t ldc);
+/* The same for `batch` products at fixed strides (elements) between them (attention's heads). */
+tnt_status tnt__gpu_gemm_bf16_strided(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const uint16_t *a, int64_t lda, int64_t stride_a, const uint16_t *b, int64_t ldb,
+                                      int64_t stride_b, float beta, float *c, int64_t ldc, int64_t stride_c,
+                                      int64_t batch);
+/* y (n, bf16) = x (n, float32) rounded to nearest even (NaN quiet), as the CPU's kernels/bf16.h. */
+tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n);
+
+/* ---- NCCL (gpu/nccl.c): gradient sums between GPU ranks ---- */
+
+/* Whether NCCL can sum between this process's device and others': the backend is available,
+ * not emulated, and NCCL loaded (libnccl.so.2, or TNT_NCCL_LIBRARY, with every function, 2.10 or
+ * newer). When not, *why (if given) gets one line: "no libnccl.so.2", "libnccl.so.2 lacks
+ * ncclAllReduce", "NCCL 2.7.8 is too old (2.10 or newer)", "the emulated device has no NCCL". */
+bool tnt__gpu_nccl_available(const char **why);
+int tnt__gpu_nccl_version(void); /* 22809 for 2.28.9; 0 without NCCL */
+#define TNT__GPU_NCCL_ID_BYTES 128
+/* One rank draws the communicator's id (TNT__GPU_NCCL_ID_BYTES bytes) and hands it to the others. */
+tnt_status tnt__gpu_nccl_unique_id(void *id);
+/* Collective over the `ranks` processes: joins the communicator as `rank` (once per process; the
+ * same arguments again are a no-op). The device must be open. */
+tnt_status tnt__gpu_nccl_open(const void *id, int ranks, int rank);
+bool tnt__gpu_nccl_is_open(void);
+/* In place, on `stream`: data (n floats, device) = the sum of every rank's data. Every rank issues
+ * the same sums in the same order. */
+tnt_status tnt__gpu_nccl_allreduce(float *device_data, int64_t n, tnt__gpu_stream stream);
+/* Leaves the communicator (tnt__gpu_close does it too). */
+void tnt__gpu_nccl_close(void);
+/* Tests: on the emulated device, a stand-in for ncclAllReduce (e.g. an MPI sum through the host);
+ * with one installed the emulated device reports NCCL as available. NULL: none. */
+extern tnt_status (*tnt__gpu_nccl_standin)(float *device_data, int64_t n, tnt__gpu_stream stream);
 
 /* ---- cuDNN (gpu/dnn.c): NULL when cuDNN did not load ---- */
 

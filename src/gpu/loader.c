@@ -211,10 +211,20 @@ static void load_cudnn(const tnt__config *c) {
 
 static void load_nccl(const tnt__config *c) {
     static const char *const sonames[] = {"libnccl.so.2", NULL};
-    const char *which = "";
-    void *h = open_library(sonames, c->cuda_libdir, &which);
+    const char *which = c->nccl_library[0] ? c->nccl_library : "libnccl.so.2";
+    void *h = c->nccl_library[0] ? dlopen(c->nccl_library, RTLD_NOW | RTLD_LOCAL)
+                                 : open_library(sonames, c->cuda_libdir, &which);
+    const char *missing = h ? resolve("nccl", h) : NULL;
     int v = 0;
-    if (h && !resolve("nccl", h) && tnt__cuda.ncclGetVersion(&v) == TNT_NCCL_SUCCESS && v >= MIN_NCCL) {
+    if (!h) {
+        snprintf(tnt__cuda.nccl_why, sizeof tnt__cuda.nccl_why, "no %.140s", which);
+    } else if (missing) {
+        snprintf(tnt__cuda.nccl_why, sizeof tnt__cuda.nccl_why, "%.100s lacks %s", which, missing);
+    } else if (tnt__cuda.ncclGetVersion(&v) != TNT_NCCL_SUCCESS || v < MIN_NCCL) {
+        /* 2.9 on: 10000 major + 100 minor + patch (older ones: 1000 major + 100 minor + patch) */
+        snprintf(tnt__cuda.nccl_why, sizeof tnt__cuda.nccl_why, "NCCL %d.%d.%d is too old (2.10 or newer)",
+                 v >= 10000 ? v / 10000 : v / 1000, v >= 10000 ? v % 10000 / 100 : v % 1000 / 100, v % 100);
+    } else {
         tnt__cuda.has_nccl = true;
         tnt__cuda.nccl_version = v;
         return;

@@ -3,6 +3,7 @@
  * of a whole-model .h5, and Keras 3's compile_config ({"optimizer", "loss", "loss_weights",
  * "metrics", ...}) of a .keras zip's config.json. */
 #include "io/keras_io.h"
+#include "io/metric_config.h"
 #include "layers/keras_config.h"
 
 #include "model/model.h"
@@ -12,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +42,21 @@ static const char *loss_class(tnt_loss_kind k) {
     case TNT_COSINE_SIMILARITY: return "CosineSimilarity";
     default: return "";
     }
+}
+
+/* The name compile was given for metric i: a weighted metric that a plain one of its output shares
+ * the name with is logged as "weighted_<name>" (Keras's rule), but Keras keeps the name given. */
+static const char *given_name(const tnt_model *m, int i) {
+    const tnt__metric *w = &m->metrics[i];
+    const char *prefix = "weighted_";
+    if (!w->weighted || strncmp(w->name, prefix, strlen(prefix))) return w->name;
+    const char *base = w->name + strlen(prefix);
+    for (int j = 0; j < m->n_metrics; j++) {
+        const tnt__metric *p = &m->metrics[j];
+        if (!p->weighted && !strcmp(p->name, base) && (p->output < 0 || w->output < 0 || p->output == w->output))
+            return base;
+    }
+    return w->name;
 }
 
 tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
@@ -86,6 +103,9 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
     }
     bool per_output = false, any_weighted = false;
     for (int i = 0; i < m->n_metrics; i++) per_output |= m->metrics[i].output >= 0, any_weighted |= m->metrics[i].weighted;
+    char seed[24]; /* Tarantella's compile seed (weights and dropout), as text: 64 bits; Keras reads no such key */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)m->seed);
+    CK(cJSON_AddStringToObject(tc, "tnt_seed", seed));
     for (int weighted = 0; weighted < 2; weighted++) { /* "metrics", then "weighted_metrics" */
         const char *key = weighted ? "weighted_metrics" : "metrics";
         if (weighted && !any_weighted) {
@@ -101,12 +121,12 @@ tnt_status tnt__training_config(const tnt_model *m, cJSON **out) {
                 for (int i = 0; i < m->n_metrics; i++)
                     if (tnt__metric_on_output(&m->metrics[i], k) && !m->traced_metric[i] && !m->state_metric[i] &&
                         m->metrics[i].weighted == (weighted != 0))
-                        CK(cJSON_AddItemToArray(l, cJSON_CreateString(m->metrics[i].name)));
+                        CK(cJSON_AddItemToArray(l, tnt__metric_config(&m->metrics[i], given_name(m, i))));
             }
         } else { /* the user's metrics stay out: a compile from the file could not make them */
             for (int i = 0; i < m->n_metrics; i++)
                 if (!m->traced_metric[i] && !m->state_metric[i] && m->metrics[i].weighted == (weighted != 0))
-                    CK(cJSON_AddItemToArray(met, cJSON_CreateString(m->metrics[i].name)));
+                    CK(cJSON_AddItemToArray(met, tnt__metric_config(&m->metrics[i], given_name(m, i))));
         }
     }
     if (m->has_loss_weights) { /* as Keras keeps a list given to compile */
@@ -170,15 +190,17 @@ static tnt_status metric_names(const cJSON *a, char *buf, size_t size, const cha
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
         const char *name = NULL;
+        char spec[160];
         if (cJSON_IsArray(x)) {
             tnt_status s = metric_names(x, buf, size, path, output);
             if (s != TNT_OK) return s;
             continue;
         }
         if (cJSON_IsString(x)) name = x->valuestring;
-        else if (cJSON_IsObject(x)) { /* a serialized metric: its config's name */
-            const cJSON *n = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(x, "config"), "name");
-            if (cJSON_IsString(n)) name = n->valuestring;
+        else if (cJSON_IsObject(x)) { /* a serialized metric object: its class, name and parameters */
+            tnt_status s = tnt__metric_spec_from_config(x, spec, sizeof spec, path);
+            if (s != TNT_OK) return s;
+            name = spec;
         }
         if (!name) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: a metric is neither a name nor a config", path);
         if (strlen(buf) + strlen(name) + 2 > size) return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
@@ -214,6 +236,33 @@ static tnt_status metrics_of(const tnt_model *m, const cJSON *met, char *buf, si
         tnt_status s = metric_names(x, buf, size, path, k);
         cJSON_Delete(one);
         if (s != TNT_OK) return s;
+    }
+    return TNT_OK;
+}
+
+/* Keras's weighted_metrics (names, each "name" or "name@K") after the plain ones, marked "~"; one
+ * that a plain metric of its output shares the name with is logged "weighted_<name>", as Keras. */
+static tnt_status add_weighted(char *buf, size_t size, const char *weighted, const char *path) {
+    char plain[2048];
+    snprintf(plain, sizeof plain, ",%s,", buf);
+    for (const char *p = weighted; *p;) {
+        size_t len = strcspn(p, ",");
+        char entry[256], name[256], key[264];
+        snprintf(entry, sizeof entry, "%.*s", (int)len, p);
+        p += len + (p[len] == ',');
+        const char *at = strchr(entry, '@');
+        snprintf(name, sizeof name, "%.*s", (int)(at ? at - entry : (long)strlen(entry)), entry);
+        snprintf(key, sizeof key, ",%s,", entry);
+        bool clash = strstr(plain, key) != NULL;
+        if (at && !clash) { /* a plain metric for every output has the name too */
+            snprintf(key, sizeof key, ",%s,", name);
+            clash = strstr(plain, key) != NULL;
+        }
+        size_t used = strlen(buf);
+        int n = clash ? snprintf(buf + used, size - used, "%s~weighted_%s=%s%s", used ? "," : "", name, name, at ? at : "")
+                      : snprintf(buf + used, size - used, "%s~%s", used ? "," : "", entry);
+        if (n < 0 || (size_t)n >= size - used)
+            return tnt__error(TNT_ERR_FORMAT, "load_model %s: training_config: too many metrics", path);
     }
     return TNT_OK;
 }
@@ -328,6 +377,11 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         for (int k = 0; k < n; k++) {
             const cJSON *e = cJSON_IsArray(loss) ? cJSON_GetArrayItem(loss, k)
                                                  : cJSON_GetObjectItemCaseSensitive(loss, tnt__model_output_name(m, k));
+            if (cJSON_IsObject(e)) { /* a loss object, as Keras serializes one: its class, its options */
+                const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(e, "config");
+                e = cJSON_GetObjectItemCaseSensitive(e, "class_name");
+                if (cJSON_IsObject(cfg) && !lcfg) lcfg = cfg; /* the library has one set of options for all */
+            }
             int kk = cJSON_IsString(e) ? tnt_loss_from_name(e->valuestring) : -1;
             if (kk < 0) {
                 s = cJSON_IsString(e) ? tnt__error_prefix(TNT_ERR_UNSUPPORTED, "load_model %s: training_config: ", path)
@@ -355,10 +409,15 @@ tnt_status tnt__compile_from_config(tnt_model *m, const cJSON *tc, const char *p
         if (cJSON_IsNumber(ic)) co.has_ignore_class = true, co.ignore_class = ic->valueint;
         if (co.loss == TNT_HUBER) co.huber_delta = (float)num(lcfg, "delta");
     }
-    char metrics[1024] = "";
+    char metrics[2048] = "", weighted[1024] = "";
     const cJSON *met = cJSON_GetObjectItemCaseSensitive(tc, "metrics");
     if (met && (s = metrics_of(m, met, metrics, sizeof metrics, path)) != TNT_OK) goto done;
+    const cJSON *wmet = cJSON_GetObjectItemCaseSensitive(tc, "weighted_metrics");
+    if (wmet && (s = metrics_of(m, wmet, weighted, sizeof weighted, path)) != TNT_OK) goto done;
+    if ((s = add_weighted(metrics, sizeof metrics, weighted, path)) != TNT_OK) goto done;
     co.metrics = metrics;
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(tc, "tnt_seed");
+    if (cJSON_IsString(seed)) co.seed = strtoull(seed->valuestring, NULL, 10);
 
     const cJSON *oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer_config");
     if (!oc) oc = cJSON_GetObjectItemCaseSensitive(tc, "optimizer");

@@ -16,6 +16,7 @@
 #include "optimizers/optimizer.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -233,6 +234,8 @@ tnt_model *tnt__keras_zip_load(const char *path, bool compile) {
     const cJSON *cc = s == TNT_OK ? cJSON_GetObjectItemCaseSensitive(cfg, "compile_config") : NULL;
     bool compiled = compile && cJSON_IsObject(cc);
     if (compiled) s = tnt__compile_from_config(m, cc, path);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(md, "tnt_seed");
+    if (s == TNT_OK && compiled && cJSON_IsString(seed)) s = tnt_model_set_seed(m, strtoull(seed->valuestring, NULL, 10));
     if (s == TNT_OK) s = load_state(m, z, path, compiled);
     cJSON_Delete(cfg), cJSON_Delete(md);
     free(text), free(meta);
@@ -341,6 +344,7 @@ static tnt_status make_config(tnt_model *m, char **out) {
     if (ok && m->compiled && m->optimizer) {
         if ((s = tnt__training_config(m, &tc)) != TNT_OK) ok = false;
         else { /* Keras 3's compile_config: the optimizer under "optimizer" */
+            cJSON_DeleteItemFromObjectCaseSensitive(tc, "tnt_seed"); /* Keras 3 compiles with every key: in metadata */
             cJSON *opt = cJSON_DetachItemFromObjectCaseSensitive(tc, "optimizer_config");
             ok = opt && cJSON_AddItemToObject(tc, "optimizer", opt) && cJSON_AddFalseToObject(tc, "run_eagerly") &&
                  cJSON_AddNumberToObject(tc, "steps_per_execution", 1) && cJSON_AddFalseToObject(tc, "jit_compile");
@@ -422,10 +426,13 @@ tnt_status tnt__keras_zip_save(tnt_model *m, const char *path, const tnt_save_op
     if (s == TNT_OK && writer && opts && opts->check_only) s = tnt__check_save_path(path, false, "save_model");
     else if (s == TNT_OK && writer) {
         zip_parts p = {.path = path};
-        char date[32], meta[128];
+        char date[32], meta[192], seed[48] = "";
         time_t now = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%d@%H:%M:%S", localtime(&now));
-        snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"}", KERAS3_VERSION, date);
+        if (m->compiled) /* Tarantella's compile seed, which Keras 3's compile_config cannot carry */
+            snprintf(seed, sizeof seed, ", \"tnt_seed\": \"%llu\"", (unsigned long long)m->seed);
+        snprintf(meta, sizeof meta, "{\"keras_version\": \"%s\", \"date_saved\": \"%s\"%s}", KERAS3_VERSION, date,
+                 seed);
         p.metadata = meta;
         s = make_config(m, &p.config);
         if (s == TNT_OK) s = make_weights(m, path, &p.weights, &p.weights_len);

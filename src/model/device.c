@@ -143,6 +143,8 @@ void tnt__model_dev_free(tnt_model *m) {
     tnt__gpu_host_free(d->staging);
     tnt__gpu_event_destroy(d->copied[0]);
     tnt__gpu_event_destroy(d->copied[1]);
+    if (d->reduced) tnt__gpu_sync(TNT__GPU_COPY); /* no sum still writes the gradients */
+    tnt__gpu_event_destroy(d->reduced);
     free(d);
     m->dev = NULL;
     m->on_device = false;
@@ -291,8 +293,49 @@ static tnt_status hand_over_pending(tnt_model *m, tnt__reducer *r, bool hand_ove
     return TNT_OK;
 }
 
+/* ---- NCCL: the reducer's buckets summed on the device ---------------------------------------- */
+
+tnt_status tnt__dev_comm_prepare(tnt_model *m) {
+    tnt__model_dev *d = m->dev;
+    int comm = TNT__GPU_COMM_HOST;
+    tnt_status s = tnt__gpu_comm_open(&comm);
+    if (s != TNT_OK) return s;
+    d->nccl = comm == TNT__GPU_COMM_NCCL;
+    d->nccl_next = 0;
+    if (d->nccl && !d->reduced && !(d->reduced = tnt__gpu_event_create())) {
+        d->nccl = false;
+        return tnt__error_prefix(TNT_ERR_NOMEM, "model \"%s\": NCCL's event: ", m->name);
+    }
+    return TNT_OK;
+}
+
+/* Issues the sums of the plan's buckets that end at or before `end`, in order, on the copy stream
+ * once the compute stream has written them. */
+static tnt_status nccl_issue(tnt_model *m, tnt__reducer *r, int64_t end) {
+    tnt__model_dev *d = m->dev;
+    tnt_status s = TNT_OK;
+    int64_t b, e;
+    bool waited = false;
+    while (s == TNT_OK && d->nccl_next < tnt__reducer_num_buckets(r)) {
+        tnt__reducer_bucket(r, d->nccl_next, &b, &e);
+        if (e > end) break;
+        if (!waited) {
+            s = tnt__gpu_event_record(d->bucket_done, TNT__GPU_COMPUTE);
+            if (s == TNT_OK) s = tnt__gpu_stream_wait(TNT__GPU_COPY, d->bucket_done);
+            waited = true;
+        }
+        if (s == TNT_OK) s = tnt__gpu_nccl_allreduce(d->grads + b, e - b, TNT__GPU_COPY);
+        if (s != TNT_OK)
+            return tnt__error_prefix(s, "model \"%s\": NCCL sum of gradients [%lld, %lld): ", m->name, (long long)b,
+                                     (long long)e);
+        d->nccl_next++;
+    }
+    return s;
+}
+
 tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end) {
     tnt__model_dev *d = m->dev;
+    if (d->nccl) return nccl_issue(m, r, end);
     size_t bytes = (size_t)(end - begin) * sizeof(float);
     /* the copy stream takes the bucket once the compute stream has written it */
     tnt_status s = tnt__gpu_event_record(d->bucket_done, TNT__GPU_COMPUTE);
@@ -317,14 +360,31 @@ tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t b
 }
 
 tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand_over) {
-    return m->dev ? hand_over_pending(m, r, hand_over) : TNT_OK;
+    tnt__model_dev *d = m->dev;
+    if (!d || !d->nccl) return d ? hand_over_pending(m, r, hand_over) : TNT_OK;
+    tnt_status s = nccl_issue(m, r, m->n_params); /* whatever backward did, every rank issues them all */
+    d->nccl_next = 0;
+    d->nccl_flushed = true;
+    if (s == TNT_OK) s = tnt__gpu_event_record(d->reduced, TNT__GPU_COPY);
+    return s;
+}
+
+tnt_status tnt__dev_step_sums(tnt_model *m, struct tnt__reducer *r) {
+    tnt__model_dev *d = m->dev;
+    if (!d || !d->nccl || d->nccl_flushed) return TNT_OK;
+    tnt_status s = tnt__gpu_memset_zero(d->grads, (size_t)m->n_params * sizeof(float), TNT__GPU_COMPUTE);
+    d->nccl_next = 0;
+    if (s == TNT_OK) s = tnt__dev_bucket_flush(m, r, true);
+    return s;
 }
 
 tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st) {
     tnt__model_dev *d = m->dev;
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
     tnt_status s = TNT_OK;
-    if (r) { /* the sums come back up: the host-staged allreduce left them on the host */
+    if (r && d->nccl) { /* the sums are on the device once the copy stream's last one is done */
+        s = tnt__gpu_stream_wait(TNT__GPU_COMPUTE, d->reduced);
+    } else if (r) { /* the sums come back up: the host-staged allreduce left them on the host */
         if (tnt__reducer_kind(r) == TNT_REDUCER_SHARDED)
             return tnt__error(TNT_ERR_UNSUPPORTED, "model \"%s\": the sharded optimizer has no device path", m->name);
         s = tnt__gpu_copy_to_device(d->grads, tnt__reducer_sums(r), (size_t)m->n_params * sizeof(float),

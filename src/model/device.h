@@ -29,6 +29,12 @@ typedef struct tnt__model_dev {
     tnt__gpu_event *copied[2];   /* a bucket's copy to staging is done (copy stream) */
     int64_t pending_begin, pending_end; /* the bucket still in flight; end 0: none */
     int pending_slot;            /* its event in copied[] */
+    /* NCCL (TNT_GPU_COMM, comm/gpu_comm.c): the buckets of the reducer's plan summed in place on
+     * the device, on the copy stream as backward completes them, in plan order on every rank */
+    bool nccl;                   /* this fit's gradients go through NCCL */
+    int nccl_next;               /* the first bucket of the step not yet issued */
+    bool nccl_flushed;           /* this step's sums are all issued (backward's flush) */
+    tnt__gpu_event *reduced;     /* the step's last sum is done (copy stream) */
 } tnt__model_dev;
 
 /* Tests: false stages the buckets as before (pageable, the host waiting for each copy), to
@@ -64,10 +70,16 @@ tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n);
  * copy ran meanwhile, is handed over now. */
 tnt_status tnt__dev_bucket_ready(tnt_model *m, struct tnt__reducer *r, int64_t begin, int64_t end);
 /* The end of backward: the last bucket in flight is handed over (hand_over false, after an
- * error: only waited for). */
+ * error: only waited for). Under NCCL: the buckets not yet issued are issued (after an error too,
+ * so that every rank issues the same sums). */
 tnt_status tnt__dev_bucket_flush(tnt_model *m, struct tnt__reducer *r, bool hand_over);
+/* Chooses for a parallel fit how the gradients are summed (NCCL or host staging; collective). */
+tnt_status tnt__dev_comm_prepare(tnt_model *m);
+/* Under NCCL, the end of a step: a rank whose backward did not run (an empty share) sums zeros,
+ * so that every rank issues the step's sums. */
+tnt_status tnt__dev_step_sums(tnt_model *m, struct tnt__reducer *r);
 /* The optimizer step on the device: the summed gradients (from the reducer's host buffer when
- * the step was parallel) go up, frozen layers' gradients are zeroed, then one pass over the device
+ * the step was host-staged; under NCCL already on the device once the last sum is done) go up, frozen layers' gradients are zeroed, then one pass over the device
  * flat buffers. */
 tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st);
 /* Keras's trainable: false on the device, as fit.c's freeze and thaw on the host: the frozen

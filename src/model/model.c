@@ -71,6 +71,7 @@ void tnt_model_free(tnt_model *m) {
     if (tnt__model_host_weights(m) != TNT_OK) /* layers that outlive the model keep the newest values */
         tnt_log(TNT_LOG_WARNING, "model \"%s\": weights from the GPU: %s", m->name, tnt_last_error());
     tnt__model_dev_free(m);
+    if (m->tape_free) m->tape_free(m->tape);
     tnt__model_clear_plans(m);
     tnt__free(m->arena);
     tnt__scopes_free(m); /* first: their shadows' references to the layers */

@@ -14,7 +14,7 @@
 #define TNT_PLAN_CACHE 4
 #define TNT__METRIC_STATE_MAX 256 /* doubles of state of the user's Metric classes, all together */
 #define TNT_MAX_METRICS 16
-#define TNT_MAX_IO 8 /* model inputs and outputs */
+#define TNT_MAX_IO 64 /* model inputs and outputs (a feature extractor returns every layer's output) */
 
 /* One call of a layer: inputs and output are tensor ids of the model. */
 typedef struct tnt__node {
@@ -144,6 +144,11 @@ struct tnt_model {
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
     bool stop_training;
+    /* a custom training loop's last forward, kept for its backward (training/tape.c), and how
+     * to free it (the model knows nothing of it) */
+    struct tnt__tape *tape;
+    bool input_grads; /* plans also make the inputs' gradients (a model call fed by another's) */
+    void (*tape_free)(struct tnt__tape *t);
     /* during on_predict_batch_end: the batch's predictions (tnt_model_batch_outputs) */
     const float *batch_outputs;
     int64_t batch_outputs_n;
@@ -212,6 +217,8 @@ typedef struct tnt__step {
     bool parallel;         /* one rank's share of a global batch: collective layers
                               (SyncBatchNormalization) reduce over the ranks */
     struct tnt__reducer *reducer; /* allreduces the gradients backward completes; NULL: none */
+    bool device_reduces;          /* NCCL sums them on the device (the reducer gives only its
+                                     bucket plan; its host side stays idle) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
 } tnt__step;
@@ -230,6 +237,8 @@ float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x);
 float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k);
 /* The loss input of output k: the logits when the loss is fused, else the output. */
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x);
+/* The gradient of input k after backward (plans made with m->input_grads), or NULL. */
+float *tnt__plan_input_grad(tnt_model *m, tnt__plan *p, int k);
 /* Backward from the output gradients into m->grads, handing each completed prefix of them to
  * st->reducer. */
 tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st);

@@ -90,6 +90,7 @@ static void galloc_release(galloc *g, size_t off) {
 /* needs_grad[t]: some trainable weight lies upstream of tensor t, so backward must reach it. */
 static void compute_needs_grad(const tnt_model *m, bool *needs_grad) {
     memset(needs_grad, 0, (size_t)m->n_tensors * sizeof *needs_grad);
+    for (int k = 0; m->input_grads && k < m->n_inputs; k++) needs_grad[m->inputs[k]] = true;
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
         bool need = tnt__layer_has_trainable(n->layer);
@@ -304,6 +305,10 @@ float *tnt__plan_output(tnt_model *m, tnt__plan *p, int k, const float *x) {
 }
 float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k) {
     return p->device ? p->host_out_grad[k] : at(m, p, p->grad_offset[m->outputs[k]]);
+}
+float *tnt__plan_input_grad(tnt_model *m, tnt__plan *p, int k) {
+    size_t off = p->grad_offset[m->inputs[k]];
+    return p->device || !m->input_grads || off == NO_GRAD ? NULL : at(m, p, off);
 }
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x) {
     if (p->device) return m->fused_output_loss[k] ? p->host_loss_in[k] : p->host_out[k];

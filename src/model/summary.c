@@ -49,7 +49,7 @@ tnt_status tnt_model_summary(const tnt_model *m, FILE *out) {
         for (int j = 0; j < l->n_weights; j++) {
             int64_t k = tnt_shape_numel(l->weights[j].shape);
             params += k;
-            if (l->weights[j].trainable) trainable += k;
+            if (l->weights[j].trainable && !l->frozen) trainable += k; /* Keras: a frozen layer's are not */
         }
         total += params;
         char scope[160]; /* a nested model's layer: "inner/dense" */

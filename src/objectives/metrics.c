@@ -127,6 +127,19 @@ static bool takes_threshold(int kind) {
     return kind == TNT__METRIC_BINARY_ACCURACY || (kind >= TNT__METRIC_TP && kind <= TNT__METRIC_RECALL);
 }
 
+int tnt__metric_kind_of(const char *name) {
+    char key[TNT__METRIC_NAME_MAX];
+    size_t j = 0;
+    for (const char *q = name; *q; q++) {
+        if (*q == ':' || *q == '=' || *q == '@' || *q == '~' || j + 1 >= sizeof key) return -1;
+        if (*q != '_') key[j++] = (char)tolower((unsigned char)*q);
+    }
+    key[j] = '\0';
+    for (size_t i = 0; i < TNT_ARRAY_LEN(NAMES); i++)
+        if (!strcmp(key, NAMES[i].key)) return NAMES[i].kind;
+    return -1;
+}
+
 static tnt_status parse_one(const char *s, size_t len, tnt_loss_kind loss, tnt__metric *m) {
     /* "~...": weighted by the sample weights */
     if (len && s[0] == '~') {
@@ -310,6 +323,8 @@ int tnt__metric_resolve(const tnt__metric *m, int64_t c) {
         return c == 1 ? TNT__METRIC_BCE : sparse ? TNT__METRIC_SPARSE_CE : TNT__METRIC_CE;
     return m->kind;
 }
+
+bool tnt__metric_sparse_labels(const tnt__metric *m, int64_t c) { return needs_sparse(tnt__metric_resolve(m, c)) == 1; }
 
 /* tf.argmax over a row: the first index of the maximum */
 static int64_t argmax(const float *x, int64_t c) {

@@ -83,6 +83,8 @@ typedef struct tnt__metric {
  * unknown names, empty entries, duplicates and more than max_out metrics. Returns the count (0
  * for NULL or ""), or -1 with tnt_last_error() naming the offending entry. */
 int tnt__metrics_parse(const char *spec, tnt_loss_kind loss, tnt__metric *out, int max_out);
+/* The kind a plain metric name (no ":", "=", "@" or "~") stands for, -1 for none; raises no error. */
+int tnt__metric_kind_of(const char *name);
 
 /* TNT_ERR_ARG (naming the metric and what to use instead) when m's labels do not fit a loss's
  * layout (a sparse metric on dense labels or the reverse). tnt__metrics_parse with loss
@@ -91,6 +93,8 @@ tnt_status tnt__metric_check_loss(const tnt__metric *m, tnt_loss_kind loss);
 
 /* The concrete kind a metric computes for c outputs per sample (resolves accuracy/crossentropy). */
 int tnt__metric_resolve(const tnt__metric *m, int64_t c);
+/* Whether m reads one class index per position (sparse labels) for c outputs per position. */
+bool tnt__metric_sparse_labels(const tnt__metric *m, int64_t c);
 /* Whether metric m is computed on output k. */
 static inline bool tnt__metric_on_output(const tnt__metric *m, int k) { return m->output < 0 || m->output == k; }
 /* Keras name of a kind, e.g. "sparse_categorical_accuracy". */

@@ -366,7 +366,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
     else memset(m->grads, 0, (size_t)m->n_params * sizeof(float)); /* an empty share adds nothing */
-    if ((s = tnt__parallel_step_end(&st, s)) != TNT_OK) return s;
+    if ((s = tnt__parallel_step_end(m, &st, s)) != TNT_OK) return s;
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they
      * depend on the weights alone, which every rank holds the same, so each rank adds them once,
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
@@ -482,7 +482,8 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
     tnt__feed f = {0};
     float *rows = NULL, *gathered = NULL;
     int64_t *batch_n = NULL, n_batches = 0, cap_batches = 0;
-    int64_t n_rows = 0, cap_rows = 0, c = tnt__model_output_size(m);
+    int64_t n_rows = 0, cap_rows = 0, c = tnt__model_output_size(m), n_batches_seen = 0;
+    tnt_shape out_shape = m->output_shape; /* predict: the outputs' shape, the same for every batch */
     const tnt_callback *cbs = o ? o->callbacks : NULL;
     int n_cbs = o ? o->n_callbacks : 0;
     tnt__progress prog;
@@ -493,6 +494,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
         return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
     if ((s = instance_for(m, data, who)) != TNT_OK) return s;
     c = tnt__model_output_size(m); /* of the instance for this data */
+    out_shape = m->output_shape;
     if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
     else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
     f.split = parallel && !(o && o->no_distribute);
@@ -564,6 +566,18 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
             if (local != TNT_OK) break;
         } else {
+            /* batches of other shapes (padded batches each as long as their longest): outputs of
+             * other shapes, which one array cannot hold (Keras gives a RaggedTensor) */
+            if (n_batches_seen++ == 0) out_shape = m->output_shape;
+            if (!tnt__shape_equal(out_shape, m->output_shape)) {
+                char a[96], c2[96];
+                local = tnt__error(TNT_ERR_SHAPE, "%s: batch %lld gives outputs of shape %s, the batches before %s (one "
+                                   "array holds one shape: predict each batch (predict_on_batch), or pad to one length "
+                                   "(padded_shapes))", who, (long long)step, tnt_shape_str(m->output_shape, a, sizeof a),
+                                   tnt_shape_str(out_shape, c2, sizeof c2));
+                break;
+            }
+            c = tnt__model_output_size(m);
             if (n_rows + b.n > cap_rows) {
                 int64_t cap = TNT_MAX(2 * cap_rows, n_rows + b.n);
                 float *nr = realloc(rows, (size_t)(cap * c) * sizeof(float));
@@ -604,7 +618,7 @@ static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_
             goto done;
         }
         int64_t total = gathered ? (displs[p - 1] + counts[p - 1]) / (c ? c : 1) : 0;
-        tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(total, m->output_shape));
+        tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(total, out_shape));
         if (!t) {
             s = TNT_ERR_NOMEM;
             goto done;

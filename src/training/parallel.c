@@ -110,9 +110,9 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     const tnt_distribute_opts *o = &m->distribute_opts;
     const tnt__config *c = tnt__config_get();
     int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-    int64_t reducer_cfg[4] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+    int64_t reducer_cfg[5] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
                               o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression,
-                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer};
+                              o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer, c->cross_node};
     /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
@@ -120,12 +120,15 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     /* below MPI_THREAD_SERIALIZED (tnt_init said so once) only the main thread calls MPI */
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
-                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer)",
-                            "training device (fingerprint 1: cpu, 2: gpu; see TNT_DEVICE)"};
+                            "gradient allreduce settings (fusion threshold, comm mode, compression, reducer, "
+                            "TNT_CROSS_NODE)",
+                            "training device and TNT_GPU_COMM (fingerprint 1: cpu; 2, 6, 10: gpu with TNT_GPU_COMM "
+                            "auto, mpi, nccl; see TNT_DEVICE)"};
     /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */
     uint64_t v[7] = {model_fingerprint(m), m->compiled ? compile_fingerprint(m) : 0,
                      dataset_fingerprint(data), dataset_fingerprint(val), 0,
-                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0, m->on_device ? 2 : 1};
+                     fit ? tnt__fnv1a(0, reducer_cfg, sizeof reducer_cfg) : 0,
+                     m->on_device ? 2 + 4 * (uint64_t)c->gpu_comm : 1};
     if (fit) {
         int64_t f[6] = {fit->epochs, fit->initial_epoch, fit->steps_per_epoch, fit->validation_freq,
                         fit->no_distribute, fit->no_distribute_validation};
@@ -164,6 +167,8 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
                 kinds[tnt__reducer_kind(m->reducer)], mode == TNT_COMM_MODE_THREAD ? "comm thread" : "nonblocking",
                 compression == TNT_COMPRESSION_BF16 ? ", bfloat16 compression" : "");
     }
+    /* GPU ranks: NCCL or host staging, chosen alike on every rank (collective) */
+    if (fit && m->on_device && (s = tnt__dev_comm_prepare(m)) != TNT_OK) return s;
     return fit ? attach(m) : TNT_OK;
 }
 
@@ -304,14 +309,16 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
     int go = epoch_goes_on(counts->batches, " (hand-sharded datasets need the same number of batches on every rank)");
     if (go <= 0) return go;
     st->reducer = m->reducer;
-    tnt__reducer_begin_step(st->reducer);
+    st->device_reduces = m->on_device && m->dev && m->dev->nccl;
+    if (st->device_reduces) m->dev->nccl_flushed = false;
+    else tnt__reducer_begin_step(st->reducer);
     return 1;
 }
 
-tnt_status tnt__parallel_step_end(const tnt__step *st, tnt_status local) {
+tnt_status tnt__parallel_step_end(tnt_model *m, const tnt__step *st, tnt_status local) {
     if (!st->parallel) return local;
     /* a rank whose backward failed still completes the step's collectives, and all ranks agree
      * on the outcome (8 bytes: negligible next to the gradients) */
-    tnt_status rs = tnt__reducer_finish_step(st->reducer);
+    tnt_status rs = st->device_reduces ? tnt__dev_step_sums(m, st->reducer) : tnt__reducer_finish_step(st->reducer);
     return tnt__agree(local != TNT_OK ? local : rs, NULL, 0);
 }

@@ -51,8 +51,10 @@ int tnt__parallel_step_enter(const tnt_model *m, const tnt__step *st, tnt_status
 /* After forward and loss: the ranks agree on errors and sum *counts; then backward hands its
  * gradients to the allreduce (st->reducer). */
 int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt__step_counts *counts);
-/* After backward: waits for the gradient allreduces; the ranks agree on the outcome. */
-tnt_status tnt__parallel_step_end(const tnt__step *st, tnt_status local);
+/* After backward (or instead of it, on a rank with an empty share): waits for the gradient
+ * allreduces (under NCCL, issues the step's sums a rank did not issue in backward, of zeros); the
+ * ranks agree on the outcome. */
+tnt_status tnt__parallel_step_end(tnt_model *m, const tnt__step *st, tnt_status local);
 /* The optimizer's update of the summed gradients: all of them, or sharded, this rank's slices,
  * then the weights shared across the node (every rank must call it). */
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st);

@@ -24,9 +24,12 @@ tnt_status tnt__user_loss(tnt_model *m, int k, const tnt__metric *mets, int64_t 
     tnt_status s = tnt__traced_loss_compute(m->traced_loss[k], n, in, y, sw, scale, grad, loss_sum);
     for (int j = 0; j < m->n_metrics && s == TNT_OK; j++) {
         if (!tnt__metric_on_output(&mets[j], k) || tnt__user_metric(m, j)) continue;
-        if (lk != numel) /* built-in metrics read one label per output value */
+        /* built-in metrics read one label per output value, or a class index per position (sparse) */
+        int64_t want = tnt__metric_sparse_labels(&mets[j], c) ? positions : numel;
+        if (lk != want)
             return tnt__error(TNT_ERR_UNSUPPORTED, "metric \"%s\" with a loss function whose labels have %lld values "
-                              "per sample for an output of %lld", mets[j].name, (long long)lk, (long long)numel);
+                              "per sample for an output of %lld (it reads %lld)", mets[j].name, (long long)lk,
+                              (long long)numel, (long long)want);
         for (int64_t i = 0; i < n && s == TNT_OK; i++) {
             double wi = sw && mets[j].weighted ? sw[i] : 1.0, ms = 0, mc = 0; /* Keras 2.4+: weighted_metrics only */
             if (m->curve_slot[k][j] >= 0) {

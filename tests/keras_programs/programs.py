@@ -36,6 +36,9 @@ KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation me
 KERAS23_PREDICT_LENGTHS = ("Keras 2.3 refuses predict on inputs of different sample counts ('Data cardinality is "
                            "ambiguous'); Keras 2.2's predict read the first input's count, which the program relies on")
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
+IMAGENET_WEIGHTS = ("ImageNet weights are a Keras cache file of 548 MB (vgg19_weights_tf_dim_ordering_tf_kernels.h5 "
+                    "in ~/.keras/models, which weights='imagenet' reads when present); the program only looks at "
+                    "the activations' graph, so random weights")
 
 CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
              "(x_train, y_train), (x_test, y_test) = cifar10.load_data()\n"
@@ -268,10 +271,14 @@ PROGRAMS = [
     _k2("variational_autoencoder", "Lambda sampling, add_loss", [("epochs = 50", "epochs = 1", EPOCHS)],
         group="custom_code"),
     _k2("mnist_swwae", "K.gradients in a Lambda", [("epochs = 5", "epochs = 1", EPOCHS)], group="custom_code"),
-    _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with train_step",
+    _io("io_knowledge_distillation", "vision/knowledge_distillation", "Model subclass with compute_loss (a frozen teacher)",
         [("epochs=3", "epochs=1", EPOCHS, 2), ("epochs=5", "epochs=1", EPOCHS)], group="custom_code"),
     _io("io_mlp_image_classification", "vision/mlp_image_classification", "custom layers (MLP-Mixer, FNet, gMLP)",
-        [("num_epochs = 50", "num_epochs = 1", EPOCHS)], group="custom_code"),
+        [("num_epochs = 50", "num_epochs = 1", EPOCHS),
+         ("(x_train, y_train), (x_test, y_test) = keras.datasets.cifar100.load_data()",
+          "(x_train, y_train), (x_test, y_test) = keras.datasets.cifar100.load_data()\n"
+          "x_train, y_train, x_test, y_test = x_train[:256], y_train[:256], x_test[:64], y_test[:64]", SMALL)],
+        prints=[("Test accuracy", "finite"), ("Test top 5 accuracy", "finite")], group="custom_code"),
     _io("io_endpoint_layer_pattern", "tensorflow/keras_recipes/endpoint_layer_pattern",
         "custom endpoint layer with add_loss/add_metric", group="custom_code"),
     _io("io_antirectifier", "tensorflow/keras_recipes/antirectifier", "custom Layer subclass (keras.ops)",
@@ -293,7 +300,9 @@ PROGRAMS = [
            group="custom_code"),
     _guide("functional_api", "functional API incl. custom layers and plot_model",
            [("x_train.reshape(60000, 784)", "x_train.reshape(512, 784)", SMALL),
-            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL)], group="custom_code"),
+            ("x_test.reshape(10000, 784)", "x_test.reshape(1000, 784)", SMALL),
+            ("keras.applications.VGG19()", "keras.applications.VGG19(weights=None)", IMAGENET_WEIGHTS)],
+           group="custom_code"),
     # the guide calls layers and models on data and never trains (trains=False: running to the end is the check)
     _guide("understanding_masking_and_padding", "masking with custom mask-aware layers", group="custom_code",
            trains=False),

@@ -25,7 +25,8 @@
 # and address each rank sees), with a hostfile of names and one of addresses; (2) LeNet-5 trained
 # on those 4 ranks prints the same epoch loss/accuracy, evaluation and final test loss/accuracy
 # as the same 4-rank run on one host with the default transports (equal, or within 1e-4
-# relative), also with --reducer node and sharded, and test_reducer_dist passes there (Open MPI);
+# relative), also with --reducer node and sharded, and test_reducer_dist passes there (Open MPI),
+# and so does test_cross_node_dist (the cross-node allreduce's algorithms);
 # (3) the multi-host run moved megabytes through both veth pairs, both ways;
 # (4) tarantella --cleanup goes through the agent to every "host" and ends a process started
 # there (the hosts share one process table, so any host's pass can be the one that ends it).
@@ -221,9 +222,23 @@ run_t "LeNet-5, 1 host x 4 ranks" "$TMP/single" \
 bytes() { cat "/sys/class/net/$1/statistics/$2_bytes" 2>/dev/null || echo 0; }
 declare -A B0
 for d in "$NS1-br" "$NS2-br"; do for k in rx tx; do B0[$d.$k]=$(bytes "$d" $k); done; done
+# launched_ok NAME FILE: whether the run of NAME ended well. MPICH 4.0.2 (Debian 12) with its UCX
+# netmod deadlocks inside MPI_Finalize between hosts in up to one run in three here, with any MPI program
+# (pmodels/mpich#6596, fixed in MPICH 4.2): every rank has finished, one spins in a UCX disconnect,
+# the others wait in a PMI barrier. The library then ends its stuck ranks after
+# TNT_FINALIZE_TIMEOUT_SECONDS (src/comm/world.c), and Hydra reports the others it kills; such a
+# run counts when the watchdog said so and the figures, checked below, are right.
+launched_ok() {
+    [ $RC -eq 0 ] && return 0
+    if [ "$MPI" = mpich ] && grep -q "MPI_Finalize has not returned .* after every rank finished" "$2"; then
+        ok "$1: MPICH's MPI_Finalize deadlock (pmodels/mpich#6596) ended by TNT_FINALIZE_TIMEOUT_SECONDS"
+        return 0
+    fi
+    return 1
+}
 run_t "LeNet-5, 2 hosts x 2 ranks" "$TMP/multi" "${MH_ENV[@]}" \
     "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$LENET" "${LENET_ARGS[@]}"
-[ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks failed"
+launched_ok "LeNet-5, 2 hosts x 2 ranks" "$TMP/multi" || fail "LeNet-5 on 2 hosts x 2 ranks failed"
 
 # ---- 3. the traffic went through the veth pairs ------------------------------------------------
 for d in "$NS1-br" "$NS2-br"; do
@@ -270,7 +285,8 @@ for red in node sharded; do
     run_t "LeNet-5, 2 hosts x 2 ranks, --reducer $red" "$TMP/multi-$red" "${MH_ENV[@]}" \
         "$T" --hostfile "$TMP/hosts" --n-per-node 2 --reducer $red --log-level INFO -x OMP_NUM_THREADS=1 \
         -- "$LENET" "${LENET_ARGS[@]}"
-    [ $RC -eq 0 ] || fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
+    launched_ok "LeNet-5, 2 hosts x 2 ranks, --reducer $red" "$TMP/multi-$red" ||
+        fail "LeNet-5 on 2 hosts x 2 ranks with --reducer $red failed"
     if [ "$MPI" = mpich ]; then # across hosts MPICH runs flat (src/comm/reducer_node.c says why)
         grep -q "node-aware reduction across hosts is not supported on this MPI yet: flat" "$TMP/multi-$red" &&
             ok "--reducer $red: flat across hosts under MPICH, as documented" ||
@@ -308,6 +324,17 @@ if [ "$MPI" != mpich ] && [ -x "$RD" ]; then
     [ $RC -eq 0 ] && ! grep -q "FAILED" "$TMP/reducer" &&
         ok "test_reducer_dist on 2 hosts x 2 ranks: node-aware and sharded equal flat, bitwise repeatable" ||
         fail "test_reducer_dist on 2 hosts x 2 ranks (exit $RC)"
+fi
+
+# ---- 3d. the node-aware reducer's own cross-node allreduce (comm/cross_node.c) over real hosts:
+# every algorithm equals MPI_Allreduce within 1e-6 and is bitwise the same on the 4 ranks
+CN=$BUILD/tests/test_cross_node_dist
+if [ -x "$CN" ]; then
+    run_t "test_cross_node_dist, 2 hosts x 2 ranks" "$TMP/cross" "${MH_ENV[@]}" \
+        "$T" --hostfile "$TMP/hosts" --n-per-node 2 -x OMP_NUM_THREADS=1 -- "$CN"
+    launched_ok "test_cross_node_dist, 2 hosts x 2 ranks" "$TMP/cross" && grep -q "PASSED  \] 3 test" "$TMP/cross" && ! grep -q "FAILED\|SKIPPED" "$TMP/cross" &&
+        ok "test_cross_node_dist on 2 hosts x 2 ranks: ring, halving, doubling equal MPI_Allreduce, bitwise on every rank" ||
+        fail "test_cross_node_dist on 2 hosts x 2 ranks (exit $RC)"
 fi
 
 # ---- 4. --cleanup through the agent ----------------------------------------------------------

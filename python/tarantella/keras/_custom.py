@@ -96,6 +96,7 @@ def _base_init(layer, kwargs):
 
 
 _FUSE_MAX_NODES = 48  # a chain of operations fused into one layer up to this size
+_FUSE_MAX_INPUTS = 16  # the inputs a layer takes (TNT_MAX_LAYER_INPUTS): fusing stops before more
 
 
 def _fused_input(v, g, kts, memo):
@@ -105,7 +106,7 @@ def _fused_input(v, g, kts, memo):
     if id(v) in memo:
         return memo[id(v)]
     src = getattr(v._layer, "_fusable", None)
-    if src is None or len(g.nodes) + len(src[0].nodes) > _FUSE_MAX_NODES:
+    if src is None or len(g.nodes) + len(src[0].nodes) > _FUSE_MAX_NODES or memo.get("no_fusion"):
         kts.append(v)
         t = memo[id(v)] = g.input(v.shape)
         return t
@@ -134,10 +135,13 @@ def _to_graph_fused(v, g, kts, memo):
 def functional_op(fn, args, kwargs):
     """An operation on a model's tensors: a traced layer, called on them (fused with the operations
     that made its inputs, see _fused_input)."""
-    g, kts, memo = _trace.Graph(), [], {}
-    a2 = _to_graph_fused(list(args), g, kts, memo)
-    k2 = _to_graph_fused(dict(kwargs), g, kts, memo)
-    outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
+    for fuse in (True, False):  # unfused when fusing would give the layer too many inputs
+        g, kts, memo = _trace.Graph(), [], {"no_fusion": not fuse}
+        a2 = _to_graph_fused(list(args), g, kts, memo)
+        k2 = _to_graph_fused(dict(kwargs), g, kts, memo)
+        outs = _outputs(fn(*a2, **k2), getattr(fn, "__name__", "operation"))
+        if len(kts) <= _FUSE_MAX_INPUTS:
+            break
     name = getattr(fn, "__name__", "op").strip("_")
     layer = TracedLayer(g.to_json(outs), "TracedOps", L.unique_name("tf_op_" + name), {"function": name},
                         len(outs))
@@ -671,12 +675,30 @@ def _call_not_defined(self, inputs, *a, **k):
 _install()
 
 
+def attach_loss(output, loss_tensor):
+    """A traced layer that passes output through and adds loss_tensor (a model tensor; its
+    operations fused into the layer's graph, summed when not a scalar) to the loss; returns the
+    passed-through output, which takes output's place in the model."""
+    from tarantella.keras import ops
+    g, kts, memo = _trace.Graph(), [], {}
+    out0 = _to_graph(output, g, kts)
+    loss = _to_graph_fused(loss_tensor, g, kts, memo)
+    if loss.shape != ():
+        loss = ops.sum(loss)
+    if loss.dtype != "float32":
+        loss = ops.cast(loss, "float32")
+    through = ops.identity(out0)
+    layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
+                        {"function": "add_loss", "tnt_losses": 1}, 1)
+    layer._n_added_losses = 1
+    return layer(kts if len(kts) > 1 else kts[0])
+
+
 def model_add_loss(model, losses):
     """Model.add_loss(tensor) on a functional model: the loss, computed from the model's tensors
     (its operations fused into one graph), becomes an added loss of a traced layer placed on the
     model's first output (which it passes through), and the model is built again with its weights."""
     import numpy as np
-    from tarantella.keras import ops
     from tarantella.keras.engine import _walk
     if getattr(model, "_kind", None) != "functional":
         raise NotImplementedError(f"{type(model).__name__}.add_loss: losses added to a Sequential or subclassed "
@@ -688,19 +710,7 @@ def model_add_loss(model, losses):
         if not _is_kt(v):
             raise NotImplementedError(f"{model.name}.add_loss: {type(v).__name__} (a loss computed from the "
                                       f"model's tensors is supported)")
-        g, kts, memo = _trace.Graph(), [], {}
-        out0 = _to_graph(model._outputs[0], g, kts)
-        loss = _to_graph_fused(v, g, kts, memo)
-        if loss.shape != ():
-            loss = ops.sum(loss)
-        if loss.dtype != "float32":
-            loss = ops.cast(loss, "float32")
-        through = ops.identity(out0)
-        layer = TracedLayer(g.to_json([through, loss]), "TracedOps", L.unique_name("add_loss"),
-                            {"function": "add_loss", "tnt_losses": 1}, 1)
-        layer._n_added_losses = 1
-        res = layer(kts if len(kts) > 1 else kts[0])
-        model._outputs[0] = res
+        model._outputs[0] = attach_loss(model._outputs[0], v)
     old = {}
     if model._h is not None:
         old = {n: w for (n, _), w in zip(model._h.weights_info(), model._h.get_weights())}

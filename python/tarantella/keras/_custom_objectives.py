@@ -178,10 +178,17 @@ def split_metrics(metrics):
     if metrics is None:
         return None, fns
 
+    from tarantella.keras import _value_metrics as VM
+
     def strip(lst, k):
         keep = []
         for m in lst:
-            if is_stateful_metric(m):
+            if isinstance(m, VM.MeanMetricWrapper):  # the mean of its function: a metric function
+                fn, kw = m._fn, m._fn_kwargs
+                fns.append((k, (lambda a, b: fn(a, b, **kw)) if kw else fn, m.name))
+            elif isinstance(m, VM._ValueMetric) or (isinstance(m, type) and issubclass(m, VM._ValueMetric)):
+                (m() if isinstance(m, type) else m)._c_name()  # Mean and Sum take values: an error
+            elif is_stateful_metric(m):
                 m = m() if isinstance(m, type) else m
                 fns.append((k, m, m.name or _name_of(m)))
             elif is_custom_metric(m):
@@ -366,7 +373,7 @@ def any_model_tensor(*vs):
     return any(isinstance(v, KerasTensor) for v in vs)
 
 
-def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=0.0):
+def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=0.0, delta=None):
     """Keras's formula of a built-in loss per sample (reduced over the last axis), on traced values."""
     from tarantella.keras import ops
     eps = 1e-7
@@ -397,6 +404,23 @@ def builtin_per_sample(name, y_true, y_pred, from_logits=False, label_smoothing=
             return -ops.sum(y * ops.log_softmax(y_pred, axis=-1), axis=-1)
         p = ops.clip(y_pred / ops.sum(y_pred, axis=-1, keepdims=True), eps, 1.0 - eps)
         return -ops.sum(y * ops.log(p), axis=-1)
+    if name in ("kl_divergence", "kullback_leibler_divergence"):
+        t, p = ops.clip(y, eps, 1.0), ops.clip(y_pred, eps, 1.0)
+        return ops.sum(t * ops.log(t / p), axis=-1)
+    if name == "mean_absolute_percentage_error":
+        return 100.0 * ops.mean(ops.abs((y - y_pred) / ops.maximum(ops.abs(y), eps)), axis=-1)
+    if name == "mean_squared_logarithmic_error":
+        return ops.mean(ops.square(ops.log(ops.maximum(y_pred, eps) + 1.0) - ops.log(ops.maximum(y, eps) + 1.0)),
+                        axis=-1)
+    if name == "poisson":
+        return ops.mean(y_pred - y * ops.log(y_pred + eps), axis=-1)
+    if name in ("log_cosh", "logcosh"):
+        d = y_pred - y
+        return ops.mean(d + ops.softplus(-2.0 * d) - float(np.log(2.0)), axis=-1)
+    if name == "huber":
+        d = float(delta or 1.0)
+        err = ops.abs(y_pred - y)
+        return ops.mean(ops.where(err <= d, 0.5 * ops.square(err), d * err - 0.5 * d * d), axis=-1)
     raise NotImplementedError(f"loss {name!r} called on traced tensors (inside a custom layer) is not supported; "
                               f"write it with tnt.keras.ops")
 
@@ -407,7 +431,7 @@ def builtin_loss_value(loss, y_true, y_pred, sample_weight=None):
     from tarantella.keras import ops
     if loss.ignore_class is not None:
         raise NotImplementedError(f"{type(loss).__name__}: ignore_class on traced tensors is not supported")
-    per = builtin_per_sample(loss._name, y_true, y_pred, loss.from_logits, loss.label_smoothing)
+    per = builtin_per_sample(loss._name, y_true, y_pred, loss.from_logits, loss.label_smoothing, loss.delta)
     if sample_weight is not None:
         w = ops.cast(sample_weight, "float32") if _traced(sample_weight) else np.asarray(sample_weight, np.float32)
         w = ops.reshape(w, (-1,)) if len(per.shape) == 1 else w

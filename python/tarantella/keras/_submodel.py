@@ -9,11 +9,16 @@ def init(model, kwargs):
     bad = set(kwargs) - {"name", "trainable", "dtype"}
     if bad:
         raise TypeError(f"{type(model).__name__}: unexpected keyword arguments {sorted(bad)} for Model.__init__")
-    for hook in ("train_step", "test_step", "predict_step", "compute_loss"):
+    for hook in ("predict_step",):  # train_step, test_step: keras/_custom_fit.py
         if any(hook in vars(c) for c in type(model).__mro__ if c.__module__ != __name__ and
                c.__name__ != "Model" and c.__name__ != "Sequential"):
-            raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (training "
-                                      f"runs in C); define call, compile with a loss, and fit")
+            raise NotImplementedError(f"{type(model).__name__}.{hook}: overriding {hook} is not supported (predict "
+                                      f"runs in C); define call and predict")
+    from tarantella.keras import _compute_loss, _custom_fit
+    # compute_loss alone is traced with call, so training stays in C (keras/_compute_loss.py); under
+    # a train_step of the user's it is Python's, called by that step (keras/_custom_fit.py)
+    model._loss_override = _compute_loss.overrides(type(model)) and not _custom_fit.overrides_step(model)
+    model._loss_labels = model._loss_labels_flat = None
     model._kind = "subclassed"
     model._init_state()
     model._inputs = model._outputs = None
@@ -51,8 +56,11 @@ def trace(model, input_shape):
                             f"layers and operations")
         if isinstance(o._layer, L.InputLayer):
             raise ValueError(f"{type(model).__name__}.call returned its input unchanged")
-    model._inputs, model._outputs = inputs, outs
     model._single_in, model._single_out = len(inputs) == 1, not isinstance(out, (list, tuple))
+    if getattr(model, "_loss_labels", None) is not None:  # fit or evaluate: the labels and compute_loss
+        from tarantella.keras import _compute_loss
+        inputs, outs = _compute_loss.trace_loss(model, inputs, arg, outs)
+    model._inputs, model._outputs = inputs, outs
     pairs, _ = _walk(outs)
     seen, layers = set(), []
     for layer, ni in sorted(pairs, key=lambda p: p[0]._nodes[p[1]].order):

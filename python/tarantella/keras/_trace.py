@@ -179,9 +179,9 @@ def record(op, inputs, attrs, np_fn, n_out=1):
     """Appends one operation on the SymTensors inputs; np_fn computes the outputs' NumPy dummies
     (shape and dtype) from the inputs' dummies. Returns the output tensor (a list if n_out > 1)."""
     if not any(isinstance(t, SymTensor) for t in inputs):  # plain data
-        if op not in EAGER:
-            raise TypeError(f"{op}: expected a symbolic tensor, got {', '.join(type(t).__name__ for t in inputs)} "
-                            f"(this operation runs on traced tensors only)")
+        if op not in EAGER:  # Keras 3's ops on data: run once by the C engine (keras/_tape.py)
+            from tarantella.keras import _tape
+            return _tape.eager_op(op, inputs, attrs, np_fn, n_out)
         with np.errstate(all="ignore"):
             r = np_fn(*[np.asarray(t) for t in inputs])
         fix = (lambda a: np.asarray(a).astype(np.float32) if np.asarray(a).dtype == np.float64 else np.asarray(a))
@@ -192,7 +192,8 @@ def record(op, inputs, attrs, np_fn, n_out=1):
             raise TraceError(f"{_user_line()}: {op} on tensors of two different traces")
     attrs = {k: v for k, v in attrs.items() if v is not None}
     outs_d = []
-    for b in range(2):
+    reps = 1 if getattr(g, "concrete_shapes", False) else 2  # a tape's shapes have no batch to find
+    for b in range(reps):
         with np.errstate(all="ignore"):
             try:
                 r = np_fn(*[t._dummies[b] for t in inputs])
@@ -200,7 +201,10 @@ def record(op, inputs, attrs, np_fn, n_out=1):
                 shapes = ", ".join(str(t.shape) for t in inputs)
                 raise TraceError(f"{_user_line()}: {op} on shapes {shapes} {attrs or ''}: {e}") from None
         outs_d.append(r if n_out > 1 else [r])
-    outs = [SymTensor(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
+    if reps == 1:
+        outs_d.append(outs_d[0])
+    cls = getattr(g, "tensor_type", SymTensor)  # a GradientTape's graph makes tensors with values (keras/_tape.py)
+    outs = [cls(g, (op, len(g.nodes), k), [np.asarray(outs_d[0][k]), np.asarray(outs_d[1][k])])
             for k in range(n_out)]
     if op in NO_GRADIENT or (op == "cast" and attrs.get("dtype") != "float32"):
         g.__dict__.setdefault("lines", {})[len(g.nodes)] = _user_line()  # named if it cuts a loss's gradient
@@ -211,10 +215,12 @@ def record(op, inputs, attrs, np_fn, n_out=1):
 def constant(g, value, dtype=None):
     """A constant node (Python numbers, NumPy arrays)."""
     a = np.asarray(value)
+    if getattr(g, "data_input", None) is not None and a.size > 16:  # a tape's data: an input, not JSON
+        return g.data_input(a, dtype)
     dt = dtype or ("bool" if a.dtype == np.bool_ else "int32" if np.issubdtype(a.dtype, np.integer) else "float32")
     a = a.astype(_NP[dt])
     dummy = [a, a]
-    t = SymTensor(g, ("constant", len(g.nodes), 0), dummy)
+    t = getattr(g, "tensor_type", SymTensor)(g, ("constant", len(g.nodes), 0), dummy)
     v = a.tolist()
     g.nodes.append(("constant", [], {"value": v, "dtype": dt}, [t]))
     return t

@@ -6,16 +6,15 @@ libtarantella model (a handle of the extension), which compile, fit, evaluate, p
 and the files work on. Models loaded from files or JSON are such handles from the start.
 """
 import json
-import warnings
 import weakref
 
 import numpy as np
 
 from tarantella._core import C, ensure_init
 from tarantella import data as tnt_data
-from tarantella import _random
+from tarantella import _padded, _random
 from tarantella.keras import layers as L
-from tarantella.keras import _shapes
+from tarantella.keras import _shapes, _sharing
 from tarantella.keras.model_api import ModelAPI, sample_weights, with_weights
 from tarantella.keras.functional import functional_json, _walk, tensor_shape, _loaded_graph  # noqa: F401
 
@@ -71,11 +70,6 @@ def _custom_labels(model, y, ds):
 
 
 # ---- History -----------------------------------------------------------------------------------
-
-def _warn_generator(what):
-    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
-                  f"`Model.{what}`, which supports generators.", stacklevel=3)
-
 
 class History:
     """What fit returns: .history {name: [value per epoch]}, .epoch, .params, .model."""
@@ -189,8 +183,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- the library model ----
     def _arch_json(self, input_shape=None):
         if self._kind == "subclassed":
-            from tarantella.keras import _submodel
+            from tarantella.keras import _submodel, _compute_loss
             _submodel.trace(self, input_shape)
+            return _compute_loss.freeze_json(self, functional_json(self._inputs, self._outputs, self.name))
         return functional_json(self._inputs, self._outputs, self.name)
 
     def _can_build(self, input_shape=None):
@@ -240,18 +235,22 @@ class Model(ModelAPI, metaclass=_ModelType):
     def _handle(self, input_shape=None):
         """The library model, built from the architecture when first needed."""
         if self._h is not None:
+            _sharing.sync_in(self)  # layers shared with another model: their newest values
             return self._h
         if not self._can_build(input_shape):
             raise ValueError(f"model {self.name!r} has no input shape yet: add an InputLayer (tnt.keras.Input), "
                              f"give the first layer input_shape=..., call build(input_shape), or fit it on data")
         ensure_init()
         js = self._arch_json(input_shape)
-        old = self._old_weights()
+        old = _sharing.old_weights(self)
         h = C.model_from_json(js)
         _random.seed_new_model(h)  # before anything draws its weights
         self._set_handle(h)
         from tarantella.keras import _custom  # weights of custom layers whose initial values Python made
         _custom.apply_initial_values(self, h)
+        if getattr(self, "_loss_override", False):  # built again with its labels (keras/_compute_loss.py)
+            from tarantella.keras import _compute_loss
+            _compute_loss.restore_weights(self, h)
         if old:
             ws = h.get_weights()
             for i, (name, shape) in enumerate(h.weights_info()):
@@ -266,28 +265,17 @@ class Model(ModelAPI, metaclass=_ModelType):
             self._apply_compile()
         return h
 
-    def _old_weights(self):
-        """Weights of this model's layers in models built before (layers reused in a new model keep
-        their trained values, as in Keras; here they are copied)."""
-        out = {}
-        for layer in self._all_layers():
-            m = layer._model() if layer._model is not None else None
-            if m is None or m is self or m._h is None:
-                continue
-            prefix = layer.name + "/"
-            info = m._h.weights_info()
-            idx = [i for i, (n, _) in enumerate(info) if n.startswith(prefix)]
-            if idx:
-                ws = m._h.get_weights()
-                out.update({info[i][0]: ws[i] for i in idx})
-        for layer in self._layers:  # nested models built on their own
-            if isinstance(layer, Model) and layer._h is not None:
-                out.update({n: w for (n, _), w in zip(layer._h.weights_info(), layer._h.get_weights())})
-        return out
-
     @property
     def built(self):
         return self._h is not None
+
+    @property
+    def trainable(self):
+        return self.__dict__.get("_trainable", True)
+
+    @trainable.setter
+    def trainable(self, value):
+        _sharing.set_trainable(self, value)
 
     def build(self, input_shape=None):
         self._handle(tuple(input_shape)[1:] if input_shape is not None else None)
@@ -390,8 +378,6 @@ class Model(ModelAPI, metaclass=_ModelType):
         h = self._handle()
         return [L.Weight(self, i, n, s) for i, (n, s) in enumerate(h.weights_info())]
 
-    trainable_weights = weights
-
     def save_weights(self, filepath, overwrite=True, save_format=None, options=None, tnt_save_all_devices=False):
         self._handle().save(str(filepath), weights_only=True, save_all_devices=tnt_save_all_devices)
 
@@ -447,7 +433,15 @@ class Model(ModelAPI, metaclass=_ModelType):
         c = self._compiled
         from tarantella.keras import losses, metrics as M
         from tarantella.keras import _custom_objectives
-        if _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
+        from tarantella.keras import _custom_fit  # a train_step of the user's needs the optimizer only
+        if c["loss"] is None and _custom_fit.python_loop(self):
+            return _custom_fit.bind_optimizer(self, c["optimizer"])
+        if getattr(self, "_loss_override", False) and (c["loss"] is None or getattr(c["loss"], "stand_in", None)):
+            if self._loss_labels is None:
+                return  # built for predict: compiled when fit or evaluate builds it again with the labels
+            from tarantella.keras import _compute_loss  # the loss is compute_loss's, added in the graph
+            c["loss"] = _compute_loss.ZeroLoss(sparse=self._loss_labels_flat)
+        elif _custom_objectives.only_added_losses(self, c):  # compile(loss=None) with layers' add_loss
             c["loss"] = _custom_objectives.NoLabelsLoss()
         c["loss"] = _custom_objectives.fill_missing_losses(c["loss"], self.output_names)
         (kind, from_logits, smoothing, ignore, delta), kinds = losses.per_output(c["loss"], self.output_names)
@@ -466,6 +460,7 @@ class Model(ModelAPI, metaclass=_ModelType):
         specs, c["metric_functions"] = M.with_weighted(c["metrics"], M.names(c["weighted_given"], self.output_names),
                                                        c["plain_functions"], c["weighted_functions"],
                                                        self.output_names)
+        _sharing.apply_trainable(self)
         self._h.compile(c["optimizer"]._spec(), kind, from_logits=from_logits, metrics=",".join(specs) or None,
                         seed=int(c["seed"] or 0), label_smoothing=smoothing, ignore_class=ignore, huber_delta=delta,
                         loss_weights=weights, output_losses=kinds)
@@ -503,6 +498,9 @@ class Model(ModelAPI, metaclass=_ModelType):
     # ---- data in, the library's datasets ----
     def _dataset(self, x, y, batch_size, shuffle, what, micro):
         """x, y as a batched tnt.data.Dataset (or unbatched when tnt_micro_batch_size is given)."""
+        if getattr(self, "_loss_override", False):  # compute_loss: the labels are an input too
+            from tarantella.keras import _compute_loss
+            x, y = _compute_loss.prepare(self, x, y, what.split()[0])
         given = x
         x = _as_dataset(x, what, shuffle)  # a keras.utils.Sequence/PyDataset, a generator
         if x is not given and isinstance(x, tnt_data.Dataset) and x.is_batched:
@@ -528,12 +526,14 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def _ensure_built_for(self, ds):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
         if self._h is None and not self._can_build(None):
             spec = ds.element_spec
             xs = spec[0] if isinstance(spec, tuple) and isinstance(spec[0], tuple) else spec
             self._handle(tuple(xs[1:]) if ds.is_batched else tuple(xs))
         h = self._handle()
         lowered = ds._lower() if hasattr(ds, "_lower") else ds
+        _padded.fit_to_model(ds, h.input_shapes())  # padded batches for a model of fixed input sizes
         _shapes.set_packed(self, getattr(lowered, "_x_parts", None))
         return h
 
@@ -549,6 +549,13 @@ class Model(ModelAPI, metaclass=_ModelType):
         """Keras's fit on NumPy arrays (x, y) or a tnt.data.Dataset (batched with the global batch
         size). Returns a History. Runs in C without the GIL; Python callbacks and map functions take
         it back when they run."""
+        from tarantella.keras import _custom_fit  # a train_step of the user's: Keras's loop, in Python
+        if _custom_fit.python_loop(self):
+            if sample_weight is not None or class_weight is not None or validation_split:
+                raise NotImplementedError("fit with a custom train_step/compute_loss: sample_weight, class_weight "
+                                          "and validation_split are not supported (put weights in the data)")
+            return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
+                                   initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
         if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
@@ -597,6 +604,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             if validation_steps:
                 val = val.take(int(validation_steps))
         h = self._ensure_built_for(train)
+        _padded.fit_to_model(val, h.input_shapes())
         _custom_labels(self, y, train)
         v = _verbose(verbose)
         self._stop_training = False
@@ -608,6 +616,7 @@ class Model(ModelAPI, metaclass=_ModelType):
                      no_distribute=not tnt_distribute_dataset,
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
                      sample_weights=weighted, validation_sample_weights=val_weighted)
+        _sharing.claim(self)
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
@@ -624,6 +633,10 @@ class Model(ModelAPI, metaclass=_ModelType):
                  tnt_micro_batch_size=None, tnt_distribute_dataset=True):
         """Loss and metrics (exact global figures on every rank): a list [loss, metrics...], the loss
         alone when there are no metrics, or a dict with return_dict=True."""
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self) or _custom_fit.overrides_step(self, "test_step"):
+            logs = _custom_fit.evaluate(self, x, y, batch_size, _verbose(verbose))
+            return logs if return_dict else (list(logs.values()) if len(logs) > 1 else next(iter(logs.values())))
         if sample_weight is not None and (isinstance(x, tnt_data.Dataset) or y is None):
             raise NotImplementedError("evaluate: sample_weight needs arrays x and y (not a Dataset)")
         micro = int(tnt_micro_batch_size or 0)
@@ -676,6 +689,10 @@ class Model(ModelAPI, metaclass=_ModelType):
 
     def predict_on_batch(self, x):
         self._touched = True
+        self.__dict__["_tape_generation"] = self.__dict__.get("_tape_generation", 0) + 1  # a tape's forward is gone
+        if getattr(self, "_loss_override", False):  # zeros for the label input of compute_loss
+            from tarantella.keras import _compute_loss
+            x, _ = _compute_loss.prepare(self, x, None, "predict")
         if isinstance(x, dict):  # by input name
             from tarantella.keras import _submodel
             _submodel.build_from_dict(self, x)
@@ -694,33 +711,10 @@ class Model(ModelAPI, metaclass=_ModelType):
         _shapes.restore_packed(self, prev)
         return out
 
-    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
-    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
-                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
-                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
-        _warn_generator("fit")
-        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
-                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
-                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
-                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
-                        initial_epoch=initial_epoch)
-
-    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                           use_multiprocessing=False, verbose=0):
-        _warn_generator("evaluate")
-        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
-
-    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
-                          use_multiprocessing=False, verbose=0):
-        _warn_generator("predict")
-        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
-                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
-
     def __call__(self, inputs, training=None, mask=None):
         flat = inputs if isinstance(inputs, (list, tuple)) else [inputs]
         from tarantella.keras import _custom  # inside a traced call: the custom layer runs on model tensors
-        if any(isinstance(t, _custom.SymTensor) for t in flat):
+        if any(isinstance(t, _custom.SymTensor) and not hasattr(t, "value") for t in flat):  # (not a tape's)
             raise _custom.BuiltinInTrace(f"model {self.name!r} called inside a Lambda or a custom layer with weights")
         if all(isinstance(t, L.KerasTensor) for t in flat):  # a model used as a layer
             if self._h is None and not self._can_build(None) and len(flat) == 1:  # built on its first call
@@ -730,7 +724,7 @@ class Model(ModelAPI, metaclass=_ModelType):
             n_out = len(self._handle().output_shapes()) if (self._h is not None or self._can_build(None)) else 1
             outs = [L.KerasTensor(self, k, i) for i in range(n_out)]
             return outs[0] if n_out == 1 else outs
-        return self._call_on_data(inputs)
+        return self._call_on_data(inputs, training)
 
     @property
     def class_name(self):

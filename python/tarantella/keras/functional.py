@@ -42,6 +42,8 @@ def _layer_entry(layer):
     from tarantella.keras.engine import Model
     if isinstance(layer, Model):  # a model called as a layer
         cfg = json.loads(layer.to_json())
+        if not layer.trainable:  # frozen in the model that calls it (Keras 3's key; Keras 2 its layers')
+            cfg["config"]["trainable"] = False
         return {"class_name": cfg["class_name"], "config": cfg["config"], "name": layer.name}
     return {"class_name": layer.class_name, "config": layer._json_config(), "name": layer.name}
 

@@ -242,6 +242,8 @@ class Layer:
         if self._dtype_policy != "float32":
             cfg["dtype"] = self._dtype_policy
         cfg.update({k: serialize(v) for k, v in self._args.items()})
+        if self.class_name == "Normalization" and isinstance(cfg.get("axis"), int):
+            cfg["axis"] = [cfg["axis"]]  # Keras writes its tuple of axes
         if self._input_shape is not None:
             cfg["batch_input_shape"] = [None] + list(self._input_shape)
         return cfg
@@ -352,7 +354,12 @@ class Layer:
         info = m._handle().weights_info()
         return [Weight(m, i, info[i][0], info[i][1]) for i in self._weight_indices(m)]
 
-    trainable_weights = weights
+    @property
+    def trainable_weights(self):
+        from tarantella._core import C
+        ws = self.weights
+        flags = C.trainable_flags(ws[0]._model._handle()) if ws else []
+        return [w for w in ws if flags[w._index]]
 
     def count_params(self):
         return int(sum(np.prod(w.shape) for w in self.weights))

@@ -246,7 +246,7 @@ def spec(loss):
         return spec(list(loss.values()))
     from tarantella.keras import _custom_objectives
     if _custom_objectives.is_custom_loss(loss):  # traced at compile; the kind is a stand-in
-        kind, _ = C.loss_kind("mean_squared_error")
+        kind, _ = C.loss_kind(getattr(loss, "stand_in", "mean_squared_error"))
         return kind, False, 0.0, None, 0.0
     if isinstance(loss, Loss):
         return loss._spec()

@@ -67,7 +67,8 @@ class Metric:
     def update_state(self, y_true, y_pred, sample_weight=None):
         import numpy as np
         from tarantella._core import C
-        from tarantella.keras import _custom_objectives
+        from tarantella.keras import _custom_objectives, _tape
+        y_true, y_pred, sample_weight = (_tape.concrete(v) for v in (y_true, y_pred, sample_weight))
         if _custom_objectives.any_traced(y_true, y_pred):  # a metric updated inside a custom layer's call
             import warnings
             warnings.warn(f"{type(self).__name__}.update_state inside a layer's call: metrics tracked by layers are "
@@ -83,7 +84,10 @@ class Metric:
         from tarantella._core import C
         from tarantella.keras.model_api import as_tensor
         spec, loss = self._layout()
-        return as_tensor(np.float32(C.metric_result(spec, loss, self._state())))
+        v = C.metric_result(spec, loss, self._state())
+        if np.isnan(v) and not self._state().any():  # nothing seen: Keras divides with divide_no_nan
+            v = 0.0
+        return as_tensor(np.float32(v))
 
     def reset_state(self):
         self._state()[:] = 0
@@ -239,7 +243,10 @@ categorical_crossentropy = "categorical_crossentropy"
 sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
 
 _UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
-                "FBetaScore", "R2Score", "Mean", "Sum", "MeanTensor", "MeanMetricWrapper")
+                "FBetaScore", "R2Score", "MeanTensor")
+
+
+from tarantella.keras._value_metrics import Mean, Sum, MeanMetricWrapper  # noqa: E402,F401  (custom loops)
 
 
 def __getattr__(name):

@@ -6,6 +6,16 @@ import warnings
 import numpy as np
 
 
+def _trainable_flags(model):
+    from tarantella._core import C
+    return C.trainable_flags(model._handle())
+
+
+def _warn_generator(what):
+    warnings.warn(f"`Model.{what}_generator` is deprecated and will be removed in a future version. Please use "
+                  f"`Model.{what}`, which supports generators.", stacklevel=3)
+
+
 class Tensor(np.ndarray):
     """What model(x) returns, as Keras's eager tensor: .numpy(), .shape, .dtype, and NumPy interop
     (it is a NumPy array)."""
@@ -120,8 +130,24 @@ class ModelAPI:
     """The mixin: needs _handle(), fit, evaluate, predict_on_batch, metrics_names."""
 
     # ---- eager calls ----
-    def _call_on_data(self, inputs):
-        return as_tensor(self.predict_on_batch(inputs))
+    def _call_on_data(self, inputs, training=None):
+        from tarantella.keras import _tape  # under a GradientTape, or in training mode
+        out = _tape.model_call(self, inputs, training)
+        return as_tensor(self.predict_on_batch(inputs)) if out is None else out
+
+    @property
+    def trainable_weights(self):
+        """Keras's trainable_weights: the weights the optimizer trains (not BatchNormalization's
+        moving statistics, nor those of layers with trainable=False)."""
+        flags = _trainable_flags(self)
+        return [w for w, t in zip(self.weights, flags) if t]
+
+    @property
+    def non_trainable_weights(self):
+        flags = _trainable_flags(self)
+        return [w for w, t in zip(self.weights, flags) if not t]
+
+    trainable_variables = trainable_weights
 
     def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None, reset_metrics=True,
                        return_dict=False):
@@ -144,6 +170,29 @@ class ModelAPI:
         values = [logs[k] for k in self.metrics_names if k in logs] or list(logs.values())
         return values[0] if len(values) == 1 else values
 
+    # Keras 2's generator methods, deprecated but kept by Keras 2.11: they call fit/evaluate/predict
+    def fit_generator(self, generator, steps_per_epoch=None, epochs=1, verbose=1, callbacks=None,
+                      validation_data=None, validation_steps=None, validation_freq=1, class_weight=None,
+                      max_queue_size=10, workers=1, use_multiprocessing=False, shuffle=True, initial_epoch=0):
+        _warn_generator("fit")
+        return self.fit(generator, steps_per_epoch=steps_per_epoch, epochs=epochs, verbose=verbose,
+                        callbacks=callbacks, validation_data=validation_data, validation_steps=validation_steps,
+                        validation_freq=validation_freq, class_weight=class_weight, max_queue_size=max_queue_size,
+                        workers=workers, use_multiprocessing=use_multiprocessing, shuffle=shuffle,
+                        initial_epoch=initial_epoch)
+
+    def evaluate_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                           use_multiprocessing=False, verbose=0):
+        _warn_generator("evaluate")
+        return self.evaluate(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                             workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
+
+    def predict_generator(self, generator, steps=None, callbacks=None, max_queue_size=10, workers=1,
+                          use_multiprocessing=False, verbose=0):
+        _warn_generator("predict")
+        return self.predict(generator, steps=steps, callbacks=callbacks, max_queue_size=max_queue_size,
+                            workers=workers, use_multiprocessing=use_multiprocessing, verbose=verbose)
+
     # ---- metrics ----
     @property
     def _last_logs(self):
@@ -159,18 +208,46 @@ class ModelAPI:
     def metrics(self):
         """Keras 2: the loss tracker and the compiled metrics, once the model has trained or been
         evaluated (empty before)."""
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self):  # a train_step of the user's: Keras's metric objects
+            loss_tracker, mets = _custom_fit.state(self)
+            return [loss_tracker] + mets
         if not self._last_logs:
             return []
         return [LoggedMetric(self, n) for n in self.metrics_names]
 
     def reset_metrics(self):
+        from tarantella.keras import _custom_fit
+        if _custom_fit.python_loop(self):
+            _custom_fit.reset_metrics(self)
         self._last_logs.clear()
+
+    # ---- what a train_step of the user's calls (keras/_custom_fit.py) ----
+    @property
+    def compiled_loss(self):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.CompiledLoss(self)
+
+    @property
+    def compiled_metrics(self):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.CompiledMetrics(self)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.compute_loss(self, x, y, y_pred, sample_weight, training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        from tarantella.keras import _custom_fit
+        return _custom_fit.compute_metrics(self, x, y, y_pred, sample_weight)
 
     @property
     def losses(self):
         """Keras's added losses (regularization penalties as tensors): the library adds the
-        penalties inside its loss, so there are none to list here."""
-        return []
+        penalties inside its loss, so there are none to list here; under a GradientTape, the
+        penalties of the model's recorded call (keras/_tape.py)."""
+        from tarantella.keras import _tape
+        return _tape.model_losses(self)
 
     # ---- structure ----
     @property

@@ -80,7 +80,7 @@ def _eager(name, *xs):
 
 def _unary(name, **fixed):
     def op(x, **kw):
-        if _graph_of(x) is None:
+        if _graph_of(x) is None and not kw and (name in _EAGER or hasattr(np, name)):
             return _eager(name, x)
         return _trace.record(name, [_t(x, _graph_of(x))], {**fixed, **kw}, lambda a: a.astype(np.float32)
                              if name not in ("logical_not",) else a == 0)
@@ -91,7 +91,7 @@ def _unary(name, **fixed):
 def _binary(name, np_fn):
     def op(x1, x2):
         g = _graph_of(x1, x2)
-        if g is None:
+        if g is None and (name in _EAGER or hasattr(np, name)):
             return _eager(name, x1, x2)
         like = x1 if isinstance(x1, SymTensor) else x2
         return _trace.record(name, [_t(x1, g, like), _t(x2, g, like)], {}, np_fn)
@@ -311,6 +311,8 @@ def squeeze(x, axis=None):
 
 @_lifted
 def broadcast_to(x, shape):
+    if _builtins.any(d is None or hasattr(d, "like") for d in shape):  # to (batch, ...): add batch zeros
+        return x + _batch_full(shape, 0.0, "float32", graph=_graph_of(x))
     s = [int(d) for d in shape]
     return _trace.record("broadcast_to", [_t(x, _graph_of(x))], {"shape": s}, lambda a: np.broadcast_to(a, s))
 
@@ -438,15 +440,51 @@ def arange(start, stop=None, step=1, dtype=None):
     return a.astype(dtype or (np.int32 if np.issubdtype(a.dtype, np.integer) else np.float32))
 
 
+def _has_batch(shape):
+    return isinstance(shape, (tuple, list)) and _builtins.any(d is None or hasattr(d, "like") for d in shape)
+
+
+def _batch_full(shape, fill_value, dtype, graph=None):
+    """A constant of shape (batch, ...) inside a traced call (Keras code writes
+    ops.zeros((inputs.shape[0], units)) for an RNN's initial state): fill_value broadcast along the
+    batch of the call's first batched input."""
+    from tarantella.keras import _custom
+    like = next((d.like for d in shape if hasattr(d, "like")), None)  # K.shape(x)[0] (BatchDim): x's batch
+    shape = tuple(None if hasattr(d, "like") else d for d in shape)
+    if shape[0] is not None or None in shape[1:]:
+        raise TraceError(f"{_trace._user_line()}: a constant of shape {shape}: only its first axis may be the batch "
+                         f"(None)")
+    graph = graph or (_custom._TRACING[-1] if _custom._TRACING else None)
+    if like is not None:
+        ref = like
+    elif graph is not None:  # a traced call (or the operation's own graph): its inputs
+        ref = next((t for s, t in graph.inputs if s and s[0] is None), None)
+    else:  # a layer of built-in layers whose call runs on the model's tensors
+        ref = next(iter(_custom._FUNCTIONAL_INPUTS[-1]), None) if _custom._FUNCTIONAL_INPUTS else None
+    if ref is None:
+        raise TraceError(f"{_trace._user_line()}: a constant of shape {shape} outside a traced call on batched "
+                         f"tensors (its batch size is unknown)")
+    column = ref[(_builtins.slice(None),) + (_builtins.slice(0, 1),) * (len(ref.shape) - 1)]
+    column = full_like(reshape(column, (-1,) + (1,) * (len(shape) - 1)), fill_value)
+    out = column + np.zeros(shape[1:], np.float32)
+    return out if dtype in (None, "float32", np.float32) else cast(out, dtype)
+
+
 def zeros(shape, dtype="float32"):
+    if _has_batch(shape):
+        return _batch_full(shape, 0.0, dtype)
     return np.zeros(shape, dtype)
 
 
 def ones(shape, dtype="float32"):
+    if _has_batch(shape):
+        return _batch_full(shape, 1.0, dtype)
     return np.ones(shape, dtype)
 
 
 def full(shape, fill_value, dtype=None):
+    if _has_batch(shape):
+        return _batch_full(shape, fill_value, dtype)
     return np.full(shape, fill_value, dtype or np.float32)
 
 
@@ -504,7 +542,7 @@ def dot(x1, x2):
 def _slice_item(k):
     if k is None or k is Ellipsis:
         return None if k is None else "..."
-    if isinstance(k, slice):
+    if isinstance(k, _builtins.slice):
         return [k.start, k.stop, k.step]
     if isinstance(k, (int, np.integer)):
         return int(k)
@@ -517,6 +555,21 @@ def _getitem(x, key):
     key = key if isinstance(key, tuple) else (key,)
     spec = [_slice_item(k) for k in key]
     return _trace.record("slice", [x], {"spec": spec}, lambda a: a[key])
+
+
+@_lifted
+def slice(inputs, start_indices, shape):  # noqa: A001 (Keras's name)
+    """Keras 3's ops.slice: shape[i] elements from start_indices[i] on each axis (-1, None or the
+    batch size: to the end, as tf.slice's -1)."""
+    if len(start_indices) != len(inputs.shape) or len(shape) != len(inputs.shape):
+        raise ValueError(f"slice: start_indices {tuple(start_indices)} and shape {tuple(shape)} must have one entry "
+                         f"per axis of the input's shape {tuple(inputs.shape)}")
+    key = []
+    for b, n in zip(start_indices, shape):
+        b = int(b)
+        end = None if n is None or hasattr(n, "like") or int(n) == -1 else b + int(n)
+        key.append(_builtins.slice(b, end))
+    return inputs[tuple(key)]
 
 
 def _rev(fn):
@@ -560,3 +613,9 @@ def _install_keras_tensor():
 
 
 _install_keras_tensor()
+
+# keras.ops.image and the Fourier transforms (their own files; they build on the operations above)
+from tarantella.keras import _ops_image as image  # noqa: E402
+from tarantella.keras._ops_fft import fft, fft2  # noqa: E402,F401
+import sys as _sys  # noqa: E402
+_sys.modules[__name__ + ".image"] = image  # from keras.ops import image; import keras.ops.image

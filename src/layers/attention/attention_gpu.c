@@ -8,7 +8,14 @@
  *                       (B, H, Tq, Tv) buffer with base = sample offset * H Tq Tv (the CPU's
  *                       drop_index); backward tnt_k_mha_softmax_bwd
  * Device workspace: q, k, v, P, Pd (dropout only), ctx kept from forward to backward, then
- * backward's scratch dctx, dq, dk, dv, dP. The step seed lives in the host plan, as Dropout's. */
+ * backward's scratch dctx, dq, dk, dv, dP. The step seed lives in the host plan, as Dropout's.
+ *
+ * mixed_bfloat16 (attention_bf16.c's rounding points, whatever the host CPU): every product takes
+ * bf16 operands and sums in float32 (cublasGemmEx, strided batched per head): the inputs and the
+ * four kernels converted per forward, q (scaled), k, v, P after dropout and ctx rounded once
+ * computed; backward rounds dy, dctx, dS and each projection's dz before its products. Masks,
+ * softmax, dropout, biases and their gradients stay float32. The bf16 copies follow the float32
+ * regions in the workspace. */
 #include "gpu/gpu.h"
 #include "layers/attention/attention.h"
 #include "layers/layer.h"
@@ -45,12 +52,27 @@ static void gws_map(const mha_cfg *c, int64_t B, void *base, float *r[R_COUNT]) 
     for (int i = 0; i < R_COUNT; i++) r[i] = (float *)p, p += s[i];
 }
 
-static bool mha_gpu_supported(const tnt_layer *l, const char **why) {
-    if (l->dtype_policy == TNT__POLICY_MIXED_BF16) {
-        *why = "the mixed_bfloat16 policy has no device path yet";
-        return false;
-    }
-    return true;
+/* bf16 regions (mixed_bfloat16 only), after the float32 ones */
+enum { H_XQ, H_XK, H_XV, H_WQ, H_WK, H_WV, H_WO, H_Q, H_K, H_V, H_PD, H_CTX, H_DY, H_DCTX, H_DS, H_DZ, H_COUNT };
+
+static bool mha_bf16(const tnt_layer *l) { return l->dtype_policy == TNT__POLICY_MIXED_BF16; }
+
+static void hws_sizes(const mha_cfg *c, int64_t B, size_t s[H_COUNT]) {
+    const int64_t H = c->heads, kd = c->key_dim, vd = c->value_dim, Tq = c->tq, Tv = c->tv, O = c->out;
+    const int64_t dz = TNT_MAX(TNT_MAX(B * Tq * H * kd, B * Tv * H * kd), B * Tv * H * vd);
+    const int64_t n[H_COUNT] = {B * Tq * c->dq, B * Tv * c->dk, B * Tv * c->dv, c->dq * H * kd, c->dk * H * kd,
+                                c->dv * H * vd, H * vd * O,     B * Tq * H * kd, B * Tv * H * kd, B * Tv * H * vd,
+                                B * H * Tq * Tv, B * Tq * H * vd, B * Tq * O,    B * Tq * H * vd, B * H * Tq * Tv, dz};
+    for (int i = 0; i < H_COUNT; i++) s[i] = round256((size_t)n[i] * sizeof(uint16_t));
+}
+
+static void hws_map(const mha_cfg *c, int64_t B, void *base, uint16_t *h[H_COUNT]) {
+    size_t f[R_COUNT], s[H_COUNT];
+    gws_sizes(c, B, f);
+    hws_sizes(c, B, s);
+    char *p = base;
+    for (int i = 0; i < R_COUNT; i++) p += f[i];
+    for (int i = 0; i < H_COUNT; i++) h[i] = (uint16_t *)p, p += s[i];
 }
 
 static void *mha_gpu_plan_create(tnt_layer *l, int64_t batch) {
@@ -62,16 +84,21 @@ static void mha_gpu_plan_destroy(void *plan) { free(plan); }
 
 static size_t mha_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
-    size_t s[R_COUNT], t = 0;
+    size_t s[R_COUNT], h[H_COUNT], t = 0;
     gws_sizes(l->priv, batch, s);
     for (int i = 0; i < R_COUNT; i++) t += s[i];
+    if (!mha_bf16(l)) return t;
+    hws_sizes(l->priv, batch, h);
+    for (int i = 0; i < H_COUNT; i++) t += h[i];
     return t;
 }
 
 /* out (rows, n) = alpha * (x (rows, din) · W (din, n) + b (n)), b may be NULL: attention.c's
  * project (the bias times alpha first, then the product added with alpha). */
 static tnt_status gpu_project(long long rows, long long din, long long n, const float *x, const float *w,
-                              const float *bias, float alpha, float *out) {
+                              const float *bias, float alpha, float *out);
+/* The bias rows (times alpha) of gpu_project */
+static tnt_status gpu_bias_rows(long long rows, long long n, const float *bias, float alpha, float *out) {
     tnt_status s = TNT_OK;
     if (bias) {
         void *args[] = {&out, &bias, &rows, &n};
@@ -83,8 +110,22 @@ static tnt_status gpu_project(long long rows, long long din, long long n, const 
             s = tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(total, GPU_BLOCK), GPU_BLOCK, 0, sargs);
         }
     }
+    return s;
+}
+
+static tnt_status gpu_project(long long rows, long long din, long long n, const float *x, const float *w,
+                              const float *bias, float alpha, float *out) {
+    tnt_status s = gpu_bias_rows(rows, n, bias, alpha, out);
     if (s != TNT_OK) return s;
     return tnt__gpu_sgemm(false, false, rows, n, din, alpha, x, din, w, n, bias ? 1.0f : 0.0f, out, n);
+}
+
+/* gpu_project on bf16 x and W */
+static tnt_status gpu_project16(long long rows, long long din, long long n, const uint16_t *x, const uint16_t *w,
+                                const float *bias, float alpha, float *out) {
+    tnt_status s = gpu_bias_rows(rows, n, bias, alpha, out);
+    if (s != TNT_OK) return s;
+    return tnt__gpu_gemm_bf16(false, false, rows, n, din, alpha, x, din, w, n, bias ? 1.0f : 0.0f, out, n);
 }
 
 /* dW (din, n) = x^T dz, db (n) = column sums of dz in row order (as the CPU adds them), dx (rows,
@@ -97,6 +138,21 @@ static tnt_status gpu_project_backward(long long rows, long long din, long long 
         s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
     }
     if (s == TNT_OK && dx) s = tnt__gpu_sgemm(false, true, rows, din, n, 1.0f, dz, n, w, n, 0.0f, dx, din);
+    return s;
+}
+
+/* gpu_project_backward on bf16 x and W: dz rounded to bf16 (into dz16) for dW and dx; db from the
+ * float32 dz */
+static tnt_status gpu_project_backward16(long long rows, long long din, long long n, const uint16_t *x,
+                                         const uint16_t *w, const float *dz, uint16_t *dz16, float *dw, float *db,
+                                         float *dx) {
+    tnt_status s = tnt__gpu_to_bf16(dz, dz16, rows * n);
+    if (s == TNT_OK) s = tnt__gpu_gemm_bf16(true, false, din, n, rows, 1.0f, x, din, dz16, n, 0.0f, dw, n);
+    if (s == TNT_OK && db) {
+        void *args[] = {&dz, &db, &rows, &n};
+        s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    if (s == TNT_OK && dx) s = tnt__gpu_gemm_bf16(false, true, rows, din, n, 1.0f, dz16, n, w, n, 0.0f, dx, din);
     return s;
 }
 
@@ -121,6 +177,116 @@ static tnt_status gpu_dropout(const mha_cfg *c, uint64_t seed, int64_t B, int64_
 
 static unsigned rows_grid(int64_t rows) { return tnt__gpu_grid_for(rows * SOFTMAX_BLOCK, SOFTMAX_BLOCK); }
 
+/* masks: no gradient; zeros where one is asked for anyway */
+static tnt_status zero_mask_grads(const mha_cfg *c, int64_t B, float *const *dxs) {
+    tnt_status s = TNT_OK;
+    if (!dxs) return s;
+    const int64_t mn[3] = {c->tq * c->tv, c->tq, c->tv};
+    const bool on[3] = {c->has_attention_mask, c->has_query_mask, c->has_value_mask};
+    for (int i = 0, k = 3; i < 3 && s == TNT_OK; i++)
+        if (on[i] && dxs[k++]) s = tnt__gpu_memset_zero(dxs[k - 1], (size_t)(B * mn[i]) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+/* ---- mixed_bfloat16 ---------------------------------------------------------------------------- */
+
+static tnt_status mha_gpu_forward16(tnt_layer *l, const mha_gpu_plan *g, const tnt__fwd_args *a, float *const *r,
+                                    const float *am, const float *qm, const float *vm) {
+    mha_cfg *c = l->priv;
+    const int64_t B = a->batch, Tq = c->tq, Tv = c->tv, H = c->heads, kd = c->key_dim, vd = c->value_dim, O = c->out;
+    uint16_t *h[H_COUNT];
+    hws_map(c, B, a->workspace, h);
+    const float qscale = 1.0f / sqrtf((float)kd);
+    tnt_status s;
+    /* the inputs and kernels in bf16, then q (scaled), k, v computed and rounded */
+    if ((s = tnt__gpu_to_bf16(a->xs[0], h[H_XQ], B * Tq * c->dq)) ||
+        (s = tnt__gpu_to_bf16(a->xs[2], h[H_XK], B * Tv * c->dk)) ||
+        (s = tnt__gpu_to_bf16(a->xs[1], h[H_XV], B * Tv * c->dv)) ||
+        (s = tnt__gpu_to_bf16(dval(l, WT_QK), h[H_WQ], c->dq * H * kd)) ||
+        (s = tnt__gpu_to_bf16(dval(l, WT_KK), h[H_WK], c->dk * H * kd)) ||
+        (s = tnt__gpu_to_bf16(dval(l, WT_VK), h[H_WV], c->dv * H * vd)) ||
+        (s = tnt__gpu_to_bf16(dval(l, WT_OK), h[H_WO], H * vd * O)) ||
+        (s = gpu_project16(B * Tq, c->dq, H * kd, h[H_XQ], h[H_WQ], dval(l, WT_QB), qscale, r[R_Q])) ||
+        (s = gpu_project16(B * Tv, c->dk, H * kd, h[H_XK], h[H_WK], dval(l, WT_KB), 1.0f, r[R_K])) ||
+        (s = gpu_project16(B * Tv, c->dv, H * vd, h[H_XV], h[H_WV], dval(l, WT_VB), 1.0f, r[R_V])) ||
+        (s = tnt__gpu_to_bf16(r[R_Q], h[H_Q], B * Tq * H * kd)) || (s = tnt__gpu_to_bf16(r[R_K], h[H_K], B * Tv * H * kd)) ||
+        (s = tnt__gpu_to_bf16(r[R_V], h[H_V], B * Tv * H * vd)))
+        return s;
+    for (int64_t i = 0; i < H && s == TNT_OK; i++)
+        s = tnt__gpu_gemm_bf16_strided(false, true, Tq, Tv, kd, 1.0f, h[H_Q] + i * kd, H * kd, Tq * H * kd,
+                                       h[H_K] + i * kd, H * kd, Tv * H * kd, 0.0f, r[R_P] + i * Tq * Tv, Tv,
+                                       H * Tq * Tv, B);
+    if (s != TNT_OK) return s;
+    long long lB = B, lH = H, lTq = Tq, lTv = Tv;
+    int causal = c->causal;
+    float *pbuf = r[R_P];
+    void *sargs[] = {&pbuf, &am, &qm, &vm, &lB, &lH, &lTq, &lTv, &causal};
+    if ((s = tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(B * H * Tq), SOFTMAX_BLOCK, 0, sargs))) return s;
+    const float *pv = r[R_P];
+    if (g->seed) {
+        if ((s = gpu_dropout(c, g->seed, B, a->sample_offset, r[R_P], r[R_PD]))) return s;
+        pv = r[R_PD];
+    }
+    if ((s = tnt__gpu_to_bf16(pv, h[H_PD], B * H * Tq * Tv))) return s;
+    for (int64_t i = 0; i < H && s == TNT_OK; i++)
+        s = tnt__gpu_gemm_bf16_strided(false, false, Tq, vd, Tv, 1.0f, h[H_PD] + i * Tq * Tv, Tv, H * Tq * Tv,
+                                       h[H_V] + i * vd, H * vd, Tv * H * vd, 0.0f, r[R_CTX] + i * vd, H * vd,
+                                       Tq * H * vd, B);
+    if (s == TNT_OK) s = tnt__gpu_to_bf16(r[R_CTX], h[H_CTX], B * Tq * H * vd);
+    if (s != TNT_OK) return s;
+    return gpu_project16(B * Tq, H * vd, O, h[H_CTX], h[H_WO], dval(l, WT_OB), 1.0f, a->y);
+}
+
+static tnt_status mha_gpu_backward16(tnt_layer *l, const mha_gpu_plan *g, const tnt__bwd_args *a, float *const *r,
+                                     float *dquery, float *dkey, float *dvalue) {
+    mha_cfg *c = l->priv;
+    const int64_t B = a->batch, Tq = c->tq, Tv = c->tv, H = c->heads, kd = c->key_dim, vd = c->value_dim, O = c->out;
+    uint16_t *h[H_COUNT];
+    hws_map(c, B, a->workspace, h);
+    const bool drop = g->seed != 0;
+    float *dctx = r[R_DCTX], *dq = r[R_DQ], *dk = r[R_DK], *dv = r[R_DV], *dp = r[R_DP];
+    /* output projection: dWo, dbo, dctx (rounded for the products below) */
+    tnt_status s = gpu_project_backward16(B * Tq, H * vd, O, h[H_CTX], h[H_WO], a->dy, h[H_DY], dgrad(l, WT_OK),
+                                          dgrad(l, WT_OB), dctx);
+    if (s == TNT_OK) s = tnt__gpu_to_bf16(dctx, h[H_DCTX], B * Tq * H * vd);
+    for (int64_t i = 0; i < H && s == TNT_OK; i++) {
+        s = tnt__gpu_gemm_bf16_strided(true, false, Tv, vd, Tq, 1.0f, h[H_PD] + i * Tq * Tv, Tv, H * Tq * Tv,
+                                       h[H_DCTX] + i * vd, H * vd, Tq * H * vd, 0.0f, dv + i * vd, H * vd,
+                                       Tv * H * vd, B);
+        if (s == TNT_OK)
+            s = tnt__gpu_gemm_bf16_strided(false, true, Tq, Tv, vd, 1.0f, h[H_DCTX] + i * vd, H * vd, Tq * H * vd,
+                                           h[H_V] + i * vd, H * vd, Tv * H * vd, 0.0f, dp + i * Tq * Tv, Tv,
+                                           H * Tq * Tv, B);
+    }
+    if (s != TNT_OK) return s;
+    const float *p = r[R_P], *pd = drop ? r[R_PD] : NULL;
+    long long rows = B * H * Tq, lTv = Tv;
+    float dscale = drop ? 1.0f / (1.0f - c->dropout) : 1.0f;
+    void *bargs[] = {&p, &pd, &dp, &rows, &lTv, &dscale};
+    if ((s = tnt__gpu_launch("tnt_k_mha_softmax_bwd", rows_grid(rows), SOFTMAX_BLOCK, 0, bargs)) ||
+        (s = tnt__gpu_to_bf16(dp, h[H_DS], B * H * Tq * Tv)))
+        return s;
+    const float qscale = 1.0f / sqrtf((float)kd);
+    for (int64_t i = 0; i < H && s == TNT_OK; i++) {
+        s = tnt__gpu_gemm_bf16_strided(false, false, Tq, kd, Tv, qscale, h[H_DS] + i * Tq * Tv, Tv, H * Tq * Tv,
+                                       h[H_K] + i * kd, H * kd, Tv * H * kd, 0.0f, dq + i * kd, H * kd, Tq * H * kd, B);
+        if (s == TNT_OK)
+            s = tnt__gpu_gemm_bf16_strided(true, false, Tv, kd, Tq, 1.0f, h[H_DS] + i * Tq * Tv, Tv, H * Tq * Tv,
+                                           h[H_Q] + i * kd, H * kd, Tq * H * kd, 0.0f, dk + i * kd, H * kd,
+                                           Tv * H * kd, B);
+    }
+    if (s == TNT_OK)
+        s = gpu_project_backward16(B * Tq, c->dq, H * kd, h[H_XQ], h[H_WQ], dq, h[H_DZ], dgrad(l, WT_QK),
+                                   dgrad(l, WT_QB), dquery);
+    if (s == TNT_OK)
+        s = gpu_project_backward16(B * Tv, c->dk, H * kd, h[H_XK], h[H_WK], dk, h[H_DZ], dgrad(l, WT_KK),
+                                   dgrad(l, WT_KB), dkey);
+    if (s == TNT_OK)
+        s = gpu_project_backward16(B * Tv, c->dv, H * vd, h[H_XV], h[H_WV], dv, h[H_DZ], dgrad(l, WT_VK),
+                                   dgrad(l, WT_VB), dvalue);
+    return s;
+}
+
 static tnt_status mha_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     mha_cfg *c = l->priv;
     mha_gpu_plan *g = plan;
@@ -139,6 +305,7 @@ static tnt_status mha_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         if (!g->seed) g->seed = 1;
     }
 
+    if (mha_bf16(l)) return mha_gpu_forward16(l, g, a, r, am, qm, vm);
     const float qscale = 1.0f / sqrtf((float)kd);
     tnt_status s;
     if ((s = gpu_project(B * Tq, c->dq, H * kd, a->xs[0], dval(l, WT_QK), dval(l, WT_QB), qscale, r[R_Q])) ||
@@ -182,6 +349,12 @@ static tnt_status mha_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     const bool drop = g->seed != 0;
     const float *pv = drop ? r[R_PD] : r[R_P];
     float *dctx = r[R_DCTX], *dq = r[R_DQ], *dk = r[R_DK], *dv = r[R_DV], *dp = r[R_DP];
+    float *const *dxs = a->dxs;
+    float *dquery = dxs ? dxs[0] : a->dx, *dvalue = dxs ? dxs[1] : NULL, *dkey = dxs ? dxs[2] : NULL;
+    if (mha_bf16(l)) {
+        tnt_status s = mha_gpu_backward16(l, g, a, r, dquery, dkey, dvalue);
+        return s == TNT_OK ? zero_mask_grads(c, B, dxs) : s;
+    }
 
     tnt_status s = gpu_project_backward(B * Tq, H * vd, O, r[R_CTX], dval(l, WT_OK), a->dy, dgrad(l, WT_OK),
                                         dgrad(l, WT_OB), dctx);
@@ -213,8 +386,6 @@ static tnt_status mha_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     }
     if (s != TNT_OK) return s;
 
-    float *const *dxs = a->dxs;
-    float *dquery = dxs ? dxs[0] : a->dx, *dvalue = dxs ? dxs[1] : NULL, *dkey = dxs ? dxs[2] : NULL;
     if ((s = gpu_project_backward(B * Tq, c->dq, H * kd, a->xs[0], dval(l, WT_QK), dq, dgrad(l, WT_QK),
                                   dgrad(l, WT_QB), dquery)) ||
         (s = gpu_project_backward(B * Tv, c->dk, H * kd, a->xs[2], dval(l, WT_KK), dk, dgrad(l, WT_KK),
@@ -222,18 +393,10 @@ static tnt_status mha_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
         (s = gpu_project_backward(B * Tv, c->dv, H * vd, a->xs[1], dval(l, WT_VK), dv, dgrad(l, WT_VK),
                                   dgrad(l, WT_VB), dvalue)))
         return s;
-    if (dxs) { /* masks: no gradient; zeros where one is asked for anyway */
-        const int64_t mn[3] = {Tq * Tv, Tq, Tv};
-        const bool on[3] = {c->has_attention_mask, c->has_query_mask, c->has_value_mask};
-        for (int i = 0, k = 3; i < 3 && s == TNT_OK; i++)
-            if (on[i] && dxs[k++])
-                s = tnt__gpu_memset_zero(dxs[k - 1], (size_t)(B * mn[i]) * sizeof(float), TNT__GPU_COMPUTE);
-    }
-    return s;
+    return zero_mask_grads(c, B, dxs);
 }
 
 const tnt__gpu_ops tnt__mha_gpu_ops = {
-    .supported = mha_gpu_supported,
     .plan_create = mha_gpu_plan_create,
     .plan_destroy = mha_gpu_plan_destroy,
     .workspace_size = mha_gpu_workspace,

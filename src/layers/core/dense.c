@@ -375,19 +375,27 @@ static tnt_layer *dense_from_config(const cJSON *c, const tnt__kj_ctx *k) {
 
 /* ---- on the device (GPU-DESIGN.md 4.4): three sgemms, the bias, the activation ------------- */
 
+/* mixed_bfloat16 on the device: the CPU's bf16 engine (above) with cuBLAS's GemmEx, whatever the
+ * host CPU: x, W and dpre are converted to bf16 (tnt_k_f32_to_bf16) into the workspace after the
+ * fused region, x16 and W16 kept from forward to backward; the three products take bf16 operands
+ * and accumulate and write float32; the bias, its gradient and the activation stay float32. */
+
 #define GPU_BLOCK 256
 
-static bool dense_gpu_supported(const tnt_layer *l, const char **why) {
-    if (l->dtype_policy == TNT__POLICY_MIXED_BF16) {
-        *why = "the mixed_bfloat16 policy has no device path yet";
-        return false;
-    }
-    return true;
+static bool dense_gpu_bf16(const tnt_layer *l) { return l->dtype_policy == TNT__POLICY_MIXED_BF16; }
+
+/* bf16 W (in, units) after x16 and dpre16 */
+static size_t off_w16(tnt_layer *l, int64_t batch) {
+    const dense_cfg *c = l->priv;
+    return off_dpre16(l, batch) + align64((size_t)(batch * c->lead * c->units) * sizeof(tnt__bf16));
 }
+static tnt__bf16 *ws_w16(tnt_layer *l, void *ws, int64_t batch) { return (tnt__bf16 *)((char *)ws + off_w16(l, batch)); }
 
 static size_t dense_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
-    return tnt__fused_workspace_size(l, batch);
+    const dense_cfg *c = l->priv;
+    if (!dense_gpu_bf16(l)) return tnt__fused_workspace_size(l, batch);
+    return off_w16(l, batch) + align64((size_t)(c->in * c->units) * sizeof(tnt__bf16));
 }
 
 /* out (rows, units) = rows of b (or zeros), then out += x · W: the CPU's sgemm path */
@@ -402,6 +410,14 @@ static tnt_status dense_gpu_run(tnt_layer *l, void *plan, const tnt__fwd_args *a
         s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * units, GPU_BLOCK), GPU_BLOCK, 0, args);
     }
     if (s != TNT_OK) return s;
+    if (dense_gpu_bf16(l)) {
+        tnt__bf16 *x16 = ws_x16(l, a->workspace, a->batch), *w16 = ws_w16(l, a->workspace, a->batch);
+        if ((s = tnt__gpu_to_bf16(a->x, x16, rows * c->in)) != TNT_OK ||
+            (s = tnt__gpu_to_bf16(l->weights[0].d_value, w16, c->in * units)) != TNT_OK)
+            return s;
+        return tnt__gpu_gemm_bf16(false, false, rows, units, c->in, 1.0f, x16, c->in, w16, units,
+                                  c->use_bias ? 1.0f : 0.0f, out, units);
+    }
     return tnt__gpu_sgemm(false, false, rows, units, c->in, 1.0f, a->x, c->in, l->weights[0].d_value, units,
                           c->use_bias ? 1.0f : 0.0f, out, units);
 }
@@ -410,21 +426,36 @@ static tnt_status dense_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_arg
     return tnt__gpu_fused_forward(l, plan, a, dense_gpu_run);
 }
 
+/* dW (in, units) = x^T · dpre and dx (rows, in) = dpre · W^T on bf16 operands (forward's x16, W16) */
+static tnt_status dense_gpu_products_bf16(tnt_layer *l, const tnt__bwd_args *a, const float *dpre) {
+    const dense_cfg *c = l->priv;
+    const int64_t rows = a->batch * c->lead, units = c->units;
+    tnt__bf16 *dpre16 = ws_dpre16(l, a->workspace, a->batch);
+    tnt_status s = tnt__gpu_to_bf16(dpre, dpre16, rows * units);
+    if (s == TNT_OK)
+        s = tnt__gpu_gemm_bf16(true, false, c->in, units, rows, 1.0f, ws_x16(l, a->workspace, a->batch), c->in, dpre16,
+                               units, 0.0f, l->weights[0].d_grad, units);
+    if (s == TNT_OK && a->dx)
+        s = tnt__gpu_gemm_bf16(false, true, rows, c->in, units, 1.0f, dpre16, units, ws_w16(l, a->workspace, a->batch),
+                               units, 0.0f, a->dx, c->in);
+    return s;
+}
+
 static tnt_status dense_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const dense_cfg *c = l->priv;
     long long rows = a->batch * c->lead, units = c->units;
     const float *dpre;
     tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
-    /* dW (in, units) = x^T · dpre */
-    if (s == TNT_OK)
-        s = tnt__gpu_sgemm(true, false, c->in, units, rows, 1.0f, a->x, c->in, dpre, units, 0.0f, l->weights[0].d_grad,
-                           units);
     if (s == TNT_OK && c->use_bias) { /* db: column sums in row order, as the CPU adds them */
         float *db = l->weights[1].d_grad;
         void *args[] = {&dpre, &db, &rows, &units};
         s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(units, GPU_BLOCK), GPU_BLOCK, 0, args);
     }
+    if (s != TNT_OK || dense_gpu_bf16(l)) return s == TNT_OK ? dense_gpu_products_bf16(l, a, dpre) : s;
+    /* dW (in, units) = x^T · dpre */
+    s = tnt__gpu_sgemm(true, false, c->in, units, rows, 1.0f, a->x, c->in, dpre, units, 0.0f, l->weights[0].d_grad,
+                       units);
     if (s == TNT_OK && a->dx) /* dx (rows, in) = dpre · W^T */
         s = tnt__gpu_sgemm(false, true, rows, c->in, units, 1.0f, dpre, units, l->weights[0].d_value, units, 0.0f,
                            a->dx, c->in);
@@ -432,7 +463,6 @@ static tnt_status dense_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
 }
 
 static const tnt__gpu_ops dense_gpu_ops = {
-    .supported = dense_gpu_supported,
     .workspace_size = dense_gpu_workspace,
     .forward = dense_gpu_forward,
     .backward = dense_gpu_backward,

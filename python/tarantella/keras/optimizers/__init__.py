@@ -89,6 +89,20 @@ class Optimizer:
         info = h.optimizer_info() if h is not None else None
         return info[2] if info is not None else 0
 
+    def apply_gradients(self, grads_and_vars, name=None, skip_gradients_aggregation=False, **kwargs):
+        """One update of the model weights given, from their gradients (a custom training loop's
+        tape.gradient), by the library's optimizer; its slots persist across calls."""
+        from tarantella.keras import _tape
+        _tape.apply_gradients(self, grads_and_vars)
+        return self.iterations
+
+    def apply(self, grads, trainable_variables=None):
+        """Keras 3's optimizer.apply(grads, trainable_variables)."""
+        if trainable_variables is None:
+            raise ValueError(f"{type(self).__name__}.apply: give trainable_variables (the weights the gradients are "
+                             f"of)")
+        return self.apply_gradients(zip(grads, trainable_variables))
+
     def get_config(self):
         cfg = {"name": self.name}
         for k, v in self._hyper.items():
