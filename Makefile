@@ -13,9 +13,9 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 # kernels to PTX (TNT_GPU=AUTO builds without them when it is missing).
 DEB_OPTIONAL_PACKAGES = clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip
+FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip opgraph settings launcher_args
 
-.PHONY: all deps build demo demo-python test test-isa test-mpich test-asan fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
+.PHONY: all deps build demo demo-python test test-isa test-mpich test-asan valgrind fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
 	bench-lenet-bf16 bench-python bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
 
 all: build
@@ -62,6 +62,11 @@ test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTNT_SANITIZE=ON -DTNT_SMPI_TEST=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 2
+
+# memcheck over the parsers' and loaders' unit tests, tnt-train and tnt-predict (a few minutes);
+# VALGRIND_MPI=--mpi adds LeNet-5 on 2 ranks for 2 steps (slow). scripts/valgrind_check.sh
+valgrind: build
+	bash scripts/valgrind_check.sh $(BUILD) $(VALGRIND_MPI)
 
 # libFuzzer (clang) on each target for FUZZ_SECONDS, from the committed corpus; new inputs go to
 # build-fuzz/corpus/<target>, crashes to build-fuzz/crash-<target>-* (add them to

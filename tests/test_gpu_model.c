@@ -354,8 +354,8 @@ static void test_get_set_weights_during_training(void **state) {
     for (int k = 0; k < pc.count; k++) {
         tu_assert_close(pg.seen[k], pc.seen[k], pc.n, RTOL, ATOL, "weights seen by a batch callback");
         if (k) assert_true(memcmp(pg.seen[k], pg.seen[k - 1], (size_t)pg.n * sizeof(float)) != 0); /* they moved */
-        free(pc.seen[k]), free(pg.seen[k]);
     }
+    for (int k = 0; k < pc.count; k++) free(pc.seen[k]), free(pg.seen[k]); /* after: k + 1 reads k */
     assert_same_run(&cpu, &gpu, 2, "set_weights after epoch 1");
     free(cpu.w), free(gpu.w);
 }

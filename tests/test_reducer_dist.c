@@ -339,6 +339,12 @@ static int64_t second_fit_rss(tnt_reducer_kind kind, int64_t *slot_bytes) {
 static void test_sharded_slot_memory(void **state) {
     (void)state;
     if (ranks_per_node() < 2) skip();
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan's quarantine keeps what the flat fit freed resident through the sharded one: the
+     * comparison would measure the quarantine (np4_2nodes: sharded 6 MB above flat), not the slots */
+    if (tnt_is_master_rank()) printf("test_sharded_slot_memory: not measured under AddressSanitizer\n");
+    skip();
+#endif
     int64_t slots, flat = second_fit_rss(TNT_REDUCER_FLAT, &slots);
     int64_t sharded = second_fit_rss(TNT_REDUCER_SHARDED, &slots);
     if (flat < 0 || sharded < 0) skip(); /* no /proc */

@@ -86,7 +86,13 @@ const char *tnt_version(void) { return TNT_VERSION_STRING; }
 #define TNT__BIG_ALLOC (1u << 20)
 
 void *tnt__alloc(size_t bytes) {
-    size_t total = ((bytes + 63) & ~(size_t)63) + 64;
+    /* at least one line after the header: for 0 bytes the pointer returned would be one past the
+     * block's end, which valgrind does not count as a reference (the block "definitely lost") */
+    if (bytes > SIZE_MAX / 2) {
+        tnt__error(TNT_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+        return NULL; /* the rounding below would wrap around */
+    }
+    size_t total = (((bytes ? bytes : 1) + 63) & ~(size_t)63) + 64;
     char *base;
     if (total >= TNT__BIG_ALLOC) {
         base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); /* zeroed */

@@ -415,7 +415,9 @@ static tnt_status parse_configs(void *ctx, tnt__h5_answer *a) {
         if (n > a->cap - a->len) s = tnt__error(TNT_ERR_FORMAT, "load_model %s: strings longer than the file", j->path);
         else memcpy(a->data + a->len, str, n), a->len += n;
     }
-    return s; /* the strings go with the child */
+    free(mc);
+    free(tc);
+    return s;
 }
 
 static herr_t count_dataset(hid_t o, const char *name, const H5O_info_t *info, void *n) {

@@ -545,6 +545,15 @@ static int io_refs(const jgraph *j, const cJSON *v, const char *key, io_list *ou
         return -1;
     }
     if (io_flatten(j, v, key, NULL, out, 0) != 0) return -1;
+    /* written back as one flat dict of these keys (keras_json_write.c), which must read back in the
+     * same order: one reference per key, keys ascending in the flattened order */
+    for (int k = 0; out->dict && k < out->n; k++)
+        if (!out->keys[k][0] || (k && strcmp(out->keys[k - 1], out->keys[k]) >= 0)) {
+            tnt__error(TNT_ERR_UNSUPPORTED, "from_json: Functional: %s: reference %d %s%s%s: expected one reference "
+                       "per dict key, the keys of nested dicts in the order of their parents'", key, k,
+                       out->keys[k][0] ? "under key \"" : "outside every dict", out->keys[k], out->keys[k][0] ? "\"" : "");
+            return -1;
+        }
     if (out->n == 0) tnt__error(TNT_ERR_FORMAT, "from_json: Functional: %s is empty", key);
     return out->n > 0 ? out->n : -1;
 }

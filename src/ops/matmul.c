@@ -403,7 +403,9 @@ static tnt_status backward_einsum(tnt__opctx *c) {
     tnt_status s = eq_parse(c->node, c->in, c->n_in, &p);
     if (s != TNT_OK) return s;
     const tnt__ten *g = &(tnt__ten){.s = c->out[0].s, .d = (float *)c->dout[0]};
-    const bool over0 = c->din_overwrite && c->din_overwrite[0], over1 = c->din_overwrite && c->din_overwrite[1];
+    /* din_overwrite has one entry per input: an einsum of one operand has no [1] */
+    const bool over0 = c->din_overwrite && c->din_overwrite[0],
+               over1 = c->n_in > 1 && c->din_overwrite && c->din_overwrite[1];
     if (p.n_ops == 1)
         return einsum_into(c->scratch, p.out, g->s, g->d, NULL, g->s, NULL, p.op[0], c->in[0].s, c->din[0], over0);
     if (c->din[0])

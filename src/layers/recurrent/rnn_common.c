@@ -278,7 +278,9 @@ static const float *mask_of(const tnt_layer *l, int n_inputs, const float *const
     return l->mask_input && xs && n_inputs > 1 ? xs[n_inputs - 1] : NULL;
 }
 
-/* Carves the workspace (or with base NULL only counts it): returns its bytes. */
+/* Carves the workspace (or with base NULL only counts it): returns its bytes. A part of no size
+ * is NULL (start_from_state tells an LSTM's carried c by it: a stateful GRU's empty sc pointed
+ * past the workspace and received the c state the layer does not have). */
 static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
     const int64_t T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
     size_t off = 64;
@@ -289,7 +291,7 @@ static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
     w->h0 = w->c0 = NULL;
 #define CARVE(field, n)                                                                          \
     do {                                                                                         \
-        w->field = base ? (float *)(at + off) : NULL;                                            \
+        w->field = base && (n) > 0 ? (float *)(at + off) : NULL;                                 \
         off += ((size_t)(n) * sizeof(float) + 63) / 64 * 64;                                     \
     } while (0)
     CARVE(z, B * T * gu);
