@@ -1,4 +1,4 @@
-/* fit.c: fit, evaluate and predict (compile.c: compile). One training step: this rank's share of
+/* fit.c: fit (inference.c: evaluate and predict; compile.c: compile). One training step: this rank's share of
  * the global batch, forward, loss summed over the local samples and scaled by 1/global batch,
  * backward (last layer first) into the flat gradient buffer while fused buckets are allreduced,
  * one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that
@@ -16,21 +16,11 @@
 #include "training/user_objectives.h"
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
+#include "training/fit_internal.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-
-/* Running sums of one pass over data: the loss and each metric of each output as (sum, count).
- * With several outputs the loss is the sum of the outputs' losses times their loss_weights, and
- * out_loss the unweighted loss of each output, as Keras's. */
-typedef struct accum {
-    double loss_sum, loss_count;
-    double out_loss[TNT_MAX_IO];
-    double sum[TNT_MAX_IO][TNT_MAX_METRICS], count[TNT_MAX_IO][TNT_MAX_METRICS];
-    double state[TNT__METRIC_STATE_MAX]; /* the user's Metric classes' state (m->state_metric) */
-    double curve[TNT__CURVE_SLOTS][TNT__CURVE_SIZE]; /* AUC counts (m->curve_slot) */
-} accum;
 
 /* Keras 2 names the figures of output k after its layer: "dense_1_loss", "dense_1_accuracy". */
 static const char *output_prefix(const tnt_model *m, int k, char *buf, size_t size) {
@@ -39,7 +29,7 @@ static const char *output_prefix(const tnt_model *m, int k, char *buf, size_t si
     return buf;
 }
 
-static void accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
+void tnt__accum_logs(const tnt_model *m, const accum *a, tnt_logs *logs) {
     logs->n = 0;
     double count = a->loss_count > 0 ? a->loss_count : NAN;
     tnt__logs_set(logs, NULL, "loss", a->loss_sum / count);
@@ -89,7 +79,7 @@ void tnt_model_stop_training(tnt_model *m) {
 /* A model with None input dimensions takes the shapes of the data before a pass over it (the
  * sizes of its outputs follow): a single input's, or several inputs' as the dataset records
  * them (tnt_dataset_set_x_parts); else several inputs keep the caller's. */
-static tnt_status instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
+tnt_status tnt__instance_for(tnt_model *m, const tnt_dataset *data, const char *who) {
     if (!m->variable || !data) return TNT_OK;
     const tnt_shape *parts;
     if (m->n_inputs > 1) {
@@ -110,7 +100,7 @@ static int64_t weights_per_sample(const tnt_model *m, const tnt_batch *b, bool w
 }
 
 /* Checks a batch against the model: input shape and label count per sample. */
-static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, bool weighted, const char *who) {
+tnt_status tnt__check_batch(tnt_model *m, const tnt_batch *b, bool need_labels, bool weighted, const char *who) {
     char a[96], c[96];
     tnt_shape xs = b->x.shape;
     xs.ndim--;
@@ -152,8 +142,8 @@ static tnt_status check_batch(tnt_model *m, const tnt_batch *b, bool need_labels
  * > 1, e.g. a sequence (T, classes), runs on n*T rows of its last axis; each sample's loss is the
  * mean over its positions, as Keras's (a metric counts every position). With ignore_class the loss is summed over the positions not ignored, and
  * acc->loss_count counts them (the caller scales the gradient by the global count). */
-static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
-                                   double inv_batch, bool with_grad, bool weighted, accum *acc) {
+tnt_status tnt__loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, const tnt_batch *b,
+                                 double inv_batch, bool with_grad, bool weighted, accum *acc) {
     int64_t per = 0, col = 0, valid_total = 0;
     for (int k = 0; k < m->n_outputs; k++) per += labels_per_sample(m, k);
     const int64_t n_w = weights_per_sample(m, b, weighted);
@@ -247,7 +237,7 @@ static tnt_status loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, c
 }
 
 /* The weight regularizers' penalty (the same on every rank: the weights are). */
-static double weight_penalty(const tnt_model *m) {
+double tnt__weight_penalty(const tnt_model *m) {
     double sum = 0;
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) sum += tnt__layer_weight_penalty(m->layers[i]);
@@ -258,7 +248,7 @@ static double weight_penalty(const tnt_model *m) {
  * activity penalty of the last forward over its n samples divided by the batch size, counted
  * once for each of the counted samples (or labelled positions) the pass added to a. Over the
  * ranks of a step, the shares' activity penalties sum to the global one. */
-static void add_penalties(const tnt_model *m, accum *a, double counted, int64_t n, double weights) {
+void tnt__add_penalties(const tnt_model *m, accum *a, double counted, int64_t n, double weights) {
     a->loss_sum += counted * (weights + m->activity_penalty / (double)n);
 }
 
@@ -332,7 +322,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     for (int i = 0; r == 1 && i < n_cbs && s == TNT_OK; i++)
         if (cbs[i].on_train_batch_begin && (!cbs[i].master_only || tnt_is_master_rank()))
             s = cbs[i].on_train_batch_begin(m, index, &no_logs, cbs[i].user);
-    if (r == 1 && s == TNT_OK) s = check_batch(m, &b, true, f->weighted, "fit");
+    if (r == 1 && s == TNT_OK) s = tnt__check_batch(m, &b, true, f->weighted, "fit");
     /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
      * gradients (below) and take part in the allreduce as the others do */
     accum step = {0};
@@ -351,9 +341,9 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         /* the loss is summed over local samples and divided by the global batch, so the sum over
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
-            s = loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
+            s = tnt__loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
                                  true, f->weighted, &step);
-        if (s == TNT_OK) add_penalties(m, &step, step.loss_count, b.n, weight_penalty(m));
+        if (s == TNT_OK) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
     if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
@@ -391,7 +381,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
 }
 
 /* Sums of all ranks (exact aggregation: sums and counts, never means of means). */
-static tnt_status accum_global(const tnt_model *m, const accum *local, accum *global, bool parallel) {
+tnt_status tnt__accum_global(const tnt_model *m, const accum *local, accum *global, bool parallel) {
     *global = *local;
     if (!parallel) return TNT_OK;
     /* the curves in use only (AUC's counts are most of the struct) */
@@ -403,309 +393,24 @@ static tnt_status accum_global(const tnt_model *m, const accum *local, accum *gl
     return tnt__allreduce_sum_f64((double *)global, (int64_t)(bytes / sizeof(double)));
 }
 
-/* master_only callbacks (Tarantella's run_on_all_ranks=False) run on the master rank only. */
-/* As CALL_CB for (model, index, logs) callbacks, giving callbacks with local_logs this rank's
- * own figures (Tarantella's aggregate_logs=False) instead of the global ones. */
-#define CALL_CB_LOGS(cbs, n, fn, model, index, global, local)                                     \
-    do {                                                                                          \
-        double tl0_ = TNT_TL_BEGIN();                                                             \
-        for (int i_ = 0; i_ < (n); i_++)                                                          \
-            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
-                tnt_status cs_ = (cbs)[i_].fn(model, index, (cbs)[i_].local_logs ? (local) : (global), \
-                                              (cbs)[i_].user);                                    \
-                if (cs_ != TNT_OK) {                                                              \
-                    s = cs_;                                                                      \
-                    goto done;                                                                    \
-                }                                                                                 \
-            }                                                                                     \
-        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
-    } while (0)
-
-#define CALL_CB(cbs, n, fn, ...)                                                                  \
-    do {                                                                                          \
-        double tl0_ = TNT_TL_BEGIN();                                                             \
-        for (int i_ = 0; i_ < (n); i_++)                                                          \
-            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank())) {               \
-                tnt_status cs_ = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                       \
-                if (cs_ != TNT_OK) {                                                              \
-                    s = cs_;                                                                      \
-                    goto done;                                                                    \
-                }                                                                                 \
-            }                                                                                     \
-        if (n) TNT_TL_END("callback", #fn, -1, tl0_);                                            \
-    } while (0)
-
-/* As CALL_CB, inside a loop that must reach the ranks' agreement: the first failure lands in
- * status and the remaining callbacks are skipped (the caller breaks out). */
-#define CALL_CB_SOFT(status, cbs, n, fn, ...)                                                     \
-    do {                                                                                          \
-        for (int i_ = 0; i_ < (n) && (status) == TNT_OK; i_++)                                    \
-            if ((cbs)[i_].fn && (!(cbs)[i_].master_only || tnt_is_master_rank()))                 \
-                (status) = (cbs)[i_].fn(__VA_ARGS__, (cbs)[i_].user);                             \
-    } while (0)
-
-/* on_predict_batch_end with the batch's n rows of predictions readable (tnt_model_batch_outputs);
- * a predict inside the hook has its own and leaves these. */
-static tnt_status predict_batch_end(tnt_model *m, const tnt_callback *cbs, int n_cbs, int64_t step, const float *pred,
-                                    int64_t n) {
-    const float *outer = m->batch_outputs;
-    int64_t outer_n = m->batch_outputs_n;
-    tnt_logs empty = {0};
-    tnt_status s = TNT_OK;
-    m->batch_outputs = pred, m->batch_outputs_n = n;
-    CALL_CB_SOFT(s, cbs, n_cbs, on_predict_batch_end, m, step, &empty);
-    m->batch_outputs = outer, m->batch_outputs_n = outer_n;
-    return s;
-}
-
-/* Places each rank's rows of every global batch back into dataset order: batch j of global size
- * n_j was split into contiguous shares (n_j/p, the first n_j%p ranks one more). */
-static void reorder_rows(float *dst, const float *gathered, const int64_t *displs, const int64_t *batch_n,
-                         int64_t n_batches, int p, int64_t c) {
-    int64_t *cursor = calloc((size_t)p, sizeof *cursor);
-    if (!cursor) return;
-    int64_t row = 0;
-    for (int64_t j = 0; j < n_batches; j++)
-        for (int r = 0; r < p; r++) {
-            int64_t share = batch_n[j] / p + (r < batch_n[j] % p);
-            memcpy(dst + row * c, gathered + displs[r] + cursor[r] * c, (size_t)(share * c) * sizeof(float));
-            cursor[r] += share;
-            row += share;
-        }
-    free(cursor);
-}
-
-/* Forward-only pass over data, accumulating loss/metrics (evaluate) or outputs (predict). A
- * distributed model processes its share of each batch; the figures are combined exactly at the
- * end and the outputs gathered in dataset order. */
-static tnt_status run_inference(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *o, bool labels,
-                                tnt_logs *logs, tnt_tensor **out, const char *who) {
-    tnt_status s = TNT_OK;
-    accum acc = {0};
-    tnt__feed f = {0};
-    float *rows = NULL, *gathered = NULL;
-    int64_t *batch_n = NULL, n_batches = 0, cap_batches = 0;
-    int64_t n_rows = 0, cap_rows = 0, c = tnt__model_output_size(m), n_batches_seen = 0;
-    tnt_shape out_shape = m->output_shape; /* predict: the outputs' shape, the same for every batch */
-    const tnt_callback *cbs = o ? o->callbacks : NULL;
-    int n_cbs = o ? o->n_callbacks : 0;
-    tnt__progress prog;
-    tnt_logs empty = {0};
-    bool parallel = tnt__is_parallel(m);
-    if (!data) return tnt__error(TNT_ERR_ARG, "%s: dataset is NULL", who);
-    if (!tnt_dataset_is_batched(data))
-        return tnt__error(TNT_ERR_ARG, "%s: dataset is not batched (use tnt_dataset_batch)", who);
-    if ((s = instance_for(m, data, who)) != TNT_OK) return s;
-    c = tnt__model_output_size(m); /* of the instance for this data */
-    out_shape = m->output_shape;
-    if (labels) CALL_CB(cbs, n_cbs, on_test_begin, m, &empty);
-    else CALL_CB(cbs, n_cbs, on_predict_begin, m, &empty);
-    f.split = parallel && !(o && o->no_distribute);
-    f.weighted = o && o->sample_weights;
-    f.it = tnt_dataset_iter_new(data, 0);
-    if (!f.it) {
-        s = TNT_ERR_ARG;
-        goto done;
-    }
-    tnt__progress_start(&prog, o && o->out ? o->out : stdout, o ? o->verbose : 0,
-                        o && o->steps > 0 ? o->steps : tnt_dataset_cardinality(data));
-    /* No collective runs inside the loop, so a rank that fails stops early and the ranks agree
-     * on the outcome once, after it. */
-    tnt_status local = TNT_OK;
-    for (int64_t step = 0; !(o && o->steps > 0 && step >= o->steps); step++) {
-        tnt_batch b;
-        /* each batch its own draws of the random operations that run in inference (a traced
-         * random_normal), the same on every rank: keyed on the batch index and the model's seed */
-        tnt__step st = {.seed = tnt__hash64(m->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(step + 1)))};
-        int r = tnt__feed_next(&f, &b, &st);
-        if (r <= 0) {
-            local = (tnt_status)r;
-            break;
-        }
-        if (!labels) {
-            if (n_batches == cap_batches) {
-                cap_batches = cap_batches ? 2 * cap_batches : 64;
-                int64_t *nb = realloc(batch_n, (size_t)cap_batches * sizeof *nb);
-                if (!nb) {
-                    local = tnt__error(TNT_ERR_NOMEM, "%s: out of memory", who);
-                    break;
-                }
-                batch_n = nb;
-            }
-            batch_n[n_batches++] = st.global_n;
-        }
-        if (labels) CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_begin, m, step, &empty);
-        else CALL_CB_SOFT(local, cbs, n_cbs, on_predict_batch_begin, m, step, &empty);
-        if (local != TNT_OK) break;
-        if (b.n == 0) { /* an empty share: the hooks still see the batch */
-            if (labels) {
-                tnt_logs cur;
-                accum_logs(m, &acc, &cur);
-                CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
-            } else {
-                local = predict_batch_end(m, cbs, n_cbs, step, &(float){0}, 0);
-            }
-            if (local != TNT_OK) break;
-            continue;
-        }
-        if ((local = check_batch(m, &b, labels, f.weighted, who)) != TNT_OK) break;
-        tnt__plan *p = tnt__model_plan(m, b.n);
-        float *pred;
-        if (!p) {
-            local = TNT_ERR_BACKEND;
-            break;
-        }
-        if ((local = tnt__model_forward(m, p, b.x.data, &st, &pred)) != TNT_OK) break;
-        if (labels) {
-            double counted = acc.loss_count;
-            if ((local = loss_and_metrics(m, p, b.x.data, &b, 1.0 / (double)st.global_n, false, f.weighted, &acc)) !=
-                TNT_OK)
-                break;
-            add_penalties(m, &acc, acc.loss_count - counted, b.n, weight_penalty(m));
-            tnt_logs cur;
-            accum_logs(m, &acc, &cur);
-            /* running figures are exact only with one rank; in parallel the bar shows steps */
-            tnt__progress_update(&prog, step + 1, parallel ? NULL : &cur);
-            CALL_CB_SOFT(local, cbs, n_cbs, on_test_batch_end, m, step, &cur);
-            if (local != TNT_OK) break;
-        } else {
-            /* batches of other shapes (padded batches each as long as their longest): outputs of
-             * other shapes, which one array cannot hold (Keras gives a RaggedTensor) */
-            if (n_batches_seen++ == 0) out_shape = m->output_shape;
-            if (!tnt__shape_equal(out_shape, m->output_shape)) {
-                char a[96], c2[96];
-                local = tnt__error(TNT_ERR_SHAPE, "%s: batch %lld gives outputs of shape %s, the batches before %s (one "
-                                   "array holds one shape: predict each batch (predict_on_batch), or pad to one length "
-                                   "(padded_shapes))", who, (long long)step, tnt_shape_str(m->output_shape, a, sizeof a),
-                                   tnt_shape_str(out_shape, c2, sizeof c2));
-                break;
-            }
-            c = tnt__model_output_size(m);
-            if (n_rows + b.n > cap_rows) {
-                int64_t cap = TNT_MAX(2 * cap_rows, n_rows + b.n);
-                float *nr = realloc(rows, (size_t)(cap * c) * sizeof(float));
-                if (!nr) {
-                    local = tnt__error(TNT_ERR_NOMEM, "%s: out of memory for %lld output rows", who, (long long)cap);
-                    break;
-                }
-                rows = nr;
-                cap_rows = cap;
-            }
-            memcpy(rows + n_rows * c, pred, (size_t)(b.n * c) * sizeof(float));
-            n_rows += b.n;
-            tnt__progress_update(&prog, step + 1, NULL);
-            local = predict_batch_end(m, cbs, n_cbs, step, pred, b.n);
-            if (local != TNT_OK) break;
-        }
-    }
-    if ((s = parallel ? tnt__agree(local, NULL, 0) : local) != TNT_OK) goto done;
-    if (labels) {
-        accum total;
-        tnt_logs res;
-        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
-        accum_logs(m, &total, &res);
-        tnt__progress_finish(&prog, &res, NULL);
-        if (logs) *logs = res;
-        CALL_CB(cbs, n_cbs, on_test_end, m, &res);
-    } else {
-        tnt__progress_finish(&prog, NULL, NULL);
-        int p = parallel ? tnt_get_size() : 1;
-        bool all = o && o->all_ranks;
-        int64_t counts[p], displs[p];
-        if (!parallel) { /* this rank's rows are all the rows */
-            gathered = rows;
-            rows = NULL;
-            counts[0] = n_rows * c;
-            displs[0] = 0;
-        } else if ((s = tnt__gatherv_f32(rows ? rows : (float[1]){0}, n_rows * c, all, &gathered, counts, displs)) != TNT_OK) {
-            goto done;
-        }
-        int64_t total = gathered ? (displs[p - 1] + counts[p - 1]) / (c ? c : 1) : 0;
-        tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(total, out_shape));
-        if (!t) {
-            s = TNT_ERR_NOMEM;
-            goto done;
-        }
-        if (total && f.split) reorder_rows(t->data, gathered, displs, batch_n, n_batches, p, c);
-        else if (total) memcpy(t->data, gathered, (size_t)(total * c) * sizeof(float));
-        *out = t;
-        CALL_CB(cbs, n_cbs, on_predict_end, m, &empty);
-    }
-done:
-    free(rows);
-    free(gathered);
-    free(batch_n);
-    tnt_dataset_iter_free(f.it);
-    return s;
-}
-
 /* An unbatched dataset with a micro-batch size becomes a borrowed batched view with the global
  * batch micro x ranks; *view (NULL when unused) is freed by the caller. */
-static tnt_dataset *batched(tnt_dataset *ds, int64_t micro, tnt_dataset **view) {
+tnt_dataset *tnt__batched(tnt_dataset *ds, int64_t micro, tnt_dataset **view) {
     *view = NULL;
     if (!ds || micro <= 0 || tnt_dataset_is_batched(ds)) return ds;
     *view = tnt__dataset_batch_view(ds, micro * tnt_get_size(), false);
     return *view ? *view : ds;
 }
 
-static tnt_status require_compiled(const tnt_model *m, const char *who) {
+tnt_status tnt__require_compiled(const tnt_model *m, const char *who) {
     if (!m) return tnt__error(TNT_ERR_ARG, "%s: model is NULL", who);
     if (!m->compiled)
         return tnt__error(TNT_ERR_STATE, "%s: model \"%s\" is not compiled (call tnt_compile first)", who, m->name);
     return TNT_OK;
 }
 
-tnt_status tnt_evaluate(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_logs *logs) {
-    tnt_status s = require_compiled(m, "evaluate");
-    if (m && tnt__is_parallel(m)) s = tnt__agree(s, NULL, 0);
-    tnt_dataset *view;
-    data = batched(data, opts ? opts->micro_batch_size : 0, &view);
-    if (s == TNT_OK) s = tnt__prepare_parallel(m, "evaluate", opts && opts->no_distribute ? NULL : data, NULL, NULL);
-    if (s == TNT_OK) s = run_inference(m, data, opts, true, logs, NULL, "evaluate");
-    tnt__dataset_view_free(view);
-    return s;
-}
-
-tnt_status tnt_predict(tnt_model *m, tnt_dataset *data, const tnt_eval_opts *opts, tnt_tensor **out) {
-    if (!m) return tnt__error(TNT_ERR_ARG, "predict: model is NULL");
-    if (!out) return tnt__error(TNT_ERR_ARG, "predict: out is NULL");
-    *out = NULL;
-    tnt_status s = tnt__model_setup_weights(m);
-    if (tnt__is_parallel(m)) s = tnt__agree(s, NULL, 0);
-    tnt_dataset *view;
-    data = batched(data, opts ? opts->micro_batch_size : 0, &view);
-    if (s == TNT_OK) s = tnt__prepare_parallel(m, "predict", opts && opts->no_distribute ? NULL : data, NULL, NULL);
-    if (s == TNT_OK) s = run_inference(m, data, opts, false, NULL, out, "predict");
-    tnt__dataset_view_free(view);
-    return s;
-}
-
-tnt_status tnt_predict_on_batch(tnt_model *m, const tnt_tensor *x, tnt_tensor **out) {
-    if (!m || !x || !out) return tnt__error(TNT_ERR_ARG, "predict_on_batch: NULL argument");
-    *out = NULL;
-    tnt_status s = TNT_OK;
-    if (!m->has_input_shape && x->shape.ndim >= 2) { /* Keras builds a model without one at its first call */
-        tnt_shape in = {.ndim = x->shape.ndim - 1};
-        for (int d = 1; d < x->shape.ndim; d++) in.dim[d - 1] = x->shape.dim[d];
-        if ((s = tnt_model_build(m, in)) != TNT_OK) return tnt__error_prefix(s, "predict_on_batch: ");
-    }
-    if ((s = tnt__model_setup_weights(m)) != TNT_OK) return s;
-    tnt_batch b = {.n = x->shape.ndim ? x->shape.dim[0] : 0, .x = *x};
-    if ((s = check_batch(m, &b, false, false, "predict_on_batch")) != TNT_OK) return s;
-    if (b.n == 0) return tnt__error(TNT_ERR_ARG, "predict_on_batch: batch of 0 samples");
-    tnt__plan *p = tnt__model_plan(m, b.n);
-    if (!p) return TNT_ERR_BACKEND;
-    float *pred;
-    if ((s = tnt__model_forward(m, p, x->data, &(tnt__step){.global_n = b.n}, &pred)) != TNT_OK) return s;
-    tnt_tensor *t = tnt_tensor_new(tnt__shape_with_batch(b.n, m->output_shape));
-    if (!t) return TNT_ERR_NOMEM;
-    memcpy(t->data, pred, (size_t)(b.n * tnt__model_output_size(m)) * sizeof(float));
-    *out = t;
-    return TNT_OK;
-}
-
 static tnt_status check_fit_args(tnt_model *m, tnt_dataset *train, tnt_fit_opts *o) {
-    tnt_status s = require_compiled(m, "fit");
+    tnt_status s = tnt__require_compiled(m, "fit");
     if (s != TNT_OK) return s;
     if (!train) return tnt__error(TNT_ERR_ARG, "fit: training dataset is NULL");
     if (!tnt_dataset_is_batched(train))
@@ -731,8 +436,8 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     if (!m) return tnt__error(TNT_ERR_ARG, "fit: model is NULL");
     tnt_fit_opts o = opts ? *opts : (tnt_fit_opts){0};
     tnt_dataset *train_view, *val_view;
-    train = batched(train, o.micro_batch_size, &train_view);
-    o.validation_data = batched(o.validation_data, o.micro_batch_size, &val_view);
+    train = tnt__batched(train, o.micro_batch_size, &train_view);
+    o.validation_data = tnt__batched(o.validation_data, o.micro_batch_size, &val_view);
     tnt_status s = fit_loop(m, train, &o, history);
     tnt_status d = tnt__parallel_detach(m);
     if (s == TNT_OK) s = d;
@@ -810,7 +515,7 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         /* several inputs: the training data's shapes again (validation may have others) */
-        if (m->n_inputs > 1 && (s = instance_for(m, train, "fit")) != TNT_OK) goto done;
+        if (m->n_inputs > 1 && (s = tnt__instance_for(m, train, "fit")) != TNT_OK) goto done;
         int64_t step = 0;
         for (; step < skip; step++) { /* the same batches: the order depends on the epoch only */
             tnt_batch b;
@@ -834,11 +539,11 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             }
             if (r == 0) break;
             if (batch_logs) {
-                if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
-                accum_logs(m, &total, &logs);
+                if ((s = tnt__accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
+                tnt__accum_logs(m, &total, &logs);
             }
             tnt_logs local;
-            accum_logs(m, &acc, &local);
+            tnt__accum_logs(m, &acc, &local);
             CALL_CB_LOGS(cbs, n_cbs, on_train_batch_end, m, step, &logs, &local);
             tnt__progress_update(&prog, step + 1, &logs);
             /* As in Keras, a stop takes effect after the batch; the epoch still ends (its logs,
@@ -858,16 +563,16 @@ static tnt_status fit_loop(tnt_model *m, tnt_dataset *train, tnt_fit_opts *opts,
             goto done;
         }
         tnt__comm_set_position(epoch + 1, step, "end of epoch");
-        if ((s = accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
-        accum_logs(m, &total, &logs);
+        if ((s = tnt__accum_global(m, &acc, &total, parallel)) != TNT_OK) goto done;
+        tnt__accum_logs(m, &total, &logs);
         tnt_logs local; /* this rank's own training figures, for callbacks with local_logs */
-        accum_logs(m, &acc, &local);
+        tnt__accum_logs(m, &acc, &local);
         if (o.validation_data && (epoch + 1) % o.validation_freq == 0) {
             tnt_logs val = {0};
             tnt_eval_opts eo = {.callbacks = cbs, .n_callbacks = n_cbs, .out = o.out,
                                 .no_distribute = o.no_distribute_validation,
                                 .sample_weights = o.validation_sample_weights};
-            if ((s = run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
+            if ((s = tnt__run_inference(m, o.validation_data, &eo, true, &val, NULL, "fit (validation)")) != TNT_OK)
                 goto done;
             tnt__logs_merge(&logs, &val, "val_");
             tnt__logs_merge(&local, &val, "val_");
