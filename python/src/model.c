@@ -1,5 +1,5 @@
 /* model.c: tarantella._tarantella.Model, a tnt_model handle: Keras JSON and files, weights as
- * NumPy arrays, distribute, compile, fit, evaluate, predict. Long calls run without the GIL. */
+ * NumPy arrays (model_weights.c), distribute, compile, fit, evaluate, predict. Long calls run without the GIL. */
 #include "pytnt.h"
 
 #include <stdio.h>
@@ -34,7 +34,7 @@ PyObject *pytnt_model_wrap(tnt_model *m) {
 /* A call on the model while fit, evaluate or predict runs: from the same thread (a callback)
  * anything but another fit (kind 1; evaluate and predict, kind 2, run between two steps as
  * Keras's callbacks may run them); from another thread nothing. */
-static int enter(pytnt_model *self, int kind) {
+int pytnt_model_enter(pytnt_model *self, int kind) {
     if (self->busy) {
         if (self->owner != PyThread_get_thread_ident())
             return PyErr_SetString(PyExc_RuntimeError, "the model is in use by fit, evaluate or predict on "
@@ -153,159 +153,6 @@ static PyObject *model_output_shapes_now(pytnt_model *self, PyObject *noargs) {
     return l;
 }
 
-/* ---- weights ------------------------------------------------------------------------------- */
-
-/* [(name, shape), ...] in Keras's get_weights order */
-static PyObject *model_weights_info(pytnt_model *self, PyObject *noargs) {
-    (void)noargs;
-    if (!enter(self, 0)) return NULL;
-    int n = tnt_model_num_weights(self->m);
-    PyObject *l = PyList_New(n);
-    for (int i = 0; l && i < n; i++) {
-        const char *name;
-        tnt_shape shape;
-        tnt_status s = tnt_model_weight(self->m, i, &name, &shape, NULL);
-        if (s != TNT_OK) {
-            Py_DECREF(l);
-            return pytnt_raise(s);
-        }
-        PyObject *t = Py_BuildValue("(sN)", name, pytnt_shape_tuple(shape));
-        if (!t) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, i, t);
-    }
-    return l;
-}
-
-static PyObject *new_array(tnt_shape shape) {
-    npy_intp dims[TNT_MAX_DIMS];
-    for (int k = 0; k < shape.ndim; k++) dims[k] = (npy_intp)shape.dim[k];
-    return PyArray_SimpleNew(shape.ndim, dims, NPY_FLOAT32);
-}
-
-/* get_weights(): a list of float32 arrays (copies) */
-static PyObject *model_get_weights(pytnt_model *self, PyObject *noargs) {
-    (void)noargs;
-    if (!enter(self, 0)) return NULL;
-    int n = tnt_model_num_weights(self->m);
-    PyObject *l = PyList_New(n);
-    for (int i = 0; l && i < n; i++) {
-        tnt_shape shape;
-        float *data;
-        tnt_status s = tnt_model_weight(self->m, i, NULL, &shape, &data);
-        if (s != TNT_OK) {
-            Py_DECREF(l);
-            return pytnt_raise(s);
-        }
-        PyObject *a = new_array(shape);
-        if (!a) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)tnt_shape_numel(shape) * sizeof(float));
-        PyList_SET_ITEM(l, i, a);
-    }
-    return l;
-}
-
-/* set_weights(list): every weight, each array of exactly its shape, as Keras checks them */
-static PyObject *model_set_weights(pytnt_model *self, PyObject *arg) {
-    if (!enter(self, 0)) return NULL;
-    PyObject *seq = PySequence_Fast(arg, "set_weights: expected a list of arrays");
-    if (!seq) return NULL;
-    int n = tnt_model_num_weights(self->m);
-    if (PySequence_Fast_GET_SIZE(seq) != n) {
-        PyErr_Format(PyExc_ValueError, "set_weights: %zd arrays given, the model has %d weights",
-                     PySequence_Fast_GET_SIZE(seq), n);
-        Py_DECREF(seq);
-        return NULL;
-    }
-    int64_t total = tnt_model_count_params(self->m), off = 0;
-    float *buf = PyMem_Malloc((size_t)(total > 0 ? total : 1) * sizeof(float));
-    if (!buf) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
-    }
-    PyObject *result = NULL;
-    for (int i = 0; i < n; i++) {
-        const char *name;
-        tnt_shape shape;
-        tnt_status s = tnt_model_weight(self->m, i, &name, &shape, NULL);
-        if (s != TNT_OK) {
-            pytnt_raise(s);
-            goto done;
-        }
-        PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(PySequence_Fast_GET_ITEM(seq, i), NPY_FLOAT32, 0, 0,
-                                                             NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED |
-                                                             NPY_ARRAY_FORCECAST);
-        if (!a) goto done;
-        int ok = PyArray_NDIM(a) == shape.ndim;
-        for (int k = 0; ok && k < shape.ndim; k++) ok = PyArray_DIM(a, k) == shape.dim[k];
-        if (!ok) {
-            char want[128];
-            tnt_shape have = {.ndim = PyArray_NDIM(a) > TNT_MAX_DIMS ? TNT_MAX_DIMS : PyArray_NDIM(a)};
-            for (int k = 0; k < have.ndim; k++) have.dim[k] = PyArray_DIM(a, k);
-            char got[128];
-            PyErr_Format(PyExc_ValueError, "set_weights: weight %d (%s) has shape %s, the array given has shape %s",
-                         i, name, tnt_shape_str(shape, want, sizeof want), tnt_shape_str(have, got, sizeof got));
-            Py_DECREF(a);
-            goto done;
-        }
-        int64_t k = tnt_shape_numel(shape);
-        memcpy(buf + off, PyArray_DATA(a), (size_t)k * sizeof(float));
-        off += k;
-        Py_DECREF(a);
-    }
-    tnt_status s = tnt_set_weights(self->m, buf, total);
-    if (s != TNT_OK) pytnt_raise(s);
-    else result = Py_NewRef(Py_None);
-done:
-    PyMem_Free(buf);
-    Py_DECREF(seq);
-    return result;
-}
-
-/* ---- files --------------------------------------------------------------------------------- */
-
-static PyObject *model_save(pytnt_model *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"path", "weights_only", "save_all_devices", NULL};
-    PyObject *path;
-    int weights_only = 0, all = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|pp", kwlist, PyUnicode_FSConverter, &path, &weights_only, &all))
-        return NULL;
-    if (!enter(self, 0)) {
-        Py_DECREF(path);
-        return NULL;
-    }
-    tnt_status s;
-    const char *p = PyBytes_AS_STRING(path);
-    tnt_save_opts o = {.save_all_devices = all};
-    Py_BEGIN_ALLOW_THREADS
-    s = weights_only ? tnt_save_weights(self->m, p, &o) : tnt_save_model(self->m, p, &o);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(path);
-    if (s != TNT_OK) return pytnt_raise(s);
-    Py_RETURN_NONE;
-}
-
-static PyObject *model_load_weights(pytnt_model *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"path", "by_name", NULL};
-    PyObject *path;
-    int by_name = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|p", kwlist, PyUnicode_FSConverter, &path, &by_name)) return NULL;
-    if (!enter(self, 0)) {
-        Py_DECREF(path);
-        return NULL;
-    }
-    tnt_status s;
-    const char *p = PyBytes_AS_STRING(path);
-    Py_BEGIN_ALLOW_THREADS
-    s = tnt_load_weights(self->m, p, by_name);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(path);
-    if (s != TNT_OK) return pytnt_raise(s);
-    Py_RETURN_NONE;
-}
-
 /* ---- distribute and compile ---------------------------------------------------------------- */
 
 static PyObject *model_distribute(pytnt_model *self, PyObject *args, PyObject *kw) {
@@ -313,7 +160,7 @@ static PyObject *model_distribute(pytnt_model *self, PyObject *args, PyObject *k
     PyObject *threshold = Py_None;
     int mode = 0, reducer = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oii", kwlist, &threshold, &mode, &reducer)) return NULL;
-    if (!enter(self, 1)) return NULL;
+    if (!pytnt_model_enter(self, 1)) return NULL;
     tnt_distribute_opts o = {.comm_mode = (tnt_comm_mode)mode, .reducer = (tnt_reducer_kind)reducer};
     if (mode < 0 || mode > TNT_COMM_MODE_NONBLOCKING)
         return PyErr_Format(PyExc_ValueError, "distribute: comm_mode %d (expected 0..2)", mode);
@@ -396,7 +243,7 @@ static PyObject *model_compile(pytnt_model *self, PyObject *args, PyObject *kw) 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|pzKdOdOO", kwlist, &spec, &loss, &from_logits, &metrics, &seed,
                                      &smoothing, &ignore, &delta, &weights, &kinds_o))
         return NULL;
-    if (!enter(self, 1)) return NULL;
+    if (!pytnt_model_enter(self, 1)) return NULL;
     tnt_compile_opts o = {.loss = (tnt_loss_kind)loss, .from_logits = from_logits, .metrics = metrics,
                           .seed = seed, .label_smoothing = (float)smoothing, .huber_delta = (float)delta};
     float lw[64];
@@ -548,7 +395,7 @@ static PyObject *model_batch_outputs(pytnt_model *self, PyObject *noargs) {
     tnt_shape shape;
     tnt_status s = tnt_model_batch_outputs(self->m, &data, &shape);
     if (s != TNT_OK) return pytnt_raise(s);
-    PyObject *a = new_array(shape);
+    PyObject *a = pytnt_new_array(shape);
     if (a) memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)tnt_shape_numel(shape) * sizeof(float));
     return a;
 }
@@ -666,7 +513,7 @@ static PyObject *model_fit(pytnt_model *self, PyObject *args, PyObject *kw) {
                                      &validation_freq, &verbose, &steps, &cbs_o, &no_dist, &no_dist_val, &micro,
                                      &weighted, &val_weighted))
         return NULL;
-    if (!enter(self, 1)) return NULL;
+    if (!pytnt_model_enter(self, 1)) return NULL;
     tnt_dataset *train = pytnt_dataset_get(train_o, "fit: dataset"), *val = NULL;
     if (!train) return NULL;
     if (val_o != Py_None && !(val = pytnt_dataset_get(val_o, "fit: validation_data"))) return NULL;
@@ -727,7 +574,7 @@ static PyObject *model_evaluate(pytnt_model *self, PyObject *args, PyObject *kw)
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!pytnt_model_enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "evaluate: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -770,7 +617,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
     PyObject *data_o, *cbs_o;
     tnt_eval_opts o;
     tnt_callback *cbs = NULL;
-    if (!enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
+    if (!pytnt_model_enter(self, 2) || !eval_args(args, kw, &data_o, &o, &cbs, &cbs_o)) return NULL;
     tnt_dataset *data = pytnt_dataset_get(data_o, "predict: dataset");
     if (!data) {
         PyMem_Free(cbs);
@@ -793,7 +640,7 @@ static PyObject *model_predict(pytnt_model *self, PyObject *args, PyObject *kw) 
 }
 
 static PyObject *model_predict_on_batch(pytnt_model *self, PyObject *arg) {
-    if (!enter(self, 2)) return NULL;
+    if (!pytnt_model_enter(self, 2)) return NULL;
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(arg, NPY_FLOAT32, 1, TNT_MAX_DIMS,
                                                          NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED |
                                                          NPY_ARRAY_FORCECAST);
@@ -822,12 +669,12 @@ static PyMethodDef model_methods[] = {
     {"input_shapes", (PyCFunction)model_input_shapes, METH_NOARGS, "Input shapes without batch."},
     {"output_shapes", (PyCFunction)model_output_shapes, METH_NOARGS, "Output shapes without batch."},
     {"output_shapes_now", (PyCFunction)model_output_shapes_now, METH_NOARGS, "Output shapes for the last inputs."},
-    {"weights_info", (PyCFunction)model_weights_info, METH_NOARGS, "[(name, shape)] in get_weights order."},
-    {"get_weights", (PyCFunction)model_get_weights, METH_NOARGS, "Weights as float32 arrays."},
-    {"set_weights", (PyCFunction)model_set_weights, METH_O, "set_weights(list of arrays)."},
-    {"save", (PyCFunction)(void (*)(void))model_save, METH_VARARGS | METH_KEYWORDS,
+    {"weights_info", (PyCFunction)pytnt_model_weights_info, METH_NOARGS, "[(name, shape)] in get_weights order."},
+    {"get_weights", (PyCFunction)pytnt_model_get_weights, METH_NOARGS, "Weights as float32 arrays."},
+    {"set_weights", (PyCFunction)pytnt_model_set_weights, METH_O, "set_weights(list of arrays)."},
+    {"save", (PyCFunction)(void (*)(void))pytnt_model_save, METH_VARARGS | METH_KEYWORDS,
      "save(path, weights_only=False, save_all_devices=False)."},
-    {"load_weights", (PyCFunction)(void (*)(void))model_load_weights, METH_VARARGS | METH_KEYWORDS,
+    {"load_weights", (PyCFunction)(void (*)(void))pytnt_model_load_weights, METH_VARARGS | METH_KEYWORDS,
      "load_weights(path, by_name=False)."},
     {"distribute", (PyCFunction)(void (*)(void))model_distribute, METH_VARARGS | METH_KEYWORDS,
      "distribute(fusion_threshold_kb=None, comm_mode=0, reducer=0)."},

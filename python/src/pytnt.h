@@ -55,6 +55,17 @@ extern PyTypeObject pytnt_model_type;
 PyObject *pytnt_model_wrap(tnt_model *m); /* takes m; NULL with an exception (m freed) */
 PyObject *pytnt_model_from_json(PyObject *self, PyObject *args);
 PyObject *pytnt_load_model(PyObject *self, PyObject *args, PyObject *kw);
+/* Whether a call of kind (0 any, 1 fit or compile) may run on the model now; 0 with an exception
+ * while fit, evaluate or predict runs on another thread (or kind 1 inside their callbacks). */
+int pytnt_model_enter(pytnt_model *self, int kind);
+/* The Model methods on weights and files (model_weights.c). */
+PyObject *pytnt_model_weights_info(pytnt_model *self, PyObject *noargs);
+PyObject *pytnt_model_get_weights(pytnt_model *self, PyObject *noargs);
+PyObject *pytnt_model_set_weights(pytnt_model *self, PyObject *arg);
+PyObject *pytnt_model_save(pytnt_model *self, PyObject *args, PyObject *kw);
+PyObject *pytnt_model_load_weights(pytnt_model *self, PyObject *args, PyObject *kw);
+/* An uninitialised float32 array of shape; NULL with an exception. */
+PyObject *pytnt_new_array(tnt_shape shape);
 /* (name, {hyperparameters}, schedule spec or None) -> a new optimizer; NULL with an exception. */
 tnt_optimizer *pytnt_optimizer_new(PyObject *spec);
 /* Keras's logs dict {name: float} of a tnt_logs. */
