@@ -83,7 +83,8 @@ setup(
     packages=["tarantella", "tarantella.keras", "tarantella.keras.optimizers", "tarantella.keras.datasets",
               "tarantella.keras.utils", "tarantella.keras.preprocessing", "tarantella.keras.applications"],
     ext_modules=[Extension("tarantella._tarantella", sources=sorted(glob.glob("python/src/*.c")),
-                           depends=["python/src/pytnt.h", "include/tarantella.h", "include/tarantella_layers.h", "include/tarantella_ops.h"],
+                           depends=["python/src/pytnt.h", "include/tarantella.h", "include/tarantella_layers.h", "include/tarantella_ops.h",
+                                    "include/tarantella/data.h"],
                            libraries=["tarantella"], extra_compile_args=["-std=c11", "-D_GNU_SOURCE"])],
     cmdclass={"build_ext": BuildExt},
     options={"build": {"build_base": "build-pip/setuptools"}},  # build/ is CMake's
