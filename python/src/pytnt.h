@@ -1,6 +1,6 @@
 /* pytnt.h: shared declarations of the CPython extension tarantella._tarantella (module.c,
- * model.c, dataset.c, callbacks.c). The extension is a client of the public API only
- * (include/tarantella.h); the Keras-shaped surface is the pure-Python package around it.
+ * model.c, model_weights.c, dataset.c, callbacks.c). The extension is a client of the public API
+ * only (include/tarantella.h); the Keras-shaped surface is the pure-Python package around it.
  *
  * Threads and the GIL: fit, evaluate, predict, dataset iteration and file I/O run with the GIL
  * released; Python callbacks, learning-rate schedules and dataset map functions take it back
