@@ -1,8 +1,8 @@
-/* fit.c: fit (inference.c: evaluate and predict; compile.c: compile). One training step: this rank's share of
- * the global batch, forward, loss summed over the local samples and scaled by 1/global batch,
- * backward (last layer first) into the flat gradient buffer while fused buckets are allreduced,
- * one optimizer pass over the flat buffers. Loss and metrics are kept as (sum, count) so that
- * epoch figures are exact sample means, as Keras reports them, summed over ranks. */
+/* fit.c: fit (inference.c: evaluate and predict; compile.c: compile). One training step: this
+ * rank's share of the global batch, forward, loss summed over the local samples and scaled by
+ * 1/global batch, backward (last layer first) into the flat gradient buffer while fused buckets
+ * are allreduced, one optimizer pass over the flat buffers. Loss and metrics are kept as (sum,
+ * count) so that epoch figures are exact sample means, as Keras reports them, summed over ranks. */
 #include "data/dataset.h"
 #include "core/timeline.h"
 #include "comm/comm.h"
