@@ -138,8 +138,9 @@ static void compare_with_flat(const run_cfg *c, int64_t kb) {
         /* the wide model's near-zero gradients carry the float32 rounding of a reordered sum
          * (Open MPI's allreduce adds 4 ranks pairwise, the node in rank order) into Adam-like
          * updates: 1.5e-7 with the node's sums, 2.7e-7 with node-computed kernels (nadam, 4
-         * ranks); within 1e-6 of flat */
-        double atol = wide ? 1e-6 : 1e-7;
+         * ranks); within 1e-6 of flat up to 4 ranks, growing with the terms of the sum (6 ranks
+         * on 3 nodes under AVX2's GEMM kernels: 1.3e-6) */
+        double atol = wide ? 2.5e-7 * fmax(4.0, (double)tnt_get_size()) : 1e-7;
         tu_assert_close(a.w, flat.w, a.n, 1e-6, atol, what);
         tu_assert_close(a.slots, flat.slots, a.n * a.n_slots, 1e-6, atol, "optimizer slots against flat");
         for (int e = 0; e < 2; e++)
