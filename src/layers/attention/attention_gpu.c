@@ -177,6 +177,25 @@ static tnt_status gpu_dropout(const mha_cfg *c, uint64_t seed, int64_t B, int64_
 
 static unsigned rows_grid(int64_t rows) { return tnt__gpu_grid_for(rows * SOFTMAX_BLOCK, SOFTMAX_BLOCK); }
 
+/* The scores in r[R_P] to attention weights: the masked (and causal) softmax in place, then, when
+ * training, dropout into r[R_PD]; *pv: the weights the context multiplies. */
+static tnt_status gpu_scores_to_weights(const mha_cfg *c, const mha_gpu_plan *g, const tnt__fwd_args *a,
+                                        float *const *r, const float *am, const float *qm, const float *vm,
+                                        const float **pv) {
+    long long lB = a->batch, lH = c->heads, lTq = c->tq, lTv = c->tv;
+    int causal = c->causal;
+    float *pbuf = r[R_P];
+    void *sargs[] = {&pbuf, &am, &qm, &vm, &lB, &lH, &lTq, &lTv, &causal};
+    tnt_status s = tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(a->batch * c->heads * c->tq), SOFTMAX_BLOCK, 0, sargs);
+    if (s != TNT_OK) return s;
+    *pv = r[R_P];
+    if (g->seed) {
+        if ((s = gpu_dropout(c, g->seed, a->batch, a->sample_offset, r[R_P], r[R_PD]))) return s;
+        *pv = r[R_PD];
+    }
+    return TNT_OK;
+}
+
 /* masks: no gradient; zeros where one is asked for anyway */
 static tnt_status zero_mask_grads(const mha_cfg *c, int64_t B, float *const *dxs) {
     tnt_status s = TNT_OK;
@@ -217,16 +236,8 @@ static tnt_status mha_gpu_forward16(tnt_layer *l, const mha_gpu_plan *g, const t
                                        h[H_K] + i * kd, H * kd, Tv * H * kd, 0.0f, r[R_P] + i * Tq * Tv, Tv,
                                        H * Tq * Tv, B);
     if (s != TNT_OK) return s;
-    long long lB = B, lH = H, lTq = Tq, lTv = Tv;
-    int causal = c->causal;
-    float *pbuf = r[R_P];
-    void *sargs[] = {&pbuf, &am, &qm, &vm, &lB, &lH, &lTq, &lTv, &causal};
-    if ((s = tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(B * H * Tq), SOFTMAX_BLOCK, 0, sargs))) return s;
-    const float *pv = r[R_P];
-    if (g->seed) {
-        if ((s = gpu_dropout(c, g->seed, B, a->sample_offset, r[R_P], r[R_PD]))) return s;
-        pv = r[R_PD];
-    }
+    const float *pv;
+    if ((s = gpu_scores_to_weights(c, g, a, r, am, qm, vm, &pv))) return s;
     if ((s = tnt__gpu_to_bf16(pv, h[H_PD], B * H * Tq * Tv))) return s;
     for (int64_t i = 0; i < H && s == TNT_OK; i++)
         s = tnt__gpu_gemm_bf16_strided(false, false, Tq, vd, Tv, 1.0f, h[H_PD] + i * Tq * Tv, Tv, H * Tq * Tv,
@@ -318,16 +329,8 @@ static tnt_status mha_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
                                    r[R_K] + h * kd, H * kd, Tv * H * kd, 0.0f, r[R_P] + h * Tq * Tv, Tv,
                                    H * Tq * Tv, B);
     if (s != TNT_OK) return s;
-    long long lB = B, lH = H, lTq = Tq, lTv = Tv;
-    int causal = c->causal;
-    float *pbuf = r[R_P];
-    void *sargs[] = {&pbuf, &am, &qm, &vm, &lB, &lH, &lTq, &lTv, &causal};
-    if ((s = tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(B * H * Tq), SOFTMAX_BLOCK, 0, sargs))) return s;
-    const float *pv = r[R_P];
-    if (g->seed) {
-        if ((s = gpu_dropout(c, g->seed, B, a->sample_offset, r[R_P], r[R_PD]))) return s;
-        pv = r[R_PD];
-    }
+    const float *pv;
+    if ((s = gpu_scores_to_weights(c, g, a, r, am, qm, vm, &pv))) return s;
     /* ctx[b,:,h,:] = Pd[b,h] v[b,:,h,:] */
     for (int64_t h = 0; h < H && s == TNT_OK; h++)
         s = tnt__gpu_sgemm_strided(false, false, Tq, vd, Tv, 1.0f, pv + h * Tq * Tv, Tv, H * Tq * Tv, r[R_V] + h * vd,
