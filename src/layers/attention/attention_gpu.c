@@ -186,7 +186,8 @@ static tnt_status gpu_scores_to_weights(const mha_cfg *c, const mha_gpu_plan *g,
     int causal = c->causal;
     float *pbuf = r[R_P];
     void *sargs[] = {&pbuf, &am, &qm, &vm, &lB, &lH, &lTq, &lTv, &causal};
-    tnt_status s = tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(a->batch * c->heads * c->tq), SOFTMAX_BLOCK, 0, sargs);
+    tnt_status s =
+        tnt__gpu_launch("tnt_k_mha_softmax", rows_grid(a->batch * c->heads * c->tq), SOFTMAX_BLOCK, 0, sargs);
     if (s != TNT_OK) return s;
     *pv = r[R_P];
     if (g->seed) {
