@@ -6,13 +6,15 @@
  * classifier (the torch peer's model), sequences of 128 tokens, batch 32; mlp, lenet5: the
  * benchmark's (zoo/classic.h) on synthetic 28x28x1 images, batch 64. Prints, over the timed
  * steps: the step time, forward and backward time per layer class, the slowest layers, and the
- * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS.
+ * rest (loss, optimizer, data). Threads from OMP_NUM_THREADS. Under TNT_DEVICE=gpu the layers' device
+ * paths are timed, the stream drained around each (the GPU's time per layer).
  * --table FILE also writes what the SMPI scale study (bench/scale) charges per rank: the step
  * time, one optimizer pass over all weights, and per graph node, in forward order, its layer's
  * forward and backward seconds and the gradient prefix complete after its backward. */
 #include <tarantella.h>
 
 #include "classic.h"
+#include "gpu/gpu.h"
 #include "layers/layer.h"
 #include "model/model.h"
 #include "optimizers/optimizer.h"
@@ -40,6 +42,7 @@ typedef struct wrapped {
     tnt_layer *l;
     const tnt__layer_ops *orig;
     tnt__layer_ops copy;
+    tnt__gpu_ops gpu_copy; /* the device path, wrapped the same way */
     double fwd, bwd;
 } wrapped;
 static wrapped W[MAX_LAYERS];
@@ -64,6 +67,28 @@ static tnt_status bwd(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     wrapped *w = find(l);
     double t = now();
     tnt_status s = w->orig->backward(l, plan, a);
+    if (timing) w->bwd += now() - t;
+    return s;
+}
+
+/* On the device a layer's work is queued: the stream is drained before and after, so that its
+ * time is the layer's own (the drains add a few microseconds per layer). */
+static tnt_status gpu_fwd(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    wrapped *w = find(l);
+    tnt_status s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    double t = now();
+    if (s == TNT_OK) s = w->orig->gpu->forward(l, plan, a);
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    if (timing) w->fwd += now() - t;
+    return s;
+}
+
+static tnt_status gpu_bwd(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    wrapped *w = find(l);
+    tnt_status s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    double t = now();
+    if (s == TNT_OK) s = w->orig->gpu->backward(l, plan, a);
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
     if (timing) w->bwd += now() - t;
     return s;
 }
@@ -161,6 +186,12 @@ int main(int argc, char **argv) {
         w->l = l, w->orig = l->ops, w->copy = *l->ops;
         w->copy.forward = fwd;
         if (w->copy.backward) w->copy.backward = bwd;
+        if (l->ops->gpu) {
+            w->gpu_copy = *l->ops->gpu;
+            w->gpu_copy.forward = gpu_fwd;
+            if (w->gpu_copy.backward) w->gpu_copy.backward = gpu_bwd;
+            w->copy.gpu = &w->gpu_copy;
+        }
         l->ops = &w->copy;
     }
     tnt_shape sample = transformer ? TNT_SHAPE(image) : TNT_SHAPE(image, image, small ? 1 : 3);

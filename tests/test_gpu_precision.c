@@ -212,9 +212,12 @@ static void test_gemm_bf16(void **state) {
     ref_gemm(false, false, M, NN, K, a, K, b, NN, to_bf16_and_back, ref, mag);
     for (int i = 0; i < M * NN; i++) ref[i] = 1.0 + 0.5 * ref[i];
     assert_gemm_close(c, ref, mag, M * NN, "gemm_bf16, alpha 0.5, beta 1");
-    /* a host pointer is refused, naming the call */
-    assert_int_equal(tnt__gpu_gemm_bf16(false, false, M, NN, K, 1.0f, a16, K, db, NN, 0.0f, dc, NN), TNT_ERR_ARG);
-    tu_error_contains("tnt__gpu_gemm_bf16");
+    /* the emulated device refuses a host pointer, naming the call (a GPU would fault: the real
+     * device checks only for NULL, since a pointer query per GEMM would cost a driver call) */
+    if (tnt__gpu_emulated()) {
+        assert_int_equal(tnt__gpu_gemm_bf16(false, false, M, NN, K, 1.0f, a16, K, db, NN, 0.0f, dc, NN), TNT_ERR_ARG);
+        tu_error_contains("tnt__gpu_gemm_bf16");
+    }
     tnt__gpu_free(da), tnt__gpu_free(db), tnt__gpu_free(dc);
 }
 

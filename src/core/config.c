@@ -49,6 +49,7 @@ static const choice devices[] = {{"auto", TNT__DEVICE_AUTO}, {"cpu", TNT__DEVICE
                                  {NULL, 0}};
 static const choice gpu_comms[] = {{"auto", TNT__GPU_COMM_AUTO}, {"host", TNT__GPU_COMM_HOST},
                                    {"mpi", TNT__GPU_COMM_HOST}, {"nccl", TNT__GPU_COMM_NCCL}, {NULL, 0}};
+static const choice conv_algos[] = {{"heuristic", 0}, {"measure", 1}, {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)
@@ -86,6 +87,7 @@ static const setting settings[] = {
     STRING("TNT_NCCL_LIBRARY", nccl_library),
     INT("TNT_GPU_EMULATE", gpu_emulate, 0, 64),
     FLAG("TNT_GPU_TF32", gpu_tf32),
+    CHOICE("TNT_GPU_CONV_ALGO", gpu_conv_measure, conv_algos),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),

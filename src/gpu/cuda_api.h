@@ -182,6 +182,17 @@ enum {
                                  cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c, \
                                  cudnnFilterDescriptor_t dw, int requested, int *returned,                          \
                                  cudnnConvolutionBwdFilterAlgoPerf_t *perf))                                        \
+    X(cudnn, cudnnStatus_t, cudnnFindConvolutionForwardAlgorithm, (cudnnHandle_t h, cudnnTensorDescriptor_t x,      \
+                                 cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, \
+                                 int requested, int *returned, cudnnConvolutionFwdAlgoPerf_t *perf))                \
+    X(cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardDataAlgorithm, (cudnnHandle_t h,                            \
+                                 cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c, \
+                                 cudnnTensorDescriptor_t dx, int requested, int *returned,                          \
+                                 cudnnConvolutionBwdDataAlgoPerf_t *perf))                                          \
+    X(cudnn, cudnnStatus_t, cudnnFindConvolutionBackwardFilterAlgorithm, (cudnnHandle_t h,                          \
+                                 cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t c, \
+                                 cudnnFilterDescriptor_t dw, int requested, int *returned,                          \
+                                 cudnnConvolutionBwdFilterAlgoPerf_t *perf))                                        \
     X(cudnn, cudnnStatus_t, cudnnGetConvolutionForwardWorkspaceSize, (cudnnHandle_t h, cudnnTensorDescriptor_t x,   \
                                  cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, \
                                  cudnnConvolutionFwdAlgo_t algo, size_t *bytes))                                    \

@@ -29,3 +29,9 @@ void tnt__gpu_dnn_close(void) {
 }
 
 void *tnt__gpu_cudnn(void) { return tnt__gpu.open ? (void *)tnt__gpu.cudnn : NULL; }
+
+/* Before the device opens (a model's device check comes first), the loader's word stands in. */
+bool tnt__gpu_cudnn_usable(void) {
+    if (tnt__gpu.open) return tnt__gpu.cudnn != NULL;
+    return !tnt__gpu_emulated() && tnt__cuda.has_cudnn;
+}

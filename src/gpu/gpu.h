@@ -153,5 +153,8 @@ extern tnt_status (*tnt__gpu_nccl_standin)(float *device_data, int64_t n, tnt__g
 /* The cuDNN handle on the compute stream (a cudnnHandle_t), or NULL when cuDNN is not there or
  * the device is emulated: layers that need it then have no GPU path (dispatch names them). */
 void *tnt__gpu_cudnn(void);
+/* Whether layers that need cuDNN can run on the device: its handle once the device is open,
+ * before that whether cuDNN loaded (and the device is not emulated). */
+bool tnt__gpu_cudnn_usable(void);
 
 #endif

@@ -12,6 +12,7 @@
  * installed, or the emulated device) Conv2D has no device path at all.
  * Not yet run on a GPU: the tests that run this file need one (test_gpu_model_device). */
 #include "layers/convolutional/conv2d.h"
+#include "core/config.h"
 #include "layers/fused.h"
 #include "gpu/api.h"
 
@@ -25,7 +26,7 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static bool conv_gpu_supported(const tnt_layer *l, const char **why) {
     const tnt__conv_cfg *c = l->priv;
-    if (!tnt__gpu_cudnn()) *why = "needs cuDNN, which this device does not have (the emulated device never has it)";
+    if (!tnt__gpu_cudnn_usable()) *why = "needs cuDNN, which this device does not have (the emulated device never has it)";
     else if (c->kd > 0 || c->one_d) *why = "only 2-D convolutions have a device path yet";
     else if (c->groups > 1) *why = "grouped convolutions have no device path yet";
     else if (c->channels_first) *why = "channels_first has no device path yet";
@@ -88,15 +89,21 @@ static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_ALGOS];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_ALGOS];
     size_t bytes = 0;
-    TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
+    /* measured (TNT_GPU_CONV_ALGO=measure: cuDNN times each algorithm once per shape, as PyTorch's
+     * cudnn.benchmark) or cuDNN's heuristics; either way the fastest deterministic one */
+    const bool measure = tnt__config_get()->gpu_conv_measure;
+    if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
+    else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     p->fwd = fwd[0].algo;
-    for (int i = n - 1; i >= 0; i--) /* the heuristics' best deterministic one */
+    for (int i = n - 1; i >= 0; i--)
         if (fwd[i].status == 0 && fwd[i].determinism == CUDNN_DETERMINISTIC) p->fwd = fwd[i].algo;
-    TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
+    if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
+    else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
     p->bwd_data = bd[0].algo;
     for (int i = n - 1; i >= 0; i--)
         if (bd[i].status == 0 && bd[i].determinism == CUDNN_DETERMINISTIC) p->bwd_data = bd[i].algo;
-    TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
+    if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
+    else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
     p->bwd_filter = bf[0].algo;
     for (int i = n - 1; i >= 0; i--)
         if (bf[i].status == 0 && bf[i].determinism == CUDNN_DETERMINISTIC) p->bwd_filter = bf[i].algo;
