@@ -6,8 +6,11 @@
  * LeNet-5 (cuDNN's Conv2D, the pooling kernels, Dense on cuBLAS) and the MLP (784-4096-4096-4096-10),
  * 50 SGD steps each with the same seed and data on TNT_DEVICE=gpu and on the CPU:
  *   - step-1 gradients within 1e-4 of the CPU's (relative to the largest, per weight tensor);
- *   - the loss within 1e-4 over the first 5 steps and within 1e-3 at step 50;
- *   - the weights within 1e-3 after 50 steps;
+ *   - the loss within 1e-4 over the first 5 steps;
+ *   - the loss at step 50 and the weights after 50 steps within 1e-3, or within 4x what float32
+ *     rounding alone moves them: the CPU against itself from initial weights one ulp apart (the
+ *     MLP's training is chaotic enough that one ulp grows to ~1e-3 of the weights in 50 steps;
+ *     cuBLAS's summation order is such a difference, measured on an H200);
  *   - an .h5 saved after GPU training predicts on the CPU within 1e-5 of the device's predictions;
  *   - a second GPU run gives bitwise the same weights (cuBLAS, cuDNN's chosen algorithms and the
  *     kernels are deterministic: a difference is a race).
@@ -102,19 +105,28 @@ static void check_model(const char *name, tnt_model *(*make)(void)) {
     tnt_model_free(m);
     free(gc), free(gg);
     /* 50 steps on each */
-    losses lc = {0}, lg = {0}, lg2 = {0};
-    float *w[3];
+    losses lc = {0}, lg = {0}, lg2 = {0}, lp = {0};
+    float *w[4];
     int64_t n = 0;
     tnt_tensor x = {.shape = TNT_SHAPE(BATCH, 28, 28, 1), .data = images}, *pred_gpu = NULL, *pred_file = NULL;
     char path[512];
     snprintf(path, sizeof path, "%s", tu_tmp_path("gpu_trained.h5"));
-    for (int g = 0; g < 3; g++) { /* the CPU, the GPU, the GPU again (bitwise the same) */
-        m = compiled(make, g ? TNT_DEVICE_GPU : TNT_DEVICE_CPU);
-        tnt_callback cb = {.on_train_batch_end = record_loss, .user = g == 2 ? &lg2 : g ? &lg : &lc};
-        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &cb, .n_callbacks = 1}, NULL));
-        assert_int_equal(m->on_device, g >= 1);
+    /* the CPU, the GPU, the GPU again (bitwise the same), the CPU from initial weights moved by
+     * about one ulp: how far float32 rounding alone carries this training in 50 steps */
+    for (int g = 0; g < 4; g++) {
+        const bool gpu = g == 1 || g == 2;
+        m = compiled(make, gpu ? TNT_DEVICE_GPU : TNT_DEVICE_CPU);
         n = tnt_model_count_params(m);
         w[g] = malloc((size_t)n * sizeof(float));
+        if (g == 3) {
+            tu_ok(tnt_get_weights(m, w[g], n));
+            for (int64_t i = 0; i < n; i++) w[g][i] *= 1.0f + (float)(i % 3 - 1) * 1.2e-7f;
+            tu_ok(tnt_set_weights(m, w[g], n));
+        }
+        losses *rec[] = {&lc, &lg, &lg2, &lp};
+        tnt_callback cb = {.on_train_batch_end = record_loss, .user = rec[g]};
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1, .callbacks = &cb, .n_callbacks = 1}, NULL));
+        assert_int_equal(m->on_device, gpu);
         tu_ok(tnt_get_weights(m, w[g], n));
         if (g == 1) {
             tu_ok(tnt_predict_on_batch(m, &x, &pred_gpu));
@@ -128,6 +140,9 @@ static void check_model(const char *name, tnt_model *(*make)(void)) {
     for (int s = 0; s < 5; s++) early = fmax(early, fabs(lg.step[s] - lc.step[s]));
     double last = fabs(lg.step[STEPS - 1] - lc.step[STEPS - 1]), wdiff = rel_diff(w[1], w[0], n);
     double repeat = rel_diff(w[2], w[1], n);
+    /* float32's own reach: the CPU against itself from initial weights one ulp apart */
+    const double own_last = fabs(lp.step[STEPS - 1] - lc.step[STEPS - 1]), own_w = rel_diff(w[3], w[0], n);
+    const double tol_last = fmax(1e-3, 4 * own_last), tol_w = fmax(1e-3, 4 * own_w);
     int first = -1; /* the first step whose loss differs from the CPU's by more than 1e-6 */
     for (int s = 0; s < STEPS && first < 0; s++)
         if (fabs(lg.step[s] - lc.step[s]) > 1e-6) first = s + 1;
@@ -137,17 +152,18 @@ static void check_model(const char *name, tnt_model *(*make)(void)) {
     assert_false(loaded->on_device);
     double pdiff = 0;
     for (int64_t i = 0; i < BATCH * 10; i++) pdiff = fmax(pdiff, fabs(pred_file->data[i] - pred_gpu->data[i]));
-    printf("gpu_model %s: step-1 gradients %.3g, loss steps 1-5 %.3g, loss step %d %.3g, weights %.3g, "
-           "saved file on the CPU %.3g, a second GPU run %.3g, first loss off by 1e-6 at step %d (%s)\n",
-           name, grad_diff, early, STEPS, last, wdiff, pdiff, repeat, first, tnt__gpu_device_name());
+    printf("gpu_model %s: step-1 gradients %.3g, loss steps 1-5 %.3g, loss step %d %.3g (CPU one ulp apart: %.3g), "
+           "weights %.3g (CPU one ulp apart: %.3g), saved file on the CPU %.3g, a second GPU run %.3g, first loss "
+           "off by 1e-6 at step %d (%s)\n",
+           name, grad_diff, early, STEPS, last, own_last, wdiff, own_w, pdiff, repeat, first, tnt__gpu_device_name());
     if (repeat != 0) fail_msg("%s: a second GPU run differs from the first by %.3g (expected bitwise the same)", name, repeat);
     if (early > 1e-4) fail_msg("%s: loss of the first 5 steps differs by %.3g", name, early);
-    if (last > 1e-3) fail_msg("%s: loss at step %d differs by %.3g", name, STEPS, last);
-    if (wdiff > 1e-3) fail_msg("%s: weights after %d steps differ by %.3g (relative)", name, STEPS, wdiff);
+    if (last > tol_last) fail_msg("%s: loss at step %d differs by %.3g (tolerance %.3g)", name, STEPS, last, tol_last);
+    if (wdiff > tol_w) fail_msg("%s: weights after %d steps differ by %.3g (relative; tolerance %.3g)", name, STEPS, wdiff, tol_w);
     if (pdiff > 1e-5) fail_msg("%s: the saved file predicts on the CPU %.3g away from the GPU", name, pdiff);
     tnt_tensor_free(pred_gpu), tnt_tensor_free(pred_file);
     tnt_model_free(loaded);
-    free(w[0]), free(w[1]), free(w[2]);
+    free(w[0]), free(w[1]), free(w[2]), free(w[3]);
     tnt_dataset_free(ds);
 }
 
@@ -172,7 +188,16 @@ int main(void) {
     images = malloc((size_t)N * IMG * sizeof(float));
     tu_fill(images, (int64_t)N * IMG, 5);
     for (int64_t i = 0; i < (int64_t)N * IMG; i++) images[i] = 0.5f * (images[i] + 1.0f); /* [0, 1) pixels */
-    for (int i = 0; i < N; i++) labels[i] = (float)((i * 7 + i / 3) % 10);
+    for (int i = 0; i < N; i++) { /* a rule the models can learn: the brightest of 10 bands of rows */
+        double best = -1;
+        for (int b = 0; b < 10; b++) {
+            double t = 0;
+            for (int r = b * 28 / 10; r < (b + 1) * 28 / 10; r++)
+                for (int c = 0; c < 28; c++) t += images[(int64_t)i * IMG + r * 28 + c];
+            t /= (double)((b + 1) * 28 / 10 - b * 28 / 10);
+            if (t > best) best = t, labels[i] = (float)b;
+        }
+    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_lenet5), cmocka_unit_test(test_mlp)};
     int rc = cmocka_run_group_tests(tests, tu_tmpdir_setup, tu_tmpdir_teardown);
     free(images);
