@@ -435,7 +435,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure lenet5:512 mlp:64 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure resnet50:64:TNT_GPU_CONV_ALGO=fastest lenet5:512 lenet5:512:TNT_GPU_CONV_ALGO=measure lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 90
     : >"$RES/profile.txt"

@@ -49,7 +49,7 @@ static const choice devices[] = {{"auto", TNT__DEVICE_AUTO}, {"cpu", TNT__DEVICE
                                  {NULL, 0}};
 static const choice gpu_comms[] = {{"auto", TNT__GPU_COMM_AUTO}, {"host", TNT__GPU_COMM_HOST},
                                    {"mpi", TNT__GPU_COMM_HOST}, {"nccl", TNT__GPU_COMM_NCCL}, {NULL, 0}};
-static const choice conv_algos[] = {{"heuristic", 0}, {"measure", 1}, {NULL, 0}};
+static const choice conv_algos[] = {{"heuristic", 0}, {"measure", 1}, {"fastest", 2}, {NULL, 0}};
 static const choice tty_answers[] = {{"1", 1}, {"0", 0}, {NULL, 0}};
 
 #define FIELD(f) offsetof(tnt__config, f)

@@ -91,22 +91,23 @@ static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
     size_t bytes = 0;
     /* measured (TNT_GPU_CONV_ALGO=measure: cuDNN times each algorithm once per shape, as PyTorch's
      * cudnn.benchmark) or cuDNN's heuristics; either way the fastest deterministic one */
-    const bool measure = tnt__config_get()->gpu_conv_measure;
+    const bool measure = tnt__config_get()->gpu_conv_measure != 0;
+    const bool any = tnt__config_get()->gpu_conv_measure == 2; /* fastest: non-deterministic ones too */
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     p->fwd = fwd[0].algo;
     for (int i = n - 1; i >= 0; i--)
-        if (fwd[i].status == 0 && fwd[i].determinism == CUDNN_DETERMINISTIC) p->fwd = fwd[i].algo;
+        if (fwd[i].status == 0 && (fwd[i].determinism == CUDNN_DETERMINISTIC || any)) p->fwd = fwd[i].algo;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
     p->bwd_data = bd[0].algo;
     for (int i = n - 1; i >= 0; i--)
-        if (bd[i].status == 0 && bd[i].determinism == CUDNN_DETERMINISTIC) p->bwd_data = bd[i].algo;
+        if (bd[i].status == 0 && (bd[i].determinism == CUDNN_DETERMINISTIC || any)) p->bwd_data = bd[i].algo;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
     p->bwd_filter = bf[0].algo;
     for (int i = n - 1; i >= 0; i--)
-        if (bf[i].status == 0 && bf[i].determinism == CUDNN_DETERMINISTIC) p->bwd_filter = bf[i].algo;
+        if (bf[i].status == 0 && (bf[i].determinism == CUDNN_DETERMINISTIC || any)) p->bwd_filter = bf[i].algo;
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->conv, p->y, p->fwd, &bytes));
     p->algo_bytes = bytes;
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, p->y, p->conv, p->x, p->bwd_data, &bytes));
