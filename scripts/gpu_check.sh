@@ -158,6 +158,17 @@ write_summary() {
                 printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
                        t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"] } }' "$CSV"
         echo
+        echo "## 2 ranks on this one GPU against 1 rank (same global batch; gradients staged through the host)"
+        echo
+        echo "| model | batch | 1 rank | 2 ranks | 2 / 1 | reduction the step waited for |"
+        echo "|---|---|---|---|---|---|"
+        awk -F, 'NR > 1 && $2 == "bench" && $12 != "" && $8 == "off" && $9 == "none" && ($10 == "ours" || $10 == "ours2") {
+            k = $6 "|" $7; if ($12 + 0 > best[k "|" $10] + 0) { best[k "|" $10] = $12; if ($10 == "ours2") ex[k] = $5 } }
+          END { for (k in best) { split(k, f, "|"); if (f[3] != "ours2") continue; kk = f[1] "|" f[2]; o = best[kk "|ours"]
+                e = ex[kk]; sub(/exposed_ms_per_step=/, "", e); r = (o + 0 > 0) ? sprintf("%.2f", best[k] / o) : "-"
+                printf "| %s | %s | %s | %s | %s | %s |\n", f[1], f[2], (o == "" ? "-" : o), best[k], r,
+                       (e == "" ? "-" : e " ms/step") } }' "$CSV"
+        echo
         if [ -s "$NOTYET" ]; then
             echo "## Skipped because a program or option does not exist yet"
             echo
@@ -474,12 +485,13 @@ bench() { # impl model batch tf32 amp rep
     if [ "$(phase_left)" -lt "$est" ]; then row 4 "$impl $model b$bs tf32=$tf32 amp=$amp rep $rep" SKIP - "time: $(phase_left)s left"; return; fi
     lim=$(($(phase_left) < 150 ? $(phase_left) : 150)); t0=$SECONDS
     : >"$WORK/mem.max"
-    if [ "$impl" = ours ]; then
-        local extra=() ov=(TNT_DEVICE=gpu)
+    if [ "$impl" = ours ] || [ "$impl" = ours2 ]; then
+        local extra=() ov=(TNT_DEVICE=gpu) launch=()
+        [ "$impl" = ours2 ] && launch=("$LAUNCHER" -n 2 --) # two ranks on this one GPU, host-staged
         [ "$amp" = bf16 ] && extra+=(--mixed_bfloat16)
         if [ "$tf32" = on ]; then has_option "$BENCH_BIN" --tf32 && extra+=(--tf32 on) || ov+=(TNT_GPU_TF32=1)
         else ov+=(NVIDIA_TF32_OVERRIDE=0); fi # cuDNN's default math may use TF32 otherwise
-        line=$(with_mem env "${ov[@]}" timeout -k 5 "$lim" "$BENCH_BIN" --model "$model" --batch "$bs" --steps "$steps" \
+        line=$(with_mem env "${ov[@]}" timeout -k 5 "$lim" ${launch[@]+"${launch[@]}"} "$BENCH_BIN" --model "$model" --batch "$bs" --steps "$steps" \
             --warmup "$warm" ${extra[@]+"${extra[@]}"} 2>>"$LOG" | grep samples_per_s | tail -1)
     else
         line=$(with_mem env -u NVIDIA_TF32_OVERRIDE timeout -k 5 "$lim" "$PYTHON" "$PEER" --model "$model" --batch "$bs" \
@@ -487,11 +499,13 @@ bench() { # impl model batch tf32 amp rep
     fi
     MEM=$(tr -dc '0-9' <"$WORK/mem.max")
     log "$impl $model b$bs tf32=$tf32 amp=$amp rep $rep: ${line:-no result} gpu_mem_mb=${MEM:-?}"
-    local sps ms loss mps=""
+    local sps ms loss mps="" exposed
     sps=$(val samples_per_s "$line"); ms=$(val ms_per_step "$line"); loss=$(val loss "$line")
+    # the host-staged reduction's time the step waited for, per step (2 ranks)
+    exposed=$(val exposed_s "$line"); [ -n "$exposed" ] && exposed=$(awk -v e="$exposed" -v s="$steps" 'BEGIN { printf "exposed_ms_per_step=%.3f", 1000 * e / s }')
     [ -z "$ms" ] && [ -n "$sps" ] && ms=$(awk -v b="$bs" -v s="$sps" 'BEGIN { printf "%.3f", 1000 * b / s }')
     [ -n "$MEM" ] && mps=$(awk -v m="$MEM" -v b="$bs" 'BEGIN { printf "%.2f", m / b }')
-    echo "4,bench,$([ -n "$sps" ] && echo PASS || echo FAIL),$((SECONDS - t0)),,$model,$bs,$tf32,$amp,$impl,$rep,${sps},${ms},${loss},${MEM},${mps}" >>"$CSV"
+    echo "4,bench,$([ -n "$sps" ] && echo PASS || echo FAIL),$((SECONDS - t0)),$exposed,$model,$bs,$tf32,$amp,$impl,$rep,${sps},${ms},${loss},${MEM},${mps}" >>"$CSV"
     write_summary
 }
 if [ $GPU = 0 ] || [ "$REHEARSE" = 1 ]; then row 4 benchmark SKIP - "no GPU"
@@ -507,6 +521,13 @@ else
             [ $PEER_OK = 1 ] && bench torch "$model" "$bs" "$tf32" "$amp" "$rep"
         done
     done
+    # 2 ranks sharing this GPU against 1 (the issue's host-staging figure); BENCH2="" none
+    if [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ]; then
+        for c in ${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}; do
+            IFS=: read -r model bs tf32 amp <<<"$c"
+            bench ours2 "$model" "$bs" "$tf32" "$amp" 1
+        done
+    fi
 fi
 
 # ---- 5. summary -------------------------------------------------------------------------------------
