@@ -334,14 +334,19 @@ static void test_fake_nccl(void **state) {
 #endif
 }
 
-/* tnt_init: cpu (the default) never loads anything; gpu without a backend is an error naming the
- * reason; auto runs on the CPU with one INFO line */
+/* tnt_init: cpu never loads anything; gpu without a backend is an error naming the reason; auto
+ * (the default) runs on the CPU with one INFO line */
 static void test_init_choice(void **state) {
     (void)state;
-    const char *cpu[] = {"TNT_CUDA_DRIVER=" FAKE_CUDA_NODEVICE, NULL};
+    const char *cpu[] = {"TNT_DEVICE=cpu", "TNT_CUDA_DRIVER=" FAKE_CUDA_NODEVICE, NULL};
     outcome o = run_case(cpu, true);
     assert_int_equal(o.init_status, TNT_OK);
     assert_string_equal(o.gpu_status, "cpu: TNT_DEVICE=cpu");
+
+    const char *unset[] = {"TNT_CUDA_DRIVER=" FAKE_CUDA_NODEVICE, NULL}; /* the default: auto */
+    o = run_case(unset, true);
+    assert_int_equal(o.init_status, TNT_OK);
+    assert_string_equal(o.gpu_status, "cpu: cuInit: CUDA_ERROR_NO_DEVICE (100)");
 
     const char *gpu[] = {"TNT_DEVICE=gpu", "TNT_CUDA_DRIVER=" FAKE_CUDA_NODEVICE, NULL};
     o = run_case(gpu, true);

@@ -1,7 +1,6 @@
 /* device_choice.c: which device this rank computes on, decided once in tnt_init from TNT_DEVICE:
- * cpu (the default until the GPU path has passed its checks on a GPU), auto (the GPU when the
- * backend is usable, else the CPU with one INFO line saying why) or gpu (the GPU, or an error that
- * says why not). Each rank takes the GPU of its local rank (the ranks sharing its memory, or
+ * auto (the default: the GPU when the backend is usable, else the CPU with one INFO line saying
+ * why), cpu, or gpu (the GPU, or an error that says why not). Each rank takes the GPU of its local rank (the ranks sharing its memory, or
  * TNT_NODE_SIZE's groups) modulo the GPUs it sees, or TNT_GPU_ORDINAL; several ranks may share a
  * GPU. Every rank decides alike: when one rank cannot use a GPU under auto, all run on the CPU. */
 #include "comm/comm.h"
@@ -64,7 +63,7 @@ static tnt_status choose_locally(const tnt__config *c, int local, int local_size
 
 tnt_status tnt__device_choose(void) {
     const tnt__config *c = tnt__config_get();
-    if (c->device == TNT__DEVICE_CPU) { /* the default: no collective, nothing loaded */
+    if (c->device == TNT__DEVICE_CPU) { /* no collective, nothing loaded */
         snprintf(choice.status, sizeof choice.status, "cpu: TNT_DEVICE=cpu");
         choice.chosen = true;
         return TNT_OK;

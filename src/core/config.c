@@ -114,7 +114,7 @@ static const setting settings[] = {
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \
         .pmi_size = -1, .pmi_rank = -1, .pmix_rank = -1, .slurm_step_tasks = -1,                  \
-        .slurm_procid = -1, .device = TNT__DEVICE_CPU, .gpu_comm = TNT__GPU_COMM_AUTO,           \
+        .slurm_procid = -1, .device = TNT__DEVICE_AUTO, .gpu_comm = TNT__GPU_COMM_AUTO,           \
         .gpu_ordinal = -1,                                                                        \
     }
 static const tnt__config defaults = DEFAULTS;

@@ -25,8 +25,8 @@ typedef enum tnt__cpu_isa {
 
 /* TNT_DEVICE: where models run */
 typedef enum tnt__device_choice {
-    TNT__DEVICE_CPU, /* the default until the GPU path has passed its checks on a GPU */
-    TNT__DEVICE_AUTO, /* the GPU when one is usable, else the CPU with one INFO line saying why */
+    TNT__DEVICE_CPU,
+    TNT__DEVICE_AUTO, /* the default: the GPU when one is usable, else the CPU with one INFO line saying why */
     TNT__DEVICE_GPU, /* the GPU, or an error naming why not */
 } tnt__device_choice;
 

@@ -36,10 +36,12 @@ expect_not_in() {
 }
 
 # ---- dry runs --------------------------------------------------------------------------------
-run "$T" --dry-run -- ./prog
+# the default (auto) without a driver: the CPU, and why (a driver path of our own, so that the
+# reason is the same on a machine with a GPU)
+TNT_CUDA_DRIVER=/nonexistent/libcuda.so.1 run "$T" --dry-run -- ./prog
 expect_rc "default" 0
 expect_in "default: one rank" "$OUT" " -np 1 "
-expect_in "default: the CPU and why" "$OUT" "rank 0 on localhost (local rank 0): cpu (TNT_DEVICE=cpu, the default"
+expect_in "default (auto): the CPU and why" "$OUT" "rank 0 on localhost (local rank 0): cpu (no /nonexistent/libcuda.so.1)"
 expect_not_in "default: TNT_DEVICE not exported" "$OUT" $'\n'"TNT_DEVICE="
 
 run "$T" --no-gpu -n 2 --dry-run -- ./prog

@@ -16,10 +16,7 @@ bool devices_plan(const char *device, const char *source, const char *ordinal, d
                  ordinal, source);
         return false;
     }
-    if (!device || !*device) { /* the library's default (core/config.c) */
-        snprintf(p->why, sizeof p->why, "TNT_DEVICE=cpu, the default until the GPU path has run on a GPU");
-        return true;
-    }
+    if (!device || !*device) device = "auto"; /* the library's default (core/config.c) */
     if (!strcasecmp(device, "cpu")) {
         snprintf(p->why, sizeof p->why, "%s", !strcmp(source, "--no-gpu") ? "--no-gpu" : "TNT_DEVICE=cpu");
         return true;
