@@ -172,11 +172,12 @@ int main(int argc, char **argv) {
     /* hidden share: the part of allreduce time the compute thread did not wait for */
     if (tnt_is_master_rank())
         printf("tnt %s %s policy=%s params=%lld ranks=%d threads=%d batch=%ld samples_per_s=%.1f loss=%.4f "
-               "cpu_samples_per_s=%.1f buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f fwd_macs_per_sample=%.0f\n",
+               "cpu_samples_per_s=%.1f buckets=%d comm_s=%.3f exposed_s=%.3f hidden=%.2f fwd_macs_per_sample=%.0f device=%s\n",
                tnt_version(), model, tnt_mixed_precision_global_policy(), (long long)tnt_model_count_params(m), tnt_get_size(),
                omp_get_max_threads(), batch, (double)steps * (double)batch / dt,
                tnt_history_get(h, "loss", 0), (double)steps * (double)batch / cpu, buckets, comm, exposed,
-               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0, forward_macs_per_sample(m));
+               comm > 0 ? 1.0 - (exposed < comm ? exposed : comm) / comm : 0.0, forward_macs_per_sample(m),
+               m->on_device ? "gpu" : "cpu");
     tnt_history_free(h);
     if (transformer && tnt_is_master_rank()) { /* peak RSS of this rank (the ranks are alike) */
         struct rusage ru;

@@ -423,6 +423,12 @@ else
         export -f eq && export BENCH_BIN ROOT
         check "MLP 20 steps: loss under TNT_DEVICE=gpu == cpu (bench_train)" 90 bash -c eq
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
+    # TNT_DEVICE unset: the default (auto) trains on the GPU
+    if [ -n "$BENCH_BIN" ]; then
+        auto_dev() { env -u TNT_DEVICE "$BENCH_BIN" --model mlp --batch 64 --steps 5 --warmup 1 | tee /dev/stderr | grep -q "device=gpu"; }
+        export -f auto_dev && export BENCH_BIN
+        check "TNT_DEVICE unset (auto): bench_train's MLP trains on the GPU" 60 bash -c auto_dev
+    fi
     # device memory errors and races: the model tests' small models through most kernels
     if [ "$REHEARSE" = 1 ]; then row 3 "compute-sanitizer" SKIP - "REHEARSE=1: no GPU"
     elif ! command -v compute-sanitizer >/dev/null; then row 3 "compute-sanitizer" SKIP - "no compute-sanitizer"
