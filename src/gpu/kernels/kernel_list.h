@@ -78,3 +78,7 @@ TNT_K(tnt_k_select_grad, const float *, const unsigned char *, float *, i64, int
 /* attention.cu */
 TNT_K(tnt_k_mha_softmax, float *, const float *, const float *, const float *, i64, i64, i64, i64, int)
 TNT_K(tnt_k_mha_softmax_bwd, const float *, const float *, float *, i64, i64, float)
+/* conv.cu */
+TNT_K(tnt_k_pixels_gather, const float *, float *, i64, i64, i64, i64, i64, i64, int, int)
+TNT_K(tnt_k_pixels_scatter, const float *, float *, i64, i64, i64, i64, i64, i64, int, int)
+TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i64)

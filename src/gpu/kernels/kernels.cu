@@ -11,3 +11,4 @@
 #include "normalization.cu"
 #include "misc.cu"
 #include "attention.cu"
+#include "conv.cu"

@@ -591,7 +591,7 @@ const tnt__layer_ops tnt__conv2d_ops = {
     .backward = tnt__conv_backward,
     .destroy = conv_destroy,
     .set_data_format = tnt__layer_take_data_format,
-    .gpu = &tnt__conv2d_gpu_ops,
+    .gpu = &tnt__conv2d_device_ops,
 };
 
 const tnt__layer_ops tnt__conv1d_ops = {

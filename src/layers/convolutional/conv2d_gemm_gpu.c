@@ -1,0 +1,186 @@
+/* conv2d_gemm_gpu.c: Conv2D's device path (conv2d.c's .gpu): 1x1 convolutions as GEMMs on
+ * tnt__gpu_sgemm (cuBLAS; the CPU's sgemm on the emulated device), every other convolution to
+ * cuDNN (conv2d_gpu.c). A 1x1 convolution over channels-last images is a matrix product: Keras's
+ * kernel (1, 1, C, K) is already the row-major C x K matrix W, so with xs (rows = N Ho Wo, C) the
+ * pixels the kernel visits,
+ *   y = xs W (+ b, + the fused activation: fused_gpu.c),  dW = xs^T dpre,  dxs = dpre W^T.
+ * Stride 1: xs is x itself and dxs is dx. Stride s > 1: tnt_k_pixels_gather copies every s-th pixel
+ * into the workspace (kept from forward to backward, as the layer contract allows) and
+ * tnt_k_pixels_scatter writes all of dx from dxs (zeros where the kernel never looked). A 1x1
+ * window needs no padding: TensorFlow's "same" pads (ceil(in / s) - 1) s + 1 - in <= 0 cells, i.e.
+ * none, and "valid" gives the same output size, so both are this path. Dilation changes nothing
+ * for one tap. No cuDNN: it runs on the emulated device too (tests/test_gpu_conv1x1.c).
+ * ResNet-50's 36 1x1 convolutions take it; cuDNN's stride-2 1x1 backward took 6 ms each on an H200
+ * (notes/gpu-run2/profile.txt), three GEMMs of that size take well under 1 ms.
+ *
+ * mixed_bfloat16: the CPU's bf16 engine (conv_bf16.c) on cuBLAS's GemmEx: xs, W and dpre rounded
+ * to bf16 (tnt__gpu_to_bf16), float32 sums and results; the bias gradient is summed from the bf16
+ * dpre as the CPU's backward-weights primitive does. Deterministic: cuBLAS's GEMMs and fixed-order
+ * column sums, no atomics. */
+#include "gpu/gpu.h"
+#include "layers/convolutional/conv2d.h"
+#include "layers/fused.h"
+
+#define GPU_BLOCK 256
+#define BIAS_CHUNK 256 /* rows each partial column sum adds, before the sums of the partials */
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* 2-D, channels last, no groups, a 1x1 window without padding */
+static bool gemm_applies(const tnt_layer *l) {
+    const tnt__conv_cfg *c = l->priv;
+    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && c->kh == 1 && c->kw == 1 &&
+           c->pad_t == 0 && c->pad_b == 0 && c->pad_l == 0 && c->pad_r == 0;
+}
+
+static bool gemm_bf16(const tnt_layer *l) { return l->dtype_policy == TNT__POLICY_MIXED_BF16; }
+static bool strided(const tnt__conv_cfg *c) { return c->sh > 1 || c->sw > 1; }
+static int64_t gemm_rows(const tnt__conv_cfg *c, int64_t batch) { return batch * c->oh * c->ow; }
+static int64_t bias_chunks(const tnt__conv_cfg *c, int64_t batch) {
+    return (gemm_rows(c, batch) + BIAS_CHUNK - 1) / BIAS_CHUNK;
+}
+
+/* Workspace: [the fused activation's (fused.c)][xs, then dxs: float32 (rows, C), strided only]
+ * [bias partial sums] and, mixed_bfloat16, [xs bf16 (rows, C)][W bf16 (C, K)][dpre bf16 (rows, K)] */
+typedef struct gemm_ws {
+    float *xs, *bias_part;
+    uint16_t *x16, *w16, *dpre16;
+} gemm_ws;
+
+static size_t gemm_layout(const tnt_layer *l, int64_t batch, void *ws, gemm_ws *w) {
+    const tnt__conv_cfg *c = l->priv;
+    const int64_t rows = gemm_rows(c, batch), k = c->filters;
+    const size_t sizes[] = {
+        strided(c) ? (size_t)(rows * c->ic) * sizeof(float) : 0,
+        c->use_bias ? (size_t)(bias_chunks(c, batch) * k) * sizeof(float) : 0,
+        gemm_bf16(l) ? (size_t)(rows * c->ic) * sizeof(uint16_t) : 0,
+        gemm_bf16(l) ? (size_t)(c->ic * k) * sizeof(uint16_t) : 0,
+        gemm_bf16(l) ? (size_t)(rows * k) * sizeof(uint16_t) : 0,
+    };
+    void **at[] = {(void **)&w->xs, (void **)&w->bias_part, (void **)&w->x16, (void **)&w->w16, (void **)&w->dpre16};
+    size_t off = align256(tnt__fused_workspace_size(l, batch));
+    for (size_t i = 0; i < TNT_ARRAY_LEN(sizes); i++) {
+        if (ws) *at[i] = sizes[i] ? (char *)ws + off : NULL;
+        off += align256(sizes[i]);
+    }
+    return off;
+}
+
+static size_t gemm_workspace(tnt_layer *l, int64_t batch) {
+    gemm_ws w;
+    return gemm_layout(l, batch, NULL, &w);
+}
+
+/* gather: xs (rows, C) = the pixels of x (n, ih, iw, C) the strides visit; else all of dx from dxs */
+static tnt_status pixels(bool gather, const tnt__conv_cfg *c, int64_t batch, const float *from, float *to) {
+    long long n = batch, ih = c->ih, iw = c->iw, ch = c->ic, oh = c->oh, ow = c->ow;
+    int sh = c->sh, sw = c->sw;
+    void *args[] = {&from, &to, &n, &ih, &iw, &ch, &oh, &ow, &sh, &sw};
+    const int64_t count = batch * (gather ? c->oh * c->ow : c->ih * c->iw) * c->ic;
+    return tnt__gpu_launch(gather ? "tnt_k_pixels_gather" : "tnt_k_pixels_scatter", tnt__gpu_grid_for(count, GPU_BLOCK),
+                           GPU_BLOCK, 0, args);
+}
+
+/* out (rows, K) = rows of b (or nothing), then out (+)= xs W */
+static tnt_status gemm_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    gemm_ws w;
+    gemm_layout(l, a->batch, a->workspace, &w);
+    long long rows = gemm_rows(c, a->batch), k = c->filters;
+    const int64_t ch = c->ic;
+    tnt_status s = TNT_OK;
+    const float *xs = a->x;
+    if (strided(c)) {
+        if ((s = pixels(true, c, a->batch, a->x, w.xs)) != TNT_OK) return s;
+        xs = w.xs;
+    }
+    if (c->use_bias) {
+        const float *b = l->weights[1].d_value;
+        void *args[] = {&out, &b, &rows, &k};
+        if ((s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * k, GPU_BLOCK), GPU_BLOCK, 0, args)) != TNT_OK)
+            return s;
+    }
+    const float beta = c->use_bias ? 1.0f : 0.0f;
+    if (gemm_bf16(l)) {
+        if ((s = tnt__gpu_to_bf16(xs, w.x16, rows * ch)) != TNT_OK ||
+            (s = tnt__gpu_to_bf16(l->weights[0].d_value, w.w16, ch * k)) != TNT_OK)
+            return s;
+        return tnt__gpu_gemm_bf16(false, false, rows, k, ch, 1.0f, w.x16, ch, w.w16, k, beta, out, k);
+    }
+    return tnt__gpu_sgemm(false, false, rows, k, ch, 1.0f, xs, ch, l->weights[0].d_value, k, beta, out, k);
+}
+
+static tnt_status gemm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__gpu_fused_forward(l, plan, a, gemm_run);
+}
+
+/* db (K) = column sums of dpre (float32, or its bf16 rounding) in chunks of rows, then of the chunks */
+static tnt_status bias_grad(const tnt__conv_cfg *c, int64_t batch, const void *dpre, bool bf16, float *part, float *db) {
+    long long rows = gemm_rows(c, batch), k = c->filters, chunk = BIAS_CHUNK, chunks = bias_chunks(c, batch);
+    void *part_args[] = {&dpre, &part, &rows, &k, &chunk};
+    tnt_status s = tnt__gpu_launch(bf16 ? "tnt_k_col_sums_partial_bf16" : "tnt_k_col_sums_partial",
+                                   tnt__gpu_grid_for(chunks * k, GPU_BLOCK), GPU_BLOCK, 0, part_args);
+    void *sum_args[] = {&part, &db, &chunks, &k};
+    return s != TNT_OK ? s : tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(k, GPU_BLOCK), GPU_BLOCK, 0, sum_args);
+}
+
+static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    gemm_ws w;
+    gemm_layout(l, a->batch, a->workspace, &w);
+    const int64_t rows = gemm_rows(c, a->batch), k = c->filters, ch = c->ic;
+    const bool bf16 = gemm_bf16(l);
+    const float *dpre;
+    tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    if (s == TNT_OK && bf16) s = tnt__gpu_to_bf16(dpre, w.dpre16, rows * k);
+    if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
+        s = bias_grad(c, a->batch, bf16 ? (const void *)w.dpre16 : dpre, bf16, w.bias_part, l->weights[1].d_grad);
+    if (s == TNT_OK && l->weights[0].d_grad) { /* dW (C, K) = xs^T dpre: Keras's (1, 1, C, K) as it is */
+        float *dw = l->weights[0].d_grad;
+        if (bf16) s = tnt__gpu_gemm_bf16(true, false, ch, k, rows, 1.0f, w.x16, ch, w.dpre16, k, 0.0f, dw, k);
+        else s = tnt__gpu_sgemm(true, false, ch, k, rows, 1.0f, strided(c) ? w.xs : a->x, ch, dpre, k, 0.0f, dw, k);
+    }
+    if (s != TNT_OK || !a->dx) return s;
+    /* dxs (rows, C) = dpre W^T: into dx itself at stride 1, else over forward's xs (read above) */
+    float *dxs = strided(c) ? w.xs : a->dx;
+    if (bf16) s = tnt__gpu_gemm_bf16(false, true, rows, ch, k, 1.0f, w.dpre16, k, w.w16, k, 0.0f, dxs, ch);
+    else s = tnt__gpu_sgemm(false, true, rows, ch, k, 1.0f, dpre, k, l->weights[0].d_value, k, 0.0f, dxs, ch);
+    if (s == TNT_OK && strided(c)) s = pixels(false, c, a->batch, dxs, a->dx);
+    return s;
+}
+
+/* ---- Conv2D's device path: the GEMMs for 1x1 windows, cuDNN for the rest ------------------ */
+
+/* the GEMM path keeps nothing per batch size: its plan is this marker, which plan_destroy skips */
+static char gemm_plan;
+
+static bool dev_supported(const tnt_layer *l, const char **why) {
+    if (gemm_applies(l)) return true;
+    return !tnt__conv2d_gpu_ops.supported || tnt__conv2d_gpu_ops.supported(l, why);
+}
+static void *dev_plan_create(tnt_layer *l, int64_t batch) {
+    return gemm_applies(l) ? &gemm_plan : tnt__conv2d_gpu_ops.plan_create(l, batch);
+}
+static void dev_plan_destroy(void *plan) {
+    if (plan != &gemm_plan && tnt__conv2d_gpu_ops.plan_destroy) tnt__conv2d_gpu_ops.plan_destroy(plan);
+}
+static size_t dev_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    return gemm_applies(l) ? gemm_workspace(l, batch) : tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
+}
+static tnt_status dev_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return gemm_applies(l) ? gemm_forward(l, plan, a) : tnt__conv2d_gpu_ops.forward(l, plan, a);
+}
+static tnt_status dev_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    return gemm_applies(l) ? gemm_backward(l, plan, a) : tnt__conv2d_gpu_ops.backward(l, plan, a);
+}
+
+const tnt__gpu_ops tnt__conv2d_device_ops = {
+    .supported = dev_supported,
+    .plan_create = dev_plan_create,
+    .plan_destroy = dev_plan_destroy,
+    .workspace_size = dev_workspace,
+    .forward = dev_forward,
+    .backward = dev_backward,
+};
