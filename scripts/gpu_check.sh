@@ -51,7 +51,8 @@ if [ "${1:-}" = --pack ]; then
     rm -rf "$PACK" && mkdir -p "$PACK/bin" "$PACK/tests" "$PACK/lib" "$PACK/gpu" || exit 2
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
-        test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
+        test_gpu_conv1x1; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -370,6 +371,13 @@ else
         (cd tests && check "test_gpu_attention on the GPU: MultiHeadAttention and a Transformer block == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_attention" "no test_gpu_attention"; fi
+    # 1x1 Conv2D as cuBLAS GEMMs (no cuDNN): strides 1, 2, (1, 2), fused activations, bf16, a
+    # ResNet-style block trained, against the CPU engine
+    if p=$(find_prog test_gpu_conv1x1); then
+        (cd tests && check "test_gpu_conv1x1 on the GPU: 1x1 Conv2D as GEMMs (float32, bf16) == CPU" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+        grep -a "1x1 convolutions, mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
+    else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
     if p=$(find_prog test_gpu_model_io); then
         (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
