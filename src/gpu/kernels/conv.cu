@@ -18,7 +18,8 @@
 KERNEL void tnt_k_pixels_gather(const float *x, float *xs, i64 n, i64 ih, i64 iw, i64 c, i64 oh, i64 ow, int sh,
                                 int sw) {
     GRID_STRIDE(i, n * oh * ow * c) {
-        const i64 ch = i % c, pix = i / c, j = pix % ow, r = pix / ow, h = r % oh, b = r / oh;
+        const i64 pix = i / c, r = pix / ow, b = r / oh; /* 64-bit divisions are dear: three, not six */
+        const i64 ch = i - pix * c, j = pix - r * ow, h = r - b * oh;
         xs[i] = x[((b * ih + h * sh) * iw + j * sw) * c + ch];
     }
 }
@@ -26,7 +27,8 @@ KERNEL void tnt_k_pixels_gather(const float *x, float *xs, i64 n, i64 ih, i64 iw
 KERNEL void tnt_k_pixels_scatter(const float *dxs, float *dx, i64 n, i64 ih, i64 iw, i64 c, i64 oh, i64 ow, int sh,
                                  int sw) {
     GRID_STRIDE(i, n * ih * iw * c) {
-        const i64 ch = i % c, pix = i / c, w = pix % iw, r = pix / iw, h = r % ih, b = r / ih;
+        const i64 pix = i / c, r = pix / iw, b = r / ih;
+        const i64 ch = i - pix * c, w = pix - r * iw, h = r - b * ih;
         const i64 i_out = h / sh, j_out = w / sw;
         const int hit = h % sh == 0 && w % sw == 0 && i_out < oh && j_out < ow;
         dx[i] = hit ? dxs[((b * oh + i_out) * ow + j_out) * c + ch] : 0.0f;
