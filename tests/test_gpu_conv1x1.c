@@ -53,9 +53,10 @@ typedef struct ccase {
 
 typedef struct layer_result {
     float *y, *dx, *dw, *db;
+    float *w; /* the kernel (from fixed seeds) */
 } layer_result;
 
-static void result_free(layer_result *r) { free(r->y), free(r->dx), free(r->dw), free(r->db); }
+static void result_free(layer_result *r) { free(r->y), free(r->dx), free(r->dw), free(r->db), free(r->w); }
 
 /* one forward and backward of a fresh layer (weights from fixed seeds) on the CPU or the device */
 static layer_result run_layer(const ccase *k, bool bf16, bool device, const float *x, const float *dy, int64_t batch,
@@ -145,6 +146,7 @@ static layer_result run_layer(const ccase *k, bool bf16, bool device, const floa
                                          (long long)i, (long long)j, f, (double)got, s);
                     }
     }
+    r.w = l->weights[0].value, l->weights[0].value = NULL;
     for (int i = 0; i < l->n_weights; i++) free(l->weights[i].value), free(l->weights[i].grad);
     tnt_layer_free(l);
     return r;
@@ -166,6 +168,39 @@ static void compare(const ccase *k, bool bf16, double rtol, double atol) {
     snprintf(what, sizeof what, "%s%s: dx", k->what, bf16 ? " (bf16)" : "");
     tu_assert_close(dev.dx, cpu.dx, nx, rtol, atol, what);
     snprintf(what, sizeof what, "%s%s: kernel gradient", k->what, bf16 ? " (bf16)" : "");
+    if (k->act == TNT_ACT_LINEAR && !bf16) { /* dW = xs^T dy in double: the device and the CPU against it */
+        const int64_t oh = out.dim[0], ow = out.dim[1];
+        for (int c = 0; c < k->c; c++)
+            for (int f = 0; f < k->filters; f++) {
+                double s = 0, mag = 0;
+                for (int64_t n = 0; n < B; n++)
+                    for (int64_t i = 0; i < oh; i++)
+                        for (int64_t j = 0; j < ow; j++) {
+                            const double t = (double)x[((n * k->h + i * k->sh) * k->w + j * k->sw) * k->c + c] *
+                                             dy[((n * oh + i) * ow + j) * k->filters + f];
+                            s += t, mag += fabs(t);
+                        }
+                const float got[2] = {dev.dw[c * k->filters + f], cpu.dw[c * k->filters + f]};
+                for (int e = 0; e < 2; e++)
+                    if (fabs(got[e] - s) > 1e-5 * mag + 1e-6)
+                        fail_msg("%s: %s kernel gradient [%d][%d] = %.9g, formula %.9g", k->what, e ? "CPU" : "device", c,
+                                 f, (double)got[e], s);
+            }
+        /* dx at a pixel the kernel read = dy W^T there (zero elsewhere: checked below) */
+        for (int64_t n = 0; n < B; n++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++)
+                    for (int c = 0; c < k->c; c++) {
+                        double s = 0;
+                        for (int f = 0; f < k->filters; f++) {
+                            /* the kernel as the device has it is the CPU's: the same seeds */
+                            s += (double)dy[((n * oh + i) * ow + j) * k->filters + f] * cpu.w[c * k->filters + f];
+                        }
+                        const int64_t at = ((n * k->h + i * k->sh) * k->w + j * k->sw) * k->c + c;
+                        if (fabs(dev.dx[at] - s) > 1e-5 * (1 + fabs(s)))
+                            fail_msg("%s: device dx[%lld] = %.9g, formula %.9g", k->what, (long long)at, (double)dev.dx[at], s);
+                    }
+    }
     tu_assert_close(dev.dw, cpu.dw, (int64_t)k->c * k->filters, rtol, atol * 10, what);
     if (!k->no_bias) {
         snprintf(what, sizeof what, "%s%s: bias gradient", k->what, bf16 ? " (bf16)" : "");
@@ -186,13 +221,20 @@ static void compare(const ccase *k, bool bf16, double rtol, double atol) {
     free(x), free(dy);
 }
 
+/* Strided cases take 16 or more input channels: oneDNN's jit 1x1 backward-weights (the CPU engine
+ * here) computes wrong kernel gradients, varying from run to run, for strides > 1 over channels-last
+ * input with fewer channels than its block (8 with AVX2, 16 with AVX-512) and several threads
+ * (oneDNN issue #6035: it writes past its reduce-to-unit-stride buffer; seen here with
+ * ONEDNN_MAX_CPU_ISA=AVX2, 3 x 6 x 8 x 4 -> 9 filters). The device path has no such limit; the
+ * kernel-gradient formula check of compare() catches it on either side. */
 static const ccase cases[] = {
     {"stride 1, relu", 5, 4, 6, 7, 1, 1, 1, TNT_PADDING_VALID, TNT_ACT_RELU, false},
-    {"stride 2, same, odd sizes", 7, 5, 5, 6, 2, 2, 1, TNT_PADDING_SAME, TNT_ACT_LINEAR, false},
-    {"stride 2, same, even sizes", 6, 8, 4, 9, 2, 2, 1, TNT_PADDING_SAME, TNT_ACT_LINEAR, false},
-    {"stride 2, valid, odd sizes, no bias, tanh", 7, 7, 3, 5, 2, 2, 1, TNT_PADDING_VALID, TNT_ACT_TANH, true},
-    {"strides (1, 2), swish", 4, 7, 5, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_SWISH, false},
-    {"stride 3, valid", 8, 7, 4, 4, 3, 3, 1, TNT_PADDING_VALID, TNT_ACT_LINEAR, false},
+    {"stride 1, 3 channels, no bias", 3, 5, 3, 4, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_LINEAR, true},
+    {"stride 2, same, odd sizes", 7, 5, 16, 6, 2, 2, 1, TNT_PADDING_SAME, TNT_ACT_LINEAR, false},
+    {"stride 2, same, even sizes", 6, 8, 16, 9, 2, 2, 1, TNT_PADDING_SAME, TNT_ACT_LINEAR, false},
+    {"stride 2, valid, odd sizes, no bias, tanh", 7, 7, 16, 5, 2, 2, 1, TNT_PADDING_VALID, TNT_ACT_TANH, true},
+    {"strides (1, 2), swish", 4, 7, 16, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_SWISH, false},
+    {"stride 3, valid", 8, 7, 24, 4, 3, 3, 1, TNT_PADDING_VALID, TNT_ACT_LINEAR, false},
     {"dilation 2 (one tap: no effect)", 4, 4, 3, 5, 1, 1, 2, TNT_PADDING_SAME, TNT_ACT_LINEAR, false},
 };
 
@@ -212,7 +254,7 @@ static void test_layer_bf16_equals_cpu(void **state) {
 
 /* ---- a model of 1x1 convolutions trained on the device ------------------------------------------ */
 
-enum { N = 48, H = 6, W = 6, C = 4, CLASSES = 3, BATCH = 12 };
+enum { N = 48, H = 6, W = 6, C = 16, CLASSES = 3, BATCH = 12 }; /* C >= 16: see cases[] */
 static float xs[N * H * W * C], ys[N];
 
 static void make_data(void) {
