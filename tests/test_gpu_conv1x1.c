@@ -4,7 +4,7 @@
  *   - the layer alone against the CPU engine (oneDNN, checked against PyTorch by the layer tests):
  *     output, dX, dW and db, strides 1, 2, 3 and (1, 2), "valid" and "same" on odd and even sizes,
  *     fused activations (relu; swish, whose backward reads the pre-activation), no bias, dilation;
- *     the output also against the formula y = x[.., i s, j s, ..] W + b in double;
+ *     the output, the kernel gradient and dx also against their formulas in double;
  *   - mixed_bfloat16: the same against the CPU's bf16 engine (where the CPU computes bf16
  *     natively; else against float32 within bf16's tolerance);
  *   - a model of 1x1 convolutions (a strided projection shortcut added to a main branch, as
