@@ -376,7 +376,7 @@ else
     if p=$(find_prog test_gpu_conv1x1); then
         (cd tests && check "test_gpu_conv1x1 on the GPU: 1x1 Conv2D as GEMMs (float32, bf16) == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
-        grep -a "1x1 convolutions, mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
+        grep -a "^1x1 convolutions under mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
     if p=$(find_prog test_gpu_model_io); then
         (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")

@@ -345,7 +345,7 @@ static void test_model_equals_cpu(void **state) {
     assert_true(d32 > 1e-7 && d32 < 1e-2); /* bf16, not float32, and near it */
     if (tnt_mixed_precision_native()) {
         const double d = rel_l2(gpu16.w, cpu16.w, gpu.n), tol = tnt__gpu_emulated() ? 1e-5 : 1e-3;
-        print_message("1x1 convolutions, mixed_bfloat16, weights after 2 epochs, relative L2: device against CPU bf16 "
+        print_message("1x1 convolutions under mixed_bfloat16: weights after 2 epochs, relative L2: device against CPU bf16 "
                       "%.3g, against device float32 %.3g\n", d, d32);
         if (d > tol) fail_msg("mixed_bfloat16: device weights differ from the CPU's by %.3g (relative L2)", d);
         for (int e = 0; e < 2; e++)
