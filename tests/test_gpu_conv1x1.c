@@ -9,7 +9,8 @@
  *     natively; else against float32 within bf16's tolerance);
  *   - a model of 1x1 convolutions (a strided projection shortcut added to a main branch, as
  *     ResNet's blocks) trained on the device equals the CPU engine (weights, losses, predictions),
- *     in float32 and mixed_bfloat16; a 3x3 convolution still needs cuDNN on the emulated device. */
+ *     in float32 and mixed_bfloat16, and a second device run repeats it bitwise; a 3x3 convolution
+ *     still needs cuDNN on the emulated device. */
 #include "testutil.h"
 
 #include "core/config.h"
@@ -338,6 +339,10 @@ static void test_model_equals_cpu(void **state) {
         if (fabs(gpu.loss[e] - cpu.loss[e]) > RTOL * fabs(cpu.loss[e]) + ATOL)
             fail_msg("loss of epoch %d: device %.9g, CPU %.9g", e + 1, gpu.loss[e], cpu.loss[e]);
     assert_true(cpu.loss[1] < cpu.loss[0]); /* it learns */
+    /* deterministic: cuBLAS's GEMMs and fixed-order sums, so a second device run repeats bitwise */
+    run again = train("float32", TNT_DEVICE_GPU);
+    tu_assert_bitwise(again.w, gpu.w, gpu.n, "weights of a second device run");
+    free(again.w);
     /* mixed_bfloat16: the CPU's bf16 engine (native) or float32 (then within bf16's distance) */
     run gpu16 = train("mixed_bfloat16", TNT_DEVICE_GPU), cpu16 = train("mixed_bfloat16", TNT_DEVICE_CPU);
     assert_true(gpu16.on_device);
