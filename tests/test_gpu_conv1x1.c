@@ -184,8 +184,8 @@ static void compare(const ccase *k, bool bf16, double rtol, double atol) {
                 const float got[2] = {dev.dw[c * k->filters + f], cpu.dw[c * k->filters + f]};
                 for (int e = 0; e < 2; e++)
                     if (fabs(got[e] - s) > 1e-5 * mag + 1e-6)
-                        fail_msg("%s: %s kernel gradient [%d][%d] = %.9g, formula %.9g", k->what, e ? "CPU" : "device", c,
-                                 f, (double)got[e], s);
+                        fail_msg("%s: %s kernel gradient [%d][%d] = %.9g, formula %.9g", k->what,
+                                 e ? "CPU" : "device", c, f, (double)got[e], s);
             }
         /* dx at a pixel the kernel read = dy W^T there (zero elsewhere: checked below) */
         for (int64_t n = 0; n < B; n++)
@@ -199,7 +199,8 @@ static void compare(const ccase *k, bool bf16, double rtol, double atol) {
                         }
                         const int64_t at = ((n * k->h + i * k->sh) * k->w + j * k->sw) * k->c + c;
                         if (fabs(dev.dx[at] - s) > 1e-5 * (1 + fabs(s)))
-                            fail_msg("%s: device dx[%lld] = %.9g, formula %.9g", k->what, (long long)at, (double)dev.dx[at], s);
+                            fail_msg("%s: device dx[%lld] = %.9g, formula %.9g", k->what, (long long)at,
+                                     (double)dev.dx[at], s);
                     }
     }
     tu_assert_close(dev.dw, cpu.dw, (int64_t)k->c * k->filters, rtol, atol * 10, what);
@@ -350,12 +351,13 @@ static void test_model_equals_cpu(void **state) {
     assert_true(d32 > 1e-7 && d32 < 1e-2); /* bf16, not float32, and near it */
     if (tnt_mixed_precision_native()) {
         const double d = rel_l2(gpu16.w, cpu16.w, gpu.n), tol = tnt__gpu_emulated() ? 1e-5 : 1e-3;
-        print_message("1x1 convolutions under mixed_bfloat16: weights after 2 epochs, relative L2: device against CPU bf16 "
-                      "%.3g, against device float32 %.3g\n", d, d32);
+        print_message("1x1 convolutions under mixed_bfloat16: weights after 2 epochs, relative L2: device against "
+                      "CPU bf16 %.3g, against device float32 %.3g\n", d, d32);
         if (d > tol) fail_msg("mixed_bfloat16: device weights differ from the CPU's by %.3g (relative L2)", d);
         for (int e = 0; e < 2; e++)
             if (fabs(gpu16.loss[e] - cpu16.loss[e]) > tol * fabs(cpu16.loss[e]))
-                fail_msg("mixed_bfloat16: loss of epoch %d: device %.9g, CPU %.9g", e + 1, gpu16.loss[e], cpu16.loss[e]);
+                fail_msg("mixed_bfloat16: loss of epoch %d: device %.9g, CPU %.9g", e + 1, gpu16.loss[e],
+                         cpu16.loss[e]);
     }
     free(cpu.w), free(gpu.w), free(gpu16.w), free(cpu16.w);
 }

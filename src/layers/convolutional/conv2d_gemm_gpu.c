@@ -98,8 +98,8 @@ static tnt_status gemm_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, flo
     if (c->use_bias) {
         const float *b = l->weights[1].d_value;
         void *args[] = {&out, &b, &rows, &k};
-        if ((s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * k, GPU_BLOCK), GPU_BLOCK, 0, args)) != TNT_OK)
-            return s;
+        s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * k, GPU_BLOCK), GPU_BLOCK, 0, args);
+        if (s != TNT_OK) return s;
     }
     const float beta = c->use_bias ? 1.0f : 0.0f;
     if (gemm_bf16(l)) {
@@ -116,7 +116,8 @@ static tnt_status gemm_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a)
 }
 
 /* db (K) = column sums of dpre (float32, or its bf16 rounding) in chunks of rows, then of the chunks */
-static tnt_status bias_grad(const tnt__conv_cfg *c, int64_t batch, const void *dpre, bool bf16, float *part, float *db) {
+static tnt_status bias_grad(const tnt__conv_cfg *c, int64_t batch, const void *dpre, bool bf16, float *part,
+                            float *db) {
     long long rows = gemm_rows(c, batch), k = c->filters, chunk = BIAS_CHUNK, chunks = bias_chunks(c, batch);
     void *part_args[] = {&dpre, &part, &rows, &k, &chunk};
     tnt_status s = tnt__gpu_launch(bf16 ? "tnt_k_col_sums_partial_bf16" : "tnt_k_col_sums_partial",
