@@ -10,9 +10,10 @@
  * window needs no padding: TensorFlow's "same" pads (ceil(in / s) - 1) s + 1 - in <= 0 cells, i.e.
  * none, and "valid" gives the same output size, so both are this path. Dilation changes nothing
  * for one tap. No cuDNN: it runs on the emulated device too (tests/test_gpu_conv1x1.c).
- * ResNet-50's 36 1x1 convolutions take it: cuDNN's float32 NHWC 1x1 kernels ran at 3 to 6 TFLOP/s
- * on an H200 (conv3_block1_0's backward 6.5 ms), its 3x3 ones at about 34; the backward GEMMs of
- * that layer (26 GFLOP) should take about 0.5 ms at cuBLAS's float32 rate (estimated, not yet timed).
+ * ResNet-50's 36 1x1 convolutions take it: cuDNN's float32 NHWC backward of a 1x1 convolution ran
+ * at 4 to 6 TFLOP/s on an H200 (conv3_block1_0: 26 GFLOP in 6.5 ms), its 3x3 ones at about 17
+ * overall; two GEMMs of 26 GFLOP should take about 0.5 ms at cuBLAS's float32 rate (an estimate,
+ * not yet timed).
  *
  * mixed_bfloat16: the CPU's bf16 engine (conv_bf16.c) on cuBLAS's GemmEx: xs, W and dpre rounded
  * to bf16 (tnt__gpu_to_bf16), float32 sums and results; the bias gradient is summed from the bf16
