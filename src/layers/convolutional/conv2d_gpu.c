@@ -93,21 +93,28 @@ static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
      * cudnn.benchmark) or cuDNN's heuristics; either way the fastest deterministic one */
     const bool measure = tnt__config_get()->gpu_conv_measure != 0;
     const bool any = tnt__config_get()->gpu_conv_measure == 2; /* fastest: non-deterministic ones too */
+    /* TF32 off: results timed with FMA math first (Find also times the default math, TF32's) */
+    const bool fma = !tnt__gpu.tf32;
+/* the best (results come best first) successful, deterministic unless `any`, FMA-timed if there is one */
+#define PICK_ALGO(perf, count, out)                                                                        \
+    do {                                                                                                   \
+        int found_ = -1;                                                                                   \
+        for (int pass = 0; pass < 2 && found_ < 0; pass++)                                                 \
+            for (int i = 0; i < (count) && found_ < 0; i++)                                                \
+                if (perf[i].status == 0 && (perf[i].determinism == CUDNN_DETERMINISTIC || any) &&          \
+                    (pass || !fma || perf[i].mathType == TNT_CUDNN_FMA_MATH))                              \
+                    found_ = i;                                                                            \
+        (out) = perf[found_ < 0 ? 0 : found_].algo;                                                        \
+    } while (0)
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
-    p->fwd = fwd[0].algo;
-    for (int i = n - 1; i >= 0; i--)
-        if (fwd[i].status == 0 && (fwd[i].determinism == CUDNN_DETERMINISTIC || any)) p->fwd = fwd[i].algo;
+    PICK_ALGO(fwd, n, p->fwd);
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
-    p->bwd_data = bd[0].algo;
-    for (int i = n - 1; i >= 0; i--)
-        if (bd[i].status == 0 && (bd[i].determinism == CUDNN_DETERMINISTIC || any)) p->bwd_data = bd[i].algo;
+    PICK_ALGO(bd, n, p->bwd_data);
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
-    p->bwd_filter = bf[0].algo;
-    for (int i = n - 1; i >= 0; i--)
-        if (bf[i].status == 0 && (bf[i].determinism == CUDNN_DETERMINISTIC || any)) p->bwd_filter = bf[i].algo;
+    PICK_ALGO(bf, n, p->bwd_filter);
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->conv, p->y, p->fwd, &bytes));
     p->algo_bytes = bytes;
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, p->y, p->conv, p->x, p->bwd_data, &bytes));
