@@ -278,7 +278,8 @@ static bool objects_to_keras3(cJSON *cfg) {
     cJSON_ArrayForEach(e, cfg) {
         const char *key = e->string;
         size_t n = key ? strlen(key) : 0;
-        const char *mod = n > 12 && !strcmp(key + n - 12, "_initializer")  ? "keras.initializers"
+        const char *mod = (n > 12 && !strcmp(key + n - 12, "_initializer")) || (key && !strcmp(key, "initializer"))
+                              ? "keras.initializers"
                           : n > 12 && !strcmp(key + n - 12, "_regularizer") ? "keras.regularizers"
                           : n > 11 && !strcmp(key + n - 11, "_constraint")  ? "keras.constraints"
                                                                             : NULL;
