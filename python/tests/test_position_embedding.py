@@ -1,11 +1,12 @@
 """KerasHub's PositionEmbedding from Python (tarantella.keras_hub.layers, also keras.layers): the
 embeddings broadcast over the batch against NumPy, one SGD step of its gradient, the Keras JSON."""
 import json
+import zipfile
 
 import numpy as np
 
 
-def test_position_embedding(tnt):
+def test_position_embedding(tnt, tmp_path):
     k = tnt.keras
     assert tnt.keras_hub.layers.PositionEmbedding is k.layers.PositionEmbedding
     inp = k.Input((6, 4))
@@ -31,3 +32,15 @@ def test_position_embedding(tnt):
     back = k.models.model_from_json(m.to_json())
     back.set_weights(m.get_weights())
     np.testing.assert_array_equal(back.predict(x, verbose=0), m.predict(x, verbose=0))
+    # a .keras file: KerasHub's module and registered name on the entry, Keras 3's initializer object
+    path = str(tmp_path / "posemb.keras")
+    m.save(path)
+    with zipfile.ZipFile(path) as z:
+        cfg = json.loads(z.read("config.json"))
+    (layer,) = [e for e in cfg["config"]["layers"] if e["class_name"] == "PositionEmbedding"]
+    assert layer["module"] == "keras_hub.src.layers.modeling.position_embedding"
+    assert layer["registered_name"] == "keras_hub>PositionEmbedding"
+    init = layer["config"]["initializer"]
+    assert (init["module"], init["class_name"], init["registered_name"]) == ("keras.initializers", "GlorotUniform", None)
+    loaded = k.models.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), m.predict(x, verbose=0))

@@ -321,6 +321,13 @@ static bool layer_configs_to_keras3(cJSON *node) {
             return false;
         }
     }
+    /* KerasHub's class: Keras 3 finds it by its registered name (keras_hub registers its layers) */
+    if (cJSON_IsString(cls) && !strcmp(cls->valuestring, "PositionEmbedding") && cJSON_IsObject(cfg) &&
+        !cJSON_GetObjectItemCaseSensitive(cfg, "tnt_ops") &&
+        !cJSON_GetObjectItemCaseSensitive(node, "module") &&
+        (!cJSON_AddStringToObject(node, "module", "keras_hub.src.layers.modeling.position_embedding") ||
+         !cJSON_AddStringToObject(node, "registered_name", "keras_hub>PositionEmbedding")))
+        return false;
     cJSON *child;
     cJSON_ArrayForEach(child, node)
         if ((cJSON_IsObject(child) || cJSON_IsArray(child)) && !layer_configs_to_keras3(child)) return false;
