@@ -28,6 +28,11 @@ TNT_API tnt_layer *tnt_separable_conv2d(int filters, int kernel_h, int kernel_w,
  * the step with an error naming it. mask_zero: id 0 is padding, and the sequence mask reaches
  * the layers that support masking (MultiHeadAttention uses it as Keras does). */
 TNT_API tnt_layer *tnt_embedding(int input_dim, int output_dim, bool mask_zero, const char *name);
+/* KerasHub's PositionEmbedding (keras_hub.layers.PositionEmbedding): (..., seq, features) ->
+ * the first seq rows of its weight embeddings (sequence_length, features), broadcast to the input's
+ * shape (seq <= sequence_length; the input's values are not read: add it with tnt_add).
+ * initializer TNT_INIT_DEFAULT = glorot_uniform, as KerasHub. */
+TNT_API tnt_layer *tnt_position_embedding(int sequence_length, tnt_initializer initializer, const char *name);
 /* Keras LayerNormalization over the last axis: gamma (ones), beta (zeros); epsilon 0 = 1e-3. */
 TNT_API tnt_layer *tnt_layer_normalization(float epsilon, const char *name);
 /* Keras Permute: dims is a permutation of 1..n of the non-batch axes (1-based, as Keras). */

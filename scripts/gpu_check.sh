@@ -52,7 +52,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_custom; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -381,6 +381,10 @@ else
     if p=$(find_prog test_gpu_model_io); then
         (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
+    if p=$(find_prog test_gpu_custom); then
+        (cd tests && check "test_gpu_custom on the GPU: custom layers through the host, PositionEmbedding, the encoder classifier == CPU" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+    else notyet 3 "test_gpu_custom" "no test_gpu_custom"; fi
     # precision: TF32 off (the default) and on, mixed_bfloat16 (cublasGemmEx), against references in
     # double and the CPU engine's mixed precision; NVIDIA_TF32_OVERRIDE=0 would veto TF32 itself
     if p=$(find_prog test_gpu_precision); then

@@ -316,8 +316,8 @@ static void test_errors(void **state) {
     expect_error("{\"class_name\": \"Sequential\"", (const char *const[]){"line 1, column 28", NULL});
     expect_error("", (const char *const[]){"line 1, column 1", NULL});
     /* unknown layer class: names the layer and the class */
-    expect_layer_error("{\"class_name\": \"PositionEmbedding\", \"config\": {\"name\": \"pos_emb\"}}",
-                       (const char *const[]){"unsupported layer class", "\"PositionEmbedding\"", "\"pos_emb\"", NULL});
+    expect_layer_error("{\"class_name\": \"TokenShuffle\", \"config\": {\"name\": \"pos_emb\"}}",
+                       (const char *const[]){"unsupported layer class", "\"TokenShuffle\"", "\"pos_emb\"", NULL});
     /* missing required key */
     expect_layer_error("{\"class_name\": \"Dense\", \"config\": {\"name\": \"head\", \"activation\": \"relu\"}}",
                        (const char *const[]){"\"head\"", "Dense", "missing required key \"units\"", NULL});

@@ -1,6 +1,7 @@
 /* transformer.c: the Transformer builders of transformer.h (see there for the architecture and
- * the choices made). Custom layers (weights in Keras order, the public custom-layer API only):
- *   PositionEmbedding       (seq, d) -> (seq, d): x + P, P a learned (seq, d) weight
+ * the choices made). The classifier's learned positions are KerasHub's PositionEmbedding (a built-in
+ * layer with a device path) added to the tokens. Custom layers of the Transformer model (weights in
+ * Keras order, the public custom-layer API only):
  *   EmbeddingSharedWeights  (T) ids -> (T, H): W[id] * sqrt(H), 0 for id 0; owns W (V, H)
  *   EmbeddingLinear         (T, H) -> (T, V): x @ W^T with the embedding's W (no weight of its own)
  *   RelativePositionEmbedding (T, H) -> (T, H): x + the sinusoidal encoding
@@ -28,62 +29,6 @@ static bool id_ok(float v, int64_t vocab, int64_t *id) {
     return true;
 }
 
-/* ---- PositionEmbedding: x + P (learned) ---------------------------------------------------- */
-
-static tnt_status pos_build(tnt_layer *l, tnt_shape in, tnt_shape *out, void *user) {
-    (void)user;
-    if (in.ndim != 2) return tnt_set_error(TNT_ERR_SHAPE, "PositionEmbedding: expected input (seq, d), rank %d", in.ndim);
-    if (tnt_layer_add_weight(l, "embeddings", in, TNT_INIT_ZEROS, true) < 0) return TNT_ERR_ARG;
-    *out = in;
-    return TNT_OK;
-}
-
-typedef struct seq_dims {
-    int64_t t, d; /* set by build */
-} seq_dims;
-
-static tnt_status pos_build2(tnt_layer *l, tnt_shape in, tnt_shape *out, void *user) {
-    seq_dims *sd = user;
-    tnt_status s = pos_build(l, in, out, NULL);
-    if (s == TNT_OK) sd->t = in.dim[0], sd->d = in.dim[1];
-    return s;
-}
-
-static tnt_status pos_forward(tnt_layer *l, int64_t batch, const float *x, float *y, bool training, void *user) {
-    (void)training;
-    const seq_dims *sd = user;
-    const int64_t n = sd->t * sd->d;
-    const float *p = tnt_layer_weight_value(l, 0);
-    if (!p) return TNT_ERR_STATE;
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t i = 0; i < n; i++) y[b * n + i] = x[b * n + i] + p[i];
-    return TNT_OK;
-}
-
-static tnt_status pos_backward(tnt_layer *l, int64_t batch, const float *x, const float *y, const float *dy,
-                               float *dx, void *user) {
-    (void)x, (void)y;
-    const seq_dims *sd = user;
-    const int64_t n = sd->t * sd->d;
-    float *dp = tnt_layer_weight_grad(l, 0);
-    if (!dp) return TNT_ERR_STATE;
-    if (dx) memcpy(dx, dy, (size_t)(batch * n) * sizeof(float));
-    memset(dp, 0, (size_t)n * sizeof(float));
-    for (int64_t b = 0; b < batch; b++)
-        for (int64_t i = 0; i < n; i++) dp[i] += dy[b * n + i];
-    return TNT_OK;
-}
-
-static tnt_layer *position_embedding(const char *name) {
-    seq_dims *sd = calloc(1, sizeof *sd);
-    if (!sd) return NULL;
-    tnt_custom_layer_def def = {.class_name = "PositionEmbedding", .user = sd, .build = pos_build2,
-                                .forward = pos_forward, .backward = pos_backward, .destroy = free};
-    tnt_layer *l = tnt_custom_layer(&def, name);
-    if (!l) free(sd);
-    return l;
-}
-
 /* ---- a) the encoder classifier ---------------------------------------------------------- */
 
 int64_t transformer_encoder_classifier_params(int vocab, int seq, int d, int heads, int ffn, int layers,
@@ -109,7 +54,10 @@ tnt_model *transformer_encoder_classifier(int vocab, int seq, int d, int heads, 
     tnt_ktensor ids = tnt_graph_input(g, TNT_SHAPE(seq), "ids");
     tnt_ktensor x = tnt_call(g, tnt_embedding(vocab, d, false, "embedding"), ids);
     CHECK(x);
-    x = tnt_call(g, position_embedding("position_embedding"), x);
+    /* KerasHub's PositionEmbedding (zeros, as the peer's learned positions) added to the tokens */
+    tnt_ktensor pos = tnt_call(g, tnt_position_embedding(seq, TNT_INIT_ZEROS, "position_embedding"), x);
+    CHECK(pos);
+    x = tnt_call2(g, tnt_add("position_add"), x, pos);
     CHECK(x);
     const tnt_ktensor none = {-1};
     for (int i = 0; i < layers; i++) {

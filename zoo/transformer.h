@@ -3,8 +3,8 @@
  *
  * a) transformer_encoder_classifier: the PyTorch peer of ../shared/bench/torch_models.py
  *    (--model transformer) layer for layer: Embedding(vocab, d) + a learned position embedding
- *    (a custom layer "PositionEmbedding" adding a (seq, d) weight, zeros at the start as the
- *    peer's nn.Parameter(torch.zeros)), layers x nn.TransformerEncoderLayer(d, heads, ffn,
+ *    (KerasHub's PositionEmbedding, a (seq, d) weight, zeros at the start as the peer's
+ *    nn.Parameter(torch.zeros), added to the tokens by an Add "position_add"), layers x nn.TransformerEncoderLayer(d, heads, ffn,
  *    dropout 0, relu, post-norm: x = LN(x + MHA(x)); x = LN(x + FFN(x)), LayerNorm epsilon 1e-5),
  *    the mean over the sequence (GlobalAveragePooling1D) and Dense(classes) (logits). Attention
  *    and FFN layers have biases, as torch's. Parameters:

@@ -14,6 +14,7 @@ from tarantella._core import init, get_rank, get_size, get_master_rank, is_maste
 from tarantella._core import C as _C
 from tarantella import data
 from tarantella import keras
+from tarantella import keras_hub  # KerasHub's layers: keras_hub.layers.PositionEmbedding
 from tarantella.model import Model, ParallelStrategy
 from tarantella import models
 from tarantella import tensorflow  # import tarantella.tensorflow as tf
@@ -33,4 +34,4 @@ def get_comm_size():
 
 __all__ = ["init", "get_rank", "get_size", "get_master_rank", "is_master_rank", "gpu_status", "gpu_device_count",
            "get_comm_size", "data", "DistributedGradientTape",
-           "keras", "Model", "ParallelStrategy", "models", "__version__"]
+           "keras", "keras_hub", "Model", "ParallelStrategy", "models", "__version__"]

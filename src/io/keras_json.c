@@ -28,9 +28,9 @@ static tnt_layer *layer_from_json(const char *cls, const cJSON *cfg, const char 
         tnt__kj_error(&k, TNT_ERR_UNSUPPORTED, "a nested %s is not supported here", cls);
         return NULL;
     }
-    const tnt__layer_ops *ops = tnt__layer_class_find(cls);
-    /* a class of the user's own whose traced operations the file carries (layers/core/traced.c) */
-    if (!ops && tnt__kj_item(cfg, "tnt_ops")) ops = &tnt__traced_ops;
+    /* a class of the user's own whose traced operations the file carries (layers/core/traced.c),
+     * also one named as a built-in class (a user's own PositionEmbedding is not KerasHub's) */
+    const tnt__layer_ops *ops = tnt__kj_item(cfg, "tnt_ops") ? &tnt__traced_ops : tnt__layer_class_find(cls);
     if (ops) return tnt__layer_from_config(ops, cfg, &k);
     tnt__error(TNT_ERR_UNSUPPORTED, "from_json: layer \"%.64s\": unsupported layer class \"%.64s\"", k.name, cls);
     return NULL;

@@ -278,7 +278,8 @@ static bool objects_to_keras3(cJSON *cfg) {
     cJSON_ArrayForEach(e, cfg) {
         const char *key = e->string;
         size_t n = key ? strlen(key) : 0;
-        const char *mod = n > 12 && !strcmp(key + n - 12, "_initializer")  ? "keras.initializers"
+        const char *mod = (n > 12 && !strcmp(key + n - 12, "_initializer")) || (key && !strcmp(key, "initializer"))
+                              ? "keras.initializers"
                           : n > 12 && !strcmp(key + n - 12, "_regularizer") ? "keras.regularizers"
                           : n > 11 && !strcmp(key + n - 11, "_constraint")  ? "keras.constraints"
                                                                             : NULL;
@@ -320,6 +321,13 @@ static bool layer_configs_to_keras3(cJSON *node) {
             return false;
         }
     }
+    /* KerasHub's class: Keras 3 finds it by its registered name (keras_hub registers its layers) */
+    if (cJSON_IsString(cls) && !strcmp(cls->valuestring, "PositionEmbedding") && cJSON_IsObject(cfg) &&
+        !cJSON_GetObjectItemCaseSensitive(cfg, "tnt_ops") &&
+        !cJSON_GetObjectItemCaseSensitive(node, "module") &&
+        (!cJSON_AddStringToObject(node, "module", "keras_hub.src.layers.modeling.position_embedding") ||
+         !cJSON_AddStringToObject(node, "registered_name", "keras_hub>PositionEmbedding")))
+        return false;
     cJSON *child;
     cJSON_ArrayForEach(child, node)
         if ((cJSON_IsObject(child) || cJSON_IsArray(child)) && !layer_configs_to_keras3(child)) return false;

@@ -130,6 +130,9 @@ typedef struct tnt__gpu_ops {
     size_t (*workspace_size)(tnt_layer *l, void *plan, int64_t batch); /* device bytes; may be NULL */
     tnt_status (*forward)(tnt_layer *l, void *plan, const tnt__fwd_args *a);
     tnt_status (*backward)(tnt_layer *l, void *plan, const tnt__bwd_args *a);
+    /* The layer's data go through the host (custom layers: the user's host functions), which the
+     * model says once when it trains on the device. */
+    bool via_host;
 } tnt__gpu_ops;
 
 typedef struct tnt__layer_ops {

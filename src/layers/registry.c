@@ -113,6 +113,7 @@
     X("RandomContrast", tnt__random_contrast_ops) \
     X("RandomBrightness", tnt__random_brightness_ops) \
     X("RandomCrop", tnt__random_crop_ops) \
+    X("PositionEmbedding", tnt__position_embedding_ops) /* KerasHub's (keras_nlp's) */ \
     /* end of TNT_KERAS_CLASSES */
 
 #define DECLARE_OPS(cls, ops) extern const tnt__layer_ops ops;

@@ -192,6 +192,13 @@ tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
         tnt__model_dev_free(m);
         return TNT_OK;
     }
+    for (int i = 0; i < m->n_layers && !m->host_path_logged; i++) {
+        const tnt_layer *l = m->layers[i];
+        if (l->ops->gpu && l->ops->gpu->via_host)
+            tnt_log(TNT_LOG_INFO, "model \"%s\": layer \"%s\" (%s) runs its own host code: its inputs, weights "
+                    "and gradients go through the host every step", m->name, l->name, l->ops->class_name);
+    }
+    m->host_path_logged = true;
     if (!m->dev && (s = dev_alloc(m)) != TNT_OK) return s;
     if (m->optimizer && ((!m->optimizer->d_slots[0] && m->optimizer->n_slots) ||
                          (m->optimizer->clipvalue > 0 && !m->optimizer->d_clip_buf)) &&

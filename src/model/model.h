@@ -177,6 +177,7 @@ struct tnt_model {
     int device_request;        /* compile's tnt_device; TNT_DEVICE_DEFAULT: the TNT_DEVICE setting */
     bool on_device;            /* fit (and the inference that follows) runs on the GPU */
     bool device_reason_logged; /* auto chose the CPU and said why once */
+    bool host_path_logged;     /* the layers whose data go through the host, said once on the device */
     struct tnt__model_dev *dev; /* device buffers; NULL when none */
 };
 

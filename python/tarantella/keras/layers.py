@@ -600,6 +600,8 @@ _SPECS = {
                           "use_bias=True, " + _KB + ", implementation=1",
     "Conv3DTranspose": "filters, kernel_size, strides=(1, 1, 1), padding='valid', output_padding=None, "
                        "data_format=None, dilation_rate=(1, 1, 1), activation=None, use_bias=True, " + _KB,
+    # KerasHub's (keras_hub.layers; formerly keras_nlp): also tarantella.keras_hub.layers
+    "PositionEmbedding": "sequence_length, initializer='glorot_uniform'",
     "ConvLSTM2D": "filters, kernel_size, strides=(1, 1), padding='valid', data_format=None, dilation_rate=(1, 1), "
                   "activation='tanh', recurrent_activation='hard_sigmoid', use_bias=True, "
                   "kernel_initializer='glorot_uniform', recurrent_initializer='orthogonal', bias_initializer='zeros', "

@@ -12,6 +12,7 @@
  * channels_first: (c, steps) of n samples is n * c single-channel sequences in memory
  * (tnt__channels_last_view), run by the same loops (each with its sample's mask).
  * Neither layer needs a plan. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -331,6 +332,44 @@ static tnt_status gap1_get_config(const tnt_layer *l, cJSON *c) {
     return TNT_OK;
 }
 
+/* ---- on the device, without a sequence mask: tnt_k_global_pool_fwd / _avg_pool_bwd (the sum in
+ * step order, then times 1/W, as above) ------------------------------------------------------- */
+
+#define GPU_BLOCK 256
+
+static bool gap1_gpu_supported(const tnt_layer *l, const char **why) {
+    if (l->n_inputs <= 1 && !l->mask_input) return true;
+    *why = "a sequence mask has no device path yet";
+    return false;
+}
+
+static tnt_status gap1_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const gap1_cfg *c = l->priv;
+    long long n = a->batch * c->planes, W = c->w, C = c->c;
+    int is_max = 0;
+    void *args[] = {(void *)&a->x, (void *)&a->y, &n, &W, &C, &is_max};
+    tnt_status s = tnt__gpu_launch("tnt_k_global_pool_fwd", tnt__gpu_grid_for(n * C, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (s == TNT_OK && a->preact)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(n * C) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status gap1_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const gap1_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    long long n = a->batch * c->planes, W = c->w, C = c->c;
+    void *args[] = {(void *)&a->dy, (void *)&a->dx, &n, &W, &C};
+    return tnt__gpu_launch("tnt_k_global_avg_pool_bwd", tnt__gpu_grid_for(n * W * C, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static const tnt__gpu_ops gap1_gpu_ops = {
+    .supported = gap1_gpu_supported,
+    .forward = gap1_gpu_forward,
+    .backward = gap1_gpu_backward,
+};
+
 const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .class_name = "GlobalAveragePooling1D",
     .from_config = gap1d_from_config,
@@ -342,6 +381,7 @@ const tnt__layer_ops tnt__global_average_pooling1d_ops = {
     .destroy = priv_destroy,
     .consumes_mask = true,
     .set_data_format = tnt__layer_take_data_format,
+    .gpu = &gap1_gpu_ops,
 };
 
 tnt_layer *tnt_global_average_pooling1d(const char *name) {
