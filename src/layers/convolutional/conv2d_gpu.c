@@ -82,77 +82,73 @@ static void conv_gpu_plan_destroy(void *plan) {
     free(p);
 }
 
-static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
+/* The first algorithm cuDNN can run (status 0) that is deterministic, else the first it can run;
+ * -1 when none. The three records have the same fields. */
+#define PICK_ALGO(perf, n, idx)                                                                    \
+    do {                                                                                           \
+        (idx) = -1;                                                                                \
+        for (int i_ = 0; i_ < (n); i_++)                                                           \
+            if ((perf)[i_].status == 0) {                                                          \
+                if ((idx) < 0) (idx) = i_;                                                         \
+                if ((perf)[i_].determinism == CUDNN_DETERMINISTIC) {                               \
+                    (idx) = i_;                                                                    \
+                    break;                                                                         \
+                }                                                                                  \
+            }                                                                                      \
+    } while (0)
+
+/* The descriptors in p->bf16's data type and the three algorithms with their workspace. */
+static tnt_status conv_gpu_plan_setup(tnt_layer *l, conv_gpu_plan *p, cudnnHandle_t h) {
     const tnt__conv_cfg *c = l->priv;
+    const int batch = (int)p->batch;
     tnt_status status = TNT_OK;
-    cudnnHandle_t h = tnt__gpu_cudnn();
-    conv_gpu_plan *p = tnt__calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->batch = batch;
-    p->bf16 = conv_gpu_bf16(l);
-    /* the data type of x, y and w; the sums are float32 either way */
+    /* the data type of x, y and w; the sums are float32 either way (the convolution's compute type) */
     const cudnnDataType_t dt = p->bf16 ? TNT_CUDNN_DATA_BFLOAT16 : TNT_CUDNN_DATA_FLOAT;
-    if (!h) {
-        status = tnt__error(TNT_ERR_UNSUPPORTED, "Conv2D \"%s\": no cuDNN", l->name);
-        goto out;
-    }
-    if ((status = tnt__gpu_enter("Conv2D")) != TNT_OK) goto out;
-    TNT_GPU_CHECK(cudnn, cudnnCreateTensorDescriptor(&p->x));
-    TNT_GPU_CHECK(cudnn, cudnnCreateTensorDescriptor(&p->y));
-    TNT_GPU_CHECK(cudnn, cudnnCreateFilterDescriptor(&p->w));
-    TNT_GPU_CHECK(cudnn, cudnnCreateConvolutionDescriptor(&p->conv));
-    TNT_GPU_CHECK(cudnn, cudnnSetTensor4dDescriptor(p->x, TNT_CUDNN_TENSOR_NHWC, dt, (int)batch, (int)c->ic,
-                                                    (int)c->ih, (int)c->iw));
-    TNT_GPU_CHECK(cudnn, cudnnSetTensor4dDescriptor(p->y, TNT_CUDNN_TENSOR_NHWC, dt, (int)batch, c->filters,
-                                                    (int)c->oh, (int)c->ow));
+    TNT_GPU_CHECK(cudnn, cudnnSetTensor4dDescriptor(p->x, TNT_CUDNN_TENSOR_NHWC, dt, batch, (int)c->ic, (int)c->ih,
+                                                    (int)c->iw));
+    TNT_GPU_CHECK(cudnn, cudnnSetTensor4dDescriptor(p->y, TNT_CUDNN_TENSOR_NHWC, dt, batch, c->filters, (int)c->oh,
+                                                    (int)c->ow));
     /* KRSC: cuDNN's NHWC filter format */
     TNT_GPU_CHECK(cudnn, cudnnSetFilter4dDescriptor(p->w, dt, TNT_CUDNN_TENSOR_NHWC, c->filters,
                                                     (int)c->ic, c->kh, c->kw));
     TNT_GPU_CHECK(cudnn, cudnnSetConvolution2dDescriptor(p->conv, (int)c->pad_t, (int)c->pad_l, c->sh, c->sw, c->dh,
                                                          c->dw, TNT_CUDNN_CROSS_CORRELATION, TNT_CUDNN_DATA_FLOAT));
-    /* float32: FMA unless TF32 is allowed; bf16: tensor cores (no conversion of the operands
-     * happens there, they are bf16 already) */
+    /* float32: FMA unless TF32 is allowed; bf16: tensor cores (the operands are bf16 already, so
+     * nothing is converted down there) */
     const cudnnMathType_t math = p->bf16      ? TNT_CUDNN_TENSOR_OP_MATH
                                  : tnt__gpu.tf32 ? TNT_CUDNN_DEFAULT_MATH
                                                  : TNT_CUDNN_FMA_MATH;
     TNT_GPU_CHECK(cudnn, cudnnSetConvolutionMathType(p->conv, math));
     p->fwd_math = p->bwd_data_math = p->bwd_filter_math = p->math_now = math;
     enum { MAX_ALGOS = 16 };
-    int n = 0;
+    int n = 0, i = -1;
     cudnnConvolutionFwdAlgoPerf_t fwd[MAX_ALGOS];
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_ALGOS];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_ALGOS];
     size_t bytes = 0;
     /* measured (TNT_GPU_CONV_ALGO=measure: cuDNN times each algorithm once per shape, as PyTorch's
-     * cudnn.benchmark) or cuDNN's heuristics; either way the fastest deterministic one */
+     * cudnn.benchmark) or cuDNN's heuristics; either way the fastest deterministic one. float32
+     * keeps the first answer when none can run (the call then names the error); bf16 falls back
+     * to float32 (conv_gpu_plan_create). */
     const bool measure = tnt__config_get()->gpu_conv_measure;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
-    p->fwd = fwd[0].algo;
-    if (p->bf16) p->fwd_math = fwd[0].mathType;
-    for (int i = n - 1; i >= 0; i--)
-        if (fwd[i].status == 0 && fwd[i].determinism == CUDNN_DETERMINISTIC) {
-            p->fwd = fwd[i].algo;
-            if (p->bf16) p->fwd_math = fwd[i].mathType;
-        }
+    PICK_ALGO(fwd, n, i);
+    if (i < 0 && p->bf16) goto none;
+    p->fwd = fwd[i < 0 ? 0 : i].algo;
+    if (p->bf16) p->fwd_math = fwd[i].mathType;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAX_ALGOS, &n, bd));
-    p->bwd_data = bd[0].algo;
-    if (p->bf16) p->bwd_data_math = bd[0].mathType;
-    for (int i = n - 1; i >= 0; i--)
-        if (bd[i].status == 0 && bd[i].determinism == CUDNN_DETERMINISTIC) {
-            p->bwd_data = bd[i].algo;
-            if (p->bf16) p->bwd_data_math = bd[i].mathType;
-        }
+    PICK_ALGO(bd, n, i);
+    if (i < 0 && p->bf16) goto none;
+    p->bwd_data = bd[i < 0 ? 0 : i].algo;
+    if (p->bf16) p->bwd_data_math = bd[i].mathType;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAX_ALGOS, &n, bf));
-    p->bwd_filter = bf[0].algo;
-    if (p->bf16) p->bwd_filter_math = bf[0].mathType;
-    for (int i = n - 1; i >= 0; i--)
-        if (bf[i].status == 0 && bf[i].determinism == CUDNN_DETERMINISTIC) {
-            p->bwd_filter = bf[i].algo;
-            if (p->bf16) p->bwd_filter_math = bf[i].mathType;
-        }
+    PICK_ALGO(bf, n, i);
+    if (i < 0 && p->bf16) goto none;
+    p->bwd_filter = bf[i < 0 ? 0 : i].algo;
+    if (p->bf16) p->bwd_filter_math = bf[i].mathType;
     if ((status = use_math(p, p->fwd_math)) != TNT_OK) goto out;
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->conv, p->y, p->fwd, &bytes));
     p->algo_bytes = bytes;
@@ -162,6 +158,37 @@ static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
     if ((status = use_math(p, p->bwd_filter_math)) != TNT_OK) goto out;
     TNT_GPU_CHECK(cudnn, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->x, p->y, p->conv, p->w, p->bwd_filter, &bytes));
     p->algo_bytes = TNT_MAX(p->algo_bytes, bytes);
+out:
+    return status;
+none:
+    return tnt__error(TNT_ERR_UNSUPPORTED, "Conv2D \"%s\": cuDNN offers no bf16 algorithm it can run for this shape",
+                      l->name);
+}
+
+static void *conv_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    tnt_status status = TNT_OK;
+    cudnnHandle_t h = tnt__gpu_cudnn();
+    conv_gpu_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->batch = batch;
+    p->bf16 = conv_gpu_bf16(l);
+    if (!h) {
+        status = tnt__error(TNT_ERR_UNSUPPORTED, "Conv2D \"%s\": no cuDNN", l->name);
+        goto out;
+    }
+    if ((status = tnt__gpu_enter("Conv2D")) != TNT_OK) goto out;
+    TNT_GPU_CHECK(cudnn, cudnnCreateTensorDescriptor(&p->x));
+    TNT_GPU_CHECK(cudnn, cudnnCreateTensorDescriptor(&p->y));
+    TNT_GPU_CHECK(cudnn, cudnnCreateFilterDescriptor(&p->w));
+    TNT_GPU_CHECK(cudnn, cudnnCreateConvolutionDescriptor(&p->conv));
+    status = conv_gpu_plan_setup(l, p, h);
+    if (status != TNT_OK && p->bf16) {
+        /* as the CPU's bf16 engine where oneDNN has no bf16 kernels: this layer computes float32 */
+        tnt_log(TNT_LOG_WARNING, "Conv2D \"%s\" (mixed_bfloat16): cuDNN refused bf16 here, float32 instead: %s",
+                l->name, tnt_last_error());
+        p->bf16 = false;
+        status = conv_gpu_plan_setup(l, p, h);
+    }
 out:
     if (status == TNT_OK) return p;
     conv_gpu_plan_destroy(p);
@@ -195,7 +222,7 @@ static size_t conv_gpu_layout(const tnt_layer *l, const conv_gpu_plan *p, int64_
     off += wbytes;
     if (w) w->bias_part = (float *)((char *)ws + off);
     off += align256((size_t)(bias_chunks(c, batch) * c->filters) * sizeof(float));
-    if (conv_gpu_bf16(l)) {
+    if (p ? p->bf16 : conv_gpu_bf16(l)) {
         const size_t w16 = align256((size_t)((int64_t)c->kh * c->kw * c->ic * c->filters) * sizeof(uint16_t));
         if (w) w->w16 = (uint16_t *)((char *)ws + off);
         off += w16;
