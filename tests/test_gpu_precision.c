@@ -430,10 +430,11 @@ static void test_attention_bf16(void **state) {
  * another order: 1e-5 holds for the GEMMs above) of the reference in double over bf16 operands,
  * and of the CPU's. Gradients and trained weights pass such roundings along (y feeds the loss,
  * bf16 dX feeds the first layer's dW) and sums of many terms that cancel magnify them: the CPU's
- * bf16 and float32 step-1 gradients of this net differ by 3.6e-2 (relative L2, first kernel),
- * the weights after 3 epochs by 1.8e-2. The device's extra roundings are as many and as large as
- * the operands' roundings that make that difference, so the device is within 3x the CPU's
- * bf16-float32 distance (+ 2e-3) of the CPU's bf16; a wrong layout or padding is off by O(1). */
+ * bf16 and float32 step-1 gradients of this net differ by 2.7e-2 (relative L2, first kernel;
+ * 5.6e-2 its bias), the weights after 3 epochs by 2.75e-2 (measured on a Zen 5). The device's extra
+ * roundings are about as many and as large as the operands' roundings that make that difference
+ * (and its bias gradient sums float32 dpre, the CPU's bf16 dpre), so the device is within 3x the
+ * CPU's bf16-float32 distance (+ 2e-3) of the CPU's bf16; a wrong layout or padding is off by O(1). */
 
 static bool conv_gpu_ready(void) {
     if (tnt__gpu_cudnn_usable()) return true;
@@ -441,7 +442,9 @@ static bool conv_gpu_ready(void) {
     return false;
 }
 
-enum { CH = 9, CW = 9, CC = 5, CF = 6, CN = 32, CB = 8 };
+/* channels and filters multiples of 8: the sizes cuDNN's bf16 tensor-core kernels take (another
+ * size may leave a layer float32, with a warning: conv_gpu_plan_create) */
+enum { CH = 9, CW = 9, CC = 8, CF = 8, CN = 32, CB = 8 };
 static float cimgs[CN * CH * CW * CC], clabels[CN], ctargets[CN * CH * CW * CF];
 
 static void make_conv_data(void) {
@@ -557,7 +560,7 @@ static tnt_model *conv_net(const char *policy) {
     tnt_model *m = tnt_sequential("convnet");
     tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(CH, CW, CC), NULL)));
     tu_ok(tnt_model_add(m, tnt_conv2d(8, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU})));
-    tu_ok(tnt_model_add(m, tnt_conv2d(6, 3, 3, &(tnt_layer_opts){.strides = {2, 2}})));
+    tu_ok(tnt_model_add(m, tnt_conv2d(8, 3, 3, &(tnt_layer_opts){.strides = {2, 2}})));
     tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
     tu_ok(tnt_mixed_precision_set_global_policy("float32"));
