@@ -390,7 +390,7 @@ else
     if p=$(find_prog test_gpu_precision); then
         (cd tests && check "test_gpu_precision on the GPU: TF32 off/on, mixed_bfloat16 == references, CPU bf16" 60 \
             env -u NVIDIA_TF32_OVERRIDE TNT_GPU_EMULATE=$DEV_EMULATE "$p")
-        grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16,? weights|TF32 on: weights" "$LOG" | tail -4 |
+        grep -a -E "GPU sgemm, TF32 on|mixed_bfloat16,? weights|TF32 on: weights|Conv2D bf16 (forward on|step-1 gradients:)|Conv2D mixed_bfloat16 weights|refused bf16" "$LOG" | tail -8 |
             while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_precision" "no test_gpu_precision"; fi
     # NCCL: the project's declarations against the real library, a communicator of one rank
@@ -463,14 +463,16 @@ fi
 unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
-# PROFILE: "model:batch[:ENV=VALUE]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure resnet50:64:TNT_GPU_CONV_ALGO=fastest lenet5:512 lenet5:512:TNT_GPU_CONV_ALGO=measure lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+# PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_ALGO=measure lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 90
     : >"$RES/profile.txt"
-    prof() { # model batch [ENV=VALUE]
+    prof() { # model batch [ENV=VALUE | policy=NAME]
+        local envs=${3:-} args=""
+        case ${3:-} in policy=*) envs="" args="--policy ${3#policy=}" ;; esac
         echo "== profile_model --model $1 --batch $2 ${3:-}" >>"$RES/profile.txt"
-        env NVIDIA_TF32_OVERRIDE=0 TNT_DEVICE=gpu ${3:-} "$PROF_BIN" --model "$1" --batch "$2" --steps 10 --warmup 3 \
+        env NVIDIA_TF32_OVERRIDE=0 TNT_DEVICE=gpu $envs "$PROF_BIN" --model "$1" --batch "$2" --steps 10 --warmup 3 $args \
             >>"$RES/profile.txt" 2>&1
     }
     export -f prof && export PROF_BIN=$p RES

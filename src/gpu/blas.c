@@ -219,6 +219,13 @@ tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n) {
     return tnt__gpu_launch("tnt_k_f32_to_bf16", tnt__gpu_grid_for(n, 256), 256, 0, args);
 }
 
+tnt_status tnt__gpu_from_bf16(const uint16_t *x, float *y, int64_t n) {
+    long long len = n;
+    if (n <= 0) return TNT_OK;
+    void *args[] = {&x, &y, &len};
+    return tnt__gpu_launch("tnt_k_bf16_to_f32", tnt__gpu_grid_for(n, 256), 256, 0, args);
+}
+
 bool tnt__gpu_tf32(void) { return tnt__gpu.tf32_set ? tnt__gpu.tf32 : tnt__gpu.open ? tnt__gpu.tf32 : tnt__config_get()->gpu_tf32; }
 
 void tnt__gpu_set_tf32(bool on) {

@@ -123,6 +123,8 @@ tnt_status tnt__gpu_gemm_bf16_strided(bool trans_a, bool trans_b, int64_t m, int
                                       int64_t batch);
 /* y (n, bf16) = x (n, float32) rounded to nearest even (NaN quiet), as the CPU's kernels/bf16.h. */
 tnt_status tnt__gpu_to_bf16(const float *x, uint16_t *y, int64_t n);
+/* y (n, float32) = x (n, bf16) widened (exact): what cuDNN's bf16 convolutions write, back to float32. */
+tnt_status tnt__gpu_from_bf16(const uint16_t *x, float *y, int64_t n);
 
 /* ---- NCCL (gpu/nccl.c): gradient sums between GPU ranks ---- */
 
