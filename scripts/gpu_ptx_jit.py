@@ -190,13 +190,26 @@ def compare_families(dev, ref, rng, report):
     arg = np.zeros(ny, np.uint16)
     run("tnt_k_max_pool_fwd", 7, [gp, img, nan(ny), arg])
     run("tnt_k_avg_pool_bwd", 7, [gp, r(ny), nan(img.size)])
-    # BatchNormalization (channels last) and LayerNormalization
-    m, c = 300, 24
-    xb, mean = r(m, c), np.zeros(c, np.float64)
-    run("tnt_k_bn_sums", 4, [xb, None, np.zeros((10, c)), ll(m), ll(c), ll(1), ll(30)], tol=1e-12)
+    # BatchNormalization (channels last; 45 channels: two tiles, one partial; 300 rows: a partial
+    # chunk) and LayerNormalization. The BN kernels' sums run over virtual lanes in a fixed order,
+    # so 256 threads per block give the host build's bits.
+    m, c = 300, 45
+    xb, mean = r(m, c, lo=1.0, hi=3.0), np.zeros(c, np.float64)
+    chunks = (m + 39) // 40
+    part = np.zeros((chunks, 2, c))
+    run("tnt_k_bn_stat_sums", 3, [xb, part, ll(m), ll(c), ll(1), ll(40)])
+    rng_part = np.stack([r(chunks, c).astype(np.float64), np.abs(r(chunks, c)).astype(np.float64) + 40], axis=1)
+    run("tnt_k_bn_stats", 2, [xb, rng_part, ll(chunks), ll(c), ll(1), nan(c), nan(c), r(c), np.abs(r(c)), f64(300.0),
+                               f64(0.99), f64(1e-3)])
     run("tnt_k_bn_apply", 6, [xb, nan(m, c), r(c), r(c), r(c), np.abs(r(c)), ll(m), ll(c), ll(1), i32(1)])
-    run("tnt_k_bn_train_stats", 1, [r(c).astype(np.float64), np.abs(r(c)).astype(np.float64), nan(c), nan(c),
-                                    r(c), np.abs(r(c)), ll(c), f64(300.0), f64(0.99), f64(1e-3)])
+    dyb, yb = r(m, c), r(m, c)
+    run("tnt_k_bn_grad_sums", 5, [xb, dyb, yb, r(c), np.abs(r(c)), part, ll(m), ll(c), ll(1), ll(40), i32(1)])
+    run("tnt_k_bn_grad_finish", 2, [rng_part, ll(chunks), ll(c), nan(c), nan(c), nan(c), nan(c), f64(300.0), i32(1)])
+    run("tnt_k_bn_dx", 6, [xb, dyb, yb, r(c), r(c), np.abs(r(c)), r(c), r(c), nan(m, c), ll(m), ll(c), ll(1), i32(1)])
+    # channels first (inner 35: the other lane layout)
+    run("tnt_k_bn_stat_sums", 4, [r(3, 6, 35), np.zeros((2, 2, 6)), ll(3), ll(6), ll(35), ll(64)])
+    run("tnt_k_bn_dx", 3, [r(3, 6, 35), r(3, 6, 35), r(3, 6, 35), r(6), r(6), np.abs(r(6)), r(6), r(6), nan(3, 6, 35),
+                           ll(3), ll(6), ll(35), i32(0)])
     run("tnt_k_ln_fwd", 8, [xb, nan(m, c), r(c), r(c), np.zeros(2 * m), ll(m), ll(c), f64(1e-3)], tol=1e-5)
     # Embedding, permute, attention's softmax
     ids = np.floor(r(500, lo=0, hi=50)).astype(np.float32)

@@ -185,13 +185,43 @@ static void test_strided_bitwise(void **state) {
     gh_launch("tnt_k_avg_pool_bwd", 3, ARGS(&g, &pdy, &dx1));
     mt_launch("tnt_k_avg_pool_bwd", 3, 7, ARGS(&g, &pdy, &dx2));
     tu_assert_bitwise(dx2, dx1, nx, "average pool backward, 7 threads");
-    /* BatchNormalization's chunked sums and Adam */
-    i64 C = cols, inner = 1, chunk = 8, chunks = (rows + chunk - 1) / chunk;
-    double *p1 = malloc((size_t)(chunks * 2 * C) * sizeof(double)), *p2 = malloc((size_t)(chunks * 2 * C) * sizeof(double));
-    double *nod = NULL;
-    gh_launch("tnt_k_bn_sums", 2, ARGS(&x, &nod, &p1, &rows, &C, &inner, &chunk));
-    mt_launch("tnt_k_bn_sums", 2, 7, ARGS(&x, &nod, &p2, &rows, &C, &inner, &chunk));
-    assert_memory_equal(p1, p2, (size_t)(chunks * C) * sizeof(double));
+    /* BatchNormalization's kernels (their sums run over virtual lanes: the same bits for any
+     * blockDim), channels last over 45 channels (two tiles) and first (inner 7), and Adam */
+    for (int layout = 0; layout < 2; layout++) {
+        i64 C = layout ? 3 : 45, inner = layout ? 7 : 1, bn_rows = n / (C * inner), m = bn_rows * inner;
+        i64 chunk = layout ? 50 : 40, chunks = (m + chunk - 1) / chunk;
+        int relu = 1, batch_stats = 1;
+        double M = (double)m, mom = 0.9, eps = 1e-3;
+        for (unsigned bi = 0; bi < 3; bi++) {
+            const unsigned blocks[] = {1, 7, 256};
+            double *p1 = calloc((size_t)(chunks * 2 * C), sizeof(double)), *p2 = calloc((size_t)(chunks * 2 * C), sizeof(double));
+            float *st[2][8], *out1 = gh_poisoned(n), *out2 = gh_poisoned(n), *g1 = gh_random(C, 0.5f, 1.5f, 13);
+            for (int s = 0; s < 2; s++)
+                for (int k = 0; k < 8; k++) st[s][k] = k < 2 ? gh_random(C, 0, 1, 14) : gh_poisoned(C);
+            /* st[s]: moving mean, moving var, mean, inv_std, dgamma, dbeta, mean_g, mean_gx */
+            gh_launch("tnt_k_bn_stat_sums", 2, ARGS(&x, &p1, &bn_rows, &C, &inner, &chunk));
+            mt_launch("tnt_k_bn_stat_sums", 2, blocks[bi], ARGS(&x, &p2, &bn_rows, &C, &inner, &chunk));
+            assert_memory_equal(p1, p2, (size_t)(chunks * 2 * C) * sizeof(double));
+            gh_launch("tnt_k_bn_stats", 1, ARGS(&x, &p1, &chunks, &C, &inner, &st[0][2], &st[0][3], &st[0][0], &st[0][1], &M, &mom, &eps));
+            mt_launch("tnt_k_bn_stats", 1, blocks[bi], ARGS(&x, &p2, &chunks, &C, &inner, &st[1][2], &st[1][3], &st[1][0], &st[1][1], &M, &mom, &eps));
+            for (int k = 0; k < 4; k++) tu_assert_bitwise(st[1][k], st[0][k], C, "tnt_k_bn_stats, several threads");
+            gh_launch("tnt_k_bn_apply", 3, ARGS(&x, &out1, &g1, &g1, &st[0][2], &st[0][3], &bn_rows, &C, &inner, &relu));
+            mt_launch("tnt_k_bn_apply", 3, blocks[bi], ARGS(&x, &out2, &g1, &g1, &st[1][2], &st[1][3], &bn_rows, &C, &inner, &relu));
+            tu_assert_bitwise(out2, out1, n, "tnt_k_bn_apply, several threads");
+            gh_launch("tnt_k_bn_grad_sums", 2, ARGS(&x, &dy, &out1, &st[0][2], &st[0][3], &p1, &bn_rows, &C, &inner, &chunk, &relu));
+            mt_launch("tnt_k_bn_grad_sums", 2, blocks[bi], ARGS(&x, &dy, &out2, &st[1][2], &st[1][3], &p2, &bn_rows, &C, &inner, &chunk, &relu));
+            assert_memory_equal(p1, p2, (size_t)(chunks * 2 * C) * sizeof(double));
+            gh_launch("tnt_k_bn_grad_finish", 1, ARGS(&p1, &chunks, &C, &st[0][4], &st[0][5], &st[0][6], &st[0][7], &M, &batch_stats));
+            mt_launch("tnt_k_bn_grad_finish", 1, blocks[bi], ARGS(&p2, &chunks, &C, &st[1][4], &st[1][5], &st[1][6], &st[1][7], &M, &batch_stats));
+            for (int k = 4; k < 8; k++) tu_assert_bitwise(st[1][k], st[0][k], C, "tnt_k_bn_grad_finish, several threads");
+            gh_launch("tnt_k_bn_dx", 3, ARGS(&x, &dy, &out1, &g1, &st[0][2], &st[0][3], &st[0][6], &st[0][7], &a, &bn_rows, &C, &inner, &relu));
+            mt_launch("tnt_k_bn_dx", 3, blocks[bi], ARGS(&x, &dy, &out2, &g1, &st[1][2], &st[1][3], &st[1][6], &st[1][7], &b, &bn_rows, &C, &inner, &relu));
+            tu_assert_bitwise(b, a, n, "tnt_k_bn_dx, several threads");
+            for (int s = 0; s < 2; s++)
+                for (int k = 0; k < 8; k++) free(st[s][k]);
+            free(p1), free(p2), free(out1), free(out2), free(g1);
+        }
+    }
     float *p = gh_copy(x, n), *q = gh_copy(x, n), *m1 = gh_random(n, -0.1f, 0.1f, 11), *m2 = gh_copy(m1, n);
     float *v1 = gh_random(n, 0, 1, 12), *v2 = gh_copy(v1, n), *vh = NULL;
     float c1 = 0.1f, c2 = 0.001f, al = 0.01f, eps = 1e-7f, wd = 0.0f;
@@ -199,7 +229,7 @@ static void test_strided_bitwise(void **state) {
     mt_launch("tnt_k_adam", 3, 7, ARGS(&q, &dy, &m2, &v2, &vh, &n, &c1, &c2, &al, &eps, &wd));
     tu_assert_bitwise(q, p, n, "Adam, 7 threads");
     free(x), free(dy), free(a), free(b), free(px), free(pdy), free(y1), free(y2), free(dx1), free(dx2), free(arg1);
-    free(arg2), free(p1), free(p2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
+    free(arg2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
 }
 
 int main(void) {

@@ -48,9 +48,8 @@ TNT_K(tnt_k_global_pool_fwd, const float *, float *, i64, i64, i64, int)
 TNT_K(tnt_k_global_avg_pool_bwd, const float *, float *, i64, i64, i64)
 TNT_K(tnt_k_global_max_pool_bwd, const float *, const float *, float *, i64, i64, i64)
 /* normalization.cu */
-TNT_K(tnt_k_bn_sums, const float *, const double *, double *, i64, i64, i64, i64)
-TNT_K(tnt_k_sum_chunks_d, const double *, double *, i64, i64, double)
-TNT_K(tnt_k_bn_train_stats, const double *, const double *, float *, float *, float *, float *, i64, double, double,
+TNT_K(tnt_k_bn_stat_sums, const float *, double *, i64, i64, i64, i64)
+TNT_K(tnt_k_bn_stats, const float *, const double *, i64, i64, i64, float *, float *, float *, float *, double, double,
       double)
 TNT_K(tnt_k_bn_moving_stats, const float *, const float *, float *, float *, i64, double)
 TNT_K(tnt_k_bn_apply, const float *, float *, const float *, const float *, const float *, const float *, i64, i64,
