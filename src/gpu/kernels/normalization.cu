@@ -60,6 +60,15 @@
 #define BN_LANES 256      /* virtual lanes of a tile (blockDim 256 gives one each) */
 #define BN_APPLY_VALUES 16 /* values per lane in a tile of tnt_k_bn_apply and tnt_k_bn_dx */
 #define BN_FIN_WIDTH 32   /* channels per block in the merges over chunks (8 groups of chunks) */
+/* values a lane of the sums loads before adding them (in order): more loads in flight against
+ * more registers (ptxas sm_90: tnt_k_bn_stat_sums 48 registers at 8; tnt_k_bn_grad_sums 64 at 4,
+ * 102 at 8, which would halve the blocks an SM holds) */
+#ifndef BN_STAT_UNROLL
+#define BN_STAT_UNROLL 8
+#endif
+#ifndef BN_GRAD_UNROLL
+#define BN_GRAD_UNROLL 4
+#endif
 
 /* channels per tile: a power of 2 up to 32 along the channels when they are the last axis */
 DEV int bn_tile_width(i64 C, i64 inner) {
@@ -126,10 +135,10 @@ KERNEL void tnt_k_bn_stat_sums(const float *x, double *part, i64 rows, i64 C, i6
                 if (inner == 1) {
                     const i64 step = a.groups * C;
                     const float *p = x + a.v * C + a.k;
-                    for (; a.v + 3 * a.groups < a.v1; a.v += 4 * a.groups, p += 4 * step) {
-                        const float e0 = p[0], e1 = p[step], e2 = p[2 * step], e3 = p[3 * step];
-                        bn_stat_add(&s1, &s2, e0, x0), bn_stat_add(&s1, &s2, e1, x0);
-                        bn_stat_add(&s1, &s2, e2, x0), bn_stat_add(&s1, &s2, e3, x0);
+                    for (; a.v + (BN_STAT_UNROLL - 1) * a.groups < a.v1; a.v += BN_STAT_UNROLL * a.groups, p += BN_STAT_UNROLL * step) {
+                        float e[BN_STAT_UNROLL]; /* the loads first: BN_STAT_UNROLL in flight */
+                        for (int u = 0; u < BN_STAT_UNROLL; u++) e[u] = p[u * step];
+                        for (int u = 0; u < BN_STAT_UNROLL; u++) bn_stat_add(&s1, &s2, e[u], x0);
                     }
                     for (; a.v < a.v1; a.v += a.groups, p += step) bn_stat_add(&s1, &s2, *p, x0);
                 } else if (a.v < a.v1) {
@@ -250,13 +259,11 @@ KERNEL void tnt_k_bn_grad_sums(const float *x, const float *dy, const float *y, 
                 if (inner == 1) {
                     const i64 step = a.groups * C;
                     i64 i = a.v * C + a.k;
-                    for (; a.v + 3 * a.groups < a.v1; a.v += 4 * a.groups, i += 4 * step) {
-                        const float d0 = dy[i], d1 = dy[i + step], d2 = dy[i + 2 * step], d3 = dy[i + 3 * step];
-                        const float x0 = x[i], x1 = x[i + step], x2 = x[i + 2 * step], x3 = x[i + 3 * step];
-                        const float y0 = relu ? y[i] : 0.0f, y1 = relu ? y[i + step] : 0.0f;
-                        const float y2 = relu ? y[i + 2 * step] : 0.0f, y3 = relu ? y[i + 3 * step] : 0.0f;
-                        bn_grad_add(&sb, &sg, d0, y0, x0, mk, s, relu), bn_grad_add(&sb, &sg, d1, y1, x1, mk, s, relu);
-                        bn_grad_add(&sb, &sg, d2, y2, x2, mk, s, relu), bn_grad_add(&sb, &sg, d3, y3, x3, mk, s, relu);
+                    for (; a.v + (BN_GRAD_UNROLL - 1) * a.groups < a.v1; a.v += BN_GRAD_UNROLL * a.groups, i += BN_GRAD_UNROLL * step) {
+                        float d[BN_GRAD_UNROLL], e[BN_GRAD_UNROLL], f[BN_GRAD_UNROLL];
+                        for (int u = 0; u < BN_GRAD_UNROLL; u++)
+                            d[u] = dy[i + u * step], e[u] = x[i + u * step], f[u] = relu ? y[i + u * step] : 0.0f;
+                        for (int u = 0; u < BN_GRAD_UNROLL; u++) bn_grad_add(&sb, &sg, d[u], f[u], e[u], mk, s, relu);
                     }
                     for (; a.v < a.v1; a.v += a.groups, i += step)
                         bn_grad_add(&sb, &sg, dy[i], relu ? y[i] : 0.0f, x[i], mk, s, relu);
