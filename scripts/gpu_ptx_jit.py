@@ -211,6 +211,8 @@ def compare_families(dev, ref, rng, report):
     run("tnt_k_bn_dx", 3, [r(3, 6, 35), r(3, 6, 35), r(3, 6, 35), r(6), r(6), np.abs(r(6)), r(6), r(6), nan(3, 6, 35),
                            ll(3), ll(6), ll(35), i32(0)])
     run("tnt_k_ln_fwd", 8, [xb, nan(m, c), r(c), r(c), np.zeros(2 * m), ll(m), ll(c), f64(1e-3)], tol=1e-5)
+    ln_stats = np.concatenate([r(m), np.abs(r(m)) + 0.5]).astype(np.float64)
+    run("tnt_k_ln_param_sums", 5, [xb, ln_stats, dyb, np.zeros((19, 2, c)), ll(m), ll(c), ll(16)])
     # Embedding, permute, attention's softmax
     ids = np.floor(r(500, lo=0, hi=50)).astype(np.float32)
     run("tnt_k_embedding_fwd", 9, [ids, r(50, 16), nan(500, 16), ll(500), ll(16)])

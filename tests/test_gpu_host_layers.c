@@ -240,12 +240,11 @@ static void test_batch_norm(void **state) {
     bn_offset = 0.5f;
 }
 
-static void test_layer_norm(void **state) {
-    (void)state;
-    const int seq = 7, C = 129;
+/* chunk: rows per tile of the parameter gradients' sums */
+static void check_layer_norm(int seq, int C, int batch, i64 chunk, unsigned grid) {
     tnt_layer *l = tnt_layer_normalization(1e-3f, NULL);
     drv d;
-    drv_init(&d, l, TNT_SHAPE(seq, C), 3);
+    drv_init(&d, l, TNT_SHAPE(seq, C), batch);
     tu_fill(d.x, in_numel(&d), 41);
     for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 2.0f + 1.0f;
     tu_fill(d.dy, out_numel(&d), 42);
@@ -253,20 +252,32 @@ static void test_layer_norm(void **state) {
     tu_fill(l->weights[1].value, C, 44);
     layer_fwd(&d, true, 1, 0);
     layer_bwd(&d, 0);
-    i64 rows = 3 * seq, cols = C, n = rows * cols;
-    double eps = 1e-3f;
-    double *stats = malloc((size_t)(2 * rows) * sizeof(double));
-    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C);
+    i64 rows = (i64)batch * seq, cols = C, n = rows * cols, chunks = (rows + chunk - 1) / chunk;
+    double eps = 1e-3f, no_count = 0.0;
+    double *stats = malloc((size_t)(2 * rows) * sizeof(double)), *part = malloc((size_t)(chunks * 2 * C) * sizeof(double));
+    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C), *none = NULL;
     float *gamma = l->weights[0].value, *beta = l->weights[1].value;
+    int no_batch_stats = 0;
     gh_launch("tnt_k_ln_fwd", 5, ARGS(&d.x, &y, &gamma, &beta, &stats, &rows, &cols, &eps));
-    gh_launch("tnt_k_ln_bwd_params", 3, ARGS(&d.x, &d.dy, &stats, &dg, &db, &rows, &cols));
+    gh_launch("tnt_k_ln_param_sums", grid, ARGS(&d.x, &stats, &d.dy, &part, &rows, &cols, &chunk));
+    gh_launch("tnt_k_bn_grad_finish", 2, ARGS(&part, &chunks, &cols, &dg, &db, &none, &none, &no_count, &no_batch_stats));
     gh_launch("tnt_k_ln_bwd_dx", 4, ARGS(&d.x, &d.dy, &gamma, &stats, &dx, &rows, &cols));
-    gh_assert_close(y, d.y, n, 1e-6, 1e-6, "LayerNormalization forward");
-    gh_assert_close(dg, l->weights[0].grad, C, 1e-6, 1e-6, "LayerNormalization dgamma");
-    gh_assert_close(db, l->weights[1].grad, C, 1e-6, 1e-6, "LayerNormalization dbeta");
-    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, "LayerNormalization dx");
-    free(stats), free(y), free(dx), free(dg), free(db);
+    char what[96];
+    snprintf(what, sizeof what, "LayerNormalization (%d rows of %d, chunk %lld)", (int)rows, C, chunk);
+    gh_assert_close(y, d.y, n, 1e-6, 1e-6, what);
+    gh_assert_close(dg, l->weights[0].grad, C, 1e-6, 1e-6, what);
+    gh_assert_close(db, l->weights[1].grad, C, 1e-6, 1e-6, what);
+    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, what);
+    free(stats), free(part), free(y), free(dx), free(dg), free(db);
     drv_free(&d, true);
+}
+
+static void test_layer_norm(void **state) {
+    (void)state;
+    check_layer_norm(7, 129, 3, 64, 3);  /* 5 tiles of columns, one chunk */
+    check_layer_norm(7, 129, 3, 4, 7);   /* 6 chunks, the last partial */
+    check_layer_norm(30, 3, 11, 32, 2);  /* 3 columns (a tile of 4 lanes), 11 chunks: the merges' groups */
+    check_layer_norm(2, 1024, 2, 32, 5); /* wide rows */
 }
 
 /* ---- dropout, embedding, padding ------------------------------------------------------------ */

@@ -97,6 +97,16 @@ static void test_row_reductions(void **state) {
         gh_assert_close(y, y1, n, 1e-6, 1e-6, "tnt_k_ln_fwd");
         gh_assert_close(d, d1, n, 1e-6, 1e-6, "tnt_k_ln_bwd_dx");
     }
+    /* LayerNormalization's column sums: virtual lanes, so the same bits for any blockDim */
+    i64 chunk = 4, chunks = (rows + chunk - 1) / chunk;
+    double *p1 = malloc((size_t)(chunks * 2 * cols) * sizeof(double)), *p2 = malloc((size_t)(chunks * 2 * cols) * sizeof(double));
+    gh_launch("tnt_k_ln_param_sums", 3, ARGS(&x, &st1, &dy, &p1, &rows, &cols, &chunk));
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        memset(p2, 0xff, (size_t)(chunks * 2 * cols) * sizeof(double));
+        mt_launch("tnt_k_ln_param_sums", 3, BLOCKS[b], ARGS(&x, &st1, &dy, &p2, &rows, &cols, &chunk));
+        assert_memory_equal(p1, p2, (size_t)(chunks * 2 * cols) * sizeof(double));
+    }
+    free(p1), free(p2);
     /* attention's masked softmax (causal) and its backward */
     i64 B = 1, H = 3, Tq = 3, Tv = 301;
     int causal = 1;

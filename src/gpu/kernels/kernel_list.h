@@ -60,7 +60,7 @@ TNT_K(tnt_k_bn_grad_finish, const double *, i64, i64, float *, float *, float *,
 TNT_K(tnt_k_bn_dx, const float *, const float *, const float *, const float *, const float *, const float *,
       const float *, const float *, float *, i64, i64, i64, int)
 TNT_K(tnt_k_ln_fwd, const float *, float *, const float *, const float *, double *, i64, i64, double)
-TNT_K(tnt_k_ln_bwd_params, const float *, const float *, const double *, float *, float *, i64, i64)
+TNT_K(tnt_k_ln_param_sums, const float *, const double *, const float *, double *, i64, i64, i64)
 TNT_K(tnt_k_ln_bwd_dx, const float *, const float *, const float *, const double *, float *, i64, i64)
 /* misc.cu */
 TNT_K(tnt_k_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float, float)

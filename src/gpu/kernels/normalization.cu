@@ -41,8 +41,8 @@
  *       part (chunks, 2, C): sums of g and g xhat, g = dy (relu: where y > 0; y is read only then)
  *   tnt_k_bn_grad_finish(const double *part, i64 chunks, i64 C, float *dgamma, float *dbeta,
  *                        float *mean_g, float *mean_gx, double M, int batch_stats)
- *       dgamma, dbeta (either NULL: not wanted) = the sums; mean_g, mean_gx = the sums / M with
- *       batch statistics, else 0
+ *       dgamma, dbeta (either NULL: not wanted) = the sums; mean_g, mean_gx (NULL: not wanted) =
+ *       the sums / M with batch statistics, else 0
  *   tnt_k_bn_dx(const float *x, const float *dy, const float *y, const float *gamma, const float *mean,
  *               const float *inv_std, const float *mean_g, const float *mean_gx, float *dx,
  *               i64 rows, i64 C, i64 inner, int relu)
@@ -50,8 +50,11 @@
  * LayerNormalization over the last axis, x: (rows, C), stats: (2, rows) doubles (mean, 1/std):
  *   tnt_k_ln_fwd(const float *x, float *y, const float *gamma, const float *beta, double *stats,
  *                i64 rows, i64 C, double eps)           one block per row, blockDim <= 1024
- *   tnt_k_ln_bwd_params(const float *x, const float *dy, const double *stats, float *dgamma, float *dbeta,
- *                       i64 rows, i64 C)                one thread per column, rows in order (either NULL)
+ *   tnt_k_ln_param_sums(const float *x, const double *stats, const float *dy, double *part, i64 rows,
+ *                       i64 C, i64 chunk)
+ *       part (chunks of `chunk` rows, 2, C): the sums of dy and dy xhat per column in double, in the
+ *       tiles of the BatchNormalization sums (columns across lanes); then tnt_k_bn_grad_finish(part,
+ *       chunks, C, dgamma, dbeta, NULL, NULL, 0, 0) gives dgamma, dbeta (either NULL: not wanted)
  *   tnt_k_ln_bwd_dx(const float *x, const float *dy, const float *gamma, const double *stats, float *dx,
  *                   i64 rows, i64 C)                    one block per row, blockDim <= 1024
  */
@@ -292,8 +295,8 @@ KERNEL void tnt_k_bn_grad_finish(const double *part, i64 chunks, i64 C, float *d
             const double sb = r1[t], sg = r2[t];
             if (dgamma) dgamma[k] = (float)sg;
             if (dbeta) dbeta[k] = (float)sb;
-            mean_g[k] = batch_stats && M > 0 ? (float)(sb / M) : 0.0f;
-            mean_gx[k] = batch_stats && M > 0 ? (float)(sg / M) : 0.0f;
+            if (mean_g) mean_g[k] = batch_stats && M > 0 ? (float)(sb / M) : 0.0f;
+            if (mean_gx) mean_gx[k] = batch_stats && M > 0 ? (float)(sg / M) : 0.0f;
         }
         SYNC();
     }
@@ -355,17 +358,42 @@ KERNEL void tnt_k_ln_fwd(const float *x, float *y, const float *gamma, const flo
     }
 }
 
-KERNEL void tnt_k_ln_bwd_params(const float *x, const float *dy, const double *stats, float *dgamma, float *dbeta,
-                                i64 rows, i64 C) {
-    GRID_STRIDE(k, C) {
-        double sg = 0.0, sb = 0.0;
-        for (i64 r = 0; r < rows; r++) {
-            const float d = dy[r * C + k];
-            sb += d;
-            sg += d * ((x[r * C + k] - stats[r]) * stats[rows + r]);
+DEV void ln_param_add(double *sb, double *sg, float d, float xv, double mu, double rs) {
+    *sb += d;
+    *sg += d * ((xv - mu) * rs);
+}
+
+KERNEL void tnt_k_ln_param_sums(const float *x, const double *stats, const float *dy, double *part, i64 rows, i64 C,
+                                i64 chunk) {
+    SHARED double r1[BN_LANES], r2[BN_LANES];
+    const int tw = bn_tile_width(C, 1), lg = bn_log2(tw), groups = BN_LANES / tw;
+    const i64 chunks = (rows + chunk - 1) / chunk, ctiles = (C + tw - 1) / tw;
+    BLOCK_STRIDE(tile, chunks * ctiles) {
+        const i64 q = tile / ctiles, c0 = (tile - q * ctiles) * tw;
+        const i64 v0 = q * chunk, v1 = v0 + chunk < rows ? v0 + chunk : rows;
+        for (int t = TID_X; t < BN_LANES; t += NTID_X) {
+            bn_lane a = bn_lane_of(t, tw, lg, c0, v0, v1);
+            double sb = 0.0, sg = 0.0;
+            if (a.k < C) {
+                const i64 step = a.groups * C;
+                i64 i = a.v * C + a.k;
+                for (; a.v + 3 * a.groups < a.v1; a.v += 4 * a.groups, i += 4 * step) {
+                    float d[4], e[4];
+                    double mu[4], rs[4];
+                    for (int u = 0; u < 4; u++) {
+                        d[u] = dy[i + u * step], e[u] = x[i + u * step];
+                        mu[u] = stats[a.v + u * a.groups], rs[u] = stats[rows + a.v + u * a.groups];
+                    }
+                    for (int u = 0; u < 4; u++) ln_param_add(&sb, &sg, d[u], e[u], mu[u], rs[u]);
+                }
+                for (; a.v < a.v1; a.v += a.groups, i += step)
+                    ln_param_add(&sb, &sg, dy[i], x[i], stats[a.v], stats[rows + a.v]);
+            }
+            r1[t] = sb, r2[t] = sg;
         }
-        if (dgamma) dgamma[k] = (float)sg;
-        if (dbeta) dbeta[k] = (float)sb;
+        bn_tree2(r1, r2, tw, groups);
+        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X) part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
+        SYNC();
     }
 }
 
