@@ -242,8 +242,28 @@ static void test_strided_bitwise(void **state) {
     free(arg2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
 }
 
+/* pooling.cu's division by a launch constant: exact against '/' for dividends below 2^31 */
+static void test_udiv(void **state) {
+    (void)state;
+    const unsigned divisors[] = {1, 2, 3, 5, 7, 31, 32, 33, 56, 64, 112, 255, 1000, 3136, 65535, 65536, 100003, 802816,
+                                 0x3fffffffu, 0x40000000u, 0x7fffffffu};
+    const unsigned edges[] = {0, 1, 2, 55, 56, 57, 4095, 65535, 65536, 802815, 802816, 0x3fffffffu, 0x7ffffffeu, 0x7fffffffu};
+    uint64_t r = 12345;
+    for (size_t k = 0; k < sizeof divisors / sizeof divisors[0]; k++) {
+        const unsigned d = divisors[k];
+        const k_udiv v = k_udiv_make(d);
+        for (int j = 0; j < 20000 + (int)(sizeof edges / sizeof edges[0]); j++) {
+            unsigned n;
+            if (j < (int)(sizeof edges / sizeof edges[0])) n = edges[j];
+            else r = r * 6364136223846793005ull + 1442695040888963407ull, n = (unsigned)(r >> 33); /* < 2^31 */
+            if (k_udiv_q(v, n) != n / d) fail_msg("k_udiv_q(%u, %u) = %u, expected %u", n, d, k_udiv_q(v, n), n / d);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_udiv),
         cmocka_unit_test(test_row_reductions),
         cmocka_unit_test(test_grid_reductions),
         cmocka_unit_test(test_strided_bitwise),
