@@ -180,6 +180,27 @@ static void test_strided_bitwise(void **state) {
         mt_launch("tnt_k_act_bwd", 3, 7, ARGS(&act, &alpha, &x, &x, &dy, &b, &n));
         tu_assert_bitwise(b, a, n, "tnt_k_act_bwd, 7 threads");
     }
+    /* the bias kernels keep the column without a division per element: 29 columns (the grid's
+     * 21 threads step less than a row) and 5 (more than a row) */
+    for (i64 bc = 29; bc >= 5; bc -= 24) {
+        i64 br = n / bc;
+        float *bias = gh_random(bc, -1, 1, 15), *p1 = gh_copy(x, n), *p2 = gh_copy(x, n);
+        gh_launch("tnt_k_bias_add", 3, ARGS(&p1, &bias, &br, &bc));
+        mt_launch("tnt_k_bias_add", 3, 7, ARGS(&p2, &bias, &br, &bc));
+        for (i64 i = 0; i < br * bc; i++) a[i] = x[i] + bias[i % bc];
+        tu_assert_bitwise(p1, a, br * bc, "tnt_k_bias_add against x + bias");
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_add, 7 threads");
+        gh_launch("tnt_k_bias_set", 3, ARGS(&p1, &bias, &br, &bc));
+        mt_launch("tnt_k_bias_set", 3, 7, ARGS(&p2, &bias, &br, &bc));
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_set, 7 threads");
+        int act = K_ACT_GELU;
+        float alpha = 0.0f;
+        gh_launch("tnt_k_bias_act_fwd", 3, ARGS(&p1, &bias, &a, &act, &alpha, &br, &bc));
+        mt_launch("tnt_k_bias_act_fwd", 3, 7, ARGS(&p2, &bias, &b, &act, &alpha, &br, &bc));
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_act_fwd (pre), 7 threads");
+        tu_assert_bitwise(b, a, br * bc, "tnt_k_bias_act_fwd, 7 threads");
+        free(bias), free(p1), free(p2);
+    }
     /* 3x3 max and average pooling, stride 2, same padding */
     tnt_k_pool g = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 5, 4}, .k = {1, 3, 3}, .s = {1, 2, 2}, .pad = {0, 1, 1}};
     i64 nx = 2 * 9 * 8 * 3, ny = 2 * 5 * 4 * 3;

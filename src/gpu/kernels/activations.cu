@@ -136,8 +136,8 @@ KERNEL void tnt_k_act_fwd(int act, float alpha, const float *x, float *y, i64 n)
 
 KERNEL void tnt_k_bias_act_fwd(float *pre, const float *bias, float *y, int act, float alpha, i64 rows, i64 cols) {
     const float a = k_act_alpha(act, alpha);
-    GRID_STRIDE(i, rows * cols) {
-        const float v = bias ? pre[i] + bias[i % cols] : pre[i];
+    GRID_STRIDE_COLS(i, c, rows, cols) {
+        const float v = bias ? pre[i] + bias[c] : pre[i];
         pre[i] = v;
         y[i] = k_act1(act, a, v);
     }

@@ -43,10 +43,10 @@ KERNEL void tnt_k_axpby(const float *x, float *y, i64 n, float a, float b) {
 KERNEL void tnt_k_mul(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] * b[i]; }
 
 KERNEL void tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols) {
-    GRID_STRIDE(i, rows * cols) y[i] = y[i] + bias[i % cols];
+    GRID_STRIDE_COLS(i, c, rows, cols) y[i] = y[i] + bias[c];
 }
 KERNEL void tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols) {
-    GRID_STRIDE(i, rows * cols) y[i] = bias[i % cols];
+    GRID_STRIDE_COLS(i, c, rows, cols) y[i] = bias[c];
 }
 
 KERNEL void tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols) {
