@@ -216,6 +216,18 @@ static void test_strided_bitwise(void **state) {
     gh_launch("tnt_k_avg_pool_bwd", 3, ARGS(&g, &pdy, &dx1));
     mt_launch("tnt_k_avg_pool_bwd", 3, 7, ARGS(&g, &pdy, &dx2));
     tu_assert_bitwise(dx2, dx1, nx, "average pool backward, 7 threads");
+    /* the column sums (bias gradients): virtual lanes, the same bits for any blockDim; 29 columns
+     * and 5 (a tile of 8 lanes x 32 groups) */
+    for (i64 cc = 29; cc >= 5; cc -= 24) {
+        i64 cr = n / cc;
+        float *o1 = gh_poisoned(cc), *o2 = gh_poisoned(cc);
+        gh_launch("tnt_k_col_sums", 1, ARGS(&x, &o1, &cr, &cc));
+        for (unsigned bi = 0; bi < sizeof BLOCKS / sizeof BLOCKS[0]; bi++) {
+            mt_launch("tnt_k_col_sums", 2, BLOCKS[bi], ARGS(&x, &o2, &cr, &cc));
+            tu_assert_bitwise(o2, o1, cc, "tnt_k_col_sums, several threads");
+        }
+        free(o1), free(o2);
+    }
     /* BatchNormalization's kernels (their sums run over virtual lanes: the same bits for any
      * blockDim), channels last over 45 channels (two tiles) and first (inner 7), and Adam */
     for (int layout = 0; layout < 2; layout++) {
