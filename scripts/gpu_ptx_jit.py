@@ -174,6 +174,8 @@ def compare_families(dev, ref, rng, report):
         if act in (4, 18, 28):  # the row kernels
             continue
         run("tnt_k_act_bwd", 9, [i32(act), f32(0), r(n, lo=-6, hi=6), r(n, lo=-1, hi=1), r(n), nan(n), ll(n)])
+    run("tnt_k_add_act", 13, [r(n), r(n), nan(n), i32(1), f32(0), ll(n)])  # Add's folded relu
+    run("tnt_k_act_bwd_y2", 13, [i32(1), f32(0), r(n), r(n), nan(n), nan(n), ll(n)])
     run("tnt_k_col_sums_partial", 5, [r(rows, cols), nan(3, cols), ll(rows), ll(cols), ll(32)])
     run("tnt_k_col_sums", 2, [r(1568, 6), nan(6), ll(1568), ll(6)])  # a fixed order: the host's bits
     run("tnt_k_col_sums", 1, [r(rows, cols), nan(cols), ll(rows), ll(cols)])

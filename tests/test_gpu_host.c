@@ -262,6 +262,26 @@ static void test_bias_act(void **state) {
         gh_launch("tnt_k_bias_act_fwd", 2, ARGS(&pre, &none, &pre, &act, &alpha, &rows, &cols));
         gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &x, &yref, &n));
         tu_assert_bitwise(pre, yref, n, "bias_act_fwd in place without a bias");
+        /* Add's fused kernels: add then the activation; the gradient from y to two outputs */
+        float *b2 = gh_random(n, -2, 2, 62), *sum = gh_poisoned(n);
+        gh_launch("tnt_k_add_act", 3, ARGS(&x, &b2, &y, &act, &alpha, &n));
+        gh_launch("tnt_k_add", 2, ARGS(&x, &b2, &sum, &n));
+        gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &sum, &yref, &n));
+        tu_assert_bitwise(y, yref, n, "add_act: add then act_fwd");
+        if (act == TNT_ACT_RELU || act == TNT_ACT_LEAKY_RELU || act == TNT_ACT_SIGMOID || act == TNT_ACT_TANH ||
+            act == TNT_ACT_ELU) { /* the gradients read from y */
+            float *dy = gh_random(n, -1, 1, 63), *d0 = gh_poisoned(n), *d1 = gh_poisoned(n), *dref = gh_poisoned(n);
+            float *no_x = NULL, *no_dx = NULL;
+            gh_launch("tnt_k_act_bwd_y2", 3, ARGS(&act, &alpha, &y, &dy, &d0, &d1, &n));
+            gh_launch("tnt_k_act_bwd", 2, ARGS(&act, &alpha, &no_x, &y, &dy, &dref, &n));
+            tu_assert_bitwise(d0, dref, n, "act_bwd_y2: first output");
+            tu_assert_bitwise(d1, dref, n, "act_bwd_y2: second output");
+            free(d1), d1 = gh_poisoned(n);
+            gh_launch("tnt_k_act_bwd_y2", 3, ARGS(&act, &alpha, &y, &dy, &d1, &no_dx, &n));
+            tu_assert_bitwise(d1, dref, n, "act_bwd_y2: one output");
+            free(dy), free(d0), free(d1), free(dref);
+        }
+        free(b2), free(sum);
         free(pre), free(y), free(ref), free(yref);
     }
     free(x), free(bias);
