@@ -201,6 +201,16 @@ static void test_strided_bitwise(void **state) {
         tu_assert_bitwise(b, a, br * bc, "tnt_k_bias_act_fwd, 7 threads");
         free(bias), free(p1), free(p2);
     }
+    /* ZeroPadding's box copy (its index split by pooling.cu's divisors, set by thread 0) */
+    {
+        tnt_k_box bx = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 11, 12}, .off = {0, 1, 2}};
+        i64 bn = 2 * 11 * 12 * 3;
+        float *bin = gh_random(2 * 9 * 8 * 3, -1, 1, 16), *bo1 = gh_poisoned(bn), *bo2 = gh_poisoned(bn), pad = 0.5f;
+        gh_launch("tnt_k_box_copy", 3, ARGS(&bx, &bin, &bo1, &pad));
+        mt_launch("tnt_k_box_copy", 3, 7, ARGS(&bx, &bin, &bo2, &pad));
+        tu_assert_bitwise(bo2, bo1, bn, "box copy, 7 threads");
+        free(bin), free(bo1), free(bo2);
+    }
     /* 3x3 max and average pooling, stride 2, same padding */
     tnt_k_pool g = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 5, 4}, .k = {1, 3, 3}, .s = {1, 2, 2}, .pad = {0, 1, 1}};
     i64 nx = 2 * 9 * 8 * 3, ny = 2 * 5 * 4 * 3;

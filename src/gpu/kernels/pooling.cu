@@ -37,16 +37,20 @@ DEV unsigned k_udiv_q(k_udiv v, unsigned n) {
     return (unsigned)(((unsigned long long)hi + n) >> v.s);
 }
 
-/* the divisors of a pooling launch over cells (d, h, w) of dims: dv = C, dims[2], dims[1], cells,
- * s[0], s[1], s[2]; fast: every index fits (else the 64-bit divisions) */
+/* the divisors that split an index of (n, dims..., C): dv = C, dims[2], dims[1], cells (thread 0) */
 #define K_POOL_FAST_LIMIT 0x7fffffffLL
+DEV void k_split_divisors(k_udiv *dv, i64 C, const int dims[3]) {
+    dv[0] = k_udiv_make((unsigned)C), dv[1] = k_udiv_make((unsigned)dims[2]);
+    dv[2] = k_udiv_make((unsigned)dims[1]), dv[3] = k_udiv_make((unsigned)((i64)dims[0] * dims[1] * dims[2]));
+}
+
+/* the divisors of a pooling launch over cells (d, h, w) of dims: those of k_split_divisors, then
+ * s[0], s[1], s[2]; fast: every index fits (else the 64-bit divisions) */
 DEV int k_pool_divisors(k_udiv *dv, const tnt_k_pool *g, const int dims[3]) {
-    const i64 cells = (i64)dims[0] * dims[1] * dims[2];
     const i64 o_cells = (i64)g->out[0] * g->out[1] * g->out[2], i_cells = (i64)g->in[0] * g->in[1] * g->in[2];
     const int fast = g->n * g->c * (o_cells > i_cells ? o_cells : i_cells) < K_POOL_FAST_LIMIT;
     if (fast && TID_X == 0) {
-        dv[0] = k_udiv_make((unsigned)g->c), dv[1] = k_udiv_make((unsigned)dims[2]);
-        dv[2] = k_udiv_make((unsigned)dims[1]), dv[3] = k_udiv_make((unsigned)cells);
+        k_split_divisors(dv, g->c, dims);
         for (int a = 0; a < 3; a++) dv[4 + a] = k_udiv_make((unsigned)g->s[a]);
     }
     SYNC();
