@@ -138,7 +138,8 @@ KERNEL void tnt_k_bn_stat_sums(const float *x, double *part, i64 rows, i64 C, i6
                 if (inner == 1) {
                     const i64 step = a.groups * C;
                     const float *p = x + a.v * C + a.k;
-                    for (; a.v + (BN_STAT_UNROLL - 1) * a.groups < a.v1; a.v += BN_STAT_UNROLL * a.groups, p += BN_STAT_UNROLL * step) {
+                    for (; a.v + (BN_STAT_UNROLL - 1) * a.groups < a.v1;
+                         a.v += BN_STAT_UNROLL * a.groups, p += BN_STAT_UNROLL * step) {
                         float e[BN_STAT_UNROLL]; /* the loads first: BN_STAT_UNROLL in flight */
                         for (int u = 0; u < BN_STAT_UNROLL; u++) e[u] = p[u * step];
                         for (int u = 0; u < BN_STAT_UNROLL; u++) bn_stat_add(&s1, &s2, e[u], x0);
@@ -153,7 +154,8 @@ KERNEL void tnt_k_bn_stat_sums(const float *x, double *part, i64 rows, i64 C, i6
             r1[t] = s1, r2[t] = s2;
         }
         bn_tree2(r1, r2, tw, groups);
-        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X) part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
+        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X)
+            part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
         SYNC();
     }
 }
@@ -228,8 +230,10 @@ KERNEL void tnt_k_bn_apply(const float *x, float *y, const float *gamma, const f
             i64 i = a.v * C + a.k;
             for (; a.v + 3 * a.groups < a.v1; a.v += 4 * a.groups, i += 4 * step) {
                 const float e0 = x[i], e1 = x[i + step], e2 = x[i + 2 * step], e3 = x[i + 3 * step];
-                y[i] = bn_apply1(e0, g, b, mk, sk, relu), y[i + step] = bn_apply1(e1, g, b, mk, sk, relu);
-                y[i + 2 * step] = bn_apply1(e2, g, b, mk, sk, relu), y[i + 3 * step] = bn_apply1(e3, g, b, mk, sk, relu);
+                y[i] = bn_apply1(e0, g, b, mk, sk, relu);
+                y[i + step] = bn_apply1(e1, g, b, mk, sk, relu);
+                y[i + 2 * step] = bn_apply1(e2, g, b, mk, sk, relu);
+                y[i + 3 * step] = bn_apply1(e3, g, b, mk, sk, relu);
             }
             for (; a.v < a.v1; a.v += a.groups, i += step) y[i] = bn_apply1(x[i], g, b, mk, sk, relu);
         } else if (a.v < a.v1) {
@@ -262,7 +266,8 @@ KERNEL void tnt_k_bn_grad_sums(const float *x, const float *dy, const float *y, 
                 if (inner == 1) {
                     const i64 step = a.groups * C;
                     i64 i = a.v * C + a.k;
-                    for (; a.v + (BN_GRAD_UNROLL - 1) * a.groups < a.v1; a.v += BN_GRAD_UNROLL * a.groups, i += BN_GRAD_UNROLL * step) {
+                    for (; a.v + (BN_GRAD_UNROLL - 1) * a.groups < a.v1;
+                         a.v += BN_GRAD_UNROLL * a.groups, i += BN_GRAD_UNROLL * step) {
                         float d[BN_GRAD_UNROLL], e[BN_GRAD_UNROLL], f[BN_GRAD_UNROLL];
                         for (int u = 0; u < BN_GRAD_UNROLL; u++)
                             d[u] = dy[i + u * step], e[u] = x[i + u * step], f[u] = relu ? y[i + u * step] : 0.0f;
@@ -279,7 +284,8 @@ KERNEL void tnt_k_bn_grad_sums(const float *x, const float *dy, const float *y, 
             r1[t] = sb, r2[t] = sg;
         }
         bn_tree2(r1, r2, tw, groups);
-        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X) part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
+        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X)
+            part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
         SYNC();
     }
 }
@@ -392,7 +398,8 @@ KERNEL void tnt_k_ln_param_sums(const float *x, const double *stats, const float
             r1[t] = sb, r2[t] = sg;
         }
         bn_tree2(r1, r2, tw, groups);
-        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X) part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
+        for (int t = TID_X; t < tw && c0 + t < C; t += NTID_X)
+            part[q * 2 * C + c0 + t] = r1[t], part[q * 2 * C + C + c0 + t] = r2[t];
         SYNC();
     }
 }
