@@ -466,7 +466,13 @@ unset NVIDIA_TF32_OVERRIDE
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
 PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_ALGO=measure lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
-    phase 3b "profile" 90
+    phase 3b "profile" 110
+    # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
+    if [ -f "$BUILD/gpu/kernels.ptx" ]; then
+        check "BatchNormalization kernels, ResNet-50 b64 shapes (bench_bn_kernels.py)" 25 bash -c \
+            '"$0" scripts/bench_bn_kernels.py "$1" --reps 5 >"$2/bn_kernels.txt" 2>&1' "$PYTHON" "$BUILD/gpu/kernels.ptx" "$RES"
+        grep -a "^53 layers\|^tnt_k_copy" "$RES/bn_kernels.txt" 2>/dev/null | while read -r l; do row 3b "  BN kernels" INFO - "$l"; done
+    fi
     : >"$RES/profile.txt"
     prof() { # model batch [ENV=VALUE | policy=NAME]
         local envs=${3:-} args=""

@@ -174,7 +174,11 @@ def compare_families(dev, ref, rng, report):
         if act in (4, 18, 28):  # the row kernels
             continue
         run("tnt_k_act_bwd", 9, [i32(act), f32(0), r(n, lo=-6, hi=6), r(n, lo=-1, hi=1), r(n), nan(n), ll(n)])
+    run("tnt_k_add_act", 13, [r(n), r(n), nan(n), i32(1), f32(0), ll(n)])  # Add's folded relu
+    run("tnt_k_act_bwd_y2", 13, [i32(1), f32(0), r(n), r(n), nan(n), nan(n), ll(n)])
     run("tnt_k_col_sums_partial", 5, [r(rows, cols), nan(3, cols), ll(rows), ll(cols), ll(32)])
+    run("tnt_k_col_sums", 2, [r(1568, 6), nan(6), ll(1568), ll(6)])  # a fixed order: the host's bits
+    run("tnt_k_col_sums", 1, [r(rows, cols), nan(cols), ll(rows), ll(cols)])
     run("tnt_k_log_softmax_fwd", 16, [r(rows, cols, lo=-8, hi=8), nan(rows, cols), ll(rows), ll(cols)], tol=1e-5)
     run("tnt_k_sparsemax_fwd", 3, [r(rows, 30), nan(rows, 30), ll(rows), ll(30)], tol=1e-5)
     p_, g_ = r(n), r(n)
@@ -190,14 +194,29 @@ def compare_families(dev, ref, rng, report):
     arg = np.zeros(ny, np.uint16)
     run("tnt_k_max_pool_fwd", 7, [gp, img, nan(ny), arg])
     run("tnt_k_avg_pool_bwd", 7, [gp, r(ny), nan(img.size)])
-    # BatchNormalization (channels last) and LayerNormalization
-    m, c = 300, 24
-    xb, mean = r(m, c), np.zeros(c, np.float64)
-    run("tnt_k_bn_sums", 4, [xb, None, np.zeros((10, c)), ll(m), ll(c), ll(1), ll(30)], tol=1e-12)
+    # BatchNormalization (channels last; 45 channels: two tiles, one partial; 300 rows: a partial
+    # chunk) and LayerNormalization. The BN kernels' sums run over virtual lanes in a fixed order,
+    # so 256 threads per block give the host build's bits.
+    m, c = 300, 45
+    xb, mean = r(m, c, lo=1.0, hi=3.0), np.zeros(c, np.float64)
+    chunks = (m + 39) // 40
+    part = np.zeros((chunks, 2, c))
+    run("tnt_k_bn_stat_sums", 3, [xb, part, ll(m), ll(c), ll(1), ll(40)])
+    rng_part = np.stack([r(chunks, c).astype(np.float64), np.abs(r(chunks, c)).astype(np.float64) + 40], axis=1)
+    run("tnt_k_bn_stats", 2, [xb, rng_part, ll(chunks), ll(c), ll(1), nan(c), nan(c), r(c), np.abs(r(c)), f64(300.0),
+                               f64(0.99), f64(1e-3)])
     run("tnt_k_bn_apply", 6, [xb, nan(m, c), r(c), r(c), r(c), np.abs(r(c)), ll(m), ll(c), ll(1), i32(1)])
-    run("tnt_k_bn_train_stats", 1, [r(c).astype(np.float64), np.abs(r(c)).astype(np.float64), nan(c), nan(c),
-                                    r(c), np.abs(r(c)), ll(c), f64(300.0), f64(0.99), f64(1e-3)])
+    dyb, yb = r(m, c), r(m, c)
+    run("tnt_k_bn_grad_sums", 5, [xb, dyb, yb, r(c), np.abs(r(c)), part, ll(m), ll(c), ll(1), ll(40), i32(1)])
+    run("tnt_k_bn_grad_finish", 2, [rng_part, ll(chunks), ll(c), nan(c), nan(c), nan(c), nan(c), f64(300.0), i32(1)])
+    run("tnt_k_bn_dx", 6, [xb, dyb, yb, r(c), r(c), np.abs(r(c)), r(c), r(c), nan(m, c), ll(m), ll(c), ll(1), i32(1)])
+    # channels first (inner 35: the other lane layout)
+    run("tnt_k_bn_stat_sums", 4, [r(3, 6, 35), np.zeros((2, 2, 6)), ll(3), ll(6), ll(35), ll(64)])
+    run("tnt_k_bn_dx", 3, [r(3, 6, 35), r(3, 6, 35), r(3, 6, 35), r(6), r(6), np.abs(r(6)), r(6), r(6), nan(3, 6, 35),
+                           ll(3), ll(6), ll(35), i32(0)])
     run("tnt_k_ln_fwd", 8, [xb, nan(m, c), r(c), r(c), np.zeros(2 * m), ll(m), ll(c), f64(1e-3)], tol=1e-5)
+    ln_stats = np.concatenate([r(m), np.abs(r(m)) + 0.5]).astype(np.float64)
+    run("tnt_k_ln_param_sums", 5, [xb, ln_stats, dyb, np.zeros((19, 2, c)), ll(m), ll(c), ll(16)])
     # Embedding, permute, attention's softmax
     ids = np.floor(r(500, lo=0, hi=50)).astype(np.float32)
     run("tnt_k_embedding_fwd", 9, [ids, r(50, 16), nan(500, 16), ll(500), ll(16)])
@@ -232,16 +251,14 @@ def main():
     dev.launch("tnt_k_fill", 7, 256, [ptr(y), ll(n), f32(0.75)])
     report("tnt_k_fill", bool(np.all(dev.read(y, np.empty(n, np.float32)) == np.float32(0.75))))
 
-    # column sums in row order (Dense's bias gradient): float32 additions in NumPy's order, bitwise
+    # column sums (the bias gradients) in double: the exact sum rounded once, within 2 ulp
     rows, cols = 513, 37
     x = rng.standard_normal((rows, cols)).astype(np.float32)
-    want = x[0].copy()
-    for r in range(1, rows):
-        want += x[r]
+    want = x.astype(np.float64).sum(axis=0).astype(np.float32)
     out = dev.buffer(np.full(cols, np.nan, np.float32))
     dev.launch("tnt_k_col_sums", 2, 32, [ptr(dev.buffer(x)), ptr(out), ll(rows), ll(cols)])
     got = dev.read(out, np.empty(cols, np.float32))
-    report("tnt_k_col_sums (bitwise)", np.array_equal(got.view(np.uint32), want.view(np.uint32)))
+    report("tnt_k_col_sums (double sums)", bool(np.all(np.abs(got - want) <= 2.4e-7 * np.abs(want) + 1e-7)))
 
     # a block reduction (shared memory, barriers): sums of squares in double per block
     n, grid = 1000003, 40

@@ -109,11 +109,18 @@ static void test_elementwise(void **state) {
     free(partial), free(x), free(b), free(y), free(ref);
 }
 
-/* Dense's bias gradient (layers/core/dense.c): the first row, then each next row added in order */
+/* column sums in row order, float (as layers/core/dense.c's bias gradient) or double */
 static void col_sums_ref(const float *x, float *out, i64 rows, i64 cols) {
     memcpy(out, x, (size_t)cols * sizeof(float));
     for (i64 i = 1; i < rows; i++)
         for (i64 j = 0; j < cols; j++) out[j] += x[i * cols + j];
+}
+static void col_sums_exact(const float *x, float *out, i64 rows, i64 cols) {
+    for (i64 j = 0; j < cols; j++) {
+        double s = 0.0;
+        for (i64 i = 0; i < rows; i++) s += x[i * cols + j];
+        out[j] = (float)s;
+    }
 }
 
 static void test_bias(void **state) {
@@ -128,15 +135,35 @@ static void test_bias(void **state) {
     for (i64 i = 0; i < n; i++) ref[i] = bias[i % cols];
     tu_assert_bitwise(z, ref, n, "bias_set");
     float *db = gh_poisoned(cols), *dbref = gh_poisoned(cols);
+    /* the column sums in double: the exact sum rounded once (a fixed order of double additions) */
+    float *dbx = gh_poisoned(cols);
     gh_launch("tnt_k_col_sums", 2, ARGS(&x, &db, &rows, &cols));
+    col_sums_exact(x, dbx, rows, cols);
+    gh_assert_close(db, dbx, cols, 2.4e-7, 1e-7, "col_sums (double)");
     col_sums_ref(x, dbref, rows, cols);
-    tu_assert_bitwise(db, dbref, cols, "col_sums (Dense's bias gradient, row order)");
-    /* tall input in chunks of 16 rows: 5 partial rows, then their sums; close to the row order */
+    gh_assert_close(db, dbref, cols, 1e-6, 1e-6, "col_sums against Dense's float row order");
+    /* tall input in chunks of 16 rows: 5 partial rows (float, row order: bitwise), then their sums */
     i64 chunk = 16, chunks = (rows + chunk - 1) / chunk;
-    float *part = gh_poisoned(chunks * cols);
+    float *part = gh_poisoned(chunks * cols), *part_ref = gh_poisoned(chunks * cols);
     gh_launch("tnt_k_col_sums_partial", 3, ARGS(&x, &part, &rows, &cols, &chunk));
+    for (i64 k = 0; k < chunks; k++) {
+        const i64 r1 = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
+        col_sums_ref(x + k * chunk * cols, part_ref + k * cols, r1 - k * chunk, cols);
+    }
+    tu_assert_bitwise(part, part_ref, chunks * cols, "col_sums_partial (row order in each chunk)");
     gh_launch("tnt_k_col_sums", 1, ARGS(&part, &db, &chunks, &cols));
     gh_assert_close(db, dbref, cols, 1e-6, 1e-6, "col_sums in chunks");
+    /* many rows over few columns (LeNet's conv1 bias: 1568 partials of 6 columns, a tile of 8
+     * lanes x 32 groups) and a column count past one tile */
+    for (int shape = 0; shape < 2; shape++) {
+        i64 tr = shape ? 77 : 1568, tc = shape ? 45 : 6;
+        float *tx = gh_random(tr * tc, -1, 1, 6), *t1 = gh_poisoned(tc), *t2 = gh_poisoned(tc);
+        gh_launch("tnt_k_col_sums", 1, ARGS(&tx, &t1, &tr, &tc));
+        col_sums_exact(tx, t2, tr, tc);
+        gh_assert_close(t1, t2, tc, 2.4e-7, 1e-7, "col_sums (tall or wide)");
+        free(tx), free(t1), free(t2);
+    }
+    free(dbx), free(part_ref);
     free(x), free(bias), free(y), free(ref), free(z), free(db), free(dbref), free(part);
 }
 
@@ -235,6 +262,26 @@ static void test_bias_act(void **state) {
         gh_launch("tnt_k_bias_act_fwd", 2, ARGS(&pre, &none, &pre, &act, &alpha, &rows, &cols));
         gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &x, &yref, &n));
         tu_assert_bitwise(pre, yref, n, "bias_act_fwd in place without a bias");
+        /* Add's fused kernels: add then the activation; the gradient from y to two outputs */
+        float *b2 = gh_random(n, -2, 2, 62), *sum = gh_poisoned(n);
+        gh_launch("tnt_k_add_act", 3, ARGS(&x, &b2, &y, &act, &alpha, &n));
+        gh_launch("tnt_k_add", 2, ARGS(&x, &b2, &sum, &n));
+        gh_launch("tnt_k_act_fwd", 2, ARGS(&act, &alpha, &sum, &yref, &n));
+        tu_assert_bitwise(y, yref, n, "add_act: add then act_fwd");
+        if (act == TNT_ACT_RELU || act == TNT_ACT_LEAKY_RELU || act == TNT_ACT_SIGMOID || act == TNT_ACT_TANH ||
+            act == TNT_ACT_ELU) { /* the gradients read from y */
+            float *dy = gh_random(n, -1, 1, 63), *d0 = gh_poisoned(n), *d1 = gh_poisoned(n), *dref = gh_poisoned(n);
+            float *no_x = NULL, *no_dx = NULL;
+            gh_launch("tnt_k_act_bwd_y2", 3, ARGS(&act, &alpha, &y, &dy, &d0, &d1, &n));
+            gh_launch("tnt_k_act_bwd", 2, ARGS(&act, &alpha, &no_x, &y, &dy, &dref, &n));
+            tu_assert_bitwise(d0, dref, n, "act_bwd_y2: first output");
+            tu_assert_bitwise(d1, dref, n, "act_bwd_y2: second output");
+            free(d1), d1 = gh_poisoned(n);
+            gh_launch("tnt_k_act_bwd_y2", 3, ARGS(&act, &alpha, &y, &dy, &d1, &no_dx, &n));
+            tu_assert_bitwise(d1, dref, n, "act_bwd_y2: one output");
+            free(dy), free(d0), free(d1), free(dref);
+        }
+        free(b2), free(sum);
         free(pre), free(y), free(ref), free(yref);
     }
     free(x), free(bias);

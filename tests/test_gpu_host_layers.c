@@ -139,9 +139,12 @@ static float *weight_or_null(tnt_layer *l, const char *name, bool grad) {
     return NULL;
 }
 
-/* inner > 1: channels first (axis 1) over (c, h, w) */
-static void check_bn(bool channels_first, bool training, bool relu, bool no_scale, bool no_center, int64_t batch) {
-    const int h = 5, w = 7, c = 6;
+/* inner > 1: channels first (axis 1) over (c, h, w); chunk: values per channel in a tile of the
+ * sums; grid: host blocks (fewer than the tiles: the kernels stride over them) */
+static float bn_offset = 0.5f; /* added to x: the statistics' shifted sums must not cancel */
+
+static void check_bn_shape(int h, int w, int c, i64 chunk, unsigned grid, bool channels_first, bool training, bool relu,
+                           bool no_scale, bool no_center, int64_t batch) {
     tnt_batch_norm_opts o = {.momentum = 0.9f, .epsilon = 1e-3f, .no_scale = no_scale, .no_center = no_center,
                              .axis = channels_first ? 1 : 0};
     tnt_layer *l = tnt_batch_normalization_with(&o);
@@ -150,7 +153,7 @@ static void check_bn(bool channels_first, bool training, bool relu, bool no_scal
     drv d;
     drv_init(&d, l, channels_first ? TNT_SHAPE(c, h, w) : TNT_SHAPE(h, w, c), batch);
     tu_fill(d.x, in_numel(&d), 31);
-    for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 3.0f + 0.5f;
+    for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 3.0f + bn_offset;
     tu_fill(d.dy, out_numel(&d), 32);
     float *gamma = weight_or_null(l, "gamma", false), *beta = weight_or_null(l, "beta", false);
     float *mmean = weight_or_null(l, "moving_mean", false), *mvar = weight_or_null(l, "moving_variance", false);
@@ -162,35 +165,31 @@ static void check_bn(bool channels_first, bool training, bool relu, bool no_scal
     layer_fwd(&d, training, 1, 0);
     layer_bwd(&d, 0);
 
-    i64 C = c, inner = channels_first ? (i64)h * w : 1, rows = batch * h * w * c / (C * inner), chunk = 64;
+    i64 C = c, inner = channels_first ? (i64)h * w : 1, rows = batch * h * w * c / (C * inner);
     i64 m = rows * inner, chunks = (m + chunk - 1) / chunk, n = in_numel(&d);
     int r = relu, batch_stats = training;
-    double M = (double)m, mom = 0.9f, eps = 1e-3f, inv_m = 1.0 / M, one = 1.0;
-    double *part = malloc((size_t)(chunks * 2 * C) * sizeof(double)), *mean = malloc((size_t)C * sizeof(double));
-    double *sq = malloc((size_t)C * sizeof(double));
+    double M = (double)m, mom = 0.9f, eps = 1e-3f;
+    double *part = malloc((size_t)(chunks * 2 * C) * sizeof(double));
     float *mean_f = gh_poisoned(C), *inv_std = gh_poisoned(C), *mm = gh_copy(mm0, C), *mv = gh_copy(mv0, C);
     float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C);
     float *mg = gh_poisoned(C), *mgx = gh_poisoned(C);
-    double *none = NULL;
     if (training) {
-        gh_launch("tnt_k_bn_sums", 3, ARGS(&d.x, &none, &part, &rows, &C, &inner, &chunk));
-        gh_launch("tnt_k_sum_chunks_d", 2, ARGS(&part, &mean, &chunks, &C, &inv_m));
-        gh_launch("tnt_k_bn_sums", 3, ARGS(&d.x, &mean, &part, &rows, &C, &inner, &chunk));
-        gh_launch("tnt_k_sum_chunks_d", 2, ARGS(&part, &sq, &chunks, &C, &one));
-        gh_launch("tnt_k_bn_train_stats", 2, ARGS(&mean, &sq, &mean_f, &inv_std, &mm, &mv, &C, &M, &mom, &eps));
+        gh_launch("tnt_k_bn_stat_sums", grid, ARGS(&d.x, &part, &rows, &C, &inner, &chunk));
+        gh_launch("tnt_k_bn_stats", 2, ARGS(&d.x, &part, &chunks, &C, &inner, &mean_f, &inv_std, &mm, &mv, &M, &mom, &eps));
     } else {
         gh_launch("tnt_k_bn_moving_stats", 2, ARGS(&mm, &mv, &mean_f, &inv_std, &C, &eps));
     }
-    gh_launch("tnt_k_bn_apply", 5, ARGS(&d.x, &y, &gamma, &beta, &mean_f, &inv_std, &rows, &C, &inner, &r));
-    gh_launch("tnt_k_bn_grad_sums", 3,
+    gh_launch("tnt_k_bn_apply", grid, ARGS(&d.x, &y, &gamma, &beta, &mean_f, &inv_std, &rows, &C, &inner, &r));
+    gh_launch("tnt_k_bn_grad_sums", grid,
               ARGS(&d.x, &d.dy, &y, &mean_f, &inv_std, &part, &rows, &C, &inner, &chunk, &r));
     float *dgp = gamma ? dg : NULL, *dbp = beta ? db : NULL;
     gh_launch("tnt_k_bn_grad_finish", 2, ARGS(&part, &chunks, &C, &dgp, &dbp, &mg, &mgx, &M, &batch_stats));
-    gh_launch("tnt_k_bn_dx", 5,
+    gh_launch("tnt_k_bn_dx", grid,
               ARGS(&d.x, &d.dy, &y, &gamma, &mean_f, &inv_std, &mg, &mgx, &dx, &rows, &C, &inner, &r));
 
     char what[128];
-    snprintf(what, sizeof what, "BatchNormalization (%s, %s%s%s%s)", channels_first ? "channels first" : "channels last",
+    snprintf(what, sizeof what, "BatchNormalization (%dx%dx%d, chunk %lld, %s, %s%s%s%s)", h, w, c, chunk,
+             channels_first ? "channels first" : "channels last",
              training ? "training" : "inference", relu ? ", relu" : "", no_scale ? ", no gamma" : "",
              no_center ? ", no beta" : "");
     gh_assert_close(y, d.y, n, 1e-6, 1e-6, what);
@@ -209,9 +208,13 @@ static void check_bn(bool channels_first, bool training, bool relu, bool no_scal
         }
         if (fabs(db[k] - exact) > 1e-7 + 1e-7 * fabs(exact)) fail_msg("%s: dbeta[%lld] %.9g, exact %.9g", what, k, db[k], exact);
     }
-    free(part), free(mean), free(sq), free(mean_f), free(inv_std), free(mm), free(mv), free(y), free(dx), free(dg);
+    free(part), free(mean_f), free(inv_std), free(mm), free(mv), free(y), free(dx), free(dg);
     free(db), free(mg), free(mgx), free(mm0), free(mv0);
     drv_free(&d, true);
+}
+
+static void check_bn(bool channels_first, bool training, bool relu, bool no_scale, bool no_center, int64_t batch) {
+    check_bn_shape(5, 7, 6, 64, 3, channels_first, training, relu, no_scale, no_center, batch);
 }
 
 static void test_batch_norm(void **state) {
@@ -222,14 +225,26 @@ static void test_batch_norm(void **state) {
     check_bn(true, true, false, false, false, 3);
     check_bn(true, false, true, false, false, 2);
     check_bn(false, true, false, true, true, 3);
+    /* the tiles of the device kernels: one channel (a tile of 256 lanes along the values); 45
+     * channels (two tiles of 32, the second partial) over 297 rows in chunks of 40 (not a multiple
+     * of the 8 lane groups); 2048 channels (64 tiles) over 18 rows; many chunks (35 of 4 values: the
+     * merges' 8 serial groups and their tree); channels first with a chunk that splits rows */
+    check_bn_shape(5, 7, 1, 64, 3, false, true, true, false, false, 3);
+    check_bn_shape(9, 11, 45, 40, 5, false, true, true, false, false, 3);
+    check_bn_shape(9, 11, 45, 40, 5, false, false, false, false, false, 3);
+    check_bn_shape(3, 3, 2048, 8, 7, false, true, true, false, false, 2);
+    check_bn_shape(5, 7, 6, 4, 3, false, true, false, false, false, 4);
+    check_bn_shape(5, 7, 3, 50, 2, true, true, true, false, false, 3);
+    bn_offset = 1000.0f; /* mean / std about 600 */
+    check_bn_shape(9, 11, 45, 40, 5, false, true, false, false, false, 3);
+    bn_offset = 0.5f;
 }
 
-static void test_layer_norm(void **state) {
-    (void)state;
-    const int seq = 7, C = 129;
+/* chunk: rows per tile of the parameter gradients' sums */
+static void check_layer_norm(int seq, int C, int batch, i64 chunk, unsigned grid) {
     tnt_layer *l = tnt_layer_normalization(1e-3f, NULL);
     drv d;
-    drv_init(&d, l, TNT_SHAPE(seq, C), 3);
+    drv_init(&d, l, TNT_SHAPE(seq, C), batch);
     tu_fill(d.x, in_numel(&d), 41);
     for (int64_t i = 0; i < in_numel(&d); i++) d.x[i] = d.x[i] * 2.0f + 1.0f;
     tu_fill(d.dy, out_numel(&d), 42);
@@ -237,20 +252,32 @@ static void test_layer_norm(void **state) {
     tu_fill(l->weights[1].value, C, 44);
     layer_fwd(&d, true, 1, 0);
     layer_bwd(&d, 0);
-    i64 rows = 3 * seq, cols = C, n = rows * cols;
-    double eps = 1e-3f;
-    double *stats = malloc((size_t)(2 * rows) * sizeof(double));
-    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C);
+    i64 rows = (i64)batch * seq, cols = C, n = rows * cols, chunks = (rows + chunk - 1) / chunk;
+    double eps = 1e-3f, no_count = 0.0;
+    double *stats = malloc((size_t)(2 * rows) * sizeof(double)), *part = malloc((size_t)(chunks * 2 * C) * sizeof(double));
+    float *y = gh_poisoned(n), *dx = gh_poisoned(n), *dg = gh_poisoned(C), *db = gh_poisoned(C), *none = NULL;
     float *gamma = l->weights[0].value, *beta = l->weights[1].value;
+    int no_batch_stats = 0;
     gh_launch("tnt_k_ln_fwd", 5, ARGS(&d.x, &y, &gamma, &beta, &stats, &rows, &cols, &eps));
-    gh_launch("tnt_k_ln_bwd_params", 3, ARGS(&d.x, &d.dy, &stats, &dg, &db, &rows, &cols));
+    gh_launch("tnt_k_ln_param_sums", grid, ARGS(&d.x, &stats, &d.dy, &part, &rows, &cols, &chunk));
+    gh_launch("tnt_k_bn_grad_finish", 2, ARGS(&part, &chunks, &cols, &dg, &db, &none, &none, &no_count, &no_batch_stats));
     gh_launch("tnt_k_ln_bwd_dx", 4, ARGS(&d.x, &d.dy, &gamma, &stats, &dx, &rows, &cols));
-    gh_assert_close(y, d.y, n, 1e-6, 1e-6, "LayerNormalization forward");
-    gh_assert_close(dg, l->weights[0].grad, C, 1e-6, 1e-6, "LayerNormalization dgamma");
-    gh_assert_close(db, l->weights[1].grad, C, 1e-6, 1e-6, "LayerNormalization dbeta");
-    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, "LayerNormalization dx");
-    free(stats), free(y), free(dx), free(dg), free(db);
+    char what[96];
+    snprintf(what, sizeof what, "LayerNormalization (%d rows of %d, chunk %lld)", (int)rows, C, chunk);
+    gh_assert_close(y, d.y, n, 1e-6, 1e-6, what);
+    gh_assert_close(dg, l->weights[0].grad, C, 1e-6, 1e-6, what);
+    gh_assert_close(db, l->weights[1].grad, C, 1e-6, 1e-6, what);
+    gh_assert_close(dx, d.dx, n, 1e-6, 1e-6, what);
+    free(stats), free(part), free(y), free(dx), free(dg), free(db);
     drv_free(&d, true);
+}
+
+static void test_layer_norm(void **state) {
+    (void)state;
+    check_layer_norm(7, 129, 3, 64, 3);  /* 5 tiles of columns, one chunk */
+    check_layer_norm(7, 129, 3, 4, 7);   /* 6 chunks, the last partial */
+    check_layer_norm(30, 3, 11, 32, 2);  /* 3 columns (a tile of 4 lanes), 11 chunks: the merges' groups */
+    check_layer_norm(2, 1024, 2, 32, 5); /* wide rows */
 }
 
 /* ---- dropout, embedding, padding ------------------------------------------------------------ */

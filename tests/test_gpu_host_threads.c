@@ -97,6 +97,16 @@ static void test_row_reductions(void **state) {
         gh_assert_close(y, y1, n, 1e-6, 1e-6, "tnt_k_ln_fwd");
         gh_assert_close(d, d1, n, 1e-6, 1e-6, "tnt_k_ln_bwd_dx");
     }
+    /* LayerNormalization's column sums: virtual lanes, so the same bits for any blockDim */
+    i64 chunk = 4, chunks = (rows + chunk - 1) / chunk;
+    double *p1 = malloc((size_t)(chunks * 2 * cols) * sizeof(double)), *p2 = malloc((size_t)(chunks * 2 * cols) * sizeof(double));
+    gh_launch("tnt_k_ln_param_sums", 3, ARGS(&x, &st1, &dy, &p1, &rows, &cols, &chunk));
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        memset(p2, 0xff, (size_t)(chunks * 2 * cols) * sizeof(double));
+        mt_launch("tnt_k_ln_param_sums", 3, BLOCKS[b], ARGS(&x, &st1, &dy, &p2, &rows, &cols, &chunk));
+        assert_memory_equal(p1, p2, (size_t)(chunks * 2 * cols) * sizeof(double));
+    }
+    free(p1), free(p2);
     /* attention's masked softmax (causal) and its backward */
     i64 B = 1, H = 3, Tq = 3, Tv = 301;
     int causal = 1;
@@ -170,6 +180,37 @@ static void test_strided_bitwise(void **state) {
         mt_launch("tnt_k_act_bwd", 3, 7, ARGS(&act, &alpha, &x, &x, &dy, &b, &n));
         tu_assert_bitwise(b, a, n, "tnt_k_act_bwd, 7 threads");
     }
+    /* the bias kernels keep the column without a division per element: 29 columns (the grid's
+     * 21 threads step less than a row) and 5 (more than a row) */
+    for (i64 bc = 29; bc >= 5; bc -= 24) {
+        i64 br = n / bc;
+        float *bias = gh_random(bc, -1, 1, 15), *p1 = gh_copy(x, n), *p2 = gh_copy(x, n);
+        gh_launch("tnt_k_bias_add", 3, ARGS(&p1, &bias, &br, &bc));
+        mt_launch("tnt_k_bias_add", 3, 7, ARGS(&p2, &bias, &br, &bc));
+        for (i64 i = 0; i < br * bc; i++) a[i] = x[i] + bias[i % bc];
+        tu_assert_bitwise(p1, a, br * bc, "tnt_k_bias_add against x + bias");
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_add, 7 threads");
+        gh_launch("tnt_k_bias_set", 3, ARGS(&p1, &bias, &br, &bc));
+        mt_launch("tnt_k_bias_set", 3, 7, ARGS(&p2, &bias, &br, &bc));
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_set, 7 threads");
+        int act = K_ACT_GELU;
+        float alpha = 0.0f;
+        gh_launch("tnt_k_bias_act_fwd", 3, ARGS(&p1, &bias, &a, &act, &alpha, &br, &bc));
+        mt_launch("tnt_k_bias_act_fwd", 3, 7, ARGS(&p2, &bias, &b, &act, &alpha, &br, &bc));
+        tu_assert_bitwise(p2, p1, n, "tnt_k_bias_act_fwd (pre), 7 threads");
+        tu_assert_bitwise(b, a, br * bc, "tnt_k_bias_act_fwd, 7 threads");
+        free(bias), free(p1), free(p2);
+    }
+    /* ZeroPadding's box copy (its index split by pooling.cu's divisors, set by thread 0) */
+    {
+        tnt_k_box bx = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 11, 12}, .off = {0, 1, 2}};
+        i64 bn = 2 * 11 * 12 * 3;
+        float *bin = gh_random(2 * 9 * 8 * 3, -1, 1, 16), *bo1 = gh_poisoned(bn), *bo2 = gh_poisoned(bn), pad = 0.5f;
+        gh_launch("tnt_k_box_copy", 3, ARGS(&bx, &bin, &bo1, &pad));
+        mt_launch("tnt_k_box_copy", 3, 7, ARGS(&bx, &bin, &bo2, &pad));
+        tu_assert_bitwise(bo2, bo1, bn, "box copy, 7 threads");
+        free(bin), free(bo1), free(bo2);
+    }
     /* 3x3 max and average pooling, stride 2, same padding */
     tnt_k_pool g = {.n = 2, .c = 3, .in = {1, 9, 8}, .out = {1, 5, 4}, .k = {1, 3, 3}, .s = {1, 2, 2}, .pad = {0, 1, 1}};
     i64 nx = 2 * 9 * 8 * 3, ny = 2 * 5 * 4 * 3;
@@ -185,13 +226,55 @@ static void test_strided_bitwise(void **state) {
     gh_launch("tnt_k_avg_pool_bwd", 3, ARGS(&g, &pdy, &dx1));
     mt_launch("tnt_k_avg_pool_bwd", 3, 7, ARGS(&g, &pdy, &dx2));
     tu_assert_bitwise(dx2, dx1, nx, "average pool backward, 7 threads");
-    /* BatchNormalization's chunked sums and Adam */
-    i64 C = cols, inner = 1, chunk = 8, chunks = (rows + chunk - 1) / chunk;
-    double *p1 = malloc((size_t)(chunks * 2 * C) * sizeof(double)), *p2 = malloc((size_t)(chunks * 2 * C) * sizeof(double));
-    double *nod = NULL;
-    gh_launch("tnt_k_bn_sums", 2, ARGS(&x, &nod, &p1, &rows, &C, &inner, &chunk));
-    mt_launch("tnt_k_bn_sums", 2, 7, ARGS(&x, &nod, &p2, &rows, &C, &inner, &chunk));
-    assert_memory_equal(p1, p2, (size_t)(chunks * C) * sizeof(double));
+    /* the column sums (bias gradients): virtual lanes, the same bits for any blockDim; 29 columns
+     * and 5 (a tile of 8 lanes x 32 groups) */
+    for (i64 cc = 29; cc >= 5; cc -= 24) {
+        i64 cr = n / cc;
+        float *o1 = gh_poisoned(cc), *o2 = gh_poisoned(cc);
+        gh_launch("tnt_k_col_sums", 1, ARGS(&x, &o1, &cr, &cc));
+        for (unsigned bi = 0; bi < sizeof BLOCKS / sizeof BLOCKS[0]; bi++) {
+            mt_launch("tnt_k_col_sums", 2, BLOCKS[bi], ARGS(&x, &o2, &cr, &cc));
+            tu_assert_bitwise(o2, o1, cc, "tnt_k_col_sums, several threads");
+        }
+        free(o1), free(o2);
+    }
+    /* BatchNormalization's kernels (their sums run over virtual lanes: the same bits for any
+     * blockDim), channels last over 45 channels (two tiles) and first (inner 7), and Adam */
+    for (int layout = 0; layout < 2; layout++) {
+        i64 C = layout ? 3 : 45, inner = layout ? 7 : 1, bn_rows = n / (C * inner), m = bn_rows * inner;
+        i64 chunk = layout ? 50 : 40, chunks = (m + chunk - 1) / chunk;
+        int relu = 1, batch_stats = 1;
+        double M = (double)m, mom = 0.9, eps = 1e-3;
+        for (unsigned bi = 0; bi < 3; bi++) {
+            const unsigned blocks[] = {1, 7, 256};
+            double *p1 = calloc((size_t)(chunks * 2 * C), sizeof(double)), *p2 = calloc((size_t)(chunks * 2 * C), sizeof(double));
+            float *st[2][8], *out1 = gh_poisoned(n), *out2 = gh_poisoned(n), *g1 = gh_random(C, 0.5f, 1.5f, 13);
+            for (int s = 0; s < 2; s++)
+                for (int k = 0; k < 8; k++) st[s][k] = k < 2 ? gh_random(C, 0, 1, 14) : gh_poisoned(C);
+            /* st[s]: moving mean, moving var, mean, inv_std, dgamma, dbeta, mean_g, mean_gx */
+            gh_launch("tnt_k_bn_stat_sums", 2, ARGS(&x, &p1, &bn_rows, &C, &inner, &chunk));
+            mt_launch("tnt_k_bn_stat_sums", 2, blocks[bi], ARGS(&x, &p2, &bn_rows, &C, &inner, &chunk));
+            assert_memory_equal(p1, p2, (size_t)(chunks * 2 * C) * sizeof(double));
+            gh_launch("tnt_k_bn_stats", 1, ARGS(&x, &p1, &chunks, &C, &inner, &st[0][2], &st[0][3], &st[0][0], &st[0][1], &M, &mom, &eps));
+            mt_launch("tnt_k_bn_stats", 1, blocks[bi], ARGS(&x, &p2, &chunks, &C, &inner, &st[1][2], &st[1][3], &st[1][0], &st[1][1], &M, &mom, &eps));
+            for (int k = 0; k < 4; k++) tu_assert_bitwise(st[1][k], st[0][k], C, "tnt_k_bn_stats, several threads");
+            gh_launch("tnt_k_bn_apply", 3, ARGS(&x, &out1, &g1, &g1, &st[0][2], &st[0][3], &bn_rows, &C, &inner, &relu));
+            mt_launch("tnt_k_bn_apply", 3, blocks[bi], ARGS(&x, &out2, &g1, &g1, &st[1][2], &st[1][3], &bn_rows, &C, &inner, &relu));
+            tu_assert_bitwise(out2, out1, n, "tnt_k_bn_apply, several threads");
+            gh_launch("tnt_k_bn_grad_sums", 2, ARGS(&x, &dy, &out1, &st[0][2], &st[0][3], &p1, &bn_rows, &C, &inner, &chunk, &relu));
+            mt_launch("tnt_k_bn_grad_sums", 2, blocks[bi], ARGS(&x, &dy, &out2, &st[1][2], &st[1][3], &p2, &bn_rows, &C, &inner, &chunk, &relu));
+            assert_memory_equal(p1, p2, (size_t)(chunks * 2 * C) * sizeof(double));
+            gh_launch("tnt_k_bn_grad_finish", 1, ARGS(&p1, &chunks, &C, &st[0][4], &st[0][5], &st[0][6], &st[0][7], &M, &batch_stats));
+            mt_launch("tnt_k_bn_grad_finish", 1, blocks[bi], ARGS(&p2, &chunks, &C, &st[1][4], &st[1][5], &st[1][6], &st[1][7], &M, &batch_stats));
+            for (int k = 4; k < 8; k++) tu_assert_bitwise(st[1][k], st[0][k], C, "tnt_k_bn_grad_finish, several threads");
+            gh_launch("tnt_k_bn_dx", 3, ARGS(&x, &dy, &out1, &g1, &st[0][2], &st[0][3], &st[0][6], &st[0][7], &a, &bn_rows, &C, &inner, &relu));
+            mt_launch("tnt_k_bn_dx", 3, blocks[bi], ARGS(&x, &dy, &out2, &g1, &st[1][2], &st[1][3], &st[1][6], &st[1][7], &b, &bn_rows, &C, &inner, &relu));
+            tu_assert_bitwise(b, a, n, "tnt_k_bn_dx, several threads");
+            for (int s = 0; s < 2; s++)
+                for (int k = 0; k < 8; k++) free(st[s][k]);
+            free(p1), free(p2), free(out1), free(out2), free(g1);
+        }
+    }
     float *p = gh_copy(x, n), *q = gh_copy(x, n), *m1 = gh_random(n, -0.1f, 0.1f, 11), *m2 = gh_copy(m1, n);
     float *v1 = gh_random(n, 0, 1, 12), *v2 = gh_copy(v1, n), *vh = NULL;
     float c1 = 0.1f, c2 = 0.001f, al = 0.01f, eps = 1e-7f, wd = 0.0f;
@@ -199,11 +282,31 @@ static void test_strided_bitwise(void **state) {
     mt_launch("tnt_k_adam", 3, 7, ARGS(&q, &dy, &m2, &v2, &vh, &n, &c1, &c2, &al, &eps, &wd));
     tu_assert_bitwise(q, p, n, "Adam, 7 threads");
     free(x), free(dy), free(a), free(b), free(px), free(pdy), free(y1), free(y2), free(dx1), free(dx2), free(arg1);
-    free(arg2), free(p1), free(p2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
+    free(arg2), free(p), free(q), free(m1), free(m2), free(v1), free(v2);
+}
+
+/* pooling.cu's division by a launch constant: exact against '/' for dividends below 2^31 */
+static void test_udiv(void **state) {
+    (void)state;
+    const unsigned divisors[] = {1, 2, 3, 5, 7, 31, 32, 33, 56, 64, 112, 255, 1000, 3136, 65535, 65536, 100003, 802816,
+                                 0x3fffffffu, 0x40000000u, 0x7fffffffu};
+    const unsigned edges[] = {0, 1, 2, 55, 56, 57, 4095, 65535, 65536, 802815, 802816, 0x3fffffffu, 0x7ffffffeu, 0x7fffffffu};
+    uint64_t r = 12345;
+    for (size_t k = 0; k < sizeof divisors / sizeof divisors[0]; k++) {
+        const unsigned d = divisors[k];
+        const k_udiv v = k_udiv_make(d);
+        for (int j = 0; j < 20000 + (int)(sizeof edges / sizeof edges[0]); j++) {
+            unsigned n;
+            if (j < (int)(sizeof edges / sizeof edges[0])) n = edges[j];
+            else r = r * 6364136223846793005ull + 1442695040888963407ull, n = (unsigned)(r >> 33); /* < 2^31 */
+            if (k_udiv_q(v, n) != n / d) fail_msg("k_udiv_q(%u, %u) = %u, expected %u", n, d, k_udiv_q(v, n), n / d);
+        }
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_udiv),
         cmocka_unit_test(test_row_reductions),
         cmocka_unit_test(test_grid_reductions),
         cmocka_unit_test(test_strided_bitwise),

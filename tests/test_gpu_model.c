@@ -71,7 +71,7 @@ static tnt_model *pool_model(void) {
     return m;
 }
 
-/* a functional graph: Add with its folded relu, a Dense layer called twice (its weight gradients
+/* a functional graph: Add (of two and of three) with its folded relu, a Dense layer called twice (its weight gradients
  * summed through the shared scratch), tensors read by several nodes (gradients added), global
  * average and max pooling, Concatenate along the last and a middle axis */
 static tnt_model *residual_model(void) {
@@ -88,8 +88,12 @@ static tnt_model *residual_model(void) {
     /* joined with the input along the channels, and along the width */
     tnt_ktensor j = tnt_call(g, tnt_flatten(NULL), tnt_call2(g, tnt_concatenate(-1, NULL), in, s1));
     tnt_ktensor w = tnt_call(g, tnt_flatten(NULL), tnt_call2(g, tnt_concatenate(2, NULL), d2, a));
-    tnt_ktensor parts[3] = {p, j, w};
-    p = tnt_call_n(g, tnt_concatenate(-1, NULL), 3, parts);
+    /* Add of three with its folded relu, one input the model's (no gradient wanted there) */
+    tnt_ktensor e1 = tnt_call(g, tnt_dense(3, NULL), in);
+    tnt_ktensor three[3] = {in, e1, tnt_call(g, tnt_dense(3, NULL), e1)};
+    tnt_ktensor t = tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), tnt_call_n(g, tnt_add(NULL), 3, three));
+    tnt_ktensor parts[4] = {p, j, w, tnt_call(g, tnt_flatten(NULL), t)};
+    p = tnt_call_n(g, tnt_concatenate(-1, NULL), 4, parts);
     tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), p);
     tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "residual");
     tnt_graph_free(g);

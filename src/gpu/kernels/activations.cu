@@ -10,6 +10,13 @@
  *   tnt_k_act_bwd(int act, float alpha, const float *x, const float *y, const float *dy, float *dx, i64 n)
  *       dx = dy f'(.); reads x or y as tnt__act_backward_needs_src says (the other may be NULL);
  *       dx may be dy.
+ *   tnt_k_add_act(const float *a, const float *b, float *y, int act, float alpha, i64 n)
+ *       y = f(a + b) (y may be a or b): Add with its folded activation in one pass; bitwise
+ *       tnt_k_add then tnt_k_act_fwd
+ *   tnt_k_act_bwd_y2(int act, float alpha, const float *y, const float *dy, float *dx0, float *dx1, i64 n)
+ *       dx0 = dx1 = dy f'(.) for an activation whose gradient reads y only (relu, leaky_relu,
+ *       sigmoid, tanh, elu); dx1 NULL: one output. Add's backward: two inputs' gradients in one
+ *       pass; bitwise tnt_k_act_bwd
  *   tnt_k_bias_act_fwd(float *pre, const float *bias, float *y, int act, float alpha, i64 rows, i64 cols)
  *       Dense's and Conv's epilogue in one pass: pre (rows, cols) += bias (cols; NULL: none), then
  *       y = f(pre) elementwise (y may be pre when the pre-activation is not kept); bitwise
@@ -136,10 +143,24 @@ KERNEL void tnt_k_act_fwd(int act, float alpha, const float *x, float *y, i64 n)
 
 KERNEL void tnt_k_bias_act_fwd(float *pre, const float *bias, float *y, int act, float alpha, i64 rows, i64 cols) {
     const float a = k_act_alpha(act, alpha);
-    GRID_STRIDE(i, rows * cols) {
-        const float v = bias ? pre[i] + bias[i % cols] : pre[i];
+    GRID_STRIDE_COLS(i, c, rows, cols) {
+        const float v = bias ? pre[i] + bias[c] : pre[i];
         pre[i] = v;
         y[i] = k_act1(act, a, v);
+    }
+}
+
+KERNEL void tnt_k_add_act(const float *a, const float *b, float *y, int act, float alpha, i64 n) {
+    const float al = k_act_alpha(act, alpha);
+    GRID_STRIDE(i, n) y[i] = k_act1(act, al, a[i] + b[i]);
+}
+
+KERNEL void tnt_k_act_bwd_y2(int act, float alpha, const float *y, const float *dy, float *dx0, float *dx1, i64 n) {
+    const float a = k_act_alpha(act, alpha);
+    GRID_STRIDE(i, n) {
+        const float g = k_act_grad1(act, a, 0.0f, y[i], dy[i]);
+        dx0[i] = g;
+        if (dx1) dx1[i] = g;
     }
 }
 

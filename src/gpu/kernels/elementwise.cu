@@ -12,10 +12,12 @@
  *   tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] += bias[c]
  *   tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] = bias[c]
  *   tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols)       out[c] = sum over r of
- *       x[r][c], added in row order: bitwise Dense's bias gradient (one thread per column)
+ *       x[r][c] in double, in a fixed order whatever the grid and block (tiles of up to 32 columns x
+ *       256 / that lane groups: each group adds rows g, g + groups, ... in order, then a tree over
+ *       the groups); any grid (ceil(cols / 32) blocks fill it)
  *   tnt_k_col_sums_partial(const float *x, float *partial, i64 rows, i64 cols, i64 chunk)
- *       partial[k][c] = sum of rows [k chunk, (k+1) chunk) in row order; for tall inputs (Conv's
- *       bias: rows = N H W) followed by tnt_k_col_sums(partial, out, ceil(rows / chunk), cols)
+ *       partial[k][c] = sum of rows [k chunk, (k+1) chunk) in row order (float); for tall inputs
+ *       (Conv's bias: rows = N H W) followed by tnt_k_col_sums(partial, out, ceil(rows / chunk), cols)
  *   tnt_k_clip(const float *x, float *y, i64 n, float c)         y = clip(x, -c, c), NaN stays NaN
  *   tnt_k_sum_squares_partial(const float *x, float *partial, i64 n)  partial[block] = sum of the
  *       squares this block visits (double inside; blockDim <= 1024); the caller
@@ -43,27 +45,61 @@ KERNEL void tnt_k_axpby(const float *x, float *y, i64 n, float a, float b) {
 KERNEL void tnt_k_mul(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] * b[i]; }
 
 KERNEL void tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols) {
-    GRID_STRIDE(i, rows * cols) y[i] = y[i] + bias[i % cols];
+    GRID_STRIDE_COLS(i, c, rows, cols) y[i] = y[i] + bias[c];
 }
 KERNEL void tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols) {
-    GRID_STRIDE(i, rows * cols) y[i] = bias[i % cols];
+    GRID_STRIDE_COLS(i, c, rows, cols) y[i] = bias[c];
 }
 
+#define K_SUM_LANES 256 /* virtual lanes of a column-sum tile */
+#define K_SUM_LOADS 8   /* rows a lane loads before adding them (in order) */
+
 KERNEL void tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols) {
-    GRID_STRIDE(c, cols) {
-        float s = rows > 0 ? x[c] : 0.0f;
-        for (i64 r = 1; r < rows; r++) s += x[r * cols + c];
-        out[c] = s;
+    SHARED double red[K_SUM_LANES];
+    int tw = 1, lg = 0;
+    while (tw < 32 && tw < cols) tw *= 2, lg++;
+    const int groups = K_SUM_LANES / tw;
+    BLOCK_STRIDE(tile, (cols + tw - 1) / tw) {
+        const i64 c0 = tile * tw;
+        for (int t = TID_X; t < K_SUM_LANES; t += NTID_X) {
+            const i64 c = c0 + (t & (tw - 1)), step = groups * cols;
+            double s = 0.0;
+            if (c < cols) {
+                i64 r = t >> lg;
+                const float *p = x + r * cols + c;
+                for (; r + (K_SUM_LOADS - 1) * groups < rows; r += K_SUM_LOADS * groups, p += K_SUM_LOADS * step) {
+                    float e[K_SUM_LOADS];
+                    for (int u = 0; u < K_SUM_LOADS; u++) e[u] = p[u * step];
+                    for (int u = 0; u < K_SUM_LOADS; u++) s += e[u];
+                }
+                for (; r < rows; r += groups, p += step) s += *p;
+            }
+            red[t] = s;
+        }
+        SYNC();
+        for (int h = groups / 2; h >= 1; h /= 2) {
+            for (int t = TID_X; t < h * tw; t += NTID_X) red[t] += red[t + h * tw];
+            SYNC();
+        }
+        for (int t = TID_X; t < tw && c0 + t < cols; t += NTID_X) out[c0 + t] = (float)red[t];
+        SYNC();
     }
 }
 
 KERNEL void tnt_k_col_sums_partial(const float *x, float *partial, i64 rows, i64 cols, i64 chunk) {
     const i64 chunks = (rows + chunk - 1) / chunk;
     GRID_STRIDE(i, chunks * cols) {
-        const i64 k = i / cols, c = i % cols;
+        const i64 k = i / cols, c = i - k * cols;
         const i64 r0 = k * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-        float s = x[r0 * cols + c];
-        for (i64 r = r0 + 1; r < r1; r++) s += x[r * cols + c];
+        const float *p = x + r0 * cols + c;
+        float s = p[0];
+        i64 r = r0 + 1;
+        for (; r + K_SUM_LOADS <= r1; r += K_SUM_LOADS) { /* the loads first, the additions in row order */
+            float e[K_SUM_LOADS];
+            for (int u = 0; u < K_SUM_LOADS; u++) e[u] = p[(r - r0 + u) * cols];
+            for (int u = 0; u < K_SUM_LOADS; u++) s += e[u];
+        }
+        for (; r < r1; r++) s += p[(r - r0) * cols];
         partial[i] = s;
     }
 }

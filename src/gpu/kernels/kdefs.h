@@ -93,6 +93,12 @@ DEV float warp_sum(float v) { return v; } /* host: a warp of one thread */
 
 /* for (i64 i = first index of this thread; i < n; i += threads in the grid) */
 #define GRID_STRIDE(i, n) for (i64 i = CTAID_X * NTID_X + TID_X; i < (n); i += NCTAID_X * NTID_X)
+/* GRID_STRIDE over a (rows, cols) array with c = i % cols kept up to date without a division per
+ * element (one per thread: the 64-bit division is a long software routine on the GPU) */
+#define GRID_STRIDE_COLS(i, c, rows, cols)                                                               \
+    for (i64 i = CTAID_X * NTID_X + TID_X, c = (cols) > 0 ? i % (cols) : 0,                              \
+             dc_ = (cols) > 0 ? NCTAID_X * NTID_X % (cols) : 0;                                           \
+         i < (rows) * (cols); i += NCTAID_X * NTID_X, c = c + dc_ >= (cols) ? c + dc_ - (cols) : c + dc_)
 /* for (i64 r = this block's first row; r < rows; r += blocks in the grid): one block per row */
 #define BLOCK_STRIDE(r, rows) for (i64 r = CTAID_X; r < (rows); r += NCTAID_X)
 /* for (i64 j = this thread's first column; j < cols; j += threads in the block) */

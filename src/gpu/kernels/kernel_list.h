@@ -24,6 +24,8 @@ TNT_K(tnt_k_bf16_to_f32, const unsigned short *, float *, i64)
 TNT_K(tnt_k_act_fwd, int, float, const float *, float *, i64)
 TNT_K(tnt_k_bias_act_fwd, float *, const float *, float *, int, float, i64, i64)
 TNT_K(tnt_k_act_bwd, int, float, const float *, const float *, const float *, float *, i64)
+TNT_K(tnt_k_add_act, const float *, const float *, float *, int, float, i64)
+TNT_K(tnt_k_act_bwd_y2, int, float, const float *, const float *, float *, float *, i64)
 TNT_K(tnt_k_softmax_fwd, const float *, float *, i64, i64)
 TNT_K(tnt_k_softmax_bwd, const float *, const float *, float *, i64, i64)
 TNT_K(tnt_k_log_softmax_fwd, const float *, float *, i64, i64)
@@ -48,9 +50,8 @@ TNT_K(tnt_k_global_pool_fwd, const float *, float *, i64, i64, i64, int)
 TNT_K(tnt_k_global_avg_pool_bwd, const float *, float *, i64, i64, i64)
 TNT_K(tnt_k_global_max_pool_bwd, const float *, const float *, float *, i64, i64, i64)
 /* normalization.cu */
-TNT_K(tnt_k_bn_sums, const float *, const double *, double *, i64, i64, i64, i64)
-TNT_K(tnt_k_sum_chunks_d, const double *, double *, i64, i64, double)
-TNT_K(tnt_k_bn_train_stats, const double *, const double *, float *, float *, float *, float *, i64, double, double,
+TNT_K(tnt_k_bn_stat_sums, const float *, double *, i64, i64, i64, i64)
+TNT_K(tnt_k_bn_stats, const float *, const double *, i64, i64, i64, float *, float *, float *, float *, double, double,
       double)
 TNT_K(tnt_k_bn_moving_stats, const float *, const float *, float *, float *, i64, double)
 TNT_K(tnt_k_bn_apply, const float *, float *, const float *, const float *, const float *, const float *, i64, i64,
@@ -61,7 +62,7 @@ TNT_K(tnt_k_bn_grad_finish, const double *, i64, i64, float *, float *, float *,
 TNT_K(tnt_k_bn_dx, const float *, const float *, const float *, const float *, const float *, const float *,
       const float *, const float *, float *, i64, i64, i64, int)
 TNT_K(tnt_k_ln_fwd, const float *, float *, const float *, const float *, double *, i64, i64, double)
-TNT_K(tnt_k_ln_bwd_params, const float *, const float *, const double *, float *, float *, i64, i64)
+TNT_K(tnt_k_ln_param_sums, const float *, const double *, const float *, double *, i64, i64, i64)
 TNT_K(tnt_k_ln_bwd_dx, const float *, const float *, const float *, const double *, float *, i64, i64)
 /* misc.cu */
 TNT_K(tnt_k_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float, float)

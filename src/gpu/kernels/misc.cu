@@ -83,11 +83,15 @@ KERNEL void tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, 
 }
 
 KERNEL void tnt_k_box_copy(tnt_k_box g, const float *x, float *y, float value) {
+    SHARED k_udiv dv[4]; /* pooling.cu: the index split without a division per element */
     const i64 C = g.c, cells = (i64)g.out[0] * g.out[1] * g.out[2];
+    const int fast = g.n * cells * C < K_POOL_FAST_LIMIT;
+    if (fast && TID_X == 0) k_split_divisors(dv, C, g.out);
+    SYNC();
     GRID_STRIDE(i, g.n * cells * C) {
-        const i64 ch = i % C, o = i / C % cells, n = i / C / cells;
-        const i64 d = o / g.out[2] / g.out[1] - g.off[0], h = o / g.out[2] % g.out[1] - g.off[1],
-                  w = o % g.out[2] - g.off[2];
+        i64 ch, n, od, oh, ow;
+        k_pool_split(dv, fast, i, C, g.out, &ch, &n, &od, &oh, &ow);
+        const i64 d = od - g.off[0], h = oh - g.off[1], w = ow - g.off[2];
         const int inside = d >= 0 && d < g.in[0] && h >= 0 && h < g.in[1] && w >= 0 && w < g.in[2];
         y[i] = inside ? x[(((n * g.in[0] + d) * g.in[1] + h) * g.in[2] + w) * C + ch] : value;
     }

@@ -325,16 +325,22 @@ static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_arg
     const merge_cfg *c = l->priv;
     long long n = a->batch * c->numel;
     unsigned grid = tnt__gpu_grid_for(n, GPU_BLOCK);
+    int act = TNT_ACT_RELU;
+    float alpha = 0.0f;
+    const bool relu = l->activation == TNT_ACT_RELU;
     tnt_status s = TNT_OK;
     for (int k = 1; k < c->n && s == TNT_OK; k++) {
         const float *acc = k == 1 ? a->xs[0] : a->y;
-        void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &n};
-        s = tnt__gpu_launch("tnt_k_add", grid, GPU_BLOCK, 0, args);
+        if (relu && k == c->n - 1) { /* the last addition and the relu in one pass */
+            void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &act, &alpha, &n};
+            s = tnt__gpu_launch("tnt_k_add_act", grid, GPU_BLOCK, 0, args);
+        } else {
+            void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &n};
+            s = tnt__gpu_launch("tnt_k_add", grid, GPU_BLOCK, 0, args);
+        }
     }
-    if (s == TNT_OK && l->activation == TNT_ACT_RELU) {
-        int act = TNT_ACT_RELU;
-        float alpha = 0.0f;
-        void *args[] = {&act, &alpha, (void *)&a->y, (void *)&a->y, &n};
+    if (s == TNT_OK && relu && c->n < 2) {
+        void *args[] = {&act, &alpha, (void *)&a->xs[0], (void *)&a->y, &n};
         s = tnt__gpu_launch("tnt_k_act_fwd", grid, GPU_BLOCK, 0, args);
     }
     if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
@@ -346,17 +352,21 @@ static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
     const merge_cfg *c = l->priv;
     long long n = a->batch * c->numel;
     tnt_status s = TNT_OK;
-    for (int k = 0; k < c->n && s == TNT_OK; k++) {
-        if (!a->dxs[k]) continue;
-        if (l->activation != TNT_ACT_RELU) { /* dy to every input */
-            s = tnt__gpu_copy_on_device(a->dxs[k], a->dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
-            continue;
-        }
-        int act = TNT_ACT_RELU;
-        float alpha = 0.0f;
-        const float *none = NULL;
-        void *args[] = {&act, &alpha, &none, (void *)&a->y, (void *)&a->dy, (void *)&a->dxs[k], &n};
-        s = tnt__gpu_launch("tnt_k_act_bwd", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (l->activation != TNT_ACT_RELU) { /* dy to every input */
+        for (int k = 0; k < c->n && s == TNT_OK; k++)
+            if (a->dxs[k]) s = tnt__gpu_copy_on_device(a->dxs[k], a->dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+        return s;
+    }
+    /* the relu's gradient, written to the wanted inputs two at a time */
+    int act = TNT_ACT_RELU;
+    float alpha = 0.0f;
+    for (int k = 0; k < c->n && s == TNT_OK;) {
+        float *first = NULL, *second = NULL;
+        while (k < c->n && !first) first = a->dxs[k++];
+        while (k < c->n && !second) second = a->dxs[k++];
+        if (!first) break;
+        void *args[] = {&act, &alpha, (void *)&a->y, (void *)&a->dy, &first, &second, &n};
+        s = tnt__gpu_launch("tnt_k_act_bwd_y2", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
     }
     return s;
 }

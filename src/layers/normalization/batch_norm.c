@@ -422,12 +422,12 @@ static tnt_layer *sync_batch_norm_from_config(const cJSON *c, const tnt__kj_ctx 
 
 /* ---- on the device (BatchNormalization; SyncBatchNormalization has no device path yet): the
  * kernel sequence of gpu/kernels/normalization.cu, in double as above. Device workspace:
- * [part: chunks x 2C doubles][mean, sq: C doubles each][mean_f, inv_std, mean_g, mean_gx: C floats
- * each]; what forward normalized with (batch or moving statistics, and M) stays on the host, in
- * the plan that forward and backward of a step share. */
+ * [part: chunks x 2C doubles][mean_f, inv_std, mean_g, mean_gx: C floats each]; what forward
+ * normalized with (batch or moving statistics, and M) stays on the host, in the plan that forward
+ * and backward of a step share. */
 
-#define GPU_BLOCK 256
-#define GPU_CHUNK 256 /* values per channel that one thread sums */
+#define GPU_BLOCK 256      /* the kernels' BN_LANES: one lane per thread */
+#define GPU_TILES_WANTED 1024 /* tiles of the sums that fill an H100/H200 (132 SMs x 8 blocks) */
 
 typedef struct bn_gpu_plan {
     bool batch_stats;
@@ -439,21 +439,43 @@ static void *bn_gpu_plan_create(tnt_layer *l, int64_t batch) {
     return tnt__calloc(1, sizeof(bn_gpu_plan));
 }
 
-static int64_t bn_gpu_chunks(const tnt_layer *l, int64_t batch) {
+/* the kernels' tile: channels per tile (bn_tile_width) and lanes per channel */
+static int64_t bn_gpu_tile_width(int64_t C, int64_t inner) {
+    int64_t w = 1;
+    while (inner == 1 && w < 32 && w < C) w *= 2;
+    return w;
+}
+
+static int64_t bn_gpu_values(const tnt_layer *l, int64_t batch) {
     const bn_cfg *c = l->priv;
-    int64_t m = batch * (tnt_shape_numel(l->in_shape) / c->channels);
-    return m > 0 ? (m + GPU_CHUNK - 1) / GPU_CHUNK : 1;
+    return batch * (tnt_shape_numel(l->in_shape) / c->channels);
+}
+
+/* Values per channel in a tile of the sums: 128 per lane on big inputs, fewer (down to 4) until
+ * there are enough tiles to fill the device; a function of the shape only, so the sums' order is. */
+static int64_t bn_gpu_chunk(const tnt_layer *l, int64_t batch) {
+    const bn_cfg *c = l->priv;
+    const int64_t m = bn_gpu_values(l, batch), tw = bn_gpu_tile_width(c->channels, c->inner);
+    const int64_t lanes = GPU_BLOCK / tw, ctiles = (c->channels + tw - 1) / tw;
+    int64_t chunk = lanes * 128;
+    while (chunk > lanes * 4 && (m + chunk - 1) / chunk * ctiles < GPU_TILES_WANTED) chunk /= 2;
+    return chunk;
+}
+
+static int64_t bn_gpu_chunks(const tnt_layer *l, int64_t batch) {
+    int64_t m = bn_gpu_values(l, batch), chunk = bn_gpu_chunk(l, batch);
+    return m > 0 ? (m + chunk - 1) / chunk : 1;
 }
 
 static size_t bn_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
     (void)plan;
     const bn_cfg *c = l->priv;
-    return (size_t)(bn_gpu_chunks(l, batch) * 2 * c->channels + 2 * c->channels) * sizeof(double) +
+    return (size_t)(bn_gpu_chunks(l, batch) * 2 * c->channels) * sizeof(double) +
            (size_t)(4 * c->channels) * sizeof(float);
 }
 
 typedef struct bn_gpu_ws {
-    double *part, *mean, *sq;
+    double *part;
     float *mean_f, *inv_std, *mean_g, *mean_gx;
 } bn_gpu_ws;
 
@@ -461,45 +483,55 @@ static bn_gpu_ws bn_gpu_split(const tnt_layer *l, void *ws, int64_t batch) {
     const int64_t C = ((const bn_cfg *)l->priv)->channels;
     bn_gpu_ws w;
     w.part = ws;
-    w.mean = w.part + bn_gpu_chunks(l, batch) * 2 * C;
-    w.sq = w.mean + C;
-    w.mean_f = (float *)(w.sq + C);
+    w.mean_f = (float *)(w.part + bn_gpu_chunks(l, batch) * 2 * C);
     w.inv_std = w.mean_f + C, w.mean_g = w.inv_std + C, w.mean_gx = w.mean_g + C;
     return w;
 }
 
-#define BN_LAUNCH(name, n, ...)                                                                   \
+/* a launch of `blocks` blocks of GPU_BLOCK threads (capped: the kernels stride over their tiles) */
+#define BN_LAUNCH(name, blocks, ...)                                                              \
     do {                                                                                          \
         void *args_[] = {__VA_ARGS__};                                                            \
-        if ((s = tnt__gpu_launch(name, tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args_)) != TNT_OK) return s; \
+        unsigned grid_ = tnt__gpu_grid_for((int64_t)(blocks) * GPU_BLOCK, GPU_BLOCK);             \
+        if ((s = tnt__gpu_launch(name, grid_, GPU_BLOCK, 0, args_)) != TNT_OK) return s;          \
     } while (0)
+
+/* blocks for the sums (chunks x channel tiles), the merges (32 channels each) and the elementwise
+ * kernels (16 values per lane) */
+static int64_t bn_gpu_sum_blocks(const bn_cfg *c, int64_t chunks) {
+    const int64_t tw = bn_gpu_tile_width(c->channels, c->inner);
+    return chunks * ((c->channels + tw - 1) / tw);
+}
+static int64_t bn_gpu_merge_blocks(const bn_cfg *c) { return (c->channels + 31) / 32; }
+static int64_t bn_gpu_elementwise_blocks(const bn_cfg *c, int64_t m) {
+    const int64_t tw = bn_gpu_tile_width(c->channels, c->inner), chunk = GPU_BLOCK / tw * 16;
+    return (m + chunk - 1) / chunk * ((c->channels + tw - 1) / tw);
+}
 
 static tnt_status bn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     const bn_cfg *c = l->priv;
     bn_gpu_plan *p = plan;
-    long long C = c->channels, inner = c->inner, m = a->batch * (tnt_shape_numel(l->in_shape) / c->channels);
-    long long rows = m / inner, chunks = bn_gpu_chunks(l, a->batch), chunk = GPU_CHUNK;
+    long long C = c->channels, inner = c->inner, m = bn_gpu_values(l, a->batch);
+    long long rows = m / inner, chunks = bn_gpu_chunks(l, a->batch), chunk = bn_gpu_chunk(l, a->batch);
     bn_gpu_ws w = bn_gpu_split(l, a->workspace, a->batch);
     const float *gamma = c->gamma >= 0 ? l->weights[c->gamma].d_value : NULL;
     const float *beta = c->beta >= 0 ? l->weights[c->beta].d_value : NULL;
     float *mmean = l->weights[c->moving_mean].d_value, *mvar = l->weights[c->moving_var].d_value;
-    double M = (double)m, eps = c->epsilon, mom = c->momentum, inv_m = m > 0 ? 1.0 / (double)m : 0.0, one = 1.0;
-    const double *no_mean = NULL;
+    double M = (double)m, eps = c->epsilon, mom = c->momentum;
     tnt_status s;
     p->batch_stats = a->training && !l->frozen && m > 0; /* frozen: inference mode, as Keras */
     p->M = M;
     if (p->batch_stats) {
-        BN_LAUNCH("tnt_k_bn_sums", chunks * C, (void *)&a->x, &no_mean, &w.part, &rows, &C, &inner, &chunk);
-        BN_LAUNCH("tnt_k_sum_chunks_d", C, &w.part, &w.mean, &chunks, &C, &inv_m);
-        BN_LAUNCH("tnt_k_bn_sums", chunks * C, (void *)&a->x, &w.mean, &w.part, &rows, &C, &inner, &chunk);
-        BN_LAUNCH("tnt_k_sum_chunks_d", C, &w.part, &w.sq, &chunks, &C, &one);
-        BN_LAUNCH("tnt_k_bn_train_stats", C, &w.mean, &w.sq, &w.mean_f, &w.inv_std, &mmean, &mvar, &C, &M, &mom, &eps);
+        BN_LAUNCH("tnt_k_bn_stat_sums", bn_gpu_sum_blocks(c, chunks), (void *)&a->x, &w.part, &rows, &C, &inner, &chunk);
+        BN_LAUNCH("tnt_k_bn_stats", bn_gpu_merge_blocks(c), (void *)&a->x, &w.part, &chunks, &C, &inner, &w.mean_f,
+                  &w.inv_std, &mmean, &mvar, &M, &mom, &eps);
     } else {
-        BN_LAUNCH("tnt_k_bn_moving_stats", C, &mmean, &mvar, &w.mean_f, &w.inv_std, &C, &eps);
+        BN_LAUNCH("tnt_k_bn_moving_stats", (C + GPU_BLOCK - 1) / GPU_BLOCK, &mmean, &mvar, &w.mean_f, &w.inv_std, &C,
+                  &eps);
     }
     int relu = l->activation == TNT_ACT_RELU;
-    BN_LAUNCH("tnt_k_bn_apply", m * C, (void *)&a->x, (void *)&a->y, &gamma, &beta, &w.mean_f, &w.inv_std, &rows, &C,
-              &inner, &relu);
+    BN_LAUNCH("tnt_k_bn_apply", bn_gpu_elementwise_blocks(c, m), (void *)&a->x, (void *)&a->y, &gamma, &beta,
+              &w.mean_f, &w.inv_std, &rows, &C, &inner, &relu);
     if (a->preact && a->preact != a->y)
         return tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(m * C) * sizeof(float), TNT__GPU_COMPUTE);
     return TNT_OK;
@@ -508,20 +540,21 @@ static tnt_status bn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
 static tnt_status bn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     const bn_cfg *c = l->priv;
     const bn_gpu_plan *p = plan;
-    long long C = c->channels, inner = c->inner, m = a->batch * (tnt_shape_numel(l->in_shape) / c->channels);
-    long long rows = m / inner, chunks = bn_gpu_chunks(l, a->batch), chunk = GPU_CHUNK;
+    long long C = c->channels, inner = c->inner, m = bn_gpu_values(l, a->batch);
+    long long rows = m / inner, chunks = bn_gpu_chunks(l, a->batch), chunk = bn_gpu_chunk(l, a->batch);
     bn_gpu_ws w = bn_gpu_split(l, a->workspace, a->batch);
     const float *gamma = c->gamma >= 0 ? l->weights[c->gamma].d_value : NULL;
     float *gg = c->gamma >= 0 ? l->weights[c->gamma].d_grad : NULL, *gb = c->beta >= 0 ? l->weights[c->beta].d_grad : NULL;
     int relu = l->activation == TNT_ACT_RELU, batch_stats = p->batch_stats;
     double M = p->M;
     tnt_status s;
-    BN_LAUNCH("tnt_k_bn_grad_sums", chunks * C, (void *)&a->x, (void *)&a->dy, (void *)&a->y, &w.mean_f, &w.inv_std,
-              &w.part, &rows, &C, &inner, &chunk, &relu);
-    BN_LAUNCH("tnt_k_bn_grad_finish", C, &w.part, &chunks, &C, &gg, &gb, &w.mean_g, &w.mean_gx, &M, &batch_stats);
+    BN_LAUNCH("tnt_k_bn_grad_sums", bn_gpu_sum_blocks(c, chunks), (void *)&a->x, (void *)&a->dy, (void *)&a->y,
+              &w.mean_f, &w.inv_std, &w.part, &rows, &C, &inner, &chunk, &relu);
+    BN_LAUNCH("tnt_k_bn_grad_finish", bn_gpu_merge_blocks(c), &w.part, &chunks, &C, &gg, &gb, &w.mean_g, &w.mean_gx,
+              &M, &batch_stats);
     if (a->dx)
-        BN_LAUNCH("tnt_k_bn_dx", m * C, (void *)&a->x, (void *)&a->dy, (void *)&a->y, &gamma, &w.mean_f, &w.inv_std,
-                  &w.mean_g, &w.mean_gx, (void *)&a->dx, &rows, &C, &inner, &relu);
+        BN_LAUNCH("tnt_k_bn_dx", bn_gpu_elementwise_blocks(c, m), (void *)&a->x, (void *)&a->dy, (void *)&a->y, &gamma,
+                  &w.mean_f, &w.inv_std, &w.mean_g, &w.mean_gx, (void *)&a->dx, &rows, &C, &inner, &relu);
     return TNT_OK;
 }
 

@@ -198,9 +198,28 @@ static tnt_layer *layer_norm_from_config(const cJSON *c, const tnt__kj_ctx *k) {
 }
 
 /* ---- on the device: gpu/kernels/normalization.cu (the same double accumulations per row); the
- * workspace holds the rows' (mean, 1/std) as here ---------------------------------------------- */
+ * workspace holds the rows' (mean, 1/std) as here, then the parameter gradients' partial sums
+ * (chunks x 2 cols doubles) ---------------------------------------------------------------------- */
 
 #define GPU_BLOCK 256
+#define GPU_TILES_WANTED 1024 /* as batch_norm.c: tiles of the column sums that fill the device */
+
+/* rows per tile of tnt_k_ln_param_sums: batch_norm.c's rule (bn_gpu_chunk) for channels last */
+static int64_t ln_gpu_chunk(int64_t rows, int64_t C) {
+    int64_t tw = 1;
+    while (tw < 32 && tw < C) tw *= 2;
+    const int64_t lanes = GPU_BLOCK / tw, ctiles = (C + tw - 1) / tw;
+    int64_t chunk = lanes * 128;
+    while (chunk > lanes * 4 && (rows + chunk - 1) / chunk * ctiles < GPU_TILES_WANTED) chunk /= 2;
+    return chunk;
+}
+
+static size_t ln_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const int64_t rows = ln_rows(l, batch), C = ((const ln_cfg *)l->priv)->cols, chunk = ln_gpu_chunk(rows, C);
+    const int64_t chunks = rows > 0 ? (rows + chunk - 1) / chunk : 1;
+    return (size_t)(2 * rows + chunks * 2 * C) * sizeof(double);
+}
 
 static unsigned row_grid(int64_t rows) { return (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows); }
 
@@ -224,9 +243,21 @@ static tnt_status ln_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     float *gg = l->weights[LN_GAMMA].d_grad, *gb = l->weights[LN_BETA].d_grad;
     const float *gamma = l->weights[LN_GAMMA].d_value;
     tnt_status s = TNT_OK;
-    if (gg || gb) {
-        void *args[] = {(void *)&a->x, (void *)&a->dy, (void *)&a->workspace, &gg, &gb, &rows, &C};
-        s = tnt__gpu_launch("tnt_k_ln_bwd_params", tnt__gpu_grid_for(C, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (gg || gb) { /* column sums in tiles, then merged (no rows: zeros) */
+        long long chunk = ln_gpu_chunk(rows, C), chunks = (rows + chunk - 1) / chunk;
+        double *part = (double *)a->workspace + 2 * rows, no_count = 0.0;
+        float *not_wanted = NULL;
+        int no_batch_stats = 0;
+        int64_t tw = 1;
+        while (tw < 32 && tw < C) tw *= 2;
+        const int64_t tiles = chunks * ((C + tw - 1) / tw);
+        void *sums[] = {(void *)&a->x, (void *)&a->workspace, (void *)&a->dy, &part, &rows, &C, &chunk};
+        void *finish[] = {&part, &chunks, &C, &gg, &gb, &not_wanted, &not_wanted, &no_count, &no_batch_stats};
+        if (tiles > 0)
+            s = tnt__gpu_launch("tnt_k_ln_param_sums", tnt__gpu_grid_for(tiles * GPU_BLOCK, GPU_BLOCK), GPU_BLOCK, 0, sums);
+        if (s == TNT_OK)
+            s = tnt__gpu_launch("tnt_k_bn_grad_finish", tnt__gpu_grid_for((C + 31) / 32 * GPU_BLOCK, GPU_BLOCK), GPU_BLOCK,
+                                0, finish);
     }
     if (s == TNT_OK && a->dx) {
         void *args[] = {(void *)&a->x, (void *)&a->dy, &gamma, (void *)&a->workspace, (void *)&a->dx, &rows, &C};
@@ -236,7 +267,7 @@ static tnt_status ln_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
 }
 
 static const tnt__gpu_ops ln_gpu_ops = {
-    .workspace_size = ln_workspace_size,
+    .workspace_size = ln_gpu_workspace,
     .forward = ln_gpu_forward,
     .backward = ln_gpu_backward,
 };
