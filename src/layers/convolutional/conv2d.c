@@ -704,3 +704,10 @@ tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) 
 }
 
 tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m) { return conv_mds_init(c, batch, m); }
+
+const char *tnt__conv_bwd_weights_impl(const void *plan) {
+    const conv_plan *p = plan;
+    const char *name = "";
+    if (p && p->bwd_weights.pd) dnnl_primitive_desc_query(p->bwd_weights.pd, dnnl_query_impl_info_str, 0, &name);
+    return name;
+}
