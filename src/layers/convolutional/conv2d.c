@@ -257,8 +257,8 @@ static bool jit_1x1_bwd_weights_broken(const conv_cfg *c, const char *impl) {
 
 /* The backward-weights primitive (user scratchpad, the forward's pd as the hint): oneDNN's first
  * choice unless that is the broken jit 1x1 kernel above. */
-static tnt_status create_bwd_weights_prim(tnt__prim *p, const dnnl_convolution_desc_t *d, const_dnnl_primitive_desc_t hint,
-                                          const conv_cfg *c) {
+static tnt_status create_bwd_weights_prim(tnt__prim *p, const dnnl_convolution_desc_t *d,
+                                          const_dnnl_primitive_desc_t hint, const conv_cfg *c) {
     tnt_status status = tnt__prim_create(p, d, NULL, hint);
     const char *impl = "";
     if (status != TNT_OK) return status;
@@ -755,6 +755,7 @@ tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_m
 const char *tnt__conv_bwd_weights_impl(const void *plan) {
     const conv_plan *p = plan;
     const char *name = "";
-    if (p && p->bwd_weights.pd) dnnl_primitive_desc_query(p->bwd_weights.pd, dnnl_query_impl_info_str, 0, &name);
+    if (p && p->bwd_weights.pd)
+        dnnl_primitive_desc_query(p->bwd_weights.pd, dnnl_query_impl_info_str, 0, &name);
     return name;
 }
