@@ -242,6 +242,53 @@ fail:
     return status;
 }
 
+/* oneDNN 2.x's jit 1x1 backward weights (jit_1x1:avx2, jit_1x1:avx512...) writes past its
+ * reduce-to-unit-stride workspace when the stride is above 1, the input is channels-last and a group
+ * has fewer input channels than the kernel's block (8 floats on AVX2, 16 on AVX-512): the kernel
+ * gradient comes out wrong and varies from run to run, or the program crashes (oneDNN issue #6035,
+ * open). Such a layer is cheap; it takes the next implementation oneDNN offers. */
+static bool jit_1x1_bwd_weights_broken(const conv_cfg *c, const char *impl) {
+    if (strncmp(impl, "jit_1x1", 7)) return false;
+    const int block = strstr(impl, "avx512") ? 16 : 8;
+    const int64_t group_ic = c->ic / (c->groups > 1 ? c->groups : 1);
+    const bool strided = c->sh > 1 || c->sw > 1 || (c->kd && c->sd > 1);
+    return strided && group_ic < block;
+}
+
+/* The backward-weights primitive (user scratchpad, the forward's pd as the hint): oneDNN's first
+ * choice unless that is the broken jit 1x1 kernel above. */
+static tnt_status create_bwd_weights_prim(tnt__prim *p, const dnnl_convolution_desc_t *d,
+                                          const_dnnl_primitive_desc_t hint, const conv_cfg *c) {
+    tnt_status status = tnt__prim_create(p, d, NULL, hint);
+    const char *impl = "";
+    if (status != TNT_OK) return status;
+    dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (!jit_1x1_bwd_weights_broken(c, impl)) return TNT_OK;
+    tnt__prim_destroy(p);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_iterator_t it = NULL;
+    TNT_DNNL(dnnl_primitive_attr_create(&attr));
+    TNT_DNNL(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    TNT_DNNL(dnnl_primitive_desc_iterator_create(&it, d, attr, tnt__engine(), hint));
+    do {
+        dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+        if (!pd) continue;
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+        if (!jit_1x1_bwd_weights_broken(c, impl)) {
+            p->pd = pd;
+            break;
+        }
+        dnnl_primitive_desc_destroy(pd);
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    if (!p->pd) TNT_DNNL(dnnl_unimplemented);
+    TNT_DNNL(dnnl_primitive_create(&p->prim, p->pd));
+fail:
+    if (it) dnnl_primitive_desc_iterator_destroy(it);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (status != TNT_OK) tnt__prim_destroy(p);
+    return status;
+}
+
 tnt_status tnt__conv_create_fwd(tnt_layer *l, const tnt__conv_mds *m, const dnnl_memory_desc_t *xmd,
                                 const dnnl_memory_desc_t *wmd, bool fuse_act, tnt__prim *prim) {
     conv_cfg *c = l->priv;
@@ -326,7 +373,7 @@ void *tnt__conv_plan_create(tnt_layer *l, int64_t batch) {
     TNT_DNNL(dnnl_dilated_convolution_backward_weights_desc_init(
         &bw, dnnl_convolution_direct, &m.x, &m.w, c->use_bias ? &m.b : NULL, &m.y, m.strides,
         m.dil, m.pl, m.pr));
-    if ((status = tnt__prim_create(&p->bwd_weights, &bw, NULL, p->fwd.pd)) != TNT_OK) goto fail;
+    if ((status = create_bwd_weights_prim(&p->bwd_weights, &bw, p->fwd.pd, c)) != TNT_OK) goto fail;
 
     const dnnl_memory_desc_t *wf = tnt__prim_md(&p->fwd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *wb = tnt__prim_md(&p->bwd_data, dnnl_query_weights_md, 0);
@@ -704,3 +751,11 @@ tnt_layer *tnt_conv1d(int filters, int kernel_size, const tnt_layer_opts *opts) 
 }
 
 tnt_status tnt__conv_mds_init(const tnt__conv_cfg *c, int64_t batch, tnt__conv_mds *m) { return conv_mds_init(c, batch, m); }
+
+const char *tnt__conv_bwd_weights_impl(const void *plan) {
+    const conv_plan *p = plan;
+    const char *name = "";
+    if (p && p->bwd_weights.pd)
+        dnnl_primitive_desc_query(p->bwd_weights.pd, dnnl_query_impl_info_str, 0, &name);
+    return name;
+}

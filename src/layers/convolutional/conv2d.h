@@ -92,5 +92,8 @@ tnt_status tnt__conv_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a);
  * the plan's forward to have run with the current weights (it may reuse their reordered copy), and
  * a workspace of tnt__conv_workspace_size (scratch for a channels-first layer). */
 tnt_status tnt__conv_backward_data(tnt_layer *l, void *plan, const float *dy, float *dx, void *workspace);
+/* The implementation name (oneDNN's impl info) of a float32 plan's backward-weights primitive
+ * ("" for a bf16 plan), for the tests. */
+const char *tnt__conv_bwd_weights_impl(const void *plan);
 
 #endif
