@@ -132,6 +132,13 @@ static void abort_job(const char *msg) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+void tnt__wait_limits(double *check, double *shutdown) {
+    *check = w.on ? w.check : 0;
+    *shutdown = w.on ? w.shutdown : 0;
+}
+
+void tnt__wait_abort(const char *msg) { abort_job(msg); }
+
 /* Seconds a wait polls without sleeping: a large allreduce only advances inside MPI calls (Open
  * MPI's shared-memory pipeline moves a fragment per call), and naps between them cut the MLP's
  * 147 MB allreduce from 2.2 to 0.3 GB/s; a stalled rank still stops burning a core after this. */

@@ -332,12 +332,13 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         tnt__warn_small_micro_batch(m, b.n);
         if (!(p = tnt__model_plan(m, b.n))) s = TNT_ERR_BACKEND;
     }
-    int go = tnt__parallel_step_enter(m, &st, s, have);
+    int go = tnt__parallel_step_enter(m, &st, s, have ? b.n : 0);
     if (go <= 0) return go;
     if (have && s == TNT_OK) {
         float *pred;
         st.seed = tnt__model_training_seed(m);
         s = tnt__model_forward(m, p, b.x.data, &st, &pred);
+        if (s != TNT_OK && st.node_fwd) tnt__reducer_node_fwd_fail(st.reducer); /* peers wait in its syncs */
         /* the loss is summed over local samples and divided by the global batch, so the sum over
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
@@ -355,7 +356,8 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
-    else { /* an empty share adds nothing (to a kernel the node computes: no rows) */
+    if (have && s != TNT_OK && st.node_fwd) tnt__reducer_node_fwd_fail(st.reducer);
+    else if (!have) { /* an empty share adds nothing (to a kernel the node computes: no rows) */
         memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
         if (st.node_dw) tnt__reducer_node_dw_stash_none(st.reducer);
     }

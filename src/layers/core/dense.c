@@ -237,6 +237,43 @@ static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     return off_dpre16(l, batch) + align64((size_t)(batch * c->lead * c->units) * sizeof(tnt__bf16));
 }
 
+/* The node's product (tnt__dw_stash, TNT_NODE_FORWARD): this rank stashes its x rows, computes
+ * columns [col0, col1) of every rank's rows into the node's scratch (reading only those columns of
+ * W: the node reads the kernel once), then takes its own rows back. The same sgemm as alone, on
+ * more rows and fewer columns. */
+static tnt_status dense_run_node(tnt_layer *l, dense_plan *p, bool post_op, const float *x, float *out,
+                                 tnt__dw_stash *st) {
+    dense_cfg *c = l->priv;
+    const int64_t rows = p->rows, in = c->in, units = c->units, all = (int64_t)st->p * st->cap_rows;
+    if (rows > st->cap_rows || st->ldx < in || st->ldout < units)
+        return tnt__error(TNT_ERR_STATE, "node product of %lld rows (pitches %lld, %lld) for %lld rows of %lld -> %lld",
+                          (long long)st->cap_rows, (long long)st->ldx, (long long)st->ldout, (long long)rows,
+                          (long long)in, (long long)units);
+    for (int64_t r = 0; r < st->cap_rows; r++) {
+        if (r < rows) memcpy(st->x + r * st->ldx, x + r * in, (size_t)in * sizeof(float));
+        else memset(st->x + r * st->ldx, 0, (size_t)in * sizeof(float));
+    }
+    st->x_stashed = true;
+    tnt_status status = st->sync(st->ctx, "node forward");
+    if (status != TNT_OK) return status;
+    const int64_t j0 = st->col0, nj = st->col1 - st->col0;
+    if (nj > 0) {
+        for (int64_t r = 0; r < all; r++) {
+            float *o = st->out_all + r * st->ldout + j0;
+            if (c->use_bias) memcpy(o, l->weights[1].value + j0, (size_t)nj * sizeof(float));
+            else memset(o, 0, (size_t)nj * sizeof(float));
+        }
+        TNT_DNNL(dnnl_sgemm('N', 'N', all, nj, in, 1.0f, st->x_all, st->ldx, l->weights[0].value + j0, units, 1.0f,
+                            st->out_all + j0, st->ldout));
+    }
+    if ((status = st->sync(st->ctx, "node forward")) != TNT_OK) return status;
+    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows * (size_t)st->ldout;
+    for (int64_t r = 0; r < rows; r++) memcpy(out + r * units, mine + r * st->ldout, (size_t)units * sizeof(float));
+    return post_op ? tnt__act_forward(&p->act, out, out) : TNT_OK;
+fail:
+    return status;
+}
+
 /* Runs the matmul: out(rows, units) = x(rows, in) · W + b, with the fused post-op or, for a fused
  * plan asked for its pre-activation, without it (that primitive is made on first use). */
 static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
@@ -253,6 +290,7 @@ static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bo
         }
         return tnt__mm_run(mm, ws_x16(l, a->workspace, a->batch), c->w16, c->use_bias ? l->weights[1].value : NULL, out);
     }
+    if (a->node) return dense_run_node(l, p, post_op, a->x, out, a->node);
     if (p->fwd_sgemm) { /* out = rows of b (or zeros), then out += x · W */
         const size_t row_bytes = (size_t)c->units * sizeof(float);
         for (int64_t i = 0; i < p->rows; i++) {
@@ -296,6 +334,28 @@ static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
+/* dx of the node's product (tnt__dw_stash): every rank's dpre is stashed; this rank computes
+ * the input features [in0, in1) (rows of W, read once by the node) of every rank's rows, then
+ * takes its own rows back. */
+static tnt_status dense_dx_node(tnt_layer *l, dense_plan *p, float *dx, tnt__dw_stash *st) {
+    dense_cfg *c = l->priv;
+    const int64_t rows = p->rows, in = c->in, units = c->units, all = (int64_t)st->p * st->cap_rows;
+    if (st->ldout < in) return tnt__error(TNT_ERR_STATE, "node product pitch %lld for %lld inputs", (long long)st->ldout,
+                                          (long long)in);
+    tnt_status status = st->sync(st->ctx, "node input gradient");
+    if (status != TNT_OK) return status;
+    const int64_t i0 = st->in0, ni = st->in1 - st->in0;
+    if (ni > 0)
+        TNT_DNNL(dnnl_sgemm('N', 'T', all, ni, units, 1.0f, st->dpre_all, st->lddpre, l->weights[0].value + i0 * units,
+                            units, 0.0f, st->out_all + i0, st->ldout));
+    if ((status = st->sync(st->ctx, "node input gradient")) != TNT_OK) return status;
+    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows * (size_t)st->ldout;
+    for (int64_t r = 0; r < rows; r++) memcpy(dx + r * in, mine + r * st->ldout, (size_t)in * sizeof(float));
+    return TNT_OK;
+fail:
+    return status;
+}
+
 /* x: (rows, in); y, dy: (rows, units); dx: (rows, in) or NULL; rows = batch * lead */
 static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     dense_plan *p = plan;
@@ -323,9 +383,11 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
                               "of %lld -> %lld", (long long)st->cap_rows, (long long)st->ldx, (long long)st->lddpre,
                               (long long)rows, (long long)in, (long long)units);
         for (int64_t r = 0; r < rows; r++) {
-            memcpy(st->x + r * st->ldx, a->x + r * in, (size_t)in * sizeof(float));
+            if (!st->x_stashed) memcpy(st->x + r * st->ldx, a->x + r * in, (size_t)in * sizeof(float));
             memcpy(st->dpre + r * st->lddpre, dpre + r * units, (size_t)units * sizeof(float));
         }
+        for (int64_t r = rows; st->sync && r < st->cap_rows; r++) /* the node's dx reads every row */
+            memset(st->dpre + r * st->lddpre, 0, (size_t)units * sizeof(float));
         st->rows = rows;
     } else {
         if ((status = tnt__sgemm_tn(in, units, rows, a->x, dpre, 0.0f, k->grad)) != TNT_OK) return status;
@@ -341,6 +403,8 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
         }
     }
 
+    if (a->dx && a->dw_stash && a->dw_stash->sync) /* the node's product (tnt__dw_stash) */
+        return dense_dx_node(l, p, a->dx, a->dw_stash);
     if (a->dx && p->bf16) /* dx (rows, in) = dpre · W^T: forward's bf16 W read transposed */
         return tnt__mm_run(&p->mm_dx, dpre16, c->w16, NULL, a->dx);
     if (a->dx) {
