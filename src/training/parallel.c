@@ -332,6 +332,7 @@ int tnt__parallel_step_enter(const tnt_model *m, tnt__step *st, tnt_status local
     if (s != TNT_OK) return s;
     if (node_fwd && v[1] == 0) {
         st->node_fwd = true;
+        st->reducer = m->reducer; /* forward reaches the products through it */
         tnt__reducer_node_fwd_begin(m->reducer);
     }
     return tnt__model_has_collective_layers(m) ? epoch_goes_on(v[0], "") : 1;
