@@ -167,7 +167,7 @@ void tnt__reducer_node_dw_stash_none(tnt__reducer *r);
 typedef struct tnt__node_products {
     int p, me;
     float *x_all, *dpre_all, *out_all;
-    int64_t ldout, col0, col1, in0, in1;
+    int64_t ldout, ldt, col0, col1, in0, in1;
     tnt_status (*sync)(void *ctx, const char *what);
     void *ctx;
 } tnt__node_products;

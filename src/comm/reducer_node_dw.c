@@ -49,7 +49,7 @@ struct tnt__node_dw {
      * reached, [1] the product step it failed in; the scratch every rank's results go through */
     _Atomic int64_t *lines;
     float *out_all;
-    int64_t ldout;
+    int64_t ldout, ldt;
     int64_t fwd_step, seq; /* product steps (the same on every rank), syncs within this one */
 };
 
@@ -78,7 +78,7 @@ tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel
         return s != TNT_OK ? tnt__error_prefix(s, "node gradients: ") : TNT_OK;
     }
     d->me = me, d->p = p, d->n = n;
-    int64_t cap = 0;
+    int64_t cap = 0, in_max = 0;
     size_t floats = (size_t)p * 16; /* the sync lines */
     for (int i = 0; i < n; i++) {
         dw_kernel *k = &d->kernels[i];
@@ -87,8 +87,11 @@ tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel
         floats += (size_t)p * (16 + (size_t)k->k.cap_rows * (size_t)(k->ldx + k->lddpre));
         d->ldout = TNT_MAX(d->ldout, TNT_MAX(k->ldx, k->lddpre));
         cap = TNT_MAX(cap, k->k.cap_rows);
+        in_max = TNT_MAX(in_max, k->k.in);
     }
-    floats += (size_t)p * (size_t)cap * (size_t)d->ldout; /* the products' scratch */
+    /* the products' scratch: forward's rows (p * cap, ldout), or dx^T (in, ldt) */
+    d->ldt = pitch(p * cap);
+    floats += TNT_MAX((size_t)p * (size_t)cap * (size_t)d->ldout, (size_t)in_max * (size_t)d->ldt);
     qsort(d->kernels, (size_t)n, sizeof *d->kernels, by_offset);
     float *base;
     MPI_Aint bytes = me == 0 ? (MPI_Aint)(floats * sizeof(float)) : 0;
@@ -339,7 +342,7 @@ void tnt__reducer_node_products(const tnt__reducer *r, int i, tnt__node_products
     tnt__node_dw *d = tnt__reducer_node_dw_get(r);
     const dw_kernel *k = &d->kernels[i];
     *np = (tnt__node_products){.p = d->p, .me = d->me, .x_all = k->x, .dpre_all = k->dpre, .out_all = d->out_all,
-                               .ldout = d->ldout, .sync = products_sync, .ctx = d};
+                               .ldout = d->ldout, .ldt = d->ldt, .sync = products_sync, .ctx = d};
     part(k->k.units, d->me, d->p, &np->col0, &np->col1);
     part(k->k.in, d->me, d->p, &np->in0, &np->in1);
 }

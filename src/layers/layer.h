@@ -76,8 +76,8 @@ typedef struct tnt__dw_stash {
      * kernel's rows (input features) [in0, in1) from every rank's dpre. Rank q's rows lie at
      * q * cap_rows rows of x_all, dpre_all and out_all; rows past a rank's own are zeros. */
     int p, me;
-    float *x_all, *dpre_all, *out_all;
-    int64_t ldout;
+    float *x_all, *dpre_all, *out_all; /* out_all: forward's rows at pitch ldout, or dx^T (in, ldt) */
+    int64_t ldout, ldt;
     int64_t col0, col1, in0, in1;
     bool x_stashed; /* forward already stashed x this step (backward copies only dpre) */
     tnt_status (*sync)(void *ctx, const char *what); /* every rank of the node got here */

