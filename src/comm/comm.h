@@ -163,7 +163,9 @@ void tnt__reducer_node_dw_stash_none(tnt__reducer *r);
  * of a registered kernel computed once per node, each rank a slice of the kernel for every
  * rank's rows (layers/layer.h, tnt__dw_stash, says who does what). fwd_begin starts a step that
  * uses them, on every rank of the world alike (an agreement decides); fwd_fail tells the node's
- * other ranks, waiting in a sync, that this rank failed in it. */
+ * other ranks, waiting in a sync, that this rank failed in it (a rank that failed only because
+ * another did then enters the step's agreement as if it had not, so that the first failure's
+ * message is the one every rank reports). */
 typedef struct tnt__node_products {
     int p, me;
     float *x_all, *dpre_all, *out_all;
@@ -173,7 +175,7 @@ typedef struct tnt__node_products {
 } tnt__node_products;
 void tnt__reducer_node_products(const tnt__reducer *r, int k, tnt__node_products *np);
 void tnt__reducer_node_fwd_begin(tnt__reducer *r);
-void tnt__reducer_node_fwd_fail(tnt__reducer *r);
+bool tnt__reducer_node_fwd_fail(tnt__reducer *r); /* true: this rank only saw another's failure */
 int64_t tnt__reducer_node_fwd_steps(const tnt__reducer *r); /* steps that used them so far */
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);

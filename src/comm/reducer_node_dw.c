@@ -51,6 +51,7 @@ struct tnt__node_dw {
     float *out_all;
     int64_t ldout, ldt;
     int64_t fwd_step, seq; /* product steps (the same on every rank), syncs within this one */
+    bool peer_failed;      /* a wait of this step ended on another rank's failure */
 };
 
 /* A pitch of at least n floats, a multiple of 16, that is no multiple of 512 (4K aliasing). */
@@ -277,8 +278,10 @@ static tnt_status wait_lines(tnt__node_dw *d, int64_t want, const char *what) {
         int missing = -1;
         for (int q = 0; q < d->p && missing < 0; q++) {
             if (q == d->me || atomic_load_explicit(&d->lines[8 * q], memory_order_acquire) >= want) continue;
-            if (atomic_load_explicit(&d->lines[8 * q + 1], memory_order_acquire) == d->fwd_step)
+            if (atomic_load_explicit(&d->lines[8 * q + 1], memory_order_acquire) == d->fwd_step) {
+                d->peer_failed = true;
                 return tnt__error(TNT_ERR_MPI, "%s: local rank %d of this node failed in this step", what, q);
+            }
             missing = q;
         }
         if (missing < 0) return TNT_OK;
@@ -331,11 +334,14 @@ void tnt__reducer_node_fwd_begin(tnt__reducer *r) {
     if (!d) return;
     d->fwd_step++;
     d->seq = 0;
+    d->peer_failed = false;
 }
 
-void tnt__reducer_node_fwd_fail(tnt__reducer *r) {
+bool tnt__reducer_node_fwd_fail(tnt__reducer *r) {
     tnt__node_dw *d = tnt__reducer_node_dw_get(r);
-    if (d) atomic_store_explicit(&d->lines[8 * d->me + 1], d->fwd_step, memory_order_release);
+    if (!d) return false;
+    atomic_store_explicit(&d->lines[8 * d->me + 1], d->fwd_step, memory_order_release);
+    return d->peer_failed;
 }
 
 void tnt__reducer_node_products(const tnt__reducer *r, int i, tnt__node_products *np) {
