@@ -294,15 +294,16 @@ static tnt_status wait_lines(tnt__node_dw *d, int64_t want, const char *what) {
         double waited = now_seconds() - t0;
         if ((check > 0 && waited >= next_check) || (shutdown > 0 && waited >= shutdown)) {
             char msg[512];
-            int len = snprintf(msg, sizeof msg, "stall: rank %d has waited %.0f s in %s (node products) for local rank(s):",
+            int len = snprintf(msg, sizeof msg,
+                               "stall: rank %d has waited %.0f s in %s (node products) for local rank(s):",
                                tnt__world_rank(), waited, what);
             for (int q = 0; q < d->p && len > 0 && (size_t)len < sizeof msg; q++)
                 if (q != d->me && atomic_load(&d->lines[8 * q]) < want)
                     len += snprintf(msg + len, sizeof msg - (size_t)len, " %d", q);
             if (shutdown > 0 && waited >= shutdown) {
                 if (len > 0 && (size_t)len < sizeof msg)
-                    snprintf(msg + len, sizeof msg - (size_t)len, "; shutting the job down (TNT_STALL_SHUTDOWN_SECONDS=%.0f)",
-                             shutdown);
+                    snprintf(msg + len, sizeof msg - (size_t)len,
+                             "; shutting the job down (TNT_STALL_SHUTDOWN_SECONDS=%.0f)", shutdown);
                 tnt__wait_abort(msg);
             }
             tnt_log(TNT_LOG_WARNING, "%s", msg);

@@ -77,8 +77,8 @@ static tnt_status probe_backward(tnt_layer *l, int64_t batch, const float *x, co
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: fault_prog ok|callback|load|stop|slow|stop_backward|kill_backward|stop_forward|fail_forward "
-                "RANK STEP DIR\n");
+        fprintf(stderr, "usage: fault_prog ok|callback|load|stop|slow|stop_backward|kill_backward|stop_forward|"
+                        "fail_forward RANK STEP DIR\n");
         return 2;
     }
     fault f = {argv[1], atoi(argv[2]), atoll(argv[3])};
