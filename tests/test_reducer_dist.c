@@ -7,7 +7,9 @@
  * second fit continues them exactly as an unbroken one); bfloat16 compression still applies
  * where gradients cross nodes; ranks may free their models in any order; a bad reducer value, or
  * a rank with another one, fails on every rank with a message; during a sharded fit a rank holds
- * no slots of its own (its resident private memory is that of a flat fit less the slots). */
+ * no slots of its own (its resident private memory is that of a flat fit less the slots). The
+ * wide model's Dense products are computed by the node too (TNT_NODE_FORWARD) in every step where
+ * each rank has rows, and the count of such steps is checked. */
 #include "testutil.h"
 
 #include "comm/comm.h"
