@@ -25,6 +25,7 @@
 #include "kernels/sgemm.h"
 #include "core/timeline.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -308,9 +309,14 @@ static tnt_status wait_lines(tnt__node_dw *d, int64_t want, const char *what) {
             tnt_log(TNT_LOG_WARNING, "%s", msg);
             next_check += check;
         }
-        /* naps from the start, unlike the collectives' waits (wait.c: yield for 0.5 s, for MPI's
-         * progress): nothing here needs this core, and with 2 ranks of 2 threads (the comm thread
-         * computes node gradients) on 2 cores a spinning wait takes it from the rank waited for */
+        /* yields for 200 us (a peer a little behind), then naps, unlike the collectives' waits
+         * (wait.c: yield for 0.5 s, for MPI's progress): nothing here needs this core, and with 2
+         * ranks of 2 threads (the comm thread computes node gradients) on 2 cores a spinning wait
+         * takes it from the rank waited for */
+        if (waited < 200e-6) {
+            sched_yield();
+            continue;
+        }
         double nap = TNT_MIN(5e-3, TNT_MAX(20e-6, waited / 10));
         struct timespec ts = {0, (long)(nap * 1e9)};
         nanosleep(&ts, NULL);
