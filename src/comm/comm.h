@@ -159,24 +159,6 @@ void tnt__reducer_node_dw_stash(const tnt__reducer *r, int k, float **x, int64_t
 void tnt__reducer_node_dw_stashed(tnt__reducer *r, int k, int64_t rows);
 /* A rank with no samples this step (no backward): every kernel stashed with no rows. */
 void tnt__reducer_node_dw_stash_none(tnt__reducer *r);
-/* Node products (TNT_NODE_FORWARD, reducer_node_dw.c): the forward and input-gradient products
- * of a registered kernel computed once per node, each rank a slice of the kernel for every
- * rank's rows (layers/layer.h, tnt__dw_stash, says who does what). fwd_begin starts a step that
- * uses them, on every rank of the world alike (an agreement decides); fwd_fail tells the node's
- * other ranks, waiting in a sync, that this rank failed in it (a rank that failed only because
- * another did then enters the step's agreement as if it had not, so that the first failure's
- * message is the one every rank reports). */
-typedef struct tnt__node_products {
-    int p, me;
-    float *x_all, *dpre_all, *out_all;
-    int64_t ldout, ldt, col0, col1, in0, in1;
-    tnt_status (*sync)(void *ctx, const char *what);
-    void *ctx;
-} tnt__node_products;
-void tnt__reducer_node_products(const tnt__reducer *r, int k, tnt__node_products *np);
-void tnt__reducer_node_fwd_begin(tnt__reducer *r);
-bool tnt__reducer_node_fwd_fail(tnt__reducer *r); /* true: this rank only saw another's failure */
-int64_t tnt__reducer_node_fwd_steps(const tnt__reducer *r); /* steps that used them so far */
 /* The engine the reducer runs (after the fallbacks: collective layers, thread level). */
 tnt_comm_mode tnt__reducer_mode(const tnt__reducer *r);
 /* Statistics since creation: seconds inside allreduce calls, and seconds the compute thread

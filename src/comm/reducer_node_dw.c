@@ -7,17 +7,15 @@
  * slice of the bucket computes dW for that slice over every rank's rows, writing it where the
  * slice's sum goes. The node writes dW once and reads no per-rank gradient (no node sum).
  *
- * Layout (local rank 0's segment): p sync lines of the node products (below), then per kernel,
- * p headers {step, rows} of a cache line each, then x of all ranks (p * cap_rows rows, rank q's
- * at q * cap_rows), then dpre likewise; last the products' scratch (p * cap_rows rows). Pitches are
+ * Layout (local rank 0's segment): per kernel, p headers {step, rows} of a cache line each, then
+ * x of all ranks (p * cap_rows rows, rank q's at q * cap_rows), then dpre likewise. Pitches are
  * padded where a power-of-two pitch would alias (kernels/sgemm.h). The owner runs one GEMM per
  * rank, accumulated in rank order (beta 1): the additions of the node's sum of per-rank
  * gradients, in the same order on every run (bitwise repeatable). One GEMM over the node's
  * rows (k = 64 for the MLP) measured no faster on this 2-core VM and reorders the sum inside
  * each element: Adamax on the test's wide model then drifted 1.4e-6 from flat on 4 ranks.
  *
- * Who writes what, and until when: rank q writes its stash of kernel k in backward of step s
- * (x in forward, with the node products),
+ * Who writes what, and until when: rank q writes its stash of kernel k in backward of step s,
  * before it starts the bucket holding k; every owner reads it after that bucket's barrier, and
  * before the step's closing barrier (sharded: the step's agreement), which rank q passes before
  * its next backward. A rank with no samples in a step stashes no rows (its header says so). */
@@ -25,11 +23,7 @@
 #include "kernels/sgemm.h"
 #include "core/timeline.h"
 
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct dw_kernel {
     tnt__node_dw_kernel k;
@@ -45,13 +39,6 @@ struct tnt__node_dw {
     int64_t step;
     dw_kernel *kernels; /* sorted by offset */
     int n;
-    /* node products (tnt__reducer_node_fwd_begin): p lines of 8 int64, [0] the last sync a rank
-     * reached, [1] the product step it failed in; the scratch every rank's results go through */
-    _Atomic int64_t *lines;
-    float *out_all;
-    int64_t ldout, ldt;
-    int64_t fwd_step, seq; /* product steps (the same on every rank), syncs within this one */
-    bool peer_failed;      /* a wait of this step ended on another rank's failure */
 };
 
 /* A pitch of at least n floats, a multiple of 16, that is no multiple of 512 (4K aliasing). */
@@ -79,20 +66,13 @@ tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel
         return s != TNT_OK ? tnt__error_prefix(s, "node gradients: ") : TNT_OK;
     }
     d->me = me, d->p = p, d->n = n;
-    int64_t cap = 0, in_max = 0;
-    size_t floats = (size_t)p * 16; /* the sync lines */
+    size_t floats = 0;
     for (int i = 0; i < n; i++) {
         dw_kernel *k = &d->kernels[i];
         k->k = kernels[i];
         k->ldx = pitch(k->k.in), k->lddpre = pitch(k->k.units);
         floats += (size_t)p * (16 + (size_t)k->k.cap_rows * (size_t)(k->ldx + k->lddpre));
-        d->ldout = TNT_MAX(d->ldout, TNT_MAX(k->ldx, k->lddpre));
-        cap = TNT_MAX(cap, k->k.cap_rows);
-        in_max = TNT_MAX(in_max, k->k.in);
     }
-    /* the products' scratch: forward's rows (p * cap, ldout), or dx^T (in, ldt) */
-    d->ldt = pitch(p * cap);
-    floats += TNT_MAX((size_t)p * (size_t)cap * (size_t)d->ldout, (size_t)in_max * (size_t)d->ldt);
     qsort(d->kernels, (size_t)n, sizeof *d->kernels, by_offset);
     float *base;
     MPI_Aint bytes = me == 0 ? (MPI_Aint)(floats * sizeof(float)) : 0;
@@ -108,9 +88,6 @@ tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel
                           floats * sizeof(float), tnt__world_rank(), rc);
     }
     float *at = base;
-    d->lines = (_Atomic int64_t *)at;
-    if (me == 0) memset(at, 0, (size_t)p * 16 * sizeof(float));
-    at += 16 * p;
     for (int i = 0; i < n; i++) {
         dw_kernel *k = &d->kernels[i];
         k->head = (int64_t *)at;
@@ -121,7 +98,6 @@ tnt_status tnt__reducer_node_dw_setup(tnt__reducer *r, const tnt__node_dw_kernel
         at += (size_t)p * (size_t)k->k.cap_rows * (size_t)k->lddpre;
         if (me == 0) memset(k->head, 0, (size_t)p * 8 * sizeof(int64_t));
     }
-    d->out_all = at;
     tnt__reducer_node_dw_attach(r, d, d->win); /* the window is freed with the reducer's */
     return tnt__reducer_sync(r, "node gradients");
 }
@@ -243,122 +219,4 @@ int tnt__node_dw_reduce(tnt__node_dw *d, float *out, int64_t s, int64_t e, int b
     }
     if (at < e) sum(ctx, out, at, e);
     return MPI_SUCCESS;
-}
-
-/* ---- node products: each kernel byte read once per node per pass (TNT_NODE_FORWARD) ---------
- *
- * A rank's x rows, stashed in forward, serve both its forward product and, unchanged, backward's
- * kernel gradient; each rank computes its columns (forward) or its kernel rows (dx) for every
- * rank's rows into the scratch, and takes its own rows back. Syncs are flags in the window, not
- * MPI calls: the comm thread may be inside MPI (MPI_THREAD_SERIALIZED) while backward syncs. Rank
- * q's line holds the mark of the last sync it reached (product step << 24 | sync within it,
- * the same on every rank since the steps are agreed), and the product step it failed in, which
- * ends the peers' waits with an error instead of a stall. Who writes what, and until when: the
- * scratch is written after a kernel's first sync, read back before the next kernel's first sync
- * (every rank reaches that one only after its read); x and dpre as above. */
-
-static void part(int64_t n, int q, int p, int64_t *b, int64_t *e) {
-    *b = q == 0 ? 0 : TNT_MIN(n, (n * q / p) & ~(int64_t)15);
-    *e = q + 1 == p ? n : TNT_MIN(n, (n * (q + 1) / p) & ~(int64_t)15);
-}
-
-static int64_t mark(const tnt__node_dw *d) { return (d->fwd_step << 24) + d->seq; }
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Until every local rank has reached mark want; a peer's failure in this product step ends it
- * with an error. A stall is reported and ends the job as the stall inspector's (TNT_STALL_*). */
-static tnt_status wait_lines(tnt__node_dw *d, int64_t want, const char *what) {
-    double t0 = 0, check = 0, shutdown = 0, next_check = 0;
-    for (long polls = 0;; polls++) {
-        int missing = -1;
-        for (int q = 0; q < d->p && missing < 0; q++) {
-            if (q == d->me || atomic_load_explicit(&d->lines[8 * q], memory_order_acquire) >= want) continue;
-            if (atomic_load_explicit(&d->lines[8 * q + 1], memory_order_acquire) == d->fwd_step) {
-                d->peer_failed = true;
-                return tnt__error(TNT_ERR_MPI, "%s: local rank %d of this node failed in this step", what, q);
-            }
-            missing = q;
-        }
-        if (missing < 0) return TNT_OK;
-        if (polls < 64) continue; /* a peer a few microseconds behind */
-        if (polls == 64) {
-            t0 = now_seconds();
-            tnt__wait_limits(&check, &shutdown);
-            next_check = check;
-        }
-        double waited = now_seconds() - t0;
-        if ((check > 0 && waited >= next_check) || (shutdown > 0 && waited >= shutdown)) {
-            char msg[512];
-            int len = snprintf(msg, sizeof msg,
-                               "stall: rank %d has waited %.0f s in %s (node products) for local rank(s):",
-                               tnt__world_rank(), waited, what);
-            for (int q = 0; q < d->p && len > 0 && (size_t)len < sizeof msg; q++)
-                if (q != d->me && atomic_load(&d->lines[8 * q]) < want)
-                    len += snprintf(msg + len, sizeof msg - (size_t)len, " %d", q);
-            if (shutdown > 0 && waited >= shutdown) {
-                if (len > 0 && (size_t)len < sizeof msg)
-                    snprintf(msg + len, sizeof msg - (size_t)len,
-                             "; shutting the job down (TNT_STALL_SHUTDOWN_SECONDS=%.0f)", shutdown);
-                tnt__wait_abort(msg);
-            }
-            tnt_log(TNT_LOG_WARNING, "%s", msg);
-            next_check += check;
-        }
-        /* yields for 200 us (a peer a little behind), then naps, unlike the collectives' waits
-         * (wait.c: yield for 0.5 s, for MPI's progress): nothing here needs this core, and with 2
-         * ranks of 2 threads (the comm thread computes node gradients) on 2 cores a spinning wait
-         * takes it from the rank waited for */
-        if (waited < 200e-6) {
-            sched_yield();
-            continue;
-        }
-        double nap = TNT_MIN(5e-3, TNT_MAX(20e-6, waited / 10));
-        struct timespec ts = {0, (long)(nap * 1e9)};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static tnt_status products_sync(void *ctx, const char *what) {
-    tnt__node_dw *d = ctx;
-    d->seq++;
-    int64_t want = mark(d);
-    atomic_store_explicit(&d->lines[8 * d->me], want, memory_order_release);
-    double t0 = TNT_TL_BEGIN();
-    tnt_status s = wait_lines(d, want, what);
-    TNT_TL_END("node.wait", what, -1, t0);
-    return s;
-}
-
-void tnt__reducer_node_fwd_begin(tnt__reducer *r) {
-    tnt__node_dw *d = tnt__reducer_node_dw_get(r);
-    if (!d) return;
-    d->fwd_step++;
-    d->seq = 0;
-    d->peer_failed = false;
-}
-
-bool tnt__reducer_node_fwd_fail(tnt__reducer *r) {
-    tnt__node_dw *d = tnt__reducer_node_dw_get(r);
-    if (!d) return false;
-    atomic_store_explicit(&d->lines[8 * d->me + 1], d->fwd_step, memory_order_release);
-    return d->peer_failed;
-}
-
-void tnt__reducer_node_products(const tnt__reducer *r, int i, tnt__node_products *np) {
-    tnt__node_dw *d = tnt__reducer_node_dw_get(r);
-    const dw_kernel *k = &d->kernels[i];
-    *np = (tnt__node_products){.p = d->p, .me = d->me, .x_all = k->x, .dpre_all = k->dpre, .out_all = d->out_all,
-                               .ldout = d->ldout, .ldt = d->ldt, .sync = products_sync, .ctx = d};
-    part(k->k.units, d->me, d->p, &np->col0, &np->col1);
-    part(k->k.in, d->me, d->p, &np->in0, &np->in1);
-}
-
-int64_t tnt__reducer_node_fwd_steps(const tnt__reducer *r) {
-    const tnt__node_dw *d = tnt__reducer_node_dw_get(r);
-    return d ? d->fwd_step : 0;
 }

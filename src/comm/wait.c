@@ -132,20 +132,13 @@ static void abort_job(const char *msg) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-void tnt__wait_limits(double *check, double *shutdown) {
-    *check = w.on ? w.check : 0;
-    *shutdown = w.on ? w.shutdown : 0;
-}
-
-void tnt__wait_abort(const char *msg) { abort_job(msg); }
-
 /* Seconds a wait polls without sleeping: a large allreduce only advances inside MPI calls (Open
  * MPI's shared-memory pipeline moves a fragment per call), and naps between them cut the MLP's
  * 147 MB allreduce from 2.2 to 0.3 GB/s; a stalled rank still stops burning a core after this. */
 #define SPIN_SECONDS 0.5
 
-static void nap(double waited, double spin_seconds) {
-    if (waited < spin_seconds) {
+static void nap(double waited) {
+    if (waited < SPIN_SECONDS) {
 #ifndef OPEN_MPI
         /* Open MPI yields inside MPI_Testall (mpi_yield_when_idle, world.c); MPICH spins, and
          * ranks sharing cores then waited out each other's time slices (test_dist, 2 ranks on 2
@@ -162,7 +155,7 @@ static void nap(double waited, double spin_seconds) {
 }
 
 /* Polls until reqs complete or, with limit > 0, limit seconds pass (returns MPI_ERR_PENDING). */
-static int wait_polling(int n, MPI_Request *reqs, const char *what, double limit, double spin) {
+static int wait_polling(int n, MPI_Request *reqs, const char *what, double limit) {
     double t0 = MPI_Wtime(), next_check = w.check;
     for (;;) {
         int flag = 0;
@@ -193,31 +186,26 @@ static int wait_polling(int n, MPI_Request *reqs, const char *what, double limit
                      w.shutdown);
             abort_job(msg);
         }
-        nap(waited, spin);
+        nap(waited);
     }
 }
 
-static int wait_for(int n, MPI_Request *reqs, const char *what, double spin) {
+int tnt__wait(int n, MPI_Request *reqs, const char *what) {
     if (!w.on) return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
     uint64_t errors = tnt__error_count();
     w.seq++;
     announce(what);
-    int rc = wait_polling(n, reqs, what, 0, spin);
+    int rc = wait_polling(n, reqs, what, 0);
     /* every rank got here: errors raised before were either shared or got over */
     if (rc == MPI_SUCCESS) w.agreed_errors = errors;
     return rc;
 }
 
-int tnt__wait(int n, MPI_Request *reqs, const char *what) { return wait_for(n, reqs, what, SPIN_SECONDS); }
-
-/* A barrier moves no data: its wait naps after 200 us, so that a comm thread waiting for a slower
- * rank leaves the core to it (2 ranks of 2 threads on 2 cores: the node reducer's comm thread
- * computes node gradients between its barriers; 16 -> 13 ms of its CPU a step of the MLP) */
 int tnt__wait_arrival(const char *what) {
     if (!w.on) return MPI_SUCCESS;
     MPI_Request rq;
     int rc = MPI_Ibarrier(MPI_COMM_WORLD, &rq);
-    return rc == MPI_SUCCESS ? wait_for(1, &rq, what, 200e-6) : rc;
+    return rc == MPI_SUCCESS ? tnt__wait(1, &rq, what) : rc;
 }
 
 bool tnt__wait_finalize(void) {
@@ -228,7 +216,7 @@ bool tnt__wait_finalize(void) {
     if (rc == MPI_SUCCESS && alone) {
         w.seq++;
         announce("tnt_finalize");
-        rc = wait_polling(1, &req, "tnt_finalize", LONE_WAIT, SPIN_SECONDS);
+        rc = wait_polling(1, &req, "tnt_finalize", LONE_WAIT);
         if (rc == MPI_ERR_PENDING) {
             char msg[1200];
             snprintf(msg, sizeof msg, "failed while the other ranks went on: %s; aborting the job", tnt_last_error());

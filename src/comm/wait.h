@@ -24,10 +24,6 @@ int tnt__wait(int n, MPI_Request *reqs, const char *what);
  * MPI_Iallreduce runs on libnbc: 0.3 against 2.5 GB/s for the MLP's 147 MB), and once every rank
  * has arrived no one is missing for it to stall on. Costs one small barrier. */
 int tnt__wait_arrival(const char *what);
-/* The stall inspector's seconds (TNT_STALL_CHECK_SECONDS, TNT_STALL_SHUTDOWN_SECONDS; 0: off),
- * for waits that are no MPI calls (reducer_node_dw.c's flags), and its way to end the job. */
-void tnt__wait_limits(double *check, double *shutdown);
-void tnt__wait_abort(const char *msg);
 /* Meets every rank once more before MPI_Finalize. A rank that raised an error the others never
  * learned (it stops alone while they wait for it) aborts the job with its message when the
  * others do not come within a few seconds. Returns whether every rank met (then the job's work is

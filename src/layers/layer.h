@@ -58,7 +58,6 @@ typedef struct tnt__fwd_args {
                               masks are the same whatever the split across ranks */
     bool parallel;      /* data-parallel step: this call sees one rank's micro-batch, and every
                            rank makes the same call (SyncBatchNormalization reduces across them) */
-    struct tnt__dw_stash *node; /* NULL, or Dense's product computed by the node (below) */
 } tnt__fwd_args;
 
 /* A kernel gradient the node computes (data parallel, node-aware reducer; issue 25): instead of
@@ -70,18 +69,6 @@ typedef struct tnt__dw_stash {
     int64_t ldx, lddpre; /* pitches in floats (>= in, >= units) */
     int64_t cap_rows;    /* rows that fit */
     int64_t rows;        /* set by the layer */
-    /* Node products (TNT_NODE_FORWARD; sync NULL: none): the node reads each kernel byte once
-     * per pass. Forward: every rank stashes its x rows, then computes columns [col0, col1) of
-     * y for every rank's rows into out_all, then takes its own rows back; dx likewise over the
-     * kernel's rows (input features) [in0, in1) from every rank's dpre. Rank q's rows lie at
-     * q * cap_rows rows of x_all, dpre_all and out_all; rows past a rank's own are zeros. */
-    int p, me;
-    float *x_all, *dpre_all, *out_all; /* out_all: forward's rows at pitch ldout, or dx^T (in, ldt) */
-    int64_t ldout, ldt;
-    int64_t col0, col1, in0, in1;
-    bool x_stashed; /* forward already stashed x this step (backward copies only dpre) */
-    tnt_status (*sync)(void *ctx, const char *what); /* every rank of the node got here */
-    void *ctx;
 } tnt__dw_stash;
 
 typedef struct tnt__bwd_args {

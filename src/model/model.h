@@ -166,7 +166,6 @@ struct tnt_model {
     float *grads_home, *params_home;
     int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
     int64_t node_dw_samples; /* samples a rank's stash of node-computed kernel gradients holds; 0: none */
-    bool node_fwd;           /* their products too, in steps where every rank has rows (TNT_NODE_FORWARD) */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -224,8 +223,6 @@ typedef struct tnt__step {
                                      bucket plan; its host side stays idle) */
     bool node_dw;                 /* the node computes its registered kernel gradients this step
                                      (every rank alike: tnt__parallel_step_begin) */
-    bool node_fwd;                /* and their forward and input-gradient products (comm.h,
-                                     TNT_NODE_FORWARD; every rank alike: tnt__parallel_step_enter) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
 } tnt__step;

@@ -401,19 +401,6 @@ static tnt_status layer_forward(tnt_layer *l, const tnt__plan *p, void *plan, co
     return p->device ? l->ops->gpu->forward(l, plan, a) : l->ops->forward(l, plan, a);
 }
 
-/* Kernel k's stash with the node products (comm.h): forward stashes x, backward then only dpre. */
-static void node_stash(const tnt__reducer *r, int k, tnt__dw_stash *st) {
-    *st = (tnt__dw_stash){0};
-    tnt__reducer_node_dw_stash(r, k, &st->x, &st->ldx, &st->dpre, &st->lddpre, &st->cap_rows);
-    tnt__node_products np;
-    tnt__reducer_node_products(r, k, &np);
-    st->p = np.p, st->me = np.me;
-    st->x_all = np.x_all, st->dpre_all = np.dpre_all, st->out_all = np.out_all, st->ldout = np.ldout, st->ldt = np.ldt;
-    st->col0 = np.col0, st->col1 = np.col1, st->in0 = np.in0, st->in1 = np.in1;
-    st->x_stashed = true; /* read by backward only: forward sets it again */
-    st->sync = np.sync, st->ctx = np.ctx;
-}
-
 tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st, float **out) {
     if (p->device) {
         tnt_status s = device_input(m, p, x);
@@ -449,11 +436,6 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
             .sample_offset = st->sample_offset,
             .parallel = st->parallel,
         };
-        tnt__dw_stash node;
-        int k = st->node_fwd && l->n_weights > 0 && l->weights[0].grad
-                    ? tnt__reducer_node_dw_find(st->reducer, l->weights[0].grad - tnt__reducer_grads(st->reducer))
-                    : -1;
-        if (k >= 0) node_stash(st->reducer, k, &node), a.node = &node;
         double t0 = TNT_TL_BEGIN();
         tnt_status s = layer_forward(l, p, p->layer_plans[i], &a);
         TNT_TL_END(st->training ? "forward" : "inference", l->name, -1, t0);
@@ -582,10 +564,8 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
         if (st->node_dw && n->first_backward && l->n_weights > 0 && l->weights[0].grad &&
             (dw_kernel = tnt__reducer_node_dw_find(st->reducer, l->weights[0].grad - tnt__reducer_grads(st->reducer))) >= 0) {
             stash = (tnt__dw_stash){0};
-            if (st->node_fwd) node_stash(st->reducer, dw_kernel, &stash);
-            else
-                tnt__reducer_node_dw_stash(st->reducer, dw_kernel, &stash.x, &stash.ldx, &stash.dpre, &stash.lddpre,
-                                           &stash.cap_rows);
+            tnt__reducer_node_dw_stash(st->reducer, dw_kernel, &stash.x, &stash.ldx, &stash.dpre, &stash.lddpre,
+                                       &stash.cap_rows);
             a.dw_stash = &stash;
         }
         double t0 = TNT_TL_BEGIN();

@@ -327,20 +327,17 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
      * gradients (below) and take part in the allreduce as the others do */
     accum step = {0};
     tnt__plan *p = NULL;
-    bool peer_failed = false; /* node products: only another rank's failure ended ours (comm.h) */
     bool have = r == 1 && b.n > 0 && s == TNT_OK;
     if (have) {
         tnt__warn_small_micro_batch(m, b.n);
         if (!(p = tnt__model_plan(m, b.n))) s = TNT_ERR_BACKEND;
     }
-    int go = tnt__parallel_step_enter(m, &st, s, have ? b.n : 0);
+    int go = tnt__parallel_step_enter(m, &st, s, have);
     if (go <= 0) return go;
     if (have && s == TNT_OK) {
         float *pred;
         st.seed = tnt__model_training_seed(m);
         s = tnt__model_forward(m, p, b.x.data, &st, &pred);
-        /* the node's other ranks may wait in its syncs: they learn of the failure there */
-        if (s != TNT_OK && st.node_fwd) peer_failed = tnt__reducer_node_fwd_fail(st.reducer);
         /* the loss is summed over local samples and divided by the global batch, so the sum over
          * ranks is the serial mean; unsplit feeds learn the global count below */
         if (s == TNT_OK)
@@ -349,7 +346,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         if (s == TNT_OK) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
     tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
-    if ((go = tnt__parallel_step_begin(m, &st, peer_failed ? TNT_OK : s, &counts)) <= 0) return go;
+    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
     if (counts.samples == 0) return 1; /* no rank had samples: nothing to learn */
     /* the mean over the global batch (or its positions not ignored) */
     if (have && ignores_labels(m))
@@ -358,12 +355,11 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
     if (have) s = tnt__model_backward(m, p, b.x.data, &st);
-    if (have && s != TNT_OK && st.node_fwd) peer_failed = tnt__reducer_node_fwd_fail(st.reducer);
-    else if (!have) { /* an empty share adds nothing (to a kernel the node computes: no rows) */
+    else { /* an empty share adds nothing (to a kernel the node computes: no rows) */
         memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
         if (st.node_dw) tnt__reducer_node_dw_stash_none(st.reducer);
     }
-    if ((s = tnt__parallel_step_end(m, &st, peer_failed ? TNT_OK : s)) != TNT_OK) return s;
+    if ((s = tnt__parallel_step_end(m, &st, s)) != TNT_OK) return s;
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they
      * depend on the weights alone, which every rank holds the same, so each rank adds them once,
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */

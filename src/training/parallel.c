@@ -131,7 +131,6 @@ static tnt_status setup_node_dw(tnt_model *m, const tnt_dataset *data, bool spli
     tnt_status s = tnt__reducer_node_dw_setup(m->reducer, kernels, kernels ? n : -1); /* collective */
     free(kernels);
     if (s == TNT_OK && n > 0) m->node_dw_samples = samples;
-    m->node_fwd = m->node_dw_samples > 0 && tnt__config_get()->node_forward;
     return s;
 }
 
@@ -142,10 +141,10 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     const tnt_distribute_opts *o = &m->distribute_opts;
     const tnt__config *c = tnt__config_get();
     int64_t kb = o->has_fusion_threshold ? o->fusion_threshold_kb : c->fusion_threshold_kb;
-    int64_t reducer_cfg[7] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
+    int64_t reducer_cfg[6] = {kb, o->comm_mode != TNT_COMM_MODE_DEFAULT ? (int)o->comm_mode : c->comm_mode,
                               o->compression != TNT_COMPRESSION_DEFAULT ? (int)o->compression : c->compression,
                               o->reducer != TNT_REDUCER_DEFAULT ? (int)o->reducer : c->reducer, c->cross_node,
-                              c->node_gradients, c->node_forward};
+                              c->node_gradients};
     /* MPI runs serialized: a layer's own collectives (SyncBatchNormalization) cannot share the
      * communicator with a comm thread, so the gradient allreduces are then nonblocking calls on
      * the compute thread, issued in the same order on every rank */
@@ -154,7 +153,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     if (!tnt__world_comm_thread_ok()) reducer_cfg[1] = TNT_COMM_MODE_NONBLOCKING;
     const char *names[7] = {"model", "compile configuration", "dataset", "validation dataset", "fit configuration",
                             "gradient allreduce settings (fusion threshold, comm mode, compression, reducer, "
-                            "TNT_CROSS_NODE, TNT_NODE_GRADIENTS, TNT_NODE_FORWARD)",
+                            "TNT_CROSS_NODE, TNT_NODE_GRADIENTS)",
                             "training device and TNT_GPU_COMM (fingerprint 1: cpu; 2, 6, 10: gpu with TNT_GPU_COMM "
                             "auto, mpi, nccl; see TNT_DEVICE)"};
     /* mixed CPU and GPU ranks would step differently (and the GPU's gradients are staged) */
@@ -322,20 +321,11 @@ static int epoch_goes_on(int64_t ranks_with_data, const char *hint) {
     return 0;
 }
 
-int tnt__parallel_step_enter(const tnt_model *m, tnt__step *st, tnt_status local, int64_t samples) {
-    /* the node products sync inside forward: every rank forwards rows that fit its stash, or none
-     * uses them (a step with an empty share runs alone, as a model without them) */
-    bool node_fwd = m->node_fwd && m->reducer && tnt__reducer_kind(m->reducer) != TNT_REDUCER_FLAT && !m->on_device;
-    if (!st->parallel || (!tnt__model_has_collective_layers(m) && !node_fwd)) return 1;
-    int64_t v[2] = {samples > 0, samples <= 0 || samples > m->node_dw_samples};
-    tnt_status s = tnt__agree(local, v, 2);
-    if (s != TNT_OK) return s;
-    if (node_fwd && v[1] == 0) {
-        st->node_fwd = true;
-        st->reducer = m->reducer; /* forward reaches the products through it */
-        tnt__reducer_node_fwd_begin(m->reducer);
-    }
-    return tnt__model_has_collective_layers(m) ? epoch_goes_on(v[0], "") : 1;
+int tnt__parallel_step_enter(const tnt_model *m, const tnt__step *st, tnt_status local, bool have_samples) {
+    if (!st->parallel || !tnt__model_has_collective_layers(m)) return 1;
+    int64_t ready = have_samples;
+    tnt_status s = tnt__agree(local, &ready, 1);
+    return s != TNT_OK ? s : epoch_goes_on(ready, "");
 }
 
 int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt__step_counts *counts) {

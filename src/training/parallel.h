@@ -46,10 +46,8 @@ typedef struct tnt__step_counts {
 } tnt__step_counts;
 
 /* Before forward: a model with collective layers enters forward on every rank or on none, so
- * the ranks agree on errors and on every share having samples; so does one with node products
- * (TNT_NODE_FORWARD), which this step then uses (st->node_fwd) when every share has rows that
- * fit. samples: this rank's share (0: none). */
-int tnt__parallel_step_enter(const tnt_model *m, tnt__step *st, tnt_status local, int64_t samples);
+ * the ranks agree on errors and on every share having samples. */
+int tnt__parallel_step_enter(const tnt_model *m, const tnt__step *st, tnt_status local, bool have_samples);
 /* After forward and loss: the ranks agree on errors and sum *counts; then backward hands its
  * gradients to the allreduce (st->reducer). */
 int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt__step_counts *counts);

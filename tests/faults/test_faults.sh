@@ -120,20 +120,6 @@ for red in flat node sharded; do
     faster "killed in backward ($red)" 20
 done
 
-# A rank stalled or failing inside forward while the other waits for its rows in the node's
-# Dense products (TNT_NODE_FORWARD: flags in shared memory, no MPI call): the stall is reported
-# there and the job shut down; the failure ends the other's wait with an error, and the job ends
-# with the failed rank's message.
-run "stall in forward" 60 --stall-check-seconds 1 --stall-shutdown-seconds 3 -- "$P" stop_forward 1 5 "$TMP/run"
-[ "$RC" -ne 0 ] && ok "stalled in forward: exit $RC" || fail "stalled in forward: exit 0"
-expect "stall in forward: where" "in node forward (node products) for local rank(s): 1"
-expect "stall in forward: shutdown" "shutting the job down (TNT_STALL_SHUTDOWN_SECONDS=3)"
-faster "stall in forward" 20
-run "failure in forward" 60 -- "$P" fail_forward 1 5 "$TMP/run"
-[ "$RC" -ne 0 ] && ok "failure in forward: exit $RC" || fail "failure in forward: exit 0"
-expect "failure in forward: message" "fault_prog: probe failed in forward on rank 1"
-faster "failure in forward" 15
-
 # The launcher killed with SIGKILL: mpirun gets SIGTERM and ends the ranks.
 rm -rf "$TMP/run" && mkdir -p "$TMP/run"
 segments >"$TMP/seg.before"

@@ -237,48 +237,6 @@ static size_t dense_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     return off_dpre16(l, batch) + align64((size_t)(batch * c->lead * c->units) * sizeof(tnt__bf16));
 }
 
-/* The node's product (tnt__dw_stash, TNT_NODE_FORWARD): this rank stashes its x rows, computes
- * columns [col0, col1) of every rank's rows into the node's scratch (reading only those columns of
- * W: the node reads the kernel once), then takes its own rows back. One sgemm per rank's rows,
- * as alone (1 thread, Zen 5, half of a 4096 x 4096 kernel over 2 x 32 rows: 5.9 ms, against
- * 6.1 ms for a rank's 32 rows over the whole kernel): one sgemm over the node's 64 rows takes
- * 4.7 ms, but AVX2's kernels then round some outputs otherwise than a rank alone does, and Adamax
- * on test_reducer_dist's wide model ended 1.3e-6 from flat training on 3 ranks (the bound: 1e-6). */
-static tnt_status dense_run_node(tnt_layer *l, dense_plan *p, bool post_op, const float *x, float *out,
-                                 tnt__dw_stash *st) {
-    dense_cfg *c = l->priv;
-    const int64_t rows = p->rows, in = c->in, units = c->units, all = (int64_t)st->p * st->cap_rows;
-    if (rows > st->cap_rows || st->ldx < in || st->ldout < units)
-        return tnt__error(TNT_ERR_STATE, "node product of %lld rows (pitches %lld, %lld) for %lld rows of %lld -> %lld",
-                          (long long)st->cap_rows, (long long)st->ldx, (long long)st->ldout, (long long)rows,
-                          (long long)in, (long long)units);
-    for (int64_t r = 0; r < st->cap_rows; r++) {
-        if (r < rows) memcpy(st->x + r * st->ldx, x + r * in, (size_t)in * sizeof(float));
-        else memset(st->x + r * st->ldx, 0, (size_t)in * sizeof(float));
-    }
-    st->x_stashed = true;
-    tnt_status status = st->sync(st->ctx, "node forward");
-    if (status != TNT_OK) return status;
-    const int64_t j0 = st->col0, nj = st->col1 - st->col0;
-    if (nj > 0) {
-        for (int64_t r = 0; r < all; r++) {
-            float *o = st->out_all + r * st->ldout + j0;
-            if (c->use_bias) memcpy(o, l->weights[1].value + j0, (size_t)nj * sizeof(float));
-            else memset(o, 0, (size_t)nj * sizeof(float));
-        }
-        for (int q = 0; q < st->p; q++) /* rank by rank: see above */
-            TNT_DNNL(dnnl_sgemm('N', 'N', st->cap_rows, nj, in, 1.0f, st->x_all + q * st->cap_rows * st->ldx, st->ldx,
-                                l->weights[0].value + j0, units, 1.0f, st->out_all + q * st->cap_rows * st->ldout + j0,
-                                st->ldout));
-    }
-    if ((status = st->sync(st->ctx, "node forward")) != TNT_OK) return status;
-    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows * (size_t)st->ldout;
-    for (int64_t r = 0; r < rows; r++) memcpy(out + r * units, mine + r * st->ldout, (size_t)units * sizeof(float));
-    return post_op ? tnt__act_forward(&p->act, out, out) : TNT_OK;
-fail:
-    return status;
-}
-
 /* Runs the matmul: out(rows, units) = x(rows, in) · W + b, with the fused post-op or, for a fused
  * plan asked for its pre-activation, without it (that primitive is made on first use). */
 static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bool post_op, float *out) {
@@ -295,7 +253,6 @@ static tnt_status dense_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, bo
         }
         return tnt__mm_run(mm, ws_x16(l, a->workspace, a->batch), c->w16, c->use_bias ? l->weights[1].value : NULL, out);
     }
-    if (a->node) return dense_run_node(l, p, post_op, a->x, out, a->node);
     if (p->fwd_sgemm) { /* out = rows of b (or zeros), then out += x · W */
         const size_t row_bytes = (size_t)c->units * sizeof(float);
         for (int64_t i = 0; i < p->rows; i++) {
@@ -339,31 +296,6 @@ static tnt_status dense_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* dx of the node's product (tnt__dw_stash): every rank's dpre is stashed; this rank computes the
- * input features [in0, in1) (rows of W, read once by the node) of every rank's rows as dx^T =
- * W[in0:in1, :] · dpre^T, then takes its own rows back. W as the row-major A operand: 5.5 ms
- * for 2048 features x 64 rows of a 4096 x 4096 kernel, against 15.7 ms for dpre · W^T by sgemm
- * (its B panels of W rows 16 KB apart alias: kernels/sgemm.h) (1 thread, Zen 5). */
-static tnt_status dense_dx_node(tnt_layer *l, dense_plan *p, float *dx, tnt__dw_stash *st) {
-    dense_cfg *c = l->priv;
-    const int64_t rows = p->rows, in = c->in, units = c->units, all = (int64_t)st->p * st->cap_rows;
-    if (st->ldt < all) return tnt__error(TNT_ERR_STATE, "node product pitch %lld for %lld rows", (long long)st->ldt,
-                                         (long long)all);
-    tnt_status status = st->sync(st->ctx, "node input gradient");
-    if (status != TNT_OK) return status;
-    const int64_t i0 = st->in0, ni = st->in1 - st->in0;
-    if (ni > 0)
-        TNT_DNNL(dnnl_sgemm('N', 'T', ni, all, units, 1.0f, l->weights[0].value + i0 * units, units, st->dpre_all,
-                            st->lddpre, 0.0f, st->out_all + i0 * st->ldt, st->ldt));
-    if ((status = st->sync(st->ctx, "node input gradient")) != TNT_OK) return status;
-    const float *mine = st->out_all + (size_t)st->me * (size_t)st->cap_rows;
-    for (int64_t i = 0; i < in; i++)
-        for (int64_t r = 0; r < rows; r++) dx[r * in + i] = mine[i * st->ldt + r];
-    return TNT_OK;
-fail:
-    return status;
-}
-
 /* x: (rows, in); y, dy: (rows, units); dx: (rows, in) or NULL; rows = batch * lead */
 static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     dense_plan *p = plan;
@@ -391,11 +323,9 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
                               "of %lld -> %lld", (long long)st->cap_rows, (long long)st->ldx, (long long)st->lddpre,
                               (long long)rows, (long long)in, (long long)units);
         for (int64_t r = 0; r < rows; r++) {
-            if (!st->x_stashed) memcpy(st->x + r * st->ldx, a->x + r * in, (size_t)in * sizeof(float));
+            memcpy(st->x + r * st->ldx, a->x + r * in, (size_t)in * sizeof(float));
             memcpy(st->dpre + r * st->lddpre, dpre + r * units, (size_t)units * sizeof(float));
         }
-        for (int64_t r = rows; st->sync && r < st->cap_rows; r++) /* the node's dx reads every row */
-            memset(st->dpre + r * st->lddpre, 0, (size_t)units * sizeof(float));
         st->rows = rows;
     } else {
         if ((status = tnt__sgemm_tn(in, units, rows, a->x, dpre, 0.0f, k->grad)) != TNT_OK) return status;
@@ -411,8 +341,6 @@ static tnt_status dense_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
         }
     }
 
-    if (a->dx && a->dw_stash && a->dw_stash->sync) /* the node's product (tnt__dw_stash) */
-        return dense_dx_node(l, p, a->dx, a->dw_stash);
     if (a->dx && p->bf16) /* dx (rows, in) = dpre · W^T: forward's bf16 W read transposed */
         return tnt__mm_run(&p->mm_dx, dpre16, c->w16, NULL, a->dx);
     if (a->dx) {
