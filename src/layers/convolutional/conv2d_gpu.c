@@ -1,6 +1,7 @@
 /* conv2d_gpu.c: Conv2D on the device through cuDNN (GPU-DESIGN.md 4.4): NHWC activations,
  * CUDNN_CROSS_CORRELATION, FMA math (no TF32 unless TNT_GPU_TF32), algorithms from the _v7
- * heuristics (the first deterministic one for the weight gradient, so runs repeat bitwise).
+ * heuristics or cuDNN's own timing (TNT_GPU_CONV_ALGO; the first deterministic one, so runs repeat
+ * bitwise, unless "fastest").
  * Keras's kernel is HWIO, neither of cuDNN's filter layouts: each forward transposes it to KRSC
  * (cuDNN's NHWC filter) in the workspace, and the weight gradient comes back the same way, so the
  * flat buffers, the allreduce, the optimizer and the files keep the Keras layout. The bias and the
@@ -8,10 +9,12 @@
  *
  * Device path for the common case: 2-D, channels last, no groups, padding that cuDNN's symmetric
  * padding expresses (valid, and "same" with an odd window at stride 1, LeNet-5's and ResNet's);
- * the rest stays on the CPU and dispatch names the layer. Without cuDNN (not installed, or the
- * emulated device) Conv2D has no device path at all.
+ * the rest stays on the CPU and dispatch names the layer. 1x1 convolutions do not come here: they
+ * are cuBLAS GEMMs (conv2d_gemm_gpu.c), also without cuDNN; without cuDNN (not installed, or the
+ * emulated device) the other Conv2D layers have no device path.
  *
- * mixed_bfloat16 (Keras: the layer computes in bf16, its variables stay float32): cuDNN's
+ * mixed_bfloat16 (Keras: the layer computes in bf16, its variables stay float32; not yet run on a
+ * GPU, so only with TNT_GPU_CONV_BF16=1): cuDNN's
  * PSEUDO_BFLOAT16_CONFIG (x, w and y descriptors CUDNN_DATA_BFLOAT16, the convolution's compute
  * type CUDNN_DATA_FLOAT, tensor-op math), the only bf16 configuration of the legacy API, whose
  * output is bf16 too. So x and the KRSC weights are rounded to bf16 into the workspace
