@@ -128,7 +128,7 @@ static tnt_status gpu_project16(long long rows, long long din, long long n, cons
     return tnt__gpu_gemm_bf16(false, false, rows, n, din, alpha, x, din, w, n, bias ? 1.0f : 0.0f, out, n);
 }
 
-/* dW (din, n) = x^T dz, db (n) = column sums of dz in row order (as the CPU adds them), dx (rows,
+/* dW (din, n) = x^T dz, db (n) = column sums of dz (fixed order, in double), dx (rows,
  * din) = dz W^T; db and dx may be NULL. */
 static tnt_status gpu_project_backward(long long rows, long long din, long long n, const float *x, const float *w,
                                        const float *dz, float *dw, float *db, float *dx) {

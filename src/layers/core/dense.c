@@ -459,7 +459,7 @@ static tnt_status dense_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
     long long rows = a->batch * c->lead, units = c->units;
     const float *dpre;
     tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
-    if (s == TNT_OK && c->use_bias) { /* db: column sums in row order, as the CPU adds them */
+    if (s == TNT_OK && c->use_bias) { /* db: column sums, in a fixed order in double, rounded once */
         float *db = l->weights[1].d_grad;
         void *args[] = {&dpre, &db, &rows, &units};
         s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(units, GPU_BLOCK), GPU_BLOCK, 0, args);
