@@ -437,8 +437,13 @@ else
     else notyet 3 "training equivalence" "no test_gpu --train-equivalence and no TNT_DEVICE in the library"; fi
     # TNT_DEVICE unset: the default (auto) trains on the GPU
     if [ -n "$BENCH_BIN" ]; then
-        auto_dev() { env -u TNT_DEVICE "$BENCH_BIN" --model mlp --batch 64 --steps 5 --warmup 1 | tee /dev/stderr | grep -q "device=gpu"; }
-        export -f auto_dev && export BENCH_BIN
+        auto_dev() { # (not tee /dev/stderr: it would reopen log.txt and truncate it)
+            local out
+            out=$(env -u TNT_DEVICE TNT_GPU_EMULATE="$DEV_EMULATE" "$BENCH_BIN" --model mlp --batch 64 --steps 5 --warmup 1 2>&1)
+            echo "$out"
+            grep -q "device=gpu" <<<"$out"
+        }
+        export -f auto_dev && export BENCH_BIN DEV_EMULATE
         check "TNT_DEVICE unset (auto): bench_train's MLP trains on the GPU" 60 bash -c auto_dev
     fi
     # device memory errors and races: the model tests' small models through most kernels
