@@ -8,6 +8,7 @@
  *   - a Transformer block (Embedding, causal self-attention with dropout, Add, LayerNormalization,
  *     Dense) trained with SGD (momentum) on the device equals the CPU engine: weights, losses, predictions;
  *     before this path, dispatch kept it on the CPU. */
+#include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "core/config.h"
@@ -34,20 +35,6 @@ typedef struct mcase {
     float dropout;
     bool training;
 } mcase;
-
-static void *dev_up(const float *x, int64_t n) {
-    void *d = tnt__gpu_malloc((size_t)(n ? n : 1) * sizeof(float));
-    assert_non_null(d);
-    tu_ok(tnt__gpu_copy_to_device(d, x, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
-    return d;
-}
-
-static float *dev_down(const void *d, int64_t n) {
-    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-    tu_ok(tnt__gpu_copy_to_host(x, d, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
-    tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
-    return x;
-}
 
 /* A mask of 1 and 0 with about a third masked; with row > 0 (the attention mask: per samples of
  * `per` values) each sample's first row of `row` values fully masked. */

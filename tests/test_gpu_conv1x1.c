@@ -11,6 +11,7 @@
  *     ResNet's blocks) trained on the device equals the CPU engine (weights, losses, predictions),
  *     in float32 and mixed_bfloat16, and a second device run repeats it bitwise; a 3x3 convolution
  *     still needs cuDNN on the emulated device. */
+#include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "core/config.h"
@@ -27,20 +28,6 @@
 /* Emulated: the CPU's sgemm and the CPU's formulas, sums in another order than oneDNN's
  * convolution: 1e-5. A real GPU: GPU-DESIGN.md section 5's tolerances. */
 static double RTOL = 1e-5, ATOL = 1e-6;
-
-static void *dev_up(const float *x, int64_t n) {
-    void *d = tnt__gpu_malloc((size_t)(n ? n : 1) * sizeof(float));
-    assert_non_null(d);
-    tu_ok(tnt__gpu_copy_to_device(d, x, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
-    return d;
-}
-
-static float *dev_down(const void *d, int64_t n) {
-    float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-    tu_ok(tnt__gpu_copy_to_host(x, d, (size_t)n * sizeof(float), TNT__GPU_COMPUTE));
-    tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
-    return x;
-}
 
 /* ---- the layer alone -------------------------------------------------------------------------- */
 

@@ -264,6 +264,17 @@ typedef struct run {
 } run;
 static double rel_l2(const float *a, const float *b, int64_t n);
 
+/* A fitted model's weights and first (up to 3) epoch losses; frees the model and its history. */
+static run collect(tnt_model *m, tnt_history *h, int epochs) {
+    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    for (int e = 0; e < epochs && e < 3; e++) r.loss[e] = tnt_history_get(h, "loss", e);
+    tnt_history_free(h);
+    tnt_model_free(m);
+    return r;
+}
+
 static run train(const char *policy, tnt_device dev, int epochs) {
     tnt_model *m = mlp(policy);
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("adam", &(tnt_optimizer_opts){.learning_rate = 0.01f}),
@@ -271,14 +282,8 @@ static run train(const char *policy, tnt_device dev, int epochs) {
     tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false), BATCH, false);
     tnt_history *h = NULL;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = epochs}, &h));
-    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
-    r.w = malloc((size_t)r.n * sizeof(float));
-    tu_ok(tnt_get_weights(m, r.w, r.n));
-    for (int e = 0; e < epochs && e < 3; e++) r.loss[e] = tnt_history_get(h, "loss", e);
-    tnt_history_free(h);
     tnt_dataset_free(ds);
-    tnt_model_free(m);
-    return r;
+    return collect(m, h, epochs);
 }
 
 /* the relative L2 distance of a from b */
@@ -388,14 +393,8 @@ static run train_attention(const char *policy, tnt_device dev) {
     tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(seqs, TNT_SHAPE(T, D), ys, TNT_SHAPE(), N, false), BATCH, false);
     tnt_history *h = NULL;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
-    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
-    r.w = malloc((size_t)r.n * sizeof(float));
-    tu_ok(tnt_get_weights(m, r.w, r.n));
-    for (int e = 0; e < 2; e++) r.loss[e] = tnt_history_get(h, "loss", e);
-    tnt_history_free(h);
     tnt_dataset_free(ds);
-    tnt_model_free(m);
-    return r;
+    return collect(m, h, 2);
 }
 
 /* MultiHeadAttention under mixed_bfloat16 on the device: the CPU bf16 engine's rounding points */
@@ -643,14 +642,8 @@ static run train_conv(const char *policy, tnt_device dev) {
     tnt_dataset *ds = conv_labels_ds();
     tnt_history *h = NULL;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 3}, &h));
-    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
-    r.w = malloc((size_t)r.n * sizeof(float));
-    tu_ok(tnt_get_weights(m, r.w, r.n));
-    for (int e = 0; e < 3; e++) r.loss[e] = tnt_history_get(h, "loss", e);
-    tnt_history_free(h);
     tnt_dataset_free(ds);
-    tnt_model_free(m);
-    return r;
+    return collect(m, h, 3);
 }
 
 static void test_conv_bf16_training(void **state) {
@@ -715,14 +708,8 @@ static run train_resnet_parts(const char *policy, tnt_device dev) {
     char why[256] = "";
     if (dev == TNT_DEVICE_GPU && !m->on_device && !tnt__model_device_check(m, why, sizeof why))
         fail_msg("ResNet's layers under %s stay off the device: %s", policy, why);
-    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
-    r.w = malloc((size_t)r.n * sizeof(float));
-    tu_ok(tnt_get_weights(m, r.w, r.n));
-    for (int e = 0; e < 2; e++) r.loss[e] = tnt_history_get(h, "loss", e);
-    tnt_history_free(h);
     tnt_dataset_free(ds);
-    tnt_model_free(m);
-    return r;
+    return collect(m, h, 2);
 }
 
 static void test_resnet_layers_bf16(void **state) {

@@ -87,7 +87,7 @@ static const setting settings[] = {
     STRING("TNT_NCCL_LIBRARY", nccl_library),
     INT("TNT_GPU_EMULATE", gpu_emulate, 0, 64),
     FLAG("TNT_GPU_TF32", gpu_tf32),
-    CHOICE("TNT_GPU_CONV_ALGO", gpu_conv_measure, conv_algos),
+    CHOICE("TNT_GPU_CONV_ALGO", gpu_conv_algo, conv_algos),
     FLAG("TNT_GPU_CONV_BF16", gpu_conv_bf16),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),

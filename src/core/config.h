@@ -89,7 +89,7 @@ typedef struct tnt__config {
     bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */
     bool gpu_conv_bf16;              /* TNT_GPU_CONV_BF16: Conv2D's cuDNN bf16 path (not yet run
                                       * on a GPU) under mixed_bfloat16 */
-    int gpu_conv_measure;            /* TNT_GPU_CONV_ALGO: 1 (measure) times cuDNN's deterministic
+    int gpu_conv_algo;               /* TNT_GPU_CONV_ALGO: 1 (measure) times cuDNN's deterministic
                                       * convolution algorithms once per shape, 2 (fastest) every one
                                       * (not bitwise repeatable), 0 (heuristic) takes cuDNN's guess */
 } tnt__config;

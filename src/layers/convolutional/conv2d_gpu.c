@@ -138,8 +138,8 @@ static tnt_status conv_gpu_plan_setup(tnt_layer *l, conv_gpu_plan *p, cudnnHandl
      * under fastest). float32
      * keeps the first answer when none can run (the call then names the error); bf16 falls back
      * to float32 (conv_gpu_plan_create). */
-    const bool measure = tnt__config_get()->gpu_conv_measure != 0;
-    const bool any = tnt__config_get()->gpu_conv_measure == 2; /* fastest: non-deterministic ones too */
+    const bool measure = tnt__config_get()->gpu_conv_algo != 0;
+    const bool any = tnt__config_get()->gpu_conv_algo == 2; /* fastest: non-deterministic ones too */
     const bool fma = math == TNT_CUDNN_FMA_MATH;
     if (measure) TNT_GPU_CHECK(cudnn, cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
     else TNT_GPU_CHECK(cudnn, cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAX_ALGOS, &n, fwd));
