@@ -148,7 +148,10 @@ t0=$(date +%s.%N)
 for _ in 1 2 3; do kill -INT -- "-$L" 2>/dev/null; sleep 0.2; done
 for _ in $(seq 300); do kill -0 "$L" 2>/dev/null || break; sleep 0.1; done
 SECS=$(echo "$(date +%s.%N) - $t0" | bc)
-kill -0 "$L" 2>/dev/null && fail "3 x Ctrl+C: launcher still running after 30 s"
+if kill -0 "$L" 2>/dev/null; then # fail, then end it: a wait on it would hang the test to its timeout
+    fail "3 x Ctrl+C: launcher still running after 30 s"
+    kill -KILL -- "-$L" 2>/dev/null
+fi
 wait "$L" 2>/dev/null
 sleep 0.5
 [ "$(orphans)" -eq 0 ] && ok "3 x Ctrl+C: ranks ended, launcher exited in $(printf %.1f "$SECS") s" || fail "3 x Ctrl+C: ranks left running"
