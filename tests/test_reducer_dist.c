@@ -37,6 +37,7 @@ typedef struct run_cfg {
     const char *optimizer;
     tnt_optimizer_opts opts;
 } run_cfg;
+static bool with_schedule, with_frozen; /* train(): a decaying learning rate; the first Dense frozen */
 
 typedef struct result {
     float *w;      /* the trainable weights */
@@ -46,6 +47,7 @@ typedef struct result {
     double loss[2];
     tnt_reducer_kind ran;
     int node_kernels; /* Dense kernels whose gradients the node computed */
+    bool overlapped;  /* the last step's update ran on the comm thread */
 } result;
 
 static tnt_model *model(void) {
@@ -69,8 +71,10 @@ static result train(const run_cfg *c, tnt_reducer_kind kind, int64_t kb, tnt_com
     tnt_model *m = model();
     tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind, .compression = wire,
                                                         .has_fusion_threshold = true, .fusion_threshold_kb = kb}));
-    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new(c->optimizer, &c->opts),
-                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4}));
+    tnt_optimizer *o = tnt_optimizer_new(c->optimizer, &c->opts);
+    if (with_schedule) tu_ok(tnt_optimizer_set_schedule(o, tnt_exponential_decay(c->opts.learning_rate, 3, 0.5f, false)));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = o, .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4}));
+    if (with_frozen) tu_ok(tnt_layer_set_trainable(m->layers[1], false));
     tnt_dataset *ds = data();
     tnt_history *h, *h2 = NULL;
     result r = {0};
@@ -89,6 +93,7 @@ static result train(const run_cfg *c, tnt_reducer_kind kind, int64_t kb, tnt_com
     r.slots = malloc((size_t)(r.n_slots ? r.n_slots : 1) * (size_t)r.n * sizeof(float));
     for (int k = 0; k < r.n_slots; k++) memcpy(r.slots + (size_t)k * r.n, m->optimizer->slots[k], (size_t)r.n * sizeof(float));
     r.ran = m->reducer ? tnt__reducer_kind(m->reducer) : TNT_REDUCER_FLAT;
+    r.overlapped = m->reducer && tnt__reducer_updates(m->reducer);
     for (int i = 0; i < m->n_layers && m->reducer; i++) {
         tnt__weight *k = &m->layers[i]->weights[0];
         r.node_kernels += m->layers[i]->n_weights > 0 && k->grad && tnt__reducer_node_dw_find(m->reducer, k->grad - m->grads) >= 0;
@@ -234,6 +239,49 @@ static void test_node_gradients_other_batches(void **state) {
         free(a), free(b);
     }
     free(flat);
+}
+
+/* The sharded optimizer's update on the comm thread, slice by slice during backward
+ * (TNT_OVERLAP_OPTIMIZER, on by default), gives bitwise the weights and slots of the update after
+ * the step, for every optimizer, with clipvalue and a learning-rate schedule, with node-computed
+ * kernels and without; with a frozen layer it waits for the step (and still equals flat). */
+static void test_overlapped_update(void **state) {
+    (void)state;
+    run_cfg cfgs[] = {
+        {"sgd", {.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}},
+        {"adam", {.learning_rate = 0.01f, .clipvalue = 0.01f}},
+        {"adamw", {.learning_rate = 0.01f, .weight_decay = 0.05f}},
+        {"rmsprop", {.learning_rate = 0.01f, .momentum = 0.5f, .centered = true}},
+        {"adadelta", {.learning_rate = 1.0f}},
+        {"nadam", {.learning_rate = 0.01f}},
+        {"adam", {.learning_rate = 0.01f}}, /* the last: a frozen layer */
+    };
+    tnt__config *cfg = (tnt__config *)tnt__config_get();
+    bool sharded = ranks_per_node() > 1;
+    for (int w = 0; w < 2; w++) {
+        wide = w == 1;
+        for (size_t i = 0; i < TNT_ARRAY_LEN(cfgs); i++) {
+            with_schedule = i % 2 == 0, with_frozen = i + 1 == TNT_ARRAY_LEN(cfgs);
+            cfg->overlap_optimizer = false;
+            result after = train(&cfgs[i], TNT_REDUCER_SHARDED, i % 2 ? 1024 : 0, TNT_COMPRESSION_NONE, false);
+            cfg->overlap_optimizer = true;
+            result during = train(&cfgs[i], TNT_REDUCER_SHARDED, i % 2 ? 1024 : 0, TNT_COMPRESSION_NONE, false);
+            assert_false(after.overlapped);
+            if (during.overlapped != (sharded && !with_frozen))
+                fail_msg("%s%s: the update %s on the comm thread", cfgs[i].optimizer, with_frozen ? " (a frozen layer)" : "",
+                         during.overlapped ? "ran" : "did not run");
+            assert_memory_equal(during.w, after.w, (size_t)after.n * sizeof(float));
+            assert_memory_equal(during.slots, after.slots, (size_t)after.n * after.n_slots * sizeof(float));
+            assert_same_on_all_ranks(during.w, during.n, "weights updated during backward");
+            if (with_frozen) {
+                result flat = train(&cfgs[i], TNT_REDUCER_FLAT, 0, TNT_COMPRESSION_NONE, false);
+                tu_assert_close(during.w, flat.w, flat.n, 1e-6, wide ? 1e-6 : 1e-7, "a frozen layer: weights against flat");
+                result_free(&flat);
+            }
+            result_free(&after), result_free(&during);
+        }
+    }
+    with_schedule = with_frozen = false;
 }
 
 static int narrow_again(void **state) {
@@ -390,6 +438,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_node_gradients, narrow_again),
         cmocka_unit_test_teardown(test_node_gradients_other_batches, narrow_again),
         cmocka_unit_test(test_sharded_fits_continue),
+        cmocka_unit_test_teardown(test_overlapped_update, narrow_again),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_free_in_any_order),
         cmocka_unit_test(test_bad_reducer),

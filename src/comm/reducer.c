@@ -256,6 +256,14 @@ void tnt__reducer_begin_step(tnt__reducer *r) {
     if (r->queue.running) tnt__comm_queue_begin_step(r);
 }
 
+void tnt__reducer_set_update(tnt__reducer *r, tnt__slice_update update, void *ctx) {
+    bool ok = r->kind == TNT_REDUCER_SHARDED && r->started == 0;
+    r->update = ok ? update : NULL;
+    r->update_ctx = ok ? ctx : NULL;
+}
+
+bool tnt__reducer_updates(const tnt__reducer *r) { return r->update != NULL; }
+
 void tnt__reducer_ready(tnt__reducer *r, int64_t prefix) {
     if (!r->active) return;
     while (r->started < r->n_buckets && r->buckets[r->started].end <= prefix) r->ops->start_bucket(r, r->started++);

@@ -53,6 +53,10 @@ struct tnt__reducer {
     tnt_compression compression;
     tnt_reducer_kind kind;
     int n_slots; /* sharded: optimizer slots to hold */
+    /* sharded, set for a step (tnt__reducer_set_update): the optimizer's update of a slice this
+     * rank owns, run on the comm thread once the slice's sum is there; NULL: after the step */
+    tnt__slice_update update;
+    void *update_ctx;
     bool active;
     tnt__comm_queue queue;
     void *impl; /* the implementation's own state */

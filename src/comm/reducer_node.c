@@ -177,6 +177,11 @@ static int run_bucket(tnt__reducer *r, int i) {
         rc = cross_allreduce(nd, out + s, e - s);
         TNT_TL_END("reduction.cross", "cross-node", i, t0);
     }
+    if (rc == MPI_SUCCESS && r->update && e > s) { /* sharded: this rank's slice is final */
+        t0 = TNT_TL_BEGIN();
+        if (r->update(r->update_ctx, s, e) != TNT_OK) rc = MPI_ERR_OTHER;
+        TNT_TL_END("reduction.update", "optimizer", i, t0);
+    }
     if (nd->land && i > 0) { /* every slice of it was summed before the barrier */
         t0 = TNT_TL_BEGIN();
         copy_bucket(r, i - 1);

@@ -70,6 +70,7 @@ static const setting settings[] = {
     CHOICE("TNT_COMPRESSION", compression, compressions),
     CHOICE("TNT_REDUCER", reducer, reducers),
     FLAG("TNT_NODE_GRADIENTS", node_gradients),
+    FLAG("TNT_OVERLAP_OPTIMIZER", overlap_optimizer),
     INT("TNT_NODE_SIZE", node_size, 0, INT32_MAX),
     CHOICE("TNT_CROSS_NODE", cross_node, cross_algos),
     STRING("TNT_TIMELINE", timeline),
@@ -110,7 +111,7 @@ static const setting settings[] = {
     {                                                                                             \
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
-        .reducer = TNT_REDUCER_NODE, .node_gradients = true,                                      \
+        .reducer = TNT_REDUCER_NODE, .node_gradients = true, .overlap_optimizer = true,           \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \

@@ -67,6 +67,8 @@ typedef struct tnt__config {
     int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind, never the default */
     bool node_gradients;             /* TNT_NODE_GRADIENTS: node-aware reducers compute large Dense
                                       * kernel gradients once per node (comm.h); default on */
+    bool overlap_optimizer;          /* TNT_OVERLAP_OPTIMIZER: the sharded optimizer updates each
+                                      * slice on the comm thread, overlapping backward; default on */
     int64_t node_size;               /* TNT_NODE_SIZE: ranks per node for the node-aware reducer
                                       * (consecutive ranks; for tests); 0: those sharing memory */
     int cross_node;                  /* TNT_CROSS_NODE: a tnt__cross_node */

@@ -223,6 +223,8 @@ typedef struct tnt__step {
                                      bucket plan; its host side stays idle) */
     bool node_dw;                 /* the node computes its registered kernel gradients this step
                                      (every rank alike: tnt__parallel_step_begin) */
+    bool update_overlaps;         /* the sharded optimizer updates this rank's slices on the comm
+                                     thread during backward (tnt__parallel_step_begin) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
 } tnt__step;

@@ -287,6 +287,7 @@ tnt_status tnt__parallel_detach(tnt_model *m) {
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
     if (m->on_device) return tnt__dev_optimizer_step(m, st); /* the summed gradients go up first */
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
+    if (st->update_overlaps) return tnt__reducer_share_weights(r, m->params); /* the comm thread updated */
     if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
         return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
     /* this rank's slices, whose summed gradients it holds; the others' come through the window */
@@ -298,6 +299,29 @@ tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
     }
     tnt_status x = tnt__reducer_share_weights(r, m->params); /* every rank takes part */
     return s != TNT_OK ? s : x;
+}
+
+/* The optimizer's update of a slice this rank owns, on the comm thread (tnt__reducer_set_update). */
+static tnt_status update_slice(void *model, int64_t begin, int64_t end) {
+    tnt_model *m = model;
+    tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, begin, end);
+    if (s != TNT_OK) tnt_log(TNT_LOG_ERROR, "sharded optimizer: %s", tnt_last_error());
+    return s;
+}
+
+/* Whether the sharded update may run during backward: the weights live once in the node's window
+ * (no penalty reads them after the reduction, no constraint rewrites them), no frozen layer's
+ * weights wait to be put back after the update, and the step runs on the CPU. The update then
+ * reads what it would after the step: a bucket starts once backward has passed every layer
+ * whose weights it holds, and no rank reads them again before the step's closing barrier. */
+static bool update_can_overlap(const tnt_model *m, const tnt__step *st) {
+    if (!tnt__config_get()->overlap_optimizer || m->on_device || !m->params_home || !st->reducer ||
+        st->device_reduces || tnt__reducer_kind(st->reducer) != TNT_REDUCER_SHARDED)
+        return false;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++)
+            if (m->layers[i]->weights[j].grad) return false;
+    return true;
 }
 
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
@@ -348,6 +372,11 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
     st->node_dw = !st->device_reduces && node_dw && sums[3] == 0;
     if (st->device_reduces) m->dev->nccl_flushed = false;
     else tnt__reducer_begin_step(st->reducer);
+    st->update_overlaps = update_can_overlap(m, st);
+    /* the learning rate of this step, set here, before the comm thread reads it (a failure here
+     * fails the slices' updates too, and so the reduction, which the step's agreement shares) */
+    if (st->update_overlaps) (void)tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, 0);
+    if (st->reducer) tnt__reducer_set_update(st->reducer, st->update_overlaps ? update_slice : NULL, m);
     return 1;
 }
 
