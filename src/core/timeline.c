@@ -64,8 +64,8 @@ void tnt__timeline_event(const char *cat, const char *name, int index, double t0
 
 /* The categories the summary adds up (each event counts once: phases have their own names). */
 static const char *const summed[] = {"step", "forward", "backward", "exposed", "optimizer", "data", "callback",
-                                     "reduction", "agreement"};
-enum { N_SUMMED = 9 };
+                                     "reduction", "agreement", "reduction.update"};
+enum { N_SUMMED = 10 };
 
 typedef struct totals {
     double sum[N_SUMMED];
@@ -100,8 +100,11 @@ static void print_summary(FILE *out, const char *path, const totals *per_rank, i
             ms[3], ms[4], ms[5], ms[6], other);
     if (ranks > 1 || ms[7] > 0) {
         double hidden = ms[7] > 0 ? 1.0 - (ms[3] < ms[7] ? ms[3] : ms[7]) / ms[7] : 0.0;
-        fprintf(out, "[tarantella]   gradient reduction %.2f ms a step on the comm thread, %.0f%% of it hidden behind "
-                "backward\n", ms[7], 100.0 * hidden);
+        char update[96] = "";
+        if (ms[9] > 0) /* the sharded optimizer's update on the comm thread (TNT_OVERLAP_OPTIMIZER) */
+            snprintf(update, sizeof update, " (the optimizer's update of this rank's slices %.2f of it)", ms[9]);
+        fprintf(out, "[tarantella]   gradient reduction %.2f ms a step on the comm thread%s, %.0f%% of it hidden behind "
+                "backward\n", ms[7], update, 100.0 * hidden);
         for (int r = 0; r < ranks && ranks > 1; r++) {
             const totals *t = &per_rank[r];
             double n = t->steps ? (double)t->steps * 1000.0 : 1.0;

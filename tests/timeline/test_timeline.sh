@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The timeline through the launcher: --timeline on 2 ranks (each reducer) and TNT_TIMELINE on one
 # process give one valid Chrome trace-event file with every layer and bucket of every step
-# (check_trace.py), the ranks' part files merged away, and the step summary on stderr.
+# (check_trace.py; sharded: the optimizer's update on the comm thread too), the ranks' part files
+# merged away, and the step summary on stderr.
 # Usage: test_timeline.sh PATH/TO/tarantella PATH/TO/fault_prog
 set -u
 T=$(realpath "$1")
@@ -26,6 +27,12 @@ for red in flat node sharded; do
     grep -q "timeline .*trace.json: 2 rank(s), 48 steps each" "$TMP/err" &&
         grep -q "of it hidden behind backward" "$TMP/err" && ok "$red: step summary" ||
         { fail "$red: no step summary"; cat "$TMP/err"; }
+    if [ $red = sharded ]; then # the optimizer's update runs on the comm thread, per owned slice
+        grep -q '"cat": *"reduction.update"' "$TMP/trace.json" &&
+            grep -q "the optimizer's update of this rank's slices" "$TMP/err" &&
+            ok "sharded: the update on the comm thread, in the trace and the summary" ||
+            fail "sharded: no update on the comm thread in the trace or the summary"
+    fi
 done
 
 # one process, no launcher: the library writes the file and the summary itself
