@@ -202,7 +202,11 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     }
     /* GPU ranks: NCCL or host staging, chosen alike on every rank (collective) */
     if (fit && m->on_device && (s = tnt__dev_comm_prepare(m)) != TNT_OK) return s;
-    return fit ? attach(m) : TNT_OK;
+    if (!fit) return TNT_OK;
+    double t0 = TNT_TL_BEGIN();
+    s = attach(m);
+    TNT_TL_END("fit", "attach to the node's window", -1, t0);
+    return s;
 }
 
 /* Moves the gradients (and, sharded, the optimizer's slots) into the reducer's shared window for
@@ -253,8 +257,17 @@ static tnt_status attach(tnt_model *m) {
     return tnt__reducer_sync(r, "optimizer slots");
 }
 
+static tnt_status detach(tnt_model *m);
+
 tnt_status tnt__parallel_detach(tnt_model *m) {
     if (!m->attached) return TNT_OK;
+    double t0 = TNT_TL_BEGIN();
+    tnt_status s = detach(m);
+    TNT_TL_END("fit", "detach from the node's window", -1, t0);
+    return s;
+}
+
+static tnt_status detach(tnt_model *m) {
     /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
     tnt__reducer_copy_sums(m->reducer, m->grads_home);
     tnt__model_bind_grads(m, m->grads_home);
