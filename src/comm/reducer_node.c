@@ -348,15 +348,6 @@ bool tnt__reducer_node_init(tnt__reducer *r) {
         MPI_Comm_free(&local);
         return false;
     }
-#ifndef OPEN_MPI
-    /* Under MPICH a job of 2 real hosts x 2 ranks hung in the node-aware reduction (the multihost
-     * test; pretend nodes on one host, TNT_NODE_SIZE, pass): until that is understood, flat. */
-    if (group == 0 && p < tnt__world_size()) {
-        tnt_log(TNT_LOG_INFO, "node-aware reduction across hosts is not supported on this MPI yet: flat");
-        MPI_Comm_free(&local);
-        return false;
-    }
-#endif
     node *nd = tnt__calloc(1, sizeof *nd);
     if (!nd) {
         MPI_Comm_free(&local);
