@@ -86,9 +86,11 @@ void tnt__node_dw_free(tnt__node_dw *d);
 void tnt__node_dw_begin_step(tnt__node_dw *d);
 void tnt__node_dw_sync(tnt__node_dw *d); /* MPI_Win_sync of its window (NULL: nothing) */
 /* out[s, e) of bucket's slice: the kernels stashed this step computed from the stashes, the rest
- * summed by sum(ctx, out, from, to). An MPI error code. */
+ * summed by sum(ctx, out, from, to); with an update, each piece updated as soon as it is final
+ * (a kernel's in blocks of ~1 MB, still in cache). An MPI error code. */
 int tnt__node_dw_reduce(tnt__node_dw *d, float *out, int64_t s, int64_t e, int bucket,
-                        void (*sum)(void *ctx, float *out, int64_t s, int64_t e), void *ctx);
+                        void (*sum)(void *ctx, float *out, int64_t s, int64_t e), void *ctx,
+                        tnt__slice_update update, void *update_ctx);
 /* At tnt_finalize, once every rank is there: frees every shared window still held. */
 void tnt__reducer_release_windows(void);
 

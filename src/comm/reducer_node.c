@@ -167,8 +167,11 @@ static int run_bucket(tnt__reducer *r, int i) {
     int64_t s, e;
     slice(r, i, nd->me, &s, &e);
     float *out = nd->sharded ? nd->bufs[nd->me] : nd->sum;
+    /* one node: the update follows each kernel block the node computes, while it is in cache */
+    bool update_in_blocks = r->update && nd->dw && nd->nodes == 1;
     t0 = TNT_TL_BEGIN();
-    if (nd->dw) rc = tnt__node_dw_reduce(nd->dw, out, s, e, i, sum_cb, nd);
+    if (nd->dw)
+        rc = tnt__node_dw_reduce(nd->dw, out, s, e, i, sum_cb, nd, update_in_blocks ? r->update : NULL, r->update_ctx);
     else sum_slice(nd, out, s, e);
     TNT_TL_END("reduction.sum", "node sum", i, t0);
     if (rc != MPI_SUCCESS) return rc;
@@ -177,7 +180,7 @@ static int run_bucket(tnt__reducer *r, int i) {
         rc = cross_allreduce(nd, out + s, e - s);
         TNT_TL_END("reduction.cross", "cross-node", i, t0);
     }
-    if (rc == MPI_SUCCESS && r->update && e > s) { /* sharded: this rank's slice is final */
+    if (rc == MPI_SUCCESS && r->update && !update_in_blocks && e > s) { /* sharded: this rank's slice is final */
         t0 = TNT_TL_BEGIN();
         if (r->update(r->update_ctx, s, e) != TNT_OK) rc = MPI_ERR_OTHER;
         TNT_TL_END("reduction.update", "optimizer", i, t0);
