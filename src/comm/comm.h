@@ -98,9 +98,10 @@ tnt__reducer *tnt__reducer_new(float *grads, int64_t n, const int64_t *layer_end
 void tnt__reducer_free(tnt__reducer *r);
 void tnt__reducer_begin_step(tnt__reducer *r);
 /* Sharded reducers: update(ctx, begin, end) applies the optimizer to [begin, end) of the flat
- * buffers (TNT_OK, or a status whose error it has logged). Set before a step's first bucket starts (NULL: none), it runs on the
- * comm thread for each slice this rank owns as soon as the slice holds its sum, so the update
- * overlaps the rest of backward (PyTorch's ZeroRedundancyOptimizer with overlap_with_ddp). */
+ * buffers (TNT_OK, or a status whose error it has logged). Set before a step's first bucket
+ * starts (NULL: none), it runs on the comm thread for each slice this rank owns as soon as the
+ * slice holds its sum, so the update overlaps the rest of backward (PyTorch's
+ * ZeroRedundancyOptimizer with overlap_with_ddp). */
 typedef tnt_status (*tnt__slice_update)(void *ctx, int64_t begin, int64_t end);
 void tnt__reducer_set_update(tnt__reducer *r, tnt__slice_update update, void *ctx);
 bool tnt__reducer_updates(const tnt__reducer *r); /* the step set an update (tests) */

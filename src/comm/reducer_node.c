@@ -13,7 +13,9 @@
  * every rank copies into its own buffer behind the next bucket), or, sharded, in place in the
  * owner's slice, which only its owner reads: each rank then updates only its slices of the
  * weights, which live once per node in the window (or, with weight penalties or constraints,
- * are handed to the others through it: share_weights), and so do the optimizer's slots.
+ * are handed to the others through it: share_weights), and so do the optimizer's slots. Given an
+ * update (tnt__reducer_set_update), a rank updates each slice it owns here, on the comm thread,
+ * once the slice holds its sum (on one node, a node-computed kernel's block by block).
  *
  * Memory order: every read of another rank's writes follows a barrier with MPI_Win_sync on both
  * sides (the window is locked for its life). Who writes what, and until when:
