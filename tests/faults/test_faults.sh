@@ -137,7 +137,8 @@ SECS=$(echo "$(date +%s.%N) - $t0" | bc)
 echo "     kill -9 launcher: ranks gone after $(printf %.1f "$SECS") s, stale segments $(stale_segments)"
 for f in "$TMP"/run/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
 
-# Ctrl+C three times: the whole process group gets SIGINT, mpirun exits at the second one.
+# Ctrl+C three times: the whole process group gets SIGINT, mpirun exits at the second one (or the
+# launcher kills it at the third); the launcher exits 130.
 rm -rf "$TMP/run" && mkdir -p "$TMP/run"
 segments >"$TMP/seg.before"
 setsid "$T" -n 2 -- "$P" slow 0 0 "$TMP/run" >"$TMP/out" 2>"$TMP/err" &
@@ -153,8 +154,11 @@ if kill -0 "$L" 2>/dev/null; then # fail, then end it: a wait on it would hang t
     kill -KILL -- "-$L" 2>/dev/null
 fi
 wait "$L" 2>/dev/null
+RC=$?
 sleep 0.5
 [ "$(orphans)" -eq 0 ] && ok "3 x Ctrl+C: ranks ended, launcher exited in $(printf %.1f "$SECS") s" || fail "3 x Ctrl+C: ranks left running"
+# 130 = 128 + SIGINT, whether mpirun exited at the second interrupt or was killed at the third
+[ $RC -eq 130 ] && ok "3 x Ctrl+C: the launcher exits 130" || fail "3 x Ctrl+C: the launcher exited $RC (expected 130)"
 [ "$(stale_segments)" -eq 0 ] && ok "3 x Ctrl+C: no stale segment in /dev/shm" || fail "3 x Ctrl+C: stale segments left"
 for f in "$TMP"/run/pid.*; do kill -KILL "$(cat "$f")" 2>/dev/null; done
 
