@@ -129,6 +129,10 @@ static void stall_message(char *msg, size_t cap, double waited, const char *what
 static void abort_job(const char *msg) {
     fprintf(stderr, "[tarantella] ERROR: [rank %d] %s\n", w.rank, msg);
     fflush(stderr);
+    /* the line goes through the MPI launcher's output forwarding, which the abort tears down:
+     * MPICH's Hydra lost it once (the faults test's stall shutdown in a CI run); give it a moment */
+    struct timespec forwarded = {0, 200 * 1000 * 1000};
+    nanosleep(&forwarded, NULL);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
