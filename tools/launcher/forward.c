@@ -96,9 +96,9 @@ int run_forwarding(char **argv) {
     g_child_pid = 0;
     tnt_job_end(&job);
     for (size_t k = 0; k < N_FORWARDED; k++) sigaction(FORWARDED[k], &saved[k], NULL);
-    if (WIFSIGNALED(status)) return 128 + (g_interrupt ? g_interrupt : WTERMSIG(status)); /* killed at the third */
-    int code = WEXITSTATUS(status);
-    /* mpirun exits 1 after an interrupt; report the signal so scripts see it was stopped. */
-    if (g_interrupt && code != 0) return 128 + g_interrupt;
-    return code;
+    /* Interrupted: report the signal so scripts see the job was stopped, whatever mpirun says
+     * (Open MPI's exits 1, MPICH's Hydra at times 0, one killed at the third interrupt -9). */
+    if (g_interrupt) return 128 + g_interrupt;
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
 }
