@@ -11,7 +11,7 @@
  * with execvp on an argv vector, never through a shell, so arguments reach the ranks unchanged.
  *
  * Exit codes: 0 success, 2 usage errors and bad option values, 1 other errors, otherwise mpirun's
- * (128+N when mpirun died of signal N or when the launcher forwarded signal N). */
+ * (128+N when the job was interrupted by signal N, SIGINT/SIGTERM/SIGHUP, or mpirun died of signal N). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
