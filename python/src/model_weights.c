@@ -31,28 +31,31 @@ PyObject *pytnt_new_array(tnt_shape shape) {
     return PyArray_SimpleNew(shape.ndim, dims, NPY_FLOAT32);
 }
 
-/* get_weights(): a list of float32 arrays (copies) */
+/* get_weights(): a list of float32 arrays (copies), read through tnt_get_weights (no writable
+ * view: a model whose weights live in the node's shared window keeps them there) */
 PyObject *pytnt_model_get_weights(pytnt_model *self, PyObject *noargs) {
     (void)noargs;
     if (!pytnt_model_enter(self, 0)) return NULL;
     int n = tnt_model_num_weights(self->m);
-    PyObject *l = PyList_New(n);
+    int64_t total = tnt_model_count_params(self->m);
+    float *all = PyMem_Malloc((size_t)(total > 0 ? total : 1) * sizeof(float));
+    if (!all) return PyErr_NoMemory();
+    tnt_status s = tnt_get_weights(self->m, all, total);
+    PyObject *l = s == TNT_OK ? PyList_New(n) : pytnt_raise(s);
+    const float *from = all;
     for (int i = 0; l && i < n; i++) {
         tnt_shape shape;
-        float *data;
-        tnt_status s = tnt_model_weight(self->m, i, NULL, &shape, &data);
-        if (s != TNT_OK) {
-            Py_DECREF(l);
-            return pytnt_raise(s);
-        }
-        PyObject *a = pytnt_new_array(shape);
+        PyObject *a = (s = tnt_model_weight(self->m, i, NULL, &shape, NULL)) == TNT_OK ? pytnt_new_array(shape)
+                                                                                        : pytnt_raise(s);
         if (!a) {
-            Py_DECREF(l);
-            return NULL;
+            Py_CLEAR(l);
+            break;
         }
-        memcpy(PyArray_DATA((PyArrayObject *)a), data, (size_t)tnt_shape_numel(shape) * sizeof(float));
+        memcpy(PyArray_DATA((PyArrayObject *)a), from, (size_t)tnt_shape_numel(shape) * sizeof(float));
+        from += tnt_shape_numel(shape);
         PyList_SET_ITEM(l, i, a);
     }
+    PyMem_Free(all);
     return l;
 }
 

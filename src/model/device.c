@@ -2,6 +2,7 @@
  * weights' d_value and d_grad are the same offsets into them), so moving the weights either way is
  * one copy per buffer, and the reducer's buckets are slices of both. */
 #include "model/device.h"
+#include "model/window.h"
 
 #include "comm/comm.h"
 #include "core/config.h"
@@ -225,6 +226,8 @@ tnt_status tnt__model_host_weights(tnt_model *m) {
 
 tnt_status tnt__model_host_written(tnt_model *m) {
     tnt_status s = tnt__model_host_weights(m);
+    /* outside a fit, a write to one rank's weights is that rank's alone */
+    if (s == TNT_OK && m && !m->in_fit) s = tnt__model_detach_window(m);
     if (s == TNT_OK && m && m->dev) m->dev->device_stale = true;
     return s;
 }

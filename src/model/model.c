@@ -3,6 +3,7 @@
  * and backward passes live in plan.c; the summary table in summary.c. */
 #include "model/model.h"
 #include "model/device.h"
+#include "model/window.h"
 #include "comm/comm.h"
 #include "objectives/loss.h"
 #include "objectives/traced_loss.h"
@@ -87,6 +88,7 @@ void tnt_model_free(tnt_model *m) {
     free(m->tensor_shape);
     free(m->tensor_alias);
     free(m->tensor_var);
+    tnt__model_drop_window(m); /* the layers took what they keep from it */
     tnt__free(m->params);
     tnt__free(m->grads);
     tnt__free(m->state);

@@ -160,9 +160,11 @@ struct tnt_model {
     tnt_distribute_opts distribute_opts; /* as given; the configuration fills in the defaults */
     bool weights_synced;   /* all ranks hold the master's weights */
     struct tnt__reducer *reducer; /* gradient allreduce, created at the first distributed fit */
-    /* During a fit with a node-aware reducer the gradients (and, sharded, the optimizer's slots)
-     * live in its shared window; these are the model's own buffers, given back at the end. */
+    /* From a fit with a node-aware reducer on, the gradients (and, sharded, the weights and the
+     * optimizer's slots) live in its shared window; these are the model's own buffers, taken back
+     * before the model is written (model/window.h). */
     bool attached;
+    bool in_fit; /* inside tnt_fit: writes to the weights go to the window, as the step's */
     float *grads_home, *params_home;
     int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
     int64_t node_dw_samples; /* samples a rank's stash of node-computed kernel gradients holds; 0: none */

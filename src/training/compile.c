@@ -3,6 +3,7 @@
  * on the logits of a softmax (sigmoid) output layer, as Keras does in graph mode. */
 #include "model/model.h"
 #include "model/device.h"
+#include "model/window.h"
 #include "objectives/loss.h"
 #include "objectives/traced_loss.h"
 #include "objectives/metrics.h"
@@ -162,6 +163,7 @@ tnt_status tnt_compile(tnt_model *m, const tnt_compile_opts *opts) {
     if ((s = tnt__optimizer_prepare(opts->optimizer, m->n_params)) != TNT_OK) goto fail;
     /* the next fit chooses its device again: the host copy takes the device's weights and slots */
     if ((s = tnt__model_host_weights(m)) != TNT_OK) goto fail;
+    if ((s = tnt__model_detach_window(m)) != TNT_OK) goto fail; /* the old optimizer's slots may be there */
     tnt__model_dev_free(m);
     m->device_request = opts->device;
     m->device_reason_logged = false;

@@ -438,9 +438,10 @@ tnt_status tnt_fit(tnt_model *m, tnt_dataset *train, const tnt_fit_opts *opts, t
     tnt_dataset *train_view, *val_view;
     train = tnt__batched(train, o.micro_batch_size, &train_view);
     o.validation_data = tnt__batched(o.validation_data, o.micro_batch_size, &val_view);
+    /* the buffers stay in a node-aware reducer's window for the next fit (model/window.h) */
+    m->in_fit = true;
     tnt_status s = fit_loop(m, train, &o, history);
-    tnt_status d = tnt__parallel_detach(m);
-    if (s == TNT_OK) s = d;
+    m->in_fit = false;
     /* after a fit on the device the host copy is current again (code that reads the layers' own
      * views sees the trained weights) */
     tnt_status hs = tnt__model_host_weights(m);

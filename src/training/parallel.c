@@ -9,6 +9,7 @@
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 #include "model/device.h"
+#include "model/window.h"
 
 #include <stdio.h>
 
@@ -27,6 +28,8 @@ tnt_status tnt_distribute_with(tnt_model *m, const tnt_distribute_opts *opts) {
     if (o.reducer < TNT_REDUCER_DEFAULT || o.reducer > TNT_REDUCER_SHARDED)
         return tnt__error(TNT_ERR_ARG, "distribute: model \"%s\": reducer %d (expected a tnt_reducer_kind)",
                           m->name, (int)o.reducer);
+    tnt_status s = tnt__model_detach_window(m);
+    if (s != TNT_OK) return s;
     m->distributed = true;
     m->distribute_opts = o;
     tnt__reducer_free(m->reducer); /* planned again, with these options, at the next fit */
@@ -101,8 +104,6 @@ static uint64_t dataset_fingerprint(const tnt_dataset *ds) {
     return hash_shape(hash_shape(h, tnt_dataset_x_shape(ds)), tnt_dataset_y_shape(ds));
 }
 
-static tnt_status attach(tnt_model *m);
-
 /* Dense kernels whose gradient the node computes once (comm.h, tnt__node_dw_kernel): float32
  * Dense layers called once, whose rows a rank stashes (x and dpre) are small beside the kernel
  * (the MLP's 4096 x 4096 at 32 rows: 1 MB against 64 MB). Not for GPUs nor None dimensions. */
@@ -168,8 +169,8 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     }
     tnt_status s = tnt__check_same(who, names, v, 7);
     if (s != TNT_OK) return s;
-    if (!m->weights_synced && (s = tnt__model_host_written(m)) != TNT_OK) return s; /* the broadcast writes it */
-    if (!m->weights_synced) {
+    if (!m->weights_synced) { /* the broadcast writes each rank's own copy */
+        if ((s = tnt__model_host_written(m)) != TNT_OK || (s = tnt__model_detach_window(m)) != TNT_OK) return s;
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
         if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
         m->weights_synced = true;
@@ -177,6 +178,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     int n_slots = m->optimizer ? tnt__optimizer_num_slots(m->optimizer) : 0;
     if (fit && m->reducer && tnt__reducer_kind(m->reducer) == TNT_REDUCER_SHARDED && n_slots &&
         !tnt__reducer_slot(m->reducer, n_slots - 1)) { /* compiled again with more slots */
+        if ((s = tnt__model_detach_window(m)) != TNT_OK) return s;
         tnt__reducer_free(m->reducer);
         m->reducer = NULL;
     }
@@ -202,99 +204,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     }
     /* GPU ranks: NCCL or host staging, chosen alike on every rank (collective) */
     if (fit && m->on_device && (s = tnt__dev_comm_prepare(m)) != TNT_OK) return s;
-    if (!fit) return TNT_OK;
-    double t0 = TNT_TL_BEGIN();
-    s = attach(m);
-    TNT_TL_END("fit", "attach to the node's window", -1, t0);
-    return s;
-}
-
-/* Moves the gradients (and, sharded, the optimizer's slots) into the reducer's shared window for
- * a fit. Slots: each rank brings its own slices (every rank holds the same values). */
-/* Some layer has weight penalties (which add to the gradients after the reduction and read the
- * weights before the update) or constraints (which rewrite whole weights after it). */
-static bool has_rules(const tnt_model *m) {
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i]->rules) return true;
-    return false;
-}
-
-/* Copies this rank's owned slices of from into the node's shared to. */
-static void put_owned(const tnt__reducer *r, float *to, const float *from) {
-    for (int i = 0; i < tnt__reducer_num_buckets(r); i++) {
-        int64_t b, e;
-        tnt__reducer_owned(r, i, &b, &e);
-        memcpy(to + b, from + b, (size_t)(e - b) * sizeof(float));
-    }
-}
-
-static tnt_status attach(tnt_model *m) {
-    tnt__reducer *r = m->reducer;
-    if (m->attached || !r || tnt__reducer_kind(r) == TNT_REDUCER_FLAT) return TNT_OK;
-    bool rules = has_rules(m);
-    m->grads_home = m->grads;
-    tnt__model_bind_grads(m, tnt__reducer_grads(r));
-    tnt__reducer_set_land(r, rules);
-    m->attached = true;
-    if (tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) return TNT_OK;
-    /* the weights once per node, unless penalties or constraints read or rewrite them whole on
-     * every rank (then each rank keeps its own copy and the slices are exchanged) */
-    if (!rules) {
-        float *shared = tnt__reducer_weights(r);
-        put_owned(r, shared, m->params);
-        m->params_home = m->params;
-        tnt__model_bind_params(m, shared);
-    }
-    /* each rank's own slots go: the node holds each slice once (a rank touches only its own) */
-    tnt_optimizer *o = m->optimizer;
-    for (int k = 0; k < o->n_slots; k++) {
-        float *shared = tnt__reducer_slot(r, k);
-        put_owned(r, shared, o->slots[k]);
-        tnt__free(o->slots[k]);
-        o->slots[k] = shared;
-    }
-    m->n_slots_shared = o->n_slots;
-    return tnt__reducer_sync(r, "optimizer slots");
-}
-
-static tnt_status detach(tnt_model *m);
-
-tnt_status tnt__parallel_detach(tnt_model *m) {
-    if (!m->attached) return TNT_OK;
-    double t0 = TNT_TL_BEGIN();
-    tnt_status s = detach(m);
-    TNT_TL_END("fit", "detach from the node's window", -1, t0);
-    return s;
-}
-
-static tnt_status detach(tnt_model *m) {
-    /* the model's gradients hold the last step's sums afterwards, as with the flat reducer */
-    tnt__reducer_copy_sums(m->reducer, m->grads_home);
-    tnt__model_bind_grads(m, m->grads_home);
-    if (m->params_home) {
-        memcpy(m->params_home, m->params, (size_t)m->n_params * sizeof(float));
-        tnt__model_bind_params(m, m->params_home);
-        m->params_home = NULL;
-    }
-    /* the slots' whole values, every rank's slices, back into buffers of this rank's own (the
-     * window stays until the reducer goes) */
-    tnt_optimizer *o = m->optimizer;
-    tnt_status s = TNT_OK;
-    for (int k = 0; k < m->n_slots_shared; k++) {
-        float *own = tnt__alloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(float));
-        if (own) memcpy(own, o->slots[k], (size_t)m->n_params * sizeof(float));
-        else if (s == TNT_OK)
-            s = tnt__error(TNT_ERR_NOMEM, "fit: no memory to take back optimizer %s's slots from the node's window "
-                           "(%lld parameters); its state starts again", o->name, (long long)m->n_params);
-        o->slots[k] = own;
-    }
-    if (s != TNT_OK) { /* fresh, zeroed slots at the next use */
-        for (int k = 0; k < m->n_slots_shared; k++) tnt__free(o->slots[k]), o->slots[k] = NULL;
-        o->n_params = -1;
-    }
-    m->n_slots_shared = 0;
-    m->attached = false;
-    return s;
+    return fit ? tnt__model_attach_window(m) : TNT_OK;
 }
 
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {

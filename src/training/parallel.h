@@ -24,12 +24,6 @@ bool tnt__is_parallel(const tnt_model *m);
  * broadcast, and (for fit) the gradient reducer is planned. */
 tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_dataset *data,
                                  const tnt_dataset *val, const tnt_fit_opts *fit);
-/* With a node-aware reducer, a fit's gradients (and sharded, optimizer slots) live in its shared
- * window from tnt__prepare_parallel on; detach gives the model its own buffers back (the slots'
- * values in new ones: a sharded fit frees each rank's own slots while the node holds them).
- * Call at the end of every fit; a no-op when nothing is attached. TNT_ERR_NOMEM when the slots
- * cannot be given back (the optimizer then starts again from fresh slots). */
-tnt_status tnt__parallel_detach(tnt_model *m);
 /* Once per model: warn when BatchNormalization sees micro-batches below 16. */
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro);
 

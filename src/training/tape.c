@@ -9,6 +9,7 @@
 #include "layers/regularizer.h"
 #include "model/device.h"
 #include "model/model.h"
+#include "model/window.h"
 #include "optimizers/optimizer.h"
 #include "training/parallel.h"
 
@@ -100,6 +101,8 @@ tnt_status tnt_model_tape_forward(tnt_model *m, const tnt_tensor *x, bool traini
         return tnt__error(TNT_ERR_UNSUPPORTED, "%s: model \"%s\" trains on the GPU; custom training loops run on "
                           "the CPU (TNT_DEVICE=cpu)", who, m->name);
     if ((s = tnt__model_setup_weights(m)) != TNT_OK) return s;
+    /* a custom loop's gradients are its own, averaged over the ranks by the tape */
+    if (!m->in_fit && (s = tnt__model_detach_window(m)) != TNT_OK) return s;
     int64_t n = x->shape.ndim ? x->shape.dim[0] : 0;
     if (n <= 0) return tnt__error(TNT_ERR_ARG, "%s: a batch of 0 samples", who);
     if ((s = check_input(m, x->shape, who)) != TNT_OK) return s;
