@@ -576,7 +576,8 @@ typedef enum tnt_compression {
 
 /* How the gradients of one node's ranks are summed. */
 typedef enum tnt_reducer_kind {
-    TNT_REDUCER_DEFAULT = 0, /* TNT_REDUCER as read by tnt_init (default node) */
+    TNT_REDUCER_DEFAULT = 0, /* TNT_REDUCER as read by tnt_init (default auto: sharded for a model
+                              * that trains on the CPU, node on a GPU) */
     TNT_REDUCER_FLAT,        /* one MPI_Allreduce per bucket across all ranks */
     TNT_REDUCER_NODE,        /* node-aware: the ranks of a node sum their buckets in shared memory,
                               * each its slice; the slices cross nodes as allreduces */

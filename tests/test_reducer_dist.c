@@ -5,7 +5,9 @@
  * losses), repeat bitwise, and leave bitwise the same weights on every rank; the reducer asked
  * for is the one that ran; the optimizer's slots are whole tensors again after a sharded fit (a
  * second fit continues them exactly as an unbroken one); bfloat16 compression still applies
- * where gradients cross nodes; ranks may free their models in any order; a bad reducer value, or
+ * where gradients cross nodes; a model stays in the node's window between fits through reads and
+ * leaves it at writes, on one rank or all (test_between_fits); ranks may free their models in
+ * any order; a bad reducer value, or
  * a rank with another one, fails on every rank with a message; during a sharded fit a rank holds
  * no slots of its own (its resident private memory is that of a flat fit less the slots). */
 #include "testutil.h"
@@ -301,6 +303,71 @@ static void test_sharded_fits_continue(void **state) {
     result_free(&whole), result_free(&split);
 }
 
+/* What a program does between fits: reads the weights and evaluates (the model stays in the
+ * node's window, model/window.h), writes the weights on every rank, takes a writable view on the
+ * master only (the master alone leaves the window: the next fit must not wait for the others),
+ * compiles another optimizer with more slots (a new window). Weights and slots equal flat
+ * training's through the same calls within 1e-6, and repeat bitwise. */
+static result between_fits(tnt_reducer_kind kind, bool *stayed, bool *left) {
+    tnt_model *m = model();
+    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind}));
+    tnt_optimizer_opts sgd = {.learning_rate = 0.05f, .momentum = 0.9f};
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &sgd),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4}));
+    tnt_dataset *ds = data();
+    tnt_fit_opts one = {.epochs = 1};
+    int64_t n = m->n_params + m->n_state;
+    float *w = malloc((size_t)n * sizeof(float));
+    tnt_logs logs;
+    tu_ok(tnt_fit(m, ds, &one, NULL));
+    tu_ok(tnt_get_weights(m, w, n));
+    tu_ok(tnt_evaluate(m, ds, NULL, &logs));
+    *stayed = m->attached;
+    tu_ok(tnt_fit(m, ds, &one, NULL));
+    tu_ok(tnt_get_weights(m, w, n));
+    for (int64_t i = 0; i < n; i++) w[i] *= 0.5f;
+    tu_ok(tnt_set_weights(m, w, n));
+    *left = !m->attached;
+    tu_ok(tnt_fit(m, ds, &one, NULL));
+    if (tnt_is_master_rank()) {
+        float *view;
+        tu_ok(tnt_model_weight(m, 0, NULL, NULL, &view));
+    }
+    tu_ok(tnt_fit(m, ds, &one, NULL));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tu_ok(tnt_fit(m, ds, &one, NULL));
+    result r = {.n = m->n_params, .n_slots = m->optimizer->n_slots};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    memcpy(r.w, m->params, (size_t)r.n * sizeof(float));
+    r.slots = malloc((size_t)r.n_slots * (size_t)r.n * sizeof(float));
+    for (int k = 0; k < r.n_slots; k++) memcpy(r.slots + (size_t)k * r.n, m->optimizer->slots[k], (size_t)r.n * sizeof(float));
+    free(w);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void test_between_fits(void **state) {
+    (void)state;
+    bool stayed, left;
+    result flat = between_fits(TNT_REDUCER_FLAT, &stayed, &left);
+    assert_false(stayed);
+    tnt_reducer_kind kinds[] = {TNT_REDUCER_NODE, TNT_REDUCER_SHARDED};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(kinds); i++) {
+        result a = between_fits(kinds[i], &stayed, &left), b = between_fits(kinds[i], &stayed, &left);
+        if (stayed != (ranks_per_node() > 1) || !left)
+            fail_msg("reducer %d on %d ranks per node: the model %s the window after a read, %s it at a write", (int)kinds[i],
+                     ranks_per_node(), stayed ? "stayed in" : "left", left ? "left" : "stayed in");
+        tu_assert_close(a.w, flat.w, a.n, 1e-6, 1e-6, "weights after the calls between fits against flat");
+        tu_assert_close(a.slots, flat.slots, a.n * a.n_slots, 1e-6, 1e-6, "Adam's slots against flat");
+        assert_memory_equal(a.w, b.w, (size_t)a.n * sizeof(float));
+        assert_memory_equal(a.slots, b.slots, (size_t)a.n * a.n_slots * sizeof(float));
+        assert_same_on_all_ranks(a.w, a.n, "weights after the calls between fits");
+        result_free(&a), result_free(&b);
+    }
+    result_free(&flat);
+}
+
 /* bfloat16 compression: nothing travels within a node (node-aware results equal uncompressed
  * ones bitwise there); across nodes the slices travel as bfloat16. */
 static void test_compression(void **state) {
@@ -439,6 +506,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_node_gradients_other_batches, narrow_again),
         cmocka_unit_test(test_sharded_fits_continue),
         cmocka_unit_test_teardown(test_overlapped_update, narrow_again),
+        cmocka_unit_test(test_between_fits),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_free_in_any_order),
         cmocka_unit_test(test_bad_reducer),

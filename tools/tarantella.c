@@ -111,10 +111,11 @@ static void print_help(void) {
         "  --output-on-all-devices  fit/evaluate output on every rank (TNT_OUTPUT_ON_ALL_DEVICES=1)\n"
         "  --fusion-threshold KB    tensor fusion threshold in KB, >= 0 (TNT_FUSION_THRESHOLD_KB)\n"
         "  --compression none|bf16  gradients travel as bfloat16, summed in float32 (TNT_COMPRESSION)\n"
-        "  --reducer flat|node|sharded\n"
+        "  --reducer auto|flat|node|sharded\n"
         "                           gradient sums: one allreduce over all ranks (flat), the node's ranks\n"
         "                           in shared memory then across nodes (node), and each rank of a node\n"
-        "                           updating its slice of the weights (sharded) (TNT_REDUCER)\n"
+        "                           updating its slice of the weights (sharded); auto: sharded on CPUs,\n"
+        "                           node on GPUs (TNT_REDUCER)\n"
         "  --timeline FILE          record each rank's layers, gradient reductions, optimizer, data waits\n"
         "                           and callbacks, merged into one Chrome trace-event FILE (Perfetto,\n"
         "                           chrome://tracing), with a step summary at the end (TNT_TIMELINE)\n"
@@ -236,8 +237,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 if (!*val) return usage_error("invalid value '' for --timeline: expected a file name");
                 o->timeline = val;
             } else if (!strcmp(name, "--reducer")) {
-                if (strcmp(val, "flat") && strcmp(val, "node") && strcmp(val, "sharded"))
-                    return usage_error("invalid value '%s' for --reducer: expected flat, node or sharded", val);
+                if (strcmp(val, "auto") && strcmp(val, "flat") && strcmp(val, "node") && strcmp(val, "sharded"))
+                    return usage_error("invalid value '%s' for --reducer: expected auto, flat, node or sharded", val);
                 o->reducer = val;
             } else if (!strcmp(name, "--max-restarts")) {
                 if (!parse_long(val, 0, 1000000, &o->max_restarts))

@@ -22,8 +22,9 @@ class Model:
     (attributes and methods are passed through).
 
     fusion_threshold_kb: gradient bucket size (default TNT_FUSION_THRESHOLD_KB, 32); comm_mode:
-    None, "thread" or "nonblocking" (default TNT_COMM_MODE); reducer: None, "flat", "node" or
-    "sharded" (node-aware with a sharded optimizer; default TNT_REDUCER, node)."""
+    None, "thread" or "nonblocking" (default TNT_COMM_MODE); reducer: None, "auto", "flat", "node"
+    or "sharded" (node-aware with a sharded optimizer; default TNT_REDUCER, auto: sharded on the
+    CPU, node on a GPU)."""
 
     _tnt_wraps_model = True  # isinstance(tnt.Model(m), keras.Model) holds
 

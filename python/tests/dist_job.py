@@ -65,6 +65,20 @@ if mode == "train":
 elif mode == "weights":
     h = model.fit(train, epochs=3, verbose=0)
     result.update(history=h.history, weights=[w.tolist() for w in model.get_weights()])
+elif mode == "loop":  # a Keras user's loop: train_on_batch, reads, a fit, writes, a custom tape step
+    import tarantella.tensorflow as tf
+    losses = [float(model.train_on_batch(x[i * 24:(i + 1) * 24], y[i * 24:(i + 1) * 24])[0]) for i in range(4)]
+    before = model.get_weights()
+    model.evaluate(x, y, batch_size=24, verbose=0)
+    model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0)
+    model.set_weights([w * np.float32(0.5) for w in model.get_weights()])
+    losses += [float(model.train_on_batch(x[:24], y[:24])[0]) for _ in range(2)]
+    half = 12 * rank  # this rank's share of a global batch of 24
+    with tnt.DistributedGradientTape(tf.GradientTape()) as tape:
+        loss = k.losses.SparseCategoricalCrossentropy()(y[half:half + 12], model(x[half:half + 12], training=True))
+    model.optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights), model.trainable_weights))
+    losses += [float(model.train_on_batch(x[24:48], y[24:48])[0]) for _ in range(2)]
+    result.update(losses=losses, before=[w.tolist() for w in before], weights=[w.tolist() for w in model.get_weights()])
 elif mode == "fail":
     try:
         model.fit(train, epochs=3, verbose=0, callbacks=[FailOnRank1()])

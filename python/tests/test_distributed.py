@@ -61,6 +61,21 @@ def test_reducers_give_the_flat_weights(tmp_path):
         close(r0["history"], f0["history"], tol=1e-6)
 
 
+def test_reducers_through_a_users_loop(tmp_path):
+    """train_on_batch, get_weights, evaluate, fit, set_weights and a custom GradientTape step, one
+    after another (the model stays in the node's shared window between calls and leaves it at a
+    write): the default reducer (auto), node and sharded give flat's losses and weights within 1e-6."""
+    (f0, f1), _ = job(tmp_path, 2, "loop", reducer="flat")
+    assert f0["weights"] == f1["weights"]
+    for reducer in (None, "node", "sharded"):
+        r0, r1 = job(tmp_path, 2, "loop", reducer=reducer)[0]
+        assert r0["weights"] == r1["weights"] and r0["losses"] == r1["losses"]
+        for key in ("before", "weights"):
+            for a, b in zip(r0[key], f0[key]):
+                np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=f"{reducer}: {key}")
+        np.testing.assert_allclose(r0["losses"], f0["losses"], rtol=1e-6, atol=1e-7, err_msg=str(reducer))
+
+
 def test_exception_on_one_rank_ends_the_job(tmp_path):
     """rank 1's callback raises after its epoch; rank 0 goes on, rank 1's fit raises the Python
     exception, and the library ends the whole job (at the latest at rank 1's finalize) instead of

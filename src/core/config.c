@@ -34,8 +34,8 @@ static const choice log_levels[] = {{"DEBUG", TNT_LOG_DEBUG}, {"INFO", TNT_LOG_I
 static const choice comm_modes[] = {{"thread", TNT_COMM_MODE_THREAD}, {"nonblocking", TNT_COMM_MODE_NONBLOCKING},
                                     {NULL, 0}};
 static const choice compressions[] = {{"none", TNT_COMPRESSION_NONE}, {"bf16", TNT_COMPRESSION_BF16}, {NULL, 0}};
-static const choice reducers[] = {{"flat", TNT_REDUCER_FLAT}, {"node", TNT_REDUCER_NODE},
-                                   {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
+static const choice reducers[] = {{"auto", TNT_REDUCER_DEFAULT}, {"flat", TNT_REDUCER_FLAT},
+                                  {"node", TNT_REDUCER_NODE}, {"sharded", TNT_REDUCER_SHARDED}, {NULL, 0}};
 static const choice cross_algos[] = {{"auto", TNT__CROSS_NODE_AUTO}, {"mpi", TNT__CROSS_NODE_MPI},
                                      {"ring", TNT__CROSS_NODE_RING}, {"halving", TNT__CROSS_NODE_HALVING},
                                      {"doubling", TNT__CROSS_NODE_DOUBLING}, {NULL, 0}};
@@ -111,7 +111,7 @@ static const setting settings[] = {
     {                                                                                             \
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
-        .reducer = TNT_REDUCER_NODE, .node_gradients = true, .overlap_optimizer = true,           \
+        .reducer = TNT_REDUCER_DEFAULT, .node_gradients = true, .overlap_optimizer = true,           \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \

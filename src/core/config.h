@@ -64,7 +64,8 @@ typedef struct tnt__config {
     int64_t fusion_threshold_kb;     /* TNT_FUSION_THRESHOLD_KB */
     int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
     int compression;                 /* TNT_COMPRESSION: a tnt_compression, never the default */
-    int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind, never the default */
+    int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind; the default (auto): sharded
+                                      * on the CPU, node on a GPU (tnt__reducer_resolve) */
     bool node_gradients;             /* TNT_NODE_GRADIENTS: node-aware reducers compute large Dense
                                       * kernel gradients once per node (comm.h); default on */
     bool overlap_optimizer;          /* TNT_OVERLAP_OPTIMIZER: the sharded optimizer updates each

@@ -15,6 +15,7 @@
 
 /* ---- dispatch -------------------------------------------------------------------------------- */
 
+/* The sharded optimizer asked for by name (auto picks it on the CPU only). */
 static bool sharded_reducer(const tnt_model *m) {
     if (!m->distributed) return false;
     int kind = m->distribute_opts.reducer != TNT_REDUCER_DEFAULT ? (int)m->distribute_opts.reducer

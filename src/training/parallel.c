@@ -176,8 +176,11 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
         m->weights_synced = true;
     }
     int n_slots = m->optimizer ? tnt__optimizer_num_slots(m->optimizer) : 0;
-    if (fit && m->reducer && tnt__reducer_kind(m->reducer) == TNT_REDUCER_SHARDED && n_slots &&
-        !tnt__reducer_slot(m->reducer, n_slots - 1)) { /* compiled again with more slots */
+    /* auto: the sharded optimizer on the CPU, node-aware on a GPU (no device path for the former) */
+    if (reducer_cfg[3] == TNT_REDUCER_DEFAULT) reducer_cfg[3] = m->on_device ? TNT_REDUCER_NODE : TNT_REDUCER_SHARDED;
+    if (fit && m->reducer && tnt__reducer_kind(m->reducer) == TNT_REDUCER_SHARDED &&
+        ((n_slots && !tnt__reducer_slot(m->reducer, n_slots - 1)) || /* compiled again with more slots */
+         m->on_device)) { /* compiled again for the GPU */
         if ((s = tnt__model_detach_window(m)) != TNT_OK) return s;
         tnt__reducer_free(m->reducer);
         m->reducer = NULL;

@@ -260,6 +260,7 @@ tnt_status tnt_model_set_optimizer(tnt_model *m, tnt_optimizer *opt) {
     if (opt == m->optimizer) return TNT_OK;
     tnt_status s = tnt__model_setup_weights(m);
     if (s == TNT_OK) s = tnt__optimizer_prepare(opt, m->n_params);
+    if (s == TNT_OK) s = tnt__model_detach_window(m); /* the old optimizer's slots may be there */
     if (s != TNT_OK) {
         tnt_optimizer_free(opt);
         return s;

@@ -286,9 +286,9 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
         modes = {None: 0, "default": 0, "thread": 1, "nonblocking": 2}
         if comm_mode not in modes:
             raise ValueError(f"comm_mode {comm_mode!r} (expected None, 'thread' or 'nonblocking')")
-        reducers = {None: 0, "default": 0, "flat": 1, "node": 2, "sharded": 3}
+        reducers = {None: 0, "default": 0, "auto": 0, "flat": 1, "node": 2, "sharded": 3}
         if reducer not in reducers:
-            raise ValueError(f"reducer {reducer!r} (expected None, 'flat', 'node' or 'sharded')")
+            raise ValueError(f"reducer {reducer!r} (expected None, 'auto', 'flat', 'node' or 'sharded')")
         self._dist = {"fusion_threshold_kb": fusion_threshold_kb, "comm_mode": modes[comm_mode],
                       "reducer": reducers[reducer]}
         if self._h is not None:
