@@ -65,7 +65,7 @@ typedef struct tnt__config {
     int comm_mode;                   /* TNT_COMM_MODE: a tnt_comm_mode, never the default */
     int compression;                 /* TNT_COMPRESSION: a tnt_compression, never the default */
     int reducer;                     /* TNT_REDUCER: a tnt_reducer_kind; the default (auto): sharded
-                                      * on the CPU, node on a GPU (tnt__reducer_resolve) */
+                                      * on the CPU, node on a GPU (resolved by tnt__prepare_parallel) */
     bool node_gradients;             /* TNT_NODE_GRADIENTS: node-aware reducers compute large Dense
                                       * kernel gradients once per node (comm.h); default on */
     bool overlap_optimizer;          /* TNT_OVERLAP_OPTIMIZER: the sharded optimizer updates each
