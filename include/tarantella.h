@@ -732,6 +732,10 @@ TNT_API tnt_status tnt_model_weight(tnt_model *m, int i, const char **name, tnt_
 /* Copies all weights into buf (n floats, n == tnt_model_count_params). */
 TNT_API tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n);
 TNT_API tnt_status tnt_set_weights(tnt_model *m, const float *buf, int64_t n);
+/* Copies weight src_index[k] of src into weight dst_index[k] of dst, k < n, shapes equal (layers
+ * shared by two models, as Keras keeps them one): no copy of the other weights of either. */
+TNT_API tnt_status tnt_model_copy_weights(tnt_model *dst, const tnt_model *src, int n, const int *src_index,
+                                          const int *dst_index);
 
 /* ---------------------------------------------------------------------------------------------
  * Keras files. Saving happens on the master rank only, followed by a barrier (save_all_devices:

@@ -672,6 +672,8 @@ static PyMethodDef model_methods[] = {
     {"weights_info", (PyCFunction)pytnt_model_weights_info, METH_NOARGS, "[(name, shape)] in get_weights order."},
     {"get_weights", (PyCFunction)pytnt_model_get_weights, METH_NOARGS, "Weights as float32 arrays."},
     {"set_weights", (PyCFunction)pytnt_model_set_weights, METH_O, "set_weights(list of arrays)."},
+    {"copy_weights_from", (PyCFunction)pytnt_model_copy_weights_from, METH_VARARGS,
+     "copy_weights_from(src, src_indices, dst_indices): shared layers' weights from another model handle."},
     {"save", (PyCFunction)(void (*)(void))pytnt_model_save, METH_VARARGS | METH_KEYWORDS,
      "save(path, weights_only=False, save_all_devices=False)."},
     {"load_weights", (PyCFunction)(void (*)(void))pytnt_model_load_weights, METH_VARARGS | METH_KEYWORDS,

@@ -116,6 +116,42 @@ done:
     return result;
 }
 
+/* copy_weights_from(src, [i...], [j...]): weight i of the model handle src into weight j of this
+ * one, for shared layers (no arrays in between, no other weight copied) */
+PyObject *pytnt_model_copy_weights_from(pytnt_model *self, PyObject *args) {
+    pytnt_model *src;
+    PyObject *from, *to;
+    if (!PyArg_ParseTuple(args, "O!OO", &pytnt_model_type, &src, &from, &to)) return NULL;
+    if (!pytnt_model_enter(self, 0) || !pytnt_model_enter(src, 0)) return NULL;
+    PyObject *a = PySequence_Fast(from, "copy_weights_from: expected a list of indices"), *b = NULL;
+    if (a) b = PySequence_Fast(to, "copy_weights_from: expected a list of indices");
+    int *idx = NULL, n = 0;
+    PyObject *result = NULL;
+    if (!b) goto done;
+    if (PySequence_Fast_GET_SIZE(a) != PySequence_Fast_GET_SIZE(b) || PySequence_Fast_GET_SIZE(a) > INT32_MAX / 2) {
+        PyErr_Format(PyExc_ValueError, "copy_weights_from: %zd source indices, %zd destination ones",
+                     PySequence_Fast_GET_SIZE(a), PySequence_Fast_GET_SIZE(b));
+        goto done;
+    }
+    n = (int)PySequence_Fast_GET_SIZE(a);
+    if (!(idx = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(int)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int k = 0; k < 2 * n; k++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(k < n ? a : b, k % n));
+        if (v == -1 && PyErr_Occurred()) goto done;
+        idx[k] = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int)v; /* out of range: the library says */
+    }
+    tnt_status s = tnt_model_copy_weights(self->m, src->m, n, idx, idx + n);
+    result = s == TNT_OK ? Py_NewRef(Py_None) : pytnt_raise(s);
+done:
+    PyMem_Free(idx);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return result;
+}
+
 /* ---- files --------------------------------------------------------------------------------- */
 
 PyObject *pytnt_model_save(pytnt_model *self, PyObject *args, PyObject *kw) {

@@ -62,6 +62,7 @@ int pytnt_model_enter(pytnt_model *self, int kind);
 PyObject *pytnt_model_weights_info(pytnt_model *self, PyObject *noargs);
 PyObject *pytnt_model_get_weights(pytnt_model *self, PyObject *noargs);
 PyObject *pytnt_model_set_weights(pytnt_model *self, PyObject *arg);
+PyObject *pytnt_model_copy_weights_from(pytnt_model *self, PyObject *args);
 PyObject *pytnt_model_save(pytnt_model *self, PyObject *args, PyObject *kw);
 PyObject *pytnt_model_load_weights(pytnt_model *self, PyObject *args, PyObject *kw);
 /* An uninitialised float32 array of shape; NULL with an exception. */

@@ -679,6 +679,39 @@ static tnt_status copy_weights(tnt_model *m, float *buf, int64_t n, bool to_mode
     return TNT_OK;
 }
 
+tnt_status tnt_model_copy_weights(tnt_model *dst, const tnt_model *src, int n, const int *src_index,
+                                  const int *dst_index) {
+    const char *who = "copy_weights";
+    if (!dst || !src || n < 0 || (n && (!src_index || !dst_index)))
+        return tnt__error(TNT_ERR_ARG, "%s: NULL model or index, or n %d (expected >= 0)", who, n);
+    tnt_status s = tnt__model_setup_weights(dst);
+    if (s == TNT_OK) s = tnt__model_setup_weights((tnt_model *)src);
+    if (s == TNT_OK) s = tnt__model_host_weights((tnt_model *)src); /* the device's newer weights first */
+    if (s != TNT_OK) return s;
+    tnt_layer *ls, *ld;
+    for (int k = 0; k < n; k++) { /* everything checked before anything is written */
+        const tnt__weight *a = src_index[k] >= 0 ? weight_at(src, src_index[k], &ls) : NULL;
+        const tnt__weight *b = dst_index[k] >= 0 ? weight_at(dst, dst_index[k], &ld) : NULL;
+        if (!a || !b)
+            return tnt__error(TNT_ERR_ARG, "%s: pair %d: weight %d of model \"%s\" (expected 0..%d) into weight %d of "
+                              "\"%s\" (expected 0..%d)", who, k, src_index[k], src->name, tnt_model_num_weights(src) - 1,
+                              dst_index[k], dst->name, tnt_model_num_weights(dst) - 1);
+        if (!tnt__shape_equal(a->shape, b->shape)) {
+            char sa[128], sb[128];
+            return tnt__error(TNT_ERR_SHAPE, "%s: %s/%s of model \"%s\" has shape %s, %s/%s of \"%s\" has %s", who,
+                              ls->name, a->name, src->name, tnt_shape_str(a->shape, sa, sizeof sa), ld->name, b->name,
+                              dst->name, tnt_shape_str(b->shape, sb, sizeof sb));
+        }
+    }
+    if ((s = tnt__model_host_written(dst)) != TNT_OK) return s; /* its own copy, uploaded before a device pass */
+    for (int k = 0; k < n; k++) {
+        const tnt__weight *a = weight_at(src, src_index[k], &ls);
+        tnt__weight *b = weight_at(dst, dst_index[k], &ld);
+        memmove(b->value, a->value, (size_t)tnt_shape_numel(a->shape) * sizeof(float));
+    }
+    return TNT_OK;
+}
+
 tnt_status tnt_get_weights(const tnt_model *m, float *buf, int64_t n) {
     return copy_weights((tnt_model *)m, buf, n, false, "get_weights");
 }

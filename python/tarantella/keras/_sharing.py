@@ -26,25 +26,21 @@ def sync_in(model):
     if not groups:
         return
     h = model._h
-    info, mine, changed = h.weights_info(), None, False
+    info = h.weights_info()
     for owner, layers in groups.values():
-        theirs_info, theirs = owner._h.weights_info(), None
+        theirs_info, pairs = owner._h.weights_info(), []
         for layer in layers:
             src, dst = _indices(theirs_info, layer.name), _indices(info, layer.name)
             if src and len(src) == len(dst) and all(tuple(theirs_info[i][1]) == tuple(info[j][1])
                                                    for i, j in zip(src, dst)):
-                if theirs is None:
-                    theirs, mine = owner._h.get_weights(), mine if mine is not None else h.get_weights()
-                for i, j in zip(src, dst):
-                    mine[j] = theirs[i]
-                changed = True
+                pairs += zip(src, dst)
             elif src or dst:  # names that two layers of one model share: which weights are whose is unclear
                 warnings.warn(f"layer {layer.name!r} is shared by models {owner.name!r} and {model.name!r}, but its "
                               f"weights cannot be told apart by name in one of them (another layer has its name): "
                               f"{model.name!r} keeps its own copy")
             layer._model = weakref.ref(model)
-    if changed:
-        h.set_weights(mine)
+        if pairs:  # only the shared weights, from library model to library model
+            h.copy_weights_from(owner._h, [i for i, _ in pairs], [j for _, j in pairs])
 
 
 def claim(model):
