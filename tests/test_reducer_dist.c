@@ -304,8 +304,9 @@ static void test_sharded_fits_continue(void **state) {
 }
 
 /* What a program does between fits: reads the weights and evaluates (the model stays in the
- * node's window, model/window.h), writes the weights on every rank, takes a writable view on the
- * master only (the master alone leaves the window: the next fit must not wait for the others),
+ * node's window, model/window.h), writes the weights on every rank (they leave the window), takes
+ * a writable view on the master only (the master alone takes its weights back: the next fit puts
+ * them back and must not wait for the others),
  * compiles another optimizer with more slots (a new window). Weights and slots equal flat
  * training's through the same calls within 1e-6, and repeat bitwise. */
 static result between_fits(tnt_reducer_kind kind, bool *stayed, bool *left) {
@@ -327,7 +328,7 @@ static result between_fits(tnt_reducer_kind kind, bool *stayed, bool *left) {
     tu_ok(tnt_get_weights(m, w, n));
     for (int64_t i = 0; i < n; i++) w[i] *= 0.5f;
     tu_ok(tnt_set_weights(m, w, n));
-    *left = !m->attached;
+    *left = !m->params_home; /* the weights are the rank's own (sharded: out of the window) */
     tu_ok(tnt_fit(m, ds, &one, NULL));
     if (tnt_is_master_rank()) {
         float *view;

@@ -228,7 +228,7 @@ tnt_status tnt__model_host_weights(tnt_model *m) {
 tnt_status tnt__model_host_written(tnt_model *m) {
     tnt_status s = tnt__model_host_weights(m);
     /* outside a fit, a write to one rank's weights is that rank's alone */
-    if (s == TNT_OK && m && !m->in_fit) s = tnt__model_detach_window(m);
+    if (s == TNT_OK && m && !m->in_fit) tnt__model_own_weights(m);
     if (s == TNT_OK && m && m->dev) m->dev->device_stale = true;
     return s;
 }

@@ -24,21 +24,23 @@ static void put_owned(const tnt__reducer *r, float *to, const float *from) {
     }
 }
 
+/* Sharded: the weights once per node, unless penalties or constraints read or rewrite them whole
+ * on every rank (then each rank keeps its own copy and the slices are exchanged). */
+static void share_weights(tnt_model *m, tnt__reducer *r) {
+    if (tnt__reducer_kind(r) != TNT_REDUCER_SHARDED || m->params_home || has_rules(m)) return;
+    float *shared = tnt__reducer_weights(r);
+    put_owned(r, shared, m->params);
+    m->params_home = m->params;
+    tnt__model_bind_params(m, shared);
+}
+
 static void attach(tnt_model *m, tnt__reducer *r) {
-    bool rules = has_rules(m);
     m->grads_home = m->grads;
     tnt__model_bind_grads(m, tnt__reducer_grads(r));
-    tnt__reducer_set_land(r, rules);
+    tnt__reducer_set_land(r, has_rules(m));
     m->attached = true;
     if (tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) return;
-    /* the weights once per node, unless penalties or constraints read or rewrite them whole on
-     * every rank (then each rank keeps its own copy and the slices are exchanged) */
-    if (!rules) {
-        float *shared = tnt__reducer_weights(r);
-        put_owned(r, shared, m->params);
-        m->params_home = m->params;
-        tnt__model_bind_params(m, shared);
-    }
+    share_weights(m, r);
     /* each rank's own slots go: the node holds each slice once (a rank touches only its own);
      * every rank brings its own slices (every rank holds the same values) */
     tnt_optimizer *o = m->optimizer;
@@ -54,13 +56,22 @@ static void attach(tnt_model *m, tnt__reducer *r) {
 tnt_status tnt__model_attach_window(tnt_model *m) {
     tnt__reducer *r = m->reducer;
     if (!r || tnt__reducer_kind(r) == TNT_REDUCER_FLAT) return TNT_OK;
-    if (!m->attached) {
-        double t0 = TNT_TL_BEGIN();
-        attach(m, r);
-        TNT_TL_END("fit", "attach to the node's window", -1, t0);
-    }
-    /* a rank that detached put its slices back: the others read them only after this */
+    double t0 = TNT_TL_BEGIN();
+    bool moves = !m->attached || !m->params_home;
+    if (!m->attached) attach(m, r);
+    else share_weights(m, r); /* the weights, if written since */
+    if (moves) TNT_TL_END("fit", "attach to the node's window", -1, t0);
+    /* a rank that left put its slices back: the others read them only after this */
     return tnt__reducer_kind(r) == TNT_REDUCER_SHARDED ? tnt__reducer_sync(r, "optimizer slots") : TNT_OK;
+}
+
+void tnt__model_own_weights(tnt_model *m) {
+    if (!m->attached || !m->params_home) return;
+    double t0 = TNT_TL_BEGIN();
+    memcpy(m->params_home, m->params, (size_t)m->n_params * sizeof(float));
+    tnt__model_bind_params(m, m->params_home);
+    m->params_home = NULL;
+    TNT_TL_END("fit", "weights out of the node's window", -1, t0);
 }
 
 tnt_status tnt__model_detach_window(tnt_model *m) {

@@ -170,7 +170,7 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     tnt_status s = tnt__check_same(who, names, v, 7);
     if (s != TNT_OK) return s;
     if (!m->weights_synced) { /* the broadcast writes each rank's own copy */
-        if ((s = tnt__model_host_written(m)) != TNT_OK || (s = tnt__model_detach_window(m)) != TNT_OK) return s;
+        if ((s = tnt__model_host_written(m)) != TNT_OK) return s; /* each rank's own weights (model/window.h) */
         if ((s = tnt__bcast_f32(m->params, m->n_params)) != TNT_OK) return s;
         if ((s = tnt__bcast_f32(m->state, m->n_state)) != TNT_OK) return s;
         m->weights_synced = true;
