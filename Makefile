@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = json h5_weights h5_model npy idx hostfile slurm zip opgraph settings launcher_args
 
 .PHONY: all deps build demo demo-python test test-isa test-mpich test-asan valgrind fuzz bench bench-quick bench-avx2 bench-deps bench-rnn \
-	bench-lenet-bf16 bench-python bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
+	bench-lenet-bf16 bench-python bench-loops bench-conv3d bench-ops scale-study install clean test-gpu gpu-check gpu-pack bench-gpu
 
 all: build
 
@@ -154,6 +154,11 @@ bench-lenet-bf16: build
 	done
 
 # The quick start from Python against the C program on the same flags (samples/s, 1 and 2 ranks).
+# Keras loops outside one long fit (train_on_batch, fit per batch, a GAN step), 1 and 2 ranks,
+# against the same loops in PyTorch (bench/loops.py)
+bench-loops: bench-deps build
+	$(BENCH_ENV) /usr/bin/python3 bench/loops.py --build $(BUILD)
+
 bench-python: deps build
 	$(BENCH_ENV) /usr/bin/python3 bench/python_vs_c.py --build $(BUILD)
 
