@@ -42,7 +42,7 @@ def main():
         best = {}
         for _ in range(a.reps):
             for key, cmd, e in (
-                    ("one", [launcher, "-n", "1", "--", PY, ours, "--model", name, "--steps", str(steps)], env),
+                    ("one", [launcher, "-n", "1", "-x", "OMP_NUM_THREADS=1", "--", PY, ours, "--model", name, "--steps", str(steps)], env),
                     ("two", [launcher, "-n", "2", "-x", "OMP_NUM_THREADS=1", "--", PY, ours, "--model", name,
                              "--steps", str(steps)], env),
                     ("peer", [PY, peer, "--model", name, "--steps", str(steps), "--threads", "1"], PEER_ENV)):
