@@ -5,6 +5,8 @@
  * JSON (every spelling Keras writes) and .h5 files; bad values fail with clear errors. */
 #include "testutil.h"
 #include "json_harness.h"
+#include "model/model.h"
+#include "optimizers/optimizer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -106,6 +108,45 @@ static void test_constraints_hold_after_training(void **state) {
         }
     }
     assert_true(saw_zero_bias); /* the constraint acted, not just the data */
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+/* A frozen layer is none of the optimizer's variables (Keras): trained for an epoch, then frozen,
+ * through fits with AdamW (weight decay) its weights stay bitwise as they were, though its
+ * MaxNorm constraint and its L2 penalty would move them, and so do its optimizer slots (Adam's
+ * moments would decay), while the other layer trains. */
+static void test_frozen_layer_out_of_the_update(void **state) {
+    (void)state;
+    float x[64 * 5], y[64 * 3];
+    tu_fill(x, 64 * 5, 5);
+    tu_fill(y, 64 * 3, 6);
+    tnt_model *m = reference_model();
+    tnt_layer *d1 = tnt_model_get_layer(m, "d1");
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adamw(0.05f, 0.2f), .loss = TNT_MEAN_SQUARED_ERROR}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(5), y, TNT_SHAPE(3), 64, false), 8, false);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    tu_ok(tnt_layer_set_constraint(d1, "kernel_constraint", &(tnt_constraint){.kind = TNT_MAX_NORM, .max_value = 0.05f}));
+    tu_ok(tnt_layer_set_trainable(d1, false));
+    int64_t n = tnt_model_count_params(m);
+    float *before = malloc((size_t)n * sizeof(float)), *after = malloc((size_t)n * sizeof(float));
+    tu_ok(tnt_get_weights(m, before, n));
+    const tnt_optimizer *o = tnt_model_optimizer(m);
+    const int64_t d1_n = 5 * 4 + 4;
+    const int64_t at[2] = {d1->weights[0].grad - m->grads, d1->weights[1].grad - m->grads}; /* kernel, bias */
+    float slots[2][2][5 * 4];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) memcpy(slots[k][j], o->slots[k] + at[j], (j ? 4 : 20) * sizeof(float));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+    tu_ok(tnt_get_weights(m, after, n));
+    assert_memory_equal(before, after, (size_t)d1_n * sizeof(float)); /* d1's kernel and bias, Keras order */
+    double moved = 0;
+    for (int64_t i = d1_n; i < n; i++) moved += fabs((double)after[i] - before[i]);
+    assert_true(moved > 1e-3);
+    assert_int_equal(o->n_slots, 2);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 2; j++) assert_memory_equal(slots[k][j], o->slots[k] + at[j], (j ? 4 : 20) * sizeof(float));
+    free(before), free(after);
     tnt_dataset_free(ds);
     tnt_model_free(m);
 }
@@ -409,6 +450,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_training_equals_pytorch),
         cmocka_unit_test(test_constraints_hold_after_training),
+        cmocka_unit_test(test_frozen_layer_out_of_the_update),
         cmocka_unit_test(test_norm_constraints_equal_numpy),
         cmocka_unit_test(test_activity_layer_and_recurrent_penalty),
         cmocka_unit_test(test_attention_kernels_penalty),

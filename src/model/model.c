@@ -93,6 +93,7 @@ void tnt_model_free(tnt_model *m) {
     tnt__free(m->grads);
     tnt__free(m->state);
     tnt__free(m->shared_scratch);
+    free(m->frozen);
     tnt__reducer_free(m->reducer);
     tnt_optimizer_free(m->optimizer);
     free(m->loss_opts);
@@ -676,6 +677,38 @@ static tnt_status copy_weights(tnt_model *m, float *buf, int64_t n, bool to_mode
             else memcpy(buf, w->value, k * sizeof(float));
             buf += k;
         }
+    return TNT_OK;
+}
+
+static int by_begin(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+tnt_status tnt__model_note_frozen(tnt_model *m) {
+    int n = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) n += !!m->layers[i]->weights[j].grad;
+    int64_t *f = realloc(m->frozen, (size_t)(n ? n : 1) * 2 * sizeof *f);
+    if (!f) return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory", m->name);
+    m->frozen = f;
+    int k = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
+            const tnt__weight *w = &m->layers[i]->weights[j];
+            if (!w->grad) continue;
+            f[2 * k] = w->grad - m->grads;
+            f[2 * k + 1] = f[2 * k] + tnt_shape_numel(w->shape);
+            k++;
+        }
+    qsort(f, (size_t)k, 2 * sizeof *f, by_begin);
+    int merged = 0;
+    for (int i = 0; i < k; i++)
+        if (merged && f[2 * i] <= f[2 * merged - 1]) /* adjacent */
+            f[2 * merged - 1] = TNT_MAX(f[2 * merged - 1], f[2 * i + 1]);
+        else
+            f[2 * merged] = f[2 * i], f[2 * merged + 1] = f[2 * i + 1], merged++;
+    m->n_frozen = merged;
     return TNT_OK;
 }
 

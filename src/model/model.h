@@ -168,6 +168,10 @@ struct tnt_model {
     float *grads_home, *params_home;
     int n_slots_shared; /* sharded: the optimizer's slots live only in the window (own ones freed) */
     int64_t node_dw_samples; /* samples a rank's stash of node-computed kernel gradients holds; 0: none */
+    /* the frozen layers' trainable weights, n_frozen [begin, end) pairs of the flat buffers in
+     * ascending order, merged: out of the optimizer's update (tnt__model_note_frozen) */
+    int64_t *frozen;
+    int n_frozen;
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -198,6 +202,9 @@ int tnt__tensor_producer(const tnt_model *m, int t, int *index);
 
 /* The node passes its input through (a view, or a folded activation). */
 static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops->is_view || n->folded; }
+
+/* Notes the frozen layers' weights in m->frozen (before a step: a callback may change them). */
+tnt_status tnt__model_note_frozen(tnt_model *m);
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */
 tnt_status tnt__model_setup_weights(tnt_model *m);

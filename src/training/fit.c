@@ -252,47 +252,11 @@ void tnt__add_penalties(const tnt_model *m, accum *a, double counted, int64_t n,
     a->loss_sum += counted * (weights + m->activity_penalty / (double)n);
 }
 
-/* Keras's trainable: false (a frozen layer, tnt_layer.frozen): its weights are none of the
- * optimizer's variables. Their gradients are zeroed before the update (out of a global clipnorm
- * too) and their values kept through it (weight decay, constraints): freeze copies them out,
- * thaw puts them back and frees the copy. NULL when no layer is frozen. */
-static tnt_status freeze(tnt_model *m, float **copy) {
-    *copy = NULL;
-    size_t n = 0, o = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++)
-            if (m->layers[i]->weights[j].grad) n += (size_t)tnt_shape_numel(m->layers[i]->weights[j].shape);
-    if (n == 0) return TNT_OK;
-    if (!(*copy = malloc(n * sizeof **copy))) return tnt__error(TNT_ERR_NOMEM, "fit: out of memory");
-    for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
-            tnt__weight *w = &m->layers[i]->weights[j];
-            if (!w->grad) continue;
-            size_t k = (size_t)tnt_shape_numel(w->shape);
-            memcpy(*copy + o, w->value, k * sizeof(float));
-            memset(w->grad, 0, k * sizeof(float));
-            o += k;
-        }
-    return TNT_OK;
-}
-
-static void thaw(tnt_model *m, float *copy) {
-    size_t o = 0;
-    for (int i = 0; copy && i < m->n_layers; i++)
-        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) {
-            tnt__weight *w = &m->layers[i]->weights[j];
-            if (!w->grad) continue;
-            size_t k = (size_t)tnt_shape_numel(w->shape);
-            memcpy(w->value, copy + o, k * sizeof(float));
-            o += k;
-        }
-    free(copy);
-}
-
-/* After the optimizer update: each rank projects the same weights the same way. */
+/* After the optimizer update: each rank projects the same weights the same way (a frozen layer's
+ * are none of the optimizer's variables, and Keras constrains only those). */
 static tnt_status apply_constraints(tnt_model *m) {
     for (int i = 0; i < m->n_layers; i++) {
-        tnt_status s = m->layers[i]->rules ? tnt__layer_apply_constraints(m->layers[i]) : TNT_OK;
+        tnt_status s = m->layers[i]->rules && !m->layers[i]->frozen ? tnt__layer_apply_constraints(m->layers[i]) : TNT_OK;
         if (s != TNT_OK) return tnt__error_prefix(s, "fit: ");
     }
     return TNT_OK;
@@ -322,6 +286,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     for (int i = 0; r == 1 && i < n_cbs && s == TNT_OK; i++)
         if (cbs[i].on_train_batch_begin && (!cbs[i].master_only || tnt_is_master_rank()))
             s = cbs[i].on_train_batch_begin(m, index, &no_logs, cbs[i].user);
+    if (s == TNT_OK) s = tnt__model_note_frozen(m); /* after the callbacks, before the update reads them */
     if (r == 1 && s == TNT_OK) s = tnt__check_batch(m, &b, true, f->weighted, "fit");
     /* a global batch smaller than the ranks leaves some shares empty: those ranks add zero
      * gradients (below) and take part in the allreduce as the others do */
@@ -366,14 +331,15 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
     t0 = TNT_TL_BEGIN();
-    float *frozen = NULL; /* frozen layers' weights, put back after the update */
-    if ((s = m->on_device ? tnt__dev_freeze(m, &frozen) : freeze(m, &frozen)) != TNT_OK) return s;
+    /* frozen layers' weights: on the CPU the update leaves them out (m->frozen); the device's
+     * update is one pass over all, so their values are put back after it */
+    float *frozen = NULL;
+    if (m->on_device && (s = tnt__dev_freeze(m, &frozen)) != TNT_OK) return s;
     if ((s = tnt__parallel_optimizer_step(m, &st)) == TNT_OK) {
         tnt__optimizer_finish_step(m->optimizer);
         s = apply_constraints(m);
     }
     if (m->on_device) tnt__dev_thaw(m, frozen);
-    else thaw(m, frozen);
     if (s != TNT_OK) return s;
     TNT_TL_END("optimizer", "optimizer", -1, t0);
     accum_add(m, acc, &step);

@@ -210,18 +210,32 @@ tnt_status tnt__prepare_parallel(tnt_model *m, const char *who, const tnt_datase
     return fit ? tnt__model_attach_window(m) : TNT_OK;
 }
 
+/* The update of [begin, end) but the frozen layers' weights (m->frozen): Keras's trainable =
+ * False leaves them out of the optimizer's variables, their values, slots and weight decay. */
+static tnt_status apply_trainable(tnt_model *m, const float *grads, int64_t begin, int64_t end) {
+    tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, grads, begin, begin); /* per-step state */
+    for (int i = 0; i < m->n_frozen && s == TNT_OK && begin < end; i++) {
+        int64_t fb = m->frozen[2 * i], fe = m->frozen[2 * i + 1];
+        if (fe <= begin) continue;
+        if (fb >= end) break;
+        if (fb > begin) s = tnt__optimizer_apply(m->optimizer, m->params, grads, begin, fb);
+        begin = fe;
+    }
+    return s == TNT_OK && begin < end ? tnt__optimizer_apply(m->optimizer, m->params, grads, begin, end) : s;
+}
+
 tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
     if (m->on_device) return tnt__dev_optimizer_step(m, st); /* the summed gradients go up first */
     tnt__reducer *r = st->parallel ? st->reducer : NULL;
     if (st->update_overlaps) return tnt__reducer_share_weights(r, m->params); /* the comm thread updated */
     if (!r || tnt__reducer_kind(r) != TNT_REDUCER_SHARDED) /* node-aware: the sums may be the node's */
-        return tnt__optimizer_apply(m->optimizer, m->params, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
+        return apply_trainable(m, r ? tnt__reducer_sums(r) : m->grads, 0, m->n_params);
     /* this rank's slices, whose summed gradients it holds; the others' come through the window */
-    tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, 0, 0);
+    tnt_status s = apply_trainable(m, m->grads, 0, 0);
     for (int i = 0; i < tnt__reducer_num_buckets(r) && s == TNT_OK; i++) {
         int64_t b, e;
         tnt__reducer_owned(r, i, &b, &e);
-        s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, b, e);
+        s = apply_trainable(m, m->grads, b, e);
     }
     tnt_status x = tnt__reducer_share_weights(r, m->params); /* every rank takes part */
     return s != TNT_OK ? s : x;
@@ -230,24 +244,19 @@ tnt_status tnt__parallel_optimizer_step(tnt_model *m, const tnt__step *st) {
 /* The optimizer's update of a slice this rank owns, on the comm thread (tnt__reducer_set_update). */
 static tnt_status update_slice(void *model, int64_t begin, int64_t end) {
     tnt_model *m = model;
-    tnt_status s = tnt__optimizer_apply(m->optimizer, m->params, m->grads, begin, end);
+    tnt_status s = apply_trainable(m, m->grads, begin, end);
     if (s != TNT_OK) tnt_log(TNT_LOG_ERROR, "sharded optimizer: %s", tnt_last_error());
     return s;
 }
 
 /* Whether the sharded update may run during backward: the weights live once in the node's window
- * (no penalty reads them after the reduction, no constraint rewrites them), no frozen layer's
- * weights wait to be put back after the update, and the step runs on the CPU. The update then
- * reads what it would after the step: a bucket starts once backward has passed every layer
+ * (no penalty reads them after the reduction, no constraint rewrites them) and the step runs on
+ * the CPU (frozen layers' weights stay out of it: m->frozen, noted before the step). The update
+ * then reads what it would after the step: a bucket starts once backward has passed every layer
  * whose weights it holds, and no rank reads them again before the step's closing barrier. */
 static bool update_can_overlap(const tnt_model *m, const tnt__step *st) {
-    if (!tnt__config_get()->overlap_optimizer || m->on_device || !m->params_home || !st->reducer ||
-        st->device_reduces || tnt__reducer_kind(st->reducer) != TNT_REDUCER_SHARDED)
-        return false;
-    for (int i = 0; i < m->n_layers; i++)
-        for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++)
-            if (m->layers[i]->weights[j].grad) return false;
-    return true;
+    return tnt__config_get()->overlap_optimizer && !m->on_device && m->params_home && st->reducer &&
+           !st->device_reduces && tnt__reducer_kind(st->reducer) == TNT_REDUCER_SHARDED;
 }
 
 void tnt__warn_small_micro_batch(tnt_model *m, int64_t micro) {
