@@ -446,6 +446,8 @@ tnt_status tnt__model_setup_weights(tnt_model *m) {
         m->params = m->grads = m->state = m->shared_scratch = NULL;
         return tnt__error(TNT_ERR_NOMEM, "model \"%s\": out of memory for %lld parameters", m->name, (long long)trainable);
     }
+    /* a frozen layer's gradients that backward does not reach are reduced as they are: zeros */
+    memset(m->grads, 0, (size_t)trainable * sizeof(float));
     int64_t off = 0, state_off = 0;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         tnt__node *n = &m->nodes[i];

@@ -176,6 +176,7 @@ struct tnt_model {
 
     tnt__plan plans[TNT_PLAN_CACHE];
     uint64_t plan_clock;
+    uint64_t plans_frozen; /* which layers were frozen when the plans were made (they reach fewer tensors) */
     void *arena;
     size_t arena_bytes;
 

@@ -93,7 +93,9 @@ static void compute_needs_grad(const tnt_model *m, bool *needs_grad) {
     for (int k = 0; m->input_grads && k < m->n_inputs; k++) needs_grad[m->inputs[k]] = true;
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
-        bool need = tnt__layer_has_trainable(n->layer);
+        /* a frozen layer's weights are none of the optimizer's (Keras): backward stops below the
+         * last layer that trains (a frozen base under a new head runs forward only) */
+        bool need = tnt__layer_has_trainable(n->layer) && !n->layer->frozen;
         for (int k = 0; k < n->n_in; k++) need |= needs_grad[n->in[k]];
         for (int k = 0; k < tnt__node_n_out(n); k++) needs_grad[n->out + k] = need;
     }
@@ -260,7 +262,20 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     return TNT_OK;
 }
 
+/* Which layers are frozen, as a hash (0: none). */
+static uint64_t frozen_signature(const tnt_model *m) {
+    uint64_t h = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->frozen) h = tnt__fnv1a(h ? h : 1, &i, sizeof i);
+    return h;
+}
+
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
+    uint64_t frozen = frozen_signature(m);
+    if (frozen != m->plans_frozen) { /* a layer frozen or thawed since: other tensors need gradients */
+        tnt__model_clear_plans(m);
+        m->plans_frozen = frozen;
+    }
     tnt__plan *victim = &m->plans[0];
     for (int i = 0; i < TNT_PLAN_CACHE; i++) {
         tnt__plan *p = &m->plans[i];
