@@ -540,6 +540,16 @@ static void test_bad_input_fails_everywhere(void **state) {
     tu_error_contains("model");
     tnt_dataset_free(ds);
     tnt_model_free(other);
+    /* a rank with a layer frozen that the others train: it would update other weights */
+    tnt_model *frozen = model(false);
+    tu_ok(tnt_distribute(frozen));
+    tu_ok(tnt_compile(frozen, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}));
+    tu_ok(tnt_layer_set_trainable(tnt_model_layer(frozen, tnt_model_num_layers(frozen) - 1), r != 1));
+    ds = data(BATCH, false);
+    assert_int_equal(tnt_fit(frozen, ds, NULL, NULL), TNT_ERR_MPI);
+    tu_error_contains("model");
+    tnt_dataset_free(ds);
+    tnt_model_free(frozen);
     /* a rank with another compression: its allreduce would read the others' bytes wrongly */
     tnt_model *mixed = model(false);
     tu_ok(tnt_distribute_with(mixed, &(tnt_distribute_opts){.compression = r == 1 ? TNT_COMPRESSION_BF16 : TNT_COMPRESSION_NONE}));

@@ -77,6 +77,7 @@ static uint64_t model_fingerprint(const tnt_model *m) {
         if (m->variable) h = hash_shape(hash_shape(h, tnt__model_tensor_decl(m, n->in[0])), tnt__model_tensor_decl(m, n->out));
         else h = hash_shape(hash_shape(h, l->in_shape), l->out_shape);
         h = tnt__fnv1a(h, &l->activation, sizeof l->activation);
+        h = tnt__fnv1a(h, &l->frozen, sizeof l->frozen); /* the update and backward leave it out */
         for (int j = 0; j < l->n_weights; j++) h = hash_shape(h, l->weights[j].shape);
         h = tnt__layer_rules_hash(l, h);
     }
