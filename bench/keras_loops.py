@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Keras training loops outside one long fit, as Keras programs write them (run by bench/loops.py,
 under build/bin/tarantella -n R for R ranks):
-  keras_loops.py --model mlp_tob|mlp_fit1|gan --steps S
+  keras_loops.py --model mlp_tob|mlp_fit1|gan|transfer --steps S
 mlp_tob: model.train_on_batch on the MLP (784-4096x3-10, SGD momentum 0.9, batch 64, 36.8M
 parameters); mlp_fit1: model.fit(epochs=1) of one batch per call on the same; gan: a GAN step as
 keras.io's and the Keras examples write it (generator.predict of noise, discriminator.train_on_batch
 on real and on fake images, the combined model's train_on_batch with the discriminator frozen in
 it; Dense 64-1024-1024-784 and 784-1024-1024-1, Adam 2e-4, batch 64; the two models share the
 layers of both). Prints ms_per_step=... over S steps after 3 warm-up steps (a GAN step is the four
-calls)."""
+calls); transfer: keras.io's transfer-learning recipe, a frozen ResNet-50 base (include_top=False,
+pooling="avg", 96x96x3, called with training=False) under a new Dense(10) head, Adam, train_on_batch
+of 16 images."""
 import argparse
 import time
 
@@ -19,7 +21,7 @@ from tarantella import keras
 
 L = keras.layers
 p = argparse.ArgumentParser()
-p.add_argument("--model", required=True, choices=["mlp_tob", "mlp_fit1", "gan"])
+p.add_argument("--model", required=True, choices=["mlp_tob", "mlp_fit1", "gan", "transfer"])
 p.add_argument("--steps", type=int, default=20)
 a = p.parse_args()
 rng = np.random.default_rng(0)
@@ -37,6 +39,15 @@ if a.model.startswith("mlp"):
         step = lambda: model.train_on_batch(x, y)
     else:
         step = lambda: model.fit(x, y, batch_size=64, epochs=1, verbose=0)
+elif a.model == "transfer":
+    base = keras.applications.ResNet50(include_top=False, weights=None, input_shape=(96, 96, 3), pooling="avg")
+    base.trainable = False
+    inp = keras.Input((96, 96, 3))
+    model = tnt.Model(keras.Model(inp, L.Dense(10, activation="softmax")(base(inp, training=False))))
+    model.compile(keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
+    x = rng.standard_normal((16, 96, 96, 3)).astype(np.float32)
+    y = rng.integers(0, 10, 16)
+    step = lambda: model.train_on_batch(x, y)
 else:
     gi = keras.Input((64,))
     g = keras.Model(gi, L.Dense(784, activation="tanh")(L.Dense(1024, activation="relu")(

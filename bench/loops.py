@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """make bench-loops: Keras training loops outside one long fit (bench/keras_loops.py), as Keras
-programs write them: train_on_batch and fit(epochs=1) of one batch on the MLP, and a GAN step
-(generator.predict, two discriminator.train_on_batch, the combined model's train_on_batch), on 1
+programs write them: train_on_batch and fit(epochs=1) of one batch on the MLP, a GAN step
+(generator.predict, two discriminator.train_on_batch, the combined model's train_on_batch), and
+transfer learning (a frozen ResNet-50 base under a new head, train_on_batch), on 1
 rank and 2 ranks x 1 thread (build/bin/tarantella -n 2, the default reducer), beside the same
 loops in eager PyTorch at 1 thread (bench/peers/torch_loops.py, OpenBLAS, pinned threads). The
 runs alternate; each figure is the best of --reps. Prints Markdown: ms per step (lower is
@@ -15,7 +16,8 @@ from run import ONE_THREAD, PEER_ENV, PY, ROOT, finish, machine, openblas_core, 
 
 LOOPS = [("mlp_tob", "MLP 784-4096x3-10, batch 64: train_on_batch", 20),
          ("mlp_fit1", "MLP 784-4096x3-10, batch 64: fit(epochs=1) of one batch", 20),
-         ("gan", "GAN (Dense 1024 x 2 each), batch 64: predict + 3 x train_on_batch", 30)]
+         ("gan", "GAN (Dense 1024 x 2 each), batch 64: predict + 3 x train_on_batch", 30),
+         ("transfer", "frozen ResNet-50 base + Dense head, 96x96, batch 16: train_on_batch", 6)]
 
 
 def ms(r):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Peer of bench/keras_loops.py in PyTorch (Debian's python3-torch), one process:
-  torch_loops.py --model mlp_tob|mlp_fit1|gan --steps S --threads N
+  torch_loops.py --model mlp_tob|mlp_fit1|gan|transfer --steps S --threads N
 The same models, optimizers, batches and calls per step, in eager PyTorch (mlp_tob and mlp_fit1
 are both one optimizer step on one batch: PyTorch has no fit). Prints ms_per_step=... and blas=."""
 import argparse, os, sys, time
@@ -11,7 +11,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from torch_models import blas_backend
 
 p = argparse.ArgumentParser()
-p.add_argument("--model", required=True, choices=["mlp_tob", "mlp_fit1", "gan"])
+p.add_argument("--model", required=True, choices=["mlp_tob", "mlp_fit1", "gan", "transfer"])
 p.add_argument("--steps", type=int, default=20)
 p.add_argument("--threads", type=int, default=1)
 a = p.parse_args()
@@ -27,6 +27,21 @@ if a.model.startswith("mlp"):
     def step():
         opt.zero_grad(set_to_none=False)
         F.cross_entropy(m(x), y).backward()
+        opt.step()
+elif a.model == "transfer":  # torchvision's ResNet-50 without its fc, frozen and in eval mode
+    import torchvision
+    base = torchvision.models.resnet50()
+    base.fc = nn.Identity()
+    base.eval()
+    for q in base.parameters():
+        q.requires_grad_(False)
+    head = nn.Linear(2048, 10)
+    opt = torch.optim.Adam(head.parameters(), lr=1e-3)
+    x, y = torch.randn(16, 3, 96, 96, generator=g), torch.randint(0, 10, (16,), generator=g)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        F.cross_entropy(head(base(x)), y).backward()
         opt.step()
 else:
     gen = nn.Sequential(nn.Linear(64, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 784),
