@@ -117,6 +117,41 @@ static void test_summary_and_weights(void **state) {
     tnt_model_free(m);
 }
 
+/* tnt_model_copy_weights: the weights named, and no other, from one model into another (a
+ * trained one's into a fresh one: its predictions then match on those layers); bad indices and
+ * shapes fail before anything is written, naming both weights and shapes. */
+static void test_copy_weights_between_models(void **state) {
+    (void)state;
+    tnt_model *a = mlp(TNT_ACT_SOFTMAX, 3), *b = mlp(TNT_ACT_SOFTMAX, 3), *c = mlp(TNT_ACT_SOFTMAX, 5);
+    tu_ok(tnt_model_set_seed(b, 99));
+    int64_t n = tnt_model_count_params(a);
+    float *wa = malloc((size_t)n * sizeof(float)), *wb = malloc((size_t)n * sizeof(float));
+    float *wb2 = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) wa[i] = (float)i * 0.01f;
+    tu_ok(tnt_set_weights(a, wa, n));
+    tu_ok(tnt_get_weights(b, wb, n));
+    tu_ok(tnt_model_copy_weights(b, a, 2, (int[]){2, 3}, (int[]){2, 3})); /* dense_1's kernel and bias */
+    tu_ok(tnt_get_weights(b, wb2, n));
+    assert_memory_equal(wb2, wb, 12 * 8 * sizeof(float) + 8 * sizeof(float)); /* dense's, untouched */
+    assert_memory_equal(wb2 + 104, wa + 104, (size_t)(n - 104) * sizeof(float));
+    /* every pair checked before anything is written */
+    assert_int_equal(tnt_model_copy_weights(b, a, 2, (int[]){0, 4}, (int[]){0, 0}), TNT_ERR_ARG);
+    tu_error_contains("weight 4");
+    assert_int_equal(tnt_model_copy_weights(b, a, 2, (int[]){0, 1}, (int[]){0, 0}), TNT_ERR_SHAPE);
+    tu_error_contains("dense/bias");
+    tu_error_contains("(8,)");
+    tu_error_contains("(12, 8)");
+    assert_int_equal(tnt_model_copy_weights(c, a, 1, (int[]){2}, (int[]){2}), TNT_ERR_SHAPE);
+    tu_error_contains("(8, 5)");
+    assert_int_equal(tnt_model_copy_weights(b, NULL, 0, NULL, NULL), TNT_ERR_ARG);
+    tnt_shape shape;
+    float *data;
+    tu_ok(tnt_model_weight(b, 0, NULL, &shape, &data));
+    assert_memory_equal(data, wb, 96 * sizeof(float));
+    free(wa), free(wb), free(wb2);
+    tnt_model_free(a), tnt_model_free(b), tnt_model_free(c);
+}
+
 /* Loss of the whole model on a batch (double precision sum), for finite differences. */
 static double model_loss(tnt_model *m, const float *x, const float *y, int64_t n, float *grads_out) {
     tnt__plan *p = tnt__model_plan(m, n);
@@ -392,6 +427,7 @@ int main(void) {
         cmocka_unit_test(test_shape_errors_name_layer_and_shapes),
         cmocka_unit_test(test_compile_errors),
         cmocka_unit_test(test_summary_and_weights),
+        cmocka_unit_test(test_copy_weights_between_models),
         cmocka_unit_test(test_model_gradients_vs_finite_differences),
         cmocka_unit_test(test_fit_evaluate_predict_and_determinism),
         cmocka_unit_test(test_epoch_loss_is_sample_mean),
