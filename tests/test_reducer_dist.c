@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include "comm/comm.h"
+#include "comm/reducer.h"
 #include "core/config.h"
 #include "model/model.h"
 #include "optimizers/optimizer.h"
@@ -40,6 +41,7 @@ typedef struct run_cfg {
     tnt_optimizer_opts opts;
 } run_cfg;
 static bool with_schedule, with_frozen; /* train(): a decaying learning rate; the first Dense frozen */
+static bool serial; /* train(): no tnt_distribute (every rank trains alone on all the data) */
 
 typedef struct result {
     float *w;      /* the trainable weights */
@@ -50,6 +52,7 @@ typedef struct result {
     tnt_reducer_kind ran;
     int node_kernels; /* Dense kernels whose gradients the node computed */
     bool overlapped;  /* the last step's update ran on the comm thread */
+    int frozen_buckets; /* buckets the last step did not sum (frozen layers' alone) */
 } result;
 
 static tnt_model *model(void) {
@@ -71,8 +74,9 @@ static tnt_model *model(void) {
 /* Trains 2 epochs (in two fits of one epoch when split) with this reducer. */
 static result train(const run_cfg *c, tnt_reducer_kind kind, int64_t kb, tnt_compression wire, bool split) {
     tnt_model *m = model();
-    tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind, .compression = wire,
-                                                        .has_fusion_threshold = true, .fusion_threshold_kb = kb}));
+    if (!serial)
+        tu_ok(tnt_distribute_with(m, &(tnt_distribute_opts){.reducer = kind, .compression = wire,
+                                                            .has_fusion_threshold = true, .fusion_threshold_kb = kb}));
     tnt_optimizer *o = tnt_optimizer_new(c->optimizer, &c->opts);
     if (with_schedule) tu_ok(tnt_optimizer_set_schedule(o, tnt_exponential_decay(c->opts.learning_rate, 3, 0.5f, false)));
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = o, .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 4}));
@@ -96,6 +100,7 @@ static result train(const run_cfg *c, tnt_reducer_kind kind, int64_t kb, tnt_com
     for (int k = 0; k < r.n_slots; k++) memcpy(r.slots + (size_t)k * r.n, m->optimizer->slots[k], (size_t)r.n * sizeof(float));
     r.ran = m->reducer ? tnt__reducer_kind(m->reducer) : TNT_REDUCER_FLAT;
     r.overlapped = m->reducer && tnt__reducer_updates(m->reducer);
+    for (int i = 0; m->reducer && i < m->reducer->n_buckets; i++) r.frozen_buckets += m->reducer->buckets[i].frozen;
     for (int i = 0; i < m->n_layers && m->reducer; i++) {
         tnt__weight *k = &m->layers[i]->weights[0];
         r.node_kernels += m->layers[i]->n_weights > 0 && k->grad && tnt__reducer_node_dw_find(m->reducer, k->grad - m->grads) >= 0;
@@ -284,6 +289,27 @@ static void test_overlapped_update(void **state) {
         }
     }
     with_schedule = with_frozen = false;
+}
+
+/* A frozen layer's gradients are not summed (nobody reads them): with every reducer, one bucket a
+ * layer, the frozen layer's buckets are left out, and the weights equal those of each rank
+ * training alone on all the data within 1e-6 (the frozen layer's bitwise: untouched). */
+static void test_frozen_buckets_not_summed(void **state) {
+    (void)state;
+    run_cfg c = {"adam", {.learning_rate = 0.01f}};
+    with_frozen = serial = true;
+    result alone = train(&c, TNT_REDUCER_FLAT, 0, TNT_COMPRESSION_NONE, false);
+    serial = false;
+    tnt_reducer_kind kinds[] = {TNT_REDUCER_FLAT, TNT_REDUCER_NODE, TNT_REDUCER_SHARDED};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(kinds); i++) {
+        result r = train(&c, kinds[i], 0, TNT_COMPRESSION_NONE, false);
+        if (tnt_get_size() > 1 && r.frozen_buckets != 1) /* the frozen Dense's (kernel and bias) */
+            fail_msg("reducer %d: %d buckets left out, expected 1", (int)kinds[i], r.frozen_buckets);
+        tu_assert_close(r.w, alone.w, r.n, 1e-6, 1e-6, "a frozen layer: weights against each rank alone");
+        result_free(&r);
+    }
+    with_frozen = false;
+    result_free(&alone);
 }
 
 static int narrow_again(void **state) {
@@ -508,6 +534,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_sharded_fits_continue),
         cmocka_unit_test_teardown(test_overlapped_update, narrow_again),
         cmocka_unit_test(test_between_fits),
+        cmocka_unit_test(test_frozen_buckets_not_summed),
         cmocka_unit_test(test_compression),
         cmocka_unit_test(test_free_in_any_order),
         cmocka_unit_test(test_bad_reducer),

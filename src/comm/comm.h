@@ -105,6 +105,10 @@ void tnt__reducer_begin_step(tnt__reducer *r);
 typedef tnt_status (*tnt__slice_update)(void *ctx, int64_t begin, int64_t end);
 void tnt__reducer_set_update(tnt__reducer *r, tnt__slice_update update, void *ctx);
 bool tnt__reducer_updates(const tnt__reducer *r); /* the step set an update (tests) */
+/* Set before a step's first bucket starts, the same on every rank: frozen[0 .. 2n) are ascending
+ * [begin, end) ranges whose gradients nobody reads (frozen layers' weights). A bucket inside one
+ * is not summed (its ranks still meet at its arrival, so the stall inspector sees them). */
+void tnt__reducer_set_frozen(tnt__reducer *r, const int64_t *frozen, int n);
 /* Backward has finished writing grads[0, prefix): start every bucket inside it. */
 void tnt__reducer_ready(tnt__reducer *r, int64_t prefix);
 /* Starts bucket i, the next in plan order (the caller staged its gradients itself). */

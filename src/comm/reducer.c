@@ -140,7 +140,7 @@ static bool plan(tnt__reducer *r, const int64_t *layer_end, int n_layers, size_t
         int64_t end = layer_end[i];
         bool big = (size_t)(end - begin) * sizeof(float) >= threshold_bytes;
         if (end > begin && (big || i == n_layers - 1)) {
-            groups[n_groups++] = (tnt__bucket){begin, end};
+            groups[n_groups++] = (tnt__bucket){begin, end, false};
             begin = end;
         }
     }
@@ -160,7 +160,7 @@ static bool plan(tnt__reducer *r, const int64_t *layer_end, int n_layers, size_t
     }
     for (int i = 0; i < n_groups; i++)
         for (int64_t at = groups[i].begin; at < groups[i].end; at += TNT__COLLECTIVE_MAX_FLOATS)
-            r->buckets[r->n_buckets++] = (tnt__bucket){at, TNT_MIN(groups[i].end, at + TNT__COLLECTIVE_MAX_FLOATS)};
+            r->buckets[r->n_buckets++] = (tnt__bucket){at, TNT_MIN(groups[i].end, at + TNT__COLLECTIVE_MAX_FLOATS), false};
     free(groups);
     return true;
 }
@@ -263,6 +263,16 @@ void tnt__reducer_set_update(tnt__reducer *r, tnt__slice_update update, void *ct
 }
 
 bool tnt__reducer_updates(const tnt__reducer *r) { return r->update != NULL; }
+
+void tnt__reducer_set_frozen(tnt__reducer *r, const int64_t *frozen, int n) {
+    if (r->started) return;
+    int k = 0;
+    for (int i = 0; i < r->n_buckets; i++) {
+        tnt__bucket *b = &r->buckets[i];
+        while (k < n && frozen[2 * k + 1] <= b->begin) k++; /* ranges and buckets both ascend */
+        b->frozen = k < n && frozen[2 * k] <= b->begin && b->end <= frozen[2 * k + 1];
+    }
+}
 
 void tnt__reducer_ready(tnt__reducer *r, int64_t prefix) {
     if (!r->active) return;

@@ -15,6 +15,7 @@
 
 typedef struct tnt__bucket {
     int64_t begin, end;
+    bool frozen; /* this step: frozen layers' gradients only, not summed (tnt__reducer_set_frozen) */
 } tnt__bucket;
 
 typedef struct tnt__reducer_ops {

@@ -53,7 +53,7 @@ static int run_bucket(tnt__reducer *r, int i) {
     int rc = tnt__wait_arrival("gradient allreduce");
     double t1 = TNT_TL_BEGIN();
     TNT_TL_END("reduction.wait", "arrival", i, t0);
-    if (rc == MPI_SUCCESS) rc = allreduce_bucket(r, r->buckets[i], NULL);
+    if (rc == MPI_SUCCESS && !r->buckets[i].frozen) rc = allreduce_bucket(r, r->buckets[i], NULL);
     TNT_TL_END("reduction.allreduce", "allreduce", i, t1);
     return rc;
 }
@@ -66,7 +66,8 @@ static int thread_finish(tnt__reducer *r) { return tnt__comm_queue_wait(r, r->st
 
 static void nb_start(tnt__reducer *r, int i) {
     flat *f = r->impl;
-    allreduce_bucket(r, r->buckets[i], &f->requests[i]);
+    if (r->buckets[i].frozen) f->requests[i] = MPI_REQUEST_NULL;
+    else allreduce_bucket(r, r->buckets[i], &f->requests[i]);
 }
 
 static void nb_poll(tnt__reducer *r) {
@@ -82,7 +83,7 @@ static int nb_wait_upto(tnt__reducer *r, int upto) {
     if (err == MPI_SUCCESS && f->wire)
         for (int i = 0; i < upto; i++) {
             tnt__bucket b = r->buckets[i];
-            tnt__bf16_decompress(r->grads + b.begin, f->wire + b.begin, b.end - b.begin);
+            if (!b.frozen) tnt__bf16_decompress(r->grads + b.begin, f->wire + b.begin, b.end - b.begin);
         }
     r->comm_seconds += tnt__now() - t0; /* only the waited part is measurable here */
     return err;

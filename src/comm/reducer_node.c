@@ -168,6 +168,7 @@ static int run_bucket(tnt__reducer *r, int i) {
     if (rc != MPI_SUCCESS) return rc;
     int64_t s, e;
     slice(r, i, nd->me, &s, &e);
+    if (r->buckets[i].frozen && !nd->dw) e = s; /* nobody reads the sum (a kernel the node computes: always summed) */
     float *out = nd->sharded ? nd->bufs[nd->me] : nd->sum;
     /* one node: the update follows each kernel block the node computes, while it is in cache */
     bool update_in_blocks = r->update && nd->dw && nd->nodes == 1;

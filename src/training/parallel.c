@@ -308,6 +308,8 @@ int tnt__parallel_step_begin(tnt_model *m, tnt__step *st, tnt_status local, tnt_
     st->node_dw = !st->device_reduces && node_dw && sums[3] == 0;
     if (st->device_reduces) m->dev->nccl_flushed = false;
     else tnt__reducer_begin_step(st->reducer);
+    /* frozen layers' gradients: nobody reads their sums (every rank freezes the same: fingerprint) */
+    if (st->reducer && !st->device_reduces) tnt__reducer_set_frozen(st->reducer, m->frozen, m->n_frozen);
     st->update_overlaps = update_can_overlap(m, st);
     /* the learning rate of this step, set here, before the comm thread reads it (a failure here
      * fails the slices' updates too, and so the reduction, which the step's agreement shares) */
