@@ -115,7 +115,7 @@ static void test_constraints_hold_after_training(void **state) {
 /* A frozen layer is none of the optimizer's variables (Keras): trained for an epoch, then frozen,
  * through fits with AdamW (weight decay) its weights stay bitwise as they were, though its
  * MaxNorm constraint and its L2 penalty would move them, and so do its optimizer slots (Adam's
- * moments would decay), while the other layer trains. */
+ * moments would decay), while the other layer trains; thawed, it trains again. */
 static void test_frozen_layer_out_of_the_update(void **state) {
     (void)state;
     float x[64 * 5], y[64 * 3];
@@ -146,6 +146,13 @@ static void test_frozen_layer_out_of_the_update(void **state) {
     assert_int_equal(o->n_slots, 2);
     for (int k = 0; k < 2; k++)
         for (int j = 0; j < 2; j++) assert_memory_equal(slots[k][j], o->slots[k] + at[j], (j ? 4 : 20) * sizeof(float));
+    /* thawed again: it trains from the next fit on */
+    tu_ok(tnt_layer_set_trainable(d1, true));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    tu_ok(tnt_get_weights(m, before, n));
+    moved = 0;
+    for (int64_t i = 0; i < d1_n; i++) moved += fabs((double)after[i] - before[i]);
+    assert_true(moved > 1e-3);
     free(before), free(after);
     tnt_dataset_free(ds);
     tnt_model_free(m);

@@ -687,7 +687,15 @@ static int by_begin(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+uint64_t tnt__model_frozen_signature(const tnt_model *m) {
+    uint64_t h = tnt__fnv1a(0, &m->n_layers, sizeof m->n_layers);
+    for (int i = 0; i < m->n_layers; i++) h = tnt__fnv1a(h, &m->layers[i]->frozen, sizeof m->layers[i]->frozen);
+    return h;
+}
+
 tnt_status tnt__model_note_frozen(tnt_model *m) {
+    uint64_t signature = tnt__model_frozen_signature(m);
+    if (m->frozen && signature == m->frozen_noted) return TNT_OK;
     int n = 0;
     for (int i = 0; i < m->n_layers; i++)
         for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights; j++) n += !!m->layers[i]->weights[j].grad;
@@ -711,6 +719,7 @@ tnt_status tnt__model_note_frozen(tnt_model *m) {
         else
             f[2 * merged] = f[2 * i], f[2 * merged + 1] = f[2 * i + 1], merged++;
     m->n_frozen = merged;
+    m->frozen_noted = signature;
     return TNT_OK;
 }
 

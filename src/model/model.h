@@ -172,6 +172,7 @@ struct tnt_model {
      * ascending order, merged: out of the optimizer's update (tnt__model_note_frozen) */
     int64_t *frozen;
     int n_frozen;
+    uint64_t frozen_noted; /* tnt__model_frozen_signature when m->frozen was made */
     bool warned_small_batch;
 
     tnt__plan plans[TNT_PLAN_CACHE];
@@ -204,7 +205,10 @@ int tnt__tensor_producer(const tnt_model *m, int t, int *index);
 /* The node passes its input through (a view, or a folded activation). */
 static inline bool tnt__node_is_alias(const tnt__node *n) { return n->layer->ops->is_view || n->folded; }
 
-/* Notes the frozen layers' weights in m->frozen (before a step: a callback may change them). */
+/* Which layers are frozen, as a hash: the plans and m->frozen are made again when it changes. */
+uint64_t tnt__model_frozen_signature(const tnt_model *m);
+/* Notes the frozen layers' weights in m->frozen (before a step: a callback may change them); a
+ * no-op while the frozen layers stay the same. */
 tnt_status tnt__model_note_frozen(tnt_model *m);
 
 /* Allocates the flat buffers (backward order) and initializes the weights, once. */

@@ -262,16 +262,8 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     return TNT_OK;
 }
 
-/* Which layers are frozen, as a hash (0: none). */
-static uint64_t frozen_signature(const tnt_model *m) {
-    uint64_t h = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i]->frozen) h = tnt__fnv1a(h ? h : 1, &i, sizeof i);
-    return h;
-}
-
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
-    uint64_t frozen = frozen_signature(m);
+    uint64_t frozen = tnt__model_frozen_signature(m);
     if (frozen != m->plans_frozen) { /* a layer frozen or thawed since: other tensors need gradients */
         tnt__model_clear_plans(m);
         m->plans_frozen = frozen;
