@@ -782,7 +782,6 @@ static void test_tf32_training(void **state) {
 int main(void) {
     /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
-    setenv("TNT_GPU_CONV_BF16", "1", 1); /* Conv2D's cuDNN bf16 path, off by default until it has run on a GPU */
     if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
     const char *why = NULL;
     if (!tnt__gpu_available(&why)) return printf("test_gpu_precision: no device: %s\n", why), 77;

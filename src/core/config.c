@@ -111,7 +111,7 @@ static const setting settings[] = {
     {                                                                                             \
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
-        .reducer = TNT_REDUCER_DEFAULT, .node_gradients = true, .overlap_optimizer = true,           \
+        .reducer = TNT_REDUCER_DEFAULT, .node_gradients = true, .overlap_optimizer = true, .gpu_conv_bf16 = true,           \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \

@@ -90,8 +90,8 @@ typedef struct tnt__config {
     int64_t gpu_emulate;             /* TNT_GPU_EMULATE: N > 0 emulated devices (host memory, host
                                       * kernels) instead of the real backend; 0: none */
     bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */
-    bool gpu_conv_bf16;              /* TNT_GPU_CONV_BF16: Conv2D's cuDNN bf16 path (not yet run
-                                      * on a GPU) under mixed_bfloat16 */
+    bool gpu_conv_bf16;              /* TNT_GPU_CONV_BF16 (default 1): Conv2D's cuDNN bf16 path
+                                      * under mixed_bfloat16; 0 keeps such a layer off the GPU */
     int gpu_conv_algo;               /* TNT_GPU_CONV_ALGO: 1 (measure) times cuDNN's deterministic
                                       * convolution algorithms once per shape, 2 (fastest) every one
                                       * (not bitwise repeatable), 0 (heuristic) takes cuDNN's guess */

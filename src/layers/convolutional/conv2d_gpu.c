@@ -13,10 +13,9 @@
  * are cuBLAS GEMMs (conv2d_gemm_gpu.c), also without cuDNN; without cuDNN (not installed, or the
  * emulated device) the other Conv2D layers have no device path.
  *
- * mixed_bfloat16 (Keras: the layer computes in bf16, its variables stay float32; not yet run on a
- * GPU, so only with TNT_GPU_CONV_BF16=1): cuDNN's
- * PSEUDO_BFLOAT16_CONFIG (x, w and y descriptors CUDNN_DATA_BFLOAT16, the convolution's compute
- * type CUDNN_DATA_FLOAT, tensor-op math), the only bf16 configuration of the legacy API, whose
+ * mixed_bfloat16 (Keras: the layer computes in bf16, its variables stay float32; TNT_GPU_CONV_BF16=0
+ * keeps such layers off the GPU): cuDNN's PSEUDO_BFLOAT16_CONFIG (x, w and y descriptors
+ * CUDNN_DATA_BFLOAT16, the convolution's compute type CUDNN_DATA_FLOAT, tensor-op math), the only bf16 configuration of the legacy API, whose
  * output is bf16 too. So x and the KRSC weights are rounded to bf16 into the workspace
  * (tnt_k_f32_to_bf16, nearest even, as the CPU's conversion), cuDNN writes bf16 y, dx and dW,
  * and each is widened back to the float32 the rest of the step reads (exactly). Against the CPU's
@@ -44,7 +43,7 @@ static bool conv_gpu_supported(const tnt_layer *l, const char **why) {
     else if (c->channels_first) *why = "channels_first has no device path yet";
     else if (c->pad_t != c->pad_b || c->pad_l != c->pad_r) *why = "asymmetric \"same\" padding has no device path yet";
     else if (l->dtype_policy == TNT__POLICY_MIXED_BF16 && !tnt__config_get()->gpu_conv_bf16)
-        *why = "its mixed_bfloat16 path (cuDNN bf16) has not yet run on a GPU: TNT_GPU_CONV_BF16=1 turns it on";
+        *why = "its mixed_bfloat16 path (cuDNN bf16) is off (TNT_GPU_CONV_BF16=0)";
     else return true;
     return false;
 }
