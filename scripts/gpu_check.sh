@@ -545,20 +545,24 @@ else
     [ -z "$BENCH_BIN" ] && OURS=0
     [ $LIB_DEVICE = 0 ] && OURS=0 && notyet 4 "ours" "no TNT_DEVICE in the library: PyTorch alone"
     [ -f "$PEER" ] && [ -n "$TORCH" ] && PEER_OK=1 || { PEER_OK=0; row 4 "PyTorch peer" SKIP - "no $PEER or no torch"; }
+    # 2 ranks sharing this GPU against 1 (the issue's host-staging figure), once, after the first
+    # repetition (whose 1-rank figures it is read against); BENCH2="" none
+    BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
+    TWO_RANKS=0
+    [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do
         for c in $BENCH; do # alternating: ours then PyTorch, case by case, each repetition
             IFS=: read -r model bs tf32 amp <<<"$c"
             [ $OURS = 1 ] && bench ours "$model" "$bs" "$tf32" "$amp" "$rep"
             [ $PEER_OK = 1 ] && bench torch "$model" "$bs" "$tf32" "$amp" "$rep"
         done
+        if [ "$rep" = 1 ] && [ $TWO_RANKS = 1 ]; then
+            for c in $BENCH2; do
+                IFS=: read -r model bs tf32 amp <<<"$c"
+                bench ours2 "$model" "$bs" "$tf32" "$amp" 1
+            done
+        fi
     done
-    # 2 ranks sharing this GPU against 1 (the issue's host-staging figure); BENCH2="" none
-    if [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ]; then
-        for c in ${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}; do
-            IFS=: read -r model bs tf32 amp <<<"$c"
-            bench ours2 "$model" "$bs" "$tf32" "$amp" 1
-        done
-    fi
 fi
 
 # ---- 5. summary -------------------------------------------------------------------------------------
