@@ -235,6 +235,15 @@ tnt_status tnt_layer_set_trainable(tnt_layer *l, bool trainable) {
 
 bool tnt_layer_trainable(const tnt_layer *l) { return l && !l->frozen; }
 
+unsigned tnt__reads_inputs(const tnt_layer *l) {
+    (void)l;
+    return TNT__READS_INPUTS;
+}
+unsigned tnt__reads_nothing(const tnt_layer *l) {
+    (void)l;
+    return 0;
+}
+
 tnt_initializer tnt__layer_init_for(const tnt_layer *l, const char *weight, tnt_initializer def) {
     for (int i = 0; l && i < l->n_inits; i++)
         if (!strcmp(l->inits[i].weight, weight)) return l->inits[i].init;

@@ -190,11 +190,22 @@ typedef struct tnt__layer_ops {
      * layer, its class and the bad key or value (tnt__kj_error). Unknown keys are ignored. NULL in
      * the table for classes the registry does not list (InputLayer, custom layers). */
     tnt_layer *(*from_config)(const struct cJSON *config, const struct tnt__kj_ctx *k);
+    /* Which of forward's values its backward reads (TNT__READS_INPUTS, TNT__READS_OUTPUTS), on
+     * the CPU and the GPU path alike; the output also whenever l->activation is not linear (the
+     * fused activation's backward reads it). NULL: both. A value that no backward reads lives
+     * only from its producer's forward to its last reader's: the plan lends its storage to later
+     * values (model/plan.c), so a layer that reads what it does not declare reads another's. */
+    unsigned (*backward_reads)(const tnt_layer *l);
     /* The GPU path (NULL: CPU only; dispatch then names the layer). */
     const tnt__gpu_ops *gpu;
     /* Stateful layers (recurrent stateful=True): their carried states back to zeros. May be NULL. */
     void (*reset_states)(tnt_layer *l);
 } tnt__layer_ops;
+
+enum { TNT__READS_INPUTS = 1, TNT__READS_OUTPUTS = 2 };
+/* backward_reads for layers whose backward reads their inputs only, or none of the values */
+unsigned tnt__reads_inputs(const tnt_layer *l);
+unsigned tnt__reads_nothing(const tnt_layer *l);
 
 struct tnt_layer {
     const tnt__layer_ops *ops;

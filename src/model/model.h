@@ -222,6 +222,8 @@ void tnt__model_bind_params(tnt_model *m, float *params);
 void tnt__model_clear_plans(tnt_model *m);
 /* Finds or creates the plan for a batch size; NULL + error on failure. */
 tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch);
+/* Tests: every forward value kept to the end of the step, as before plans lent storage (plan.c) */
+extern bool tnt__plan_keep_values;
 
 /* One forward (and backward) pass over a batch: what the layers need beyond the data. fit,
  * evaluate and predict make one per step; {0} is an inference pass on one process. */

@@ -1,8 +1,10 @@
 /* plan.c: execution plans and the forward and backward passes over the model's graph.
  *
  * A plan fixes, for one batch size, each node's layer plan and workspace and the arena offsets
- * of every tensor's value and gradient. Forward values are all kept (backward reads them).
- * Gradients live only from the backward of a tensor's last consumer to that of its producer, so
+ * of every tensor's value and gradient. Forward values that some backward reads (the layers
+ * declare which: backward_reads) are kept to the end of the step; the others live from their
+ * producer's forward to their last reader's and lend their storage to later ones (ResNet's
+ * BatchNormalization outputs that only an Add reads: a fifth of its values). Gradients live only from the backward of a tensor's last consumer to that of its producer, so
  * their storage is assigned by simulating backward once with a first-fit allocator: for a chain
  * this gives the two ping-pong buffers of a Sequential model, and for ResNet-style graphs a few
  * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
@@ -170,6 +172,87 @@ done:
     return s;
 }
 
+bool tnt__plan_keep_values = false;
+
+/* Does node n's backward read its inputs (its outputs)? Only when it runs: when something
+ * upstream of it trains. */
+static bool backward_reads(const tnt__node *n, const bool *needs, unsigned what) {
+    const tnt_layer *l = n->layer;
+    if (what == TNT__READS_OUTPUTS && tnt__layer_has_activity_rule(l)) return true; /* its gradient reads y */
+    if (tnt__node_is_alias(n) || !needs[n->out]) return false;
+    if (what == TNT__READS_OUTPUTS && l->activation != TNT_ACT_LINEAR) return true;
+    return !l->ops->backward_reads || (l->ops->backward_reads(l) & what);
+}
+
+/* Forward values' storage from off on: first those kept to the end of the step (the model's
+ * inputs and outputs, what a backward reads), then the others by a first-fit allocator over the
+ * forward order, each taken before its producer runs and given back after its last reader. A
+ * single input on the host is read from the caller's buffer; several are unpacked. */
+static tnt_status plan_values(tnt_model *m, tnt__plan *p, size_t *off) {
+    const int T = m->n_tensors;
+    bool *needs = tnt__calloc((size_t)T, 4 * sizeof(bool));
+    int *last = tnt__calloc((size_t)T, sizeof(int));
+    if (!needs || !last) {
+        free(needs), free(last);
+        return TNT_ERR_NOMEM;
+    }
+    bool *keep = needs + T, *live = needs + 2 * T, *made = needs + 3 * T;
+    compute_needs_grad(m, needs);
+    const int *root = m->tensor_alias;
+    for (int t = 0; t < T; t++) last[t] = -1;
+    for (int k = 0; k < m->n_inputs; k++) keep[root[m->inputs[k]]] = true;
+    for (int k = 0; k < m->n_outputs; k++) keep[root[m->outputs[k]]] = true;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const tnt__node *n = &m->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            last[root[n->in[k]]] = i;
+            keep[root[n->in[k]]] |= backward_reads(n, needs, TNT__READS_INPUTS);
+        }
+        for (int k = 0; k < tnt__node_n_out(n); k++) {
+            keep[root[n->out + k]] |= backward_reads(n, needs, TNT__READS_OUTPUTS);
+            made[n->out + k] |= !tnt__node_is_alias(n);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        if (root[t] != t || !(keep[t] || !made[t] || tnt__plan_keep_values)) continue;
+        bool single_input = m->n_inputs == 1 && m->inputs[0] == t && !p->device;
+        keep[t] = true;
+        p->act_is_input[t] = single_input;
+        if (single_input) continue;
+        p->act_offset[t] = *off;
+        *off += align64(tensor_bytes(m, t, p->batch));
+    }
+    galloc g = {0};
+    size_t at;
+    tnt_status s = TNT_OK;
+    for (int i = 0; i < m->n_nodes && s == TNT_OK; i++) {
+        const tnt__node *n = &m->nodes[i];
+        for (int k = 0; k < tnt__node_n_out(n); k++) {
+            int t = n->out + k;
+            if (root[t] != t || keep[t]) continue;
+            if (!galloc_take(&g, tensor_bytes(m, t, p->batch), &at)) s = TNT_ERR_NOMEM;
+            p->act_offset[t] = *off + at;
+            live[t] = true;
+        }
+        /* given back after the last reader, or at once when nothing reads it */
+        for (int k = 0; k < n->n_in + tnt__node_n_out(n); k++) {
+            int t = root[k < n->n_in ? n->in[k] : n->out + k - n->n_in];
+            if (live[t] && last[t] == (k < n->n_in ? i : -1)) {
+                galloc_release(&g, p->act_offset[t] - *off);
+                live[t] = false;
+            }
+        }
+    }
+    *off += g.peak;
+    for (int t = 0; t < T; t++) {
+        p->act_offset[t] = p->act_offset[root[t]];
+        p->act_is_input[t] = p->act_is_input[root[t]];
+    }
+    free(g.live);
+    free(needs), free(last);
+    return s == TNT_OK ? TNT_OK : tnt__error(s, "model \"%s\": out of memory planning forward values", m->name);
+}
+
 static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     int N = m->n_nodes, T = m->n_tensors;
     p->batch = batch;
@@ -185,22 +268,8 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
         return TNT_ERR_NOMEM;
     size_t off = 0;
     p->device = m->on_device;
-    /* forward values: a single input is read from the caller's buffer; several are unpacked */
-    for (int t = 0; t < T; t++) {
-        if (m->tensor_alias[t] != t) continue;
-        bool is_input = false;
-        for (int k = 0; k < m->n_inputs; k++) is_input |= m->inputs[k] == t;
-        if (is_input && m->n_inputs == 1 && !p->device) {
-            p->act_is_input[t] = true;
-            continue;
-        }
-        p->act_offset[t] = off;
-        off += align64(tensor_bytes(m, t, batch));
-    }
-    for (int t = 0; t < T; t++) {
-        p->act_offset[t] = p->act_offset[m->tensor_alias[t]];
-        p->act_is_input[t] = p->act_is_input[m->tensor_alias[t]];
-    }
+    tnt_status s = plan_values(m, p, &off);
+    if (s != TNT_OK) return s;
     for (int i = 0; i < N; i++) {
         tnt_layer *l = m->nodes[i].layer;
         if (m->nodes[i].folded || (p->device && tnt__node_is_alias(&m->nodes[i]))) continue;
@@ -234,7 +303,7 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
         off += align64((size_t)(batch * per) * sizeof(float));
     }
     size_t grad_bytes = 0;
-    tnt_status s = plan_gradients(m, p, off, &grad_bytes);
+    s = plan_gradients(m, p, off, &grad_bytes);
     if (s != TNT_OK) return s;
     off += grad_bytes;
     p->arena_bytes = off;

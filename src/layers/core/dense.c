@@ -490,6 +490,7 @@ const tnt__layer_ops tnt__dense_ops = {
     .workspace_size = dense_workspace_size,
     .forward = dense_forward,
     .backward = dense_backward,
+    .backward_reads = tnt__reads_inputs,
     .destroy = dense_destroy,
     .supports_masking = true,
     .gpu = &dense_gpu_ops,

@@ -177,6 +177,7 @@ const tnt__layer_ops tnt__concatenate_ops = {
     .build_multi = concat_build,
     .forward = concat_forward,
     .backward = concat_backward,
+    .backward_reads = tnt__reads_nothing,
     .gpu = &concat_gpu_ops,
     .destroy = concat_destroy,
     .supports_masking = true,

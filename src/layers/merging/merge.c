@@ -383,6 +383,13 @@ static void merge_destroy(tnt_layer *l) {
     free(c);
 }
 
+/* Sums and differences need only dy (and y for a folded relu); products and extremes read the
+ * inputs, as does broadcasting (its backward expands them). */
+static unsigned merge_backward_reads(const tnt_layer *l) {
+    const merge_cfg *c = l->priv;
+    return c->op == M_MUL || c->op == M_MAX || c->op == M_MIN || merge_broadcasts(c) ? TNT__READS_INPUTS : 0;
+}
+
 /* The ops table tnt__<var>_ops of one merge class, whose from_config calls its constructor (a
  * merge layer has no keys of its own). */
 #define MERGE_OPS(var, cls, relu)                                                                 \
@@ -396,6 +403,7 @@ static void merge_destroy(tnt_layer *l) {
         .build_multi = merge_build,                                                               \
         .forward = merge_forward,                                                                 \
         .backward = merge_backward,                                                               \
+        .backward_reads = merge_backward_reads,                                                   \
         .destroy = merge_destroy,                                                                 \
         .supports_masking = true,                                                                 \
         .folds_relu = relu,                                                                       \

@@ -235,6 +235,7 @@ const tnt__layer_ops tnt__dropout_ops = {
     .workspace_size = dropout_workspace,
     .forward = dropout_forward,
     .backward = dropout_backward,
+    .backward_reads = tnt__reads_nothing, /* the mask comes again from the step's seed */
     .destroy = dropout_destroy,
     .supports_masking = true,
     .gpu = &dropout_gpu_ops,

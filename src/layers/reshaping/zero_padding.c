@@ -149,6 +149,7 @@ static tnt_layer *zpad3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { ret
         .build = zpad_build,                                                                      \
         .forward = zpad_forward,                                                                  \
         .backward = zpad_backward,                                                                \
+        .backward_reads = tnt__reads_nothing,                                                     \
         .destroy = zpad_destroy,                                                                  \
         .set_data_format = fmt,                                                                   \
         .gpu = &zpad_gpu_ops,                                                                     \

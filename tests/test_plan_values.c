@@ -1,0 +1,130 @@
+/* test_plan_values.c: forward values that no backward reads lend their storage (model/plan.c,
+ * the layers' backward_reads). Two residual blocks whose BatchNormalization outputs only an Add
+ * reads, a Dense output only a Concatenate reads, Dropout and ZeroPadding2D: the plan is smaller
+ * by exactly those values (the first block's slots serve the second's), and training is bitwise
+ * the same as with every value kept, on the CPU and on the emulated device (the layers' GPU
+ * paths). A frozen base runs forward only, so none of its values is kept. */
+#include "testutil.h"
+
+#include "core/config.h"
+#include "gpu/gpu.h"
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { N = 32, BATCH = 16, SIDE = 8, CH = 8, CLASSES = 5, IN = SIDE * SIDE * 3 };
+
+static float images[N * IN], labels[N];
+
+static tnt_layer *conv(int filters, int k, tnt_activation act) {
+    return tnt_conv2d(filters, k, k, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .activation = act});
+}
+
+/* conv -> BN -> relu, then BN(conv(.)) + BN(conv(.)) -> relu: the two BN outputs only Add reads */
+static tnt_ktensor residual_block(tnt_graph *g, tnt_ktensor x) {
+    tnt_ktensor a = tnt_call(g, conv(CH, 1, TNT_ACT_LINEAR), x);
+    a = tnt_call(g, tnt_batch_normalization(0, 0, NULL), a);
+    a = tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), a);
+    tnt_ktensor b = tnt_call(g, tnt_batch_normalization(0, 0, NULL), tnt_call(g, conv(CH, 1, TNT_ACT_LINEAR), a));
+    tnt_ktensor c = tnt_call(g, tnt_batch_normalization(0, 0, NULL), tnt_call(g, conv(CH, 1, TNT_ACT_LINEAR), x));
+    return tnt_call(g, tnt_activation_layer(TNT_ACT_RELU, NULL), tnt_call2(g, tnt_add(NULL), b, c));
+}
+
+/* 1x1 convolutions only, so that every layer has a path on the emulated device too */
+static tnt_model *residual_model(void) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(SIDE, SIDE, 3), NULL);
+    tnt_ktensor x = tnt_call(g, tnt_zero_padding2d(1, 1, 1, 1, NULL), in);
+    x = tnt_call(g, conv(CH, 1, TNT_ACT_RELU), x);
+    x = residual_block(g, x);
+    x = residual_block(g, x);
+    x = tnt_call(g, tnt_dropout(0.25f, 7, NULL), x);
+    x = tnt_call(g, tnt_flatten(NULL), x);
+    tnt_ktensor e = tnt_call(g, tnt_dense(16, &(tnt_layer_opts){0}), x);
+    tnt_ktensor f = tnt_call(g, tnt_dense(16, &(tnt_layer_opts){0}), e); /* only Concatenate reads f */
+    tnt_ktensor cat = tnt_call_n(g, tnt_concatenate(-1, NULL), 2, (tnt_ktensor[]){e, f});
+    tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), cat);
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "residual");
+    tnt_graph_free(g);
+    assert_non_null(m);
+    return m;
+}
+
+typedef struct run {
+    float *w;
+    int64_t n;
+    size_t arena;
+} run;
+
+/* 2 epochs of SGD with momentum; the weights and the training plan's arena */
+static run train(bool keep_values, tnt_device dev, int freeze_below) {
+    tnt__plan_keep_values = keep_values;
+    tnt_model *m = residual_model();
+    for (int i = 0; i < freeze_below; i++) tu_ok(tnt_layer_set_trainable(tnt_model_layer(m, i), false));
+    tnt_optimizer *opt = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){.learning_rate = 0.05f, .momentum = 0.9f});
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = opt,
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 3, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(
+        tnt_dataset_from_arrays(images, TNT_SHAPE(SIDE, SIDE, 3), labels, TNT_SHAPE(), N, false), BATCH, false);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    run r = {.n = tnt_model_count_params(m), .arena = tnt__model_plan(m, BATCH)->arena_bytes};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    tnt__plan_keep_values = false;
+    return r;
+}
+
+static size_t value_bytes(int64_t numel) { return ((size_t)(BATCH * numel) * sizeof(float) + 63) & ~(size_t)63; }
+
+static void check_lent(tnt_device dev) {
+    run all = train(true, dev, 0), lent = train(false, dev, 0);
+    tu_assert_bitwise(lent.w, all.w, all.n, "weights with values lent");
+    /* lent: the second block's two BN outputs take the first block's slots, f fits among them */
+    const size_t block = value_bytes((SIDE + 2) * (SIDE + 2) * CH);
+    print_message("arena: %zu bytes with every value kept, %zu lent\n", all.arena, lent.arena);
+    assert_int_equal(all.arena - lent.arena, 2 * block + value_bytes(16));
+    free(all.w), free(lent.w);
+}
+
+static void test_cpu_values_lent(void **state) {
+    (void)state;
+    check_lent(TNT_DEVICE_CPU);
+}
+
+static void test_device_values_lent(void **state) {
+    (void)state;
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why)) skip();
+    check_lent(TNT_DEVICE_GPU);
+}
+
+/* The padding and the layers of the first block frozen: backward stops above them, so none of
+ * their values is kept (only the input, which the model always keeps) */
+static void test_frozen_base_keeps_nothing(void **state) {
+    (void)state;
+    const int base = 9; /* input, padding, conv, and the first block's 6 layers before its Add */
+    run all = train(true, TNT_DEVICE_CPU, base), lent = train(false, TNT_DEVICE_CPU, base);
+    tu_assert_bitwise(lent.w, all.w, all.n, "weights of a model with a frozen base, values lent");
+    run trains = train(false, TNT_DEVICE_CPU, 0);
+    print_message("arena: %zu bytes training all, %zu with the base frozen\n", trains.arena, lent.arena);
+    assert_true(lent.arena < trains.arena);
+    free(all.w), free(lent.w), free(trains.w);
+}
+
+int main(void) {
+    /* the emulated device for the GPU paths, unless a real one is asked for */
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
+    if (tnt__config_load() != TNT_OK) return fprintf(stderr, "%s\n", tnt_last_error()), 1;
+    tu_fill(images, N * IN, 11);
+    for (int i = 0; i < N; i++) labels[i] = (float)(i % CLASSES);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_values_lent),
+        cmocka_unit_test(test_device_values_lent),
+        cmocka_unit_test(test_frozen_base_keeps_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
