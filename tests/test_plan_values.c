@@ -102,11 +102,12 @@ static void test_device_values_lent(void **state) {
     check_lent(TNT_DEVICE_GPU);
 }
 
-/* The padding and the layers of the first block frozen: backward stops above them, so none of
- * their values is kept (only the input, which the model always keeps) */
+/* The first nine layers frozen (the input, the padding, the first convolution, the first block
+ * but its shortcut's BatchNormalization): backward runs through the Add into that layer alone,
+ * which reads its input (the frozen convolution's output); nothing else of the base is kept */
 static void test_frozen_base_keeps_nothing(void **state) {
     (void)state;
-    const int base = 9; /* input, padding, conv, and the first block's 6 layers before its Add */
+    const int base = 9;
     run all = train(true, TNT_DEVICE_CPU, base), lent = train(false, TNT_DEVICE_CPU, base);
     tu_assert_bitwise(lent.w, all.w, all.n, "weights of a model with a frozen base, values lent");
     run trains = train(false, TNT_DEVICE_CPU, 0);

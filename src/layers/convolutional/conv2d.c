@@ -636,6 +636,7 @@ const tnt__layer_ops tnt__conv2d_ops = {
     .workspace_size = tnt__conv_workspace_size,
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
+    .backward_reads = tnt__reads_inputs,
     .destroy = conv_destroy,
     .set_data_format = tnt__layer_take_data_format,
     .gpu = &tnt__conv2d_device_ops,
@@ -651,6 +652,7 @@ const tnt__layer_ops tnt__conv1d_ops = {
     .workspace_size = tnt__conv_workspace_size,
     .forward = tnt__conv_forward,
     .backward = tnt__conv_backward,
+    .backward_reads = tnt__reads_inputs,
     .destroy = conv_destroy,
     .set_data_format = tnt__layer_take_data_format,
 };
