@@ -97,9 +97,19 @@ static layer_result run_layer(const ccase *k, bool bf16, bool device, const floa
         void *plan = g->plan_create(l, batch);
         assert_non_null(plan);
         void *ws = tnt__gpu_malloc(g->workspace_size(l, plan, batch) + 64);
-        tnt__fwd_args fa = {.batch = batch, .x = x_dev, .y = y_dev, .workspace = ws, .training = true, .seed = 1};
+        /* the scratch lives one call: NaNs over it between forward and backward must change nothing */
+        const int64_t ns = (int64_t)(g->scratch_size(l, plan, batch) / sizeof(float)) + 16;
+        float *nans = malloc((size_t)ns * sizeof(float));
+        for (int64_t i = 0; i < ns; i++) nans[i] = NAN;
+        void *scratch = dev_up(nans, ns);
+        tnt__fwd_args fa = {.batch = batch, .x = x_dev, .y = y_dev, .workspace = ws, .scratch = scratch,
+                            .training = true, .seed = 1};
         tu_ok(g->forward(l, plan, &fa));
-        tnt__bwd_args ba = {.batch = batch, .x = x_dev, .y = y_dev, .dy = dy_dev, .dx = dx_dev, .workspace = ws};
+        tu_ok(tnt__gpu_copy_to_device(scratch, nans, (size_t)ns * sizeof(float), TNT__GPU_COMPUTE));
+        tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
+        free(nans);
+        tnt__bwd_args ba = {.batch = batch, .x = x_dev, .y = y_dev, .dy = dy_dev, .dx = dx_dev, .workspace = ws,
+                            .scratch = scratch};
         tu_ok(g->backward(l, plan, &ba));
         g->plan_destroy(plan);
         float *y = dev_down(y_dev, ny), *dxh = dev_down(dx_dev, nx);
@@ -112,7 +122,7 @@ static layer_result run_layer(const ccase *k, bool bf16, bool device, const floa
             tnt__gpu_free(l->weights[i].d_value), tnt__gpu_free(l->weights[i].d_grad);
             l->weights[i].d_value = l->weights[i].d_grad = NULL;
         }
-        tnt__gpu_free(ws), tnt__gpu_free(x_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(y_dev), tnt__gpu_free(dx_dev);
+        tnt__gpu_free(ws), tnt__gpu_free(scratch), tnt__gpu_free(x_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(y_dev), tnt__gpu_free(dx_dev);
     }
     r.dw = l->weights[0].grad, l->weights[0].grad = NULL;
     if (!k->no_bias) r.db = l->weights[1].grad, l->weights[1].grad = NULL;

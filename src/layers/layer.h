@@ -52,6 +52,7 @@ typedef struct tnt__fwd_args {
     float *preact;      /* NULL, or (batch, out_shape...): also store the value before the fused
                            activation (the loss uses logits for a fused softmax + cross-entropy) */
     void *workspace;    /* workspace_size bytes, kept until backward of the same step */
+    void *scratch;      /* device plans: the shared scratch_size bytes, valid during this call only */
     bool training;
     uint64_t seed;      /* per-step random seed (dropout) */
     int64_t sample_offset; /* index of x's first sample in the global batch, so that random
@@ -83,6 +84,7 @@ typedef struct tnt__bwd_args {
                                 that output (its gradient is zero) */
     float *dx;          /* (batch, in_shape...), NULL when the input gradient is not needed */
     void *workspace;
+    void *scratch;      /* as in tnt__fwd_args */
     bool dy_is_preact;  /* dy is already the gradient before the fused activation */
     int64_t sample_offset;
     int n_inputs;
@@ -128,6 +130,10 @@ typedef struct tnt__gpu_ops {
     void *(*plan_create)(tnt_layer *l, int64_t batch); /* may be NULL */
     void (*plan_destroy)(void *plan);
     size_t (*workspace_size)(tnt_layer *l, void *plan, int64_t batch); /* device bytes; may be NULL */
+    /* Device bytes used only within one forward or one backward call (cuDNN's workspace, bf16
+     * copies of the operands): one region that every layer of the plan shares, given to each call
+     * as a->scratch. May be NULL: none. */
+    size_t (*scratch_size)(tnt_layer *l, void *plan, int64_t batch);
     tnt_status (*forward)(tnt_layer *l, void *plan, const tnt__fwd_args *a);
     tnt_status (*backward)(tnt_layer *l, void *plan, const tnt__bwd_args *a);
     /* The layer's data go through the host (custom layers: the user's host functions), which the

@@ -66,6 +66,7 @@ typedef struct tnt__plan {
                              output's gradient storage */
     size_t preact_offset[TNT_MAX_IO]; /* logits of a fused softmax/sigmoid output */
     size_t packed_offset; /* outputs packed per sample, for models with several outputs */
+    size_t scratch_offset; /* device plans: the layers' shared scratch (tnt__gpu_ops.scratch_size) */
     size_t arena_bytes;
     tnt_shape in_shapes[TNT_MAX_IO]; /* the input shapes it was made for (variable models) */
     bool device;          /* offsets into the device arena, layer plans of ops->gpu (model/device.h);

@@ -290,6 +290,17 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
             off += align64(ws(l, p->layer_plans[i], batch));
         }
     }
+    if (p->device) { /* one scratch region for every layer's calls */
+        size_t scratch = 0;
+        for (int i = 0; i < N; i++) {
+            const tnt__node *n = &m->nodes[i];
+            const tnt__gpu_ops *g = n->layer->ops->gpu;
+            if (!n->folded && !tnt__node_is_alias(n) && g && g->scratch_size)
+                scratch = TNT_MAX(scratch, g->scratch_size(n->layer, p->layer_plans[i], batch));
+        }
+        p->scratch_offset = off;
+        off += align64(scratch);
+    }
     for (int k = 0; k < m->n_outputs; k++) {
         p->preact_offset[k] = off;
         off += align64(tensor_bytes(m, m->outputs[k], batch));
@@ -424,6 +435,7 @@ static void *workspace(tnt_model *m, tnt__plan *p, int i) {
     const tnt__layer_ops *o = m->nodes[i].layer->ops;
     return (p->device ? o->gpu->workspace_size : o->workspace_size) ? at(m, p, p->ws_offset[i]) : NULL;
 }
+static void *layer_scratch(tnt_model *m, tnt__plan *p) { return p->device ? at(m, p, p->scratch_offset) : NULL; }
 
 /* A device pass starts with the batch copied in (after the weights, when the host wrote them).
  * Several inputs come packed per sample (repack's layout): one copy up, then each input's columns
@@ -507,6 +519,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
             .ys = ys,
             .preact = ok >= 0 && m->fused_output_loss[ok] ? at(m, p, p->preact_offset[ok]) : NULL,
             .workspace = workspace(m, p, i),
+            .scratch = layer_scratch(m, p),
             .training = st->training,
             .seed = st->seed,
             .sample_offset = st->sample_offset,
@@ -626,6 +639,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
             .dys = dys,
             .dx = dxs[0],
             .workspace = workspace(m, p, i),
+            .scratch = layer_scratch(m, p),
             .dy_is_preact = ok >= 0 && m->fused_output_loss[ok],
             .sample_offset = st->sample_offset,
             .n_inputs = n->n_in,

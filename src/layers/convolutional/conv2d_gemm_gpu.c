@@ -5,7 +5,7 @@
  * pixels the kernel visits,
  *   y = xs W (+ b, + the fused activation: fused_gpu.c),  dW = xs^T dpre,  dxs = dpre W^T.
  * Stride 1: xs is x itself and dxs is dx. Stride s > 1: tnt_k_pixels_gather copies every s-th pixel
- * into the workspace (kept from forward to backward, as the layer contract allows) and
+ * into the shared scratch (again in backward: the scratch lives one call) and
  * tnt_k_pixels_scatter writes all of dx from dxs (zeros where the kernel never looked). A 1x1
  * window needs no padding: TensorFlow's "same" pads (ceil(in / s) - 1) s + 1 - in <= 0 cells, i.e.
  * none, and "valid" gives the same output size, so both are this path. Dilation changes nothing
@@ -16,8 +16,8 @@
  * not yet timed).
  *
  * mixed_bfloat16: the CPU's bf16 engine (conv_bf16.c) on cuBLAS's GemmEx: xs, W and dpre rounded
- * to bf16 (tnt__gpu_to_bf16), float32 sums and results; the bias gradient is summed from the bf16
- * dpre as the CPU's backward-weights primitive does. Deterministic: cuBLAS's GEMMs and fixed-order
+ * to bf16 (tnt__gpu_to_bf16; xs and W again in backward), float32 sums and results; the bias
+ * gradient is summed from the bf16 dpre as the CPU's backward-weights primitive does. Deterministic: cuBLAS's GEMMs and fixed-order
  * column sums, no atomics. */
 #include "gpu/gpu.h"
 #include "layers/convolutional/conv2d.h"
@@ -42,14 +42,15 @@ static int64_t bias_chunks(const tnt__conv_cfg *c, int64_t batch) {
     return (gemm_rows(c, batch) + BIAS_CHUNK - 1) / BIAS_CHUNK;
 }
 
-/* Workspace: [the fused activation's (fused.c)][xs, then dxs: float32 (rows, C), strided only]
- * [bias partial sums] and, mixed_bfloat16, [xs bf16 (rows, C)][W bf16 (C, K)][dpre bf16 (rows, K)] */
+/* Workspace (forward to backward): the fused activation's (fused.c). Scratch (one call): [xs, then
+ * dxs: float32 (rows, C), strided only][bias partial sums] and, mixed_bfloat16, [xs bf16 (rows, C)]
+ * [W bf16 (C, K)][dpre bf16 (rows, K)] */
 typedef struct gemm_ws {
     float *xs, *bias_part;
     uint16_t *x16, *w16, *dpre16;
 } gemm_ws;
 
-static size_t gemm_layout(const tnt_layer *l, int64_t batch, void *ws, gemm_ws *w) {
+static size_t gemm_layout(const tnt_layer *l, int64_t batch, void *scratch, gemm_ws *w) {
     const tnt__conv_cfg *c = l->priv;
     const int64_t rows = gemm_rows(c, batch), k = c->filters;
     const size_t sizes[] = {
@@ -60,15 +61,15 @@ static size_t gemm_layout(const tnt_layer *l, int64_t batch, void *ws, gemm_ws *
         gemm_bf16(l) ? (size_t)(rows * k) * sizeof(uint16_t) : 0,
     };
     void **at[] = {(void **)&w->xs, (void **)&w->bias_part, (void **)&w->x16, (void **)&w->w16, (void **)&w->dpre16};
-    size_t off = align256(tnt__fused_workspace_size(l, batch));
+    size_t off = 0;
     for (size_t i = 0; i < TNT_ARRAY_LEN(sizes); i++) {
-        if (ws) *at[i] = sizes[i] ? (char *)ws + off : NULL;
+        if (scratch) *at[i] = sizes[i] ? (char *)scratch + off : NULL;
         off += align256(sizes[i]);
     }
     return off;
 }
 
-static size_t gemm_workspace(tnt_layer *l, int64_t batch) {
+static size_t gemm_scratch(tnt_layer *l, int64_t batch) {
     gemm_ws w;
     return gemm_layout(l, batch, NULL, &w);
 }
@@ -88,7 +89,7 @@ static tnt_status gemm_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, flo
     (void)plan;
     const tnt__conv_cfg *c = l->priv;
     gemm_ws w;
-    gemm_layout(l, a->batch, a->workspace, &w);
+    gemm_layout(l, a->batch, a->scratch, &w);
     long long rows = gemm_rows(c, a->batch), k = c->filters;
     const int64_t ch = c->ic;
     tnt_status s = TNT_OK;
@@ -132,21 +133,27 @@ static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     (void)plan;
     const tnt__conv_cfg *c = l->priv;
     gemm_ws w;
-    gemm_layout(l, a->batch, a->workspace, &w);
+    gemm_layout(l, a->batch, a->scratch, &w);
     const int64_t rows = gemm_rows(c, a->batch), k = c->filters, ch = c->ic;
     const bool bf16 = gemm_bf16(l);
     const float *dpre;
     tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    /* forward's xs and bf16 operands once more: the scratch held them for forward's call only */
+    const float *xs = a->x;
+    const bool dw = l->weights[0].d_grad != NULL;
+    if (s == TNT_OK && dw && strided(c) && (s = pixels(true, c, a->batch, a->x, w.xs)) == TNT_OK) xs = w.xs;
+    if (s == TNT_OK && dw && bf16) s = tnt__gpu_to_bf16(xs, w.x16, rows * ch);
+    if (s == TNT_OK && a->dx && bf16) s = tnt__gpu_to_bf16(l->weights[0].d_value, w.w16, ch * k);
     if (s == TNT_OK && bf16) s = tnt__gpu_to_bf16(dpre, w.dpre16, rows * k);
     if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
         s = bias_grad(c, a->batch, bf16 ? (const void *)w.dpre16 : dpre, bf16, w.bias_part, l->weights[1].d_grad);
-    if (s == TNT_OK && l->weights[0].d_grad) { /* dW (C, K) = xs^T dpre: Keras's (1, 1, C, K) as it is */
-        float *dw = l->weights[0].d_grad;
-        if (bf16) s = tnt__gpu_gemm_bf16(true, false, ch, k, rows, 1.0f, w.x16, ch, w.dpre16, k, 0.0f, dw, k);
-        else s = tnt__gpu_sgemm(true, false, ch, k, rows, 1.0f, strided(c) ? w.xs : a->x, ch, dpre, k, 0.0f, dw, k);
+    if (s == TNT_OK && dw) { /* dW (C, K) = xs^T dpre: Keras's (1, 1, C, K) as it is */
+        float *g = l->weights[0].d_grad;
+        if (bf16) s = tnt__gpu_gemm_bf16(true, false, ch, k, rows, 1.0f, w.x16, ch, w.dpre16, k, 0.0f, g, k);
+        else s = tnt__gpu_sgemm(true, false, ch, k, rows, 1.0f, xs, ch, dpre, k, 0.0f, g, k);
     }
     if (s != TNT_OK || !a->dx) return s;
-    /* dxs (rows, C) = dpre W^T: into dx itself at stride 1, else over forward's xs (read above) */
+    /* dxs (rows, C) = dpre W^T: into dx itself at stride 1, else over xs (read above) */
     float *dxs = strided(c) ? w.xs : a->dx;
     if (bf16) s = tnt__gpu_gemm_bf16(false, true, rows, ch, k, 1.0f, w.dpre16, k, w.w16, k, 0.0f, dxs, ch);
     else s = tnt__gpu_sgemm(false, true, rows, ch, k, 1.0f, dpre, k, l->weights[0].d_value, k, 0.0f, dxs, ch);
@@ -170,7 +177,10 @@ static void dev_plan_destroy(void *plan) {
     if (plan != &gemm_plan && tnt__conv2d_gpu_ops.plan_destroy) tnt__conv2d_gpu_ops.plan_destroy(plan);
 }
 static size_t dev_workspace(tnt_layer *l, void *plan, int64_t batch) {
-    return gemm_applies(l) ? gemm_workspace(l, batch) : tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
+    return gemm_applies(l) ? tnt__fused_workspace_size(l, batch) : tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
+}
+static size_t dev_scratch(tnt_layer *l, void *plan, int64_t batch) {
+    return gemm_applies(l) ? gemm_scratch(l, batch) : tnt__conv2d_gpu_ops.scratch_size(l, plan, batch);
 }
 static tnt_status dev_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     return gemm_applies(l) ? gemm_forward(l, plan, a) : tnt__conv2d_gpu_ops.forward(l, plan, a);
@@ -184,6 +194,7 @@ const tnt__gpu_ops tnt__conv2d_device_ops = {
     .plan_create = dev_plan_create,
     .plan_destroy = dev_plan_destroy,
     .workspace_size = dev_workspace,
+    .scratch_size = dev_scratch,
     .forward = dev_forward,
     .backward = dev_backward,
 };

@@ -204,10 +204,11 @@ out:
     return NULL;
 }
 
-/* Workspace: [the fused activation's (fused.c)][KRSC weights][KRSC weight gradient][bias partial
- * sums], under mixed_bfloat16 then [KRSC weights bf16][KRSC weight gradient bf16][x bf16][y bf16],
- * and last [cuDNN's]. x16 is forward's bf16 input, kept for the weight gradient, then dx's bf16
- * result; y16 is forward's bf16 output, then backward's bf16 dpre. */
+/* Workspace (forward to backward): the fused activation's (fused.c). Scratch (one call, shared by
+ * the plan's layers): [KRSC weights][KRSC weight gradient][bias partial sums], under
+ * mixed_bfloat16 then [KRSC weights bf16][KRSC weight gradient bf16][x bf16][y bf16], and last
+ * [cuDNN's]. Backward makes the KRSC weights and x16 again; x16 is then dx's bf16 result, and
+ * y16, forward's bf16 output, backward's bf16 dpre. */
 typedef struct conv_gpu_ws {
     float *w_krsc, *dw_krsc, *bias_part;
     uint16_t *w16, *dw16, *x16, *y16;
@@ -224,7 +225,7 @@ static int64_t bias_chunks(const tnt__conv_cfg *c, int64_t batch) {
 static size_t conv_gpu_layout(const tnt_layer *l, const conv_gpu_plan *p, int64_t batch, void *ws, conv_gpu_ws *w) {
     const tnt__conv_cfg *c = l->priv;
     size_t wbytes = align256((size_t)((int64_t)c->kh * c->kw * c->ic * c->filters) * sizeof(float));
-    size_t off = align256(tnt__fused_workspace_size(l, batch));
+    size_t off = 0;
     if (w) w->w_krsc = (float *)((char *)ws + off);
     off += wbytes;
     if (w) w->dw_krsc = (float *)((char *)ws + off);
@@ -247,6 +248,10 @@ static size_t conv_gpu_layout(const tnt_layer *l, const conv_gpu_plan *p, int64_
 }
 
 static size_t conv_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return tnt__fused_workspace_size(l, batch);
+}
+static size_t conv_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
     return conv_gpu_layout(l, plan, batch, NULL, NULL);
 }
 
@@ -260,7 +265,7 @@ static tnt_status conv_gpu_run(tnt_layer *l, void *plan, const tnt__fwd_args *a,
     const tnt__conv_cfg *c = l->priv;
     conv_gpu_plan *p = plan;
     conv_gpu_ws w = {0};
-    conv_gpu_layout(l, p, a->batch, a->workspace, &w);
+    conv_gpu_layout(l, p, a->batch, a->scratch, &w);
     const int64_t rsck = (int64_t)c->kh * c->kw * c->ic * c->filters;
     tnt_status status = transpose(l->weights[0].d_value, w.w_krsc, (long long)c->kh * c->kw * c->ic, c->filters);
     if (status != TNT_OK) return status;
@@ -296,13 +301,18 @@ static tnt_status conv_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_arg
     const tnt__conv_cfg *c = l->priv;
     conv_gpu_plan *p = plan;
     conv_gpu_ws w = {0};
-    conv_gpu_layout(l, p, a->batch, a->workspace, &w);
+    conv_gpu_layout(l, p, a->batch, a->scratch, &w);
     const float *dpre;
     tnt_status status = tnt__gpu_fused_backward(l, a, &dpre);
     if (status != TNT_OK) return status;
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = tnt__gpu_cudnn();
     long long rsc = (long long)c->kh * c->kw * c->ic, k = c->filters;
+    /* forward's KRSC weights (and bf16 x and W) once more: the scratch held them for its call only */
+    if (a->dx && (status = transpose(l->weights[0].d_value, w.w_krsc, rsc, k)) != TNT_OK) return status;
+    if (p->bf16 && a->dx && (status = tnt__gpu_to_bf16(w.w_krsc, w.w16, k * rsc)) != TNT_OK) return status;
+    if (p->bf16 && l->weights[0].d_grad && (status = tnt__gpu_to_bf16(a->x, w.x16, x_numel(c, a->batch))) != TNT_OK)
+        return status;
     /* bf16: cuDNN reads dpre rounded to bf16 (into y16, free since forward widened it) */
     const void *x_in = p->bf16 ? (const void *)w.x16 : (const void *)a->x, *dy_in = dpre;
     if (p->bf16) {
@@ -345,6 +355,7 @@ const tnt__gpu_ops tnt__conv2d_gpu_ops = {
     .plan_create = conv_gpu_plan_create,
     .plan_destroy = conv_gpu_plan_destroy,
     .workspace_size = conv_gpu_workspace,
+    .scratch_size = conv_gpu_scratch,
     .forward = conv_gpu_forward,
     .backward = conv_gpu_backward,
 };
