@@ -2,8 +2,8 @@
  * CUDNN_CROSS_CORRELATION, FMA math (no TF32 unless TNT_GPU_TF32), algorithms from the _v7
  * heuristics or cuDNN's own timing (TNT_GPU_CONV_ALGO; the first deterministic one, so runs repeat
  * bitwise, unless "fastest").
- * Keras's kernel is HWIO, neither of cuDNN's filter layouts: each forward transposes it to KRSC
- * (cuDNN's NHWC filter) in the workspace, and the weight gradient comes back the same way, so the
+ * Keras's kernel is HWIO, neither of cuDNN's filter layouts: each forward (and backward) transposes
+ * it to KRSC (cuDNN's NHWC filter) in the plan's scratch, and the weight gradient comes back the same way, so the
  * flat buffers, the allreduce, the optimizer and the files keep the Keras layout. The bias and the
  * activation are the library's own kernels (fused_gpu.c), as Dense's.
  *
@@ -15,8 +15,9 @@
  *
  * mixed_bfloat16 (Keras: the layer computes in bf16, its variables stay float32; TNT_GPU_CONV_BF16=0
  * keeps such layers off the GPU): cuDNN's PSEUDO_BFLOAT16_CONFIG (x, w and y descriptors
- * CUDNN_DATA_BFLOAT16, the convolution's compute type CUDNN_DATA_FLOAT, tensor-op math), the only bf16 configuration of the legacy API, whose
- * output is bf16 too. So x and the KRSC weights are rounded to bf16 into the workspace
+ * CUDNN_DATA_BFLOAT16, the convolution's compute type CUDNN_DATA_FLOAT, tensor-op math), the only
+ * bf16 configuration of the legacy API, whose output is bf16 too. So x and the KRSC weights are
+ * rounded to bf16 into the scratch
  * (tnt_k_f32_to_bf16, nearest even, as the CPU's conversion), cuDNN writes bf16 y, dx and dW,
  * and each is widened back to the float32 the rest of the step reads (exactly). Against the CPU's
  * bf16 engine (conv_bf16.c: the same bf16 operands, float32 results) each of the three carries
@@ -222,28 +223,28 @@ static int64_t bias_chunks(const tnt__conv_cfg *c, int64_t batch) {
     return (batch * c->oh * c->ow + BIAS_CHUNK - 1) / BIAS_CHUNK;
 }
 
-static size_t conv_gpu_layout(const tnt_layer *l, const conv_gpu_plan *p, int64_t batch, void *ws, conv_gpu_ws *w) {
+static size_t conv_gpu_layout(const tnt_layer *l, const conv_gpu_plan *p, int64_t batch, void *scratch, conv_gpu_ws *w) {
     const tnt__conv_cfg *c = l->priv;
     size_t wbytes = align256((size_t)((int64_t)c->kh * c->kw * c->ic * c->filters) * sizeof(float));
     size_t off = 0;
-    if (w) w->w_krsc = (float *)((char *)ws + off);
+    if (w) w->w_krsc = (float *)((char *)scratch + off);
     off += wbytes;
-    if (w) w->dw_krsc = (float *)((char *)ws + off);
+    if (w) w->dw_krsc = (float *)((char *)scratch + off);
     off += wbytes;
-    if (w) w->bias_part = (float *)((char *)ws + off);
+    if (w) w->bias_part = (float *)((char *)scratch + off);
     off += align256((size_t)(bias_chunks(c, batch) * c->filters) * sizeof(float));
     if (p ? p->bf16 : conv_gpu_bf16(l)) {
         const size_t w16 = align256((size_t)((int64_t)c->kh * c->kw * c->ic * c->filters) * sizeof(uint16_t));
-        if (w) w->w16 = (uint16_t *)((char *)ws + off);
+        if (w) w->w16 = (uint16_t *)((char *)scratch + off);
         off += w16;
-        if (w) w->dw16 = (uint16_t *)((char *)ws + off);
+        if (w) w->dw16 = (uint16_t *)((char *)scratch + off);
         off += w16;
-        if (w) w->x16 = (uint16_t *)((char *)ws + off);
+        if (w) w->x16 = (uint16_t *)((char *)scratch + off);
         off += align256((size_t)x_numel(c, batch) * sizeof(uint16_t));
-        if (w) w->y16 = (uint16_t *)((char *)ws + off);
+        if (w) w->y16 = (uint16_t *)((char *)scratch + off);
         off += align256((size_t)y_numel(c, batch) * sizeof(uint16_t));
     }
-    if (w) w->algo = (char *)ws + off;
+    if (w) w->algo = (char *)scratch + off;
     return off + (p ? p->algo_bytes : 0);
 }
 
