@@ -2,9 +2,9 @@
  * CUDNN_CROSS_CORRELATION, FMA math (no TF32 unless TNT_GPU_TF32), algorithms from the _v7
  * heuristics or cuDNN's own timing (TNT_GPU_CONV_ALGO; the first deterministic one, so runs repeat
  * bitwise, unless "fastest").
- * Keras's kernel is HWIO, neither of cuDNN's filter layouts: each forward (and backward) transposes
- * it to KRSC (cuDNN's NHWC filter) in the plan's scratch, and the weight gradient comes back the same way, so the
- * flat buffers, the allreduce, the optimizer and the files keep the Keras layout. The bias and the
+ * Keras's kernel is HWIO, neither of cuDNN's filter layouts: each forward (and backward)
+ * transposes it to KRSC (cuDNN's NHWC filter) in the plan's scratch, and the weight gradient comes
+ * back the same way, so the flat buffers, the allreduce, the optimizer and the files keep the Keras layout. The bias and the
  * activation are the library's own kernels (fused_gpu.c), as Dense's.
  *
  * Device path for the common case: 2-D, channels last, no groups, padding that cuDNN's symmetric
