@@ -90,6 +90,7 @@ static const setting settings[] = {
     FLAG("TNT_GPU_TF32", gpu_tf32),
     CHOICE("TNT_GPU_CONV_ALGO", gpu_conv_algo, conv_algos),
     FLAG("TNT_GPU_CONV_BF16", gpu_conv_bf16),
+    INT("TNT_GPU_CONV_IM2COL", gpu_conv_im2col, 0, 1 << 20),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),
     PRESENT("PMIX_RANK", under_mpirun),

@@ -92,6 +92,9 @@ typedef struct tnt__config {
     bool gpu_tf32;                   /* TNT_GPU_TF32: TF32 tensor cores for float32 GEMMs */
     bool gpu_conv_bf16;              /* TNT_GPU_CONV_BF16 (default 1): Conv2D's cuDNN bf16 path
                                       * under mixed_bfloat16; 0 keeps such a layer off the GPU */
+    int64_t gpu_conv_im2col;         /* TNT_GPU_CONV_IM2COL: float32 Conv2D layers of at most this
+                                      * many taps (kh kw C) run as im2col GEMMs on the device, not
+                                      * cuDNN; 0 (default, until measured on a GPU): none */
     int gpu_conv_algo;               /* TNT_GPU_CONV_ALGO: 1 (measure) times cuDNN's deterministic
                                       * convolution algorithms once per shape, 2 (fastest) every one
                                       * (not bitwise repeatable), 0 (heuristic) takes cuDNN's guess */

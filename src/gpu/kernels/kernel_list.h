@@ -82,4 +82,6 @@ TNT_K(tnt_k_mha_softmax_bwd, const float *, const float *, float *, i64, i64, fl
 /* conv.cu */
 TNT_K(tnt_k_pixels_gather, const float *, float *, i64, i64, i64, i64, i64, i64, int, int)
 TNT_K(tnt_k_pixels_scatter, const float *, float *, i64, i64, i64, i64, i64, i64, int, int)
+TNT_K(tnt_k_im2col, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
+TNT_K(tnt_k_col2im, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
 TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i64)

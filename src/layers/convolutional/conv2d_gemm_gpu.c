@@ -19,6 +19,7 @@
  * to bf16 (tnt__gpu_to_bf16; xs and W again in backward), float32 sums and results; the bias
  * gradient is summed from the bf16 dpre as the CPU's backward-weights primitive does. Deterministic: cuBLAS's GEMMs and fixed-order
  * column sums, no atomics. */
+#include "core/config.h"
 #include "gpu/gpu.h"
 #include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
@@ -161,32 +162,139 @@ static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     return s;
 }
 
-/* ---- Conv2D's device path: the GEMMs for 1x1 windows, cuDNN for the rest ------------------ */
+/* ---- other windows with few taps: im2col, then the same GEMMs --------------------------------- */
+
+/* Float32 2-D convolutions whose kh kw C taps are at most TNT_GPU_CONV_IM2COL (LeNet-5's, a
+ * ResNet stem's 7x7x3) run as GEMMs over tnt_k_im2col's matrix col (rows = N Ho Wo, taps) in
+ * Keras's HWIO order, so the kernel is the (taps, K) matrix W as it is:
+ *   y = col W,  dW = col^T dpre (chunk by chunk, added),  dcol = dpre W^T, dx = col2im(dcol)
+ * where cuDNN's deterministic algorithms are slow for so few input channels. col lives in the
+ * scratch, a chunk of whole samples at a time (at most IM2COL_FLOATS, tests: smaller), made again
+ * in backward. Any padding (asymmetric "same" too), strides and dilation; no cuDNN, so it runs
+ * on the emulated device (tests/test_gpu_conv_im2col.c). Deterministic: fixed chunks, cuBLAS's
+ * GEMMs, col2im's fixed order, no atomics. */
+int64_t tnt__conv_im2col_floats = 1 << 24; /* 64 MB of col at most */
+
+static int64_t taps(const tnt__conv_cfg *c) { return (int64_t)c->kh * c->kw * c->ic; }
+
+static bool im2col_applies(const tnt_layer *l) {
+    const tnt__conv_cfg *c = l->priv;
+    const int64_t limit = tnt__config_get()->gpu_conv_im2col;
+    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) && taps(c) <= limit;
+}
+
+/* samples per chunk of col */
+static int64_t im2col_chunk(const tnt__conv_cfg *c, int64_t batch) {
+    const int64_t per = c->oh * c->ow * taps(c), n = tnt__conv_im2col_floats / (per ? per : 1);
+    return n < 1 ? 1 : n < batch ? n : batch;
+}
+
+/* scratch: [col (chunk rows, taps)][bias partial sums] */
+static size_t im2col_col_bytes(const tnt__conv_cfg *c, int64_t batch) {
+    return align256((size_t)(im2col_chunk(c, batch) * c->oh * c->ow * taps(c)) * sizeof(float));
+}
+static size_t im2col_scratch(tnt_layer *l, int64_t batch) {
+    const tnt__conv_cfg *c = l->priv;
+    return im2col_col_bytes(c, batch) + align256((size_t)(bias_chunks(c, batch) * c->filters) * sizeof(float));
+}
+
+/* forward (col2im false: col of x's samples [b0, b0 + n)) or col2im (dx of them from dcol) */
+static tnt_status im2col_kernel(bool col2im, const tnt__conv_cfg *c, int64_t b0, int64_t n, const float *from,
+                                float *to) {
+    long long nn = n, ih = c->ih, iw = c->iw, ch = c->ic, oh = c->oh, ow = c->ow;
+    int kh = c->kh, kw = c->kw, sh = c->sh, sw = c->sw, dh = c->dh, dw = c->dw, pt = (int)c->pad_t, pl = (int)c->pad_l;
+    const int64_t x_off = b0 * c->ih * c->iw * c->ic;
+    if (col2im) to += x_off;
+    else from += x_off;
+    void *args[] = {&from, &to, &nn, &ih, &iw, &ch, &oh, &ow, &kh, &kw, &sh, &sw, &dh, &dw, &pt, &pl};
+    const int64_t count = col2im ? n * c->ih * c->iw * c->ic : n * c->oh * c->ow * taps(c);
+    return tnt__gpu_launch(col2im ? "tnt_k_col2im" : "tnt_k_im2col", tnt__gpu_grid_for(count, GPU_BLOCK), GPU_BLOCK,
+                           0, args);
+}
+
+/* out (rows, K) = rows of b (or nothing), then out (+)= col W, chunk by chunk */
+static tnt_status im2col_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    float *col = a->scratch;
+    const int64_t t = taps(c), k = c->filters, pix = c->oh * c->ow, chunk = im2col_chunk(c, a->batch);
+    tnt_status s = TNT_OK;
+    if (c->use_bias) {
+        const float *b = l->weights[1].d_value;
+        long long rows = a->batch * pix, kk = k;
+        void *args[] = {&out, &b, &rows, &kk};
+        s = tnt__gpu_launch("tnt_k_bias_set", tnt__gpu_grid_for(rows * kk, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    for (int64_t b0 = 0; b0 < a->batch && s == TNT_OK; b0 += chunk) {
+        const int64_t n = TNT_MIN(chunk, a->batch - b0);
+        if ((s = im2col_kernel(false, c, b0, n, a->x, col)) == TNT_OK)
+            s = tnt__gpu_sgemm(false, false, n * pix, k, t, 1.0f, col, t, l->weights[0].d_value, k,
+                               c->use_bias ? 1.0f : 0.0f, out + b0 * pix * k, k);
+    }
+    return s;
+}
+
+static tnt_status im2col_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__gpu_fused_forward(l, plan, a, im2col_run);
+}
+
+static tnt_status im2col_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    const int64_t t = taps(c), k = c->filters, pix = c->oh * c->ow, chunk = im2col_chunk(c, a->batch);
+    float *col = a->scratch, *part = (float *)((char *)a->scratch + im2col_col_bytes(c, a->batch));
+    const float *dpre;
+    tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
+        s = bias_grad(c, a->batch, dpre, false, part, l->weights[1].d_grad);
+    for (int64_t b0 = 0; b0 < a->batch && s == TNT_OK && l->weights[0].d_grad; b0 += chunk) { /* dW = col^T dpre */
+        const int64_t n = TNT_MIN(chunk, a->batch - b0);
+        if ((s = im2col_kernel(false, c, b0, n, a->x, col)) == TNT_OK)
+            s = tnt__gpu_sgemm(true, false, t, k, n * pix, 1.0f, col, t, dpre + b0 * pix * k, k, b0 ? 1.0f : 0.0f,
+                               l->weights[0].d_grad, k);
+    }
+    for (int64_t b0 = 0; b0 < a->batch && s == TNT_OK && a->dx; b0 += chunk) { /* dcol = dpre W^T, then dx */
+        const int64_t n = TNT_MIN(chunk, a->batch - b0);
+        if ((s = tnt__gpu_sgemm(false, true, n * pix, t, k, 1.0f, dpre + b0 * pix * k, k, l->weights[0].d_value, k,
+                                0.0f, col, t)) == TNT_OK)
+            s = im2col_kernel(true, c, b0, n, col, a->dx);
+    }
+    return s;
+}
+
+/* ---- Conv2D's device path: GEMMs for 1x1 windows and few taps, cuDNN for the rest -------- */
 
 /* the GEMM path keeps nothing per batch size: its plan is this marker, which plan_destroy skips */
 static char gemm_plan;
 
 static bool dev_supported(const tnt_layer *l, const char **why) {
-    if (gemm_applies(l)) return true;
+    if (gemm_applies(l) || im2col_applies(l)) return true;
     return !tnt__conv2d_gpu_ops.supported || tnt__conv2d_gpu_ops.supported(l, why);
 }
 static void *dev_plan_create(tnt_layer *l, int64_t batch) {
-    return gemm_applies(l) ? &gemm_plan : tnt__conv2d_gpu_ops.plan_create(l, batch);
+    return gemm_applies(l) || im2col_applies(l) ? &gemm_plan : tnt__conv2d_gpu_ops.plan_create(l, batch);
 }
 static void dev_plan_destroy(void *plan) {
     if (plan != &gemm_plan && tnt__conv2d_gpu_ops.plan_destroy) tnt__conv2d_gpu_ops.plan_destroy(plan);
 }
 static size_t dev_workspace(tnt_layer *l, void *plan, int64_t batch) {
-    return gemm_applies(l) ? tnt__fused_workspace_size(l, batch) : tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
+    if (gemm_applies(l) || im2col_applies(l)) return tnt__fused_workspace_size(l, batch);
+    return tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
 }
 static size_t dev_scratch(tnt_layer *l, void *plan, int64_t batch) {
-    return gemm_applies(l) ? gemm_scratch(l, batch) : tnt__conv2d_gpu_ops.scratch_size(l, plan, batch);
+    return gemm_applies(l)     ? gemm_scratch(l, batch)
+           : im2col_applies(l) ? im2col_scratch(l, batch)
+                               : tnt__conv2d_gpu_ops.scratch_size(l, plan, batch);
 }
 static tnt_status dev_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
-    return gemm_applies(l) ? gemm_forward(l, plan, a) : tnt__conv2d_gpu_ops.forward(l, plan, a);
+    return gemm_applies(l)     ? gemm_forward(l, plan, a)
+           : im2col_applies(l) ? im2col_forward(l, plan, a)
+                               : tnt__conv2d_gpu_ops.forward(l, plan, a);
 }
 static tnt_status dev_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
-    return gemm_applies(l) ? gemm_backward(l, plan, a) : tnt__conv2d_gpu_ops.backward(l, plan, a);
+    return gemm_applies(l)     ? gemm_backward(l, plan, a)
+           : im2col_applies(l) ? im2col_backward(l, plan, a)
+                               : tnt__conv2d_gpu_ops.backward(l, plan, a);
 }
 
 const tnt__gpu_ops tnt__conv2d_device_ops = {

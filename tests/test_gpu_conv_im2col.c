@@ -1,0 +1,255 @@
+/* test_gpu_conv_im2col.c: Conv2D layers of few taps on the device as im2col GEMMs
+ * (layers/convolutional/conv2d_gemm_gpu.c, TNT_GPU_CONV_IM2COL), a path without cuDNN, so it runs
+ * on the emulated device (TNT_GPU_EMULATE=1: the CPU's sgemm, the kernels' host build) as on a GPU
+ * (scripts/gpu_check.sh runs this with TNT_GPU_EMULATE=0):
+ *   - the layer alone against the CPU engine (oneDNN, checked against PyTorch by the layer tests):
+ *     output, dX, dW and db for LeNet-5's two convolutions, a ResNet stem (7x7, stride 2, 3
+ *     channels), strided "same" with asymmetric padding, dilation, a 2x3 window with strides
+ *     (1, 2), fused activations (relu; swish, whose backward reads the pre-activation), no bias;
+ *     col in one chunk and in chunks of one sample; NaNs over the scratch between forward and
+ *     backward (it lives one call);
+ *   - LeNet-5 (5x5x1 and 5x5x20 taps: TNT_GPU_CONV_IM2COL=512) trained on the device equals the
+ *     CPU engine, and a second device run repeats it bitwise; with TNT_GPU_CONV_IM2COL=0 its
+ *     convolutions need cuDNN again. */
+#include "gpu_device_util.h"
+#include "testutil.h"
+
+#include "classic.h"
+#include "core/config.h"
+#include "gpu/gpu.h"
+#include "layers/convolutional/conv2d.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Emulated: the CPU's sgemm and the CPU's formulas, sums in another order than oneDNN's: 1e-5.
+ * A real GPU: GPU-DESIGN.md section 5's tolerances. */
+static double RTOL = 1e-5, ATOL = 1e-6;
+
+typedef struct ccase {
+    const char *what;
+    int h, w, c, filters, kh, kw, sh, sw, dil;
+    tnt_padding padding;
+    tnt_activation act;
+    bool no_bias;
+} ccase;
+
+static const ccase cases[] = {
+    {"LeNet-5's first: 5x5 same, 1 channel, relu", 12, 12, 1, 6, 5, 5, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_RELU, false},
+    {"LeNet-5's second: 5x5 valid", 9, 9, 6, 16, 5, 5, 1, 1, 1, TNT_PADDING_VALID, TNT_ACT_RELU, false},
+    {"a ResNet stem: 7x7 stride 2 valid, 3 channels", 15, 13, 3, 8, 7, 7, 2, 2, 1, TNT_PADDING_VALID, TNT_ACT_LINEAR,
+     false},
+    {"3x3 stride 2 same, even sizes (asymmetric padding), no bias", 8, 10, 4, 5, 3, 3, 2, 2, 1, TNT_PADDING_SAME,
+     TNT_ACT_LINEAR, true},
+    {"3x3 dilation 2 same, swish", 9, 8, 3, 4, 3, 3, 1, 1, 2, TNT_PADDING_SAME, TNT_ACT_SWISH, false},
+    {"2x3 window, strides (1, 2), same", 7, 9, 5, 3, 2, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_TANH, false},
+};
+
+typedef struct layer_result {
+    float *y, *dx, *dw, *db;
+} layer_result;
+
+static void result_free(layer_result *r) { free(r->y), free(r->dx), free(r->dw), free(r->db); }
+
+/* one forward and backward of a fresh layer (weights from fixed seeds) on the CPU or the device */
+static layer_result run_layer(const ccase *k, bool device, const float *x, const float *dy, int64_t batch) {
+    tnt_layer *l = tnt_conv2d(k->filters, k->kh, k->kw,
+                              &(tnt_layer_opts){.strides = {k->sh, k->sw}, .padding = k->padding, .activation = k->act,
+                                                .no_bias = k->no_bias, .dilation = {k->dil, k->dil}});
+    assert_non_null(l);
+    tnt_shape in = TNT_SHAPE(k->h, k->w, k->c);
+    l->in_shape = in;
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    const int64_t nx = batch * tnt_shape_numel(in), ny = batch * tnt_shape_numel(l->out_shape);
+    for (int i = 0; i < l->n_weights; i++) {
+        const int64_t c = tnt_shape_numel(l->weights[i].shape);
+        l->weights[i].value = calloc((size_t)c, sizeof(float));
+        l->weights[i].grad = calloc((size_t)c, sizeof(float));
+        tnt__weight_init(&l->weights[i], 40 + (uint64_t)i);
+        if (i == 1) tu_fill(l->weights[i].value, c, 71); /* a nonzero bias */
+    }
+    layer_result r = {.y = malloc((size_t)ny * sizeof(float)), .dx = malloc((size_t)nx * sizeof(float))};
+    if (!device) {
+        void *plan = l->ops->plan_create(l, batch);
+        assert_non_null(plan);
+        void *ws = tnt__alloc(l->ops->workspace_size(l, plan, batch) + 64);
+        tnt__fwd_args fa = {.batch = batch, .x = x, .y = r.y, .workspace = ws, .training = true, .seed = 1};
+        tu_ok(l->ops->forward(l, plan, &fa));
+        tnt__bwd_args ba = {.batch = batch, .x = x, .y = r.y, .dy = dy, .dx = r.dx, .workspace = ws};
+        tu_ok(l->ops->backward(l, plan, &ba));
+        l->ops->plan_destroy(plan);
+        tnt__free(ws);
+    } else {
+        const tnt__gpu_ops *g = l->ops->gpu;
+        const char *why = "";
+        if (!g->supported(l, &why)) fail_msg("%s: no device path: %s", k->what, why);
+        for (int i = 0; i < l->n_weights; i++) {
+            const int64_t c = tnt_shape_numel(l->weights[i].shape);
+            l->weights[i].d_value = dev_up(l->weights[i].value, c);
+            l->weights[i].d_grad = tnt__gpu_malloc((size_t)c * sizeof(float));
+        }
+        void *x_dev = dev_up(x, nx), *dy_dev = dev_up(dy, ny), *y_dev = tnt__gpu_malloc((size_t)ny * sizeof(float));
+        void *dx_dev = tnt__gpu_malloc((size_t)nx * sizeof(float));
+        void *plan = g->plan_create(l, batch);
+        assert_non_null(plan);
+        void *ws = tnt__gpu_malloc(g->workspace_size(l, plan, batch) + 64);
+        /* the scratch lives one call: NaNs over it between forward and backward must change nothing */
+        const int64_t ns = (int64_t)(g->scratch_size(l, plan, batch) / sizeof(float)) + 16;
+        float *nans = malloc((size_t)ns * sizeof(float));
+        for (int64_t i = 0; i < ns; i++) nans[i] = NAN;
+        void *scratch = dev_up(nans, ns);
+        tnt__fwd_args fa = {.batch = batch, .x = x_dev, .y = y_dev, .workspace = ws, .scratch = scratch,
+                            .training = true, .seed = 1};
+        tu_ok(g->forward(l, plan, &fa));
+        tu_ok(tnt__gpu_copy_to_device(scratch, nans, (size_t)ns * sizeof(float), TNT__GPU_COMPUTE));
+        free(nans);
+        tnt__bwd_args ba = {.batch = batch, .x = x_dev, .y = y_dev, .dy = dy_dev, .dx = dx_dev, .workspace = ws,
+                            .scratch = scratch};
+        tu_ok(g->backward(l, plan, &ba));
+        g->plan_destroy(plan);
+        float *y = dev_down(y_dev, ny), *dxh = dev_down(dx_dev, nx);
+        memcpy(r.y, y, (size_t)ny * sizeof(float)), memcpy(r.dx, dxh, (size_t)nx * sizeof(float));
+        free(y), free(dxh);
+        for (int i = 0; i < l->n_weights; i++) {
+            float *gr = dev_down(l->weights[i].d_grad, tnt_shape_numel(l->weights[i].shape));
+            memcpy(l->weights[i].grad, gr, (size_t)tnt_shape_numel(l->weights[i].shape) * sizeof(float));
+            free(gr);
+            tnt__gpu_free(l->weights[i].d_value), tnt__gpu_free(l->weights[i].d_grad);
+            l->weights[i].d_value = l->weights[i].d_grad = NULL;
+        }
+        tnt__gpu_free(ws), tnt__gpu_free(scratch), tnt__gpu_free(x_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(y_dev);
+        tnt__gpu_free(dx_dev);
+    }
+    r.dw = l->weights[0].grad, l->weights[0].grad = NULL;
+    if (!k->no_bias) r.db = l->weights[1].grad, l->weights[1].grad = NULL;
+    for (int i = 0; i < l->n_weights; i++) free(l->weights[i].value), free(l->weights[i].grad);
+    tnt_layer_free(l);
+    return r;
+}
+
+static void compare(const ccase *k, int64_t chunk_floats) {
+    enum { B = 3 };
+    tnt__conv_im2col_floats = chunk_floats;
+    const int64_t nx = B * k->h * k->w * k->c;
+    float *x = malloc((size_t)nx * sizeof(float));
+    tu_fill(x, nx, 5);
+    tnt_layer *probe = tnt_conv2d(k->filters, k->kh, k->kw,
+                                  &(tnt_layer_opts){.strides = {k->sh, k->sw}, .padding = k->padding,
+                                                    .dilation = {k->dil, k->dil}});
+    tnt_shape out;
+    probe->in_shape = TNT_SHAPE(k->h, k->w, k->c);
+    tu_ok(probe->ops->build(probe, probe->in_shape, &out));
+    tnt_layer_free(probe);
+    const int64_t ny = B * tnt_shape_numel(out), nw = (int64_t)k->kh * k->kw * k->c * k->filters;
+    float *dy = malloc((size_t)ny * sizeof(float));
+    tu_fill(dy, ny, 6);
+    layer_result cpu = run_layer(k, false, x, dy, B), dev = run_layer(k, true, x, dy, B);
+    char what[200];
+    snprintf(what, sizeof what, "%s (chunks of %lld floats): output", k->what, (long long)chunk_floats);
+    tu_assert_close(dev.y, cpu.y, ny, RTOL, ATOL, what);
+    snprintf(what, sizeof what, "%s (chunks of %lld floats): dx", k->what, (long long)chunk_floats);
+    tu_assert_close(dev.dx, cpu.dx, nx, RTOL, ATOL, what);
+    snprintf(what, sizeof what, "%s (chunks of %lld floats): kernel gradient", k->what, (long long)chunk_floats);
+    tu_assert_close(dev.dw, cpu.dw, nw, RTOL, ATOL * 10, what);
+    if (!k->no_bias) {
+        snprintf(what, sizeof what, "%s (chunks of %lld floats): bias gradient", k->what, (long long)chunk_floats);
+        tu_assert_close(dev.db, cpu.db, k->filters, RTOL, ATOL * 10, what);
+    }
+    result_free(&cpu), result_free(&dev);
+    free(x), free(dy);
+    tnt__conv_im2col_floats = 1 << 24;
+}
+
+static void test_layer_equals_cpu(void **state) {
+    (void)state;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(cases); i++) {
+        compare(&cases[i], 1 << 24); /* one chunk */
+        compare(&cases[i], 1);       /* a sample a chunk */
+    }
+}
+
+/* ---- LeNet-5 trained on the device -------------------------------------------------------------- */
+
+enum { N = 64, BATCH = 16, IMG = 28 * 28 };
+static float images[N * IMG], labels[N];
+
+typedef struct run {
+    float *w;
+    int64_t n;
+    double loss;
+} run;
+
+static run train(tnt_device dev) {
+    tnt_model *m = lenet5_model();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
+                                                 .learning_rate = 0.05f, .momentum = 0.9f}),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 7, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(
+        tnt_dataset_from_arrays(images, TNT_SHAPE(28, 28, 1), labels, TNT_SHAPE(), N, false), BATCH, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    run r = {.n = tnt_model_count_params(m), .loss = tnt_history_get(h, "loss", 1)};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void test_lenet5_equals_cpu(void **state) {
+    (void)state;
+    run cpu = train(TNT_DEVICE_CPU), dev = train(TNT_DEVICE_GPU), again = train(TNT_DEVICE_GPU);
+    print_message("LeNet-5, 8 steps: loss %.7f on the CPU, %.7f on the device\n", cpu.loss, dev.loss);
+    tu_assert_close(dev.w, cpu.w, cpu.n, tnt__gpu_emulated() ? 1e-4 : 1e-3, 1e-5, "LeNet-5's weights, device");
+    assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
+    tu_assert_bitwise(again.w, dev.w, dev.n, "a second device run");
+    free(cpu.w), free(dev.w), free(again.w);
+}
+
+/* TNT_GPU_CONV_IM2COL=0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
+static void test_off_needs_cudnn(void **state) {
+    (void)state;
+    if (!tnt__gpu_emulated()) skip();
+    setenv("TNT_GPU_CONV_IM2COL", "0", 1);
+    tu_ok(tnt__config_load());
+    tnt_model *m = lenet5_model();
+    tnt_status s = tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.01f),
+                                                      .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                      .device = TNT_DEVICE_GPU});
+    if (s == TNT_OK) { /* the device is chosen at the first fit */
+        tnt_dataset *ds = tnt_dataset_batch(
+            tnt_dataset_from_arrays(images, TNT_SHAPE(28, 28, 1), labels, TNT_SHAPE(), N, false), BATCH, false);
+        s = tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL);
+        tnt_dataset_free(ds);
+    }
+    assert_int_not_equal(s, TNT_OK);
+    print_message("%s\n", tnt_last_error());
+    assert_non_null(strstr(tnt_last_error(), "cuDNN"));
+    tnt_model_free(m);
+    setenv("TNT_GPU_CONV_IM2COL", "512", 1);
+    tu_ok(tnt__config_load());
+}
+
+int main(void) {
+    /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
+    setenv("TNT_GPU_CONV_IM2COL", "512", 1); /* LeNet-5's second convolution has 5 x 5 x 20 taps */
+    if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why)) return printf("test_gpu_conv_im2col: no device: %s\n", why), 77;
+    if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4; /* a real GPU (GPU-DESIGN.md section 5) */
+    tu_fill(images, N * IMG, 3);
+    for (int i = 0; i < N * IMG; i++) images[i] = 0.5f * (images[i] + 1.0f);
+    for (int i = 0; i < N; i++) labels[i] = (float)(i % 10);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layer_equals_cpu),
+        cmocka_unit_test(test_lenet5_equals_cpu),
+        cmocka_unit_test(test_off_needs_cudnn),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
