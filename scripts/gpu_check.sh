@@ -52,7 +52,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_custom; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_im2col test_gpu_custom test_plan_values; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -378,6 +378,17 @@ else
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a "^1x1 convolutions under mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
+    # Conv2D of few taps as im2col GEMMs (TNT_GPU_CONV_IM2COL; no cuDNN): LeNet-5's, a ResNet stem,
+    # asymmetric padding, dilation, col in chunks; LeNet-5 trained == CPU
+    if p=$(find_prog test_gpu_conv_im2col); then
+        (cd tests && check "test_gpu_conv_im2col on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+    else notyet 3 "test_gpu_conv_im2col" "no test_gpu_conv_im2col"; fi
+    # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
+    if p=$(find_prog test_plan_values); then
+        (cd tests && check "test_plan_values on the GPU: values lent == all kept, bitwise" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+    else notyet 3 "test_plan_values" "no test_plan_values"; fi
     if p=$(find_prog test_gpu_model_io); then
         (cd tests && check "test_gpu_model_io on the GPU: several inputs and outputs == CPU" 60 env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_model_io" "no test_gpu_model_io"; fi
@@ -469,7 +480,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_ALGO=measure resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_ALGO=measure lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)

@@ -205,7 +205,13 @@ static void test_lenet5_equals_cpu(void **state) {
     (void)state;
     run cpu = train(TNT_DEVICE_CPU), dev = train(TNT_DEVICE_GPU), again = train(TNT_DEVICE_GPU);
     print_message("LeNet-5, 8 steps: loss %.7f on the CPU, %.7f on the device\n", cpu.loss, dev.loss);
-    tu_assert_close(dev.w, cpu.w, cpu.n, tnt__gpu_emulated() ? 1e-4 : 1e-3, 1e-5, "LeNet-5's weights, device");
+    /* emulated: each weight within 1e-4; a GPU sums in its own order at every step: the largest
+     * difference within 1e-3 of the largest weight (test_gpu_model_device's measure) */
+    if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, "LeNet-5's weights, device");
+    double d = 0, big = 1e-30;
+    for (int64_t i = 0; i < cpu.n; i++) d = fmax(d, fabs((double)dev.w[i] - cpu.w[i])), big = fmax(big, fabs(cpu.w[i]));
+    print_message("LeNet-5's weights: the largest difference %.3g of the largest weight\n", d / big);
+    assert_true(d / big < 1e-3);
     assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
     tu_assert_bitwise(again.w, dev.w, dev.n, "a second device run");
     free(cpu.w), free(dev.w), free(again.w);

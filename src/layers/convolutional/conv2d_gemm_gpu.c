@@ -1,6 +1,6 @@
 /* conv2d_gemm_gpu.c: Conv2D's device path (conv2d.c's .gpu): 1x1 convolutions as GEMMs on
- * tnt__gpu_sgemm (cuBLAS; the CPU's sgemm on the emulated device), every other convolution to
- * cuDNN (conv2d_gpu.c). A 1x1 convolution over channels-last images is a matrix product: Keras's
+ * tnt__gpu_sgemm (cuBLAS; the CPU's sgemm on the emulated device), those of few taps as im2col
+ * GEMMs (below, TNT_GPU_CONV_IM2COL), every other convolution to cuDNN (conv2d_gpu.c). A 1x1 convolution over channels-last images is a matrix product: Keras's
  * kernel (1, 1, C, K) is already the row-major C x K matrix W, so with xs (rows = N Ho Wo, C) the
  * pixels the kernel visits,
  *   y = xs W (+ b, + the fused activation: fused_gpu.c),  dW = xs^T dpre,  dxs = dpre W^T.
