@@ -3,7 +3,8 @@
  * reads, a Dense output only a Concatenate reads, Dropout and ZeroPadding2D: the plan is smaller
  * by exactly those values (the first block's slots serve the second's), and training is bitwise
  * the same as with every value kept, on the CPU and on the emulated device (the layers' GPU
- * paths). A frozen base runs forward only, so none of its values is kept. */
+ * paths). A frozen base runs forward only, so none of its values is kept; an output whose
+ * activity regularizer reads it in backward is kept. */
 #include "testutil.h"
 
 #include "core/config.h"
@@ -116,6 +117,48 @@ static void test_frozen_base_keeps_nothing(void **state) {
     free(all.w), free(lent.w), free(trains.w);
 }
 
+/* A Dense whose output only an Add reads but whose activity regularizer's gradient reads it in
+ * backward: kept, while the Dense after the Add takes the lent slot it would have had */
+static tnt_model *activity_model(void) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(6), NULL);
+    tnt_layer *reg = tnt_dense(8, &(tnt_layer_opts){0});
+    tu_ok(tnt_layer_set_regularizer(reg, "activity_regularizer", TNT_REG_L2, 0, 0.5f));
+    tnt_ktensor a = tnt_call(g, reg, in), b = tnt_call(g, tnt_dense(8, &(tnt_layer_opts){0}), in);
+    tnt_ktensor s = tnt_call2(g, tnt_add(NULL), a, b);
+    tnt_ktensor c = tnt_call(g, tnt_dense(8, &(tnt_layer_opts){0}), s);
+    tnt_ktensor t = tnt_call2(g, tnt_add(NULL), c, s);
+    tnt_ktensor out = tnt_call(g, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), t);
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &out, "activity");
+    tnt_graph_free(g);
+    assert_non_null(m);
+    return m;
+}
+
+static void test_activity_regularized_output_kept(void **state) {
+    (void)state;
+    float x[N * 6], *w[2];
+    tu_fill(x, N * 6, 21);
+    int64_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        tnt__plan_keep_values = k == 0;
+        tnt_model *m = activity_model();
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                 .seed = 5, .device = TNT_DEVICE_CPU}));
+        tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(6), labels, TNT_SHAPE(), N, false),
+                                            BATCH, false);
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+        n = tnt_model_count_params(m);
+        w[k] = malloc((size_t)n * sizeof(float));
+        tu_ok(tnt_get_weights(m, w[k], n));
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+    tnt__plan_keep_values = false;
+    tu_assert_bitwise(w[1], w[0], n, "weights of a model with an activity regularizer, values lent");
+    free(w[0]), free(w[1]);
+}
+
 int main(void) {
     /* the emulated device for the GPU paths, unless a real one is asked for */
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
@@ -126,6 +169,7 @@ int main(void) {
         cmocka_unit_test(test_cpu_values_lent),
         cmocka_unit_test(test_device_values_lent),
         cmocka_unit_test(test_frozen_base_keeps_nothing),
+        cmocka_unit_test(test_activity_regularized_output_kept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
