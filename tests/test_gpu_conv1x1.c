@@ -69,61 +69,7 @@ static layer_result run_layer(const ccase *k, bool bf16, bool device, const floa
         if (i == 1) tu_fill(l->weights[i].value, c, 71); /* a nonzero bias */
     }
     layer_result r = {.y = malloc((size_t)ny * sizeof(float)), .dx = malloc((size_t)nx * sizeof(float))};
-    if (!device) {
-        void *plan = l->ops->plan_create(l, batch);
-        assert_non_null(plan);
-        void *ws = tnt__alloc(l->ops->workspace_size(l, plan, batch) + 64);
-        tnt__fwd_args fa = {.batch = batch, .x = x, .y = r.y, .workspace = ws, .training = true, .seed = 1};
-        tu_ok(l->ops->forward(l, plan, &fa));
-        tnt__bwd_args ba = {.batch = batch, .x = x, .y = r.y, .dy = dy, .dx = r.dx, .workspace = ws};
-        tu_ok(l->ops->backward(l, plan, &ba));
-        l->ops->plan_destroy(plan);
-        tnt__free(ws);
-    } else {
-        const tnt__gpu_ops *g = l->ops->gpu;
-        assert_non_null(g);
-        const char *why = "";
-        if (!g->supported(l, &why)) fail_msg("%s: no device path: %s", k->what, why);
-        for (int i = 0; i < l->n_weights; i++) {
-            const int64_t c = tnt_shape_numel(l->weights[i].shape);
-            l->weights[i].d_value = dev_up(l->weights[i].value, c);
-            l->weights[i].d_grad = tnt__gpu_malloc((size_t)c * sizeof(float));
-        }
-        void *x_dev = dev_up(x, nx), *dy_dev = dev_up(dy, ny), *y_dev = tnt__gpu_malloc((size_t)ny * sizeof(float));
-        float *poison = malloc((size_t)nx * sizeof(float)); /* what the device leaves unwritten shows */
-        for (int64_t i = 0; i < nx; i++) poison[i] = NAN;
-        void *dx_dev = dev_up(poison, nx);
-        free(poison);
-        void *plan = g->plan_create(l, batch);
-        assert_non_null(plan);
-        void *ws = tnt__gpu_malloc(g->workspace_size(l, plan, batch) + 64);
-        /* the scratch lives one call: NaNs over it between forward and backward must change nothing */
-        const int64_t ns = (int64_t)(g->scratch_size(l, plan, batch) / sizeof(float)) + 16;
-        float *nans = malloc((size_t)ns * sizeof(float));
-        for (int64_t i = 0; i < ns; i++) nans[i] = NAN;
-        void *scratch = dev_up(nans, ns);
-        tnt__fwd_args fa = {.batch = batch, .x = x_dev, .y = y_dev, .workspace = ws, .scratch = scratch,
-                            .training = true, .seed = 1};
-        tu_ok(g->forward(l, plan, &fa));
-        tu_ok(tnt__gpu_copy_to_device(scratch, nans, (size_t)ns * sizeof(float), TNT__GPU_COMPUTE));
-        tu_ok(tnt__gpu_sync(TNT__GPU_COMPUTE));
-        free(nans);
-        tnt__bwd_args ba = {.batch = batch, .x = x_dev, .y = y_dev, .dy = dy_dev, .dx = dx_dev, .workspace = ws,
-                            .scratch = scratch};
-        tu_ok(g->backward(l, plan, &ba));
-        g->plan_destroy(plan);
-        float *y = dev_down(y_dev, ny), *dxh = dev_down(dx_dev, nx);
-        memcpy(r.y, y, (size_t)ny * sizeof(float)), memcpy(r.dx, dxh, (size_t)nx * sizeof(float));
-        free(y), free(dxh);
-        for (int i = 0; i < l->n_weights; i++) {
-            float *gr = dev_down(l->weights[i].d_grad, tnt_shape_numel(l->weights[i].shape));
-            memcpy(l->weights[i].grad, gr, (size_t)tnt_shape_numel(l->weights[i].shape) * sizeof(float));
-            free(gr);
-            tnt__gpu_free(l->weights[i].d_value), tnt__gpu_free(l->weights[i].d_grad);
-            l->weights[i].d_value = l->weights[i].d_grad = NULL;
-        }
-        tnt__gpu_free(ws), tnt__gpu_free(scratch), tnt__gpu_free(x_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(y_dev), tnt__gpu_free(dx_dev);
-    }
+    layer_step(l, device, batch, x, dy, r.y, r.dx);
     r.dw = l->weights[0].grad, l->weights[0].grad = NULL;
     if (!k->no_bias) r.db = l->weights[1].grad, l->weights[1].grad = NULL;
     if (!device && !k->no_bias && !bf16) { /* the formula, in double, over the layer's own weights */
