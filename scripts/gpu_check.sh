@@ -480,7 +480,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
