@@ -255,6 +255,126 @@ LOCAL = {
 }
 
 
+# ---- the held-out group's local files (programs.py "ho_*"): each the format the script reads ----
+
+def _ticks(path, n=600):
+    """tick_data.csv: timestamp,price (a random walk of one currency pair's ticks)."""
+    rng = _rng(21)
+    price = 0.894 + np.cumsum(rng.normal(0, 2e-5, n))
+    with open(path, "w") as f:
+        f.write("timestamp,price\n" + "".join(f"{1746856304.343 + 0.5 * i:.3f},{v:.5f}\n" for i, v in enumerate(price)))
+
+
+def _mario_level(path, rows=160, width=14):
+    """level.txt: a tile map, one column of the level per line, mostly sky ('.'), ground ('=') below."""
+    rng = _rng(22)
+    tiles = np.array(list("-IpbkgA?_<>|"))
+    lines = []
+    for _ in range(rows):
+        col = ["="] * 2 + ["."] * (width - 2)
+        for j in range(2, width):
+            if rng.random() < 0.08:
+                col[j] = str(rng.choice(tiles))
+        lines.append("".join(col))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def _ge_prices(path):
+    """GE.csv of Yahoo Finance as the script's repository keeps it: date,open,close on business days of
+    2003 and early 2004 (the script splits at 2003-12-31)."""
+    rng = _rng(23)
+    days = [d for d in np.arange(np.datetime64("2003-01-02"), np.datetime64("2004-03-31"))
+            if np.is_busday(d)]
+    close = 25 + np.cumsum(rng.normal(0, 0.3, len(days)))
+    close[-30:-20] += 6  # a jump in the test months: the script plots the anomalies it finds there
+    with open(path, "w") as f:
+        f.write("date,open,close\n" + "".join(f"{d},{c + rng.normal(0, 0.2):.2f},{c:.2f}\n"
+                                                 for d, c in zip(days, close)))
+
+
+def _hit_songs(path, n=400):
+    """dataset-of-10s.csv (Spotify hit predictor): 3 text columns, 15 audio features, target 0/1."""
+    rng = _rng(24)
+    cols = ("track,artist,uri,danceability,energy,key,loudness,mode,speechiness,acousticness,instrumentalness,"
+            "liveness,valence,tempo,duration_ms,time_signature,chorus_hit,sections,target")
+    out = [cols]
+    for i in range(n):
+        hit = i % 2
+        v = [rng.uniform(0, 1) * 0.6 + 0.3 * hit, rng.uniform(0, 1), int(rng.integers(0, 12)),
+             rng.uniform(-20, -2) + 4 * hit, int(rng.integers(0, 2)), rng.uniform(0, 0.3), rng.uniform(0, 1),
+             rng.uniform(0, 1) * (1 - hit), rng.uniform(0, 0.5), rng.uniform(0, 1), rng.uniform(60, 200),
+             int(rng.integers(120000, 300000)), int(rng.choice([3, 4])), rng.uniform(20, 60),
+             int(rng.integers(5, 15))]
+        out.append(f"Track {i},Artist {i % 37},spotify:track:{i:022d}," + ",".join(
+            f"{x:.4f}" if isinstance(x, float) else str(x) for x in v) + f",{hit}")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def _ohlc(rng, n, header):
+    close = 1.068 + np.cumsum(rng.normal(0, 5e-4, n))
+    rows = [header]
+    for c in close:
+        o = c + rng.normal(0, 3e-4)
+        rows.append(f"{o:.5f},{max(o, c) + 2e-4:.5f},{min(o, c) - 2e-4:.5f},{c:.5f},{int(rng.integers(1000, 9000))}")
+    return "\n".join(rows) + "\n"
+
+
+def _ohlc_sequences(path, n_seq=20):
+    """not_wyckoff_data.csv: MetaTrader's OHLC export, 37 rows per pattern."""
+    with open(path, "w") as f:
+        f.write(_ohlc(_rng(25), 37 * n_seq, "<OPEN>,<HIGH>,<LOW>,<CLOSE>,<TICKVOL>"))
+
+
+def _wyckoff_padded(path, n_seq=24):
+    """padded_sequences_augmented_final_data.csv: normalized patterns, 37 rows each, columns 0..4."""
+    rng = _rng(26)
+    x = np.clip(np.linspace(0, 1, 37)[None, :, None] * rng.uniform(0.5, 1, (n_seq, 1, 5))
+                + rng.normal(0, 0.05, (n_seq, 37, 5)), 0, 1).reshape(-1, 5)
+    with open(path, "w") as f:
+        f.write("0,1,2,3,4\n" + "".join(",".join(f"{v:.9f}" for v in row) + "\n" for row in x))
+
+
+def _sentences_pair(path, lang, n=300):
+    """en.csv / fr.csv: one sentence a line, no header, line i of one the translation of line i of the other."""
+    rng = _rng(27)
+    eng = [s.capitalize() + rng.choice([" .", " !", " ?"]) for s in _sentences(rng, n, 3, 9)]
+    text = eng if lang == "en" else [" ".join(w[::-1] for w in s.split()) for s in eng]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(text) + "\n")
+
+
+def _energy(path, n, seed):
+    """train/test_energy_data.csv (Kaggle energy consumption): two text columns among five numeric ones."""
+    rng = _rng(seed)
+    rows = ["Building Type,Square Footage,Number of Occupants,Appliances Used,Average Temperature,Day of Week,"
+            "Energy Consumption"]
+    for _ in range(n):
+        b, sq, occ, app = int(rng.integers(0, 3)), int(rng.integers(500, 50000)), int(rng.integers(1, 100)), \
+            int(rng.integers(1, 50))
+        temp, day = rng.uniform(10, 35), int(rng.integers(0, 2))
+        energy = 2000 + 0.05 * sq + 10 * occ + 20 * app - 5 * temp + 500 * b - 50 * day + rng.normal(0, 50)
+        rows.append(f"{['Residential', 'Commercial', 'Industrial'][b]},{sq},{occ},{app},{temp:.2f},"
+                    f"{['Weekday', 'Weekend'][day]},{energy:.2f}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+LOCAL.update({
+    "ticks": _ticks,
+    "mario_level": _mario_level,
+    "ge_prices": _ge_prices,
+    "hit_songs": _hit_songs,
+    "ohlc_sequences": _ohlc_sequences,
+    "wyckoff_padded": _wyckoff_padded,
+    "sentences_en": lambda p: _sentences_pair(p, "en"),
+    "sentences_fr": lambda p: _sentences_pair(p, "fr"),
+    "energy_train": lambda p: _energy(p, 200, 28),
+    "energy_test": lambda p: _energy(p, 100, 29),
+})
+
+
 def write_local(kind, path):
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     LOCAL[kind](path)
