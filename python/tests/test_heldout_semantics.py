@@ -1,0 +1,60 @@
+"""Keras 2.11 semantics that the held-out corpus programs (tests/keras_programs, group "heldout")
+needed, each against Keras's documented behaviour with NumPy as the reference."""
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def k(tnt):
+    return tnt.keras
+
+
+def _bce(y, p, eps=1e-7):
+    p = np.clip(p, eps, 1 - eps)
+    return -(y * np.log(p) + (1 - y) * np.log(1 - p)).mean(axis=-1)
+
+
+def test_metrics_module_loss_functions_are_the_losses(k):
+    """keras.metrics re-exports the loss functions (keras.metrics.binary_crossentropy is
+    keras.losses.binary_crossentropy): called on arrays they give Keras's per-sample losses, and
+    they stay names where compile takes one."""
+    rng = np.random.default_rng(0)
+    y = (rng.random((6, 4)) > 0.5).astype(np.float32)
+    p = rng.uniform(0.05, 0.95, (6, 4)).astype(np.float32)
+    np.testing.assert_allclose(k.metrics.binary_crossentropy(y, p), _bce(y, p), rtol=1e-5)
+    np.testing.assert_allclose(k.metrics.mse(y, p), ((y - p) ** 2).mean(-1), rtol=1e-5)
+    np.testing.assert_allclose(k.metrics.mean_absolute_error(y, p), np.abs(y - p).mean(-1), rtol=1e-5)
+    t, q = y * 0.8 + 0.1, p
+    np.testing.assert_allclose(k.metrics.kl_divergence(t, q), (t * np.log(t / q)).sum(-1), rtol=1e-5)
+    assert k.metrics.binary_crossentropy == k.losses.binary_crossentropy == "binary_crossentropy"
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    m = k.Sequential([k.Input(shape=(3,)), k.layers.Dense(4, activation="sigmoid")])
+    m.compile("sgd", loss=k.losses.binary_crossentropy, metrics=[k.metrics.binary_crossentropy])
+    h = m.fit(x, y[:1].repeat(16, 0), batch_size=16, epochs=1, verbose=0)
+    assert sorted(h.history) == ["binary_crossentropy", "loss"]
+    assert h.history["binary_crossentropy"][0] == pytest.approx(h.history["loss"][0], rel=1e-5)
+
+
+def test_metrics_loss_function_inside_a_custom_layer(k):
+    """A VAE's loss layer: K.mean(keras.metrics.binary_crossentropy(K.flatten(x), K.flatten(x_hat)))
+    added with add_loss; evaluate reports it as NumPy computes it (bce over every value of the batch)."""
+    from tarantella.keras import backend as K
+
+    class ReconstructionLoss(k.layers.Layer):
+        def call(self, inputs):
+            x, x_hat = inputs
+            self.add_loss(K.mean(k.metrics.binary_crossentropy(K.flatten(x), K.flatten(x_hat))))
+            return x
+
+    rng = np.random.default_rng(1)
+    x = rng.random((8, 5)).astype(np.float32)
+    inp = k.Input(shape=(5,))
+    x_hat = k.layers.Dense(5, activation="sigmoid")(inp)
+    m = k.Model(inp, ReconstructionLoss()([inp, x_hat]))
+    w = rng.uniform(-0.5, 0.5, (5, 5)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, 5).astype(np.float32)
+    m.set_weights([w, b])
+    m.compile("adam", loss=None)
+    p = 1 / (1 + np.exp(-(x @ w + b)))
+    want = _bce(x.reshape(-1), p.reshape(-1))
+    assert m.evaluate(x, None, batch_size=8, verbose=0) == pytest.approx(float(want), rel=1e-5)
