@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -289,7 +290,9 @@ def run(name, originals, keras_home, work, timeout=300, quiet=False):
     except ValueError as e:
         return False, f"adaptation: {e}", 0.0
     wdir = os.path.join(work, name)
-    os.makedirs(wdir, exist_ok=True)
+    # a fresh folder each run: what a run saves (a model a script loads when present) is not the next one's
+    shutil.rmtree(wdir, ignore_errors=True)
+    os.makedirs(wdir)
     for rel, kind in prog.get("files", {}).items():  # local data files the program reads
         synthetic_data.write_local(kind, os.path.join(wdir, rel))
     apath = os.path.join(wdir, name + "_tnt.py")
