@@ -39,6 +39,7 @@ HELDOUT_SOURCES = {
     "ho_energy": ("Alexb715/Electricity_predictor", "a146184109b9b5455b2ddab5e92bf7dfd12491a8", "none given"),
     "ho_fashion": ("AFrozenMushroom/Basic-image-classification", "9124bc067a4dc040d0bd796c7b8affe26212b1d0",
                    "none given"),
+    "ho_disaster": ("Aditesh99/Disaster-Predicting-Model", "a26bd4a381c2fc0cd10ba28fb95bd231e8f9225c", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -378,6 +379,23 @@ PROGRAMS = [
     _ho("ho_fashion_mlp", "ho_fashion", "make-model.py",
         "Fashion-MNIST MLP, from_logits loss, save .keras", [("epochs=10", "epochs=1", EPOCHS)],
         prints=[("Test accuracy", "prob")]),
+    # two more for what the first twelve lacked: ImageDataGenerator.flow_from_directory with transfer learning
+    # and fine-tuning; a scikit-learn ColumnTransformer pipeline before a Keras MLP
+    _ho("ho_disaster_effnet", "ho_disaster", "predicting_model.py",
+        "ImageDataGenerator(preprocessing_function, augmentations, validation_split).flow_from_directory, "
+        "EfficientNetB0 base frozen then partly unfrozen, class_weight, AUC, 3 callbacks, save .h5",
+        [('DATA_DIR = "C:\\data science\\disaster_predicting\\disasters"', 'DATA_DIR = "disasters"',
+          HARDCODED_PATH),
+         ("weights='imagenet')", "weights=None)", IMAGENET_WEIGHTS.replace("vgg19_weights_tf_dim_ordering_tf_kernels.h5",
+                                                                           "efficientnetb0_notop.h5")
+          .replace("548 MB", "16 MB").replace("; the program only looks at the activations' graph, so random weights",
+                                              ": random weights")),
+         ("EPOCHS = 30", "EPOCHS = 1", EPOCHS), ("fine_tune_epochs = 15", "fine_tune_epochs = 1", EPOCHS)],
+        files={"disasters": "disaster_images"}),
+    _ho("ho_titanic_pipeline_mlp", "ho_sn", "keras_version.py",
+        "scikit-learn ColumnTransformer (impute, scale, one-hot) then a Keras MLP with Input, SGD(learning_rate)",
+        [("epochs=100", "epochs=2", EPOCHS)], files={"input/train.csv": "titanic"},
+        prints=[("Validation accuracy", "prob")]),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

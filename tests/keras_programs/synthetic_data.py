@@ -361,6 +361,39 @@ def _energy(path, n, seed):
         f.write("\n".join(rows) + "\n")
 
 
+def _disaster_images(folder, per_class=7):
+    """A folder of JPEG images, one subfolder per class as flow_from_directory reads them (7 each:
+    the script's validation_split of 0.15 then keeps one of each class for validation)."""
+    from PIL import Image
+    rng = _rng(30)
+    classes = ["biological and chemical pandemic", "cyclone", "drought", "earthquake", "flood", "landslide",
+               "tsunami", "wildfire"]
+    for c, name in enumerate(classes):
+        os.makedirs(os.path.join(folder, name), exist_ok=True)
+        for i in range(per_class):
+            img = rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)
+            img[..., c % 3] //= 2  # a class-dependent colour cast
+            Image.fromarray(img).save(os.path.join(folder, name, f"{name[:4]}_{i}.jpg"), quality=90)
+
+
+def _titanic(path, n=200):
+    """Kaggle's Titanic train.csv: quoted names with commas, missing Age, Cabin and Embarked values."""
+    rng = _rng(31)
+    rows = ["PassengerId,Survived,Pclass,Name,Sex,Age,SibSp,Parch,Ticket,Fare,Cabin,Embarked"]
+    for i in range(n):
+        sex = "female" if rng.random() < 0.35 else "male"
+        pclass = int(rng.choice([1, 2, 3], p=[0.25, 0.2, 0.55]))
+        survived = int(rng.random() < (0.75 if sex == "female" else 0.2) + 0.1 * (pclass == 1))
+        age = "" if rng.random() < 0.2 else f"{rng.uniform(1, 70):.0f}"
+        cabin = f"C{int(rng.integers(1, 150))}" if pclass == 1 and rng.random() < 0.7 else ""
+        emb = "" if rng.random() < 0.01 else str(rng.choice(["S", "C", "Q"], p=[0.72, 0.19, 0.09]))
+        rows.append(f'{i + 1},{survived},{pclass},"Person{i}, {"Mrs." if sex == "female" else "Mr."} Someone",{sex},'
+                    f'{age},{int(rng.integers(0, 3))},{int(rng.integers(0, 3))},A/5 {21171 + i},'
+                    f'{rng.uniform(5, 100 if pclass > 1 else 300):.4f},{cabin},{emb}')
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -372,6 +405,8 @@ LOCAL.update({
     "sentences_fr": lambda p: _sentences_pair(p, "fr"),
     "energy_train": lambda p: _energy(p, 200, 28),
     "energy_test": lambda p: _energy(p, 100, 29),
+    "disaster_images": _disaster_images,
+    "titanic": _titanic,
 })
 
 
