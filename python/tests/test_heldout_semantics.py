@@ -58,3 +58,55 @@ def test_metrics_loss_function_inside_a_custom_layer(k):
     p = 1 / (1 + np.exp(-(x @ w + b)))
     want = _bce(x.reshape(-1), p.reshape(-1))
     assert m.evaluate(x, None, batch_size=8, verbose=0) == pytest.approx(float(want), rel=1e-5)
+
+
+def _softmax_model(k, lr=0.5, loss="categorical_crossentropy"):
+    m = k.Sequential([k.Input(shape=(4,)), k.layers.Dense(3, activation="softmax")])
+    w = (np.arange(12, dtype=np.float32).reshape(4, 3) - 6) / 20
+    m.set_weights([w, np.zeros(3, np.float32)])
+    m.compile(k.optimizers.SGD(lr), loss)
+    return m, w
+
+
+def test_class_weight_with_a_sequence_and_a_generator(k):
+    """fit(Sequence or generator, class_weight=...): Keras weighs each sample's loss by its class's
+    weight (argmax of a one-hot label, or the integer label), as with arrays: a batch's loss (before
+    its update) is sum(w_i ce_i) / n, and trained, the weights equal the arrays' run."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((24, 4)).astype(np.float32)
+    labels = np.arange(24) % 3
+    onehot = np.eye(3, dtype=np.float32)[labels]
+    cw = {0: 1.0, 1: 3.0, 2: 0.5}
+
+    class Batches(k.utils.Sequence):
+        def __init__(self, y, size):
+            self.y, self.size = y, size
+
+        def __len__(self):
+            return 24 // self.size
+
+        def __getitem__(self, i):
+            return x[i * self.size:(i + 1) * self.size], self.y[i * self.size:(i + 1) * self.size]
+
+    def generator():
+        while True:
+            yield x, labels[:, None].astype(np.float32)
+
+    m, w = _softmax_model(k)
+    z = x @ w
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    want = np.sum(np.array([cw[c] for c in labels]) * -np.log(p[np.arange(24), labels])) / 24
+    h = m.fit(Batches(onehot, 24), epochs=1, shuffle=False, class_weight=cw, verbose=0)
+    assert h.history["loss"][0] == pytest.approx(want, rel=1e-5)
+    m, _ = _softmax_model(k, loss="sparse_categorical_crossentropy")
+    h = m.fit(generator(), steps_per_epoch=1, epochs=1, class_weight=cw, verbose=0)
+    assert h.history["loss"][0] == pytest.approx(want, rel=1e-5)
+
+    a, _ = _softmax_model(k)
+    a.fit(x, onehot, batch_size=8, epochs=2, shuffle=False, class_weight=cw, verbose=0)
+    b, _ = _softmax_model(k)
+    b.fit(Batches(onehot, 8), batch_size=8, epochs=2, shuffle=False, class_weight=cw, verbose=0)
+    np.testing.assert_allclose(b.get_weights()[0], a.get_weights()[0], rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="no weight for classes"):
+        b.fit(Batches(onehot, 8), epochs=1, class_weight={0: 1.0, 1: 2.0}, verbose=0)

@@ -39,9 +39,9 @@ def _slice(xs, a, b):
     return [np.asarray(x)[a:b] for x in xs]
 
 
-def _as_dataset(x, what, shuffle=False):
+def _as_dataset(x, what, shuffle=False, class_weight=None):
     from tarantella.keras.utils._sequence import as_dataset
-    return as_dataset(x, what, shuffle)
+    return as_dataset(x, what, shuffle, class_weight)
 
 
 def _by_name(model, x, y, what):
@@ -476,8 +476,16 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
             return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
                                    initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
-        if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
-            raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
+        if class_weight is not None and sample_weight is None and y is None and x is not None and \
+                not isinstance(x, tnt_data.Dataset):  # a Sequence or generator: the weights go with its batches
+            given = x
+            x = _as_dataset(x, "fit", shuffle, class_weight=class_weight)
+            if x is not given:
+                class_weight, batch_size = None, None  # in the batches now; Keras ignores batch_size there
+        if weighted and (isinstance(x, tnt_data.Dataset) or y is None) and (sample_weight is not None or
+                                                                            class_weight is not None):
+            raise NotImplementedError("fit: sample_weight needs arrays x and y, and class_weight arrays, a "
+                                      "keras.utils.Sequence or a generator (not a Dataset)")
         if not isinstance(validation_freq, int):
             raise NotImplementedError("fit: validation_freq must be an int (lists of epochs are not supported)")
         micro = int(tnt_micro_batch_size or 0)
