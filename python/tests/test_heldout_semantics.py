@@ -110,3 +110,34 @@ def test_class_weight_with_a_sequence_and_a_generator(k):
     np.testing.assert_allclose(b.get_weights()[0], a.get_weights()[0], rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="no weight for classes"):
         b.fit(Batches(onehot, 8), epochs=1, class_weight={0: 1.0, 1: 2.0}, verbose=0)
+
+
+def test_custom_layer_using_a_model_tensor_it_was_not_given(k):
+    """A custom layer whose call reads a model tensor from outside (a closure over z_mean, as old
+    VAE tutorials wrote) is refused as Keras 2.4+ refuses it, with the way out: pass the tensor as
+    an input. Passed as an input, the same loss trains."""
+    from tarantella.keras import backend as K
+    inp = k.Input(shape=(4,))
+    z = k.layers.Dense(2)(inp)
+
+    class Closure(k.layers.Layer):
+        def call(self, inputs):
+            self.add_loss(K.mean(K.square(z)))
+            return inputs
+
+    with pytest.raises(TypeError, match="not one of the layer's inputs.*one more input"):
+        Closure()(inp)
+
+    class Given(k.layers.Layer):
+        def call(self, inputs):
+            x, zz = inputs
+            self.add_loss(K.mean(K.square(zz)))
+            return x
+
+    m = k.Model(inp, Given()([inp, z]))
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 2)).astype(np.float32)
+    m.set_weights([w, np.zeros(2, np.float32)])
+    m.compile("sgd", loss=None)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    assert m.evaluate(x, None, batch_size=8, verbose=0) == pytest.approx(float(np.mean((x @ w) ** 2)), rel=1e-5)
