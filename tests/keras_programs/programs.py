@@ -56,6 +56,9 @@ KERAS23_KEYS = "Keras 2.3 logs metrics under the name given ('accuracy', 'mae'),
 KERAS26_PREDICT_CLASSES = "Keras 2.6 removed predict_classes; its deprecation message's replacement, argmax of predict"
 KERAS23_PREDICT_LENGTHS = ("Keras 2.3 refuses predict on inputs of different sample counts ('Data cardinality is "
                            "ambiguous'); Keras 2.2's predict read the first input's count, which the program relies on")
+KERAS24_CAPTURE = ("Keras 2.4 (TF 2.4's KerasTensors) refuses a layer's call that reads model tensors it was not "
+                   "given ('an intermediate Keras symbolic input/output', bnsreenu/python_for_microscopists#32, the "
+                   "tutorial this script comes from); the fix given there: pass z_mu and z_sigma as inputs")
 DOWNLOAD = "a download that is not a Keras cache file replaced by a local file of the same format"
 IMAGENET_WEIGHTS = ("ImageNet weights are a Keras cache file of 548 MB (vgg19_weights_tf_dim_ordering_tf_kernels.h5 "
                     "in ~/.keras/models, which weights='imagenet' reads when present); the program only looks at "
@@ -353,7 +356,12 @@ PROGRAMS = [
     _ho("ho_vae_lambda_layer", "ho_ajioz", "timeseries/variational_autoencoder.py",
         "VAE: Lambda sampling with K.random_normal, a custom Layer with add_loss, nested models, fit(x, None)",
         [("epochs = 10", "epochs = 1", EPOCHS), ("x_train[4200][:,:,0]", "x_train[200][:,:,0]", MNIST512),
-         ("x_train[42000][:,:,0]", "x_train[400][:,:,0]", MNIST512)]),
+         ("x_train[42000][:,:,0]", "x_train[400][:,:,0]", MNIST512),
+         ("    def vae_loss(self, x, z_decoded):", "    def vae_loss(self, x, z_decoded, z_mu, z_sigma):", KERAS24_CAPTURE),
+         ("        loss = self.vae_loss(x, z_decoded)", "        loss = self.vae_loss(x, z_decoded, inputs[2], inputs[3])",
+          KERAS24_CAPTURE),
+         ("y = CustomLayer()([input_img, z_decoded])", "y = CustomLayer()([input_img, z_decoded, z_mu, z_sigma])",
+          KERAS24_CAPTURE)]),
     _ho("ho_credit_fraud_mlp", "ho_fraud", "clf.py",
         "tabular MLP, StandardScaler, TensorBoard callback, to_json, save_weights(.h5)",
         [("epochs=5", "epochs=1", EPOCHS)], files={"creditcard.csv": "creditcard"}),
