@@ -40,6 +40,7 @@ HELDOUT_SOURCES = {
     "ho_fashion": ("AFrozenMushroom/Basic-image-classification", "9124bc067a4dc040d0bd796c7b8affe26212b1d0",
                    "none given"),
     "ho_disaster": ("Aditesh99/Disaster-Predicting-Model", "a26bd4a381c2fc0cd10ba28fb95bd231e8f9225c", "none given"),
+    "ho_crop": ("Abid2k/Crop-yield", "3fd65929848434f883c2d598be509c75b85d8615", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -404,6 +405,10 @@ PROGRAMS = [
         "scikit-learn ColumnTransformer (impute, scale, one-hot) then a Keras MLP with Input, SGD(learning_rate)",
         [("epochs=100", "epochs=2", EPOCHS)], files={"input/train.csv": "titanic"},
         prints=[("Validation accuracy", "prob")]),
+    _ho("ho_crop_yield_multi_input", "ho_crop", "crop_yeild.ipynb",
+        "notebook: pandas/seaborn analysis, get_dummies, then a functional two-input model (GRU branch + MLP branch "
+        "with l2, Concatenate), 3 callbacks, sklearn metrics", [("epochs=50", "epochs=2", EPOCHS)],
+        files={"Dataset/crop_yield.csv": "crop_yield"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

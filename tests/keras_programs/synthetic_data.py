@@ -394,6 +394,24 @@ def _titanic(path, n=200):
         f.write("\n".join(rows) + "\n")
 
 
+def _crop_yield(path, n=400):
+    """Kaggle's Indian crop yield table: crop, year, season (padded with spaces, as the real file),
+    state, and five measured columns; yield = production / area."""
+    rng = _rng(32)
+    crops = ["Arecanut", "Arhar/Tur", "Castor seed", "Rice", "Wheat", "Maize"]
+    seasons = ["Whole Year ", "Kharif     ", "Rabi       ", "Summer     "]
+    states = ["Assam", "Karnataka", "Punjab", "Kerala"]
+    rows = ["Crop,Crop_Year,Season,State,Area,Production,Annual_Rainfall,Fertilizer,Pesticide,Yield"]
+    for _ in range(n):
+        area = int(rng.integers(50, 80000))
+        yld = rng.uniform(0.2, 3.0)
+        rows.append(f"{rng.choice(crops)},{int(rng.integers(1997, 2021))},{rng.choice(seasons)},{rng.choice(states)},"
+                    f"{area},{int(area * yld)},{rng.uniform(500, 3000):.1f},{area * rng.uniform(80, 120):.2f},"
+                    f"{area * rng.uniform(0.2, 0.4):.2f},{yld:.9f}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -407,6 +425,7 @@ LOCAL.update({
     "energy_test": lambda p: _energy(p, 100, 29),
     "disaster_images": _disaster_images,
     "titanic": _titanic,
+    "crop_yield": _crop_yield,
 })
 
 
