@@ -67,7 +67,8 @@ IMPORT_RULES = [
 
 def mirror_dir(repo):
     root = os.environ.get("TNT_KERAS_CORPUS_MIRRORS", "/work/.mirror")
-    return os.path.join(root, repo.replace("/", "+"), "repo")
+    git = os.path.join(root, repo.replace("/", "+"), "repo")
+    return os.path.join(git, ".git") if os.path.isdir(os.path.join(git, ".git")) else git  # a clone with a work tree
 
 
 def original_text(prog, originals):

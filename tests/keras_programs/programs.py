@@ -41,6 +41,7 @@ HELDOUT_SOURCES = {
                    "none given"),
     "ho_disaster": ("Aditesh99/Disaster-Predicting-Model", "a26bd4a381c2fc0cd10ba28fb95bd231e8f9225c", "none given"),
     "ho_crop": ("Abid2k/Crop-yield", "3fd65929848434f883c2d598be509c75b85d8615", "none given"),
+    "ho_pima": ("therodsouza/ML", "c10cd752d8c0ebe1a4a97ffac97c2d9c89a2a027", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -409,6 +410,12 @@ PROGRAMS = [
         "notebook: pandas/seaborn analysis, get_dummies, then a functional two-input model (GRU branch + MLP branch "
         "with l2, Concatenate), 3 callbacks, sklearn metrics", [("epochs=50", "epochs=2", EPOCHS)],
         files={"Dataset/crop_yield.csv": "crop_yield"}),
+    _ho("ho_pima_sklearn_cv", "ho_pima", "keras/keras_quick_start.py",
+        "keras.wrappers.scikit_learn.KerasClassifier(build_fn) in scikit-learn's cross_val_score (StratifiedKFold)",
+        [("epochs=150", "epochs=2", EPOCHS)], files={"../pima-indians-diabetes.data": "pima"}),
+    _ho("ho_pima_tensorboard", "ho_pima", "keras/model_training_history.py",
+        "MLP, a Callback subclass, TensorBoard with Keras 1/2 arguments (embeddings_layer_names), metrics_names",
+        [("epochs=150", "epochs=2", EPOCHS)], files={"../pima-indians-diabetes.data": "pima"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

@@ -412,6 +412,20 @@ def _crop_yield(path, n=400):
         f.write("\n".join(rows) + "\n")
 
 
+def _pima(path, n=200):
+    """pima-indians-diabetes.data: 8 clinical measurements and the 0/1 outcome, comma separated, no header."""
+    rng = _rng(33)
+    out = []
+    for _ in range(n):
+        y = int(rng.random() < 0.35)
+        v = [int(rng.integers(0, 12)), int(rng.normal(110 + 30 * y, 25)), int(rng.normal(70, 12)),
+             int(rng.integers(0, 50)), int(rng.integers(0, 300)), round(float(rng.normal(31 + 4 * y, 6)), 1),
+             round(float(rng.uniform(0.08, 2.0)), 3), int(rng.integers(21, 75))]
+        out.append(",".join(str(x) for x in v) + f",{y}")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -426,6 +440,7 @@ LOCAL.update({
     "disaster_images": _disaster_images,
     "titanic": _titanic,
     "crop_yield": _crop_yield,
+    "pima": _pima,
 })
 
 
