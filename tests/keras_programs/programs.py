@@ -42,6 +42,7 @@ HELDOUT_SOURCES = {
     "ho_disaster": ("Aditesh99/Disaster-Predicting-Model", "a26bd4a381c2fc0cd10ba28fb95bd231e8f9225c", "none given"),
     "ho_crop": ("Abid2k/Crop-yield", "3fd65929848434f883c2d598be509c75b85d8615", "none given"),
     "ho_pima": ("therodsouza/ML", "c10cd752d8c0ebe1a4a97ffac97c2d9c89a2a027", "none given"),
+    "ho_textclf": ("AFrozenMushroom/Text-classification", "0790a73506a726c7ee41ce47fd22b1e4aae0b201", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -416,6 +417,11 @@ PROGRAMS = [
     _ho("ho_pima_tensorboard", "ho_pima", "keras/model_training_history.py",
         "MLP, a Callback subclass, TensorBoard with Keras 1/2 arguments (embeddings_layer_names), metrics_names",
         [("epochs=150", "epochs=2", EPOCHS)], files={"../pima-indians-diabetes.data": "pima"}),
+    _ho("ho_imdb_text_vectorization", "ho_textclf", "make-model.py",
+        "TensorFlow's text classification tutorial as a user ran it: get_file(untar, cache_dir='.'), "
+        "text_dataset_from_directory(validation_split, subset), TextVectorization with a tf.strings standardize, "
+        "adapt, dataset.map, Embedding + GlobalAveragePooling1D, from_logits", [("epochs = 10", "epochs = 1", EPOCHS)],
+        files={"aclImdb_v1.tar.gz": "aclimdb_tar"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

@@ -426,6 +426,27 @@ def _pima(path, n=200):
         f.write("\n".join(out) + "\n")
 
 
+def _aclimdb_tar(path, per_class=40):
+    """aclImdb_v1.tar.gz (Stanford's IMDB reviews): aclImdb/{train,test}/{pos,neg}/<id>_<stars>.txt
+    and train/unsup, reviews with <br /> tags and punctuation as the real ones have."""
+    rng = _rng(34)
+    files = {}
+    for split in ("train", "test"):
+        for label, words in (("pos", ["good", "great", "fine"]), ("neg", ["bad", "awful", "dull"])):
+            for i in range(per_class):
+                text = " ".join(_sentences(rng, 3, 4, 12)) + f", {rng.choice(words)}!<br /><br />The end."
+                files[f"aclImdb/{split}/{label}/{i}_{int(rng.integers(1, 11))}.txt"] = text
+    for i in range(5):
+        files[f"aclImdb/train/unsup/{i}_0.txt"] = " ".join(_sentences(rng, 2))
+    files["aclImdb/README"] = "synthetic stand-in"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -441,6 +462,7 @@ LOCAL.update({
     "titanic": _titanic,
     "crop_yield": _crop_yield,
     "pima": _pima,
+    "aclimdb_tar": _aclimdb_tar,
 })
 
 
