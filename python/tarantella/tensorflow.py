@@ -166,6 +166,12 @@ def _image_resize(images, size, method="bilinear", preserve_aspect_ratio=False, 
     return keras.ops.image.resize(images, size, interpolation=str(method), antialias=antialias)
 
 
+from tarantella.keras import _text_vectorization as _tv  # noqa: E402
+
+# tf.strings on NumPy arrays of text (a TextVectorization's standardize function, a dataset's map)
+strings = types.SimpleNamespace(lower=_tv.lower, upper=_tv.upper, strip=_tv.strip, regex_replace=_tv.regex_replace,
+                                length=_tv.length, split=_tv.split, join=_tv.join, reduce_join=_tv.reduce_join)
+
 image = types.SimpleNamespace(extract_patches=_image_extract_patches, resize=_image_resize,
                               rgb_to_grayscale=lambda images, name=None: keras.ops.image.rgb_to_grayscale(images))
 

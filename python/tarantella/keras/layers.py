@@ -754,3 +754,20 @@ for _sub in ("core", "convolutional", "pooling", "local", "recurrent", "cudnn_re
     sys.modules[f"{__name__}.{_sub}"] = sys.modules[__name__]
     globals()[_sub] = sys.modules[__name__]
 del _sub
+
+from tarantella.keras._text_vectorization import TextVectorization  # noqa: E402  (data-side, in NumPy)
+
+
+class _Namespace:
+    """A module-like namespace of classes of this module."""
+
+    def __init__(self, **names):
+        self.__dict__.update(names)
+
+
+# Keras 2's keras.layers.experimental.preprocessing.<Layer> (TensorFlow 2.3-2.5 tutorials): the same classes
+experimental = _Namespace(preprocessing=_Namespace(**{
+    n: globals()[n] for n in ("CenterCrop", "Normalization", "RandomContrast", "RandomCrop", "RandomFlip",
+                              "RandomHeight", "RandomRotation", "RandomTranslation", "RandomWidth", "RandomZoom",
+                              "RandomBrightness", "Rescaling", "Resizing", "TextVectorization", "StringLookup",
+                              "IntegerLookup", "CategoryEncoding", "Discretization", "Hashing") if n in globals()}))
