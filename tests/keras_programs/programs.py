@@ -43,6 +43,10 @@ HELDOUT_SOURCES = {
     "ho_crop": ("Abid2k/Crop-yield", "3fd65929848434f883c2d598be509c75b85d8615", "none given"),
     "ho_pima": ("therodsouza/ML", "c10cd752d8c0ebe1a4a97ffac97c2d9c89a2a027", "none given"),
     "ho_textclf": ("AFrozenMushroom/Text-classification", "0790a73506a726c7ee41ce47fd22b1e4aae0b201", "none given"),
+    "ho_churn": ("404error-010/ANN-Churn-Classification", "05bc5bb32ab0c720b3a54e8bca38b8297e17b852", "GPL-3.0"),
+    "ho_series": ("AlainSG/SeriesTemporales", "f1f3291242582dec23f2976458f0cfb60b46b056", "none given"),
+    "ho_intents": ("Amogh1221/chatbot-Intend-Based", "30037ce49458cbeb7d87b87af3fc00cb9e7a98e3", "none given"),
+    "ho_katakana": ("15louafi/EnglishToKatakanaSeq2Seq", "232003111c354f20d23c410be117653e884c3ab3", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -422,6 +426,21 @@ PROGRAMS = [
         "text_dataset_from_directory(validation_split, subset), TextVectorization with a tf.strings standardize, "
         "adapt, dataset.map, Embedding + GlobalAveragePooling1D, from_logits", [("epochs = 10", "epochs = 1", EPOCHS)],
         files={"aclImdb_v1.tar.gz": "aclimdb_tar"}),
+    _ho("ho_churn_ann", "ho_churn", "experiment.ipynb",
+        "notebook: LabelEncoder/OneHotEncoder/StandardScaler pickled, MLP with a loss class (not an instance), "
+        "TensorBoard(histogram_freq=1) + EarlyStopping, save .h5", [("epochs=100", "epochs=2", EPOCHS)],
+        files={"Churn_Modelling.csv": "churn"}),
+    _ho("ho_simple_rnn_sine", "ho_series", "AnalisisSeriesTemporalesRNN.ipynb",
+        "notebook: SimpleRNN on a generated series, MinMaxScaler, validation_split, inverse_transform",
+        [("epochs=50", "epochs=2", EPOCHS)]),
+    _ho("ho_intents_conv1d", "ho_intents", "modle_training.ipynb",
+        "notebook: intents JSON, Tokenizer(oov_token), pad_sequences, functional Embedding + Conv1D + "
+        "GlobalMaxPooling1D, stratified split, EarlyStopping + ModelCheckpoint", [("epochs=50", "epochs=2", EPOCHS)],
+        files={"chatbot_dataset.json": "intents"}),
+    _ho("ho_katakana_seq2seq", "ho_katakana", "engtokatakana.ipynb",
+        "notebook: character seq2seq, two inputs, Embedding(mask_zero), LSTM initial_state, TimeDistributed, "
+        "load_model when the file exists, greedy decoding with predict", [("epochs = 60", "epochs = 1", EPOCHS)],
+        files={"trainingdata/joined_titles.csv": "katakana"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

@@ -447,6 +447,47 @@ def _aclimdb_tar(path, per_class=40):
             tar.addfile(info, io.BytesIO(data))
 
 
+def _churn(path, n=300):
+    """Churn_Modelling.csv (Kaggle's bank churn): ids, surname, 10 features with Geography and Gender
+    as text, Exited 0/1."""
+    rng = _rng(35)
+    rows = ["RowNumber,CustomerId,Surname,CreditScore,Geography,Gender,Age,Tenure,Balance,NumOfProducts,HasCrCard,"
+            "IsActiveMember,EstimatedSalary,Exited"]
+    for i in range(n):
+        age = int(rng.integers(18, 80))
+        exited = int(rng.random() < 0.1 + 0.3 * (age > 50))
+        rows.append(f"{i + 1},{15600000 + i},Name{i},{int(rng.integers(350, 850))},"
+                    f"{rng.choice(['France', 'Spain', 'Germany'])},{rng.choice(['Female', 'Male'])},{age},"
+                    f"{int(rng.integers(0, 11))},{rng.uniform(0, 200000):.2f},{int(rng.integers(1, 5))},"
+                    f"{int(rng.integers(0, 2))},{int(rng.integers(0, 2))},{rng.uniform(10, 200000):.2f},{exited}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def _intents(path, tags=6, per_tag=10):
+    """An intents JSON file as chatbot tutorials have it: {"intents": [{"tag", "patterns", "responses"}]}."""
+    rng = _rng(36)
+    intents = []
+    for t in range(tags):
+        own = [WORDS[(t * 7 + j) % len(WORDS)] for j in range(5)]
+        pats = [" ".join(rng.choice(own + WORDS[:10], int(rng.integers(2, 6)))) for _ in range(per_tag)]
+        intents.append({"tag": f"tag{t}", "patterns": pats, "responses": [f"answer {t}"]})
+    with open(path, "w") as f:
+        json.dump({"intents": intents}, f, indent=2)
+
+
+def _katakana(path, n=240):
+    """joined_titles.csv: an English name, a comma, its katakana spelling (no header)."""
+    rng = _rng(37)
+    kana = [chr(c) for c in range(0x30A2, 0x30F3, 2)]
+    rows = []
+    for _ in range(n):
+        word = "".join(rng.choice(list("abcdefghijklmnoprstuvy"), int(rng.integers(3, 9))))
+        rows.append(f"{word},{''.join(rng.choice(kana, max(2, len(word) - 1)))}")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -463,6 +504,9 @@ LOCAL.update({
     "crop_yield": _crop_yield,
     "pima": _pima,
     "aclimdb_tar": _aclimdb_tar,
+    "churn": _churn,
+    "intents": _intents,
+    "katakana": _katakana,
 })
 
 
