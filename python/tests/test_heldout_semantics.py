@@ -141,3 +141,25 @@ def test_custom_layer_using_a_model_tensor_it_was_not_given(k):
     m.compile("sgd", loss=None)
     x = rng.standard_normal((8, 4)).astype(np.float32)
     assert m.evaluate(x, None, batch_size=8, verbose=0) == pytest.approx(float(np.mean((x @ w) ** 2)), rel=1e-5)
+
+
+def test_inputs_given_as_python_lists_of_rows(k):
+    """x = [rows as a Python list, an array] for a two-input model: each input is converted on its own
+    (as Keras 2.0-2.3 did; Keras 2.11's list adapter fails on the mixed nesting); the same training
+    as with arrays."""
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 5, (12, 3))
+    b = rng.standard_normal((12, 2)).astype(np.float32)
+    y = rng.standard_normal((12, 1)).astype(np.float32)
+
+    def model():
+        i1, i2 = k.Input(shape=(3,)), k.Input(shape=(2,))
+        m = k.Model([i1, i2], k.layers.Dense(1)(k.layers.Concatenate()([i1, i2])))
+        m.set_weights([np.linspace(-1, 1, 5, dtype=np.float32).reshape(5, 1), np.zeros(1, np.float32)])
+        m.compile(k.optimizers.SGD(0.01), "mse")
+        return m
+    m1, m2 = model(), model()
+    h1 = m1.fit([a.tolist(), b], y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    h2 = m2.fit([a.astype(np.float32), b], y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    assert h1.history["loss"] == pytest.approx(h2.history["loss"], rel=1e-6)
+    np.testing.assert_allclose(m1.get_weights()[0], m2.get_weights()[0], rtol=1e-6)

@@ -477,12 +477,14 @@ def _intents(path, tags=6, per_tag=10):
 
 
 def _katakana(path, n=240):
-    """joined_titles.csv: an English name, a comma, its katakana spelling (no header)."""
+    """joined_titles.csv: an English name (some of two words), a comma, its katakana spelling (no header)."""
     rng = _rng(37)
     kana = [chr(c) for c in range(0x30A2, 0x30F3, 2)]
     rows = []
     for _ in range(n):
         word = "".join(rng.choice(list("abcdefghijklmnoprstuvy"), int(rng.integers(3, 9))))
+        if rng.random() < 0.2:  # names of two words, as the real titles have
+            word += " " + "".join(rng.choice(list("abcdefghijklmnoprstuvy"), int(rng.integers(2, 6))))
         rows.append(f"{word},{''.join(rng.choice(kana, max(2, len(word) - 1)))}")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(rows) + "\n")

@@ -23,8 +23,8 @@ from tarantella.keras.functional import functional_json, _walk, tensor_shape, _l
 # ---- data --------------------------------------------------------------------------------------
 
 def _arrays(v, what):
-    if isinstance(v, (list, tuple)):
-        return list(v)
+    if isinstance(v, (list, tuple)):  # one per input; each may itself be a (nested) Python list, as Keras 2.0-2.3 took
+        return [np.asarray(p) if isinstance(p, (list, tuple)) else p for p in v]
     if isinstance(v, dict):
         raise NotImplementedError(f"{what}: dicts of inputs are not supported; pass a list in the model's input "
                                   f"order")
