@@ -163,3 +163,26 @@ def test_inputs_given_as_python_lists_of_rows(k):
     h2 = m2.fit([a.astype(np.float32), b], y, batch_size=4, epochs=1, shuffle=False, verbose=0)
     assert h1.history["loss"] == pytest.approx(h2.history["loss"], rel=1e-6)
     np.testing.assert_allclose(m1.get_weights()[0], m2.get_weights()[0], rtol=1e-6)
+
+
+def test_tensorboard_histogram_freq_writes_the_weights_histograms(k, tmp_path):
+    """TensorBoard(histogram_freq=1), as TensorFlow's TensorBoard tutorial sets it: each epoch, a
+    histogram of every weight under Keras's tags in the train file (read by the independent reader
+    of tests/tools); the counts are the weights' sizes."""
+    import glob
+    import os
+    import subprocess
+    reader = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "tools", "tfevents_read.py")
+    m = k.Sequential([k.Input(shape=(3,)), k.layers.Dense(4, name="hidden"), k.layers.Dense(1, name="out")])
+    m.compile("sgd", "mse")
+    x = np.random.default_rng(5).standard_normal((8, 3)).astype(np.float32)
+    m.fit(x, x[:, :1], epochs=2, verbose=0, callbacks=[k.callbacks.TensorBoard(str(tmp_path), histogram_freq=1)])
+    (path,) = glob.glob(str(tmp_path / "train" / "events.out.tfevents.*"))
+    out = subprocess.run(["/usr/bin/python3", reader, path], capture_output=True, text=True, check=True).stdout
+    for epoch in (0, 1):
+        for tag, count in (("hidden/kernel_0", 12), ("hidden/bias_0", 4), ("out/kernel_0", 4), ("out/bias_0", 1)):
+            assert f"histogram {epoch} {tag}/histogram histograms class=2 " in out
+            line = next(ln for ln in out.splitlines() if ln.startswith(f"histogram {epoch} {tag}/"))
+            assert f" count={count} " in line + " "
+    with pytest.raises(NotImplementedError, match="embeddings"):
+        k.callbacks.TensorBoard(str(tmp_path), embeddings_freq=1)
