@@ -47,6 +47,9 @@ HELDOUT_SOURCES = {
     "ho_series": ("AlainSG/SeriesTemporales", "f1f3291242582dec23f2976458f0cfb60b46b056", "none given"),
     "ho_intents": ("Amogh1221/chatbot-Intend-Based", "30037ce49458cbeb7d87b87af3fc00cb9e7a98e3", "none given"),
     "ho_katakana": ("15louafi/EnglishToKatakanaSeq2Seq", "232003111c354f20d23c410be117653e884c3ab3", "none given"),
+    "ho_bank": ("2WelcomeHome1/BANK_UMP_LSTM_Model", "33a904ace939ad2e24a28b2647e6e115bcb454f9", "none given"),
+    "ho_amazon": ("AdjoaPanyin/Stock_Price_RNN", "f72f631a0dba8f80d9373e74e6187203e371be83", "none given"),
+    "ho_windowed": ("AYMNrh/Stock_Prediction_LSTM", "db0c17818c4bb99544b1fbfbc8d2428ff43bd2ab", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -441,6 +444,18 @@ PROGRAMS = [
         "notebook: character seq2seq, two inputs, Embedding(mask_zero), LSTM initial_state, TimeDistributed, "
         "load_model when the file exists, greedy decoding with predict", [("epochs = 60", "epochs = 1", EPOCHS)],
         files={"trainingdata/joined_titles.csv": "katakana"}),
+    _ho("ho_bank_timeseries_generator", "ho_bank", "RNN_model.ipynb",
+        "notebook: TimeseriesGenerator batches into fit and validation, LSTM(relu), SGD(momentum), RandomUniform "
+        "initializer, RootMeanSquaredError, tf.compat.v1 device query, save .h5", [("epochs=50", "epochs=2", EPOCHS)],
+        files={"data.csv": "bank_series"}),
+    _ho("ho_amazon_stock_lstm", "ho_amazon", "Amazon_Stock_Price.ipynb",
+        "notebook: pandas date features and correlations, stacked LSTM, metrics ['mse', 'r2_score'], "
+        "ModelCheckpoint then load_model", [("epochs=30", "epochs=2", EPOCHS)], files={"Amazon_Stock_Price.csv": "amazon"}),
+    _ho("ho_windowed_stock_lstm", "ho_windowed", "lstm_msft.ipynb",
+        "notebook: windowed pandas frames of a price series, functional-style Sequential with layers.Input, "
+        "Adam, mean_absolute_error metric, recursive predictions",
+        [("epochs=100", "epochs=2", EPOCHS, 2), ("'2001-07-24'", "'2019-07-24'", SMALL)],
+        files={"data/accenture.csv": "accenture"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

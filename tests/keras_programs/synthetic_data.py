@@ -490,6 +490,51 @@ def _katakana(path, n=240):
         f.write("\n".join(rows) + "\n")
 
 
+def _bank_series(path, n=260):
+    """data.csv of a bank's daily balance: REPORTDATE;VALUE, dates dd.mm.yyyy."""
+    rng = _rng(38)
+    day0 = np.datetime64("2013-12-30")
+    v = 3.4e9 + np.cumsum(rng.normal(0, 2e7, n))
+    rows = ["REPORTDATE;VALUE"]
+    for i in range(n):
+        y, m, d = str(day0 + i).split("-")
+        rows.append(f"{d}.{m}.{y};{int(v[i])}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def _ohlcv_days(rng, first, last, start_price):
+    days = [d for d in np.arange(np.datetime64(first), np.datetime64(last)) if np.is_busday(d)]
+    close = start_price * np.exp(np.cumsum(rng.normal(0, 0.01, len(days))))
+    return days, close
+
+
+def _amazon(path):
+    """Amazon_Stock_Price.csv as Yahoo's download saved by pandas: an unnamed index column, Date, OHLC,
+    Volume."""
+    rng = _rng(39)
+    days, close = _ohlcv_days(rng, "2000-01-03", "2002-06-01", 4.0)
+    rows = [",Date,Open,High,Low,Close,Volume"]
+    for i, (d, c) in enumerate(zip(days, close)):
+        o = c * (1 + rng.normal(0, 0.005))
+        rows.append(f"{i},{d},{o:.9f},{max(o, c) * 1.01:.9f},{min(o, c) * 0.99:.9f},{c:.9f},{int(rng.integers(1e8, 4e8))}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def _accenture(path):
+    """data/accenture.csv (Yahoo via yfinance): Date,Open,High,Low,Close,Volume,Dividends,Stock Splits on
+    business days to the end of September 2021 (the notebook windows up to 2021-09-29)."""
+    rng = _rng(40)
+    days, close = _ohlcv_days(rng, "2019-06-03", "2021-10-02", 180.0)
+    rows = ["Date,Open,High,Low,Close,Volume,Dividends,Stock Splits"]
+    for d, c in zip(days, close):
+        o = c * (1 + rng.normal(0, 0.005))
+        rows.append(f"{d},{o},{max(o, c) * 1.01},{min(o, c) * 0.99},{c},{int(rng.integers(1e6, 5e6))},0.0,0")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -509,6 +554,9 @@ LOCAL.update({
     "churn": _churn,
     "intents": _intents,
     "katakana": _katakana,
+    "bank_series": _bank_series,
+    "amazon": _amazon,
+    "accenture": _accenture,
 })
 
 
