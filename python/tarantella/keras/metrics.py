@@ -251,10 +251,11 @@ for _n, _v in list(globals().items()):
 del _n, _v
 
 _UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
-                "FBetaScore", "R2Score", "MeanTensor")
+                "FBetaScore", "MeanTensor")
 
 
 from tarantella.keras._value_metrics import Mean, Sum, MeanMetricWrapper  # noqa: E402,F401  (custom loops)
+from tarantella.keras._r2_score import R2Score  # noqa: E402,F401  (Keras 3's, traced as a Metric subclass)
 
 
 def __getattr__(name):
