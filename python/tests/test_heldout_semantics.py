@@ -186,3 +186,30 @@ def test_tensorboard_histogram_freq_writes_the_weights_histograms(k, tmp_path):
             assert f" count={count} " in line + " "
     with pytest.raises(NotImplementedError, match="embeddings"):
         k.callbacks.TensorBoard(str(tmp_path), embeddings_freq=1)
+
+
+def test_tf_compat_v1_boilerplate(k):
+    """TensorFlow 1 boilerplate that Keras programs keep (GPU queries, ConfigProto with allow_growth, a
+    Session given to the backend, logging verbosity, disable_eager_execution, set_random_seed) is
+    accepted and changes nothing; running a TensorFlow 1 graph is refused with the way out."""
+    import tarantella.tensorflow as tf
+    assert tf.compat.v1.config.experimental.list_physical_devices("GPU") == []
+    config = tf.compat.v1.ConfigProto()
+    config.gpu_options.allow_growth = True
+    sess = tf.compat.v1.Session(config=config)
+    tf.compat.v1.keras.backend.set_session(sess)
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
+    tf.compat.v1.disable_eager_execution()
+    assert tf.compat.v2 is tf and tf.compat.v1.keras.backend.epsilon() == k.backend.epsilon()
+
+    def weights():
+        m = k.Sequential([k.Input(shape=(3,)), k.layers.Dense(2)])
+        return m.get_weights()[0]
+    tf.compat.v1.set_random_seed(7)
+    a = weights()
+    tf.random.set_seed(7)
+    np.testing.assert_array_equal(a, weights())  # the same seed as tf.random.set_seed
+    with pytest.raises(NotImplementedError, match="Keras API"):
+        sess.run(None)
+    with pytest.raises(NotImplementedError, match="keras.Input"):
+        tf.compat.v1.placeholder("float32", (None, 3))
