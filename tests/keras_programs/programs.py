@@ -50,6 +50,9 @@ HELDOUT_SOURCES = {
     "ho_bank": ("2WelcomeHome1/BANK_UMP_LSTM_Model", "33a904ace939ad2e24a28b2647e6e115bcb454f9", "none given"),
     "ho_amazon": ("AdjoaPanyin/Stock_Price_RNN", "f72f631a0dba8f80d9373e74e6187203e371be83", "none given"),
     "ho_windowed": ("AYMNrh/Stock_Prediction_LSTM", "db0c17818c4bb99544b1fbfbc8d2428ff43bd2ab", "none given"),
+    "ho_house": ("108360150-Qiuchonghao/MachineLearning_Houseprice", "52dcd3bd1f810b159e61ac412abe78eadec4f536",
+                 "none given"),
+    "ho_flownet": ("2mdtln/FlowNet-ANN", "1ea4b5b329d9526b6391c95f059f3b27f3aa24a2", "MIT"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -456,6 +459,14 @@ PROGRAMS = [
         "Adam, mean_absolute_error metric, recursive predictions",
         [("epochs=100", "epochs=2", EPOCHS, 2), ("'2001-07-24'", "'2019-07-24'", SMALL)],
         files={"data/accenture.csv": "accenture"}),
+    _ho("ho_house_price_mlp", "ho_house", "108360150_house_pred.py",
+        "tabular regression on pandas frames (normalized DataFrames into fit), Adam(epsilon=None, decay=0.0), "
+        "loss 'MAE', model.history.history", [("epochs=250", "epochs=2", EPOCHS)],
+        files={"csv_data/train-v3.csv": "house_train", "csv_data/valid-v3.csv": "house_valid",
+               "csv_data/test-v3.csv": "house_test"}),
+    _ho("ho_flow_field_mlp", "ho_flownet", "train.py",
+        "regression of a 2-D flow field from an Excel file, LeakyReLU, he_normal, results back to Excel, save "
+        ".keras", [("epochs=300", "epochs=2", EPOCHS)], files={"Data.xlsx": "flow_xlsx", "out/.keep": "keep"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

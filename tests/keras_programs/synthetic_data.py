@@ -535,6 +535,36 @@ def _accenture(path):
         f.write("\n".join(rows) + "\n")
 
 
+_HOUSE_COLUMNS = ("sale_yr,sale_month,sale_day,bedrooms,bathrooms,sqft_living,sqft_lot,floors,waterfront,view,"
+                  "condition,grade,sqft_above,sqft_basement,yr_built,yr_renovated,zipcode,lat,long,sqft_living15,"
+                  "sqft_lot15")
+
+
+def _house(path, n, seed, price=True):
+    """King County house sales as the course's train/valid/test-v3.csv: id, price (not in test), 21 features."""
+    rng = _rng(seed)
+    rows = ["id," + ("price," if price else "") + _HOUSE_COLUMNS]
+    for i in range(n):
+        living = int(rng.integers(500, 5000))
+        f = [int(rng.choice([2014, 2015])), int(rng.integers(1, 13)), int(rng.integers(1, 29)), int(rng.integers(1, 7)),
+             f"{rng.choice([1.0, 1.5, 2.0, 2.5, 3.0]):.6f}", living, int(rng.integers(1000, 20000)), 1, 0, 0, 3,
+             int(rng.integers(5, 12)), living, 0, int(rng.integers(1900, 2015)), 0, int(rng.integers(98001, 98199)),
+             f"{rng.uniform(47.2, 47.8):.6f}", f"{rng.uniform(-122.5, -121.3):.6f}", living, int(rng.integers(1000, 20000))]
+        head = f"{5615100330 + i}," + (f"{int(100 * living + rng.normal(0, 5e4))}," if price else "")
+        rows.append(head + ",".join(str(v) for v in f))
+    with open(path, "w") as fh:
+        fh.write("\n".join(rows) + "\n")
+
+
+def _flow_xlsx(path, n=300):
+    """Data.xlsx: points x, y of a plane and the velocity U, V of a flow there (a vortex), one sheet."""
+    import pandas as pd
+    rng = _rng(41)
+    x, y = rng.uniform(-1, 1, n), rng.uniform(-1, 1, n)
+    pd.DataFrame({"x": x, "y": y, "U": -y / (0.1 + x * x + y * y), "V": x / (0.1 + x * x + y * y)}).to_excel(
+        path, index=False)
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -557,6 +587,10 @@ LOCAL.update({
     "bank_series": _bank_series,
     "amazon": _amazon,
     "accenture": _accenture,
+    "house_train": lambda p: _house(p, 300, 42),
+    "house_valid": lambda p: _house(p, 80, 43),
+    "house_test": lambda p: _house(p, 80, 44, price=False),
+    "flow_xlsx": _flow_xlsx,
 })
 
 
