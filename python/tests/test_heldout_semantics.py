@@ -194,6 +194,7 @@ def test_tf_compat_v1_boilerplate(k):
     accepted and changes nothing; running a TensorFlow 1 graph is refused with the way out."""
     import tarantella.tensorflow as tf
     assert tf.compat.v1.config.experimental.list_physical_devices("GPU") == []
+    assert tf.test.is_gpu_available() is False and tf.test.gpu_device_name() == ""  # as tf.config lists them
     config = tf.compat.v1.ConfigProto()
     config.gpu_options.allow_growth = True
     sess = tf.compat.v1.Session(config=config)
