@@ -120,7 +120,7 @@ def _list_physical_devices(device_type=None):
 
 
 def _is_gpu_available(cuda_only=False, min_cuda_compute_capability=None):
-    return bool(_list_physical_devices("GPU"))
+    return len(_list_physical_devices("GPU")) > 0  # (bool is tf.bool here)
 
 
 # tf.test's device queries that notebooks print first (as tf.config lists the devices)
