@@ -53,6 +53,8 @@ HELDOUT_SOURCES = {
     "ho_house": ("108360150-Qiuchonghao/MachineLearning_Houseprice", "52dcd3bd1f810b159e61ac412abe78eadec4f536",
                  "none given"),
     "ho_flownet": ("2mdtln/FlowNet-ANN", "1ea4b5b329d9526b6391c95f059f3b27f3aa24a2", "MIT"),
+    "ho_admission": ("ANINDASAU/graduate-admission-prediction", "88923bdec69002aa3d7b1c93bac8041a627433bc", "none given"),
+    "ho_bitcoin": ("Ahmad-Zaman-Khan/Bitcoin-Price-Prediction", "1a9aafa9dddc8b67268f0dc1f9272b74139ef38d", "none given"),
 }
 for _key, (_repo, _commit, _licence) in HELDOUT_SOURCES.items():
     SOURCES[_key] = {"repo": _repo, "commit": _commit, "licence": _licence,
@@ -78,6 +80,8 @@ IMAGENET_WEIGHTS = ("ImageNet weights are a Keras cache file of 548 MB (vgg19_we
                     "the activations' graph, so random weights")
 
 HARDCODED_PATH = "a hard-coded absolute path (the author's machine) replaced by the working folder's file"
+NOTEBOOK_STATE = ("the notebook uses a name (sns) it never imports: its author's kernel had it from an earlier "
+                  "session (undefined in any Keras)")
 MNIST512 = "the synthetic MNIST has 512 training samples (Keras's has 60000): an index below 512"
 
 CIFAR_CUT = ("(x_train, y_train), (x_test, y_test) = cifar10.load_data()",
@@ -467,6 +471,18 @@ PROGRAMS = [
     _ho("ho_flow_field_mlp", "ho_flownet", "train.py",
         "regression of a 2-D flow field from an Excel file, LeakyReLU, he_normal, results back to Excel, save "
         ".keras", [("epochs=300", "epochs=2", EPOCHS)], files={"Data.xlsx": "flow_xlsx", "out/.keep": "keep"}),
+    _ho("ho_admission_ann", "ho_admission", "graduate-admission-prediction-using-ann.ipynb",
+        "notebook: Kaggle admission regression, imports inside try, optimizer 'Adam' by class name, "
+        "validation_split, sklearn r2_score, save .keras",
+        [('pd.read_csv("D:\\graduate-admission-prediction\\Admission_Predict_Ver1.1.csv")',
+          'pd.read_csv("Admission_Predict_Ver1.1.csv")', HARDCODED_PATH), ("epochs=100", "epochs=2", EPOCHS)],
+        files={"Admission_Predict_Ver1.1.csv": "admission"}),
+    _ho("ho_bitcoin_lstm", "ho_bitcoin", "Test-LSTM.ipynb",
+        "notebook: a multi-feature price series with pandas dates, LSTM, mean_absolute_error metric, EarlyStopping, "
+        "inverse scaling", [("epochs=50", "epochs=2", EPOCHS),
+                            ("sns.scatterplot(x=predictions", "import seaborn as sns\nsns.scatterplot(x=predictions",
+                             NOTEBOOK_STATE)],
+        files={"data/FBTC-USD-mar-2017-to-06-feb-2023.csv": "bitcoin"}),
 ]
 
 BY_NAME = {p["name"]: p for p in PROGRAMS}

@@ -565,6 +565,36 @@ def _flow_xlsx(path, n=300):
         path, index=False)
 
 
+def _admission(path, n=300):
+    """Admission_Predict_Ver1.1.csv (Kaggle): serial number, 7 scores, the chance of admission."""
+    rng = _rng(42)
+    rows = ["Serial No.,GRE Score,TOEFL Score,University Rating,SOP,LOR ,CGPA,Research,Chance of Admit "]
+    for i in range(n):
+        gre, toefl, cgpa = int(rng.integers(290, 341)), int(rng.integers(92, 121)), rng.uniform(6.8, 9.9)
+        chance = min(0.97, max(0.34, 0.2 + (cgpa - 6.8) / 4 + (gre - 290) / 400))
+        rows.append(f"{i + 1},{gre},{toefl},{int(rng.integers(1, 6))},{rng.choice([1.0, 2.5, 3.5, 4.5])},"
+                    f"{rng.choice([1.5, 3.0, 4.0, 5.0])},{cgpa:.2f},{int(rng.integers(0, 2))},{chance:.2f}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def _bitcoin(path):
+    """FBTC-USD (Yahoo prices with blockchain figures): Date m/d/yyyy, OHLC, volume, transactions, market cap,
+    hash rate, difficulty, average block size."""
+    rng = _rng(43)
+    days = np.arange(np.datetime64("2017-03-01"), np.datetime64("2018-09-01"))
+    close = 1200 * np.exp(np.cumsum(rng.normal(0, 0.03, len(days))))
+    rows = ["Date,Close,High,Low,Open,Volume,n-transactions,MKTCP,HRATE,DIFF,AVBLS"]
+    for d, c in zip(days, close):
+        y, m, dd = str(d).split("-")
+        o = c * (1 + rng.normal(0, 0.01))
+        rows.append(f"{int(m)}/{int(dd)}/{y},{c:.6f},{max(o, c) * 1.02:.6f},{min(o, c) * 0.98:.6f},{o:.6f},"
+                    f"{int(rng.integers(2e8, 4e9))},{int(rng.integers(2e5, 4e5))},{int(c * 1.6e7)},"
+                    f"{rng.uniform(3e6, 5e7):.3f},{rng.uniform(4e11, 7e12):.2E},{rng.uniform(0.8, 1.0):.9f}")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
 LOCAL.update({
     "ticks": _ticks,
     "mario_level": _mario_level,
@@ -591,6 +621,8 @@ LOCAL.update({
     "house_valid": lambda p: _house(p, 80, 43),
     "house_test": lambda p: _house(p, 80, 44, price=False),
     "flow_xlsx": _flow_xlsx,
+    "admission": _admission,
+    "bitcoin": _bitcoin,
 })
 
 
