@@ -214,3 +214,29 @@ def test_tf_compat_v1_boilerplate(k):
         sess.run(None)
     with pytest.raises(NotImplementedError, match="keras.Input"):
         tf.compat.v1.placeholder("float32", (None, 3))
+
+
+def test_metrics_in_compile_order(k):
+    """Keras lists the metrics in compile's order, a Python metric function among the built-in ones:
+    `loss, dice, acc = model.evaluate(...)` unpacks by it (evaluate's list, metrics_names, the
+    History's keys, test_on_batch); the values are each metric's (NumPy references)."""
+    from tarantella.keras import backend as K
+
+    def mean_pred(y_true, y_pred):
+        return K.mean(y_pred)
+
+    rng = np.random.default_rng(6)
+    x = rng.random((8, 3)).astype(np.float32)
+    y = (x[:, :1] > 0.5).astype(np.float32)
+    m = k.Sequential([k.Input((3,)), k.layers.Dense(1, activation="sigmoid")])
+    m.compile("sgd", "binary_crossentropy", metrics=[mean_pred, "accuracy", "mse"])
+    p = m.predict(x, verbose=0)
+    loss, mp, acc, mse = m.evaluate(x, y, batch_size=8, verbose=0)
+    assert mp == pytest.approx(float(p.mean()), rel=1e-5)
+    assert acc == pytest.approx(float(np.mean((p > 0.5) == y)))
+    assert mse == pytest.approx(float(np.mean((p - y) ** 2)), rel=1e-5)
+    assert m.metrics_names == ["loss", "mean_pred", "accuracy", "mse"]
+    h = m.fit(x, y, epochs=1, verbose=0, validation_split=0.25)
+    assert list(h.history) == ["loss", "mean_pred", "accuracy", "mse", "val_loss", "val_mean_pred", "val_accuracy",
+                               "val_mse"]
+    assert list(m.test_on_batch(x, y, return_dict=True)) == ["loss", "mean_pred", "accuracy", "mse"]

@@ -544,6 +544,7 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
                      sample_weights=weighted, validation_sample_weights=val_weighted)
         _sharing.claim(self)
+        logs = [self._keras_order(epoch_logs) for epoch_logs in logs]
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
@@ -580,6 +581,7 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
                           sample_weights=sample_weight is not None)
         _shapes.restore_packed(self, prev)
+        logs = self._keras_order(logs)
         self._remember_logs(logs)
         if return_dict:
             return logs
