@@ -240,3 +240,30 @@ def test_metrics_in_compile_order(k):
     assert list(h.history) == ["loss", "mean_pred", "accuracy", "mse", "val_loss", "val_mean_pred", "val_accuracy",
                                "val_mse"]
     assert list(m.test_on_batch(x, y, return_dict=True)) == ["loss", "mean_pred", "accuracy", "mse"]
+
+
+def test_layer_attributes_and_shapes(k, tmp_path):
+    """Keras's layer attributes that scripts print or read: output_shape/input_shape (batch axis
+    None), the constructor arguments (Dense.units, Conv2D.filters, kernel_size and strides as
+    tuples, activation as the function, Dropout.rate, LSTM.return_sequences, Reshape.target_shape),
+    also on a model loaded from a file; an unknown name is still an AttributeError."""
+    m = k.Sequential([k.layers.Conv2D(4, 3, input_shape=(8, 8, 1), activation="relu"), k.layers.Dropout(0.3),
+                      k.layers.Flatten(), k.layers.Dense(3, activation="softmax"), k.layers.Reshape((3, 1)),
+                      k.layers.LSTM(5, return_sequences=True)])
+    conv, drop, _, dense, reshape, lstm = m.layers
+    assert [layer.output_shape for layer in m.layers] == [(None, 6, 6, 4), (None, 6, 6, 4), (None, 144), (None, 3),
+                                                          (None, 3, 1), (None, 3, 5)]
+    assert conv.input_shape == (None, 8, 8, 1) and dense.input_shape == (None, 144)
+    assert (conv.filters, conv.kernel_size, conv.strides, conv.padding) == (4, (3, 3), (1, 1), "valid")
+    assert conv.activation is k.activations.relu and dense.activation is k.activations.softmax
+    assert (dense.units, drop.rate, lstm.return_sequences, reshape.target_shape) == (3, 0.3, True, (3, 1))
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        dense.nonexistent
+    m.save(str(tmp_path / "m.h5"))
+    loaded = k.models.load_model(str(tmp_path / "m.h5"))
+    assert (loaded.layers[3].units, loaded.layers[0].kernel_size, loaded.layers[0].output_shape) == \
+        (3, (3, 3), (None, 6, 6, 4))
+    shared = k.layers.Dense(2)
+    a, b = k.Input((4,)), k.Input((4,))
+    k.Model([a, b], k.layers.Add()([shared(a), shared(b)]))
+    assert shared.output_shape == (None, 2)  # two calls of the same shape
