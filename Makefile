@@ -8,7 +8,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libdnnl-dev libopenmpi-dev openm
 	zlib1g-dev libcmocka-dev dataset-fashion-mnist iproute2 libhdf5-dev libcjson-dev \
 	libcurl4-openssl-dev python3-h5py libzip-dev python3-dev python3-numpy python3-pytest \
 	python3-setuptools python3-venv python3-wheel libsimgrid-dev qemu-user python3-pil python3-pydot \
-	graphviz python3-matplotlib python3-pandas
+	graphviz python3-matplotlib python3-pandas python3-sklearn python3-seaborn python3-regex
 # Installed when the distribution has them, skipped with a line otherwise: clang-14 compiles the GPU
 # kernels to PTX (TNT_GPU=AUTO builds without them when it is missing).
 DEB_OPTIONAL_PACKAGES = clang-14

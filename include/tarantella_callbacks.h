@@ -123,7 +123,10 @@ TNT_API tnt_callback tnt_remote_monitor(const tnt_remote_monitor_opts *opts);
  * the master only, unless TNT_TENSORBOARD_ON_ALL_DEVICES=true: then every rank writes under
  * log_dir/rank_<r> (Tarantella's behaviour). No graph is written. */
 typedef struct tnt_tensorboard_opts {
-    int64_t update_freq; /* 0: "epoch"; N > 0: batch scalars every N batches */
+    int64_t update_freq;    /* 0: "epoch"; N > 0: batch scalars every N batches */
+    int64_t histogram_freq; /* N > 0: every N epochs (from epoch 0) a histogram of every weight, under
+                             * "<layer>/<weight>_0/histogram" in the train file (TensorFlow 2's
+                             * histogram summaries, Keras's tags); 0: none */
 } tnt_tensorboard_opts;
 TNT_API tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *opts);
 

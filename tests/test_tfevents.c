@@ -1,6 +1,6 @@
 /* test_tfevents.c: TensorBoard event files and the TensorBoard callback. An independent Python
  * reader (tests/tools/tfevents_read.py: bitwise CRC-32C, protobuf wire format) checks the
- * framing, the masked CRCs and the decoded scalars; CRC-32C against the standard check value;
+ * framing, the masked CRCs and the decoded scalars and histograms; CRC-32C against the standard check value;
  * the callback's train/validation files after a real fit; errors. */
 #include "testutil.h"
 
@@ -47,6 +47,40 @@ static void test_scalars_read_back(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Histograms as tensorboard 2.11's summary_v2 buckets them, read back by the independent reader:
+ * 30 buckets of width (max - min) / 30, the last closed at max; equal values one bucket
+ * [x - 0.5, x + 0.5]; no values no bucket. Worked out by hand for 0..9 (width 0.3: 0 alone in the
+ * first bucket, 9 alone in the last). */
+static void test_histograms_read_back(void **state) {
+    (void)state;
+    char dir[] = "/tmp/tnt_tfevents_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tnt__tfevents *w = tnt__tfevents_open(dir, NULL);
+    assert_non_null(w);
+    float ten[10], same[4] = {2, 2, 2, 2};
+    for (int i = 0; i < 10; i++) ten[i] = (float)i;
+    tu_ok(tnt__tfevents_histogram(w, "dense/kernel_0/histogram", ten, 10, 3));
+    tu_ok(tnt__tfevents_histogram(w, "same", same, 4, 4));
+    tu_ok(tnt__tfevents_histogram(w, "none", NULL, 0, 5));
+    assert_int_equal(tnt__tfevents_histogram(w, "x", NULL, 3, 0), TNT_ERR_ARG);
+    char cmd[4608];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/tfevents_read.py '%s'", tnt__tfevents_path(w));
+    tnt__tfevents_close(w);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[1024] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_string_equal(out, "version brain.Event:2\n"
+                             "histogram 3 dense/kernel_0/histogram histograms class=2 30x3 count=10 "
+                             "first=0 0.3 1 last=8.7 9 1\n"
+                             "histogram 4 same histograms class=2 1x3 count=4 first=1.5 2.5 4 last=1.5 2.5 4\n"
+                             "histogram 5 none histograms class=2 0x3 count=0\n");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The decoded scalars of the one event file in dir, as the reader prints them. */
 static void read_dir(const char *dir, char *out, size_t size) {
     char cmd[512];
@@ -71,7 +105,7 @@ static void test_tensorboard_callback(void **state) {
     tu_fill(x, 24, 3);
     for (int i = 0; i < 8; i++) y[i] = (float)(x[i * 3] > 0);
     tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(3), y, TNT_SHAPE(), 8, true), 4, false);
-    tnt_callback tb = tnt_tensorboard(dir, &(tnt_tensorboard_opts){.update_freq = 2});
+    tnt_callback tb = tnt_tensorboard(dir, &(tnt_tensorboard_opts){.update_freq = 2, .histogram_freq = 2});
     assert_non_null(tb.user);
     tnt_history *h;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .validation_data = ds, .callbacks = &tb, .n_callbacks = 1}, &h));
@@ -87,6 +121,10 @@ static void test_tensorboard_callback(void **state) {
     assert_non_null(strstr(out, "scalar 2 batch_loss "));
     assert_non_null(strstr(out, "scalar 4 batch_loss "));
     assert_null(strstr(out, "val_"));
+    /* histogram_freq 2: epoch 0 only, Keras's tags, every value counted (kernel 3x2, bias 2) */
+    assert_non_null(strstr(out, "histogram 0 dense/kernel_0/histogram histograms class=2 30x3 count=6 "));
+    assert_non_null(strstr(out, "histogram 0 dense/bias_0/histogram histograms class=2 "));
+    assert_null(strstr(out, "histogram 1 "));
     snprintf(sub, sizeof sub, "%s/validation", dir);
     read_dir(sub, out, sizeof out);
     snprintf(want, sizeof want, "scalar 1 epoch_loss %.6g\n", (double)(float)tnt_history_get(h, "val_loss", 1));
@@ -95,6 +133,7 @@ static void test_tensorboard_callback(void **state) {
     assert_null(tb.user);
     assert_null(tnt_tensorboard("", NULL).user);
     assert_null(tnt_tensorboard(dir, &(tnt_tensorboard_opts){.update_freq = -1}).user);
+    assert_null(tnt_tensorboard(dir, &(tnt_tensorboard_opts){.histogram_freq = -1}).user);
     tnt_history_free(h);
     tnt_dataset_free(ds);
     tnt_model_free(m);
@@ -109,7 +148,7 @@ static void test_errors(void **state) {
     assert_null(tnt__tfevents_open("/proc/no/such/dir", NULL));
     tu_error_contains("/proc/no");
     assert_int_equal(tnt__tfevents_scalar(NULL, "x", 1.0f, 0), TNT_ERR_ARG);
-    char tag[2000];
+    char tag[3000];
     memset(tag, 'a', sizeof tag - 1);
     tag[sizeof tag - 1] = '\0';
     char dir[] = "/tmp/tnt_tfevents_XXXXXX";
@@ -127,6 +166,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_check_value),
         cmocka_unit_test(test_scalars_read_back),
+        cmocka_unit_test(test_histograms_read_back),
         cmocka_unit_test(test_tensorboard_callback),
         cmocka_unit_test(test_errors),
     };

@@ -276,9 +276,10 @@ fail:
 static PyObject *py_tensorboard(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *dir;
-    long long freq = 0;
-    if (!PyArg_ParseTuple(args, "O&|L", PyUnicode_FSConverter, &dir, &freq)) return NULL;
-    tnt_callback cb = tnt_tensorboard(PyBytes_AS_STRING(dir), &(tnt_tensorboard_opts){.update_freq = freq});
+    long long freq = 0, histogram_freq = 0;
+    if (!PyArg_ParseTuple(args, "O&|LL", PyUnicode_FSConverter, &dir, &freq, &histogram_freq)) return NULL;
+    tnt_callback cb = tnt_tensorboard(PyBytes_AS_STRING(dir),
+                                      &(tnt_tensorboard_opts){.update_freq = freq, .histogram_freq = histogram_freq});
     Py_DECREF(dir);
     return wrap(cb, NULL, true);
 }
@@ -427,6 +428,6 @@ PyMethodDef pytnt_callback_functions[] = {
      "ModelCheckpoint."},
     {"remote_monitor", (PyCFunction)(void (*)(void))py_remote_monitor, METH_VARARGS | METH_KEYWORDS,
      "RemoteMonitor."},
-    {"tensorboard", py_tensorboard, METH_VARARGS, "tensorboard(log_dir, update_freq=0)."},
+    {"tensorboard", py_tensorboard, METH_VARARGS, "tensorboard(log_dir, update_freq=0, histogram_freq=0)."},
     {NULL, NULL, 0, NULL},
 };

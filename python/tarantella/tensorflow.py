@@ -10,6 +10,7 @@ Values are NumPy arrays (the model runs in libtarantella, not in TensorFlow). Th
 custom layer's call, a Lambda or a functional model (keras/_compat_math.py).
 """
 import logging
+import sys
 import types
 
 import numpy as np
@@ -118,6 +119,15 @@ def _list_physical_devices(device_type=None):
     return [cpu] if device_type in (None, "CPU") else []
 
 
+def _is_gpu_available(cuda_only=False, min_cuda_compute_capability=None):
+    return len(_list_physical_devices("GPU")) > 0  # (bool is tf.bool here)
+
+
+# tf.test's device queries that notebooks print first (as tf.config lists the devices)
+test = types.SimpleNamespace(is_gpu_available=_is_gpu_available, is_built_with_cuda=lambda: False,
+                             gpu_device_name=lambda: "/device:GPU:0" if _is_gpu_available() else "")
+
+
 def _accepted(*args, **kwargs):
     """Device settings that do not apply to libtarantella: accepted, nothing changes."""
     return None
@@ -166,8 +176,75 @@ def _image_resize(images, size, method="bilinear", preserve_aspect_ratio=False, 
     return keras.ops.image.resize(images, size, interpolation=str(method), antialias=antialias)
 
 
+from tarantella.keras import _text_vectorization as _tv  # noqa: E402
+
+# tf.strings on NumPy arrays of text (a TextVectorization's standardize function, a dataset's map)
+strings = types.SimpleNamespace(lower=_tv.lower, upper=_tv.upper, strip=_tv.strip, regex_replace=_tv.regex_replace,
+                                length=_tv.length, split=_tv.split, join=_tv.join, reduce_join=_tv.reduce_join)
+
 image = types.SimpleNamespace(extract_patches=_image_extract_patches, resize=_image_resize,
                               rgb_to_grayscale=lambda images, name=None: keras.ops.image.rgb_to_grayscale(images))
+
+
+# ---- tf.compat.v1: the TensorFlow 1 boilerplate Keras programs keep (device and session settings,
+# logging, seeds); there is no TensorFlow graph or session to configure, so they change nothing.
+# A session's run (a TensorFlow 1 graph) is refused.
+
+class _GPUOptions:
+    def __init__(self, **kwargs):
+        self.allow_growth, self.per_process_gpu_memory_fraction, self.visible_device_list = False, 1.0, ""
+        self.__dict__.update(kwargs)
+
+
+class _ConfigProto:
+    def __init__(self, **kwargs):
+        self.gpu_options = kwargs.pop("gpu_options", None) or _GPUOptions()
+        self.log_device_placement, self.allow_soft_placement = False, False
+        self.intra_op_parallelism_threads = self.inter_op_parallelism_threads = 0
+        self.__dict__.update(kwargs)
+
+
+class _Session:
+    def __init__(self, target="", graph=None, config=None):
+        self.config = config
+
+    def run(self, *args, **kwargs):
+        raise NotImplementedError("tf.compat.v1.Session.run: TensorFlow 1 graphs do not run here (the models run in "
+                                  "libtarantella); use the Keras API (fit, predict) instead")
+
+    def as_default(self):
+        return self
+
+    def close(self):
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _placeholder(*args, **kwargs):
+    raise NotImplementedError("tf.compat.v1.placeholder: TensorFlow 1 graphs are not supported; use keras.Input")
+
+
+def _compat():
+    kbackend = types.SimpleNamespace(**{k: getattr(keras.backend, k) for k in dir(keras.backend) if not k.startswith("_")})
+    kbackend.set_session, kbackend.get_session = _accepted, _Session
+    v1 = types.SimpleNamespace(
+        config=config, ConfigProto=_ConfigProto, GPUOptions=_GPUOptions, Session=_Session,
+        InteractiveSession=_Session, placeholder=_placeholder,
+        disable_eager_execution=_accepted, enable_eager_execution=_accepted, disable_v2_behavior=_accepted,
+        enable_v2_behavior=_accepted, executing_eagerly=executing_eagerly, reset_default_graph=_accepted,
+        set_random_seed=_random.set_seed, random=random, data=data, dtypes=dtypes, float32=float32,
+        logging=types.SimpleNamespace(set_verbosity=_accepted, DEBUG=10, INFO=20, WARN=30, ERROR=40, FATAL=50),
+        keras=types.SimpleNamespace(**{k: getattr(keras, k) for k in dir(keras) if not k.startswith("_")}))
+    v1.keras.backend = kbackend
+    return types.SimpleNamespace(v1=v1, v2=None)
+
+
+compat = _compat()
 
 
 def _install_math():
@@ -182,3 +259,4 @@ def _install_math():
 
 
 _install_math()
+compat.v2 = sys.modules[__name__]  # tf.compat.v2 is TensorFlow 2 itself

@@ -10,6 +10,7 @@
 typedef struct tensorboard {
     char dir[3072];
     int64_t update_freq, batches; /* batches: global count over the fit, the batch scalars' step */
+    int64_t histogram_freq;       /* epochs between the weights' histograms; 0: none */
     tnt__tfevents *train, *validation;
 } tensorboard;
 
@@ -45,11 +46,42 @@ static tnt_status write_logs(tensorboard *tb, const char *prefix, const tnt_logs
     return TNT_OK;
 }
 
+/* Keras's _log_weights: a histogram of every weight, tagged "<layer>/<weight>_0/histogram". The
+ * values come from a copy (tnt_get_weights), so a device's weights stay where they are. */
+static tnt_status write_histograms(tensorboard *tb, tnt_model *m, int epoch) {
+    int nw = tnt_model_num_weights(m);
+    int64_t total = 0;
+    tnt_shape shape;
+    for (int i = 0; i < nw; i++) {
+        tnt_status s = tnt_model_weight(m, i, NULL, &shape, NULL);
+        if (s != TNT_OK) return s;
+        total += tnt_shape_numel(shape);
+    }
+    float *all = tnt__calloc((size_t)(total > 0 ? total : 1), sizeof *all);
+    if (!all) return TNT_ERR_NOMEM;
+    tnt_status s = tnt_get_weights(m, all, total);
+    int64_t at = 0;
+    for (int i = 0; i < nw && s == TNT_OK; i++) {
+        const char *name;
+        if ((s = tnt_model_weight(m, i, &name, &shape, NULL)) != TNT_OK) break;
+        char tag[256]; /* "layer/weight:0" is at most 2 names of 64 */
+        snprintf(tag, sizeof tag, "%s/histogram", name);
+        for (char *c = tag; *c; c++)
+            if (*c == ':') *c = '_';
+        int64_t n = tnt_shape_numel(shape);
+        s = tnt__tfevents_histogram(tb->train, tag, all + at, n, epoch);
+        at += n;
+    }
+    free(all);
+    return s;
+}
+
 static tnt_status tb_epoch_end(tnt_model *m, int epoch, const tnt_logs *logs, void *user) {
     tensorboard *tb = user;
     tnt_status s = write_logs(tb, "epoch_", logs, epoch, true);
     if (s == TNT_OK && tnt_model_optimizer(m))
         s = tnt__tfevents_scalar(tb->train, "epoch_learning_rate", tnt_optimizer_get_lr(tnt_model_optimizer(m)), epoch);
+    if (s == TNT_OK && tb->histogram_freq > 0 && epoch % tb->histogram_freq == 0) s = write_histograms(tb, m, epoch);
     return s;
 }
 
@@ -77,6 +109,11 @@ tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *op
         tnt__error(TNT_ERR_ARG, "TensorBoard: log_dir %s", log_dir ? "is empty or too long" : "is NULL");
         return tnt__callback_failed(TNT_ERR_ARG);
     }
+    if (o.histogram_freq < 0) {
+        tnt__error(TNT_ERR_ARG, "TensorBoard: histogram_freq %lld (expected 0, or N > 0 epochs)",
+                   (long long)o.histogram_freq);
+        return tnt__callback_failed(TNT_ERR_ARG);
+    }
     if (o.update_freq < 0) {
         tnt__error(TNT_ERR_ARG, "TensorBoard: update_freq %lld (expected 0 for epochs, or N > 0 batches)",
                    (long long)o.update_freq);
@@ -88,6 +125,7 @@ tnt_callback tnt_tensorboard(const char *log_dir, const tnt_tensorboard_opts *op
     if (every_rank) snprintf(tb->dir, sizeof tb->dir, "%s/rank_%d", log_dir, tnt_get_rank());
     else snprintf(tb->dir, sizeof tb->dir, "%s", log_dir);
     tb->update_freq = o.update_freq;
+    tb->histogram_freq = o.histogram_freq;
     return (tnt_callback){
         .user = tb,
         .on_train_begin = tb_train_begin,

@@ -5,12 +5,15 @@
  * add 0xa282ead8). Each record is a serialized tensorflow.Event:
  *   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
  *   Summary { repeated Value value = 1; }
- *   Value   { string tag = 1; float simple_value = 2; }
+ *   Value   { string tag = 1; float simple_value = 2; SummaryMetadata metadata = 9; TensorProto tensor = 8; }
+ * Scalars are simple_value; a histogram is TensorFlow 2's: a float64 tensor of [left edge, right
+ * edge, count] rows with metadata plugin "histograms" (tensorboard's histogram summary_v2).
  * The first record carries file_version "brain.Event:2", as TensorFlow writes it. Records are
  * appended and flushed as they come, so TensorBoard can read a run while it trains. */
 #include "io/tfevents.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -48,7 +51,7 @@ static uint32_t masked_crc(const uint8_t *p, size_t n) {
 /* ---- a tiny protobuf encoder into a fixed buffer ------------------------------------------- */
 
 typedef struct pb {
-    uint8_t buf[1024];
+    uint8_t buf[2048];
     size_t n;
     bool overflow;
 } pb;
@@ -176,6 +179,71 @@ tnt_status tnt__tfevents_scalar(tnt__tfevents *w, const char *tag, float value, 
     event_head(&e, step, true);
     bytes_field(&e, 5, summary.buf, summary.n);
     if (v.overflow || summary.overflow) e.overflow = true;
+    return write_record(w, &e);
+}
+
+/* tensorboard 2.11's histogram buckets (plugins/histogram/summary_v2.py, _buckets): 30 of equal
+ * width over [min, max], a value in bucket floor((x - min) / width), the last one closed at max;
+ * all values equal: one bucket [x - 0.5, x + 0.5]; no values: none. rows: 30 x 3 doubles. */
+static int histogram_buckets(const float *data, int64_t n, double *rows) {
+    enum { BUCKETS = 30 };
+    if (n <= 0) return 0;
+    double lo = data[0], hi = data[0];
+    for (int64_t i = 1; i < n; i++) {
+        if (data[i] < lo) lo = data[i];
+        if (data[i] > hi) hi = data[i];
+    }
+    if (hi == lo) {
+        rows[0] = lo - 0.5, rows[1] = lo + 0.5, rows[2] = (double)n;
+        return 1;
+    }
+    double width = (hi - lo) / BUCKETS;
+    for (int b = 0; b < BUCKETS; b++) {
+        rows[3 * b] = lo + (hi - lo) * b / BUCKETS; /* tf.linspace(min, max, 31), the last edge max */
+        rows[3 * b + 1] = b == BUCKETS - 1 ? hi : lo + (hi - lo) * (b + 1) / BUCKETS;
+        rows[3 * b + 2] = 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int b = (int)floor((data[i] - lo) / width);
+        rows[3 * (b < BUCKETS - 1 ? b : BUCKETS - 1) + 2] += 1;
+    }
+    return BUCKETS;
+}
+
+tnt_status tnt__tfevents_histogram(tnt__tfevents *w, const char *tag, const float *data, int64_t n, int64_t step) {
+    if (!w || !tag || (n > 0 && !data)) return tnt__error(TNT_ERR_ARG, "tensorboard: NULL writer, tag or data");
+    double rows[90];
+    int k = histogram_buckets(data, n, rows);
+    pb plugin = {0}, meta = {0}, dim = {0}, shape = {0}, tensor = {0}, v = {0}, summary = {0}, e = {0};
+    bytes_field(&plugin, 1, "histograms", 10);
+    bytes_field(&plugin, 2, "", 0); /* HistogramPluginData version 0: empty */
+    bytes_field(&meta, 1, plugin.buf, plugin.n);
+    key(&meta, 4, 0);
+    varint(&meta, 2); /* DATA_CLASS_TENSOR */
+    key(&dim, 1, 0);
+    varint(&dim, (uint64_t)k);
+    bytes_field(&shape, 2, dim.buf, dim.n);
+    dim = (pb){0};
+    key(&dim, 1, 0);
+    varint(&dim, 3);
+    bytes_field(&shape, 2, dim.buf, dim.n);
+    key(&tensor, 1, 0);
+    varint(&tensor, 2); /* DT_DOUBLE */
+    bytes_field(&tensor, 2, shape.buf, shape.n);
+    uint8_t content[sizeof rows];
+    for (int i = 0; i < 3 * k; i++) {
+        uint64_t bits;
+        memcpy(&bits, &rows[i], sizeof bits);
+        for (int j = 0; j < 8; j++) content[8 * i + j] = (uint8_t)(bits >> (8 * j)); /* little-endian */
+    }
+    bytes_field(&tensor, 4, content, (size_t)(24 * k));
+    bytes_field(&v, 1, tag, strlen(tag));
+    bytes_field(&v, 9, meta.buf, meta.n);
+    bytes_field(&v, 8, tensor.buf, tensor.n);
+    bytes_field(&summary, 1, v.buf, v.n);
+    event_head(&e, step, true);
+    bytes_field(&e, 5, summary.buf, summary.n);
+    if (tensor.overflow || v.overflow || summary.overflow) e.overflow = true;
     return write_record(w, &e);
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Independent reader of TensorBoard event files, for tests/test_tfevents.c: checks every
 record's framing and masked CRC-32C (bitwise, not table-driven) and decodes the Event protobuf
-by its wire format. Prints "version <v>" and "scalar <step> <tag> <value>" lines; exits 1 on a
+by its wire format. Prints "version <v>", "scalar <step> <tag> <value>" and, for a tensor summary
+(TensorFlow 2's histograms), "histogram <step> <tag> <plugin> class=<data class> <rows>x<cols>
+count=<sum of the counts> first=<left> <right> <count> last=<left> <right> <count>"; exits 1 on a
 bad record."""
 import struct, sys
 
@@ -67,10 +69,31 @@ while pos < len(data):
         elif num == 3: print("version", v.decode())
         elif num == 5:
             for snum, _, sv in fields(v):
-                tag, val = None, None
+                tag, val, plugin, dclass, tensor = None, None, None, 0, None
                 for vnum, _, vv in fields(sv):
                     if vnum == 1: tag = vv.decode()
                     elif vnum == 2: val = struct.unpack("<f", vv)[0]
-                print("scalar %d %s %.6g" % (step, tag, val))
+                    elif vnum == 9:
+                        for mnum, _, mv in fields(vv):
+                            if mnum == 1: plugin = dict((pn, pv) for pn, _, pv in fields(mv)).get(1, b"").decode()
+                            elif mnum == 4: dclass = mv
+                    elif vnum == 8: tensor = vv
+                if tensor is None:
+                    print("scalar %d %s %.6g" % (step, tag, val))
+                    continue
+                dims, content, dtype = [], b"", None
+                for tnum, _, tv in fields(tensor):
+                    if tnum == 1: dtype = tv
+                    elif tnum == 2: dims = [dict((dn, dv) for dn, _, dv in fields(d)).get(1, 0)
+                                            for dn, _, d in fields(tv) if dn == 2]
+                    elif tnum == 4: content = tv
+                if dtype != 2 or len(content) != 8 * dims[0] * dims[1]:
+                    sys.exit("tensor of dtype %s, shape %s, %d bytes" % (dtype, dims, len(content)))
+                rows = [struct.unpack_from("<3d", content, 24 * r) for r in range(dims[0])]
+                line = "histogram %d %s %s class=%d %dx%d count=%.6g" % (step, tag, plugin, dclass, dims[0], dims[1],
+                                                                         sum(r[2] for r in rows))
+                if rows:
+                    line += " first=%.6g %.6g %.6g last=%.6g %.6g %.6g" % (rows[0] + rows[-1])
+                print(line)
     if wall is None or wall < 1.6e9:
         sys.exit("bad wall_time")

@@ -9,3 +9,4 @@ from tarantella.keras import utils, backend, config, preprocessing  # noqa: F401
 __version__ = "2.11.0"  # the Keras whose behaviour the library follows
 from tarantella.keras import ops, _custom  # noqa: F401,E402  (traced user code: keras.ops, Lambda, Layer subclasses)
 from tarantella.keras import applications  # noqa: F401,E402  (the ImageNet architectures)
+from tarantella.keras import wrappers  # noqa: F401,E402  (Keras 2's scikit-learn wrappers)

@@ -135,6 +135,12 @@ def _to_graph_fused(v, g, kts, memo):
 def functional_op(fn, args, kwargs):
     """An operation on a model's tensors: a traced layer, called on them (fused with the operations
     that made its inputs, see _fused_input)."""
+    if _TRACING:  # a custom layer's call reached a model tensor that is not one of its inputs
+        captured = next((v for v in _flat([list(args), list(kwargs.values())]) if _is_kt(v)), None)
+        raise TypeError(f"{_trace._user_line()}: a custom layer's call used {captured!r}, a tensor of the model "
+                        f"that is not one of the layer's inputs (Keras 2.4+ refuses it too: 'an intermediate "
+                        f"Keras symbolic input/output'); pass it to the layer as one more input, "
+                        f"layer([x, ..., tensor]), and read it from the inputs in call")
     for fuse in (True, False):  # unfused when fusing would give the layer too many inputs
         g, kts, memo = _trace.Graph(), [], {"no_fusion": not fuse}
         a2 = _to_graph_fused(list(args), g, kts, memo)

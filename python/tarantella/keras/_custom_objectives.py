@@ -183,6 +183,9 @@ def split_metrics(metrics):
     def strip(lst, k):
         keep = []
         for m in lst:
+            if isinstance(m, str) and m == "r2_score":  # Keras 3's name of R2Score
+                from tarantella.keras.metrics import R2Score
+                m = R2Score()
             if isinstance(m, VM.MeanMetricWrapper):  # the mean of its function: a metric function
                 fn, kw = m._fn, m._fn_kwargs
                 fns.append((k, (lambda a, b: fn(a, b, **kw)) if kw else fn, m.name))
@@ -302,6 +305,8 @@ def trace_stateful(metric, y_shape, p_shape, weighted=False):
     weighted_metrics): update_state gets the sample weights, a third input of shape (None,) (the
     library feeds ones when fit has none); otherwise sample_weight=None, as Keras 2.4+ calls it."""
     from tarantella.keras import ops
+    if hasattr(metric, "_tnt_build"):  # a library metric whose state's shape follows the outputs (R2Score)
+        metric._tnt_build(tuple(y_shape), tuple(p_shape))
     states = metric.__dict__.get("_tnt_state", [])
     name = type(metric).__name__
     if not states:

@@ -326,7 +326,7 @@ class RemoteMonitor(_Builtin):
 class TensorBoard(_Builtin):
     def __init__(self, log_dir="logs", histogram_freq=0, write_graph=True, write_images=False, write_steps_per_second=False,
                  update_freq="epoch", profile_batch=0, embeddings_freq=0, embeddings_metadata=None, **kwargs):
-        if histogram_freq or embeddings_freq:
-            raise NotImplementedError("TensorBoard: histograms and embeddings are not written")
+        if embeddings_freq:
+            raise NotImplementedError("TensorBoard: embeddings are not written")
         freq = 0 if update_freq == "epoch" else int(update_freq) if update_freq != "batch" else 1
-        self._h = C.tensorboard(str(log_dir), freq)
+        self._h = C.tensorboard(str(log_dir), freq, int(histogram_freq or 0))  # weight histograms, as Keras

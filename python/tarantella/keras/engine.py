@@ -23,8 +23,8 @@ from tarantella.keras.functional import functional_json, _walk, tensor_shape, _l
 # ---- data --------------------------------------------------------------------------------------
 
 def _arrays(v, what):
-    if isinstance(v, (list, tuple)):
-        return list(v)
+    if isinstance(v, (list, tuple)):  # one per input; each may itself be a (nested) Python list, as Keras 2.0-2.3 took
+        return [np.asarray(p) if isinstance(p, (list, tuple)) else p for p in v]
     if isinstance(v, dict):
         raise NotImplementedError(f"{what}: dicts of inputs are not supported; pass a list in the model's input "
                                   f"order")
@@ -39,9 +39,9 @@ def _slice(xs, a, b):
     return [np.asarray(x)[a:b] for x in xs]
 
 
-def _as_dataset(x, what, shuffle=False):
+def _as_dataset(x, what, shuffle=False, class_weight=None):
     from tarantella.keras.utils._sequence import as_dataset
-    return as_dataset(x, what, shuffle)
+    return as_dataset(x, what, shuffle, class_weight)
 
 
 def _by_name(model, x, y, what):
@@ -476,8 +476,16 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
             return _custom_fit.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
                                    initial_epoch, steps_per_epoch)
         weighted = sample_weight is not None or class_weight is not None
-        if weighted and (isinstance(x, tnt_data.Dataset) or y is None):
-            raise NotImplementedError("fit: sample_weight and class_weight need arrays x and y (not a Dataset)")
+        if class_weight is not None and sample_weight is None and y is None and x is not None and \
+                not isinstance(x, tnt_data.Dataset):  # a Sequence or generator: the weights go with its batches
+            given = x
+            x = _as_dataset(x, "fit", shuffle, class_weight=class_weight)
+            if x is not given:
+                class_weight, batch_size = None, None  # in the batches now; Keras ignores batch_size there
+        if weighted and (isinstance(x, tnt_data.Dataset) or y is None) and (sample_weight is not None or
+                                                                            class_weight is not None):
+            raise NotImplementedError("fit: sample_weight needs arrays x and y, and class_weight arrays, a "
+                                      "keras.utils.Sequence or a generator (not a Dataset)")
         if not isinstance(validation_freq, int):
             raise NotImplementedError("fit: validation_freq must be an int (lists of epochs are not supported)")
         micro = int(tnt_micro_batch_size or 0)
@@ -536,6 +544,7 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
                      no_distribute_validation=not tnt_distribute_validation_dataset, micro_batch_size=micro,
                      sample_weights=weighted, validation_sample_weights=val_weighted)
         _sharing.claim(self)
+        logs = [self._keras_order(epoch_logs) for epoch_logs in logs]
         history = History(self, params)
         history._extend(logs, int(initial_epoch))
         if logs:
@@ -572,6 +581,7 @@ class Model(ModelAPI, CompileAPI, metaclass=_ModelType):
                           no_distribute=not tnt_distribute_dataset, micro_batch_size=micro,
                           sample_weights=sample_weight is not None)
         _shapes.restore_packed(self, prev)
+        logs = self._keras_order(logs)
         self._remember_logs(logs)
         if return_dict:
             return logs

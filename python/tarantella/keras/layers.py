@@ -393,6 +393,35 @@ class Layer:
         n = self._n_outputs()
         return [KerasTensor(self, 0, k) for k in range(n)] if n > 1 else KerasTensor(self, 0)
 
+    @property
+    def output_shape(self):
+        """Keras's output_shape: the shape of the layer's output (batch axis None), a list for several."""
+        from tarantella.keras._layer_attributes import shape_of
+        return shape_of(self, self.output, "output")
+
+    @property
+    def input_shape(self):
+        from tarantella.keras._layer_attributes import shape_of
+        return shape_of(self, self.input, "input")
+
+    def __getattr__(self, name):
+        """Keras's constructor arguments as attributes (Dense.units, Conv2D.kernel_size as a tuple,
+        activation as the function): given, Keras's default, or from the config the layer was read with."""
+        d = self.__dict__
+        if name.startswith("_") or "_args" not in d or d.get("_custom"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        sig = type(self)._signature
+        if name in d["_args"]:
+            value = d["_args"][name]
+        elif d.get("_config") is not None and name in d["_config"]:
+            value = d["_config"][name]
+        elif sig is not None and name in sig.parameters and sig.parameters[name].default is not inspect.Parameter.empty:
+            value = sig.parameters[name].default
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        from tarantella.keras._layer_attributes import keras_attribute
+        return keras_attribute(self.class_name, name, value)
+
     def __repr__(self):
         return f"<tnt.keras.layers.{self.class_name} name={self.name!r}>"
 
@@ -754,3 +783,20 @@ for _sub in ("core", "convolutional", "pooling", "local", "recurrent", "cudnn_re
     sys.modules[f"{__name__}.{_sub}"] = sys.modules[__name__]
     globals()[_sub] = sys.modules[__name__]
 del _sub
+
+from tarantella.keras._text_vectorization import TextVectorization  # noqa: E402  (data-side, in NumPy)
+
+
+class _Namespace:
+    """A module-like namespace of classes of this module."""
+
+    def __init__(self, **names):
+        self.__dict__.update(names)
+
+
+# Keras 2's keras.layers.experimental.preprocessing.<Layer> (TensorFlow 2.3-2.5 tutorials): the same classes
+experimental = _Namespace(preprocessing=_Namespace(**{
+    n: globals()[n] for n in ("CenterCrop", "Normalization", "RandomContrast", "RandomCrop", "RandomFlip",
+                              "RandomHeight", "RandomRotation", "RandomTranslation", "RandomWidth", "RandomZoom",
+                              "RandomBrightness", "Rescaling", "Resizing", "TextVectorization", "StringLookup",
+                              "IntegerLookup", "CategoryEncoding", "Discretization", "Hashing") if n in globals()}))

@@ -2,6 +2,7 @@
 are computed in C as (sum, count) pairs (the confusion-matrix counts as sums) summed over ranks,
 so every rank sees the global figure; the logs use Keras's names: a string as written
 (metrics=["mae"] logs "mae" and "val_mae"), a class by its name (default: Keras's)."""
+from tarantella.keras import losses as _losses
 
 
 class Metric:
@@ -241,12 +242,20 @@ cosine_similarity = "cosine_similarity"
 binary_crossentropy = "binary_crossentropy"
 categorical_crossentropy = "categorical_crossentropy"
 sparse_categorical_crossentropy = "sparse_categorical_crossentropy"
+# Keras's metrics module re-exports the loss functions (keras.metrics.binary_crossentropy is
+# keras.losses.binary_crossentropy): the same names, callable on (y_true, y_pred) as there
+for _n, _v in list(globals().items()):
+    if isinstance(_v, str) and not _n.startswith("_") and _v in _losses._FUNCTIONS | {"kullback_leibler_divergence",
+                                                                                       "logcosh"}:
+        globals()[_n] = _losses._LossFunction(_v)
+del _n, _v
 
 _UNSUPPORTED = ("MeanIoU", "IoU", "BinaryIoU", "OneHotIoU", "OneHotMeanIoU", "F1Score",
-                "FBetaScore", "R2Score", "MeanTensor")
+                "FBetaScore", "MeanTensor")
 
 
 from tarantella.keras._value_metrics import Mean, Sum, MeanMetricWrapper  # noqa: E402,F401  (custom loops)
+from tarantella.keras._r2_score import R2Score  # noqa: E402,F401  (Keras 3's, traced as a Metric subclass)
 
 
 def __getattr__(name):

@@ -165,6 +165,7 @@ class ModelAPI:
         return self._logs_result(logs, return_dict)
 
     def _logs_result(self, logs, return_dict):
+        logs = self._keras_order(logs)
         if return_dict:
             return logs
         values = [logs[k] for k in self.metrics_names if k in logs] or list(logs.values())
@@ -203,6 +204,23 @@ class ModelAPI:
     def _remember_logs(self, logs):
         self._last_logs.clear()
         self._last_logs.update(logs)
+
+    def _keras_order(self, logs):
+        """The logs with the metrics in compile's order, as Keras has them (its evaluate list and
+        metrics_names follow it): the library logs the metrics it computes before those of Python
+        functions and Metric subclasses. Only the metrics of a flat compile list move, among
+        themselves; the losses, validation block and anything else keep their places."""
+        order = (getattr(self, "_compiled", None) or {}).get("metric_order")
+        if not order or not isinstance(logs, dict):
+            return logs
+        rank = {n: i for i, n in enumerate(order)}
+        keys = list(logs)
+        for prefix in ("", "val_"):
+            at = [i for i, k in enumerate(keys) if k.startswith(prefix) and k[len(prefix):] in rank and
+                  (prefix or not k.startswith("val_"))]
+            for i, k in zip(at, sorted((keys[i] for i in at), key=lambda k: rank[k[len(prefix):]])):
+                keys[i] = k
+        return {k: logs[k] for k in keys}
 
     @property
     def metrics(self):

@@ -4,6 +4,24 @@ is compiled once it exists (_apply_compile, from Model._set_handle)."""
 from tarantella.keras import _sharing
 
 
+def _metric_order(metrics):
+    """The log names of a flat compile metrics list, in its order (None for other forms): a string
+    as written, a function by its name, a metric object by its name."""
+    if metrics is None or isinstance(metrics, dict):
+        return None
+    items = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
+    if any(isinstance(m, (list, tuple, dict)) for m in items):
+        return None
+    names = []
+    for m in items:
+        name = str(m) if isinstance(m, str) else getattr(m, "name", None) if not isinstance(m, type) else \
+            getattr(m, "_name", None)
+        name = name or getattr(m, "__name__", None)
+        if isinstance(name, str):
+            names.append(name)
+    return names if len(set(names)) == len(names) else None
+
+
 class CompileAPI:
     def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None, weighted_metrics=None,
                 run_eagerly=None, steps_per_execution=None, jit_compile=None, seed=None, **kwargs):
@@ -17,13 +35,15 @@ class CompileAPI:
             losses.spec(loss)  # a bad loss fails here, before the model is built
         lspec = loss
         from tarantella.keras import _custom_objectives
+        order = _metric_order(metrics)
         metrics, metric_fns = _custom_objectives.split_metrics(metrics)
         mnames = M.names(metrics)
         # Keras 2.4+: sample and class weights weigh the loss and the weighted_metrics only
         weighted, weighted_fns = _custom_objectives.split_metrics(weighted_metrics)
         self._compiled = {"optimizer": opt, "loss": lspec, "metrics": mnames, "seed": seed,
                           "loss_weights": loss_weights, "metrics_given": metrics, "metric_functions": metric_fns,
-                          "plain_functions": metric_fns, "weighted_given": weighted, "weighted_functions": weighted_fns}
+                          "plain_functions": metric_fns, "weighted_given": weighted, "weighted_functions": weighted_fns,
+                          "metric_order": order}
         self._optimizer = opt
         self._touched = True
         self._loss = loss

@@ -89,6 +89,23 @@ def _split(batch, what):
     return xs, ys
 
 
+def _class_weighted(class_weight, what):
+    """_split, with Keras's class weights of each batch appended to its labels (the library reads a
+    sample's weight after its labels): the class is an integer label, or the argmax of a one-hot row."""
+    if class_weight is None:
+        return _split
+
+    def split(batch, what_=what):
+        from tarantella.keras.model_api import sample_weights
+        xs, ys = _split(batch, what_)
+        if ys is None:
+            raise ValueError(f"{what_}: class_weight needs labels, and the batches have none (x only)")
+        if len(ys) != 1:
+            raise ValueError(f"{what_}: class_weight is only supported for models with a single output (as Keras)")
+        return xs, ys + [sample_weights(ys[0], None, class_weight, what_)]
+    return split
+
+
 def _flat(parts, i):
     """Sample i of the parts, one array (several parts: the values one after the other, as the
     library feeds several inputs)."""
@@ -127,24 +144,30 @@ def _is_torch_loader(x):
     return type(x).__module__.startswith("torch.utils.data") and hasattr(x, "__iter__") and hasattr(x, "__len__")
 
 
-def as_dataset(x, what="fit", shuffle=False):
+def as_dataset(x, what="fit", shuffle=False, class_weight=None):
     """x itself unless it is a Sequence/PyDataset (or a generator): then a tnt.data.Dataset that
     yields its batches. shuffle (fit's): the batches in a new order every epoch, as Keras 2
     shuffles a Sequence's batch indices; the order comes from the global seed and the epoch, the
-    same on every rank, and a smaller last batch stays last (the pipeline batches by one size)."""
+    same on every rank, and a smaller last batch stays last (the pipeline batches by one size).
+    class_weight (fit's): each batch's labels carry the weight of each sample's class after them,
+    as Keras maps a class_weight onto the batches of any data it is given."""
+    split = _class_weighted(class_weight, what)
     if _is_torch_loader(x):  # the loader orders its batches itself
         x, shuffle = _TorchLoader(x), False
     if isinstance(x, types.GeneratorType) or (hasattr(x, "__next__") and not _is_sequence(x)):
-        return _from_generator(x, what)
+        return _from_generator(x, what, split)
     if not _is_sequence(x):
+        if class_weight is not None:
+            raise NotImplementedError(f"{what}: class_weight with a {type(x).__name__} is not supported (arrays, a "
+                                      f"keras.utils.Sequence or a generator)")
         return x
     from tarantella import data as tnt_data
     n_batches = len(x)
     if n_batches <= 0:
         raise ValueError(f"{what}: the {type(x).__name__} has no batches (len {n_batches})")
-    xs0, ys0 = _split(x[0], what)
+    xs0, ys0 = split(x[0], what)
     size = xs0[0].shape[0]
-    last = size if n_batches == 1 else _split(x[n_batches - 1], what)[0][0].shape[0]
+    last = size if n_batches == 1 else split(x[n_batches - 1], what)[0][0].shape[0]
     n = size * (n_batches - 1) + last
     movable = n_batches if last == size else n_batches - 1
 
@@ -167,7 +190,7 @@ def as_dataset(x, what="fit", shuffle=False):
         slot = s // size
         b = state["order"][slot]
         if state["index"] != b:
-            state["batch"] = _split(x[b], what)
+            state["batch"] = split(x[b], what)
             state["index"] = b
             got = state["batch"][0][0].shape[0]
             if got != (size if b < n_batches - 1 else last):
@@ -191,17 +214,18 @@ def as_dataset(x, what="fit", shuffle=False):
     return ds.batch(size)
 
 
-def _from_generator(gen, what):
+def _from_generator(gen, what, split=None):
     """An endless dataset of the generator's batches, in the order it yields them (Keras's fit on
     a generator, with steps_per_epoch): sample positions 0..B-1 of one batch, repeated; a rank
     asks for the next batch whenever the positions start over, so every rank takes every batch
     from its own generator, in the same order, and materializes its share of it."""
     from tarantella import data as tnt_data
+    split = split or _split
     try:
         first = next(gen)
     except StopIteration:
         raise ValueError(f"{what}: the generator yields no batch") from None
-    xs0, ys0 = _split(first, what)
+    xs0, ys0 = split(first, what)
     size = xs0[0].shape[0]
     state = {"batch": (xs0, ys0), "last": None, "fresh": True}
 
@@ -209,7 +233,7 @@ def _from_generator(gen, what):
         k = int(k)
         if state["last"] is not None and k <= state["last"]:  # positions start over: the next batch
             try:
-                state["batch"] = _split(next(gen), what)
+                state["batch"] = split(next(gen), what)
             except StopIteration:
                 raise ValueError(f"{what}: the generator ran out of batches; give steps_per_epoch (and "
                                  f"validation_steps) that it can serve, or make it endless") from None
