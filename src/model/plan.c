@@ -1,14 +1,15 @@
 /* plan.c: execution plans and the forward and backward passes over the model's graph.
  *
- * A plan fixes, for one batch size, each node's layer plan and workspace and the arena offsets
- * of every tensor's value and gradient. Forward values that some backward reads (the layers
- * declare which: backward_reads) are kept to the end of the step; the others live from their
- * producer's forward to their last reader's and lend their storage to later ones (ResNet's
- * BatchNormalization outputs that only an Add reads: a fifth of its values). Gradients live only from the backward of a tensor's last consumer to that of its producer, so
- * their storage is assigned by simulating backward once with a first-fit allocator: for a chain
- * this gives the two ping-pong buffers of a Sequential model, and for ResNet-style graphs a few
- * more. A tensor read by several nodes gets its gradient summed: the first consumer in backward
- * order writes it in place, later ones write a temporary that is added. */
+ * A plan fixes, for one batch size, each node's layer plan and workspace and the arena offsets of
+ * every tensor's value and gradient. Forward values that some backward reads (the layers declare
+ * which: backward_reads) are kept to the end of the step; the others live from their producer's
+ * forward to their last reader's and lend their storage to later ones (ResNet's
+ * BatchNormalization outputs that only an Add reads: a fifth of its values). Gradients live only
+ * from the backward of a tensor's last consumer to that of its producer, so their storage is
+ * assigned by simulating backward once with a first-fit allocator: for a chain this gives the two
+ * ping-pong buffers of a Sequential model, and for ResNet-style graphs a few more. A tensor read
+ * by several nodes gets its gradient summed: the first consumer in backward order writes it in
+ * place, later ones write a temporary that is added. */
 #include "model/model.h"
 #include "model/device.h"
 #include "core/timeline.h"

@@ -1,15 +1,16 @@
 /* conv2d_gemm_gpu.c: Conv2D's device path (conv2d.c's .gpu): 1x1 convolutions as GEMMs on
  * tnt__gpu_sgemm (cuBLAS; the CPU's sgemm on the emulated device), those of few taps as im2col
- * GEMMs (below, TNT_GPU_CONV_IM2COL), every other convolution to cuDNN (conv2d_gpu.c). A 1x1 convolution over channels-last images is a matrix product: Keras's
- * kernel (1, 1, C, K) is already the row-major C x K matrix W, so with xs (rows = N Ho Wo, C) the
- * pixels the kernel visits,
+ * GEMMs (below, TNT_GPU_CONV_IM2COL), every other convolution to cuDNN (conv2d_gpu.c). A 1x1
+ * convolution over channels-last images is a matrix product: Keras's kernel (1, 1, C, K) is
+ * already the row-major C x K matrix W, so with xs (rows = N Ho Wo, C) the pixels the kernel
+ * visits,
  *   y = xs W (+ b, + the fused activation: fused_gpu.c),  dW = xs^T dpre,  dxs = dpre W^T.
- * Stride 1: xs is x itself and dxs is dx. Stride s > 1: tnt_k_pixels_gather copies every s-th pixel
- * into the shared scratch (again in backward: the scratch lives one call) and
+ * Stride 1: xs is x itself and dxs is dx. Stride s > 1: tnt_k_pixels_gather copies every s-th
+ * pixel into the shared scratch (again in backward: the scratch lives one call) and
  * tnt_k_pixels_scatter writes all of dx from dxs (zeros where the kernel never looked). A 1x1
- * window needs no padding: TensorFlow's "same" pads (ceil(in / s) - 1) s + 1 - in <= 0 cells, i.e.
- * none, and "valid" gives the same output size, so both are this path. Dilation changes nothing
- * for one tap. No cuDNN: it runs on the emulated device too (tests/test_gpu_conv1x1.c).
+ * window needs no padding: TensorFlow's "same" pads (ceil(in / s) - 1) s + 1 - in <= 0 cells,
+ * i.e. none, and "valid" gives the same output size, so both are this path. Dilation changes
+ * nothing for one tap. No cuDNN: it runs on the emulated device too (tests/test_gpu_conv1x1.c).
  * ResNet-50's 36 1x1 convolutions take it: cuDNN's float32 NHWC backward of a 1x1 convolution ran
  * at 4 to 6 TFLOP/s on an H200 (conv3_block1_0: 26 GFLOP in 6.5 ms), its 3x3 ones at about 17
  * overall; two GEMMs of 26 GFLOP should take about 0.5 ms at cuBLAS's float32 rate (an estimate,
@@ -17,8 +18,8 @@
  *
  * mixed_bfloat16: the CPU's bf16 engine (conv_bf16.c) on cuBLAS's GemmEx: xs, W and dpre rounded
  * to bf16 (tnt__gpu_to_bf16; xs and W again in backward), float32 sums and results; the bias
- * gradient is summed from the bf16 dpre as the CPU's backward-weights primitive does. Deterministic: cuBLAS's GEMMs and fixed-order
- * column sums, no atomics. */
+ * gradient is summed from the bf16 dpre as the CPU's backward-weights primitive does.
+ * Deterministic: cuBLAS's GEMMs and fixed-order column sums, no atomics. */
 #include "core/config.h"
 #include "gpu/gpu.h"
 #include "layers/convolutional/conv2d.h"
