@@ -134,8 +134,11 @@ typedef struct run {
 
 static run train(tnt_device dev) {
     tnt_model *m = lenet5_model();
+    /* plain SGD at 0.01: with momentum 0.9 at 0.05 this training amplifies a summation order's
+     * 1e-7 to 1.5% of the weights in 8 steps (oneDNN capped to AVX2 sums otherwise than the
+     * emulated device's sgemm), which would test the chaos, not the path */
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
-                                                 .learning_rate = 0.05f, .momentum = 0.9f}),
+                                                 .learning_rate = 0.01f}),
                                              .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 7, .device = dev}));
     tnt_dataset *ds = tnt_dataset_batch(
         tnt_dataset_from_arrays(images, TNT_SHAPE(28, 28, 1), labels, TNT_SHAPE(), N, false), BATCH, false);
