@@ -221,6 +221,18 @@ tnt_optimizer *pytnt_optimizer_new(PyObject *spec) {
         pytnt_raise_last();
         return NULL;
     }
+    /* the C options read 0 as Keras's default; Keras's learning_rate=0.0 is a rate of 0 (a step
+     * that leaves the weights, the slots still advancing) */
+    PyObject *lr = PyDict_GetItemString(hp, "learning_rate");
+    if (lr && PyNumber_Check(lr) && PyFloat_AsDouble(lr) == 0.0 && !PyErr_Occurred()) {
+        tnt_status st = tnt_optimizer_set_lr(opt, 0.0f);
+        if (st != TNT_OK) {
+            tnt_optimizer_free(opt);
+            tnt_lr_schedule_free(s);
+            pytnt_raise(st);
+            return NULL;
+        }
+    }
     if (s) {
         tnt_status st = tnt_optimizer_set_schedule(opt, s); /* consumes s */
         if (st != TNT_OK) {

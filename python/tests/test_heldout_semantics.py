@@ -267,3 +267,23 @@ def test_layer_attributes_and_shapes(k, tmp_path):
     a, b = k.Input((4,)), k.Input((4,))
     k.Model([a, b], k.layers.Add()([shared(a), shared(b)]))
     assert shared.output_shape == (None, 2)  # two calls of the same shape
+
+
+def test_sgd_learning_rate_zero_leaves_the_weights(k):
+    """Keras: SGD(learning_rate=0.0) steps without moving the weights (the C options read 0 as the
+    default, 0.01); the iterations still count, and a rate set later applies."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = rng.integers(0, 3, size=16)
+    m = k.Sequential([k.layers.Dense(3, input_shape=(4,))])
+    opt = k.optimizers.SGD(learning_rate=0.0)
+    m.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
+    before = [w.copy() for w in m.get_weights()]
+    m.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert opt.iterations == 2
+    assert float(opt.learning_rate) == 0.0
+    for a, b in zip(m.get_weights(), before):
+        np.testing.assert_array_equal(a, b)
+    opt.learning_rate = 0.1
+    m.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert any(not np.array_equal(a, b) for a, b in zip(m.get_weights(), before))
