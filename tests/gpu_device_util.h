@@ -29,6 +29,18 @@ static inline float *dev_down(const void *d, int64_t n) {
     return x;
 }
 
+/* Host weights for a built layer from fixed seeds (the kernel as its initializer, a nonzero bias
+ * from tu_fill) and zeroed gradients, so that the CPU and the device runs start alike */
+static inline void layer_weights(tnt_layer *l) {
+    for (int i = 0; i < l->n_weights; i++) {
+        const int64_t c = tnt_shape_numel(l->weights[i].shape);
+        l->weights[i].value = calloc((size_t)c, sizeof(float));
+        l->weights[i].grad = calloc((size_t)c, sizeof(float));
+        tnt__weight_init(&l->weights[i], 40 + (uint64_t)i);
+        if (i == 1) tu_fill(l->weights[i].value, c, 71);
+    }
+}
+
 /* One forward and backward of a built layer with host weights (value, grad) at batch: on the CPU
  * (its ops) or the device (its GPU path: the weights up, the gradients back into grad). y and dx
  * receive the results. On the device dx starts as NaNs (what the layer leaves unwritten shows),

@@ -64,13 +64,7 @@ static layer_result run_layer(const ccase *k, bool device, const float *x, const
     l->in_shape = in;
     tu_ok(l->ops->build(l, in, &l->out_shape));
     const int64_t nx = batch * tnt_shape_numel(in), ny = batch * tnt_shape_numel(l->out_shape);
-    for (int i = 0; i < l->n_weights; i++) {
-        const int64_t c = tnt_shape_numel(l->weights[i].shape);
-        l->weights[i].value = calloc((size_t)c, sizeof(float));
-        l->weights[i].grad = calloc((size_t)c, sizeof(float));
-        tnt__weight_init(&l->weights[i], 40 + (uint64_t)i);
-        if (i == 1) tu_fill(l->weights[i].value, c, 71); /* a nonzero bias */
-    }
+    layer_weights(l);
     layer_result r = {.y = malloc((size_t)ny * sizeof(float)), .dx = malloc((size_t)nx * sizeof(float))};
     layer_step(l, device, batch, x, dy, r.y, r.dx);
     r.dw = l->weights[0].grad, l->weights[0].grad = NULL;

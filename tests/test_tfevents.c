@@ -11,6 +11,23 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Closes w, reads its file with the independent reader (tools/tfevents_read.py), compares the
+ * listing with expected, and removes dir. */
+static void close_and_expect(tnt__tfevents *w, const char *dir, const char *expected) {
+    char cmd[4608];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/tfevents_read.py '%s'", tnt__tfevents_path(w));
+    tnt__tfevents_close(w);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[1024] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_string_equal(out, expected);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_crc32c_check_value(void **state) {
     (void)state;
     assert_int_equal(tnt__crc32c("123456789", 9), 0xE3069283u);
@@ -28,23 +45,12 @@ static void test_scalars_read_back(void **state) {
     tu_ok(tnt__tfevents_scalar(w, "epoch_accuracy", 0.5f, 0));
     tu_ok(tnt__tfevents_scalar(w, "epoch_loss", 0.25f, 1));
     tu_ok(tnt__tfevents_scalar(w, "epoch_learning_rate", 1e-3f, 300));
-    char cmd[4608];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/tfevents_read.py '%s'", tnt__tfevents_path(w));
     assert_non_null(strstr(tnt__tfevents_path(w), "/events.out.tfevents."));
-    tnt__tfevents_close(w);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char out[1024] = {0};
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    assert_int_equal(pclose(p), 0);
-    assert_string_equal(out, "version brain.Event:2\n"
+    close_and_expect(w, dir, "version brain.Event:2\n"
                              "scalar 0 epoch_loss 0.6931\n"
                              "scalar 0 epoch_accuracy 0.5\n"
                              "scalar 1 epoch_loss 0.25\n"
                              "scalar 300 epoch_learning_rate 0.001\n");
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* Histograms as tensorboard 2.11's summary_v2 buckets them, read back by the independent reader:
@@ -63,22 +69,11 @@ static void test_histograms_read_back(void **state) {
     tu_ok(tnt__tfevents_histogram(w, "same", same, 4, 4));
     tu_ok(tnt__tfevents_histogram(w, "none", NULL, 0, 5));
     assert_int_equal(tnt__tfevents_histogram(w, "x", NULL, 3, 0), TNT_ERR_ARG);
-    char cmd[4608];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tools/tfevents_read.py '%s'", tnt__tfevents_path(w));
-    tnt__tfevents_close(w);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    char out[1024] = {0};
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    assert_int_equal(pclose(p), 0);
-    assert_string_equal(out, "version brain.Event:2\n"
+    close_and_expect(w, dir, "version brain.Event:2\n"
                              "histogram 3 dense/kernel_0/histogram histograms class=2 30x3 count=10 "
                              "first=0 0.3 1 last=8.7 9 1\n"
                              "histogram 4 same histograms class=2 1x3 count=4 first=1.5 2.5 4 last=1.5 2.5 4\n"
                              "histogram 5 none histograms class=2 0x3 count=0\n");
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 /* The decoded scalars of the one event file in dir, as the reader prints them. */
