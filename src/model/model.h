@@ -73,9 +73,8 @@ typedef struct tnt__plan {
                              the input is always copied in (act_is_input all false) */
     /* device plans: host copies of each output, its loss input (the logits when fused) and the
      * gradient the loss writes (one allocation, host_buf), and the outputs packed per sample for
-     * models with several; in the arena, the packed batch of a model with several inputs */
+     * models with several (the batch itself goes up through the model's buffer: device.h) */
     float *host_buf, *host_out[TNT_MAX_IO], *host_loss_in[TNT_MAX_IO], *host_out_grad[TNT_MAX_IO], *host_packed;
-    size_t packed_in_offset;
 } tnt__plan;
 
 struct tnt_model {

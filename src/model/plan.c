@@ -308,12 +308,6 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     p->packed_offset = off;
     if (m->n_outputs > 1) off += align64((size_t)(batch * tnt__model_output_size(m)) * sizeof(float));
-    if (p->device && m->n_inputs > 1) { /* the packed batch goes up in one copy, then is unpacked */
-        int64_t per = 0;
-        for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
-        p->packed_in_offset = off;
-        off += align64((size_t)(batch * per) * sizeof(float));
-    }
     size_t grad_bytes = 0;
     s = plan_gradients(m, p, off, &grad_bytes);
     if (s != TNT_OK) return s;
@@ -438,21 +432,22 @@ static void *workspace(tnt_model *m, tnt__plan *p, int i) {
 }
 static void *layer_scratch(tnt_model *m, tnt__plan *p) { return p->device ? at(m, p, p->scratch_offset) : NULL; }
 
-/* A device pass starts with the batch copied in (after the weights, when the host wrote them).
- * Several inputs come packed per sample (repack's layout): one copy up, then each input's columns
- * into its own tensor on the device. */
+/* A device pass starts with the batch copied in (after the weights, when the host wrote them):
+ * up into the model's batch buffer (tnt__dev_batch_up), then into the input tensors, one copy for
+ * one input; several come packed per sample (repack's layout), and each input's columns go to its
+ * own tensor. */
 static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
     tnt_status s = tnt__model_dev_ready(m);
     if (s != TNT_OK) return s;
-    if (m->n_inputs == 1) {
-        int t = m->inputs[0];
-        return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
-    }
     long long per = 0, col = 0, rows = p->batch;
     for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
-    const float *packed = at(m, p, p->packed_in_offset);
-    s = tnt__gpu_copy_to_device((float *)packed, x, (size_t)(rows * per) * sizeof(float), TNT__GPU_COMPUTE);
-    for (int k = 0; k < m->n_inputs && s == TNT_OK; k++) {
+    const float *packed = NULL;
+    if ((s = tnt__dev_batch_up(m, x, (size_t)(rows * per) * sizeof(float), &packed)) != TNT_OK) return s;
+    if (m->n_inputs == 1) {
+        s = tnt__gpu_copy_on_device(at(m, p, p->act_offset[m->inputs[0]]), packed, (size_t)(rows * per) * sizeof(float),
+                                    TNT__GPU_COMPUTE);
+    }
+    for (int k = 0; k < m->n_inputs && m->n_inputs > 1 && s == TNT_OK; k++) {
         long long cols = tnt_shape_numel(m->tensor_shape[m->inputs[k]]), zero = 0;
         float *dst = at(m, p, p->act_offset[m->inputs[k]]);
         int accumulate = 0;
@@ -460,7 +455,7 @@ static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
         s = tnt__gpu_launch("tnt_k_copy_cols", tnt__gpu_grid_for(rows * cols, 256), 256, 0, args);
         col += cols;
     }
-    return s;
+    return s == TNT_OK ? tnt__dev_batch_taken(m) : s;
 }
 
 /* ... and ends with each output (and the logits of a fused loss) copied out for the loss; several
