@@ -53,7 +53,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_conv_im2col test_gpu_custom test_plan_values; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_custom test_plan_values; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -390,10 +390,10 @@ else
     else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
     # Conv2D of few taps as im2col GEMMs (TNT_GPU_CONV_IM2COL; no cuDNN): LeNet-5's, a ResNet stem,
     # asymmetric padding, dilation, col in chunks; LeNet-5 trained == CPU
-    if p=$(find_prog test_gpu_conv_im2col); then
-        (cd tests && check "test_gpu_conv_im2col on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
+    if p=$(find_prog test_gpu_conv_few_taps); then
+        (cd tests && check "test_gpu_conv_few_taps on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
-    else notyet 3 "test_gpu_conv_im2col" "no test_gpu_conv_im2col"; fi
+    else notyet 3 "test_gpu_conv_few_taps" "no test_gpu_conv_few_taps"; fi
     # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
     if p=$(find_prog test_plan_values); then
         (cd tests && check "test_plan_values on the GPU: values lent == all kept, bitwise" 60 \

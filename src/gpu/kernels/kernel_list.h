@@ -84,4 +84,7 @@ TNT_K(tnt_k_pixels_gather, const float *, float *, i64, i64, i64, i64, i64, i64,
 TNT_K(tnt_k_pixels_scatter, const float *, float *, i64, i64, i64, i64, i64, i64, int, int)
 TNT_K(tnt_k_im2col, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
 TNT_K(tnt_k_col2im, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
+TNT_K(tnt_k_conv_direct_fwd, const float *, const float *, const float *, float *, i64, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int, int)
+TNT_K(tnt_k_conv_direct_dx, const float *, const float *, float *, i64, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
+TNT_K(tnt_k_conv_direct_dw_partial, const float *, const float *, float *, i64, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int, i64)
 TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i64)

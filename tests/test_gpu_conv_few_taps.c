@@ -1,16 +1,17 @@
-/* test_gpu_conv_im2col.c: Conv2D layers of few taps on the device as im2col GEMMs
- * (layers/convolutional/conv2d_gemm_gpu.c, TNT_GPU_CONV_IM2COL), a path without cuDNN, so it runs
- * on the emulated device (TNT_GPU_EMULATE=1: the CPU's sgemm, the kernels' host build) as on a GPU
- * (scripts/gpu_check.sh runs this with TNT_GPU_EMULATE=0):
+/* test_gpu_conv_few_taps.c: Conv2D layers of few taps on the device without cuDNN
+ * (layers/convolutional/conv2d_gemm_gpu.c), as direct kernels (TNT_GPU_CONV_DIRECT) and as im2col
+ * GEMMs (TNT_GPU_CONV_IM2COL), so they run on the emulated device (TNT_GPU_EMULATE=1: the CPU's
+ * sgemm, the kernels' host build) as on a GPU (scripts/gpu_check.sh runs this with
+ * TNT_GPU_EMULATE=0). For each path:
  *   - the layer alone against the CPU engine (oneDNN, checked against PyTorch by the layer tests):
  *     output, dX, dW and db for LeNet-5's two convolutions, a ResNet stem (7x7, stride 2, 3
  *     channels), strided "same" with asymmetric padding, dilation, a 2x3 window with strides
  *     (1, 2), fused activations (relu; swish, whose backward reads the pre-activation), no bias;
- *     col in one chunk and in chunks of one sample; NaNs over the scratch between forward and
- *     backward (it lives one call);
- *   - LeNet-5 (5x5x1 and 5x5x20 taps: TNT_GPU_CONV_IM2COL=512) trained on the device equals the
- *     CPU engine, and a second device run repeats it bitwise; with TNT_GPU_CONV_IM2COL=0 its
- *     convolutions need cuDNN again. */
+ *     im2col's col in one chunk and in chunks of one sample, the direct dW's partial sums over
+ *     256 output pixels and over one; NaNs over the scratch between forward and backward (it
+ *     lives one call);
+ *   - LeNet-5 (5x5x1 and 5x5x20 taps) trained on the device equals the CPU engine, and a second
+ *     device run repeats it bitwise; with both settings 0 its convolutions need cuDNN again. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
@@ -48,6 +49,13 @@ static const ccase cases[] = {
     {"2x3 window, strides (1, 2), same", 7, 9, 5, 3, 2, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_TANH, false},
 };
 
+/* which of the two paths the 5x5 (and smaller) convolutions take */
+static void use_path(bool direct) {
+    setenv("TNT_GPU_CONV_DIRECT", direct ? "512" : "0", 1);
+    setenv("TNT_GPU_CONV_IM2COL", direct ? "0" : "512", 1); /* LeNet-5's second has 5 x 5 x 20 taps */
+    tu_ok(tnt__config_load());
+}
+
 typedef struct layer_result {
     float *y, *dx, *dw, *db;
 } layer_result;
@@ -74,9 +82,13 @@ static layer_result run_layer(const ccase *k, bool device, const float *x, const
     return r;
 }
 
-static void compare(const ccase *k, int64_t chunk_floats) {
+/* chunk: im2col's col floats, or the direct dW's output pixels per partial sum */
+static void compare(const ccase *k, bool direct, int64_t chunk) {
     enum { B = 3 };
-    tnt__conv_im2col_floats = chunk_floats;
+    use_path(direct);
+    if (direct) tnt__conv_direct_chunk = chunk;
+    else tnt__conv_im2col_floats = chunk;
+    const char *path = direct ? "direct" : "im2col";
     const int64_t nx = B * k->h * k->w * k->c;
     float *x = malloc((size_t)nx * sizeof(float));
     tu_fill(x, nx, 5);
@@ -92,26 +104,30 @@ static void compare(const ccase *k, int64_t chunk_floats) {
     tu_fill(dy, ny, 6);
     layer_result cpu = run_layer(k, false, x, dy, B), dev = run_layer(k, true, x, dy, B);
     char what[200];
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): output", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): output", k->what, path, (long long)chunk);
     tu_assert_close(dev.y, cpu.y, ny, RTOL, ATOL, what);
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): dx", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): dx", k->what, path, (long long)chunk);
     tu_assert_close(dev.dx, cpu.dx, nx, RTOL, ATOL, what);
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): kernel gradient", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): kernel gradient", k->what, path, (long long)chunk);
     tu_assert_close(dev.dw, cpu.dw, nw, RTOL, ATOL * 10, what);
     if (!k->no_bias) {
-        snprintf(what, sizeof what, "%s (chunks of %lld floats): bias gradient", k->what, (long long)chunk_floats);
+        snprintf(what, sizeof what, "%s, %s (chunks of %lld): bias gradient", k->what, path,
+                 (long long)chunk);
         tu_assert_close(dev.db, cpu.db, k->filters, RTOL, ATOL * 10, what);
     }
     result_free(&cpu), result_free(&dev);
     free(x), free(dy);
     tnt__conv_im2col_floats = 1 << 24;
+    tnt__conv_direct_chunk = 256;
 }
 
 static void test_layer_equals_cpu(void **state) {
     (void)state;
     for (size_t i = 0; i < TNT_ARRAY_LEN(cases); i++) {
-        compare(&cases[i], 1 << 24); /* one chunk */
-        compare(&cases[i], 1);       /* a sample a chunk */
+        compare(&cases[i], false, 1 << 24); /* one chunk of col */
+        compare(&cases[i], false, 1);       /* a sample a chunk */
+        compare(&cases[i], true, 256);      /* the default partial sums */
+        compare(&cases[i], true, 1);        /* an output pixel a partial sum */
     }
 }
 
@@ -148,10 +164,11 @@ static run train(tnt_device dev) {
     return r;
 }
 
-static void test_lenet5_equals_cpu(void **state) {
-    (void)state;
+static void lenet5_equals_cpu(bool direct) {
+    use_path(direct);
     run cpu = train(TNT_DEVICE_CPU), dev = train(TNT_DEVICE_GPU), again = train(TNT_DEVICE_GPU);
-    print_message("LeNet-5, 8 steps: loss %.7f on the CPU, %.7f on the device\n", cpu.loss, dev.loss);
+    print_message("LeNet-5 (%s), 8 steps: loss %.7f on the CPU, %.7f on the device\n", direct ? "direct" : "im2col",
+                  cpu.loss, dev.loss);
     /* emulated: each weight within 1e-4; a GPU sums in its own order at every step: the largest
      * difference within 1e-3 of the largest weight (test_gpu_model_device's measure) */
     if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, "LeNet-5's weights, device");
@@ -164,11 +181,22 @@ static void test_lenet5_equals_cpu(void **state) {
     free(cpu.w), free(dev.w), free(again.w);
 }
 
-/* TNT_GPU_CONV_IM2COL=0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
+static void test_lenet5_im2col_equals_cpu(void **state) {
+    (void)state;
+    lenet5_equals_cpu(false);
+}
+
+static void test_lenet5_direct_equals_cpu(void **state) {
+    (void)state;
+    lenet5_equals_cpu(true);
+}
+
+/* both settings 0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
 static void test_off_needs_cudnn(void **state) {
     (void)state;
     if (!tnt__gpu_emulated()) skip();
     setenv("TNT_GPU_CONV_IM2COL", "0", 1);
+    setenv("TNT_GPU_CONV_DIRECT", "0", 1);
     tu_ok(tnt__config_load());
     tnt_model *m = lenet5_model();
     tnt_status s = tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.01f),
@@ -184,14 +212,12 @@ static void test_off_needs_cudnn(void **state) {
     print_message("%s\n", tnt_last_error());
     assert_non_null(strstr(tnt_last_error(), "cuDNN"));
     tnt_model_free(m);
-    setenv("TNT_GPU_CONV_IM2COL", "512", 1);
-    tu_ok(tnt__config_load());
+    use_path(true);
 }
 
 int main(void) {
     /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
-    setenv("TNT_GPU_CONV_IM2COL", "512", 1); /* LeNet-5's second convolution has 5 x 5 x 20 taps */
     if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
     const char *why = NULL;
     if (!tnt__gpu_available(&why)) return printf("test_gpu_conv_im2col: no device: %s\n", why), 77;
@@ -201,7 +227,8 @@ int main(void) {
     for (int i = 0; i < N; i++) labels[i] = (float)(i % 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_equals_cpu),
-        cmocka_unit_test(test_lenet5_equals_cpu),
+        cmocka_unit_test(test_lenet5_im2col_equals_cpu),
+        cmocka_unit_test(test_lenet5_direct_equals_cpu),
         cmocka_unit_test(test_off_needs_cudnn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
