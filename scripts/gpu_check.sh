@@ -388,10 +388,10 @@ else
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a "^1x1 convolutions under mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
-    # Conv2D of few taps as im2col GEMMs (TNT_GPU_CONV_IM2COL; no cuDNN): LeNet-5's, a ResNet stem,
-    # asymmetric padding, dilation, col in chunks; LeNet-5 trained == CPU
+    # Conv2D of few taps as direct kernels and as im2col GEMMs (TNT_GPU_CONV_DIRECT, _IM2COL; no
+    # cuDNN): LeNet-5's, a ResNet stem, asymmetric padding, dilation, chunks; LeNet-5 trained == CPU
     if p=$(find_prog test_gpu_conv_few_taps); then
-        (cd tests && check "test_gpu_conv_few_taps on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
+        (cd tests && check "test_gpu_conv_few_taps on the GPU: Conv2D direct and im2col, LeNet-5 trained == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_conv_few_taps" "no test_gpu_conv_few_taps"; fi
     # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
@@ -490,7 +490,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_DIRECT=160 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_DIRECT=512 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
@@ -572,7 +572,7 @@ else
     # repetition (whose 1-rank figures it is read against); BENCH2="" none
     BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
     # settings against their defaults, ours alone, after the first repetition (model:batch:tf32:amp:SETTING=VALUE)
-    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_IM2COL=256 lenet5:512:off:none:TNT_GPU_STAGED_INPUT=0 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0"}
+    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_CONV_IM2COL=256 lenet5:512:off:none:TNT_GPU_STAGED_INPUT=0 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0"}
     TWO_RANKS=0
     [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do
