@@ -127,8 +127,7 @@ static tnt_status bias_grad(const tnt__conv_cfg *c, int64_t batch, const void *d
     void *part_args[] = {&dpre, &part, &rows, &k, &chunk};
     tnt_status s = tnt__gpu_launch(bf16 ? "tnt_k_col_sums_partial_bf16" : "tnt_k_col_sums_partial",
                                    tnt__gpu_grid_for(chunks * k, GPU_BLOCK), GPU_BLOCK, 0, part_args);
-    void *sum_args[] = {&part, &db, &chunks, &k};
-    return s != TNT_OK ? s : tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(k, GPU_BLOCK), GPU_BLOCK, 0, sum_args);
+    return s != TNT_OK ? s : tnt__gpu_col_sums(part, db, chunks, k);
 }
 
 static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
@@ -332,11 +331,10 @@ static tnt_status direct_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
         long long chunk = direct_chunk(c, a->batch), chunks = direct_chunks(c, a->batch), outs = taps(c) * k;
         float *dw_out = l->weights[0].d_grad;
         void *args[] = {&x, &dpre, &part, DIRECT_SIZES, &chunk};
-        void *sum_args[] = {&part, &dw_out, &chunks, &outs};
         s = tnt__gpu_launch("tnt_k_conv_direct_dw_partial", tnt__gpu_grid_for(chunks * outs, GPU_BLOCK), GPU_BLOCK, 0,
                             args);
         if (s == TNT_OK)
-            s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(outs, GPU_BLOCK), GPU_BLOCK, 0, sum_args);
+            s = tnt__gpu_col_sums(part, dw_out, chunks, outs);
     }
     if (s == TNT_OK && a->dx) {
         float *dx = a->dx;
