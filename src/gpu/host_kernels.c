@@ -16,7 +16,8 @@ _Static_assert((int)K_ACT_SOFTMAX == (int)TNT_ACT_SOFTMAX && (int)K_ACT_LEAKY_RE
                    (int)K_ACT_COUNT == (int)TNT_ACT_COUNT,
                "kernels/activations.cu K_ACT_* must follow tnt_activation");
 /* the structures kernels take by value: the layout nvptx64 gives them too (no padding) */
-_Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56 && sizeof(tnt_k_perm) == 152, "kernels/kargs.h: unexpected padding");
+_Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56 && sizeof(tnt_k_perm) == 152 && sizeof(tnt_k_conv) == 96,
+               "kernels/kargs.h: unexpected padding");
 
 #include "gpu/host_unpack.h"
 

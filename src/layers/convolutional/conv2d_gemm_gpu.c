@@ -22,6 +22,7 @@
  * Deterministic: cuBLAS's GEMMs and fixed-order column sums, no atomics. */
 #include "core/config.h"
 #include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 
@@ -33,7 +34,7 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 /* 2-D, channels last, no groups, a 1x1 window without padding */
 static bool gemm_applies(const tnt_layer *l) {
     const tnt__conv_cfg *c = l->priv;
-    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && c->kh == 1 && c->kw == 1 &&
+    return c->kd == 0 && c->groups <= 1 && !c->channels_first && c->kh == 1 && c->kw == 1 &&
            c->pad_t == 0 && c->pad_b == 0 && c->pad_l == 0 && c->pad_r == 0;
 }
 
@@ -180,7 +181,11 @@ static int64_t taps(const tnt__conv_cfg *c) { return (int64_t)c->kh * c->kw * c-
 static bool im2col_applies(const tnt_layer *l) {
     const tnt__conv_cfg *c = l->priv;
     const int64_t limit = tnt__config_get()->gpu_conv_im2col;
-    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) && taps(c) <= limit;
+    /* where cuDNN has no path, im2col always: Conv1D, and padding unlike on the two sides (cuDNN
+     * pads alike; TensorFlow's "same" with strides on even sizes pads one more after, "causal" all
+     * before) */
+    const bool no_cudnn = c->one_d || c->pad_t != c->pad_b || c->pad_l != c->pad_r;
+    return c->kd == 0 && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) && (taps(c) <= limit || no_cudnn);
 }
 
 /* samples per chunk of col */
@@ -262,25 +267,29 @@ static tnt_status im2col_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     return s;
 }
 
-/* ---- few taps: direct kernels ------------------------------------------------------------------ */
+/* ---- few taps, groups: direct kernels -------------------------------------------------------- */
 
-/* Float32 2-D convolutions whose kh kw C taps are at most TNT_GPU_CONV_DIRECT run as three plain
- * kernels (conv.cu): forward and dx one thread per element, dW as sums over chunks of the output
- * pixels, then over the chunks in order (deterministic, no atomics). LeNet-5's convolutions do
- * 60 and 120 million multiply-adds a pass at batch 512, where cuDNN's deterministic weight-gradient
- * algorithm took 0.8 ms for the first (H200): no col matrix to write and read, no GEMM of 6
- * columns. Any padding, strides and dilation; runs on the emulated device (test_gpu_conv_few_taps). */
+/* Float32 2-D convolutions whose kh kw C / groups taps are at most TNT_GPU_CONV_DIRECT, and every
+ * grouped one (DepthwiseConv2D), run as three plain kernels (conv.cu): forward and dx one thread
+ * per element, dW as sums over chunks of the output pixels, then over the chunks in order
+ * (deterministic, no atomics). LeNet-5's convolutions do 60 and 120 million multiply-adds a pass
+ * at batch 512, where cuDNN's deterministic weight-gradient algorithm took 0.8 ms for the first
+ * (H200): no col matrix to write and read, no GEMM of 6 columns. A depthwise convolution does a
+ * few multiply-adds per output, reading as much as it computes. Any padding, strides, dilation;
+ * runs on the emulated device (test_gpu_conv_few_taps). */
 int64_t tnt__conv_direct_chunk = 256; /* output pixels a dW partial sum adds, at least (tests: fewer) */
 #define DIRECT_PARTIAL_FLOATS (1 << 22) /* at most 16 MB of partial sums: larger chunks beyond */
 
+static int64_t group_taps(const tnt__conv_cfg *c) { return (int64_t)c->kh * c->kw * (c->ic / TNT_MAX(c->groups, 1)); }
+
 static bool direct_applies(const tnt_layer *l) {
     const tnt__conv_cfg *c = l->priv;
-    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) &&
-           taps(c) <= tnt__config_get()->gpu_conv_direct;
+    return c->kd == 0 && !c->channels_first && !gemm_bf16(l) &&
+           (c->groups > 1 || group_taps(c) <= tnt__config_get()->gpu_conv_direct);
 }
 
 static int64_t direct_chunk(const tnt__conv_cfg *c, int64_t batch) {
-    const int64_t rows = gemm_rows(c, batch), outs = taps(c) * c->filters;
+    const int64_t rows = gemm_rows(c, batch), outs = group_taps(c) * c->filters;
     const int64_t need = (rows * outs + DIRECT_PARTIAL_FLOATS - 1) / DIRECT_PARTIAL_FLOATS;
     return TNT_MAX(tnt__conv_direct_chunk, need);
 }
@@ -290,28 +299,28 @@ static int64_t direct_chunks(const tnt__conv_cfg *c, int64_t batch) {
 
 /* scratch: [dW partial sums (chunks, taps K)][bias partial sums] */
 static size_t direct_partial_bytes(const tnt__conv_cfg *c, int64_t batch) {
-    return align256((size_t)(direct_chunks(c, batch) * taps(c) * c->filters) * sizeof(float));
+    return align256((size_t)(direct_chunks(c, batch) * group_taps(c) * c->filters) * sizeof(float));
 }
 static size_t direct_scratch(tnt_layer *l, int64_t batch) {
     const tnt__conv_cfg *c = l->priv;
     return direct_partial_bytes(c, batch) + align256((size_t)(bias_chunks(c, batch) * c->filters) * sizeof(float));
 }
 
-/* the sizes every direct kernel takes after its pointers */
-#define DIRECT_SIZES &n, &ih, &iw, &ch, &oh, &ow, &k, &kh, &kw, &sh, &sw, &dh, &dw, &pt, &pl
-#define DIRECT_SIZE_VARS(c, batch)                                                                          \
-    long long n = (batch), ih = (c)->ih, iw = (c)->iw, ch = (c)->ic, oh = (c)->oh, ow = (c)->ow, k = (c)->filters; \
-    int kh = (c)->kh, kw = (c)->kw, sh = (c)->sh, sw = (c)->sw, dh = (c)->dh, dw = (c)->dw, pt = (int)(c)->pad_t, \
-        pl = (int)(c)->pad_l
+static tnt_k_conv direct_geometry(const tnt__conv_cfg *c, int64_t batch) {
+    return (tnt_k_conv){.n = batch, .ih = c->ih, .iw = c->iw, .c = c->ic, .oh = c->oh, .ow = c->ow, .k = c->filters,
+                        .kh = c->kh, .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
+                        .pt = (int)c->pad_t, .pl = (int)c->pad_l, .groups = TNT_MAX(c->groups, 1)};
+}
 
 static tnt_status direct_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
     (void)plan;
     const tnt__conv_cfg *c = l->priv;
-    DIRECT_SIZE_VARS(c, a->batch);
+    tnt_k_conv g = direct_geometry(c, a->batch);
     const float *x = a->x, *w = l->weights[0].d_value, *b = c->use_bias ? l->weights[1].d_value : w;
     int use_bias = c->use_bias;
-    void *args[] = {&x, &w, &b, &out, DIRECT_SIZES, &use_bias};
-    return tnt__gpu_launch("tnt_k_conv_direct_fwd", tnt__gpu_grid_for(n * oh * ow * k, GPU_BLOCK), GPU_BLOCK, 0, args);
+    void *args[] = {&g, &x, &w, &b, &out, &use_bias};
+    return tnt__gpu_launch("tnt_k_conv_direct_fwd", tnt__gpu_grid_for(g.n * g.oh * g.ow * g.k, GPU_BLOCK), GPU_BLOCK, 0,
+                           args);
 }
 
 static tnt_status direct_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
@@ -321,25 +330,24 @@ static tnt_status direct_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
 static tnt_status direct_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const tnt__conv_cfg *c = l->priv;
-    DIRECT_SIZE_VARS(c, a->batch);
+    tnt_k_conv g = direct_geometry(c, a->batch);
     float *part = a->scratch, *bias_part = (float *)((char *)a->scratch + direct_partial_bytes(c, a->batch));
     const float *dpre, *x = a->x, *w = l->weights[0].d_value;
     tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
     if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
         s = bias_grad(c, a->batch, dpre, false, bias_part, l->weights[1].d_grad);
     if (s == TNT_OK && l->weights[0].d_grad) {
-        long long chunk = direct_chunk(c, a->batch), chunks = direct_chunks(c, a->batch), outs = taps(c) * k;
-        float *dw_out = l->weights[0].d_grad;
-        void *args[] = {&x, &dpre, &part, DIRECT_SIZES, &chunk};
-        s = tnt__gpu_launch("tnt_k_conv_direct_dw_partial", tnt__gpu_grid_for(chunks * outs, GPU_BLOCK), GPU_BLOCK, 0,
-                            args);
-        if (s == TNT_OK)
-            s = tnt__gpu_col_sums(part, dw_out, chunks, outs);
+        long long chunk = direct_chunk(c, a->batch), chunks = direct_chunks(c, a->batch);
+        void *args[] = {&g, &x, &dpre, &part, &chunk};
+        s = tnt__gpu_launch("tnt_k_conv_direct_dw_partial", tnt__gpu_grid_for(chunks * group_taps(c) * g.k, GPU_BLOCK),
+                            GPU_BLOCK, 0, args);
+        if (s == TNT_OK) s = tnt__gpu_col_sums(part, l->weights[0].d_grad, chunks, group_taps(c) * g.k);
     }
     if (s == TNT_OK && a->dx) {
         float *dx = a->dx;
-        void *args[] = {&dpre, &w, &dx, DIRECT_SIZES};
-        s = tnt__gpu_launch("tnt_k_conv_direct_dx", tnt__gpu_grid_for(n * ih * iw * ch, GPU_BLOCK), GPU_BLOCK, 0, args);
+        void *args[] = {&g, &dpre, &w, &dx};
+        s = tnt__gpu_launch("tnt_k_conv_direct_dx", tnt__gpu_grid_for(g.n * g.ih * g.iw * g.c, GPU_BLOCK), GPU_BLOCK, 0,
+                            args);
     }
     return s;
 }
