@@ -56,6 +56,7 @@ static void run_until(uint64_t mark) {
         run_one(&late.queue[k]);
         free(late.queue[k].snapshot);
     }
+    if (k == 0) return; /* (and the queue may not exist yet) */
     memmove(late.queue, late.queue + k, (late.n - k) * sizeof *late.queue);
     late.n -= k;
 }
