@@ -48,15 +48,15 @@ static inline void layer_weights(tnt_layer *l) {
 static inline void layer_step(tnt_layer *l, bool device, int64_t batch, const float *x, const float *dy, float *y,
                               float *dx) {
     const int64_t nx = batch * tnt_shape_numel(l->in_shape), ny = batch * tnt_shape_numel(l->out_shape);
-    if (!device) {
-        void *plan = l->ops->plan_create(l, batch);
-        assert_non_null(plan);
-        void *ws = tnt__alloc(l->ops->workspace_size(l, plan, batch) + 64);
+    if (!device) { /* a layer without a plan (NULL) or a workspace */
+        void *plan = l->ops->plan_create ? l->ops->plan_create(l, batch) : NULL;
+        if (l->ops->plan_create) assert_non_null(plan);
+        void *ws = tnt__alloc((l->ops->workspace_size ? l->ops->workspace_size(l, plan, batch) : 0) + 64);
         tnt__fwd_args fa = {.batch = batch, .x = x, .y = y, .workspace = ws, .training = true, .seed = 1};
         tu_ok(l->ops->forward(l, plan, &fa));
         tnt__bwd_args ba = {.batch = batch, .x = x, .y = y, .dy = dy, .dx = dx, .workspace = ws};
         tu_ok(l->ops->backward(l, plan, &ba));
-        l->ops->plan_destroy(plan);
+        if (l->ops->plan_destroy) l->ops->plan_destroy(plan);
         tnt__free(ws);
         return;
     }
@@ -69,8 +69,8 @@ static inline void layer_step(tnt_layer *l, bool device, int64_t batch, const fl
         l->weights[i].d_value = dev_up(l->weights[i].value, c);
         l->weights[i].d_grad = tnt__gpu_malloc((size_t)c * sizeof(float));
     }
-    void *plan = g->plan_create(l, batch);
-    assert_non_null(plan);
+    void *plan = g->plan_create ? g->plan_create(l, batch) : NULL;
+    if (g->plan_create) assert_non_null(plan);
     const int64_t ns = (int64_t)((g->scratch_size ? g->scratch_size(l, plan, batch) : 0) / sizeof(float)) + 16;
     const int64_t nn = ns > nx ? ns : nx;
     float *nans = malloc((size_t)nn * sizeof(float));

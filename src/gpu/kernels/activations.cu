@@ -21,6 +21,11 @@
  *       Dense's and Conv's epilogue in one pass: pre (rows, cols) += bias (cols; NULL: none), then
  *       y = f(pre) elementwise (y may be pre when the pre-activation is not kept); bitwise
  *       tnt_k_bias_add then tnt_k_act_fwd
+ *   The activation layers with parameters (layers/activations/advanced_activations.c, the same
+ *   formulas; kind: 0 ReLU, 1 LeakyReLU, 2 ELU, 3 ThresholdedReLU):
+ *   tnt_k_elt_fwd(const float *x, float *y, i64 n, int kind, float max_value, float slope,
+ *                 float threshold, float alpha)
+ *   tnt_k_elt_bwd(const float *x, const float *dy, float *dx, i64 n, same parameters)   dx = dy f'(x)
  *   Row kernels over x (rows, cols), one block per row (any grid), blockDim <= 1024:
  *   tnt_k_softmax_fwd(const float *x, float *y, i64 rows, i64 cols)
  *   tnt_k_softmax_bwd(const float *y, const float *dy, float *dx, i64 rows, i64 cols)
@@ -265,4 +270,32 @@ KERNEL void tnt_k_sparsemax_bwd(const float *y, const float *dy, float *dx, i64 
         const float mean = k ? (float)(s / (double)k) : 0.0f;
         for (i64 j = 0; j < cols; j++) dxr[j] = yr[j] > 0.0f ? dyr[j] - mean : 0.0f;
     }
+}
+
+/* advanced_activations.c's relu_f, elt_f and their derivatives */
+DEV float k_elt_f(int kind, float x, float max_value, float slope, float threshold, float alpha) {
+    if (kind == 0) {
+        const float pos = k_fminf(k_fmaxf(x > threshold ? x : 0.0f, 0.0f), max_value);
+        return pos - slope * k_fmaxf(threshold - x, 0.0f);
+    }
+    if (kind == 1) return x > 0.0f ? x : slope * x;
+    if (kind == 2) return x > 0.0f ? x : alpha * k_expm1f(x);
+    return x > threshold ? x : 0.0f;
+}
+
+DEV float k_elt_df(int kind, float x, float max_value, float slope, float threshold, float alpha) {
+    if (kind == 0) return (x > threshold && x > 0.0f && x <= max_value ? 1.0f : 0.0f) + (x < threshold ? slope : 0.0f);
+    if (kind == 1) return x > 0.0f ? 1.0f : slope;
+    if (kind == 2) return x > 0.0f ? 1.0f : alpha * k_expf(x);
+    return x > threshold ? 1.0f : 0.0f;
+}
+
+KERNEL void tnt_k_elt_fwd(const float *x, float *y, i64 n, int kind, float max_value, float slope, float threshold,
+                          float alpha) {
+    GRID_STRIDE(i, n) y[i] = k_elt_f(kind, x[i], max_value, slope, threshold, alpha);
+}
+
+KERNEL void tnt_k_elt_bwd(const float *x, const float *dy, float *dx, i64 n, int kind, float max_value, float slope,
+                          float threshold, float alpha) {
+    GRID_STRIDE(i, n) dx[i] = dy[i] * k_elt_df(kind, x[i], max_value, slope, threshold, alpha);
 }

@@ -9,6 +9,8 @@
  *   tnt_k_axpy(const float *x, float *y, i64 n, float a)         y = y + a x
  *   tnt_k_axpby(const float *x, float *y, i64 n, float a, float b)  y = a x + b y
  *   tnt_k_mul(const float *a, const float *b, float *y, i64 n)   y = a b
+ *   tnt_k_sub(const float *a, const float *b, float *y, i64 n)   y = a - b
+ *   tnt_k_div(const float *x, float *y, i64 n, float d)          y = x / d (Average's, as the CPU's)
  *   tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] += bias[c]
  *   tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] = bias[c]
  *   tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols)       out[c] = sum over r of
@@ -43,6 +45,8 @@ KERNEL void tnt_k_axpby(const float *x, float *y, i64 n, float a, float b) {
     GRID_STRIDE(i, n) y[i] = a * x[i] + b * y[i];
 }
 KERNEL void tnt_k_mul(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] * b[i]; }
+KERNEL void tnt_k_sub(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] - b[i]; }
+KERNEL void tnt_k_div(const float *x, float *y, i64 n, float d) { GRID_STRIDE(i, n) y[i] = x[i] / d; }
 
 KERNEL void tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols) {
     GRID_STRIDE_COLS(i, c, rows, cols) y[i] = y[i] + bias[c];

@@ -4,8 +4,10 @@
  * memory-bound. Gradients follow TensorFlow's at the kinks (relu: 0 at x == 0; clip passes at
  * the bounds; leaky relu: alpha at x == 0). None needs a plan: backward reads x (and y for
  * Softmax), which the model keeps until backward. */
-#include "layers/layer.h"
+#include "gpu/gpu.h"
+#include "layers/fused.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -81,6 +83,37 @@ static tnt_status elt_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
     return TNT_OK;
 }
 
+/* on the device: the same formulas (kernels/activations.cu tnt_k_elt_*; ELU's exp from kmath.h) */
+static tnt_status elt_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const elt_cfg *c = l->priv;
+    long long n = a->batch * tnt_shape_numel(l->in_shape);
+    int kind = (int)c->kind;
+    float mv = c->max_value, slope = c->slope, th = c->threshold, al = c->alpha;
+    const float *x = a->x;
+    float *y = a->y;
+    void *args[] = {&x, &y, &n, &kind, &mv, &slope, &th, &al};
+    tnt_status s = tnt__gpu_launch("tnt_k_elt_fwd", tnt__gpu_grid_for(n, 256), 256, 0, args);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status elt_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const elt_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    long long n = a->batch * tnt_shape_numel(l->in_shape);
+    int kind = (int)c->kind;
+    float mv = c->max_value, slope = c->slope, th = c->threshold, al = c->alpha;
+    const float *x = a->x, *dy = a->dy;
+    float *dx = a->dx;
+    void *args[] = {&x, &dy, &dx, &n, &kind, &mv, &slope, &th, &al};
+    return tnt__gpu_launch("tnt_k_elt_bwd", tnt__gpu_grid_for(n, 256), 256, 0, args);
+}
+
+static const tnt__gpu_ops elt_gpu_ops = {.forward = elt_gpu_forward, .backward = elt_gpu_backward};
+
 static void priv_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status relu_get_config(const tnt_layer *l, cJSON *c) {
@@ -118,6 +151,7 @@ static tnt_status thresholded_get_config(const tnt_layer *l, cJSON *c) {
         .backward = elt_backward,                                                                 \
         .destroy = priv_destroy,                                                                  \
         .supports_masking = true,                                                                 \
+        .gpu = &elt_gpu_ops,                                                                      \
     }
 static tnt_layer *relu_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     double max_value = INFINITY, slope = 0.0, threshold = 0.0;
@@ -402,6 +436,33 @@ static tnt_status softmax_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     return TNT_OK;
 }
 
+/* on the device, over the last axis: the softmax row kernels Dense's fused softmax runs */
+static bool softmax_gpu_supported(const tnt_layer *l, const char **why) {
+    if (((const softmax_cfg *)l->priv)->inner == 1) return true;
+    *why = "a Softmax over an axis other than the last has no device path yet";
+    return false;
+}
+
+static tnt_status softmax_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const softmax_cfg *c = l->priv;
+    const int64_t rows = a->batch * c->outer;
+    tnt_status s = tnt__gpu_act_forward(TNT_ACT_SOFTMAX, 0.0f, rows, c->len, a->x, a->y);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(rows * c->len) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status softmax_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const softmax_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    return tnt__gpu_act_backward(TNT_ACT_SOFTMAX, 0.0f, a->batch * c->outer, c->len, a->x, a->y, a->dy, a->dx);
+}
+
+static const tnt__gpu_ops softmax_gpu_ops = {
+    .supported = softmax_gpu_supported, .forward = softmax_gpu_forward, .backward = softmax_gpu_backward};
+
 static tnt_status softmax_get_config(const tnt_layer *l, cJSON *c) {
     TNT_KJ(cJSON_AddNumberToObject(c, "axis", ((const softmax_cfg *)l->priv)->axis));
     return TNT_OK;
@@ -428,6 +489,7 @@ const tnt__layer_ops tnt__softmax_ops = {
     .backward = softmax_backward,
     .destroy = priv_destroy,
     .supports_masking = true,
+    .gpu = &softmax_gpu_ops,
 };
 
 tnt_layer *tnt_softmax_layer(int axis, const char *name) {

@@ -307,17 +307,38 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     return TNT_OK;
 }
 
-/* ---- on the device: Add without broadcasting, ((x0 + x1) + x2) ... and the folded relu, in
- * Keras's order as above ------------------------------------------------------------------------ */
+/* ---- on the device: every merge without broadcasting, in Keras's order as above (bitwise the
+ * CPU's: the same operations on each element, in the same order) ------------------------------- */
 
 #define GPU_BLOCK 256
 
 static bool merge_gpu_supported(const tnt_layer *l, const char **why) {
-    const merge_cfg *c = l->priv;
-    if (c->op != M_ADD) *why = "only Add of the merge layers has a device path yet";
-    else if (merge_broadcasts(c)) *why = "broadcast inputs have no device path yet";
-    else return true;
+    if (!merge_broadcasts(l->priv)) return true;
+    *why = "broadcast inputs have no device path yet";
     return false;
+}
+
+static tnt_status launch2(const char *kernel, const float *a, const float *b, float *y, long long n) {
+    void *args[] = {&a, &b, &y, &n};
+    return tnt__gpu_launch(kernel, tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+static tnt_status scaled(const float *x, float *y, long long n, float a, bool divide) {
+    void *args[] = {&x, &y, &n, &a};
+    return tnt__gpu_launch(divide ? "tnt_k_div" : "tnt_k_scale", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+}
+
+/* Maximum / Minimum: y = x0, then each next input where it is beyond y or NaN */
+static tnt_status extremes_forward(const merge_cfg *c, const tnt__fwd_args *a, long long n) {
+    tnt_status s = tnt__gpu_copy_on_device(a->y, a->xs[0], (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    int is_max = c->op == M_MAX;
+    for (int k = 1; k < c->n && s == TNT_OK; k++) {
+        const float *xk = a->xs[k];
+        float *y = a->y;
+        void *args[] = {&xk, &y, &n, &is_max};
+        s = tnt__gpu_launch("tnt_k_minmax_step", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    return s;
 }
 
 static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
@@ -327,23 +348,65 @@ static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_arg
     unsigned grid = tnt__gpu_grid_for(n, GPU_BLOCK);
     int act = TNT_ACT_RELU;
     float alpha = 0.0f;
-    const bool relu = l->activation == TNT_ACT_RELU;
+    const bool relu = l->activation == TNT_ACT_RELU; /* Add's, folded in by the model */
+    static const char *const pair[] = {[M_ADD] = "tnt_k_add", [M_AVG] = "tnt_k_add", [M_SUB] = "tnt_k_sub",
+                                       [M_MUL] = "tnt_k_mul"};
     tnt_status s = TNT_OK;
-    for (int k = 1; k < c->n && s == TNT_OK; k++) {
+    if (c->op == M_MAX || c->op == M_MIN) s = extremes_forward(c, a, n);
+    for (int k = 1; k < c->n && s == TNT_OK && c->op != M_MAX && c->op != M_MIN; k++) {
         const float *acc = k == 1 ? a->xs[0] : a->y;
         if (relu && k == c->n - 1) { /* the last addition and the relu in one pass */
             void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &act, &alpha, &n};
             s = tnt__gpu_launch("tnt_k_add_act", grid, GPU_BLOCK, 0, args);
         } else {
-            void *args[] = {&acc, (void *)&a->xs[k], (void *)&a->y, &n};
-            s = tnt__gpu_launch("tnt_k_add", grid, GPU_BLOCK, 0, args);
+            s = launch2(pair[c->op], acc, a->xs[k], a->y, n);
         }
     }
-    if (s == TNT_OK && relu && c->n < 2) {
-        void *args[] = {&act, &alpha, (void *)&a->xs[0], (void *)&a->y, &n};
-        s = tnt__gpu_launch("tnt_k_act_fwd", grid, GPU_BLOCK, 0, args);
-    }
+    if (s == TNT_OK && c->op == M_AVG) s = scaled(a->y, a->y, n, (float)c->n, true);
     if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+/* Maximum / Minimum's scratch: the best value and which input holds it, per element */
+static size_t merge_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    if (c->op != M_MAX && c->op != M_MIN) return 0;
+    return (size_t)(batch * c->numel) * (sizeof(float) + 1) + 256;
+}
+
+static tnt_status extremes_backward(const merge_cfg *c, const tnt__bwd_args *a, long long n) {
+    float *best = a->scratch;
+    unsigned char *arg = (unsigned char *)(best + n);
+    int is_max = c->op == M_MAX, accumulate = 0;
+    tnt_status s = tnt__gpu_copy_on_device(best, a->xs[0], (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    if (s == TNT_OK) s = tnt__gpu_memset_zero(arg, (size_t)n, TNT__GPU_COMPUTE);
+    for (int k = 1; k < c->n && s == TNT_OK; k++) {
+        const float *xk = a->xs[k];
+        void *args[] = {&xk, &best, &arg, &n, &k, &is_max};
+        s = tnt__gpu_launch("tnt_k_select_step", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    for (int k = 0; k < c->n && s == TNT_OK; k++) {
+        if (!a->dxs[k]) continue;
+        float *dx = a->dxs[k];
+        void *args[] = {(void *)&a->dy, &arg, &dx, &n, &k, &accumulate};
+        s = tnt__gpu_launch("tnt_k_select_grad", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    return s;
+}
+
+/* Multiply: dxs[k] = dy times the other inputs, in their order */
+static tnt_status product_backward(const merge_cfg *c, const tnt__bwd_args *a, long long n) {
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < c->n && s == TNT_OK; k++) {
+        if (!a->dxs[k]) continue;
+        const float *acc = a->dy;
+        for (int j = 0; j < c->n && s == TNT_OK; j++) {
+            if (j == k) continue;
+            s = launch2("tnt_k_mul", acc, a->xs[j], a->dxs[k], n);
+            acc = a->dxs[k];
+        }
+    }
     return s;
 }
 
@@ -352,12 +415,18 @@ static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
     const merge_cfg *c = l->priv;
     long long n = a->batch * c->numel;
     tnt_status s = TNT_OK;
-    if (l->activation != TNT_ACT_RELU) { /* dy to every input */
-        for (int k = 0; k < c->n && s == TNT_OK; k++)
-            if (a->dxs[k]) s = tnt__gpu_copy_on_device(a->dxs[k], a->dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    if (c->op == M_MUL) return product_backward(c, a, n);
+    if (c->op == M_MAX || c->op == M_MIN) return extremes_backward(c, a, n);
+    if (l->activation != TNT_ACT_RELU) { /* dy (Subtract's second: -dy; Average: dy / n) to each input */
+        for (int k = 0; k < c->n && s == TNT_OK; k++) {
+            if (!a->dxs[k]) continue;
+            if (c->op == M_AVG) s = scaled(a->dy, a->dxs[k], n, 1.0f / (float)c->n, false);
+            else if (c->op == M_SUB && k == 1) s = scaled(a->dy, a->dxs[k], n, -1.0f, false);
+            else s = tnt__gpu_copy_on_device(a->dxs[k], a->dy, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+        }
         return s;
     }
-    /* the relu's gradient, written to the wanted inputs two at a time */
+    /* Add's folded relu: its gradient, written to the wanted inputs two at a time */
     int act = TNT_ACT_RELU;
     float alpha = 0.0f;
     for (int k = 0; k < c->n && s == TNT_OK;) {
@@ -373,6 +442,7 @@ static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
 
 static const tnt__gpu_ops merge_gpu_ops = {
     .supported = merge_gpu_supported,
+    .scratch_size = merge_gpu_scratch,
     .forward = merge_gpu_forward,
     .backward = merge_gpu_backward,
 };

@@ -13,6 +13,7 @@
  * (tnt__channels_last_view), run by the same loops (each with its sample's mask).
  * Neither layer needs a plan. */
 #include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -169,6 +170,45 @@ static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
     return tnt__kj_built(tnt_global_average_pooling1d(k->name), k);
 }
 
+/* on the device: pooling.cu's 2-D/3-D kernels with depth and height 1 (the same windows, first
+ * maximum, order of additions and argmax workspace as the loops above) */
+static tnt_k_pool mp1_geometry(const mp1_cfg *c, int64_t batch) {
+    return (tnt_k_pool){.n = batch * c->planes, .c = c->c, .in = {1, 1, (int)c->iw}, .out = {1, 1, (int)c->ow},
+                        .k = {1, 1, c->k}, .s = {1, 1, c->s}, .pad = {0, 0, (int)c->pad_l}};
+}
+
+static tnt_status mp1_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const mp1_cfg *c = l->priv;
+    tnt_k_pool g = mp1_geometry(c, a->batch);
+    const int64_t n = a->batch * tnt_shape_numel(l->out_shape);
+    const float *x = a->x;
+    float *y = a->y;
+    unsigned short *arg = a->workspace;
+    void *max_args[] = {&g, &x, &y, &arg}, *avg_args[] = {&g, &x, &y};
+    tnt_status s = tnt__gpu_launch(c->average ? "tnt_k_avg_pool_fwd" : "tnt_k_max_pool_fwd", tnt__gpu_grid_for(n, 256),
+                                   256, 0, c->average ? avg_args : max_args);
+    if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status mp1_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const mp1_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    tnt_k_pool g = mp1_geometry(c, a->batch);
+    const int64_t n = a->batch * tnt_shape_numel(l->in_shape); /* one thread per input cell */
+    const float *dy = a->dy;
+    float *dx = a->dx;
+    const unsigned short *arg = a->workspace;
+    void *max_args[] = {&g, &dy, &arg, &dx}, *avg_args[] = {&g, &dy, &dx};
+    return tnt__gpu_launch(c->average ? "tnt_k_avg_pool_bwd" : "tnt_k_max_pool_bwd", tnt__gpu_grid_for(n, 256), 256, 0,
+                           c->average ? avg_args : max_args);
+}
+
+static const tnt__gpu_ops mp1_gpu_ops = {
+    .workspace_size = mp1_workspace_size, .forward = mp1_gpu_forward, .backward = mp1_gpu_backward};
+
 #define POOL1D_OPS(var, cls)                                                                     \
     const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                       \
@@ -180,6 +220,7 @@ static tnt_layer *gap1d_from_config(const cJSON *c, const tnt__kj_ctx *k) {
         .backward = mp1_backward,                                                                \
         .destroy = priv_destroy,                                                                 \
         .set_data_format = tnt__layer_take_data_format,                                          \
+        .gpu = &mp1_gpu_ops,                                                                     \
     };
 POOL1D_OPS(tnt__max_pooling1d_ops, "MaxPooling1D")
 POOL1D_OPS(tnt__average_pooling1d_ops, "AveragePooling1D")

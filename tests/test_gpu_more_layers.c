@@ -1,0 +1,156 @@
+/* test_gpu_more_layers.c: the device paths of the activation layers with parameters (ReLU with
+ * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
+ * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN)
+ * and MaxPooling1D / AveragePooling1D, each layer's forward and input gradients against the CPU
+ * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU):
+ * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
+ * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
+ * multiplies by a reciprocal where the CPU divides (AveragePooling1D). */
+#include "gpu_device_util.h"
+#include "testutil.h"
+
+#include "gpu/gpu.h"
+#include "layers/layer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static double RTOL = 1e-6, ATOL = 1e-7;
+
+/* one layer of one input on both sides: output and dx compared */
+static void single(tnt_layer *l, tnt_shape in, bool bitwise, const char *what) {
+    enum { B = 4 };
+    assert_non_null(l);
+    l->in_shape = in;
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    const int64_t nx = B * tnt_shape_numel(in), ny = B * tnt_shape_numel(l->out_shape);
+    float *x = malloc((size_t)nx * sizeof(float)), *dy = malloc((size_t)ny * sizeof(float));
+    tu_fill(x, nx, 17);
+    for (int64_t i = 0; i < nx; i += 7) x[i] = 0.0f; /* the kinks */
+    for (int64_t i = 3; i < nx; i += 11) x[i] = 0.5f;
+    tu_fill(dy, ny, 18);
+    float *yc = malloc((size_t)ny * sizeof(float)), *dxc = malloc((size_t)nx * sizeof(float));
+    float *yd = malloc((size_t)ny * sizeof(float)), *dxd = malloc((size_t)nx * sizeof(float));
+    layer_step(l, false, B, x, dy, yc, dxc);
+    layer_step(l, true, B, x, dy, yd, dxd);
+    char w[160];
+    snprintf(w, sizeof w, "%s: output", what);
+    if (bitwise) tu_assert_bitwise(yd, yc, ny, w);
+    else tu_assert_close(yd, yc, ny, RTOL, ATOL, w);
+    snprintf(w, sizeof w, "%s: dx", what);
+    if (bitwise) tu_assert_bitwise(dxd, dxc, nx, w);
+    else tu_assert_close(dxd, dxc, nx, RTOL, ATOL, w);
+    free(x), free(dy), free(yc), free(dxc), free(yd), free(dxd);
+    tnt_layer_free(l);
+}
+
+static void test_activation_layers(void **state) {
+    (void)state;
+    const tnt_shape in = TNT_SHAPE(5, 7);
+    single(tnt_relu_layer(INFINITY, 0.0f, 0.0f, NULL), in, true, "ReLU()");
+    single(tnt_relu_layer(1.2f, 0.1f, 0.5f, NULL), in, true, "ReLU(max_value 1.2, negative_slope 0.1, threshold 0.5)");
+    single(tnt_leaky_relu_layer(0.3f, NULL), in, true, "LeakyReLU(0.3)");
+    single(tnt_thresholded_relu(0.5f, NULL), in, true, "ThresholdedReLU(0.5)");
+    single(tnt_elu_layer(0.7f, NULL), in, false, "ELU(0.7)");
+    single(tnt_softmax_layer(-1, NULL), in, false, "Softmax(-1)");
+    single(tnt_softmax_layer(2, NULL), TNT_SHAPE(3, 9), false, "Softmax(2) on (3, 9)");
+}
+
+static void test_softmax_other_axis_refused(void **state) {
+    (void)state;
+    tnt_layer *l = tnt_softmax_layer(1, NULL);
+    l->in_shape = TNT_SHAPE(5, 7);
+    tu_ok(l->ops->build(l, l->in_shape, &l->out_shape));
+    const char *why = "";
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "other than the last"));
+    tnt_layer_free(l);
+}
+
+static void test_pooling1d(void **state) {
+    (void)state;
+    single(tnt_max_pooling1d(3, &(tnt_layer_opts){.strides = {2}, .padding = TNT_PADDING_SAME}), TNT_SHAPE(11, 4), true,
+           "MaxPooling1D(3, strides 2, same)");
+    single(tnt_max_pooling1d(2, NULL), TNT_SHAPE(10, 3), true, "MaxPooling1D(2)");
+    /* the mean: the 2-D kernels multiply by the reciprocal of the count, the 1-D CPU loop divides */
+    single(tnt_average_pooling1d(3, &(tnt_layer_opts){.strides = {1}, .padding = TNT_PADDING_SAME}), TNT_SHAPE(9, 5),
+           false, "AveragePooling1D(3, strides 1, same)");
+    single(tnt_average_pooling1d(2, NULL), TNT_SHAPE(8, 2), false, "AveragePooling1D(2)");
+}
+
+/* a merge layer of k inputs of shape (3, 5) on both sides */
+static void merge(tnt_layer *l, int k, const char *what) {
+    enum { B = 3, PER = 15 };
+    assert_non_null(l);
+    tnt_shape in[4] = {TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5)};
+    tu_ok(l->ops->build_multi(l, k, in, &l->out_shape));
+    l->in_shape = in[0];
+    const int64_t n = B * PER;
+    float *xh[4], *dxc[4], *dxd[4], dy[B * PER], yc[B * PER], yd[B * PER];
+    for (int j = 0; j < k; j++) {
+        xh[j] = malloc(n * sizeof(float)), dxc[j] = malloc(n * sizeof(float)), dxd[j] = malloc(n * sizeof(float));
+        tu_fill(xh[j], n, 30 + j);
+        for (int64_t i = 0; i < n; i += 4) xh[j][i] = 0.25f; /* ties between the inputs */
+    }
+    xh[0][5] = NAN; /* a NaN wins Maximum and Minimum */
+    tu_fill(dy, n, 40);
+    /* the CPU */
+    tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = k, .xs = (const float **)xh, .y = yc, .training = true};
+    tu_ok(l->ops->forward(l, NULL, &fa));
+    tnt__bwd_args ba = {.batch = B, .x = xh[0], .n_inputs = k, .xs = (const float **)xh, .y = yc, .dy = dy,
+                        .dx = dxc[0], .dxs = dxc};
+    tu_ok(l->ops->backward(l, NULL, &ba));
+    /* the device */
+    float *xd[4], *dxdd[4];
+    for (int j = 0; j < k; j++) xd[j] = dev_up(xh[j], n), dxdd[j] = dev_up(dy, n);
+    float *y_dev = tnt__gpu_malloc(n * sizeof(float)), *dy_dev = dev_up(dy, n);
+    const size_t sb = l->ops->gpu->scratch_size ? l->ops->gpu->scratch_size(l, NULL, B) : 0;
+    void *scratch = tnt__gpu_malloc(sb + 64);
+    tnt__fwd_args fd = {.batch = B, .x = xd[0], .n_inputs = k, .xs = (const float **)xd, .y = y_dev, .training = true,
+                        .scratch = scratch};
+    tu_ok(l->ops->gpu->forward(l, NULL, &fd));
+    tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = k, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
+                        .dx = dxdd[0], .dxs = dxdd, .scratch = scratch};
+    tu_ok(l->ops->gpu->backward(l, NULL, &bd));
+    float *yh = dev_down(y_dev, n);
+    memcpy(yd, yh, sizeof yd);
+    free(yh);
+    char w[160];
+    snprintf(w, sizeof w, "%s: output", what);
+    tu_assert_bitwise(yd, yc, n, w);
+    for (int j = 0; j < k; j++) {
+        float *g = dev_down(dxdd[j], n);
+        snprintf(w, sizeof w, "%s: dx%d", what, j);
+        tu_assert_bitwise(g, dxc[j], n, w);
+        free(g), free(xh[j]), free(dxc[j]), free(dxd[j]);
+        tnt__gpu_free(xd[j]), tnt__gpu_free(dxdd[j]);
+    }
+    tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(scratch);
+    tnt_layer_free(l);
+}
+
+static void test_merges(void **state) {
+    (void)state;
+    merge(tnt_add(NULL), 3, "Add of 3");
+    merge(tnt_subtract(NULL), 2, "Subtract");
+    merge(tnt_multiply(NULL), 3, "Multiply of 3");
+    merge(tnt_average(NULL), 3, "Average of 3");
+    merge(tnt_maximum(NULL), 3, "Maximum of 3");
+    merge(tnt_minimum(NULL), 2, "Minimum of 2");
+}
+
+int main(void) {
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
+    if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why)) return printf("test_gpu_more_layers: no device: %s\n", why), 77;
+    if (!tnt__gpu_emulated()) RTOL = 1e-5, ATOL = 1e-6; /* a GPU's own exp and fused multiply-adds */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_activation_layers),
+        cmocka_unit_test(test_softmax_other_axis_refused),
+        cmocka_unit_test(test_pooling1d),
+        cmocka_unit_test(test_merges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
