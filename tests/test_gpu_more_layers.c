@@ -1,7 +1,8 @@
 /* test_gpu_more_layers.c: the device paths of the activation layers with parameters (ReLU with
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN)
- * and MaxPooling1D / AveragePooling1D, each layer's forward and input gradients against the CPU
+ * MaxPooling1D / AveragePooling1D and Conv2DTranspose / Conv1DTranspose (strides, same and valid,
+ * output_padding, dilation), each layer's forward, input and weight gradients against the CPU
  * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU):
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
@@ -32,9 +33,19 @@ static void single(tnt_layer *l, tnt_shape in, bool bitwise, const char *what) {
     tu_fill(dy, ny, 18);
     float *yc = malloc((size_t)ny * sizeof(float)), *dxc = malloc((size_t)nx * sizeof(float));
     float *yd = malloc((size_t)ny * sizeof(float)), *dxd = malloc((size_t)nx * sizeof(float));
+    if (l->n_weights) layer_weights(l);
     layer_step(l, false, B, x, dy, yc, dxc);
+    float *gc[4] = {NULL};
+    for (int i = 0; i < l->n_weights && i < 4; i++) /* the CPU's weight gradients, before the device's */
+        gc[i] = l->weights[i].grad, l->weights[i].grad = calloc((size_t)tnt_shape_numel(l->weights[i].shape), sizeof(float));
     layer_step(l, true, B, x, dy, yd, dxd);
     char w[160];
+    for (int i = 0; i < l->n_weights && i < 4; i++) {
+        snprintf(w, sizeof w, "%s: weight %d's gradient", what, i);
+        tu_assert_close(l->weights[i].grad, gc[i], tnt_shape_numel(l->weights[i].shape), 1e-5, 1e-5, w);
+        free(gc[i]), free(l->weights[i].value), free(l->weights[i].grad);
+        l->weights[i].value = l->weights[i].grad = NULL;
+    }
     snprintf(w, sizeof w, "%s: output", what);
     if (bitwise) tu_assert_bitwise(yd, yc, ny, w);
     else tu_assert_close(yd, yc, ny, RTOL, ATOL, w);
@@ -77,6 +88,27 @@ static void test_pooling1d(void **state) {
     single(tnt_average_pooling1d(3, &(tnt_layer_opts){.strides = {1}, .padding = TNT_PADDING_SAME}), TNT_SHAPE(9, 5),
            false, "AveragePooling1D(3, strides 1, same)");
     single(tnt_average_pooling1d(2, NULL), TNT_SHAPE(8, 2), false, "AveragePooling1D(2)");
+}
+
+/* Conv2DTranspose and Conv1DTranspose: the adjoint of the direct convolution kernels; the sums
+ * run in another order than oneDNN's deconvolution */
+static void test_conv_transpose(void **state) {
+    (void)state;
+    const double r = RTOL, a = ATOL;
+    RTOL = 1e-5, ATOL = 1e-5;
+    single(tnt_conv2d_transpose(4, 3, 3, NULL, &(tnt_layer_opts){.strides = {2, 2}, .padding = TNT_PADDING_SAME,
+                                                                 .activation = TNT_ACT_RELU}),
+           TNT_SHAPE(5, 6, 3), false, "Conv2DTranspose(4, 3x3, strides 2, same, relu)");
+    single(tnt_conv2d_transpose(3, 4, 4, NULL, &(tnt_layer_opts){.strides = {2, 2}}), TNT_SHAPE(4, 4, 5), false,
+           "Conv2DTranspose(3, 4x4, strides 2, valid)");
+    single(tnt_conv2d_transpose(2, 3, 2, (const int[]){1, 0},
+                                &(tnt_layer_opts){.strides = {2, 1}, .padding = TNT_PADDING_SAME, .no_bias = true}),
+           TNT_SHAPE(3, 5, 4), false, "Conv2DTranspose(2, 3x2, strides (2, 1), same, output_padding (1, 0), no bias)");
+    single(tnt_conv2d_transpose(3, 3, 3, NULL, &(tnt_layer_opts){.dilation = {2, 2}}), TNT_SHAPE(4, 5, 2), false,
+           "Conv2DTranspose(3, 3x3, dilation 2)");
+    single(tnt_conv1d_transpose(5, 3, -1, &(tnt_layer_opts){.strides = {2}, .padding = TNT_PADDING_SAME}),
+           TNT_SHAPE(7, 4), false, "Conv1DTranspose(5, 3, strides 2, same)");
+    RTOL = r, ATOL = a;
 }
 
 /* a merge layer of k inputs of shape (3, 5) on both sides */
@@ -151,6 +183,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_other_axis_refused),
         cmocka_unit_test(test_pooling1d),
         cmocka_unit_test(test_merges),
+        cmocka_unit_test(test_conv_transpose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

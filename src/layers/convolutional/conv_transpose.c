@@ -12,6 +12,8 @@
  * closes the size equation (in - 1)*s + k - before - after = out, and may be negative down to
  * 1 - s (output rows that no input reaches stay at the bias).
  * data_format channels_first: NCHW activation descriptors, which oneDNN reads and writes itself. */
+#include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 #include "layers/keras_config.h"
@@ -263,6 +265,105 @@ static tnt_layer *convt2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { re
 static tnt_layer *convt1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, 1); }
 static tnt_layer *convt3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return convt_from_config(c, k, 3); }
 
+/* ---- on the device: the transposed convolution as the adjoint of the convolution C from its
+ * output back to its input (TensorFlow's view above), on conv.cu's direct kernels, C's geometry: C
+ * reads (oh, ow, filters) and writes (ih, iw, ic) with Keras's kernel (kh, kw, filters, ic) as its
+ * own (kh, kw, c, k), the same strides, dilation and padding before. So
+ *   y = C's input gradient of x (+ bias),  dx = C of dy,  dW = C's weight gradient (x of dy's
+ *   pixels, chunked as conv2d_gemm_gpu.c's direct path),  db = column sums of dy.
+ * 2-D and 1-D, channels last, float32; deterministic (no atomics). ---------------------------- */
+
+#define CONVT_GPU_BLOCK 256
+#define CONVT_CHUNK 256
+#define CONVT_PARTIAL_FLOATS (1 << 22)
+
+static bool convt_gpu_supported(const tnt_layer *l, const char **why) {
+    const convt_cfg *c = l->priv;
+    if (c->three_d) *why = "Conv3DTranspose has no device path yet";
+    else if (l->channels_first) *why = "channels_first has no device path yet";
+    else if (l->dtype_policy == TNT__POLICY_MIXED_BF16) *why = "mixed_bfloat16 has no device path yet";
+    else return true;
+    return false;
+}
+
+static tnt_k_conv convt_geometry(const convt_cfg *c, int64_t batch) {
+    return (tnt_k_conv){.n = batch, .ih = c->oh, .iw = c->ow, .c = c->filters, .oh = c->ih, .ow = c->iw, .k = c->ic,
+                        .kh = c->kh, .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
+                        .pt = (int)c->pad_t, .pl = (int)c->pad_l, .groups = 1};
+}
+
+/* C's weight gradient in chunks of its output pixels (the layer's input pixels) */
+static int64_t convt_chunk(const convt_cfg *c, int64_t batch) {
+    const int64_t rows = batch * c->ih * c->iw, outs = (int64_t)c->kh * c->kw * c->filters * c->ic;
+    return TNT_MAX(CONVT_CHUNK, (rows * outs + CONVT_PARTIAL_FLOATS - 1) / CONVT_PARTIAL_FLOATS);
+}
+
+static size_t convt_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const convt_cfg *c = l->priv;
+    const int64_t rows = batch * c->ih * c->iw, chunks = (rows + convt_chunk(c, batch) - 1) / convt_chunk(c, batch);
+    return (size_t)(chunks * c->kh * c->kw * c->filters * c->ic) * sizeof(float);
+}
+
+static size_t convt_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    return tnt__fused_workspace_size(l, batch);
+}
+
+static tnt_status convt_gpu_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
+    (void)plan;
+    const convt_cfg *c = l->priv;
+    tnt_k_conv g = convt_geometry(c, a->batch);
+    const float *x = a->x, *w = l->weights[0].d_value;
+    void *args[] = {&g, &x, &w, &out};
+    tnt_status s = tnt__gpu_launch("tnt_k_conv_direct_dx", tnt__gpu_grid_for(g.n * g.ih * g.iw * g.c, CONVT_GPU_BLOCK),
+                                   CONVT_GPU_BLOCK, 0, args);
+    if (s != TNT_OK || !c->use_bias) return s;
+    const float *b = l->weights[1].d_value;
+    long long rows = g.n * g.ih * g.iw, cols = c->filters;
+    void *bargs[] = {&out, &b, &rows, &cols};
+    return tnt__gpu_launch("tnt_k_bias_add", tnt__gpu_grid_for(rows * cols, CONVT_GPU_BLOCK), CONVT_GPU_BLOCK, 0, bargs);
+}
+
+static tnt_status convt_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__gpu_fused_forward(l, plan, a, convt_gpu_run);
+}
+
+static tnt_status convt_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const convt_cfg *c = l->priv;
+    tnt_k_conv g = convt_geometry(c, a->batch);
+    const float *dpre, *x = a->x, *w = l->weights[0].d_value;
+    tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
+        s = tnt__gpu_col_sums(dpre, l->weights[1].d_grad, g.n * g.ih * g.iw, c->filters);
+    if (s == TNT_OK && l->weights[0].d_grad) {
+        long long chunk = convt_chunk(c, a->batch), rows = g.n * g.oh * g.ow, chunks = (rows + chunk - 1) / chunk;
+        const long long outs = (long long)g.kh * g.kw * g.c * g.k;
+        float *part = a->scratch;
+        void *args[] = {&g, &dpre, &x, &part, &chunk};
+        s = tnt__gpu_launch("tnt_k_conv_direct_dw_partial", tnt__gpu_grid_for(chunks * outs, CONVT_GPU_BLOCK),
+                            CONVT_GPU_BLOCK, 0, args);
+        if (s == TNT_OK) s = tnt__gpu_col_sums(part, l->weights[0].d_grad, chunks, outs);
+    }
+    if (s == TNT_OK && a->dx) {
+        int use_bias = 0;
+        float *dx = a->dx;
+        void *args[] = {&g, &dpre, &w, &w, &dx, &use_bias};
+        s = tnt__gpu_launch("tnt_k_conv_direct_fwd", tnt__gpu_grid_for(g.n * g.oh * g.ow * g.k, CONVT_GPU_BLOCK),
+                            CONVT_GPU_BLOCK, 0, args);
+    }
+    return s;
+}
+
+static const tnt__gpu_ops convt_gpu_ops = {
+    .supported = convt_gpu_supported,
+    .workspace_size = convt_gpu_workspace,
+    .scratch_size = convt_gpu_scratch,
+    .forward = convt_gpu_forward,
+    .backward = convt_gpu_backward,
+};
+
 #define CONVT_OPS(var, cls, fromcfg)                                                              \
     const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                        \
@@ -276,6 +377,7 @@ static tnt_layer *convt3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { re
         .backward = convt_backward,                                                               \
         .destroy = convt_destroy,                                                                 \
         .set_data_format = tnt__layer_take_data_format,                                           \
+        .gpu = &convt_gpu_ops,                                                                    \
     }
 CONVT_OPS(tnt__conv2d_transpose_ops, "Conv2DTranspose", convt2d_from_config);
 CONVT_OPS(tnt__conv1d_transpose_ops, "Conv1DTranspose", convt1d_from_config);
