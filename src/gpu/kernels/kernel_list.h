@@ -85,3 +85,6 @@ TNT_K(tnt_k_pixels_scatter, const float *, float *, i64, i64, i64, i64, i64, i64
 TNT_K(tnt_k_im2col, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
 TNT_K(tnt_k_col2im, const float *, float *, i64, i64, i64, i64, i64, i64, int, int, int, int, int, int, int, int)
 TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i64)
+/* loss.cu */
+TNT_K(tnt_k_loss_grad_rows, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
+TNT_K(tnt_k_loss_grad_elems, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
