@@ -28,7 +28,9 @@
 #                   rank per GPU), TF32 off/on and mixed_bfloat16 (test_gpu_precision), NCCL through
 #                   a one-rank communicator (test_gpu_comm)
 #   4 benchmark     bench_train under TNT_DEVICE=gpu against bench/peers/torch_gpu.py, alternating,
-#                   best of REPS (2): samples/s, ratio, GPU memory per sample (nvidia-smi, both)
+#                   best of REPS (2): samples/s, ratio, GPU memory per sample (nvidia-smi, both);
+#                   LeNet-5 and the MLP also with TNT_GPU_DEVICE_LOSS=0 (the loss gradient on the
+#                   host: B against the default A), as profile_model in 3b
 #   5 summary       OUTDIR/summary.md (printed last), results.csv, log.txt, env.txt
 # What cannot run is a SKIP row with its reason; what is skipped because a program or option does
 # not exist yet is listed again at the end. Every step runs under its own timeout and the script
@@ -52,7 +54,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_conv_im2col test_gpu_custom test_plan_values; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_im2col test_gpu_custom test_plan_values test_gpu_loss; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -149,15 +151,17 @@ write_summary() {
         echo
         echo "## Speed (samples/s, best of $REPS; float32 unless amp=bf16; memory: the process's peak GPU memory per sample, nvidia-smi)"
         echo
-        echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch |"
-        echo "|---|---|---|---|---|---|---|---|---|"
+        echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch | ours, TNT_GPU_DEVICE_LOSS=0 |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
         awk -F, 'NR > 1 && $2 == "bench" && $12 != "" {
             k = $6 "|" $7 "|" $8 "|" $9; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
             if ($12 + 0 > best[k "|" $10] + 0) { best[k "|" $10] = $12; mem[k "|" $10] = $16 } }
           END { for (i = 0; i < n; i++) { k = order[i]; o = best[k "|ours"]; t = best[k "|torch"]
                 split(k, f, "|"); r = (o != "" && t != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
-                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
-                       t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"] } }' "$CSV"
+                h = best[k "|ours_hostloss"]
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
+                       t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"],
+                       h == "" ? "-" : h } }' "$CSV"
         echo
         echo "## 2 ranks on this one GPU against 1 rank (same global batch; gradients staged through the host)"
         echo
@@ -382,6 +386,13 @@ else
         (cd tests && check "test_gpu_conv_im2col on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_conv_im2col" "no test_gpu_conv_im2col"; fi
+    # the built-in losses' gradients on the device (TNT_GPU_DEVICE_LOSS=1, the default) against the
+    # host's (=0) and the CPU engine, every kind; bad sparse labels leave the weights as they were
+    if p=$(find_prog test_gpu_loss); then
+        (cd tests && check "test_gpu_loss on the GPU: device loss gradient == host's == CPU, bad labels" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+        grep -a "gradient values differ\|sparse CE, fused softmax " "$LOG" | tail -2 | while read -r l; do row 3 "  device loss" INFO - "$l"; done
+    else notyet 3 "test_gpu_loss" "no test_gpu_loss"; fi
     # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
     if p=$(find_prog test_plan_values); then
         (cd tests && check "test_plan_values on the GPU: values lent == all kept, bitwise" 60 \
@@ -478,7 +489,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_DEVICE_LOSS=0 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 mlp:64:TNT_GPU_DEVICE_LOSS=0 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
@@ -525,8 +536,9 @@ bench() { # impl model batch tf32 amp rep
     if [ "$(phase_left)" -lt "$est" ]; then row 4 "$impl $model b$bs tf32=$tf32 amp=$amp rep $rep" SKIP - "time: $(phase_left)s left"; return; fi
     lim=$(($(phase_left) < 150 ? $(phase_left) : 150)); t0=$SECONDS
     : >"$WORK/mem.max"
-    if [ "$impl" = ours ] || [ "$impl" = ours2 ]; then
+    if [ "$impl" = ours ] || [ "$impl" = ours2 ] || [ "$impl" = ours_hostloss ]; then
         local extra=() ov=(TNT_DEVICE=gpu) launch=()
+        [ "$impl" = ours_hostloss ] && ov+=(TNT_GPU_DEVICE_LOSS=0) # B: the loss gradient on the host
         [ "$impl" = ours2 ] && launch=("$LAUNCHER" -n 2 --) # two ranks on this one GPU, host-staged
         [ "$amp" = bf16 ] && extra+=(--mixed_bfloat16)
         if [ "$tf32" = on ]; then has_option "$BENCH_BIN" --tf32 && extra+=(--tf32 on) || ov+=(TNT_GPU_TF32=1)
@@ -563,6 +575,10 @@ else
         for c in $BENCH; do # alternating: ours then PyTorch, case by case, each repetition
             IFS=: read -r model bs tf32 amp <<<"$c"
             [ $OURS = 1 ] && bench ours "$model" "$bs" "$tf32" "$amp" "$rep"
+            # A against B: the loss gradient on the device (the default) and on the host, where the
+            # step is launch-bound
+            case "$OURS:$model:$tf32:$amp" in 1:lenet5:off:none | 1:mlp:off:none)
+                bench ours_hostloss "$model" "$bs" "$tf32" "$amp" "$rep" ;; esac
             [ $PEER_OK = 1 ] && bench torch "$model" "$bs" "$tf32" "$amp" "$rep"
         done
         if [ "$rep" = 1 ] && [ $TWO_RANKS = 1 ]; then

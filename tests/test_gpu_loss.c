@@ -119,7 +119,10 @@ static void test_kernels_against_host_loss(void **state) {
 /* ---- training: the device's loss gradient against the host's and the CPU's ----------------- */
 
 enum { N = 64, FEAT = 6, OUT = 4, T = 3, BATCH = 16, EPOCHS = 2 };
-static const double RTOL_CPU = 1e-5, ATOL_CPU = 1e-6; /* test_gpu_model's, emulated */
+/* against the CPU engine: test_gpu_model's 1e-5 emulated; on a real GPU (scripts/gpu_check.sh runs
+ * this program there) cuBLAS sums in other orders: GPU-DESIGN.md section 5's 1e-3. The device's
+ * and the host's loss gradients are compared at 1e-6 everywhere (the rest of the step is alike). */
+static double RTOL_CPU = 1e-5, ATOL_CPU = 1e-6;
 static const double RTOL_HOST = 1e-6, ATOL_HOST = 1e-8;
 
 typedef enum { SPARSE, ONEHOT, SOFT, BINARY, REAL } label_kind;
@@ -372,7 +375,7 @@ int main(void) {
     if (tnt__config_load() != TNT_OK) return fprintf(stderr, "%s\n", tnt_last_error()), 1;
     const char *why = NULL;
     if (!tnt__gpu_available(&why)) return printf("test_gpu_loss: no device: %s\n", why), 77;
-    if (!tnt__gpu_emulated()) return printf("test_gpu_loss: a real GPU: test_gpu_model_device checks it there\n"), 77;
+    if (!tnt__gpu_emulated()) RTOL_CPU = 1e-3, ATOL_CPU = 1e-4;
     tu_fill(xs, N * T * FEAT, 17);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_against_host_loss),
