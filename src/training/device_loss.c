@@ -64,7 +64,7 @@ tnt_status tnt__device_loss_grad(tnt_model *m, tnt__plan *p, const tnt_batch *b,
         double scale = (double)m->loss_weights[k] * (inv_batch / (double)positions);
         void *args[] = {&kind, &logits, &x, &labels, &d, &rows, &cols, &pos, &per, &col, &scale};
         if (kind == TNT_SPARSE_CATEGORICAL_CROSSENTROPY || kind == TNT_CATEGORICAL_CROSSENTROPY)
-            s = tnt__gpu_launch("tnt_k_loss_grad_rows", tnt__gpu_grid_for(rows, 128), 128, 0, args);
+            s = tnt__gpu_launch("tnt_k_loss_grad_rows", tnt__gpu_grid_for(rows, 1), c > 64 ? 256 : 32, 0, args);
         else
             s = tnt__gpu_launch("tnt_k_loss_grad_elems", tnt__gpu_grid_for(rows * cols, 256), 256, 0, args);
         col += kind == TNT_SPARSE_CATEGORICAL_CROSSENTROPY ? positions : positions * c;

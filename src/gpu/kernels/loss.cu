@@ -11,8 +11,9 @@
  * Contract (kind: objectives' tnt_loss_kind numbers, K_LOSS_* below):
  *   tnt_k_loss_grad_rows(int kind, int from_logits, const float *x, const float *y, float *d, i64 rows,
  *                        i64 c, i64 positions, i64 ld_y, i64 col_y, double scale)
- *       (sparse) categorical cross-entropy, one thread per row of c: d (rows, c) = scale times
- *       the gradient of the row's loss w.r.t. x (logits or probabilities). A sparse label that
+ *       (sparse) categorical cross-entropy, a block per row of c (blockDim <= 1024; its sums in
+ *       double, in loss.c's order with one thread): d (rows, c) = scale times the gradient of
+ *       the row's loss w.r.t. x (logits or probabilities). A sparse label that
  *       is not an integer in [0, c) (NaN, negative, beyond, fractional) gives a row of zeros and
  *       is read nowhere else: the host's loss value names it and the step fails before the update
  *   tnt_k_loss_grad_elems(int kind, int from_logits, const float *x, const float *y, float *d, i64 rows,
@@ -83,53 +84,56 @@ DEV const float *k_row_labels(const float *y, i64 r, i64 positions, i64 per_posi
 
 KERNEL void tnt_k_loss_grad_rows(int kind, int from_logits, const float *x, const float *y, float *d, i64 rows, i64 c,
                                  i64 positions, i64 ld_y, i64 col_y, double scale) {
+    SHARED double red[K_MAX_BLOCK];
+    SHARED float redf[K_MAX_BLOCK];
     const int sparse = kind == K_LOSS_SPARSE_CE;
-    GRID_STRIDE(r, rows) {
+    BLOCK_STRIDE(r, rows) { /* a block per row, its threads over the classes (one thread: loss.c's order) */
         const float *p = x + r * c, *yr = k_row_labels(y, r, positions, sparse ? 1 : c, ld_y, col_y);
         float *dr = d + r * c;
         i64 label = -1;
-        if (sparse) {
+        if (sparse) { /* the same label for the whole block: every thread takes the same branch */
             const double v = yr[0];
             if (!(v >= 0 && v < (double)c) || v != __builtin_floor(v)) { /* loss.c's sparse_label */
-                for (i64 j = 0; j < c; j++) dr[j] = 0.0f;
+                THREAD_STRIDE(j, c) dr[j] = 0.0f;
                 continue;
             }
             label = (i64)v;
         }
         if (from_logits) { /* loss.c's ce_logits_row without label smoothing */
-            double mx = p[0];
-            for (i64 j = 1; j < c; j++)
-                if (p[j] > mx) mx = p[j];
-            double se = 0;
-            for (i64 j = 0; j < c; j++) se += k_exp_dd((double)p[j] - mx);
-            const double lse = mx + k_log_d(se);
-            double ysum = 1;
-            if (!sparse) {
-                ysum = 0;
-                for (i64 j = 0; j < c; j++)
-                    if ((double)yr[j] != 0) ysum += (double)yr[j];
+            float mf = p[0];
+            THREAD_STRIDE(j, c) if (p[j] > mf) mf = p[j];
+            const double mx = block_max(redf, mf);
+            double se = 0, ysum = 0;
+            THREAD_STRIDE(j, c) {
+                se += k_exp_dd((double)p[j] - mx);
+                if (!sparse && (double)yr[j] != 0) ysum += (double)yr[j];
             }
-            for (i64 j = 0; j < c; j++) {
+            const double lse = mx + k_log_d(block_sum_d(red, se));
+            ysum = sparse ? 1.0 : block_sum_d(red, ysum);
+            THREAD_STRIDE(j, c) {
                 const double sm = k_exp_dd((double)p[j] - lse);
                 const double yj = sparse ? (j == label ? 1.0 : 0.0) : (double)yr[j];
                 dr[j] = (float)((sm * ysum - yj) * scale);
             }
         } else if (sparse) { /* sparse_ce_probs_row */
             double s = 0;
-            for (i64 j = 0; j < c; j++) s += k_clip_d(p[j]);
+            THREAD_STRIDE(j, c) s += k_clip_d(p[j]);
+            s = block_sum_d(red, s);
             const double ry = k_clip_d(p[label]);
-            for (i64 j = 0; j < c; j++) {
+            THREAD_STRIDE(j, c) {
                 const double g = k_in_clip_d(p[j]) ? 1.0 / s - (j == label ? 1.0 / ry : 0.0) : 0.0;
                 dr[j] = (float)(g * scale);
             }
         } else { /* ce_probs_row: through the normalization q = p / sum(p) */
             double s = 0, dot = 0;
-            for (i64 j = 0; j < c; j++) s += p[j];
-            for (i64 j = 0; j < c; j++) {
+            THREAD_STRIDE(j, c) s += p[j];
+            s = block_sum_d(red, s);
+            THREAD_STRIDE(j, c) {
                 const double q = p[j] / s;
                 if (k_in_clip_d(q)) dot += -(double)yr[j] / k_clip_d(q) * q;
             }
-            for (i64 j = 0; j < c; j++) {
+            dot = block_sum_d(red, dot);
+            THREAD_STRIDE(j, c) {
                 const double q = p[j] / s;
                 const double g = k_in_clip_d(q) ? -(double)yr[j] / k_clip_d(q) : 0.0;
                 dr[j] = (float)((g - dot) / s * scale);
