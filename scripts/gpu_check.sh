@@ -28,9 +28,7 @@
 #                   rank per GPU), TF32 off/on and mixed_bfloat16 (test_gpu_precision), NCCL through
 #                   a one-rank communicator (test_gpu_comm)
 #   4 benchmark     bench_train under TNT_DEVICE=gpu against bench/peers/torch_gpu.py, alternating,
-#                   best of REPS (2): samples/s, ratio, GPU memory per sample (nvidia-smi, both);
-#                   LeNet-5 and the MLP also with TNT_GPU_DEVICE_LOSS=0 (the loss gradient on the
-#                   host: B against the default A), as profile_model in 3b
+#                   best of REPS (2): samples/s, ratio, GPU memory per sample (nvidia-smi, both)
 #   5 summary       OUTDIR/summary.md (printed last), results.csv, log.txt, env.txt
 # What cannot run is a SKIP row with its reason; what is skipped because a program or option does
 # not exist yet is listed again at the end. Every step runs under its own timeout and the script
@@ -38,7 +36,8 @@
 # a run cut short still leaves its table. Exit status 0 unless the script is misused.
 #
 # Environment (optional): BUILD, BUDGET, PYTHON (with torch; default python3), PEER, REPS,
-# DATA (Fashion-MNIST IDX folder), BENCH (cases model:batch:tf32:amp), BUILD_ON_DEVICE=1, DRY_RUN=1
+# DATA (Fashion-MNIST IDX folder), BENCH (cases model:batch:tf32:amp), BENCH_AB (model:batch:tf32:amp:SETTING=VALUE,
+# ours with a setting against the default), BUILD_ON_DEVICE=1, DRY_RUN=1
 # (every phase as on a machine without a GPU), REHEARSE=1 (phase 3's GPU steps on the emulated
 # device, TNT_GPU_EMULATE=1, and no benchmark: for rehearsing this script where there is no GPU).
 set -u
@@ -151,17 +150,15 @@ write_summary() {
         echo
         echo "## Speed (samples/s, best of $REPS; float32 unless amp=bf16; memory: the process's peak GPU memory per sample, nvidia-smi)"
         echo
-        echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch | ours, TNT_GPU_DEVICE_LOSS=0 |"
-        echo "|---|---|---|---|---|---|---|---|---|---|"
+        echo "| model | batch | TF32 | amp | ours | PyTorch | ours / PyTorch | MiB/sample ours | MiB/sample PyTorch |"
+        echo "|---|---|---|---|---|---|---|---|---|"
         awk -F, 'NR > 1 && $2 == "bench" && $12 != "" {
             k = $6 "|" $7 "|" $8 "|" $9; if (!(k in seen)) { seen[k] = 1; order[n++] = k }
             if ($12 + 0 > best[k "|" $10] + 0) { best[k "|" $10] = $12; mem[k "|" $10] = $16 } }
           END { for (i = 0; i < n; i++) { k = order[i]; o = best[k "|ours"]; t = best[k "|torch"]
                 split(k, f, "|"); r = (o != "" && t != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
-                h = best[k "|ours_hostloss"]
-                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
-                       t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"],
-                       h == "" ? "-" : h } }' "$CSV"
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], o == "" ? "-" : o,
+                       t == "" ? "-" : t, r, mem[k "|ours"] == "" ? "-" : mem[k "|ours"], mem[k "|torch"] == "" ? "-" : mem[k "|torch"] } }' "$CSV"
         echo
         echo "## 2 ranks on this one GPU against 1 rank (same global batch; gradients staged through the host)"
         echo
@@ -173,6 +170,17 @@ write_summary() {
                 e = ex[kk]; sub(/exposed_ms_per_step=/, "", e); r = (o + 0 > 0) ? sprintf("%.2f", best[k] / o) : "-"
                 printf "| %s | %s | %s | %s | %s | %s |\n", f[1], f[2], (o == "" ? "-" : o), best[k], r,
                        (e == "" ? "-" : e " ms/step") } }' "$CSV"
+        echo
+        echo "## Settings against the default (ours, samples/s; the default's best of $REPS, the setting's one run)"
+        echo
+        echo "| model | batch | TF32 | amp | setting | with it | default | with it / default |"
+        echo "|---|---|---|---|---|---|---|---|"
+        awk -F, 'NR > 1 && $2 == "bench" && $12 != "" && ($10 == "ours" || $10 ~ /^ours:/) {
+            k = $6 "|" $7 "|" $8 "|" $9 "|" $10; if ($12 + 0 > best[k] + 0) best[k] = $12 }
+          END { for (k in best) { split(k, f, "|"); if (f[5] !~ /^ours:/) continue
+                d = best[f[1] "|" f[2] "|" f[3] "|" f[4] "|ours"]; r = (d + 0 > 0) ? sprintf("%.2f", best[k] / d) : "-"
+                printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f[1], f[2], f[3], f[4], substr(f[5], 6), best[k],
+                       (d == "" ? "-" : d), r } }' "$CSV"
         echo
         if [ -s "$NOTYET" ]; then
             echo "## Skipped because a program or option does not exist yet"
@@ -489,7 +497,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_DEVICE_LOSS=0 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 mlp:64:TNT_GPU_DEVICE_LOSS=0 transformer:32"}
+PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
@@ -530,15 +538,15 @@ with_mem() {
     sort -n "$f" 2>/dev/null | tail -1 >"$WORK/mem.max"
     return $rc
 }
-bench() { # impl model batch tf32 amp rep
-    local impl=$1 model=$2 bs=$3 tf32=$4 amp=$5 rep=$6 steps warm est line t0 lim
+bench() { # impl model batch tf32 amp rep [SETTING=VALUE, ours only: an A/B row against the default]
+    local impl=$1 model=$2 bs=$3 tf32=$4 amp=$5 rep=$6 setting=${7:-} steps warm est line t0 lim
     read -r steps warm est <<<"$(steps_for "$model")"
     if [ "$(phase_left)" -lt "$est" ]; then row 4 "$impl $model b$bs tf32=$tf32 amp=$amp rep $rep" SKIP - "time: $(phase_left)s left"; return; fi
     lim=$(($(phase_left) < 150 ? $(phase_left) : 150)); t0=$SECONDS
     : >"$WORK/mem.max"
-    if [ "$impl" = ours ] || [ "$impl" = ours2 ] || [ "$impl" = ours_hostloss ]; then
+    if [ "$impl" = ours ] || [ "$impl" = ours2 ]; then
         local extra=() ov=(TNT_DEVICE=gpu) launch=()
-        [ "$impl" = ours_hostloss ] && ov+=(TNT_GPU_DEVICE_LOSS=0) # B: the loss gradient on the host
+        [ -n "$setting" ] && ov+=("$setting")
         [ "$impl" = ours2 ] && launch=("$LAUNCHER" -n 2 --) # two ranks on this one GPU, host-staged
         [ "$amp" = bf16 ] && extra+=(--mixed_bfloat16)
         if [ "$tf32" = on ]; then has_option "$BENCH_BIN" --tf32 && extra+=(--tf32 on) || ov+=(TNT_GPU_TF32=1)
@@ -550,6 +558,7 @@ bench() { # impl model batch tf32 amp rep
             --steps "$steps" --warmup "$warm" --tf32 "$tf32" --amp "$amp" 2>>"$LOG" | grep samples_per_s | tail -1)
     fi
     MEM=$(tr -dc '0-9' <"$WORK/mem.max")
+    [ -n "$setting" ] && impl="$impl:$setting"
     log "$impl $model b$bs tf32=$tf32 amp=$amp rep $rep: ${line:-no result} gpu_mem_mb=${MEM:-?}"
     local sps ms loss mps="" exposed
     sps=$(val samples_per_s "$line"); ms=$(val ms_per_step "$line"); loss=$(val loss "$line")
@@ -569,22 +578,26 @@ else
     # 2 ranks sharing this GPU against 1 (the issue's host-staging figure), once, after the first
     # repetition (whose 1-rank figures it is read against); BENCH2="" none
     BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
+    # settings against their defaults, ours alone, after the first repetition (model:batch:tf32:amp:SETTING=VALUE)
+    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_IM2COL=256 lenet5:512:off:none:TNT_GPU_STAGED_INPUT=0 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
     TWO_RANKS=0
     [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do
         for c in $BENCH; do # alternating: ours then PyTorch, case by case, each repetition
             IFS=: read -r model bs tf32 amp <<<"$c"
             [ $OURS = 1 ] && bench ours "$model" "$bs" "$tf32" "$amp" "$rep"
-            # A against B: the loss gradient on the device (the default) and on the host, where the
-            # step is launch-bound
-            case "$OURS:$model:$tf32:$amp" in 1:lenet5:off:none | 1:mlp:off:none)
-                bench ours_hostloss "$model" "$bs" "$tf32" "$amp" "$rep" ;; esac
             [ $PEER_OK = 1 ] && bench torch "$model" "$bs" "$tf32" "$amp" "$rep"
         done
         if [ "$rep" = 1 ] && [ $TWO_RANKS = 1 ]; then
             for c in $BENCH2; do
                 IFS=: read -r model bs tf32 amp <<<"$c"
                 bench ours2 "$model" "$bs" "$tf32" "$amp" 1
+            done
+        fi
+        if [ "$rep" = 1 ] && [ $OURS = 1 ]; then
+            for c in $BENCH_AB; do
+                IFS=: read -r model bs tf32 amp setting <<<"$c"
+                bench ours "$model" "$bs" "$tf32" "$amp" 1 "$setting"
             done
         fi
     done

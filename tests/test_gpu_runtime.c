@@ -147,6 +147,58 @@ static void test_events(void **state) {
     tnt__gpu_free(d);
 }
 
+/* The emulated copy stream runs late: what it does is seen only once an event, a sync or a free
+ * orders it, as on a GPU, where an unordered reader may see it or not. */
+static void test_copy_stream_late(void **state) {
+    (void)state;
+    enum { N = 64 };
+    float *d = tnt__gpu_malloc(N * sizeof(float)), *d2 = tnt__gpu_malloc(N * sizeof(float));
+    float *pinned = tnt__gpu_host_malloc(N * sizeof(float)), pageable[N], back[N];
+    tnt__gpu_event *up = tnt__gpu_event_create();
+    assert_true(d && d2 && pinned && up);
+    for (int i = 0; i < N; i++) pageable[i] = (float)i, pinned[i] = (float)(100 + i);
+    tu_ok(tnt__gpu_memset_zero(d, sizeof back, TNT__GPU_COMPUTE));
+    /* pageable: the source is read at the call; the device sees it once the compute stream waits */
+    tu_ok(tnt__gpu_copy_to_device(d, pageable, sizeof pageable, TNT__GPU_COPY));
+    pageable[0] = -1.0f;
+    assert_int_equal(tnt__gpu_emu_copies_pending(), 1);
+    tu_ok(tnt__gpu_copy_on_device(d2, d, sizeof back, TNT__GPU_COMPUTE)); /* no wait: the old zeros */
+    tu_ok(tnt__gpu_copy_to_host(back, d2, sizeof back, TNT__GPU_COMPUTE));
+    assert_true(back[0] == 0.0f && back[N - 1] == 0.0f);
+    tu_ok(tnt__gpu_event_record(up, TNT__GPU_COPY));
+    tu_ok(tnt__gpu_stream_wait(TNT__GPU_COMPUTE, up));
+    assert_int_equal(tnt__gpu_emu_copies_pending(), 0);
+    tu_ok(tnt__gpu_copy_to_host(back, d, sizeof back, TNT__GPU_COMPUTE));
+    assert_true(back[0] == 0.0f && back[N - 1] == (float)(N - 1));
+    /* page-locked: read when the copy runs, so a host write before the event counts */
+    tu_ok(tnt__gpu_copy_to_device(d, pinned, N * sizeof(float), TNT__GPU_COPY));
+    pinned[1] = 7.0f;
+    tu_ok(tnt__gpu_event_record(up, TNT__GPU_COPY));
+    tu_ok(tnt__gpu_event_sync(up));
+    tu_ok(tnt__gpu_copy_to_host(back, d, sizeof back, TNT__GPU_COMPUTE));
+    assert_true(back[0] == 100.0f && back[1] == 7.0f);
+    /* to page-locked memory: written when the stream gets there, not before */
+    pinned[2] = -5.0f;
+    tu_ok(tnt__gpu_copy_to_host(pinned, d, N * sizeof(float), TNT__GPU_COPY));
+    assert_true(pinned[2] == -5.0f);
+    tu_ok(tnt__gpu_sync(TNT__GPU_COPY));
+    assert_true(pinned[2] == 102.0f);
+    /* a compute write after a pending copy's queueing hands it the new bytes: the race a missing
+     * event would be on a GPU */
+    tu_ok(tnt__gpu_copy_to_host(pinned, d, N * sizeof(float), TNT__GPU_COPY));
+    tu_ok(tnt__gpu_memset_zero(d, N * sizeof(float), TNT__GPU_COMPUTE));
+    tu_ok(tnt__gpu_memset_zero(d2, N * sizeof(float), TNT__GPU_COPY));
+    tnt__gpu_free(d); /* cuMemFree waits for the device: the copies run first */
+    assert_int_equal(tnt__gpu_emu_copies_pending(), 0);
+    assert_true(pinned[3] == 0.0f);
+    /* to pageable memory: the stream drains before the call returns */
+    tu_ok(tnt__gpu_copy_to_host(back, d2, sizeof back, TNT__GPU_COPY));
+    assert_true(back[5] == 0.0f);
+    tnt__gpu_event_destroy(up);
+    tnt__gpu_host_free(pinned);
+    tnt__gpu_free(d2);
+}
+
 /* C = alpha op(A) op(B) + beta C, row-major, in double: the reference */
 static void reference_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
                            const float *b, int ldb, float beta, float *c, int ldc) {
@@ -333,7 +385,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_before_open),   cmocka_unit_test(test_open),
         cmocka_unit_test(test_memory_and_copies), cmocka_unit_test(test_pointer_errors),
-        cmocka_unit_test(test_events),        cmocka_unit_test(test_sgemm),
+        cmocka_unit_test(test_events),        cmocka_unit_test(test_copy_stream_late),
+        cmocka_unit_test(test_sgemm),
         cmocka_unit_test(test_sgemm_strided), cmocka_unit_test(test_sgemm_errors),
         cmocka_unit_test(test_launch_errors), cmocka_unit_test(test_host_touch_faults),
         cmocka_unit_test(test_close),

@@ -98,6 +98,9 @@ typedef struct tnt__config {
     bool gpu_device_loss;            /* TNT_GPU_DEVICE_LOSS (default 1): the built-in losses' gradients
                                       * on the device, no host work between forward and backward
                                       * (training/device_loss.c); 0: on the host, as before */
+    bool gpu_staged_input;           /* TNT_GPU_STAGED_INPUT (default 1): the batch goes up on the
+                                      * copy stream, overlapping the step before; 0: on the compute
+                                      * stream, after it */
     int gpu_conv_algo;               /* TNT_GPU_CONV_ALGO: 1 (measure) times cuDNN's deterministic
                                       * convolution algorithms once per shape, 2 (fastest) every one
                                       * (not bitwise repeatable), 0 (heuristic) takes cuDNN's guess */

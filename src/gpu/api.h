@@ -87,8 +87,19 @@ size_t tnt__gpu_emulated_live_allocations(void);
 /* TNT_OK when [p, p + bytes) may be read or written as device memory (emulated: inside a live
  * allocation; real: not NULL), else TNT_ERR_ARG naming `what`. */
 tnt_status tnt__gpu_check_device(const void *p, size_t bytes, const char *what);
-/* Bytes and allocations of device memory not yet freed (leak checks in tests). */
-size_t tnt__gpu_emulated_live_bytes(void);
-size_t tnt__gpu_emulated_live_allocations(void);
+
+/* The emulated copy stream (gpu/emulated_copy.c) runs late: its ops wait until something that
+ * orders them on a GPU forces them, so that a missing event shows up as wrong data in tests. */
+typedef enum tnt__emu_copy_kind { TNT__EMU_TO_DEVICE, TNT__EMU_TO_HOST, TNT__EMU_ON_DEVICE, TNT__EMU_ZERO } tnt__emu_copy_kind;
+/* Runs the op now on the compute stream, queues it on the copy stream (arguments already checked). */
+tnt_status tnt__gpu_emu_copy(tnt__emu_copy_kind kind, tnt__gpu_stream stream, void *dst, const void *src, size_t bytes);
+/* How many ops the copy stream has been given so far (an event recorded on it), and running them
+ * up to such a mark (UINT64_MAX: all). */
+uint64_t tnt__gpu_emu_copy_mark(void);
+void tnt__gpu_emu_copy_run(uint64_t mark);
+size_t tnt__gpu_emu_copies_pending(void); /* tests */
+/* Page-locked host memory, whose copies read and write it late (add), or no longer (remove: the
+ * copy stream drains first); false when it could not be recorded. */
+bool tnt__gpu_emu_pinned(void *p, size_t bytes, bool add);
 
 #endif

@@ -2,11 +2,11 @@
  * device and pinned host memory, copies, and events between the streams; each call also has its
  * emulated form (TNT_GPU_EMULATE=1), which runs on the host.
  *
- * The emulated device (its memory: gpu/emulated.c) is synchronous (every call completes before it
- * returns, so any order the streams and events ask for holds) but strict where a GPU would fault
- * or race: device pointers must lie inside a live allocation of tnt__gpu_malloc (a host pointer or
- * a copy past the end is an error naming the call), and an event must be recorded before a stream
- * waits for it. */
+ * The emulated device (its memory: gpu/emulated.c) runs the compute stream at once and the copy
+ * stream late (gpu/emulated_copy.c: its ops wait until an event, a sync or a free forces them, so
+ * a missing event gives wrong data), and it is strict where a GPU would fault: device pointers
+ * must lie inside a live allocation of tnt__gpu_malloc (a host pointer or a copy past the end is an
+ * error naming the call), and an event must be recorded before a stream waits for it. */
 #include "core/config.h"
 #include "gpu/api.h"
 
@@ -126,6 +126,7 @@ int tnt__gpu_ordinal(void) { return tnt__gpu.open ? tnt__gpu.ordinal : -1; }
 void tnt__gpu_close(void) {
     if (!tnt__gpu.open) return;
     tnt__gpu_nccl_close(); /* its communicator uses the context */
+    if (tnt__gpu.emulated) tnt__gpu_emu_copy_run(UINT64_MAX);
     if (!tnt__gpu.emulated && tnt__gpu_enter("tnt__gpu_close") == TNT_OK) {
         for (int s = 0; s < 2; s++) tnt__cuda.cuStreamSynchronize(tnt__gpu.streams[s]);
         tnt__gpu_dnn_close();
@@ -160,7 +161,8 @@ void *tnt__gpu_malloc(size_t bytes) {
 
 void tnt__gpu_free(void *device_ptr) {
     if (!device_ptr || !tnt__gpu.open) return;
-    if (tnt__gpu.emulated) {
+    if (tnt__gpu.emulated) { /* cuMemFree waits for the device: the late copies run first */
+        tnt__gpu_emu_copy_run(UINT64_MAX);
         if (!tnt__gpu_emu_free(device_ptr)) tnt_log(TNT_LOG_ERROR, "tnt__gpu_free: %p is not a device allocation (freed twice?)", device_ptr);
         return;
     }
@@ -177,6 +179,7 @@ void *tnt__gpu_host_malloc(size_t bytes) {
     const size_t size = bytes ? bytes : 1;
     if (tnt__gpu.emulated) {
         void *p = aligned_alloc(256, (size + 255) / 256 * 256);
+        if (p && !tnt__gpu_emu_pinned(p, size, true)) free(p), p = NULL;
         if (!p) tnt__error(TNT_ERR_NOMEM, "tnt__gpu_host_malloc: %zu bytes", bytes);
         return p;
     }
@@ -193,6 +196,7 @@ void *tnt__gpu_host_malloc(size_t bytes) {
 void tnt__gpu_host_free(void *host_ptr) {
     if (!host_ptr || !tnt__gpu.open) return;
     if (tnt__gpu.emulated) {
+        tnt__gpu_emu_pinned(host_ptr, 0, false);
         free(host_ptr);
         return;
     }
@@ -215,12 +219,7 @@ tnt_status tnt__gpu_copy_to_device(void *device_dst, const void *host_src, size_
     if ((status = need_device(device_dst, bytes, what, "destination")) != TNT_OK ||
         (status = need_host(host_src, bytes, what, "source")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) {
-        tnt__gpu_emu_window_open();
-        memcpy(device_dst, host_src, bytes);
-        tnt__gpu_emu_window_close();
-        return TNT_OK;
-    }
+    if (tnt__gpu.emulated) return tnt__gpu_emu_copy(TNT__EMU_TO_DEVICE, stream, device_dst, host_src, bytes);
     TNT_GPU_CHECK(cuda, cuMemcpyHtoDAsync_v2(DPTR(device_dst), host_src, bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -233,12 +232,7 @@ tnt_status tnt__gpu_copy_to_host(void *host_dst, const void *device_src, size_t 
     if ((status = need_device(device_src, bytes, what, "source")) != TNT_OK ||
         (status = need_host(host_dst, bytes, what, "destination")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) {
-        tnt__gpu_emu_window_open();
-        memcpy(host_dst, device_src, bytes);
-        tnt__gpu_emu_window_close();
-        return TNT_OK;
-    }
+    if (tnt__gpu.emulated) return tnt__gpu_emu_copy(TNT__EMU_TO_HOST, stream, host_dst, device_src, bytes);
     TNT_GPU_CHECK(cuda, cuMemcpyDtoHAsync_v2(host_dst, DPTR(device_src), bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -251,12 +245,7 @@ tnt_status tnt__gpu_copy_on_device(void *device_dst, const void *device_src, siz
     if ((status = need_device(device_dst, bytes, what, "destination")) != TNT_OK ||
         (status = need_device(device_src, bytes, what, "source")) != TNT_OK)
         return status;
-    if (tnt__gpu.emulated) {
-        tnt__gpu_emu_window_open();
-        memmove(device_dst, device_src, bytes);
-        tnt__gpu_emu_window_close();
-        return TNT_OK;
-    }
+    if (tnt__gpu.emulated) return tnt__gpu_emu_copy(TNT__EMU_ON_DEVICE, stream, device_dst, device_src, bytes);
     TNT_GPU_CHECK(cuda, cuMemcpyDtoDAsync_v2(DPTR(device_dst), DPTR(device_src), bytes, tnt__gpu.streams[stream]));
 out:
     return status;
@@ -267,12 +256,7 @@ tnt_status tnt__gpu_memset_zero(void *device_ptr, size_t bytes, tnt__gpu_stream 
     tnt_status status = check_stream(stream, what);
     if (status != TNT_OK || !bytes) return status;
     if ((status = need_device(device_ptr, bytes, what, "destination")) != TNT_OK) return status;
-    if (tnt__gpu.emulated) {
-        tnt__gpu_emu_window_open();
-        memset(device_ptr, 0, bytes);
-        tnt__gpu_emu_window_close();
-        return TNT_OK;
-    }
+    if (tnt__gpu.emulated) return tnt__gpu_emu_copy(TNT__EMU_ZERO, stream, device_ptr, NULL, bytes);
     if (bytes % 4 == 0 && (uintptr_t)device_ptr % 4 == 0) /* words: faster than bytes */
         TNT_GPU_CHECK(cuda, cuMemsetD32Async(DPTR(device_ptr), 0, bytes / 4, tnt__gpu.streams[stream]));
     else
@@ -283,6 +267,7 @@ out:
 
 tnt_status tnt__gpu_sync(tnt__gpu_stream stream) {
     tnt_status status = check_stream(stream, "tnt__gpu_sync");
+    if (status == TNT_OK && tnt__gpu.emulated && stream == TNT__GPU_COPY) tnt__gpu_emu_copy_run(UINT64_MAX);
     if (status != TNT_OK || tnt__gpu.emulated) return status;
     TNT_GPU_CHECK(cuda, cuStreamSynchronize(tnt__gpu.streams[stream]));
 out:
@@ -294,7 +279,14 @@ out:
 struct tnt__gpu_event {
     CUevent event; /* NULL when emulated */
     bool recorded;
+    bool on_copy;  /* emulated: recorded on the (late) copy stream, after its op `mark` */
+    uint64_t mark;
 };
+
+/* Emulated: whatever waits for an event of the copy stream needs its ops run up to there. */
+static void emu_reach(const tnt__gpu_event *e) {
+    if (tnt__gpu.emulated && e->on_copy) tnt__gpu_emu_copy_run(e->mark);
+}
 
 tnt__gpu_event *tnt__gpu_event_create(void) {
     if (tnt__gpu_enter("tnt__gpu_event_create") != TNT_OK) return NULL;
@@ -323,6 +315,8 @@ tnt_status tnt__gpu_event_record(tnt__gpu_event *e, tnt__gpu_stream stream) {
     if (!e) return tnt__error(TNT_ERR_ARG, "tnt__gpu_event_record: the event is NULL");
     if (!tnt__gpu.emulated) TNT_GPU_CHECK(cuda, cuEventRecord(e->event, tnt__gpu.streams[stream]));
     e->recorded = true;
+    e->on_copy = tnt__gpu.emulated && stream == TNT__GPU_COPY;
+    e->mark = e->on_copy ? tnt__gpu_emu_copy_mark() : 0;
 out:
     return status;
 }
@@ -338,6 +332,7 @@ static tnt_status need_recorded(const tnt__gpu_event *e, const char *what) {
 tnt_status tnt__gpu_stream_wait(tnt__gpu_stream stream, tnt__gpu_event *e) {
     tnt_status status = check_stream(stream, "tnt__gpu_stream_wait");
     if (status != TNT_OK || (status = need_recorded(e, "tnt__gpu_stream_wait")) != TNT_OK) return status;
+    if (stream == TNT__GPU_COMPUTE) emu_reach(e); /* the copy stream runs late, the compute stream at once */
     if (!tnt__gpu.emulated) TNT_GPU_CHECK(cuda, cuStreamWaitEvent(tnt__gpu.streams[stream], e->event, 0));
 out:
     return status;
@@ -346,6 +341,7 @@ out:
 tnt_status tnt__gpu_event_sync(tnt__gpu_event *e) {
     tnt_status status = tnt__gpu_enter("tnt__gpu_event_sync");
     if (status != TNT_OK || (status = need_recorded(e, "tnt__gpu_event_sync")) != TNT_OK) return status;
+    emu_reach(e);
     if (!tnt__gpu.emulated) TNT_GPU_CHECK(cuda, cuEventSynchronize(e->event));
 out:
     return status;

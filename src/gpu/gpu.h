@@ -10,7 +10,9 @@
  * The emulated device (TNT_GPU_EMULATE=1, for tests on machines without a GPU) implements every
  * call on the host: malloc for device memory, memcpy for copies, the kernels' own source compiled
  * as host C (gpu/kernels/, one thread per block, every block in turn) for launches, and the CPU's
- * sgemm for tnt__gpu_sgemm. Everything above this header runs its real control flow on it.
+ * sgemm for tnt__gpu_sgemm. Everything above this header runs its real control flow on it. Its
+ * compute stream runs at once and its copy stream late (until an event, a sync or a free orders
+ * it), so that a missing event shows as wrong data.
  *
  * Every call that can fail returns a tnt_status and sets the library's error (tnt__error) with
  * the file, the call and the library's own error name. */

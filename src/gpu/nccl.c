@@ -82,6 +82,7 @@ tnt_status tnt__gpu_nccl_allreduce(float *device_data, int64_t n, tnt__gpu_strea
     if ((status = tnt__gpu_enter(what)) != TNT_OK ||
         (status = tnt__gpu_check_device(device_data, (size_t)n * sizeof(float), what)) != TNT_OK)
         return status;
+    if (tnt__gpu.emulated && stream == TNT__GPU_COPY) tnt__gpu_emu_copy_run(UINT64_MAX); /* in the stream's order */
     if (tnt__gpu.emulated)
         return tnt__gpu_nccl_standin ? tnt__gpu_nccl_standin(device_data, n, stream)
                                      : tnt__error(TNT_ERR_STATE, "%s: the emulated device's stand-in is gone", what);

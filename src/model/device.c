@@ -147,6 +147,10 @@ void tnt__model_dev_free(tnt_model *m) {
     tnt__gpu_event_destroy(d->copied[1]);
     if (d->reduced) tnt__gpu_sync(TNT__GPU_COPY); /* no sum still writes the gradients */
     tnt__gpu_event_destroy(d->reduced);
+    if (d->batch) tnt__gpu_sync(TNT__GPU_COPY); /* no copy still writes it */
+    tnt__gpu_free(d->batch);
+    tnt__gpu_event_destroy(d->batch_up);
+    tnt__gpu_event_destroy(d->batch_used);
     free(d);
     m->dev = NULL;
     m->on_device = false;
@@ -267,6 +271,46 @@ tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n) {
     void *args[] = {&a, &src, &dst, &len};
     return tnt__gpu_launch("tnt_k_add", tnt__gpu_grid_for(len, BLOCK), BLOCK, 0, args);
 }
+
+/* ---- the batch's way up ---------------------------------------------------------------------- */
+
+static tnt_status batch_buffer(tnt_model *m, size_t bytes) {
+    tnt__model_dev *d = m->dev;
+    if (!d->batch_up) {
+        d->batch_up = tnt__gpu_event_create();
+        d->batch_used = d->batch_up ? tnt__gpu_event_create() : NULL;
+        /* recorded once, so the first copy's wait for it has something to wait for */
+        if (!d->batch_used || tnt__gpu_event_record(d->batch_used, TNT__GPU_COMPUTE) != TNT_OK) return TNT_ERR_NOMEM;
+    }
+    if (bytes <= d->batch_bytes) return TNT_OK;
+    tnt__gpu_sync(TNT__GPU_COPY); /* nothing queued still reads or writes the old one */
+    tnt__gpu_sync(TNT__GPU_COMPUTE);
+    tnt__gpu_free(d->batch);
+    d->batch_bytes = 0;
+    if (!(d->batch = tnt__gpu_malloc(bytes))) return TNT_ERR_NOMEM;
+    d->batch_bytes = bytes;
+    return TNT_OK;
+}
+
+tnt_status tnt__dev_batch_up(tnt_model *m, const float *host, size_t bytes, const float **device) {
+    tnt__model_dev *d = m->dev;
+    tnt_status s = batch_buffer(m, bytes);
+    if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": a %zu-byte device buffer for the batch: ", m->name, bytes);
+    if (!tnt__config_get()->gpu_staged_input) {
+        s = tnt__gpu_copy_to_device(d->batch, host, bytes, TNT__GPU_COMPUTE);
+    } else { /* the copy stream fills it once the last pass has taken the batch before */
+        s = tnt__gpu_stream_wait(TNT__GPU_COPY, d->batch_used);
+        if (s == TNT_OK) s = tnt__gpu_copy_to_device(d->batch, host, bytes, TNT__GPU_COPY);
+        if (s == TNT_OK) s = tnt__gpu_event_record(d->batch_up, TNT__GPU_COPY);
+        if (s == TNT_OK) s = tnt__gpu_stream_wait(TNT__GPU_COMPUTE, d->batch_up);
+    }
+    *device = d->batch;
+    return s;
+}
+
+tnt_status tnt__dev_batch_taken(tnt_model *m) { return tnt__gpu_event_record(m->dev->batch_used, TNT__GPU_COMPUTE); }
+
+/* ---- the gradients' way down (host staging) -------------------------------------------------- */
 
 bool tnt__dev_pinned_staging = true;
 

@@ -35,6 +35,12 @@ typedef struct tnt__model_dev {
     int nccl_next;               /* the first bucket of the step not yet issued */
     bool nccl_flushed;           /* this step's sums are all issued (backward's flush) */
     tnt__gpu_event *reduced;     /* the step's last sum is done (copy stream) */
+    /* the batch's way up (tnt__dev_batch_up): a device buffer the copy stream fills while the
+     * compute stream still runs the step before */
+    void *batch;
+    size_t batch_bytes;
+    tnt__gpu_event *batch_up;   /* the batch is in `batch` (copy stream) */
+    tnt__gpu_event *batch_used; /* the plan's inputs have taken it (compute stream) */
 } tnt__model_dev;
 
 /* Tests: false stages the buckets as before (pageable, the host waiting for each copy), to
@@ -61,6 +67,16 @@ tnt_status tnt__model_dev_ready(tnt_model *m);
 
 /* The device arena, grown to at least bytes (plans keep offsets, not addresses). */
 void *tnt__model_dev_arena(tnt_model *m, size_t bytes);
+
+/* The batch (host memory, bytes) to the device for a pass, and where it is there: copied on the
+ * copy stream into a staging buffer, so the bytes cross while the compute stream still finishes
+ * the previous step (its backward and update read the plan's input tensors); a copy on the compute
+ * stream would wait for all that and leave the GPU idle while it runs. Work queued on the compute
+ * stream after this sees the batch. The caller moves it into the plan's inputs, then calls
+ * tnt__dev_batch_taken, after which the next batch may overwrite it. TNT_GPU_STAGED_INPUT=0: the
+ * copy goes on the compute stream into the staging buffer (for measuring one against the other). */
+tnt_status tnt__dev_batch_up(tnt_model *m, const float *host, size_t bytes, const float **device);
+tnt_status tnt__dev_batch_taken(tnt_model *m);
 
 /* dst[i] += src[i] on the device (tensors read by several nodes, shared layers' gradients). */
 tnt_status tnt__dev_add_into(float *dst, const float *src, int64_t n);

@@ -73,17 +73,17 @@ typedef struct tnt__plan {
                              the input is always copied in (act_is_input all false) */
     /* device plans: host copies of each output, its loss input (the logits when fused) and the
      * gradient the loss writes (one allocation, host_buf), and the outputs packed per sample for
-     * models with several; in the arena, the packed batch of a model with several inputs */
+     * models with several (the batch itself goes up through the model's buffer: device.h) */
     float *host_buf, *host_out[TNT_MAX_IO], *host_loss_in[TNT_MAX_IO], *host_out_grad[TNT_MAX_IO], *host_packed;
-    size_t packed_in_offset;
     /* device plans, the loss gradient on the device (training/device_loss.c): the batch's labels
      * (up to one per output value) in the arena and in host_labels; host_buf is page-locked when
-     * host_pinned, so that the outputs come down asynchronously; outputs_ready is recorded after
-     * their copies, labels_sent after the labels' (host_labels may be written again) */
+     * host_pinned, so that the outputs come down asynchronously, on the copy stream after
+     * forward_done (compute); outputs_ready is recorded after their copies, labels_sent after the
+     * labels' (host_labels may be written again) */
     size_t labels_offset;
     float *host_labels;
     bool host_pinned, labels_pending;
-    struct tnt__gpu_event *outputs_ready, *labels_sent;
+    struct tnt__gpu_event *outputs_ready, *labels_sent, *forward_done;
 } tnt__plan;
 
 struct tnt_model {

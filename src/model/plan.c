@@ -35,6 +35,7 @@ static void plan_free(tnt_model *m, tnt__plan *p) {
     else free(p->host_buf);
     tnt__gpu_event_destroy(p->outputs_ready);
     tnt__gpu_event_destroy(p->labels_sent);
+    tnt__gpu_event_destroy(p->forward_done);
     free(p->layer_plans);
     free(p->ws_offset);
     free(p->act_offset);
@@ -311,12 +312,6 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     p->packed_offset = off;
     if (m->n_outputs > 1) off += align64((size_t)(batch * tnt__model_output_size(m)) * sizeof(float));
-    if (p->device && m->n_inputs > 1) { /* the packed batch goes up in one copy, then is unpacked */
-        int64_t per = 0;
-        for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
-        p->packed_in_offset = off;
-        off += align64((size_t)(batch * per) * sizeof(float));
-    }
     size_t label_floats = (size_t)(batch * tnt__model_output_size(m)); /* at most one label per output value */
     if (p->device) { /* the labels of a loss computed on the device */
         p->labels_offset = off;
@@ -339,7 +334,8 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
             tnt__error_clear();
             if (!(p->host_buf = tnt__calloc(floats, sizeof(float)))) return TNT_ERR_NOMEM;
         }
-        if (!(p->outputs_ready = tnt__gpu_event_create()) || !(p->labels_sent = tnt__gpu_event_create()))
+        if (!(p->outputs_ready = tnt__gpu_event_create()) || !(p->labels_sent = tnt__gpu_event_create()) ||
+            !(p->forward_done = tnt__gpu_event_create()))
             return TNT_ERR_BACKEND;
         p->host_labels = p->host_buf + 4 * total;
         float *h = p->host_buf;
@@ -457,21 +453,22 @@ static void *workspace(tnt_model *m, tnt__plan *p, int i) {
 }
 static void *layer_scratch(tnt_model *m, tnt__plan *p) { return p->device ? at(m, p, p->scratch_offset) : NULL; }
 
-/* A device pass starts with the batch copied in (after the weights, when the host wrote them).
- * Several inputs come packed per sample (repack's layout): one copy up, then each input's columns
- * into its own tensor on the device. */
+/* A device pass starts with the batch copied in (after the weights, when the host wrote them):
+ * up into the model's batch buffer (tnt__dev_batch_up), then into the input tensors, one copy for
+ * one input; several come packed per sample (repack's layout), and each input's columns go to its
+ * own tensor. */
 static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
     tnt_status s = tnt__model_dev_ready(m);
     if (s != TNT_OK) return s;
-    if (m->n_inputs == 1) {
-        int t = m->inputs[0];
-        return tnt__gpu_copy_to_device(at(m, p, p->act_offset[t]), x, tensor_bytes(m, t, p->batch), TNT__GPU_COMPUTE);
-    }
     long long per = 0, col = 0, rows = p->batch;
     for (int k = 0; k < m->n_inputs; k++) per += tnt_shape_numel(m->tensor_shape[m->inputs[k]]);
-    const float *packed = at(m, p, p->packed_in_offset);
-    s = tnt__gpu_copy_to_device((float *)packed, x, (size_t)(rows * per) * sizeof(float), TNT__GPU_COMPUTE);
-    for (int k = 0; k < m->n_inputs && s == TNT_OK; k++) {
+    const float *packed = NULL;
+    if ((s = tnt__dev_batch_up(m, x, (size_t)(rows * per) * sizeof(float), &packed)) != TNT_OK) return s;
+    if (m->n_inputs == 1) {
+        s = tnt__gpu_copy_on_device(at(m, p, p->act_offset[m->inputs[0]]), packed, (size_t)(rows * per) * sizeof(float),
+                                    TNT__GPU_COMPUTE);
+    }
+    for (int k = 0; k < m->n_inputs && m->n_inputs > 1 && s == TNT_OK; k++) {
         long long cols = tnt_shape_numel(m->tensor_shape[m->inputs[k]]), zero = 0;
         float *dst = at(m, p, p->act_offset[m->inputs[k]]);
         int accumulate = 0;
@@ -479,7 +476,7 @@ static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
         s = tnt__gpu_launch("tnt_k_copy_cols", tnt__gpu_grid_for(rows * cols, 256), 256, 0, args);
         col += cols;
     }
-    return s;
+    return s == TNT_OK ? tnt__dev_batch_taken(m) : s;
 }
 
 /* Several outputs packed per sample on the host, as the CPU engine returns them. */
@@ -502,15 +499,20 @@ tnt_status tnt__plan_outputs_wait(tnt_model *m, tnt__plan *p) {
 /* ... and ends with each output (and the logits of a fused loss) copied out for the loss and
  * packed; with a loss on the device (async) the copies stay in flight: tnt__plan_outputs_wait. */
 static tnt_status device_output(tnt_model *m, tnt__plan *p, bool async) {
+    /* async: on the copy stream once forward is done, while the compute stream goes on (the
+     * outputs and logits stay untouched to the end of the step) */
+    const tnt__gpu_stream stream = async ? TNT__GPU_COPY : TNT__GPU_COMPUTE;
     tnt_status s = TNT_OK;
+    if (async && (s = tnt__gpu_event_record(p->forward_done, TNT__GPU_COMPUTE)) == TNT_OK)
+        s = tnt__gpu_stream_wait(TNT__GPU_COPY, p->forward_done);
     for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
         int t = m->outputs[k];
         size_t bytes = tensor_bytes(m, t, p->batch);
-        s = tnt__gpu_copy_to_host(p->host_out[k], at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
+        s = tnt__gpu_copy_to_host(p->host_out[k], at(m, p, p->act_offset[t]), bytes, stream);
         if (s == TNT_OK && m->fused_output_loss[k])
-            s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, TNT__GPU_COMPUTE);
+            s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, stream);
     }
-    if (async) return s == TNT_OK ? tnt__gpu_event_record(p->outputs_ready, TNT__GPU_COMPUTE) : s;
+    if (async) return s == TNT_OK ? tnt__gpu_event_record(p->outputs_ready, TNT__GPU_COPY) : s;
     if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
     if (s == TNT_OK && m->n_outputs > 1) pack_outputs(m, p);
     return s;

@@ -316,8 +316,13 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
             s = tnt__loss_and_metrics(m, p, b.x.data, &b, inv_batch, true, f->weighted, &step);
         if (s == TNT_OK && !st.device_loss) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
+    /* the outputs' copies in flight are waited for on every way out (they write host_buf) */
+    const bool outputs_pending = st.device_loss && s == TNT_OK;
     tnt__step_counts counts = {r == 1, have ? b.n : 0, st.device_loss ? b.n : (int64_t)step.loss_count};
-    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
+    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) {
+        if (outputs_pending) (void)tnt__plan_outputs_wait(m, p);
+        return go;
+    }
     if (counts.samples == 0) return 1; /* no rank had samples: nothing to learn */
     if (st.device_loss) /* unsplit feeds: the global count, known now */
         s = tnt__device_loss_grad(m, p, &b, f->split || !st.parallel ? inv_batch : 1.0 / (double)counts.samples);
@@ -334,8 +339,9 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
         memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
         if (st.node_dw) tnt__reducer_node_dw_stash_none(st.reducer);
     }
-    if (st.device_loss && s == TNT_OK) { /* while the device runs backward */
-        s = tnt__plan_outputs_wait(m, p);
+    if (outputs_pending) { /* while the device runs backward */
+        tnt_status ws = tnt__plan_outputs_wait(m, p);
+        if (s == TNT_OK) s = ws;
         if (s == TNT_OK) s = tnt__loss_and_metrics(m, p, b.x.data, &b, inv_batch, false, f->weighted, &step);
         if (s == TNT_OK) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
