@@ -10,7 +10,8 @@
  *     within a few double ulps of libm's, so the float gradients agree to rounding; in practice
  *     bitwise, which the test reports), and against the CPU engine within test_gpu_model's 1e-5.
  *   - Two outputs (each its own device loss, with a loss weight), and the fallbacks to the host
- *     (one output's loss without a device path, sample weights): still the CPU's results.
+ *     (one output's loss without a device path, sample weights, label smoothing, ignore_class):
+ *     still the CPU's results.
  *   - Bad sparse labels (out of range, negative, NaN, fractional) on the device path: the CPU's
  *     error, and the failed step leaves the weights as the step before left them. */
 #include "testutil.h"
@@ -321,6 +322,12 @@ static void test_two_outputs_and_fallbacks(void **state) {
     lcase c = {.act = TNT_ACT_SOFTMAX, .labels = SPARSE};
     three_runs(make_model, &c, &(tnt_compile_opts){.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY}, yw, TNT_SHAPE(2), true,
                0, "sample weights (host)");
+    /* label smoothing and ignore_class: the host's gradient */
+    three_runs(make_model, &c, &(tnt_compile_opts){.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .label_smoothing = 0.1f},
+               classes, TNT_SHAPE(), false, 0, "label smoothing (host)");
+    three_runs(make_model, &c,
+               &(tnt_compile_opts){.loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .has_ignore_class = true, .ignore_class = 1},
+               classes, TNT_SHAPE(), false, 0, "ignore_class (host)");
 }
 
 /* ---- bad labels ------------------------------------------------------------------------------- */
