@@ -53,7 +53,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_conv_im2col test_gpu_custom test_plan_values test_gpu_loss; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_custom test_plan_values test_gpu_loss; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -388,12 +388,12 @@ else
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a "^1x1 convolutions under mixed_bfloat16" "$LOG" | tail -1 | while read -r l; do row 3 "  precision" INFO - "$l"; done
     else notyet 3 "test_gpu_conv1x1" "no test_gpu_conv1x1"; fi
-    # Conv2D of few taps as im2col GEMMs (TNT_GPU_CONV_IM2COL; no cuDNN): LeNet-5's, a ResNet stem,
-    # asymmetric padding, dilation, col in chunks; LeNet-5 trained == CPU
-    if p=$(find_prog test_gpu_conv_im2col); then
-        (cd tests && check "test_gpu_conv_im2col on the GPU: Conv2D as im2col GEMMs, LeNet-5 trained == CPU" 60 \
+    # Conv2D of few taps as direct kernels and as im2col GEMMs (TNT_GPU_CONV_DIRECT, _IM2COL; no
+    # cuDNN): LeNet-5's, a ResNet stem, asymmetric padding, dilation, chunks; LeNet-5 trained == CPU
+    if p=$(find_prog test_gpu_conv_few_taps); then
+        (cd tests && check "test_gpu_conv_few_taps on the GPU: Conv2D direct and im2col, LeNet-5 trained == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
-    else notyet 3 "test_gpu_conv_im2col" "no test_gpu_conv_im2col"; fi
+    else notyet 3 "test_gpu_conv_few_taps" "no test_gpu_conv_few_taps"; fi
     # the built-in losses' gradients on the device (TNT_GPU_DEVICE_LOSS=1, the default) against the
     # host's (=0) and the CPU engine, every kind; bad sparse labels leave the weights as they were
     if p=$(find_prog test_gpu_loss); then
@@ -497,11 +497,12 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"resnet50:64 resnet50:64:TNT_GPU_CONV_IM2COL=256 resnet50:64:TNT_GPU_CONV_IM2COL=4608 resnet50:64:TNT_GPU_CONV_ALGO=fastest resnet50:64:policy=mixed_bfloat16 lenet5:512 lenet5:512:TNT_GPU_CONV_IM2COL=256 lenet5:512:TNT_GPU_CONV_IM2COL=512 lenet5:512:TNT_GPU_CONV_ALGO=fastest mlp:64 transformer:32"}
+PROFILE=${PROFILE-"lenet5:512 lenet5:512:TNT_GPU_CONV_DIRECT=512 lenet5:512:TNT_GPU_CONV_IM2COL=512 transformer:32 resnet50:64 resnet50:64:TNT_GPU_CONV_DIRECT=160 mlp:64"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
-    # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt)
-    if [ -f "$BUILD/gpu/kernels.ptx" ]; then
+    # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt;
+    # measured on 27 Nov, so only with BN_BENCH=1)
+    if [ "${BN_BENCH:-0}" = 1 ] && [ -f "$BUILD/gpu/kernels.ptx" ]; then
         check "BatchNormalization kernels, ResNet-50 b64 shapes (bench_bn_kernels.py)" 25 bash -c \
             '"$0" scripts/bench_bn_kernels.py "$1" --reps 5 >"$2/bn_kernels.txt" 2>&1' "$PYTHON" "$BUILD/gpu/kernels.ptx" "$RES"
         grep -a "^53 layers\|^tnt_k_copy" "$RES/bn_kernels.txt" 2>/dev/null | while read -r l; do row 3b "  BN kernels" INFO - "$l"; done
@@ -579,7 +580,7 @@ else
     # repetition (whose 1-rank figures it is read against); BENCH2="" none
     BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
     # settings against their defaults, ours alone, after the first repetition (model:batch:tf32:amp:SETTING=VALUE)
-    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_IM2COL=256 lenet5:512:off:none:TNT_GPU_STAGED_INPUT=0 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
+    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
     TWO_RANKS=0
     [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do

@@ -220,7 +220,20 @@ def compare_families(dev, ref, rng, report):
     # Embedding, permute, attention's softmax
     ids = np.floor(r(500, lo=0, hi=50)).astype(np.float32)
     run("tnt_k_embedding_fwd", 9, [ids, r(50, 16), nan(500, 16), ll(500), ll(16)])
-    run("tnt_k_embedding_bwd", 2, [ids, r(500, 16), np.zeros((50, 16), np.float32), ll(500), ll(16), ll(50)])
+    counts = np.bincount(ids.astype(np.int64), minlength=50).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int32)
+    order = np.argsort(ids, kind="stable").astype(np.int32)
+    run("tnt_k_embedding_count", 2, [ids, np.zeros(50, np.int32), ll(500), ll(50)])
+    run("tnt_k_embedding_offsets", 1, [counts, np.zeros(50, np.int32), ll(50)])
+    run("tnt_k_embedding_order", 2, [ids, offsets, np.zeros(500, np.int32), ll(500), ll(50)])
+    run("tnt_k_embedding_grad", 5, [r(500, 16), counts, offsets, order, nan(50, 16), ll(16), ll(50)])
+    # Conv2D's direct kernels (5x5 same, 3 channels, 7 filters, batch 2)
+    cx, cw, cdy = r(2, 9, 10, 3), r(5, 5, 3, 7), r(2, 9, 10, 7)
+    sizes = [ll(2), ll(9), ll(10), ll(3), ll(9), ll(10), ll(7), i32(5), i32(5), i32(1), i32(1), i32(1), i32(1), i32(2),
+             i32(2)]
+    run("tnt_k_conv_direct_fwd", 7, [cx, cw, r(7), nan(2, 9, 10, 7)] + sizes + [i32(1)])
+    run("tnt_k_conv_direct_dx", 7, [cdy, cw, nan(2, 9, 10, 3)] + sizes)
+    run("tnt_k_conv_direct_dw_partial", 9, [cx, cdy, nan(1, 5 * 5 * 3 * 7)] + sizes + [ll(180)])
     run("tnt_k_mha_softmax", 12, [r(2, 3, 5, 77, lo=-5, hi=5), None, None, (r(2, 77, lo=0, hi=1) > 0.3).astype(np.float32),
                                   ll(2), ll(3), ll(5), ll(77), i32(1)], tol=1e-5)
 

@@ -1,5 +1,5 @@
 /* gpu_device_util.h: moving test data to and from the device (real or emulated) in the tests of
- * the layers' device paths (test_gpu_attention.c, test_gpu_conv1x1.c, test_gpu_conv_im2col.c),
+ * the layers' device paths (test_gpu_attention.c, test_gpu_conv1x1.c, test_gpu_conv_few_taps.c),
  * and one layer's forward and backward on either side. */
 #ifndef TNT_GPU_DEVICE_UTIL_H
 #define TNT_GPU_DEVICE_UTIL_H

@@ -321,14 +321,23 @@ static void test_embedding(void **state) {
     tu_fill(d.dy, out_numel(&d), 61);
     layer_fwd(&d, true, 1, 0);
     layer_bwd(&d, 0);
-    float *y = gh_poisoned(n * D), *grad = gh_poisoned((i64)V * D), zero = 0.0f;
+    float *y = gh_poisoned(n * D), *grad = gh_poisoned((i64)V * D);
     float *table = l->weights[0].value;
     i64 nv = (i64)V * D;
     gh_launch("tnt_k_embedding_fwd", 3, ARGS(&d.x, &table, &y, &n, &dim));
-    gh_launch("tnt_k_fill", 2, ARGS(&grad, &nv, &zero));
-    gh_launch("tnt_k_embedding_bwd", 3, ARGS(&d.x, &d.dy, &grad, &n, &dim, &vocab));
+    /* the gradient: positions sorted by id (counts, offsets, order), then per-id sums */
+    int *count = malloc(V * sizeof(int)), *offset = malloc(V * sizeof(int)), *order = malloc((size_t)n * sizeof(int));
+    memset(order, 0xff, (size_t)n * sizeof(int));
+    gh_launch("tnt_k_embedding_count", 3, ARGS(&d.x, &count, &n, &vocab));
+    gh_launch("tnt_k_embedding_offsets", 1, ARGS(&count, &offset, &vocab));
+    gh_launch("tnt_k_embedding_order", 2, ARGS(&d.x, &offset, &order, &n, &vocab));
+    gh_launch("tnt_k_embedding_grad", 5, ARGS(&d.dy, &count, &offset, &order, &grad, &dim, &vocab));
+    for (int v = 0, total = 0; v < V; total += count[v], v++) assert_int_equal(offset[v], total);
+    for (i64 q = 1; q < n; q++) /* sorted by id, stably */
+        assert_true(d.x[order[q - 1]] < d.x[order[q]] || (d.x[order[q - 1]] == d.x[order[q]] && order[q - 1] < order[q]));
     tu_assert_bitwise(y, d.y, n * D, "embedding gather");
-    tu_assert_bitwise(grad, l->weights[0].grad, nv, "embedding scatter-add gradient");
+    tu_assert_bitwise(grad, l->weights[0].grad, nv, "embedding gradient");
+    free(count), free(offset), free(order);
     /* bad ids: the first position of a non-integer, negative or too large id */
     int vin = V;
     long long part[4], *pp = part;

@@ -2,7 +2,7 @@
  * GPU. The kernels are compiled here a second time with kdefs.h's K_HOST_THREADS branch: each block
  * runs as blockDim POSIX threads sharing its SHARED arrays and a barrier for SYNC(). Every kernel
  * with a reduction or a barrier (softmax rows, log-softmax, LayerNormalization, attention's
- * softmax, sums of squares, the bad-id search) runs with blockDim 1, 2, 3, 32, 33 and 256 against
+ * softmax, sums of squares, the bad-id search, Embedding's offsets) runs with blockDim 1, 2, 3, 32, 33 and 256 against
  * the one-thread host build of the library (tnt__gpu_host_kernel_find) within 1e-6 (the sums run
  * in another order); elementwise, pooling, normalization and optimizer kernels with blockDim 7
  * must match it bitwise (grid-stride indexing with several threads). A kernel whose threads
@@ -161,6 +161,17 @@ static void test_grid_reductions(void **state) {
         for (int k = 0; k < 5; k++) first = p[k] < first ? p[k] : first;
         assert_int_equal(first, 3217);
     }
+    /* Embedding's offsets: one block's scan of the id counts, exact for any blockDim */
+    i64 ids_v = 1001;
+    int *count = malloc((size_t)ids_v * sizeof(int)), *offset = malloc((size_t)ids_v * sizeof(int));
+    for (i64 v = 0; v < ids_v; v++) count[v] = (int)((v * 7919) % 13);
+    for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+        memset(offset, 0xff, (size_t)ids_v * sizeof(int));
+        mt_launch("tnt_k_embedding_offsets", 1, BLOCKS[b], ARGS(&count, &offset, &ids_v));
+        for (int v = 0, total = 0; v < ids_v; total += count[v], v++)
+            if (offset[v] != total) fail_msg("embedding offsets, blockDim %u: offset[%d] = %d, want %d", BLOCKS[b], v, offset[v], total);
+    }
+    free(count), free(offset);
     free(x), free(part), free(ids);
 }
 

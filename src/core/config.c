@@ -92,6 +92,7 @@ static const setting settings[] = {
     FLAG("TNT_GPU_CONV_BF16", gpu_conv_bf16),
     INT("TNT_GPU_CONV_IM2COL", gpu_conv_im2col, 0, 1 << 20),
     FLAG("TNT_GPU_DEVICE_LOSS", gpu_device_loss),
+    INT("TNT_GPU_CONV_DIRECT", gpu_conv_direct, 0, 1 << 20),
     FLAG("TNT_GPU_STAGED_INPUT", gpu_staged_input),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
     PRESENT("OMPI_COMM_WORLD_SIZE", under_mpirun),

@@ -90,6 +90,9 @@ tnt_status tnt__gpu_launch(const char *name, unsigned grid, unsigned block, size
                            void **args);
 /* A grid that covers n elements with `block` threads each (at most the device's limit). */
 unsigned tnt__gpu_grid_for(int64_t n, unsigned block);
+/* out[c] = the sum over rows of x (rows, cols)[r][c] (tnt_k_col_sums: in double, in a fixed order,
+ * rounded once), one block per tile of up to 32 columns: a bias's gradient. */
+tnt_status tnt__gpu_col_sums(const float *x, float *out, int64_t rows, int64_t cols);
 
 /* ---- dense linear algebra (cuBLAS; the CPU's sgemm when emulated) ---- */
 

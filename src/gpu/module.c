@@ -127,3 +127,14 @@ unsigned tnt__gpu_grid_for(int64_t n, unsigned block) {
     int64_t blocks = n > 0 ? (n + block - 1) / block : 1;
     return (unsigned)(blocks < limit ? blocks : limit);
 }
+
+tnt_status tnt__gpu_col_sums(const float *x, float *out, int64_t rows, int64_t cols) {
+    /* the kernel's tiles (its tw): every tile a block, as many as the device takes at once; a
+     * grid sized by the columns alone left 256 of them to one block */
+    int64_t tw = 1;
+    while (tw < 32 && tw < cols) tw *= 2;
+    const int64_t tiles = (cols + tw - 1) / tw, limit = (int64_t)(tnt__gpu.multiprocessors > 0 ? tnt__gpu.multiprocessors : 8) * 32;
+    long long r = rows, c = cols;
+    void *args[] = {&x, &out, &r, &c};
+    return tnt__gpu_launch("tnt_k_col_sums", (unsigned)(tiles < 1 ? 1 : tiles < limit ? tiles : limit), 256, 0, args);
+}

@@ -33,4 +33,14 @@ typedef struct tnt_k_perm {
     int unused;
 } tnt_k_perm;
 
+/* A 2-D convolution (Conv2D, Conv1D as height 1, DepthwiseConv2D as groups = c) over channels-last
+ * images with Keras's kernel (kh, kw, c / groups, k): n images (ih, iw, c) to (oh, ow, k); strides
+ * sh, sw, dilation dh, dw, the padding before pt, pl; output channel f reads the input channels of
+ * group f / (k / groups). */
+typedef struct tnt_k_conv {
+    long long n, ih, iw, c, oh, ow, k;
+    int kh, kw, sh, sw, dh, dw, pt, pl, groups;
+    int unused;
+} tnt_k_conv;
+
 #endif

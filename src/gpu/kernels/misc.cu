@@ -13,9 +13,17 @@
  *       [0, input_dim), or n; blockDim <= 1024; the host takes the minimum
  *   tnt_k_embedding_fwd(const float *ids, const float *table, float *y, i64 n, i64 dim)
  *       y (n, dim) = the table's rows (ids checked before)
- *   tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim)
- *       grad (input_dim, dim) += dy's rows at their ids, one thread per column, the ids in order
- *       (the CPU's order: bitwise after a tnt_k_fill of 0)
+ *   Embedding's gradient, bitwise the CPU's (dy's rows added into zeros at their ids, in token
+ *   order), in four steps that each spread over the device (ids checked in forward):
+ *   tnt_k_embedding_count(const float *ids, int *count, i64 n, i64 input_dim)
+ *       count[v] = how many of the n ids are v, one thread per id v
+ *   tnt_k_embedding_offsets(const int *count, int *offset, i64 input_dim)     one block
+ *       offset[v] = the sum of count[u] for u < v
+ *   tnt_k_embedding_order(const float *ids, const int *offset, int *order, i64 n, i64 input_dim)
+ *       order[offset[v] ..] = the positions of id v, ascending: the tokens sorted by id, stably
+ *   tnt_k_embedding_grad(const float *dy, const int *count, const int *offset, const int *order,
+ *                        float *grad, i64 dim, i64 input_dim)
+ *       grad[v][k] = the sum over id v's positions p in order of dy[p][k] (0 for an unused id)
  *   tnt_k_box_copy(tnt_k_box g, const float *x, float *y, float value)       (kargs.h)
  *   tnt_k_copy_cols(const float *x, float *y, i64 rows, i64 cols, i64 ld_x, i64 off_x, i64 ld_y,
  *                   i64 off_y, int accumulate)
@@ -72,13 +80,55 @@ KERNEL void tnt_k_embedding_fwd(const float *ids, const float *table, float *y, 
     GRID_STRIDE(i, n * dim) y[i] = table[(i64)ids[i / dim] * dim + i % dim];
 }
 
-KERNEL void tnt_k_embedding_bwd(const float *ids, const float *dy, float *grad, i64 n, i64 dim, i64 input_dim) {
-    GRID_STRIDE(k, dim) {
-        for (i64 i = 0; i < n; i++) {
-            const i64 id = (i64)ids[i];
-            if (id < 0 || id >= input_dim) continue;
-            grad[id * dim + k] += dy[i * dim + k];
+KERNEL void tnt_k_embedding_count(const float *ids, int *count, i64 n, i64 input_dim) {
+    GRID_STRIDE(v, input_dim) {
+        int c = 0;
+        for (i64 i = 0; i < n; i++) c += (i64)ids[i] == v;
+        count[v] = c;
+    }
+}
+
+/* one block: each thread sums its stretch of ids, a thread scans the stretches' sums, then each
+ * thread writes its stretch's offsets (integers: any order gives the same) */
+KERNEL void tnt_k_embedding_offsets(const int *count, int *offset, i64 input_dim) {
+    SHARED i64 part[K_MAX_BLOCK];
+    const i64 t = TID_X, per = (input_dim + NTID_X - 1) / NTID_X, v0 = t * per;
+    const i64 v1 = v0 + per < input_dim ? v0 + per : input_dim;
+    i64 s = 0;
+    for (i64 v = v0; v < v1; v++) s += count[v];
+    part[t] = s;
+    SYNC();
+    if (t == 0) {
+        i64 run = 0;
+        for (int j = 0; j < NTID_X; j++) {
+            const i64 c = part[j];
+            part[j] = run;
+            run += c;
         }
+    }
+    SYNC();
+    i64 run = part[t];
+    for (i64 v = v0; v < v1; v++) {
+        offset[v] = (int)run;
+        run += count[v];
+    }
+}
+
+KERNEL void tnt_k_embedding_order(const float *ids, const int *offset, int *order, i64 n, i64 input_dim) {
+    GRID_STRIDE(v, input_dim) {
+        int o = offset[v];
+        for (i64 i = 0; i < n; i++)
+            if ((i64)ids[i] == v) order[o++] = (int)i;
+    }
+}
+
+KERNEL void tnt_k_embedding_grad(const float *dy, const int *count, const int *offset, const int *order, float *grad,
+                                 i64 dim, i64 input_dim) {
+    GRID_STRIDE(j, input_dim * dim) {
+        const i64 v = j / dim, k = j - v * dim, q0 = offset[v], q1 = q0 + count[v];
+        float s = 0.0f;
+        for (i64 q = q0; q < q1; q++) s += dy[(i64)order[q] * dim + k];
+        grad[j] = s;
     }
 }
 

@@ -133,10 +133,7 @@ static tnt_status gpu_project16(long long rows, long long din, long long n, cons
 static tnt_status gpu_project_backward(long long rows, long long din, long long n, const float *x, const float *w,
                                        const float *dz, float *dw, float *db, float *dx) {
     tnt_status s = tnt__gpu_sgemm(true, false, din, n, rows, 1.0f, x, din, dz, n, 0.0f, dw, n);
-    if (s == TNT_OK && db) {
-        void *args[] = {&dz, &db, &rows, &n};
-        s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
-    }
+    if (s == TNT_OK && db) s = tnt__gpu_col_sums(dz, db, rows, n);
     if (s == TNT_OK && dx) s = tnt__gpu_sgemm(false, true, rows, din, n, 1.0f, dz, n, w, n, 0.0f, dx, din);
     return s;
 }
@@ -148,10 +145,7 @@ static tnt_status gpu_project_backward16(long long rows, long long din, long lon
                                          float *dx) {
     tnt_status s = tnt__gpu_to_bf16(dz, dz16, rows * n);
     if (s == TNT_OK) s = tnt__gpu_gemm_bf16(true, false, din, n, rows, 1.0f, x, din, dz16, n, 0.0f, dw, n);
-    if (s == TNT_OK && db) {
-        void *args[] = {&dz, &db, &rows, &n};
-        s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(n, GPU_BLOCK), GPU_BLOCK, 0, args);
-    }
+    if (s == TNT_OK && db) s = tnt__gpu_col_sums(dz, db, rows, n);
     if (s == TNT_OK && dx) s = tnt__gpu_gemm_bf16(false, true, rows, din, n, 1.0f, dz16, n, w, n, 0.0f, dx, din);
     return s;
 }

@@ -655,6 +655,7 @@ const tnt__layer_ops tnt__conv1d_ops = {
     .backward_reads = tnt__reads_inputs,
     .destroy = conv_destroy,
     .set_data_format = tnt__layer_take_data_format,
+    .gpu = &tnt__conv2d_device_ops, /* direct kernels or im2col GEMMs: conv2d_gemm_gpu.c */
 };
 
 /* The checks every constructor shares; cls names the class in messages. */

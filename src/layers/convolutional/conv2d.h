@@ -28,12 +28,14 @@ typedef struct tnt__conv_cfg {
     int64_t id, od, pad_f, pad_k; /* Conv3D: depth in and out, padding front and back */
 } tnt__conv_cfg;
 
-/* Conv2D's device path (conv2d_gemm_gpu.c): 1x1 windows as GEMMs, few taps as im2col GEMMs (no
- * cuDNN), the rest through tnt__conv2d_gpu_ops (conv2d_gpu.c: cuDNN). */
+/* Conv2D's device path (conv2d_gemm_gpu.c): 1x1 windows as GEMMs, few taps as direct kernels or
+ * im2col GEMMs (no cuDNN), the rest through tnt__conv2d_gpu_ops (conv2d_gpu.c: cuDNN). */
 extern const tnt__gpu_ops tnt__conv2d_device_ops;
 extern const tnt__gpu_ops tnt__conv2d_gpu_ops;
 /* The im2col path's largest chunk of col, in floats (tests make it small to see several chunks) */
 extern int64_t tnt__conv_im2col_floats;
+/* The direct path's fewest output pixels a partial sum of dW adds (tests: 1, to see many chunks) */
+extern int64_t tnt__conv_direct_chunk;
 
 /* Output size and padding along one axis (valid, or TensorFlow's same); false when the output
  * would be empty. */

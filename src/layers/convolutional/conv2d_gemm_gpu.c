@@ -22,6 +22,7 @@
  * Deterministic: cuBLAS's GEMMs and fixed-order column sums, no atomics. */
 #include "core/config.h"
 #include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/convolutional/conv2d.h"
 #include "layers/fused.h"
 
@@ -33,7 +34,7 @@ static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 /* 2-D, channels last, no groups, a 1x1 window without padding */
 static bool gemm_applies(const tnt_layer *l) {
     const tnt__conv_cfg *c = l->priv;
-    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && c->kh == 1 && c->kw == 1 &&
+    return c->kd == 0 && c->groups <= 1 && !c->channels_first && c->kh == 1 && c->kw == 1 &&
            c->pad_t == 0 && c->pad_b == 0 && c->pad_l == 0 && c->pad_r == 0;
 }
 
@@ -127,8 +128,7 @@ static tnt_status bias_grad(const tnt__conv_cfg *c, int64_t batch, const void *d
     void *part_args[] = {&dpre, &part, &rows, &k, &chunk};
     tnt_status s = tnt__gpu_launch(bf16 ? "tnt_k_col_sums_partial_bf16" : "tnt_k_col_sums_partial",
                                    tnt__gpu_grid_for(chunks * k, GPU_BLOCK), GPU_BLOCK, 0, part_args);
-    void *sum_args[] = {&part, &db, &chunks, &k};
-    return s != TNT_OK ? s : tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(k, GPU_BLOCK), GPU_BLOCK, 0, sum_args);
+    return s != TNT_OK ? s : tnt__gpu_col_sums(part, db, chunks, k);
 }
 
 static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
@@ -172,7 +172,7 @@ static tnt_status gemm_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
  * where cuDNN's deterministic algorithms are slow for so few input channels. col lives in the
  * scratch, a chunk of whole samples at a time (at most IM2COL_FLOATS, tests: smaller), made again
  * in backward. Any padding (asymmetric "same" too), strides and dilation; no cuDNN, so it runs
- * on the emulated device (tests/test_gpu_conv_im2col.c). Deterministic: fixed chunks, cuBLAS's
+ * on the emulated device (tests/test_gpu_conv_few_taps.c). Deterministic: fixed chunks, cuBLAS's
  * GEMMs, col2im's fixed order, no atomics. */
 int64_t tnt__conv_im2col_floats = 1 << 24; /* 64 MB of col at most */
 
@@ -181,7 +181,11 @@ static int64_t taps(const tnt__conv_cfg *c) { return (int64_t)c->kh * c->kw * c-
 static bool im2col_applies(const tnt_layer *l) {
     const tnt__conv_cfg *c = l->priv;
     const int64_t limit = tnt__config_get()->gpu_conv_im2col;
-    return c->kd == 0 && !c->one_d && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) && taps(c) <= limit;
+    /* where cuDNN has no path, im2col always: Conv1D, and padding unlike on the two sides (cuDNN
+     * pads alike; TensorFlow's "same" with strides on even sizes pads one more after, "causal" all
+     * before) */
+    const bool no_cudnn = c->one_d || c->pad_t != c->pad_b || c->pad_l != c->pad_r;
+    return c->kd == 0 && c->groups <= 1 && !c->channels_first && !gemm_bf16(l) && (taps(c) <= limit || no_cudnn);
 }
 
 /* samples per chunk of col */
@@ -263,37 +267,128 @@ static tnt_status im2col_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     return s;
 }
 
-/* ---- Conv2D's device path: GEMMs for 1x1 windows and few taps, cuDNN for the rest -------- */
+/* ---- few taps, groups: direct kernels -------------------------------------------------------- */
+
+/* Float32 2-D convolutions whose kh kw C / groups taps are at most TNT_GPU_CONV_DIRECT, and every
+ * grouped one (DepthwiseConv2D), run as three plain kernels (conv.cu): forward and dx one thread
+ * per element, dW as sums over chunks of the output pixels, then over the chunks in order
+ * (deterministic, no atomics). LeNet-5's convolutions do 60 and 120 million multiply-adds a pass
+ * at batch 512, where cuDNN's deterministic weight-gradient algorithm took 0.8 ms for the first
+ * (H200): no col matrix to write and read, no GEMM of 6 columns. A depthwise convolution does a
+ * few multiply-adds per output, reading as much as it computes. Any padding, strides, dilation;
+ * runs on the emulated device (test_gpu_conv_few_taps). */
+int64_t tnt__conv_direct_chunk = 256; /* output pixels a dW partial sum adds, at least (tests: fewer) */
+#define DIRECT_PARTIAL_FLOATS (1 << 22) /* at most 16 MB of partial sums: larger chunks beyond */
+
+static int64_t group_taps(const tnt__conv_cfg *c) { return (int64_t)c->kh * c->kw * (c->ic / TNT_MAX(c->groups, 1)); }
+
+static bool direct_applies(const tnt_layer *l) {
+    const tnt__conv_cfg *c = l->priv;
+    return c->kd == 0 && !c->channels_first && !gemm_bf16(l) &&
+           (c->groups > 1 || group_taps(c) <= tnt__config_get()->gpu_conv_direct);
+}
+
+static int64_t direct_chunk(const tnt__conv_cfg *c, int64_t batch) {
+    const int64_t rows = gemm_rows(c, batch), outs = group_taps(c) * c->filters;
+    const int64_t need = (rows * outs + DIRECT_PARTIAL_FLOATS - 1) / DIRECT_PARTIAL_FLOATS;
+    return TNT_MAX(tnt__conv_direct_chunk, need);
+}
+static int64_t direct_chunks(const tnt__conv_cfg *c, int64_t batch) {
+    return (gemm_rows(c, batch) + direct_chunk(c, batch) - 1) / direct_chunk(c, batch);
+}
+
+/* scratch: [dW partial sums (chunks, taps K)][bias partial sums] */
+static size_t direct_partial_bytes(const tnt__conv_cfg *c, int64_t batch) {
+    return align256((size_t)(direct_chunks(c, batch) * group_taps(c) * c->filters) * sizeof(float));
+}
+static size_t direct_scratch(tnt_layer *l, int64_t batch) {
+    const tnt__conv_cfg *c = l->priv;
+    return direct_partial_bytes(c, batch) + align256((size_t)(bias_chunks(c, batch) * c->filters) * sizeof(float));
+}
+
+static tnt_k_conv direct_geometry(const tnt__conv_cfg *c, int64_t batch) {
+    return (tnt_k_conv){.n = batch, .ih = c->ih, .iw = c->iw, .c = c->ic, .oh = c->oh, .ow = c->ow, .k = c->filters,
+                        .kh = c->kh, .kw = c->kw, .sh = c->sh, .sw = c->sw, .dh = c->dh, .dw = c->dw,
+                        .pt = (int)c->pad_t, .pl = (int)c->pad_l, .groups = TNT_MAX(c->groups, 1)};
+}
+
+static tnt_status direct_run(tnt_layer *l, void *plan, const tnt__fwd_args *a, float *out) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    tnt_k_conv g = direct_geometry(c, a->batch);
+    const float *x = a->x, *w = l->weights[0].d_value, *b = c->use_bias ? l->weights[1].d_value : w;
+    int use_bias = c->use_bias;
+    void *args[] = {&g, &x, &w, &b, &out, &use_bias};
+    return tnt__gpu_launch("tnt_k_conv_direct_fwd", tnt__gpu_grid_for(g.n * g.oh * g.ow * g.k, GPU_BLOCK), GPU_BLOCK, 0,
+                           args);
+}
+
+static tnt_status direct_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    return tnt__gpu_fused_forward(l, plan, a, direct_run);
+}
+
+static tnt_status direct_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const tnt__conv_cfg *c = l->priv;
+    tnt_k_conv g = direct_geometry(c, a->batch);
+    float *part = a->scratch, *bias_part = (float *)((char *)a->scratch + direct_partial_bytes(c, a->batch));
+    const float *dpre, *x = a->x, *w = l->weights[0].d_value;
+    tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
+    if (s == TNT_OK && c->use_bias && l->weights[1].d_grad)
+        s = bias_grad(c, a->batch, dpre, false, bias_part, l->weights[1].d_grad);
+    if (s == TNT_OK && l->weights[0].d_grad) {
+        long long chunk = direct_chunk(c, a->batch), chunks = direct_chunks(c, a->batch);
+        void *args[] = {&g, &x, &dpre, &part, &chunk};
+        s = tnt__gpu_launch("tnt_k_conv_direct_dw_partial", tnt__gpu_grid_for(chunks * group_taps(c) * g.k, GPU_BLOCK),
+                            GPU_BLOCK, 0, args);
+        if (s == TNT_OK) s = tnt__gpu_col_sums(part, l->weights[0].d_grad, chunks, group_taps(c) * g.k);
+    }
+    if (s == TNT_OK && a->dx) {
+        float *dx = a->dx;
+        void *args[] = {&g, &dpre, &w, &dx};
+        s = tnt__gpu_launch("tnt_k_conv_direct_dx", tnt__gpu_grid_for(g.n * g.ih * g.iw * g.c, GPU_BLOCK), GPU_BLOCK, 0,
+                            args);
+    }
+    return s;
+}
+
+/* ---- Conv2D's device path: GEMMs for 1x1 windows, direct kernels or GEMMs for few taps, cuDNN for the rest */
 
 /* the GEMM path keeps nothing per batch size: its plan is this marker, which plan_destroy skips */
 static char gemm_plan;
 
+/* no cuDNN: the GEMM paths and the direct kernels */
+static bool own_path(const tnt_layer *l) { return gemm_applies(l) || direct_applies(l) || im2col_applies(l); }
+
 static bool dev_supported(const tnt_layer *l, const char **why) {
-    if (gemm_applies(l) || im2col_applies(l)) return true;
+    if (own_path(l)) return true;
     return !tnt__conv2d_gpu_ops.supported || tnt__conv2d_gpu_ops.supported(l, why);
 }
 static void *dev_plan_create(tnt_layer *l, int64_t batch) {
-    return gemm_applies(l) || im2col_applies(l) ? &gemm_plan : tnt__conv2d_gpu_ops.plan_create(l, batch);
+    return own_path(l) ? &gemm_plan : tnt__conv2d_gpu_ops.plan_create(l, batch);
 }
 static void dev_plan_destroy(void *plan) {
     if (plan != &gemm_plan && tnt__conv2d_gpu_ops.plan_destroy) tnt__conv2d_gpu_ops.plan_destroy(plan);
 }
 static size_t dev_workspace(tnt_layer *l, void *plan, int64_t batch) {
-    if (gemm_applies(l) || im2col_applies(l)) return tnt__fused_workspace_size(l, batch);
+    if (own_path(l)) return tnt__fused_workspace_size(l, batch);
     return tnt__conv2d_gpu_ops.workspace_size(l, plan, batch);
 }
 static size_t dev_scratch(tnt_layer *l, void *plan, int64_t batch) {
     return gemm_applies(l)     ? gemm_scratch(l, batch)
+           : direct_applies(l) ? direct_scratch(l, batch)
            : im2col_applies(l) ? im2col_scratch(l, batch)
                                : tnt__conv2d_gpu_ops.scratch_size(l, plan, batch);
 }
 static tnt_status dev_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     return gemm_applies(l)     ? gemm_forward(l, plan, a)
+           : direct_applies(l) ? direct_forward(l, plan, a)
            : im2col_applies(l) ? im2col_forward(l, plan, a)
                                : tnt__conv2d_gpu_ops.forward(l, plan, a);
 }
 static tnt_status dev_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     return gemm_applies(l)     ? gemm_backward(l, plan, a)
+           : direct_applies(l) ? direct_backward(l, plan, a)
            : im2col_applies(l) ? im2col_backward(l, plan, a)
                                : tnt__conv2d_gpu_ops.backward(l, plan, a);
 }

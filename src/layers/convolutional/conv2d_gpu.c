@@ -333,9 +333,7 @@ static tnt_status conv_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_arg
         float *db = l->weights[1].d_grad;
         void *part_args[] = {&dpre, &w.bias_part, &rows, &k, &chunk};
         status = tnt__gpu_launch("tnt_k_col_sums_partial", tnt__gpu_grid_for(chunks * k, GPU_BLOCK), GPU_BLOCK, 0, part_args);
-        void *sum_args[] = {&w.bias_part, &db, &chunks, &k};
-        if (status == TNT_OK)
-            status = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(k, GPU_BLOCK), GPU_BLOCK, 0, sum_args);
+        if (status == TNT_OK) status = tnt__gpu_col_sums(w.bias_part, db, chunks, k);
         if (status != TNT_OK) return status;
     }
     if (a->dx && p->bf16) { /* dx16 into x16, which the weight gradient above was the last to read */

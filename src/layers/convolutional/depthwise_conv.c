@@ -141,6 +141,7 @@ const tnt__layer_ops tnt__depthwise_conv2d_ops = {
     .backward = tnt__conv_backward,
     .destroy = free_priv,
     .set_data_format = tnt__layer_take_data_format,
+    .gpu = &tnt__conv2d_device_ops, /* the direct kernels (groups): conv2d_gemm_gpu.c */
 };
 
 /* The argument checks both constructors share; fills the engine configuration. */

@@ -460,9 +460,7 @@ static tnt_status dense_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
     const float *dpre;
     tnt_status s = tnt__gpu_fused_backward(l, a, &dpre);
     if (s == TNT_OK && c->use_bias) { /* db: column sums, in a fixed order in double, rounded once */
-        float *db = l->weights[1].d_grad;
-        void *args[] = {&dpre, &db, &rows, &units};
-        s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(units, GPU_BLOCK), GPU_BLOCK, 0, args);
+        s = tnt__gpu_col_sums(dpre, l->weights[1].d_grad, rows, units);
     }
     if (s != TNT_OK || dense_gpu_bf16(l)) return s == TNT_OK ? dense_gpu_products_bf16(l, a, dpre) : s;
     /* dW (in, units) = x^T · dpre */

@@ -151,8 +151,9 @@ static tnt_layer *embedding_from_config(const cJSON *c, const tnt__kj_ctx *k) {
 }
 
 /* ---- on the device: the ids checked first (the first bad position comes back to the host, so
- * the error names it as above), then a gather; backward zeroes the table's gradient and adds dy's
- * rows in id order, one thread per column (the CPU's sums) --------------------------------------- */
+ * the error names it as above), then a gather; backward sorts the positions by id (counts, their
+ * offsets, the positions in order: the shared scratch) and sums dy's rows per id in token order,
+ * the CPU's sums, one thread per gradient element --------------------------------------------- */
 
 #define GPU_BLOCK 256
 #define GPU_CHECK_BLOCKS 64 /* blocks of the id check: their minima come back to the host */
@@ -166,6 +167,13 @@ static bool emb_gpu_supported(const tnt_layer *l, const char **why) {
 static size_t emb_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) {
     (void)l, (void)plan, (void)batch;
     return GPU_CHECK_BLOCKS * sizeof(long long);
+}
+
+/* scratch: [count (input_dim ints)][offset (input_dim ints)][order (ids ints)] */
+static size_t emb_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const emb_cfg *c = l->priv;
+    return (size_t)(2 * (int64_t)c->input_dim + batch * tnt_shape_numel(l->in_shape)) * sizeof(int);
 }
 
 static tnt_status emb_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
@@ -207,14 +215,25 @@ static tnt_status emb_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     float *g = l->weights[0].d_grad;
     tnt_status s = a->dx ? tnt__gpu_memset_zero(a->dx, (size_t)n * sizeof(float), TNT__GPU_COMPUTE) : TNT_OK;
     if (s != TNT_OK || !g) return s;
-    if ((s = tnt__gpu_memset_zero(g, (size_t)(V * D) * sizeof(float), TNT__GPU_COMPUTE)) != TNT_OK) return s;
-    void *args[] = {(void *)&a->x, (void *)&a->dy, &g, &n, &D, &V};
-    return tnt__gpu_launch("tnt_k_embedding_bwd", tnt__gpu_grid_for(D, GPU_BLOCK), GPU_BLOCK, 0, args);
+    if (n > INT32_MAX) return tnt__error(TNT_ERR_UNSUPPORTED, "Embedding \"%s\": %lld ids in a batch on the GPU "
+                                                                "(at most %d)", l->name, n, INT32_MAX);
+    int *count = a->scratch, *offset = count + V, *order = offset + V;
+    const float *ids = a->x, *dy = a->dy;
+    void *count_args[] = {&ids, &count, &n, &V}, *offset_args[] = {&count, &offset, &V};
+    void *order_args[] = {&ids, &offset, &order, &n, &V}, *grad_args[] = {&dy, &count, &offset, &order, &g, &D, &V};
+    s = tnt__gpu_launch("tnt_k_embedding_count", tnt__gpu_grid_for(V, GPU_BLOCK), GPU_BLOCK, 0, count_args);
+    if (s == TNT_OK) s = tnt__gpu_launch("tnt_k_embedding_offsets", 1, 1024, 0, offset_args);
+    if (s == TNT_OK)
+        s = tnt__gpu_launch("tnt_k_embedding_order", tnt__gpu_grid_for(V, GPU_BLOCK), GPU_BLOCK, 0, order_args);
+    if (s == TNT_OK)
+        s = tnt__gpu_launch("tnt_k_embedding_grad", tnt__gpu_grid_for(V * D, GPU_BLOCK), GPU_BLOCK, 0, grad_args);
+    return s;
 }
 
 static const tnt__gpu_ops emb_gpu_ops = {
     .supported = emb_gpu_supported,
     .workspace_size = emb_gpu_workspace,
+    .scratch_size = emb_gpu_scratch,
     .forward = emb_gpu_forward,
     .backward = emb_gpu_backward,
 };

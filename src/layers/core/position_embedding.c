@@ -108,9 +108,7 @@ static tnt_status posemb_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_a
     tnt_status s = a->dx ? tnt__gpu_memset_zero(a->dx, (size_t)(rows * cols) * sizeof(float), TNT__GPU_COMPUTE) : TNT_OK;
     float *g = l->weights[0].d_grad;
     if (s != TNT_OK || !g) return s;
-    long long r = rows, c = cols;
-    void *args[] = {(void *)&a->dy, &g, &r, &c};
-    s = tnt__gpu_launch("tnt_k_col_sums", tnt__gpu_grid_for(c, GPU_BLOCK), GPU_BLOCK, 0, args);
+    s = tnt__gpu_col_sums(a->dy, g, rows, cols);
     if (s == TNT_OK && table > cols)
         s = tnt__gpu_memset_zero(g + cols, (size_t)(table - cols) * sizeof(float), TNT__GPU_COMPUTE);
     return s;

@@ -1,16 +1,20 @@
-/* test_gpu_conv_im2col.c: Conv2D layers of few taps on the device as im2col GEMMs
- * (layers/convolutional/conv2d_gemm_gpu.c, TNT_GPU_CONV_IM2COL), a path without cuDNN, so it runs
- * on the emulated device (TNT_GPU_EMULATE=1: the CPU's sgemm, the kernels' host build) as on a GPU
- * (scripts/gpu_check.sh runs this with TNT_GPU_EMULATE=0):
+/* test_gpu_conv_few_taps.c: Conv2D layers of few taps on the device without cuDNN
+ * (layers/convolutional/conv2d_gemm_gpu.c), as direct kernels (TNT_GPU_CONV_DIRECT) and as im2col
+ * GEMMs (TNT_GPU_CONV_IM2COL), so they run on the emulated device (TNT_GPU_EMULATE=1: the CPU's
+ * sgemm, the kernels' host build) as on a GPU (scripts/gpu_check.sh runs this with
+ * TNT_GPU_EMULATE=0). For each path:
  *   - the layer alone against the CPU engine (oneDNN, checked against PyTorch by the layer tests):
  *     output, dX, dW and db for LeNet-5's two convolutions, a ResNet stem (7x7, stride 2, 3
  *     channels), strided "same" with asymmetric padding, dilation, a 2x3 window with strides
  *     (1, 2), fused activations (relu; swish, whose backward reads the pre-activation), no bias;
- *     col in one chunk and in chunks of one sample; NaNs over the scratch between forward and
- *     backward (it lives one call);
- *   - LeNet-5 (5x5x1 and 5x5x20 taps: TNT_GPU_CONV_IM2COL=512) trained on the device equals the
- *     CPU engine, and a second device run repeats it bitwise; with TNT_GPU_CONV_IM2COL=0 its
- *     convolutions need cuDNN again. */
+ *     im2col's col in one chunk and in chunks of one sample, the direct dW's partial sums over
+ *     256 output pixels and over one; NaNs over the scratch between forward and backward (it
+ *     lives one call);
+ *   - Conv1D (same, causal with dilation, strides), DepthwiseConv2D (multipliers 1 to 3, strides,
+ *     dilation) and a strided "same" Conv2D on even sizes (padding unlike on the two sides) under
+ *     the default settings, where these kernels are their only device path;
+ *   - LeNet-5 (5x5x1 and 5x5x20 taps) trained on the device equals the CPU engine, and a second
+ *     device run repeats it bitwise; with both settings 0 its convolutions need cuDNN again. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
@@ -29,24 +33,65 @@
  * A real GPU: GPU-DESIGN.md section 5's tolerances. */
 static double RTOL = 1e-5, ATOL = 1e-6;
 
+typedef enum { CONV2D, CONV1D, DEPTHWISE } conv_kind;
+
+/* CONV1D: h is 1, the steps w, the kernel kw; DEPTHWISE: filters is the depth multiplier */
 typedef struct ccase {
     const char *what;
     int h, w, c, filters, kh, kw, sh, sw, dil;
     tnt_padding padding;
     tnt_activation act;
     bool no_bias;
+    conv_kind kind;
 } ccase;
 
 static const ccase cases[] = {
-    {"LeNet-5's first: 5x5 same, 1 channel, relu", 12, 12, 1, 6, 5, 5, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_RELU, false},
-    {"LeNet-5's second: 5x5 valid", 9, 9, 6, 16, 5, 5, 1, 1, 1, TNT_PADDING_VALID, TNT_ACT_RELU, false},
+    {"LeNet-5's first: 5x5 same, 1 channel, relu", 12, 12, 1, 6, 5, 5, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_RELU, false, CONV2D},
+    {"LeNet-5's second: 5x5 valid", 9, 9, 6, 16, 5, 5, 1, 1, 1, TNT_PADDING_VALID, TNT_ACT_RELU, false, CONV2D},
     {"a ResNet stem: 7x7 stride 2 valid, 3 channels", 15, 13, 3, 8, 7, 7, 2, 2, 1, TNT_PADDING_VALID, TNT_ACT_LINEAR,
-     false},
+     false, CONV2D},
     {"3x3 stride 2 same, even sizes (asymmetric padding), no bias", 8, 10, 4, 5, 3, 3, 2, 2, 1, TNT_PADDING_SAME,
-     TNT_ACT_LINEAR, true},
-    {"3x3 dilation 2 same, swish", 9, 8, 3, 4, 3, 3, 1, 1, 2, TNT_PADDING_SAME, TNT_ACT_SWISH, false},
-    {"2x3 window, strides (1, 2), same", 7, 9, 5, 3, 2, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_TANH, false},
+     TNT_ACT_LINEAR, true, CONV2D},
+    {"3x3 dilation 2 same, swish", 9, 8, 3, 4, 3, 3, 1, 1, 2, TNT_PADDING_SAME, TNT_ACT_SWISH, false, CONV2D},
+    {"2x3 window, strides (1, 2), same", 7, 9, 5, 3, 2, 3, 1, 2, 1, TNT_PADDING_SAME, TNT_ACT_TANH, false, CONV2D},
 };
+
+/* the layers whose only device path is these kernels: Conv1D (im2col by default), DepthwiseConv2D
+ * (direct kernels by default) and padding unlike on the two sides (im2col by default) */
+static const ccase own_cases[] = {
+    {"Conv1D kernel 5, same", 1, 17, 6, 8, 1, 5, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_RELU, false, CONV1D},
+    {"Conv1D kernel 3, causal, dilation 2", 1, 15, 4, 5, 1, 3, 1, 1, 2, TNT_PADDING_CAUSAL, TNT_ACT_LINEAR, false,
+     CONV1D},
+    {"Conv1D kernel 4, stride 2, valid, no bias", 1, 16, 3, 7, 1, 4, 1, 2, 1, TNT_PADDING_VALID, TNT_ACT_TANH, true,
+     CONV1D},
+    {"DepthwiseConv2D 3x3 same", 8, 7, 5, 1, 3, 3, 1, 1, 1, TNT_PADDING_SAME, TNT_ACT_RELU, false, DEPTHWISE},
+    {"DepthwiseConv2D 3x3 stride 2 same, multiplier 2 (asymmetric padding)", 10, 8, 3, 2, 3, 3, 2, 2, 1,
+     TNT_PADDING_SAME, TNT_ACT_LINEAR, false, DEPTHWISE},
+    {"DepthwiseConv2D 5x3 valid, dilation 2, multiplier 3, no bias", 13, 11, 4, 3, 5, 3, 1, 1, 2, TNT_PADDING_VALID,
+     TNT_ACT_SWISH, true, DEPTHWISE},
+    {"Conv2D 3x3 stride 2 same on 32x32 (asymmetric padding)", 32, 32, 3, 8, 3, 3, 2, 2, 1, TNT_PADDING_SAME,
+     TNT_ACT_RELU, false, CONV2D},
+};
+
+static tnt_layer *make_layer(const ccase *k, bool act) {
+    tnt_layer_opts o = {.strides = {k->sh, k->sw}, .padding = k->padding, .activation = act ? k->act : TNT_ACT_LINEAR,
+                        .no_bias = k->no_bias, .dilation = {k->dil, k->dil}};
+    if (k->kind == CONV1D) {
+        o.strides[0] = k->sw, o.strides[1] = 0, o.dilation[0] = k->dil, o.dilation[1] = 0;
+        return tnt_conv1d(k->filters, k->kw, &o);
+    }
+    if (k->kind == DEPTHWISE) return tnt_depthwise_conv2d(k->kh, k->kw, k->filters, &o);
+    return tnt_conv2d(k->filters, k->kh, k->kw, &o);
+}
+
+static tnt_shape in_shape(const ccase *k) { return k->kind == CONV1D ? TNT_SHAPE(k->w, k->c) : TNT_SHAPE(k->h, k->w, k->c); }
+
+/* which of the two paths the 5x5 (and smaller) convolutions take */
+static void use_path(bool direct) {
+    setenv("TNT_GPU_CONV_DIRECT", direct ? "512" : "0", 1);
+    setenv("TNT_GPU_CONV_IM2COL", direct ? "0" : "512", 1); /* LeNet-5's second has 5 x 5 x 20 taps */
+    tu_ok(tnt__config_load());
+}
 
 typedef struct layer_result {
     float *y, *dx, *dw, *db;
@@ -56,11 +101,9 @@ static void result_free(layer_result *r) { free(r->y), free(r->dx), free(r->dw),
 
 /* one forward and backward of a fresh layer (weights from fixed seeds) on the CPU or the device */
 static layer_result run_layer(const ccase *k, bool device, const float *x, const float *dy, int64_t batch) {
-    tnt_layer *l = tnt_conv2d(k->filters, k->kh, k->kw,
-                              &(tnt_layer_opts){.strides = {k->sh, k->sw}, .padding = k->padding, .activation = k->act,
-                                                .no_bias = k->no_bias, .dilation = {k->dil, k->dil}});
+    tnt_layer *l = make_layer(k, true);
     assert_non_null(l);
-    tnt_shape in = TNT_SHAPE(k->h, k->w, k->c);
+    tnt_shape in = in_shape(k);
     l->in_shape = in;
     tu_ok(l->ops->build(l, in, &l->out_shape));
     const int64_t nx = batch * tnt_shape_numel(in), ny = batch * tnt_shape_numel(l->out_shape);
@@ -74,45 +117,68 @@ static layer_result run_layer(const ccase *k, bool device, const float *x, const
     return r;
 }
 
-static void compare(const ccase *k, int64_t chunk_floats) {
+/* chunk: im2col's col floats, or the direct dW's output pixels per partial sum; settings: set
+ * the path (else the defaults: both 0) */
+static void compare(const ccase *k, bool direct, int64_t chunk, bool settings) {
     enum { B = 3 };
-    tnt__conv_im2col_floats = chunk_floats;
+    if (settings) use_path(direct);
+    if (direct) tnt__conv_direct_chunk = chunk;
+    else tnt__conv_im2col_floats = chunk;
+    const char *path = direct ? "direct" : "im2col";
     const int64_t nx = B * k->h * k->w * k->c;
     float *x = malloc((size_t)nx * sizeof(float));
     tu_fill(x, nx, 5);
-    tnt_layer *probe = tnt_conv2d(k->filters, k->kh, k->kw,
-                                  &(tnt_layer_opts){.strides = {k->sh, k->sw}, .padding = k->padding,
-                                                    .dilation = {k->dil, k->dil}});
+    tnt_layer *probe = make_layer(k, false);
     tnt_shape out;
-    probe->in_shape = TNT_SHAPE(k->h, k->w, k->c);
+    probe->in_shape = in_shape(k);
     tu_ok(probe->ops->build(probe, probe->in_shape, &out));
+    const int64_t nw = tnt_shape_numel(probe->weights[0].shape), nb = k->no_bias ? 0 : tnt_shape_numel(probe->weights[1].shape);
     tnt_layer_free(probe);
-    const int64_t ny = B * tnt_shape_numel(out), nw = (int64_t)k->kh * k->kw * k->c * k->filters;
+    const int64_t ny = B * tnt_shape_numel(out);
     float *dy = malloc((size_t)ny * sizeof(float));
     tu_fill(dy, ny, 6);
     layer_result cpu = run_layer(k, false, x, dy, B), dev = run_layer(k, true, x, dy, B);
     char what[200];
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): output", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): output", k->what, path, (long long)chunk);
     tu_assert_close(dev.y, cpu.y, ny, RTOL, ATOL, what);
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): dx", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): dx", k->what, path, (long long)chunk);
     tu_assert_close(dev.dx, cpu.dx, nx, RTOL, ATOL, what);
-    snprintf(what, sizeof what, "%s (chunks of %lld floats): kernel gradient", k->what, (long long)chunk_floats);
+    snprintf(what, sizeof what, "%s, %s (chunks of %lld): kernel gradient", k->what, path, (long long)chunk);
     tu_assert_close(dev.dw, cpu.dw, nw, RTOL, ATOL * 10, what);
     if (!k->no_bias) {
-        snprintf(what, sizeof what, "%s (chunks of %lld floats): bias gradient", k->what, (long long)chunk_floats);
-        tu_assert_close(dev.db, cpu.db, k->filters, RTOL, ATOL * 10, what);
+        snprintf(what, sizeof what, "%s, %s (chunks of %lld): bias gradient", k->what, path,
+                 (long long)chunk);
+        tu_assert_close(dev.db, cpu.db, nb, RTOL, ATOL * 10, what);
     }
     result_free(&cpu), result_free(&dev);
     free(x), free(dy);
     tnt__conv_im2col_floats = 1 << 24;
+    tnt__conv_direct_chunk = 256;
 }
 
 static void test_layer_equals_cpu(void **state) {
     (void)state;
     for (size_t i = 0; i < TNT_ARRAY_LEN(cases); i++) {
-        compare(&cases[i], 1 << 24); /* one chunk */
-        compare(&cases[i], 1);       /* a sample a chunk */
+        compare(&cases[i], false, 1 << 24, true); /* one chunk of col */
+        compare(&cases[i], false, 1, true);       /* a sample a chunk */
+        compare(&cases[i], true, 256, true);      /* the default partial sums */
+        compare(&cases[i], true, 1, true);        /* an output pixel a partial sum */
     }
+}
+
+/* Conv1D, DepthwiseConv2D and asymmetric padding under the default settings (TNT_GPU_CONV_DIRECT
+ * and _IM2COL 0): their own path is their only one, so they take it; and under both settings */
+static void test_own_paths_equal_cpu(void **state) {
+    (void)state;
+    for (size_t i = 0; i < TNT_ARRAY_LEN(own_cases); i++) {
+        setenv("TNT_GPU_CONV_DIRECT", "0", 1);
+        setenv("TNT_GPU_CONV_IM2COL", "0", 1);
+        tu_ok(tnt__config_load());
+        compare(&own_cases[i], own_cases[i].kind == DEPTHWISE, 256, false);
+        compare(&own_cases[i], own_cases[i].kind == DEPTHWISE, 1, false);
+        if (own_cases[i].kind != DEPTHWISE) compare(&own_cases[i], true, 1, true); /* direct, when asked */
+    }
+    use_path(true);
 }
 
 /* ---- LeNet-5 trained on the device -------------------------------------------------------------- */
@@ -148,10 +214,11 @@ static run train(tnt_device dev) {
     return r;
 }
 
-static void test_lenet5_equals_cpu(void **state) {
-    (void)state;
+static void lenet5_equals_cpu(bool direct) {
+    use_path(direct);
     run cpu = train(TNT_DEVICE_CPU), dev = train(TNT_DEVICE_GPU), again = train(TNT_DEVICE_GPU);
-    print_message("LeNet-5, 8 steps: loss %.7f on the CPU, %.7f on the device\n", cpu.loss, dev.loss);
+    print_message("LeNet-5 (%s), 8 steps: loss %.7f on the CPU, %.7f on the device\n", direct ? "direct" : "im2col",
+                  cpu.loss, dev.loss);
     /* emulated: each weight within 1e-4; a GPU sums in its own order at every step: the largest
      * difference within 1e-3 of the largest weight (test_gpu_model_device's measure) */
     if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, "LeNet-5's weights, device");
@@ -164,11 +231,22 @@ static void test_lenet5_equals_cpu(void **state) {
     free(cpu.w), free(dev.w), free(again.w);
 }
 
-/* TNT_GPU_CONV_IM2COL=0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
+static void test_lenet5_im2col_equals_cpu(void **state) {
+    (void)state;
+    lenet5_equals_cpu(false);
+}
+
+static void test_lenet5_direct_equals_cpu(void **state) {
+    (void)state;
+    lenet5_equals_cpu(true);
+}
+
+/* both settings 0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
 static void test_off_needs_cudnn(void **state) {
     (void)state;
     if (!tnt__gpu_emulated()) skip();
     setenv("TNT_GPU_CONV_IM2COL", "0", 1);
+    setenv("TNT_GPU_CONV_DIRECT", "0", 1);
     tu_ok(tnt__config_load());
     tnt_model *m = lenet5_model();
     tnt_status s = tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.01f),
@@ -184,14 +262,12 @@ static void test_off_needs_cudnn(void **state) {
     print_message("%s\n", tnt_last_error());
     assert_non_null(strstr(tnt_last_error(), "cuDNN"));
     tnt_model_free(m);
-    setenv("TNT_GPU_CONV_IM2COL", "512", 1);
-    tu_ok(tnt__config_load());
+    use_path(true);
 }
 
 int main(void) {
     /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
-    setenv("TNT_GPU_CONV_IM2COL", "512", 1); /* LeNet-5's second convolution has 5 x 5 x 20 taps */
     if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
     const char *why = NULL;
     if (!tnt__gpu_available(&why)) return printf("test_gpu_conv_im2col: no device: %s\n", why), 77;
@@ -201,7 +277,9 @@ int main(void) {
     for (int i = 0; i < N; i++) labels[i] = (float)(i % 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_equals_cpu),
-        cmocka_unit_test(test_lenet5_equals_cpu),
+        cmocka_unit_test(test_own_paths_equal_cpu),
+        cmocka_unit_test(test_lenet5_im2col_equals_cpu),
+        cmocka_unit_test(test_lenet5_direct_equals_cpu),
         cmocka_unit_test(test_off_needs_cudnn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
