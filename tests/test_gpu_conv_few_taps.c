@@ -241,6 +241,72 @@ static void test_lenet5_direct_equals_cpu(void **state) {
     lenet5_equals_cpu(true);
 }
 
+/* Under the default settings, models whose convolutions have no cuDNN path train on the device
+ * (they trained on the CPU before): a text CNN (Embedding, Conv1D causal and same, global max
+ * pooling) and a depthwise-separable block (a strided "same" Conv2D on 16x16, DepthwiseConv2D,
+ * BatchNormalization, a 1x1 Conv2D) against the CPU engine, 8 steps of SGD. */
+static tnt_model *own_path_model(bool text) {
+    tnt_model *m = tnt_sequential(text ? "text_cnn" : "depthwise_block");
+    if (text) {
+        tnt_model_add(m, tnt_input_layer(TNT_SHAPE(20), NULL));
+        tnt_model_add(m, tnt_embedding(50, 8, false, NULL));
+        tnt_model_add(m, tnt_conv1d(12, 3, &(tnt_layer_opts){.padding = TNT_PADDING_CAUSAL, .activation = TNT_ACT_RELU,
+                                                             .dilation = {2}}));
+        tnt_model_add(m, tnt_conv1d(10, 5, &(tnt_layer_opts){.padding = TNT_PADDING_SAME, .activation = TNT_ACT_RELU}));
+        tnt_model_add(m, tnt_global_max_pooling1d(NULL));
+    } else {
+        tnt_model_add(m, tnt_input_layer(TNT_SHAPE(16, 16, 3), NULL));
+        tnt_model_add(m, tnt_conv2d(8, 3, 3, &(tnt_layer_opts){.strides = {2, 2}, .padding = TNT_PADDING_SAME,
+                                                              .activation = TNT_ACT_RELU}));
+        tnt_model_add(m, tnt_depthwise_conv2d(3, 3, 2, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}));
+        tnt_model_add(m, tnt_batch_normalization(0, 0, NULL));
+        tnt_model_add(m, tnt_conv2d(6, 1, 1, &(tnt_layer_opts){.activation = TNT_ACT_RELU}));
+        tnt_model_add(m, tnt_global_average_pooling2d(NULL));
+    }
+    tnt_model_add(m, tnt_dense(10, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}));
+    return m;
+}
+
+static run train_own(bool text, tnt_device dev, const float *x) {
+    tnt_model *m = own_path_model(text);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
+                                                 .learning_rate = 0.05f}),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 11, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(
+        tnt_dataset_from_arrays(x, text ? TNT_SHAPE(20) : TNT_SHAPE(16, 16, 3), labels, TNT_SHAPE(), N, false), BATCH,
+        false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    run r = {.n = tnt_model_count_params(m), .loss = tnt_history_get(h, "loss", 1)};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void test_own_path_models_equal_cpu(void **state) {
+    (void)state;
+    setenv("TNT_GPU_CONV_DIRECT", "0", 1);
+    setenv("TNT_GPU_CONV_IM2COL", "0", 1);
+    tu_ok(tnt__config_load());
+    float *x = malloc((size_t)N * 16 * 16 * 3 * sizeof(float));
+    for (int text = 0; text < 2; text++) {
+        if (text) for (int i = 0; i < N * 20; i++) x[i] = (float)((i * 7 + i / 20) % 50);
+        else tu_fill(x, N * 16 * 16 * 3, 9);
+        run cpu = train_own(text, TNT_DEVICE_CPU, x), dev = train_own(text, TNT_DEVICE_GPU, x);
+        print_message("%s, 8 steps: loss %.7f on the CPU, %.7f on the device\n", text ? "text CNN" : "depthwise block",
+                      cpu.loss, dev.loss);
+        if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, text ? "text CNN" : "depthwise block");
+        assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
+        free(cpu.w), free(dev.w);
+    }
+    free(x);
+    use_path(true);
+}
+
 /* both settings 0: the 5x5 convolutions go back to cuDNN, which the emulated device lacks */
 static void test_off_needs_cudnn(void **state) {
     (void)state;
@@ -278,6 +344,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layer_equals_cpu),
         cmocka_unit_test(test_own_paths_equal_cpu),
+        cmocka_unit_test(test_own_path_models_equal_cpu),
         cmocka_unit_test(test_lenet5_im2col_equals_cpu),
         cmocka_unit_test(test_lenet5_direct_equals_cpu),
         cmocka_unit_test(test_off_needs_cudnn),
