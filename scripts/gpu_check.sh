@@ -53,7 +53,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_more_layers test_gpu_custom test_plan_values; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_more_layers test_gpu_custom test_plan_values test_gpu_loss; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -399,6 +399,13 @@ else
         (cd tests && check "test_gpu_more_layers on the GPU: activation layers, merges, 1-D pooling == CPU" 40 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_more_layers" "no test_gpu_more_layers"; fi
+    # the built-in losses' gradients on the device (TNT_GPU_DEVICE_LOSS=1, the default) against the
+    # host's (=0) and the CPU engine, every kind; bad sparse labels leave the weights as they were
+    if p=$(find_prog test_gpu_loss); then
+        (cd tests && check "test_gpu_loss on the GPU: device loss gradient == host's == CPU, bad labels" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+        grep -a "gradient values differ\|sparse CE, fused softmax " "$LOG" | tail -2 | while read -r l; do row 3 "  device loss" INFO - "$l"; done
+    else notyet 3 "test_gpu_loss" "no test_gpu_loss"; fi
     # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
     if p=$(find_prog test_plan_values); then
         (cd tests && check "test_plan_values on the GPU: values lent == all kept, bitwise" 60 \
@@ -578,7 +585,7 @@ else
     # repetition (whose 1-rank figures it is read against); BENCH2="" none
     BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
     # settings against their defaults, ours alone, after the first repetition (model:batch:tf32:amp:SETTING=VALUE)
-    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0"}
+    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
     TWO_RANKS=0
     [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do

@@ -315,8 +315,40 @@ static void test_udiv(void **state) {
     }
 }
 
+/* The loss gradients (loss.cu): cross-entropy rows of 301 classes (a block per row, sums in double
+ * in another order) within 1e-6 of one thread, a bad sparse label's zero row included; the
+ * elementwise losses bitwise with blockDim 7. */
+static void test_loss_grads(void **state) {
+    (void)state;
+    i64 rows = 6, cols = 301, n = rows * cols, positions = 2, ld = 2 * cols + 1, col = 1;
+    float *x = gh_random(n, -6, 6, 5), *pr = gh_random(n, 0, 1, 6), *y = gh_random((n / positions) * ld, 0, 1, 7);
+    for (i64 r = 0; r < rows; r++) y[(r / positions) * ld + col + r % positions] = (float)((r * 37) % cols);
+    y[(3 / positions) * ld + col + 3 % positions] = -1.0f; /* row 3: a label out of range */
+    float *d1 = gh_poisoned(n), *d = gh_poisoned(n);
+    double scale = 1.0 / 24.0;
+    for (int kind = 1; kind <= 5; kind++)
+        for (int logits = 0; logits < 2; logits++) {
+            const char *name = kind <= 2 ? "tnt_k_loss_grad_rows" : "tnt_k_loss_grad_elems";
+            i64 c = kind == 1 ? cols : cols / 7; /* dense labels: (positions, c) per sample within ld */
+            i64 r2 = kind == 1 ? rows : rows * 7;
+            const float *in = logits ? x : pr;
+            gh_launch(name, 3, ARGS(&kind, &logits, &in, &y, &d1, &r2, &c, &positions, &ld, &col, &scale));
+            const unsigned *blocks = kind <= 2 ? BLOCKS : (const unsigned[]){7};
+            const size_t nb = kind <= 2 ? sizeof BLOCKS / sizeof BLOCKS[0] : 1;
+            for (size_t b = 0; b < nb; b++) {
+                mt_launch(name, 3, blocks[b], ARGS(&kind, &logits, &in, &y, &d, &r2, &c, &positions, &ld, &col, &scale));
+                if (kind <= 2) gh_assert_close(d, d1, r2 * c, 1e-6, 1e-12, name);
+                else assert_memory_equal(d, d1, (size_t)(r2 * c) * sizeof(float));
+            }
+            if (kind == 1)
+                for (i64 j = 0; j < cols; j++) assert_true(d[3 * cols + j] == 0.0f);
+        }
+    free(x), free(pr), free(y), free(d1), free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loss_grads),
         cmocka_unit_test(test_udiv),
         cmocka_unit_test(test_row_reductions),
         cmocka_unit_test(test_grid_reductions),

@@ -13,6 +13,7 @@
 #include "gpu/gpu.h"
 #include "model/device.h"
 #include "model/model.h"
+#include "training/device_loss.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +36,13 @@ static void make_data(void) {
 }
 
 static int64_t batch_size = BATCH;
+static bool no_distribute; /* each rank feeds its own whole batches (Tarantella's unsplit datasets) */
+static const float *labels = ys;
 static bool used_staging; /* the last train() on the device staged its buckets in page-locked memory */
 static bool used_nccl;    /* ... or summed them with NCCL (the stand-in, emulated) */
 
 static tnt_dataset *dataset(void) {
-    tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), ys, TNT_SHAPE(), N, false);
+    tnt_dataset *ds = tnt_dataset_from_arrays(xs, TNT_SHAPE(FEAT), labels, TNT_SHAPE(), N, false);
     return tnt_dataset_batch(tnt_dataset_shuffle(ds, N, 42), batch_size, false);
 }
 
@@ -59,7 +62,7 @@ static float *train(const tnt_distribute_opts *dist, tnt_device dev, int64_t *n,
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
                                              .seed = 3, .device = dev}));
     tnt_dataset *ds = dataset();
-    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL));
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2, .no_distribute = no_distribute}, NULL));
     *n = tnt_model_count_params(m);
     *on_device = m->on_device;
     used_staging = m->dev && m->dev->staging;
@@ -234,6 +237,76 @@ static void test_nccl_path(void **state) {
     set_gpu_comm(TNT__GPU_COMM_AUTO);
 }
 
+static void set_device_loss(bool on) { ((tnt__config *)tnt__config_get())->gpu_device_loss = on; } /* tests only */
+
+/* The loss gradient on the device (TNT_GPU_DEVICE_LOSS=1, training/device_loss.c: the counts
+ * agreed before backward without the loss value, the host's loss after it) against the host's
+ * (=0), with the flat and the node-aware reducer: the same weights on every rank count (bitwise
+ * where the split feeds scale by 1 / the global batch alike; within 1e-6 for unsplit feeds, whose
+ * host gradients are scaled by the global count afterwards in float), and serial's. */
+static void test_device_loss_ranks(void **state) {
+    (void)state;
+    const tnt_reducer_kind kinds[] = {TNT_REDUCER_FLAT, TNT_REDUCER_NODE};
+    for (int unsplit = 0; unsplit < 2; unsplit++)
+        for (size_t k = 0; k < 2; k++) {
+            tnt_distribute_opts o = {.reducer = kinds[k], .fusion_threshold_kb = 1, .has_fusion_threshold = true};
+            int64_t n, n2;
+            bool dev;
+            no_distribute = unsplit;
+            set_device_loss(false);
+            float *host = train(&o, TNT_DEVICE_GPU, &n, &dev);
+            assert_true(dev);
+            set_device_loss(true);
+            const int64_t before = tnt__device_loss_launches;
+            float *device = train(&o, TNT_DEVICE_GPU, &n2, &dev);
+            assert_true(dev);
+            assert_int_equal(n, n2);
+            assert_int_equal(tnt__device_loss_launches - before, 14); /* 2 epochs of 7 steps (a share each) */
+            char what[128];
+            snprintf(what, sizeof what, "device loss against the host's, %d ranks, %s reducer, %s feeds", tnt_get_size(),
+                     k ? "node-aware" : "flat", unsplit ? "unsplit" : "split");
+            if (unsplit) tu_assert_close(device, host, n, 1e-6, 1e-8, what);
+            else tu_assert_bitwise(device, host, n, what);
+            float *master = malloc((size_t)n * sizeof(float));
+            memcpy(master, device, (size_t)n * sizeof(float));
+            tu_ok(tnt__bcast_f32(master, n));
+            tu_assert_bitwise(device, master, n, "weights on every rank, device loss");
+            free(master), free(host), free(device);
+        }
+    no_distribute = false;
+    /* a bad label in one rank's share: every rank fails the step as with the host's loss, and the
+     * weights stay those of the steps before, as the host's */
+    float bad[N];
+    memcpy(bad, ys, sizeof bad);
+    bad[37] = (float)CLASSES;
+    labels = bad;
+    tnt_status got[2];
+    float *w[2];
+    int64_t n[2];
+    for (int on = 0; on < 2; on++) {
+        set_device_loss(on);
+        tnt_model *m = model();
+        tu_ok(tnt_distribute(m));
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_adam(0.01f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                 .seed = 3, .device = TNT_DEVICE_GPU}));
+        tnt_dataset *ds = dataset();
+        got[on] = tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL);
+        if (got[on] == TNT_ERR_ARG) tu_error_contains("label 3 of sample");
+        n[on] = tnt_model_count_params(m);
+        w[on] = malloc((size_t)n[on] * sizeof(float));
+        tu_ok(tnt_get_weights(m, w[on], n[on]));
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+    labels = ys;
+    set_device_loss(true);
+    assert_int_not_equal(got[1], TNT_OK);
+    assert_int_equal(got[1], got[0]);
+    assert_int_equal(n[0], n[1]);
+    tu_assert_bitwise(w[1], w[0], n[0], "weights after a bad label on one rank: device loss against the host's");
+    free(w[0]), free(w[1]);
+}
+
 /* Ranks with different TNT_GPU_COMM settings fail the fingerprint check on every rank, naming it */
 static void test_gpu_comm_fingerprint(void **state) {
     (void)state;
@@ -286,6 +359,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_setting_auto),
         cmocka_unit_test(test_nccl_path),
         cmocka_unit_test(test_gpu_comm_fingerprint),
+        cmocka_unit_test(test_device_loss_ranks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

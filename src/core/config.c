@@ -91,6 +91,7 @@ static const setting settings[] = {
     CHOICE("TNT_GPU_CONV_ALGO", gpu_conv_algo, conv_algos),
     FLAG("TNT_GPU_CONV_BF16", gpu_conv_bf16),
     INT("TNT_GPU_CONV_IM2COL", gpu_conv_im2col, 0, 1 << 20),
+    FLAG("TNT_GPU_DEVICE_LOSS", gpu_device_loss),
     INT("TNT_GPU_CONV_DIRECT", gpu_conv_direct, 0, 1 << 20),
     FLAG("TNT_GPU_STAGED_INPUT", gpu_staged_input),
     /* set by mpirun (Open MPI) or another PMI launcher in every rank it starts */
@@ -115,7 +116,7 @@ static const setting settings[] = {
         .log_level = TNT_LOG_WARNING, .stdout_tty = -1, .fusion_threshold_kb = 32,                \
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
         .reducer = TNT_REDUCER_DEFAULT, .node_gradients = true, .overlap_optimizer = true,        \
-        .gpu_conv_bf16 = true, .gpu_staged_input = true,                                          \
+        .gpu_conv_bf16 = true, .gpu_staged_input = true, .gpu_device_loss = true,                 \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \

@@ -95,6 +95,9 @@ typedef struct tnt__config {
     int64_t gpu_conv_im2col;         /* TNT_GPU_CONV_IM2COL: float32 Conv2D layers of at most this
                                       * many taps (kh kw C) run as im2col GEMMs on the device, not
                                       * cuDNN; 0 (default, until measured on a GPU): none */
+    bool gpu_device_loss;            /* TNT_GPU_DEVICE_LOSS (default 1): the built-in losses' gradients
+                                      * on the device, no host work between forward and backward
+                                      * (training/device_loss.c); 0: on the host, as before */
     int64_t gpu_conv_direct;         /* TNT_GPU_CONV_DIRECT: float32 Conv2D layers of at most this
                                       * many taps run as the direct kernels of conv.cu (before
                                       * im2col); 0 (default, until measured on a GPU): none */

@@ -15,6 +15,11 @@ _Static_assert((int)K_ACT_SOFTMAX == (int)TNT_ACT_SOFTMAX && (int)K_ACT_LEAKY_RE
                    (int)K_ACT_LOG_SOFTMAX == (int)TNT_ACT_LOG_SOFTMAX && (int)K_ACT_SPARSEMAX == (int)TNT_ACT_SPARSEMAX &&
                    (int)K_ACT_COUNT == (int)TNT_ACT_COUNT,
                "kernels/activations.cu K_ACT_* must follow tnt_activation");
+/* the loss kinds of kernels/loss.cu are tnt_loss_kind's */
+_Static_assert(K_LOSS_SPARSE_CE == (int)TNT_SPARSE_CATEGORICAL_CROSSENTROPY && K_LOSS_CE == (int)TNT_CATEGORICAL_CROSSENTROPY &&
+                   K_LOSS_BCE == (int)TNT_BINARY_CROSSENTROPY && K_LOSS_MSE == (int)TNT_MEAN_SQUARED_ERROR &&
+                   K_LOSS_MAE == (int)TNT_MEAN_ABSOLUTE_ERROR,
+               "kernels/loss.cu K_LOSS_* must follow tnt_loss_kind");
 /* the structures kernels take by value: the layout nvptx64 gives them too (no padding) */
 _Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56 && sizeof(tnt_k_perm) == 152 && sizeof(tnt_k_conv) == 96,
                "kernels/kargs.h: unexpected padding");

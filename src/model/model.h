@@ -75,6 +75,15 @@ typedef struct tnt__plan {
      * gradient the loss writes (one allocation, host_buf), and the outputs packed per sample for
      * models with several (the batch itself goes up through the model's buffer: device.h) */
     float *host_buf, *host_out[TNT_MAX_IO], *host_loss_in[TNT_MAX_IO], *host_out_grad[TNT_MAX_IO], *host_packed;
+    /* device plans, the loss gradient on the device (training/device_loss.c): the batch's labels
+     * (up to one per output value) in the arena and in host_labels; host_buf is page-locked when
+     * host_pinned, so that the outputs come down asynchronously, on the copy stream after
+     * forward_done (compute); outputs_ready is recorded after their copies, labels_sent after the
+     * labels' (host_labels may be written again) */
+    size_t labels_offset;
+    float *host_labels;
+    bool host_pinned, labels_pending;
+    struct tnt__gpu_event *outputs_ready, *labels_sent, *forward_done;
 } tnt__plan;
 
 struct tnt_model {
@@ -243,6 +252,10 @@ typedef struct tnt__step {
                                      thread during backward (tnt__parallel_step_begin) */
     double activity_grad_scale;   /* 1 / the global batch size: Keras 2 divides the activity
                                      penalty by the batch size */
+    bool device_loss;             /* device plans: the loss gradient is written on the device
+                                     (training/device_loss.c): forward leaves the outputs' copies
+                                     to the host in flight (tnt__plan_outputs_wait), backward
+                                     uploads no host gradient */
 } tnt__step;
 
 /* The dropout seed of the next training step; counts the step. The masks follow the
@@ -261,6 +274,9 @@ float *tnt__plan_output_grad(tnt_model *m, tnt__plan *p, int k);
 float *tnt__plan_loss_input(tnt_model *m, tnt__plan *p, int k, const float *x);
 /* The gradient of input k after backward (plans made with m->input_grads), or NULL. */
 float *tnt__plan_input_grad(tnt_model *m, tnt__plan *p, int k);
+/* After a forward with st->device_loss: waits for the outputs' copies to the host (and packs
+ * several per sample), so that the host copies above may be read. */
+tnt_status tnt__plan_outputs_wait(tnt_model *m, tnt__plan *p);
 /* Backward from the output gradients into m->grads, handing each completed prefix of them to
  * st->reducer. */
 tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const tnt__step *st);

@@ -31,7 +31,11 @@ static void plan_free(tnt_model *m, tnt__plan *p) {
             void (*destroy)(void *) = p->device ? (o->gpu ? o->gpu->plan_destroy : NULL) : o->plan_destroy;
             if (p->layer_plans[i] && destroy) destroy(p->layer_plans[i]);
         }
-    free(p->host_buf);
+    if (p->host_pinned) tnt__gpu_host_free(p->host_buf);
+    else free(p->host_buf);
+    tnt__gpu_event_destroy(p->outputs_ready);
+    tnt__gpu_event_destroy(p->labels_sent);
+    tnt__gpu_event_destroy(p->forward_done);
     free(p->layer_plans);
     free(p->ws_offset);
     free(p->act_offset);
@@ -308,15 +312,32 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     }
     p->packed_offset = off;
     if (m->n_outputs > 1) off += align64((size_t)(batch * tnt__model_output_size(m)) * sizeof(float));
+    size_t label_floats = (size_t)(batch * tnt__model_output_size(m)); /* at most one label per output value */
+    if (p->device) { /* the labels of a loss computed on the device */
+        p->labels_offset = off;
+        off += align64(label_floats * sizeof(float));
+    }
     size_t grad_bytes = 0;
     s = plan_gradients(m, p, off, &grad_bytes);
     if (s != TNT_OK) return s;
     off += grad_bytes;
     p->arena_bytes = off;
-    if (p->device) { /* the arena on the device; the loss's tensors mirrored on the host */
+    if (p->device) { /* the arena on the device; the loss's tensors mirrored on the host, page-locked
+                      * where it can be (else the copies wait for the device: as correct, slower) */
         size_t total = 0;
         for (int k = 0; k < m->n_outputs; k++) total += (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[k]]));
-        if (!(p->host_buf = tnt__calloc(4 * total + 1, sizeof(float)))) return TNT_ERR_NOMEM;
+        size_t floats = 4 * total + label_floats + 1;
+        if ((p->host_buf = tnt__gpu_host_malloc(floats * sizeof(float)))) {
+            p->host_pinned = true;
+            memset(p->host_buf, 0, floats * sizeof(float));
+        } else {
+            tnt__error_clear();
+            if (!(p->host_buf = tnt__calloc(floats, sizeof(float)))) return TNT_ERR_NOMEM;
+        }
+        if (!(p->outputs_ready = tnt__gpu_event_create()) || !(p->labels_sent = tnt__gpu_event_create()) ||
+            !(p->forward_done = tnt__gpu_event_create()))
+            return TNT_ERR_BACKEND;
+        p->host_labels = p->host_buf + 4 * total;
         float *h = p->host_buf;
         for (int k = 0; k < m->n_outputs; k++) {
             size_t n = (size_t)(batch * tnt_shape_numel(m->tensor_shape[m->outputs[k]]));
@@ -458,19 +479,8 @@ static tnt_status device_input(tnt_model *m, tnt__plan *p, const float *x) {
     return s == TNT_OK ? tnt__dev_batch_taken(m) : s;
 }
 
-/* ... and ends with each output (and the logits of a fused loss) copied out for the loss; several
- * outputs are then packed per sample on the host, as the CPU engine returns them. */
-static tnt_status device_output(tnt_model *m, tnt__plan *p) {
-    tnt_status s = TNT_OK;
-    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
-        int t = m->outputs[k];
-        size_t bytes = tensor_bytes(m, t, p->batch);
-        s = tnt__gpu_copy_to_host(p->host_out[k], at(m, p, p->act_offset[t]), bytes, TNT__GPU_COMPUTE);
-        if (s == TNT_OK && m->fused_output_loss[k])
-            s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, TNT__GPU_COMPUTE);
-    }
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
-    if (s != TNT_OK || m->n_outputs == 1) return s;
+/* Several outputs packed per sample on the host, as the CPU engine returns them. */
+static void pack_outputs(tnt_model *m, tnt__plan *p) {
     int64_t per = tnt__model_output_size(m), col = 0;
     for (int k = 0; k < m->n_outputs; k++) {
         int64_t c = tnt_shape_numel(m->tensor_shape[m->outputs[k]]);
@@ -478,7 +488,34 @@ static tnt_status device_output(tnt_model *m, tnt__plan *p) {
             memcpy(p->host_packed + i * per + col, p->host_out[k] + i * c, (size_t)c * sizeof(float));
         col += c;
     }
-    return TNT_OK;
+}
+
+tnt_status tnt__plan_outputs_wait(tnt_model *m, tnt__plan *p) {
+    tnt_status s = tnt__gpu_event_sync(p->outputs_ready);
+    if (s == TNT_OK && m->n_outputs > 1) pack_outputs(m, p);
+    return s;
+}
+
+/* ... and ends with each output (and the logits of a fused loss) copied out for the loss and
+ * packed; with a loss on the device (async) the copies stay in flight: tnt__plan_outputs_wait. */
+static tnt_status device_output(tnt_model *m, tnt__plan *p, bool async) {
+    /* async: on the copy stream once forward is done, while the compute stream goes on (the
+     * outputs and logits stay untouched to the end of the step) */
+    const tnt__gpu_stream stream = async ? TNT__GPU_COPY : TNT__GPU_COMPUTE;
+    tnt_status s = TNT_OK;
+    if (async && (s = tnt__gpu_event_record(p->forward_done, TNT__GPU_COMPUTE)) == TNT_OK)
+        s = tnt__gpu_stream_wait(TNT__GPU_COPY, p->forward_done);
+    for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
+        int t = m->outputs[k];
+        size_t bytes = tensor_bytes(m, t, p->batch);
+        s = tnt__gpu_copy_to_host(p->host_out[k], at(m, p, p->act_offset[t]), bytes, stream);
+        if (s == TNT_OK && m->fused_output_loss[k])
+            s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, stream);
+    }
+    if (async) return s == TNT_OK ? tnt__gpu_event_record(p->outputs_ready, TNT__GPU_COPY) : s;
+    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
+    if (s == TNT_OK && m->n_outputs > 1) pack_outputs(m, p);
+    return s;
 }
 
 static tnt_status layer_forward(tnt_layer *l, const tnt__plan *p, void *plan, const tnt__fwd_args *a) {
@@ -531,7 +568,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         if (l->ops->added_loss) m->activity_penalty += l->ops->added_loss(l, a.workspace) * (double)p->batch;
     }
     if (p->device) {
-        tnt_status s = device_output(m, p);
+        tnt_status s = device_output(m, p, st->device_loss);
         if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": outputs from the GPU: ", m->name);
         *out = m->n_outputs == 1 ? p->host_out[0] : p->host_packed;
     } else if (m->n_outputs == 1) {
@@ -586,7 +623,7 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
     compute_needs_grad(m, needs);
     tnt_status s = TNT_OK;
     int64_t ready = 0;
-    if (p->device) /* the loss's gradients, written on the host, go up first */
+    if (p->device && !st->device_loss) /* the loss's gradients, written on the host, go up first */
         for (int k = 0; k < m->n_outputs && s == TNT_OK; k++) {
             int t = m->outputs[k];
             s = tnt__gpu_copy_to_device(at(m, p, p->grad_offset[t]), p->host_out_grad[k],

@@ -17,6 +17,7 @@
 #include "optimizers/optimizer.h"
 #include "layers/regularizer.h"
 #include "training/fit_internal.h"
+#include "training/device_loss.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -299,30 +300,50 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     }
     int go = tnt__parallel_step_enter(m, &st, s, have);
     if (go <= 0) return go;
+    /* the loss is summed over local samples and divided by the global batch, so the sum over
+     * ranks is the serial mean; unsplit feeds learn the global count below */
+    const double inv_batch = f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0;
+    /* On the device with a built-in loss (device_loss.h) the step queues forward, the loss
+     * gradient and backward without waiting; the host computes the loss value and the metrics
+     * from the outputs copied down meanwhile, before the optimizer (a failure there, a bad label,
+     * still stops the step before the update). Its counts need no loss value: every sample counts. */
+    st.device_loss = have && s == TNT_OK && tnt__device_loss_applies(m, p, f->weighted);
     if (have && s == TNT_OK) {
         float *pred;
         st.seed = tnt__model_training_seed(m);
         s = tnt__model_forward(m, p, b.x.data, &st, &pred);
-        /* the loss is summed over local samples and divided by the global batch, so the sum over
-         * ranks is the serial mean; unsplit feeds learn the global count below */
-        if (s == TNT_OK)
-            s = tnt__loss_and_metrics(m, p, b.x.data, &b, f->split || !st.parallel ? 1.0 / (double)st.global_n : 1.0,
-                                 true, f->weighted, &step);
-        if (s == TNT_OK) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
+        if (s == TNT_OK && !st.device_loss)
+            s = tnt__loss_and_metrics(m, p, b.x.data, &b, inv_batch, true, f->weighted, &step);
+        if (s == TNT_OK && !st.device_loss) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
-    tnt__step_counts counts = {r == 1, have ? b.n : 0, (int64_t)step.loss_count};
-    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) return go;
+    /* the outputs' copies in flight are waited for on every way out (they write host_buf) */
+    const bool outputs_pending = st.device_loss && s == TNT_OK;
+    tnt__step_counts counts = {r == 1, have ? b.n : 0, st.device_loss ? b.n : (int64_t)step.loss_count};
+    if ((go = tnt__parallel_step_begin(m, &st, s, &counts)) <= 0) {
+        if (outputs_pending) (void)tnt__plan_outputs_wait(m, p);
+        return go;
+    }
     if (counts.samples == 0) return 1; /* no rank had samples: nothing to learn */
+    if (st.device_loss) /* unsplit feeds: the global count, known now */
+        s = tnt__device_loss_grad(m, p, &b, f->split || !st.parallel ? inv_batch : 1.0 / (double)counts.samples);
     /* the mean over the global batch (or its positions not ignored) */
-    if (have && ignores_labels(m))
+    else if (have && ignores_labels(m))
         scale_output_grads(m, p, b.n, counts.positions ? (float)(1.0 / (double)counts.positions) : 0.0f);
     else if (have && !f->split && st.parallel)
         scale_output_grads(m, p, b.n, (float)(1.0 / (double)counts.samples));
     st.activity_grad_scale = 1.0 / (double)(f->split || !st.parallel ? st.global_n : counts.samples);
-    if (have) s = tnt__model_backward(m, p, b.x.data, &st);
-    else { /* an empty share adds nothing (to a kernel the node computes: no rows) */
+    if (have) { /* every rank with samples runs backward (its buckets join the sums) */
+        tnt_status bs = tnt__model_backward(m, p, b.x.data, &st);
+        if (s == TNT_OK) s = bs;
+    } else { /* an empty share adds nothing (to a kernel the node computes: no rows) */
         memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
         if (st.node_dw) tnt__reducer_node_dw_stash_none(st.reducer);
+    }
+    if (outputs_pending) { /* while the device runs backward */
+        tnt_status ws = tnt__plan_outputs_wait(m, p);
+        if (s == TNT_OK) s = ws;
+        if (s == TNT_OK) s = tnt__loss_and_metrics(m, p, b.x.data, &b, inv_batch, false, f->weighted, &step);
+        if (s == TNT_OK) tnt__add_penalties(m, &step, step.loss_count, b.n, tnt__weight_penalty(m));
     }
     if ((s = tnt__parallel_step_end(m, &st, s)) != TNT_OK) return s;
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they

@@ -95,3 +95,6 @@ TNT_K(tnt_k_conv_direct_fwd, tnt_k_conv, const float *, const float *, const flo
 TNT_K(tnt_k_conv_direct_dx, tnt_k_conv, const float *, const float *, float *)
 TNT_K(tnt_k_conv_direct_dw_partial, tnt_k_conv, const float *, const float *, float *, i64)
 TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i64)
+/* loss.cu */
+TNT_K(tnt_k_loss_grad_rows, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
+TNT_K(tnt_k_loss_grad_elems, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)

@@ -12,3 +12,4 @@
 #include "misc.cu"
 #include "attention.cu"
 #include "conv.cu"
+#include "loss.cu"
