@@ -5,7 +5,7 @@
  * its outputs, input gradients, weight gradients and the state weights forward may have changed go
  * back up. The stream is drained around each call, so the rest of the model stays on the device
  * while this layer costs two round trips a step; model/device.c says once per model which layers
- * go through the host (via_host). As layers/custom.c does for C custom layers. */
+ * go through the host (via_host). C custom layers (layers/custom.c) and traced layers take it. */
 #include "gpu/gpu.h"
 #include "layers/layer.h"
 
@@ -112,6 +112,10 @@ static tnt_status bridge_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
 
 static tnt_status bridge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     bridge_plan *b = plan;
+    bool needed = false; /* nothing to compute: an inference-only layer may sit where no gradient flows */
+    for (int k = 0; k < n_in(l) && !needed; k++) needed = a->dxs ? a->dxs[k] != NULL : a->dx != NULL;
+    for (int j = 0; j < l->n_weights && !needed; j++) needed = l->weights[j].trainable && l->weights[j].d_grad;
+    if (!needed) return TNT_OK;
     float *dxs[TNT_MAX_LAYER_INPUTS] = {NULL};
     const float *dys[TNT_MAX_LAYER_OUTPUTS] = {NULL};
     tnt_status s = TNT_OK;
