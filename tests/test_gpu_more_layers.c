@@ -2,7 +2,8 @@
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
  * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation): each layer's forward, input and weight gradients against the CPU
+ * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten): each layer's forward, input
+ * and weight gradients against the CPU
  * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
@@ -111,6 +112,16 @@ static void test_conv_transpose(void **state) {
     single(tnt_conv1d_transpose(5, 3, -1, &(tnt_layer_opts){.strides = {2}, .padding = TNT_PADDING_SAME}),
            TNT_SHAPE(7, 4), false, "Conv1DTranspose(5, 3, strides 2, same)");
     RTOL = r, ATOL = a;
+}
+
+/* TimeDistributed: its inner layer's device path on batch * steps samples */
+static void test_time_distributed(void **state) {
+    (void)state;
+    single(tnt_time_distributed(tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), NULL), TNT_SHAPE(5, 3), false,
+           "TimeDistributed(Dense(4, relu))");
+    single(tnt_time_distributed(tnt_conv2d(2, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), NULL),
+           TNT_SHAPE(3, 6, 6, 1), false, "TimeDistributed(Conv2D(2, 3x3, same))");
+    single(tnt_time_distributed(tnt_flatten(NULL), NULL), TNT_SHAPE(4, 2, 3), true, "TimeDistributed(Flatten)");
 }
 
 /* a merge layer of k inputs of shape (3, 5) on both sides */
@@ -240,6 +251,7 @@ int main(void) {
         cmocka_unit_test(test_pooling1d),
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_time_distributed),
         cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
