@@ -2,7 +2,8 @@
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
  * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten): each layer's forward, input
+ * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten), UpSampling1D/2D/3D (nearest):
+ * each layer's forward, input
  * and weight gradients against the CPU
  * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
@@ -112,6 +113,19 @@ static void test_conv_transpose(void **state) {
     single(tnt_conv1d_transpose(5, 3, -1, &(tnt_layer_opts){.strides = {2}, .padding = TNT_PADDING_SAME}),
            TNT_SHAPE(7, 4), false, "Conv1DTranspose(5, 3, strides 2, same)");
     RTOL = r, ATOL = a;
+}
+
+/* UpSampling, nearest: each cell over its block, each block's gradient summed */
+static void test_upsampling(void **state) {
+    (void)state;
+    single(tnt_upsampling2d(2, 3, "nearest", NULL), TNT_SHAPE(3, 4, 2), true, "UpSampling2D((2, 3))");
+    single(tnt_upsampling1d(3, NULL), TNT_SHAPE(5, 2), true, "UpSampling1D(3)");
+    single(tnt_upsampling3d((const int[]){2, 1, 2}, NULL), TNT_SHAPE(2, 3, 2, 2), true, "UpSampling3D((2, 1, 2))");
+    tnt_layer *l = tnt_upsampling2d(2, 2, "bilinear", NULL);
+    const char *why = "";
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "bilinear"));
+    tnt_layer_free(l);
 }
 
 /* TimeDistributed: its inner layer's device path on batch * steps samples */
@@ -252,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_time_distributed),
+        cmocka_unit_test(test_upsampling),
         cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
