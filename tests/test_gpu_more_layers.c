@@ -3,9 +3,7 @@
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
  * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
  * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten), UpSampling1D/2D/3D (nearest):
- * each layer's forward, input
- * and weight gradients against the CPU
- * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
+ * each layer's forward, input and weight gradients against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
  * multiplies by a reciprocal where the CPU divides (AveragePooling1D); and a traced layer run on
