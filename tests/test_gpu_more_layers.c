@@ -68,6 +68,10 @@ static void test_activation_layers(void **state) {
     single(tnt_elu_layer(0.7f, NULL), in, false, "ELU(0.7)");
     single(tnt_softmax_layer(-1, NULL), in, false, "Softmax(-1)");
     single(tnt_softmax_layer(2, NULL), TNT_SHAPE(3, 9), false, "Softmax(2) on (3, 9)");
+    single(tnt_rescaling(1.0f / 255.0f, -0.5f, NULL), in, false, "Rescaling(1/255, offset -0.5)");
+    const float mean[7] = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.0f, 0.5f}, var[7] = {1.0f, 4.0f, 0.25f, 2.0f, 1.0f, 9.0f, 0.5f};
+    single(tnt_normalization(&(tnt_normalization_opts){.mean = mean, .variance = var, .n_values = 7}), in, true,
+           "Normalization (per channel, through the host)");
 }
 
 static void test_softmax_other_axis_refused(void **state) {

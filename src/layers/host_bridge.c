@@ -17,11 +17,12 @@ typedef struct bridge_plan {
     float *y[TNT_MAX_LAYER_OUTPUTS], *dy[TNT_MAX_LAYER_OUTPUTS];
 } bridge_plan;
 
+/* input / output k's bytes (in_shape and out_shape are the first ones' for every layer) */
 static size_t in_bytes(const tnt_layer *l, int k, int64_t batch) {
-    return (size_t)(batch * tnt_shape_numel(l->in_shapes[k])) * sizeof(float);
+    return (size_t)(batch * tnt_shape_numel(k == 0 ? l->in_shape : l->in_shapes[k])) * sizeof(float);
 }
 static size_t out_bytes(const tnt_layer *l, int k, int64_t batch) {
-    return (size_t)(batch * tnt_shape_numel(l->out_shapes[k])) * sizeof(float);
+    return (size_t)(batch * tnt_shape_numel(k == 0 ? l->out_shape : l->out_shapes[k])) * sizeof(float);
 }
 static int n_in(const tnt_layer *l) { return l->n_inputs > 0 ? l->n_inputs : 1; }
 static int n_out(const tnt_layer *l) { return l->n_outputs > 0 ? l->n_outputs : 1; }
