@@ -86,6 +86,8 @@ TNT_K(tnt_k_permute, tnt_k_perm, const float *, float *)
 TNT_K(tnt_k_minmax_step, const float *, float *, i64, int)
 TNT_K(tnt_k_select_step, const float *, float *, unsigned char *, i64, int, int)
 TNT_K(tnt_k_select_grad, const float *, const unsigned char *, float *, i64, int, int)
+TNT_K(tnt_k_bcast_gather, const float *, const int *, float *, i64, i64, i64)
+TNT_K(tnt_k_bcast_reduce, const float *, const int *, const int *, float *, i64, i64, i64)
 /* attention.cu */
 TNT_K(tnt_k_mha_softmax, float *, const float *, const float *, const float *, i64, i64, i64, i64, int)
 TNT_K(tnt_k_mha_softmax_bwd, const float *, const float *, float *, i64, i64, float)
