@@ -98,3 +98,6 @@ TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i6
 /* loss.cu */
 TNT_K(tnt_k_loss_grad_rows, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
 TNT_K(tnt_k_loss_grad_elems, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
+/* constraints.cu */
+TNT_K(tnt_k_non_neg, float *, i64)
+TNT_K(tnt_k_norm_constraint, float *, tnt_k_axes_norm, int, float, float, float)
