@@ -94,7 +94,7 @@ typedef struct run {
     float *w;
     int64_t n;
     double loss[EPOCHS], eval_loss;
-    bool on_device;
+    bool on_device, nccl; /* trained on the device; its sums went through NCCL's path */
 } run;
 
 static bool conv; /* which model the runs train */
@@ -115,7 +115,7 @@ static run train(tnt_device dev, const tnt_distribute_opts *dist, void (*check)(
     tnt_dataset *ds = dataset();
     tnt_history *h;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = EPOCHS}, &h));
-    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device};
+    run r = {.n = tnt_model_count_params(m), .on_device = m->on_device, .nccl = m->dev && m->dev->nccl};
     for (int e = 0; e < EPOCHS; e++) r.loss[e] = tnt_history_get(h, "loss", e);
     tnt_logs logs;
     tu_ok(tnt_evaluate(m, ds, NULL, &logs));
@@ -260,6 +260,7 @@ static void test_distributed_equals_serial(void **state) {
             snprintf(what, sizeof what, "%s model, %d ranks, %s", conv ? "Conv2D" : "Dense", tnt_get_size(),
                      k == 0 ? "flat reducer" : k == 1 ? "node-aware reducer" : "NCCL's path (stand-in)");
             assert_same_run(&dev, &cpu, what);
+            assert_int_equal(dev.nccl, k == 2 && tnt_get_size() > 1);
             float *master = malloc((size_t)dev.n * sizeof(float));
             memcpy(master, dev.w, (size_t)dev.n * sizeof(float));
             tu_ok(tnt__bcast_f32(master, dev.n));
