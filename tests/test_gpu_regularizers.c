@@ -298,8 +298,8 @@ static void test_orthogonal_stays_on_cpu(void **state) {
 
 int main(int argc, char **argv) {
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1); /* read by tnt_init; ctest sets it too */
-    /* the emulated device's convolutions: im2col GEMMs (no cuDNN) */
-    if (!getenv("TNT_GPU_CONV_IM2COL")) setenv("TNT_GPU_CONV_IM2COL", "1000000", 1);
+    /* the emulated device's convolutions: im2col GEMMs (no cuDNN; a real GPU keeps its own) */
+    if (atoi(getenv("TNT_GPU_EMULATE")) > 0 && !getenv("TNT_GPU_CONV_IM2COL")) setenv("TNT_GPU_CONV_IM2COL", "1000000", 1);
     if (tnt_init(&argc, &argv) != TNT_OK) {
         fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
         return 1;
