@@ -8,7 +8,13 @@
  * weights and evaluate's loss, with the loss gradient on the device and on the host, serially and
  * distributed (host-staged sums and NCCL's path through a stand-in). The constraints hold on the
  * device's weights (norms against their bounds, recomputed here). OrthogonalRegularizer keeps a
- * model on the CPU under auto and fails under gpu, naming it. */
+ * model on the CPU under auto and fails under gpu, naming it.
+ * The noise layers (GaussianNoise, GaussianDropout, AlphaDropout, SpatialDropout1D/2D,
+ * ActivityRegularization) draw the CPU's noise on the device: each layer's forward and backward
+ * bitwise the CPU's, 2^18 normal draws bitwise core.c's tnt__rand_normal, and a model of them all
+ * trained on the device equals the CPU, serially and distributed (the draws keyed on the global
+ * sample index). */
+#include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "comm/comm.h"
@@ -97,20 +103,38 @@ typedef struct run {
     bool on_device, nccl; /* trained on the device; its sums went through NCCL's path */
 } run;
 
-static bool conv; /* which model the runs train */
+/* every noise layer, with the activity penalty of ActivityRegularization */
+static tnt_model *noise_model(void) {
+    tnt_model *m = tnt_sequential("noise");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(FEAT), NULL)));
+    tu_ok(tnt_model_add(m, tnt_reshape(TNT_SHAPE(4, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_spatial_dropout1d(0.3f, 0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(16, &(tnt_layer_opts){.activation = TNT_ACT_SELU})));
+    tu_ok(tnt_model_add(m, tnt_alpha_dropout(0.2f, 0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_gaussian_noise(0.3f, 5, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(8, &(tnt_layer_opts){.activation = TNT_ACT_TANH})));
+    tu_ok(tnt_model_add(m, tnt_gaussian_dropout(0.25f, 0, NULL)));
+    tu_ok(tnt_model_add(m, tnt_activity_regularization(0.01f, 0.02f, NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+enum { DENSE, CONV, NOISE };
+static int conv; /* which model the runs train: DENSE, CONV or NOISE */
 
 static tnt_dataset *dataset(void) {
-    const float *x = conv ? xs_conv : xs_dense;
-    tnt_shape s = conv ? TNT_SHAPE(IMG, IMG, CH) : TNT_SHAPE(FEAT);
+    const float *x = conv == CONV ? xs_conv : xs_dense;
+    tnt_shape s = conv == CONV ? TNT_SHAPE(IMG, IMG, CH) : TNT_SHAPE(FEAT);
     return tnt_dataset_batch(tnt_dataset_shuffle(tnt_dataset_from_arrays(x, s, ys, TNT_SHAPE(), N, false), N, 7), BATCH,
                              false);
 }
 
 /* dist: NULL trains serially; check (may be NULL) looks at the trained model */
 static run train(tnt_device dev, const tnt_distribute_opts *dist, void (*check)(tnt_model *)) {
-    tnt_model *m = conv ? conv_model() : dense_model();
+    tnt_model *m = conv == CONV ? conv_model() : conv == NOISE ? noise_model() : dense_model();
     if (dist) tu_ok(tnt_distribute_with(m, dist));
-    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = conv ? tnt_sgd(0.2f) : tnt_adam(0.02f),
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = conv == CONV ? tnt_sgd(0.2f) : tnt_adam(0.02f),
                                              .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 11, .device = dev}));
     tnt_dataset *ds = dataset();
     tnt_history *h;
@@ -201,14 +225,17 @@ static void check_conv(tnt_model *m) {
 static void set_device_loss(bool on) { ((tnt__config *)tnt__config_get())->gpu_device_loss = on; } /* tests only */
 
 /* serial: the device against the CPU, with the loss gradient on the device and on the host */
-static void serial_case(bool conv_model_) {
-    conv = conv_model_;
+static const char *model_name(void) { return conv == CONV ? "Conv2D" : conv == NOISE ? "noise" : "Dense"; }
+static void (*model_check(void))(tnt_model *) { return conv == CONV ? check_conv : conv == NOISE ? NULL : check_dense; }
+
+static void serial_case(int which) {
+    conv = which;
     run cpu = train(TNT_DEVICE_CPU, NULL, NULL);
     for (int dl = 1; dl >= 0; dl--) {
         set_device_loss(dl);
-        run dev = train(TNT_DEVICE_GPU, NULL, conv ? check_conv : check_dense);
+        run dev = train(TNT_DEVICE_GPU, NULL, model_check());
         char what[96];
-        snprintf(what, sizeof what, "%s model, loss gradient on the %s", conv ? "Conv2D" : "Dense", dl ? "device" : "host");
+        snprintf(what, sizeof what, "%s model, loss gradient on the %s", model_name(), dl ? "device" : "host");
         assert_same_run(&dev, &cpu, what);
         free(dev.w);
     }
@@ -218,12 +245,17 @@ static void serial_case(bool conv_model_) {
 
 static void test_dense_equals_cpu(void **state) {
     (void)state;
-    serial_case(false);
+    serial_case(DENSE);
 }
 
 static void test_conv_equals_cpu(void **state) {
     (void)state;
-    serial_case(true);
+    serial_case(CONV);
+}
+
+static void test_noise_model_equals_cpu(void **state) {
+    (void)state;
+    serial_case(NOISE);
 }
 
 /* NCCL's path on the emulated device: a stand-in for ncclAllReduce that sums through the host */
@@ -244,7 +276,7 @@ static void set_gpu_comm(int comm) { ((tnt__config *)tnt__config_get())->gpu_com
  * host-staged sums with both reducers, and NCCL's path */
 static void test_distributed_equals_serial(void **state) {
     (void)state;
-    for (int c = 0; c < 2; c++) {
+    for (int c = DENSE; c <= NOISE; c++) {
         conv = c;
         run cpu = train(TNT_DEVICE_CPU, NULL, NULL);
         const tnt_distribute_opts opts[] = {
@@ -255,9 +287,9 @@ static void test_distributed_equals_serial(void **state) {
             if (k == 2 && !tnt__gpu_emulated()) break; /* a real GPU: gpu_check.sh's own NCCL runs */
             set_gpu_comm(k == 2 ? TNT__GPU_COMM_AUTO : TNT__GPU_COMM_HOST);
             tnt__gpu_nccl_standin = k == 2 ? standin : NULL;
-            run dev = train(TNT_DEVICE_GPU, &opts[k == 1], conv ? check_conv : check_dense);
+            run dev = train(TNT_DEVICE_GPU, &opts[k == 1], model_check());
             char what[128];
-            snprintf(what, sizeof what, "%s model, %d ranks, %s", conv ? "Conv2D" : "Dense", tnt_get_size(),
+            snprintf(what, sizeof what, "%s model, %d ranks, %s", model_name(), tnt_get_size(),
                      k == 0 ? "flat reducer" : k == 1 ? "node-aware reducer" : "NCCL's path (stand-in)");
             assert_same_run(&dev, &cpu, what);
             assert_int_equal(dev.nccl, k == 2 && tnt_get_size() > 1);
@@ -273,10 +305,67 @@ static void test_distributed_equals_serial(void **state) {
     }
 }
 
+/* ---- the noise layers alone ------------------------------------------------------------------ */
+
+/* forward and backward of l (built on in) on the CPU and the device, bitwise */
+static void noise_layer(tnt_layer *l, tnt_shape in, const char *what) {
+    enum { B = 5 };
+    assert_non_null(l);
+    l->in_shape = in;
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    const int64_t n = B * tnt_shape_numel(in);
+    float *x = malloc((size_t)n * sizeof(float)), *dy = malloc((size_t)n * sizeof(float));
+    float *yc = malloc((size_t)n * sizeof(float)), *dxc = malloc((size_t)n * sizeof(float));
+    float *yd = malloc((size_t)n * sizeof(float)), *dxd = malloc((size_t)n * sizeof(float));
+    tu_fill(x, n, 31), tu_fill(dy, n, 32);
+    layer_step(l, false, B, x, dy, yc, dxc);
+    layer_step(l, true, B, x, dy, yd, dxd);
+    char w[128];
+    int changed = 0;
+    for (int64_t i = 0; i < n; i++) changed += yc[i] != x[i];
+    if (changed < n / 10) fail_msg("%s: the CPU changed only %d of %lld values: no noise to compare", what, changed, (long long)n);
+    snprintf(w, sizeof w, "%s: output", what);
+    tu_assert_bitwise(yd, yc, n, w);
+    snprintf(w, sizeof w, "%s: dx", what);
+    tu_assert_bitwise(dxd, dxc, n, w);
+    free(x), free(dy), free(yc), free(dxc), free(yd), free(dxd);
+    tnt_layer_free(l);
+}
+
+static void test_noise_layers(void **state) {
+    (void)state;
+    noise_layer(tnt_gaussian_noise(0.4f, 3, NULL), TNT_SHAPE(7, 5), "GaussianNoise");
+    noise_layer(tnt_gaussian_dropout(0.3f, 3, NULL), TNT_SHAPE(7, 5), "GaussianDropout");
+    noise_layer(tnt_alpha_dropout(0.35f, 3, NULL), TNT_SHAPE(7, 5), "AlphaDropout");
+    noise_layer(tnt_spatial_dropout1d(0.4f, 3, NULL), TNT_SHAPE(6, 9), "SpatialDropout1D");
+    tnt_layer *l = tnt_spatial_dropout2d(0.4f, 3, NULL);
+    noise_layer(l, TNT_SHAPE(3, 4, 8), "SpatialDropout2D");
+    l = tnt_spatial_dropout2d(0.4f, 3, NULL);
+    tu_ok(tnt_layer_set_data_format(l, TNT_CHANNELS_FIRST));
+    noise_layer(l, TNT_SHAPE(8, 3, 4), "SpatialDropout2D, channels_first");
+}
+
+/* 2^18 normal draws of the device (GaussianNoise of x = 0, stddev 1, from global index 1000)
+ * bitwise core.c's: the device's log and cos in double round to the same floats */
+static void test_normal_draws(void **state) {
+    (void)state;
+    long long n = 1 << 18;
+    unsigned long long seed = 0x1234567887654321ull, base = 1000;
+    float stddev = 1.0f, *zeros = calloc((size_t)n, sizeof(float)), *want = malloc((size_t)n * sizeof(float));
+    float *x = dev_up(zeros, n), *y = tnt__gpu_malloc((size_t)n * sizeof(float));
+    void *args[] = {&x, &y, &n, &seed, &base, &stddev};
+    tu_ok(tnt__gpu_launch("tnt_k_gaussian_noise", tnt__gpu_grid_for(n, 256), 256, 0, args));
+    float *got = dev_down(y, n);
+    for (long long i = 0; i < n; i++) want[i] = tnt__rand_normal(seed, base + (uint64_t)i);
+    tu_assert_bitwise(got, want, n, "normal draws against tnt__rand_normal");
+    free(got), free(want), free(zeros);
+    tnt__gpu_free(x), tnt__gpu_free(y);
+}
+
 /* OrthogonalRegularizer has no device path: auto trains on the CPU, gpu fails naming it */
 static void test_orthogonal_stays_on_cpu(void **state) {
     (void)state;
-    conv = false;
+    conv = DENSE;
     for (int req = 0; req < 2; req++) {
         tnt_model *m = dense_model();
         tu_ok(tnt_layer_set_orthogonal_regularizer(tnt_model_get_layer(m, "b"), "kernel_regularizer", 0.01f, false));
@@ -311,6 +400,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_conv_equals_cpu),
         cmocka_unit_test(test_distributed_equals_serial),
         cmocka_unit_test(test_orthogonal_stays_on_cpu),
+        cmocka_unit_test(test_noise_layers),
+        cmocka_unit_test(test_normal_draws),
+        cmocka_unit_test(test_noise_model_equals_cpu),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tnt_finalize();

@@ -14,3 +14,4 @@
 #include "conv.cu"
 #include "loss.cu"
 #include "constraints.cu"
+#include "noise.cu"
