@@ -306,6 +306,40 @@ static void test_distributed_equals_serial(void **state) {
     }
 }
 
+/* a regularizer set between two fits counts in the second on the device as on the CPU (the
+ * device plan of the first has no slot for it) */
+static void test_rule_set_between_fits(void **state) {
+    (void)state;
+    conv = DENSE;
+    double loss[2][2];
+    float *w[2];
+    int64_t n = 0;
+    for (int d = 0; d < 2; d++) {
+        tnt_model *m = dense_model();
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                                 .seed = 3, .device = d ? TNT_DEVICE_GPU : TNT_DEVICE_CPU}));
+        tnt_dataset *ds = dataset();
+        for (int f = 0; f < 2; f++) {
+            tnt_history *h;
+            if (f) set_rule(tnt_model_get_layer(m, "c"), "bias_regularizer", TNT_REG_L2, 0, 0.5f);
+            tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, &h));
+            loss[d][f] = tnt_history_get(h, "loss", 0);
+            tnt_history_free(h);
+        }
+        assert_int_equal(m->on_device, d);
+        n = tnt_model_count_params(m);
+        w[d] = malloc((size_t)n * sizeof(float));
+        tu_ok(tnt_get_weights(m, w[d], n));
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+    for (int f = 0; f < 2; f++)
+        if (fabs(loss[1][f] - loss[0][f]) > RTOL * fabs(loss[0][f]))
+            fail_msg("fit %d: loss %.9g on the device, %.9g on the CPU", f + 1, loss[1][f], loss[0][f]);
+    tu_assert_close(w[1], w[0], n, RTOL, ATOL, "weights after a bias regularizer set between fits");
+    free(w[0]), free(w[1]);
+}
+
 /* ---- the noise layers alone ------------------------------------------------------------------ */
 
 /* forward and backward of l (built on in) on the CPU and the device, bitwise */
@@ -401,6 +435,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_conv_equals_cpu),
         cmocka_unit_test(test_distributed_equals_serial),
         cmocka_unit_test(test_orthogonal_stays_on_cpu),
+        cmocka_unit_test(test_rule_set_between_fits),
         cmocka_unit_test(test_noise_layers),
         cmocka_unit_test(test_normal_draws),
         cmocka_unit_test(test_noise_model_equals_cpu),

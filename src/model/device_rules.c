@@ -51,14 +51,14 @@ static int activity_terms_before(const tnt_model *m, int node) {
     return k;
 }
 
-static int penalty_terms(const tnt_model *m) { return weight_terms(m) + activity_terms_before(m, m->n_nodes); }
+int tnt__dev_penalty_terms(const tnt_model *m) { return weight_terms(m) + activity_terms_before(m, m->n_nodes); }
 
 /* ---- the penalties' values ------------------------------------------------------------------- */
 
-size_t tnt__dev_penalty_bytes(const tnt_model *m) { return (size_t)penalty_terms(m) * PEN_DOUBLES * sizeof(double); }
+size_t tnt__dev_penalty_bytes(const tnt_model *m) { return (size_t)tnt__dev_penalty_terms(m) * PEN_DOUBLES * sizeof(double); }
 
 tnt_status tnt__dev_penalty_plan(tnt_model *m, tnt__plan *p) {
-    p->penalty_terms = penalty_terms(m);
+    p->penalty_terms = tnt__dev_penalty_terms(m);
     if (!p->penalty_terms) return TNT_OK;
     size_t bytes = (size_t)p->penalty_terms * PEN_DOUBLES * sizeof(double);
     if ((p->host_penalty = tnt__gpu_host_malloc(bytes))) {
@@ -88,10 +88,6 @@ static tnt_status launch_sums(const float *v, double *partial, int64_t n) {
 }
 
 tnt_status tnt__dev_weight_sums(tnt_model *m, tnt__plan *p) {
-    if (penalty_terms(m) != p->penalty_terms) /* set after the plan was made (compile makes them again) */
-        return tnt__error(TNT_ERR_STATE, "model \"%s\": its regularizers changed since its device plan for batch %lld "
-                          "was made (%d penalty terms, now %d): compile it again", m->name, (long long)p->batch,
-                          p->penalty_terms, penalty_terms(m));
     tnt_status s = TNT_OK;
     int k = 0;
     for (int i = 0; i < m->n_layers && s == TNT_OK; i++) {

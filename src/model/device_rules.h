@@ -18,6 +18,8 @@
 /* The layer's rules all have a device path; when not, *why says which does not. */
 bool tnt__dev_rules_supported(const tnt_layer *l, const char **why);
 
+/* The penalties the model has now (a device plan made for another count is made again). */
+int tnt__dev_penalty_terms(const tnt_model *m);
 /* The device plan's arena bytes for the penalties' partial sums (0: the model has no penalty). */
 size_t tnt__dev_penalty_bytes(const tnt_model *m);
 /* The plan's host copy of those partials (page-locked where it can be); freed by the next. */

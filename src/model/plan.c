@@ -370,11 +370,14 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
         m->plans_frozen = frozen;
     }
     tnt__plan *victim = &m->plans[0];
+    /* a device plan holds a slot per penalty: a regularizer set since makes it again */
+    const int penalty_terms = m->on_device ? tnt__dev_penalty_terms(m) : 0;
     for (int i = 0; i < TNT_PLAN_CACHE; i++) {
         tnt__plan *p = &m->plans[i];
         bool shapes = true; /* the input shapes matter for models with None dimensions */
         for (int k = 0; k < m->n_inputs && shapes; k++) shapes = tnt__shape_equal(p->in_shapes[k], m->tensor_shape[m->inputs[k]]);
-        if (p->batch == batch && p->layer_plans && shapes && p->device == m->on_device) {
+        if (p->batch == batch && p->layer_plans && shapes && p->device == m->on_device &&
+            (!p->device || p->penalty_terms == penalty_terms)) {
             p->last_use = ++m->plan_clock;
             return p;
         }
