@@ -36,6 +36,11 @@ class KPool(C.Structure):  # src/gpu/kernels/kargs.h tnt_k_pool
                 ("k", C.c_int * 3), ("s", C.c_int * 3), ("pad", C.c_int * 3), ("unused", C.c_int)]
 
 
+class KAxesNorm(C.Structure):  # src/gpu/kernels/kargs.h tnt_k_axes_norm
+    _fields_ = [("groups", C.c_longlong), ("per", C.c_longlong), ("dim", C.c_longlong * 8), ("reduced", C.c_int * 8),
+                ("ndim", C.c_int), ("unused", C.c_int)]
+
+
 class Cuda:
     """the driver API through ctypes: primary context, module, device memory, launches"""
 
@@ -187,6 +192,15 @@ def compare_families(dev, ref, rng, report):
     run("tnt_k_rmsprop", 9, [p_, g_, np.abs(r(n)) + 4, r(n), r(n, lo=-1, hi=1), ll(n), f32(0.01), f32(0.9), f32(0.5), f32(1e-7), f32(0)])
     run("tnt_k_nadam", 9, [p_, g_, r(n), np.abs(r(n)), ll(n), f32(0.1), f32(0.001), f32(2.1), f32(0.5), f32(1.01),
                           f32(0.01), f32(1e-7), f32(1e-5)])
+    # the noise layers' draws (the CPU's counter RNG, Box-Muller in double) and the constraints
+    u64 = C.c_ulonglong
+    run("tnt_k_gaussian_noise", 9, [r(n), nan(n), ll(n), u64(0x1234ABCD5678EF01), u64(77), f32(0.5)])
+    run("tnt_k_gaussian_dropout", 9, [r(n), nan(n), ll(n), u64(0x1234ABCD5678EF01), u64(77), f32(0.6)])
+    run("tnt_k_alpha_dropout", 9, [r(n), nan(n), ll(n), u64(99), u64(5), f32(0.3), f32(1.2), f32(0.1), f32(-1.7), i32(0)])
+    run("tnt_k_spatial_dropout", 9, [r(n), nan(n), ll(n), u64(99), ll(91), ll(7), ll(3), i32(1), f32(0.4), f32(1 / 0.6)])
+    run("tnt_k_non_neg", 9, [r(n), ll(n)])
+    axes = KAxesNorm(3 * 6, 5 * 4, (5, 3, 4, 6, 0, 0, 0, 0), (1, 0, 1, 0, 0, 0, 0, 0), 4, 0)
+    run("tnt_k_norm_constraint", 4, [r(5 * 3 * 4 * 6), axes, i32(0), f32(0.7), f32(0), f32(1)], tol=1e-6)
     # pooling 3x3 stride 2 "same", with ties
     img = np.floor(r(2, 9, 8, 5) * 4) / 4
     gp = KPool(2, 5, (1, 9, 8), (1, 5, 4), (1, 3, 3), (1, 2, 2), (0, 1, 1), 0)

@@ -126,6 +126,45 @@ static void test_row_reductions(void **state) {
     free(x), free(dy), free(y1), free(d1), free(y), free(d), free(gamma), free(beta), free(st1), free(st), free(s1);
 }
 
+/* The norm constraints (MaxNorm, UnitNorm, MinMaxNorm) over the axes 0 and 2 of a (5, 3, 4, 6)
+ * weight, a block per group of 20 values: each blockDim within 1e-6 of the norms recomputed here
+ * (Keras's formulas: w * desired / (1e-7 + norm)); NonNeg bitwise. */
+static void test_norm_constraints(void **state) {
+    (void)state;
+    i64 n = 5 * 3 * 4 * 6;
+    float *w0 = gh_random(n, -1, 1, 9);
+    tnt_k_axes_norm a = {.groups = 3 * 6, .per = 5 * 4, .dim = {5, 3, 4, 6}, .reduced = {1, 0, 1, 0}, .ndim = 4};
+    for (int kind = 0; kind < 3; kind++) {
+        float *want = gh_copy(w0, n);
+        for (i64 g = 0; g < a.groups; g++) { /* group g: axis 1 index g / 6, axis 3 index g % 6 */
+            double s = 0;
+            for (i64 i0 = 0; i0 < 5; i0++)
+                for (i64 i2 = 0; i2 < 4; i2++) {
+                    double v = w0[((i0 * 3 + g / 6) * 4 + i2) * 6 + g % 6];
+                    s += v * v;
+                }
+            float nrm = (float)sqrt(s), desired = kind == 0 ? fminf(nrm, 0.7f) : kind == 1 ? 1.0f
+                                                                 : 0.4f * fminf(fmaxf(nrm, 0.9f), 1.1f) + 0.6f * nrm;
+            for (i64 i0 = 0; i0 < 5; i0++)
+                for (i64 i2 = 0; i2 < 4; i2++) want[((i0 * 3 + g / 6) * 4 + i2) * 6 + g % 6] *= desired / (1e-7f + nrm);
+        }
+        float maxv = kind == 0 ? 0.7f : 1.1f, minv = 0.9f, rate = 0.4f;
+        for (size_t b = 0; b < sizeof BLOCKS / sizeof BLOCKS[0]; b++) {
+            float *w = gh_copy(w0, n);
+            mt_launch("tnt_k_norm_constraint", 4, BLOCKS[b], ARGS(&w, &a, &kind, &maxv, &minv, &rate));
+            gh_assert_close(w, want, n, 1e-6, 1e-7, "tnt_k_norm_constraint");
+            free(w);
+        }
+        free(want);
+    }
+    float *w = gh_copy(w0, n), *want = gh_copy(w0, n);
+    w[0] = want[0] = -0.0f;
+    for (i64 i = 1; i < n; i++) want[i] = want[i] < 0 ? 0.0f : want[i];
+    mt_launch("tnt_k_non_neg", 3, 7, ARGS(&w, &n));
+    tu_assert_bitwise(w, want, n, "tnt_k_non_neg");
+    free(w), free(want), free(w0);
+}
+
 static void test_grid_reductions(void **state) {
     (void)state;
     i64 n = 100003;
@@ -352,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_udiv),
         cmocka_unit_test(test_row_reductions),
         cmocka_unit_test(test_grid_reductions),
+        cmocka_unit_test(test_norm_constraints),
         cmocka_unit_test(test_strided_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

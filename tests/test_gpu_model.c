@@ -422,12 +422,12 @@ static void test_save_load(void **state) {
 
 /* ---- dispatch --------------------------------------------------------------------------------- */
 
-/* GaussianNoise has no GPU path (on any device) */
+/* UpSampling2D's bilinear interpolation has no GPU path (on any device) */
 static tnt_model *noise_model(void) {
     tnt_model *m = tnt_sequential("noisy");
     tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(5, &(tnt_layer_opts){.activation = TNT_ACT_RELU})));
-    tu_ok(tnt_model_add(m, tnt_gaussian_noise(0.1f, 0, "the_noise")));
+    tu_ok(tnt_model_add(m, tnt_upsampling2d(2, 2, "bilinear", "the_noise")));
     tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
     return m;
@@ -452,10 +452,10 @@ static void test_dispatch(void **state) {
     /* gpu: an error naming the layer and its class */
     tnt_model *m = compiled(noise_model, "sgd", NULL, TNT_DEVICE_GPU);
     assert_false(tnt__model_device_check(m, why, sizeof why));
-    assert_string_equal(why, "layer \"the_noise\" (GaussianNoise): has no GPU path");
+    assert_string_equal(why, "layer \"the_noise\" (UpSampling2D): bilinear interpolation has no device path yet");
     assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL), TNT_ERR_UNSUPPORTED);
     tu_error_contains("cannot train on the GPU");
-    tu_error_contains("layer \"the_noise\" (GaussianNoise)");
+    tu_error_contains("layer \"the_noise\" (UpSampling2D)");
     tnt_model_free(m);
     /* Conv2D on a device without cuDNN: named with the reason */
     m = compiled(conv_model, "sgd", NULL, TNT_DEVICE_GPU);

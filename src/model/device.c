@@ -3,6 +3,7 @@
  * one copy per buffer, and the reducer's buckets are slices of both. */
 #include "model/device.h"
 #include "model/window.h"
+#include "model/device_rules.h"
 
 #include "comm/comm.h"
 #include "core/config.h"
@@ -37,8 +38,8 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         const tnt__node *n = &m->nodes[i];
         const tnt_layer *l = n->layer;
         const char *what = NULL;
-        if (l->rules) what = "regularizers and constraints have no device path yet";
-        else if (tnt__node_is_alias(n)) continue; /* a view, or an activation its producer applies */
+        if (l->rules && !tnt__dev_rules_supported(l, &what)) {
+        } else if (tnt__node_is_alias(n)) continue; /* a view, or an activation its producer applies */
         else if (!l->ops->gpu) what = "has no GPU path";
         else if (l->ops->gpu->supported && !l->ops->gpu->supported(l, &what)) {
         } else continue;
@@ -445,6 +446,8 @@ tnt_status tnt__dev_optimizer_step(tnt_model *m, const tnt__step *st) {
         s = tnt__gpu_copy_to_device(d->grads, tnt__reducer_sums(r), (size_t)m->n_params * sizeof(float),
                                     TNT__GPU_COMPUTE);
     }
+    /* the weight penalties' gradients join the sums (every rank the same: fit.c) */
+    if (s == TNT_OK) s = tnt__dev_penalty_grads(m);
     for (int i = 0; i < m->n_layers && s == TNT_OK; i++) /* frozen: out of the update, as on the host */
         for (int j = 0; m->layers[i]->frozen && j < m->layers[i]->n_weights && s == TNT_OK; j++) {
             const tnt__weight *w = &m->layers[i]->weights[j];

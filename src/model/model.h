@@ -84,6 +84,12 @@ typedef struct tnt__plan {
     float *host_labels;
     bool host_pinned, labels_pending;
     struct tnt__gpu_event *outputs_ready, *labels_sent, *forward_done;
+    /* device plans, the penalties (model/device_rules.h): their partial sums in the arena and
+     * their host copy, which comes down with the outputs */
+    size_t penalty_offset;
+    int penalty_terms;
+    double *host_penalty;
+    bool penalty_pinned;
 } tnt__plan;
 
 struct tnt_model {
@@ -152,6 +158,7 @@ struct tnt_model {
     int64_t step; /* forward passes in training: the dropout step of a model without optimizer */
     double activity_penalty; /* the activity regularizers' penalty in the last forward, summed over
                                 its samples (Keras divides it by the batch size) */
+    double device_weight_penalty; /* on the device: the weight penalties at the last forward */
     bool stop_training;
     /* a custom training loop's last forward, kept for its backward (training/tape.c), and how
      * to free it (the model knows nothing of it) */

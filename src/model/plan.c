@@ -15,6 +15,7 @@
 #include "core/timeline.h"
 #include "comm/comm.h"
 #include "layers/regularizer.h"
+#include "model/device_rules.h"
 
 #include <stdio.h>
 
@@ -33,6 +34,7 @@ static void plan_free(tnt_model *m, tnt__plan *p) {
         }
     if (p->host_pinned) tnt__gpu_host_free(p->host_buf);
     else free(p->host_buf);
+    tnt__dev_penalty_plan_free(p);
     tnt__gpu_event_destroy(p->outputs_ready);
     tnt__gpu_event_destroy(p->labels_sent);
     tnt__gpu_event_destroy(p->forward_done);
@@ -316,6 +318,8 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
     if (p->device) { /* the labels of a loss computed on the device */
         p->labels_offset = off;
         off += align64(label_floats * sizeof(float));
+        p->penalty_offset = off;
+        off += align64(tnt__dev_penalty_bytes(m));
     }
     size_t grad_bytes = 0;
     s = plan_gradients(m, p, off, &grad_bytes);
@@ -345,6 +349,7 @@ static tnt_status plan_init(tnt_model *m, tnt__plan *p, int64_t batch) {
             h += 3 * n;
         }
         p->host_packed = h;
+        if ((s = tnt__dev_penalty_plan(m, p)) != TNT_OK) return s;
         return tnt__model_dev_arena(m, off) ? TNT_OK : TNT_ERR_NOMEM;
     }
     if (off > m->arena_bytes) {
@@ -365,11 +370,14 @@ tnt__plan *tnt__model_plan(tnt_model *m, int64_t batch) {
         m->plans_frozen = frozen;
     }
     tnt__plan *victim = &m->plans[0];
+    /* a device plan holds a slot per penalty: a regularizer set since makes it again */
+    const int penalty_terms = m->on_device ? tnt__dev_penalty_terms(m) : 0;
     for (int i = 0; i < TNT_PLAN_CACHE; i++) {
         tnt__plan *p = &m->plans[i];
         bool shapes = true; /* the input shapes matter for models with None dimensions */
         for (int k = 0; k < m->n_inputs && shapes; k++) shapes = tnt__shape_equal(p->in_shapes[k], m->tensor_shape[m->inputs[k]]);
-        if (p->batch == batch && p->layer_plans && shapes && p->device == m->on_device) {
+        if (p->batch == batch && p->layer_plans && shapes && p->device == m->on_device &&
+            (!p->device || p->penalty_terms == penalty_terms)) {
             p->last_use = ++m->plan_clock;
             return p;
         }
@@ -440,11 +448,15 @@ uint64_t tnt__model_training_seed(tnt_model *m) {
     return tnt__hash64(m->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(step + 1)));
 }
 
-/* Keras adds a layer's activity penalty at every call, in inference too. */
-static void add_activity_penalty(tnt_model *m, tnt__plan *p, const tnt__node *n, const float *x) {
-    if (n->layer->rules)
-        m->activity_penalty += tnt__layer_activity_penalty(n->layer, act(m, p, n->out, x),
-                                                           p->batch * tnt_shape_numel(m->tensor_shape[n->out]));
+/* Keras adds a layer's activity penalty at every call, in inference too (on the device: its sums
+ * come down with the outputs, tnt__dev_penalties_read). */
+static tnt_status add_activity_penalty(tnt_model *m, tnt__plan *p, int i, const float *x) {
+    const tnt__node *n = &m->nodes[i];
+    if (!n->layer->rules) return TNT_OK;
+    const int64_t numel = p->batch * tnt_shape_numel(m->tensor_shape[n->out]);
+    if (p->device) return tnt__dev_activity_sums(m, p, i, act(m, p, n->out, x), numel);
+    m->activity_penalty += tnt__layer_activity_penalty(n->layer, act(m, p, n->out, x), numel);
+    return TNT_OK;
 }
 
 static void *workspace(tnt_model *m, tnt__plan *p, int i) {
@@ -493,6 +505,7 @@ static void pack_outputs(tnt_model *m, tnt__plan *p) {
 tnt_status tnt__plan_outputs_wait(tnt_model *m, tnt__plan *p) {
     tnt_status s = tnt__gpu_event_sync(p->outputs_ready);
     if (s == TNT_OK && m->n_outputs > 1) pack_outputs(m, p);
+    if (s == TNT_OK) tnt__dev_penalties_read(m, p);
     return s;
 }
 
@@ -512,9 +525,11 @@ static tnt_status device_output(tnt_model *m, tnt__plan *p, bool async) {
         if (s == TNT_OK && m->fused_output_loss[k])
             s = tnt__gpu_copy_to_host(p->host_loss_in[k], at(m, p, p->preact_offset[k]), bytes, stream);
     }
+    if (s == TNT_OK) s = tnt__dev_penalties_down(m, p, stream);
     if (async) return s == TNT_OK ? tnt__gpu_event_record(p->outputs_ready, TNT__GPU_COPY) : s;
     if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
     if (s == TNT_OK && m->n_outputs > 1) pack_outputs(m, p);
+    if (s == TNT_OK) tnt__dev_penalties_read(m, p);
     return s;
 }
 
@@ -526,6 +541,7 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
     if (p->device) {
         tnt_status s = device_input(m, p, x);
         if (s != TNT_OK) return tnt__error_prefix(s, "model \"%s\": batch to the GPU: ", m->name);
+        if ((s = tnt__dev_weight_sums(m, p)) != TNT_OK) return s;
     } else if (m->n_inputs > 1) {
         repack(m, p, m->n_inputs, m->inputs, (float *)x, x, true);
     }
@@ -534,7 +550,8 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         const tnt__node *n = &m->nodes[i];
         tnt_layer *l = n->layer;
         if (tnt__node_is_alias(n)) {
-            add_activity_penalty(m, p, n, x);
+            tnt_status s = add_activity_penalty(m, p, i, x);
+            if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) activity penalty: ", l->name, l->ops->class_name);
             continue;
         }
         const float *xs[TNT_MAX_LAYER_INPUTS];
@@ -562,7 +579,8 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         tnt_status s = layer_forward(l, p, p->layer_plans[i], &a);
         TNT_TL_END(st->training ? "forward" : "inference", l->name, -1, t0);
         if (s != TNT_OK) return tnt__error_prefix(s, "layer \"%s\" (%s) forward: ", l->name, l->ops->class_name);
-        add_activity_penalty(m, p, n, x);
+        if ((s = add_activity_penalty(m, p, i, x)) != TNT_OK)
+            return tnt__error_prefix(s, "layer \"%s\" (%s) activity penalty: ", l->name, l->ops->class_name);
         /* a batch's added loss L counts as L per sample: L over the batch, as Keras's (on p ranks,
          * each rank's L weighted by its share of the batch) */
         if (l->ops->added_loss) { /* through the host on a device: its host workspace holds the loss */
@@ -654,7 +672,9 @@ tnt_status tnt__model_backward(tnt_model *m, tnt__plan *p, const float *x, const
                                "whose loss runs on its logits (set it before compile)", l->name);
                 break;
             }
-            tnt__layer_add_activity_grad(l, act(m, p, n->out, x), dy, numel, st->activity_grad_scale);
+            if (p->device) s = tnt__dev_activity_grad(l, act(m, p, n->out, x), dy, numel, st->activity_grad_scale);
+            else tnt__layer_add_activity_grad(l, act(m, p, n->out, x), dy, numel, st->activity_grad_scale);
+            if (s != TNT_OK) break;
         }
         if (tnt__node_is_alias(n)) { /* dx is dy, already in place unless it must be added */
             if (p->dx_mode[DX(p, i, 0)] == 2) s = add_into(p, at(m, p, p->grad_offset[n->in[0]]), dy, numel);

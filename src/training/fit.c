@@ -18,6 +18,7 @@
 #include "layers/regularizer.h"
 #include "training/fit_internal.h"
 #include "training/device_loss.h"
+#include "model/device_rules.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -237,8 +238,10 @@ tnt_status tnt__loss_and_metrics(tnt_model *m, tnt__plan *p, const float *x, con
     return s;
 }
 
-/* The weight regularizers' penalty (the same on every rank: the weights are). */
+/* The weight regularizers' penalty (the same on every rank: the weights are); on the device, as
+ * the last forward's sums gave it (model/device_rules.h). */
 double tnt__weight_penalty(const tnt_model *m) {
+    if (m->on_device) return m->device_weight_penalty;
     double sum = 0;
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->rules) sum += tnt__layer_weight_penalty(m->layers[i]);
@@ -349,7 +352,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     /* The weight penalties' gradients join the summed data gradients after the allreduce: they
      * depend on the weights alone, which every rank holds the same, so each rank adds them once,
      * exactly as serial training does (no 1/p scaling, no rounding that depends on p). */
-    for (int i = 0; i < m->n_layers; i++)
+    for (int i = 0; i < m->n_layers && !m->on_device; i++) /* the device's: tnt__dev_optimizer_step */
         if (m->layers[i]->rules) tnt__layer_add_penalty_grads(m->layers[i]);
     t0 = TNT_TL_BEGIN();
     /* frozen layers' weights: on the CPU the update leaves them out (m->frozen); the device's
@@ -358,7 +361,7 @@ static int train_step(tnt_model *m, tnt__feed *f, accum *acc, const tnt_callback
     if (m->on_device && (s = tnt__dev_freeze(m, &frozen)) != TNT_OK) return s;
     if ((s = tnt__parallel_optimizer_step(m, &st)) == TNT_OK) {
         tnt__optimizer_finish_step(m->optimizer);
-        s = apply_constraints(m);
+        s = m->on_device ? tnt__dev_apply_constraints(m) : apply_constraints(m);
     }
     if (m->on_device) tnt__dev_thaw(m, frozen);
     if (s != TNT_OK) return s;

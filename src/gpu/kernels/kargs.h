@@ -43,4 +43,15 @@ typedef struct tnt_k_conv {
     int unused;
 } tnt_k_conv;
 
+/* A weight's norms over some of its axes (the norm constraints of layers/regularizer.c): the
+ * weight's shape dim[0 .. ndim), reduced[d] 1 for an axis the norm runs over; one norm per index
+ * over the other axes (groups of them, each of per = the product of the reduced axes' sizes). */
+typedef struct tnt_k_axes_norm {
+    long long groups, per;
+    long long dim[8];
+    int reduced[8];
+    int ndim;
+    int unused;
+} tnt_k_axes_norm;
+
 #endif

@@ -103,3 +103,11 @@ TNT_K(tnt_k_col_sums_partial_bf16, const unsigned short *, float *, i64, i64, i6
 /* loss.cu */
 TNT_K(tnt_k_loss_grad_rows, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
 TNT_K(tnt_k_loss_grad_elems, int, int, const float *, const float *, float *, i64, i64, i64, i64, i64, double)
+/* constraints.cu */
+TNT_K(tnt_k_non_neg, float *, i64)
+TNT_K(tnt_k_norm_constraint, float *, tnt_k_axes_norm, int, float, float, float)
+/* noise.cu */
+TNT_K(tnt_k_gaussian_noise, const float *, float *, i64, unsigned long long, unsigned long long, float)
+TNT_K(tnt_k_gaussian_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float)
+TNT_K(tnt_k_alpha_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float, float, float, float, int)
+TNT_K(tnt_k_spatial_dropout, const float *, float *, i64, unsigned long long, i64, i64, i64, int, float, float)

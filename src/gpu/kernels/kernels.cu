@@ -13,3 +13,5 @@
 #include "attention.cu"
 #include "conv.cu"
 #include "loss.cu"
+#include "constraints.cu"
+#include "noise.cu"

@@ -22,6 +22,7 @@ DEV float k_fabsf(float x) { return x < 0.0f ? -x : x; }
 DEV float k_fmaxf(float a, float b) { return a > b ? a : (b == b ? b : a); } /* libm's fmaxf: NaN loses */
 DEV float k_fminf(float a, float b) { return a < b ? a : (b == b ? b : a); }
 DEV float k_sqrtf(float x) { return __builtin_sqrtf(x); } /* sqrt.rn.f32: correctly rounded */
+DEV double k_sqrt_d(double x) { return __builtin_sqrt(x); } /* sqrt.rn.f64 */
 #define K_INF k_bits_float(0x7f800000)
 #define K_NAN k_bits_float(0x7fc00000)
 

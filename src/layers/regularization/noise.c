@@ -3,14 +3,16 @@
  * one, or the first with data_format channels_first), GaussianNoise (x + stddev * n),
  * GaussianDropout (x * (1 + sqrt(rate/(1-rate)) * n)), AlphaDropout (dropped values set to SELU's
  * negative saturation, then an affine map that keeps mean and variance, Keras's formula), and
- * ActivityRegularization (identity forward and backward; its l1/l2 penalty awaits the model's
- * loss-penalty mechanism).
+ * ActivityRegularization (identity forward and backward; its l1/l2 penalty is the layer's activity
+ * regularizer, layers/regularizer.h).
  *
  * As Dropout (dropout.c), the noise is never stored: the counter-based generator gives the same
  * value for the same (step seed, global index), so backward recomputes it, and a value's noise
  * depends on its sample's index in the global batch (sample_offset), not on how the batch is split
- * across ranks. The step seed sits in an 8-byte workspace, 0 meaning "no noise this step". */
+ * across ranks. The step seed sits in an 8-byte workspace, 0 meaning "no noise this step". On the
+ * device (gpu/kernels/noise.cu) the same draws, the seed in the layer's device plan. */
 #include "layers/layer.h"
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/regularizer.h"
 
@@ -136,6 +138,80 @@ static tnt_status noise_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
     return TNT_OK;
 }
 
+/* ---- on the device: the CPU's draws (gpu/kernels/noise.cu), the step's seed kept in the plan
+ * that forward and backward of a step share ---- */
+
+#define GPU_BLOCK 256
+
+typedef struct noise_gpu_plan {
+    uint64_t seed; /* of the last forward; 0: it was the identity */
+} noise_gpu_plan;
+
+static void *noise_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    (void)l, (void)batch;
+    return tnt__calloc(1, sizeof(noise_gpu_plan));
+}
+
+static void noise_gpu_plan_destroy(void *plan) { free(plan); }
+
+/* out = the noise of the step (seed) applied to in: forward on x, backward (gradient) on dy */
+static tnt_status noise_gpu_apply(const tnt_layer *l, uint64_t seed, int64_t batch, int64_t sample_offset,
+                                  const float *in, float *out, bool gradient) {
+    const noise_cfg *c = l->priv;
+    long long per = tnt_shape_numel(l->in_shape), n = batch * per, base = sample_offset * per, off = sample_offset;
+    long long channels = channel_count(l);
+    unsigned long long s = seed, b = (unsigned long long)base;
+    unsigned grid = tnt__gpu_grid_for(n, GPU_BLOCK);
+    float rate = c->rate;
+    if (c->kind == GAUSSIAN_NOISE) {
+        void *args[] = {&in, &out, &n, &s, &b, &rate};
+        return tnt__gpu_launch("tnt_k_gaussian_noise", grid, GPU_BLOCK, 0, args);
+    }
+    if (c->kind == GAUSSIAN_DROPOUT) {
+        float mult = sqrtf(c->rate / (1.0f - c->rate));
+        void *args[] = {&in, &out, &n, &s, &b, &mult};
+        return tnt__gpu_launch("tnt_k_gaussian_dropout", grid, GPU_BLOCK, 0, args);
+    }
+    if (c->kind == ALPHA_DROPOUT) {
+        float a, ac, alpha_p;
+        int backward = gradient;
+        alpha_affine(c->rate, &a, &ac, &alpha_p);
+        void *args[] = {&in, &out, &n, &s, &b, &rate, &a, &ac, &alpha_p, &backward};
+        return tnt__gpu_launch("tnt_k_alpha_dropout", grid, GPU_BLOCK, 0, args);
+    }
+    int cf = l->channels_first;
+    float scale = 1.0f / (1.0f - c->rate);
+    void *args[] = {&in, &out, &n, &s, &per, &channels, &off, &cf, &rate, &scale};
+    return tnt__gpu_launch("tnt_k_spatial_dropout", grid, GPU_BLOCK, 0, args);
+}
+
+static tnt_status noise_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    noise_gpu_plan *g = plan;
+    const noise_cfg *c = l->priv;
+    size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    bool active = a->training && c->kind != ACTIVITY_REG && c->rate > 0.0f;
+    g->seed = active ? tnt__hash64((c->seed ? c->seed : l->seed) ^ a->seed) | 1 : 0;
+    if (!g->seed) return a->y == a->x ? TNT_OK : tnt__gpu_copy_on_device(a->y, a->x, bytes, TNT__GPU_COMPUTE);
+    return noise_gpu_apply(l, g->seed, a->batch, a->sample_offset, a->x, a->y, false);
+}
+
+static tnt_status noise_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    const noise_gpu_plan *g = plan;
+    const noise_cfg *c = l->priv;
+    size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (!a->dx) return TNT_OK;
+    if (!g->seed || c->kind == GAUSSIAN_NOISE) /* additive noise: the identity's gradient */
+        return a->dx == a->dy ? TNT_OK : tnt__gpu_copy_on_device(a->dx, a->dy, bytes, TNT__GPU_COMPUTE);
+    return noise_gpu_apply(l, g->seed, a->batch, a->sample_offset, a->dy, a->dx, true);
+}
+
+static const tnt__gpu_ops noise_gpu_ops = {
+    .plan_create = noise_gpu_plan_create,
+    .plan_destroy = noise_gpu_plan_destroy,
+    .forward = noise_gpu_forward,
+    .backward = noise_gpu_backward,
+};
+
 static void noise_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status add_seed(cJSON *c, uint64_t seed) {
@@ -197,6 +273,7 @@ static tnt_status read_seed(const cJSON *c, uint64_t *seed, const tnt__kj_ctx *k
         .destroy = noise_destroy,                                                                 \
         .supports_masking = true,                                                                 \
         .set_data_format = fmt,                                                                   \
+        .gpu = &noise_gpu_ops,                                                                    \
     };                                                                                            \
     tnt_layer *tnt_##fn(float v, uint64_t seed, const char *name) {                              \
         if (!(v >= 0.0f) || !(kind_ == GAUSSIAN_NOISE ? isfinite(v) : v < 1.0f)) {               \
@@ -242,6 +319,7 @@ const tnt__layer_ops tnt__activity_regularization_ops = {
     .backward = noise_backward,
     .destroy = noise_destroy,
     .supports_masking = true,
+    .gpu = &noise_gpu_ops,
 };
 
 tnt_layer *tnt_activity_regularization(float l1, float l2, const char *name) {
