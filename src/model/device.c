@@ -29,10 +29,9 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         snprintf(why, size, "no usable GPU (%s)", r ? r : "unknown reason");
         return false;
     }
-    if (m->variable) {
-        snprintf(why, size, "variable (None) input dimensions have no device path yet");
-        return false;
-    }
+    /* variable (None) input dimensions: the model is rebuilt for each input shape and a device
+     * plan made per shape as on the host (plan.c's cache; the arena grows to the largest); the
+     * layers are checked here for the shape they have now */
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
         const tnt_layer *l = n->layer;
@@ -251,7 +250,10 @@ void *tnt__model_dev_arena(tnt_model *m, size_t bytes) {
         return NULL;
     }
     if (bytes <= d->arena_bytes && d->arena) return d->arena;
-    tnt__gpu_sync(TNT__GPU_COMPUTE); /* nothing queued still reads the old one */
+    /* nothing queued still reads the old one: the compute stream, and the copy stream that takes
+     * the outputs down (a plan for a new input shape grows it between steps) */
+    tnt__gpu_sync(TNT__GPU_COPY);
+    tnt__gpu_sync(TNT__GPU_COMPUTE);
     tnt__gpu_free(d->arena);
     d->arena_bytes = 0;
     if (!(d->arena = tnt__gpu_malloc(bytes ? bytes : 64))) {
