@@ -245,6 +245,83 @@ static void test_memory_bounded(void **state) {
     assert_int_equal(tnt__gpu_emulated_live_bytes(), before);
 }
 
+/* ---- Conv2D on (None, None, 3): its device path depends on the size ------------------------------ */
+
+/* Conv2D(4, 3x3, strides 2, same, relu), GlobalAveragePooling2D, Dense(2, softmax) */
+static tnt_model *fcn_model(void) {
+    tnt_model *m = tnt_sequential("fcn");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(NONE, NONE, 3), NULL)));
+    tu_ok(tnt_model_add(m, tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.strides = {2, 2}, .padding = TNT_PADDING_SAME,
+                                                                .activation = TNT_ACT_RELU})));
+    tu_ok(tnt_model_add(m, tnt_global_average_pooling2d(NULL)));
+    tu_ok(tnt_model_add(m, tnt_dense(2, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    return m;
+}
+
+static void set_conv_paths(const char *im2col) {
+    setenv("TNT_GPU_CONV_IM2COL", im2col, 1);
+    setenv("TNT_GPU_CONV_DIRECT", "0", 1);
+    tu_ok(tnt__config_load());
+}
+
+/* 12 images of h x w, labels 0 and 1, batches of 4 */
+static void fit_size(tnt_model *m, int64_t h, int64_t w, tnt_status want) {
+    enum { IMAGES = 12 };
+    float *x = malloc((size_t)(IMAGES * h * w * 3) * sizeof *x), y[IMAGES];
+    tu_fill(x, IMAGES * h * w * 3, (uint64_t)(h * w));
+    for (int i = 0; i < IMAGES; i++) y[i] = (float)(i % 2);
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(x, TNT_SHAPE(h, w, 3), y, TNT_SHAPE(), IMAGES, false), 4, false);
+    assert_int_equal(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, NULL), want);
+    tnt_dataset_free(ds);
+    free(x);
+}
+
+/* Under the default settings a strided "same" Conv2D has the device's own kernels (im2col) only
+ * where it pads unlike on the two sides (even sizes); the others need cuDNN, which the emulated
+ * device lacks: the model is refused for the GPU before it trains, naming the size, and auto
+ * trains it on the CPU. */
+static void test_size_dependent_path_refused(void **state) {
+    (void)state;
+    if (!tnt__gpu_emulated()) skip(); /* a GPU with cuDNN takes every size */
+    set_conv_paths("0");
+    tnt_model *m = fcn_model();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_GPU}));
+    fit_size(m, 10, 12, TNT_ERR_UNSUPPORTED);
+    print_message("%s\n", tnt_last_error());
+    assert_non_null(strstr(tnt_last_error(), "at a None dimension of 65"));
+    assert_non_null(strstr(tnt_last_error(), "cuDNN"));
+    assert_false(m->on_device);
+    tnt_model_free(m);
+    m = fcn_model();
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_AUTO}));
+    fit_size(m, 10, 12, TNT_OK);
+    assert_false(m->on_device);
+    tnt_model_free(m);
+    set_conv_paths("512");
+}
+
+/* With im2col for every size (TNT_GPU_CONV_IM2COL), training on 10x12 then 9x7 images (padding
+ * unlike, then alike on the two sides) on the device equals the CPU engine. */
+static void test_conv2d_sizes_train_like_cpu(void **state) {
+    (void)state;
+    set_conv_paths("512");
+    tnt_model *cpu = fcn_model(), *dev = fcn_model();
+    tu_ok(tnt_compile(cpu, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                               .seed = 3, .device = TNT_DEVICE_CPU}));
+    tu_ok(tnt_compile(dev, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                               .seed = 3, .device = TNT_DEVICE_GPU}));
+    fit_size(cpu, 10, 12, TNT_OK), fit_size(dev, 10, 12, TNT_OK);
+    fit_size(cpu, 9, 7, TNT_OK), fit_size(dev, 9, 7, TNT_OK);
+    assert_true(dev->on_device);
+    int64_t n = tnt_model_count_params(cpu);
+    float *wc = weights_of(cpu), *wd = weights_of(dev);
+    tu_assert_close(wd, wc, n, RTOL, ATOL, "Conv2D model's weights after 10x12 and 9x7");
+    free(wc), free(wd);
+    tnt_model_free(cpu), tnt_model_free(dev);
+}
+
 int main(void) {
     /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
@@ -258,6 +335,8 @@ int main(void) {
         cmocka_unit_test(test_embedding_trains_like_cpu),
         cmocka_unit_test(test_new_lengths_equal_cpu),
         cmocka_unit_test(test_memory_bounded),
+        cmocka_unit_test(test_size_dependent_path_refused),
+        cmocka_unit_test(test_conv2d_sizes_train_like_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
