@@ -2,11 +2,11 @@
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN)
  * MaxPooling1D / AveragePooling1D and Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), each layer's forward, input and weight gradients against the CPU
- * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU):
- * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
- * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
- * multiplies by a reciprocal where the CPU divides (AveragePooling1D). */
+ * output_padding, dilation), Dot (test_dot: strided GEMMs), each layer's forward, input and weight
+ * gradients against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh
+ * runs it on a GPU): bitwise where the device computes the CPU's operations in its order (merges,
+ * max pooling, the piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU,
+ * Softmax) or multiplies by a reciprocal where the CPU divides (AveragePooling1D). */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
@@ -172,6 +172,75 @@ static void test_merges(void **state) {
     merge(tnt_minimum(NULL), 2, "Minimum of 2");
 }
 
+/* Dot of inputs of shapes a and b (batch excluded) along axes (Keras's, batch = 0) on both sides:
+ * output and both input gradients, within the sums' order (the device's GEMMs, the CPU's double
+ * loop) */
+static void dot_case(int ax1, int ax2, tnt_shape a, tnt_shape b) {
+    enum { B = 3 };
+    tnt_layer *l = tnt_dot(ax1, ax2, false, NULL);
+    assert_non_null(l);
+    tnt_shape in[2] = {a, b};
+    tu_ok(l->ops->build_multi(l, 2, in, &l->out_shape));
+    l->in_shape = in[0];
+    const int64_t n[2] = {B * tnt_shape_numel(a), B * tnt_shape_numel(b)}, ny = B * tnt_shape_numel(l->out_shape);
+    float *xh[2], *dxc[2], *xd[2], *dxd[2];
+    for (int j = 0; j < 2; j++) {
+        xh[j] = malloc((size_t)n[j] * sizeof(float)), dxc[j] = malloc((size_t)n[j] * sizeof(float));
+        tu_fill(xh[j], n[j], 50 + j);
+    }
+    float *dy = malloc((size_t)ny * sizeof(float)), *yc = malloc((size_t)ny * sizeof(float));
+    tu_fill(dy, ny, 52);
+    tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .training = true};
+    tu_ok(l->ops->forward(l, NULL, &fa));
+    tnt__bwd_args ba = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .dy = dy,
+                        .dx = dxc[0], .dxs = dxc};
+    tu_ok(l->ops->backward(l, NULL, &ba));
+    const char *why = "";
+    assert_true(l->ops->gpu->supported(l, &why));
+    for (int j = 0; j < 2; j++) xd[j] = dev_up(xh[j], n[j]), dxd[j] = dev_up(xh[j], n[j]); /* overwritten */
+    float *y_dev = tnt__gpu_malloc((size_t)ny * sizeof(float)), *dy_dev = dev_up(dy, ny);
+    tnt__fwd_args fd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .training = true};
+    tu_ok(l->ops->gpu->forward(l, NULL, &fd));
+    tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
+                        .dx = dxd[0], .dxs = dxd};
+    tu_ok(l->ops->gpu->backward(l, NULL, &bd));
+    char w[160], sa[64], sb[64];
+    snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: output", ax1, ax2, tnt_shape_str(a, sa, sizeof sa),
+             tnt_shape_str(b, sb, sizeof sb));
+    float *yh = dev_down(y_dev, ny);
+    tu_assert_close(yh, yc, ny, 1e-5, 1e-6, w);
+    for (int j = 0; j < 2; j++) {
+        float *g = dev_down(dxd[j], n[j]);
+        snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: dx%d", ax1, ax2, sa, sb, j);
+        tu_assert_close(g, dxc[j], n[j], 1e-5, 1e-6, w);
+        free(g), free(xh[j]), free(dxc[j]);
+        tnt__gpu_free(xd[j]), tnt__gpu_free(dxd[j]);
+    }
+    free(yh), free(dy), free(yc);
+    tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev);
+    tnt_layer_free(l);
+}
+
+/* every case of dot.c: rank 1 and 2, each contraction axis, on the device's strided GEMMs */
+static void test_dot(void **state) {
+    (void)state;
+    dot_case(1, 1, TNT_SHAPE(6), TNT_SHAPE(6));
+    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6));
+    dot_case(1, 2, TNT_SHAPE(6), TNT_SHAPE(5, 6));
+    dot_case(2, 2, TNT_SHAPE(4, 6), TNT_SHAPE(5, 6));
+    dot_case(1, 1, TNT_SHAPE(6, 4), TNT_SHAPE(6, 5));
+    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6, 5));
+    dot_case(1, 2, TNT_SHAPE(6, 4), TNT_SHAPE(5, 6));
+    dot_case(-1, -2, TNT_SHAPE(4, 6), TNT_SHAPE(6, 1)); /* a single free column */
+    tnt_layer *l = tnt_dot(2, 2, true, NULL); /* normalize: refused, with its reason */
+    tnt_shape in[2] = {TNT_SHAPE(4, 6), TNT_SHAPE(5, 6)}, out;
+    tu_ok(l->ops->build_multi(l, 2, in, &out));
+    const char *why = NULL;
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "normalize"));
+    tnt_layer_free(l);
+}
+
 int main(void) {
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
     if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
@@ -184,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_pooling1d),
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_dot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
