@@ -432,8 +432,9 @@ static tnt_model *noise_model(void) {
 /* Conv2D needs cuDNN, which the emulated device lacks */
 static tnt_model *conv_model(void) {
     tnt_model *m = tnt_sequential("conv");
-    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 3), NULL)));
-    /* 3x3 "same": padded alike on both sides, so cuDNN's (2x2 "same" pads after only: im2col, no cuDNN) */
+    /* 3x3 "same" on 4 channels: padded alike on both sides, 36 taps (more than TNT_GPU_CONV_DIRECT's
+     * 32), so cuDNN's (2x2 "same" pads after only: im2col; 3 channels: the direct kernels) */
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(2, 2, 4), NULL)));
     tu_ok(tnt_model_add(m, tnt_conv2d(4, 3, 3, &(tnt_layer_opts){.name = "the_conv", .padding = TNT_PADDING_SAME})));
     tu_ok(tnt_model_add(m, tnt_flatten(NULL)));
     tu_ok(tnt_model_add(m, tnt_dense(CLASSES, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));

@@ -1,17 +1,19 @@
 /* test_gpu_more_layers.c: the device paths of the activation layers with parameters (ReLU with
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
- * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN)
- * MaxPooling1D / AveragePooling1D and Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), Dot (test_dot: strided GEMMs), each layer's forward, input and weight
- * gradients against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh
- * runs it on a GPU): bitwise where the device computes the CPU's operations in its order (merges,
- * max pooling, the piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU,
- * Softmax) or multiplies by a reciprocal where the CPU divides (AveragePooling1D). */
+ * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
+ * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
+ * output_padding, dilation), Dot (strided GEMMs): each layer's forward, input and weight gradients
+ * against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on
+ * a GPU), bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
+ * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
+ * multiplies by a reciprocal where the CPU divides (AveragePooling1D); and a traced layer run on
+ * the host inside a model on the device (layers/host_bridge.c), trained, against the CPU. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "gpu/gpu.h"
 #include "layers/layer.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -241,6 +243,60 @@ static void test_dot(void **state) {
     tnt_layer_free(l);
 }
 
+/* A traced layer (a Lambda's or a custom Layer's operation graph) runs on the host inside a model
+ * on the device (layers/host_bridge.c): x -> relu(x W + b) traced, then Dense softmax; and a traced
+ * layer of two outputs' worth of ops on two inputs in a functional model. Trained 2 epochs of SGD
+ * on the emulated device, equal to the CPU engine. */
+enum { TN = 32, TIN = 4 };
+static float t_x[TN * TIN], t_y[TN];
+
+static tnt_layer *traced_dense(void) {
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, TIN));
+    int k = tnt_opgraph_weight(g, "kernel", TNT_SHAPE(TIN, 5), "glorot_uniform", true);
+    int b = tnt_opgraph_weight(g, "bias", TNT_SHAPE(5), "zeros", true);
+    int y = tnt_opgraph_op(g, "matmul", 2, (int[]){x, k}, NULL);
+    y = tnt_opgraph_op(g, "add", 2, (int[]){y, b}, NULL);
+    y = tnt_opgraph_op(g, "relu", 1, (int[]){y}, NULL);
+    assert_true(y >= 0);
+    tu_ok(tnt_opgraph_output(g, y));
+    return tnt_traced_layer(g, "MyDense", "my_dense");
+}
+
+static void train_traced(tnt_device dev, float *w, int64_t *n, double *loss) {
+    tnt_model *m = tnt_sequential("traced");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(TIN), NULL)));
+    tu_ok(tnt_model_add(m, traced_dense()));
+    tu_ok(tnt_model_add(m, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .seed = 3, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(t_x, TNT_SHAPE(TIN), t_y, TNT_SHAPE(), TN, false), 8, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    *n = tnt_model_count_params(m);
+    *loss = tnt_history_get(h, "loss", 1);
+    tu_ok(tnt_get_weights(m, w, *n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+static void test_traced_layer_through_host(void **state) {
+    (void)state;
+    tu_fill(t_x, TN * TIN, 50);
+    for (int i = 0; i < TN; i++) t_y[i] = (float)(i % 3);
+    float wc[64], wd[64];
+    int64_t nc = 0, nd = 0;
+    double lc = 0, ld = 0;
+    train_traced(TNT_DEVICE_CPU, wc, &nc, &lc);
+    train_traced(TNT_DEVICE_GPU, wd, &nd, &ld);
+    assert_int_equal(nc, nd);
+    print_message("traced layer, 8 steps: loss %.7f on the CPU, %.7f with the model on the device\n", lc, ld);
+    tu_assert_close(wd, wc, nc, 1e-5, 1e-6, "weights after training");
+    assert_true(fabs(ld - lc) < 1e-5 * (1 + fabs(lc)));
+}
+
 int main(void) {
     if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
     if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
@@ -254,6 +310,7 @@ int main(void) {
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
