@@ -2,9 +2,10 @@
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
  * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
  * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), Dot (strided GEMMs): each layer's forward, input and weight gradients
- * against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on
- * a GPU), bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
+ * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten): each layer's forward, input
+ * and weight gradients against the CPU
+ * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
+ * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
  * multiplies by a reciprocal where the CPU divides (AveragePooling1D); and a traced layer run on
  * the host inside a model on the device (layers/host_bridge.c), trained, against the CPU. */
@@ -113,6 +114,16 @@ static void test_conv_transpose(void **state) {
     RTOL = r, ATOL = a;
 }
 
+/* TimeDistributed: its inner layer's device path on batch * steps samples */
+static void test_time_distributed(void **state) {
+    (void)state;
+    single(tnt_time_distributed(tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), NULL), TNT_SHAPE(5, 3), false,
+           "TimeDistributed(Dense(4, relu))");
+    single(tnt_time_distributed(tnt_conv2d(2, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), NULL),
+           TNT_SHAPE(3, 6, 6, 1), false, "TimeDistributed(Conv2D(2, 3x3, same))");
+    single(tnt_time_distributed(tnt_flatten(NULL), NULL), TNT_SHAPE(4, 2, 3), true, "TimeDistributed(Flatten)");
+}
+
 /* a merge layer of k inputs of shape (3, 5) on both sides */
 static void merge(tnt_layer *l, int k, const char *what) {
     enum { B = 3, PER = 15 };
@@ -172,75 +183,6 @@ static void test_merges(void **state) {
     merge(tnt_average(NULL), 3, "Average of 3");
     merge(tnt_maximum(NULL), 3, "Maximum of 3");
     merge(tnt_minimum(NULL), 2, "Minimum of 2");
-}
-
-/* Dot of inputs of shapes a and b (batch excluded) along axes (Keras's, batch = 0) on both sides:
- * output and both input gradients, within the sums' order (the device's GEMMs, the CPU's double
- * loop) */
-static void dot_case(int ax1, int ax2, tnt_shape a, tnt_shape b) {
-    enum { B = 3 };
-    tnt_layer *l = tnt_dot(ax1, ax2, false, NULL);
-    assert_non_null(l);
-    tnt_shape in[2] = {a, b};
-    tu_ok(l->ops->build_multi(l, 2, in, &l->out_shape));
-    l->in_shape = in[0];
-    const int64_t n[2] = {B * tnt_shape_numel(a), B * tnt_shape_numel(b)}, ny = B * tnt_shape_numel(l->out_shape);
-    float *xh[2], *dxc[2], *xd[2], *dxd[2];
-    for (int j = 0; j < 2; j++) {
-        xh[j] = malloc((size_t)n[j] * sizeof(float)), dxc[j] = malloc((size_t)n[j] * sizeof(float));
-        tu_fill(xh[j], n[j], 50 + j);
-    }
-    float *dy = malloc((size_t)ny * sizeof(float)), *yc = malloc((size_t)ny * sizeof(float));
-    tu_fill(dy, ny, 52);
-    tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .training = true};
-    tu_ok(l->ops->forward(l, NULL, &fa));
-    tnt__bwd_args ba = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .dy = dy,
-                        .dx = dxc[0], .dxs = dxc};
-    tu_ok(l->ops->backward(l, NULL, &ba));
-    const char *why = "";
-    assert_true(l->ops->gpu->supported(l, &why));
-    for (int j = 0; j < 2; j++) xd[j] = dev_up(xh[j], n[j]), dxd[j] = dev_up(xh[j], n[j]); /* overwritten */
-    float *y_dev = tnt__gpu_malloc((size_t)ny * sizeof(float)), *dy_dev = dev_up(dy, ny);
-    tnt__fwd_args fd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .training = true};
-    tu_ok(l->ops->gpu->forward(l, NULL, &fd));
-    tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
-                        .dx = dxd[0], .dxs = dxd};
-    tu_ok(l->ops->gpu->backward(l, NULL, &bd));
-    char w[160], sa[64], sb[64];
-    snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: output", ax1, ax2, tnt_shape_str(a, sa, sizeof sa),
-             tnt_shape_str(b, sb, sizeof sb));
-    float *yh = dev_down(y_dev, ny);
-    tu_assert_close(yh, yc, ny, 1e-5, 1e-6, w);
-    for (int j = 0; j < 2; j++) {
-        float *g = dev_down(dxd[j], n[j]);
-        snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: dx%d", ax1, ax2, sa, sb, j);
-        tu_assert_close(g, dxc[j], n[j], 1e-5, 1e-6, w);
-        free(g), free(xh[j]), free(dxc[j]);
-        tnt__gpu_free(xd[j]), tnt__gpu_free(dxd[j]);
-    }
-    free(yh), free(dy), free(yc);
-    tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev);
-    tnt_layer_free(l);
-}
-
-/* every case of dot.c: rank 1 and 2, each contraction axis, on the device's strided GEMMs */
-static void test_dot(void **state) {
-    (void)state;
-    dot_case(1, 1, TNT_SHAPE(6), TNT_SHAPE(6));
-    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6));
-    dot_case(1, 2, TNT_SHAPE(6), TNT_SHAPE(5, 6));
-    dot_case(2, 2, TNT_SHAPE(4, 6), TNT_SHAPE(5, 6));
-    dot_case(1, 1, TNT_SHAPE(6, 4), TNT_SHAPE(6, 5));
-    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6, 5));
-    dot_case(1, 2, TNT_SHAPE(6, 4), TNT_SHAPE(5, 6));
-    dot_case(-1, -2, TNT_SHAPE(4, 6), TNT_SHAPE(6, 1)); /* a single free column */
-    tnt_layer *l = tnt_dot(2, 2, true, NULL); /* normalize: refused, with its reason */
-    tnt_shape in[2] = {TNT_SHAPE(4, 6), TNT_SHAPE(5, 6)}, out;
-    tu_ok(l->ops->build_multi(l, 2, in, &out));
-    const char *why = NULL;
-    assert_false(l->ops->gpu->supported(l, &why));
-    assert_non_null(strstr(why, "normalize"));
-    tnt_layer_free(l);
 }
 
 /* A traced layer (a Lambda's or a custom Layer's operation graph) runs on the host inside a model
@@ -309,7 +251,7 @@ int main(void) {
         cmocka_unit_test(test_pooling1d),
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
-        cmocka_unit_test(test_dot),
+        cmocka_unit_test(test_time_distributed),
         cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

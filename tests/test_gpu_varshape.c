@@ -13,11 +13,14 @@
  *   - the device memory does not grow across shapes: the same after one epoch and after three
  *     more (plans evicted and made again), at most TNT_PLAN_CACHE plans, and none left once the
  *     model is freed (tnt__gpu_emulated_live_bytes);
- *   - cnn_seq2seq's attention (Dot with axes (2, 2) and (2, 1), Softmax) on padded batches == CPU;
+ *   - Dot's device path (strided GEMMs; rank 1 and 2, either contraction axis) against the CPU
+ *     engine, and cnn_seq2seq's attention (Dot with axes (2, 2) and (2, 1), Softmax) on padded
+ *     batches == CPU;
  *   - a strided "same" Conv2D on (None, None, 3), whose device path depends on the size (its
  *     padding is unlike on the two sides at even sizes only): refused for the GPU, naming the
  *     size, where the other sizes need cuDNN (the emulated device); trained at 10x12 then 9x7
  *     with im2col for every size == CPU. */
+#include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "core/config.h"
@@ -275,6 +278,75 @@ static tnt_model *attention_model(void) {
     return m;
 }
 
+/* Dot of inputs of shapes a and b (batch excluded) along axes (Keras's, batch = 0) on both sides:
+ * output and both input gradients, within the sums' order (the device's GEMMs, the CPU's double
+ * loop) */
+static void dot_case(int ax1, int ax2, tnt_shape a, tnt_shape b) {
+    enum { B = 3 };
+    tnt_layer *l = tnt_dot(ax1, ax2, false, NULL);
+    assert_non_null(l);
+    tnt_shape in[2] = {a, b};
+    tu_ok(l->ops->build_multi(l, 2, in, &l->out_shape));
+    l->in_shape = in[0];
+    const int64_t n[2] = {B * tnt_shape_numel(a), B * tnt_shape_numel(b)}, ny = B * tnt_shape_numel(l->out_shape);
+    float *xh[2], *dxc[2], *xd[2], *dxd[2];
+    for (int j = 0; j < 2; j++) {
+        xh[j] = malloc((size_t)n[j] * sizeof(float)), dxc[j] = malloc((size_t)n[j] * sizeof(float));
+        tu_fill(xh[j], n[j], 50 + j);
+    }
+    float *dy = malloc((size_t)ny * sizeof(float)), *yc = malloc((size_t)ny * sizeof(float));
+    tu_fill(dy, ny, 52);
+    tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .training = true};
+    tu_ok(l->ops->forward(l, NULL, &fa));
+    tnt__bwd_args ba = {.batch = B, .x = xh[0], .n_inputs = 2, .xs = (const float **)xh, .y = yc, .dy = dy,
+                        .dx = dxc[0], .dxs = dxc};
+    tu_ok(l->ops->backward(l, NULL, &ba));
+    const char *why = "";
+    assert_true(l->ops->gpu->supported(l, &why));
+    for (int j = 0; j < 2; j++) xd[j] = dev_up(xh[j], n[j]), dxd[j] = dev_up(xh[j], n[j]); /* overwritten */
+    float *y_dev = tnt__gpu_malloc((size_t)ny * sizeof(float)), *dy_dev = dev_up(dy, ny);
+    tnt__fwd_args fd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .training = true};
+    tu_ok(l->ops->gpu->forward(l, NULL, &fd));
+    tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = 2, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
+                        .dx = dxd[0], .dxs = dxd};
+    tu_ok(l->ops->gpu->backward(l, NULL, &bd));
+    char w[160], sa[64], sb[64];
+    snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: output", ax1, ax2, tnt_shape_str(a, sa, sizeof sa),
+             tnt_shape_str(b, sb, sizeof sb));
+    float *yh = dev_down(y_dev, ny);
+    tu_assert_close(yh, yc, ny, 1e-5, 1e-6, w);
+    for (int j = 0; j < 2; j++) {
+        float *g = dev_down(dxd[j], n[j]);
+        snprintf(w, sizeof w, "Dot(axes %d, %d) of %s and %s: dx%d", ax1, ax2, sa, sb, j);
+        tu_assert_close(g, dxc[j], n[j], 1e-5, 1e-6, w);
+        free(g), free(xh[j]), free(dxc[j]);
+        tnt__gpu_free(xd[j]), tnt__gpu_free(dxd[j]);
+    }
+    free(yh), free(dy), free(yc);
+    tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev);
+    tnt_layer_free(l);
+}
+
+/* every case of dot.c: rank 1 and 2, each contraction axis, on the device's strided GEMMs */
+static void test_dot(void **state) {
+    (void)state;
+    dot_case(1, 1, TNT_SHAPE(6), TNT_SHAPE(6));
+    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6));
+    dot_case(1, 2, TNT_SHAPE(6), TNT_SHAPE(5, 6));
+    dot_case(2, 2, TNT_SHAPE(4, 6), TNT_SHAPE(5, 6));
+    dot_case(1, 1, TNT_SHAPE(6, 4), TNT_SHAPE(6, 5));
+    dot_case(2, 1, TNT_SHAPE(4, 6), TNT_SHAPE(6, 5));
+    dot_case(1, 2, TNT_SHAPE(6, 4), TNT_SHAPE(5, 6));
+    dot_case(-1, -2, TNT_SHAPE(4, 6), TNT_SHAPE(6, 1)); /* a single free column */
+    tnt_layer *l = tnt_dot(2, 2, true, NULL); /* normalize: refused, with its reason */
+    tnt_shape in[2] = {TNT_SHAPE(4, 6), TNT_SHAPE(5, 6)}, out;
+    tu_ok(l->ops->build_multi(l, 2, in, &out));
+    const char *why = NULL;
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "normalize"));
+    tnt_layer_free(l);
+}
+
 /* cnn_seq2seq's attention (two Dots, axes (2, 2) and (2, 1)) on padded batches of five lengths */
 static void test_attention_trains_like_cpu(void **state) {
     (void)state;
@@ -388,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_embedding_trains_like_cpu),
         cmocka_unit_test(test_new_lengths_equal_cpu),
         cmocka_unit_test(test_memory_bounded),
+        cmocka_unit_test(test_dot),
         cmocka_unit_test(test_attention_trains_like_cpu),
         cmocka_unit_test(test_size_dependent_path_refused),
         cmocka_unit_test(test_conv2d_sizes_train_like_cpu),

@@ -4,6 +4,7 @@
  * (Dropout) stay those of the global batch on any split. */
 #include "layers/wrapper.h"
 
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 
 #include <stdio.h>
@@ -97,6 +98,85 @@ static tnt_status td_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     return t->inner->ops->backward(t->inner, p->inner_plan, &ia);
 }
 
+/* ---- on the device: the inner layer's device path on batch * steps samples, as above ---------- */
+
+static bool td_gpu_supported(const tnt_layer *l, const char **why) {
+    const td *t = l->priv;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    if (t->inner->ops->is_view) return true;
+    if (!g) {
+        *why = "its inner layer has no GPU path";
+        return false;
+    }
+    return !g->supported || g->supported(t->inner, why);
+}
+
+static void td_gpu_plan_destroy(void *plan) {
+    td_plan *p = plan;
+    if (p && p->inner_plan && p->inner->ops->gpu && p->inner->ops->gpu->plan_destroy)
+        p->inner->ops->gpu->plan_destroy(p->inner_plan);
+    free(p);
+}
+
+static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    td *t = l->priv;
+    td_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->inner = t->inner;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    if (g && g->plan_create && !(p->inner_plan = g->plan_create(t->inner, batch * t->steps))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t td_gpu_size(tnt_layer *l, void *plan, int64_t batch, bool scratch) {
+    td *t = l->priv;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    size_t (*size)(tnt_layer *, void *, int64_t) = !g ? NULL : scratch ? g->scratch_size : g->workspace_size;
+    return size ? size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
+}
+static size_t td_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) { return td_gpu_size(l, plan, batch, false); }
+static size_t td_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) { return td_gpu_size(l, plan, batch, true); }
+
+static tnt_status td_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    const size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (t->inner->ops->is_view) return tnt__gpu_copy_on_device(a->y, a->x, bytes, TNT__GPU_COMPUTE);
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    const float *xs[1] = {a->x};
+    tnt__fwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.preact = NULL, ia.n_inputs = 1, ia.xs = xs;
+    return t->inner->ops->gpu->forward(t->inner, p->inner_plan, &ia);
+}
+
+static tnt_status td_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    const size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (t->inner->ops->is_view) return a->dx ? tnt__gpu_copy_on_device(a->dx, a->dy, bytes, TNT__GPU_COMPUTE) : TNT_OK;
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    const float *xs[1] = {a->x};
+    float *dxs[1] = {a->dx};
+    tnt__bwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.n_inputs = 1, ia.xs = xs, ia.dxs = dxs;
+    return t->inner->ops->gpu->backward(t->inner, p->inner_plan, &ia);
+}
+
+static const tnt__gpu_ops td_gpu_ops = {
+    .supported = td_gpu_supported,
+    .plan_create = td_gpu_plan_create,
+    .plan_destroy = td_gpu_plan_destroy,
+    .workspace_size = td_gpu_workspace,
+    .scratch_size = td_gpu_scratch,
+    .forward = td_gpu_forward,
+    .backward = td_gpu_backward,
+};
+
 static void td_destroy(tnt_layer *l) {
     td *t = l->priv;
     tnt_layer_free(t->inner);
@@ -125,6 +205,7 @@ const tnt__layer_ops tnt__time_distributed_ops = {
     .get_config = td_get_config,
     .from_config = td_from_config,
     .supports_masking = true,
+    .gpu = &td_gpu_ops,
 };
 
 tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name) {
