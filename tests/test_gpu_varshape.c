@@ -216,9 +216,10 @@ static void new_lengths(bool conv) {
     assert_true(tnt_logs_get(&ld, "loss", &a) && tnt_logs_get(&lc, "loss", &b));
     print_message("%s, evaluate on lengths + 2: loss %.7f on the device, %.7f on the CPU\n",
                   conv ? "Conv1D" : "Embedding", a, b);
-    assert_true(fabs(a - b) < 1e-5 * (1 + fabs(b)));
+    const bool emulated = tnt__gpu_emulated();
+    assert_true(fabs(a - b) < (emulated ? 1e-5 : 1e-4) * (1 + fabs(b)));
     assert_true(tnt_logs_get(&ld, "accuracy", &a) && tnt_logs_get(&lc, "accuracy", &b));
-    assert_true(fabs(a - b) < 1e-9);
+    assert_true(fabs(a - b) < (emulated ? 1e-9 : 1.0 / N + 1e-9)); /* a GPU's sums may flip one near tie */
     tnt_dataset_free(other);
     make_data();
     tnt_model_free(dev), tnt_model_free(cpu);
