@@ -1,10 +1,10 @@
 /* test_gpu_more_layers.c: the device paths of the activation layers with parameters (ReLU with
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
- * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN),
+ * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN,
+ * and broadcast inputs),
  * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten): each layer's forward, input
- * and weight gradients against the CPU
- * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
+ * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten), UpSampling1D/2D/3D (nearest):
+ * each layer's forward, input and weight gradients against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
  * multiplies by a reciprocal where the CPU divides (AveragePooling1D); and a traced layer run on
@@ -69,6 +69,10 @@ static void test_activation_layers(void **state) {
     single(tnt_elu_layer(0.7f, NULL), in, false, "ELU(0.7)");
     single(tnt_softmax_layer(-1, NULL), in, false, "Softmax(-1)");
     single(tnt_softmax_layer(2, NULL), TNT_SHAPE(3, 9), false, "Softmax(2) on (3, 9)");
+    single(tnt_rescaling(1.0f / 255.0f, -0.5f, NULL), in, false, "Rescaling(1/255, offset -0.5)");
+    const float mean[7] = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.0f, 0.5f}, var[7] = {1.0f, 4.0f, 0.25f, 2.0f, 1.0f, 9.0f, 0.5f};
+    single(tnt_normalization(&(tnt_normalization_opts){.mean = mean, .variance = var, .n_values = 7}), in, true,
+           "Normalization (per channel, through the host)");
 }
 
 static void test_softmax_other_axis_refused(void **state) {
@@ -114,6 +118,19 @@ static void test_conv_transpose(void **state) {
     RTOL = r, ATOL = a;
 }
 
+/* UpSampling, nearest: each cell over its block, each block's gradient summed */
+static void test_upsampling(void **state) {
+    (void)state;
+    single(tnt_upsampling2d(2, 3, "nearest", NULL), TNT_SHAPE(3, 4, 2), true, "UpSampling2D((2, 3))");
+    single(tnt_upsampling1d(3, NULL), TNT_SHAPE(5, 2), true, "UpSampling1D(3)");
+    single(tnt_upsampling3d((const int[]){2, 1, 2}, NULL), TNT_SHAPE(2, 3, 2, 2), true, "UpSampling3D((2, 1, 2))");
+    tnt_layer *l = tnt_upsampling2d(2, 2, "bilinear", NULL);
+    const char *why = "";
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "bilinear"));
+    tnt_layer_free(l);
+}
+
 /* TimeDistributed: its inner layer's device path on batch * steps samples */
 static void test_time_distributed(void **state) {
     (void)state;
@@ -124,21 +141,22 @@ static void test_time_distributed(void **state) {
     single(tnt_time_distributed(tnt_flatten(NULL), NULL), TNT_SHAPE(4, 2, 3), true, "TimeDistributed(Flatten)");
 }
 
-/* a merge layer of k inputs of shape (3, 5) on both sides */
-static void merge(tnt_layer *l, int k, const char *what) {
-    enum { B = 3, PER = 15 };
+/* a merge layer of k inputs of the given shapes (broadcast to the output's) on both sides */
+static void merge_shapes(tnt_layer *l, int k, const tnt_shape *in, const char *what) {
+    enum { B = 3 };
     assert_non_null(l);
-    tnt_shape in[4] = {TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5)};
     tu_ok(l->ops->build_multi(l, k, in, &l->out_shape));
     l->in_shape = in[0];
-    const int64_t n = B * PER;
-    float *xh[4], *dxc[4], *dxd[4], dy[B * PER], yc[B * PER], yd[B * PER];
+    const int64_t n = B * tnt_shape_numel(l->out_shape);
+    int64_t nin[4];
+    float *xh[4], *dxc[4], *dy = malloc(n * sizeof(float)), *yc = malloc(n * sizeof(float));
     for (int j = 0; j < k; j++) {
-        xh[j] = malloc(n * sizeof(float)), dxc[j] = malloc(n * sizeof(float)), dxd[j] = malloc(n * sizeof(float));
-        tu_fill(xh[j], n, 30 + j);
-        for (int64_t i = 0; i < n; i += 4) xh[j][i] = 0.25f; /* ties between the inputs */
+        nin[j] = B * tnt_shape_numel(in[j]);
+        xh[j] = malloc(nin[j] * sizeof(float)), dxc[j] = malloc(nin[j] * sizeof(float));
+        tu_fill(xh[j], nin[j], 30 + j);
+        for (int64_t i = 0; i < nin[j]; i += 4) xh[j][i] = 0.25f; /* ties between the inputs */
     }
-    xh[0][5] = NAN; /* a NaN wins Maximum and Minimum */
+    xh[0][1] = NAN; /* a NaN wins Maximum and Minimum */
     tu_fill(dy, n, 40);
     /* the CPU */
     tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = k, .xs = (const float **)xh, .y = yc, .training = true};
@@ -147,8 +165,8 @@ static void merge(tnt_layer *l, int k, const char *what) {
                         .dx = dxc[0], .dxs = dxc};
     tu_ok(l->ops->backward(l, NULL, &ba));
     /* the device */
-    float *xd[4], *dxdd[4];
-    for (int j = 0; j < k; j++) xd[j] = dev_up(xh[j], n), dxdd[j] = dev_up(dy, n);
+    float *xd[4], *dxd[4];
+    for (int j = 0; j < k; j++) xd[j] = dev_up(xh[j], nin[j]), dxd[j] = tnt__gpu_malloc(nin[j] * sizeof(float));
     float *y_dev = tnt__gpu_malloc(n * sizeof(float)), *dy_dev = dev_up(dy, n);
     const size_t sb = l->ops->gpu->scratch_size ? l->ops->gpu->scratch_size(l, NULL, B) : 0;
     void *scratch = tnt__gpu_malloc(sb + 64);
@@ -156,23 +174,27 @@ static void merge(tnt_layer *l, int k, const char *what) {
                         .scratch = scratch};
     tu_ok(l->ops->gpu->forward(l, NULL, &fd));
     tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = k, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
-                        .dx = dxdd[0], .dxs = dxdd, .scratch = scratch};
+                        .dx = dxd[0], .dxs = dxd, .scratch = scratch};
     tu_ok(l->ops->gpu->backward(l, NULL, &bd));
-    float *yh = dev_down(y_dev, n);
-    memcpy(yd, yh, sizeof yd);
-    free(yh);
+    float *yd = dev_down(y_dev, n);
     char w[160];
     snprintf(w, sizeof w, "%s: output", what);
     tu_assert_bitwise(yd, yc, n, w);
     for (int j = 0; j < k; j++) {
-        float *g = dev_down(dxdd[j], n);
+        float *g = dev_down(dxd[j], nin[j]);
         snprintf(w, sizeof w, "%s: dx%d", what, j);
-        tu_assert_bitwise(g, dxc[j], n, w);
-        free(g), free(xh[j]), free(dxc[j]), free(dxd[j]);
-        tnt__gpu_free(xd[j]), tnt__gpu_free(dxdd[j]);
+        tu_assert_bitwise(g, dxc[j], nin[j], w);
+        free(g), free(xh[j]), free(dxc[j]);
+        tnt__gpu_free(xd[j]), tnt__gpu_free(dxd[j]);
     }
+    free(yd), free(dy), free(yc);
     tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(scratch);
     tnt_layer_free(l);
+}
+
+static void merge(tnt_layer *l, int k, const char *what) {
+    const tnt_shape same[4] = {TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5)};
+    merge_shapes(l, k, same, what);
 }
 
 static void test_merges(void **state) {
@@ -183,6 +205,14 @@ static void test_merges(void **state) {
     merge(tnt_average(NULL), 3, "Average of 3");
     merge(tnt_maximum(NULL), 3, "Maximum of 3");
     merge(tnt_minimum(NULL), 2, "Minimum of 2");
+    /* broadcasting: lower ranks get leading axes, then each dimension agrees or is 1 */
+    merge_shapes(tnt_multiply(NULL), 2, (const tnt_shape[]){TNT_SHAPE(3, 5), TNT_SHAPE(5)}, "Multiply (3, 5) by (5,)");
+    merge_shapes(tnt_add(NULL), 3, (const tnt_shape[]){TNT_SHAPE(3, 5), TNT_SHAPE(1, 5), TNT_SHAPE(3, 1)},
+                 "Add (3, 5), (1, 5), (3, 1)");
+    merge_shapes(tnt_maximum(NULL), 2, (const tnt_shape[]){TNT_SHAPE(1, 1), TNT_SHAPE(4, 2, 3)}, "Maximum (1, 1) and (4, 2, 3)");
+    merge_shapes(tnt_subtract(NULL), 2, (const tnt_shape[]){TNT_SHAPE(6), TNT_SHAPE(1, 6)}, "Subtract (6,) - (1, 6)");
+    merge_shapes(tnt_average(NULL), 2, (const tnt_shape[]){TNT_SHAPE(2, 2, 4), TNT_SHAPE(1, 1, 4)},
+                 "Average (2, 2, 4) and a per-channel (1, 1, 4)");
 }
 
 /* A traced layer (a Lambda's or a custom Layer's operation graph) runs on the host inside a model
@@ -252,6 +282,7 @@ int main(void) {
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_time_distributed),
+        cmocka_unit_test(test_upsampling),
         cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,22 +17,24 @@ typedef struct bridge_plan {
     float *y[TNT_MAX_LAYER_OUTPUTS], *dy[TNT_MAX_LAYER_OUTPUTS];
 } bridge_plan;
 
+/* input / output k's bytes (in_shape and out_shape are the first ones' for every layer) */
 static size_t in_bytes(const tnt_layer *l, int k, int64_t batch) {
-    return (size_t)(batch * tnt_shape_numel(l->in_shapes[k])) * sizeof(float);
+    return (size_t)(batch * tnt_shape_numel(k == 0 ? l->in_shape : l->in_shapes[k])) * sizeof(float);
 }
 static size_t out_bytes(const tnt_layer *l, int k, int64_t batch) {
-    return (size_t)(batch * tnt_shape_numel(l->out_shapes[k])) * sizeof(float);
+    return (size_t)(batch * tnt_shape_numel(k == 0 ? l->out_shape : l->out_shapes[k])) * sizeof(float);
 }
 static int n_in(const tnt_layer *l) { return l->n_inputs > 0 ? l->n_inputs : 1; }
 static int n_out(const tnt_layer *l) { return l->n_outputs > 0 ? l->n_outputs : 1; }
 
-/* its added losses (a traced layer's add_loss) are read from its workspace by the model, on the host */
 static bool bridge_supported(const tnt_layer *l, const char **why) {
-    if (l->ops->added_loss) *why = "a layer that adds losses (add_loss) has no device path yet";
-    else if (l->mask_input) *why = "a layer that takes a sequence mask has no device path through the host yet";
-    else return true;
+    if (!l->mask_input) return true;
+    *why = "a layer that takes a sequence mask has no device path through the host yet";
     return false;
 }
+
+/* an added loss (a traced layer's add_loss): the model reads it from the host workspace */
+static void *bridge_host_workspace(void *plan) { return ((bridge_plan *)plan)->workspace; }
 
 static void bridge_plan_destroy(void *plan) {
     bridge_plan *b = plan;
@@ -151,4 +153,5 @@ const tnt__gpu_ops tnt__host_bridge_gpu_ops = {
     .forward = bridge_forward,
     .backward = bridge_backward,
     .via_host = true,
+    .host_workspace = bridge_host_workspace,
 };

@@ -139,6 +139,9 @@ typedef struct tnt__gpu_ops {
     /* The layer's data go through the host (custom layers: the user's host functions), which the
      * model says once when it trains on the device. */
     bool via_host;
+    /* via_host layers: the host workspace their own forward filled (the model reads an added loss,
+     * ops->added_loss, from it); NULL: none. */
+    void *(*host_workspace)(void *plan);
 } tnt__gpu_ops;
 
 /* The device path of a layer that has only host code (layers/host_bridge.c): its values and weights

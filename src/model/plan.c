@@ -568,7 +568,11 @@ tnt_status tnt__model_forward(tnt_model *m, tnt__plan *p, const float *x, const 
         add_activity_penalty(m, p, n, x);
         /* a batch's added loss L counts as L per sample: L over the batch, as Keras's (on p ranks,
          * each rank's L weighted by its share of the batch) */
-        if (l->ops->added_loss) m->activity_penalty += l->ops->added_loss(l, a.workspace) * (double)p->batch;
+        if (l->ops->added_loss) { /* through the host on a device: its host workspace holds the loss */
+            const tnt__gpu_ops *g = l->ops->gpu;
+            const void *ws = p->device && g && g->host_workspace ? g->host_workspace(p->layer_plans[i]) : a.workspace;
+            m->activity_penalty += l->ops->added_loss(l, ws) * (double)p->batch;
+        }
     }
     if (p->device) {
         tnt_status s = device_output(m, p, st->device_loss);
