@@ -30,10 +30,9 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         snprintf(why, size, "no usable GPU (%s)", r ? r : "unknown reason");
         return false;
     }
-    if (m->variable) {
-        snprintf(why, size, "variable (None) input dimensions have no device path yet");
-        return false;
-    }
+    /* variable (None) input dimensions: the model is rebuilt for each input shape and a device
+     * plan made per shape as on the host (plan.c's cache; the arena grows to the largest); the
+     * layers are checked here for the shapes they have now (other sizes: variable_sizes_check) */
     for (int i = 0; i < m->n_nodes; i++) {
         const tnt__node *n = &m->nodes[i];
         const tnt_layer *l = n->layer;
@@ -55,6 +54,42 @@ bool tnt__model_device_check(const tnt_model *m, char *why, size_t size) {
         return false;
     }
     return true;
+}
+
+/* A model with None dimensions meets the sizes its data bring, and a layer's device path may
+ * depend on them (a strided "same" convolution pads unlike on the two sides at some sizes only,
+ * and cuDNN takes the others): the layers are asked again at stand-in sizes of every remainder
+ * of 2, 3 and 4, then built again for the present shapes. A size the model cannot be built for
+ * is no device matter (no data can have it). */
+static bool variable_sizes_check(tnt_model *m, char *why, size_t size) {
+    tnt_shape cur[TNT_MAX_IO], other[TNT_MAX_IO];
+    for (int k = 0; k < m->n_inputs; k++) cur[k] = m->tensor_shape[m->inputs[k]];
+    const bool known = m->inst_known;
+    const int64_t base = tnt__probe_dim();
+    bool ok = true;
+    for (int64_t v = base; v < base + 4 && ok; v++) {
+        for (int k = 0; k < m->n_inputs; k++) {
+            other[k] = m->input_decl[k];
+            for (int d = 0; d < other[k].ndim; d++)
+                if (other[k].dim[d] < 0) other[k].dim[d] = v;
+        }
+        if (tnt__model_instantiate(m, other, "device check") != TNT_OK) {
+            tnt__error_clear();
+            continue;
+        }
+        char at[400];
+        if (!tnt__model_device_check(m, at, sizeof at)) {
+            snprintf(why, size, "at a None dimension of %lld, %s", (long long)v, at);
+            ok = false;
+        }
+    }
+    if (tnt__model_instantiate(m, cur, "device check") != TNT_OK) { /* built for these before: cannot fail */
+        tnt_log(TNT_LOG_ERROR, "model \"%s\": could not restore its input shapes: %s", m->name, tnt_last_error());
+        ok = false;
+        snprintf(why, size, "its input shapes could not be restored");
+    }
+    m->inst_known = known;
+    return ok;
 }
 
 /* compile's request, else the TNT_DEVICE setting */
@@ -173,6 +208,7 @@ tnt_status tnt__model_choose_device(tnt_model *m, const char *who) {
     if (req != TNT_DEVICE_CPU) {
         char why[512];
         gpu = tnt__model_device_check(m, why, sizeof why);
+        if (gpu && m->variable) gpu = variable_sizes_check(m, why, sizeof why);
         /* TNT_DEVICE chose for every rank in tnt_init: a GPU it left closed (another rank has none,
          * it did not open) stays closed, so that all ranks run alike */
         const char *status = tnt_gpu_status();
@@ -252,7 +288,10 @@ void *tnt__model_dev_arena(tnt_model *m, size_t bytes) {
         return NULL;
     }
     if (bytes <= d->arena_bytes && d->arena) return d->arena;
-    tnt__gpu_sync(TNT__GPU_COMPUTE); /* nothing queued still reads the old one */
+    /* nothing queued still reads the old one: the compute stream, and the copy stream that takes
+     * the outputs down (a plan for a new input shape grows it between steps) */
+    tnt__gpu_sync(TNT__GPU_COPY);
+    tnt__gpu_sync(TNT__GPU_COMPUTE);
     tnt__gpu_free(d->arena);
     d->arena_bytes = 0;
     if (!(d->arena = tnt__gpu_malloc(bytes ? bytes : 64))) {

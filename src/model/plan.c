@@ -32,6 +32,9 @@ static void plan_free(tnt_model *m, tnt__plan *p) {
             void (*destroy)(void *) = p->device ? (o->gpu ? o->gpu->plan_destroy : NULL) : o->plan_destroy;
             if (p->layer_plans[i] && destroy) destroy(p->layer_plans[i]);
         }
+    /* a device plan's page-locked buffers may still feed a queued copy (the labels' upload):
+     * done first (a plan for another input shape evicts one mid-fit) */
+    if (p->device && p->host_buf) tnt__gpu_sync(TNT__GPU_COPY), tnt__gpu_sync(TNT__GPU_COMPUTE);
     if (p->host_pinned) tnt__gpu_host_free(p->host_buf);
     else free(p->host_buf);
     tnt__dev_penalty_plan_free(p);

@@ -62,13 +62,16 @@ static tnt_status rebuild_layer(tnt_layer *l, int n_in, const tnt_shape *in, con
                            "a weight cannot depend on a variable (None) input dimension", who, l->name,
                            l->ops->class_name, l->n_weights, tnt_shape_str(in[0], b, sizeof b), n_old);
     }
-    /* the weights stay where they were (views into the model's buffers); a failed build is
-     * undone by the caller's rebuild for the old shapes */
+    /* the weights stay where they were (views into the model's buffers, and into its device
+     * buffers while it trains on a GPU); a failed build is undone by the caller's rebuild for
+     * the old shapes */
     l->n_weights = n_old;
     for (int j = 0; j < n_old; j++) {
         l->weights[j].value = old[j].value;
         l->weights[j].grad = old[j].grad;
         l->weights[j].saved = old[j].saved;
+        l->weights[j].d_value = old[j].d_value;
+        l->weights[j].d_grad = old[j].d_grad;
         if (s != TNT_OK) l->weights[j] = old[j];
     }
     return s;

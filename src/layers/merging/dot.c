@@ -9,7 +9,9 @@
  *
  * Each input is read as a matrix (free index i, contracted index k) through strides, so every
  * case is y[i, j] = sum_k a(i, k) b(j, k); backward: da(i, k) = sum_j dy[i, j] b(j, k), db(j, k) =
- * sum_i dy[i, j] a(i, k), then through the normalization. No weights, no plan. */
+ * sum_i dy[i, j] a(i, k), then through the normalization. No weights, no plan. On the device
+ * (normalize=False): each product one strided batched GEMM over the samples. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -146,6 +148,74 @@ static tnt_status dot_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a)
     return TNT_OK;
 }
 
+/* ---- on the device: one strided batched GEMM per product, no kernel of its own ---------------- */
+
+/* A logical matrix (rows x cols) of a sample as the GEMM reads it: stored row-major with row
+ * stride ld (t false), or its transpose stored so (t true); step: floats between samples. */
+typedef struct mview {
+    const float *p;
+    int64_t rows, cols, ld, step;
+    bool t;
+} mview;
+
+/* input side s's matrix (free, d) at p, from its strides */
+static mview side_view(const side *s, const float *p) {
+    if (s->sk == 1 || s->free == 1) /* a single free row is contiguous either way */
+        return (mview){p, s->free, s->d, s->free == 1 ? s->d : s->si, s->size, false};
+    return (mview){p, s->free, s->d, s->sk, s->size, true};
+}
+
+static mview transposed(mview v) { return (mview){v.p, v.cols, v.rows, v.ld, v.step, !v.t}; }
+
+/* c = a . b for every sample; c is written through its view (a transposed one as c^T = b^T a^T) */
+static tnt_status dot_gemm(mview c, mview a, mview b, int64_t batch) {
+    if (c.t) {
+        mview at = transposed(a);
+        a = transposed(b), b = at, c = transposed(c);
+    }
+    return tnt__gpu_sgemm_strided(a.t, b.t, c.rows, c.cols, a.cols, 1.0f, a.p, a.ld, a.step, b.p, b.ld, b.step, 0.0f,
+                                  (float *)c.p, c.ld, c.step, batch);
+}
+
+static bool dot_gpu_supported(const tnt_layer *l, const char **why) {
+    const dot_cfg *c = l->priv;
+    if (!c->normalize) return true;
+    *why = "normalize=True has no device path yet";
+    return false;
+}
+
+/* y (A.free, B.free) = A . B^T */
+static tnt_status dot_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const dot_cfg *c = l->priv;
+    const side *A = &c->s[0], *B = &c->s[1];
+    const int64_t ny = A->free * B->free;
+    mview y = {a->y, A->free, B->free, B->free, ny, false};
+    tnt_status s = dot_gemm(y, side_view(A, a->xs[0]), transposed(side_view(B, a->xs[1])), a->batch);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(a->batch * ny) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+/* dA (A.free, d) = dy . B, dB (B.free, d) = dy^T . A, each written in its input's layout */
+static tnt_status dot_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const dot_cfg *c = l->priv;
+    const side *A = &c->s[0], *B = &c->s[1];
+    mview dy = {a->dy, A->free, B->free, B->free, A->free * B->free, false};
+    tnt_status s = TNT_OK;
+    if (a->dxs[0]) s = dot_gemm(side_view(A, a->dxs[0]), dy, side_view(B, a->xs[1]), a->batch);
+    if (s == TNT_OK && a->dxs[1])
+        s = dot_gemm(side_view(B, a->dxs[1]), transposed(dy), side_view(A, a->xs[0]), a->batch);
+    return s;
+}
+
+static const tnt__gpu_ops dot_gpu_ops = {
+    .supported = dot_gpu_supported,
+    .forward = dot_gpu_forward,
+    .backward = dot_gpu_backward,
+};
+
 static void dot_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status dot_get_config(const tnt_layer *l, cJSON *c) {
@@ -186,6 +256,7 @@ const tnt__layer_ops tnt__dot_ops = {
     .forward = dot_forward,
     .backward = dot_backward,
     .destroy = dot_destroy,
+    .gpu = &dot_gpu_ops,
 };
 
 tnt_layer *tnt_dot(int axis1, int axis2, bool normalize, const char *name) {
