@@ -13,3 +13,4 @@
 #include "attention.cu"
 #include "conv.cu"
 #include "loss.cu"
+#include "rnn.cu"

@@ -1,0 +1,173 @@
+/* rnn.cu: the cells of LSTM, GRU (reset_after true and false) and SimpleRNN, one time step at a
+ * time, forward and backward, as layers/recurrent/rnn_common.c computes them (the same formulas,
+ * the same activations from their outputs, the same order of operations). The GEMMs around them
+ * (x W for all steps, p R per step, and backward's transposes) are cuBLAS's; the caller is
+ * layers/recurrent/rnn_gpu.c, whose header comment gives the workspace layout.
+ *
+ * Buffers are batch-major and indexed by the input step t: z (B, T, gU) with g gates (LSTM i f c o,
+ * GRU z r h, SimpleRNN 1), h, p, c, ac (B, T, U), rh (GRU reset_after (B, T, 3U): p R + b_rec;
+ * reset_before (B, T, U): r p), carries dh, dc, dp (B, U). One thread per (b, u) of a step: every
+ * gate of unit u of row b is that thread's. Steps of g (kargs.h tnt_k_rnn): t (this step), tprev
+ * (the one before in processing order, -1 for the first: state zeros), tnext (-1 for the last).
+ *
+ * Contract (any grid and block; grid-stride over B U):
+ *   tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, float *p, float *c, float *ac,
+ *                 float *y, const float *rmask)
+ *       step t's cell from z = x W + b_in + p R (GRU reset_after: rh = p R + b_rec; reset_before: z
+ *       and r already activated by tnt_k_rnn_gru_rp and z_h's matmul read r p): z becomes the gate
+ *       values, h (and c, ac = act(c)) step t's state; y row b (stride g.ld_y, NULL: none) = h;
+ *       p at step tnext = h (times rmask (B, U) with recurrent dropout, NULL: none); at the first
+ *       step (tprev -1) p at t = 0
+ *   tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp)
+ *       GRU reset_before, between p R_zr and (r p) R_h: z and r = rec_act(.), rp = r p (step t)
+ *   tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac,
+ *                 float *dh, float *dc, const float *dp, const float *rmask, const float *dy)
+ *       step t's gate gradients in place of its gate values (z, and rh for reset_after), from
+ *       dh = dh + dp rmask (dp NULL: the last step, nothing to add; rmask NULL: 1) + dy (row b at
+ *       stride g.ld_y; NULL: none); dh and dc become what passes to the step before outside the
+ *       recurrent matmul (LSTM, SimpleRNN: 0; GRU: dh z; LSTM's dc: dc f)
+ *   tnt_k_rnn_gru_rp_bwd(tnt_k_rnn g, float *z, const float *p, float *drp)
+ *       GRU reset_before, after drp (B, U) = d pre(hh) R_h^T: dr = drp p rec_act'(r), drp *= r
+ *   tnt_k_rnn_drop_in(const float *x, const float *mask, float *y, i64 B, i64 T, i64 I)
+ *       y (B, T, I) = x (B, T, I) times mask (B, I) over every step (y may be x): input dropout,
+ *       and its gradient on dx
+ */
+#include "kargs.h"
+#include "kmath.h"
+
+/* rnn_common.c's activations from the CPU's own formulas: sigmoid from e = exp(-|x|), tanh from
+ * e = exp(-2|x|) and its Taylor series below |x| = 1/16 (kmath.h k_expf is the CPU's exp) */
+DEV float rnn_act(int a, float x) {
+    switch (a) {
+    case K_RNN_TANH: {
+        const float ax = k_fabsf(x), x2 = x * x;
+        if (ax < 0.0625f) return x + x * x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f)));
+        const float e = k_expf(-2.0f * ax), t = (1.0f - e) / (1.0f + e);
+        return x < 0.0f ? -t : t;
+    }
+    case K_RNN_SIGMOID: {
+        const float e = k_expf(-k_fabsf(x)), s = 1.0f / (1.0f + e);
+        return x < 0.0f ? e * s : s;
+    }
+    case K_RNN_HARD_SIGMOID: return k_fminf(k_fmaxf(0.2f * x + 0.5f, 0.0f), 1.0f);
+    case K_RNN_HARD_SIGMOID_V3: return k_fminf(k_fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case K_RNN_RELU: return k_fmaxf(x, 0.0f);
+    default: return x;
+    }
+}
+
+/* act'(x) from y = act(x): rnn_common.h tnt__rnn_act_grad */
+DEV float rnn_act_grad(int a, float y) {
+    switch (a) {
+    case K_RNN_TANH: return 1.0f - y * y;
+    case K_RNN_SIGMOID: return y * (1.0f - y);
+    case K_RNN_HARD_SIGMOID: return y > 0.0f && y < 1.0f ? 0.2f : 0.0f;
+    case K_RNN_HARD_SIGMOID_V3: return y > 0.0f && y < 1.0f ? 1.0f / 6.0f : 0.0f;
+    case K_RNN_RELU: return y > 0.0f ? 1.0f : 0.0f;
+    default: return 1.0f;
+    }
+}
+
+KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, float *p, float *c, float *ac, float *y,
+                          const float *rmask) {
+    const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
+    GRID_STRIDE(i, g.B * U) {
+        const i64 b = i / U, u = i - b * U;
+        float *zr = z + (b * T + g.t) * gu;
+        const i64 row = (b * T + g.t) * U, prev = (b * T + g.tprev) * U;
+        const float hp = g.tprev >= 0 ? h[prev + u] : 0.0f;
+        float hn;
+        if (g.cell == K_RNN_SIMPLE) {
+            hn = zr[u] = rnn_act(g.act, zr[u]);
+        } else if (g.cell == K_RNN_LSTM) {
+            const float cp = g.tprev >= 0 ? c[prev + u] : 0.0f;
+            const float ig = zr[u] = rnn_act(g.rec_act, zr[u]);
+            const float fg = zr[U + u] = rnn_act(g.rec_act, zr[U + u]);
+            const float cg = zr[2 * U + u] = rnn_act(g.act, zr[2 * U + u]);
+            const float og = zr[3 * U + u] = rnn_act(g.rec_act, zr[3 * U + u]);
+            const float cn = c[row + u] = fg * cp + ig * cg;
+            const float a = ac[row + u] = rnn_act(g.act, cn);
+            hn = og * a;
+        } else {
+            if (g.reset_after) {
+                const float *rr = rh + (b * T + g.t) * gu;
+                zr[u] = rnn_act(g.rec_act, zr[u] + rr[u]);
+                zr[U + u] = rnn_act(g.rec_act, zr[U + u] + rr[U + u]);
+                zr[2 * U + u] = zr[2 * U + u] + zr[U + u] * rr[2 * U + u];
+            }
+            const float hh = zr[2 * U + u] = rnn_act(g.act, zr[2 * U + u]);
+            hn = zr[u] * hp + (1.0f - zr[u]) * hh;
+        }
+        h[row + u] = hn;
+        if (y) y[b * g.ld_y + u] = hn;
+        if (g.tprev < 0) p[row + u] = 0.0f;
+        if (g.tnext >= 0) p[(b * T + g.tnext) * U + u] = rmask ? hn * rmask[i] : hn;
+    }
+}
+
+KERNEL void tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp) {
+    const i64 U = g.U, T = g.T;
+    GRID_STRIDE(i, g.B * U) {
+        const i64 b = i / U, u = i - b * U, row = (b * T + g.t) * U;
+        float *zr = z + (b * T + g.t) * 3 * U;
+        zr[u] = rnn_act(g.rec_act, zr[u]);
+        zr[U + u] = rnn_act(g.rec_act, zr[U + u]);
+        rp[row + u] = zr[U + u] * (g.tprev >= 0 ? p[row + u] : 0.0f); /* p at the first step: not yet written */
+    }
+}
+
+KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac, float *dh,
+                          float *dc, const float *dp, const float *rmask, const float *dy) {
+    const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
+    GRID_STRIDE(i, g.B * U) {
+        const i64 b = i / U, u = i - b * U;
+        float *zr = z + (b * T + g.t) * gu;
+        const i64 row = (b * T + g.t) * U, prev = (b * T + g.tprev) * U;
+        float d = dh[i];
+        if (dp) d = d + dp[i] * (rmask ? rmask[i] : 1.0f);
+        if (dy) d = d + dy[b * g.ld_y + u];
+        if (g.cell == K_RNN_SIMPLE) {
+            zr[u] = d * rnn_act_grad(g.act, zr[u]);
+            dh[i] = 0.0f;
+        } else if (g.cell == K_RNN_LSTM) {
+            const float ig = zr[u], fg = zr[U + u], cg = zr[2 * U + u], og = zr[3 * U + u], a = ac[row + u];
+            const float cp = g.tprev >= 0 ? c[prev + u] : 0.0f;
+            const float dct = dc[i] + d * og * rnn_act_grad(g.act, a);
+            zr[3 * U + u] = d * a * rnn_act_grad(g.rec_act, og);
+            zr[u] = dct * cg * rnn_act_grad(g.rec_act, ig);
+            zr[U + u] = dct * cp * rnn_act_grad(g.rec_act, fg);
+            zr[2 * U + u] = dct * ig * rnn_act_grad(g.act, cg);
+            dc[i] = dct * fg;
+            dh[i] = 0.0f;
+        } else {
+            const float zz = zr[u], hh = zr[2 * U + u], hp = g.tprev >= 0 ? h[prev + u] : 0.0f;
+            const float da = zr[2 * U + u] = d * (1.0f - zz) * rnn_act_grad(g.act, hh); /* d pre(hh) */
+            zr[u] = d * (hp - hh) * rnn_act_grad(g.rec_act, zz);
+            dh[i] = d * zz;
+            if (g.reset_after) {
+                float *rr = rh + (b * T + g.t) * gu;
+                const float r = zr[U + u];
+                zr[U + u] = da * rr[2 * U + u] * rnn_act_grad(g.rec_act, r);
+                rr[u] = zr[u], rr[U + u] = zr[U + u], rr[2 * U + u] = da * r;
+            }
+        }
+    }
+}
+
+KERNEL void tnt_k_rnn_gru_rp_bwd(tnt_k_rnn g, float *z, const float *p, float *drp) {
+    const i64 U = g.U, T = g.T;
+    GRID_STRIDE(i, g.B * U) {
+        const i64 b = i / U, u = i - b * U;
+        float *zr = z + (b * T + g.t) * 3 * U;
+        const float r = zr[U + u];
+        zr[U + u] = drp[i] * p[(b * T + g.t) * U + u] * rnn_act_grad(g.rec_act, r);
+        drp[i] = drp[i] * r;
+    }
+}
+
+KERNEL void tnt_k_rnn_drop_in(const float *x, const float *mask, float *y, i64 B, i64 T, i64 I) {
+    GRID_STRIDE(i, B * T * I) {
+        const i64 b = i / (T * I), k = i % I;
+        y[i] = x[i] * mask[b * I + k];
+    }
+}

@@ -1,0 +1,301 @@
+/* test_gpu_rnn.c: the device path of LSTM, GRU (reset_after true and false) and SimpleRNN
+ * (layers/recurrent/rnn_gpu.c, gpu/kernels/rnn.cu) against the CPU engine (rnn_common.c, checked
+ * against PyTorch and Keras by test_rnn*) on the emulated device (TNT_GPU_EMULATE=1: the CPU's
+ * sgemm, the kernels' host build; scripts/gpu_check.sh runs it on a GPU):
+ *   - each cell x return_sequences x go_backwards x activations (tanh/sigmoid, relu with Keras 2's
+ *     hard_sigmoid, linear with Keras 3's hard_sigmoid, no bias): the output, dx and every weight
+ *     gradient within 1e-5; with dropout and recurrent dropout (the same masks as the CPU's);
+ *   - `supported` refuses what has no device path yet (mask, stateful, return_state, initial
+ *     states, CuDNNLSTM, mixed_bfloat16) with its reason, and a model with a mask says it;
+ *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, and Embedding -> GRU
+ *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense. */
+#include "gpu_device_util.h"
+#include "testutil.h"
+
+#include "gpu/gpu.h"
+#include "layers/layer.h"
+#include "layers/recurrent/rnn_common.h"
+#include "model/device.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Emulated: the CPU's sgemm, the CPU's formulas; the bias gradient sums in double on the device */
+static double RTOL = 1e-5, ATOL = 1e-5;
+
+typedef enum { LSTM, GRU, GRU_BEFORE, SIMPLE } cell_kind;
+static const char *const cell_names[] = {"LSTM", "GRU", "GRU(reset_after=False)", "SimpleRNN"};
+
+typedef struct act_case {
+    const char *act, *rec_act;
+    bool no_bias;
+} act_case;
+
+static const act_case acts[] = {
+    {NULL, NULL, false},                       /* tanh, sigmoid (SimpleRNN: tanh) */
+    {"relu", "hard_sigmoid", false},           /* Keras 2's hard sigmoid */
+    {"linear", "hard_sigmoid_v3", true},       /* Keras 3's, no bias */
+};
+
+static tnt_layer *make(cell_kind k, int units, tnt_rnn_opts o) {
+    o.reset_before = k == GRU_BEFORE;
+    if (k == SIMPLE) o.recurrent_activation = NULL;
+    return k == LSTM ? tnt_lstm(units, &o) : k == SIMPLE ? tnt_simple_rnn(units, &o) : tnt_gru(units, &o);
+}
+
+/* host weights: the layer's initializers (glorot, orthogonal), a nonzero bias; zeroed gradients */
+static void weights(tnt_layer *l) {
+    for (int i = 0; i < l->n_weights; i++) {
+        const int64_t c = tnt_shape_numel(l->weights[i].shape);
+        l->weights[i].value = calloc((size_t)c, sizeof(float));
+        l->weights[i].grad = calloc((size_t)c, sizeof(float));
+        tnt__weight_init(&l->weights[i], 40 + (uint64_t)i);
+        if (i == 2) {
+            tu_fill(l->weights[i].value, c, 71);
+            for (int64_t j = 0; j < c; j++) l->weights[i].value[j] *= 0.5f;
+        }
+    }
+}
+
+/* one layer on both sides: output, dx and each weight's gradient */
+static void compare(cell_kind k, tnt_rnn_opts o, const char *what) {
+    enum { B = 3, T = 5, I = 4, U = 6 };
+    tnt_layer *l = make(k, U, o);
+    assert_non_null(l);
+    l->in_shape = TNT_SHAPE(T, I);
+    tu_ok(l->ops->build(l, l->in_shape, &l->out_shape));
+    const int64_t nx = B * T * I, ny = B * tnt_shape_numel(l->out_shape);
+    float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    tu_fill(x, nx, 17);
+    tu_fill(dy, ny, 18);
+    float *yc = malloc(ny * sizeof(float)), *dxc = malloc(nx * sizeof(float));
+    float *yd = malloc(ny * sizeof(float)), *dxd = malloc(nx * sizeof(float));
+    weights(l);
+    layer_step(l, false, B, x, dy, yc, dxc);
+    float *gc[3] = {NULL};
+    for (int i = 0; i < l->n_weights; i++) /* the CPU's gradients, before the device's */
+        gc[i] = l->weights[i].grad, l->weights[i].grad = calloc((size_t)tnt_shape_numel(l->weights[i].shape), sizeof(float));
+    layer_step(l, true, B, x, dy, yd, dxd);
+    char w[200];
+    snprintf(w, sizeof w, "%s, %s: output", cell_names[k], what);
+    tu_assert_close(yd, yc, ny, RTOL, ATOL, w);
+    snprintf(w, sizeof w, "%s, %s: dx", cell_names[k], what);
+    tu_assert_close(dxd, dxc, nx, RTOL, ATOL, w);
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(w, sizeof w, "%s, %s: %s's gradient", cell_names[k], what, l->weights[i].name);
+        tu_assert_close(l->weights[i].grad, gc[i], tnt_shape_numel(l->weights[i].shape), RTOL, ATOL, w);
+        double big = 0;
+        for (int64_t j = 0; j < tnt_shape_numel(l->weights[i].shape); j++) big = fmax(big, fabs(gc[i][j]));
+        assert_true(big > 1e-3); /* a gradient that is really there */
+        free(gc[i]), free(l->weights[i].value), free(l->weights[i].grad);
+        l->weights[i].value = l->weights[i].grad = NULL;
+    }
+    free(x), free(dy), free(yc), free(dxc), free(yd), free(dxd);
+    tnt_layer_free(l);
+}
+
+static void every_option(cell_kind k) {
+    for (size_t a = 0; a < TNT_ARRAY_LEN(acts); a++)
+        for (int seq = 0; seq < 2; seq++)
+            for (int back = 0; back < 2; back++) {
+                tnt_rnn_opts o = {.activation = acts[a].act, .recurrent_activation = acts[a].rec_act,
+                                  .no_bias = acts[a].no_bias, .return_sequences = seq, .go_backwards = back};
+                char what[160];
+                snprintf(what, sizeof what, "activation %s / %s%s, return_sequences %d, go_backwards %d",
+                         acts[a].act ? acts[a].act : "default", acts[a].rec_act ? acts[a].rec_act : "default",
+                         acts[a].no_bias ? ", no bias" : "", seq, back);
+                compare(k, o, what);
+            }
+    tnt_rnn_opts d = {.dropout = 0.3f, .recurrent_dropout = 0.25f, .return_sequences = true};
+    compare(k, d, "dropout 0.3, recurrent_dropout 0.25, return_sequences");
+    d.go_backwards = true, d.return_sequences = false;
+    compare(k, d, "dropout 0.3, recurrent_dropout 0.25, go_backwards");
+}
+
+static void test_lstm_equals_cpu(void **state) {
+    (void)state;
+    every_option(LSTM);
+}
+
+static void test_gru_equals_cpu(void **state) {
+    (void)state;
+    every_option(GRU);
+    every_option(GRU_BEFORE);
+}
+
+static void test_simple_rnn_equals_cpu(void **state) {
+    (void)state;
+    every_option(SIMPLE);
+}
+
+/* the options without a device path: supported() is false and says which */
+static void refused(tnt_layer *l, int n_in, const char *reason) {
+    assert_non_null(l);
+    tnt_shape in[3] = {TNT_SHAPE(5, 4), TNT_SHAPE(6), TNT_SHAPE(6)};
+    if (l->mask_input) in[n_in++] = TNT_SHAPE(5);
+    l->n_inputs = n_in;
+    for (int i = 0; i < n_in; i++) l->in_shapes[i] = in[i];
+    l->in_shape = in[0];
+    tu_ok(l->ops->build_multi(l, n_in, in, &l->out_shape));
+    const char *why = NULL;
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(why);
+    print_message("%s: %s\n", l->ops->class_name, why);
+    assert_non_null(strstr(why, reason));
+    tnt_layer_free(l);
+}
+
+static void test_unsupported_options_refused(void **state) {
+    (void)state;
+    tnt_layer *masked = tnt_lstm(6, NULL);
+    masked->mask_input = true;
+    refused(masked, 1, "with a mask");
+    refused(tnt_gru(6, &(tnt_rnn_opts){.stateful = true}), 1, "stateful");
+    refused(tnt_lstm(6, &(tnt_rnn_opts){.return_state = true}), 1, "return_state");
+    refused(tnt_lstm(6, NULL), 3, "initial states");
+    refused(tnt_simple_rnn(6, NULL), 2, "initial states");
+    refused(tnt_cudnn_lstm(6, NULL), 1, "CuDNNLSTM");
+    tnt_layer *bf16 = tnt_gru(6, NULL);
+    bf16->dtype_policy = TNT__POLICY_MIXED_BF16;
+    refused(bf16, 1, "mixed_bfloat16");
+    /* and the plain layers are supported */
+    tnt_layer *plain[] = {tnt_lstm(6, NULL), tnt_gru(6, &(tnt_rnn_opts){.dropout = 0.1f}), tnt_simple_rnn(6, NULL)};
+    for (size_t i = 0; i < TNT_ARRAY_LEN(plain); i++) {
+        tu_ok(plain[i]->ops->build(plain[i], TNT_SHAPE(5, 4), &plain[i]->out_shape));
+        assert_true(plain[i]->ops->gpu->supported(plain[i], NULL));
+        tnt_layer_free(plain[i]);
+    }
+}
+
+/* ---- models trained on the device ------------------------------------------------------------- */
+
+enum { N = 64, BATCH = 16, STEPS = 10, VOCAB = 30 };
+static float ids[N * STEPS], labels[N];
+
+typedef struct run {
+    float *w;
+    int64_t n;
+    double loss;
+} run;
+
+static tnt_model *rnn_model(int which) {
+    tnt_model *m = tnt_sequential(which ? "gru_stack" : "embedding_lstm");
+    tnt_model_add(m, tnt_input_layer(TNT_SHAPE(STEPS), NULL));
+    tnt_model_add(m, tnt_embedding(VOCAB, 8, false, NULL));
+    if (!which) {
+        tnt_model_add(m, tnt_lstm(12, NULL));
+    } else {
+        tnt_model_add(m, tnt_gru(10, &(tnt_rnn_opts){.return_sequences = true, .dropout = 0.2f, .recurrent_dropout = 0.2f}));
+        tnt_model_add(m, tnt_simple_rnn(8, &(tnt_rnn_opts){.return_sequences = true, .go_backwards = true}));
+        tnt_model_add(m, tnt_gru(6, &(tnt_rnn_opts){.reset_before = true}));
+    }
+    tnt_model_add(m, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}));
+    return m;
+}
+
+/* Embedding -> LSTM -> Dense as a graph, whose Embedding(mask_zero) hands the LSTM the sequence mask */
+static tnt_model *graph_model(bool mask_zero) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor in = tnt_graph_input(g, TNT_SHAPE(STEPS), NULL);
+    tnt_ktensor e = tnt_call(g, tnt_embedding(VOCAB, 8, mask_zero, NULL), in);
+    tnt_ktensor h = tnt_call(g, tnt_lstm(12, NULL), e);
+    tnt_ktensor y = tnt_call(g, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), h);
+    tnt_model *m = tnt_functional(g, 1, &in, 1, &y, NULL);
+    assert_non_null(m);
+    tnt_graph_free(g);
+    return m;
+}
+
+static run train(int which, tnt_device dev) {
+    tnt_model *m = rnn_model(which);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
+                                                 .learning_rate = 0.3f}),
+                                             .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 7, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false),
+                                        BATCH, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    run r = {.n = tnt_model_count_params(m), .loss = tnt_history_get(h, "loss", 1)};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+/* test_gpu_conv_few_taps's measures: emulated, each weight within 1e-4; on a GPU the largest
+ * difference within 1e-3 of the largest weight; the loss within 1e-4; a second run bitwise */
+static void model_equals_cpu(int which) {
+    const char *name = which ? "Embedding -> GRU -> SimpleRNN -> GRU -> Dense" : "Embedding -> LSTM -> Dense";
+    run cpu = train(which, TNT_DEVICE_CPU), dev = train(which, TNT_DEVICE_GPU), again = train(which, TNT_DEVICE_GPU);
+    print_message("%s, 8 steps: loss %.7f on the CPU, %.7f on the device\n", name, cpu.loss, dev.loss);
+    if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, name);
+    double d = 0, big = 1e-30;
+    for (int64_t i = 0; i < cpu.n; i++) d = fmax(d, fabs((double)dev.w[i] - cpu.w[i])), big = fmax(big, fabs(cpu.w[i]));
+    print_message("%s: the largest difference %.3g of the largest weight\n", name, d / big);
+    assert_true(d / big < 1e-3);
+    assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
+    tu_assert_bitwise(again.w, dev.w, dev.n, "a second device run");
+    free(cpu.w), free(dev.w), free(again.w);
+}
+
+static void test_embedding_lstm_dense_equals_cpu(void **state) {
+    (void)state;
+    model_equals_cpu(0);
+}
+
+static void test_gru_stack_equals_cpu(void **state) {
+    (void)state;
+    model_equals_cpu(1);
+}
+
+/* a sequence mask keeps the model on the CPU (device auto), and the reason says so; without the
+ * mask the same model trains on the device */
+static void test_masked_model_stays_on_cpu(void **state) {
+    (void)state;
+    for (int masked = 1; masked >= 0; masked--) {
+        tnt_model *m = graph_model(masked);
+        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.05f),
+                                                 .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .device = TNT_DEVICE_AUTO}));
+        tnt_dataset *ds = tnt_dataset_batch(
+            tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false), BATCH, false);
+        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+        assert_int_equal(m->on_device, !masked);
+        char why[256] = "";
+        assert_int_equal(tnt__model_device_check(m, why, sizeof why), !masked);
+        if (masked) {
+            print_message("%s\n", why);
+            /* the first node without a device path is the mask's own (Embedding's ids != 0), which
+             * comes before the LSTM (whose refusal test_unsupported_options_refused checks) */
+            assert_non_null(strstr(why, "mask"));
+        }
+        tnt_dataset_free(ds);
+        tnt_model_free(m);
+    }
+}
+
+int main(void) {
+    /* ctest: the emulated device; scripts/gpu_check.sh runs it on a GPU with TNT_GPU_EMULATE=0 */
+    if (!getenv("TNT_GPU_EMULATE")) setenv("TNT_GPU_EMULATE", "1", 1);
+    if (tnt_init(NULL, NULL) != TNT_OK) return fprintf(stderr, "tnt_init: %s\n", tnt_last_error()), 1;
+    const char *why = NULL;
+    if (!tnt__gpu_available(&why)) return printf("test_gpu_rnn: no device: %s\n", why), 77;
+    if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4; /* a real GPU (GPU-DESIGN.md section 5) */
+    for (int i = 0; i < N * STEPS; i++) ids[i] = (float)((i * 7 + i / STEPS * 3) % VOCAB);
+    for (int i = 0; i < N; i++) labels[i] = (float)((int)ids[i * STEPS + STEPS - 1] % 3); /* the last id decides */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lstm_equals_cpu),
+        cmocka_unit_test(test_gru_equals_cpu),
+        cmocka_unit_test(test_simple_rnn_equals_cpu),
+        cmocka_unit_test(test_unsupported_options_refused),
+        cmocka_unit_test(test_embedding_lstm_dense_equals_cpu),
+        cmocka_unit_test(test_gru_stack_equals_cpu),
+        cmocka_unit_test(test_masked_model_stays_on_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
