@@ -7,8 +7,11 @@
  *     gradient within 1e-5; with dropout and recurrent dropout (the same masks as the CPU's);
  *   - `supported` refuses what has no device path yet (mask, stateful, return_state, initial
  *     states, CuDNNLSTM, mixed_bfloat16) with its reason, and a model with a mask says it;
- *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, and Embedding -> GRU
- *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense. */
+ *   - Bidirectional over each cell, merge modes concat, sum, mul, ave, with and without
+ *     return_sequences;
+ *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, Embedding -> GRU
+ *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense, and
+ *     Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU, ave) -> Dense. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
@@ -53,17 +56,19 @@ static void weights(tnt_layer *l) {
         l->weights[i].value = calloc((size_t)c, sizeof(float));
         l->weights[i].grad = calloc((size_t)c, sizeof(float));
         tnt__weight_init(&l->weights[i], 40 + (uint64_t)i);
-        if (i == 2) {
+        if (strstr(l->weights[i].name, "bias")) {
             tu_fill(l->weights[i].value, c, 71);
             for (int64_t j = 0; j < c; j++) l->weights[i].value[j] *= 0.5f;
         }
     }
 }
 
-/* one layer on both sides: output, dx and each weight's gradient */
-static void compare(cell_kind k, tnt_rnn_opts o, const char *what) {
+/* one layer on both sides: output, dx and each weight's gradient; bidi: in a Bidirectional of
+ * that merge mode */
+static void compare_in(cell_kind k, tnt_rnn_opts o, const char *what, int bidi, tnt_merge_mode mode) {
     enum { B = 3, T = 5, I = 4, U = 6 };
     tnt_layer *l = make(k, U, o);
+    if (bidi) l = tnt_bidirectional(l, NULL, mode, NULL);
     assert_non_null(l);
     l->in_shape = TNT_SHAPE(T, I);
     tu_ok(l->ops->build(l, l->in_shape, &l->out_shape));
@@ -75,11 +80,11 @@ static void compare(cell_kind k, tnt_rnn_opts o, const char *what) {
     float *yd = malloc(ny * sizeof(float)), *dxd = malloc(nx * sizeof(float));
     weights(l);
     layer_step(l, false, B, x, dy, yc, dxc);
-    float *gc[3] = {NULL};
+    float *gc[TNT_MAX_LAYER_WEIGHTS] = {NULL};
     for (int i = 0; i < l->n_weights; i++) /* the CPU's gradients, before the device's */
         gc[i] = l->weights[i].grad, l->weights[i].grad = calloc((size_t)tnt_shape_numel(l->weights[i].shape), sizeof(float));
     layer_step(l, true, B, x, dy, yd, dxd);
-    char w[200];
+    char w[240];
     snprintf(w, sizeof w, "%s, %s: output", cell_names[k], what);
     tu_assert_close(yd, yc, ny, RTOL, ATOL, w);
     snprintf(w, sizeof w, "%s, %s: dx", cell_names[k], what);
@@ -96,6 +101,8 @@ static void compare(cell_kind k, tnt_rnn_opts o, const char *what) {
     free(x), free(dy), free(yc), free(dxc), free(yd), free(dxd);
     tnt_layer_free(l);
 }
+
+static void compare(cell_kind k, tnt_rnn_opts o, const char *what) { compare_in(k, o, what, false, TNT_MERGE_CONCAT); }
 
 static void every_option(cell_kind k) {
     for (size_t a = 0; a < TNT_ARRAY_LEN(acts); a++)
@@ -131,10 +138,26 @@ static void test_simple_rnn_equals_cpu(void **state) {
     every_option(SIMPLE);
 }
 
+/* Bidirectional over each cell, every merge mode but None, with and without return_sequences
+ * (the backward layer's sequence meets the forward one's reversed), dropout in one case */
+static void test_bidirectional_equals_cpu(void **state) {
+    (void)state;
+    static const char *const modes[] = {"concat", "sum", "mul", "ave"};
+    for (int k = LSTM; k <= SIMPLE; k++)
+        for (int m = TNT_MERGE_CONCAT; m <= TNT_MERGE_AVE; m++)
+            for (int seq = 0; seq < 2; seq++) {
+                tnt_rnn_opts o = {.return_sequences = seq, .dropout = m == TNT_MERGE_MUL ? 0.2f : 0.0f};
+                char what[120];
+                snprintf(what, sizeof what, "Bidirectional(merge_mode %s), return_sequences %d%s", modes[m], seq,
+                         o.dropout > 0 ? ", dropout 0.2" : "");
+                compare_in((cell_kind)k, o, what, true, (tnt_merge_mode)m);
+            }
+}
+
 /* the options without a device path: supported() is false and says which */
 static void refused(tnt_layer *l, int n_in, const char *reason) {
     assert_non_null(l);
-    tnt_shape in[3] = {TNT_SHAPE(5, 4), TNT_SHAPE(6), TNT_SHAPE(6)};
+    tnt_shape in[4] = {TNT_SHAPE(5, 4), TNT_SHAPE(6), TNT_SHAPE(6)};
     if (l->mask_input) in[n_in++] = TNT_SHAPE(5);
     l->n_inputs = n_in;
     for (int i = 0; i < n_in; i++) l->in_shapes[i] = in[i];
@@ -161,6 +184,12 @@ static void test_unsupported_options_refused(void **state) {
     tnt_layer *bf16 = tnt_gru(6, NULL);
     bf16->dtype_policy = TNT__POLICY_MIXED_BF16;
     refused(bf16, 1, "mixed_bfloat16");
+    refused(tnt_bidirectional(tnt_lstm(6, NULL), NULL, TNT_MERGE_NONE, NULL), 1, "merge_mode None");
+    refused(tnt_bidirectional(tnt_lstm(6, &(tnt_rnn_opts){.stateful = true}), NULL, TNT_MERGE_CONCAT, NULL), 1,
+            "stateful");
+    tnt_layer *bmask = tnt_bidirectional(tnt_gru(6, NULL), NULL, TNT_MERGE_SUM, NULL);
+    bmask->mask_input = true;
+    refused(bmask, 1, "Bidirectional with a mask");
     /* and the plain layers are supported */
     tnt_layer *plain[] = {tnt_lstm(6, NULL), tnt_gru(6, &(tnt_rnn_opts){.dropout = 0.1f}), tnt_simple_rnn(6, NULL)};
     for (size_t i = 0; i < TNT_ARRAY_LEN(plain); i++) {
@@ -182,11 +211,15 @@ typedef struct run {
 } run;
 
 static tnt_model *rnn_model(int which) {
-    tnt_model *m = tnt_sequential(which ? "gru_stack" : "embedding_lstm");
+    tnt_model *m = tnt_sequential(which == 2 ? "bidirectional" : which ? "gru_stack" : "embedding_lstm");
     tnt_model_add(m, tnt_input_layer(TNT_SHAPE(STEPS), NULL));
     tnt_model_add(m, tnt_embedding(VOCAB, 8, false, NULL));
     if (!which) {
         tnt_model_add(m, tnt_lstm(12, NULL));
+    } else if (which == 2) {
+        tnt_model_add(m, tnt_bidirectional(tnt_lstm(8, &(tnt_rnn_opts){.return_sequences = true}), NULL,
+                                           TNT_MERGE_CONCAT, NULL));
+        tnt_model_add(m, tnt_bidirectional(tnt_gru(6, &(tnt_rnn_opts){.dropout = 0.1f}), NULL, TNT_MERGE_AVE, NULL));
     } else {
         tnt_model_add(m, tnt_gru(10, &(tnt_rnn_opts){.return_sequences = true, .dropout = 0.2f, .recurrent_dropout = 0.2f}));
         tnt_model_add(m, tnt_simple_rnn(8, &(tnt_rnn_opts){.return_sequences = true, .go_backwards = true}));
@@ -231,7 +264,8 @@ static run train(int which, tnt_device dev) {
 /* test_gpu_conv_few_taps's measures: emulated, each weight within 1e-4; on a GPU the largest
  * difference within 1e-3 of the largest weight; the loss within 1e-4; a second run bitwise */
 static void model_equals_cpu(int which) {
-    const char *name = which ? "Embedding -> GRU -> SimpleRNN -> GRU -> Dense" : "Embedding -> LSTM -> Dense";
+    const char *name = which == 2 ? "Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU) -> Dense"
+                       : which ? "Embedding -> GRU -> SimpleRNN -> GRU -> Dense" : "Embedding -> LSTM -> Dense";
     run cpu = train(which, TNT_DEVICE_CPU), dev = train(which, TNT_DEVICE_GPU), again = train(which, TNT_DEVICE_GPU);
     print_message("%s, 8 steps: loss %.7f on the CPU, %.7f on the device\n", name, cpu.loss, dev.loss);
     if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, name);
@@ -252,6 +286,11 @@ static void test_embedding_lstm_dense_equals_cpu(void **state) {
 static void test_gru_stack_equals_cpu(void **state) {
     (void)state;
     model_equals_cpu(1);
+}
+
+static void test_bidirectional_model_equals_cpu(void **state) {
+    (void)state;
+    model_equals_cpu(2);
 }
 
 /* a sequence mask keeps the model on the CPU (device auto), and the reason says so; without the
@@ -292,9 +331,11 @@ int main(void) {
         cmocka_unit_test(test_lstm_equals_cpu),
         cmocka_unit_test(test_gru_equals_cpu),
         cmocka_unit_test(test_simple_rnn_equals_cpu),
+        cmocka_unit_test(test_bidirectional_equals_cpu),
         cmocka_unit_test(test_unsupported_options_refused),
         cmocka_unit_test(test_embedding_lstm_dense_equals_cpu),
         cmocka_unit_test(test_gru_stack_equals_cpu),
+        cmocka_unit_test(test_bidirectional_model_equals_cpu),
         cmocka_unit_test(test_masked_model_stays_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,3 +105,5 @@ TNT_K(tnt_k_rnn_bwd, tnt_k_rnn, float *, float *, const float *, const float *, 
       const float *, const float *, const float *)
 TNT_K(tnt_k_rnn_gru_rp_bwd, tnt_k_rnn, float *, const float *, float *)
 TNT_K(tnt_k_rnn_drop_in, const float *, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_bidi_merge, const float *, const float *, float *, i64, i64, i64, int, int)
+TNT_K(tnt_k_bidi_merge_bwd, const float *, const float *, const float *, float *, float *, i64, i64, i64, int, int)

@@ -31,6 +31,15 @@
  *   tnt_k_rnn_drop_in(const float *x, const float *mask, float *y, i64 B, i64 T, i64 I)
  *       y (B, T, I) = x (B, T, I) times mask (B, I) over every step (y may be x): input dropout,
  *       and its gradient on dx
+ *   Bidirectional (layers/recurrent/bidirectional.c) over yf, yb (B, S, U) (S = T with
+ *   return_sequences, else 1), the backward layer's in its processing order: with reverse its step
+ *   S - 1 - s meets the forward layer's step s. mode: concat 0 (y (B, S, 2U)), sum 1, mul 2, ave 3
+ *   (y (B, S, U)), as tnt_merge_mode.
+ *   tnt_k_bidi_merge(const float *yf, const float *yb, float *y, i64 B, i64 S, i64 U, int mode,
+ *                    int reverse)
+ *   tnt_k_bidi_merge_bwd(const float *dy, const float *yf, const float *yb, float *dyf, float *dyb,
+ *                        i64 B, i64 S, i64 U, int mode, int reverse)
+ *       dyf, dyb (B, S, U) from dy, dyb in the backward layer's processing order
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -169,5 +178,27 @@ KERNEL void tnt_k_rnn_drop_in(const float *x, const float *mask, float *y, i64 B
     GRID_STRIDE(i, B * T * I) {
         const i64 b = i / (T * I), k = i % I;
         y[i] = x[i] * mask[b * I + k];
+    }
+}
+
+KERNEL void tnt_k_bidi_merge(const float *yf, const float *yb, float *y, i64 B, i64 S, i64 U, int mode, int reverse) {
+    GRID_STRIDE(i, B * S * U) {
+        const i64 r = i / U, u = i - r * U, b = r / S, s = r - b * S;
+        const float f = yf[i], g = yb[(b * S + (reverse ? S - 1 - s : s)) * U + u];
+        if (mode == 0) y[r * 2 * U + u] = f, y[r * 2 * U + U + u] = g;
+        else if (mode == 1) y[i] = f + g;
+        else if (mode == 2) y[i] = f * g;
+        else y[i] = 0.5f * (f + g);
+    }
+}
+
+KERNEL void tnt_k_bidi_merge_bwd(const float *dy, const float *yf, const float *yb, float *dyf, float *dyb, i64 B, i64 S,
+                                 i64 U, int mode, int reverse) {
+    GRID_STRIDE(i, B * S * U) {
+        const i64 r = i / U, u = i - r * U, b = r / S, s = r - b * S, j = (b * S + (reverse ? S - 1 - s : s)) * U + u;
+        if (mode == 0) dyf[i] = dy[r * 2 * U + u], dyb[j] = dy[r * 2 * U + U + u];
+        else if (mode == 1) dyf[i] = dyb[j] = dy[i];
+        else if (mode == 2) dyf[i] = dy[i] * yb[j], dyb[j] = dy[i] * yf[i];
+        else dyf[i] = dyb[j] = 0.5f * dy[i];
     }
 }
