@@ -11,7 +11,9 @@
  *     return_sequences;
  *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, Embedding -> GRU
  *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense, and
- *     Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU, ave) -> Dense. */
+ *     Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU, ave) -> Dense, and addition_rnn's
+ *     LSTM -> RepeatVector -> LSTM -> TimeDistributed(Dense);
+ *   - TimeDistributed (over Dense, LSTM, Flatten) and RepeatVector alone. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
@@ -154,6 +156,52 @@ static void test_bidirectional_equals_cpu(void **state) {
             }
 }
 
+/* a layer of one input on both sides (the wrappers and RepeatVector): output, dx, weight gradients */
+static void single(tnt_layer *l, tnt_shape in, const char *what) {
+    enum { B = 3 };
+    assert_non_null(l);
+    l->in_shape = in;
+    tu_ok(l->ops->build(l, in, &l->out_shape));
+    const int64_t nx = B * tnt_shape_numel(in), ny = B * tnt_shape_numel(l->out_shape);
+    float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    float *yc = malloc(ny * sizeof(float)), *dxc = malloc(nx * sizeof(float));
+    float *yd = malloc(ny * sizeof(float)), *dxd = malloc(nx * sizeof(float));
+    tu_fill(x, nx, 27);
+    tu_fill(dy, ny, 28);
+    weights(l);
+    layer_step(l, false, B, x, dy, yc, dxc);
+    float *gc[TNT_MAX_LAYER_WEIGHTS] = {NULL};
+    for (int i = 0; i < l->n_weights; i++)
+        gc[i] = l->weights[i].grad, l->weights[i].grad = calloc((size_t)tnt_shape_numel(l->weights[i].shape), sizeof(float));
+    layer_step(l, true, B, x, dy, yd, dxd);
+    char w[200];
+    snprintf(w, sizeof w, "%s: output", what);
+    tu_assert_close(yd, yc, ny, RTOL, ATOL, w);
+    snprintf(w, sizeof w, "%s: dx", what);
+    tu_assert_close(dxd, dxc, nx, RTOL, ATOL, w);
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(w, sizeof w, "%s: %s's gradient", what, l->weights[i].name);
+        tu_assert_close(l->weights[i].grad, gc[i], tnt_shape_numel(l->weights[i].shape), RTOL, ATOL, w);
+        free(gc[i]), free(l->weights[i].value), free(l->weights[i].grad);
+        l->weights[i].value = l->weights[i].grad = NULL;
+    }
+    free(x), free(dy), free(yc), free(dxc), free(yd), free(dxd);
+    tnt_layer_free(l);
+}
+
+/* TimeDistributed over Dense, an LSTM (on batch * steps sequences) and Flatten (a view: a copy);
+ * RepeatVector forward and its sum over the copies */
+static void test_time_distributed_repeat_vector(void **state) {
+    (void)state;
+    single(tnt_time_distributed(tnt_dense(5, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), NULL), TNT_SHAPE(4, 6),
+           "TimeDistributed(Dense(5, relu))");
+    single(tnt_time_distributed(tnt_lstm(4, &(tnt_rnn_opts){.go_backwards = true}), NULL), TNT_SHAPE(3, 5, 2),
+           "TimeDistributed(LSTM(4, go_backwards))");
+    single(tnt_time_distributed(tnt_flatten(NULL), NULL), TNT_SHAPE(3, 2, 4), "TimeDistributed(Flatten)");
+    single(tnt_repeat_vector(4, NULL), TNT_SHAPE(7), "RepeatVector(4)");
+    single(tnt_repeat_vector(1, NULL), TNT_SHAPE(3), "RepeatVector(1)");
+}
+
 /* the options without a device path: supported() is false and says which */
 static void refused(tnt_layer *l, int n_in, const char *reason) {
     assert_non_null(l);
@@ -201,8 +249,8 @@ static void test_unsupported_options_refused(void **state) {
 
 /* ---- models trained on the device ------------------------------------------------------------- */
 
-enum { N = 64, BATCH = 16, STEPS = 10, VOCAB = 30 };
-static float ids[N * STEPS], labels[N];
+enum { N = 64, BATCH = 16, STEPS = 10, VOCAB = 30, FEATURES = 5, OUT_STEPS = 4 };
+static float ids[N * STEPS], labels[N], series[N * STEPS * FEATURES], seq_labels[N * OUT_STEPS];
 
 typedef struct run {
     float *w;
@@ -211,7 +259,15 @@ typedef struct run {
 } run;
 
 static tnt_model *rnn_model(int which) {
-    tnt_model *m = tnt_sequential(which == 2 ? "bidirectional" : which ? "gru_stack" : "embedding_lstm");
+    tnt_model *m = tnt_sequential(which == 3 ? "seq2seq" : which == 2 ? "bidirectional" : which ? "gru_stack" : "embedding_lstm");
+    if (which == 3) { /* addition_rnn's shape: encoder, RepeatVector, decoder, TimeDistributed(Dense) */
+        tnt_model_add(m, tnt_input_layer(TNT_SHAPE(STEPS, FEATURES), NULL));
+        tnt_model_add(m, tnt_lstm(8, NULL));
+        tnt_model_add(m, tnt_repeat_vector(OUT_STEPS, NULL));
+        tnt_model_add(m, tnt_lstm(8, &(tnt_rnn_opts){.return_sequences = true}));
+        tnt_model_add(m, tnt_time_distributed(tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), NULL));
+        return m;
+    }
     tnt_model_add(m, tnt_input_layer(TNT_SHAPE(STEPS), NULL));
     tnt_model_add(m, tnt_embedding(VOCAB, 8, false, NULL));
     if (!which) {
@@ -247,8 +303,10 @@ static run train(int which, tnt_device dev) {
     tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_optimizer_new("sgd", &(tnt_optimizer_opts){
                                                  .learning_rate = 0.3f}),
                                              .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .seed = 7, .device = dev}));
-    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false),
-                                        BATCH, false);
+    tnt_dataset *ds = tnt_dataset_batch(
+        which == 3 ? tnt_dataset_from_arrays(series, TNT_SHAPE(STEPS, FEATURES), seq_labels, TNT_SHAPE(OUT_STEPS), N, false)
+                   : tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false),
+        BATCH, false);
     tnt_history *h = NULL;
     tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
     assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
@@ -264,7 +322,8 @@ static run train(int which, tnt_device dev) {
 /* test_gpu_conv_few_taps's measures: emulated, each weight within 1e-4; on a GPU the largest
  * difference within 1e-3 of the largest weight; the loss within 1e-4; a second run bitwise */
 static void model_equals_cpu(int which) {
-    const char *name = which == 2 ? "Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU) -> Dense"
+    const char *name = which == 3   ? "LSTM -> RepeatVector -> LSTM -> TimeDistributed(Dense)"
+                       : which == 2 ? "Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU) -> Dense"
                        : which ? "Embedding -> GRU -> SimpleRNN -> GRU -> Dense" : "Embedding -> LSTM -> Dense";
     run cpu = train(which, TNT_DEVICE_CPU), dev = train(which, TNT_DEVICE_GPU), again = train(which, TNT_DEVICE_GPU);
     print_message("%s, 8 steps: loss %.7f on the CPU, %.7f on the device\n", name, cpu.loss, dev.loss);
@@ -291,6 +350,11 @@ static void test_gru_stack_equals_cpu(void **state) {
 static void test_bidirectional_model_equals_cpu(void **state) {
     (void)state;
     model_equals_cpu(2);
+}
+
+static void test_seq2seq_model_equals_cpu(void **state) {
+    (void)state;
+    model_equals_cpu(3);
 }
 
 /* a sequence mask keeps the model on the CPU (device auto), and the reason says so; without the
@@ -326,16 +390,20 @@ int main(void) {
     if (!tnt__gpu_available(&why)) return printf("test_gpu_rnn: no device: %s\n", why), 77;
     if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4; /* a real GPU (GPU-DESIGN.md section 5) */
     for (int i = 0; i < N * STEPS; i++) ids[i] = (float)((i * 7 + i / STEPS * 3) % VOCAB);
+    tu_fill(series, N * STEPS * FEATURES, 31);
+    for (int i = 0; i < N * OUT_STEPS; i++) seq_labels[i] = (float)((i * 5 + i / OUT_STEPS) % 3);
     for (int i = 0; i < N; i++) labels[i] = (float)((int)ids[i * STEPS + STEPS - 1] % 3); /* the last id decides */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lstm_equals_cpu),
         cmocka_unit_test(test_gru_equals_cpu),
         cmocka_unit_test(test_simple_rnn_equals_cpu),
         cmocka_unit_test(test_bidirectional_equals_cpu),
+        cmocka_unit_test(test_time_distributed_repeat_vector),
         cmocka_unit_test(test_unsupported_options_refused),
         cmocka_unit_test(test_embedding_lstm_dense_equals_cpu),
         cmocka_unit_test(test_gru_stack_equals_cpu),
         cmocka_unit_test(test_bidirectional_model_equals_cpu),
+        cmocka_unit_test(test_seq2seq_model_equals_cpu),
         cmocka_unit_test(test_masked_model_stays_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,6 +40,10 @@
  *   tnt_k_bidi_merge_bwd(const float *dy, const float *yf, const float *yb, float *dyf, float *dyb,
  *                        i64 B, i64 S, i64 U, int mode, int reverse)
  *       dyf, dyb (B, S, U) from dy, dyb in the backward layer's processing order
+ *   RepeatVector (layers/reshaping/repeat_vector.c; the bridge of encoder-decoder RNNs):
+ *   tnt_k_repeat_fwd(const float *x, float *y, i64 B, i64 n, i64 F)     y (B, n, F) = x (B, F) n times
+ *   tnt_k_repeat_bwd(const float *dy, float *dx, i64 B, i64 n, i64 F)
+ *       dx (B, F) = the sum of dy's n copies, in copy order (the CPU's)
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -200,5 +204,22 @@ KERNEL void tnt_k_bidi_merge_bwd(const float *dy, const float *yf, const float *
         else if (mode == 1) dyf[i] = dyb[j] = dy[i];
         else if (mode == 2) dyf[i] = dy[i] * yb[j], dyb[j] = dy[i] * yf[i];
         else dyf[i] = dyb[j] = 0.5f * dy[i];
+    }
+}
+
+KERNEL void tnt_k_repeat_fwd(const float *x, float *y, i64 B, i64 n, i64 F) {
+    GRID_STRIDE(i, B * n * F) {
+        const i64 k = i % F, b = i / (n * F);
+        y[i] = x[b * F + k];
+    }
+}
+
+KERNEL void tnt_k_repeat_bwd(const float *dy, float *dx, i64 B, i64 n, i64 F) {
+    GRID_STRIDE(i, B * F) {
+        const i64 b = i / F, k = i - b * F;
+        const float *d = dy + b * n * F + k;
+        float s = d[0];
+        for (i64 r = 1; r < n; r++) s = s + d[r * F];
+        dx[i] = s;
     }
 }

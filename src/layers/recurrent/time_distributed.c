@@ -1,9 +1,11 @@
 /* time_distributed.c: Keras TimeDistributed. (batch, T, ...) is (batch*T, ...) in memory, so the
  * inner layer runs once on batch*T samples with its own plan and workspace for that count; its
  * weights are the wrapper's. Sample offsets scale by T, so that the inner layer's random masks
- * (Dropout) stay those of the global batch on any split. */
+ * (Dropout) stay those of the global batch on any split. The device path runs the inner layer's
+ * GPU path the same way (a view is a device copy). */
 #include "layers/wrapper.h"
 
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 
 #include <stdio.h>
@@ -45,6 +47,12 @@ typedef struct td_plan {
 static void td_plan_destroy(void *plan) {
     td_plan *p = plan;
     if (p && p->inner_plan && p->inner->ops->plan_destroy) p->inner->ops->plan_destroy(p->inner_plan);
+    free(p);
+}
+
+static void td_gpu_plan_destroy(void *plan) {
+    td_plan *p = plan;
+    if (p && p->inner_plan && p->inner->ops->gpu->plan_destroy) p->inner->ops->gpu->plan_destroy(p->inner_plan);
     free(p);
 }
 
@@ -97,6 +105,83 @@ static tnt_status td_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     return t->inner->ops->backward(t->inner, p->inner_plan, &ia);
 }
 
+/* ---- on the device: the inner layer's GPU path on batch * steps samples ---------------------- */
+
+static bool td_gpu_supported(const tnt_layer *l, const char **why) {
+    const tnt_layer *in = ((const td *)l->priv)->inner;
+    if (in->ops->is_view) return true; /* a device copy */
+    if (!in->ops->gpu) {
+        if (why) *why = "its inner layer has no GPU path";
+        return false;
+    }
+    return !in->ops->gpu->supported || in->ops->gpu->supported(in, why);
+}
+
+static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    td *t = l->priv;
+    td_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->inner = t->inner;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    if (g && g->plan_create && !(p->inner_plan = g->plan_create(t->inner, batch * t->steps))) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static size_t td_gpu_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+    td *t = l->priv;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    return g && g->workspace_size ? g->workspace_size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
+}
+
+static size_t td_gpu_scratch_size(tnt_layer *l, void *plan, int64_t batch) {
+    td *t = l->priv;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    return g && g->scratch_size ? g->scratch_size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
+}
+
+static tnt_status td_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    if (t->inner->ops->is_view)
+        return tnt__gpu_copy_on_device(a->y, a->x, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float),
+                                       TNT__GPU_COMPUTE);
+    const float *xs[1] = {a->x};
+    tnt__fwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.preact = NULL, ia.n_inputs = 1, ia.xs = xs;
+    return t->inner->ops->gpu->forward(t->inner, p->inner_plan, &ia);
+}
+
+static tnt_status td_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    td *t = l->priv;
+    td_plan *p = plan;
+    tnt__wrapper_bind(l, 0, t->inner, 0);
+    if (t->inner->ops->is_view)
+        return a->dx ? tnt__gpu_copy_on_device(a->dx, a->dy, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) *
+                                               sizeof(float), TNT__GPU_COMPUTE)
+                     : TNT_OK;
+    const float *xs[1] = {a->x};
+    float *dxs[1] = {a->dx};
+    tnt__bwd_args ia = *a;
+    ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
+    ia.n_inputs = 1, ia.xs = xs, ia.dxs = dxs;
+    return t->inner->ops->gpu->backward(t->inner, p->inner_plan, &ia);
+}
+
+static const tnt__gpu_ops td_gpu_ops = {
+    .supported = td_gpu_supported,
+    .plan_create = td_gpu_plan_create,
+    .plan_destroy = td_gpu_plan_destroy,
+    .workspace_size = td_gpu_workspace_size,
+    .scratch_size = td_gpu_scratch_size,
+    .forward = td_gpu_forward,
+    .backward = td_gpu_backward,
+};
+
 static void td_destroy(tnt_layer *l) {
     td *t = l->priv;
     tnt_layer_free(t->inner);
@@ -125,6 +210,7 @@ const tnt__layer_ops tnt__time_distributed_ops = {
     .get_config = td_get_config,
     .from_config = td_from_config,
     .supports_masking = true,
+    .gpu = &td_gpu_ops,
 };
 
 tnt_layer *tnt_time_distributed(tnt_layer *inner, const char *name) {
