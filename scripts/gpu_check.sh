@@ -407,7 +407,7 @@ else
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
         grep -a "gradient values differ\|sparse CE, fused softmax " "$LOG" | tail -2 | while read -r l; do row 3 "  device loss" INFO - "$l"; done
     else notyet 3 "test_gpu_loss" "no test_gpu_loss"; fi
-    # LSTM, GRU, SimpleRNN: forward, dx, dW/dR/db per option == CPU; Embedding -> LSTM -> Dense trained == CPU
+    # LSTM, GRU, SimpleRNN, Bidirectional, TimeDistributed, RepeatVector == CPU; RNN models trained == CPU
     if p=$(find_prog test_gpu_rnn); then
         (cd tests && check "test_gpu_rnn on the GPU: LSTM, GRU, SimpleRNN == CPU, RNN models trained == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
