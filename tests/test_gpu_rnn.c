@@ -1,18 +1,20 @@
 /* test_gpu_rnn.c: the device path of LSTM, GRU (reset_after true and false) and SimpleRNN
  * (layers/recurrent/rnn_gpu.c, gpu/kernels/rnn.cu) against the CPU engine (rnn_common.c, checked
- * against PyTorch and Keras by test_rnn*) on the emulated device (TNT_GPU_EMULATE=1: the CPU's
+ * against PyTorch and the Keras formulas by test_layers_rnn) on the emulated device (TNT_GPU_EMULATE=1: the CPU's
  * sgemm, the kernels' host build; scripts/gpu_check.sh runs it on a GPU):
  *   - each cell x return_sequences x go_backwards x activations (tanh/sigmoid, relu with Keras 2's
  *     hard_sigmoid, linear with Keras 3's hard_sigmoid, no bias): the output, dx and every weight
  *     gradient within 1e-5; with dropout and recurrent dropout (the same masks as the CPU's);
- *   - `supported` refuses what has no device path yet (mask, stateful, return_state, initial
- *     states, CuDNNLSTM, mixed_bfloat16) with its reason, and a model with a mask says it;
+ *   - initial states (inputs) and return_state (outputs): every output and every input's gradient;
+ *   - `supported` refuses what has no device path yet (mask, stateful, CuDNNLSTM, mixed_bfloat16;
+ *     Bidirectional: merge_mode None, states) with its reason, and a model with a mask says it;
  *   - Bidirectional over each cell, merge modes concat, sum, mul, ave, with and without
  *     return_sequences;
  *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, Embedding -> GRU
  *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense, and
  *     Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU, ave) -> Dense, and addition_rnn's
- *     LSTM -> RepeatVector -> LSTM -> TimeDistributed(Dense);
+ *     LSTM -> RepeatVector -> LSTM -> TimeDistributed(Dense), and lstm_seq2seq's encoder-decoder
+ *     (the encoder's final states start the decoder);
  *   - TimeDistributed (over Dense, LSTM, Flatten) and RepeatVector alone. */
 #include "gpu_device_util.h"
 #include "testutil.h"
@@ -156,6 +158,133 @@ static void test_bidirectional_equals_cpu(void **state) {
             }
 }
 
+/* ---- initial states and return_state: several inputs and outputs ------------------------------ */
+
+/* One forward and backward of a built recurrent layer of n_in inputs (the sequence, then its
+ * initial states) and n_out outputs (the output, then the final states) on the CPU or the device;
+ * xs, dys on the host; ys, dxs receive the results. */
+static void states_step(tnt_layer *l, bool device, int64_t B, int n_in, float *const *xs, const int64_t *nx, int n_out,
+                        float *const *dys, const int64_t *ny, float **ys, float **dxs) {
+    const tnt__gpu_ops *g = l->ops->gpu;
+    void *plan = device ? g->plan_create(l, B) : NULL;
+    const size_t ws_bytes = (device ? g->workspace_size(l, plan, B) : l->ops->workspace_size(l, NULL, B)) + 64;
+    float *x[4], *dx[4], *y[4], *dy[4];
+    for (int k = 0; k < n_in; k++) {
+        x[k] = device ? dev_up(xs[k], nx[k]) : xs[k];
+        dx[k] = device ? tnt__gpu_malloc((size_t)nx[k] * sizeof(float)) : dxs[k];
+    }
+    for (int k = 0; k < n_out; k++) {
+        y[k] = device ? tnt__gpu_malloc((size_t)ny[k] * sizeof(float)) : ys[k];
+        dy[k] = device ? dev_up(dys[k], ny[k]) : dys[k];
+    }
+    if (device)
+        for (int i = 0; i < l->n_weights; i++) {
+            const int64_t c = tnt_shape_numel(l->weights[i].shape);
+            l->weights[i].d_value = dev_up(l->weights[i].value, c);
+            l->weights[i].d_grad = tnt__gpu_malloc((size_t)c * sizeof(float));
+        }
+    void *ws = device ? tnt__gpu_malloc(ws_bytes) : tnt__alloc(ws_bytes);
+    tnt__fwd_args fa = {.batch = B, .x = x[0], .n_inputs = n_in, .xs = (const float *const *)x, .y = y[0],
+                        .n_outputs = n_out, .ys = y, .workspace = ws, .training = true, .seed = 3};
+    tu_ok(device ? g->forward(l, plan, &fa) : l->ops->forward(l, NULL, &fa));
+    tnt__bwd_args ba = {.batch = B, .x = x[0], .y = y[0], .dy = dy[0], .n_outputs = n_out,
+                        .ys = (const float *const *)y, .dys = (const float *const *)dy, .dx = dx[0], .workspace = ws,
+                        .n_inputs = n_in, .xs = (const float *const *)x, .dxs = dx};
+    tu_ok(device ? g->backward(l, plan, &ba) : l->ops->backward(l, NULL, &ba));
+    if (!device) {
+        tnt__free(ws);
+        return;
+    }
+    for (int k = 0; k < n_out; k++) {
+        float *h = dev_down(y[k], ny[k]);
+        memcpy(ys[k], h, (size_t)ny[k] * sizeof(float));
+        free(h), tnt__gpu_free(y[k]), tnt__gpu_free(dy[k]);
+    }
+    for (int k = 0; k < n_in; k++) {
+        float *h = dev_down(dx[k], nx[k]);
+        memcpy(dxs[k], h, (size_t)nx[k] * sizeof(float));
+        free(h), tnt__gpu_free(x[k]), tnt__gpu_free(dx[k]);
+    }
+    for (int i = 0; i < l->n_weights; i++) {
+        float *gr = dev_down(l->weights[i].d_grad, tnt_shape_numel(l->weights[i].shape));
+        memcpy(l->weights[i].grad, gr, (size_t)tnt_shape_numel(l->weights[i].shape) * sizeof(float));
+        free(gr), tnt__gpu_free(l->weights[i].d_value), tnt__gpu_free(l->weights[i].d_grad);
+        l->weights[i].d_value = l->weights[i].d_grad = NULL;
+    }
+    tnt__gpu_free(ws);
+    g->plan_destroy(plan);
+}
+
+/* a layer with initial states (init) and/or return_state on both sides: every output, every
+ * input's gradient (the initial states' too) and every weight gradient */
+static void compare_states(cell_kind k, tnt_rnn_opts o, bool init, const char *what) {
+    enum { B = 3, T = 5, I = 4, U = 6 };
+    tnt_layer *l = make(k, U, o);
+    assert_non_null(l);
+    const int ns = k == LSTM ? 2 : 1, n_in = init ? 1 + ns : 1, n_out = l->n_outputs;
+    tnt_shape in[3] = {TNT_SHAPE(T, I), TNT_SHAPE(U), TNT_SHAPE(U)};
+    l->n_inputs = n_in;
+    for (int i = 0; i < n_in; i++) l->in_shapes[i] = in[i];
+    l->in_shape = in[0];
+    tu_ok(l->ops->build_multi(l, n_in, in, &l->out_shape));
+    l->out_shapes[0] = l->out_shape;
+    assert_true(l->ops->gpu->supported(l, NULL));
+    int64_t nx[3] = {0}, ny[3] = {0};
+    float *xs[3] = {0}, *dys[3] = {0}, *yc[3] = {0}, *yd[3] = {0}, *dxc[3] = {0}, *dxd[3] = {0};
+    for (int i = 0; i < n_in; i++) {
+        nx[i] = B * tnt_shape_numel(in[i]);
+        xs[i] = malloc(nx[i] * sizeof(float)), dxc[i] = malloc(nx[i] * sizeof(float)), dxd[i] = malloc(nx[i] * sizeof(float));
+        tu_fill(xs[i], nx[i], 50 + (uint64_t)i);
+    }
+    for (int i = 0; i < n_out; i++) {
+        ny[i] = B * tnt_shape_numel(l->out_shapes[i]);
+        dys[i] = malloc(ny[i] * sizeof(float)), yc[i] = malloc(ny[i] * sizeof(float)), yd[i] = malloc(ny[i] * sizeof(float));
+        tu_fill(dys[i], ny[i], 60 + (uint64_t)i);
+    }
+    weights(l);
+    states_step(l, false, B, n_in, xs, nx, n_out, dys, ny, yc, dxc);
+    float *gc[TNT_MAX_LAYER_WEIGHTS] = {NULL};
+    for (int i = 0; i < l->n_weights; i++)
+        gc[i] = l->weights[i].grad, l->weights[i].grad = calloc((size_t)tnt_shape_numel(l->weights[i].shape), sizeof(float));
+    states_step(l, true, B, n_in, xs, nx, n_out, dys, ny, yd, dxd);
+    char w[240];
+    for (int i = 0; i < n_out; i++) {
+        snprintf(w, sizeof w, "%s, %s: output %d", cell_names[k], what, i);
+        tu_assert_close(yd[i], yc[i], ny[i], RTOL, ATOL, w);
+        free(dys[i]), free(yc[i]), free(yd[i]);
+    }
+    for (int i = 0; i < n_in; i++) {
+        snprintf(w, sizeof w, "%s, %s: input %d's gradient", cell_names[k], what, i);
+        tu_assert_close(dxd[i], dxc[i], nx[i], RTOL, ATOL, w);
+        double big = 0;
+        for (int64_t j = 0; j < nx[i]; j++) big = fmax(big, fabs(dxc[i][j]));
+        assert_true(big > 1e-3);
+        free(xs[i]), free(dxc[i]), free(dxd[i]);
+    }
+    for (int i = 0; i < l->n_weights; i++) {
+        snprintf(w, sizeof w, "%s, %s: %s's gradient", cell_names[k], what, l->weights[i].name);
+        tu_assert_close(l->weights[i].grad, gc[i], tnt_shape_numel(l->weights[i].shape), RTOL, ATOL, w);
+        free(gc[i]), free(l->weights[i].value), free(l->weights[i].grad);
+        l->weights[i].value = l->weights[i].grad = NULL;
+    }
+    tnt_layer_free(l);
+}
+
+/* Keras's initial_state and return_state (the encoder-decoder pattern), every cell, both
+ * directions, with recurrent dropout in one case */
+static void test_states_equal_cpu(void **state) {
+    (void)state;
+    for (int k = LSTM; k <= SIMPLE; k++) {
+        compare_states((cell_kind)k, (tnt_rnn_opts){.return_state = true}, false, "return_state");
+        compare_states((cell_kind)k, (tnt_rnn_opts){.return_sequences = true}, true, "initial states, return_sequences");
+        compare_states((cell_kind)k, (tnt_rnn_opts){.return_state = true, .go_backwards = true}, true,
+                       "initial states, return_state, go_backwards");
+        compare_states((cell_kind)k, (tnt_rnn_opts){.return_state = true, .return_sequences = true, .recurrent_dropout = 0.3f,
+                                                    .dropout = 0.2f},
+                       true, "initial states, return_state, return_sequences, dropout");
+    }
+}
+
 /* a layer of one input on both sides (the wrappers and RepeatVector): output, dx, weight gradients */
 static void single(tnt_layer *l, tnt_shape in, const char *what) {
     enum { B = 3 };
@@ -225,9 +354,8 @@ static void test_unsupported_options_refused(void **state) {
     masked->mask_input = true;
     refused(masked, 1, "with a mask");
     refused(tnt_gru(6, &(tnt_rnn_opts){.stateful = true}), 1, "stateful");
-    refused(tnt_lstm(6, &(tnt_rnn_opts){.return_state = true}), 1, "return_state");
-    refused(tnt_lstm(6, NULL), 3, "initial states");
-    refused(tnt_simple_rnn(6, NULL), 2, "initial states");
+    refused(tnt_bidirectional(tnt_lstm(6, &(tnt_rnn_opts){.return_state = true}), NULL, TNT_MERGE_CONCAT, NULL), 1,
+            "return_state");
     refused(tnt_cudnn_lstm(6, NULL), 1, "CuDNNLSTM");
     tnt_layer *bf16 = tnt_gru(6, NULL);
     bf16->dtype_policy = TNT__POLICY_MIXED_BF16;
@@ -357,6 +485,54 @@ static void test_seq2seq_model_equals_cpu(void **state) {
     model_equals_cpu(3);
 }
 
+/* lstm_seq2seq's pattern: the encoder's final states start the decoder (return_state, initial
+ * states), two packed inputs, 8 steps of SGD on the device == CPU */
+enum { T1 = 6, F1 = 3, T2 = 4, F2 = 2, V = 3 };
+static float s2s_x[N * (T1 * F1 + T2 * F2)], s2s_y[N * T2 * V];
+
+static run train_s2s(tnt_device dev) {
+    tnt_graph *g = tnt_graph_new();
+    tnt_ktensor ins[2] = {tnt_graph_input(g, TNT_SHAPE(T1, F1), "enc_in"), tnt_graph_input(g, TNT_SHAPE(T2, F2), "dec_in")};
+    tnt_ktensor enc[3], dec[3];
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(8, &(tnt_rnn_opts){.return_state = true}), 1, ins, 3, enc), 3);
+    assert_int_equal(tnt_call_outputs(g, tnt_lstm(8, &(tnt_rnn_opts){.return_sequences = true, .return_state = true}), 3,
+                                      (tnt_ktensor[]){ins[1], enc[1], enc[2]}, 3, dec),
+                     3);
+    tnt_ktensor y = tnt_call(g, tnt_dense(V, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}), dec[0]);
+    tnt_model *m = tnt_functional(g, 2, ins, 1, &y, "s2s");
+    tnt_graph_free(g);
+    assert_non_null(m);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.5f), .loss = TNT_MEAN_SQUARED_ERROR, .seed = 4,
+                                             .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(
+        tnt_dataset_from_arrays(s2s_x, TNT_SHAPE(T1 * F1 + T2 * F2), s2s_y, TNT_SHAPE(T2, V), N, false), BATCH, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    run r = {.n = tnt_model_count_params(m), .loss = tnt_history_get(h, "loss", 1)};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void test_encoder_decoder_equals_cpu(void **state) {
+    (void)state;
+    tu_fill(s2s_x, TNT_ARRAY_LEN(s2s_x), 81);
+    for (int i = 0; i < N * T2; i++)
+        for (int v = 0; v < V; v++) s2s_y[i * V + v] = v == (i * 7 + i / T2) % V ? 1.0f : 0.0f;
+    run cpu = train_s2s(TNT_DEVICE_CPU), dev = train_s2s(TNT_DEVICE_GPU);
+    print_message("encoder-decoder, 8 steps: loss %.7f on the CPU, %.7f on the device\n", cpu.loss, dev.loss);
+    if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, "encoder-decoder");
+    double d = 0, big = 1e-30;
+    for (int64_t i = 0; i < cpu.n; i++) d = fmax(d, fabs((double)dev.w[i] - cpu.w[i])), big = fmax(big, fabs(cpu.w[i]));
+    assert_true(d / big < 1e-3);
+    assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
+    free(cpu.w), free(dev.w);
+}
+
 /* a sequence mask keeps the model on the CPU (device auto), and the reason says so; without the
  * mask the same model trains on the device */
 static void test_masked_model_stays_on_cpu(void **state) {
@@ -397,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_lstm_equals_cpu),
         cmocka_unit_test(test_gru_equals_cpu),
         cmocka_unit_test(test_simple_rnn_equals_cpu),
+        cmocka_unit_test(test_states_equal_cpu),
         cmocka_unit_test(test_bidirectional_equals_cpu),
         cmocka_unit_test(test_time_distributed_repeat_vector),
         cmocka_unit_test(test_unsupported_options_refused),
@@ -404,6 +581,7 @@ int main(void) {
         cmocka_unit_test(test_gru_stack_equals_cpu),
         cmocka_unit_test(test_bidirectional_model_equals_cpu),
         cmocka_unit_test(test_seq2seq_model_equals_cpu),
+        cmocka_unit_test(test_encoder_decoder_equals_cpu),
         cmocka_unit_test(test_masked_model_stays_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

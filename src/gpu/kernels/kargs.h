@@ -50,6 +50,8 @@ typedef struct tnt_k_conv {
 typedef struct tnt_k_rnn {
     long long B, T, U, t, tprev, tnext, ld_y;
     int cell, act, rec_act, reset_after;
+    int has_init; /* the state before the first step is the initial-state inputs (else zeros) */
+    int unused;
 } tnt_k_rnn;
 enum { K_RNN_SIMPLE, K_RNN_LSTM, K_RNN_GRU };
 enum { K_RNN_TANH, K_RNN_SIGMOID, K_RNN_HARD_SIGMOID, K_RNN_HARD_SIGMOID_V3, K_RNN_RELU, K_RNN_LINEAR };

@@ -11,21 +11,27 @@
  * (the one before in processing order, -1 for the first: state zeros), tnext (-1 for the last).
  *
  * Contract (any grid and block; grid-stride over B U):
+ *   tnt_k_rnn_init(tnt_k_rnn g, const float *h0, const float *rmask, float *p)
+ *       initial states: p at the first step t = h0 (B, U) (times rmask), before its matmul
  *   tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, float *p, float *c, float *ac,
- *                 float *y, const float *rmask)
+ *                 float *y, const float *rmask, const float *h0, const float *c0)
  *       step t's cell from z = x W + b_in + p R (GRU reset_after: rh = p R + b_rec; reset_before: z
  *       and r already activated by tnt_k_rnn_gru_rp and z_h's matmul read r p): z becomes the gate
  *       values, h (and c, ac = act(c)) step t's state; y row b (stride g.ld_y, NULL: none) = h;
- *       p at step tnext = h (times rmask (B, U) with recurrent dropout, NULL: none); at the first
- *       step (tprev -1) p at t = 0
+ *       p at step tnext = h (times rmask (B, U) with recurrent dropout, NULL: none). The state
+ *       before the first step (tprev -1) is h0, c0 (B, U) with g.has_init, else zeros (p at t = 0)
  *   tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp)
  *       GRU reset_before, between p R_zr and (r p) R_h: z and r = rec_act(.), rp = r p (step t)
  *   tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac,
- *                 float *dh, float *dc, const float *dp, const float *rmask, const float *dy)
+ *                 float *dh, float *dc, const float *dp, const float *rmask, const float *dy,
+ *                 const float *h0, const float *c0)
  *       step t's gate gradients in place of its gate values (z, and rh for reset_after), from
  *       dh = dh + dp rmask (dp NULL: the last step, nothing to add; rmask NULL: 1) + dy (row b at
  *       stride g.ld_y; NULL: none); dh and dc become what passes to the step before outside the
- *       recurrent matmul (LSTM, SimpleRNN: 0; GRU: dh z; LSTM's dc: dc f)
+ *       recurrent matmul (LSTM, SimpleRNN: 0; GRU: dh z; LSTM's dc: dc f); the state before the
+ *       first step as in tnt_k_rnn_fwd
+ *   tnt_k_rnn_carry(const float *dh, const float *dp, const float *rmask, float *out, i64 n)
+ *       out = dh + dp rmask (rmask NULL: 1): the initial state's gradient after the first step
  *   tnt_k_rnn_gru_rp_bwd(tnt_k_rnn g, float *z, const float *p, float *drp)
  *       GRU reset_before, after drp (B, U) = d pre(hh) R_h^T: dr = drp p rec_act'(r), drp *= r
  *   tnt_k_rnn_drop_in(const float *x, const float *mask, float *y, i64 B, i64 T, i64 I)
@@ -81,19 +87,26 @@ DEV float rnn_act_grad(int a, float y) {
     }
 }
 
+KERNEL void tnt_k_rnn_init(tnt_k_rnn g, const float *h0, const float *rmask, float *p) {
+    GRID_STRIDE(i, g.B * g.U) {
+        const i64 b = i / g.U, u = i - b * g.U;
+        p[(b * g.T + g.t) * g.U + u] = rmask ? h0[i] * rmask[i] : h0[i];
+    }
+}
+
 KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, float *p, float *c, float *ac, float *y,
-                          const float *rmask) {
+                          const float *rmask, const float *h0, const float *c0) {
     const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
     GRID_STRIDE(i, g.B * U) {
         const i64 b = i / U, u = i - b * U;
         float *zr = z + (b * T + g.t) * gu;
         const i64 row = (b * T + g.t) * U, prev = (b * T + g.tprev) * U;
-        const float hp = g.tprev >= 0 ? h[prev + u] : 0.0f;
+        const float hp = g.tprev >= 0 ? h[prev + u] : g.has_init ? h0[i] : 0.0f;
         float hn;
         if (g.cell == K_RNN_SIMPLE) {
             hn = zr[u] = rnn_act(g.act, zr[u]);
         } else if (g.cell == K_RNN_LSTM) {
-            const float cp = g.tprev >= 0 ? c[prev + u] : 0.0f;
+            const float cp = g.tprev >= 0 ? c[prev + u] : g.has_init ? c0[i] : 0.0f;
             const float ig = zr[u] = rnn_act(g.rec_act, zr[u]);
             const float fg = zr[U + u] = rnn_act(g.rec_act, zr[U + u]);
             const float cg = zr[2 * U + u] = rnn_act(g.act, zr[2 * U + u]);
@@ -113,7 +126,7 @@ KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, floa
         }
         h[row + u] = hn;
         if (y) y[b * g.ld_y + u] = hn;
-        if (g.tprev < 0) p[row + u] = 0.0f;
+        if (g.tprev < 0 && !g.has_init) p[row + u] = 0.0f;
         if (g.tnext >= 0) p[(b * T + g.tnext) * U + u] = rmask ? hn * rmask[i] : hn;
     }
 }
@@ -125,12 +138,13 @@ KERNEL void tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp) {
         float *zr = z + (b * T + g.t) * 3 * U;
         zr[u] = rnn_act(g.rec_act, zr[u]);
         zr[U + u] = rnn_act(g.rec_act, zr[U + u]);
-        rp[row + u] = zr[U + u] * (g.tprev >= 0 ? p[row + u] : 0.0f); /* p at the first step: not yet written */
+        rp[row + u] = zr[U + u] * (g.tprev >= 0 || g.has_init ? p[row + u] : 0.0f); /* else not yet written */
     }
 }
 
 KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac, float *dh,
-                          float *dc, const float *dp, const float *rmask, const float *dy) {
+                          float *dc, const float *dp, const float *rmask, const float *dy, const float *h0,
+                          const float *c0) {
     const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
     GRID_STRIDE(i, g.B * U) {
         const i64 b = i / U, u = i - b * U;
@@ -144,7 +158,7 @@ KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, cons
             dh[i] = 0.0f;
         } else if (g.cell == K_RNN_LSTM) {
             const float ig = zr[u], fg = zr[U + u], cg = zr[2 * U + u], og = zr[3 * U + u], a = ac[row + u];
-            const float cp = g.tprev >= 0 ? c[prev + u] : 0.0f;
+            const float cp = g.tprev >= 0 ? c[prev + u] : g.has_init ? c0[i] : 0.0f;
             const float dct = dc[i] + d * og * rnn_act_grad(g.act, a);
             zr[3 * U + u] = d * a * rnn_act_grad(g.rec_act, og);
             zr[u] = dct * cg * rnn_act_grad(g.rec_act, ig);
@@ -153,7 +167,7 @@ KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, cons
             dc[i] = dct * fg;
             dh[i] = 0.0f;
         } else {
-            const float zz = zr[u], hh = zr[2 * U + u], hp = g.tprev >= 0 ? h[prev + u] : 0.0f;
+            const float zz = zr[u], hh = zr[2 * U + u], hp = g.tprev >= 0 ? h[prev + u] : g.has_init ? h0[i] : 0.0f;
             const float da = zr[2 * U + u] = d * (1.0f - zz) * rnn_act_grad(g.act, hh); /* d pre(hh) */
             zr[u] = d * (hp - hh) * rnn_act_grad(g.rec_act, zz);
             dh[i] = d * zz;
@@ -165,6 +179,10 @@ KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, cons
             }
         }
     }
+}
+
+KERNEL void tnt_k_rnn_carry(const float *dh, const float *dp, const float *rmask, float *out, i64 n) {
+    GRID_STRIDE(i, n) out[i] = dh[i] + dp[i] * (rmask ? rmask[i] : 1.0f);
 }
 
 KERNEL void tnt_k_rnn_gru_rp_bwd(tnt_k_rnn g, float *z, const float *p, float *drp) {

@@ -13,8 +13,10 @@
  * and indexed by the input step as the CPU's: z (B, T, gU), h, p (B, T, U), LSTM's c and act(c),
  * GRU's rh, the dropout masks and dropped input, and backward's carries dh, dc, dp (B, U). The plan
  * (host memory) keeps whether forward dropped, which backward reads.
- * Not here (supported() says so, and the model trains on the CPU): masks, stateful, return_state,
- * initial states as inputs, CuDNNLSTM / CuDNNGRU, the mixed_bfloat16 policy. */
+ * return_state: the final h (and c) are copied out of the workspace's rows; initial states (inputs 1
+ * and 2) are the state before the first step, and backward gives their gradients as the CPU's.
+ * Not here (supported() says so, and the model trains on the CPU): masks, stateful, CuDNNLSTM /
+ * CuDNNGRU, the mixed_bfloat16 policy. */
 #include "layers/recurrent/rnn_common.h"
 
 #include "gpu/gpu.h"
@@ -37,8 +39,6 @@ static bool rnn_gpu_supported(const tnt_layer *l, const char **why) {
     if (l->mask_input) no = "a recurrent layer with a mask has no device path yet";
     else if (r->cudnn) no = "CuDNNLSTM / CuDNNGRU (cuDNN's double bias) have no device path yet";
     else if (r->stateful) no = "a stateful recurrent layer has no device path yet";
-    else if (r->return_state) no = "return_state has no device path yet";
-    else if (r->n_init || l->n_inputs > 1) no = "initial states as inputs have no device path yet";
     else if (l->dtype_policy == TNT__POLICY_MIXED_BF16) no = "a recurrent layer under mixed_bfloat16 has no device path yet";
     if (no && why) *why = no;
     return !no;
@@ -128,7 +128,7 @@ static tnt_status drop_rows(const float *x, const float *mask, float *y, long lo
 static tnt_k_rnn step_args(const tnt__rnn *r, int64_t B, int64_t s) {
     const int64_t T = r->steps, t = r->go_backwards ? T - 1 - s : s;
     tnt_k_rnn g = {.B = B, .T = T, .U = r->units, .t = t, .cell = (int)r->cell, .act = (int)r->act,
-                   .rec_act = (int)r->rec_act, .reset_after = r->reset_after};
+                   .rec_act = (int)r->rec_act, .reset_after = r->reset_after, .has_init = r->n_init > 0};
     g.tprev = s == 0 ? -1 : r->go_backwards ? t + 1 : t - 1;
     g.tnext = s == T - 1 ? -1 : r->go_backwards ? t - 1 : t + 1;
     return g;
@@ -140,6 +140,14 @@ static const float *step_row(const tnt__rnn *r, const float *y, int64_t s, long 
     *ld = r->return_sequences ? T * U : U;
     if (!y) return NULL;
     return r->return_sequences ? y + s * U : s == T - 1 ? y : NULL;
+}
+
+/* out (B, U) = row tlast of each sample of seq (B, T, U): a final state (return_state) */
+static tnt_status copy_step(const float *seq, float *out, long long B, long long T, long long U, long long tlast) {
+    long long zero = 0, ld = T * U, off = tlast * U;
+    int acc = 0;
+    void *args[] = {&seq, &out, &B, &U, &ld, &off, &U, &zero, &acc};
+    return launch("tnt_k_copy_cols", B * U, args);
 }
 
 static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
@@ -164,6 +172,12 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         (s = dropout_scales(w.rmask, B, U, r->recurrent_dropout, tnt__hash64(seed ^ 0x5EC0DEull), a->sample_offset)) != TNT_OK)
         return s;
     const float *rmask = pl->drop_rec ? w.rmask : NULL;
+    const float *h0 = r->n_init ? a->xs[1] : NULL, *c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    if (h0) { /* p of the first step: the initial h (dropped) */
+        tnt_k_rnn g0 = step_args(r, B, 0);
+        void *args[] = {&g0, &h0, &rmask, &w.p};
+        if ((s = launch("tnt_k_rnn_init", B * U, args)) != TNT_OK) return s;
+    }
     /* zx for every step: (B T, I) x (I, gU) + b_in; GRU reset_after's rh starts as b_rec */
     if ((s = set_rows(w.z, bias, B * T, gu)) != TNT_OK ||
         (s = tnt__gpu_sgemm(false, false, B * T, gu, I, 1.0f, xin, I, W, gu, 1.0f, w.z, gu)) != TNT_OK)
@@ -173,8 +187,8 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         tnt_k_rnn g = step_args(r, B, st);
         const int64_t t = g.t;
         float *zt = w.z + t * gu, *pt = w.p + t * U;
-        /* the recurrent matmul; the state before the first step is zeros */
-        if (g.tprev >= 0) {
+        /* the recurrent matmul; the state before the first step is zeros without initial states */
+        if (g.tprev >= 0 || g.has_init) {
             float *dst = gru && r->reset_after ? w.rh + t * gu : zt;
             s = tnt__gpu_sgemm(false, false, B, split ? 2 * U : gu, U, 1.0f, pt, T * U, R, gu, 1.0f, dst, T * gu);
         }
@@ -182,15 +196,18 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
             float *rp = w.rh;
             void *args[] = {&g, &w.z, &w.p, &rp};
             s = launch("tnt_k_rnn_gru_rp", B * U, args);
-            if (s == TNT_OK && g.tprev >= 0)
+            if (s == TNT_OK && (g.tprev >= 0 || g.has_init))
                 s = tnt__gpu_sgemm(false, false, B, U, U, 1.0f, w.rh + t * U, T * U, R + 2 * U, gu, 1.0f, zt + 2 * U,
                                    T * gu);
         }
         if (s != TNT_OK) break;
         float *y = (float *)step_row(r, a->y, st, &g.ld_y);
-        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.p, &w.c, &w.ac, &y, &rmask};
+        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.p, &w.c, &w.ac, &y, &rmask, &h0, &c0};
         s = launch("tnt_k_rnn_fwd", B * U, args);
     }
+    /* return_state: the final h (and c) */
+    const int64_t tlast = r->go_backwards ? 0 : T - 1;
+    for (int k = 1; k < a->n_outputs && s == TNT_OK; k++) s = copy_step(k == 1 ? w.h : w.c, a->ys[k], B, T, U, tlast);
     return s;
 }
 
@@ -203,24 +220,38 @@ static tnt_status rnn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     rnn_dws w;
     dws_layout(r, B, a->workspace, &w);
     const float *rmask = pl->drop_rec ? w.rmask : NULL;
-    tnt_status s = tnt__gpu_memset_zero(w.dh, (size_t)(B * U) * sizeof(float), TNT__GPU_COMPUTE);
-    if (s == TNT_OK && w.dc) s = tnt__gpu_memset_zero(w.dc, (size_t)(B * U) * sizeof(float), TNT__GPU_COMPUTE);
+    const float *h0 = r->n_init ? a->xs[1] : NULL, *c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    float *dh0 = r->n_init && a->dxs ? a->dxs[1] : NULL, *dc0 = r->n_init > 1 && a->dxs ? a->dxs[2] : NULL;
+    /* the carries start from the final states' gradients (return_state), else zeros */
+    const size_t bu = (size_t)(B * U) * sizeof(float);
+    const float *dhT = a->n_outputs > 1 && a->dys ? a->dys[1] : NULL, *dcT = a->n_outputs > 2 && a->dys ? a->dys[2] : NULL;
+    tnt_status s = dhT ? tnt__gpu_copy_on_device(w.dh, dhT, bu, TNT__GPU_COMPUTE)
+                       : tnt__gpu_memset_zero(w.dh, bu, TNT__GPU_COMPUTE);
+    if (s == TNT_OK && w.dc)
+        s = dcT ? tnt__gpu_copy_on_device(w.dc, dcT, bu, TNT__GPU_COMPUTE) : tnt__gpu_memset_zero(w.dc, bu, TNT__GPU_COMPUTE);
     for (int64_t st = T - 1; st >= 0 && s == TNT_OK; st--) {
         tnt_k_rnn g = step_args(r, B, st);
         const int64_t t = g.t;
         const float *dy = step_row(r, a->dy, st, &g.ld_y);
         const float *dp = st < T - 1 ? w.dp : NULL; /* the later step's dz R^T */
-        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.c, &w.ac, &w.dh, &w.dc, &dp, &rmask, &dy};
+        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.c, &w.ac, &w.dh, &w.dc, &dp, &rmask, &dy, &h0, &c0};
         if ((s = launch("tnt_k_rnn_bwd", B * U, args)) != TNT_OK) break;
         if (split) { /* d(r p) = d pre(hh) R_h^T, then dr and the part of dp through r p */
             s = tnt__gpu_sgemm(false, true, B, U, U, 1.0f, w.z + t * gu + 2 * U, T * gu, R + 2 * U, gu, 0.0f, w.dp, U);
             void *rargs[] = {&g, &w.z, &w.p, &w.dp};
             if (s == TNT_OK) s = launch("tnt_k_rnn_gru_rp_bwd", B * U, rargs);
         }
-        if (s != TNT_OK || g.tprev < 0) continue; /* the initial state is a constant */
+        if (s != TNT_OK || (g.tprev < 0 && !dh0 && !dc0)) continue; /* the initial state is a constant */
         const float *dzr = gru && r->reset_after ? w.rh + t * gu : w.z + t * gu;
         s = tnt__gpu_sgemm(false, true, B, U, split ? 2 * U : gu, 1.0f, dzr, T * gu, R, gu, split ? 1.0f : 0.0f, w.dp, U);
     }
+    /* the initial states' gradients: what reached the state before the first step */
+    if (s == TNT_OK && dh0) {
+        long long n = B * U;
+        void *args[] = {&w.dh, &w.dp, &rmask, &dh0, &n};
+        s = launch("tnt_k_rnn_carry", n, args);
+    }
+    if (s == TNT_OK && dc0) s = tnt__gpu_copy_on_device(dc0, w.dc, bu, TNT__GPU_COMPUTE);
     if (s != TNT_OK) return s;
     /* weight gradients over all steps at once */
     const float *xin = pl->drop_in ? w.xd : a->x;
