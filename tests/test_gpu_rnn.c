@@ -1,7 +1,8 @@
 /* test_gpu_rnn.c: the device path of LSTM, GRU (reset_after true and false) and SimpleRNN
  * (layers/recurrent/rnn_gpu.c, gpu/kernels/rnn.cu) against the CPU engine (rnn_common.c, checked
- * against PyTorch and the Keras formulas by test_layers_rnn) on the emulated device (TNT_GPU_EMULATE=1: the CPU's
- * sgemm, the kernels' host build; scripts/gpu_check.sh runs it on a GPU):
+ * against PyTorch and the Keras formulas by test_layers_rnn) on the emulated device
+ * (TNT_GPU_EMULATE=1: the CPU's sgemm, the kernels' host build; scripts/gpu_check.sh runs it on a
+ * GPU):
  *   - each cell x return_sequences x go_backwards x activations (tanh/sigmoid, relu with Keras 2's
  *     hard_sigmoid, linear with Keras 3's hard_sigmoid, no bias): the output, dx and every weight
  *     gradient within 1e-5; with dropout and recurrent dropout (the same masks as the CPU's);
