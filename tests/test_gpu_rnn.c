@@ -7,15 +7,16 @@
  *     hard_sigmoid, linear with Keras 3's hard_sigmoid, no bias): the output, dx and every weight
  *     gradient within 1e-5; with dropout and recurrent dropout (the same masks as the CPU's);
  *   - initial states (inputs) and return_state (outputs): every output and every input's gradient;
- *   - `supported` refuses what has no device path yet (mask, stateful, CuDNNLSTM, mixed_bfloat16;
- *     Bidirectional: merge_mode None, states) with its reason, and a model with a mask says it;
+ *   - sequence masks: masked steps keep the state (alone, with states, in a Bidirectional);
+ *   - `supported` refuses what has no device path yet (stateful, CuDNNLSTM, mixed_bfloat16;
+ *     Bidirectional: merge_mode None, states) with its reason, and a stateful model says it;
  *   - Bidirectional over each cell, merge modes concat, sum, mul, ave, with and without
  *     return_sequences;
  *   - models trained on the device equal the CPU: Embedding -> LSTM -> Dense, Embedding -> GRU
  *     (return_sequences, dropout) -> SimpleRNN (go_backwards) -> GRU reset_before -> Dense, and
  *     Embedding -> Bidirectional(LSTM) -> Bidirectional(GRU, ave) -> Dense, and addition_rnn's
  *     LSTM -> RepeatVector -> LSTM -> TimeDistributed(Dense), and lstm_seq2seq's encoder-decoder
- *     (the encoder's final states start the decoder);
+ *     (the encoder's final states start the decoder), and Embedding(mask_zero) -> LSTM -> Dense;
  *   - TimeDistributed (over Dense, LSTM, Flatten) and RepeatVector alone. */
 #include "gpu_device_util.h"
 #include "testutil.h"
@@ -216,27 +217,33 @@ static void states_step(tnt_layer *l, bool device, int64_t B, int n_in, float *c
     g->plan_destroy(plan);
 }
 
-/* a layer with initial states (init) and/or return_state on both sides: every output, every
- * input's gradient (the initial states' too) and every weight gradient */
-static void compare_states(cell_kind k, tnt_rnn_opts o, bool init, const char *what) {
+/* a layer with initial states (init), return_state and/or a sequence mask (the last input; in a
+ * Bidirectional with bidi) on both sides: every output, every input's gradient (the initial
+ * states' too; the mask's zeros) and every weight gradient */
+static void compare_in_full(cell_kind k, tnt_rnn_opts o, bool init, bool masked, bool bidi, const char *what) {
     enum { B = 3, T = 5, I = 4, U = 6 };
     tnt_layer *l = make(k, U, o);
+    if (bidi) l = tnt_bidirectional(l, NULL, TNT_MERGE_CONCAT, NULL);
     assert_non_null(l);
-    const int ns = k == LSTM ? 2 : 1, n_in = init ? 1 + ns : 1, n_out = l->n_outputs;
-    tnt_shape in[3] = {TNT_SHAPE(T, I), TNT_SHAPE(U), TNT_SHAPE(U)};
+    const int ns = k == LSTM ? 2 : 1, n_out = l->n_outputs;
+    int n_in = init ? 1 + ns : 1;
+    tnt_shape in[4] = {TNT_SHAPE(T, I), TNT_SHAPE(U), TNT_SHAPE(U)};
+    if (masked) in[n_in++] = TNT_SHAPE(T), l->mask_input = true;
     l->n_inputs = n_in;
     for (int i = 0; i < n_in; i++) l->in_shapes[i] = in[i];
     l->in_shape = in[0];
     tu_ok(l->ops->build_multi(l, n_in, in, &l->out_shape));
     l->out_shapes[0] = l->out_shape;
     assert_true(l->ops->gpu->supported(l, NULL));
-    int64_t nx[3] = {0}, ny[3] = {0};
-    float *xs[3] = {0}, *dys[3] = {0}, *yc[3] = {0}, *yd[3] = {0}, *dxc[3] = {0}, *dxd[3] = {0};
+    int64_t nx[4] = {0}, ny[3] = {0};
+    float *xs[4] = {0}, *dys[3] = {0}, *yc[3] = {0}, *yd[3] = {0}, *dxc[4] = {0}, *dxd[4] = {0};
     for (int i = 0; i < n_in; i++) {
         nx[i] = B * tnt_shape_numel(in[i]);
         xs[i] = malloc(nx[i] * sizeof(float)), dxc[i] = malloc(nx[i] * sizeof(float)), dxd[i] = malloc(nx[i] * sizeof(float));
         tu_fill(xs[i], nx[i], 50 + (uint64_t)i);
     }
+    if (masked) /* steps masked at the start, in the middle and at the end; row 1 wholly kept */
+        for (int64_t j = 0; j < B * T; j++) xs[n_in - 1][j] = j / T == 1 || (j % T != 0 && j % T != 2 + j / T) ? 1.0f : 0.0f;
     for (int i = 0; i < n_out; i++) {
         ny[i] = B * tnt_shape_numel(l->out_shapes[i]);
         dys[i] = malloc(ny[i] * sizeof(float)), yc[i] = malloc(ny[i] * sizeof(float)), yd[i] = malloc(ny[i] * sizeof(float));
@@ -259,7 +266,7 @@ static void compare_states(cell_kind k, tnt_rnn_opts o, bool init, const char *w
         tu_assert_close(dxd[i], dxc[i], nx[i], RTOL, ATOL, w);
         double big = 0;
         for (int64_t j = 0; j < nx[i]; j++) big = fmax(big, fabs(dxc[i][j]));
-        assert_true(big > 1e-3);
+        assert_true(masked && i == n_in - 1 ? big == 0 : big > 1e-3); /* the mask's: zeros */
         free(xs[i]), free(dxc[i]), free(dxd[i]);
     }
     for (int i = 0; i < l->n_weights; i++) {
@@ -269,6 +276,29 @@ static void compare_states(cell_kind k, tnt_rnn_opts o, bool init, const char *w
         l->weights[i].value = l->weights[i].grad = NULL;
     }
     tnt_layer_free(l);
+}
+
+static void compare_states(cell_kind k, tnt_rnn_opts o, bool init, const char *what) {
+    compare_in_full(k, o, init, false, false, what);
+}
+
+/* a sequence mask (Embedding mask_zero, Masking): masked steps keep the state, output it or zeros
+ * (zero_output_for_mask; Bidirectional's with return_sequences), pass the gradient through */
+static void test_masks_equal_cpu(void **state) {
+    (void)state;
+    for (int k = LSTM; k <= SIMPLE; k++) {
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){0}, false, true, false, "mask");
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){.return_sequences = true, .go_backwards = true}, false, true, false,
+                        "mask, return_sequences, go_backwards");
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){.return_sequences = true, .zero_output_for_mask = true,
+                                                     .recurrent_dropout = 0.2f},
+                        false, true, false, "mask, zero_output_for_mask, recurrent dropout");
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){.return_state = true}, true, true, false,
+                        "mask, initial states, return_state");
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){.return_sequences = true}, false, true, true,
+                        "mask, in a Bidirectional, return_sequences");
+        compare_in_full((cell_kind)k, (tnt_rnn_opts){0}, false, true, true, "mask, in a Bidirectional");
+    }
 }
 
 /* Keras's initial_state and return_state (the encoder-decoder pattern), every cell, both
@@ -351,9 +381,6 @@ static void refused(tnt_layer *l, int n_in, const char *reason) {
 
 static void test_unsupported_options_refused(void **state) {
     (void)state;
-    tnt_layer *masked = tnt_lstm(6, NULL);
-    masked->mask_input = true;
-    refused(masked, 1, "with a mask");
     refused(tnt_gru(6, &(tnt_rnn_opts){.stateful = true}), 1, "stateful");
     refused(tnt_bidirectional(tnt_lstm(6, &(tnt_rnn_opts){.return_state = true}), NULL, TNT_MERGE_CONCAT, NULL), 1,
             "return_state");
@@ -364,9 +391,7 @@ static void test_unsupported_options_refused(void **state) {
     refused(tnt_bidirectional(tnt_lstm(6, NULL), NULL, TNT_MERGE_NONE, NULL), 1, "merge_mode None");
     refused(tnt_bidirectional(tnt_lstm(6, &(tnt_rnn_opts){.stateful = true}), NULL, TNT_MERGE_CONCAT, NULL), 1,
             "stateful");
-    tnt_layer *bmask = tnt_bidirectional(tnt_gru(6, NULL), NULL, TNT_MERGE_SUM, NULL);
-    bmask->mask_input = true;
-    refused(bmask, 1, "Bidirectional with a mask");
+
     /* and the plain layers are supported */
     tnt_layer *plain[] = {tnt_lstm(6, NULL), tnt_gru(6, &(tnt_rnn_opts){.dropout = 0.1f}), tnt_simple_rnn(6, NULL)};
     for (size_t i = 0; i < TNT_ARRAY_LEN(plain); i++) {
@@ -534,29 +559,62 @@ static void test_encoder_decoder_equals_cpu(void **state) {
     free(cpu.w), free(dev.w);
 }
 
-/* a sequence mask keeps the model on the CPU (device auto), and the reason says so; without the
- * mask the same model trains on the device */
-static void test_masked_model_stays_on_cpu(void **state) {
+/* Embedding(mask_zero) -> LSTM -> Dense as a graph (the mask a hidden node, the LSTM's last
+ * input), on pre-padded ids: trained on the device == CPU (device auto takes the GPU); without the
+ * mask alike */
+static run train_graph(bool mask_zero, tnt_device dev) {
+    tnt_model *m = graph_model(mask_zero);
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.3f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .seed = 5, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false),
+                                        BATCH, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev != TNT_DEVICE_CPU);
+    run r = {.n = tnt_model_count_params(m), .loss = tnt_history_get(h, "loss", 1)};
+    r.w = malloc((size_t)r.n * sizeof(float));
+    tu_ok(tnt_get_weights(m, r.w, r.n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+    return r;
+}
+
+static void test_masked_model_equals_cpu(void **state) {
     (void)state;
     for (int masked = 1; masked >= 0; masked--) {
-        tnt_model *m = graph_model(masked);
-        tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.05f),
-                                                 .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY, .device = TNT_DEVICE_AUTO}));
-        tnt_dataset *ds = tnt_dataset_batch(
-            tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false), BATCH, false);
-        tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
-        assert_int_equal(m->on_device, !masked);
-        char why[256] = "";
-        assert_int_equal(tnt__model_device_check(m, why, sizeof why), !masked);
-        if (masked) {
-            print_message("%s\n", why);
-            /* the first node without a device path is the mask's own (Embedding's ids != 0), which
-             * comes before the LSTM (whose refusal test_unsupported_options_refused checks) */
-            assert_non_null(strstr(why, "mask"));
-        }
-        tnt_dataset_free(ds);
-        tnt_model_free(m);
+        run cpu = train_graph(masked, TNT_DEVICE_CPU), dev = train_graph(masked, TNT_DEVICE_AUTO);
+        print_message("Embedding(mask_zero %d) -> LSTM -> Dense, 8 steps: loss %.7f on the CPU, %.7f on the device\n",
+                      masked, cpu.loss, dev.loss);
+        if (tnt__gpu_emulated()) tu_assert_close(dev.w, cpu.w, cpu.n, 1e-4, 1e-5, "masked model");
+        double d = 0, big = 1e-30;
+        for (int64_t i = 0; i < cpu.n; i++) d = fmax(d, fabs((double)dev.w[i] - cpu.w[i])), big = fmax(big, fabs(cpu.w[i]));
+        assert_true(d / big < 1e-3);
+        assert_true(fabs(dev.loss - cpu.loss) < 1e-4 * (1 + fabs(cpu.loss)));
+        free(cpu.w), free(dev.w);
     }
+}
+
+/* a stateful LSTM keeps the model on the CPU (device auto), and the reason says so */
+static void test_stateful_model_stays_on_cpu(void **state) {
+    (void)state;
+    tnt_model *m = tnt_sequential("stateful");
+    tnt_model_add(m, tnt_input_layer(TNT_SHAPE(STEPS), NULL));
+    tnt_model_add(m, tnt_embedding(VOCAB, 8, false, NULL));
+    tnt_model_add(m, tnt_lstm(6, &(tnt_rnn_opts){.stateful = true}));
+    tnt_model_add(m, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX}));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.05f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .device = TNT_DEVICE_AUTO}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(ids, TNT_SHAPE(STEPS), labels, TNT_SHAPE(), N, false),
+                                        BATCH, false);
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 1}, NULL));
+    assert_false(m->on_device);
+    char why[256] = "";
+    assert_false(tnt__model_device_check(m, why, sizeof why));
+    print_message("%s\n", why);
+    assert_non_null(strstr(why, "(LSTM): a stateful recurrent layer has no device path yet"));
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
 }
 
 int main(void) {
@@ -567,6 +625,8 @@ int main(void) {
     if (!tnt__gpu_available(&why)) return printf("test_gpu_rnn: no device: %s\n", why), 77;
     if (!tnt__gpu_emulated()) RTOL = 1e-3, ATOL = 1e-4; /* a real GPU (GPU-DESIGN.md section 5) */
     for (int i = 0; i < N * STEPS; i++) ids[i] = (float)((i * 7 + i / STEPS * 3) % VOCAB);
+    for (int n = 0; n < N; n++) /* pre-padding: the first n % 4 ids 0 */
+        for (int j = 0; j < n % 4; j++) ids[n * STEPS + j] = 0.0f;
     tu_fill(series, N * STEPS * FEATURES, 31);
     for (int i = 0; i < N * OUT_STEPS; i++) seq_labels[i] = (float)((i * 5 + i / OUT_STEPS) % 3);
     for (int i = 0; i < N; i++) labels[i] = (float)((int)ids[i * STEPS + STEPS - 1] % 3); /* the last id decides */
@@ -575,6 +635,7 @@ int main(void) {
         cmocka_unit_test(test_gru_equals_cpu),
         cmocka_unit_test(test_simple_rnn_equals_cpu),
         cmocka_unit_test(test_states_equal_cpu),
+        cmocka_unit_test(test_masks_equal_cpu),
         cmocka_unit_test(test_bidirectional_equals_cpu),
         cmocka_unit_test(test_time_distributed_repeat_vector),
         cmocka_unit_test(test_unsupported_options_refused),
@@ -583,7 +644,8 @@ int main(void) {
         cmocka_unit_test(test_bidirectional_model_equals_cpu),
         cmocka_unit_test(test_seq2seq_model_equals_cpu),
         cmocka_unit_test(test_encoder_decoder_equals_cpu),
-        cmocka_unit_test(test_masked_model_stays_on_cpu),
+        cmocka_unit_test(test_masked_model_equals_cpu),
+        cmocka_unit_test(test_stateful_model_stays_on_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,7 +51,7 @@ typedef struct tnt_k_rnn {
     long long B, T, U, t, tprev, tnext, ld_y;
     int cell, act, rec_act, reset_after;
     int has_init; /* the state before the first step is the initial-state inputs (else zeros) */
-    int unused;
+    int zero_output; /* a masked step outputs zeros (else the state it keeps) */
 } tnt_k_rnn;
 enum { K_RNN_SIMPLE, K_RNN_LSTM, K_RNN_GRU };
 enum { K_RNN_TANH, K_RNN_SIGMOID, K_RNN_HARD_SIGMOID, K_RNN_HARD_SIGMOID_V3, K_RNN_RELU, K_RNN_LINEAR };

@@ -101,10 +101,10 @@ TNT_K(tnt_k_loss_grad_elems, int, int, const float *, const float *, float *, i6
 /* rnn.cu */
 TNT_K(tnt_k_rnn_init, tnt_k_rnn, const float *, const float *, float *)
 TNT_K(tnt_k_rnn_fwd, tnt_k_rnn, float *, const float *, float *, float *, float *, float *, float *, const float *,
-      const float *, const float *)
+      const float *, const float *, const float *)
 TNT_K(tnt_k_rnn_gru_rp, tnt_k_rnn, float *, const float *, float *)
 TNT_K(tnt_k_rnn_bwd, tnt_k_rnn, float *, float *, const float *, const float *, const float *, float *, float *,
-      const float *, const float *, const float *, const float *, const float *)
+      const float *, const float *, const float *, const float *, const float *, const float *)
 TNT_K(tnt_k_rnn_carry, const float *, const float *, const float *, float *, i64)
 TNT_K(tnt_k_rnn_gru_rp_bwd, tnt_k_rnn, float *, const float *, float *)
 TNT_K(tnt_k_rnn_drop_in, const float *, const float *, float *, i64, i64, i64)
@@ -112,3 +112,4 @@ TNT_K(tnt_k_bidi_merge, const float *, const float *, float *, i64, i64, i64, in
 TNT_K(tnt_k_bidi_merge_bwd, const float *, const float *, const float *, float *, float *, i64, i64, i64, int, int)
 TNT_K(tnt_k_repeat_fwd, const float *, float *, i64, i64, i64)
 TNT_K(tnt_k_repeat_bwd, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_make_mask, const float *, float *, i64, i64, float)

@@ -19,17 +19,20 @@
  *       and r already activated by tnt_k_rnn_gru_rp and z_h's matmul read r p): z becomes the gate
  *       values, h (and c, ac = act(c)) step t's state; y row b (stride g.ld_y, NULL: none) = h;
  *       p at step tnext = h (times rmask (B, U) with recurrent dropout, NULL: none). The state
- *       before the first step (tprev -1) is h0, c0 (B, U) with g.has_init, else zeros (p at t = 0)
+ *       before the first step (tprev -1) is h0, c0 (B, U) with g.has_init, else zeros (p at t = 0).
+ *       A row whose mask (B, T) is 0 at t (NULL: none) keeps the state before (h, c) and outputs
+ *       it, or zeros with g.zero_output
  *   tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp)
  *       GRU reset_before, between p R_zr and (r p) R_h: z and r = rec_act(.), rp = r p (step t)
  *   tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac,
  *                 float *dh, float *dc, const float *dp, const float *rmask, const float *dy,
- *                 const float *h0, const float *c0)
+ *                 const float *h0, const float *c0, const float *mask)
  *       step t's gate gradients in place of its gate values (z, and rh for reset_after), from
  *       dh = dh + dp rmask (dp NULL: the last step, nothing to add; rmask NULL: 1) + dy (row b at
  *       stride g.ld_y; NULL: none); dh and dc become what passes to the step before outside the
  *       recurrent matmul (LSTM, SimpleRNN: 0; GRU: dh z; LSTM's dc: dc f); the state before the
- *       first step as in tnt_k_rnn_fwd
+ *       first step as in tnt_k_rnn_fwd; a masked row's gate gradients are 0 and dh, dc pass on (dy
+ *       not added with g.zero_output)
  *   tnt_k_rnn_carry(const float *dh, const float *dp, const float *rmask, float *out, i64 n)
  *       out = dh + dp rmask (rmask NULL: 1): the initial state's gradient after the first step
  *   tnt_k_rnn_gru_rp_bwd(tnt_k_rnn g, float *z, const float *p, float *drp)
@@ -46,6 +49,10 @@
  *   tnt_k_bidi_merge_bwd(const float *dy, const float *yf, const float *yb, float *dyf, float *dyb,
  *                        i64 B, i64 S, i64 U, int mode, int reverse)
  *       dyf, dyb (B, S, U) from dy, dyb in the backward layer's processing order
+ *   The sequence mask the recurrent layers read (model/graph.c's hidden mask layer):
+ *   tnt_k_make_mask(const float *x, float *y, i64 n, i64 group, float mask_value)
+ *       y[i] = 1 where one of x[i group .. (i + 1) group) differs from mask_value, else 0
+ *       (Embedding mask_zero: group 1, mask_value 0; Masking: group = the features)
  *   RepeatVector (layers/reshaping/repeat_vector.c; the bridge of encoder-decoder RNNs):
  *   tnt_k_repeat_fwd(const float *x, float *y, i64 B, i64 n, i64 F)     y (B, n, F) = x (B, F) n times
  *   tnt_k_repeat_bwd(const float *dy, float *dx, i64 B, i64 n, i64 F)
@@ -95,7 +102,7 @@ KERNEL void tnt_k_rnn_init(tnt_k_rnn g, const float *h0, const float *rmask, flo
 }
 
 KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, float *p, float *c, float *ac, float *y,
-                          const float *rmask, const float *h0, const float *c0) {
+                          const float *rmask, const float *h0, const float *c0, const float *mask) {
     const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
     GRID_STRIDE(i, g.B * U) {
         const i64 b = i / U, u = i - b * U;
@@ -103,7 +110,11 @@ KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, floa
         const i64 row = (b * T + g.t) * U, prev = (b * T + g.tprev) * U;
         const float hp = g.tprev >= 0 ? h[prev + u] : g.has_init ? h0[i] : 0.0f;
         float hn;
-        if (g.cell == K_RNN_SIMPLE) {
+        const int masked = mask && mask[b * T + g.t] == 0.0f;
+        if (masked) {
+            hn = hp;
+            if (g.cell == K_RNN_LSTM) c[row + u] = g.tprev >= 0 ? c[prev + u] : g.has_init ? c0[i] : 0.0f;
+        } else if (g.cell == K_RNN_SIMPLE) {
             hn = zr[u] = rnn_act(g.act, zr[u]);
         } else if (g.cell == K_RNN_LSTM) {
             const float cp = g.tprev >= 0 ? c[prev + u] : g.has_init ? c0[i] : 0.0f;
@@ -125,7 +136,7 @@ KERNEL void tnt_k_rnn_fwd(tnt_k_rnn g, float *z, const float *rh, float *h, floa
             hn = zr[u] * hp + (1.0f - zr[u]) * hh;
         }
         h[row + u] = hn;
-        if (y) y[b * g.ld_y + u] = hn;
+        if (y) y[b * g.ld_y + u] = masked && g.zero_output ? 0.0f : hn;
         if (g.tprev < 0 && !g.has_init) p[row + u] = 0.0f;
         if (g.tnext >= 0) p[(b * T + g.tnext) * U + u] = rmask ? hn * rmask[i] : hn;
     }
@@ -144,7 +155,7 @@ KERNEL void tnt_k_rnn_gru_rp(tnt_k_rnn g, float *z, const float *p, float *rp) {
 
 KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, const float *c, const float *ac, float *dh,
                           float *dc, const float *dp, const float *rmask, const float *dy, const float *h0,
-                          const float *c0) {
+                          const float *c0, const float *mask) {
     const i64 U = g.U, T = g.T, gu = (g.cell == K_RNN_LSTM ? 4 : g.cell == K_RNN_GRU ? 3 : 1) * U;
     GRID_STRIDE(i, g.B * U) {
         const i64 b = i / U, u = i - b * U;
@@ -152,8 +163,14 @@ KERNEL void tnt_k_rnn_bwd(tnt_k_rnn g, float *z, float *rh, const float *h, cons
         const i64 row = (b * T + g.t) * U, prev = (b * T + g.tprev) * U;
         float d = dh[i];
         if (dp) d = d + dp[i] * (rmask ? rmask[i] : 1.0f);
-        if (dy) d = d + dy[b * g.ld_y + u];
-        if (g.cell == K_RNN_SIMPLE) {
+        const int masked = mask && mask[b * T + g.t] == 0.0f;
+        if (dy && !(masked && g.zero_output)) d = d + dy[b * g.ld_y + u];
+        if (masked) { /* the state passed through: no gate gradient */
+            for (i64 k = 0; k < gu; k += U) zr[k + u] = 0.0f;
+            if (g.cell == K_RNN_GRU && g.reset_after)
+                for (i64 k = 0; k < gu; k += U) rh[(b * T + g.t) * gu + k + u] = 0.0f;
+            dh[i] = d;
+        } else if (g.cell == K_RNN_SIMPLE) {
             zr[u] = d * rnn_act_grad(g.act, zr[u]);
             dh[i] = 0.0f;
         } else if (g.cell == K_RNN_LSTM) {
@@ -239,5 +256,14 @@ KERNEL void tnt_k_repeat_bwd(const float *dy, float *dx, i64 B, i64 n, i64 F) {
         float s = d[0];
         for (i64 r = 1; r < n; r++) s = s + d[r * F];
         dx[i] = s;
+    }
+}
+
+KERNEL void tnt_k_make_mask(const float *x, float *y, i64 n, i64 group, float mask_value) {
+    GRID_STRIDE(i, n) {
+        float kept = 0.0f;
+        for (i64 f = 0; f < group; f++)
+            if (x[i * group + f] != mask_value) kept = 1.0f;
+        y[i] = kept;
     }
 }

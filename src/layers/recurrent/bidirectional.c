@@ -11,7 +11,7 @@
  *
  * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
  * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's.
- * On the device (recurrent layers with a device path; no mask, states or merge_mode None) the
+ * On the device (recurrent layers with a device path; no states or merge_mode None) the
  * inner layers run their GPU paths, yb stays in its processing order and the merge kernels
  * (gpu/kernels/rnn.cu tnt_k_bidi_merge*) read it reversed. */
 #include "layers/recurrent/rnn_common.h"
@@ -282,8 +282,7 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 static bool bidi_gpu_supported(const tnt_layer *l, const char **why) {
     const bidi *b = l->priv;
     const char *no = NULL;
-    if (l->mask_input) no = "a Bidirectional with a mask has no device path yet";
-    else if (b->mode == TNT_MERGE_NONE) no = "merge_mode None has no device path yet";
+    if (b->mode == TNT_MERGE_NONE) no = "merge_mode None has no device path yet";
     else if (b->n_states) no = "return_state has no device path yet";
     else if (b->n_init) no = "initial states as inputs have no device path yet";
     else if (!b->fwd->ops->gpu || !b->bwd->ops->gpu) no = "its ConvLSTM2D has no device path yet";
@@ -326,7 +325,12 @@ static tnt_status bidi_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args
     prepare(l, p, a->batch, a->workspace, &w);
     tnt__fwd_args af = *a, ab = *a;
     float *yfs[1] = {w.yf}, *ybs[1] = {w.yb};
-    af.n_inputs = ab.n_inputs = 1, af.xs = ab.xs = &a->x, af.n_outputs = ab.n_outputs = 1;
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS]; /* the sequence, the mask */
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    const int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    af.xs = xf, ab.xs = xb, af.n_outputs = ab.n_outputs = 1;
     af.y = w.yf, af.ys = yfs, af.workspace = w.wf, af.preact = NULL;
     ab.y = w.yb, ab.ys = ybs, ab.workspace = w.wb, ab.preact = NULL;
     tnt_status s;
@@ -355,8 +359,18 @@ static tnt_status bidi_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_arg
     if (s != TNT_OK) return s;
     tnt__bwd_args af = *a, ab = *a;
     const float *dyf[1] = {w.dyf}, *dyb[1] = {w.dyb};
-    float *dxf[1] = {a->dx}, *dxb[1] = {a->dx ? w.dxb : NULL};
-    af.n_inputs = ab.n_inputs = 1, af.xs = ab.xs = &a->x, af.n_outputs = ab.n_outputs = 1;
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS];
+    float *dxf[TNT_MAX_LAYER_INPUTS] = {0}, *dxb[TNT_MAX_LAYER_INPUTS] = {0};
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    const int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    if (a->dxs) { /* the mask's gradient slot: zeros from either layer */
+        inner_inputs(l, n_all, 0, (const void *const *)a->dxs, (const void **)dxf);
+        inner_inputs(l, n_all, 1, (const void *const *)a->dxs, (const void **)dxb);
+    }
+    dxf[0] = a->dx, dxb[0] = a->dx ? w.dxb : NULL;
+    af.xs = xf, ab.xs = xb, af.n_outputs = ab.n_outputs = 1;
     af.dys = dyf, ab.dys = dyb, af.ys = ab.ys = NULL, af.dxs = dxf, ab.dxs = dxb;
     af.dy = w.dyf, af.y = w.yf, af.workspace = w.wf;
     ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = dxb[0];

@@ -15,7 +15,8 @@
  * (host memory) keeps whether forward dropped, which backward reads.
  * return_state: the final h (and c) are copied out of the workspace's rows; initial states (inputs 1
  * and 2) are the state before the first step, and backward gives their gradients as the CPU's.
- * Not here (supported() says so, and the model trains on the CPU): masks, stateful, CuDNNLSTM /
+ * A sequence mask (the last input) keeps a masked row's state through the step, as the CPU's.
+ * Not here (supported() says so, and the model trains on the CPU): stateful, CuDNNLSTM /
  * CuDNNGRU, the mixed_bfloat16 policy. */
 #include "layers/recurrent/rnn_common.h"
 
@@ -36,8 +37,7 @@ _Static_assert((int)K_RNN_TANH == (int)TNT__RNN_TANH && (int)K_RNN_SIGMOID == (i
 static bool rnn_gpu_supported(const tnt_layer *l, const char **why) {
     const tnt__rnn *r = l->priv;
     const char *no = NULL;
-    if (l->mask_input) no = "a recurrent layer with a mask has no device path yet";
-    else if (r->cudnn) no = "CuDNNLSTM / CuDNNGRU (cuDNN's double bias) have no device path yet";
+    if (r->cudnn) no = "CuDNNLSTM / CuDNNGRU (cuDNN's double bias) have no device path yet";
     else if (r->stateful) no = "a stateful recurrent layer has no device path yet";
     else if (l->dtype_policy == TNT__POLICY_MIXED_BF16) no = "a recurrent layer under mixed_bfloat16 has no device path yet";
     if (no && why) *why = no;
@@ -128,7 +128,8 @@ static tnt_status drop_rows(const float *x, const float *mask, float *y, long lo
 static tnt_k_rnn step_args(const tnt__rnn *r, int64_t B, int64_t s) {
     const int64_t T = r->steps, t = r->go_backwards ? T - 1 - s : s;
     tnt_k_rnn g = {.B = B, .T = T, .U = r->units, .t = t, .cell = (int)r->cell, .act = (int)r->act,
-                   .rec_act = (int)r->rec_act, .reset_after = r->reset_after, .has_init = r->n_init > 0};
+                   .rec_act = (int)r->rec_act, .reset_after = r->reset_after, .has_init = r->n_init > 0,
+                   .zero_output = r->zero_output_for_mask};
     g.tprev = s == 0 ? -1 : r->go_backwards ? t + 1 : t - 1;
     g.tnext = s == T - 1 ? -1 : r->go_backwards ? t - 1 : t + 1;
     return g;
@@ -173,6 +174,7 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         return s;
     const float *rmask = pl->drop_rec ? w.rmask : NULL;
     const float *h0 = r->n_init ? a->xs[1] : NULL, *c0 = r->n_init > 1 ? a->xs[2] : NULL;
+    const float *mask = l->mask_input && a->xs && a->n_inputs > 1 ? a->xs[a->n_inputs - 1] : NULL;
     if (h0) { /* p of the first step: the initial h (dropped) */
         tnt_k_rnn g0 = step_args(r, B, 0);
         void *args[] = {&g0, &h0, &rmask, &w.p};
@@ -202,7 +204,7 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
         }
         if (s != TNT_OK) break;
         float *y = (float *)step_row(r, a->y, st, &g.ld_y);
-        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.p, &w.c, &w.ac, &y, &rmask, &h0, &c0};
+        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.p, &w.c, &w.ac, &y, &rmask, &h0, &c0, &mask};
         s = launch("tnt_k_rnn_fwd", B * U, args);
     }
     /* return_state: the final h (and c) */
@@ -222,6 +224,7 @@ static tnt_status rnn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     const float *rmask = pl->drop_rec ? w.rmask : NULL;
     const float *h0 = r->n_init ? a->xs[1] : NULL, *c0 = r->n_init > 1 ? a->xs[2] : NULL;
     float *dh0 = r->n_init && a->dxs ? a->dxs[1] : NULL, *dc0 = r->n_init > 1 && a->dxs ? a->dxs[2] : NULL;
+    const float *mask = l->mask_input && a->xs && a->n_inputs > 1 ? a->xs[a->n_inputs - 1] : NULL;
     /* the carries start from the final states' gradients (return_state), else zeros */
     const size_t bu = (size_t)(B * U) * sizeof(float);
     const float *dhT = a->n_outputs > 1 && a->dys ? a->dys[1] : NULL, *dcT = a->n_outputs > 2 && a->dys ? a->dys[2] : NULL;
@@ -234,7 +237,7 @@ static tnt_status rnn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
         const int64_t t = g.t;
         const float *dy = step_row(r, a->dy, st, &g.ld_y);
         const float *dp = st < T - 1 ? w.dp : NULL; /* the later step's dz R^T */
-        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.c, &w.ac, &w.dh, &w.dc, &dp, &rmask, &dy, &h0, &c0};
+        void *args[] = {&g, &w.z, &w.rh, &w.h, &w.c, &w.ac, &w.dh, &w.dc, &dp, &rmask, &dy, &h0, &c0, &mask};
         if ((s = launch("tnt_k_rnn_bwd", B * U, args)) != TNT_OK) break;
         if (split) { /* d(r p) = d pre(hh) R_h^T, then dr and the part of dp through r p */
             s = tnt__gpu_sgemm(false, true, B, U, U, 1.0f, w.z + t * gu + 2 * U, T * gu, R + 2 * U, gu, 0.0f, w.dp, U);
@@ -252,6 +255,8 @@ static tnt_status rnn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args
         s = launch("tnt_k_rnn_carry", n, args);
     }
     if (s == TNT_OK && dc0) s = tnt__gpu_copy_on_device(dc0, w.dc, bu, TNT__GPU_COMPUTE);
+    if (s == TNT_OK && mask && a->dxs && a->dxs[a->n_inputs - 1]) /* the mask has no gradient */
+        s = tnt__gpu_memset_zero(a->dxs[a->n_inputs - 1], (size_t)(B * T) * sizeof(float), TNT__GPU_COMPUTE);
     if (s != TNT_OK) return s;
     /* weight gradients over all steps at once */
     const float *xin = pl->drop_in ? w.xd : a->x;
