@@ -508,7 +508,7 @@ unset NVIDIA_TF32_OVERRIDE
 
 # ---- 3b. where a step's time goes on the GPU (profile_model: each layer's device time) -------------
 # PROFILE: "model:batch[:ENV=VALUE or policy=NAME]" cases; their tables go to profile.txt
-PROFILE=${PROFILE-"lenet5:512 lenet5:512:TNT_GPU_CONV_DIRECT=512 lenet5:512:TNT_GPU_CONV_IM2COL=512 transformer:32 resnet50:64 resnet50:64:TNT_GPU_CONV_DIRECT=160 mlp:64"}
+PROFILE=${PROFILE-"lenet5:512 lenet5:512:TNT_GPU_CONV_DIRECT=0 lenet5:512:TNT_GPU_CONV_DIRECT=512 transformer:32 resnet50:64 resnet50:64:TNT_GPU_CONV_DIRECT=160 mlp:64"}
 if [ $GPU = 1 ] && [ "$REHEARSE" != 1 ] && [ -n "$PROFILE" ] && p=$(find_prog profile_model); then
     phase 3b "profile" 110
     # BatchNormalization's kernels alone on ResNet-50's 53 shapes: time, GB/s, bytes (bn_kernels.txt;
@@ -591,7 +591,7 @@ else
     # repetition (whose 1-rank figures it is read against); BENCH2="" none
     BENCH2=${BENCH2-"mlp:64:off:none lenet5:512:off:none resnet50:64:off:none"}
     # settings against their defaults, ours alone, after the first repetition (model:batch:tf32:amp:SETTING=VALUE)
-    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
+    BENCH_AB=${BENCH_AB-"lenet5:512:off:none:TNT_GPU_CONV_DIRECT=0 lenet5:512:off:none:TNT_GPU_CONV_DIRECT=512 lenet5:512:off:none:TNT_GPU_CONV_IM2COL=512 resnet50:64:off:none:TNT_GPU_CONV_DIRECT=160 resnet50:64:off:none:TNT_GPU_STAGED_INPUT=0 lenet5:512:off:none:TNT_GPU_DEVICE_LOSS=0 mlp:64:off:none:TNT_GPU_DEVICE_LOSS=0"}
     TWO_RANKS=0
     [ $OURS = 1 ] && [ -n "$LAUNCHER" ] && command -v mpirun >/dev/null && [ "$COMPUTE_MODE" = Default ] && TWO_RANKS=1
     for rep in $(seq 1 "$REPS"); do

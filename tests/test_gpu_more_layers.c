@@ -1,17 +1,20 @@
 /* test_gpu_more_layers.c: the device paths of the activation layers with parameters (ReLU with
  * max_value, negative_slope and threshold, LeakyReLU, ELU, ThresholdedReLU, Softmax over the last
- * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN)
- * MaxPooling1D / AveragePooling1D and Conv2DTranspose / Conv1DTranspose (strides, same and valid,
- * output_padding, dilation), each layer's forward, input and weight gradients against the CPU
- * engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU):
+ * axis), every merge layer (Add, Subtract, Multiply, Average, Maximum, Minimum, with ties and NaN,
+ * and broadcast inputs),
+ * MaxPooling1D / AveragePooling1D, Conv2DTranspose / Conv1DTranspose (strides, same and valid,
+ * output_padding, dilation), TimeDistributed (Dense, Conv2D, Flatten), UpSampling1D/2D/3D (nearest):
+ * each layer's forward, input and weight gradients against the CPU engine on the emulated device (TNT_GPU_EMULATE=1; scripts/gpu_check.sh runs it on a GPU),
  * bitwise where the device computes the CPU's operations in its order (merges, max pooling, the
  * piecewise-linear activations), within 1e-6 where it takes kmath.h's exp (ELU, Softmax) or
- * multiplies by a reciprocal where the CPU divides (AveragePooling1D). */
+ * multiplies by a reciprocal where the CPU divides (AveragePooling1D); and a traced layer run on
+ * the host inside a model on the device (layers/host_bridge.c), trained, against the CPU. */
 #include "gpu_device_util.h"
 #include "testutil.h"
 
 #include "gpu/gpu.h"
 #include "layers/layer.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +69,10 @@ static void test_activation_layers(void **state) {
     single(tnt_elu_layer(0.7f, NULL), in, false, "ELU(0.7)");
     single(tnt_softmax_layer(-1, NULL), in, false, "Softmax(-1)");
     single(tnt_softmax_layer(2, NULL), TNT_SHAPE(3, 9), false, "Softmax(2) on (3, 9)");
+    single(tnt_rescaling(1.0f / 255.0f, -0.5f, NULL), in, false, "Rescaling(1/255, offset -0.5)");
+    const float mean[7] = {0.1f, -0.2f, 0.3f, 0.0f, 1.0f, -1.0f, 0.5f}, var[7] = {1.0f, 4.0f, 0.25f, 2.0f, 1.0f, 9.0f, 0.5f};
+    single(tnt_normalization(&(tnt_normalization_opts){.mean = mean, .variance = var, .n_values = 7}), in, true,
+           "Normalization (per channel, through the host)");
 }
 
 static void test_softmax_other_axis_refused(void **state) {
@@ -111,21 +118,45 @@ static void test_conv_transpose(void **state) {
     RTOL = r, ATOL = a;
 }
 
-/* a merge layer of k inputs of shape (3, 5) on both sides */
-static void merge(tnt_layer *l, int k, const char *what) {
-    enum { B = 3, PER = 15 };
+/* UpSampling, nearest: each cell over its block, each block's gradient summed */
+static void test_upsampling(void **state) {
+    (void)state;
+    single(tnt_upsampling2d(2, 3, "nearest", NULL), TNT_SHAPE(3, 4, 2), true, "UpSampling2D((2, 3))");
+    single(tnt_upsampling1d(3, NULL), TNT_SHAPE(5, 2), true, "UpSampling1D(3)");
+    single(tnt_upsampling3d((const int[]){2, 1, 2}, NULL), TNT_SHAPE(2, 3, 2, 2), true, "UpSampling3D((2, 1, 2))");
+    tnt_layer *l = tnt_upsampling2d(2, 2, "bilinear", NULL);
+    const char *why = "";
+    assert_false(l->ops->gpu->supported(l, &why));
+    assert_non_null(strstr(why, "bilinear"));
+    tnt_layer_free(l);
+}
+
+/* TimeDistributed: its inner layer's device path on batch * steps samples */
+static void test_time_distributed(void **state) {
+    (void)state;
+    single(tnt_time_distributed(tnt_dense(4, &(tnt_layer_opts){.activation = TNT_ACT_RELU}), NULL), TNT_SHAPE(5, 3), false,
+           "TimeDistributed(Dense(4, relu))");
+    single(tnt_time_distributed(tnt_conv2d(2, 3, 3, &(tnt_layer_opts){.padding = TNT_PADDING_SAME}), NULL),
+           TNT_SHAPE(3, 6, 6, 1), false, "TimeDistributed(Conv2D(2, 3x3, same))");
+    single(tnt_time_distributed(tnt_flatten(NULL), NULL), TNT_SHAPE(4, 2, 3), true, "TimeDistributed(Flatten)");
+}
+
+/* a merge layer of k inputs of the given shapes (broadcast to the output's) on both sides */
+static void merge_shapes(tnt_layer *l, int k, const tnt_shape *in, const char *what) {
+    enum { B = 3 };
     assert_non_null(l);
-    tnt_shape in[4] = {TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5)};
     tu_ok(l->ops->build_multi(l, k, in, &l->out_shape));
     l->in_shape = in[0];
-    const int64_t n = B * PER;
-    float *xh[4], *dxc[4], *dxd[4], dy[B * PER], yc[B * PER], yd[B * PER];
+    const int64_t n = B * tnt_shape_numel(l->out_shape);
+    int64_t nin[4];
+    float *xh[4], *dxc[4], *dy = malloc(n * sizeof(float)), *yc = malloc(n * sizeof(float));
     for (int j = 0; j < k; j++) {
-        xh[j] = malloc(n * sizeof(float)), dxc[j] = malloc(n * sizeof(float)), dxd[j] = malloc(n * sizeof(float));
-        tu_fill(xh[j], n, 30 + j);
-        for (int64_t i = 0; i < n; i += 4) xh[j][i] = 0.25f; /* ties between the inputs */
+        nin[j] = B * tnt_shape_numel(in[j]);
+        xh[j] = malloc(nin[j] * sizeof(float)), dxc[j] = malloc(nin[j] * sizeof(float));
+        tu_fill(xh[j], nin[j], 30 + j);
+        for (int64_t i = 0; i < nin[j]; i += 4) xh[j][i] = 0.25f; /* ties between the inputs */
     }
-    xh[0][5] = NAN; /* a NaN wins Maximum and Minimum */
+    xh[0][1] = NAN; /* a NaN wins Maximum and Minimum */
     tu_fill(dy, n, 40);
     /* the CPU */
     tnt__fwd_args fa = {.batch = B, .x = xh[0], .n_inputs = k, .xs = (const float **)xh, .y = yc, .training = true};
@@ -134,8 +165,8 @@ static void merge(tnt_layer *l, int k, const char *what) {
                         .dx = dxc[0], .dxs = dxc};
     tu_ok(l->ops->backward(l, NULL, &ba));
     /* the device */
-    float *xd[4], *dxdd[4];
-    for (int j = 0; j < k; j++) xd[j] = dev_up(xh[j], n), dxdd[j] = dev_up(dy, n);
+    float *xd[4], *dxd[4];
+    for (int j = 0; j < k; j++) xd[j] = dev_up(xh[j], nin[j]), dxd[j] = tnt__gpu_malloc(nin[j] * sizeof(float));
     float *y_dev = tnt__gpu_malloc(n * sizeof(float)), *dy_dev = dev_up(dy, n);
     const size_t sb = l->ops->gpu->scratch_size ? l->ops->gpu->scratch_size(l, NULL, B) : 0;
     void *scratch = tnt__gpu_malloc(sb + 64);
@@ -143,23 +174,27 @@ static void merge(tnt_layer *l, int k, const char *what) {
                         .scratch = scratch};
     tu_ok(l->ops->gpu->forward(l, NULL, &fd));
     tnt__bwd_args bd = {.batch = B, .x = xd[0], .n_inputs = k, .xs = (const float **)xd, .y = y_dev, .dy = dy_dev,
-                        .dx = dxdd[0], .dxs = dxdd, .scratch = scratch};
+                        .dx = dxd[0], .dxs = dxd, .scratch = scratch};
     tu_ok(l->ops->gpu->backward(l, NULL, &bd));
-    float *yh = dev_down(y_dev, n);
-    memcpy(yd, yh, sizeof yd);
-    free(yh);
+    float *yd = dev_down(y_dev, n);
     char w[160];
     snprintf(w, sizeof w, "%s: output", what);
     tu_assert_bitwise(yd, yc, n, w);
     for (int j = 0; j < k; j++) {
-        float *g = dev_down(dxdd[j], n);
+        float *g = dev_down(dxd[j], nin[j]);
         snprintf(w, sizeof w, "%s: dx%d", what, j);
-        tu_assert_bitwise(g, dxc[j], n, w);
-        free(g), free(xh[j]), free(dxc[j]), free(dxd[j]);
-        tnt__gpu_free(xd[j]), tnt__gpu_free(dxdd[j]);
+        tu_assert_bitwise(g, dxc[j], nin[j], w);
+        free(g), free(xh[j]), free(dxc[j]);
+        tnt__gpu_free(xd[j]), tnt__gpu_free(dxd[j]);
     }
+    free(yd), free(dy), free(yc);
     tnt__gpu_free(y_dev), tnt__gpu_free(dy_dev), tnt__gpu_free(scratch);
     tnt_layer_free(l);
+}
+
+static void merge(tnt_layer *l, int k, const char *what) {
+    const tnt_shape same[4] = {TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5), TNT_SHAPE(3, 5)};
+    merge_shapes(l, k, same, what);
 }
 
 static void test_merges(void **state) {
@@ -170,6 +205,68 @@ static void test_merges(void **state) {
     merge(tnt_average(NULL), 3, "Average of 3");
     merge(tnt_maximum(NULL), 3, "Maximum of 3");
     merge(tnt_minimum(NULL), 2, "Minimum of 2");
+    /* broadcasting: lower ranks get leading axes, then each dimension agrees or is 1 */
+    merge_shapes(tnt_multiply(NULL), 2, (const tnt_shape[]){TNT_SHAPE(3, 5), TNT_SHAPE(5)}, "Multiply (3, 5) by (5,)");
+    merge_shapes(tnt_add(NULL), 3, (const tnt_shape[]){TNT_SHAPE(3, 5), TNT_SHAPE(1, 5), TNT_SHAPE(3, 1)},
+                 "Add (3, 5), (1, 5), (3, 1)");
+    merge_shapes(tnt_maximum(NULL), 2, (const tnt_shape[]){TNT_SHAPE(1, 1), TNT_SHAPE(4, 2, 3)}, "Maximum (1, 1) and (4, 2, 3)");
+    merge_shapes(tnt_subtract(NULL), 2, (const tnt_shape[]){TNT_SHAPE(6), TNT_SHAPE(1, 6)}, "Subtract (6,) - (1, 6)");
+    merge_shapes(tnt_average(NULL), 2, (const tnt_shape[]){TNT_SHAPE(2, 2, 4), TNT_SHAPE(1, 1, 4)},
+                 "Average (2, 2, 4) and a per-channel (1, 1, 4)");
+}
+
+/* A traced layer (a Lambda's or a custom Layer's operation graph) runs on the host inside a model
+ * on the device (layers/host_bridge.c): x -> relu(x W + b) traced, then Dense softmax; and a traced
+ * layer of two outputs' worth of ops on two inputs in a functional model. Trained 2 epochs of SGD
+ * on the emulated device, equal to the CPU engine. */
+enum { TN = 32, TIN = 4 };
+static float t_x[TN * TIN], t_y[TN];
+
+static tnt_layer *traced_dense(void) {
+    tnt_opgraph *g = tnt_opgraph_new();
+    int x = tnt_opgraph_input(g, TNT_SHAPE(TNT_DIM_NONE, TIN));
+    int k = tnt_opgraph_weight(g, "kernel", TNT_SHAPE(TIN, 5), "glorot_uniform", true);
+    int b = tnt_opgraph_weight(g, "bias", TNT_SHAPE(5), "zeros", true);
+    int y = tnt_opgraph_op(g, "matmul", 2, (int[]){x, k}, NULL);
+    y = tnt_opgraph_op(g, "add", 2, (int[]){y, b}, NULL);
+    y = tnt_opgraph_op(g, "relu", 1, (int[]){y}, NULL);
+    assert_true(y >= 0);
+    tu_ok(tnt_opgraph_output(g, y));
+    return tnt_traced_layer(g, "MyDense", "my_dense");
+}
+
+static void train_traced(tnt_device dev, float *w, int64_t *n, double *loss) {
+    tnt_model *m = tnt_sequential("traced");
+    tu_ok(tnt_model_add(m, tnt_input_layer(TNT_SHAPE(TIN), NULL)));
+    tu_ok(tnt_model_add(m, traced_dense()));
+    tu_ok(tnt_model_add(m, tnt_dense(3, &(tnt_layer_opts){.activation = TNT_ACT_SOFTMAX})));
+    tu_ok(tnt_compile(m, &(tnt_compile_opts){.optimizer = tnt_sgd(0.1f), .loss = TNT_SPARSE_CATEGORICAL_CROSSENTROPY,
+                                             .seed = 3, .device = dev}));
+    tnt_dataset *ds = tnt_dataset_batch(tnt_dataset_from_arrays(t_x, TNT_SHAPE(TIN), t_y, TNT_SHAPE(), TN, false), 8, false);
+    tnt_history *h = NULL;
+    tu_ok(tnt_fit(m, ds, &(tnt_fit_opts){.epochs = 2}, &h));
+    assert_int_equal(m->on_device, dev == TNT_DEVICE_GPU);
+    *n = tnt_model_count_params(m);
+    *loss = tnt_history_get(h, "loss", 1);
+    tu_ok(tnt_get_weights(m, w, *n));
+    tnt_history_free(h);
+    tnt_dataset_free(ds);
+    tnt_model_free(m);
+}
+
+static void test_traced_layer_through_host(void **state) {
+    (void)state;
+    tu_fill(t_x, TN * TIN, 50);
+    for (int i = 0; i < TN; i++) t_y[i] = (float)(i % 3);
+    float wc[64], wd[64];
+    int64_t nc = 0, nd = 0;
+    double lc = 0, ld = 0;
+    train_traced(TNT_DEVICE_CPU, wc, &nc, &lc);
+    train_traced(TNT_DEVICE_GPU, wd, &nd, &ld);
+    assert_int_equal(nc, nd);
+    print_message("traced layer, 8 steps: loss %.7f on the CPU, %.7f with the model on the device\n", lc, ld);
+    tu_assert_close(wd, wc, nc, 1e-5, 1e-6, "weights after training");
+    assert_true(fabs(ld - lc) < 1e-5 * (1 + fabs(lc)));
 }
 
 int main(void) {
@@ -184,6 +281,9 @@ int main(void) {
         cmocka_unit_test(test_pooling1d),
         cmocka_unit_test(test_merges),
         cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_time_distributed),
+        cmocka_unit_test(test_upsampling),
+        cmocka_unit_test(test_traced_layer_through_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -117,6 +117,7 @@ static const setting settings[] = {
         .comm_mode = TNT_COMM_MODE_THREAD, .compression = TNT_COMPRESSION_NONE,                   \
         .reducer = TNT_REDUCER_DEFAULT, .node_gradients = true, .overlap_optimizer = true,        \
         .gpu_conv_bf16 = true, .gpu_staged_input = true, .gpu_device_loss = true,                 \
+        .gpu_conv_direct = 32,                                                                    \
         .stall_check_seconds = 60, /* as Horovod */                                               \
         .finalize_timeout_seconds = 10,                                                           \
         .mpi_thread_level = TNT__THREAD_SERIALIZED, .ompi_size = -1, .ompi_rank = -1,             \

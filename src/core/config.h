@@ -99,8 +99,9 @@ typedef struct tnt__config {
                                       * on the device, no host work between forward and backward
                                       * (training/device_loss.c); 0: on the host, as before */
     int64_t gpu_conv_direct;         /* TNT_GPU_CONV_DIRECT: float32 Conv2D layers of at most this
-                                      * many taps run as the direct kernels of conv.cu (before
-                                      * im2col); 0 (default, until measured on a GPU): none */
+                                      * many taps (kh kw C / groups) run as the direct kernels of
+                                      * conv.cu (before im2col); default 32: a first layer on 1 to 3
+                                      * channels (LeNet-5's 5x5x1, 3x3x3) */
     bool gpu_staged_input;           /* TNT_GPU_STAGED_INPUT (default 1): the batch goes up on the
                                       * copy stream, overlapping the step before; 0: on the compute
                                       * stream, after it */

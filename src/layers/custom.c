@@ -14,11 +14,8 @@
  * rf) and TNT_INIT_DEFAULT resolved to glorot_uniform (Keras add_weight's default). Weights that
  * are not trainable are state: they get no gradient (tnt_layer_weight_grad returns NULL).
  *
- * On the device the user's host functions run as they are: the layer's inputs, outputs, output
- * gradients and weights are copied to host buffers of its plan (one per batch size), the function
- * runs there, and its outputs, input gradients, weight gradients (and the state weights forward may
- * have changed) go back up; the stream is drained around each call (model/device.c says once per
- * model which layers go through the host). */
+ * On the device the user's host functions run as they are, through the host (layers/host_bridge.c:
+ * the layer's values and weights come down, its functions run, the results go back up). */
 #include "gpu/gpu.h"
 #include "layers/layer.h"
 
@@ -102,108 +99,6 @@ static tnt_status custom_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     return TNT_OK;
 }
 
-/* ---- on the device, through the host ----------------------------------------------------------- */
-
-typedef struct custom_host_plan {
-    float *x, *y, *dy, *dx; /* (batch, in) and (batch, out) host buffers */
-} custom_host_plan;
-
-static void custom_host_plan_destroy(void *plan) {
-    custom_host_plan *h = plan;
-    if (!h) return;
-    tnt__free(h->x), tnt__free(h->y), tnt__free(h->dy), tnt__free(h->dx);
-    free(h);
-}
-
-static void *custom_host_plan_create(tnt_layer *l, int64_t batch) {
-    custom_host_plan *h = tnt__calloc(1, sizeof *h);
-    if (!h) return NULL;
-    const size_t xb = (size_t)(batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
-    const size_t yb = (size_t)(batch * tnt_shape_numel(l->out_shape)) * sizeof(float);
-    h->x = tnt__alloc(xb ? xb : 1), h->dx = tnt__alloc(xb ? xb : 1);
-    h->y = tnt__alloc(yb ? yb : 1), h->dy = tnt__alloc(yb ? yb : 1);
-    if (!h->x || !h->dx || !h->y || !h->dy) {
-        custom_host_plan_destroy(h);
-        tnt__error(TNT_ERR_NOMEM, "custom layer %s \"%s\": host buffers for a batch of %lld", l->ops->class_name,
-                   l->name, (long long)batch);
-        return NULL;
-    }
-    return h;
-}
-
-/* The weights' values (trainable and state) down to their host views. */
-static tnt_status weights_down(tnt_layer *l) {
-    tnt_status s = TNT_OK;
-    for (int j = 0; j < l->n_weights && s == TNT_OK; j++) {
-        const tnt__weight *w = &l->weights[j];
-        if (w->value && w->d_value)
-            s = tnt__gpu_copy_to_host(w->value, w->d_value, (size_t)tnt_shape_numel(w->shape) * sizeof(float),
-                                      TNT__GPU_COMPUTE);
-    }
-    return s;
-}
-
-static tnt_status custom_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
-    custom_priv *p = l->priv;
-    custom_host_plan *h = plan;
-    const size_t xb = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
-    const size_t yb = (size_t)(a->batch * tnt_shape_numel(l->out_shape)) * sizeof(float);
-    tnt_status s = tnt__gpu_copy_to_host(h->x, a->x, xb, TNT__GPU_COMPUTE);
-    if (s == TNT_OK) s = weights_down(l);
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
-    if (s != TNT_OK) return s;
-    tnt__error_clear();
-    s = p->def.forward(l, a->batch, h->x, h->y, a->training, p->def.user);
-    if (s != TNT_OK) return custom_fail(l, s, "forward");
-    s = tnt__gpu_copy_to_device(a->y, h->y, yb, TNT__GPU_COMPUTE);
-    for (int j = 0; j < l->n_weights && s == TNT_OK; j++) { /* state the forward may have updated */
-        const tnt__weight *w = &l->weights[j];
-        if (!w->trainable && w->value && w->d_value)
-            s = tnt__gpu_copy_to_device(w->d_value, w->value, (size_t)tnt_shape_numel(w->shape) * sizeof(float),
-                                        TNT__GPU_COMPUTE);
-    }
-    if (s == TNT_OK && a->preact && a->preact != a->y) s = tnt__gpu_copy_on_device(a->preact, a->y, yb, TNT__GPU_COMPUTE);
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE); /* the host buffers are free again */
-    return s;
-}
-
-static tnt_status custom_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
-    custom_priv *p = l->priv;
-    custom_host_plan *h = plan;
-    bool needed = a->dx != NULL;
-    for (int i = 0; !needed && i < l->n_weights; i++) needed = l->weights[i].trainable && l->weights[i].d_grad;
-    if (!needed) return TNT_OK;
-    if (!p->def.backward) return custom_backward(l, NULL, a); /* its error */
-    const size_t xb = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
-    const size_t yb = (size_t)(a->batch * tnt_shape_numel(l->out_shape)) * sizeof(float);
-    tnt_status s = tnt__gpu_copy_to_host(h->x, a->x, xb, TNT__GPU_COMPUTE);
-    if (s == TNT_OK) s = tnt__gpu_copy_to_host(h->y, a->y, yb, TNT__GPU_COMPUTE);
-    if (s == TNT_OK) s = tnt__gpu_copy_to_host(h->dy, a->dy, yb, TNT__GPU_COMPUTE);
-    if (s == TNT_OK) s = weights_down(l); /* as forward saw them (a shared layer's other call may follow) */
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
-    if (s != TNT_OK) return s;
-    tnt__error_clear();
-    s = p->def.backward(l, a->batch, h->x, h->y, h->dy, a->dx ? h->dx : NULL, p->def.user);
-    if (s != TNT_OK) return custom_fail(l, s, "backward");
-    if (a->dx) s = tnt__gpu_copy_to_device(a->dx, h->dx, xb, TNT__GPU_COMPUTE);
-    for (int j = 0; j < l->n_weights && s == TNT_OK; j++) {
-        const tnt__weight *w = &l->weights[j];
-        if (w->trainable && w->grad && w->d_grad)
-            s = tnt__gpu_copy_to_device(w->d_grad, w->grad, (size_t)tnt_shape_numel(w->shape) * sizeof(float),
-                                        TNT__GPU_COMPUTE);
-    }
-    if (s == TNT_OK) s = tnt__gpu_sync(TNT__GPU_COMPUTE);
-    return s;
-}
-
-static const tnt__gpu_ops custom_gpu_ops = {
-    .plan_create = custom_host_plan_create,
-    .plan_destroy = custom_host_plan_destroy,
-    .forward = custom_gpu_forward,
-    .backward = custom_gpu_backward,
-    .via_host = true,
-};
-
 static void custom_destroy(tnt_layer *l) {
     custom_priv *p = l->priv;
     if (!p) return;
@@ -254,7 +149,7 @@ tnt_layer *tnt_custom_layer(const tnt_custom_layer_def *def, const char *name) {
         .forward = custom_forward,
         .backward = custom_backward,
         .destroy = custom_destroy,
-        .gpu = &custom_gpu_ops,
+        .gpu = &tnt__host_bridge_gpu_ops, /* on a device: through the host (layers/host_bridge.c) */
     };
     tnt_layer *l = tnt__layer_new(&p->ops, name, p);
     if (!l) free(p); /* the caller keeps user: destroy is not called */

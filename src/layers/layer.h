@@ -141,6 +141,10 @@ typedef struct tnt__gpu_ops {
     bool via_host;
 } tnt__gpu_ops;
 
+/* The device path of a layer that has only host code (layers/host_bridge.c): its values and weights
+ * come down, its own forward and backward run on the host, the results go back up (via_host). */
+extern const tnt__gpu_ops tnt__host_bridge_gpu_ops;
+
 typedef struct tnt__layer_ops {
     const char *class_name; /* Keras class name: "Dense" */
     /* Infer out_shape from in_shape (both without batch) and declare weights with

@@ -35,7 +35,7 @@ void tnt__wrapper_bind(tnt_layer *outer, int first, tnt_layer *inner, uint64_t s
     for (int j = 0; j < inner->n_weights; j++) {
         inner->weights[j].value = outer->weights[first + j].value;
         inner->weights[j].grad = outer->weights[first + j].grad;
-        inner->weights[j].d_value = outer->weights[first + j].d_value; /* NULL off the device */
+        inner->weights[j].d_value = outer->weights[first + j].d_value; /* device views: NULL on the CPU */
         inner->weights[j].d_grad = outer->weights[first + j].d_grad;
     }
     inner->seed = tnt__hash64(outer->seed ^ salt);

@@ -308,6 +308,13 @@ static double nadam_u(const tnt_optimizer *o, int64_t t) {
     return (double)o->beta_1 * (1.0 - 0.5 * pow(0.96, (double)t));
 }
 
+void tnt__optimizer_nadam_coeffs(const tnt_optimizer *o, double *cm, double *cg, double *cv) {
+    const double u_t = nadam_u(o, o->iterations + 1), u_t1 = nadam_u(o, o->iterations + 2);
+    const double up_t = o->nadam_u_product * u_t, up_t1 = up_t * u_t1;
+    *cm = u_t1 / (1.0 - up_t1), *cg = (1.0 - u_t) / (1.0 - up_t);
+    *cv = 1.0 / (1.0 - pow(o->beta_2, (double)(o->iterations + 1)));
+}
+
 void tnt__optimizer_finish_step(tnt_optimizer *o) {
     if (!o) return;
     if (o->kind == TNT__OPT_NADAM) o->nadam_u_product *= nadam_u(o, o->iterations + 1);
@@ -550,10 +557,8 @@ tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *gr
         break;
     }
     case TNT__OPT_NADAM: {
-        double u_t = nadam_u(o, o->iterations + 1), u_t1 = nadam_u(o, o->iterations + 2);
-        double up_t = o->nadam_u_product * u_t, up_t1 = up_t * u_t1;
-        double cm = u_t1 / (1.0 - up_t1), cg = (1.0 - u_t) / (1.0 - up_t);
-        double cv = 1.0 / (1.0 - pow(o->beta_2, t));
+        double cm, cg, cv;
+        tnt__optimizer_nadam_coeffs(o, &cm, &cg, &cv);
         k_nadam(p, g, s[0], s[1], n, 1.0f - o->beta_1, 1.0f - o->beta_2, (float)cm, (float)cg, (float)cv, (float)lr,
                 eps, wdl);
         break;

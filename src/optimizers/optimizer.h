@@ -70,6 +70,8 @@ tnt_status tnt__optimizer_prepare(tnt_optimizer *o, int64_t n_params);
 tnt_status tnt__optimizer_apply(tnt_optimizer *o, float *params, const float *grads, int64_t begin,
                                 int64_t end);
 /* Ends a step: iterations++ (and Nadam's u_product advances). */
+/* Nadam's step coefficients (momentum cache products), shared by the host and device updates. */
+void tnt__optimizer_nadam_coeffs(const tnt_optimizer *o, double *cm, double *cg, double *cv);
 void tnt__optimizer_finish_step(tnt_optimizer *o);
 
 /* Restores the step counter (checkpoint resume); recomputes Nadam's u_product for it. */

@@ -15,9 +15,7 @@
 
 bool tnt__optimizer_gpu_supported(const tnt_optimizer *o, const char **why) {
     const char *r = NULL;
-    if (!o) r = "no optimizer";
-    else if (o->kind != TNT__OPT_SGD && o->kind != TNT__OPT_ADAM && o->kind != TNT__OPT_RMSPROP)
-        r = "the optimizer has no device path (SGD, Adam, AdamW and RMSprop have one)";
+    if (!o) r = "no optimizer"; /* every optimizer kind has a device update */
     if (why) *why = r;
     return r == NULL;
 }
@@ -118,7 +116,27 @@ tnt_status tnt__optimizer_apply_gpu(tnt_optimizer *o, float *d_params, const flo
         void *args[] = {&p, &g, &s[0], &mo, &a, &n, &flr, &rho, &mom, &eps, &wdl};
         return tnt__gpu_launch("tnt_k_rmsprop", grid, BLOCK, 0, args);
     }
-    default: break;
+    case TNT__OPT_ADAGRAD: {
+        void *args[] = {&p, &g, &s[0], &n, &flr, &eps, &wdl};
+        return tnt__gpu_launch("tnt_k_adagrad", grid, BLOCK, 0, args);
+    }
+    case TNT__OPT_ADADELTA: {
+        float rho = o->rho;
+        void *args[] = {&p, &g, &s[0], &s[1], &n, &flr, &rho, &eps, &wdl};
+        return tnt__gpu_launch("tnt_k_adadelta", grid, BLOCK, 0, args);
+    }
+    case TNT__OPT_ADAMAX: {
+        float c1 = 1.0f - o->beta_1, b2 = o->beta_2, step = (float)(lr / (1.0 - pow(o->beta_1, t)));
+        void *args[] = {&p, &g, &s[0], &s[1], &n, &c1, &b2, &step, &eps, &wdl};
+        return tnt__gpu_launch("tnt_k_adamax", grid, BLOCK, 0, args);
+    }
+    case TNT__OPT_NADAM: {
+        double cm, cg, cv;
+        tnt__optimizer_nadam_coeffs(o, &cm, &cg, &cv);
+        float c1 = 1.0f - o->beta_1, c2 = 1.0f - o->beta_2, fcm = (float)cm, fcg = (float)cg, fcv = (float)cv;
+        void *args[] = {&p, &g, &s[0], &s[1], &n, &c1, &c2, &fcm, &fcg, &fcv, &flr, &eps, &wdl};
+        return tnt__gpu_launch("tnt_k_nadam", grid, BLOCK, 0, args);
+    }
     }
     return tnt__error(TNT_ERR_UNSUPPORTED, "optimizer %s has no device path", o->name);
 }

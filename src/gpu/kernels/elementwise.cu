@@ -11,6 +11,7 @@
  *   tnt_k_mul(const float *a, const float *b, float *y, i64 n)   y = a b
  *   tnt_k_sub(const float *a, const float *b, float *y, i64 n)   y = a - b
  *   tnt_k_div(const float *x, float *y, i64 n, float d)          y = x / d (Average's, as the CPU's)
+ *   tnt_k_affine(const float *x, float *y, i64 n, float a, float b)   y = x a + b (Rescaling)
  *   tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] += bias[c]
  *   tnt_k_bias_set(float *y, const float *bias, i64 rows, i64 cols)      y[r][c] = bias[c]
  *   tnt_k_col_sums(const float *x, float *out, i64 rows, i64 cols)       out[c] = sum over r of
@@ -47,6 +48,7 @@ KERNEL void tnt_k_axpby(const float *x, float *y, i64 n, float a, float b) {
 KERNEL void tnt_k_mul(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] * b[i]; }
 KERNEL void tnt_k_sub(const float *a, const float *b, float *y, i64 n) { GRID_STRIDE(i, n) y[i] = a[i] - b[i]; }
 KERNEL void tnt_k_div(const float *x, float *y, i64 n, float d) { GRID_STRIDE(i, n) y[i] = x[i] / d; }
+KERNEL void tnt_k_affine(const float *x, float *y, i64 n, float a, float b) { GRID_STRIDE(i, n) y[i] = x[i] * a + b; }
 
 KERNEL void tnt_k_bias_add(float *y, const float *bias, i64 rows, i64 cols) {
     GRID_STRIDE_COLS(i, c, rows, cols) y[i] = y[i] + bias[c];

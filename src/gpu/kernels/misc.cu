@@ -42,6 +42,13 @@
  *       where x is strictly beyond best, best = x and arg = k (a NaN never wins, as the CPU's)
  *   tnt_k_select_grad(const float *dy, const unsigned char *arg, float *dx, i64 n, int k, int accumulate)
  *       dx (=, or += with accumulate) dy where input k won, else 0
+ *   Broadcast merge inputs (layers/merging/merge.c's maps, per sample):
+ *   tnt_k_bcast_gather(const float *x, const int *map, float *y, i64 batch, i64 numel, i64 in_numel)
+ *       y[b][i] = x[b][map[i]]: an input expanded to the output's shape
+ *   tnt_k_bcast_reduce(const float *g, const int *off, const int *idx, float *dx, i64 batch, i64 numel,
+ *                      i64 in_numel)
+ *       dx[b][j] = the sum of g[b][i] over the positions i that read j (idx[off[j] .. off[j+1]),
+ *       ascending: the CPU's order, bitwise)
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -190,5 +197,22 @@ KERNEL void tnt_k_select_grad(const float *dy, const unsigned char *arg, float *
     GRID_STRIDE(i, n) {
         const float g = arg[i] == k ? dy[i] : 0.0f;
         dx[i] = accumulate ? dx[i] + g : g;
+    }
+}
+
+KERNEL void tnt_k_bcast_gather(const float *x, const int *map, float *y, i64 batch, i64 numel, i64 in_numel) {
+    GRID_STRIDE(i, batch * numel) {
+        const i64 b = i / numel;
+        y[i] = x[b * in_numel + map[i - b * numel]];
+    }
+}
+
+KERNEL void tnt_k_bcast_reduce(const float *g, const int *off, const int *idx, float *dx, i64 batch, i64 numel,
+                               i64 in_numel) {
+    GRID_STRIDE(i, batch * in_numel) {
+        const i64 b = i / in_numel, j = i - b * in_numel;
+        float s = 0.0f;
+        for (int q = off[j]; q < off[j + 1]; q++) s += g[b * numel + idx[q]];
+        dx[i] = s;
     }
 }

@@ -15,6 +15,10 @@
  *   tnt_k_global_avg_pool_bwd(const float *dy, float *dx, i64 n, i64 hw, i64 c)
  *   tnt_k_global_max_pool_bwd(const float *x, const float *dy, float *dx, i64 n, i64 hw, i64 c)
  *       dy split equally among the cells that tie for the maximum (TensorFlow's reduce_max)
+ *   UpSampling1D/2D/3D, nearest (layers/reshaping/upsampling.c; g.k the sizes, pad unused):
+ *   tnt_k_upsample_fwd(tnt_k_pool g, const float *x, float *y)     each input cell over its block
+ *   tnt_k_upsample_bwd(tnt_k_pool g, const float *dy, float *dx)   the sum of each block's gradient,
+ *       depth, then height, then width, as the CPU's loops (bitwise)
  */
 #include "kargs.h"
 #include "kmath.h"
@@ -217,5 +221,29 @@ KERNEL void tnt_k_global_max_pool_bwd(const float *x, const float *dy, float *dx
         for (i64 p = 0; p < hw; p++) cnt += x[base + p * c] == m ? 1.0f : 0.0f;
         const float share = cnt > 0.0f ? dy[i] / cnt : 0.0f;
         for (i64 p = 0; p < hw; p++) dx[base + p * c] = x[base + p * c] == m ? share : 0.0f;
+    }
+}
+
+KERNEL void tnt_k_upsample_fwd(tnt_k_pool g, const float *x, float *y) {
+    const i64 C = g.c;
+    GRID_STRIDE(i, g.n * g.out[0] * g.out[1] * g.out[2] * C) {
+        const i64 pix = i / C, ch = i - pix * C, w = pix % g.out[2], r = pix / g.out[2], h = r % g.out[1];
+        const i64 r2 = r / g.out[1], d = r2 % g.out[0], n = r2 / g.out[0];
+        y[i] = x[(((n * g.in[0] + d / g.k[0]) * g.in[1] + h / g.k[1]) * g.in[2] + w / g.k[2]) * C + ch];
+    }
+}
+
+KERNEL void tnt_k_upsample_bwd(tnt_k_pool g, const float *dy, float *dx) {
+    const i64 C = g.c;
+    GRID_STRIDE(i, g.n * g.in[0] * g.in[1] * g.in[2] * C) {
+        const i64 pix = i / C, ch = i - pix * C, w = pix % g.in[2], r = pix / g.in[2], h = r % g.in[1];
+        const i64 r2 = r / g.in[1], d = r2 % g.in[0], n = r2 / g.in[0];
+        float s = 0.0f;
+        for (int td = 0; td < g.k[0]; td++)
+            for (int th = 0; th < g.k[1]; th++)
+                for (int tw = 0; tw < g.k[2]; tw++)
+                    s += dy[(((n * g.out[0] + d * g.k[0] + td) * g.out[1] + h * g.k[1] + th) * g.out[2] + w * g.k[2] + tw) *
+                                C + ch];
+        dx[i] = s;
     }
 }

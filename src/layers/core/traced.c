@@ -275,6 +275,7 @@ const tnt__layer_ops tnt__traced_ops = {
     .destroy = traced_destroy,
     .get_config = traced_get_config,
     .from_config = traced_from_config,
+    .gpu = &tnt__host_bridge_gpu_ops, /* its graph runs on the host, the model around it on the device */
 };
 
 tnt_layer *tnt_traced_layer(tnt_opgraph *g, const char *class_name, const char *name) {

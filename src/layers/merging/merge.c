@@ -40,6 +40,9 @@ typedef struct merge_cfg {
      * index of its value for each output position (NULL: the input has the output's shape) */
     int64_t in_numel[TNT_MAX_LAYER_INPUTS];
     int64_t *map[TNT_MAX_LAYER_INPUTS];
+    /* the device's copy of each map (int32) and its inverse: the output positions that read input
+     * value j, ascending, are inv_idx[inv_off[j] .. inv_off[j + 1]) (one allocation per input) */
+    int32_t *map32[TNT_MAX_LAYER_INPUTS], *inv_off[TNT_MAX_LAYER_INPUTS], *inv_idx[TNT_MAX_LAYER_INPUTS];
 } merge_cfg;
 
 /* Elements per block; OpenMP only when a step has more than one block's worth of work. */
@@ -75,7 +78,10 @@ static tnt_status merge_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shap
             if (v != 1) *od = v;
         }
     const int64_t N = tnt_shape_numel(o);
-    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]), c->map[k] = NULL;
+    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) {
+        free(c->map[k]), free(c->map32[k]);
+        c->map[k] = NULL, c->map32[k] = c->inv_off[k] = c->inv_idx[k] = NULL;
+    }
     for (int k = 0; k < n; k++) {
         c->in_numel[k] = tnt_shape_numel(in[k]);
         if (tnt__shape_equal(in[k], o)) continue;
@@ -96,6 +102,16 @@ static tnt_status merge_build(tnt_layer *l, int n, const tnt_shape *in, tnt_shap
             m[i] = off;
         }
         c->map[k] = m;
+        if (N + c->in_numel[k] < INT32_MAX && (c->map32[k] = tnt__calloc((size_t)(2 * N + c->in_numel[k] + 1), sizeof(int32_t)))) {
+            int32_t *m32 = c->map32[k], *off = m32 + N, *idx = off + c->in_numel[k] + 1;
+            for (int64_t i = 0; i < N; i++) m32[i] = (int32_t)m[i], off[m[i] + 1]++;
+            for (int64_t j = 0; j < c->in_numel[k]; j++) off[j + 1] += off[j];
+            int32_t *fill = tnt__calloc((size_t)(c->in_numel[k] + 1), sizeof(int32_t));
+            if (!fill) return tnt__error(TNT_ERR_NOMEM, "%s \"%s\": out of memory for the broadcast map", cls, l->name);
+            for (int64_t i = 0; i < N; i++) idx[off[m[i]] + fill[m[i]]++] = (int32_t)i; /* ascending i */
+            free(fill);
+            c->inv_off[k] = off, c->inv_idx[k] = idx;
+        }
     }
     c->n = n;
     c->numel = N;
@@ -313,9 +329,13 @@ static tnt_status merge_backward(tnt_layer *l, void *plan, const tnt__bwd_args *
 #define GPU_BLOCK 256
 
 static bool merge_gpu_supported(const tnt_layer *l, const char **why) {
-    if (!merge_broadcasts(l->priv)) return true;
-    *why = "broadcast inputs have no device path yet";
-    return false;
+    const merge_cfg *c = l->priv;
+    for (int k = 0; k < c->n; k++)
+        if (c->map[k] && !c->map32[k]) {
+            *why = "a broadcast input of 2^31 values or more has no device path";
+            return false;
+        }
+    return true;
 }
 
 static tnt_status launch2(const char *kernel, const float *a, const float *b, float *y, long long n) {
@@ -341,8 +361,7 @@ static tnt_status extremes_forward(const merge_cfg *c, const tnt__fwd_args *a, l
     return s;
 }
 
-static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
-    (void)plan;
+static tnt_status merge_gpu_forward_same(tnt_layer *l, const tnt__fwd_args *a) {
     const merge_cfg *c = l->priv;
     long long n = a->batch * c->numel;
     unsigned grid = tnt__gpu_grid_for(n, GPU_BLOCK);
@@ -365,14 +384,6 @@ static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_arg
     if (s == TNT_OK && c->op == M_AVG) s = scaled(a->y, a->y, n, (float)c->n, true);
     if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
     return s;
-}
-
-/* Maximum / Minimum's scratch: the best value and which input holds it, per element */
-static size_t merge_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
-    (void)plan;
-    const merge_cfg *c = l->priv;
-    if (c->op != M_MAX && c->op != M_MIN) return 0;
-    return (size_t)(batch * c->numel) * (sizeof(float) + 1) + 256;
 }
 
 static tnt_status extremes_backward(const merge_cfg *c, const tnt__bwd_args *a, long long n) {
@@ -410,8 +421,7 @@ static tnt_status product_backward(const merge_cfg *c, const tnt__bwd_args *a, l
     return s;
 }
 
-static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
-    (void)plan;
+static tnt_status merge_gpu_backward_same(tnt_layer *l, const tnt__bwd_args *a) {
     const merge_cfg *c = l->priv;
     long long n = a->batch * c->numel;
     tnt_status s = TNT_OK;
@@ -440,6 +450,84 @@ static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_ar
     return s;
 }
 
+/* The scratch: Maximum / Minimum's best value and which input holds it, per element; then per
+ * broadcast input its tables (map32's allocation) and its values and gradient at the output's shape */
+static size_t extremes_bytes(const merge_cfg *c, int64_t batch) {
+    return c->op == M_MAX || c->op == M_MIN ? ((size_t)(batch * c->numel) * (sizeof(float) + 1) + 255) / 256 * 256 : 0;
+}
+static size_t table_bytes(const merge_cfg *c, int k) {
+    return ((size_t)(2 * c->numel + c->in_numel[k] + 1) * sizeof(int32_t) + 255) / 256 * 256;
+}
+static size_t merge_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    size_t bytes = extremes_bytes(c, batch);
+    for (int k = 0; k < c->n; k++)
+        if (c->map[k]) bytes += table_bytes(c, k) + 2 * (size_t)(batch * c->numel) * sizeof(float);
+    return bytes;
+}
+
+/* Broadcast inputs on the device: each one's tables go up into the scratch, its values are
+ * expanded to the output's shape (xe), its gradient is computed there (ge) and summed back. */
+typedef struct bcast {
+    const float *xs[TNT_MAX_LAYER_INPUTS];
+    float *dxs[TNT_MAX_LAYER_INPUTS];
+    int32_t *map[TNT_MAX_LAYER_INPUTS], *off[TNT_MAX_LAYER_INPUTS], *idx[TNT_MAX_LAYER_INPUTS];
+    float *xe[TNT_MAX_LAYER_INPUTS], *ge[TNT_MAX_LAYER_INPUTS];
+} bcast;
+
+static tnt_status bcast_expand(const merge_cfg *c, int64_t batch, void *scratch, const float *const *xs, bcast *b) {
+    char *at = (char *)scratch + extremes_bytes(c, batch);
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < c->n && s == TNT_OK; k++) {
+        b->xs[k] = xs[k];
+        if (!c->map[k]) continue;
+        b->map[k] = (int32_t *)at, b->off[k] = b->map[k] + c->numel, b->idx[k] = b->off[k] + c->in_numel[k] + 1;
+        at += table_bytes(c, k);
+        b->xe[k] = (float *)at, b->ge[k] = b->xe[k] + batch * c->numel;
+        at += 2 * (size_t)(batch * c->numel) * sizeof(float);
+        s = tnt__gpu_copy_to_device(b->map[k], c->map32[k],
+                                    (size_t)(2 * c->numel + c->in_numel[k] + 1) * sizeof(int32_t), TNT__GPU_COMPUTE);
+        long long nb = batch, numel = c->numel, in = c->in_numel[k];
+        void *args[] = {(void *)&xs[k], &b->map[k], &b->xe[k], &nb, &numel, &in};
+        if (s == TNT_OK)
+            s = tnt__gpu_launch("tnt_k_bcast_gather", tnt__gpu_grid_for(nb * numel, GPU_BLOCK), GPU_BLOCK, 0, args);
+        b->xs[k] = b->xe[k];
+    }
+    return s;
+}
+
+static tnt_status merge_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    if (!merge_broadcasts(c)) return merge_gpu_forward_same(l, a);
+    bcast b = {0};
+    tnt_status s = bcast_expand(c, a->batch, a->scratch, a->xs, &b);
+    tnt__fwd_args e = *a;
+    e.xs = b.xs, e.x = b.xs[0];
+    return s == TNT_OK ? merge_gpu_forward_same(l, &e) : s;
+}
+
+static tnt_status merge_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const merge_cfg *c = l->priv;
+    if (!merge_broadcasts(c)) return merge_gpu_backward_same(l, a);
+    bcast b = {0};
+    tnt_status s = bcast_expand(c, a->batch, a->scratch, a->xs, &b);
+    for (int k = 0; k < c->n; k++) b.dxs[k] = c->map[k] && a->dxs[k] ? b.ge[k] : a->dxs[k];
+    tnt__bwd_args e = *a;
+    e.xs = b.xs, e.x = b.xs[0], e.dxs = b.dxs, e.dx = b.dxs[0];
+    if (s == TNT_OK) s = merge_gpu_backward_same(l, &e);
+    for (int k = 0; k < c->n && s == TNT_OK; k++) { /* each broadcast value's gradient summed back */
+        if (!c->map[k] || !a->dxs[k]) continue;
+        long long nb = a->batch, numel = c->numel, in = c->in_numel[k];
+        float *dx = a->dxs[k];
+        void *args[] = {&b.ge[k], &b.off[k], &b.idx[k], &dx, &nb, &numel, &in};
+        s = tnt__gpu_launch("tnt_k_bcast_reduce", tnt__gpu_grid_for(nb * in, GPU_BLOCK), GPU_BLOCK, 0, args);
+    }
+    return s;
+}
+
 static const tnt__gpu_ops merge_gpu_ops = {
     .supported = merge_gpu_supported,
     .scratch_size = merge_gpu_scratch,
@@ -449,7 +537,7 @@ static const tnt__gpu_ops merge_gpu_ops = {
 
 static void merge_destroy(tnt_layer *l) {
     merge_cfg *c = l->priv;
-    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]);
+    for (int k = 0; k < TNT_MAX_LAYER_INPUTS; k++) free(c->map[k]), free(c->map32[k]);
     free(c);
 }
 

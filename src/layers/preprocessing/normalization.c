@@ -197,6 +197,7 @@ const tnt__layer_ops tnt__normalization_ops = {
     .backward = norm_backward,
     .destroy = norm_destroy,
     .supports_masking = true,
+    .gpu = &tnt__host_bridge_gpu_ops, /* its per-value table of statistics on the host, the model on the device */
 };
 
 tnt_layer *tnt_normalization(const tnt_normalization_opts *opts) {

@@ -1,7 +1,8 @@
 /* rescaling.c: Keras Rescaling: y = x * scale + offset (scalars), so dx = dy * scale. No weights
  * and no plan; a preprocessing step that models often begin with (Rescaling(1/255)). */
-#include "layers/layer.h"
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
+#include "layers/layer.h"
 
 #include <math.h>
 
@@ -34,6 +35,32 @@ static tnt_status rescale_backward(tnt_layer *l, void *plan, const tnt__bwd_args
     return TNT_OK;
 }
 
+/* on the device: the same products and sums (a GPU may fuse them into one rounding) */
+static tnt_status rescale_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const rescale_cfg *c = l->priv;
+    long long n = a->batch * tnt_shape_numel(l->in_shape);
+    const float *x = a->x;
+    float *y = a->y, sc = c->scale, off = c->offset;
+    void *args[] = {&x, &y, &n, &sc, &off};
+    tnt_status s = tnt__gpu_launch("tnt_k_affine", tnt__gpu_grid_for(n, 256), 256, 0, args);
+    if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status rescale_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    const rescale_cfg *c = l->priv;
+    if (!a->dx) return TNT_OK;
+    long long n = a->batch * tnt_shape_numel(l->in_shape);
+    const float *dy = a->dy;
+    float *dx = a->dx, sc = c->scale;
+    void *args[] = {&dy, &dx, &n, &sc};
+    return tnt__gpu_launch("tnt_k_scale", tnt__gpu_grid_for(n, 256), 256, 0, args);
+}
+
+static const tnt__gpu_ops rescale_gpu_ops = {.forward = rescale_gpu_forward, .backward = rescale_gpu_backward};
+
 static void rescale_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status rescale_get_config(const tnt_layer *l, cJSON *c) {
@@ -57,6 +84,7 @@ const tnt__layer_ops tnt__rescaling_ops = {
     .build = rescale_build,
     .forward = rescale_forward,
     .backward = rescale_backward,
+    .gpu = &rescale_gpu_ops,
     .destroy = rescale_destroy,
     .supports_masking = true,
 };

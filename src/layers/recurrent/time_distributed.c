@@ -1,8 +1,7 @@
 /* time_distributed.c: Keras TimeDistributed. (batch, T, ...) is (batch*T, ...) in memory, so the
  * inner layer runs once on batch*T samples with its own plan and workspace for that count; its
  * weights are the wrapper's. Sample offsets scale by T, so that the inner layer's random masks
- * (Dropout) stay those of the global batch on any split. The device path runs the inner layer's
- * GPU path the same way (a view is a device copy). */
+ * (Dropout) stay those of the global batch on any split. */
 #include "layers/wrapper.h"
 
 #include "gpu/gpu.h"
@@ -47,12 +46,6 @@ typedef struct td_plan {
 static void td_plan_destroy(void *plan) {
     td_plan *p = plan;
     if (p && p->inner_plan && p->inner->ops->plan_destroy) p->inner->ops->plan_destroy(p->inner_plan);
-    free(p);
-}
-
-static void td_gpu_plan_destroy(void *plan) {
-    td_plan *p = plan;
-    if (p && p->inner_plan && p->inner->ops->gpu->plan_destroy) p->inner->ops->gpu->plan_destroy(p->inner_plan);
     free(p);
 }
 
@@ -105,16 +98,24 @@ static tnt_status td_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) 
     return t->inner->ops->backward(t->inner, p->inner_plan, &ia);
 }
 
-/* ---- on the device: the inner layer's GPU path on batch * steps samples ---------------------- */
+/* ---- on the device: the inner layer's device path on batch * steps samples, as above ---------- */
 
 static bool td_gpu_supported(const tnt_layer *l, const char **why) {
-    const tnt_layer *in = ((const td *)l->priv)->inner;
-    if (in->ops->is_view) return true; /* a device copy */
-    if (!in->ops->gpu) {
-        if (why) *why = "its inner layer has no GPU path";
+    const td *t = l->priv;
+    const tnt__gpu_ops *g = t->inner->ops->gpu;
+    if (t->inner->ops->is_view) return true;
+    if (!g) {
+        *why = "its inner layer has no GPU path";
         return false;
     }
-    return !in->ops->gpu->supported || in->ops->gpu->supported(in, why);
+    return !g->supported || g->supported(t->inner, why);
+}
+
+static void td_gpu_plan_destroy(void *plan) {
+    td_plan *p = plan;
+    if (p && p->inner_plan && p->inner->ops->gpu && p->inner->ops->gpu->plan_destroy)
+        p->inner->ops->gpu->plan_destroy(p->inner_plan);
+    free(p);
 }
 
 static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) {
@@ -130,25 +131,21 @@ static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) {
     return p;
 }
 
-static size_t td_gpu_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
+static size_t td_gpu_size(tnt_layer *l, void *plan, int64_t batch, bool scratch) {
     td *t = l->priv;
     const tnt__gpu_ops *g = t->inner->ops->gpu;
-    return g && g->workspace_size ? g->workspace_size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
+    size_t (*size)(tnt_layer *, void *, int64_t) = !g ? NULL : scratch ? g->scratch_size : g->workspace_size;
+    return size ? size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
 }
-
-static size_t td_gpu_scratch_size(tnt_layer *l, void *plan, int64_t batch) {
-    td *t = l->priv;
-    const tnt__gpu_ops *g = t->inner->ops->gpu;
-    return g && g->scratch_size ? g->scratch_size(t->inner, ((td_plan *)plan)->inner_plan, batch * t->steps) : 0;
-}
+static size_t td_gpu_workspace(tnt_layer *l, void *plan, int64_t batch) { return td_gpu_size(l, plan, batch, false); }
+static size_t td_gpu_scratch(tnt_layer *l, void *plan, int64_t batch) { return td_gpu_size(l, plan, batch, true); }
 
 static tnt_status td_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     td *t = l->priv;
     td_plan *p = plan;
+    const size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (t->inner->ops->is_view) return tnt__gpu_copy_on_device(a->y, a->x, bytes, TNT__GPU_COMPUTE);
     tnt__wrapper_bind(l, 0, t->inner, 0);
-    if (t->inner->ops->is_view)
-        return tnt__gpu_copy_on_device(a->y, a->x, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float),
-                                       TNT__GPU_COMPUTE);
     const float *xs[1] = {a->x};
     tnt__fwd_args ia = *a;
     ia.batch = a->batch * t->steps, ia.sample_offset = a->sample_offset * t->steps;
@@ -159,11 +156,9 @@ static tnt_status td_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *
 static tnt_status td_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     td *t = l->priv;
     td_plan *p = plan;
+    const size_t bytes = (size_t)(a->batch * tnt_shape_numel(l->in_shape)) * sizeof(float);
+    if (t->inner->ops->is_view) return a->dx ? tnt__gpu_copy_on_device(a->dx, a->dy, bytes, TNT__GPU_COMPUTE) : TNT_OK;
     tnt__wrapper_bind(l, 0, t->inner, 0);
-    if (t->inner->ops->is_view)
-        return a->dx ? tnt__gpu_copy_on_device(a->dx, a->dy, (size_t)(a->batch * tnt_shape_numel(l->in_shape)) *
-                                               sizeof(float), TNT__GPU_COMPUTE)
-                     : TNT_OK;
     const float *xs[1] = {a->x};
     float *dxs[1] = {a->dx};
     tnt__bwd_args ia = *a;
@@ -176,8 +171,8 @@ static const tnt__gpu_ops td_gpu_ops = {
     .supported = td_gpu_supported,
     .plan_create = td_gpu_plan_create,
     .plan_destroy = td_gpu_plan_destroy,
-    .workspace_size = td_gpu_workspace_size,
-    .scratch_size = td_gpu_scratch_size,
+    .workspace_size = td_gpu_workspace,
+    .scratch_size = td_gpu_scratch,
     .forward = td_gpu_forward,
     .backward = td_gpu_backward,
 };

@@ -10,6 +10,8 @@
  *     the same weights, in parallel over samples.
  * channels_first (2D, 3D): (c, spatial...) of n samples is n * c single-channel images in memory
  * (tnt__channels_last_view), run by the same loops. No plan and no workspace. */
+#include "gpu/gpu.h"
+#include "gpu/kernels/kargs.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -221,6 +223,46 @@ static tnt_layer *up1d_from_config(const cJSON *c, const tnt__kj_ctx *k) { retur
 static tnt_layer *up2d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return up_from_config(c, k, 2); }
 static tnt_layer *up3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { return up_from_config(c, k, 3); }
 
+/* ---- on the device: nearest, the CPU's loops one element a thread (gpu/kernels/pooling.cu) ---- */
+
+static bool up_gpu_supported(const tnt_layer *l, const char **why) {
+    if (!((const up_cfg *)l->priv)->bilinear) return true;
+    *why = "bilinear interpolation has no device path yet";
+    return false;
+}
+
+static tnt_k_pool up_geometry(const up_cfg *c, int64_t batch) {
+    tnt_k_pool g = {.n = batch * c->planes, .c = c->c};
+    for (int a = 0; a < 3; a++) g.in[a] = (int)c->in[a], g.out[a] = (int)c->out[a], g.k[a] = c->size[a];
+    return g;
+}
+
+static tnt_status up_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    tnt_k_pool g = up_geometry(l->priv, a->batch);
+    const int64_t n = a->batch * tnt_shape_numel(l->out_shape);
+    const float *x = a->x;
+    float *y = a->y;
+    void *args[] = {&g, &x, &y};
+    tnt_status s = tnt__gpu_launch("tnt_k_upsample_fwd", tnt__gpu_grid_for(n, 256), 256, 0, args);
+    if (s == TNT_OK && a->preact) s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status up_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    if (!a->dx) return TNT_OK;
+    tnt_k_pool g = up_geometry(l->priv, a->batch);
+    const float *dy = a->dy;
+    float *dx = a->dx;
+    void *args[] = {&g, &dy, &dx};
+    return tnt__gpu_launch("tnt_k_upsample_bwd", tnt__gpu_grid_for(a->batch * tnt_shape_numel(l->in_shape), 256), 256, 0,
+                           args);
+}
+
+static const tnt__gpu_ops up_gpu_ops = {
+    .supported = up_gpu_supported, .forward = up_gpu_forward, .backward = up_gpu_backward};
+
 #define UP_OPS(var, cls, fromcfg, fmt)                                                            \
     const tnt__layer_ops var = {                                                                 \
         .class_name = cls,                                                                        \
@@ -231,6 +273,7 @@ static tnt_layer *up3d_from_config(const cJSON *c, const tnt__kj_ctx *k) { retur
         .backward = up_backward,                                                                  \
         .destroy = up_destroy,                                                                    \
         .set_data_format = fmt,                                                                   \
+        .gpu = &up_gpu_ops,                                                                       \
     };
 UP_OPS(tnt__upsampling1d_ops, "UpSampling1D", up1d_from_config, NULL)
 UP_OPS(tnt__upsampling2d_ops, "UpSampling2D", up2d_from_config, tnt__layer_take_data_format)
