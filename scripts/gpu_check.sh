@@ -53,7 +53,7 @@ if [ "${1:-}" = --pack ]; then
     for b in bench_train profile_model tarantella; do [ -x "$SRC/bin/$b" ] && cp "$SRC/bin/$b" "$PACK/bin/"; done
     for t in test_gpu test_gpu_model test_gpu_model_device test_gpu_model_dist test_gpu_host test_gpu_host_layers \
         test_gpu_host_threads test_gpu_ptx test_gpu_attention test_gpu_model_io test_gpu_precision test_gpu_comm \
-        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_more_layers test_gpu_custom test_plan_values test_gpu_loss test_gpu_regularizers test_gpu_varshape; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
+        test_gpu_conv1x1 test_gpu_conv_few_taps test_gpu_more_layers test_gpu_custom test_plan_values test_gpu_loss test_gpu_regularizers test_gpu_varshape test_gpu_rnn; do [ -x "$SRC/tests/$t" ] && cp "$SRC/tests/$t" "$PACK/tests/"; done
     cp -P "$SRC"/lib/libtarantella.so* "$PACK/lib/" 2>/dev/null
     [ -f "$SRC/gpu/kernels.ptx" ] && cp "$SRC/gpu/kernels.ptx" "$PACK/gpu/"
     # the shared libraries beyond glibc, libstdc++ and libgcc (the GPU machine has those)
@@ -416,6 +416,11 @@ else
         (cd tests && check "test_gpu_varshape on the GPU: None dimensions, padded batches, new lengths == CPU" 60 \
             env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
     else notyet 3 "test_gpu_varshape" "no test_gpu_varshape"; fi
+    # LSTM, GRU, SimpleRNN, Bidirectional, TimeDistributed, RepeatVector == CPU; RNN models trained == CPU
+    if p=$(find_prog test_gpu_rnn); then
+        (cd tests && check "test_gpu_rnn on the GPU: LSTM, GRU, SimpleRNN == CPU, RNN models trained == CPU" 60 \
+            env TNT_GPU_EMULATE=$DEV_EMULATE "$p")
+    else notyet 3 "test_gpu_rnn" "no test_gpu_rnn"; fi
     # forward values lent where no backward reads them, the device's layers (bitwise == all kept)
     if p=$(find_prog test_plan_values); then
         (cd tests && check "test_plan_values on the GPU: values lent == all kept, bitwise" 60 \

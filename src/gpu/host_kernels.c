@@ -22,7 +22,8 @@ _Static_assert(K_LOSS_SPARSE_CE == (int)TNT_SPARSE_CATEGORICAL_CROSSENTROPY && K
                "kernels/loss.cu K_LOSS_* must follow tnt_loss_kind");
 /* the structures kernels take by value: the layout nvptx64 gives them too (no padding) */
 _Static_assert(sizeof(tnt_k_axes_norm) == 120, "kernels/kargs.h: tnt_k_axes_norm has unexpected padding");
-_Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56 && sizeof(tnt_k_perm) == 152 && sizeof(tnt_k_conv) == 96,
+_Static_assert(sizeof(tnt_k_pool) == 80 && sizeof(tnt_k_box) == 56 && sizeof(tnt_k_perm) == 152 && sizeof(tnt_k_conv) == 96 &&
+                   sizeof(tnt_k_rnn) == 80,
                "kernels/kargs.h: unexpected padding");
 
 #include "gpu/host_unpack.h"

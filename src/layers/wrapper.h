@@ -14,8 +14,8 @@ tnt_status tnt__wrapper_build_inner(tnt_layer *outer, tnt_layer *inner, int n, c
 /* Declares inner's weights as outer's, each name prefixed with prefix ("forward_lstm/kernel"; NULL:
  * the inner name unchanged). */
 tnt_status tnt__wrapper_adopt_weights(tnt_layer *outer, tnt_layer *inner, const char *prefix);
-/* Points inner's weights at outer's weights first.. (values and gradients) and gives inner a seed
- * derived from outer's, before each call of inner. */
+/* Points inner's weights at outer's weights first.. (values and gradients, and their device views)
+ * and gives inner a seed derived from outer's, before each call of inner. */
 void tnt__wrapper_bind(tnt_layer *outer, int first, tnt_layer *inner, uint64_t salt);
 /* key: {"class_name": ..., "config": {"name": name, "trainable", "dtype", inner's keys}}, with the
  * wrapper's regularizers and constraints (taken from inner, tnt__wrapper_take_rules) in it. */

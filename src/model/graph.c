@@ -4,6 +4,8 @@
  * a hidden node computes ids != 0, and the mask follows the layers that support masking. */
 #include "model/model.h"
 
+#include "gpu/gpu.h"
+
 #include <pthread.h>
 #include <stdio.h>
 
@@ -52,12 +54,38 @@ static tnt_status mask_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
 
 static void make_mask_destroy(tnt_layer *l) { free(l->priv); }
 
+/* On the device: the same masks (gpu/kernels/rnn.cu tnt_k_make_mask), zeros for the gradients. */
+static tnt_status make_mask_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const make_mask_cfg *c = l->priv;
+    long long group = c->per_step ? l->in_shape.dim[l->in_shape.ndim - 1] : 1;
+    long long n = a->batch * tnt_shape_numel(l->out_shape);
+    float value = c->mask_value, *y = a->y;
+    void *args[] = {(void *)&a->x, &y, &n, &group, &value};
+    return tnt__gpu_launch("tnt_k_make_mask", tnt__gpu_grid_for(n, 256), 256, 0, args);
+}
+
+static tnt_status mask_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    tnt_status s = TNT_OK;
+    for (int k = 0; k < a->n_inputs && s == TNT_OK; k++) {
+        float *dx = a->dxs ? a->dxs[k] : k == 0 ? a->dx : NULL;
+        if (dx)
+            s = tnt__gpu_memset_zero(dx, (size_t)(a->batch * tnt_shape_numel(l->in_shapes[k])) * sizeof(float),
+                                     TNT__GPU_COMPUTE);
+    }
+    return s;
+}
+
+static const tnt__gpu_ops make_mask_gpu_ops = {.forward = make_mask_gpu_forward, .backward = mask_gpu_backward};
+
 static const tnt__layer_ops make_mask_ops = {
     .class_name = "NotEqual",
     .build = make_mask_build,
     .forward = make_mask_forward,
     .backward = mask_backward,
     .destroy = make_mask_destroy,
+    .gpu = &make_mask_gpu_ops,
 };
 
 /* Keras merge layers (Add, Concatenate, ...): the output is masked where any input is (an input
@@ -83,11 +111,27 @@ static tnt_status mask_and_forward(tnt_layer *l, void *plan, const tnt__fwd_args
     return TNT_OK;
 }
 
+/* y = mask 0, then y = y mask k for each next one (the CPU's order) */
+static tnt_status mask_and_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    long long n = a->batch * tnt_shape_numel(l->out_shape);
+    tnt_status s = tnt__gpu_copy_on_device(a->y, a->xs[0], (size_t)n * sizeof(float), TNT__GPU_COMPUTE);
+    float *y = a->y;
+    for (int k = 1; k < a->n_inputs && s == TNT_OK; k++) {
+        void *args[] = {&y, (void *)&a->xs[k], &y, &n};
+        s = tnt__gpu_launch("tnt_k_mul", tnt__gpu_grid_for(n, 256), 256, 0, args);
+    }
+    return s;
+}
+
+static const tnt__gpu_ops mask_and_gpu_ops = {.forward = mask_and_gpu_forward, .backward = mask_gpu_backward};
+
 static const tnt__layer_ops mask_and_ops = {
     .class_name = "LogicalAnd",
     .build_multi = mask_and_build,
     .forward = mask_and_forward,
     .backward = mask_backward,
+    .gpu = &mask_and_gpu_ops,
 };
 
 /* ---- names ------------------------------------------------------------------------------- */

@@ -54,4 +54,17 @@ typedef struct tnt_k_axes_norm {
     int unused;
 } tnt_k_axes_norm;
 
+/* One time step of a recurrent layer (rnn.cu; layers/recurrent/rnn_gpu.c): B rows of T steps of U
+ * units; step t, the step before it in processing order tprev and the one after tnext (-1: none);
+ * ld_y the row stride of the output or its gradient; cell, activations and reset_after as
+ * layers/recurrent/rnn_common.h numbers them (K_RNN_*, checked there). */
+typedef struct tnt_k_rnn {
+    long long B, T, U, t, tprev, tnext, ld_y;
+    int cell, act, rec_act, reset_after;
+    int has_init; /* the state before the first step is the initial-state inputs (else zeros) */
+    int zero_output; /* a masked step outputs zeros (else the state it keeps) */
+} tnt_k_rnn;
+enum { K_RNN_SIMPLE, K_RNN_LSTM, K_RNN_GRU };
+enum { K_RNN_TANH, K_RNN_SIGMOID, K_RNN_HARD_SIGMOID, K_RNN_HARD_SIGMOID_V3, K_RNN_RELU, K_RNN_LINEAR };
+
 #endif

@@ -111,3 +111,18 @@ TNT_K(tnt_k_gaussian_noise, const float *, float *, i64, unsigned long long, uns
 TNT_K(tnt_k_gaussian_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float)
 TNT_K(tnt_k_alpha_dropout, const float *, float *, i64, unsigned long long, unsigned long long, float, float, float, float, int)
 TNT_K(tnt_k_spatial_dropout, const float *, float *, i64, unsigned long long, i64, i64, i64, int, float, float)
+/* rnn.cu */
+TNT_K(tnt_k_rnn_init, tnt_k_rnn, const float *, const float *, float *)
+TNT_K(tnt_k_rnn_fwd, tnt_k_rnn, float *, const float *, float *, float *, float *, float *, float *, const float *,
+      const float *, const float *, const float *)
+TNT_K(tnt_k_rnn_gru_rp, tnt_k_rnn, float *, const float *, float *)
+TNT_K(tnt_k_rnn_bwd, tnt_k_rnn, float *, float *, const float *, const float *, const float *, float *, float *,
+      const float *, const float *, const float *, const float *, const float *, const float *)
+TNT_K(tnt_k_rnn_carry, const float *, const float *, const float *, float *, i64)
+TNT_K(tnt_k_rnn_gru_rp_bwd, tnt_k_rnn, float *, const float *, float *)
+TNT_K(tnt_k_rnn_drop_in, const float *, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_bidi_merge, const float *, const float *, float *, i64, i64, i64, int, int)
+TNT_K(tnt_k_bidi_merge_bwd, const float *, const float *, const float *, float *, float *, i64, i64, i64, int, int)
+TNT_K(tnt_k_repeat_fwd, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_repeat_bwd, const float *, float *, i64, i64, i64)
+TNT_K(tnt_k_make_mask, const float *, float *, i64, i64, float)

@@ -15,3 +15,4 @@
 #include "loss.cu"
 #include "constraints.cu"
 #include "noise.cu"
+#include "rnn.cu"

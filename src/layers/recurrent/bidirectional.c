@@ -10,10 +10,14 @@
  * ("forward_lstm_1/kernel"). A sequence mask reaches both layers.
  *
  * Workspace: the two inner workspaces, then yf and yb (the inner outputs, yb in input order),
- * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's. */
+ * dyf and dyb (their gradients), and the backward layer's dx before it is added to the forward's.
+ * On the device (recurrent layers with a device path; no states or merge_mode None) the
+ * inner layers run their GPU paths, yb stays in its processing order and the merge kernels
+ * (gpu/kernels/rnn.cu tnt_k_bidi_merge*) read it reversed. */
 #include "layers/recurrent/rnn_common.h"
 #include "layers/wrapper.h"
 
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 
 #include <stdio.h>
@@ -94,17 +98,24 @@ typedef struct bidi_ws {
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-/* The inner layers' plans for one batch size (recurrent layers on the engine have none). */
+/* The inner layers' plans for one batch size (recurrent layers on the engine have none), on the
+ * CPU or (device) their GPU paths' plans. */
 typedef struct bidi_plan {
     tnt_layer *fwd, *bwd;
     void *pf, *pb;
+    bool device;
 } bidi_plan;
+
+static void inner_plan_destroy(const tnt_layer *inner, bool device, void *plan) {
+    void (*destroy)(void *) = device ? inner->ops->gpu->plan_destroy : inner->ops->plan_destroy;
+    if (plan && destroy) destroy(plan);
+}
 
 static void bidi_plan_destroy(void *plan) {
     bidi_plan *p = plan;
     if (!p) return;
-    if (p->pf && p->fwd->ops->plan_destroy) p->fwd->ops->plan_destroy(p->pf);
-    if (p->pb && p->bwd->ops->plan_destroy) p->bwd->ops->plan_destroy(p->pb);
+    inner_plan_destroy(p->fwd, p->device, p->pf);
+    inner_plan_destroy(p->bwd, p->device, p->pb);
     free(p);
 }
 
@@ -121,10 +132,16 @@ static void *bidi_plan_create(tnt_layer *l, int64_t batch) {
     return p;
 }
 
+static size_t inner_workspace(tnt_layer *inner, bool device, void *plan, int64_t batch) {
+    size_t (*size)(tnt_layer *, void *, int64_t) = device ? inner->ops->gpu->workspace_size : inner->ops->workspace_size;
+    return size ? align64(size(inner, plan, batch)) : 0;
+}
+
 static size_t bidi_layout(tnt_layer *l, const bidi_plan *plan, int64_t batch, void *base, bidi_ws *w) {
     bidi *b = l->priv;
-    size_t sf = align64(b->fwd->ops->workspace_size(b->fwd, plan ? plan->pf : NULL, batch));
-    size_t sb = align64(b->bwd->ops->workspace_size(b->bwd, plan ? plan->pb : NULL, batch));
+    const bool dev = plan && plan->device;
+    size_t sf = inner_workspace(b->fwd, dev, plan ? plan->pf : NULL, batch);
+    size_t sb = inner_workspace(b->bwd, dev, plan ? plan->pb : NULL, batch);
     size_t ny = align64((size_t)(batch * b->out_f) * sizeof(float));
     size_t nx = align64((size_t)(batch * tnt_shape_numel(l->in_shape)) * sizeof(float));
     char *p = base;
@@ -260,6 +277,120 @@ static tnt_status bidi_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a
     return TNT_OK;
 }
 
+/* ---- on the device: the inner layers' GPU paths (rnn_gpu.c), the merge as one kernel ---------- */
+
+static bool bidi_gpu_supported(const tnt_layer *l, const char **why) {
+    const bidi *b = l->priv;
+    const char *no = NULL;
+    if (b->mode == TNT_MERGE_NONE) no = "merge_mode None has no device path yet";
+    else if (b->n_states) no = "return_state has no device path yet";
+    else if (b->n_init) no = "initial states as inputs have no device path yet";
+    else if (!b->fwd->ops->gpu || !b->bwd->ops->gpu) no = "its ConvLSTM2D has no device path yet";
+    if (no) {
+        if (why) *why = no;
+        return false;
+    }
+    for (int k = 0; k < 2; k++) {
+        const tnt_layer *in = k ? b->bwd : b->fwd;
+        if (in->ops->gpu->supported && !in->ops->gpu->supported(in, why)) return false;
+    }
+    return true;
+}
+
+static void *bidi_gpu_plan_create(tnt_layer *l, int64_t batch) {
+    bidi *b = l->priv;
+    bidi_plan *p = tnt__calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->fwd = b->fwd, p->bwd = b->bwd, p->device = true;
+    void *(*cf)(tnt_layer *, int64_t) = b->fwd->ops->gpu->plan_create;
+    void *(*cb)(tnt_layer *, int64_t) = b->bwd->ops->gpu->plan_create;
+    if ((cf && !(p->pf = cf(b->fwd, batch))) || (cb && !(p->pb = cb(b->bwd, batch)))) {
+        bidi_plan_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* the merge kernels' geometry: rows of steps S (1 without return_sequences) of units U */
+static void merge_geometry(const bidi *b, long long *S, long long *U) {
+    const tnt_shape o = b->fwd->out_shape;
+    *U = o.dim[o.ndim - 1];
+    *S = b->out_f / *U;
+}
+
+static tnt_status bidi_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    bidi *b = l->priv;
+    bidi_plan *p = plan;
+    bidi_ws w;
+    prepare(l, p, a->batch, a->workspace, &w);
+    tnt__fwd_args af = *a, ab = *a;
+    float *yfs[1] = {w.yf}, *ybs[1] = {w.yb};
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS]; /* the sequence, the mask */
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    const int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    af.xs = xf, ab.xs = xb, af.n_outputs = ab.n_outputs = 1;
+    af.y = w.yf, af.ys = yfs, af.workspace = w.wf, af.preact = NULL;
+    ab.y = w.yb, ab.ys = ybs, ab.workspace = w.wb, ab.preact = NULL;
+    tnt_status s;
+    if ((s = b->fwd->ops->gpu->forward(b->fwd, p->pf, &af)) != TNT_OK ||
+        (s = b->bwd->ops->gpu->forward(b->bwd, p->pb, &ab)) != TNT_OK)
+        return s;
+    long long B = a->batch, S, U;
+    merge_geometry(b, &S, &U);
+    int mode = (int)b->mode, reverse = returns_sequences(b);
+    float *y = a->y;
+    void *args[] = {&w.yf, &w.yb, &y, &B, &S, &U, &mode, &reverse};
+    return tnt__gpu_launch("tnt_k_bidi_merge", tnt__gpu_grid_for(B * S * U, 256), 256, 0, args);
+}
+
+static tnt_status bidi_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    bidi *b = l->priv;
+    bidi_plan *p = plan;
+    bidi_ws w;
+    prepare(l, p, a->batch, a->workspace, &w);
+    long long B = a->batch, S, U, nx = a->batch * tnt_shape_numel(l->in_shape);
+    merge_geometry(b, &S, &U);
+    int mode = (int)b->mode, reverse = returns_sequences(b);
+    const float *dy = a->dy;
+    void *args[] = {&dy, &w.yf, &w.yb, &w.dyf, &w.dyb, &B, &S, &U, &mode, &reverse};
+    tnt_status s = tnt__gpu_launch("tnt_k_bidi_merge_bwd", tnt__gpu_grid_for(B * S * U, 256), 256, 0, args);
+    if (s != TNT_OK) return s;
+    tnt__bwd_args af = *a, ab = *a;
+    const float *dyf[1] = {w.dyf}, *dyb[1] = {w.dyb};
+    const float *xf[TNT_MAX_LAYER_INPUTS], *xb[TNT_MAX_LAYER_INPUTS];
+    float *dxf[TNT_MAX_LAYER_INPUTS] = {0}, *dxb[TNT_MAX_LAYER_INPUTS] = {0};
+    const float *const *xs_all = a->xs ? a->xs : &a->x;
+    const int n_all = a->xs ? a->n_inputs : 1;
+    af.n_inputs = inner_inputs(l, n_all, 0, (const void *const *)xs_all, (const void **)xf);
+    ab.n_inputs = inner_inputs(l, n_all, 1, (const void *const *)xs_all, (const void **)xb);
+    if (a->dxs) { /* the mask's gradient slot: zeros from either layer */
+        inner_inputs(l, n_all, 0, (const void *const *)a->dxs, (const void **)dxf);
+        inner_inputs(l, n_all, 1, (const void *const *)a->dxs, (const void **)dxb);
+    }
+    dxf[0] = a->dx, dxb[0] = a->dx ? w.dxb : NULL;
+    af.xs = xf, ab.xs = xb, af.n_outputs = ab.n_outputs = 1;
+    af.dys = dyf, ab.dys = dyb, af.ys = ab.ys = NULL, af.dxs = dxf, ab.dxs = dxb;
+    af.dy = w.dyf, af.y = w.yf, af.workspace = w.wf;
+    ab.dy = w.dyb, ab.y = w.yb, ab.workspace = w.wb, ab.dx = dxb[0];
+    if ((s = b->fwd->ops->gpu->backward(b->fwd, p->pf, &af)) != TNT_OK ||
+        (s = b->bwd->ops->gpu->backward(b->bwd, p->pb, &ab)) != TNT_OK || !a->dx)
+        return s;
+    float one = 1.0f, *dx = a->dx; /* dx = dx + 1 dxb, as the CPU's dx += dxb */
+    void *add[] = {&w.dxb, &dx, &nx, &one};
+    return tnt__gpu_launch("tnt_k_axpy", tnt__gpu_grid_for(nx, 256), 256, 0, add);
+}
+
+static const tnt__gpu_ops bidi_gpu_ops = {
+    .supported = bidi_gpu_supported,
+    .plan_create = bidi_gpu_plan_create,
+    .plan_destroy = bidi_plan_destroy,
+    .workspace_size = bidi_workspace_size,
+    .forward = bidi_gpu_forward,
+    .backward = bidi_gpu_backward,
+};
+
 static void bidi_destroy(tnt_layer *l) {
     bidi *b = l->priv;
     tnt_layer_free(b->fwd);
@@ -321,6 +452,7 @@ const tnt__layer_ops tnt__bidirectional_ops = {
     .from_config = bidi_from_config,
     .consumes_mask = true,
     .keeps_mask = bidi_keeps_mask,
+    .gpu = &bidi_gpu_ops,
 };
 
 /* "forward_" + the wrapped layer's name (its Keras base name when automatic) */

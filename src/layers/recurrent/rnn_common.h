@@ -36,6 +36,9 @@ typedef struct tnt__rnn {
     int64_t state_rows;
 } tnt__rnn;
 
+/* The device path (rnn_gpu.c) every recurrent class shares. */
+extern const tnt__gpu_ops tnt__rnn_gpu_ops;
+
 /* The ops table of a recurrent class: everything but the class name is shared. */
 #define RNN_OPS(var, cls, from_config_fn)                                                        \
     const tnt__layer_ops var = {                                                                 \
@@ -51,6 +54,7 @@ typedef struct tnt__rnn {
         .from_config = from_config_fn,                                                           \
         .consumes_mask = true,                                                                   \
         .keeps_mask = tnt__rnn_returns_sequences,                                                \
+        .gpu = &tnt__rnn_gpu_ops,                                                                \
     }
 
 /* A recurrent layer of this cell from the public options (validated; errors name the class). */

@@ -1,5 +1,7 @@
 /* repeat_vector.c: RepeatVector (Keras): (features) -> (n, features), n copies of each sample's
- * vector. Backward sums dy over the n copies (in copy order, float32, as the copies are few). */
+ * vector. Backward sums dy over the n copies (in copy order, float32, as the copies are few); the
+ * device path does the same in one kernel each way. */
+#include "gpu/gpu.h"
 #include "layers/keras_config.h"
 #include "layers/layer.h"
 
@@ -56,6 +58,34 @@ static tnt_status repeat_backward(tnt_layer *l, void *plan, const tnt__bwd_args 
     return TNT_OK;
 }
 
+/* ---- on the device: one kernel each way (gpu/kernels/rnn.cu), the CPU's order of the sum ---- */
+
+static tnt_status repeat_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
+    (void)plan;
+    const repeat_cfg *c = l->priv;
+    long long B = a->batch, n = c->n, F = c->features;
+    float *y = a->y;
+    void *args[] = {(void *)&a->x, &y, &B, &n, &F};
+    tnt_status s = tnt__gpu_launch("tnt_k_repeat_fwd", tnt__gpu_grid_for(B * n * F, 256), 256, 0, args);
+    if (s == TNT_OK && a->preact && a->preact != a->y)
+        s = tnt__gpu_copy_on_device(a->preact, a->y, (size_t)(B * n * F) * sizeof(float), TNT__GPU_COMPUTE);
+    return s;
+}
+
+static tnt_status repeat_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
+    (void)plan;
+    if (!a->dx) return TNT_OK;
+    const repeat_cfg *c = l->priv;
+    long long B = a->batch, n = c->n, F = c->features;
+    void *args[] = {(void *)&a->dy, (void *)&a->dx, &B, &n, &F};
+    return tnt__gpu_launch("tnt_k_repeat_bwd", tnt__gpu_grid_for(B * F, 256), 256, 0, args);
+}
+
+static const tnt__gpu_ops repeat_gpu_ops = {
+    .forward = repeat_gpu_forward,
+    .backward = repeat_gpu_backward,
+};
+
 static void repeat_destroy(tnt_layer *l) { free(l->priv); }
 
 static tnt_status repeat_get_config(const tnt_layer *l, cJSON *c) {
@@ -78,6 +108,7 @@ const tnt__layer_ops tnt__repeat_vector_ops = {
     .forward = repeat_forward,
     .backward = repeat_backward,
     .destroy = repeat_destroy,
+    .gpu = &repeat_gpu_ops,
 };
 
 tnt_layer *tnt_repeat_vector(int n, const char *name) {
