@@ -43,23 +43,36 @@ typedef struct td_plan {
     void *inner_plan;
 } td_plan;
 
-static void td_plan_destroy(void *plan) {
+/* the inner layer's plan functions, of its host or its device path */
+static void *(*inner_create(const tnt_layer *inner, bool device))(tnt_layer *, int64_t) {
+    return device ? (inner->ops->gpu ? inner->ops->gpu->plan_create : NULL) : inner->ops->plan_create;
+}
+static void (*inner_destroy(const tnt_layer *inner, bool device))(void *) {
+    return device ? (inner->ops->gpu ? inner->ops->gpu->plan_destroy : NULL) : inner->ops->plan_destroy;
+}
+
+static void plan_free(void *plan, bool device) {
     td_plan *p = plan;
-    if (p && p->inner_plan && p->inner->ops->plan_destroy) p->inner->ops->plan_destroy(p->inner_plan);
+    void (*destroy)(void *) = p ? inner_destroy(p->inner, device) : NULL;
+    if (p && p->inner_plan && destroy) destroy(p->inner_plan);
     free(p);
 }
 
-static void *td_plan_create(tnt_layer *l, int64_t batch) {
+static void *plan_make(tnt_layer *l, int64_t batch, bool device) {
     td *t = l->priv;
     td_plan *p = tnt__calloc(1, sizeof *p);
     if (!p) return NULL;
     p->inner = t->inner;
-    if (t->inner->ops->plan_create && !(p->inner_plan = t->inner->ops->plan_create(t->inner, batch * t->steps))) {
+    void *(*create)(tnt_layer *, int64_t) = inner_create(t->inner, device);
+    if (create && !(p->inner_plan = create(t->inner, batch * t->steps))) {
         free(p);
         return NULL;
     }
     return p;
 }
+
+static void td_plan_destroy(void *plan) { plan_free(plan, false); }
+static void *td_plan_create(tnt_layer *l, int64_t batch) { return plan_make(l, batch, false); }
 
 static size_t td_workspace_size(tnt_layer *l, void *plan, int64_t batch) {
     td *t = l->priv;
@@ -111,25 +124,8 @@ static bool td_gpu_supported(const tnt_layer *l, const char **why) {
     return !g->supported || g->supported(t->inner, why);
 }
 
-static void td_gpu_plan_destroy(void *plan) {
-    td_plan *p = plan;
-    if (p && p->inner_plan && p->inner->ops->gpu && p->inner->ops->gpu->plan_destroy)
-        p->inner->ops->gpu->plan_destroy(p->inner_plan);
-    free(p);
-}
-
-static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) {
-    td *t = l->priv;
-    td_plan *p = tnt__calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->inner = t->inner;
-    const tnt__gpu_ops *g = t->inner->ops->gpu;
-    if (g && g->plan_create && !(p->inner_plan = g->plan_create(t->inner, batch * t->steps))) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
+static void td_gpu_plan_destroy(void *plan) { plan_free(plan, true); }
+static void *td_gpu_plan_create(tnt_layer *l, int64_t batch) { return plan_make(l, batch, true); }
 
 static size_t td_gpu_size(tnt_layer *l, void *plan, int64_t batch, bool scratch) {
     td *t = l->priv;
