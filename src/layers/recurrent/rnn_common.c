@@ -122,7 +122,6 @@ void tnt__rnn_act_apply(tnt__rnn_act a, float *v, int64_t n) {
 
 /* ---- configuration and build ------------------------------------------------------------ */
 
-static int gates(const tnt__rnn *r) { return r->cell == TNT__RNN_LSTM ? 4 : r->cell == TNT__RNN_GRU ? 3 : 1; }
 
 tnt__rnn *tnt__rnn_of(const tnt_layer *l) {
     return l && (l->ops->build_multi == tnt__rnn_build_multi || tnt__is_conv_lstm2d(l)) ? l->priv : NULL;
@@ -230,7 +229,7 @@ tnt_status tnt__rnn_build_multi(tnt_layer *l, int n, const tnt_shape *in, tnt_sh
     for (int k = 1; k < l->n_outputs; k++) l->out_shapes[k] = TNT_SHAPE(r->units);
     r->steps = in[0].dim[0];
     r->features = in[0].dim[1];
-    const int64_t U = r->units, gu = gates(r) * U;
+    const int64_t U = r->units, gu = tnt__rnn_gate_units(r);
     l->n_weights = 0;
     if (tnt__layer_add_weight(l, "kernel", TNT_SHAPE(r->features, gu), r->kernel_init, r->features, gu) < 0 ||
         tnt__layer_add_weight(l, "recurrent_kernel", TNT_SHAPE(U, gu), r->recurrent_init, U, gu) < 0)
@@ -282,7 +281,7 @@ static const float *mask_of(const tnt_layer *l, int n_inputs, const float *const
  * is NULL (start_from_state tells an LSTM's carried c by it: a stateful GRU's empty sc pointed
  * past the workspace and received the c state the layer does not have). */
 static size_t ws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_ws *w) {
-    const int64_t T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    const int64_t T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     size_t off = 64;
     char *at = base;
     rnn_ws dummy;
@@ -330,7 +329,7 @@ void tnt__rnn_dropout_scales(float *scale, int64_t B, int64_t n, float rate, uin
 
 /* The input-side bias of gate column j..: b_in, plus the recurrent half for CuDNNLSTM. */
 static void fill_input_bias(const tnt__rnn *r, const float *bias, float *z, int64_t rows) {
-    const int64_t gu = gates(r) * r->units;
+    const int64_t gu = tnt__rnn_gate_units(r);
     for (int64_t i = 0; i < rows; i++) {
         float *zr = z + i * gu;
         if (!bias) {
@@ -348,7 +347,7 @@ static inline bool is_masked(const float *mask, int64_t T, int64_t b, int64_t t)
 
 /* One step's elementwise cell update for the unmasked rows; a masked row copies h (and c). */
 static void cell_step(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B, int64_t t, int64_t tprev) {
-    const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
+    const int64_t T = r->steps, U = r->units, gu = tnt__rnn_gate_units(r);
     for (int64_t b = 0; b < B; b++) {
         float *z = w->z + (b * T + t) * gu, *h = w->h + (b * T + t) * U;
         const float *hp = prev_row(w->h, w->h0, T, U, b, tprev);
@@ -421,7 +420,7 @@ tnt_status tnt__rnn_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     (void)plan;
     const tnt__rnn *r = l->priv;
     tnt_status status = TNT_OK;
-    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     const float *W = l->weights[0].value, *R = l->weights[1].value, *bias = r->use_bias ? l->weights[2].value : NULL;
     const float *mask = mask_of(l, a->n_inputs, a->xs);
     rnn_ws w;
@@ -503,7 +502,7 @@ fail:
 static tnt_status cell_grad(const tnt__rnn *r, rnn_ws *w, const float *mask, int64_t B, int64_t t, int64_t tprev,
                             const float *R) {
     tnt_status status = TNT_OK;
-    const int64_t T = r->steps, U = r->units, gu = gates(r) * U;
+    const int64_t T = r->steps, U = r->units, gu = tnt__rnn_gate_units(r);
     for (int64_t b = 0; b < B; b++) {
         float *z = w->z + (b * T + t) * gu, *dh = w->dh + b * U;
         const float *hp = prev_row(w->h, w->h0, T, U, b, tprev);
@@ -574,7 +573,7 @@ tnt_status tnt__rnn_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     (void)plan;
     const tnt__rnn *r = l->priv;
     tnt_status status = TNT_OK;
-    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gates(r) * U;
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     const float *W = l->weights[0].value, *R = l->weights[1].value;
     const float *mask = mask_of(l, a->n_inputs, a->xs);
     rnn_ws w;

@@ -76,6 +76,11 @@ struct tnt__kj_ctx;
 tnt_layer *tnt__rnn_from_config(const struct cJSON *c, const struct tnt__kj_ctx *k, const tnt__layer_ops *ops,
                                 tnt__rnn_cell cell, bool cudnn);
 
+/* Gate columns of a cell: 4U for LSTM (i, f, c, o), 3U for GRU (z, r, h), U for SimpleRNN. */
+static inline int64_t tnt__rnn_gate_units(const tnt__rnn *r) {
+    return (r->cell == TNT__RNN_LSTM ? 4 : r->cell == TNT__RNN_GRU ? 3 : 1) * (int64_t)r->units;
+}
+
 /* States of a cell: 2 (h, c) for LSTM, else 1 (h). */
 static inline int tnt__rnn_n_states(const tnt__rnn *r) { return r->cell == TNT__RNN_LSTM ? 2 : 1; }
 

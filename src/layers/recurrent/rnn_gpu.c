@@ -55,17 +55,13 @@ static void *rnn_gpu_plan_create(tnt_layer *l, int64_t batch) {
 
 static void rnn_gpu_plan_destroy(void *plan) { free(plan); }
 
-static int64_t gate_units(const tnt__rnn *r) {
-    return (r->cell == TNT__RNN_LSTM ? 4 : r->cell == TNT__RNN_GRU ? 3 : 1) * (int64_t)r->units;
-}
-
 typedef struct rnn_dws {
     float *z, *h, *p, *c, *ac, *rh, *xd, *xmask, *rmask, *dh, *dc, *dp;
 } rnn_dws;
 
 /* Carves the device workspace (base NULL: only counts it); returns its bytes. */
 static size_t dws_layout(const tnt__rnn *r, int64_t B, void *base, rnn_dws *w) {
-    const int64_t T = r->steps, U = r->units, I = r->features, gu = gate_units(r);
+    const int64_t T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     const bool lstm = r->cell == TNT__RNN_LSTM, gru = r->cell == TNT__RNN_GRU;
     size_t off = 0;
     char *at = base;
@@ -154,7 +150,7 @@ static tnt_status copy_step(const float *seq, float *out, long long B, long long
 static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args *a) {
     const tnt__rnn *r = l->priv;
     rnn_gpu_plan *pl = plan;
-    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gate_units(r);
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     const float *W = l->weights[0].d_value, *R = l->weights[1].d_value, *bias = r->use_bias ? l->weights[2].d_value : NULL;
     const bool gru = r->cell == TNT__RNN_GRU, split = gru && !r->reset_after;
     rnn_dws w;
@@ -216,7 +212,7 @@ static tnt_status rnn_gpu_forward(tnt_layer *l, void *plan, const tnt__fwd_args 
 static tnt_status rnn_gpu_backward(tnt_layer *l, void *plan, const tnt__bwd_args *a) {
     const tnt__rnn *r = l->priv;
     const rnn_gpu_plan *pl = plan;
-    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = gate_units(r);
+    const int64_t B = a->batch, T = r->steps, U = r->units, I = r->features, gu = tnt__rnn_gate_units(r);
     const float *W = l->weights[0].d_value, *R = l->weights[1].d_value;
     const bool gru = r->cell == TNT__RNN_GRU, split = gru && !r->reset_after;
     rnn_dws w;
